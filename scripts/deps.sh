@@ -1,0 +1,31 @@
+#!/bin/bash
+# Install the Debian packages nri-qos needs, only those missing (idempotent).
+# Usage: scripts/deps.sh [build|test|fuzz|e2e|pkg ...]   (default: build test)
+# Runs apt-get only when something is missing; needs root for that.
+set -euo pipefail
+declare -A SETS=(
+  [build]="g++ make pkg-config nlohmann-json3-dev libcli11-dev libtoml11-dev libseccomp-dev libprotobuf-dev protobuf-compiler"
+  [test]="catch2 python3"
+  [fuzz]="clang libclang-rt-14-dev"
+  [e2e]="containerd runc python3-grpcio python3-grpc-tools busybox-static jq"
+  [pkg]="rpm debhelper dpkg-dev fakeroot lintian mandoc groff-base"
+  [bench]="valgrind"
+)
+want=()
+[ $# -eq 0 ] && set -- build test
+for s in "$@"; do
+  [ -n "${SETS[$s]+x}" ] || { echo "deps.sh: unknown set '$s'" >&2; exit 2; }
+  want+=(${SETS[$s]})
+done
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "deps.sh: missing packages: ${missing[*]} (run as root or install them)" >&2; exit 1
+fi
+echo "deps.sh: apt-get install ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,317 @@
+#include "adjust.hpp"
+
+#include <cstdio>
+
+using nlohmann::json;
+
+namespace nriqos {
+
+std::string nri_api_level(const std::string& name, const std::string& version) {
+    if (name != "containerd") return "0.6";
+    unsigned maj = 0, min = 0, patch = 0;
+    if (std::sscanf(version.c_str(), "%u.%u.%u", &maj, &min, &patch) < 2) return "0.6";
+    if (maj >= 2) return "0.8+";
+    if (maj == 1 && min == 7 && patch >= 26) return "0.8+";
+    if (maj == 1 && min > 7) return "0.8+";
+    return "0.6";
+}
+
+namespace {
+
+enum class Mode { None, Direct, NriCreate, NriStart, NriUpdate };
+
+/// A knob resolved for this request: integer (or "max") or text.
+struct Resolved {
+    bool ok = false;
+    bool is_max = false;
+    bool is_text = false;
+    int64_t num = 0;
+    std::string text;
+    std::string why;  ///< when !ok
+};
+
+Resolved resolve(const KnobSetting& k, const Resources& res) {
+    Resolved r;
+    const KnobDef& d = knob_def(k.id);
+    switch (k.value.kind) {
+        case KnobValue::Max: r.ok = true; r.is_max = true; return r;
+        case KnobValue::Text: r.ok = true; r.is_text = true; r.text = k.value.text; return r;
+        case KnobValue::Int: r.ok = true; r.num = k.value.num; return r;
+        case KnobValue::Percent: break;
+    }
+    std::optional<int64_t> base;
+    const char* bname = "";
+    switch (d.pct) {
+        case PctBase::CpuShares: base = res.cpu_shares; bname = "cpu.shares"; break;
+        case PctBase::CpuQuota: base = res.cpu_quota; bname = "cpu.quota"; break;
+        case PctBase::MemLimit: base = res.mem_limit; bname = "memory.limit"; break;
+        case PctBase::PidsLimit: base = res.pids_limit; bname = "pids.limit"; break;
+        case PctBase::None: break;
+    }
+    if (!base || *base <= 0) {
+        r.why = std::string("no OCI ") + bname + " to take " + std::to_string(k.value.num) + "% of";
+        return r;
+    }
+    // base × pct / 100 without overflow (pct ≤ 100)
+    r.num = *base > INT64_MAX / 100 ? (*base / 100) * k.value.num : (*base * k.value.num) / 100;
+    if (r.num < d.min) r.num = d.min;
+    if (r.num > d.max) r.num = d.max;
+    r.ok = true;
+    return r;
+}
+
+std::string num_or(const Resolved& r, const char* max_word) {
+    return r.is_max ? std::string(max_word) : std::to_string(r.num);
+}
+
+struct Builder {
+    const PlanInput& in;
+    Plan& plan;
+    Mode mode;
+    bool v2;
+    bool nri08;
+
+    void skip(const std::string& knob, const std::string& scope, const std::string& why) {
+        plan.skipped.push_back((scope == "pod" ? "pod:" : "") + knob + ": " + why);
+    }
+
+    void add(const std::string& knob, const std::string& scope, Root root, std::string rel, std::string value) {
+        Write w;
+        w.knob = knob;
+        w.scope = scope;
+        w.root = root;
+        w.rel = std::move(rel);
+        w.value = std::move(value);
+        plan.writes.push_back(std::move(w));
+    }
+
+    std::string cg_file(const char* ctrl, const std::string& dir, const std::string& file) const {
+        if (v2) return dir.empty() ? file : dir + "/" + file;
+        std::string base = ctrl;
+        return base + (dir.empty() ? "" : "/" + dir) + "/" + file;
+    }
+
+    /// Can the runtime apply this container knob from an NRI adjustment (native NRI mode)?
+    bool nri_capable(const KnobSetting& k) const {
+        switch (k.id) {
+            case KnobId::CpuShares: case KnobId::CpuQuota: case KnobId::CpuPeriod:
+            case KnobId::CpusetCpus: case KnobId::CpusetMems: case KnobId::MemoryLimit:
+            case KnobId::MemorySwap: case KnobId::ResctrlGroup:
+                return true;
+            case KnobId::PidsMax: case KnobId::OomScoreAdj:
+                return nri08;
+            case KnobId::CpuWeight: case KnobId::CpuBurst: case KnobId::CpuIdle:
+            case KnobId::MemoryHigh: case KnobId::MemoryLow: case KnobId::MemoryMin:
+            case KnobId::BlkioWeight: {
+                // cgroup v2 only, through `unified`; and only when the pod cgroup has the file,
+                // since runc fails the container for a unified file the kernel lacks.
+                if (!v2 || !in.paths || !in.kernel) return false;
+                return in.kernel->exists(Root::Cgroup, cg_file("", in.paths->pod, knob_def(k.id).v2_file));
+            }
+            default:
+                return false;  // openEuler qos levels, soft limit, raw files: written directly
+        }
+    }
+
+    /// The NRI ContainerAdjustment field (JSON pointer below the adjustment) and value that
+    /// carry this knob, if any (cgroup v2 files go through linux.resources.unified).
+    std::optional<std::pair<std::string, json>> nri_field(const KnobSetting& k, const Resolved& r) const {
+        auto wrap = [](json v) { return json{{"value", std::move(v)}}; };
+        int64_t n = r.is_max ? -1 : r.num;
+        const std::string R = "/linux/resources";
+        switch (k.id) {
+            case KnobId::CpuShares: return std::make_pair(R + "/cpu/shares", wrap(n));
+            case KnobId::CpuQuota: return std::make_pair(R + "/cpu/quota", wrap(n));
+            case KnobId::CpuPeriod: return std::make_pair(R + "/cpu/period", wrap(n));
+            case KnobId::CpusetCpus: return std::make_pair(R + "/cpu/cpus", json(r.text));
+            case KnobId::CpusetMems: return std::make_pair(R + "/cpu/mems", json(r.text));
+            case KnobId::MemoryLimit: return std::make_pair(R + "/memory/limit", wrap(n));
+            case KnobId::MemorySwap: return std::make_pair(R + "/memory/swap", wrap(n));
+            case KnobId::PidsMax: return std::make_pair(R + "/pids/limit", json(n));
+            case KnobId::ResctrlGroup: return std::make_pair(R + "/rdt_class", wrap(r.text));
+            case KnobId::OomScoreAdj: return std::make_pair(std::string("/linux/oom_score_adj"), wrap(n));
+            default: break;
+        }
+        if (!v2) return std::nullopt;
+        const std::string U = R + "/unified/";
+        switch (k.id) {
+            case KnobId::CpuWeight: return std::make_pair(U + "cpu.weight", json(std::to_string(n)));
+            case KnobId::CpuBurst: return std::make_pair(U + "cpu.max.burst", json(std::to_string(n)));
+            case KnobId::CpuIdle: return std::make_pair(U + "cpu.idle", json(std::to_string(n)));
+            case KnobId::MemoryHigh: return std::make_pair(U + "memory.high", json(num_or(r, "max")));
+            case KnobId::MemoryLow: return std::make_pair(U + "memory.low", json(num_or(r, "max")));
+            case KnobId::MemoryMin: return std::make_pair(U + "memory.min", json(num_or(r, "max")));
+            case KnobId::BlkioWeight:
+                return std::make_pair(U + "io.weight", json("default " + std::to_string(blkio_to_io_weight(static_cast<uint64_t>(n)))));
+            default: return std::nullopt;
+        }
+    }
+
+    /// Direct writes for one knob on cgroup directory `dir` (container or pod cgroup).
+    void direct(const KnobSetting& k, const Resolved& r, const std::string& scope, const std::string& dir,
+                const std::vector<KnobSetting>& all) {
+        const KnobDef& d = knob_def(k.id);
+        const std::string key = k.id == KnobId::Raw ? "raw:" + k.raw_file : std::string(d.key);
+        const Request& req = *in.req;
+        switch (k.id) {
+            case KnobId::OomScoreAdj:
+                if (!req.pid) return skip(key, scope, "no pid in the request");
+                return add(key, scope, Root::Proc, std::to_string(*req.pid) + "/oom_score_adj", std::to_string(r.num));
+            case KnobId::ResctrlGroup:
+                if (!req.pid) return skip(key, scope, "no pid in the request");
+                return add(key, scope, Root::Resctrl, r.text + "/tasks", std::to_string(*req.pid));
+            case KnobId::Raw:
+                return add(key, scope, Root::Cgroup, cg_file(k.raw_ctrl.c_str(), dir, k.raw_file), r.text);
+            default: break;
+        }
+        const char* file = v2 ? d.v2_file : d.v1_file;
+        if (!file) return skip(key, scope, std::string("no cgroup ") + (v2 ? "v2" : "v1") + " file");
+        std::string value;
+        if (!v2) {
+            value = r.is_text ? r.text : num_or(r, "-1");
+        } else {
+            switch (k.id) {
+                case KnobId::CpuShares: {
+                    uint64_t s = static_cast<uint64_t>(r.num);
+                    value = std::to_string(in.policy->linear_weight ? shares_to_weight_linear(s) : shares_to_weight(s));
+                    break;
+                }
+                case KnobId::CpuQuota: case KnobId::CpuPeriod: {
+                    // cpu.max = "$MAX $PERIOD": one write for both; keep what is not configured.
+                    if (k.id == KnobId::CpuPeriod) {
+                        for (const auto& o : all)
+                            if (o.id == KnobId::CpuQuota) return;  // written together with the quota
+                    }
+                    std::string quota = "max", period;
+                    for (const auto& o : all) {
+                        if (o.id != KnobId::CpuQuota && o.id != KnobId::CpuPeriod) continue;
+                        Resolved ro = resolve(o, req.resources);
+                        if (!ro.ok) continue;
+                        if (o.id == KnobId::CpuQuota) quota = num_or(ro, "max");
+                        else period = std::to_string(ro.num);
+                    }
+                    if (k.id == KnobId::CpuPeriod) {
+                        // only the period: keep the current quota
+                        auto cur = in.kernel ? in.kernel->read(Root::Cgroup, cg_file("", dir, "cpu.max")) : std::nullopt;
+                        if (cur && !cur->empty()) quota = cur->substr(0, cur->find(' '));
+                    }
+                    value = period.empty() ? quota : quota + " " + period;
+                    break;
+                }
+                case KnobId::MemorySwap: {
+                    // OCI memory.swap is memory+swap; cgroup v2 memory.swap.max is swap alone (runc).
+                    if (r.is_max) { value = "max"; break; }
+                    std::optional<int64_t> limit = req.resources.mem_limit;
+                    for (const auto& o : all)
+                        if (o.id == KnobId::MemoryLimit) {
+                            Resolved lo = resolve(o, req.resources);
+                            if (lo.ok) limit = lo.is_max ? -1 : lo.num;
+                        }
+                    if (!limit || *limit <= 0) return skip(key, scope, "memory+swap needs a memory limit on cgroup v2");
+                    if (r.num < *limit) return skip(key, scope, "memory+swap below the memory limit");
+                    value = std::to_string(r.num - *limit);
+                    break;
+                }
+                case KnobId::BlkioWeight:
+                    value = "default " + std::to_string(blkio_to_io_weight(static_cast<uint64_t>(r.num)));
+                    break;
+                default:
+                    value = r.is_text ? r.text : num_or(r, "max");
+            }
+        }
+        add(key, scope, Root::Cgroup, cg_file(d.v1_ctrl ? d.v1_ctrl : "", dir, file), value);
+    }
+
+    void knobs(const std::vector<KnobSetting>& list, const std::string& scope, const std::string* dir) {
+        const bool nri_mode = mode == Mode::NriCreate || mode == Mode::NriStart || mode == Mode::NriUpdate;
+        json adj = json::object();
+        for (const auto& k : list) {
+            const KnobDef& d = knob_def(k.id);
+            const std::string key = k.id == KnobId::Raw ? "raw:" + k.raw_file : std::string(d.key);
+            Resolved r = resolve(k, in.req->resources);
+            if (!r.ok) {
+                skip(key, scope, r.why);
+                continue;
+            }
+            auto field = scope == "container" ? nri_field(k, r) : std::nullopt;
+            if (nri_mode && scope == "container" && field && nri_capable(k)) {
+                // The runtime applies it from the adjustment; at StartContainer it is already there.
+                if (mode != Mode::NriStart) adj[json::json_pointer(field->first)] = field->second;
+                continue;
+            }
+            if (mode == Mode::NriCreate || mode == Mode::NriUpdate) continue;  // written at StartContainer
+            size_t before = plan.writes.size();
+            if (!dir && k.id != KnobId::OomScoreAdj && k.id != KnobId::ResctrlGroup) {
+                skip(key, scope, "no cgroupsPath in the request");
+                continue;
+            }
+            static const std::string none;
+            direct(k, r, scope, dir ? *dir : none, list);
+            // v0.1: report in NRI terms what was written (finalised after the writes ran).
+            if (field && plan.writes.size() > before) {
+                plan.writes.back().nri_ptr = field->first;
+                plan.writes.back().nri_value = field->second;
+            }
+        }
+        if (scope != "container" || adj.empty()) return;
+        if (mode == Mode::NriUpdate) {
+            if (adj.contains("linux") && adj["linux"].contains("resources")) plan.update = adj["linux"]["resources"];
+            return;
+        }
+        plan.adjustment = adj;
+    }
+};
+
+}  // namespace
+
+Plan build_plan(const PlanInput& in) {
+    Plan plan;
+    plan.decision = in.decision;
+    plan.kube_qos = in.kube_qos;
+    plan.layout = in.layout;
+    plan.adjustment = nullptr;
+    plan.update = nullptr;
+    const Request& req = *in.req;
+    const bool nri = req.wire == Request::Wire::NriEvent;
+    if (nri) plan.nri_api = nri_api_level(req.runtime_name, req.runtime_version);
+
+    Mode mode = Mode::None;
+    bool pod_knobs = false;
+    switch (req.event) {
+        case Event::Create:
+            if (req.is_sandbox) pod_knobs = true;
+            else mode = Mode::Direct;
+            break;
+        case Event::Update:
+            if (!req.is_sandbox) mode = Mode::Direct;
+            break;
+        case Event::RunPodSandbox: pod_knobs = true; break;
+        case Event::CreateContainer: mode = Mode::NriCreate; break;
+        case Event::StartContainer: mode = Mode::NriStart; break;
+        case Event::UpdateContainer: mode = Mode::NriUpdate; break;
+        default: break;
+    }
+    Builder b{in, plan, mode, in.layout == Layout::V2, plan.nri_api == "0.8+"};
+    const ClassDef& cls = *in.decision.cls;
+    if (pod_knobs && !cls.pod.empty()) {
+        if (!in.paths) {
+            for (const auto& k : cls.pod) b.skip(knob_def(k.id).key, "pod", "no cgroupsPath in the request");
+        } else {
+            Builder pb{in, plan, Mode::Direct, b.v2, b.nri08};
+            pb.knobs(cls.pod, "pod", &in.paths->pod);
+        }
+    }
+    if (mode != Mode::None && !cls.container.empty())
+        b.knobs(cls.container, "container", in.paths ? &in.paths->container : nullptr);
+    return plan;
+}
+
+void finalize_adjustment(Plan& plan) {
+    json adj = json::object();
+    for (const auto& w : plan.writes)
+        if (!w.nri_ptr.empty() && (w.status == Write::Applied || w.status == Write::Planned))
+            adj[json::json_pointer(w.nri_ptr)] = w.nri_value;
+    if (!adj.empty()) plan.adjustment = adj;
+}
+
+}  // namespace nriqos

@@ -1,0 +1,71 @@
+// Stage 4 — adjustment: turn a Decision into abstract knob settings resolved for this request
+// (percentages of the request's own OCI values, cgroup v1/v2 file and value), and into the NRI
+// ContainerAdjustment those settings correspond to.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "classify.hpp"
+#include "kernel.hpp"
+#include "model.hpp"
+
+namespace nriqos {
+
+/// One kernel file write of the plan, and (after the cgroup sink ran) its outcome.
+struct Write {
+    std::string knob;     ///< policy key ("cpu_shares", "raw:cpu.bvt_warp_ns")
+    std::string scope;    ///< "container" or "pod"
+    Root root = Root::Cgroup;
+    std::string rel;      ///< path below the root, e.g. "cpu/kubepods/besteffort/pod1/abc/cpu.shares"
+    std::string value;    ///< bytes written, e.g. "2", "max 100000", "-1"
+    enum Status { Planned, Applied, Skipped, Failed } status = Planned;
+    std::string reason;   ///< why Skipped/Failed
+    std::string nri_ptr;  ///< JSON pointer of the NRI ContainerAdjustment field it corresponds to ("" none)
+    nlohmann::json nri_value;
+};
+
+/// Everything nri-qos decided for one request.
+struct Plan {
+    Decision decision;
+    KubeQos kube_qos = KubeQos::Unknown;
+    Layout layout = Layout::V1;
+    std::string nri_api;               ///< native NRI: "0.6" or "0.8+" (what the runtime can take)
+    std::vector<Write> writes;         ///< direct kernel writes, in order
+    nlohmann::json adjustment;         ///< NRI Go JSON ContainerAdjustment (null when none)
+    nlohmann::json update;             ///< NRI Go JSON LinuxResources for UpdateContainer (null when none)
+    std::vector<std::string> skipped;  ///< knobs not applicable here, with the reason ("memory_low: no cgroup v1 file")
+};
+
+/// Inputs the plan builder needs besides the decision.
+struct PlanInput {
+    const Request* req = nullptr;
+    const Policy* policy = nullptr;
+    Decision decision;
+    KubeQos kube_qos = KubeQos::Unknown;
+    Layout layout = Layout::V1;
+    std::optional<CgroupPaths> paths;  ///< absent when the request has no cgroupsPath
+    Kernel* kernel = nullptr;          ///< for reads the plan depends on (cpu.max on v2, file probes)
+};
+
+/// Build the plan for the request's event:
+///  * v0.1 create/update of a container: the class's container knobs, written directly;
+///  * v0.1 create of a sandbox, NRI RunPodSandbox: the class's pod knobs on the pod cgroup;
+///  * NRI CreateContainer: knobs the runtime can apply go into `adjustment` (OCI spec), the rest
+///    wait for StartContainer, where they are written directly;
+///  * NRI UpdateContainer: the class's resource knobs again, as `update`;
+///  * delete/stop/remove/pause/resume: nothing.
+Plan build_plan(const PlanInput& in);
+
+/// v0.1 mode: the NRI-shaped view of the direct writes that were Applied (or, before the sink
+/// ran, Planned), for the Result's "adjustment" key. Leaves native-NRI adjustments alone.
+void finalize_adjustment(Plan& plan);
+
+/// NRI API level of a runtime, from ConfigureRequest runtime_name/runtime_version:
+/// containerd 1.7.0–1.7.25 vendor NRI v0.6.x (no oom_score_adj, no pids in adjustments);
+/// 1.7.26+ and 2.x vendor v0.8+. Unknown runtimes (iSulad supports API 0.6.1) → "0.6".
+std::string nri_api_level(const std::string& runtime_name, const std::string& runtime_version);
+
+}  // namespace nriqos

@@ -1,0 +1,33 @@
+// Stage 3 — classify: first matching rule wins; the class's promotion gate is then checked.
+#pragma once
+
+#include <string>
+
+#include "model.hpp"
+#include "policy.hpp"
+
+namespace nriqos {
+
+/// Facts a rule can match on (a view over the Request plus derived data).
+struct Facts {
+    const Request* req = nullptr;
+    KubeQos kube_qos = KubeQos::Unknown;
+};
+
+/// The classification of one request.
+struct Decision {
+    const ClassDef* cls = nullptr;  ///< never null after classify()
+    std::string rule;               ///< matching rule's name, or "default"
+    std::string requested;          ///< class the rule asked for (differs from cls->name when gated)
+    std::string gate_note;          ///< why a gate refused the requested class ("" when not gated)
+};
+
+/// Evaluate `policy.rules` in order against `facts`; the first match wins, else the default
+/// class. Globs are fnmatch(3) patterns without flags. Then, if the chosen class has a gate
+/// and the pod does not qualify, the gate's fallback class is used and gate_note says why.
+Decision classify(const Policy& policy, const Facts& facts);
+
+/// True when `value` matches fnmatch(3) `glob`.
+bool glob_match(const std::string& glob, const std::string& value);
+
+}  // namespace nriqos

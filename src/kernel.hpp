@@ -1,0 +1,73 @@
+// Kernel I/O: the one small interface through which nri-qos touches the kernel's files.
+//
+// Every file is opened relative to a directory fd of its root (cgroup root, procfs, resctrl)
+// with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS) (Linux 5.6+,
+// openat2(2)); on kernels without openat2 the path is walked one component at a time with
+// O_NOFOLLOW | O_DIRECTORY. A relative path therefore can never leave its root, through `..`,
+// an absolute component or a symlink, whatever the request says.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace nriqos {
+
+/// The roots the hook may touch. Paths given to Kernel are relative to one of them.
+enum class Root { Cgroup, Proc, Resctrl };
+
+/// Outcome of one kernel file write.
+struct IoResult {
+    enum Status { Ok, Missing, Failed } status = Ok;
+    int err = 0;          ///< errno for Missing/Failed
+    std::string message;  ///< human-readable reason ("" when Ok)
+};
+
+/// Abstract kernel file access, so tests can point the hook at a scratch tree or at the
+/// real /sys/fs/cgroup, and `explain` can run without writing anything.
+class Kernel {
+public:
+    virtual ~Kernel() = default;
+    /// Write `value` to `rel` under `root` (no O_CREAT: kernel files must exist).
+    /// Missing when the file or a directory on the way does not exist (ENOENT/ENOTDIR),
+    /// Failed for any other error (EINVAL from the kernel, EACCES, a symlink on the way: ELOOP/EXDEV).
+    virtual IoResult write(Root root, const std::string& rel, std::string_view value) = 0;
+    /// Read a small file (≤ 64 KiB); nullopt when it cannot be opened or read.
+    virtual std::optional<std::string> read(Root root, const std::string& rel) = 0;
+    /// True when `rel` exists under `root` (resolved with the same rules as write).
+    virtual bool exists(Root root, const std::string& rel) = 0;
+};
+
+/// Kernel backed by the real filesystem, rooted at configurable directories.
+/// Root directories are opened lazily, once, with O_PATH|O_DIRECTORY (the root path itself may
+/// contain symlinks: it comes from the operator, not from the request).
+class FsKernel : public Kernel {
+public:
+    FsKernel(std::string cgroup_root, std::string proc_root, std::string resctrl_root);
+    ~FsKernel() override;
+    FsKernel(const FsKernel&) = delete;
+    FsKernel& operator=(const FsKernel&) = delete;
+
+    IoResult write(Root root, const std::string& rel, std::string_view value) override;
+    std::optional<std::string> read(Root root, const std::string& rel) override;
+    bool exists(Root root, const std::string& rel) override;
+
+    /// Path of a root as configured (for messages).
+    const std::string& root_path(Root root) const;
+
+private:
+    int root_fd(Root root);
+    std::string paths_[3];
+    int fds_[3] = {-1, -1, -1};
+};
+
+/// Open `rel` beneath directory fd `dirfd` refusing symlinks, magic links and `..` escapes.
+/// Returns the fd or -errno. Uses openat2 when available, else an O_NOFOLLOW component walk.
+/// `rel` must be relative; an empty `rel` opens dirfd itself (".").
+int open_beneath(int dirfd, const std::string& rel, int flags, mode_t mode = 0);
+
+/// True when the running kernel supports openat2(2) (probed once).
+bool have_openat2();
+
+}  // namespace nriqos

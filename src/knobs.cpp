@@ -1,0 +1,191 @@
+#include "knobs.hpp"
+
+#include <cmath>
+#include <climits>
+
+namespace nriqos {
+
+namespace {
+constexpr int64_t I64 = INT64_MAX;
+// Ranges are the kernel's (Documentation/admin-guide/cgroup-v2.rst, cgroup-v1/*.rst,
+// kernel/sched/core.c) and openEuler's (cpu.qos_level −1..2, memory.qos_level −1..0).
+const std::vector<KnobDef> kTable = {
+    // id                    key                kind              min     max       max?   bytes  pct base           v1 ctrl    v1 file                          v2 file            unit
+    {KnobId::CpuShares,      "cpu_shares",      ValueKind::Int,    2,     262144,   false, false, PctBase::CpuShares, "cpu",     "cpu.shares",                   "cpu.weight",      "shares"},
+    {KnobId::CpuWeight,      "cpu_weight",      ValueKind::Int,    1,     10000,    false, false, PctBase::None,      nullptr,   nullptr,                        "cpu.weight",      "weight"},
+    {KnobId::CpuPeriod,      "cpu_period_us",   ValueKind::Int,    1000,  1000000,  false, false, PctBase::None,      "cpu",     "cpu.cfs_period_us",            "cpu.max",         "us"},
+    {KnobId::CpuQuota,       "cpu_quota_us",    ValueKind::Int,    1000,  I64,      true,  false, PctBase::CpuQuota,  "cpu",     "cpu.cfs_quota_us",             "cpu.max",         "us"},
+    {KnobId::CpuBurst,       "cpu_burst_us",    ValueKind::Int,    0,     I64,      false, false, PctBase::CpuQuota,  "cpu",     "cpu.cfs_burst_us",             "cpu.max.burst",   "us"},
+    {KnobId::CpuIdle,        "cpu_idle",        ValueKind::Int,    0,     1,        false, false, PctBase::None,      "cpu",     "cpu.idle",                     "cpu.idle",        "bool"},
+    {KnobId::CpuQosLevel,    "cpu_qos_level",   ValueKind::Int,    -1,    2,        false, false, PctBase::None,      "cpu",     "cpu.qos_level",                "cpu.qos_level",   "level"},
+    {KnobId::CpusetCpus,     "cpuset_cpus",     ValueKind::Cpuset, 0,     0,        false, false, PctBase::None,      "cpuset",  "cpuset.cpus",                  "cpuset.cpus",     "list"},
+    {KnobId::CpusetMems,     "cpuset_mems",     ValueKind::Cpuset, 0,     0,        false, false, PctBase::None,      "cpuset",  "cpuset.mems",                  "cpuset.mems",     "list"},
+    {KnobId::MemoryLimit,    "memory_limit",    ValueKind::Int,    4096,  I64,      true,  true,  PctBase::MemLimit,  "memory",  "memory.limit_in_bytes",        "memory.max",      "bytes"},
+    {KnobId::MemorySwap,     "memory_swap",     ValueKind::Int,    0,     I64,      true,  true,  PctBase::MemLimit,  "memory",  "memory.memsw.limit_in_bytes",  "memory.swap.max", "bytes"},
+    {KnobId::MemoryHigh,     "memory_high",     ValueKind::Int,    0,     I64,      true,  true,  PctBase::MemLimit,  "memory",  "memory.high",                  "memory.high",     "bytes"},
+    {KnobId::MemoryLow,      "memory_low",      ValueKind::Int,    0,     I64,      true,  true,  PctBase::MemLimit,  nullptr,   nullptr,                        "memory.low",      "bytes"},
+    {KnobId::MemoryMin,      "memory_min",      ValueKind::Int,    0,     I64,      true,  true,  PctBase::MemLimit,  nullptr,   nullptr,                        "memory.min",      "bytes"},
+    {KnobId::MemorySoftLimit,"memory_soft_limit",ValueKind::Int,   0,     I64,      true,  true,  PctBase::MemLimit,  "memory",  "memory.soft_limit_in_bytes",   nullptr,           "bytes"},
+    {KnobId::MemoryQosLevel, "memory_qos_level",ValueKind::Int,    -1,    0,        false, false, PctBase::None,      "memory",  "memory.qos_level",             "memory.qos_level","level"},
+    {KnobId::PidsMax,        "pids_max",        ValueKind::Int,    1,     4194304,  true,  false, PctBase::PidsLimit, "pids",    "pids.max",                     "pids.max",        "tasks"},
+    {KnobId::BlkioWeight,    "blkio_weight",    ValueKind::Int,    10,    1000,     false, false, PctBase::None,      "blkio",   "blkio.weight",                 "io.weight",       "weight"},
+    {KnobId::OomScoreAdj,    "oom_score_adj",   ValueKind::Int,    -1000, 1000,     false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "score"},
+    {KnobId::ResctrlGroup,   "resctrl_group",   ValueKind::Name,   0,     0,        false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "group"},
+};
+const KnobDef kRaw{KnobId::Raw, "raw", ValueKind::Name, 0, 0, false, false, PctBase::None, nullptr, nullptr, nullptr, "text"};
+
+bool parse_i64(const std::string& s, int64_t& out) {
+    if (s.empty() || s.size() > 20) return false;
+    size_t i = s[0] == '-' ? 1 : 0;
+    if (i == s.size()) return false;
+    for (size_t k = i; k < s.size(); ++k)
+        if (s[k] < '0' || s[k] > '9') return false;
+    try {
+        out = std::stoll(s);
+    } catch (...) {
+        return false;
+    }
+    return true;
+}
+}  // namespace
+
+const std::vector<KnobDef>& knob_table() { return kTable; }
+
+const KnobDef* find_knob(const std::string& key) {
+    for (const auto& k : kTable)
+        if (key == k.key) return &k;
+    return nullptr;
+}
+
+const KnobDef& knob_def(KnobId id) {
+    for (const auto& k : kTable)
+        if (k.id == id) return k;
+    return kRaw;
+}
+
+bool valid_cpuset(const std::string& s) {
+    if (s.empty() || s.size() > 4096) return false;
+    long prev = -1;
+    size_t pos = 0;
+    while (pos < s.size()) {
+        size_t comma = s.find(',', pos);
+        std::string part = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        size_t dash = part.find('-');
+        int64_t a = 0, b = 0;
+        if (dash == std::string::npos) {
+            if (!parse_i64(part, a) || a < 0) return false;
+            b = a;
+        } else if (!parse_i64(part.substr(0, dash), a) || !parse_i64(part.substr(dash + 1), b) || a < 0 || b < a) {
+            return false;
+        }
+        if (b > 8191 || a <= prev) return false;
+        prev = static_cast<long>(b);
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+        if (pos == s.size()) return false;
+    }
+    return true;
+}
+
+KnobValue parse_knob_value(const KnobDef& def, const std::string* s, const int64_t* i) {
+    KnobValue v;
+    std::string k = def.key;
+    auto range = [&]() {
+        std::string r = "[" + std::to_string(def.min) + ", " + (def.max == I64 ? std::string("2^63-1") : std::to_string(def.max)) + "]";
+        if (def.allow_max) r += " or \"max\"";
+        if (def.pct != PctBase::None) r += " or \"N%\"";
+        return r;
+    };
+    if (def.kind == ValueKind::Cpuset) {
+        if (!s || !valid_cpuset(*s)) throw InputError(k + ": expected a cpuset list like \"0-3,8\"");
+        v.kind = KnobValue::Text;
+        v.text = *s;
+        return v;
+    }
+    if (def.kind == ValueKind::Name) {
+        if (!s || s->empty() || s->size() > 64) throw InputError(k + ": expected a name of 1-64 characters [A-Za-z0-9_.-]");
+        for (unsigned char c : *s)
+            if (!(isalnum(c) || c == '_' || c == '-' || c == '.')) throw InputError(k + ": expected a name of 1-64 characters [A-Za-z0-9_.-]");
+        if (*s == "." || *s == "..") throw InputError(k + ": invalid name");
+        v.kind = KnobValue::Text;
+        v.text = *s;
+        return v;
+    }
+    if (i) {
+        if (*i == -1 && def.allow_max) {
+            v.kind = KnobValue::Max;
+            return v;
+        }
+        if (*i < def.min || *i > def.max) throw InputError(k + ": " + std::to_string(*i) + " out of range " + range());
+        v.num = *i;
+        return v;
+    }
+    if (!s) throw InputError(k + ": expected an integer or a string");
+    const std::string& t = *s;
+    if (t == "max" && def.allow_max) {
+        v.kind = KnobValue::Max;
+        return v;
+    }
+    if (!t.empty() && t.back() == '%') {
+        int64_t p = 0;
+        if (def.pct == PctBase::None) throw InputError(k + ": percentages are not supported for this knob");
+        if (!parse_i64(t.substr(0, t.size() - 1), p) || p < 0 || p > 100) throw InputError(k + ": percentage must be 0%..100%");
+        v.kind = KnobValue::Percent;
+        v.num = p;
+        return v;
+    }
+    int64_t n = 0;
+    std::string digits = t;
+    int64_t mult = 1;
+    if (def.bytes) {
+        static const std::pair<const char*, int64_t> kSuffix[] = {
+            {"Ki", 1LL << 10}, {"Mi", 1LL << 20}, {"Gi", 1LL << 30}, {"Ti", 1LL << 40},
+            {"K", 1000LL}, {"M", 1000000LL}, {"G", 1000000000LL}, {"T", 1000000000000LL}};
+        for (const auto& [suf, m] : kSuffix) {
+            size_t L = std::char_traits<char>::length(suf);
+            if (digits.size() > L && digits.compare(digits.size() - L, L, suf) == 0) {
+                digits = digits.substr(0, digits.size() - L);
+                mult = m;
+                break;
+            }
+        }
+    }
+    if (!parse_i64(digits, n)) throw InputError(k + ": \"" + t.substr(0, 40) + "\" is not a valid value " + range());
+    if (n != 0 && (n > I64 / mult || n < -(I64 / mult))) throw InputError(k + ": value overflows");
+    n *= mult;
+    if (n == -1 && def.allow_max) {
+        v.kind = KnobValue::Max;
+        return v;
+    }
+    if (n < def.min || n > def.max) throw InputError(k + ": " + std::to_string(n) + " out of range " + range());
+    v.num = n;
+    return v;
+}
+
+uint64_t shares_to_weight(uint64_t shares) {
+    if (shares == 0) return 0;
+    if (shares < 2) shares = 2;
+    if (shares > 262144) shares = 262144;
+    if (shares == 2) return 1;  // exact at the ends (the float form gives 1 and 10000 too)
+    if (shares == 262144) return 10000;
+    double l = std::log2(static_cast<double>(shares));
+    double exponent = (l * l + 125.0 * l) / 612.0 - 7.0 / 34.0;
+    uint64_t w = static_cast<uint64_t>(std::ceil(std::pow(10.0, exponent)));
+    return w < 1 ? 1 : (w > 10000 ? 10000 : w);
+}
+
+uint64_t shares_to_weight_linear(uint64_t shares) {
+    if (shares == 0) return 0;
+    if (shares < 2) shares = 2;
+    if (shares > 262144) shares = 262144;
+    return 1 + ((shares - 2) * 9999) / 262142;
+}
+
+uint64_t blkio_to_io_weight(uint64_t w) {
+    if (w == 0) return 0;
+    if (w < 10) w = 10;
+    if (w > 1000) w = 1000;
+    return 1 + (w - 10) * 9999 / 990;
+}
+
+}  // namespace nriqos

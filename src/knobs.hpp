@@ -1,0 +1,86 @@
+// The knob table: every resource setting nri-qos knows, defined once with its cgroup v1 file,
+// its cgroup v2 file, the conversion between them, its valid range and its NRI adjustment field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "request.hpp"
+
+namespace nriqos {
+
+enum class KnobId {
+    CpuShares, CpuWeight, CpuQuota, CpuPeriod, CpuBurst, CpuIdle,
+    CpusetCpus, CpusetMems,
+    MemoryLimit, MemoryHigh, MemoryLow, MemoryMin, MemorySwap, MemorySoftLimit,
+    PidsMax, BlkioWeight,
+    CpuQosLevel, MemoryQosLevel,
+    OomScoreAdj, ResctrlGroup,
+    Raw,
+};
+
+/// What a "N%" value is a percentage of: a field of the request's own OCI LinuxResources.
+enum class PctBase { None, CpuShares, CpuQuota, MemLimit, PidsLimit };
+
+/// Value syntax a knob accepts in the policy.
+enum class ValueKind {
+    Int,     ///< integer (bytes accept Ki/Mi/Gi/Ti and K/M/G/T suffixes), optionally "max"
+    Cpuset,  ///< cpuset list "0-3,8"
+    Name,    ///< identifier [A-Za-z0-9_.-]{1,64} (resctrl group)
+};
+
+/// Static description of a knob (see knobs.cpp for the table and man/nri-qos.toml.5).
+struct KnobDef {
+    KnobId id;
+    const char* key;        ///< policy key, e.g. "cpu_shares"
+    ValueKind kind;
+    int64_t min, max;       ///< valid range after resolution (kernel-documented)
+    bool allow_max;         ///< accepts "max" (unlimited; -1 in cgroup v1)
+    bool bytes;             ///< integer with byte-size suffixes
+    PctBase pct;
+    const char* v1_ctrl;    ///< cgroup v1 controller directory (nullptr: not in v1)
+    const char* v1_file;
+    const char* v2_file;    ///< cgroup v2 file (nullptr: not in v2)
+    const char* unit;       ///< for docs/explain: "bytes", "us", "shares", ...
+};
+
+/// All knobs except Raw, in application order.
+const std::vector<KnobDef>& knob_table();
+/// Look up by policy key; nullptr when unknown.
+const KnobDef* find_knob(const std::string& key);
+const KnobDef& knob_def(KnobId id);
+
+/// A knob value as written in the policy.
+struct KnobValue {
+    enum Kind { Int, Max, Percent, Text } kind = Int;
+    int64_t num = 0;   ///< Int: the value; Percent: 0..100 (× the base)
+    std::string text;  ///< Text: cpuset list or group name
+};
+
+/// A configured knob of a class.
+struct KnobSetting {
+    KnobId id;
+    KnobValue value;
+    // Raw knobs only: the kernel file name and the v1 controller directory.
+    std::string raw_file, raw_ctrl;
+};
+
+/// Parse a policy value for `def` (from TOML: integer or string). Throws InputError with a
+/// message that names the knob and the accepted range.
+KnobValue parse_knob_value(const KnobDef& def, const std::string* s, const int64_t* i);
+
+/// Validate a cpuset list (cpuset(7) "List format"): "0-3,8,10-11", ascending ranges, ≤ 8192.
+bool valid_cpuset(const std::string& s);
+
+/// runc/crun/Kubernetes (2025) cgroup v1 cpu.shares → v2 cpu.weight, log-quadratic form:
+/// L = log2(shares), weight = ceil(10^((L² + 125 L)/612 − 7/34)); shares clamped to [2, 262144];
+/// 0 means unset. Source: opencontainers/cgroups PR #20 (runc ≥ 1.3.2), crun ≥ 1.23.
+uint64_t shares_to_weight(uint64_t shares);
+/// The older linear form: weight = 1 + (shares − 2) × 9999 / 262142 (runc < 1.3.2).
+uint64_t shares_to_weight_linear(uint64_t shares);
+/// runc's blkio.weight (10–1000) → io.weight (1–10000): 1 + (w − 10) × 9999 / 990.
+uint64_t blkio_to_io_weight(uint64_t w);
+
+}  // namespace nriqos

@@ -1,0 +1,114 @@
+// nri-qos: command line. See man/nri-qos.8.
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include "pipeline.hpp"
+#include "request.hpp"
+
+namespace {
+
+using nriqos::Options;
+
+/// Read all of stdin, up to the request size limit (+1 byte to detect "too large").
+bool read_stdin(std::string& out) {
+    char buf[65536];
+    while (true) {
+        ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return false;
+        if (n == 0) return true;
+        out.append(buf, static_cast<size_t>(n));
+        if (out.size() > nriqos::limits::kMaxRequestBytes) return true;  // the parser reports it
+    }
+}
+
+void write_all(int fd, const std::string& s) {
+    size_t off = 0;
+    while (off < s.size()) {
+        ssize_t n = write(fd, s.data() + off, s.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        off += static_cast<size_t>(n);
+    }
+}
+
+void add_eval_options(CLI::App* app, Options& o, std::string& layout) {
+    app->add_option("--policy", o.policy, "policy file (default /etc/nri/nri-qos.toml; overrides conf.policy)");
+    app->add_option("--cgroup-root", o.cgroup_root, "cgroup filesystem root (default /sys/fs/cgroup)");
+    app->add_option("--cgroup-layout", layout, "auto|v1|hybrid|v2 (default auto: detect with statfs)");
+    app->add_option("--proc-root", o.proc_root, "procfs root (default /proc)");
+    app->add_option("--resctrl-root", o.resctrl_root, "resctrl root (default /sys/fs/resctrl)");
+    app->add_option("--state-dir", o.state_dir, "per-sandbox memo directory (default /run/nri-qos)");
+    app->add_option("--cache-dir", o.cache_dir, "compiled policy cache (default /run/nri-qos/cache; \"\" disables)");
+    app->add_option("--deadline-ms", o.deadline_ms, "self-imposed deadline in ms (default 1000; 0 disables)");
+    app->add_flag("--debug", o.debug, "log skipped knobs to stderr");
+}
+
+int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool policy_set) {
+    o.policy_from_flag = policy_set;
+    try {
+        o.layout = nriqos::parse_layout(layout);
+    } catch (const nriqos::InputError& e) {
+        write_all(STDERR_FILENO, std::string("nri-qos: ") + e.what() + "\n");
+        return 2;
+    }
+    std::string input;
+    if (!read_stdin(input)) input.clear();
+    int code = 0;
+    std::string out = nriqos::run_pipeline(mode, o, input, code);
+    write_all(STDOUT_FILENO, out);
+    return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"nri-qos: classify pods into QoS classes with a static TOML policy and apply cgroup knobs (NRI hook)", "nri-qos"};
+    app.set_version_flag("--version", std::string("nri-qos ") + NRI_QOS_VERSION);
+    app.require_subcommand(0, 1);
+
+    Options o;
+    std::string layout = "auto";
+    std::string format = "text";
+
+    auto* invoke = app.add_subcommand("invoke", "NRI v0.1: read a request on stdin, apply, print the Result");
+    add_eval_options(invoke, o, layout);
+    auto* explain = app.add_subcommand("explain", "like invoke, but only print what would be done");
+    add_eval_options(explain, o, layout);
+    explain->add_option("--format", format, "text|json")->check(CLI::IsMember({"text", "json"}));
+    auto* eval = app.add_subcommand("nri-eval", "evaluate one native NRI event (the relay's child)");
+    add_eval_options(eval, o, layout);
+    eval->add_option("--event-deadline-ms", o.deadline_ms, "deadline for this event in ms");
+
+    std::string check_path = nriqos::defaults::kPolicy;
+    std::string check_cache;
+    auto* check = app.add_subcommand("check", "validate a policy file (and precompile it)");
+    check->add_option("policy", check_path, "policy file (default /etc/nri/nri-qos.toml)");
+    check->add_option("--cache-dir", check_cache, "also write the compiled cache there");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+
+    if (invoke->parsed()) return run_mode(nriqos::Mode::Invoke, o, layout, invoke->count("--policy") > 0);
+    if (explain->parsed()) {
+        o.explain_json = format == "json";
+        return run_mode(nriqos::Mode::Explain, o, layout, explain->count("--policy") > 0);
+    }
+    if (eval->parsed()) return run_mode(nriqos::Mode::NriEval, o, layout, eval->count("--policy") > 0);
+    if (check->parsed()) {
+        std::string out;
+        int rc = nriqos::check_policy(check_path, check_cache, out);
+        write_all(rc == 0 ? STDOUT_FILENO : STDERR_FILENO, (rc == 0 ? "" : "nri-qos: ") + out + "\n");
+        return rc;
+    }
+    write_all(STDERR_FILENO, app.help());
+    return 2;
+}

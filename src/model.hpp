@@ -1,0 +1,52 @@
+// Stage 2 — model: pod, container and cgroup paths derived from a validated Request.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "request.hpp"
+
+namespace nriqos {
+
+/// Kubernetes QoS class of the pod, read from its cgroup parent (kubelet's naming:
+/// cgroupfs `/kubepods[/burstable|/besteffort]/pod<uid>`, systemd
+/// `kubepods[-burstable|-besteffort]-pod<uid_>.slice`). Unknown when the path is not kubelet's.
+enum class KubeQos { Unknown, BestEffort, Burstable, Guaranteed };
+const char* kube_qos_name(KubeQos q);
+
+/// cgroup driver form of an OCI cgroupsPath.
+enum class CgroupDriver { Cgroupfs, Systemd };
+
+/// A cgroupsPath resolved to directories relative to a hierarchy root (no leading '/').
+struct CgroupPaths {
+    CgroupDriver driver = CgroupDriver::Cgroupfs;
+    std::string container;  ///< the sandbox's/container's own cgroup, e.g. "kubepods/burstable/pod<uid>/<id>"
+    std::string pod;        ///< its parent (the pod cgroup), e.g. "kubepods/burstable/pod<uid>"
+};
+
+/// Resolve an OCI cgroupsPath (runtime-spec config-linux.md "cgroupsPath") in either form:
+///  * cgroupfs: "/kubepods/burstable/pod<uid>/<id>" (used as-is below each hierarchy root);
+///  * systemd:  "slice:prefix:name" → "<expanded slice>/<prefix>-<name>.scope", where a slice
+///    "a-b-c.slice" expands to "a.slice/a-b.slice/a-b-c.slice" (runc libcontainer/cgroups/systemd
+///    ExpandSlice; "-.slice" is the root slice, an empty slice means "system.slice").
+/// Refuses, with InputError: "..", "." and empty components, control characters, backslashes,
+/// more than 32 levels, malformed slices. The result never leaves the hierarchy root.
+CgroupPaths resolve_cgroups_path(const std::string& oci);
+
+/// Kubernetes QoS class from a pod cgroup path (relative, either driver). Substring test on the
+/// path components, as kubelet names them (Koordinator and nri-plugins do the same).
+KubeQos kube_qos_from_path(const std::string& pod_rel);
+
+/// cgroup hierarchy layout of a cgroup root (runc IsCgroup2UnifiedMode semantics).
+enum class Layout { V1, Hybrid, V2 };
+const char* layout_name(Layout l);
+
+/// Detect the layout of `root` with statfs(2): cgroup2 magic (0x63677270) on the root → V2;
+/// else a cgroup2 mount at root/unified → Hybrid; else V1. In Hybrid the controllers nri-qos
+/// uses are in v1, so knobs are written as in V1.
+Layout detect_layout(const std::string& root);
+
+/// Parse "auto|v1|hybrid|v2"; auto → nullopt. Throws InputError.
+std::optional<Layout> parse_layout(const std::string& s);
+
+}  // namespace nriqos

@@ -1,0 +1,285 @@
+#include "pipeline.hpp"
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "adjust.hpp"
+#include "classify.hpp"
+#include "kernel.hpp"
+#include "policy_cache.hpp"
+#include "request.hpp"
+#include "sinks.hpp"
+#include "state.hpp"
+
+using nlohmann::json;
+
+namespace nriqos {
+
+namespace {
+
+constexpr const char* kPluginName = "nri-qos";
+
+// ---- self-imposed deadline ---------------------------------------------------------------
+// The Result printed when the deadline fires is prepared beforehand: the signal handler only
+// write(2)s it and _exit(2)s (async-signal-safe).
+char g_deadline_out[512];
+size_t g_deadline_len = 0;
+
+extern "C" void on_deadline(int) {
+    ssize_t r = write(STDOUT_FILENO, g_deadline_out, g_deadline_len);
+    (void)r;
+    static const char msg[] = "nri-qos: deadline exceeded; printed a fail-open result (knobs may be partly applied)\n";
+    r = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)r;
+    _exit(0);
+}
+
+void arm_deadline(Mode mode, int ms) {
+    if (ms <= 0 || mode == Mode::Explain) return;
+    json out;
+    const char* warn = "deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied";
+    if (mode == Mode::Invoke)
+        out = {{"plugin", kPluginName}, {"version", "0.1"}, {"error", ""}, {"metadata", {{"warning", warn}}}};
+    else
+        out = {{"error", ""}, {"on_child_failure", "open"}, {"adjustment", nullptr}, {"update", nullptr}, {"metadata", {{"warning", warn}}}};
+    std::string s = out.dump() + "\n";
+    g_deadline_len = std::min(s.size(), sizeof g_deadline_out);
+    std::memcpy(g_deadline_out, s.data(), g_deadline_len);
+    struct sigaction sa {};
+    sa.sa_handler = on_deadline;
+    sigaction(SIGALRM, &sa, nullptr);
+    struct itimerval it {};
+    it.it_value.tv_sec = ms / 1000;
+    it.it_value.tv_usec = (ms % 1000) * 1000;
+    setitimer(ITIMER_REAL, &it, nullptr);
+}
+
+void disarm_deadline() {
+    struct itimerval it {};
+    setitimer(ITIMER_REAL, &it, nullptr);
+}
+
+void log_line(const std::string& s) {
+    std::string line = "nri-qos: " + s + "\n";
+    ssize_t r = write(STDERR_FILENO, line.data(), line.size());
+    (void)r;
+}
+
+std::string policy_path_for(const Options& opt, const Request* req) {
+    if (opt.policy_from_flag || !req) return opt.policy;
+    auto it = req->conf.find("policy");
+    if (it != req->conf.end()) {
+        if (!it->is_string() || it->get_ref<const std::string&>().empty() || it->get_ref<const std::string&>().size() > 4096)
+            throw InputError("/conf/policy: expected a non-empty path string");
+        return it->get<std::string>();
+    }
+    return opt.policy;
+}
+
+bool is_pod_start(const Request& r) {
+    return (r.event == Event::Create && r.is_sandbox) || r.event == Event::RunPodSandbox;
+}
+bool is_pod_end(const Request& r) {
+    return (r.event == Event::Delete && r.is_sandbox) || r.event == Event::StopPodSandbox || r.event == Event::RemovePodSandbox;
+}
+
+struct Ctx {
+    Mode mode;
+    const Options& opt;
+    json metadata = json::object();
+    std::string error;       // non-empty → Result.error
+    bool fail_closed_policy = false;
+    bool fail_closed_class = false;
+    Plan plan;
+    bool have_plan = false;
+};
+
+/// Errors before a class is known: fail-open unless the policy says settings.fail = "closed".
+void early_error(Ctx& c, const std::string& what) {
+    log_line(what);
+    if (c.fail_closed_policy) c.error = "nri-qos: " + what;
+    else c.metadata["error"] = what + " (fail-open: container not adjusted)";
+}
+
+std::string render(Ctx& c, const Request* req, int& exit_code) {
+    exit_code = 0;
+    if (c.mode == Mode::Explain) {
+        json j;
+        if (!c.error.empty()) j["error"] = c.error;
+        j["metadata"] = c.metadata;
+        if (c.have_plan) {
+            j["class"] = c.plan.decision.cls->name;
+            j["rule"] = c.plan.decision.rule;
+            j["kube_qos"] = kube_qos_name(c.plan.kube_qos);
+            j["layout"] = layout_name(c.plan.layout);
+            if (!c.plan.nri_api.empty()) j["nri_api"] = c.plan.nri_api;
+            j["writes"] = writes_json(c.plan);
+            j["not_applicable"] = c.plan.skipped;
+            j["adjustment"] = c.plan.adjustment;
+            if (!c.plan.update.is_null()) j["update"] = c.plan.update;
+            if (!c.plan.decision.gate_note.empty()) j["gate"] = c.plan.decision.gate_note;
+        }
+        if (c.opt.explain_json) return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+        std::string t;
+        if (req) t += "request:  " + std::string(event_name(req->event)) + " " + (req->is_sandbox ? "sandbox " : "container ") + req->id.substr(0, 12) +
+                      (req->pod_name.empty() ? "" : " pod " + req->pod_namespace + "/" + req->pod_name) + "\n";
+        if (c.have_plan) {
+            t += "class:    " + c.plan.decision.cls->name + " (rule " + c.plan.decision.rule + ", kube QoS " + kube_qos_name(c.plan.kube_qos) + ")\n";
+            if (!c.plan.decision.gate_note.empty()) t += "gate:     " + c.plan.decision.gate_note + "\n";
+            t += std::string("cgroups:  ") + layout_name(c.plan.layout) + (c.plan.nri_api.empty() ? "" : ", runtime NRI API " + c.plan.nri_api) + "\n";
+            for (const auto& w : c.plan.writes)
+                t += "write:    " + w.scope + " " + (w.root == Root::Proc ? "/proc/" : w.root == Root::Resctrl ? "resctrl:" : "") + w.rel + " = " + w.value + "\n";
+            for (const auto& s : c.plan.skipped) t += "skip:     " + s + "\n";
+            if (!c.plan.adjustment.is_null()) t += "nri:      " + c.plan.adjustment.dump() + "\n";
+            if (!c.plan.update.is_null()) t += "update:   " + c.plan.update.dump() + "\n";
+        }
+        for (auto& [k, v] : c.metadata.items()) t += k + ": " + v.get<std::string>() + "\n";
+        if (!c.error.empty()) t += "error:    " + c.error + "\n";
+        return t;
+    }
+    if (c.have_plan) {
+        Summary s = summarize(c.plan);
+        c.metadata["class"] = c.plan.decision.cls->name;
+        c.metadata["rule"] = c.plan.decision.rule;
+        c.metadata["kube_qos"] = kube_qos_name(c.plan.kube_qos);
+        if (!s.applied.empty()) c.metadata["applied"] = s.applied;
+        if (!s.skipped.empty()) c.metadata["skipped"] = s.skipped;
+        if (!s.failed.empty()) c.metadata["failed"] = s.failed;
+        if (!c.plan.decision.gate_note.empty()) c.metadata["gate"] = c.plan.decision.gate_note;
+        if (s.n_failed > 0) {
+            std::string what = "class " + c.plan.decision.cls->name + ": " + std::to_string(s.n_failed) + " knob(s) failed: " + s.failed +
+                               "; applied: " + (s.applied.empty() ? "none" : s.applied);
+            log_line(what);
+            if (c.fail_closed_class) c.error = "nri-qos: " + what;
+        }
+        if (!s.skipped.empty() && c.opt.debug) log_line("skipped: " + s.skipped);
+    }
+    json out;
+    if (c.mode == Mode::Invoke) {
+        out = {{"plugin", kPluginName}, {"version", req && !req->version.empty() ? req->version : "0.1"}, {"error", c.error}, {"metadata", c.metadata}};
+        if (c.have_plan) {
+            out["adjustment"] = c.plan.adjustment.is_null() ? json::object() : c.plan.adjustment;
+            out["writes"] = writes_json(c.plan);
+        }
+        exit_code = c.error.empty() ? 0 : 1;
+    } else {
+        out = {{"error", c.error}, {"on_child_failure", c.fail_closed_policy ? "closed" : "open"},
+               {"adjustment", c.have_plan ? c.plan.adjustment : json(nullptr)}, {"update", c.have_plan ? c.plan.update : json(nullptr)},
+               {"metadata", c.metadata}};
+        if (c.have_plan) out["writes"] = writes_json(c.plan);
+    }
+    return dump_result(out);
+}
+
+}  // namespace
+
+std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, int& exit_code) {
+    arm_deadline(mode, opt.deadline_ms);
+    Ctx c{mode, opt};
+    std::optional<Request> req;
+    std::string out;
+    try {
+        req = mode == Mode::NriEval ? parse_nri_event(input) : parse_v01_request(input);
+    } catch (const InputError& e) {
+        // Without a valid request the policy's settings.fail still decides (default: open).
+        try {
+            c.fail_closed_policy = load_policy(opt.policy, opt.cache_dir).fail_closed;
+        } catch (...) {
+        }
+        early_error(c, std::string("bad request: ") + e.what());
+        out = render(c, nullptr, exit_code);
+        disarm_deadline();
+        return out;
+    }
+    try {
+        Request& r = *req;
+        std::string ppath = policy_path_for(opt, &r);
+        Policy policy;
+        try {
+            policy = load_policy(ppath, opt.cache_dir);
+        } catch (const InputError& e) {
+            early_error(c, std::string("policy: ") + e.what());
+            out = render(c, &r, exit_code);
+            disarm_deadline();
+            return out;
+        }
+        c.fail_closed_policy = policy.fail_closed;
+
+        std::optional<CgroupPaths> paths;
+        if (r.cgroups_path) paths = resolve_cgroups_path(*r.cgroups_path);
+
+        StateDir state(opt.state_dir);
+        if (!r.is_sandbox && (r.event == Event::Create || r.event == Event::Update || r.event == Event::CreateContainer ||
+                              r.event == Event::StartContainer || r.event == Event::UpdateContainer)) {
+            if (auto m = state.load(r.sandbox_id)) {
+                for (auto& [k, v] : m->annotations) r.annotations.emplace(k, v);  // the request's own win
+                if (r.pod_namespace.empty()) r.pod_namespace = m->pod_namespace;
+                if (r.pod_name.empty()) r.pod_name = m->pod_name;
+            }
+        }
+        Facts facts{&r, paths ? kube_qos_from_path(paths->pod) : KubeQos::Unknown};
+        Decision d = classify(policy, facts);
+        c.fail_closed_class = d.cls->fail_closed;
+
+        FsKernel kernel(opt.cgroup_root, opt.proc_root, opt.resctrl_root);
+        PlanInput pin;
+        pin.req = &r;
+        pin.policy = &policy;
+        pin.decision = d;
+        pin.kube_qos = facts.kube_qos;
+        pin.layout = opt.layout ? *opt.layout : detect_layout(opt.cgroup_root);
+        pin.paths = paths;
+        pin.kernel = &kernel;
+        c.plan = build_plan(pin);
+        c.have_plan = true;
+        if (mode != Mode::Explain) apply_plan(c.plan, kernel);
+        if (r.wire == Request::Wire::V01) finalize_adjustment(c.plan);
+        if (mode != Mode::Explain) {
+            if (is_pod_start(r)) {
+                Memo m;
+                for (const auto& [k, v] : r.annotations)
+                    if (k.rfind("io.kubernetes.cri.", 0) != 0) m.annotations.emplace(k, v);
+                m.pod_namespace = r.pod_namespace;
+                m.pod_name = r.pod_name;
+                m.cls = d.cls->name;
+                std::string e = state.store(r.sandbox_id, m);
+                if (!e.empty()) {
+                    log_line(e);
+                    c.metadata["warning"] = e;
+                }
+            } else if (is_pod_end(r)) {
+                std::string e = state.remove(r.sandbox_id);
+                if (!e.empty()) log_line(e);
+            }
+        }
+    } catch (const InputError& e) {
+        early_error(c, std::string("bad request: ") + e.what());
+        c.have_plan = false;
+    } catch (const std::exception& e) {
+        early_error(c, std::string("internal error: ") + e.what());
+        c.have_plan = false;
+    }
+    out = render(c, req ? &*req : nullptr, exit_code);
+    disarm_deadline();
+    return out;
+}
+
+int check_policy(const std::string& path, const std::string& cache_dir, std::string& out) {
+    try {
+        Policy p = load_policy_toml(path);
+        if (!cache_dir.empty()) load_policy(path, cache_dir);
+        out = path + ": OK (" + std::to_string(p.rules.size()) + " rules, " + std::to_string(p.classes.size()) + " classes, default class " +
+              p.default_class + ")";
+        return 0;
+    } catch (const InputError& e) {
+        out = e.what();
+        return 1;
+    }
+}
+
+}  // namespace nriqos

@@ -1,0 +1,51 @@
+// The pipeline: request → model → classify → adjustment → sinks, for `invoke` (NRI v0.1),
+// `explain` (dry run) and `nri-eval` (one event of the native NRI relay).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "model.hpp"
+
+namespace nriqos {
+
+/// Default locations (documented in nri-qos(8)).
+namespace defaults {
+constexpr const char* kPolicy = "/etc/nri/nri-qos.toml";
+constexpr const char* kCgroupRoot = "/sys/fs/cgroup";
+constexpr const char* kProcRoot = "/proc";
+constexpr const char* kResctrlRoot = "/sys/fs/resctrl";
+constexpr const char* kStateDir = "/run/nri-qos";
+constexpr const char* kCacheDir = "/run/nri-qos/cache";
+constexpr int kDeadlineMs = 1000;  ///< well under containerd's 2 s NRI request timeout
+}  // namespace defaults
+
+/// Options shared by invoke, explain and nri-eval.
+struct Options {
+    std::string policy = defaults::kPolicy;
+    bool policy_from_flag = false;  ///< --policy given: overrides the request's conf.policy
+    std::string cgroup_root = defaults::kCgroupRoot;
+    std::string proc_root = defaults::kProcRoot;
+    std::string resctrl_root = defaults::kResctrlRoot;
+    std::string state_dir = defaults::kStateDir;
+    std::string cache_dir = defaults::kCacheDir;  ///< "" disables the compiled-policy cache
+    std::optional<Layout> layout;                 ///< nullopt: detect with statfs
+    bool debug = false;
+    int deadline_ms = defaults::kDeadlineMs;      ///< self-imposed; 0 disables
+    bool explain_json = false;
+};
+
+enum class Mode { Invoke, Explain, NriEval };
+
+/// Run one request through the pipeline. `input` is the request document; the return value is
+/// what goes to stdout (one JSON object and a newline, or explain's text); `exit_code` is set
+/// (invoke: 1 when the Result carries an error, else 0). Never throws; one-line diagnostics go to
+/// stderr. A self-imposed deadline (Options::deadline_ms) prints a fail-open Result and exits.
+std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, int& exit_code);
+
+/// `nri-qos check`: validate a policy (and refresh its compiled cache when cache_dir is set).
+/// Returns 0 and a summary line in `out`, or 1 and "<file>:<line>: <message>" in `out`.
+int check_policy(const std::string& path, const std::string& cache_dir, std::string& out);
+
+}  // namespace nriqos

@@ -1,0 +1,89 @@
+// Stage 1 — request: read and validate what the runtime sent.
+//
+// Two wire shapes become one Request:
+//  * NRI v0.1 (containerd 1.5/1.6 natively, 1.7/2.x through the v010-adapter): the JSON request
+//    of containerd/nri v0.1 `types.Request` — {conf, version, state, id, sandboxID, pid,
+//    spec{resources (OCI LinuxResources), namespaces, cgroupsPath, annotations}, labels, results}.
+//  * The relay's child event (native NRI): {event, runtime, pod, container, linux_resources} with
+//    NRI's PodSandbox/Container in "NRI Go JSON" (snake_case proto names, {"value": N} wrappers).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace nriqos {
+
+/// Bad input (request or policy): the message is one line, safe to print and to put in a Result.
+struct InputError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+/// Limits on untrusted input (sizes in bytes).
+namespace limits {
+constexpr size_t kMaxRequestBytes = 4u << 20;  ///< whole request document
+constexpr int kMaxDepth = 32;                  ///< JSON nesting
+constexpr size_t kMaxMapEntries = 4096;        ///< labels / annotations each
+constexpr size_t kMaxKeyBytes = 317;           ///< Kubernetes: 253 prefix + '/' + 63 name
+constexpr size_t kMaxValueBytes = 256u << 10;  ///< Kubernetes: all annotations ≤ 256 KiB
+constexpr size_t kMaxIdBytes = 128;
+constexpr size_t kMaxCgroupsPathBytes = 4096;
+}  // namespace limits
+
+/// Lifecycle event, normalised over v0.1 states and native NRI events.
+enum class Event {
+    Create, Update, Delete, Pause, Resume,  // v0.1 `state`
+    RunPodSandbox, StopPodSandbox, RemovePodSandbox,
+    CreateContainer, StartContainer, UpdateContainer, StopContainer, RemoveContainer,
+    Other,
+};
+const char* event_name(Event e);
+
+/// The subset of OCI LinuxResources (runtime-spec config-linux.md) nri-qos reads.
+/// Units as in OCI: shares (relative weight), quota/period in microseconds, memory in bytes.
+struct Resources {
+    std::optional<int64_t> cpu_shares, cpu_quota, cpu_period;
+    std::optional<std::string> cpu_cpus, cpu_mems;
+    std::optional<int64_t> mem_limit, mem_swap, mem_reservation;
+    std::optional<int64_t> pids_limit;
+};
+
+/// One validated request, whatever wire shape it came in.
+struct Request {
+    enum class Wire { V01, NriEvent } wire = Wire::V01;
+    std::string version;                 ///< v0.1: request "version"
+    Event event = Event::Other;
+    std::string id;                      ///< container id (sandbox id for sandbox events)
+    std::string sandbox_id;
+    bool is_sandbox = false;
+    std::optional<int64_t> pid;          ///< init pid of the task, when it exists
+    std::optional<std::string> cgroups_path;  ///< OCI cgroupsPath (either driver form)
+    std::map<std::string, std::string> labels;       ///< pod labels
+    std::map<std::string, std::string> annotations;  ///< OCI/pod annotations
+    std::string pod_namespace, pod_name, pod_uid, container_name;
+    Resources resources;
+    nlohmann::json conf = nlohmann::json::object();  ///< v0.1 "conf" from /etc/nri/conf.json
+    std::string runtime_name, runtime_version;        ///< native NRI: from Configure
+};
+
+/// Parse a JSON document with nri-qos's limits: size ≤ kMaxRequestBytes, nesting ≤ kMaxDepth,
+/// no duplicate object keys, valid UTF-8. Throws InputError.
+nlohmann::json parse_json_limited(std::string_view text, int max_depth = limits::kMaxDepth);
+
+/// Parse and validate an NRI v0.1 request (stdin of `invoke`). Throws InputError naming the
+/// offending field as a JSON pointer, e.g. "/spec/cgroupsPath: expected string, got number".
+Request parse_v01_request(std::string_view text);
+
+/// Parse and validate the relay's child event (stdin of `nri-eval`). Throws InputError.
+Request parse_nri_event(std::string_view text);
+
+/// Parse an OCI LinuxResources object (v0.1 camelCase OCI names, or NRI Go JSON when `nri`).
+/// `where` is the JSON pointer used in error messages. Throws InputError.
+Resources parse_resources(const nlohmann::json& j, const std::string& where, bool nri);
+
+}  // namespace nriqos
