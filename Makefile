@@ -48,6 +48,7 @@ $(BUILD)/obj/gen/nri.pb.o: $(PROTO_CC)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(filter-out $(WARN) -Wpedantic,$(CXXFLAGS)) -w -c $< -o $@
 
+$(BUILD)/obj/tests/%.o: CPPFLAGS += -DNRI_QOS_SRCDIR='"$(CURDIR)"'
 $(BUILD)/obj/%.o: %.cpp $(if $(wildcard $(PROTO_SRC)),$(PROTO_H))
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -MMD -MP -c $< -o $@

@@ -9,7 +9,9 @@ namespace nriqos {
 std::string nri_api_level(const std::string& name, const std::string& version) {
     if (name != "containerd") return "0.6";
     unsigned maj = 0, min = 0, patch = 0;
-    if (std::sscanf(version.c_str(), "%u.%u.%u", &maj, &min, &patch) < 2) return "0.6";
+    const char* v = version.c_str();
+    if (*v == 'v') ++v;  // upstream builds report "v1.7.24"
+    if (std::sscanf(v, "%u.%u.%u", &maj, &min, &patch) < 2) return "0.6";
     if (maj >= 2) return "0.8+";
     if (maj == 1 && min == 7 && patch >= 26) return "0.8+";
     if (maj == 1 && min > 7) return "0.8+";

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <toml.hpp>
@@ -128,14 +129,14 @@ std::vector<KnobSetting> parse_knobs(const Ctx& c, const TV& v, const std::strin
         if (it == t.end()) continue;
         const TV& val = it->second;
         KnobSetting ks{def.id, {}, {}, {}};
+        if (!val.is_integer() && !val.is_string())
+            c.fail(val, what + "." + def.key + ": expected an integer or a string, got " + toml_type(val));
         try {
             if (val.is_integer()) {
                 int64_t i = val.as_integer();
                 ks.value = parse_knob_value(def, nullptr, &i);
-            } else if (val.is_string()) {
-                ks.value = parse_knob_value(def, &val.as_string().str, nullptr);
             } else {
-                c.fail(val, what + "." + def.key + ": expected an integer or a string, got " + toml_type(val));
+                ks.value = parse_knob_value(def, &val.as_string().str, nullptr);
             }
         } catch (const InputError& e) {
             c.fail(val, what + "." + e.what());
@@ -356,7 +357,11 @@ Policy load_policy_toml(const std::string& path) {
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) throw InputError(path + ": cannot open policy: " + std::strerror(errno));
     struct stat st {};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    struct statfs sfs {};
+    // procfs/sysfs files claim to be regular files of size 0: refuse them too.
+    constexpr long kProcMagic = 0x9fa0, kSysfsMagic = 0x62656572;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || fstatfs(fd, &sfs) != 0 ||
+        static_cast<long>(sfs.f_type) == kProcMagic || static_cast<long>(sfs.f_type) == kSysfsMagic) {
         close(fd);
         throw InputError(path + ": policy is not a regular file");
     }

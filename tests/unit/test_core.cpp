@@ -1,0 +1,508 @@
+// Unit tests of the pipeline stages: request, model, knobs, policy, classify, adjustment.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "adjust.hpp"
+#include "classify.hpp"
+#include "knobs.hpp"
+#include "model.hpp"
+#include "policy.hpp"
+#include "request.hpp"
+#include "sinks.hpp"
+
+using namespace nriqos;
+using nlohmann::json;
+
+namespace {
+std::string slurp(const std::string& p) {
+    std::ifstream in(p);
+    REQUIRE(in.good());
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+std::string fixture(const std::string& rel) { return slurp(std::string(NRI_QOS_SRCDIR "/tests/fixtures/") + rel); }
+Policy bundled() { return load_policy_toml(NRI_QOS_SRCDIR "/conf/nri.d/nri-qos.toml"); }
+
+std::string v01(const json& patch) {
+    json j = json::parse(fixture("requests/containerd-1.6.20/container-create.json"));
+    j.merge_patch(patch);
+    return j.dump();
+}
+
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return "";
+}
+}  // namespace
+
+TEST_CASE("v0.1 requests captured from containerd 1.6 and 1.7 parse", "[request]") {
+    for (const char* dir : {"containerd-1.6.20", "containerd-1.7.24-adapter"}) {
+        Request sc = parse_v01_request(fixture(std::string("requests/") + dir + "/sandbox-create.json"));
+        CHECK(sc.event == Event::Create);
+        CHECK(sc.is_sandbox);
+        CHECK(sc.pid.has_value());
+        CHECK(sc.pod_name == "cgfs-pod");
+        CHECK(sc.pod_namespace == "default");
+        CHECK(sc.resources.cpu_shares == 2);
+
+        Request cc = parse_v01_request(fixture(std::string("requests/") + dir + "/container-create.json"));
+        CHECK_FALSE(cc.is_sandbox);
+        CHECK(cc.container_name == "cgfs-ctr");
+        CHECK(cc.resources.cpu_shares == 512);
+        CHECK(cc.resources.mem_limit == 67108864);
+        CHECK(cc.labels.at("app") == "nri-e2e");
+        REQUIRE(cc.cgroups_path);
+        CHECK(cc.cgroups_path->rfind("/kubepods/burstable/pod0e2e0000-", 0) == 0);
+
+        Request sd = parse_v01_request(fixture(std::string("requests/") + dir + "/sandbox-delete.json"));
+        CHECK(sd.event == Event::Delete);
+        CHECK(sd.is_sandbox);
+    }
+    // 1.7 + adapter sandbox delete: no pid, no cgroupsPath, resources null
+    Request d = parse_v01_request(fixture("requests/containerd-1.7.24-adapter/sandbox-delete.json"));
+    CHECK_FALSE(d.pid.has_value());
+    CHECK_FALSE(d.cgroups_path.has_value());
+}
+
+TEST_CASE("request validation errors name the field", "[request]") {
+    CHECK(error_of([] { parse_v01_request(""); }) == "empty input");
+    CHECK(error_of([] { parse_v01_request("null"); }) == "/: expected a JSON object (NRI v0.1 request), got null");
+    CHECK(error_of([] { parse_v01_request("[]"); }) == "/: expected a JSON object (NRI v0.1 request), got array");
+    CHECK(error_of([] { parse_v01_request(v01({{"pid", "x"}})); }) == "/pid: expected an integer");
+    CHECK(error_of([] { parse_v01_request(v01({{"pid", 1.5}})); }) == "/pid: expected integer, got non-integer number");
+    CHECK(error_of([] { parse_v01_request(v01({{"state", "frobnicate"}})); }).find("/state: unknown state") == 0);
+    CHECK(error_of([] { parse_v01_request(v01({{"version", "0.2"}})); }).find("/version: unsupported NRI version") == 0);
+    CHECK(error_of([] { parse_v01_request(v01({{"id", "../x"}})); }) == "/id: id may contain only [A-Za-z0-9_.-]");
+    CHECK(error_of([] { parse_v01_request(v01({{"labels", {{"a", 1}}}})); }) == "/labels/a: expected string, got integer");
+    CHECK(error_of([] { parse_v01_request(v01({{"spec", {{"cgroupsPath", 5}}}})); }) == "/spec/cgroupsPath: expected string, got integer");
+    CHECK(error_of([] { parse_v01_request(v01({{"spec", {{"resources", {{"cpu", {{"shares", "lots"}}}}}}}})); }) ==
+          "/spec/resources/cpu/shares: expected an integer");
+    CHECK(error_of([] { parse_v01_request(R"({"a":1,"a":2})"); }) == "duplicate JSON key \"a\"");
+    CHECK(error_of([] { parse_v01_request(std::string(100, '[')); }) == "JSON nested deeper than 32 levels");
+    CHECK(error_of([] { parse_v01_request("{\"version\":\"0.1\"} x"); }).find("malformed JSON") == 0);
+    CHECK(error_of([] { parse_v01_request(std::string(limits::kMaxRequestBytes + 1, ' ')); }).find("request larger than") == 0);
+}
+
+TEST_CASE("nri-eval events parse PodSandbox and Container in NRI Go JSON", "[request]") {
+    json ev = {{"event", "CreateContainer"},
+               {"runtime", {{"name", "containerd"}, {"version", "1.7.24~ds1"}}},
+               {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}, {"uid", "u1"},
+                        {"labels", {{"koordinator.sh/qosClass", "BE"}}}, {"annotations", {{"a", "pod"}}},
+                        {"linux", {{"cgroup_parent", "/kubepods/besteffort/podu1"}, {"cgroups_path", "/kubepods/besteffort/podu1/p1"}}}}},
+               {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"}, {"annotations", {{"a", "ctr"}}},
+                              {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"},
+                                         {"resources", {{"cpu", {{"shares", {{"value", "512"}}}, {"quota", {{"value", 50000}}}}},
+                                                        {"memory", {{"limit", {{"value", 1 << 20}}}}}}}}}}}};
+    Request r = parse_nri_event(ev.dump());
+    CHECK(r.event == Event::CreateContainer);
+    CHECK_FALSE(r.is_sandbox);
+    CHECK(r.id == "c1");
+    CHECK(r.sandbox_id == "p1");
+    CHECK(r.pod_name == "web");
+    CHECK(r.container_name == "app");
+    CHECK(r.annotations.at("a") == "ctr");
+    CHECK(r.resources.cpu_shares == 512);
+    CHECK(r.resources.cpu_quota == 50000);
+    CHECK(r.resources.mem_limit == 1 << 20);
+    CHECK(*r.cgroups_path == "/kubepods/besteffort/podu1/c1");
+
+    json pod_ev = {{"event", "RunPodSandbox"}, {"pod", ev["pod"]}};
+    Request p = parse_nri_event(pod_ev.dump());
+    CHECK(p.is_sandbox);
+    CHECK(p.id == "p1");
+    CHECK(*p.cgroups_path == "/kubepods/besteffort/podu1/p1");
+
+    ev["container"]["pod_sandbox_id"] = "other";
+    CHECK(error_of([&] { parse_nri_event(ev.dump()); }) == "/container/pod_sandbox_id: does not match /pod/id");
+    CHECK(error_of([] { parse_nri_event(R"({"event":"Boom","pod":{"id":"x"}})"); }) == "/event: unknown event \"Boom\"");
+}
+
+TEST_CASE("cgroupsPath: cgroupfs and systemd forms resolve like runc", "[model]") {
+    CgroupPaths a = resolve_cgroups_path("/kubepods/burstable/pod123/abc");
+    CHECK(a.driver == CgroupDriver::Cgroupfs);
+    CHECK(a.container == "kubepods/burstable/pod123/abc");
+    CHECK(a.pod == "kubepods/burstable/pod123");
+
+    CgroupPaths s = resolve_cgroups_path("kubepods-burstable-pod0e2e0000_ef0a_44a5_a124_d95febe27612.slice:cri-containerd:abc");
+    CHECK(s.driver == CgroupDriver::Systemd);
+    CHECK(s.pod == "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0e2e0000_ef0a_44a5_a124_d95febe27612.slice");
+    CHECK(s.container == s.pod + "/cri-containerd-abc.scope");
+    CHECK(resolve_cgroups_path("-.slice:docker:x").container == "docker-x.scope");
+    CHECK(resolve_cgroups_path(":cri-containerd:x").container == "system.slice/cri-containerd-x.scope");
+    CHECK(resolve_cgroups_path("kubepods.slice:cri-containerd:x").container == "kubepods.slice/cri-containerd-x.scope");
+
+    for (const char* bad : {"/kubepods/../../etc", "/a/./b", "/a//b", "..", "/a/b\n/c", "a-.slice:p:n", "a--b.slice:p:n",
+                            "kubepods.slice:p:../x", "kubepods.slice:p", "kubepods:p:n", "a.slice:p:n:x", "/a\\b"}) {
+        INFO(bad);
+        CHECK_THROWS_AS(resolve_cgroups_path(bad), InputError);
+    }
+}
+
+TEST_CASE("Kubernetes QoS class from the cgroup parent", "[model]") {
+    CHECK(kube_qos_from_path("kubepods/besteffort/pod1") == KubeQos::BestEffort);
+    CHECK(kube_qos_from_path("kubepods/burstable/pod1") == KubeQos::Burstable);
+    CHECK(kube_qos_from_path("kubepods/pod1") == KubeQos::Guaranteed);
+    CHECK(kube_qos_from_path("kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice") == KubeQos::BestEffort);
+    CHECK(kube_qos_from_path("kubepods.slice/kubepods-pod1.slice") == KubeQos::Guaranteed);
+    CHECK(kube_qos_from_path("k8s.io") == KubeQos::Unknown);
+}
+
+TEST_CASE("cgroup v1 to v2 conversions", "[knobs]") {
+    // log-quadratic (runc >= 1.3.2, Kubernetes 2025): 2 → 1, 1024 → 100, 262144 → 10000
+    CHECK(shares_to_weight(2) == 1);
+    CHECK(shares_to_weight(1024) == 100);
+    CHECK(shares_to_weight(262144) == 10000);
+    CHECK(shares_to_weight(0) == 0);
+    CHECK(shares_to_weight(1) == 1);           // clamped to 2
+    CHECK(shares_to_weight(1000000) == 10000);  // clamped to 262144
+    CHECK(shares_to_weight(512) > 1);
+    CHECK(shares_to_weight(512) < 100);
+    // linear (runc < 1.3.2): 1024 → 39
+    CHECK(shares_to_weight_linear(2) == 1);
+    CHECK(shares_to_weight_linear(1024) == 39);
+    CHECK(shares_to_weight_linear(262144) == 10000);
+    CHECK(blkio_to_io_weight(10) == 1);
+    CHECK(blkio_to_io_weight(1000) == 10000);
+    CHECK(blkio_to_io_weight(500) == 1 + 490 * 9999 / 990);
+}
+
+TEST_CASE("knob values: ranges, units, max and percentages", "[knobs]") {
+    auto val = [](const char* key, const std::string& s) { return parse_knob_value(*find_knob(key), &s, nullptr); };
+    auto ival = [](const char* key, int64_t i) { return parse_knob_value(*find_knob(key), nullptr, &i); };
+    CHECK(val("memory_limit", "512Mi").num == 512LL << 20);
+    CHECK(val("memory_limit", "1G").num == 1000000000LL);
+    CHECK(val("memory_limit", "max").kind == KnobValue::Max);
+    CHECK(ival("memory_limit", -1).kind == KnobValue::Max);
+    CHECK(val("memory_high", "80%").kind == KnobValue::Percent);
+    CHECK(ival("cpu_shares", 2).num == 2);
+    CHECK_THROWS_WITH(ival("cpu_shares", 1), "cpu_shares: 1 out of range [2, 262144] or \"N%\"");
+    CHECK_THROWS_WITH(ival("cpu_shares", 262145), Catch::Contains("out of range"));
+    CHECK_THROWS_WITH(ival("oom_score_adj", 1001), Catch::Contains("out of range [-1000, 1000]"));
+    CHECK_THROWS_WITH(ival("cpu_qos_level", 3), Catch::Contains("out of range [-1, 2]"));
+    CHECK_THROWS_WITH(val("cpu_idle", "50%"), "cpu_idle: percentages are not supported for this knob");
+    CHECK_THROWS_WITH(val("memory_high", "101%"), Catch::Contains("0%..100%"));
+    CHECK_THROWS_WITH(val("memory_limit", "9999999Ti"), Catch::Contains("overflows"));
+    CHECK(val("cpuset_cpus", "0-3,8").text == "0-3,8");
+    for (const char* bad : {"", "3-1", "1,1", "a", "0-", ",1", "1,", "9000"}) {
+        INFO(bad);
+        CHECK_FALSE(valid_cpuset(bad));
+    }
+    CHECK_THROWS_WITH(val("resctrl_group", "../x"), Catch::Contains("resctrl_group: expected a name"));
+}
+
+TEST_CASE("policy: bundled default loads and round-trips through its compiled form", "[policy]") {
+    Policy p = bundled();
+    CHECK(p.default_class == "LS");
+    CHECK(p.classes.count("BE"));
+    CHECK(p.classes.count("HLS"));
+    CHECK(p.classes.at("HLS").gate.enabled);
+    Policy q = policy_from_json(policy_to_json(p));
+    CHECK(policy_to_json(q) == policy_to_json(p));
+    CHECK(json::from_cbor(json::to_cbor(policy_to_json(p))) == policy_to_json(p));
+}
+
+TEST_CASE("policy errors are one line with file:line", "[policy]") {
+    auto err = [](const std::string& text) { return error_of([&] { parse_policy_toml(text, "p.toml"); }); };
+    const std::string head = "version = 1\n[settings]\ndefault_class = \"A\"\n[classes.A]\n";
+    CHECK(err(head) == "");
+    CHECK(err("") == "p.toml: missing \"version = 1\"");
+    CHECK(err("version = 2\n") == "p.toml:1: version: this nri-qos reads policy version 1");
+    CHECK(err(head + "[classes.A.container]\ncpu_sharez = 2\n") == "p.toml:6: classes.A.container: unknown knob \"cpu_sharez\" (see nri-qos.toml(5))");
+    CHECK(err(head + "[classes.A.container]\ncpu_shares = 1\n") == "p.toml:6: classes.A.container.cpu_shares: 1 out of range [2, 262144] or \"N%\"");
+    CHECK(err(head + "[classes.A.container]\ncpu_shares = true\n") == "p.toml:6: classes.A.container.cpu_shares: expected an integer or a string, got boolean");
+    CHECK(err(head + "bogus = 1\n") == "p.toml:5: classes.A: unknown key \"bogus\" (allowed: description, fail, container, pod, gate)");
+    CHECK(err(head + "[[rules]]\nclass = \"B\"\n") == "p.toml:6: rules.class: unknown class \"B\"");
+    CHECK(err(head + "[[rules]]\nclass = \"A\"\nmatch.kind = \"pod\"\n") == "p.toml:7: match.kind: expected \"sandbox\" or \"container\", got \"pod\"");
+    CHECK(err(head + "[classes.A.container]\nraw = [{file = \"cgroup.procs\", value = \"1\"}]\n").find("is not an allowed kernel file name") != std::string::npos);
+    CHECK(err(head + "[classes.A.container]\nraw = [{file = \"tasks\", controller = \"cpu\", value = \"1\"}]\n").find("is not an allowed kernel file name") != std::string::npos);
+    CHECK(err(head + "[classes.A.pod]\noom_score_adj = 5\n").find("applies to processes") != std::string::npos);
+    CHECK(err("version = 1\n[settings]\ndefault_class = \"A\"\n[classes.A]\ngate.fallback = \"A\"\n").find("is gated itself") != std::string::npos);
+    CHECK(err("version = 1\nx = [" + std::string(40, '[')).find("nesting deeper than 32 levels") != std::string::npos);
+    CHECK(err("version = = 1\n").find("p.toml:1: TOML syntax error") == 0);
+    CHECK(err(head + "fail = \"sometimes\"\n") == "p.toml:5: classes.A.fail: expected \"open\" or \"closed\", got \"sometimes\"");
+}
+
+TEST_CASE("policy files that are not regular files are refused without reading", "[policy]") {
+    CHECK(error_of([] { load_policy_toml("/proc/self/status"); }) == "/proc/self/status: policy is not a regular file");
+    char dir[] = "/tmp/nriqos-fifo-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    std::string fifo = std::string(dir) + "/p.toml";
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK(error_of([&] { load_policy_toml(fifo); }) == fifo + ": policy is not a regular file");
+    unlink(fifo.c_str());
+    rmdir(dir);
+    CHECK(error_of([] { load_policy_toml("/nonexistent/p.toml"); }) == "/nonexistent/p.toml: cannot open policy: No such file or directory");
+}
+
+namespace {
+Decision classify_req(const Policy& p, const json& patch) {
+    static Request r;
+    r = parse_v01_request(v01(patch));
+    Facts f{&r, kube_qos_from_path(resolve_cgroups_path(*r.cgroups_path).pod)};
+    return classify(p, f);
+}
+}  // namespace
+
+TEST_CASE("bundled policy recognises every colocation system's carrier", "[classify]") {
+    Policy p = bundled();
+    struct Case {
+        json patch;
+        const char* cls;
+        const char* rule;
+    };
+    const std::vector<Case> cases = {
+        {{{"labels", {{"koordinator.sh/qosClass", "BE"}}}}, "BE", "koordinator-be"},
+        {{{"labels", {{"koordinator.sh/qosClass", "LS"}}}}, "LS", "koordinator-ls"},
+        {{{"labels", {{"koordinator.sh/qosClass", "SYSTEM"}}}}, "SYSTEM", "koordinator-system"},
+        {{{"spec", {{"annotations", {{"openfuyao.com/qos-level", "BE"}}}}}}, "BE", "openfuyao-be"},
+        {{{"spec", {{"annotations", {{"openfuyao.com/QoS-level", "BE"}}}}}}, "BE", "openfuyao-be-spelling"},
+        {{{"spec", {{"annotations", {{"katalyst.kubewharf.io/qos_level", "reclaimed_cores"}}}}}}, "BE", "katalyst-reclaimed"},
+        {{{"spec", {{"annotations", {{"katalyst.kubewharf.io/qos_level", "shared_cores"}}}}}}, "LS", "katalyst-shared"},
+        {{{"spec", {{"annotations", {{"volcano.sh/preemptable", "true"}}}}}}, "BE", "rubik-offline"},
+        {{{"labels", {{"volcano.sh/preemptable", "true"}}}}, "BE", "rubik-offline"},
+        {{{"spec", {{"cgroupsPath", "/kubepods/besteffort/pod1/abc"}}}}, "BE", "kube-besteffort"},
+        {{{"spec", {{"cgroupsPath", "/kubepods/pod1/abc"}}}}, "LS", "kube-burstable-guaranteed"},
+        {{{"spec", {{"cgroupsPath", "/k8s.io/abc"}}}}, "LS", "default"},
+        {{{"spec", {{"annotations", {{"io.kubernetes.cri.sandbox-namespace", "kube-system"}}}}}, {"labels", {{"koordinator.sh/qosClass", "BE"}}}}, "SYSTEM", "kube-system"},
+    };
+    for (const auto& c : cases) {
+        INFO(c.patch.dump());
+        Decision d = classify_req(p, c.patch);
+        CHECK(d.cls->name == c.cls);
+        CHECK(d.rule == c.rule);
+    }
+}
+
+TEST_CASE("promotion gates: HLS needs a qualifying namespace or label", "[classify]") {
+    Policy p = bundled();
+    Decision d = classify_req(p, {{"labels", {{"koordinator.sh/qosClass", "LSR"}}}});
+    CHECK(d.requested == "HLS");
+    CHECK(d.cls->name == "LS");
+    CHECK(d.gate_note == "class HLS is gated: namespace \"default\" does not qualify; using LS");
+    d = classify_req(p, {{"labels", {{"koordinator.sh/qosClass", "LSE"}, {"nri-qos.io/allow-hls", "true"}}}});
+    CHECK(d.cls->name == "HLS");
+    CHECK(d.gate_note.empty());
+    d = classify_req(p, {{"labels", {{"koordinator.sh/qosClass", "LSR"}}},
+                         {"spec", {{"annotations", {{"io.kubernetes.cri.sandbox-namespace", "online-shop"}}}}}});
+    CHECK(d.cls->name == "HLS");
+}
+
+namespace {
+struct FakeKernel : Kernel {
+    std::set<std::string> files;
+    IoResult write(Root, const std::string&, std::string_view) override { return {}; }
+    std::optional<std::string> read(Root, const std::string& rel) override {
+        if (rel.size() > 7 && rel.compare(rel.size() - 7, 7, "cpu.max") == 0) return std::string("50000 100000\n");
+        return std::nullopt;
+    }
+    bool exists(Root, const std::string& rel) override { return files.count(rel) > 0; }
+};
+
+Plan plan_for(const std::string& policy_text, const std::string& req_text, Layout layout, FakeKernel* k = nullptr, bool nri = false) {
+    static Policy p;
+    static Request r;
+    p = parse_policy_toml(policy_text, "t.toml");
+    r = nri ? parse_nri_event(req_text) : parse_v01_request(req_text);
+    PlanInput in;
+    in.req = &r;
+    in.policy = &p;
+    in.paths = resolve_cgroups_path(*r.cgroups_path);
+    in.kube_qos = kube_qos_from_path(in.paths->pod);
+    Facts f{&r, in.kube_qos};
+    in.decision = classify(p, f);
+    in.layout = layout;
+    static FakeKernel fk;
+    in.kernel = k ? k : &fk;
+    return build_plan(in);
+}
+
+std::map<std::string, std::string> writes_of(const Plan& p) {
+    std::map<std::string, std::string> m;
+    for (const auto& w : p.writes) m[w.rel.substr(w.rel.rfind('/') + 1) + (w.scope == "pod" ? "@pod" : "")] = w.value;
+    return m;
+}
+
+const char* kAllKnobs = R"(version = 1
+[settings]
+default_class = "X"
+[classes.X.container]
+cpu_shares = 1024
+cpu_quota_us = "50%"
+cpu_period_us = 50000
+cpu_burst_us = 1000
+memory_limit = "max"
+memory_swap = "128Mi"
+memory_high = "50%"
+memory_low = "16Mi"
+pids_max = 100
+blkio_weight = 500
+cpu_idle = 0
+oom_score_adj = 500
+raw = [{file = "cpu.bvt_warp_ns", value = 2}]
+[classes.X.pod]
+cpu_idle = 1
+)";
+}  // namespace
+
+TEST_CASE("adjustment: cgroup v1 files and values", "[adjust]") {
+    json req = json::parse(v01({{"spec", {{"resources", {{"cpu", {{"quota", 100000}}}}}}}}));
+    Plan p = plan_for(kAllKnobs, req.dump(), Layout::V1);
+    auto w = writes_of(p);
+    CHECK(w["cpu.shares"] == "1024");
+    CHECK(w["cpu.cfs_quota_us"] == "50000");
+    CHECK(w["cpu.cfs_period_us"] == "50000");
+    CHECK(w["cpu.cfs_burst_us"] == "1000");
+    CHECK(w["memory.limit_in_bytes"] == "-1");
+    CHECK(w["memory.memsw.limit_in_bytes"] == std::to_string(128 << 20));
+    CHECK(w["memory.high"] == std::to_string(64 << 19));
+    CHECK(w["pids.max"] == "100");
+    CHECK(w["blkio.weight"] == "500");
+    CHECK(w["oom_score_adj"] == "500");
+    CHECK(w["cpu.bvt_warp_ns"] == "2");
+    CHECK(w.count("cpu.idle@pod") == 0);  // container event: pod knobs are applied at the sandbox event
+    const std::string ctr = "kubepods/burstable/pod0e2e0000-6edd-4127-830b-934cae53b469/f9159d083de20134b90778a5c6d8ee69ecb3b500f2ef34976b11b59554b7bc8e";
+    for (const auto& x : p.writes)
+        if (x.knob == "cpu_shares") CHECK(x.rel == "cpu/" + ctr + "/cpu.shares");
+        else if (x.knob == "memory_high") CHECK(x.rel == "memory/" + ctr + "/memory.high");
+        else if (x.knob == "oom_score_adj") CHECK(x.rel == "2529/oom_score_adj");
+    // period written before quota (the kernel checks quota against the period)
+    size_t iq = 0, ip = 0;
+    for (size_t i = 0; i < p.writes.size(); ++i) {
+        if (p.writes[i].knob == "cpu_quota_us") iq = i;
+        if (p.writes[i].knob == "cpu_period_us") ip = i;
+    }
+    CHECK(ip < iq);
+    bool low_skipped = false;
+    for (const auto& s : p.skipped) low_skipped = low_skipped || s == "memory_low: no cgroup v1 file";
+    CHECK(low_skipped);
+}
+
+TEST_CASE("adjustment: cgroup v2 conversions", "[adjust]") {
+    json req = json::parse(v01({{"spec", {{"resources", {{"cpu", {{"quota", 100000}}}}}}}}));
+    Plan p = plan_for(kAllKnobs, req.dump(), Layout::V2);
+    auto w = writes_of(p);
+    CHECK(w["cpu.weight"] == "100");            // shares 1024 → weight 100 (log-quadratic)
+    CHECK(w["cpu.max"] == "50000 50000");       // quota 50% of 100000, period 50000, one write
+    CHECK(w["cpu.max.burst"] == "1000");
+    CHECK(w["memory.max"] == "max");
+    CHECK(w.count("memory.swap.max") == 0);  // runc: no swap limit without a memory limit
+    CHECK(std::find(p.skipped.begin(), p.skipped.end(), "memory_swap: memory+swap needs a memory limit on cgroup v2") != p.skipped.end());
+    CHECK(w["memory.high"] == std::to_string(64 << 19));
+    CHECK(w["memory.low"] == std::to_string(16 << 20));
+    CHECK(w["pids.max"] == "100");
+    CHECK(w["io.weight"] == "default " + std::to_string(blkio_to_io_weight(500)));
+    CHECK(w["cpu.bvt_warp_ns"] == "2");
+    for (const auto& x : p.writes)
+        if (x.knob == "cpu_shares") CHECK(x.rel.rfind("kubepods/", 0) == 0);  // no controller directory on v2
+
+    // linear formula when the policy asks for it
+    std::string lin = std::string(kAllKnobs).replace(std::string(kAllKnobs).find("[settings]\n") + 11, 0, "cpu_weight_formula = \"linear\"\n");
+    CHECK(writes_of(plan_for(lin, req.dump(), Layout::V2))["cpu.weight"] == "39");
+    // only the period: the current quota is kept
+    const char* period_only = "version = 1\n[settings]\ndefault_class = \"X\"\n[classes.X.container]\ncpu_period_us = 20000\n";
+    CHECK(writes_of(plan_for(period_only, req.dump(), Layout::V2))["cpu.max"] == "50000 20000");
+}
+
+TEST_CASE("adjustment: memory+swap on v2 is swap alone", "[adjust]") {
+    const char* pol = "version = 1\n[settings]\ndefault_class = \"X\"\n[classes.X.container]\nmemory_swap = \"96Mi\"\n";
+    Plan p = plan_for(pol, v01(json::object()), Layout::V2);  // OCI limit 64 MiB
+    CHECK(writes_of(p)["memory.swap.max"] == std::to_string(32 << 20));
+    CHECK(writes_of(plan_for(pol, v01(json::object()), Layout::V1))["memory.memsw.limit_in_bytes"] == std::to_string(96 << 20));
+}
+
+TEST_CASE("adjustment: sandbox events set pod knobs on the pod cgroup only", "[adjust]") {
+    std::string sb = fixture("requests/containerd-1.6.20/sandbox-create.json");
+    Plan p = plan_for(kAllKnobs, sb, Layout::V1);
+    auto w = writes_of(p);
+    CHECK(w.size() == 1);
+    CHECK(w["cpu.idle@pod"] == "1");
+    CHECK(p.writes[0].rel == "cpu/kubepods/burstable/pod0e2e0000-6edd-4127-830b-934cae53b469/cpu.idle");
+    // delete: nothing
+    CHECK(plan_for(kAllKnobs, fixture("requests/containerd-1.6.20/container-delete.json"), Layout::V1).writes.empty());
+}
+
+TEST_CASE("adjustment: percentages need a base value", "[adjust]") {
+    const char* pol = "version = 1\n[settings]\ndefault_class = \"X\"\n[classes.X.container]\ncpu_burst_us = \"100%\"\n";
+    Plan p = plan_for(pol, v01(json::object()), Layout::V1);  // captured request has no CFS quota
+    CHECK(p.writes.empty());
+    REQUIRE(p.skipped.size() == 1);
+    CHECK(p.skipped[0] == "cpu_burst_us: no OCI cpu.quota to take 100% of");
+}
+
+TEST_CASE("native NRI: CreateContainer adjusts, StartContainer writes the rest", "[adjust][nri]") {
+    json ev = {{"event", "CreateContainer"},
+               {"runtime", {{"name", "containerd"}, {"version", "1.7.24~ds1"}}},
+               {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
+               {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"}, {"pid", 4242},
+                              {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"},
+                                         {"resources", {{"cpu", {{"quota", {{"value", 100000}}}}}, {"memory", {{"limit", {{"value", 128 << 20}}}}}}}}}}}};
+    Plan c = plan_for(kAllKnobs, ev.dump(), Layout::V1, nullptr, true);
+    CHECK(c.nri_api == "0.6");
+    CHECK(c.writes.empty());  // nothing exists yet at CreateContainer
+    const json& res = c.adjustment["linux"]["resources"];
+    CHECK(res["cpu"]["shares"]["value"] == 1024);
+    CHECK(res["cpu"]["quota"]["value"] == 50000);
+    CHECK(res["cpu"]["period"]["value"] == 50000);
+    CHECK(res["memory"]["limit"]["value"] == -1);
+    CHECK(res["memory"]["swap"]["value"] == 128 << 20);
+    CHECK_FALSE(res.contains("pids"));                      // NRI 0.6: no pids adjustment
+    CHECK_FALSE(c.adjustment["linux"].contains("oom_score_adj"));  // NRI 0.6: no oom_score_adj
+    CHECK_FALSE(res.contains("unified"));                   // cgroup v1
+
+    ev["event"] = "StartContainer";
+    Plan s = plan_for(kAllKnobs, ev.dump(), Layout::V1, nullptr, true);
+    auto w = writes_of(s);
+    CHECK(w.count("cpu.shares") == 0);  // applied by the runtime from the adjustment
+    CHECK(w["pids.max"] == "100");
+    CHECK(w["oom_score_adj"] == "500");
+    CHECK(w["cpu.cfs_burst_us"] == "1000");
+    CHECK(w["cpu.bvt_warp_ns"] == "2");
+    CHECK(s.adjustment.is_null());
+
+    // containerd 2.x (NRI 0.8+), cgroup v2 with the files present in the pod cgroup
+    ev["event"] = "CreateContainer";
+    ev["runtime"]["version"] = "2.1.0";
+    FakeKernel k;
+    k.files = {"kubepods/besteffort/podu1/memory.high", "kubepods/besteffort/podu1/cpu.max.burst"};
+    Plan c2 = plan_for(kAllKnobs, ev.dump(), Layout::V2, &k, true);
+    CHECK(c2.nri_api == "0.8+");
+    CHECK(c2.adjustment["linux"]["oom_score_adj"]["value"] == 500);
+    CHECK(c2.adjustment["linux"]["resources"]["pids"]["limit"] == 100);
+    CHECK(c2.adjustment["linux"]["resources"]["unified"]["memory.high"] == std::to_string(64 << 20));
+    CHECK(c2.adjustment["linux"]["resources"]["unified"]["cpu.max.burst"] == "1000");
+    CHECK_FALSE(c2.adjustment["linux"]["resources"]["unified"].contains("memory.low"));  // pod cgroup lacks it: written directly
+
+    ev["event"] = "UpdateContainer";
+    Plan u = plan_for(kAllKnobs, ev.dump(), Layout::V1, nullptr, true);
+    CHECK(u.update["cpu"]["shares"]["value"] == 1024);
+    CHECK(u.writes.empty());
+}
+
+TEST_CASE("NRI API level from the runtime version", "[adjust][nri]") {
+    CHECK(nri_api_level("containerd", "1.7.24~ds1") == "0.6");
+    CHECK(nri_api_level("containerd", "1.7.25") == "0.6");
+    CHECK(nri_api_level("containerd", "1.7.26") == "0.8+");
+    CHECK(nri_api_level("containerd", "v2.0.0") == "0.8+");  // upstream builds report "v..."
+    CHECK(nri_api_level("containerd", "devel") == "0.6");     // unparsable: conservative
+    CHECK(nri_api_level("containerd", "2.1.4") == "0.8+");
+    CHECK(nri_api_level("isulad", "2.1.5") == "0.6");
+}
+
+TEST_CASE("Result metadata is always strings", "[sinks]") {
+    json r = {{"plugin", "nri-qos"}, {"error", ""}, {"metadata", {{"n", 3}, {"o", {{"a", 1}}}, {"s", "x"}}}};
+    json back = json::parse(dump_result(r));
+    for (auto& [k, v] : back["metadata"].items()) CHECK(v.is_string());
+    CHECK(back["metadata"]["n"] == "3");
+    // invalid UTF-8 does not break the output
+    json bad = {{"metadata", {{"m", std::string("\xff\xfe")}}}};
+    CHECK_NOTHROW(json::parse(dump_result(bad)));
+}
