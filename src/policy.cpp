@@ -108,7 +108,7 @@ bool fail_mode(const Ctx& c, const TV& v, const std::string& what) {
 bool raw_file_allowed(const std::string& f) {
     if (f.empty() || f.size() > 64 || f.find('.') == std::string::npos) return false;
     for (unsigned char ch : f)
-        if (!(islower(ch) || isdigit(ch) || ch == '_' || ch == '.')) return false;
+        if (!(isalnum(ch) || ch == '_' || ch == '.')) return false;
     if (f.rfind("cgroup.", 0) == 0 || f == "tasks" || f == "notify_on_release" || f == "release_agent") return false;
     if (f.size() >= 6 && f.compare(f.size() - 6, 6, ".procs") == 0) return false;
     if (f.find("..") != std::string::npos) return false;
@@ -158,7 +158,7 @@ std::vector<KnobSetting> parse_knobs(const Ctx& c, const TV& v, const std::strin
             if (!f || !val) c.fail(e, what + ".raw: needs file and value");
             ks.raw_file = str(c, *f, what + ".raw.file", 64);
             if (!raw_file_allowed(ks.raw_file))
-                c.fail(*f, what + ".raw.file: \"" + ks.raw_file + "\" is not an allowed kernel file name (controller.name, lower case; cgroup.*, tasks and *.procs are refused)");
+                c.fail(*f, what + ".raw.file: \"" + ks.raw_file + "\" is not an allowed kernel file name (controller.name; cgroup.*, tasks and *.procs are refused)");
             if (const TV* ctl = get(e, "controller")) {
                 ks.raw_ctrl = str(c, *ctl, what + ".raw.controller", 32);
                 if (!v1_controllers().count(ks.raw_ctrl)) c.fail(*ctl, what + ".raw.controller: unknown cgroup v1 controller \"" + ks.raw_ctrl + "\"");

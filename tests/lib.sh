@@ -1,0 +1,62 @@
+# Helpers for the shell-level suites (source it). Each suite prints PASS/FAIL/SKIP lines and
+# exits non-zero when anything failed.
+set -u
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN=${NRI_QOS_BIN:-$TOP/build/nri-qos}
+POLICY=$TOP/conf/nri.d/nri-qos.toml
+FIX=$TOP/tests/fixtures
+FAILED=0
+CLEANUP=()
+
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; FAILED=1; }
+skip() { echo "SKIP $*"; }
+on_exit() { # run cleanups in reverse order of registration
+  local i
+  for ((i=${#CLEANUP[@]}-1; i>=0; i--)); do eval "${CLEANUP[$i]}" 2>/dev/null || true; done
+}
+trap on_exit EXIT
+finish() { exit "$FAILED"; }
+
+# check NAME ACTUAL EXPECTED
+check() {
+  if [ "$2" == "$3" ]; then pass "$1"; else fail "$1: got '$2', want '$3'"; fi
+}
+# check_contains NAME HAYSTACK NEEDLE
+check_contains() {
+  case "$2" in *"$3"*) pass "$1" ;; *) fail "$1: '$3' not in '${2:0:400}'" ;; esac
+}
+
+# jq_get JSON FILTER
+jq_get() { printf '%s' "$1" | jq -r "$2"; }
+
+# A scratch cgroup v1 tree mirroring the real layout (cpu, memory, pids, blkio, cpuset) with the
+# files nri-qos writes, for cgroup dir $2 (relative) under root $1.
+mk_v1_dir() {
+  local root=$1 rel=$2 c
+  for c in cpu memory pids blkio cpuset; do mkdir -p "$root/$c/$rel"; done
+  for f in cpu.shares cpu.cfs_quota_us cpu.cfs_period_us cpu.cfs_burst_us cpu.idle; do : > "$root/cpu/$rel/$f"; done
+  for f in memory.limit_in_bytes memory.soft_limit_in_bytes; do : > "$root/memory/$rel/$f"; done
+  : > "$root/pids/$rel/pids.max"; : > "$root/blkio/$rel/blkio.weight"
+  : > "$root/cpuset/$rel/cpuset.cpus"; : > "$root/cpuset/$rel/cpuset.mems"
+}
+mk_v2_dir() {
+  local root=$1 rel=$2
+  mkdir -p "$root/$rel"
+  for f in cpu.weight cpu.max cpu.max.burst cpu.idle memory.max memory.high memory.low memory.min memory.swap.max pids.max io.weight cpuset.cpus cpuset.mems; do
+    : > "$root/$rel/$f"
+  done
+  echo "max 100000" > "$root/$rel/cpu.max"
+}
+
+# scratch DIR: a fresh temp dir removed at exit
+scratch() { local d; d=$(mktemp -d /tmp/nri-qos-test.XXXXXX); CLEANUP+=("rm -rf '$d'"); echo "$d"; }
+
+# valid_result NAME OUTPUT: one JSON object with plugin/version/error/metadata, metadata all strings
+valid_result() {
+  if printf '%s' "$2" | jq -e 'type=="object" and (.plugin|type=="string") and (.version|type=="string") and (.error|type=="string") and (.metadata|type=="object") and ([.metadata[]|type=="string"]|all)' >/dev/null 2>&1; then
+    pass "$1: valid Result"
+  else
+    fail "$1: not a valid Result: ${2:0:300}"
+  fi
+}

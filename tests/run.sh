@@ -1,0 +1,58 @@
+#!/bin/bash
+# Runs every test suite of nri-qos (called by `make check`, which builds first):
+#   unit      build/unit-tests (Catch2)
+#   suites    tests/*.sh — binary-level, real cgroups, hostile input, cache, relay, packaging
+#   fuzz      tests/fuzz/run.sh smoke   (skip: NRI_QOS_SKIP_FUZZ=1)
+#   e2e       tests/e2e/run.sh          (real containerd; skip: NRI_QOS_SKIP_E2E=1; it SKIPs
+#                                        itself where the machine does not allow it)
+# Prints one closing line "check: N passed, N failed, N skipped"; exits 1 when anything failed.
+set -u
+cd "$(dirname "$0")/.."
+export NRI_QOS_BIN=${NRI_QOS_BIN:-$PWD/build/nri-qos}
+PASSED=0 FAILED=0 SKIPPED=0
+LOG=build/test-logs
+mkdir -p "$LOG"
+
+count() { # count NAME RC LOGFILE: PASS/FAIL/SKIP lines; a non-zero exit without a FAIL line is a failure
+  local name=$1 rc=$2 f=$3 p fl s
+  p=$(grep -c '^PASS ' "$f"); fl=$(grep -c '^FAIL ' "$f"); s=$(grep -c '^SKIP ' "$f")
+  if [ "$rc" != 0 ] && [ "$fl" = 0 ]; then fl=1; echo "FAIL $name: exited $rc"; fi
+  PASSED=$((PASSED + p)); FAILED=$((FAILED + fl)); SKIPPED=$((SKIPPED + s))
+  echo "== $name: $p passed, $fl failed, $s skipped"
+}
+
+suite() { # suite NAME CMD...
+  local name=$1; shift
+  echo "== $name: $*"
+  "$@" > >(tee "$LOG/$name.log") 2> >(tee "$LOG/$name.err" >&2)
+  local rc=$?
+  wait
+  count "$name" "$rc" "$LOG/$name.log"
+}
+
+# Catch2: translate its summary into the same counts.
+echo "== unit: build/unit-tests"
+build/unit-tests > "$LOG/unit.log" 2>&1; rc=$?
+tail -n 30 "$LOG/unit.log"
+if line=$(grep -E '^All tests passed' "$LOG/unit.log"); then
+  n=$(sed -E 's/.* in ([0-9]+) test case.*/\1/' <<<"$line"); PASSED=$((PASSED + n))
+elif line=$(grep -E '^test cases:' "$LOG/unit.log"); then
+  p=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$line"); f=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$line")
+  PASSED=$((PASSED + p)); FAILED=$((FAILED + f))
+else
+  FAILED=$((FAILED + 1)); echo "FAIL unit: no Catch2 summary (exit $rc)"
+fi
+[ "$rc" != 0 ] && [ "$FAILED" = 0 ] && FAILED=1
+
+for s in invoke cgroup_real hostile cache nri_relay packaging; do
+  [ -f "tests/$s.sh" ] && suite "$s" bash "tests/$s.sh"
+done
+if [ -x tests/fuzz/run.sh ] && [ "${NRI_QOS_SKIP_FUZZ:-0}" != 1 ]; then
+  suite fuzz-smoke tests/fuzz/run.sh smoke
+fi
+if [ -x tests/e2e/run.sh ] && [ "${NRI_QOS_SKIP_E2E:-0}" != 1 ]; then
+  suite e2e tests/e2e/run.sh
+fi
+
+echo "check: $PASSED passed, $FAILED failed, $SKIPPED skipped"
+[ "$FAILED" = 0 ]
