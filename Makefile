@@ -34,7 +34,7 @@ MAIN_OBJ  := $(BUILD)/obj/src/main.o
 TEST_SRCS := $(wildcard tests/unit/*.cpp)
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/obj/%.o)
 
-.PHONY: all deps check test unit e2e bench fuzz fuzz-smoke dist rpm deb install clean
+.PHONY: all deps demo check test unit e2e bench fuzz fuzz-smoke dist rpm deb install clean
 all: $(BUILD)/nri-qos
 
 deps:
@@ -66,6 +66,12 @@ $(BUILD)/unit-tests: $(TEST_OBJS) $(BUILD)/libnriqos.a
 
 unit: $(BUILD)/unit-tests $(BUILD)/nri-qos
 	NRI_QOS_BIN=$(abspath $(BUILD)/nri-qos) $(BUILD)/unit-tests
+
+# `make demo`: run the hook on a bundled real containerd request with the bundled policy.
+demo:
+	scripts/deps.sh build test
+	$(MAKE) all
+	scripts/demo.sh
 
 # `make check`: install missing apt dependencies, build, run every suite (unit, binary-level,
 # real cgroup v1/v2, fuzz smoke, e2e when the machine allows it). Prints "N passed, N failed".

@@ -98,7 +98,7 @@ int FsKernel::root_fd(Root root) {
 IoResult FsKernel::write(Root root, const std::string& rel, std::string_view value) {
     IoResult r;
     int dfd = root_fd(root);
-    int fd = dfd < 0 ? dfd : open_beneath(dfd, rel, O_WRONLY | O_NOCTTY | O_NONBLOCK);
+    int fd = dfd < 0 ? dfd : open_beneath(dfd, rel, O_WRONLY | O_TRUNC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         r.err = -fd;
         r.status = (r.err == ENOENT || r.err == ENOTDIR) ? IoResult::Missing : IoResult::Failed;
