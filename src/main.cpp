@@ -7,7 +7,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "nri/relay.hpp"
 #include "pipeline.hpp"
+#include "register.hpp"
 #include "request.hpp"
 
 namespace {
@@ -65,9 +67,37 @@ int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool poli
     return code;
 }
 
+/// Child argv for the relay: this binary's nri-eval with the evaluation options given to `relay`.
+std::vector<std::string> eval_argv(CLI::App* relay, const Options& o, const std::string& layout) {
+    std::vector<std::string> a = {"/proc/self/exe", "nri-eval"};
+    auto pass = [&](const char* flag, const std::string& v) {
+        if (relay->count(flag) > 0) {
+            a.emplace_back(flag);
+            a.push_back(v);
+        }
+    };
+    pass("--policy", o.policy);
+    pass("--cgroup-root", o.cgroup_root);
+    pass("--cgroup-layout", layout);
+    pass("--proc-root", o.proc_root);
+    pass("--resctrl-root", o.resctrl_root);
+    pass("--state-dir", o.state_dir);
+    pass("--cache-dir", o.cache_dir);
+    if (o.debug) a.emplace_back("--debug");
+    return a;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    // Launched by the runtime from /opt/nri/plugins (no arguments, NRI_PLUGIN_SOCKET set):
+    // register at once — nothing that can fail or take time comes first.
+    if (argc == 1 && getenv("NRI_PLUGIN_SOCKET")) {
+        nri::RelayOptions ro;
+        nri::relay_options_from_env(ro, argv[0]);
+        ro.child_argv = {"/proc/self/exe", "nri-eval"};
+        return nri::run_relay(ro);
+    }
     CLI::App app{"nri-qos: classify pods into QoS classes with a static TOML policy and apply cgroup knobs (NRI hook)", "nri-qos"};
     app.set_version_flag("--version", std::string("nri-qos ") + NRI_QOS_VERSION);
     app.require_subcommand(0, 1);
@@ -84,6 +114,17 @@ int main(int argc, char** argv) {
     auto* eval = app.add_subcommand("nri-eval", "evaluate one native NRI event (the relay's child)");
     add_eval_options(eval, o, layout);
     eval->add_option("--event-deadline-ms", o.deadline_ms, "deadline for this event in ms");
+
+    nri::RelayOptions ro;
+    auto* relay = app.add_subcommand("relay", "native NRI plugin: relay runtime events to one-shot nri-eval children");
+    add_eval_options(relay, o, layout);
+    relay->add_option("--socket", ro.socket_path, "connect to the runtime's NRI socket (e.g. /var/run/nri/nri.sock) instead of NRI_PLUGIN_SOCKET");
+    relay->add_option("--plugin-name", ro.plugin_name, "plugin name to register (default nri-qos)");
+    relay->add_option("--plugin-idx", ro.plugin_idx, "two-digit plugin index to register (default 10)");
+    relay->add_option("--child-deadline-ms", ro.child_deadline_ms, "hard deadline of one evaluation child (default 1500)");
+    relay->add_option("--log-file", ro.log_file, "append the relay's log here (containerd gives launched plugins stderr = /dev/null)");
+
+    nriqos::add_register_commands(app);
 
     std::string check_path = nriqos::defaults::kPolicy;
     std::string check_cache;
@@ -103,6 +144,17 @@ int main(int argc, char** argv) {
         return run_mode(nriqos::Mode::Explain, o, layout, explain->count("--policy") > 0);
     }
     if (eval->parsed()) return run_mode(nriqos::Mode::NriEval, o, layout, eval->count("--policy") > 0);
+    if (relay->parsed()) {
+        nri::RelayOptions env;
+        nri::relay_options_from_env(env, argv[0]);
+        if (ro.socket_path.empty()) ro.fd = env.fd;
+        if (relay->count("--plugin-name") == 0) ro.plugin_name = env.plugin_name;
+        if (relay->count("--plugin-idx") == 0) ro.plugin_idx = env.plugin_idx;
+        if (ro.fd < 0 && ro.socket_path.empty()) ro.socket_path = "/var/run/nri/nri.sock";
+        ro.child_argv = eval_argv(relay, o, layout);
+        ro.debug = o.debug;
+        return nri::run_relay(ro);
+    }
     if (check->parsed()) {
         std::string out;
         int rc = nriqos::check_policy(check_path, check_cache, out);

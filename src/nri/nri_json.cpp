@@ -1,0 +1,390 @@
+// protobuf <-> NRI Go JSON mapping, see nri_json.hpp.
+#include "nri/nri_json.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
+#include <stdexcept>
+
+namespace nri {
+
+using nlohmann::json;
+
+namespace {
+
+// ------------------------------------------------------------------ writing
+
+template <typename Map>
+void put_map(json& j, const char* key, const Map& m) {
+  if (m.empty()) return;
+  json o = json::object();
+  for (const auto& kv : m) o[kv.first] = kv.second;
+  j[key] = std::move(o);
+}
+
+void put_str(json& j, const char* key, const std::string& s) {
+  if (!s.empty()) j[key] = s;
+}
+
+json namespaces_json(const google::protobuf::RepeatedPtrField<pb::LinuxNamespace>& nss) {
+  json a = json::array();
+  for (const auto& ns : nss) {
+    json o = json::object();
+    put_str(o, "type", ns.type());
+    put_str(o, "path", ns.path());
+    a.push_back(std::move(o));
+  }
+  return a;
+}
+
+// ------------------------------------------------------------------ reading
+
+struct MapError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw MapError(path + ": " + what);
+}
+
+std::string describe(const json& v) {
+  std::string d = v.dump();
+  if (d.size() > 40) d = d.substr(0, 37) + "...";
+  return std::string(v.type_name()) + " " + d;
+}
+
+std::string join(const std::string& path, const std::string& key) { return path + "." + key; }
+
+// Check that `j` is an object whose keys are all in `allowed`.
+void expect_object(const json& j, const std::string& path,
+                   std::initializer_list<const char*> allowed) {
+  if (!j.is_object()) fail(path, "expected an object, got " + describe(j));
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool ok = false;
+    for (const char* a : allowed) {
+      if (it.key() == a) {
+        ok = true;
+        break;
+      }
+    }
+    if (!ok) fail(join(path, it.key()), "unknown field");
+  }
+}
+
+// Present and not null.
+const json* field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+int64_t to_int64(const json& v, const std::string& path) {
+  if (v.is_number_unsigned()) {
+    uint64_t u = v.get<uint64_t>();
+    if (u > uint64_t(std::numeric_limits<int64_t>::max())) fail(path, "integer out of int64 range");
+    return int64_t(u);
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    if (!s.empty() && (s[0] == '-' || (s[0] >= '0' && s[0] <= '9'))) {
+      errno = 0;
+      char* end = nullptr;
+      long long r = std::strtoll(s.c_str(), &end, 10);
+      if (errno == 0 && end && *end == '\0' && end != s.c_str() && s != "-") return r;
+    }
+    fail(path, "expected an int64 (number or decimal string), got " + describe(v));
+  }
+  fail(path, "expected an integer, got " + describe(v));
+}
+
+uint64_t to_uint64(const json& v, const std::string& path) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer()) {
+    int64_t i = v.get<int64_t>();
+    if (i < 0) fail(path, "expected an unsigned integer, got " + describe(v));
+    return uint64_t(i);
+  }
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    if (!s.empty() && s[0] >= '0' && s[0] <= '9') {
+      errno = 0;
+      char* end = nullptr;
+      unsigned long long r = std::strtoull(s.c_str(), &end, 10);
+      if (errno == 0 && end && *end == '\0') return r;
+    }
+    fail(path, "expected a uint64 (number or decimal string), got " + describe(v));
+  }
+  fail(path, "expected an unsigned integer, got " + describe(v));
+}
+
+bool to_bool(const json& v, const std::string& path) {
+  if (!v.is_boolean()) fail(path, "expected a boolean, got " + describe(v));
+  return v.get<bool>();
+}
+
+const std::string& to_string(const json& v, const std::string& path) {
+  if (!v.is_string()) fail(path, "expected a string, got " + describe(v));
+  return v.get_ref<const std::string&>();
+}
+
+void read_string_map(const json& v, const std::string& path,
+                     google::protobuf::Map<std::string, std::string>* out) {
+  if (!v.is_object()) fail(path, "expected an object of strings, got " + describe(v));
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    (*out)[it.key()] = to_string(it.value(), join(path, it.key()));
+  }
+}
+
+// Optional* wrappers: {"value": X}; missing "value" = zero value (Go omitempty).
+const json* wrapper_value(const json& v, const std::string& path) {
+  expect_object(v, path, {"value"});
+  return field(v, "value");
+}
+
+#define READ_WRAPPER(OBJ, KEY, PATH, MSG, CONV)                              \
+  do {                                                                       \
+    if (const json* w_ = field(OBJ, #KEY)) {                                 \
+      std::string p_ = join(PATH, #KEY);                                     \
+      const json* val_ = wrapper_value(*w_, p_);                             \
+      auto* m_ = (MSG)->mutable_##KEY();                                     \
+      if (val_) m_->set_value(CONV(*val_, join(p_, "value")));               \
+    }                                                                        \
+  } while (0)
+
+void read_memory(const json& j, const std::string& path, pb::LinuxMemory* m) {
+  expect_object(j, path, {"limit", "reservation", "swap", "kernel", "kernel_tcp", "swappiness",
+                          "disable_oom_killer", "use_hierarchy"});
+  READ_WRAPPER(j, limit, path, m, to_int64);
+  READ_WRAPPER(j, reservation, path, m, to_int64);
+  READ_WRAPPER(j, swap, path, m, to_int64);
+  READ_WRAPPER(j, kernel, path, m, to_int64);
+  READ_WRAPPER(j, kernel_tcp, path, m, to_int64);
+  READ_WRAPPER(j, swappiness, path, m, to_uint64);
+  READ_WRAPPER(j, disable_oom_killer, path, m, to_bool);
+  READ_WRAPPER(j, use_hierarchy, path, m, to_bool);
+}
+
+void read_cpu(const json& j, const std::string& path, pb::LinuxCPU* c) {
+  expect_object(j, path, {"shares", "quota", "period", "realtime_runtime", "realtime_period",
+                          "cpus", "mems"});
+  READ_WRAPPER(j, shares, path, c, to_uint64);
+  READ_WRAPPER(j, quota, path, c, to_int64);
+  READ_WRAPPER(j, period, path, c, to_uint64);
+  READ_WRAPPER(j, realtime_runtime, path, c, to_int64);
+  READ_WRAPPER(j, realtime_period, path, c, to_uint64);
+  if (const json* v = field(j, "cpus")) c->set_cpus(to_string(*v, join(path, "cpus")));
+  if (const json* v = field(j, "mems")) c->set_mems(to_string(*v, join(path, "mems")));
+}
+
+void read_resources(const json& j, const std::string& path, pb::LinuxResources* r) {
+  expect_object(j, path, {"memory", "cpu", "hugepage_limits", "blockio_class", "rdt_class",
+                          "unified", "devices", "pids"});
+  if (const json* v = field(j, "memory")) read_memory(*v, join(path, "memory"), r->mutable_memory());
+  if (const json* v = field(j, "cpu")) read_cpu(*v, join(path, "cpu"), r->mutable_cpu());
+  if (const json* v = field(j, "hugepage_limits")) {
+    std::string p = join(path, "hugepage_limits");
+    if (!v->is_array()) fail(p, "expected an array, got " + describe(*v));
+    for (size_t i = 0; i < v->size(); ++i) {
+      std::string pi = p + "[" + std::to_string(i) + "]";
+      const json& e = (*v)[i];
+      expect_object(e, pi, {"page_size", "limit"});
+      auto* h = r->add_hugepage_limits();
+      if (const json* s = field(e, "page_size")) h->set_page_size(to_string(*s, join(pi, "page_size")));
+      if (const json* l = field(e, "limit")) h->set_limit(to_uint64(*l, join(pi, "limit")));
+    }
+  }
+  READ_WRAPPER(j, blockio_class, path, r, to_string);
+  READ_WRAPPER(j, rdt_class, path, r, to_string);
+  if (const json* v = field(j, "unified")) read_string_map(*v, join(path, "unified"), r->mutable_unified());
+  if (const json* v = field(j, "devices")) {
+    std::string p = join(path, "devices");
+    if (!v->is_array()) fail(p, "expected an array, got " + describe(*v));
+    for (size_t i = 0; i < v->size(); ++i) {
+      std::string pi = p + "[" + std::to_string(i) + "]";
+      const json& e = (*v)[i];
+      expect_object(e, pi, {"allow", "type", "major", "minor", "access"});
+      auto* d = r->add_devices();
+      if (const json* a = field(e, "allow")) d->set_allow(to_bool(*a, join(pi, "allow")));
+      if (const json* t = field(e, "type")) d->set_type(to_string(*t, join(pi, "type")));
+      READ_WRAPPER(e, major, pi, d, to_int64);
+      READ_WRAPPER(e, minor, pi, d, to_int64);
+      if (const json* a = field(e, "access")) d->set_access(to_string(*a, join(pi, "access")));
+    }
+  }
+  if (const json* v = field(j, "pids")) {
+    std::string p = join(path, "pids");
+    expect_object(*v, p, {"limit"});
+    auto* pids = r->mutable_pids();
+    if (const json* l = field(*v, "limit")) pids->set_limit(to_int64(*l, join(p, "limit")));
+  }
+}
+
+#undef READ_WRAPPER
+
+}  // namespace
+
+// ------------------------------------------------------------------ public: writing
+
+nlohmann::json resources_to_json(const pb::LinuxResources& r) {
+  json j = json::object();
+  if (r.has_memory()) {
+    const auto& m = r.memory();
+    json o = json::object();
+    if (m.has_limit()) o["limit"] = {{"value", m.limit().value()}};
+    if (m.has_reservation()) o["reservation"] = {{"value", m.reservation().value()}};
+    if (m.has_swap()) o["swap"] = {{"value", m.swap().value()}};
+    if (m.has_kernel()) o["kernel"] = {{"value", m.kernel().value()}};
+    if (m.has_kernel_tcp()) o["kernel_tcp"] = {{"value", m.kernel_tcp().value()}};
+    if (m.has_swappiness()) o["swappiness"] = {{"value", m.swappiness().value()}};
+    if (m.has_disable_oom_killer()) o["disable_oom_killer"] = {{"value", m.disable_oom_killer().value()}};
+    if (m.has_use_hierarchy()) o["use_hierarchy"] = {{"value", m.use_hierarchy().value()}};
+    j["memory"] = std::move(o);
+  }
+  if (r.has_cpu()) {
+    const auto& c = r.cpu();
+    json o = json::object();
+    if (c.has_shares()) o["shares"] = {{"value", c.shares().value()}};
+    if (c.has_quota()) o["quota"] = {{"value", c.quota().value()}};
+    if (c.has_period()) o["period"] = {{"value", c.period().value()}};
+    if (c.has_realtime_runtime()) o["realtime_runtime"] = {{"value", c.realtime_runtime().value()}};
+    if (c.has_realtime_period()) o["realtime_period"] = {{"value", c.realtime_period().value()}};
+    put_str(o, "cpus", c.cpus());
+    put_str(o, "mems", c.mems());
+    j["cpu"] = std::move(o);
+  }
+  if (r.hugepage_limits_size() > 0) {
+    json a = json::array();
+    for (const auto& h : r.hugepage_limits()) a.push_back({{"page_size", h.page_size()}, {"limit", h.limit()}});
+    j["hugepage_limits"] = std::move(a);
+  }
+  if (r.has_blockio_class()) j["blockio_class"] = {{"value", r.blockio_class().value()}};
+  if (r.has_rdt_class()) j["rdt_class"] = {{"value", r.rdt_class().value()}};
+  put_map(j, "unified", r.unified());
+  if (r.devices_size() > 0) {
+    json a = json::array();
+    for (const auto& d : r.devices()) {
+      json o = json::object();
+      o["allow"] = d.allow();
+      put_str(o, "type", d.type());
+      if (d.has_major()) o["major"] = {{"value", d.major().value()}};
+      if (d.has_minor()) o["minor"] = {{"value", d.minor().value()}};
+      put_str(o, "access", d.access());
+      a.push_back(std::move(o));
+    }
+    j["devices"] = std::move(a);
+  }
+  if (r.has_pids()) j["pids"] = {{"limit", r.pids().limit()}};
+  return j;
+}
+
+nlohmann::json pod_to_json(const pb::PodSandbox& p) {
+  json j = json::object();
+  put_str(j, "id", p.id());
+  put_str(j, "name", p.name());
+  put_str(j, "uid", p.uid());
+  put_str(j, "namespace", p.namespace_());
+  put_map(j, "labels", p.labels());
+  put_map(j, "annotations", p.annotations());
+  put_str(j, "runtime_handler", p.runtime_handler());
+  if (p.has_linux()) {
+    const auto& l = p.linux();
+    json o = json::object();
+    if (l.has_pod_overhead()) o["pod_overhead"] = resources_to_json(l.pod_overhead());
+    if (l.has_pod_resources()) o["pod_resources"] = resources_to_json(l.pod_resources());
+    put_str(o, "cgroup_parent", l.cgroup_parent());
+    put_str(o, "cgroups_path", l.cgroups_path());
+    if (l.namespaces_size() > 0) o["namespaces"] = namespaces_json(l.namespaces());
+    if (l.has_resources()) o["resources"] = resources_to_json(l.resources());
+    j["linux"] = std::move(o);
+  }
+  if (p.pid() != 0) j["pid"] = p.pid();
+  if (p.ips_size() > 0) {
+    json a = json::array();
+    for (const auto& ip : p.ips()) a.push_back(ip);
+    j["ips"] = std::move(a);
+  }
+  return j;
+}
+
+nlohmann::json container_to_json(const pb::Container& c) {
+  json j = json::object();
+  put_str(j, "id", c.id());
+  put_str(j, "pod_sandbox_id", c.pod_sandbox_id());
+  put_str(j, "name", c.name());
+  if (c.state() != 0) j["state"] = static_cast<int>(c.state());
+  put_map(j, "labels", c.labels());
+  put_map(j, "annotations", c.annotations());
+  if (c.has_linux()) {
+    const auto& l = c.linux();
+    json o = json::object();
+    if (l.namespaces_size() > 0) o["namespaces"] = namespaces_json(l.namespaces());
+    if (l.has_resources()) o["resources"] = resources_to_json(l.resources());
+    if (l.has_oom_score_adj()) o["oom_score_adj"] = {{"value", l.oom_score_adj().value()}};
+    put_str(o, "cgroups_path", l.cgroups_path());
+    j["linux"] = std::move(o);
+  }
+  if (c.pid() != 0) j["pid"] = c.pid();
+  return j;
+}
+
+nlohmann::json adjustment_to_json(const pb::ContainerAdjustment& a) {
+  json j = json::object();
+  put_map(j, "annotations", a.annotations());
+  if (a.has_linux()) {
+    json o = json::object();
+    if (a.linux().has_resources()) o["resources"] = resources_to_json(a.linux().resources());
+    if (a.linux().has_oom_score_adj()) o["oom_score_adj"] = {{"value", a.linux().oom_score_adj().value()}};
+    j["linux"] = std::move(o);
+  }
+  return j;
+}
+
+// ------------------------------------------------------------------ public: reading
+
+bool resources_from_json(const nlohmann::json& j, pb::LinuxResources& out, std::string& err,
+                         const std::string& path) {
+  out.Clear();
+  if (j.is_null()) return true;
+  try {
+    read_resources(j, path, &out);
+    return true;
+  } catch (const std::exception& e) {  // MapError, or nlohmann type errors as a backstop
+    err = e.what();
+    return false;
+  }
+}
+
+bool adjustment_from_json(const nlohmann::json& j, pb::ContainerAdjustment& out,
+                          std::string& err, const std::string& path) {
+  out.Clear();
+  if (j.is_null()) return true;
+  try {
+    expect_object(j, path, {"annotations", "linux"});
+    if (const json* v = field(j, "annotations")) {
+      read_string_map(*v, join(path, "annotations"), out.mutable_annotations());
+    }
+    if (const json* l = field(j, "linux")) {
+      std::string lp = join(path, "linux");
+      expect_object(*l, lp, {"resources", "oom_score_adj"});
+      auto* lin = out.mutable_linux();
+      if (const json* r = field(*l, "resources")) {
+        read_resources(*r, join(lp, "resources"), lin->mutable_resources());
+      }
+      if (const json* o = field(*l, "oom_score_adj")) {
+        std::string op = join(lp, "oom_score_adj");
+        const json* val = wrapper_value(*o, op);
+        int64_t v = val ? to_int64(*val, join(op, "value")) : 0;
+        // Kernel range of /proc/<pid>/oom_score_adj (proc(5)).
+        if (v < -1000 || v > 1000) fail(join(op, "value"), "out of range -1000..1000");
+        lin->mutable_oom_score_adj()->set_value(v);
+      }
+    }
+    return true;
+  } catch (const std::exception& e) {
+    err = e.what();
+    return false;
+  }
+}
+
+}  // namespace nri

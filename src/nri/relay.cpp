@@ -1,0 +1,997 @@
+// Native NRI relay, see relay.hpp and docs/native-nri.md.
+#include "nri/relay.hpp"
+
+#include <fcntl.h>
+#include <malloc.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "nri/mux.hpp"
+#include "nri/nri.pb.h"
+#include "nri/nri_json.hpp"
+#include "nri/ttrpc.hpp"
+
+extern char** environ;
+
+namespace nri {
+
+namespace {
+
+using nlohmann::json;
+
+// Reply margin kept between the child's hard deadline and the runtime's request timeout, and
+// the head start the child's own deadline gets before our SIGKILL.
+constexpr int64_t kReplyMarginMs = 250;
+constexpr int64_t kChildMarginMs = 100;
+constexpr int64_t kMinBudgetMs = 50;
+// Queued event requests while a child runs (containerd sends them one at a time).
+constexpr size_t kMaxQueued = 64;
+// Total request bytes queued while a child runs.
+constexpr size_t kMaxQueuedBytes = 8u << 20;
+// Unsent bytes toward the runtime before we consider it gone.
+constexpr size_t kMaxOutq = 8u << 20;
+
+int64_t now_ms() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+void logf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void logf(const char* fmt, ...) {
+  char buf[1024];
+  int n = snprintf(buf, sizeof buf, "nri-qos relay[%d]: ", int(getpid()));
+  va_list ap;
+  va_start(ap, fmt);
+  int m = vsnprintf(buf + n, sizeof buf - size_t(n) - 1, fmt, ap);
+  va_end(ap);
+  size_t len = size_t(n) + (m < 0 ? 0 : std::min<size_t>(size_t(m), sizeof buf - size_t(n) - 2));
+  buf[len++] = '\n';
+  ssize_t w = write(2, buf, len);
+  (void)w;
+}
+
+void redirect_log(const std::string& path);
+
+int g_sigchld_pipe[2] = {-1, -1};
+
+void on_sigchld(int) {
+  int saved = errno;
+  char c = 0;
+  ssize_t w = write(g_sigchld_pipe[1], &c, 1);
+  (void)w;
+  errno = saved;
+}
+
+void set_flags(int fd, int fdflags, int flflags) {
+  if (fdflags) fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | fdflags);
+  if (flflags) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | flflags);
+}
+
+uint32_t event_bit(pb::Event e) { return 1u << (int(e) - 1); }
+
+// RunPodSandbox, StopPodSandbox, RemovePodSandbox, CreateContainer, StartContainer,
+// UpdateContainer: 0x01|0x02|0x04|0x08|0x20|0x80 = 0xaf. NRI v0.6-v0.9 reject bits >= 0x800.
+uint32_t subscription_mask() {
+  return event_bit(pb::RUN_POD_SANDBOX) | event_bit(pb::STOP_POD_SANDBOX) |
+         event_bit(pb::REMOVE_POD_SANDBOX) | event_bit(pb::CREATE_CONTAINER) |
+         event_bit(pb::START_CONTAINER) | event_bit(pb::UPDATE_CONTAINER);
+}
+
+// Child-contract event name of a StateChange event, or nullptr when not evaluated.
+const char* state_change_name(pb::Event e) {
+  switch (e) {
+    case pb::RUN_POD_SANDBOX: return "RunPodSandbox";
+    case pb::STOP_POD_SANDBOX: return "StopPodSandbox";
+    case pb::REMOVE_POD_SANDBOX: return "RemovePodSandbox";
+    case pb::START_CONTAINER: return "StartContainer";
+    case pb::REMOVE_CONTAINER: return "RemoveContainer";
+    default: return nullptr;
+  }
+}
+
+// Events whose failure may block the workload (on_child_failure "closed" applies). Teardown
+// events (Stop*/Remove*) always fail open: refusing them would wedge pod deletion.
+bool is_admission(const std::string& ev) {
+  return ev == "RunPodSandbox" || ev == "CreateContainer" || ev == "StartContainer" ||
+         ev == "UpdateContainer";
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "ended with wait status " + std::to_string(status);
+}
+
+std::string snippet(const std::string& s) {
+  std::string r;
+  for (char c : s.substr(0, 60)) r.push_back((c >= 32 && c < 127) ? c : '.');
+  if (s.size() > 60) r += "...";
+  return r;
+}
+
+struct Pending {
+  uint32_t stream = 0;
+  std::string method;
+  std::string payload;
+  int64_t timeout_nano = 0;
+  int64_t arrival_ms = 0;
+};
+
+// One event being evaluated by a child process.
+struct ChildRun {
+  pid_t pid = -1;
+  int in_fd = -1;
+  int out_fd = -1;
+  std::string input;
+  size_t in_off = 0;
+  std::string output;
+  bool out_eof = false;
+  bool overflow = false;
+  bool reaped = false;
+  int status = 0;
+  int64_t deadline_ms = 0;
+  int64_t started_ms = 0;
+  uint32_t stream = 0;
+  std::string method;
+  std::string event;
+  std::string subject;       // "ns/pod[/container]" for logs
+  std::string container_id;  // UpdateContainer reply target
+};
+
+class Relay {
+ public:
+  explicit Relay(const RelayOptions& o) : o_(o) {}
+  int run();
+
+ private:
+  bool open_trunk();
+  void setup_process();
+  void send_message(uint32_t conn, uint32_t stream, uint8_t type, const std::string& payload);
+  void reply_ok(uint32_t stream, const std::string& payload);
+  void reply_error(uint32_t stream, int code, const std::string& message);
+  void flush_out();
+  void read_trunk();
+  void handle_message(uint32_t conn, TtrpcMessage& m);
+  void handle_request(uint32_t stream, RequestEnvelope& req);
+  void on_configure(uint32_t stream, const std::string& payload);
+  void start_next();
+  bool prepare(Pending& p, ChildRun& c, bool& answered);
+  bool spawn(ChildRun& c);
+  void service_child(short in_rev, short out_rev);
+  void finish_child(const std::string& failure);
+  void fail_event(uint32_t stream, const std::string& event, const std::string& subject,
+                  const std::string& reason);
+  void kill_child_group(pid_t pid);
+  void reap_stragglers();
+  void close_child_fds(ChildRun& c);
+  int64_t budget_ms(const Pending& p) const;
+
+  const RelayOptions& o_;
+  int fd_ = -1;
+  bool closed_ = false;     // trunk gone (EOF, error)
+  bool shutdown_ = false;   // Shutdown RPC answered
+  int exit_code_ = 0;
+  std::string outq_;
+  size_t out_off_ = 0;
+  TtrpcReassembler conns_[2];
+  MuxDecoder mux_{[this](uint32_t conn, const char* d, size_t n) {
+    conns_[conn - 1].append(d, n);
+  }};
+  StreamIds client_ids_;
+  uint32_t register_stream_ = 0;
+  std::string runtime_name_, runtime_version_;
+  int64_t request_timeout_ms_ = 0;
+  std::vector<std::string> config_flags_;
+  bool fail_closed_ = false;  // cached on_child_failure ("open" by default)
+  std::deque<Pending> queue_;
+  size_t queued_bytes_ = 0;
+  ChildRun child_;
+  bool child_active_ = false;
+  std::vector<pid_t> stragglers_;  // SIGKILLed children not reaped yet
+  std::vector<std::string> env_store_;
+  std::vector<char*> envp_;
+  uint64_t events_ = 0;
+};
+
+// ------------------------------------------------------------------ trunk
+
+bool Relay::open_trunk() {
+  if (o_.fd >= 0) {
+    if (fcntl(o_.fd, F_GETFD) < 0) {
+      logf("NRI trunk fd %d is not open: %s", o_.fd, strerror(errno));
+      return false;
+    }
+    fd_ = o_.fd;
+  } else if (!o_.socket_path.empty()) {
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    if (o_.socket_path.size() >= sizeof sa.sun_path) {
+      logf("socket path too long: %s", o_.socket_path.c_str());
+      return false;
+    }
+    memcpy(sa.sun_path, o_.socket_path.c_str(), o_.socket_path.size());
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0 || connect(fd_, reinterpret_cast<struct sockaddr*>(&sa), sizeof sa) != 0) {
+      logf("cannot connect to NRI socket %s: %s", o_.socket_path.c_str(), strerror(errno));
+      if (fd_ >= 0) close(fd_);
+      fd_ = -1;
+      return false;
+    }
+  } else {
+    logf("no NRI connection: neither NRI_PLUGIN_SOCKET nor --socket given");
+    return false;
+  }
+  // Children must not inherit the trunk; replies are queued when the socket is full.
+  set_flags(fd_, FD_CLOEXEC, O_NONBLOCK);
+  return true;
+}
+
+void Relay::send_message(uint32_t conn, uint32_t stream, uint8_t type, const std::string& payload) {
+  if (closed_) return;
+  std::string msg = ttrpc_encode(stream, type, 0, payload);
+  mux_encode(conn, msg, outq_);
+  flush_out();
+  if (outq_.size() - out_off_ > kMaxOutq) {
+    logf("runtime does not read its NRI socket (%zu bytes pending); closing",
+         outq_.size() - out_off_);
+    closed_ = true;
+  }
+}
+
+void Relay::reply_ok(uint32_t stream, const std::string& payload) {
+  send_message(kPluginServiceConn, stream, kTtrpcResponse, encode_ok_response(payload));
+}
+
+void Relay::reply_error(uint32_t stream, int code, const std::string& message) {
+  send_message(kPluginServiceConn, stream, kTtrpcResponse, encode_error_response(code, message));
+}
+
+void Relay::flush_out() {
+  while (!closed_ && out_off_ < outq_.size()) {
+    ssize_t n = send(fd_, outq_.data() + out_off_, outq_.size() - out_off_, MSG_NOSIGNAL);
+    if (n < 0 && errno == ENOTSOCK) n = write(fd_, outq_.data() + out_off_, outq_.size() - out_off_);
+    if (n > 0) {
+      out_off_ += size_t(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (o_.debug || (errno != EPIPE && errno != ECONNRESET)) {
+      logf("write to NRI socket failed: %s; closing", strerror(errno));
+    }
+    closed_ = true;
+  }
+  if (out_off_ >= outq_.size()) {
+    if (outq_.capacity() > 16384) std::string().swap(outq_);
+    else outq_.clear();
+    out_off_ = 0;
+  }
+}
+
+void Relay::read_trunk() {
+  char buf[16384];
+  for (int i = 0; i < 64 && !closed_; ++i) {
+    ssize_t n = read(fd_, buf, sizeof buf);
+    if (n == 0) {
+      if (o_.debug) logf("NRI connection closed by the runtime; exiting");
+      closed_ = true;
+      break;
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (o_.debug || errno != ECONNRESET) logf("read from NRI socket failed: %s; exiting", strerror(errno));
+      closed_ = true;
+      break;
+    }
+    if (!mux_.feed(buf, size_t(n))) {
+      logf("protocol error: %s; closing the connection", mux_.error().c_str());
+      closed_ = true;
+      exit_code_ = 1;
+      break;
+    }
+    for (uint32_t conn = 1; conn <= 2; ++conn) {
+      TtrpcMessage m;
+      while (!closed_ && conns_[conn - 1].next(m)) handle_message(conn, m);
+    }
+    if (size_t(n) < sizeof buf) break;
+  }
+}
+
+// ------------------------------------------------------------------ ttrpc dispatch
+
+void Relay::handle_message(uint32_t conn, TtrpcMessage& m) {
+  if (conn == kRuntimeServiceConn) {
+    if (m.type != kTtrpcResponse) return;  // the runtime never calls us on conn 2
+    ResponseEnvelope r;
+    if (m.oversized || !decode_response(m.payload, r)) {
+      logf("malformed ttrpc response on stream %u", m.stream_id);
+      return;
+    }
+    if (m.stream_id == register_stream_) {
+      if (r.code != kCodeOk) {
+        logf("RegisterPlugin %s-%s rejected by the runtime: code %d: %s", o_.plugin_idx.c_str(),
+             o_.plugin_name.c_str(), r.code, r.message.c_str());
+      } else if (o_.debug) {
+        logf("registered as %s-%s", o_.plugin_idx.c_str(), o_.plugin_name.c_str());
+      }
+    }
+    return;
+  }
+  if (m.type != kTtrpcRequest) return;  // data/response messages are not used by NRI here
+  if (m.oversized) {
+    reply_error(m.stream_id, kCodeResourceExhausted,
+                "message length " + std::to_string(m.announced_len) + " exceeds maximum message size of " +
+                    std::to_string(kTtrpcMaxMessage));
+    return;
+  }
+  RequestEnvelope req;
+  if (!decode_request(m.payload, req)) {
+    reply_error(m.stream_id, kCodeUnknown, "nri-qos: malformed ttrpc request");
+    return;
+  }
+  handle_request(m.stream_id, req);
+}
+
+void Relay::handle_request(uint32_t stream, RequestEnvelope& req) {
+  if (req.service != kPluginService) {
+    reply_error(stream, kCodeUnimplemented, "service " + req.service);
+    return;
+  }
+  const std::string& m = req.method;
+  if (m == "Configure") {
+    on_configure(stream, req.payload);
+  } else if (m == "Synchronize") {
+    // Never evaluated (NRI v0.6 does not even send it to launched plugins). With split state
+    // (NRI v0.8+ `more`), the reply must echo `more` and carry no updates.
+    pb::SynchronizeRequest sreq;
+    pb::SynchronizeResponse srsp;
+    if (sreq.ParseFromString(req.payload)) srsp.set_more(sreq.more());
+    reply_ok(stream, srsp.SerializeAsString());
+  } else if (m == "Shutdown") {
+    if (o_.debug) logf("Shutdown requested by the runtime");
+    reply_ok(stream, std::string());
+    shutdown_ = true;
+  } else if (m == "CreateContainer" || m == "UpdateContainer" || m == "StopContainer" ||
+             m == "StateChange") {
+    Pending p;
+    p.stream = stream;
+    p.method = m;
+    p.payload = std::move(req.payload);
+    p.timeout_nano = req.timeout_nano;
+    p.arrival_ms = now_ms();
+    if (queue_.size() >= kMaxQueued || queued_bytes_ + p.payload.size() > kMaxQueuedBytes) {
+      fail_event(stream, m, "", "relay overloaded (" + std::to_string(queue_.size()) + " requests queued)");
+      return;
+    }
+    queued_bytes_ += p.payload.size();
+    queue_.push_back(std::move(p));
+  } else {
+    reply_error(stream, kCodeUnimplemented, "method " + m);
+  }
+}
+
+void Relay::on_configure(uint32_t stream, const std::string& payload) {
+  pb::ConfigureRequest req;
+  if (!req.ParseFromString(payload)) {
+    // Never fail Configure: for NRI v0.6 runtimes that takes containerd's CRI down.
+    logf("malformed ConfigureRequest; subscribing anyway");
+  }
+  runtime_name_ = req.runtime_name();
+  runtime_version_ = req.runtime_version();
+  request_timeout_ms_ = req.request_timeout();
+  config_flags_.clear();
+  if (o_.config_to_child_flags && !req.config().empty()) {
+    json cfg = json::parse(req.config(), nullptr, false);
+    if (!cfg.is_object()) {
+      logf("plugin config is not a JSON object; ignored");
+    } else {
+      static const struct { const char* key; const char* alt; const char* flag; } kMap[] = {
+          {"policy", "policy", "--policy"},
+          {"cgroup_root", "cgroup-root", "--cgroup-root"},
+          {"cgroup_layout", "cgroup-layout", "--cgroup-layout"},
+          {"proc_root", "proc-root", "--proc-root"},
+          {"resctrl_root", "resctrl-root", "--resctrl-root"},
+          {"state_dir", "state-dir", "--state-dir"},
+          {"cache_dir", "cache-dir", "--cache-dir"},
+          {"debug", "debug", "--debug"},
+          {"log_file", "log-file", ""},  // the relay's own option, see below
+      };
+      for (auto it = cfg.begin(); it != cfg.end(); ++it) {
+        bool known = false;
+        for (const auto& e : kMap) known = known || it.key() == e.key || it.key() == e.alt;
+        if (!known) logf("plugin config key \"%s\" is not known; ignored", it.key().c_str());
+      }
+      for (const auto& e : kMap) {  // table order: deterministic child argv
+        auto it = cfg.find(e.key);
+        if (it == cfg.end()) it = cfg.find(e.alt);
+        if (it == cfg.end() || it->is_null()) continue;
+        const std::string flag = e.flag;
+        if (flag.empty()) {  // log_file: the relay's stderr, unless set on the command line
+          if (!it->is_string()) logf("plugin config \"%s\" must be a string; ignored", it.key().c_str());
+          else if (o_.log_file.empty()) redirect_log(it->get<std::string>());
+          continue;
+        }
+        bool given = false;  // command-line flags win over the plugin config
+        for (const auto& a : o_.child_argv) given = given || a == flag || a.compare(0, flag.size() + 1, flag + "=") == 0;
+        if (given) continue;
+        if (flag == "--debug") {
+          if (!it->is_boolean()) logf("plugin config \"debug\" must be a boolean; ignored");
+          else if (it->get<bool>()) config_flags_.push_back(flag);
+        } else if (!it->is_string() || it->get_ref<const std::string&>().empty()) {
+          logf("plugin config \"%s\" must be a non-empty string; ignored", it.key().c_str());
+        } else {
+          config_flags_.push_back(flag);
+          config_flags_.push_back(it->get<std::string>());
+        }
+      }
+    }
+  }
+  pb::ConfigureResponse rsp;
+  rsp.set_events(int32_t(subscription_mask()));
+  reply_ok(stream, rsp.SerializeAsString());
+  if (o_.debug) {
+    logf("configured by %s %s, events 0x%x", runtime_name_.c_str(), runtime_version_.c_str(),
+         subscription_mask());
+  }
+}
+
+// ------------------------------------------------------------------ evaluation
+
+int64_t Relay::budget_ms(const Pending& p) const {
+  int64_t b = o_.child_deadline_ms > 0 ? o_.child_deadline_ms : 1500;
+  if (p.timeout_nano > 0) b = std::min<int64_t>(b, p.timeout_nano / 1000000 - kReplyMarginMs);
+  if (request_timeout_ms_ > 0) b = std::min<int64_t>(b, request_timeout_ms_ - kReplyMarginMs);
+  return std::max<int64_t>(b, kMinBudgetMs);
+}
+
+void Relay::fail_event(uint32_t stream, const std::string& event, const std::string& subject,
+                       const std::string& reason) {
+  bool closed = fail_closed_ && is_admission(event);
+  logf("%s%s%s: evaluation failed: %s; failing %s", event.c_str(), subject.empty() ? "" : " ",
+       subject.c_str(), reason.c_str(), closed ? "closed" : "open");
+  if (closed) {
+    reply_error(stream, kCodeUnknown,
+                "nri-qos: " + event + " evaluation failed (" + reason + "); policy on_child_failure=closed");
+  } else {
+    // Every reply message of the Plugin service is empty when nothing is adjusted.
+    reply_ok(stream, std::string());
+  }
+}
+
+// Decode the request, build the child's stdin. Returns false when no child is needed;
+// `answered` tells whether a reply was already sent.
+bool Relay::prepare(Pending& p, ChildRun& c, bool& answered) {
+  answered = false;
+  c = ChildRun();
+  c.stream = p.stream;
+  c.method = p.method;
+  json ev = json::object();
+  const pb::PodSandbox* pod = nullptr;
+  const pb::Container* ctr = nullptr;
+  pb::CreateContainerRequest creq;
+  pb::UpdateContainerRequest ureq;
+  pb::StopContainerRequest sreq;
+  pb::StateChangeEvent sc;
+  bool ok = true;
+  if (p.method == "CreateContainer") {
+    ok = creq.ParseFromString(p.payload);
+    c.event = "CreateContainer";
+    pod = &creq.pod();
+    ctr = creq.has_container() ? &creq.container() : nullptr;
+  } else if (p.method == "UpdateContainer") {
+    ok = ureq.ParseFromString(p.payload);
+    c.event = "UpdateContainer";
+    pod = &ureq.pod();
+    ctr = ureq.has_container() ? &ureq.container() : nullptr;
+    if (ureq.has_linux_resources()) ev["linux_resources"] = resources_to_json(ureq.linux_resources());
+  } else if (p.method == "StopContainer") {
+    ok = sreq.ParseFromString(p.payload);
+    c.event = "StopContainer";
+    pod = &sreq.pod();
+    ctr = sreq.has_container() ? &sreq.container() : nullptr;
+  } else {  // StateChange
+    ok = sc.ParseFromString(p.payload);
+    const char* name = ok ? state_change_name(sc.event()) : "StateChange";
+    if (!name) {  // not subscribed (e.g. POST_* events): nothing to evaluate
+      reply_ok(p.stream, std::string());
+      answered = true;
+      return false;
+    }
+    c.event = name;
+    pod = &sc.pod();
+    ctr = sc.has_container() ? &sc.container() : nullptr;
+  }
+  c.subject = pod->namespace_() + "/" + pod->name();
+  if (ctr) {
+    c.subject += "/" + ctr->name();
+    c.container_id = ctr->id();
+  }
+  if (!ok) {
+    fail_event(p.stream, c.event, "", "malformed " + p.method + " request");
+    answered = true;
+    return false;
+  }
+  ev["event"] = c.event;
+  ev["runtime"] = {{"name", runtime_name_}, {"version", runtime_version_}};
+  ev["pod"] = pod_to_json(*pod);
+  if (ctr) ev["container"] = container_to_json(*ctr);
+  c.input = ev.dump();
+  c.input.push_back('\n');
+  return true;
+}
+
+bool Relay::spawn(ChildRun& c) {
+  int in_p[2], out_p[2];
+  if (pipe2(in_p, O_CLOEXEC) != 0) return false;
+  if (pipe2(out_p, O_CLOEXEC) != 0) {
+    close(in_p[0]);
+    close(in_p[1]);
+    return false;
+  }
+  int64_t own = std::max<int64_t>(c.deadline_ms - now_ms() - kChildMarginMs, 10);
+  std::vector<std::string> args = o_.child_argv;
+  args.insert(args.end(), config_flags_.begin(), config_flags_.end());
+  if (!o_.deadline_flag.empty()) {
+    args.push_back(o_.deadline_flag);
+    args.push_back(std::to_string(own));
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(&a[0]);
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&at);
+  posix_spawn_file_actions_adddup2(&fa, in_p[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out_p[1], 1);
+  sigset_t none, def;
+  sigemptyset(&none);
+  sigemptyset(&def);
+  sigaddset(&def, SIGPIPE);
+  sigaddset(&def, SIGCHLD);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &def);
+  posix_spawnattr_setpgroup(&at, 0);  // own process group: the deadline kills all of it
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, argv[0], &fa, &at, argv.data(), envp_.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  close(in_p[0]);
+  close(out_p[1]);
+  if (rc != 0) {
+    close(in_p[1]);
+    close(out_p[0]);
+    errno = rc;
+    return false;
+  }
+  c.pid = pid;
+  c.in_fd = in_p[1];
+  c.out_fd = out_p[0];
+  set_flags(c.in_fd, 0, O_NONBLOCK);
+  set_flags(c.out_fd, 0, O_NONBLOCK);
+  c.started_ms = now_ms();
+  return true;
+}
+
+void Relay::start_next() {
+  while (!child_active_ && !queue_.empty() && !closed_ && !shutdown_) {
+    Pending p = std::move(queue_.front());
+    queue_.pop_front();
+    queued_bytes_ -= p.payload.size();
+    bool answered = false;
+    if (!prepare(p, child_, answered)) continue;
+    child_.deadline_ms = p.arrival_ms + budget_ms(p);
+    ++events_;
+    if (o_.child_argv.empty()) {
+      fail_event(p.stream, child_.event, child_.subject, "no evaluation command configured");
+      continue;
+    }
+    if (child_.deadline_ms - now_ms() < kMinBudgetMs / 2) {
+      fail_event(p.stream, child_.event, child_.subject, "no time left before the runtime's deadline");
+      continue;
+    }
+    if (!spawn(child_)) {
+      fail_event(p.stream, child_.event, child_.subject,
+                 "cannot start " + o_.child_argv[0] + ": " + strerror(errno));
+      continue;
+    }
+    child_active_ = true;
+    service_child(POLLOUT, 0);  // start feeding stdin right away
+  }
+}
+
+void Relay::close_child_fds(ChildRun& c) {
+  if (c.in_fd >= 0) close(c.in_fd);
+  if (c.out_fd >= 0) close(c.out_fd);
+  c.in_fd = c.out_fd = -1;
+}
+
+void Relay::kill_child_group(pid_t pid) {
+  // Only called while `pid` is not reaped yet, so the id cannot have been reused.
+  if (kill(-pid, SIGKILL) != 0) kill(pid, SIGKILL);
+}
+
+void Relay::service_child(short in_rev, short out_rev) {
+  ChildRun& c = child_;
+  if (c.in_fd >= 0 && (in_rev & (POLLOUT | POLLERR | POLLHUP))) {
+    while (c.in_off < c.input.size()) {
+      ssize_t n = write(c.in_fd, c.input.data() + c.in_off, c.input.size() - c.in_off);
+      if (n > 0) {
+        c.in_off += size_t(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        c.in_off = c.input.size();  // EPIPE: the child does not read stdin; fine
+      }
+    }
+    if (c.in_off >= c.input.size()) {
+      close(c.in_fd);
+      c.in_fd = -1;
+      std::string().swap(c.input);
+    }
+  }
+  if (c.out_fd >= 0 && (out_rev & (POLLIN | POLLERR | POLLHUP))) {
+    char buf[8192];
+    for (;;) {
+      ssize_t n = read(c.out_fd, buf, sizeof buf);
+      if (n > 0) {
+        if (c.output.size() + size_t(n) > o_.max_child_output) {
+          c.overflow = true;
+          c.out_eof = true;
+          close(c.out_fd);
+          c.out_fd = -1;
+          kill_child_group(c.pid);
+          break;
+        }
+        c.output.append(buf, size_t(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      c.out_eof = true;  // EOF or error
+      close(c.out_fd);
+      c.out_fd = -1;
+      break;
+    }
+  }
+  if (!c.reaped) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_PID, id_t(c.pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == c.pid) {
+      // Exited: sweep leftovers of its process group (they may hold stdout open), then reap.
+      kill(-c.pid, SIGKILL);
+      int st = 0;
+      if (waitpid(c.pid, &st, 0) == c.pid) {
+        c.reaped = true;
+        c.status = st;
+      }
+    }
+  }
+  if (c.reaped && c.out_eof) finish_child(c.overflow ? "output larger than " + std::to_string(o_.max_child_output) + " bytes" : "");
+}
+
+void Relay::finish_child(const std::string& failure_in) {
+  ChildRun& c = child_;
+  std::string failure = failure_in;
+  int64_t took = now_ms() - c.started_ms;
+  if (!c.reaped) {  // deadline or shutdown: kill and reap later
+    kill_child_group(c.pid);
+    int st = 0;
+    if (waitpid(c.pid, &st, WNOHANG) != c.pid) stragglers_.push_back(c.pid);
+  }
+  close_child_fds(c);
+  child_active_ = false;
+
+  json out;
+  if (failure.empty()) {
+    out = json::parse(c.output, nullptr, false);
+    if (out.is_object()) {  // cache the policy's choice even if the rest is unusable
+      auto f = out.find("on_child_failure");
+      if (f != out.end() && f->is_string()) {
+        if (*f == "open") fail_closed_ = false;
+        else if (*f == "closed") fail_closed_ = true;
+        else logf("child: on_child_failure \"%s\" is neither \"open\" nor \"closed\"; ignored", f->get<std::string>().c_str());
+      }
+    }
+    if (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0) {
+      failure = "child " + describe_status(c.status);
+    } else if (c.output.empty()) {
+      failure = "child printed nothing";
+    } else if (!out.is_object()) {
+      failure = "child output is not a JSON object: \"" + snippet(c.output) + "\"";
+    }
+  }
+  std::string().swap(c.output);
+
+  if (!failure.empty()) {
+    fail_event(c.stream, c.event, c.subject, failure);
+    return;
+  }
+  auto e = out.find("error");
+  if (e != out.end() && !e->is_null()) {
+    if (!e->is_string()) {
+      fail_event(c.stream, c.event, c.subject, "child output: \"error\" is not a string");
+      return;
+    }
+    if (!e->get_ref<const std::string&>().empty()) {
+      logf("%s %s: refused: %s", c.event.c_str(), c.subject.c_str(), e->get_ref<const std::string&>().c_str());
+      reply_error(c.stream, kCodeUnknown, e->get<std::string>());
+      return;
+    }
+  }
+  std::string reply;
+  std::string err;
+  if (c.method == "CreateContainer") {
+    auto a = out.find("adjustment");
+    pb::CreateContainerResponse rsp;
+    if (a != out.end() && !a->is_null()) {
+      if (!adjustment_from_json(*a, *rsp.mutable_adjust(), err)) {
+        fail_event(c.stream, c.event, c.subject, "bad child output: " + err);
+        return;
+      }
+    }
+    reply = rsp.SerializeAsString();
+  } else if (c.method == "UpdateContainer") {
+    auto u = out.find("update");
+    pb::UpdateContainerResponse rsp;
+    if (u != out.end() && !u->is_null()) {
+      pb::ContainerUpdate* up = rsp.add_update();
+      up->set_container_id(c.container_id);
+      if (!resources_from_json(*u, *up->mutable_linux()->mutable_resources(), err)) {
+        fail_event(c.stream, c.event, c.subject, "bad child output: " + err);
+        return;
+      }
+    }
+    reply = rsp.SerializeAsString();
+  }
+  if (o_.debug) {
+    logf("%s %s: answered in %lld ms (%zu reply bytes)", c.event.c_str(), c.subject.c_str(),
+         (long long)took, reply.size());
+  }
+  reply_ok(c.stream, reply);
+}
+
+void Relay::reap_stragglers() {
+  for (size_t i = 0; i < stragglers_.size();) {
+    int st = 0;
+    pid_t r = waitpid(stragglers_[i], &st, WNOHANG);
+    if (r == stragglers_[i] || (r < 0 && errno == ECHILD)) {
+      stragglers_[i] = stragglers_.back();
+      stragglers_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
+// ------------------------------------------------------------------ main loop
+
+// Drop the page-table entries of our read-only, file-backed mappings (text, rodata) of the
+// executable. Start-up code (static initialisers, command-line parsing) is never run again, but
+// its pages, and their 64 KiB fault-around neighbours, would stay in our RSS for the life of the
+// plugin. MADV_DONTNEED on a private file mapping whose pages were never written only unmaps
+// them: they stay in the page cache and fault back in on use (madvise(2)). A mapping with any
+// anonymous (copy-on-write) page, e.g. RELRO after relocation, is skipped: dropping it would
+// lose the relocated data. Writable mappings are never touched.
+void drop_resident_text() {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return;
+  exe[n] = '\0';
+  FILE* f = fopen("/proc/self/smaps", "re");
+  if (!f) return;
+  struct Range {
+    unsigned long lo, hi;
+  };
+  std::vector<Range> drop;
+  char line[4352];
+  bool candidate = false;
+  Range cur = {0, 0};
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo = 0, hi = 0;
+    char perms[8] = {0};
+    int path_at = 0;
+    if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, perms, &path_at) >= 3 && strchr(line, '-') &&
+        line[0] != ' ' && strlen(perms) == 4) {  // header line of a new mapping
+      char* path = path_at > 0 ? line + path_at : line + strlen(line);
+      path[strcspn(path, "\n")] = '\0';
+      candidate = perms[0] == 'r' && perms[1] == '-' && perms[3] == 'p' && strcmp(path, exe) == 0;
+      cur = {lo, hi};
+      continue;
+    }
+    unsigned long anon_kb = 0;
+    if (candidate && sscanf(line, "Anonymous: %lu kB", &anon_kb) == 1) {
+      if (anon_kb == 0) drop.push_back(cur);
+      candidate = false;
+    }
+  }
+  fclose(f);
+  for (const Range& r : drop) madvise(reinterpret_cast<void*>(r.lo), r.hi - r.lo, MADV_DONTNEED);
+}
+
+// Send our stderr (and the children's) to `path`, appending. containerd starts launched plugins
+// with fds 0-2 on /dev/null, so without this nothing the relay logs is visible.
+void redirect_log(const std::string& path) {
+  if (path.empty()) return;
+  int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+  if (fd < 0) {
+    logf("cannot open log file %s: %s", path.c_str(), strerror(errno));
+    return;
+  }
+  dup2(fd, 2);
+  close(fd);
+}
+
+void Relay::setup_process() {
+  // fds 0-2 must be open so that pipes never land on them (containerd gives /dev/null).
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) < 0) {
+      int n = open("/dev/null", O_RDWR);
+      if (n >= 0 && n != fd) {
+        dup2(n, fd);
+        close(n);
+      }
+    }
+  }
+  if (pipe2(g_sigchld_pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigchld;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGCHLD, &sa, nullptr);
+  }
+  // Child environment: ours minus the trunk fd number (the fd itself is close-on-exec).
+  for (char** e = environ; e && *e; ++e) {
+    if (strncmp(*e, "NRI_PLUGIN_SOCKET=", 18) != 0) env_store_.emplace_back(*e);
+  }
+  for (auto& s : env_store_) envp_.push_back(&s[0]);
+  envp_.push_back(nullptr);
+  // Keep the heap small: large blocks go to mmap and are returned on free.
+  mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+}
+
+int Relay::run() {
+  if (!open_trunk()) return 1;
+  signal(SIGPIPE, SIG_IGN);  // peer/child gone: handled as EPIPE, never a signal death
+  // Register first: containerd 1.7 (NRI v0.6) exits fatally when a launched plugin does not
+  // register within 5 s. The write is buffered by the kernel even before containerd reads.
+  register_stream_ = client_ids_.next();
+  pb::RegisterPluginRequest reg;
+  reg.set_plugin_name(o_.plugin_name);
+  reg.set_plugin_idx(o_.plugin_idx);
+  send_message(kRuntimeServiceConn, register_stream_, kTtrpcRequest,
+               encode_request(kRuntimeService, "RegisterPlugin", reg.SerializeAsString()));
+  setup_process();
+  redirect_log(o_.log_file);
+  drop_resident_text();
+  if (o_.debug) logf("started (trunk fd %d), registering as %s-%s", fd_, o_.plugin_idx.c_str(), o_.plugin_name.c_str());
+
+  int64_t shutdown_deadline = 0;
+  while (!closed_) {
+    reap_stragglers();
+    start_next();
+    if (shutdown_) {
+      if (child_active_) finish_child("runtime requested Shutdown");
+      if (shutdown_deadline == 0) shutdown_deadline = now_ms() + 1000;
+      if (out_off_ >= outq_.size() || now_ms() >= shutdown_deadline) break;
+    }
+    struct pollfd pfd[4];
+    int n = 0;
+    pfd[n++] = {fd_, short(POLLIN | (out_off_ < outq_.size() ? POLLOUT : 0)), 0};
+    int sig_i = -1, in_i = -1, out_i = -1;
+    if (g_sigchld_pipe[0] >= 0) {
+      sig_i = n;
+      pfd[n++] = {g_sigchld_pipe[0], POLLIN, 0};
+    }
+    int timeout = -1;
+    if (child_active_) {
+      if (child_.in_fd >= 0) {
+        in_i = n;
+        pfd[n++] = {child_.in_fd, POLLOUT, 0};
+      }
+      if (child_.out_fd >= 0) {
+        out_i = n;
+        pfd[n++] = {child_.out_fd, POLLIN, 0};
+      }
+      timeout = int(std::max<int64_t>(0, child_.deadline_ms - now_ms()));
+      // Exited child still holding nothing open: SIGCHLD wakes us; poll a bit as a backstop.
+      if (child_.out_eof) timeout = std::min(timeout, 20);
+    }
+    if (!stragglers_.empty()) timeout = timeout < 0 ? 200 : std::min(timeout, 200);
+    if (shutdown_) timeout = timeout < 0 ? 50 : std::min(timeout, 50);
+    int r = poll(pfd, nfds_t(n), timeout);
+    if (r < 0 && errno != EINTR) {
+      logf("poll failed: %s", strerror(errno));
+      break;
+    }
+    if (r > 0 && sig_i >= 0 && (pfd[sig_i].revents & POLLIN)) {
+      char drain[64];
+      while (read(g_sigchld_pipe[0], drain, sizeof drain) > 0) {
+      }
+    }
+    if (r > 0 && (pfd[0].revents & POLLOUT)) flush_out();
+    if (r > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) read_trunk();
+    if (child_active_) {
+      short in_rev = in_i >= 0 && r > 0 ? pfd[in_i].revents : 0;
+      short out_rev = out_i >= 0 && r > 0 ? pfd[out_i].revents : 0;
+      service_child(in_rev, out_rev);
+      if (child_active_ && now_ms() >= child_.deadline_ms) {
+        finish_child("child did not answer within " + std::to_string(child_.deadline_ms - child_.started_ms) +
+                     " ms (killed)");
+      }
+    }
+  }
+  if (child_active_) {
+    kill_child_group(child_.pid);
+    stragglers_.push_back(child_.pid);
+    close_child_fds(child_);
+    child_active_ = false;
+  }
+  // Give killed children a moment to be reaped; leftovers are reparented and reaped by init.
+  for (int i = 0; i < 20 && !stragglers_.empty(); ++i) {
+    reap_stragglers();
+    if (!stragglers_.empty()) usleep(5000);
+  }
+  if (o_.debug) logf("exiting after %llu events", (unsigned long long)events_);
+  return exit_code_;
+}
+
+}  // namespace
+
+void relay_options_from_env(RelayOptions& o, const char* argv0) {
+  const char* s = getenv("NRI_PLUGIN_SOCKET");
+  if (s && *s) {
+    char* end = nullptr;
+    long v = strtol(s, &end, 10);
+    if (end && *end == '\0' && v >= 0 && v < 65536) o.fd = int(v);
+  }
+  const char* name = getenv("NRI_PLUGIN_NAME");
+  const char* idx = getenv("NRI_PLUGIN_IDX");
+  std::string base = argv0 ? argv0 : "";
+  auto slash = base.rfind('/');
+  if (slash != std::string::npos) base = base.substr(slash + 1);
+  bool nri_form = base.size() > 3 && isdigit((unsigned char)base[0]) && isdigit((unsigned char)base[1]) &&
+                  base[2] == '-';
+  if (name && *name) o.plugin_name = name;
+  else if (nri_form) o.plugin_name = base.substr(3);
+  if (idx && *idx) o.plugin_idx = idx;
+  else if (nri_form) o.plugin_idx = base.substr(0, 2);
+}
+
+int run_relay(const RelayOptions& opts) {
+  try {
+    Relay r(opts);
+    return r.run();
+  } catch (const std::exception& e) {  // e.g. std::bad_alloc; never let it escape to main
+    logf("internal error: %s", e.what());
+    return 1;
+  }
+}
+
+}  // namespace nri

@@ -1,0 +1,67 @@
+// Native NRI plugin mode of nri-qos: a thin ttrpc relay that evaluates every NRI event in a
+// fresh one-shot child process (`nri-qos nri-eval ...`) and turns the child's JSON answer
+// into the ttrpc reply. Protocol facts and behaviour: docs/native-nri.md.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace nri {
+
+/// Settings of the relay. The caller (src/main.cpp) fills them from the command line and
+/// from the environment containerd gives a launched plugin (relay_options_from_env()).
+struct RelayOptions {
+  /// Pre-connected trunk socket (containerd launch: NRI_PLUGIN_SOCKET=3). Used when >= 0.
+  int fd = -1;
+  /// External mode: unix stream socket of the runtime (e.g. /var/run/nri/nri.sock); used when
+  /// `fd` < 0. One of `fd`/`socket_path` must be set.
+  std::string socket_path;
+  /// RegisterPlugin.plugin_name / plugin_idx (containerd requires a two-digit index).
+  std::string plugin_name = "nri-qos";
+  std::string plugin_idx = "10";
+  /// argv of the per-event child; [0] must be an absolute path (containerd gives plugins no
+  /// PATH), e.g. {"/proc/self/exe", "nri-eval", "--policy", "/etc/nri/nri-qos.toml"}.
+  /// Empty = no evaluation: every event is answered with the failure policy.
+  std::vector<std::string> child_argv;
+  /// Hard limit in ms for one child (spawn to exit). Further capped by the request's
+  /// timeout_nano and ConfigureRequest.request_timeout minus a 250 ms reply margin; containerd
+  /// cuts a plugin off for good after 2 s (plugin_request_timeout).
+  int child_deadline_ms = 1500;
+  /// Flag appended (with the child's own budget in ms = remaining time - 100 ms) to the child
+  /// argv of every event, e.g. "--event-deadline-ms 1400". Empty: append nothing.
+  std::string deadline_flag = "--event-deadline-ms";
+  /// Largest child stdout accepted (bytes); more counts as garbage.
+  size_t max_child_output = 1u << 20;
+  /// Map keys of a JSON plugin config (ConfigureRequest.config) to child flags
+  /// (policy → --policy, cgroup_root → --cgroup-root, ..., debug: true → --debug) unless the
+  /// flag is already in child_argv. See docs/native-nri.md "Plugin configuration".
+  bool config_to_child_flags = true;
+  /// Log every event (one line each) to stderr, not just warnings.
+  bool debug = false;
+  /// Append the relay's stderr (and its children's) to this file; empty = keep stderr
+  /// (/dev/null for a plugin launched by containerd). The plugin config key "log_file" sets it
+  /// when this is empty.
+  std::string log_file;
+};
+
+/// Fill `o.fd`, `o.plugin_name` and `o.plugin_idx` from the environment of a launched NRI
+/// plugin: NRI_PLUGIN_SOCKET (fd number), NRI_PLUGIN_NAME, NRI_PLUGIN_IDX; when the name/index
+/// variables are missing, from the basename of `argv0` if it has the NRI form "NN-name"
+/// (NRI pkg/api/plugin.go ParsePluginName). Values not found are left unchanged. Call before
+/// applying command-line flags so that flags win.
+void relay_options_from_env(RelayOptions& o, const char* argv0);
+
+/// Run the relay until the runtime goes away. Sends RegisterPlugin first thing (before any
+/// step that could block or fail), then serves the NRI Plugin service in one single-threaded
+/// poll() loop: Configure (subscribes RunPodSandbox, StopPodSandbox, RemovePodSandbox,
+/// CreateContainer, StartContainer, UpdateContainer = mask 0xaf), Synchronize (empty update),
+/// Shutdown, CreateContainer, UpdateContainer, StopContainer, StateChange; any other
+/// method/service gets status 12 UNIMPLEMENTED. Each event is evaluated in a child (see
+/// docs/native-nri.md for the stdin/stdout JSON contract), one at a time, with a hard deadline
+/// (SIGKILL to the child's process group); every child is reaped.
+/// Writes only to stderr (never stdout). Returns 0 on EOF / connection close / Shutdown, 1
+/// when no connection could be obtained (bad fd, connect failure) or on a fatal protocol error
+/// (mux frame > 16 MiB). Never throws.
+int run_relay(const RelayOptions& opts);
+
+}  // namespace nri

@@ -1,0 +1,55 @@
+#!/bin/bash
+# Binary-level checks of the native NRI relay (`nri-qos relay`), run by tests/run.sh.
+# The protocol itself is covered by the unit tests ([nri] in build/unit-tests); this suite execs
+# the real static binary the way containerd launches /opt/nri/plugins/10-nri-qos (trunk socket on
+# fd 3, environment = NRI_PLUGIN_NAME/IDX/SOCKET only) through the hidden Catch2 test
+# "[.nri-load]" (tests/unit/test_nri_relay.cpp), which plays containerd.
+#   relay-launch-no-args  no arguments + NRI_PLUGIN_SOCKET: registers, answers Configure, exits 0 on EOF
+#   relay-real-child      CreateContainer events evaluated by the real `nri-eval` child (private
+#                         cgroup root, shipped policy): peak RSS <= 3 MiB, no RSS growth
+# Env: NRI_QOS_BIN (default build/nri-qos), NRI_RELAY_LOAD_EVENTS (default 2000; 10000 for the
+# full memory check, ~10 s).
+# Output: PASS/FAIL/SKIP lines; exit status 1 when a check failed.
+set -u
+cd "$(dirname "$0")/.."
+BIN=${NRI_QOS_BIN:-$PWD/build/nri-qos}
+UT=$PWD/build/unit-tests
+EVENTS=${NRI_RELAY_LOAD_EVENTS:-2000}
+FAILS=0
+TMP=$(mktemp -d /tmp/nri-relay-suite.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1"; FAILS=$((FAILS + 1)); }
+skip() { echo "SKIP $1"; }
+
+if [ ! -x "$BIN" ] || [ ! -x "$UT" ]; then
+  fail "relay-prerequisites: need $BIN and $UT (run make all build/unit-tests)"
+  exit 1
+fi
+if ! "$BIN" --help 2>/dev/null | grep -qE "^ +relay "; then
+  skip "relay-launch-no-args: $BIN has no relay subcommand yet"
+  skip "relay-real-child: $BIN has no relay subcommand yet"
+  exit 0
+fi
+
+# 1. containerd's launch: no arguments at all, only the NRI_PLUGIN_* environment. No events are
+#    sent (the child would use the node's default policy and cgroup root).
+if NRI_RELAY_LOAD_CMD="$BIN" NRI_RELAY_LOAD_EVENTS=0 "$UT" "[.nri-load]" >"$TMP/launch.log" 2>&1; then
+  pass "relay-launch-no-args"
+else
+  fail "relay-launch-no-args (see below)"; tail -n 20 "$TMP/launch.log"
+fi
+
+# 2. events through the real child, on a private cgroup tree
+mkdir -p "$TMP/cg" "$TMP/state" "$TMP/cache"
+CMD="$BIN relay --policy $PWD/conf/nri.d/nri-qos.toml --cgroup-root $TMP/cg --cgroup-layout v1"
+CMD="$CMD --state-dir $TMP/state --cache-dir $TMP/cache"
+if NRI_RELAY_LOAD_CMD="$CMD" NRI_RELAY_LOAD_EVENTS=$EVENTS "$UT" "[.nri-load]" >"$TMP/load.log" 2>&1 &&
+   grep -q "($EVENTS OK, $EVENTS with an adjustment)" "$TMP/load.log"; then
+  pass "relay-real-child: $(grep -A2 'warning:' "$TMP/load.log" | tail -n +2 | tr -s ' \n' ' ')"
+else
+  fail "relay-real-child (see below)"; tail -n 20 "$TMP/load.log"
+fi
+
+[ "$FAILS" = 0 ]
