@@ -161,6 +161,8 @@ int main(int argc, char** argv) {
         write_all(rc == 0 ? STDOUT_FILENO : STDERR_FILENO, (rc == 0 ? "" : "nri-qos: ") + out + "\n");
         return rc;
     }
+    // register/unregister did their work in their callbacks (a failure threw CLI::RuntimeError).
+    if (app.got_subcommand("register") || app.got_subcommand("unregister")) return 0;
     write_all(STDERR_FILENO, app.help());
     return 2;
 }
