@@ -1,0 +1,83 @@
+#!/bin/bash
+# Build the nri-qos installer image WITHOUT a container engine: a single-layer image written as
+# a docker-archive tarball (manifest.json + config + layer.tar), which
+#   ctr -n k8s.io images import FILE      (containerd, on each node or via your registry tooling)
+#   podman load -i FILE / skopeo copy docker-archive:FILE docker://REGISTRY/nri-qos:TAG
+# accept. Deterministic: same inputs → same image ID.
+#
+# Usage: deploy/kubernetes/build-image.sh [--binary FILE | --deb FILE] [--tag REF] [--out FILE]
+#   --binary  static nri-qos binary (default: build/nri-qos)
+#   --deb     take /opt/nri/bin/nri-qos from this .deb instead (dpkg-deb -x)
+#   --tag     image reference (default: localhost/nri-qos:$(cat VERSION)), as in the manifests
+#   --out     output (default: build/image/nri-qos-image.tar)
+# Image content (root file system):
+#   /opt/nri/bin/nri-qos              the static binary (same path as on the node)
+#   /usr/local/bin/nri-qos-install    deploy/kubernetes/install.sh
+#   /bin/busybox + applet symlinks    Debian's busybox-static (/bin/sh, cp, cmp, mv, sleep, ...)
+#   /etc/passwd, /etc/group           root and nobody (65534)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=$ROOT/build/nri-qos
+DEB=
+TAG=
+OUT=$ROOT/build/image/nri-qos-image.tar
+BUSYBOX=${BUSYBOX:-/bin/busybox}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --binary) BIN=$2; shift 2 ;;
+    --deb) DEB=$2; shift 2 ;;
+    --tag) TAG=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    *) echo "usage: build-image.sh [--binary FILE | --deb FILE] [--tag REF] [--out FILE]" >&2; exit 2 ;;
+  esac
+done
+[ -n "$TAG" ] || TAG=localhost/nri-qos:$(cat "$ROOT/VERSION" 2>/dev/null || echo 0.0.0)
+
+is_static() { ! readelf -l "$1" 2>/dev/null | grep -q 'program interpreter'; }
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+RFS=$WORK/rootfs
+mkdir -p "$RFS"/{bin,etc,tmp,opt/nri/bin,usr/local/bin,host,run}
+chmod 1777 "$RFS/tmp"
+
+if [ -n "$DEB" ]; then
+  dpkg-deb -x "$DEB" "$WORK/deb"
+  BIN=$WORK/deb/opt/nri/bin/nri-qos
+fi
+[ -x "$BIN" ] || { echo "build-image.sh: no executable $BIN (run make, or pass --binary/--deb)" >&2; exit 1; }
+is_static "$BIN" || { echo "build-image.sh: $BIN is not statically linked" >&2; exit 1; }
+[ -x "$BUSYBOX" ] && is_static "$BUSYBOX" || {
+  echo "build-image.sh: need a static busybox at $BUSYBOX (apt-get install busybox-static)" >&2; exit 1; }
+
+install -m 0755 "$BIN" "$RFS/opt/nri/bin/nri-qos"
+install -m 0755 "$ROOT/deploy/kubernetes/install.sh" "$RFS/usr/local/bin/nri-qos-install"
+install -m 0755 "$BUSYBOX" "$RFS/bin/busybox"
+for a in $("$BUSYBOX" --list); do
+  case "$a" in busybox|*/*) continue ;; esac
+  ln -s busybox "$RFS/bin/$a"
+done
+printf 'root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' > "$RFS/etc/passwd"
+printf 'root:x:0:\nnogroup:x:65534:\n' > "$RFS/etc/group"
+chmod 0644 "$RFS/etc/passwd" "$RFS/etc/group"
+
+IMG=$WORK/img
+mkdir -p "$IMG"
+tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=posix \
+    --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
+    -C "$RFS" -cf "$WORK/layer.tar" .
+LAYER_SHA=$(sha256sum "$WORK/layer.tar" | cut -d' ' -f1)
+mkdir -p "$IMG/$LAYER_SHA"
+mv "$WORK/layer.tar" "$IMG/$LAYER_SHA/layer.tar"
+
+case "$(uname -m)" in x86_64) ARCH=amd64 ;; aarch64) ARCH=arm64 ;; *) ARCH=$(uname -m) ;; esac
+CONFIG='{"architecture":"'$ARCH'","os":"linux","config":{"Env":["PATH=/bin:/usr/local/bin:/opt/nri/bin"],"Cmd":["/bin/sh","/usr/local/bin/nri-qos-install","install"],"WorkingDir":"/","Labels":{"org.opencontainers.image.title":"nri-qos installer"}},"rootfs":{"type":"layers","diff_ids":["sha256:'$LAYER_SHA'"]},"history":[{"created_by":"deploy/kubernetes/build-image.sh"}]}'
+CONFIG_SHA=$(printf '%s' "$CONFIG" | sha256sum | cut -d' ' -f1)
+printf '%s' "$CONFIG" > "$IMG/$CONFIG_SHA.json"
+printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' \
+  "$CONFIG_SHA" "$TAG" "$LAYER_SHA" > "$IMG/manifest.json"
+
+mkdir -p "$(dirname "$OUT")"
+tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$IMG" -cf "$OUT.tmp" .
+mv -f "$OUT.tmp" "$OUT"
+echo "build-image.sh: $OUT ($TAG, image id sha256:$CONFIG_SHA)"

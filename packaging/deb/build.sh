@@ -1,0 +1,35 @@
+#!/bin/bash
+# Build the Debian package build/deb/nri-qos_VERSION_<arch>.deb.
+# Usage: packaging/deb/build.sh VERSION        (make deb)
+#
+# Steps: scripts/dist.sh VERSION (the source tarball, same file list as the RPM), unpack it
+# into a scratch tree build/deb/nri-qos-VERSION/, copy packaging/deb/debian/ into it, set the
+# changelog's version to VERSION, dpkg-buildpackage -us -uc -b (builds from source with the
+# upstream Makefile, static binary). The repository tree itself is never modified.
+set -euo pipefail
+[ $# -eq 1 ] && [ -n "$1" ] || { echo "usage: packaging/deb/build.sh VERSION" >&2; exit 2; }
+VERSION=$1
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+scripts/deps.sh build pkg
+scripts/dist.sh "$VERSION"
+
+OUT=$ROOT/build/deb
+SRC=$OUT/nri-qos-$VERSION
+rm -rf "$OUT"
+mkdir -p "$OUT"
+tar -xzf "dist/nri-qos-$VERSION.tar.gz" -C "$OUT"
+rm -rf "$SRC/debian"
+cp -a packaging/deb/debian "$SRC/debian"
+sed -i "1s/^nri-qos ([^)]*)/nri-qos ($VERSION)/" "$SRC/debian/changelog"
+
+ARCH=$(dpkg --print-architecture)
+(cd "$SRC" && DEB_BUILD_OPTIONS="parallel=$(nproc) ${DEB_BUILD_OPTIONS:-}" \
+   dpkg-buildpackage -us -uc -b) > "$OUT/build.log" 2>&1 || {
+  tail -n 40 "$OUT/build.log" >&2
+  echo "deb/build.sh: dpkg-buildpackage failed, full log: $OUT/build.log" >&2
+  exit 1
+}
+DEB=$OUT/nri-qos_${VERSION}_${ARCH}.deb
+[ -f "$DEB" ] || { echo "deb/build.sh: $DEB not produced (see $OUT/build.log)" >&2; exit 1; }
+echo "$DEB"

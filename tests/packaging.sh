@@ -1,0 +1,395 @@
+#!/bin/bash
+# tests/packaging.sh — packaging and installation suite (run by tests/run.sh, or alone).
+# Prints `PASS name` / `FAIL name` / `SKIP name (why)`; exits 1 when anything failed.
+#
+#  dist-*       scripts/dist.sh: file list, VERSION file, reproducible, works without git
+#  deb-*        make deb; content, conffiles, lintian; real `dpkg -i` / `dpkg -r` / `dpkg --purge`
+#               of this machine's own system, chrooted into an overlay of / in a private mount
+#               namespace: the real dpkg database and maintainer scripts, but every write lands in
+#               a tmpfs layer, so the node (its /etc/nri, /opt/nri, dpkg database) and a
+#               concurrently running containerd/e2e suite never see anything
+#  rpm-*        make rpm; -qlp/-qip/-qcp/--scripts; scriptlets run for real by
+#               `rpm --root SCRATCH` (static busybox as the scratch root's /bin/sh)
+#  image-*      deploy/kubernetes/build-image.sh from the .deb; installer run in the image's
+#               root file system (chroot) against a scratch HOST_ROOT
+#  k8s-*        ConfigMap in sync with conf/nri.d/nri-qos.toml; manifests validated offline
+#               (deploy/kubernetes/validate: Kubernetes schemas + unknown-field check)
+# Needs root (dpkg -i, chroot, unshare) — SKIPs otherwise. Env: KEEP=1 keeps the scratch dir.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+VERSION=$(cat VERSION 2>/dev/null || echo 0.0.0)
+ARCH=$(dpkg --print-architecture 2>/dev/null || echo amd64)
+FAILED=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1${2:+ ($2)}"; FAILED=1; }
+skip() { echo "SKIP $1 ($2)"; }
+# check NAME CMD...: PASS when CMD succeeds. verdict NAME: PASS when the previous command did
+# (use as `{ cond1 && cond2; }; verdict NAME` for compound conditions).
+check() { local n=$1; shift; if "$@"; then pass "$n"; else fail "$n"; fi; }
+verdict() { if [ $? = 0 ]; then pass "$1"; else fail "$1"; fi; }
+
+SCRATCH=$(mktemp -d /tmp/nri-qos-packaging.XXXXXX)
+cleanup() { [ -n "${KEEP:-}" ] && echo "# scratch kept: $SCRATCH" || rm -rf "$SCRATCH"; }
+trap cleanup EXIT
+
+if [ "$(id -u)" != 0 ]; then
+  skip packaging "not root: dpkg -i, rpm --root, chroot and unshare need root"
+  exit 0
+fi
+scripts/deps.sh build pkg >/dev/null || { fail deps "scripts/deps.sh build pkg"; exit 1; }
+
+missing=""
+for f in src/main.cpp man/nri-qos.8 man/nri-qos.toml.5 conf/nri.d/nri-qos.toml; do
+  [ -f "$f" ] || missing="$missing $f"
+done
+
+# ------------------------------------------------------------------------------------------
+# dist
+DIST=dist/nri-qos-$VERSION.tar.gz
+if scripts/dist.sh "$VERSION" >"$SCRATCH/dist.log" 2>&1; then
+  tar -tzf "$DIST" | sed "s|^nri-qos-$VERSION/||" | sort > "$SCRATCH/dist.list"
+  ok=1
+  for f in VERSION Makefile LICENSE scripts/dist.sh src/register.cpp packaging/rpm/nri-qos.spec \
+           packaging/deb/debian/rules deploy/kubernetes/install.sh tests/packaging.sh; do
+    grep -qx "$f" "$SCRATCH/dist.list" || { ok=0; echo "# dist: $f missing"; }
+  done
+  if grep -qE '^(build|dist|\.git)/' "$SCRATCH/dist.list"; then ok=0; echo "# dist: build output inside"; fi
+  [ "$(tar -xzOf "$DIST" "nri-qos-$VERSION/VERSION")" = "$VERSION" ] || ok=0
+  check dist-content [ $ok = 1 ]
+  if grep -q 'git-ignored' "$SCRATCH/dist.log"; then
+    fail dist-ignored "$(grep git-ignored "$SCRATCH/dist.log")"
+  else
+    pass dist-ignored
+  fi
+  cp "$DIST" "$SCRATCH/dist1.tgz"
+  scripts/dist.sh "$VERSION" >/dev/null 2>&1
+  check dist-reproducible cmp -s "$DIST" "$SCRATCH/dist1.tgz"
+  # Without git: unpack the tarball (no .git) and make the tarball again from it.
+  mkdir -p "$SCRATCH/nogit" && tar -xzf "$DIST" -C "$SCRATCH/nogit"
+  if (cd "$SCRATCH/nogit/nri-qos-$VERSION" && PATH=/usr/sbin:/usr/bin:/sbin:/bin GIT_DIR=/nonexistent \
+        scripts/dist.sh "$VERSION" >/dev/null 2>&1); then
+    tar -tzf "$SCRATCH/nogit/nri-qos-$VERSION/$DIST" | sed "s|^nri-qos-$VERSION/||" | sort > "$SCRATCH/nogit.list"
+    check dist-without-git diff -q "$SCRATCH/dist.list" "$SCRATCH/nogit.list"
+  else
+    fail dist-without-git
+  fi
+else
+  fail dist "$(tail -1 "$SCRATCH/dist.log")"
+fi
+
+# ------------------------------------------------------------------------------------------
+# deb
+DEB=build/deb/nri-qos_${VERSION}_${ARCH}.deb
+if [ -n "$missing" ]; then
+  skip deb "inputs not there yet:$missing"
+  skip rpm "inputs not there yet:$missing"
+  DEB=
+elif ! make -s deb >"$SCRATCH/deb.log" 2>&1 || [ ! -f "$DEB" ]; then
+  fail deb-build "$(tail -3 "$SCRATCH/deb.log" | tr '\n' ' ')"
+  DEB=
+else
+  pass deb-build
+  dpkg-deb -c "$DEB" | awk '{print $6}' | sed 's|^\./|/|; s|/$||' | grep -v '^$' | sort > "$SCRATCH/deb.list"
+  ok=1
+  for f in /opt/nri/bin/nri-qos /opt/nri/plugins /etc/nri/nri-qos.toml \
+           /usr/share/man/man8/nri-qos.8.gz /usr/share/man/man5/nri-qos.toml.5.gz \
+           /usr/share/doc/nri-qos/copyright /usr/share/doc/nri-qos/install.md; do
+    grep -qxE "$f(\.gz)?" "$SCRATCH/deb.list" || { ok=0; echo "# deb: $f missing"; }   # dh_compress
+  done
+  check deb-files [ $ok = 1 ]
+  { [ "$(dpkg-deb -f "$DEB" Package)" = nri-qos ] && \
+    [ "$(dpkg-deb --ctrl-tarfile "$DEB" | tar -xO ./conffiles)" = /etc/nri/nri-qos.toml ]; }; verdict deb-conffiles
+  mkdir -p "$SCRATCH/debx" && dpkg-deb -x "$DEB" "$SCRATCH/debx"
+  check deb-static-binary sh -c "! readelf -l '$SCRATCH/debx/opt/nri/bin/nri-qos' | grep -q 'program interpreter'"
+  if lintian --suppress-tags-from-file /dev/null "$DEB" >"$SCRATCH/lintian.log" 2>&1 && \
+     ! grep -qE '^(E|W):' "$SCRATCH/lintian.log"; then
+    pass deb-lintian
+  else
+    fail deb-lintian "$(grep -E '^(E|W):' "$SCRATCH/lintian.log" | head -3 | tr '\n' ' ')"
+  fi
+
+  host_status=$(dpkg-query -W -f='${Status}' nri-qos 2>/dev/null)
+  # Real dpkg -i of this machine's system, isolated: in a private mount namespace, an overlay
+  # of / (writes go to a tmpfs upper layer; the node, its dpkg database and a concurrently
+  # running containerd/e2e suite never see them) with /proc, /sys, /dev bound in; chroot there.
+  if ! command -v unshare >/dev/null; then
+    skip deb-install "unshare missing"
+  else
+    cat > "$SCRATCH/deb-install.sh" <<'EOS'
+set -u
+DEB=$1 OUT=$2 BIN=$3 O=$4
+mkdir -p "$O" && mount -t tmpfs tmpfs "$O" && mkdir -p "$O/upper" "$O/work" "$O/m" || exit 90
+mount -t overlay overlay -o "lowerdir=/,upperdir=$O/upper,workdir=$O/work" "$O/m" || exit 91
+for d in proc sys dev; do mount --rbind "/$d" "$O/m/$d" || exit 92; done
+for d in run tmp; do mount -t tmpfs tmpfs "$O/m/$d" || exit 93; done
+M=$O/m
+[ "$(findmnt -n -o FSTYPE "$M")" = overlay ] || exit 94   # never chroot-write into the real /
+cp "$DEB" "$M/tmp/nri-qos.deb" && cp "$BIN" "$M/tmp/nri-qos.expected"
+inroot() { chroot "$M" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
+# Known starting point (whatever the node has there is hidden, not touched).
+inroot sh -c 'dpkg --purge nri-qos >/dev/null 2>&1; rm -rf /etc/nri /opt/nri /run/nri-qos; mkdir -p /etc/nri
+  printf "{\"version\":\"0.1\",\"plugins\":[{\"type\":\"other\",\"conf\":{\"x\":1}}],\"site\":\"kept\"}\n" > /etc/nri/conf.json
+  printf "# edited by the admin\nversion = 1\n" > /etc/nri/nri-qos.toml'
+r() { echo "== $1"; shift; inroot "$@"; echo "rc=$?"; }
+{
+r install dpkg -i --force-confold /tmp/nri-qos.deb </dev/null
+r conf cat /etc/nri/conf.json
+r policy cat /etc/nri/nri-qos.toml
+r dist-policy test -f /etc/nri/nri-qos.toml.dpkg-dist
+r binary cmp /opt/nri/bin/nri-qos /tmp/nri-qos.expected
+r setconf /opt/nri/bin/nri-qos register --plugin-conf '{"policy":"/etc/nri/site.toml"}'
+r reinstall dpkg -i --force-confold /tmp/nri-qos.deb </dev/null
+r conf2 cat /etc/nri/conf.json
+r native /opt/nri/bin/nri-qos register --native
+r link readlink /opt/nri/plugins/10-nri-qos
+r remove dpkg -r nri-qos
+r conf3 cat /etc/nri/conf.json
+r nolink test ! -e /opt/nri/plugins/10-nri-qos -a ! -L /opt/nri/plugins/10-nri-qos
+r nobinary test ! -e /opt/nri/bin/nri-qos
+r policy-after-remove cat /etc/nri/nri-qos.toml
+r purge dpkg --purge nri-qos
+r policy-after-purge test ! -e /etc/nri/nri-qos.toml
+} > "$OUT" 2>&1
+EOS
+    unshare -m --propagation private bash "$SCRATCH/deb-install.sh" "$ROOT/$DEB" \
+      "$SCRATCH/deb-install.out" "$SCRATCH/debx/opt/nri/bin/nri-qos" "$SCRATCH/ovl"
+    [ -s "$SCRATCH/deb-install.out" ] || echo "== install" > "$SCRATCH/deb-install.out"
+    out=$SCRATCH/deb-install.out
+    # section NAME → the lines between "== NAME" and its "rc=" line, then the rc line.
+    sect() { awk -v s="== $1" '$0==s{on=1;next} on&&/^rc=/{print;exit} on' "$out"; }
+    rc() { sect "$1" | tail -1; }
+    body() { sect "$1" | sed '$d'; }
+    check deb-install [ "$(rc install)" = rc=0 ]
+    # postinst tolerates a failing `nri-qos register` (warning); here it must not have failed.
+    check deb-postinst-register-ok sh -c "! grep -q 'nri-qos: warning' '$out'"
+    exp_conf='{
+  "version": "0.1",
+  "plugins": [
+    {
+      "type": "other",
+      "conf": {
+        "x": 1
+      }
+    },
+    {
+      "type": "nri-qos",
+      "conf": {}
+    }
+  ],
+  "site": "kept"
+}'
+    check deb-install-conf-json [ "$(body conf)" = "$exp_conf" ]
+    { [ "$(body policy)" = "$(printf '# edited by the admin\nversion = 1')" ] && \
+      [ "$(rc dist-policy)" = rc=0 ]; }; verdict deb-install-policy-kept
+    check deb-install-binary [ "$(rc binary)" = rc=0 ]
+    { [ "$(rc reinstall)" = rc=0 ] && \
+      body conf2 | grep -q '"policy": "/etc/nri/site.toml"'; }; verdict deb-reinstall-keeps-conf
+    check deb-native-link [ "$(body link)" = /opt/nri/bin/nri-qos ]
+    exp_conf3='{
+  "version": "0.1",
+  "plugins": [
+    {
+      "type": "other",
+      "conf": {
+        "x": 1
+      }
+    }
+  ],
+  "site": "kept"
+}'
+    { [ "$(rc remove)" = rc=0 ] && [ "$(body conf3)" = "$exp_conf3" ]; }; verdict deb-remove-conf-json
+    { [ "$(rc nolink)" = rc=0 ] && [ "$(rc nobinary)" = rc=0 ]; }; verdict deb-remove-native-link
+    check deb-remove-keeps-policy [ "$(rc policy-after-remove)" = rc=0 ]
+    { [ "$(rc purge)" = rc=0 ] && [ "$(rc policy-after-purge)" = rc=0 ]; }; verdict deb-purge
+    check deb-host-untouched [ "$(dpkg-query -W -f='${Status}' nri-qos 2>/dev/null)" = "$host_status" ]
+    [ $FAILED = 0 ] || sed 's/^/# /' "$out"
+  fi
+fi
+
+# ------------------------------------------------------------------------------------------
+# rpm
+RPM=build/rpm/RPMS/$(uname -m)/nri-qos-$VERSION-1.$(uname -m).rpm
+if [ -z "$missing" ]; then
+  if ! make -s rpm >"$SCRATCH/rpm.log" 2>&1 || [ ! -f "$RPM" ]; then
+    fail rpm-build "$(tail -3 "$SCRATCH/rpm.log" | tr '\n' ' ')"
+  else
+    pass rpm-build
+    rpm -qlp "$RPM" 2>/dev/null | grep -v '^/usr/lib/.build-id' | sort > "$SCRATCH/rpm.list"
+    cat > "$SCRATCH/rpm.want" <<EOF
+/etc/nri
+/etc/nri/nri-qos.toml
+/opt/nri
+/opt/nri/bin
+/opt/nri/bin/nri-qos
+/opt/nri/plugins
+/usr/share/doc/nri-qos-$VERSION
+/usr/share/doc/nri-qos-$VERSION/install.md
+/usr/share/licenses/nri-qos-$VERSION
+/usr/share/licenses/nri-qos-$VERSION/LICENSE
+/usr/share/man/man5/nri-qos.toml.5
+/usr/share/man/man8/nri-qos.8
+EOF
+    sort -o "$SCRATCH/rpm.want" "$SCRATCH/rpm.want"
+    check rpm-files diff -u "$SCRATCH/rpm.want" "$SCRATCH/rpm.list"
+    check rpm-config [ "$(rpm -qcp "$RPM" 2>/dev/null)" = /etc/nri/nri-qos.toml ]
+    { sh -c "rpm -qip '$RPM' 2>/dev/null | grep -q '^License *: Apache-2.0' && \
+      rpm -qp --qf '%{VERSION}' '$RPM' 2>/dev/null | grep -qx '$VERSION'"; }; verdict rpm-info
+    rpm -qp --scripts "$RPM" > "$SCRATCH/rpm.scripts" 2>/dev/null
+    { sh -c "grep -q '^postinstall scriptlet' '$SCRATCH/rpm.scripts' && \
+      grep -q '/opt/nri/bin/nri-qos register' '$SCRATCH/rpm.scripts' && \
+      grep -q '^preuninstall scriptlet' '$SCRATCH/rpm.scripts' && \
+      grep -q 'nri-qos unregister --native' '$SCRATCH/rpm.scripts'"; }; verdict rpm-scriptlets
+
+    # Scriptlets for real: rpm --root with a static busybox as /bin/sh.
+    R=$SCRATCH/rpmroot
+    mkdir -p "$R/bin" "$R/etc/nri" "$R/tmp" "$R/opt/nri/plugins"
+    cp /bin/busybox "$R/bin/busybox" && ln -s busybox "$R/bin/sh"
+    printf '{"version":"0.1","plugins":[{"type":"other"}]}\n' > "$R/etc/nri/conf.json"
+    printf '# edited\nversion = 1\n' > "$R/etc/nri/nri-qos.toml"
+    ln -s /opt/nri/bin/nri-qos "$R/opt/nri/plugins/20-nri-qos"   # native link made by the admin
+    rpm --root "$R" --initdb
+    if rpm --root "$R" -i --nodeps "$RPM" >"$SCRATCH/rpm-i.log" 2>&1; then
+      pass rpm-install
+      check rpm-post-register-ok sh -c "! grep -q 'nri-qos: warning' '$SCRATCH/rpm-i.log'"
+      check rpm-post-registered [ "$(jq -c . "$R/etc/nri/conf.json")" = \
+        '{"version":"0.1","plugins":[{"type":"other"},{"type":"nri-qos","conf":{}}]}' ]
+      { sh -c "grep -q edited '$R/etc/nri/nri-qos.toml' && test -f '$R/etc/nri/nri-qos.toml.rpmnew'"; }; verdict rpm-config-noreplace
+      if rpm --root "$R" -e nri-qos >"$SCRATCH/rpm-e.log" 2>&1; then
+        pass rpm-erase
+        check rpm-preun-unregistered [ "$(jq -c . "$R/etc/nri/conf.json")" = \
+          '{"version":"0.1","plugins":[{"type":"other"}]}' ]
+        { [ ! -L "$R/opt/nri/plugins/20-nri-qos" ] && [ ! -e "$R/opt/nri/bin/nri-qos" ]; }; verdict rpm-preun-native-link
+      else
+        fail rpm-erase "$(tail -2 "$SCRATCH/rpm-e.log" | tr '\n' ' ')"
+      fi
+    else
+      fail rpm-install "$(tail -2 "$SCRATCH/rpm-i.log" | tr '\n' ' ')"
+    fi
+  fi
+fi
+
+# ------------------------------------------------------------------------------------------
+# image + installer (deploy/kubernetes/install.sh in the image's root file system)
+IMG=$SCRATCH/image.tar
+if [ -z "$DEB" ]; then
+  skip image "no .deb"
+elif ! deploy/kubernetes/build-image.sh --deb "$DEB" --out "$IMG" >"$SCRATCH/img.log" 2>&1; then
+  fail image-build "$(tail -2 "$SCRATCH/img.log" | tr '\n' ' ')"
+else
+  RFS=$SCRATCH/imgroot
+  mkdir -p "$RFS" "$SCRATCH/img"
+  tar -xf "$IMG" -C "$SCRATCH/img"
+  layer=$(jq -r '.[0].Layers[0]' "$SCRATCH/img/manifest.json")
+  config=$(jq -r '.[0].Config' "$SCRATCH/img/manifest.json")
+  tar -xf "$SCRATCH/img/$layer" -C "$RFS"
+  { [ "$(jq -r '.rootfs.diff_ids[0]' "$SCRATCH/img/$config")" = \
+    "sha256:$(sha256sum "$SCRATCH/img/$layer" | cut -d' ' -f1)" ] && \
+    [ "$(jq -r '.[0].RepoTags[0]' "$SCRATCH/img/manifest.json")" = "localhost/nri-qos:$VERSION" ]; }; verdict image-format
+  { cmp -s "$RFS/opt/nri/bin/nri-qos" "$SCRATCH/debx/opt/nri/bin/nri-qos" && \
+    cmp -s "$RFS/usr/local/bin/nri-qos-install" deploy/kubernetes/install.sh && [ -x "$RFS/bin/sh" ]; }; verdict image-content
+  deploy/kubernetes/build-image.sh --deb "$DEB" --out "$IMG.2" >/dev/null 2>&1
+  check image-reproducible cmp -s "$IMG" "$IMG.2"
+
+  H=$RFS/host      # the node's / as the installer sees it (HOST_ROOT=/host inside the chroot)
+  mkdir -p "$RFS/dev" && mknod -m 666 "$RFS/dev/null" c 1 3   # the runtime provides /dev
+  mkdir -p "$H/etc/nri" "$H/opt/nri" "$RFS/etc/nri-qos-policy"
+  cp conf/nri.d/nri-qos.toml "$RFS/etc/nri-qos-policy/nri-qos.toml"
+  printf '{"version":"0.1","plugins":[{"type":"other"}]}\n' > "$H/etc/nri/conf.json"
+  inst2() { local a=$1; shift; chroot "$RFS" /bin/env -i PATH=/bin HOST_ROOT=/host "$@" /bin/sh /usr/local/bin/nri-qos-install "$a"; }
+  out=$(inst2 install 2>&1); rc=$?
+  { [ $rc = 0 ] && cmp -s "$H/opt/nri/bin/nri-qos" "$RFS/opt/nri/bin/nri-qos" && \
+    cmp -s "$H/etc/nri/nri-qos.toml" conf/nri.d/nri-qos.toml && \
+    [ "$(jq -c . "$H/etc/nri/conf.json")" = '{"version":"0.1","plugins":[{"type":"other"},{"type":"nri-qos","conf":{}}]}' ] && \
+    [ ! -e "$H/opt/nri/plugins/10-nri-qos" ]; }; verdict installer-v01
+  [ $rc = 0 ] || echo "$out" | sed "s/^/# /"
+  before=$(stat -c '%i %Y' "$H/etc/nri/conf.json" "$H/opt/nri/bin/nri-qos" "$H/etc/nri/nri-qos.toml")
+  out=$(inst2 install 2>&1); rc=$?
+  { [ $rc = 0 ] && \
+    [ "$(stat -c '%i %Y' "$H/etc/nri/conf.json" "$H/opt/nri/bin/nri-qos" "$H/etc/nri/nri-qos.toml")" = "$before" ] && \
+    echo "$out" | grep -q 'already registered'; }; verdict installer-idempotent
+  out=$(inst2 install NRI_QOS_MODE=native NRI_QOS_INDEX=05 2>&1); rc=$?
+  { [ $rc = 0 ] && [ "$(readlink "$H/opt/nri/plugins/05-nri-qos")" = /opt/nri/bin/nri-qos ]; }; verdict installer-native
+  # A new policy from the ConfigMap replaces the node's, which is kept once as .bak.
+  printf '\n# site change\n' >> "$RFS/etc/nri-qos-policy/nri-qos.toml"
+  out=$(inst2 install 2>&1); rc=$?
+  { [ $rc = 0 ] && cmp -s "$H/etc/nri/nri-qos.toml" "$RFS/etc/nri-qos-policy/nri-qos.toml" && \
+    cmp -s "$H/etc/nri/nri-qos.toml.bak" conf/nri.d/nri-qos.toml; }; verdict installer-policy-update
+  # A policy `nri-qos check` rejects leaves the node unchanged.
+  cp "$H/etc/nri/nri-qos.toml" "$SCRATCH/node-policy"
+  printf 'this is [not a valid policy\n' > "$RFS/etc/nri-qos-policy/nri-qos.toml"
+  out=$(inst2 install 2>&1); rc=$?
+  { [ $rc = 1 ] && cmp -s "$H/etc/nri/nri-qos.toml" "$SCRATCH/node-policy" && \
+    echo "$out" | grep -q "rejected by 'nri-qos check'; node left unchanged"; }; verdict installer-bad-policy
+  out=$(inst2 install NRI_QOS_MODE=bogus 2>&1); rc=$?
+  { [ $rc = 2 ] && echo "$out" | grep -q 'NRI_QOS_MODE must be v01, native or both'; }; verdict installer-bad-mode
+  out=$(inst2 uninstall 2>&1); rc=$?
+  { [ $rc = 0 ] && \
+    [ "$(jq -c . "$H/etc/nri/conf.json")" = '{"version":"0.1","plugins":[{"type":"other"}]}' ] && \
+    [ ! -L "$H/opt/nri/plugins/05-nri-qos" ] && [ ! -e "$H/opt/nri/bin/nri-qos" ] && [ -f "$H/etc/nri/nri-qos.toml" ]; }; verdict installer-uninstall
+  [ $rc = 0 ] || echo "$out" | sed "s/^/# /"
+fi
+
+# ------------------------------------------------------------------------------------------
+# Kubernetes manifests
+K=deploy/kubernetes
+if [ -f conf/nri.d/nri-qos.toml ]; then
+  deploy/kubernetes/gen-configmap.sh conf/nri.d/nri-qos.toml "$SCRATCH/policy.yaml"
+  if cmp -s "$SCRATCH/policy.yaml" $K/nri-qos-policy.yaml; then pass k8s-configmap-in-sync
+  else fail k8s-configmap-in-sync "run deploy/kubernetes/gen-configmap.sh"; fi
+else
+  skip k8s-configmap-in-sync "conf/nri.d/nri-qos.toml missing"
+fi
+V=build/k8s-validate
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  skip k8s-validate "node/npm not installed"
+else
+  mkdir -p $V
+  cp $K/validate/package.json $K/validate/package-lock.json $K/validate/validate.mjs $V/
+  if ! cmp -s $V/package-lock.json $V/node_modules/.nri-qos-lock 2>/dev/null; then
+    (cd $V && npm ci --no-audit --no-fund --loglevel=error >"$SCRATCH/npm.log" 2>&1) &&
+      cp $V/package-lock.json $V/node_modules/.nri-qos-lock
+  fi
+  if [ ! -f $V/node_modules/.nri-qos-lock ]; then
+    skip k8s-validate "npm ci failed (offline?): $(grep -v nodedir "$SCRATCH/npm.log" | tail -1)"
+  else
+    if node $V/validate.mjs $K/nri-qos-daemonset.yaml $K/nri-qos-policy.yaml $K/nri-qos-uninstall.yaml \
+         >"$SCRATCH/validate.log" 2>&1; then
+      pass k8s-validate
+    else
+      fail k8s-validate "$(grep -v '^ok' "$SCRATCH/validate.log" | head -3 | tr '\n' ' ')"
+    fi
+    # The validator must be able to fail: a misspelt field, a wrong type, a dangling mount.
+    sed 's/readOnlyRootFilesystem:/readOnlyRootFileSystem:/' $K/nri-qos-daemonset.yaml > "$SCRATCH/bad1.yaml"
+    sed 's/runAsUser: 0/runAsUser: root/' $K/nri-qos-daemonset.yaml > "$SCRATCH/bad2.yaml"
+    # rename only the last "- name: policy" (the volume, not the mount)
+    tac $K/nri-qos-daemonset.yaml | sed '0,/- name: policy$/s//- name: policies/' | tac > "$SCRATCH/bad3.yaml"
+    n=0
+    for b in bad1 bad2 bad3; do
+      node $V/validate.mjs "$SCRATCH/$b.yaml" >"$SCRATCH/$b.log" 2>&1 || n=$((n + 1))
+    done
+    { [ $n = 3 ] && grep -q "readOnlyRootFileSystem" "$SCRATCH/bad1.log" && \
+      grep -q "runAsUser must be integer" "$SCRATCH/bad2.log" && grep -q "has no volume" "$SCRATCH/bad3.log"; }; verdict k8s-validate-rejects
+    # gen-configmap.sh round trip on awkward inputs (leading blanks, no/extra final newline).
+    ok=1
+    for t in '  indented first line\nx = 1\n' 'no final newline' 'two final newlines\n\n' 'tab\there\n\n# c\n'; do
+      printf "$t" > "$SCRATCH/p.toml"
+      deploy/kubernetes/gen-configmap.sh "$SCRATCH/p.toml" "$SCRATCH/p.yaml"
+      (cd $V && node -e '
+        const fs=require("fs"), Y=require("yaml");
+        const v=Y.parse(fs.readFileSync(process.argv[1],"utf8")).data["nri-qos.toml"];
+        process.exit(v===fs.readFileSync(process.argv[2],"utf8")?0:1)' "$SCRATCH/p.yaml" "$SCRATCH/p.toml") || { ok=0; echo "# round trip failed: $t"; }
+    done
+    check k8s-configmap-roundtrip [ $ok = 1 ]
+  fi
+fi
+if command -v kubectl >/dev/null && kubectl kustomize $K >"$SCRATCH/kustomize.out" 2>&1; then
+  check k8s-kustomize [ "$(grep -c '^kind: ' "$SCRATCH/kustomize.out")" = 2 ]
+elif command -v kubectl >/dev/null; then
+  fail k8s-kustomize "$(tail -1 "$SCRATCH/kustomize.out")"
+else
+  skip k8s-kustomize "kubectl not installed"
+fi
+
+exit $FAILED

@@ -1,0 +1,464 @@
+// Unit tests for src/register.{hpp,cpp}: NRI v0.1 conf.json editing and the native NRI
+// plugin symlink. Every case checks the exact file content / message / exit code.
+#include <catch2/catch.hpp>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "register.hpp"
+
+namespace {
+
+using nriqos::RegisterResult;
+
+/// A fresh scratch directory, removed (recursively) at scope exit.
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char tmpl[] = "/tmp/nri-qos-register-test.XXXXXX";
+        REQUIRE(::mkdtemp(tmpl) != nullptr);
+        path = tmpl;
+    }
+    ~TempDir() {
+        std::string cmd = "rm -rf '" + path + "'";
+        (void)std::system(cmd.c_str());
+    }
+    std::string operator/(const std::string& rel) const { return path + "/" + rel; }
+};
+
+std::string slurp(const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+void spit(const std::string& p, const std::string& text) {
+    std::ofstream f(p, std::ios::binary | std::ios::trunc);
+    f << text;
+}
+
+bool exists(const std::string& p) {
+    struct stat st {};
+    return ::lstat(p.c_str(), &st) == 0;
+}
+
+std::vector<std::string> entries(const std::string& dir) {
+    std::vector<std::string> out;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (struct dirent* e = ::readdir(d)) {
+            std::string n = e->d_name;
+            if (n != "." && n != "..") out.push_back(n);
+        }
+        ::closedir(d);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+const char* kFresh =
+    "{\n"
+    "  \"version\": \"0.1\",\n"
+    "  \"plugins\": [\n"
+    "    {\n"
+    "      \"type\": \"nri-qos\",\n"
+    "      \"conf\": {}\n"
+    "    }\n"
+    "  ]\n"
+    "}\n";
+
+const char* kOther =
+    "{\"version\":\"0.1\",\"plugins\":[{\"type\":\"other\",\"conf\":{\"b\":1,\"a\":[1,2]}}],"
+    "\"zeta\":{\"y\":1,\"x\":2}}";
+
+}  // namespace
+
+TEST_CASE("register_v01: absent file and directories are created", "[register]") {
+    TempDir t;
+    std::string p = t / "etc/nri/conf.json";
+    RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
+    CHECK(r.exit_code == 0);
+    CHECK(r.changed);
+    CHECK(r.message == "nri-qos: registered \"nri-qos\" in " + p +
+                           " (new file; NRI v0.1 reads it at every pod/container event)");
+    CHECK(slurp(p) == kFresh);
+    struct stat st {};
+    REQUIRE(::stat(p.c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0644);
+    REQUIRE(::stat((t / "etc/nri").c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0755);
+    CHECK(entries(t / "etc/nri") == std::vector<std::string>{"conf.json"});  // no temp file left
+
+    // Idempotent: second run changes nothing, not even the inode.
+    struct stat before {};
+    ::stat(p.c_str(), &before);
+    r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(r.changed);
+    CHECK(r.message == "nri-qos: \"nri-qos\" already registered in " + p + " (unchanged)");
+    struct stat after {};
+    ::stat(p.c_str(), &after);
+    CHECK(before.st_ino == after.st_ino);
+}
+
+TEST_CASE("register_v01: empty or whitespace-only file is treated as absent, mode kept",
+          "[register]") {
+    TempDir t;
+    std::string p = t / "conf.json";
+    spit(p, GENERATE(std::string(""), std::string(" \n\t\n")));
+    ::chmod(p.c_str(), 0600);
+    RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
+    CHECK(r.exit_code == 0);
+    CHECK(slurp(p) == kFresh);
+    struct stat st {};
+    ::stat(p.c_str(), &st);
+    CHECK((st.st_mode & 07777) == 0600);
+}
+
+TEST_CASE("register_v01: other plugins and keys are kept in order", "[register]") {
+    TempDir t;
+    std::string p = t / "conf.json";
+    spit(p, kOther);
+    ::chmod(p.c_str(), 0640);
+    nlohmann::ordered_json conf = nlohmann::ordered_json::parse(R"({"policy":"/p.toml","debug":true})");
+    RegisterResult r = nriqos::register_v01_ordered(p, "nri-qos", conf);
+    CHECK(r.exit_code == 0);
+    CHECK(r.changed);
+    CHECK(r.message == "nri-qos: registered \"nri-qos\" in " + p +
+                           " (NRI v0.1 reads it at every pod/container event)");
+    CHECK(slurp(p) ==
+          "{\n"
+          "  \"version\": \"0.1\",\n"
+          "  \"plugins\": [\n"
+          "    {\n"
+          "      \"type\": \"other\",\n"
+          "      \"conf\": {\n"
+          "        \"b\": 1,\n"
+          "        \"a\": [\n"
+          "          1,\n"
+          "          2\n"
+          "        ]\n"
+          "      }\n"
+          "    },\n"
+          "    {\n"
+          "      \"type\": \"nri-qos\",\n"
+          "      \"conf\": {\n"
+          "        \"policy\": \"/p.toml\",\n"
+          "        \"debug\": true\n"
+          "      }\n"
+          "    }\n"
+          "  ],\n"
+          "  \"zeta\": {\n"
+          "    \"y\": 1,\n"
+          "    \"x\": 2\n"
+          "  }\n"
+          "}\n");
+    struct stat st {};
+    ::stat(p.c_str(), &st);
+    CHECK((st.st_mode & 07777) == 0640);
+
+    // Unregister restores the other plugin and keys (normalised formatting).
+    r = nriqos::unregister_v01(p, "nri-qos");
+    CHECK(r.exit_code == 0);
+    CHECK(r.changed);
+    CHECK(r.message == "nri-qos: unregistered \"nri-qos\" from " + p);
+    CHECK(nlohmann::ordered_json::parse(slurp(p)) == nlohmann::ordered_json::parse(kOther));
+    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() == kOther);  // same key order
+    ::stat(p.c_str(), &st);
+    CHECK((st.st_mode & 07777) == 0640);
+
+    // Nothing left to remove.
+    r = nriqos::unregister_v01(p, "nri-qos");
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(r.changed);
+    CHECK(r.message == "nri-qos: \"nri-qos\" not registered in " + p);
+}
+
+TEST_CASE("register_v01: existing entry is updated in place, duplicates dropped", "[register]") {
+    TempDir t;
+    std::string p = t / "conf.json";
+    const std::string old =
+        R"({"plugins":[{"type":"nri-qos","conf":{"old":1},"extra":"x"},{"type":"other"},)"
+        R"({"type":"nri-qos","conf":{}}],"version":"0.1"})";
+    spit(p, old);
+
+    SECTION("explicit conf replaces the old one, entry's other members kept") {
+        RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json{{"new", 2}});
+        CHECK(r.exit_code == 0);
+        CHECK(r.message == "nri-qos: updated \"nri-qos\" in " + p +
+                               " (NRI v0.1 reads it at every pod/container event)");
+        CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
+              R"({"plugins":[{"type":"nri-qos","conf":{"new":2},"extra":"x"},{"type":"other"}],"version":"0.1"})");
+    }
+    SECTION("replace_conf=false keeps the administrator's conf (package upgrade)") {
+        RegisterResult r =
+            nriqos::register_v01(p, "nri-qos", nlohmann::json::object(), /*replace_conf=*/false);
+        CHECK(r.exit_code == 0);
+        CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
+              R"({"plugins":[{"type":"nri-qos","conf":{"old":1},"extra":"x"},{"type":"other"}],"version":"0.1"})");
+    }
+    SECTION("unregister removes every entry of our type and keeps the file") {
+        RegisterResult r = nriqos::unregister_v01(p, "nri-qos");
+        CHECK(r.exit_code == 0);
+        CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
+              R"({"plugins":[{"type":"other"}],"version":"0.1"})");
+    }
+}
+
+TEST_CASE("register_v01: invalid JSON is refused and the file left untouched", "[register]") {
+    TempDir t;
+    std::string p = t / "conf.json";
+    const std::string bad = "{\"version\":\"0.1\",\n\"plugins\":[{\"type\":\"other\"},]}\n";
+    spit(p, bad);
+    RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
+    CHECK(r.exit_code == 1);
+    CHECK_FALSE(r.changed);
+    CHECK(r.message ==
+          "nri-qos: error: " + p +
+              " is not valid JSON (parse error at line 2, column 29: syntax error while parsing "
+              "value - unexpected ']'; expected '[', '{', or a literal); left untouched");
+    CHECK(slurp(p) == bad);
+    CHECK(entries(t.path) == std::vector<std::string>{"conf.json"});
+
+    r = nriqos::unregister_v01(p, "nri-qos");
+    CHECK(r.exit_code == 1);
+    CHECK(slurp(p) == bad);
+}
+
+TEST_CASE("register_v01: wrong shape is refused and the file left untouched", "[register]") {
+    TempDir t;
+    std::string p = t / "conf.json";
+    struct Case {
+        std::string text, why;
+    };
+    auto c = GENERATE(Case{"[]", "top level is not an object"},
+                      Case{R"({"plugins":{}})", "\"plugins\" is not an array"},
+                      Case{R"({"version":1,"plugins":[]})", "\"version\" is not a string"},
+                      Case{R"({"plugins":["nri-qos"]})", "plugins[0] is not an object"},
+                      Case{R"({"plugins":[{"type":"a"},{"conf":{}}]})",
+                           "plugins[1] has no string \"type\""},
+                      Case{R"({"plugins":[{"type":7}]})", "plugins[0] has no string \"type\""});
+    spit(p, c.text);
+    const std::string want =
+        "nri-qos: error: " + p + " is not an NRI v0.1 config: " + c.why + "; left untouched";
+    RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
+    CHECK(r.exit_code == 1);
+    CHECK(r.message == want);
+    CHECK(slurp(p) == c.text);
+    r = nriqos::unregister_v01(p, "nri-qos");
+    CHECK(r.exit_code == 1);
+    CHECK(r.message == want);
+    CHECK(slurp(p) == c.text);
+}
+
+TEST_CASE("register_v01: missing plugins array is appended, missing version not added",
+          "[register]") {
+    TempDir t;
+    std::string p = t / "conf.json";
+    spit(p, R"({"comment":"site"})");
+    RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
+    CHECK(r.exit_code == 0);
+    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
+          R"({"comment":"site","plugins":[{"type":"nri-qos","conf":{}}]})");
+}
+
+TEST_CASE("register_v01: bad arguments", "[register]") {
+    TempDir t;
+    std::string p = t / "conf.json";
+    RegisterResult r = nriqos::register_v01(p, "../evil", nlohmann::json::object());
+    CHECK(r.exit_code == 2);
+    CHECK(r.message ==
+          "nri-qos: error: invalid plugin type \"../evil\" (allowed: letters, digits, '.', '_', '-')");
+    r = nriqos::register_v01(p, "nri-qos", nlohmann::json::array({1}));
+    CHECK(r.exit_code == 2);
+    CHECK(r.message == "nri-qos: error: plugin conf must be a JSON object, got array");
+    CHECK_FALSE(exists(p));
+}
+
+TEST_CASE("register_v01: unwritable locations give a clear error", "[register]") {
+    TempDir t;
+    SECTION("parent path is a regular file") {
+        spit(t / "file", "x");
+        std::string p = t / "file/nri/conf.json";
+        RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
+        CHECK(r.exit_code == 1);
+        CHECK(r.message == "nri-qos: error: cannot read " + p + ": Not a directory");
+        CHECK(slurp(t / "file") == "x");
+    }
+    SECTION("conf path is a directory") {
+        ::mkdir((t / "conf.json").c_str(), 0755);
+        RegisterResult r = nriqos::register_v01(t / "conf.json", "nri-qos", nlohmann::json::object());
+        CHECK(r.exit_code == 1);
+        CHECK(r.message == "nri-qos: error: cannot read " + (t / "conf.json") + ": Is a directory");
+    }
+    SECTION("read-only file system (tmpfs mounted ro; root bypasses mode bits, not EROFS)") {
+        std::string d = t / "ro";
+        ::mkdir(d.c_str(), 0755);
+        if (::mount("tmpfs", d.c_str(), "tmpfs", 0, "size=64k") != 0) {
+            WARN("cannot mount tmpfs (not root / no CAP_SYS_ADMIN): read-only case not run");
+            return;
+        }
+        struct Unmount {
+            std::string dir;
+            ~Unmount() { ::umount2(dir.c_str(), MNT_DETACH); }
+        } unmount{d};
+        spit(d + "/conf.json", kOther);
+        REQUIRE(::mount("tmpfs", d.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) == 0);
+        RegisterResult r =
+            nriqos::register_v01(d + "/conf.json", "nri-qos", nlohmann::json::object());
+        RegisterResult r2 =
+            nriqos::register_v01(d + "/sub/conf.json", "nri-qos", nlohmann::json::object());
+        RegisterResult r3 = nriqos::unregister_v01(d + "/conf.json", "other");
+        const std::string after = slurp(d + "/conf.json");
+        CHECK(r.exit_code == 1);
+        CHECK(r.message == "nri-qos: error: cannot write " + d +
+                               "/conf.json: cannot create a temporary file in " + d +
+                               ": Read-only file system");
+        CHECK(r2.exit_code == 1);
+        CHECK(r2.message ==
+              "nri-qos: error: cannot create directory " + d + "/sub: Read-only file system");
+        CHECK(r3.exit_code == 1);
+        CHECK(after == kOther);
+    }
+}
+
+TEST_CASE("register_v01: a symlinked conf.json is edited through the link", "[register]") {
+    TempDir t;
+    spit(t / "real.json", kOther);
+    REQUIRE(::symlink((t / "real.json").c_str(), (t / "conf.json").c_str()) == 0);
+    RegisterResult r = nriqos::register_v01(t / "conf.json", "nri-qos", nlohmann::json::object());
+    CHECK(r.exit_code == 0);
+    struct stat st {};
+    ::lstat((t / "conf.json").c_str(), &st);
+    CHECK(S_ISLNK(st.st_mode));
+    CHECK(nlohmann::ordered_json::parse(slurp(t / "real.json"))["plugins"][1]["type"] == "nri-qos");
+}
+
+TEST_CASE("unregister_v01: absent file, and the file created by register is removed",
+          "[register]") {
+    TempDir t;
+    std::string p = t / "nri/conf.json";
+    RegisterResult r = nriqos::unregister_v01(p, "nri-qos");
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(r.changed);
+    CHECK(r.message == "nri-qos: \"nri-qos\" not registered (" + p + " absent or empty)");
+    CHECK_FALSE(exists(p));
+
+    REQUIRE(nriqos::register_v01(p, "nri-qos", nlohmann::json{{"a", 1}}).ok());
+    r = nriqos::unregister_v01(p, "nri-qos");
+    CHECK(r.exit_code == 0);
+    CHECK(r.message == "nri-qos: unregistered \"nri-qos\": removed " + p +
+                           " (it listed no other plugin)");
+    CHECK_FALSE(exists(p));
+    CHECK(exists(t / "nri"));  // the directory is left alone
+
+    // Same plugin list but an extra key: not ours alone → file kept with an empty list.
+    spit(p, R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{}}],"site":1})");
+    r = nriqos::unregister_v01(p, "nri-qos");
+    CHECK(r.exit_code == 0);
+    CHECK(slurp(p) == "{\n  \"version\": \"0.1\",\n  \"plugins\": [],\n  \"site\": 1\n}\n");
+}
+
+TEST_CASE("enable_native / disable_native manage the NN-nri-qos symlink", "[register]") {
+    TempDir t;
+    std::string bin = t / "bin/nri-qos";
+    ::mkdir((t / "bin").c_str(), 0755);
+    spit(bin, "#!/bin/sh\n");
+    ::chmod(bin.c_str(), 0755);
+    std::string dir = t / "plugins";
+
+    RegisterResult r = nriqos::enable_native(dir, "10", bin);
+    CHECK(r.exit_code == 0);
+    CHECK(r.changed);
+    CHECK(r.message == "nri-qos: enabled native NRI plugin " + dir + "/10-nri-qos -> " + bin +
+                           " (restart the runtime, e.g. containerd, to load it)");
+    char buf[4096] = {};
+    REQUIRE(::readlink((dir + "/10-nri-qos").c_str(), buf, sizeof buf - 1) > 0);
+    CHECK(std::string(buf) == bin);
+
+    r = nriqos::enable_native(dir, "10", bin);
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(r.changed);
+    CHECK(r.message == "nri-qos: native NRI plugin " + dir + "/10-nri-qos -> " + bin +
+                           " already in place");
+
+    // Moving the index removes the old link.
+    r = nriqos::enable_native(dir, "05", bin);
+    CHECK(r.exit_code == 0);
+    CHECK(entries(dir) == std::vector<std::string>{"05-nri-qos"});
+    CHECK(r.message == "nri-qos: enabled native NRI plugin " + dir + "/05-nri-qos -> " + bin +
+                           "; removed 10-nri-qos (restart the runtime, e.g. containerd, to load it)");
+
+    // Bad arguments.
+    CHECK(nriqos::enable_native(dir, "5", bin).message ==
+          "nri-qos: error: invalid plugin index \"5\" (need two digits, 00-99)");
+    CHECK(nriqos::enable_native(dir, "10", "bin/nri-qos").exit_code == 2);
+    CHECK(nriqos::enable_native(dir, "10", t / "nope").message ==
+          "nri-qos: error: cannot use " + (t / "nope") + ": No such file or directory");
+    spit(dir + "/20-nri-qos", "copy");
+    CHECK(nriqos::enable_native(dir, "20", bin).message ==
+          "nri-qos: error: " + dir + "/20-nri-qos exists and is not a symlink (remove it first)");
+
+    // disable: only symlinks to our binary go; the foreign copy is reported and kept.
+    r = nriqos::disable_native(dir, "", bin);
+    CHECK(r.exit_code == 1);
+    CHECK(r.message == "nri-qos: error: removed " + dir + "/05-nri-qos; kept " + dir +
+                           "/20-nri-qos: not a symlink to " + bin);
+    CHECK(entries(dir) == std::vector<std::string>{"20-nri-qos"});
+    ::unlink((dir + "/20-nri-qos").c_str());
+    r = nriqos::disable_native(dir, "", bin);
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(r.changed);
+    CHECK(r.message == "nri-qos: no native NRI plugin entry for \"nri-qos\" in " + dir);
+    // A dangling link to our path (binary already removed) is still removed.
+    ::symlink(bin.c_str(), (dir + "/10-nri-qos").c_str());
+    ::unlink(bin.c_str());
+    r = nriqos::disable_native(dir, "10", bin);
+    CHECK(r.exit_code == 0);
+    CHECK(r.message == "nri-qos: disabled native NRI plugin: removed " + dir +
+                           "/10-nri-qos (restart the runtime to stop the running relay)");
+    CHECK(entries(dir).empty());
+}
+
+TEST_CASE("add_register_commands: CLI wiring and exit codes", "[register]") {
+    TempDir t;
+    std::string p = t / "conf.json";
+    auto run = [](std::vector<std::string> args) {
+        CLI::App app{"nri-qos"};
+        nriqos::add_register_commands(app);
+        std::vector<const char*> argv{"nri-qos"};
+        for (auto& a : args) argv.push_back(a.c_str());
+        try {
+            app.parse(static_cast<int>(argv.size()), const_cast<char**>(argv.data()));
+        } catch (const CLI::ParseError& e) {
+            return app.exit(e);
+        }
+        return 0;
+    };
+    CHECK(run({"register", "--conf-json", p, "--plugin-conf", R"({"b":1,"a":2})"}) == 0);
+    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
+          R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"b":1,"a":2}}]})");
+    // Without --plugin-conf an existing entry keeps its conf.
+    CHECK(run({"register", "--conf-json", p}) == 0);
+    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
+          R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"b":1,"a":2}}]})");
+    CHECK(run({"register", "--conf-json", p, "--plugin-conf", "{"}) == 2);
+    CHECK(run({"register", "--conf-json", p, "--plugin-conf", "[]"}) == 2);
+    spit(t / "bad.json", "nope");
+    CHECK(run({"register", "--conf-json", t / "bad.json"}) == 1);
+    CHECK(slurp(t / "bad.json") == "nope");
+    CHECK(run({"unregister", "--conf-json", p}) == 0);
+    CHECK_FALSE(exists(p));
+}
