@@ -41,15 +41,16 @@ extern "C" void on_deadline(int) {
 
 void arm_deadline(Mode mode, int ms) {
     if (ms <= 0 || mode == Mode::Explain) return;
-    json out;
-    const char* warn = "deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied";
-    if (mode == Mode::Invoke)
-        out = {{"plugin", kPluginName}, {"version", "0.1"}, {"error", ""}, {"metadata", {{"warning", warn}}}};
-    else
-        out = {{"error", ""}, {"on_child_failure", "open"}, {"adjustment", nullptr}, {"update", nullptr}, {"metadata", {{"warning", warn}}}};
-    std::string s = out.dump() + "\n";
-    g_deadline_len = std::min(s.size(), sizeof g_deadline_out);
-    std::memcpy(g_deadline_out, s.data(), g_deadline_len);
+    // What nlohmann's dump() prints for the fail-open Result (keys sorted), built without a
+    // json object, byte-identical to the former dump() (tests/hostile.sh deadline cases).
+#define NRIQOS_DEADLINE_WARNING "deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied"
+    static const char kInvoke[] = "{\"error\":\"\",\"metadata\":{\"warning\":\"" NRIQOS_DEADLINE_WARNING "\"},\"plugin\":\"nri-qos\",\"version\":\"0.1\"}\n";
+    static const char kEval[] = "{\"adjustment\":null,\"error\":\"\",\"metadata\":{\"warning\":\"" NRIQOS_DEADLINE_WARNING
+                                "\"},\"on_child_failure\":\"open\",\"update\":null}\n";
+#undef NRIQOS_DEADLINE_WARNING
+    const char* s = mode == Mode::Invoke ? kInvoke : kEval;
+    g_deadline_len = std::min(std::strlen(s), sizeof g_deadline_out);
+    std::memcpy(g_deadline_out, s, g_deadline_len);
     struct sigaction sa {};
     sa.sa_handler = on_deadline;
     sigaction(SIGALRM, &sa, nullptr);
@@ -199,9 +200,20 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
     try {
         Request& r = *req;
         std::string ppath = policy_path_for(opt, &r);
+        // The sandbox memo is merged first: the compiled policy then materialises only the
+        // rules that can match this request (policy_cache.hpp load_policy_for).
+        StateDir state(opt.state_dir);
+        if (!r.is_sandbox && (r.event == Event::Create || r.event == Event::Update || r.event == Event::CreateContainer ||
+                              r.event == Event::StartContainer || r.event == Event::UpdateContainer)) {
+            if (auto m = state.load(r.sandbox_id)) {
+                for (auto& [k, v] : m->annotations) r.annotations.emplace(k, v);  // the request's own win
+                if (r.pod_namespace.empty()) r.pod_namespace = m->pod_namespace;
+                if (r.pod_name.empty()) r.pod_name = m->pod_name;
+            }
+        }
         Policy policy;
         try {
-            policy = load_policy(ppath, opt.cache_dir);
+            policy = load_policy_for(ppath, opt.cache_dir, r);
         } catch (const InputError& e) {
             early_error(c, std::string("policy: ") + e.what());
             out = render(c, &r, exit_code);
@@ -212,16 +224,6 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
 
         std::optional<CgroupPaths> paths;
         if (r.cgroups_path) paths = resolve_cgroups_path(*r.cgroups_path);
-
-        StateDir state(opt.state_dir);
-        if (!r.is_sandbox && (r.event == Event::Create || r.event == Event::Update || r.event == Event::CreateContainer ||
-                              r.event == Event::StartContainer || r.event == Event::UpdateContainer)) {
-            if (auto m = state.load(r.sandbox_id)) {
-                for (auto& [k, v] : m->annotations) r.annotations.emplace(k, v);  // the request's own win
-                if (r.pod_namespace.empty()) r.pod_namespace = m->pod_namespace;
-                if (r.pod_name.empty()) r.pod_name = m->pod_name;
-            }
-        }
         Facts facts{&r, paths ? kube_qos_from_path(paths->pod) : KubeQos::Unknown};
         Decision d = classify(policy, facts);
         c.fail_closed_class = d.cls->fail_closed;
@@ -271,8 +273,8 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
 
 int check_policy(const std::string& path, const std::string& cache_dir, std::string& out) {
     try {
-        Policy p = load_policy_toml(path);
-        if (!cache_dir.empty()) load_policy(path, cache_dir);
+        // One TOML parse: with a cache dir, load_policy compiles and stores (or validates a hit).
+        Policy p = cache_dir.empty() ? load_policy_toml(path) : load_policy(path, cache_dir);
         out = path + ": OK (" + std::to_string(p.rules.size()) + " rules, " + std::to_string(p.classes.size()) + " classes, default class " +
               p.default_class + ")";
         return 0;

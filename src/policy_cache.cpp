@@ -1,113 +1,690 @@
 #include "policy_cache.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <ctime>
 #include <fcntl.h>
-#include <functional>
-#include <sys/stat.h>
+#include <link.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
-#include "kernel.hpp"
-
-using nlohmann::json;
-
 namespace nriqos {
+namespace policy_cache {
 
 namespace {
-constexpr size_t kMaxCacheBytes = 64u << 20;
 
-/// Identity of the policy file and of this build: any change invalidates the cache entry.
-json cache_key(const struct stat& st) {
-    struct stat self {};
-    if (stat("/proc/self/exe", &self) != 0) self = {};
-    return json::array({NRI_QOS_VERSION, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
-                        static_cast<int64_t>(st.st_size), static_cast<int64_t>(st.st_mtim.tv_sec), st.st_mtim.tv_nsec,
-                        static_cast<int64_t>(st.st_ctim.tv_sec), st.st_ctim.tv_nsec,
-                        static_cast<uint64_t>(self.st_ino), static_cast<int64_t>(self.st_mtim.tv_sec), self.st_mtim.tv_nsec,
-                        static_cast<int64_t>(self.st_size)});
+constexpr char kMagic[8] = {'N', 'R', 'I', 'Q', 'O', 'S', 'P', 'C'};
+constexpr uint32_t kEndianProbe = 0x01020304;
+constexpr size_t kHeaderBytes = 48;
+constexpr size_t kMmapThreshold = 256u << 10;  ///< larger files are mmap(2)ed instead of read(2)
+constexpr size_t kVerifyWholeBytes = 256u << 10;  ///< files up to this size are checksummed whole
+
+// ---- hashing ------------------------------------------------------------------------------
+constexpr uint64_t P1 = 11400714785074694791ULL, P2 = 14029467366897019727ULL, P3 = 1609587929392839161ULL,
+                   P4 = 9650029242287828579ULL, P5 = 2870177450012600261ULL;
+
+inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+inline uint64_t round64(uint64_t acc, uint64_t in) { return rotl(acc + in * P2, 31) * P1; }
+inline uint64_t load64(const unsigned char* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
 }
 
-std::string cache_name(const std::string& path) {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%016zx", std::hash<std::string>{}(path));
-    return std::string("policy-") + buf + ".cbor";
+// ---- writer -------------------------------------------------------------------------------
+struct Writer {
+    std::string b;
+    void u8(uint8_t v) { b.push_back(static_cast<char>(v)); }
+    void u32(uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); }
+    void u64(uint64_t v) { b.append(reinterpret_cast<const char*>(&v), 8); }
+    void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
+    void str(std::string_view s) {
+        u32(static_cast<uint32_t>(s.size()));
+        b.append(s.data(), s.size());
+    }
+    void strs(const std::vector<std::string>& v) {
+        u32(static_cast<uint32_t>(v.size()));
+        for (const auto& s : v) str(s);
+    }
+    void globs(const GlobMap& m) {
+        u32(static_cast<uint32_t>(m.size()));
+        for (const auto& [k, g] : m) {
+            str(k);
+            str(g);
+        }
+    }
+    void knobs(const std::vector<KnobSetting>& ks) {
+        u32(static_cast<uint32_t>(ks.size()));
+        for (const auto& k : ks) {
+            u8(static_cast<uint8_t>(k.id));
+            u8(static_cast<uint8_t>(k.value.kind));
+            i64(k.value.num);
+            str(k.value.text);
+            str(k.raw_file);
+            str(k.raw_ctrl);
+        }
+    }
+    void put32(size_t at, uint32_t v) { std::memcpy(&b[at], &v, 4); }
+    void put64(size_t at, uint64_t v) { std::memcpy(&b[at], &v, 8); }
+};
+
+// ---- reader: every access bounds-checked; a failure sticks --------------------------------
+struct Reader {
+    const unsigned char* p;
+    size_t n, pos = 0;
+    bool ok = true;
+    Reader(std::string_view s, size_t at) : p(reinterpret_cast<const unsigned char*>(s.data())), n(s.size()), pos(at) {
+        if (pos > n) ok = false;
+    }
+    bool need(size_t k) {
+        if (!ok || n - pos < k) ok = false;
+        return ok;
+    }
+    uint8_t u8() { return need(1) ? p[pos++] : 0; }
+    uint32_t u32() {
+        uint32_t v = 0;
+        if (need(4)) std::memcpy(&v, p + pos, 4), pos += 4;
+        return v;
+    }
+    uint64_t u64() {
+        uint64_t v = 0;
+        if (need(8)) std::memcpy(&v, p + pos, 8), pos += 8;
+        return v;
+    }
+    int64_t i64() { return static_cast<int64_t>(u64()); }
+    std::string_view view() {
+        uint32_t len = u32();
+        if (!need(len)) return {};
+        std::string_view s(reinterpret_cast<const char*>(p + pos), len);
+        pos += len;
+        return s;
+    }
+    std::string str() { return std::string(view()); }
+    /// A count of items each at least `min_bytes` long (refuses counts the blob cannot hold).
+    uint32_t count(size_t min_bytes) {
+        uint32_t c = u32();
+        if (ok && min_bytes && c > (n - pos) / min_bytes) ok = false;
+        return ok ? c : 0;
+    }
+    std::vector<std::string> strs() {
+        std::vector<std::string> v;
+        uint32_t c = count(4);
+        v.reserve(c);
+        for (uint32_t i = 0; i < c && ok; ++i) v.push_back(str());
+        return v;
+    }
+    GlobMap globs() {
+        GlobMap m;
+        uint32_t c = count(8);
+        m.reserve(c);
+        for (uint32_t i = 0; i < c && ok; ++i) {
+            std::string k = str();
+            m.emplace_back(std::move(k), str());
+        }
+        return m;
+    }
+    std::vector<KnobSetting> knobs() {
+        std::vector<KnobSetting> v;
+        uint32_t c = count(22);
+        v.reserve(c);
+        for (uint32_t i = 0; i < c && ok; ++i) {
+            uint8_t id = u8(), kind = u8();
+            if (id > static_cast<uint8_t>(KnobId::Raw) || kind > KnobValue::Text) ok = false;
+            KnobSetting k{static_cast<KnobId>(id), {}, {}, {}};
+            k.value.kind = static_cast<KnobValue::Kind>(kind);
+            k.value.num = i64();
+            k.value.text = str();
+            k.raw_file = str();
+            k.raw_ctrl = str();
+            v.push_back(std::move(k));
+        }
+        return v;
+    }
+};
+
+// ---- rule index ---------------------------------------------------------------------------
+// Anchor tags: 'L' label key=value, 'A' annotation key=value, 'l' label key, 'a' annotation key,
+// 'N' namespace, 'P' pod name, 'C' container name.
+uint64_t anchor(char tag, std::string_view k, std::string_view v = {}) {
+    uint64_t h = hash64(k.data(), k.size(), static_cast<unsigned char>(tag));
+    return hash64(v.data(), v.size(), h ^ (v.size() * P5 + 0x9e37));
 }
 
-bool read_all(int fd, std::string& out, size_t max) {
-    struct stat st {};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) > max) return false;
-    out.resize(static_cast<size_t>(st.st_size));
+bool literal(const std::string& g) { return g.find_first_of("*?[") == std::string::npos; }
+bool all_literal(const std::vector<std::string>& v) {
+    if (v.empty()) return false;
+    for (const auto& g : v)
+        if (!literal(g)) return false;
+    return true;
+}
+
+/// Hashes of one necessary condition of `m`: the rule can only match a request that produces
+/// one of them (see request_anchors). Empty: no usable condition ("always" candidate).
+std::vector<uint64_t> rule_anchors(const Match& m) {
+    for (const auto& [k, g] : m.labels)
+        if (literal(g)) return {anchor('L', k, g)};
+    for (const auto& [k, g] : m.annotations)
+        if (literal(g)) return {anchor('A', k, g)};
+    for (const auto& [k, g] : m.labels_or_annotations)
+        if (literal(g)) return {anchor('L', k, g), anchor('A', k, g)};
+    std::vector<uint64_t> out;
+    auto list = [&](char tag, const std::vector<std::string>& v) {
+        if (!all_literal(v)) return false;
+        for (const auto& s : v) out.push_back(anchor(tag, s));
+        return true;
+    };
+    if (list('N', m.namespaces) || list('P', m.pod_names) || list('C', m.container_names)) return out;
+    if (!m.labels.empty()) return {anchor('l', m.labels.front().first)};
+    if (!m.annotations.empty()) return {anchor('a', m.annotations.front().first)};
+    if (!m.labels_or_annotations.empty()) {
+        const std::string& k = m.labels_or_annotations.front().first;
+        return {anchor('l', k), anchor('a', k)};
+    }
+    return {};
+}
+
+void request_anchors(const Request& r, std::vector<uint64_t>& out) {
+    out.reserve(2 * (r.labels.size() + r.annotations.size()) + 3);
+    for (const auto& [k, v] : r.labels) {
+        out.push_back(anchor('L', k, v));
+        out.push_back(anchor('l', k));
+    }
+    for (const auto& [k, v] : r.annotations) {
+        out.push_back(anchor('A', k, v));
+        out.push_back(anchor('a', k));
+    }
+    out.push_back(anchor('N', r.pod_namespace));
+    out.push_back(anchor('P', r.pod_name));
+    if (!r.is_sandbox) out.push_back(anchor('C', r.container_name));  // container_name never matches a sandbox
+}
+
+Rule read_rule(Reader& rd) {
+    Rule r;
+    r.name = rd.str();
+    r.cls = rd.str();
+    r.line = static_cast<int>(rd.u32());
+    r.match.labels = rd.globs();
+    r.match.annotations = rd.globs();
+    r.match.labels_or_annotations = rd.globs();
+    r.match.namespaces = rd.strs();
+    r.match.pod_names = rd.strs();
+    r.match.container_names = rd.strs();
+    r.match.kind = static_cast<int>(rd.u32());
+    if (r.match.kind < 0 || r.match.kind > 2) rd.ok = false;
+    uint32_t nq = rd.count(1);
+    for (uint32_t i = 0; i < nq && rd.ok; ++i) {
+        uint8_t q = rd.u8();
+        if (q > static_cast<uint8_t>(KubeQos::Guaranteed)) rd.ok = false;
+        r.match.kube_qos.push_back(static_cast<KubeQos>(q));
+    }
+    return r;
+}
+
+// ---- build identity -----------------------------------------------------------------------
+int find_build_id(struct dl_phdr_info* info, size_t, void* data) {
+    auto* out = static_cast<std::string*>(data);
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_NOTE) continue;
+        const auto* p = reinterpret_cast<const unsigned char*>(info->dlpi_addr + ph.p_vaddr);
+        size_t off = 0;
+        while (off + sizeof(ElfW(Nhdr)) <= ph.p_memsz) {
+            ElfW(Nhdr) nh;
+            std::memcpy(&nh, p + off, sizeof nh);
+            size_t name_at = off + sizeof nh, desc_at = name_at + ((nh.n_namesz + 3u) & ~3u);
+            size_t next = desc_at + ((nh.n_descsz + 3u) & ~3u);
+            if (next > ph.p_memsz) break;
+            if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && std::memcmp(p + name_at, "GNU", 4) == 0 && nh.n_descsz > 0) {
+                static const char hex[] = "0123456789abcdef";
+                std::string s = "build-id:";
+                for (size_t j = 0; j < nh.n_descsz; ++j) {
+                    s += hex[p[desc_at + j] >> 4];
+                    s += hex[p[desc_at + j] & 15];
+                }
+                *out = std::move(s);
+                return 1;
+            }
+            off = next;
+        }
+    }
+    return 1;  // only the main executable (first object) is of interest
+}
+
+bool read_fd(int fd, char* buf, size_t n) {
     size_t got = 0;
-    while (got < out.size()) {
-        ssize_t n = read(fd, &out[got], out.size() - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        got += static_cast<size_t>(n);
+    while (got < n) {
+        ssize_t k = read(fd, buf + got, n - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return false;
+        got += static_cast<size_t>(k);
     }
     return true;
 }
 
-void store(const std::string& dir, const std::string& name, const json& key, const Policy& p) {
-    for (size_t pos = dir.find('/', 1);; pos = dir.find('/', pos + 1)) {  // mkdir -p, mode 0700
+/// The bytes of a cache file: read(2) for small files, a private read-only mapping for large
+/// ones, of which only the pages used are touched (and checksummed).
+class Blob {
+public:
+    ~Blob() {
+        if (map_) munmap(map_, size_);
+    }
+    bool load(int fd, size_t size) {
+        size_ = size;
+        if (size >= kMmapThreshold) {
+            void* m = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+            if (m == MAP_FAILED) return false;
+            map_ = m;
+            return true;
+        }
+        buf_.resize(size);
+        return read_fd(fd, buf_.data(), size);
+    }
+    std::string_view view() const {
+        return map_ ? std::string_view(static_cast<const char*>(map_), size_) : std::string_view(buf_.data(), buf_.size());
+    }
+
+private:
+    void* map_ = nullptr;
+    size_t size_ = 0;
+    std::string buf_;
+};
+
+/// Root-only directory: owned by us, not writable by group or others.
+bool dir_trusted(const struct stat& st) { return S_ISDIR(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 022); }
+
+bool racy_now(const struct stat& st) {
+    struct timespec now {};
+    clock_gettime(CLOCK_REALTIME, &now);
+    time_t newest = std::max(st.st_mtim.tv_sec, st.st_ctim.tv_sec);
+    return now.tv_sec < newest + kRacySeconds;
+}
+
+/// Read the policy text (for the racy check); false when it cannot be read.
+bool policy_text_hash(const std::string& path, uint64_t& h) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return false;
+    struct stat st {};
+    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) <= kMaxPolicyBytes;
+    std::string text;
+    if (ok) {
+        text.resize(static_cast<size_t>(st.st_size));
+        ok = read_fd(fd, text.data(), text.size());
+    }
+    close(fd);
+    if (ok) h = hash64(text.data(), text.size());
+    return ok;
+}
+
+void mkdir_p(const std::string& dir) {
+    for (size_t pos = dir.find('/', 1);; pos = dir.find('/', pos + 1)) {
         std::string part = dir.substr(0, pos);
-        if (mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return;
+        if (!part.empty() && mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return;
         if (pos == std::string::npos) break;
     }
-    int dfd = open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+/// Write `bytes` as `dir/name` atomically (temp file + rename). Best effort: a cache that
+/// cannot be written only costs speed.
+void store(const std::string& dir, const std::string& name, const std::string& bytes) {
+    mkdir_p(dir);
+    int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) return;
     struct stat dst {};
-    // Root-only directory: refuse to use one that others can write.
-    if (fstat(dfd, &dst) != 0 || dst.st_uid != geteuid() || (dst.st_mode & 022)) {
+    if (fstat(dfd, &dst) != 0 || !dir_trusted(dst)) {
         close(dfd);
         return;
     }
-    std::vector<uint8_t> bytes = json::to_cbor(json{{"key", key}, {"policy", policy_to_json(p)}});
-    std::string tmp = "." + name + "." + std::to_string(getpid()) + ".tmp";
-    int fd = open_beneath(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
+    struct timespec ts {};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    char tmp[96];
+    snprintf(tmp, sizeof tmp, ".%.40s.%d.%lx.tmp", name.c_str(), static_cast<int>(getpid()), static_cast<unsigned long>(ts.tv_nsec));
+    int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0) {
-        bool ok = write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
+        size_t off = 0;
+        bool ok = true;
+        while (ok && off < bytes.size()) {
+            ssize_t n = write(fd, bytes.data() + off, bytes.size() - off);
+            if (n < 0 && errno == EINTR) continue;
+            ok = n > 0;
+            if (ok) off += static_cast<size_t>(n);
+        }
         ok = close(fd) == 0 && ok;
-        if (!ok || renameat(dfd, tmp.c_str(), dfd, name.c_str()) != 0) unlinkat(dfd, tmp.c_str(), 0);
+        if (!ok || renameat(dfd, tmp, dfd, name.c_str()) != 0) unlinkat(dfd, tmp, 0);
     }
     close(dfd);
 }
-}  // namespace
 
-Policy load_policy(const std::string& path, const std::string& cache_dir, bool* from_cache) {
+Policy load(const std::string& path, const std::string& cache_dir, const Request* filter, bool* from_cache) {
     if (from_cache) *from_cache = false;
     if (cache_dir.empty()) return load_policy_toml(path);
     struct stat st {};
     if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return load_policy_toml(path);  // it reports the error
-    json key = cache_key(st);
-    std::string name = cache_name(path);
-    int dfd = open(cache_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        int fd = open_beneath(dfd, name, O_RDONLY | O_NONBLOCK);
-        close(dfd);
+    std::string key = cache_key(path, st);
+    std::string name = cache_file_name(path);
+    std::string file = cache_dir + "/" + name;
+    struct stat dst {};
+    bool trusted = stat(cache_dir.c_str(), &dst) == 0 && dir_trusted(dst);
+    if (trusted) {
+        int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
         if (fd >= 0) {
-            std::string bytes;
-            bool ok = read_all(fd, bytes, kMaxCacheBytes);
+            struct stat fst {};
+            Blob blob;
+            bool ok = fstat(fd, &fst) == 0 && S_ISREG(fst.st_mode) && fst.st_uid == geteuid() && !(fst.st_mode & 022) &&
+                      static_cast<size_t>(fst.st_size) <= kMaxCacheBytes && blob.load(fd, static_cast<size_t>(fst.st_size));
             close(fd);
             if (ok) {
-                try {
-                    json j = json::from_cbor(bytes);
-                    if (j.at("key") == key) {
-                        Policy p = policy_from_json(j.at("policy"));
-                        if (p.source == path) {
-                            if (from_cache) *from_cache = true;
-                            return p;
-                        }
-                    }
-                } catch (...) {
-                    // corrupt, truncated or foreign: rebuild below
+                Policy p;
+                uint64_t text_hash = 0, now_hash = 0;
+                Decoded d = decode(blob.view(), key, filter, p, &text_hash);
+                if (d == Decoded::Racy && policy_text_hash(path, now_hash) && now_hash == text_hash) {
+                    // Still the text it was compiled from. Once the file is old enough, store a
+                    // normal entry (below, from a fresh compile) so later loads skip this check.
+                    if (racy_now(st)) d = Decoded::Ok;
+                }
+                if (d == Decoded::Ok) {
+                    if (from_cache) *from_cache = true;
+                    return p;
                 }
             }
         }
     }
+    // Miss (or a racy entry whose file is now old enough: rewrite it as a normal entry).
+    // load_policy_toml reads, checks (regular file, not procfs/sysfs, size) and parses the text
+    // with its usual messages. The text is hashed before and after: a policy that changed
+    // meanwhile is not stored (the hash is what a racy entry is verified against).
+    uint64_t before = 0, after = 0;
+    bool hashed = policy_text_hash(path, before);
     Policy p = load_policy_toml(path);
-    store(cache_dir, name, key, p);
+    struct stat st2 {};
+    if (hashed && policy_text_hash(path, after) && after == before && stat(path.c_str(), &st2) == 0 && cache_key(path, st2) == key)
+        store(cache_dir, name, compile(p, key, racy_now(st2), before));
     return p;
+}
+
+}  // namespace
+
+uint64_t hash64(const void* data, size_t n, uint64_t seed) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    const unsigned char* end = p + n;
+    uint64_t h;
+    if (n >= 32) {
+        uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
+        const unsigned char* limit = end - 32;
+        do {
+            v1 = round64(v1, load64(p));
+            v2 = round64(v2, load64(p + 8));
+            v3 = round64(v3, load64(p + 16));
+            v4 = round64(v4, load64(p + 24));
+            p += 32;
+        } while (p <= limit);
+        h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
+        for (uint64_t v : {v1, v2, v3, v4}) h = (h ^ round64(0, v)) * P1 + P4;
+    } else {
+        h = seed + P5;
+    }
+    h += static_cast<uint64_t>(n);
+    for (; p + 8 <= end; p += 8) h = rotl(h ^ round64(0, load64(p)), 27) * P1 + P4;
+    if (p + 4 <= end) {
+        uint32_t w;
+        std::memcpy(&w, p, 4);
+        h = rotl(h ^ (static_cast<uint64_t>(w) * P1), 23) * P2 + P3;
+        p += 4;
+    }
+    for (; p < end; ++p) h = rotl(h ^ (*p * P5), 11) * P1;
+    h ^= h >> 33;
+    h *= P2;
+    h ^= h >> 29;
+    h *= P3;
+    h ^= h >> 32;
+    return h;
+}
+
+const std::string& build_identity() {
+    static const std::string id = [] {
+        std::string s;
+        dl_iterate_phdr(find_build_id, &s);
+        if (s.empty()) {
+            struct stat self {};
+            if (stat("/proc/self/exe", &self) == 0)
+                s = "exe:" + std::to_string(self.st_dev) + ":" + std::to_string(self.st_ino) + ":" + std::to_string(self.st_size) + ":" +
+                    std::to_string(self.st_mtim.tv_sec) + "." + std::to_string(self.st_mtim.tv_nsec);
+        }
+        return s;
+    }();
+    return id;
+}
+
+std::string cache_key(const std::string& path, const struct stat& st) {
+    Writer w;
+    w.str("nri-qos " NRI_QOS_VERSION);
+    w.str(build_identity());
+    w.str(path);
+    w.u64(static_cast<uint64_t>(st.st_dev));
+    w.u64(static_cast<uint64_t>(st.st_ino));
+    w.i64(static_cast<int64_t>(st.st_size));
+    w.i64(static_cast<int64_t>(st.st_mtim.tv_sec));
+    w.i64(st.st_mtim.tv_nsec);
+    w.i64(static_cast<int64_t>(st.st_ctim.tv_sec));
+    w.i64(st.st_ctim.tv_nsec);
+    return std::move(w.b);
+}
+
+std::string cache_file_name(const std::string& path) {
+    char buf[48];
+    snprintf(buf, sizeof buf, "policy-%016llx.bin", static_cast<unsigned long long>(hash64(path.data(), path.size(), 0x6e7269)));
+    return buf;
+}
+
+std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t text_hash) {
+    Writer w;
+    w.b.reserve(4096 + p.rules.size() * 112);
+    w.b.append(kMagic, 8);
+    w.u32(kFormatVersion);
+    w.u32(kEndianProbe);
+    w.u64(0);  // [16] total size
+    w.u64(0);  // [24] end of section A
+    w.u64(0);  // [32] checksum of section A = [kHeaderBytes, end of A)
+    w.u64(0);  // [40] checksum of the whole rest [kHeaderBytes, end of file)
+    // Section A: key, policy header, classes, rule count, index offset, rule offset table.
+    w.str(key);
+    w.u8(racy ? 1 : 0);
+    w.u64(text_hash);
+    w.u32(static_cast<uint32_t>(p.version));
+    w.str(p.default_class);
+    w.u8(p.fail_closed);
+    w.u8(p.linear_weight);
+    w.str(p.source);
+    w.u32(static_cast<uint32_t>(p.classes.size()));
+    for (const auto& [n, c] : p.classes) {
+        w.str(n);
+        w.str(c.description);
+        w.u8(c.fail_closed);
+        w.knobs(c.container);
+        w.knobs(c.pod);
+        w.u8(c.gate.enabled);
+        w.strs(c.gate.namespaces);
+        w.globs(c.gate.labels);
+        w.str(c.gate.fallback);
+    }
+    w.u32(static_cast<uint32_t>(p.rules.size()));
+    size_t index_at = w.b.size();
+    w.u64(0);  // offset of section B (rule index), patched below
+    size_t table = w.b.size();
+    w.b.resize(table + 4 * p.rules.size());
+    w.put64(24, w.b.size());
+    // Rule records: u32 payload length, u64 checksum of the payload, payload.
+    std::vector<std::pair<uint32_t, uint32_t>> index;  // (high 32 bits of the anchor hash, rule)
+    std::vector<uint32_t> always;
+    for (size_t i = 0; i < p.rules.size(); ++i) {
+        const Rule& r = p.rules[i];
+        size_t rec = w.b.size();
+        w.put32(table + 4 * i, static_cast<uint32_t>(rec));
+        w.u32(0);
+        w.u64(0);
+        w.str(r.name);
+        w.str(r.cls);
+        w.u32(static_cast<uint32_t>(r.line));
+        w.globs(r.match.labels);
+        w.globs(r.match.annotations);
+        w.globs(r.match.labels_or_annotations);
+        w.strs(r.match.namespaces);
+        w.strs(r.match.pod_names);
+        w.strs(r.match.container_names);
+        w.u32(static_cast<uint32_t>(r.match.kind));
+        w.u32(static_cast<uint32_t>(r.match.kube_qos.size()));
+        for (auto q : r.match.kube_qos) w.u8(static_cast<uint8_t>(q));
+        size_t len = w.b.size() - rec - 12;
+        w.put32(rec, static_cast<uint32_t>(len));
+        w.put64(rec + 4, hash64(w.b.data() + rec + 12, len));
+        std::vector<uint64_t> a = rule_anchors(r.match);
+        if (a.empty()) always.push_back(static_cast<uint32_t>(i));
+        for (uint64_t h : a) index.emplace_back(static_cast<uint32_t>(h >> 32), static_cast<uint32_t>(i));
+    }
+    std::sort(index.begin(), index.end());
+    index.erase(std::unique(index.begin(), index.end()), index.end());
+    // Section B: u64 checksum of the rest of B, the "always" rules, the sorted index.
+    size_t b_at = w.b.size();
+    w.put64(index_at, b_at);
+    w.u64(0);
+    w.u32(static_cast<uint32_t>(always.size()));
+    for (uint32_t i : always) w.u32(i);
+    w.u32(static_cast<uint32_t>(index.size()));
+    for (const auto& [h, i] : index) {
+        w.u32(h);
+        w.u32(i);
+    }
+    w.put64(b_at, hash64(w.b.data() + b_at + 8, w.b.size() - b_at - 8));
+    w.put64(16, w.b.size());
+    uint64_t a_end;
+    std::memcpy(&a_end, w.b.data() + 24, 8);
+    w.put64(32, hash64(w.b.data() + kHeaderBytes, a_end - kHeaderBytes));
+    w.put64(40, hash64(w.b.data() + kHeaderBytes, w.b.size() - kHeaderBytes));
+    return std::move(w.b);
+}
+
+Decoded decode(std::string_view blob, std::string_view key, const Request* filter, Policy& out, uint64_t* text_hash) {
+    if (blob.size() < kHeaderBytes || std::memcmp(blob.data(), kMagic, 8) != 0) return Decoded::Invalid;
+    Reader rd(blob, 8);
+    if (rd.u32() != kFormatVersion || rd.u32() != kEndianProbe || rd.u64() != blob.size()) return Decoded::Invalid;
+    uint64_t a_end = rd.u64(), a_sum = rd.u64(), all_sum = rd.u64();
+    if (!rd.ok || a_end < kHeaderBytes || a_end > blob.size()) return Decoded::Invalid;
+    // Small files (the usual policies) are verified whole: any damaged byte means a rebuild.
+    // Larger ones are verified section by section as they are used (a byte never used cannot
+    // change the result), which keeps a hit on a 10,000-rule policy cheap.
+    if (blob.size() <= kVerifyWholeBytes && all_sum != hash64(blob.data() + kHeaderBytes, blob.size() - kHeaderBytes))
+        return Decoded::Invalid;
+    if (a_sum != hash64(blob.data() + kHeaderBytes, a_end - kHeaderBytes)) return Decoded::Invalid;
+    rd = Reader(blob.substr(0, a_end), kHeaderBytes);  // section A only
+    if (rd.view() != key || !rd.ok) return Decoded::Invalid;
+    bool racy = rd.u8() != 0;
+    uint64_t th = rd.u64();
+    if (text_hash) *text_hash = th;
+
+    Policy p;
+    p.version = static_cast<int>(rd.u32());
+    if (p.version != kPolicyVersion) return Decoded::Invalid;
+    p.default_class = rd.str();
+    p.fail_closed = rd.u8() != 0;
+    p.linear_weight = rd.u8() != 0;
+    p.source = rd.str();
+    uint32_t nclasses = rd.count(16);
+    for (uint32_t i = 0; i < nclasses && rd.ok; ++i) {
+        ClassDef c;
+        c.name = rd.str();
+        c.description = rd.str();
+        c.fail_closed = rd.u8() != 0;
+        c.container = rd.knobs();
+        c.pod = rd.knobs();
+        c.gate.enabled = rd.u8() != 0;
+        c.gate.namespaces = rd.strs();
+        c.gate.labels = rd.globs();
+        c.gate.fallback = rd.str();
+        std::string n = c.name;
+        p.classes.emplace_hint(p.classes.end(), std::move(n), std::move(c));
+    }
+    uint32_t nrules = rd.count(4);
+    uint64_t b_at = rd.u64();
+    size_t table = rd.pos;
+    if (!rd.need(4ull * nrules) || rd.pos + 4ull * nrules != a_end) return Decoded::Invalid;
+    // One rule record, verified against its own checksum.
+    auto rule_at = [&](uint32_t i, Rule& r) {
+        uint32_t off;
+        std::memcpy(&off, blob.data() + table + 4ull * i, 4);
+        Reader hdr(blob, off);
+        uint32_t len = hdr.u32();
+        uint64_t sum = hdr.u64();
+        if (!hdr.need(len) || hash64(blob.data() + hdr.pos, len) != sum) return false;
+        Reader rr(blob.substr(0, hdr.pos + len), hdr.pos);
+        r = read_rule(rr);
+        return rr.ok && rr.pos == rr.n;
+    };
+    if (!filter) {
+        p.rules.reserve(nrules);
+        for (uint32_t i = 0; i < nrules; ++i) {
+            p.rules.emplace_back();
+            if (!rule_at(i, p.rules.back())) return Decoded::Invalid;
+        }
+    } else {
+        // Section B: "always" rules plus every rule filed under a condition the request meets.
+        if (b_at < a_end || b_at > blob.size() - 8) return Decoded::Invalid;
+        Reader ix(blob, static_cast<size_t>(b_at));
+        uint64_t b_sum = ix.u64();
+        if (b_sum != hash64(blob.data() + ix.pos, blob.size() - ix.pos)) return Decoded::Invalid;
+        std::vector<uint32_t> pick;
+        uint32_t nalways = ix.count(4);
+        pick.reserve(nalways + 8);
+        for (uint32_t i = 0; i < nalways && ix.ok; ++i) pick.push_back(ix.u32());
+        uint32_t nindex = ix.count(8);
+        if (!ix.ok) return Decoded::Invalid;
+        const char* base = blob.data() + ix.pos;
+        auto hash_at = [&](uint32_t i) {
+            uint32_t h;
+            std::memcpy(&h, base + 8ull * i, 4);
+            return h;
+        };
+        std::vector<uint64_t> want;
+        request_anchors(*filter, want);
+        for (uint64_t w64 : want) {
+            uint32_t h = static_cast<uint32_t>(w64 >> 32);
+            uint32_t lo = 0, hi = nindex;  // first entry with hash >= h
+            while (lo < hi) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (hash_at(mid) < h) lo = mid + 1;
+                else hi = mid;
+            }
+            for (; lo < nindex && hash_at(lo) == h; ++lo) {
+                uint32_t r;
+                std::memcpy(&r, base + 8ull * lo + 4, 4);
+                pick.push_back(r);
+            }
+        }
+        std::sort(pick.begin(), pick.end());
+        pick.erase(std::unique(pick.begin(), pick.end()), pick.end());
+        p.rules.reserve(pick.size());
+        for (uint32_t i : pick) {
+            if (i >= nrules) return Decoded::Invalid;
+            p.rules.emplace_back();
+            if (!rule_at(i, p.rules.back())) return Decoded::Invalid;
+        }
+    }
+    if (!rd.ok || !p.classes.count(p.default_class)) return Decoded::Invalid;
+    for (const auto& r : p.rules)
+        if (!p.classes.count(r.cls)) return Decoded::Invalid;
+    for (const auto& [n, c] : p.classes)
+        if (c.gate.enabled && !p.classes.count(c.gate.fallback)) return Decoded::Invalid;
+    out = std::move(p);
+    return racy ? Decoded::Racy : Decoded::Ok;
+}
+
+}  // namespace policy_cache
+
+Policy load_policy(const std::string& path, const std::string& cache_dir, bool* from_cache) {
+    return policy_cache::load(path, cache_dir, nullptr, from_cache);
+}
+
+Policy load_policy_for(const std::string& path, const std::string& cache_dir, const Request& req, bool* from_cache) {
+    return policy_cache::load(path, cache_dir, &req, from_cache);
 }
 
 }  // namespace nriqos

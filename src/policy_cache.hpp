@@ -1,17 +1,97 @@
 // Compiled policy cache: the hot path must not parse TOML. A validated policy is compiled once
-// into a compact binary form, cached in a root-only directory keyed by the policy file's identity
-// and the nri-qos build, and loaded cheaply afterwards.
+// into a compact flat binary form (format below), cached in a root-only directory keyed by the
+// policy file's identity and the nri-qos build, and loaded cheaply afterwards.
+//
+// Cache file: <cache_dir>/policy-<16 hex digits of a hash of the policy path>.bin, mode 0600, in a
+// directory owned by the effective uid and not writable by group/others (0700 when we create it).
+// Written to a temporary file in the same directory and rename(2)d into place, so concurrent
+// rebuilds are safe and readers see either the old or the new complete file.
+//
+// Flat format (host byte order; a foreign architecture fails the endianness probe or the key):
+//   [0,8)   magic "NRIQOSPC"          [8,12)  u32 format version (kFormatVersion)
+//   [12,16) u32 0x01020304            [16,24) u64 total file size
+//   [24,32) u64 end of section A      [32,40) u64 checksum of section A
+//   [40,48) u64 checksum of everything after the header
+//   A       key, racy flag + policy text hash, policy settings, classes, rule count, offset of
+//           section B, rule offset table
+//   records one per rule: u32 length, u64 checksum, the rule
+//   B       u64 checksum of the rest of B, the unindexed rule numbers, the rule index (sorted
+//           (u32 anchor hash, u32 rule) pairs)
+// Checksums are xxh64-style (hash64). A file up to 256 KiB (the bundled policy compiles to
+// 3.5 KiB; ~2,000 rules) is verified whole: any damaged byte means a rebuild. A larger one is
+// verified as it is used — A always, B and each rule record when read — so a hit on a
+// 10,000-rule policy touches only what the request needs, and a damaged byte is never used.
+// Every read is bounds-checked; any defect (magic, version, size, checksum, key, structure,
+// unknown class) makes the file "not a hit": it is ignored and rebuilt from the TOML, never trusted.
+//
+// Key: nri-qos version + the build's ELF GNU build-id (fallback: identity of /proc/self/exe) +
+// the policy path + its (st_dev, st_ino, st_size, st_mtim, st_ctim). A policy modified within
+// kRacySeconds of compilation could change without changing that identity (coarse timestamps):
+// such an entry is stored "racy" with the hash of the policy text, verified on every load, and
+// rewritten as a normal entry once the file is old enough (Git's "racily clean" index problem).
+//
+// Rule index: each rule is filed under one of its necessary conditions (a literal label or
+// annotation value, a literal namespace / pod name / container name list, a label or annotation
+// key), or under "always". load_policy_for materialises only the rules whose condition can hold
+// for the request, in policy order: a superset of the matching rules, so classify() decides the
+// same as on the full rule list (glob semantics: classify.hpp glob_match — a pattern without
+// "*?[" is compared literally; change kFormatVersion if that ever changes).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
+#include <sys/stat.h>
 
 #include "policy.hpp"
+#include "request.hpp"
 
 namespace nriqos {
 
 /// Load the policy at `path`, through the cache in `cache_dir` ("" = no cache). A corrupt,
 /// truncated or foreign cache file is ignored and rebuilt, never trusted. `from_cache` tells
-/// whether the cache was hit. Throws InputError like load_policy_toml.
+/// whether the cache was hit. Throws InputError like load_policy_toml. All rules are returned.
 Policy load_policy(const std::string& path, const std::string& cache_dir, bool* from_cache = nullptr);
 
+/// Like load_policy, but on a cache hit `rules` holds only the rules that can match `req`
+/// (request after the sandbox memo was merged into it), in policy order. classify() gives the
+/// same Decision as with all rules. Without a cache hit all rules are returned. This keeps the
+/// cost of a cache hit independent of the number of rules (10,000 rules: see BENCHMARKS.md).
+Policy load_policy_for(const std::string& path, const std::string& cache_dir, const Request& req, bool* from_cache = nullptr);
+
+/// Building blocks, exposed for tests and the benchmark.
+namespace policy_cache {
+
+constexpr uint32_t kFormatVersion = 1;
+constexpr int kRacySeconds = 2;                 ///< policy younger than this: store as racy
+constexpr size_t kMaxCacheBytes = 64u << 20;    ///< larger cache files are not read
+
+/// Identity of this nri-qos build: "build-id:<hex>" from the ELF NT_GNU_BUILD_ID note of the
+/// running executable, else "exe:<dev>:<ino>:<size>:<mtime ns>" of /proc/self/exe. Cached.
+const std::string& build_identity();
+
+/// Cache key bytes for the policy `path` with stat `st` (see the header comment).
+std::string cache_key(const std::string& path, const struct stat& st);
+
+/// File name (no directory) of the cache entry of `path`.
+std::string cache_file_name(const std::string& path);
+
+/// 64-bit checksum/hash used by the format (xxh64-style rounds; not cryptographic).
+uint64_t hash64(const void* data, size_t n, uint64_t seed = 0);
+
+/// Compile a validated policy into the flat format. `racy` + `text_hash`: see the header comment.
+std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t text_hash);
+
+/// Result of decoding a cache file.
+enum class Decoded {
+    Ok,       ///< `out` holds the policy
+    Racy,     ///< valid, but racy: the caller must check the policy text hash (`*text_hash`)
+    Invalid,  ///< corrupt, truncated, foreign or stale: ignore and rebuild
+};
+
+/// Decode `blob` if its key equals `key`. With `filter`, only the rules that can match that
+/// request are materialised. Never reads outside `blob`; never throws.
+Decoded decode(std::string_view blob, std::string_view key, const Request* filter, Policy& out, uint64_t* text_hash);
+
+}  // namespace policy_cache
 }  // namespace nriqos

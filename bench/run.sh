@@ -1,0 +1,202 @@
+#!/bin/bash
+# nri-qos benchmark (`make bench`; issue 4). Compares `nri-qos invoke` with the exec floor — a
+# static C program that reads stdin and prints {} — in the same run, interleaved, through
+# bench/driver.c (fork/exec/wait4, request on stdin from a file, wall time and ru_maxrss per run).
+#
+# Measures, on a scratch root (cgroup v1 tree under mktemp -d, --cgroup-layout v1, scratch
+# --state-dir, --proc-root, --cache-dir):
+#   1. latency p50/p90/p99/max, peak RSS, user/sys CPU, page faults: floor vs nri-qos on real
+#      captured containerd requests (bundled policy; cache hit, and without cache);
+#   2. instructions per invocation (valgrind --tool=callgrind; perf stat where the PMU is
+#      available) and the ratio of each figure to the floor, plus a callgrind breakdown of a hit;
+#   3. policy scaling: 10, 100, 1,000, 10,000 generated rules (bench/gen-policy.sh), cache hit
+#      and cache miss (the first invocation after the policy changed);
+#   4. throughput with 2 parallel workers.
+# Results: stdout and $OUT (default build/bench/results.md). Takes about 2-4 minutes.
+#
+# Env: NRI_QOS_BIN (default build/nri-qos), BENCH_N (default 1000 runs each),
+#      BENCH_SCALE (default "10 100 1000 10000"), BENCH_KEEP=1 keeps the scratch root.
+set -euo pipefail
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN=${NRI_QOS_BIN:-$TOP/build/nri-qos}
+N=${BENCH_N:-1000}
+SCALE=${BENCH_SCALE:-10 100 1000 10000}
+BB=$TOP/build/bench
+OUT=${OUT:-$BB/results.md}
+FIX=$TOP/tests/fixtures/requests
+T0=$(date +%s)
+
+[ -x "$BIN" ] || { echo "bench: $BIN missing (run make)" >&2; exit 1; }
+command -v valgrind >/dev/null || "$TOP/scripts/deps.sh" bench
+mkdir -p "$BB"
+gcc -O2 -static -o "$BB/floor" "$TOP/bench/floor.c"
+gcc -O2 -static -o "$BB/driver" "$TOP/bench/driver.c"
+FLOOR=$BB/floor
+DRIVER=$BB/driver
+
+S=$(mktemp -d /tmp/nri-qos-bench.XXXXXX)
+S=$(cd "$S" && pwd -P)
+if [ "${BENCH_KEEP:-0}" = 1 ]; then echo "# scratch root: $S" >&2; else trap 'rm -rf "$S"' EXIT; fi
+
+# ---- scratch root ----------------------------------------------------------------------------
+REQ_CT=$FIX/containerd-1.6.20/container-create.json
+REQ_SB=$FIX/containerd-1.6.20/sandbox-create.json
+REQ_CT17=$FIX/containerd-1.7.24-adapter/container-create.json
+mkdir -p "$S/cg" "$S/proc" "$S/state" "$S/pol"
+# The cgroup v1 directories and knob files of the requests' cgroupsPath, so knobs are applied.
+for f in "$REQ_CT" "$REQ_SB" "$REQ_CT17"; do
+  cp=$(sed -n 's/.*"cgroupsPath":"\([^"]*\)".*/\1/p' "$f")
+  [ -n "$cp" ] || continue
+  for rel in "$cp" "$(dirname "$cp")"; do
+    for ctl in cpu memory cpuset pids blkio; do mkdir -p "$S/cg/$ctl$rel"; done
+    touch "$S/cg/cpu$rel"/{cpu.shares,cpu.cfs_quota_us,cpu.cfs_burst_us,cpu.qos_level,cpu.idle} \
+          "$S/cg/memory$rel"/{memory.high,memory.qos_level,memory.limit_in_bytes}
+  done
+done
+cp "$TOP/conf/nri.d/nri-qos.toml" "$S/pol/bundled.toml"
+for n in $SCALE; do "$TOP/bench/gen-policy.sh" "$n" "$S/pol/bundled.toml" >"$S/pol/rules-$n.toml"; done
+sleep 2.2  # policies older than the cache's racy window (policy_cache.hpp kRacySeconds)
+EVAL=(--cgroup-root "$S/cg" --cgroup-layout v1 --proc-root "$S/proc" --state-dir "$S/state")
+inv() { # inv POLICY CACHE_DIR [ARG...]: the nri-qos command line, in the array CMD
+  CMD=("$BIN" invoke --policy "$1" "${EVAL[@]}" --cache-dir "$2" "${@:3}")
+}
+# Prebuild every cache (as packaging does with `nri-qos check POLICY --cache-dir D`).
+"$BIN" check "$S/pol/bundled.toml" --cache-dir "$S/cache" >/dev/null
+for n in $SCALE; do "$BIN" check "$S/pol/rules-$n.toml" --cache-dir "$S/cache-$n" >/dev/null; done
+# Sanity: the cache must not change the output.
+for r in "$REQ_CT" "$REQ_SB" "$REQ_CT17"; do
+  inv "$S/pol/bundled.toml" "$S/cache"; a=$("${CMD[@]}" <"$r")
+  inv "$S/pol/bundled.toml" ""; b=$("${CMD[@]}" <"$r")
+  [ "$a" == "$b" ] || { echo "bench: output differs with the cache for $r" >&2; exit 1; }
+done
+
+# ---- helpers -----------------------------------------------------------------------------------
+field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1"; }  # field LINE KEY
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+# callgrind_ir STDIN ARGV...: instructions of one run (cache state as it is)
+callgrind_ir() {
+  local in=$1; shift
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" <"$in" 2>&1 >/dev/null | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+}
+perf_ir() { # perf_ir STDIN ARGV...: instructions:u from perf stat, or n/a
+  local in=$1; shift
+  command -v perf >/dev/null || { echo n/a; return; }
+  local v
+  v=$(perf stat -x, -e instructions:u "$@" <"$in" 2>&1 >/dev/null | awk -F, '/instructions/ { print $1 }' | tail -1)
+  [[ "$v" =~ ^[0-9]+$ ]] && echo "$v" || echo n/a
+}
+kib_mib() { awk -v k="$1" 'BEGIN { printf "%.2f", k / 1024 }'; }
+
+{
+echo "# nri-qos benchmark results"
+echo
+echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); binary: $BIN ($(stat -c %s "$BIN") bytes, $("$BIN" --version 2>/dev/null | head -1))"
+echo "- machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM, kernel $(uname -r), $(systemd-detect-virt 2>/dev/null || (grep -q hypervisor /proc/cpuinfo && echo "virtual machine" || echo "bare metal"))"
+echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "- runs: $N per command, interleaved; scratch root $S"
+echo
+} | tee "$OUT"
+
+# ---- 1. latency, RSS: floor vs nri-qos, interleaved --------------------------------------------
+echo "## 1. Latency and memory: floor vs nri-qos invoke (bundled policy), $N runs each, interleaved" | tee -a "$OUT"
+inv "$S/pol/bundled.toml" "$S/cache"; HIT=("${CMD[@]}")
+inv "$S/pol/bundled.toml" ""; NOC=("${CMD[@]}")
+LAT=$("$DRIVER" -n "$N" -w 20 -i "$REQ_CT" \
+  floor "$FLOOR" \
+  --- hit:1.6-container-create "${HIT[@]}" \
+  --- hit:1.6-sandbox-create "<$REQ_SB" "${HIT[@]}" \
+  --- hit:1.7-container-create "<$REQ_CT17" "${HIT[@]}" \
+  --- nocache:1.6-container-create "${NOC[@]}")
+FL=$(grep '^floor ' <<<"$LAT")
+{
+echo
+echo "| command | p50 µs | p90 µs | p99 µs | max µs | peak RSS MiB | user µs | sys µs | page faults | p50 / floor | p99 / floor | RSS / floor |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+while read -r line; do
+  l=${line%% *}
+  printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" "$l" "$(field "$line" p50_us)" "$(field "$line" p90_us)" \
+    "$(field "$line" p99_us)" "$(field "$line" max_us)" "$(kib_mib "$(field "$line" rss_kib_max)")" "$(field "$line" user_us)" \
+    "$(field "$line" sys_us)" "$(field "$line" minflt)" "$(ratio "$(field "$line" p50_us)" "$(field "$FL" p50_us)")" \
+    "$(ratio "$(field "$line" p99_us)" "$(field "$FL" p99_us)")" "$(ratio "$(field "$line" rss_kib_max)" "$(field "$FL" rss_kib_max)")"
+done <<<"$LAT"
+echo
+} | tee -a "$OUT"
+
+# ---- 2. instructions ---------------------------------------------------------------------------
+echo "## 2. Instructions per invocation (valgrind callgrind; perf stat instructions:u where supported)" | tee -a "$OUT"
+IR_FLOOR=$(callgrind_ir "$REQ_CT" "$FLOOR")
+IR_HIT=$(callgrind_ir "$REQ_CT" "${HIT[@]}")
+IR_HIT_SB=$(callgrind_ir "$REQ_SB" "${HIT[@]}")
+IR_HIT17=$(callgrind_ir "$REQ_CT17" "${HIT[@]}")
+IR_NOC=$(callgrind_ir "$REQ_CT" "${NOC[@]}")
+PERF_FLOOR=$(perf_ir "$REQ_CT" "$FLOOR")
+PERF_HIT=$(perf_ir "$REQ_CT" "${HIT[@]}")
+{
+echo
+echo "| command | instructions (callgrind) | / floor | perf stat instructions:u |"
+echo "|---|---|---|---|"
+echo "| floor | $IR_FLOOR | 1.00 | $PERF_FLOOR |"
+echo "| hit:1.6-container-create | $IR_HIT | $(ratio "$IR_HIT" "$IR_FLOOR") | $PERF_HIT |"
+echo "| hit:1.6-sandbox-create | $IR_HIT_SB | $(ratio "$IR_HIT_SB" "$IR_FLOOR") | |"
+echo "| hit:1.7-container-create | $IR_HIT17 | $(ratio "$IR_HIT17" "$IR_FLOOR") | |"
+echo "| nocache:1.6-container-create | $IR_NOC | $(ratio "$IR_NOC" "$IR_FLOOR") | |"
+echo
+echo "Where a cache hit spends its instructions (callgrind, inclusive, top entries):"
+echo
+echo '```'
+valgrind --tool=callgrind --callgrind-out-file="$S/cg.hit" "${HIT[@]}" <"$REQ_CT" >/dev/null 2>&1
+callgrind_annotate --inclusive=yes "$S/cg.hit" >"$S/cg.txt" 2>/dev/null || true
+grep -E '^ *[0-9,]+ \(' "$S/cg.txt" | grep -v 'below main' | sed -n 1,32p |
+  sed -E 's/\(std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >/(std::string/g; s/nlohmann::json_abi_v3_11_2::basic_json<[^>]*>[^ ]*/nlohmann::json/g' | cut -c1-150
+echo '```'
+echo
+} | tee -a "$OUT"
+
+# ---- 3. policy scaling -------------------------------------------------------------------------
+echo "## 3. Policy scaling: generated rules in front of the bundled ones (bench/gen-policy.sh)" | tee -a "$OUT"
+{
+echo
+echo "| rules | policy KiB | cache KiB | hit p50 µs | hit p99 µs | hit instructions | hit instr. / bundled hit | miss p50 ms (first run after a change) | miss runs |"
+echo "|---|---|---|---|---|---|---|---|---|"
+} | tee -a "$OUT"
+for n in $SCALE; do
+  pol=$S/pol/rules-$n.toml
+  case $n in 10|100) nm=20 ;; 1000) nm=5 ;; *) nm=2 ;; esac
+  nh=$(( N / 4 )); [ "$nh" -ge 50 ] || nh=50
+  inv "$pol" "$S/cache-$n"
+  H=$("$DRIVER" -n "$nh" -w 5 -i "$REQ_CT" hit "${CMD[@]}")
+  IR=$(callgrind_ir "$REQ_CT" "${CMD[@]}")
+  # Miss: the policy is touched before each run (a change of its identity); no deadline, so a
+  # large policy's compile time is measured instead of the fail-open deadline.
+  inv "$pol" "$S/cache-miss" --deadline-ms 0
+  M=$("$DRIVER" -n "$nm" -w 0 -i "$REQ_CT" miss "^$pol" "${CMD[@]}")
+  ent=$(ls "$S/cache-$n"/policy-*.bin 2>/dev/null | head -1)
+  printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n" "$n" "$(( $(stat -c %s "$pol") / 1024 ))" \
+    "$([ -n "$ent" ] && echo $(( $(stat -c %s "$ent") / 1024 )) || echo '?')" "$(field "$H" p50_us)" "$(field "$H" p99_us)" "$IR" \
+    "$(ratio "$IR" "$IR_HIT")" "$(awk -v u="$(field "$M" p50_us)" 'BEGIN { printf "%.1f", u / 1000 }')" "$nm" | tee -a "$OUT"
+done
+inv "$S/pol/bundled.toml" "$S/cache-miss"
+MB=$("$DRIVER" -n 20 -w 0 -i "$REQ_CT" miss:bundled "^$S/pol/bundled.toml" "${CMD[@]}")
+inv "$S/pol/bundled.toml" "$S/cache-miss2"
+IR_MISS=$(callgrind_ir "$REQ_CT" "${CMD[@]}")
+{
+echo
+echo "Cold first invocation after a policy change, bundled policy (20 runs, policy touched before each):"
+echo "p50 $(awk -v u="$(field "$MB" p50_us)" 'BEGIN { printf "%.2f", u / 1000 }') ms, max $(awk -v u="$(field "$MB" max_us)" 'BEGIN { printf "%.2f", u / 1000 }') ms, $IR_MISS instructions."
+echo
+} | tee -a "$OUT"
+
+# ---- 4. throughput -----------------------------------------------------------------------------
+echo "## 4. Throughput, 2 parallel workers" | tee -a "$OUT"
+NT=$(( N * 4 ))
+TP=$("$DRIVER" -P 2 -n "$NT" -w 10 -i "$REQ_CT" floor "$FLOOR" --- hit:1.6-container-create "${HIT[@]}")
+{
+echo
+echo "| command | invocations | wall s | invocations/s |"
+echo "|---|---|---|---|"
+while read -r line; do
+  printf "| %s | %s | %s | %s |\n" "${line%% *}" "$(field "$line" n)" "$(field "$line" wall_s)" "$(field "$line" per_s)"
+done <<<"$TP"
+echo
+echo "Total benchmark time: $(( $(date +%s) - T0 )) s."
+} | tee -a "$OUT"

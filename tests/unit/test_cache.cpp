@@ -1,0 +1,324 @@
+// Unit tests of the compiled policy cache (src/policy_cache.hpp, issue 4): the flat format
+// round-trips, is never trusted when damaged, the rule index never changes a classification,
+// and load_policy rebuilds / invalidates entries as documented.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fcntl.h>
+#include <fstream>
+#include <random>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "classify.hpp"
+#include "policy.hpp"
+#include "policy_cache.hpp"
+#include "request.hpp"
+
+using namespace nriqos;
+namespace pc = nriqos::policy_cache;
+
+namespace {
+
+const char* kBundled = NRI_QOS_SRCDIR "/conf/nri.d/nri-qos.toml";
+
+std::string slurp_file(const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+void spit(const std::string& p, const std::string& s) {
+    std::ofstream out(p, std::ios::binary | std::ios::trunc);
+    out << s;
+    REQUIRE(out.good());
+}
+
+/// Scratch directory (mode 0700), removed at the end of the test.
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char t[] = "/tmp/nri-qos-cache-test.XXXXXX";
+        REQUIRE(mkdtemp(t) != nullptr);
+        path = t;
+    }
+    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+};
+
+std::string dump(const Policy& p) { return policy_to_json(p).dump(); }
+
+/// A policy exercising every kind of rule condition the index files rules under.
+const char* kMixedPolicy = R"(version = 1
+[settings]
+default_class = "LS"
+[[rules]]
+name = "lit-label"
+class = "BE"
+match.labels = { "app" = "batch" }
+[[rules]]
+name = "glob-label"
+class = "HLS"
+match.labels = { "app" = "web-*" }
+[[rules]]
+name = "lit-ann"
+class = "BE"
+match.annotations = { "example.com/tier" = "offline" }
+[[rules]]
+name = "glob-ann"
+class = "BE"
+match.annotations = { "example.com/tier" = "off*" }
+[[rules]]
+name = "l-or-a"
+class = "HLS"
+match.labels_or_annotations = { "qos" = "high" }
+[[rules]]
+name = "l-or-a-glob"
+class = "BE"
+match.labels_or_annotations = { "qos" = "lo?" }
+[[rules]]
+name = "ns-list"
+class = "BE"
+match.namespace = ["batch", "jobs"]
+[[rules]]
+name = "ns-glob"
+class = "HLS"
+match.namespace = ["online-*"]
+[[rules]]
+name = "pod"
+class = "BE"
+match.pod_name = "cron-1"
+[[rules]]
+name = "ctr"
+class = "HLS"
+match.container_name = ["sidecar", "proxy"]
+[[rules]]
+name = "ctr-glob"
+class = "BE"
+match.container_name = "log*"
+[[rules]]
+name = "two-conds"
+class = "HLS"
+match.labels = { "team" = "a", "app" = "*" }
+match.kind = "container"
+[[rules]]
+name = "qos-only"
+class = "BE"
+match.kube_qos = "besteffort"
+[[rules]]
+name = "sandbox-only"
+class = "HLS"
+match.kind = "sandbox"
+match.namespace = "kube-system"
+[classes.LS]
+[classes.BE]
+[classes.BE.container]
+cpu_shares = 2
+[classes.HLS]
+gate.namespaces = ["online-*"]
+gate.fallback = "LS"
+)";
+
+}  // namespace
+
+TEST_CASE("cache: the flat form round-trips the bundled policy", "[cache]") {
+    Policy p = load_policy_toml(kBundled);
+    std::string blob = pc::compile(p, "key", false, 42);
+    Policy q;
+    uint64_t th = 0;
+    REQUIRE(pc::decode(blob, "key", nullptr, q, &th) == pc::Decoded::Ok);
+    CHECK(th == 42);
+    CHECK(dump(q) == dump(p));
+    CHECK(q.rules.size() == p.rules.size());
+    // A racy entry decodes but tells the caller to verify the policy text.
+    std::string racy = pc::compile(p, "key", true, 7);
+    CHECK(pc::decode(racy, "key", nullptr, q, &th) == pc::Decoded::Racy);
+    CHECK(th == 7);
+}
+
+TEST_CASE("cache: a foreign key, foreign or damaged bytes are never trusted", "[cache]") {
+    Policy p = load_policy_toml(kBundled);
+    const std::string ref = dump(p);
+    std::string blob = pc::compile(p, "key", false, 0);
+    Policy q;
+    CHECK(pc::decode(blob, "other key", nullptr, q, nullptr) == pc::Decoded::Invalid);
+    CHECK(pc::decode("", "key", nullptr, q, nullptr) == pc::Decoded::Invalid);
+    CHECK(pc::decode("{\"key\": 1}", "key", nullptr, q, nullptr) == pc::Decoded::Invalid);
+    CHECK(pc::decode(std::string(4096, '\0'), "key", nullptr, q, nullptr) == pc::Decoded::Invalid);
+
+    // Every truncation is refused.
+    for (size_t n = 0; n < blob.size(); ++n)
+        REQUIRE(pc::decode(std::string_view(blob).substr(0, n), "key", nullptr, q, nullptr) == pc::Decoded::Invalid);
+
+    // Every single-byte change either is refused or (a byte the load does not use) yields the
+    // very same policy: a damaged file never produces a different policy.
+    Request r;
+    r.labels = {{"app", "x"}};
+    r.pod_namespace = "default";
+    size_t refused = 0;
+    for (size_t i = 0; i < blob.size(); ++i) {
+        std::string bad = blob;
+        bad[i] = static_cast<char>(bad[i] ^ 0x41);
+        const Request* filters[] = {nullptr, &r};
+        for (const Request* f : filters) {
+            Policy d;
+            pc::Decoded res = pc::decode(bad, "key", f, d, nullptr);
+            if (res == pc::Decoded::Invalid) {
+                ++refused;
+                continue;
+            }
+            if (!f) REQUIRE(dump(d) == ref);
+        }
+    }
+    CHECK(refused == 2 * blob.size());  // a small file is verified whole, in both modes
+}
+
+TEST_CASE("cache: the rule index never changes a classification", "[cache]") {
+    Policy p = parse_policy_toml(kMixedPolicy, "mixed.toml");
+    std::string blob = pc::compile(p, "k", false, 0);
+    const std::vector<std::string> label_keys = {"app", "team", "qos", "other"};
+    const std::vector<std::string> values = {"batch", "web-1", "web-", "a", "high", "low", "lo", "offline", "off", "x", ""};
+    const std::vector<std::string> names = {"batch", "jobs", "online-1", "kube-system", "default", "cron-1", "sidecar", "proxy", "log1", "app"};
+    std::mt19937 rng(1234);
+    auto pick = [&](const std::vector<std::string>& v) { return v[rng() % v.size()]; };
+    size_t narrowed = 0;
+    for (int iter = 0; iter < 3000; ++iter) {
+        Request r;
+        r.is_sandbox = rng() % 3 == 0;
+        for (int i = rng() % 3; i > 0; --i) r.labels[pick(label_keys)] = pick(values);
+        for (int i = rng() % 3; i > 0; --i) r.annotations[rng() % 2 ? "example.com/tier" : pick(label_keys)] = pick(values);
+        r.pod_namespace = pick(names);
+        r.pod_name = pick(names);
+        if (!r.is_sandbox) r.container_name = pick(names);
+        KubeQos q = static_cast<KubeQos>(rng() % 4);
+        Policy some;
+        REQUIRE(pc::decode(blob, "k", &r, some, nullptr) == pc::Decoded::Ok);
+        if (some.rules.size() < p.rules.size()) ++narrowed;
+        Decision full = classify(p, Facts{&r, q}), part = classify(some, Facts{&r, q});
+        INFO("iteration " << iter);
+        REQUIRE(full.rule == part.rule);
+        REQUIRE(full.cls->name == part.cls->name);
+        REQUIRE(full.gate_note == part.gate_note);
+        // Kept rules stay in policy order.
+        for (size_t i = 1; i < some.rules.size(); ++i) REQUIRE(some.rules[i - 1].line < some.rules[i].line);
+    }
+    CHECK(narrowed > 2900);  // the index does narrow the rule list down
+}
+
+TEST_CASE("cache: load_policy builds, hits, invalidates and rebuilds", "[cache]") {
+    TempDir t;
+    std::string policy = t.path + "/policy.toml", cache = t.path + "/cache";
+    spit(policy, slurp_file(kBundled));
+    const std::string ref = dump(load_policy_toml(policy));
+    bool hit = true;
+
+    // Cold: compiled and stored in a 0700 directory, file 0600.
+    CHECK(dump(load_policy(policy, cache, &hit)) == ref);
+    CHECK_FALSE(hit);
+    std::string entry = cache + "/" + pc::cache_file_name(policy);
+    struct stat st {};
+    REQUIRE(stat(cache.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0700);
+    REQUIRE(stat(entry.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+
+    // A policy written just now is stored "racy": it is a hit only after its text is checked.
+    CHECK(dump(load_policy(policy, cache, &hit)) == ref);
+    CHECK(hit);
+
+    // No cache: never a hit, same policy.
+    CHECK(dump(load_policy(policy, "", &hit)) == ref);
+    CHECK_FALSE(hit);
+
+    // Corrupt, truncated, foreign: ignored, rebuilt, then hit again.
+    std::string good = slurp_file(entry);
+    for (std::string bad : {good.substr(0, good.size() / 2), std::string("garbage"), std::string(), good}) {
+        if (bad == good) bad[60] ^= 1;  // a flipped bit in the key
+        spit(entry, bad);
+        CHECK(dump(load_policy(policy, cache, &hit)) == ref);
+        CHECK_FALSE(hit);
+        CHECK(slurp_file(entry) != bad);
+        CHECK(dump(load_policy(policy, cache, &hit)) == ref);
+        CHECK(hit);
+    }
+
+    // Policy change invalidates (same size, only a value differs).
+    std::string text = slurp_file(policy);
+    size_t at = text.find("default_class = \"LS\"");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, 20, "default_class = \"BE\"");
+    spit(policy, text);
+    Policy changed = load_policy(policy, cache, &hit);
+    CHECK_FALSE(hit);
+    CHECK(changed.default_class == "BE");
+    CHECK(load_policy(policy, cache, &hit).default_class == "BE");
+    CHECK(hit);
+
+    // A broken policy is reported as without a cache (and not cached).
+    spit(policy, "version = 1\n[settings\n");
+    CHECK_THROWS_AS(load_policy(policy, cache, &hit), InputError);
+    CHECK_THROWS_AS(load_policy(policy, cache, &hit), InputError);
+}
+
+TEST_CASE("cache: a racy entry whose policy text changed is not a hit", "[cache]") {
+    TempDir t;
+    std::string policy = t.path + "/policy.toml", cache = t.path + "/cache";
+    spit(policy, slurp_file(kBundled));
+    struct stat st {};
+    REQUIRE(stat(policy.c_str(), &st) == 0);
+    // Pretend the entry was compiled from other text with the very same file identity (an
+    // in-place rewrite within one timestamp tick): a racy entry with a wrong text hash.
+    Policy other = parse_policy_toml(kMixedPolicy, policy);
+    REQUIRE(mkdir(cache.c_str(), 0700) == 0);
+    spit(cache + "/" + pc::cache_file_name(policy), pc::compile(other, pc::cache_key(policy, st), true, 12345));
+    bool hit = true;
+    Policy p = load_policy(policy, cache, &hit);
+    CHECK_FALSE(hit);
+    CHECK(dump(p) == dump(load_policy_toml(policy)));
+    // The same entry with the right text hash is a hit.
+    std::string text = slurp_file(policy);
+    spit(cache + "/" + pc::cache_file_name(policy), pc::compile(other, pc::cache_key(policy, st), true, pc::hash64(text.data(), text.size())));
+    p = load_policy(policy, cache, &hit);
+    CHECK(hit);
+    CHECK(dump(p) == dump(other));
+}
+
+TEST_CASE("cache: directories and files others could write are not trusted", "[cache]") {
+    TempDir t;
+    std::string policy = t.path + "/policy.toml", cache = t.path + "/cache";
+    spit(policy, slurp_file(kBundled));
+    bool hit = true;
+    load_policy(policy, cache, &hit);
+    load_policy(policy, cache, &hit);
+    REQUIRE(hit);
+    std::string entry = cache + "/" + pc::cache_file_name(policy);
+
+    REQUIRE(chmod(entry.c_str(), 0666) == 0);  // world-writable entry: ignored (and replaced)
+    load_policy(policy, cache, &hit);
+    CHECK_FALSE(hit);
+
+    REQUIRE(chmod(cache.c_str(), 0777) == 0);  // world-writable directory: never read nor written
+    load_policy(policy, cache, &hit);
+    CHECK_FALSE(hit);
+    load_policy(policy, cache, &hit);
+    CHECK_FALSE(hit);
+    REQUIRE(chmod(cache.c_str(), 0700) == 0);
+
+    // A symlink in place of the entry is not followed.
+    std::string elsewhere = t.path + "/elsewhere.bin";
+    rename(entry.c_str(), elsewhere.c_str());
+    REQUIRE(symlink(elsewhere.c_str(), entry.c_str()) == 0);
+    load_policy(policy, cache, &hit);
+    CHECK_FALSE(hit);
+}
+
+TEST_CASE("cache: keys depend on the file identity and the build", "[cache]") {
+    struct stat a {}, b {};
+    a.st_ino = 1;
+    b.st_ino = 2;
+    CHECK(pc::cache_key("/p", a) != pc::cache_key("/p", b));
+    CHECK(pc::cache_key("/p", a) != pc::cache_key("/q", a));
+    b = a;
+    b.st_ctim.tv_nsec = 1;
+    CHECK(pc::cache_key("/p", a) != pc::cache_key("/p", b));
+    CHECK(pc::cache_key("/p", a).find(pc::build_identity()) != std::string::npos);
+    CHECK(pc::build_identity().rfind("build-id:", 0) == 0);  // the Makefile's gcc emits a GNU build-id
+    CHECK(pc::cache_file_name("/etc/nri/nri-qos.toml") != pc::cache_file_name("/etc/nri/other.toml"));
+}
