@@ -174,7 +174,7 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
                {"metadata", c.metadata}};
         if (c.have_plan) out["writes"] = writes_json(c.plan);
     }
-    return dump_result(out);
+    return dump_result(std::move(out));
 }
 
 }  // namespace

@@ -69,12 +69,10 @@ json writes_json(const Plan& plan) {
     return a;
 }
 
-std::string dump_result(const json& result) {
-    json r = result;
+std::string dump_result(json r) {
     if (r.contains("metadata")) {
-        json md = json::object();
-        for (auto& [k, v] : r["metadata"].items()) md[k] = v.is_string() ? v.get<std::string>() : v.dump();
-        r["metadata"] = std::move(md);
+        for (auto& [k, v] : r["metadata"].items())
+            if (!v.is_string()) v = v.dump();
     }
     // Replace invalid UTF-8 instead of throwing: output must always be one valid JSON object.
     return r.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";

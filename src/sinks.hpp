@@ -27,6 +27,6 @@ nlohmann::json writes_json(const Plan& plan);
 
 /// Serialize a Result object for containerd: metadata values are forced to strings (containerd
 /// decodes metadata into map[string]string; anything else breaks every container start).
-std::string dump_result(const nlohmann::json& result);
+std::string dump_result(nlohmann::json result);
 
 }  // namespace nriqos
