@@ -59,6 +59,7 @@ int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool poli
         write_all(STDERR_FILENO, std::string("nri-qos: ") + e.what() + "\n");
         return 2;
     }
+    nriqos::arm_deadline(mode, o.deadline_ms);
     std::string input;
     if (!read_stdin(input)) input.clear();
     int code = 0;

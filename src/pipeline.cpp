@@ -39,6 +39,8 @@ extern "C" void on_deadline(int) {
     _exit(0);
 }
 
+}  // namespace
+
 void arm_deadline(Mode mode, int ms) {
     if (ms <= 0 || mode == Mode::Explain) return;
     // What nlohmann's dump() prints for the fail-open Result (keys sorted), built without a
@@ -59,6 +61,8 @@ void arm_deadline(Mode mode, int ms) {
     it.it_value.tv_usec = (ms % 1000) * 1000;
     setitimer(ITIMER_REAL, &it, nullptr);
 }
+
+namespace {
 
 void disarm_deadline() {
     struct itimerval it {};
@@ -180,7 +184,6 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
 }  // namespace
 
 std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, int& exit_code) {
-    arm_deadline(mode, opt.deadline_ms);
     Ctx c{mode, opt};
     std::optional<Request> req;
     std::string out;

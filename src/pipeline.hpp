@@ -38,10 +38,16 @@ struct Options {
 
 enum class Mode { Invoke, Explain, NriEval };
 
+/// Arm the self-imposed deadline (setitimer + SIGALRM): when `ms` pass before the pipeline
+/// returns, a fail-open Result (invoke) or nri-eval result is written to stdout and the process
+/// exits 0. Call it before reading the request, so a stdin that never closes is bounded too.
+/// No-op for Explain or ms <= 0.
+void arm_deadline(Mode mode, int ms);
+
 /// Run one request through the pipeline. `input` is the request document; the return value is
 /// what goes to stdout (one JSON object and a newline, or explain's text); `exit_code` is set
 /// (invoke: 1 when the Result carries an error, else 0). Never throws; one-line diagnostics go to
-/// stderr. A self-imposed deadline (Options::deadline_ms) prints a fail-open Result and exits.
+/// stderr. It disarms the deadline armed by arm_deadline() before returning.
 std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, int& exit_code);
 
 /// `nri-qos check`: validate a policy (and refresh its compiled cache when cache_dir is set).

@@ -185,6 +185,8 @@ json parse_json_limited(std::string_view text, int max_depth) {
     if (text.size() > limits::kMaxRequestBytes)
         throw InputError("request larger than " + std::to_string(limits::kMaxRequestBytes) + " bytes");
     if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) throw InputError("empty input");
+    // nlohmann's lexer takes a raw NUL as the end of input: what follows would be ignored.
+    if (text.find('\0') != std::string_view::npos) throw InputError("malformed JSON: NUL byte in the request");
     // Keys seen per open object, to refuse duplicate keys (which Go and nlohmann resolve
     // differently: a smuggling vector between the runtime and the hook).
     std::vector<std::vector<std::string>> keys;
@@ -201,6 +203,10 @@ json parse_json_limited(std::string_view text, int max_depth) {
             case json::parse_event_t::key: {
                 if (keys.empty()) break;
                 auto& k = keys.back();
+                // Bound the work on hostile documents early (labels/annotations are checked
+                // again, with their field name, after parsing).
+                if (k.size() >= limits::kMaxMapEntries)
+                    throw InputError("JSON object with more than " + std::to_string(limits::kMaxMapEntries) + " keys");
                 const std::string& name = parsed.get_ref<const std::string&>();
                 for (const auto& seen : k)
                     if (seen == name) throw InputError("duplicate JSON key \"" + ptr_key(name) + "\"");
