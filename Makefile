@@ -77,7 +77,7 @@ demo:
 # real cgroup v1/v2, fuzz smoke, e2e when the machine allows it). Prints "N passed, N failed".
 check:
 	scripts/deps.sh build test
-	$(MAKE) all $(BUILD)/unit-tests
+	$(MAKE) -j$(shell nproc) all $(BUILD)/unit-tests
 	tests/run.sh
 
 test: check

@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/.."
 BIN=${NRI_QOS_BIN:-$PWD/build/nri-qos}
 UT=$PWD/build/unit-tests
-EVENTS=${NRI_RELAY_LOAD_EVENTS:-2000}
+EVENTS=${NRI_RELAY_LOAD_EVENTS:-10000}
 FAILS=0
 TMP=$(mktemp -d /tmp/nri-relay-suite.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT

@@ -139,6 +139,7 @@ r conf cat /etc/nri/conf.json
 r policy cat /etc/nri/nri-qos.toml
 r dist-policy test -f /etc/nri/nri-qos.toml.dpkg-dist
 r binary cmp /opt/nri/bin/nri-qos /tmp/nri-qos.expected
+cp "$M/opt/nri/bin/nri-qos" "$(dirname "$OUT")/installed-nri-qos"   # for the containerd e2e below
 r setconf /opt/nri/bin/nri-qos register --plugin-conf '{"policy":"/etc/nri/site.toml"}'
 r reinstall dpkg -i --force-confold /tmp/nri-qos.deb </dev/null
 r conf2 cat /etc/nri/conf.json
@@ -204,6 +205,15 @@ EOS
     check deb-remove-keeps-policy [ "$(rc policy-after-remove)" = rc=0 ]
     { [ "$(rc purge)" = rc=0 ] && [ "$(rc policy-after-purge)" = rc=0 ]; }; verdict deb-purge
     check deb-host-untouched [ "$(dpkg-query -W -f='${Status}' nri-qos 2>/dev/null)" = "$host_status" ]
+    # The containerd 1.6 e2e against the binary the package installed as /opt/nri/bin/nri-qos.
+    if [ -x "$SCRATCH/installed-nri-qos" ] && [ -x tests/e2e/run.sh ] && [ "${NRI_QOS_SKIP_E2E:-0}" != 1 ]; then
+      if NRI_QOS_BIN=$SCRATCH/installed-nri-qos tests/e2e/run.sh 16 >"$SCRATCH/deb-e2e.log" 2>&1; then
+        if grep -q '^PASS ' "$SCRATCH/deb-e2e.log"; then pass deb-e2e-containerd16
+        else skip deb-e2e-containerd16 "$(grep -m1 '^SKIP' "$SCRATCH/deb-e2e.log")"; fi
+      else
+        fail deb-e2e-containerd16 "$(grep -E '^FAIL' "$SCRATCH/deb-e2e.log" | head -3 | tr '\n' ' ')"
+      fi
+    fi
     [ $FAILED = 0 ] || sed 's/^/# /' "$out"
   fi
 fi
