@@ -86,12 +86,15 @@ e2e: all
 	tests/e2e/run.sh
 
 bench: all
+	scripts/deps.sh bench
 	bench/run.sh
 
 fuzz:
+	scripts/deps.sh fuzz
 	tests/fuzz/run.sh long
 
 fuzz-smoke:
+	scripts/deps.sh fuzz
 	tests/fuzz/run.sh smoke
 
 dist:

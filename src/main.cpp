@@ -1,5 +1,6 @@
 // nri-qos: command line. See man/nri-qos.8.
 #include <cerrno>
+#include <fcntl.h>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -11,6 +12,7 @@
 #include "pipeline.hpp"
 #include "register.hpp"
 #include "request.hpp"
+#include "sandbox.hpp"
 
 namespace {
 
@@ -60,6 +62,14 @@ int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool poli
         return 2;
     }
     nriqos::arm_deadline(mode, o.deadline_ms);
+    // Confine the process before any untrusted byte is parsed (src/sandbox.hpp). The policy and
+    // the compiled cache are read later: reads are not restricted; the cache dir is writable.
+    if (!nriqos::sandbox_disabled_by_env()) {
+        // explain writes no memo: its sandbox gets no state dir (which would be created).
+        std::string state = mode == nriqos::Mode::Explain ? std::string() : o.state_dir;
+        nriqos::SandboxStatus sb = nriqos::install_sandbox({o.cgroup_root, o.proc_root, o.resctrl_root, state, o.cache_dir, o.policy});
+        if (o.debug || !sb.seccomp) write_all(STDERR_FILENO, "nri-qos: sandbox: " + sb.summary() + "\n");
+    }
     std::string input;
     if (!read_stdin(input)) input.clear();
     int code = 0;
@@ -91,6 +101,9 @@ std::vector<std::string> eval_argv(CLI::App* relay, const Options& o, const std:
 }  // namespace
 
 int main(int argc, char** argv) {
+    // A hook started with fd 0-2 closed must not have its first opened file become "stdout".
+    for (int fd = 0; fd <= 2; ++fd)
+        if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) != fd) return 2;
     // Launched by the runtime from /opt/nri/plugins (no arguments, NRI_PLUGIN_SOCKET set):
     // register at once — nothing that can fail or take time comes first.
     if (argc == 1 && getenv("NRI_PLUGIN_SOCKET")) {
@@ -100,7 +113,12 @@ int main(int argc, char** argv) {
         return nri::run_relay(ro);
     }
     CLI::App app{"nri-qos: classify pods into QoS classes with a static TOML policy and apply cgroup knobs (NRI hook)", "nri-qos"};
-    app.set_version_flag("--version", std::string("nri-qos ") + NRI_QOS_VERSION);
+    app.set_version_flag("--version", [] {
+        std::string why;
+        int abi = nriqos::landlock_abi_version(&why);
+        return std::string("nri-qos ") + NRI_QOS_VERSION + "\nsandbox: seccomp allow-list (EPERM); " +
+               (abi > 0 ? "landlock ABI " + std::to_string(abi) : "landlock unavailable: " + why + "; seccomp only");
+    }());
     app.require_subcommand(0, 1);
 
     Options o;

@@ -13,6 +13,7 @@
 #include "kernel.hpp"
 #include "policy_cache.hpp"
 #include "request.hpp"
+#include "sandbox.hpp"
 #include "sinks.hpp"
 #include "state.hpp"
 
@@ -200,8 +201,11 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         disarm_deadline();
         return out;
     }
+    Policy policy;  // outlives render(): c.plan.decision.cls points into policy.classes
     try {
         Request& r = *req;
+        // The pid is known now: shrink the sandbox's procfs write access to /proc/<pid>.
+        if (std::string e = narrow_installed_sandbox(r.pid ? static_cast<long>(*r.pid) : 0L); !e.empty()) log_line("sandbox: " + e);
         std::string ppath = policy_path_for(opt, &r);
         // The sandbox memo is merged first: the compiled policy then materialises only the
         // rules that can match this request (policy_cache.hpp load_policy_for).
@@ -214,7 +218,6 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
                 if (r.pod_name.empty()) r.pod_name = m->pod_name;
             }
         }
-        Policy policy;
         try {
             policy = load_policy_for(ppath, opt.cache_dir, r);
         } catch (const InputError& e) {

@@ -271,7 +271,15 @@ bool int_out_of_range(const std::string& tok) {
 void prescan(const Ctx& c, const std::string& text) {
     int depth = 0, line = 1;
     size_t line_start = 0;
-    char quote = 0;
+    // Where we are: code, a comment, or one of TOML 1.0's four strings ("...", '...', and the
+    // multi-line forms, which close on the last three quotes of a run of 3 to 5). A scan by
+    // quote parity loses track on '''it's''' and would skip the checks below from there on.
+    enum { Code, Comment, Basic, Literal, MlBasic, MlLiteral } st = Code;
+    auto run = [&](size_t k, char q) {
+        size_t n = 0;
+        while (k + n < text.size() && text[k + n] == q) ++n;
+        return n;
+    };
     auto at = [&](const std::string& m) { throw InputError(c.file + ":" + std::to_string(line) + ": " + m); };
     for (size_t i = 0; i < text.size(); ++i) {
         unsigned char ch = static_cast<unsigned char>(text[i]);
@@ -282,21 +290,35 @@ void prescan(const Ctx& c, const std::string& text) {
             continue;
         }
         if (ch == '\n') {
-            if (quote == '\n') quote = 0;
+            if (st == Comment || st == Basic || st == Literal) st = Code;  // toml11 reports an unterminated string
             ++line;
             line_start = i + 1;
             continue;
         }
         if (i - line_start > 16384) at("line longer than 16384 bytes");
-        if (quote) {
-            if (ch == '\\' && quote == '"') ++i;
-            else if (ch == static_cast<unsigned char>(quote)) quote = 0;
+        if (st == Comment) continue;
+        if (st == Basic || st == MlBasic) {
+            if (ch == '\\') {
+                if (i + 1 < text.size() && text[i + 1] != '\n') ++i;  // skip the escaped character
+            } else if (ch == '"' && (st == Basic || run(i, '"') >= 3)) {
+                i += (st == Basic ? 1 : run(i, '"')) - 1;
+                st = Code;
+            }
+            continue;
+        }
+        if (st == Literal || st == MlLiteral) {
+            if (ch == '\'' && (st == Literal || run(i, '\'') >= 3)) {
+                i += (st == Literal ? 1 : run(i, '\'')) - 1;
+                st = Code;
+            }
             continue;
         }
         if (ch == '#') {
-            quote = '\n';  // a comment runs to the end of the line
+            st = Comment;  // a comment runs to the end of the line
         } else if (ch == '"' || ch == '\'') {
-            quote = static_cast<char>(ch);
+            bool ml = run(i, static_cast<char>(ch)) >= 3;
+            st = ch == '"' ? (ml ? MlBasic : Basic) : (ml ? MlLiteral : Literal);
+            if (ml) i += 2;
         } else if (ch == '[' || ch == '{') {
             if (++depth > 32) at("nesting deeper than 32 levels");
         } else if (ch == ']' || ch == '}') {

@@ -424,8 +424,8 @@ uint64_t hash64(const void* data, size_t n, uint64_t seed) {
         h = seed + P5;
     }
     h += static_cast<uint64_t>(n);
-    for (; p + 8 <= end; p += 8) h = rotl(h ^ round64(0, load64(p)), 27) * P1 + P4;
-    if (p + 4 <= end) {
+    for (; end - p >= 8; p += 8) h = rotl(h ^ round64(0, load64(p)), 27) * P1 + P4;
+    if (end - p >= 4) {
         uint32_t w;
         std::memcpy(&w, p, 4);
         h = rotl(h ^ (static_cast<uint64_t>(w) * P1), 23) * P2 + P3;

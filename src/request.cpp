@@ -1,5 +1,6 @@
 #include "request.hpp"
 
+#include <unordered_set>
 #include <vector>
 
 using nlohmann::json;
@@ -189,7 +190,7 @@ json parse_json_limited(std::string_view text, int max_depth) {
     if (text.find('\0') != std::string_view::npos) throw InputError("malformed JSON: NUL byte in the request");
     // Keys seen per open object, to refuse duplicate keys (which Go and nlohmann resolve
     // differently: a smuggling vector between the runtime and the hook).
-    std::vector<std::vector<std::string>> keys;
+    std::vector<std::unordered_set<std::string>> keys;
     auto cb = [&](int depth, json::parse_event_t ev, json& parsed) -> bool {
         switch (ev) {
             case json::parse_event_t::object_start:
@@ -208,9 +209,7 @@ json parse_json_limited(std::string_view text, int max_depth) {
                 if (k.size() >= limits::kMaxMapEntries)
                     throw InputError("JSON object with more than " + std::to_string(limits::kMaxMapEntries) + " keys");
                 const std::string& name = parsed.get_ref<const std::string&>();
-                for (const auto& seen : k)
-                    if (seen == name) throw InputError("duplicate JSON key \"" + ptr_key(name) + "\"");
-                k.push_back(name);
+                if (!k.insert(name).second) throw InputError("duplicate JSON key \"" + ptr_key(name) + "\"");
                 break;
             }
             default: break;

@@ -48,6 +48,7 @@ for s in invoke cgroup_real hostile cache nri_relay packaging; do
   [ -f "tests/$s.sh" ] && suite "$s" bash "tests/$s.sh"
 done
 if [ -x tests/fuzz/run.sh ] && [ "${NRI_QOS_SKIP_FUZZ:-0}" != 1 ]; then
+  scripts/deps.sh fuzz || echo "FAIL deps: scripts/deps.sh fuzz"
   suite fuzz-smoke tests/fuzz/run.sh smoke
 fi
 if [ -x tests/e2e/run.sh ] && [ "${NRI_QOS_SKIP_E2E:-0}" != 1 ]; then

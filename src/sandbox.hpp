@@ -1,0 +1,77 @@
+// The hook's own sandbox: a seccomp allow-list and, where the kernel has it, Landlock.
+//
+// nri-qos runs as root for every container and parses input written by whoever may create a
+// pod. Before that input is parsed, the process confines itself:
+//  * seccomp (libseccomp, seccomp(2) SECCOMP_SET_MODE_FILTER): only the system calls the one-shot
+//    hook makes after start-up are allowed (list in sandbox.cpp, taken from strace(1) of real
+//    invocations). Any other call fails with EPERM — it does not kill the process, so the hook can
+//    still print its Result. execve, socket, ptrace, mount, bpf, ioctl, ... all fail.
+//  * Landlock (Linux 5.13+, landlock(7), raw syscalls; ABI probed with
+//    LANDLOCK_CREATE_RULESET_VERSION): file-system writes (write-open, truncate, create, remove,
+//    rename/link, make device/fifo/socket/symlink) and execute are allowed only beneath the cgroup
+//    root, the resctrl root, the procfs root (for /proc/<pid>/oom_score_adj; the pid is not known
+//    before the request is parsed), the state directory and the compiled-policy cache directory.
+//    Reads are not restricted (the policy file may be anywhere). On ABI 4+ TCP bind/connect are
+//    handled and denied too. Where Landlock is missing (openEuler 22.03: Linux 5.10) or disabled
+//    (not in the boot `lsm=` list), the hook carries on with seccomp alone and says so.
+// Both are irreversible for the process. The state and cache directories are created (mode 0700,
+// with parents) before Landlock is applied, because a Landlock rule needs an existing directory.
+#pragma once
+
+#include <string>
+
+namespace nriqos {
+
+/// Directories the sandboxed hook may write beneath (absolute or relative paths as configured;
+/// symlinks in them are followed once, here). Empty members are skipped. `policy_path` is only
+/// reported: reads are never restricted.
+struct SandboxRoots {
+    std::string cgroup_root, proc_root, resctrl_root, state_dir, cache_dir, policy_path;
+};
+
+/// What install_sandbox achieved.
+struct SandboxStatus {
+    bool seccomp = false;       ///< allow-list filter loaded
+    int landlock_abi = 0;       ///< kernel's Landlock ABI version (0: unavailable)
+    bool landlock = false;      ///< Landlock ruleset enforced
+    std::string landlock_why;   ///< when !landlock: why ("kernel has no Landlock (ENOSYS)", ...)
+    std::string error;          ///< when !seccomp: why ("" otherwise)
+    /// One line for --version/--debug/metadata, e.g.
+    /// "seccomp on; landlock ABI 7 on (writes beneath 5 roots)" or
+    /// "seccomp on; landlock off: kernel has no Landlock (ENOSYS); seccomp only".
+    std::string summary() const;
+};
+
+/// Install Landlock (if available) and then the seccomp filter, in the calling process (all its
+/// threads: SCMP_FLTATR_CTL_TSYNC). Sets PR_SET_NO_NEW_PRIVS. Never throws; failures are in the
+/// returned status (the caller decides whether to go on; nri-qos goes on and reports it).
+/// Call it once, after the command line is parsed and before stdin is parsed.
+SandboxStatus install_sandbox(const SandboxRoots& roots);
+
+/// Second Landlock layer, once the request is parsed and the task's pid is known: the same
+/// writable roots except that procfs shrinks to /proc/<pid> (pid ≤ 0: no procfs writes at all),
+/// so /proc/sys, /proc/sysrq-trigger and other tasks' files are out of reach. Landlock layers
+/// only ever narrow. No-op (returns "") when the first layer was not enforced. Returns "" or why
+/// it failed (the first layer stays in force either way).
+std::string narrow_sandbox(const SandboxStatus& st, const SandboxRoots& roots, long pid);
+
+/// narrow_sandbox with the status and roots of this process's install_sandbox call (no-op, ""
+/// when install_sandbox was not called). This is what the pipeline calls after parsing.
+std::string narrow_installed_sandbox(long pid);
+
+/// Status of this process's install_sandbox call (nullptr when not called), for --debug output.
+const SandboxStatus* installed_sandbox();
+
+/// Landlock ABI version of the running kernel (landlock_create_ruleset(NULL, 0,
+/// LANDLOCK_CREATE_RULESET_VERSION)); 0 when unsupported, with the reason in `why` if given.
+int landlock_abi_version(std::string* why = nullptr);
+
+/// The system-call names the filter allows (for docs and tests). Names unknown on the running
+/// architecture are skipped when the filter is built.
+const char* const* sandbox_allowed_syscalls();
+
+/// True when the environment asks to skip the sandbox (NRI_QOS_NO_SANDBOX=1: debugging with
+/// strace/gdb, which the filter does not hinder, or running under a sanitizer).
+bool sandbox_disabled_by_env();
+
+}  // namespace nriqos

@@ -1,0 +1,147 @@
+#!/bin/bash
+# libFuzzer targets of nri-qos (issue 3, "Fuzzing").
+#
+# Usage: tests/fuzz/run.sh build            build the targets into build/fuzz/
+#        tests/fuzz/run.sh smoke [TARGET..] each target FUZZ_SECONDS (default 20) s; CI (`make fuzz-smoke`)
+#        tests/fuzz/run.sh long  [TARGET..] each target FUZZ_SECONDS (default 600) s (`make fuzz`)
+#        tests/fuzz/run.sh repro TARGET FILE..   run the target once on the given inputs
+# Targets: request (parse_v01_request + parse_nri_event), policy (parse_policy_toml + cache round
+# trip + classify), cgroups_path (resolve_cgroups_path), pipeline (run_pipeline in explain, invoke
+# and nri-eval mode against a scratch root).
+# Env: FUZZ_SECONDS, FUZZ_PARALLEL (targets run at once, default 1), CXX_FUZZ (default clang++),
+#      FUZZ_SCRATCH (where the pipeline target makes its scratch root, default /tmp),
+#      FUZZ_NO_CACHE=1 (pipeline target without the compiled-policy cache),
+#      FUZZ_OVERLAY=DIR (compile DIR/X.cpp / DIR/X.hpp instead of src/X.*: fuzz a proposed fix;
+#      everything then goes to build/fuzz-overlay/).
+#
+# The library sources (src/*.cpp except main.cpp; src/nri/* is the relay and is not fuzzed here)
+# are compiled with clang and -fsanitize=address,undefined into build/fuzz/obj; every target is
+# linked with -fsanitize=fuzzer. Any crash, sanitizer report, leak, timeout or invariant
+# violation (the targets abort) fails the run; the input is saved under build/fuzz/artifacts/.
+# Prints `PASS fuzz-<target>` / `FAIL fuzz-<target>` and a summary line with the exec count.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+MODE=${1:-smoke}
+shift || true
+OUT=build/fuzz
+OVERLAY=${FUZZ_OVERLAY:-}
+if [ -n "$OVERLAY" ]; then OVERLAY=$(cd "$OVERLAY" && pwd) || exit 2; OUT=build/fuzz-overlay; fi
+CXX_FUZZ=${CXX_FUZZ:-clang++}
+VERSION=$(cat VERSION 2>/dev/null || echo 0.0.0)
+ALL_TARGETS=(request policy cgroups_path pipeline)
+
+SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+CXXFLAGS_F="-std=c++17 -g -O1 $SAN ${OVERLAY:+-I$OVERLAY} -Isrc -I$OUT/gen -D_GNU_SOURCE -DNRI_QOS_VERSION=\"$VERSION\" -DNRI_QOS_FUZZ=1 -w"
+
+die() { echo "fuzz/run.sh: $*" >&2; exit 2; }
+
+build() {
+    command -v "$CXX_FUZZ" >/dev/null || die "$CXX_FUZZ not found (scripts/deps.sh fuzz)"
+    mkdir -p "$OUT/obj" "$OUT/artifacts"
+    local objs=() src obj newest_hdr
+    newest_hdr=$(ls -t src/*.hpp tests/fuzz/*.hpp ${OVERLAY:+"$OVERLAY"/*.hpp} 2>/dev/null | head -1)
+    for src in src/*.cpp; do
+        [ "$src" = src/main.cpp ] && continue
+        obj="$OUT/obj/$(basename "${src%.cpp}").o"
+        [ -n "$OVERLAY" ] && [ -f "$OVERLAY/$(basename "$src")" ] && src="$OVERLAY/$(basename "$src")"
+        if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ "$newest_hdr" -nt "$obj" ]; then
+            echo "  CXX(fuzz) $src" >&2
+            $CXX_FUZZ $CXXFLAGS_F -fsanitize=fuzzer-no-link -c "$src" -o "$obj" || die "compile $src failed"
+        fi
+        objs+=("$obj")
+    done
+    # Drop objects of sources that no longer exist.
+    for obj in "$OUT"/obj/*.o; do
+        [ -f "src/$(basename "${obj%.o}").cpp" ] || rm -f "$obj"
+    done
+    local t bin
+    for t in "${ALL_TARGETS[@]}"; do
+        bin="$OUT/fuzz_$t"
+        if [ ! -f "$bin" ] || [ "tests/fuzz/fuzz_$t.cpp" -nt "$bin" ] || [ -n "$(find "$OUT/obj" tests/fuzz/fuzz_common.hpp -newer "$bin" -print -quit)" ]; then
+            echo "  LINK(fuzz) $bin" >&2
+            $CXX_FUZZ $CXXFLAGS_F -fsanitize=fuzzer "tests/fuzz/fuzz_$t.cpp" "${objs[@]}" -lseccomp -o "$bin" || die "link $bin failed"
+        fi
+    done
+}
+
+# Per-target libFuzzer options.
+opts_for() {
+    case $1 in
+        request) echo "-max_len=65536 -dict=tests/fuzz/json.dict" ;;
+        pipeline) echo "-max_len=65536 -dict=tests/fuzz/json.dict -close_fd_mask=2" ;;
+        policy) echo "-max_len=32768 -dict=tests/fuzz/toml.dict" ;;
+        cgroups_path) echo "-max_len=4096" ;;
+    esac
+}
+
+run_one() {  # target seconds → writes $LOGS/<t>.log, returns libFuzzer's status
+    local t=$1 secs=$2 work="$OUT/corpus/$1"
+    mkdir -p "$work" "$OUT/artifacts"
+    # New inputs go to build/fuzz/corpus/<t> (first dir); the checked-in seeds are read-only.
+    # shellcheck disable=SC2046
+    "$BIN/fuzz_$t" $(opts_for "$t") -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+        -detect_leaks=1 -print_final_stats=1 -artifact_prefix="$OUT/artifacts/$t-" \
+        "$work" "tests/fuzz/corpus/$t" >"$LOGS/$t.log" 2>&1
+}
+
+summary() {  # target → one line from the log
+    local log="$LOGS/$1.log" runs cov corp
+    runs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
+    cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+')
+    corp=$(grep -oE 'corp: [0-9]+/[0-9]+[a-zA-Z]*' "$log" | tail -1)
+    echo "fuzz $1: ${runs:-?} execs in ${2}s, edge coverage ${cov:-?}, corpus ${corp:-?}"
+}
+
+case $MODE in
+    build) build; exit 0 ;;
+    smoke) SECS=${FUZZ_SECONDS:-20} ;;
+    long) SECS=${FUZZ_SECONDS:-600} ;;
+    repro)
+        build
+        t=${1:?target}; shift
+        # shellcheck disable=SC2046
+        exec "$OUT/fuzz_$t" $(opts_for "$t" | sed 's/-close_fd_mask=2//') -runs=1 "$@" ;;
+    *) die "unknown mode '$MODE' (build|smoke|long|repro)" ;;
+esac
+
+build
+# Logs and a private copy of the binaries per mode: a long run in the background is not disturbed
+# by a rebuild or a smoke run.
+LOGS="$OUT/$MODE"
+BIN="$LOGS/bin"
+mkdir -p "$BIN"
+for t in "${ALL_TARGETS[@]}"; do cp -f "$OUT/fuzz_$t" "$BIN/fuzz_$t.new" && mv -f "$BIN/fuzz_$t.new" "$BIN/fuzz_$t"; done
+TARGETS=("$@")
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL_TARGETS[@]}")
+PAR=${FUZZ_PARALLEL:-1}
+fail=0
+declare -A PIDS=()
+finish() {  # target pid
+    local t=$1 rc
+    wait "$2" 2>/dev/null
+    rc=$(cat "$LOGS/$t.rc" 2>/dev/null || echo 99)
+    if [ "$rc" -eq 0 ] && grep -q 'Done [0-9]* runs' "$LOGS/$t.log"; then
+        echo "PASS fuzz-$t  ($(summary "$t" "$SECS"))"
+        summary "$t" "$SECS" >>"$LOGS/summary.txt"
+    else
+        echo "FAIL fuzz-$t  (exit $rc; log $LOGS/$t.log; artifacts $OUT/artifacts/$t-*)"
+        grep -E 'ERROR:|SUMMARY:|INVARIANT|runtime error|Test unit written' "$LOGS/$t.log" | head -8 | sed 's/^/    /'
+        fail=1
+    fi
+}
+: >"$LOGS/summary.txt"
+for t in "${TARGETS[@]}"; do
+    [ -x "$BIN/fuzz_$t" ] || die "unknown target '$t'"
+    while [ ${#PIDS[@]} -ge "$PAR" ]; do
+        sleep 1
+        for k in "${!PIDS[@]}"; do
+            if ! kill -0 "${PIDS[$k]}" 2>/dev/null; then finish "$k" "${PIDS[$k]}"; unset "PIDS[$k]"; fi
+        done
+    done
+    rm -f "$LOGS/$t.rc"
+    ( run_one "$t" "$SECS"; echo $? >"$LOGS/$t.rc" ) &
+    PIDS[$t]=$!
+done
+for k in "${!PIDS[@]}"; do finish "$k" "${PIDS[$k]}"; done
+exit $fail
