@@ -19,7 +19,7 @@ CXXFLAGS  += -std=c++17 $(WARN) -fno-plt -ffunction-sections -fdata-sections
 # Fully static: the hook is exec'd on every container start and must not depend on the
 # node's libstdc++/glibc versions (nor pay the dynamic loader's ~1 ms).
 LDFLAGS   += -static -Wl,--gc-sections -Wl,-O1
-LDLIBS    += -lprotobuf-lite -lseccomp -pthread
+LDLIBS    += -lprotobuf-lite -pthread
 
 PROTO_SRC := src/nri/nri.proto
 PROTO_CC  := $(BUILD)/gen/nri/nri.pb.cc
@@ -43,6 +43,16 @@ deps:
 $(PROTO_CC) $(PROTO_H): $(PROTO_SRC)
 	@mkdir -p $(BUILD)/gen/nri
 	$(PROTOC) --proto_path=src/nri --cpp_out=$(BUILD)/gen/nri $<
+
+# The seccomp program is compiled by libseccomp at build time (src/tools/seccomp-bpf-gen.cpp).
+SECCOMP_H := $(BUILD)/gen/seccomp_bpf.h
+$(BUILD)/seccomp-bpf-gen: src/tools/seccomp-bpf-gen.cpp src/sandbox_syscalls.hpp
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O1 -Isrc $< -lseccomp -o $@
+$(SECCOMP_H): $(BUILD)/seccomp-bpf-gen
+	@mkdir -p $(dir $@)
+	$< > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/src/sandbox.o: $(SECCOMP_H)
 
 $(BUILD)/obj/gen/nri.pb.o: $(PROTO_CC)
 	@mkdir -p $(dir $@)

@@ -2,10 +2,11 @@
 //
 // nri-qos runs as root for every container and parses input written by whoever may create a
 // pod. Before that input is parsed, the process confines itself:
-//  * seccomp (libseccomp, seccomp(2) SECCOMP_SET_MODE_FILTER): only the system calls the one-shot
-//    hook makes after start-up are allowed (list in sandbox.cpp, taken from strace(1) of real
-//    invocations). Any other call fails with EPERM — it does not kill the process, so the hook can
-//    still print its Result. execve, socket, ptrace, mount, bpf, ioctl, ... all fail.
+//  * seccomp (seccomp(2) SECCOMP_SET_MODE_FILTER): only the system calls the one-shot hook makes
+//    after start-up are allowed (list in sandbox_syscalls.hpp, taken from strace(1) of real
+//    invocations; compiled to BPF by libseccomp at build time, src/tools/seccomp-bpf-gen.cpp).
+//    Any other call fails with EPERM — it does not kill the process, so the hook can still print
+//    its Result. execve, socket, ptrace, mount, bpf, ioctl, ... all fail.
 //  * Landlock (Linux 5.13+, landlock(7), raw syscalls; ABI probed with
 //    LANDLOCK_CREATE_RULESET_VERSION): file-system writes (write-open, truncate, create, remove,
 //    rename/link, make device/fifo/socket/symlink) and execute are allowed only beneath the cgroup

@@ -32,13 +32,14 @@ VERSION=$(cat VERSION 2>/dev/null || echo 0.0.0)
 ALL_TARGETS=(request policy cgroups_path pipeline)
 
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-CXXFLAGS_F="-std=c++17 -g -O1 $SAN ${OVERLAY:+-I$OVERLAY} -Isrc -I$OUT/gen -D_GNU_SOURCE -DNRI_QOS_VERSION=\"$VERSION\" -DNRI_QOS_FUZZ=1 -w"
+CXXFLAGS_F="-std=c++17 -g -O1 $SAN ${OVERLAY:+-I$OVERLAY} -Isrc -I$OUT/gen -Ibuild/gen -D_GNU_SOURCE -DNRI_QOS_VERSION=\"$VERSION\" -DNRI_QOS_FUZZ=1 -w"
 
 die() { echo "fuzz/run.sh: $*" >&2; exit 2; }
 
 build() {
     command -v "$CXX_FUZZ" >/dev/null || die "$CXX_FUZZ not found (scripts/deps.sh fuzz)"
     mkdir -p "$OUT/obj" "$OUT/artifacts"
+    make -s build/gen/seccomp_bpf.h || die "make build/gen/seccomp_bpf.h failed"  # sandbox.cpp's program
     local objs=() src obj newest_hdr
     newest_hdr=$(ls -t src/*.hpp tests/fuzz/*.hpp ${OVERLAY:+"$OVERLAY"/*.hpp} 2>/dev/null | head -1)
     for src in src/*.cpp; do
@@ -60,7 +61,7 @@ build() {
         bin="$OUT/fuzz_$t"
         if [ ! -f "$bin" ] || [ "tests/fuzz/fuzz_$t.cpp" -nt "$bin" ] || [ -n "$(find "$OUT/obj" tests/fuzz/fuzz_common.hpp -newer "$bin" -print -quit)" ]; then
             echo "  LINK(fuzz) $bin" >&2
-            $CXX_FUZZ $CXXFLAGS_F -fsanitize=fuzzer "tests/fuzz/fuzz_$t.cpp" "${objs[@]}" -lseccomp -o "$bin" || die "link $bin failed"
+            $CXX_FUZZ $CXXFLAGS_F -fsanitize=fuzzer "tests/fuzz/fuzz_$t.cpp" "${objs[@]}" -o "$bin" || die "link $bin failed"
         fi
     done
 }

@@ -1,0 +1,45 @@
+// The system calls the sandboxed one-shot hook may make, shared by the run-time sandbox
+// (src/sandbox.cpp) and the build-time generator of its seccomp program
+// (src/tools/seccomp-bpf-gen.cpp, which compiles this list with libseccomp).
+#pragma once
+
+#include <cstdint>
+
+namespace nriqos {
+
+// What the one-shot hook calls after start-up (strace -f of invoke/explain/nri-eval with and
+// without a compiled-policy cache, v1 and v2 trees, every event): stdin/stdout/stderr and file
+// I/O, openat2 path resolution, the state and cache directories (mkdir, temp file + rename,
+// unlink), statfs for the layout probe, memory management, the deadline timer (setitimer,
+// SIGALRM), exit. A few harmless relatives are added so that a libc or compiler update that
+// switches between equivalents (stat/newfstatat/statx, rename/renameat2, readv/writev) does not
+// break the hook. Unknown names on the running architecture are skipped.
+inline constexpr const char* kSandboxAllowed[] = {
+    // I/O on open fds
+    "read", "readv", "pread64", "write", "writev", "close", "lseek", "fcntl", "dup", "dup3",
+    "fsync", "fdatasync", "flock", "getdents64",
+    // opening and inspecting files
+    "openat", "openat2", "open", "fstat", "newfstatat", "stat", "lstat", "statx", "statfs", "fstatfs",
+    "readlink", "readlinkat", "faccessat", "faccessat2", "access", "getcwd",
+    // state and cache directories
+    "mkdir", "mkdirat", "rename", "renameat", "renameat2", "unlink", "unlinkat",
+    // memory
+    "brk", "mmap", "munmap", "mremap", "mprotect", "madvise",
+    // signals and the deadline timer
+    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "setitimer", "getitimer", "alarm",
+    "restart_syscall",
+    // identity, time, randomness, threads
+    "getpid", "gettid", "getuid", "geteuid", "getgid", "getegid", "clock_gettime", "clock_getres",
+    "gettimeofday", "time", "getrandom", "futex", "sched_yield", "set_robust_list", "rseq",
+    // exit
+    "exit", "exit_group",
+    // Landlock can only restrict further (narrow_sandbox)
+    "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
+    nullptr,
+};
+
+/// tgkill is allowed only with the hook's own pid as its first argument (abort()/raise() signal
+/// the calling thread). The program is compiled with this placeholder pid, replaced at run time.
+inline constexpr uint32_t kTgkillPidPlaceholder = 0x7ffffff0u;
+
+}  // namespace nriqos
