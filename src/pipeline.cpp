@@ -187,7 +187,12 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
 std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, int& exit_code) {
     Ctx c{mode, opt};
     std::optional<Request> req;
-    std::string out;
+    // Every way out renders the Result and disarms the deadline.
+    auto finish = [&](const Request* r) {
+        std::string out = render(c, r, exit_code);
+        disarm_deadline();
+        return out;
+    };
     try {
         req = mode == Mode::NriEval ? parse_nri_event(input) : parse_v01_request(input);
     } catch (const InputError& e) {
@@ -197,9 +202,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         } catch (...) {
         }
         early_error(c, std::string("bad request: ") + e.what());
-        out = render(c, nullptr, exit_code);
-        disarm_deadline();
-        return out;
+        return finish(nullptr);
     }
     Policy policy;  // outlives render(): c.plan.decision.cls points into policy.classes
     try {
@@ -222,9 +225,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             policy = load_policy_for(ppath, opt.cache_dir, r);
         } catch (const InputError& e) {
             early_error(c, std::string("policy: ") + e.what());
-            out = render(c, &r, exit_code);
-            disarm_deadline();
-            return out;
+            return finish(&r);
         }
         c.fail_closed_policy = policy.fail_closed;
 
@@ -272,9 +273,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         early_error(c, std::string("internal error: ") + e.what());
         c.have_plan = false;
     }
-    out = render(c, req ? &*req : nullptr, exit_code);
-    disarm_deadline();
-    return out;
+    return finish(req ? &*req : nullptr);
 }
 
 int check_policy(const std::string& path, const std::string& cache_dir, std::string& out) {
