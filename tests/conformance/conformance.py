@@ -1,0 +1,639 @@
+#!/usr/bin/env python3
+"""Conformance runner: does nri-qos end with the cgroup values the seed systems' node agents
+(plus kubelet) end with, for pods built from those systems' published manifests?
+
+For every case under cases/<system>/<case>/ (case.json + generated kubelet.json + requests/),
+for cgroup v1 and v2 scratch trees, and for both wire paths:
+
+  invoke   NRI v0.1: kubelet/runc values are in place (runc created the cgroups before the
+           v0.1 create event); `nri-qos invoke` gets the sandbox create, then each container's.
+  nri      native NRI: `nri-qos nri-eval` gets RunPodSandbox; then per container
+           CreateContainer, whose adjustment is merged into kubelet's OCI resources and
+           applied as runc would (opencontainers/cgroups fs and fs2 rules, log-quadratic
+           shares->weight of runc >= 1.3.2), then StartContainer.
+
+Then every knob file of the pod cgroup and of each container cgroup (and the container's
+/proc/PID/oom_score_adj) is compared with: kernel default, overlaid with what kubelet/runc
+wrote, overlaid with case.json's "expect" (what the seed system's node agent writes, each value
+with the function that computes it). Files a case does not list must stay as kubelet left them
+(behaviour "nothing else changed").
+
+Output: PASS/FAIL/SKIP lines (tests/lib.sh style), one per case x layout x path x behaviour;
+SKIP = an explained difference (differences.json, with its reason) or a value that depends on
+node-agent state nri-qos cannot see ("unknowable" in case.json); then the table
+system x behaviour. Exit 1 on any unexplained difference.
+
+The scratch tree accepts any value (no kernel validation: tests/cgroup_real.sh covers the real
+kernel). Environment: NRI_QOS_BIN (default build/nri-qos), NRI_QOS_POLICY (default the bundled
+conf/nri.d/nri-qos.toml). Options: see --help.
+"""
+import argparse
+import copy
+import fnmatch
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(os.path.dirname(HERE))
+CASES = os.path.join(HERE, "cases")
+
+UNL = "9223372036854771712"  # what cgroup v1 shows for an unlimited memory limit (PAGE_COUNTER_MAX pages)
+SYSFS_OPT = "--sysfs-root"   # the root option of the NUMA placement work (issue #10 §2)
+
+# Kernel defaults of a fresh cgroup. Superset kernel: mainline files plus openEuler's
+# cpu.qos_level / memory.qos_level (and memory.high on v1), so a write nobody expects shows.
+V1_DEFAULTS = {
+    "cpu.shares": "1024", "cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "-1",
+    "cpu.cfs_burst_us": "0", "cpu.idle": "0", "cpu.qos_level": "0",
+    "memory.limit_in_bytes": UNL, "memory.soft_limit_in_bytes": UNL, "memory.memsw.limit_in_bytes": UNL,
+    "memory.high": "max", "memory.qos_level": "0",
+    "pids.max": "max", "blkio.weight": "100",
+    "cpuset.cpus": None, "cpuset.mems": None,   # filled from the node
+}
+V2_DEFAULTS = {
+    "cpu.weight": "100", "cpu.max": "max 100000", "cpu.max.burst": "0", "cpu.idle": "0", "cpu.qos_level": "0",
+    "memory.max": "max", "memory.high": "max", "memory.low": "0", "memory.min": "0", "memory.swap.max": "max",
+    "memory.qos_level": "0", "pids.max": "max", "io.weight": "default 100",
+    "cpuset.cpus": "", "cpuset.mems": "",
+}
+
+
+def cpulist(ids):
+    """[0, 1, 2, 5] -> "0-2,5" (the kernel's list format)."""
+    out, i = [], 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        out.append(str(ids[i]) if i == j else "%d-%d" % (ids[i], ids[j]))
+        i = j + 1
+    return ",".join(out)
+
+
+def v1_ctrl(f):
+    return f.split(".", 1)[0]
+
+
+# Files grouped by what they control (same group name on v1 and v2), for "kept: <group>" rows.
+GROUPS = {
+    "cpu.shares": "cpu weight", "cpu.weight": "cpu weight",
+    "cpu.cfs_quota_us": "cfs quota", "cpu.cfs_period_us": "cfs quota", "cpu.max": "cfs quota",
+    "cpu.cfs_burst_us": "cpu burst", "cpu.max.burst": "cpu burst",
+    "memory.limit_in_bytes": "memory limit", "memory.max": "memory limit",
+    "memory.memsw.limit_in_bytes": "memory swap", "memory.swap.max": "memory swap",
+    "memory.low": "memory protection", "memory.min": "memory protection", "memory.soft_limit_in_bytes": "memory protection",
+    "blkio.weight": "io weight", "io.weight": "io weight",
+    "cpuset.cpus": "cpuset", "cpuset.mems": "cpuset",
+}
+
+
+def shares_to_weight(s):
+    """opencontainers/cgroups utils.go ConvertCPUSharesToCgroupV2Value (v0.0.3+, runc >= 1.3.2)."""
+    if s == 0:
+        return 0
+    if s <= 2:
+        return 1
+    if s >= 262144:
+        return 10000
+    l = math.log2(s)
+    return int(math.ceil(math.pow(10, (l * l + 125 * l) / 612.0 - 7.0 / 34.0)))
+
+
+def expand_slice(s):
+    if s == "-.slice":
+        return ""
+    base = s[: -len(".slice")]
+    out, pre = [], ""
+    for comp in base.split("-"):
+        pre = comp if not pre else pre + "-" + comp
+        out.append(pre + ".slice")
+    return "/".join(out)
+
+
+def rel_of(cgroups_path):
+    """OCI cgroupsPath -> directory below the hierarchy root (runc rules, as src/model.cpp)."""
+    if not cgroups_path.startswith("/") and ":" in cgroups_path:
+        slc, prefix, name = cgroups_path.split(":")
+        unit = name if name.endswith(".slice") else (prefix + "-" if prefix else "") + name + ".scope"
+        return expand_slice(slc or "system.slice") + "/" + unit
+    return cgroups_path.strip("/")
+
+
+class Tree:
+    """A scratch cgroup tree (v1 per-controller or v2 unified) plus /proc and sysfs."""
+
+    def __init__(self, root, layout, node):
+        self.root, self.layout = root, layout
+        self.cg = os.path.join(root, "cg")
+        self.proc = os.path.join(root, "proc")
+        self.sys = os.path.join(root, "sys")
+        self.node = node
+        for d in (self.cg, self.proc, self.sys, os.path.join(root, "resctrl"), os.path.join(root, "state")):
+            os.makedirs(d, exist_ok=True)
+
+    def defaults(self):
+        if self.layout == "v2":
+            return dict(V2_DEFAULTS)
+        d = dict(V1_DEFAULTS)
+        d["cpuset.cpus"] = self.node["cpus"]
+        d["cpuset.mems"] = cpulist(sorted(int(i) for i in self.node.get("numa", {"0": ""})))
+        return d
+
+    def path(self, rel, f):
+        if self.layout == "v2":
+            return os.path.join(self.cg, rel, f)
+        return os.path.join(self.cg, v1_ctrl(f), rel, f)
+
+    def mkdir(self, rel, values=None):
+        vals = self.defaults()
+        vals.update(values or {})
+        parts = rel.split("/")
+        for i in range(1, len(parts) + 1):  # ancestors get default files too
+            sub = "/".join(parts[:i])
+            for f, v in (vals if i == len(parts) else self.defaults()).items():
+                p = self.path(sub, f)
+                if i < len(parts) and os.path.exists(p):
+                    continue
+                os.makedirs(os.path.dirname(p), exist_ok=True)
+                with open(p, "w") as fh:
+                    fh.write(v)
+
+    def read(self, rel, f):
+        try:
+            with open(self.path(rel, f)) as fh:
+                return fh.read().strip()
+        except OSError:
+            return None
+
+    def write(self, rel, f, v):
+        p = self.path(rel, f)
+        if not os.path.exists(p):
+            raise FileNotFoundError(p)
+        with open(p, "w") as fh:
+            fh.write(str(v))
+
+    def files(self):
+        return list(self.defaults())
+
+    def proc_file(self, pid):
+        return os.path.join(self.proc, str(pid), "oom_score_adj")
+
+    def set_oom(self, pid, v):
+        p = self.proc_file(pid)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as fh:
+            fh.write(str(v))
+
+    def oom(self, pid):
+        try:
+            with open(self.proc_file(pid)) as fh:
+                return fh.read().strip()
+        except OSError:
+            return None
+
+    def make_sysfs(self):
+        nd = os.path.join(self.sys, "devices", "system", "node")
+        os.makedirs(nd, exist_ok=True)
+        ids = sorted(self.node.get("numa", {"0": self.node["cpus"]}), key=int)
+        for i in ids:
+            os.makedirs(os.path.join(nd, "node" + i), exist_ok=True)
+            with open(os.path.join(nd, "node" + i, "cpulist"), "w") as fh:
+                fh.write(self.node.get("numa", {}).get(i, self.node["cpus"]) + "\n")
+        for name in ("online", "possible", "has_cpu", "has_memory"):
+            with open(os.path.join(nd, name), "w") as fh:
+                fh.write(cpulist([int(i) for i in ids]) + "\n")
+        cd = os.path.join(self.sys, "devices", "system", "cpu")
+        os.makedirs(cd, exist_ok=True)
+        for name in ("online", "possible", "present"):
+            with open(os.path.join(cd, name), "w") as fh:
+                fh.write(self.node["cpus"] + "\n")
+
+    def snapshot_cpu_max(self):
+        out = {}
+        if self.layout != "v2":
+            return out
+        for dp, _, fs in os.walk(self.cg):
+            if "cpu.max" in fs:
+                with open(os.path.join(dp, "cpu.max")) as fh:
+                    out[dp] = fh.read().strip()
+        return out
+
+    def kernel_fixups(self, before):
+        """What the kernel shows after a write the scratch file stores verbatim: v2 cpu.max
+        written as "QUOTA" keeps the period; v1 memory limits written as -1 read back as
+        PAGE_COUNTER_MAX."""
+        if self.layout == "v2":
+            for dp, old in before.items():
+                p = os.path.join(dp, "cpu.max")
+                with open(p) as fh:
+                    cur = fh.read().strip()
+                if cur != old and len(cur.split()) == 1 and len(old.split()) == 2:
+                    with open(p, "w") as fh:
+                        fh.write(cur + " " + old.split()[1])
+            return
+        for dp, _, fs in os.walk(os.path.join(self.cg, "memory")):
+            for f in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.soft_limit_in_bytes"):
+                if f in fs:
+                    p = os.path.join(dp, f)
+                    with open(p) as fh:
+                        if fh.read().strip() == "-1":
+                            with open(p, "w") as w:
+                                w.write(UNL)
+
+
+def runc_values(layout, oci):
+    """File values runc (opencontainers/cgroups fs, fs2) writes for OCI LinuxResources."""
+    out, errs = {}, []
+    cpu, mem = oci.get("cpu", {}), oci.get("memory", {})
+    if layout == "v1":
+        if cpu.get("shares"):
+            out["cpu.shares"] = str(cpu["shares"])
+        if cpu.get("period"):
+            out["cpu.cfs_period_us"] = str(cpu["period"])
+        if cpu.get("quota"):
+            out["cpu.cfs_quota_us"] = str(cpu["quota"])
+        if mem.get("limit"):
+            out["memory.limit_in_bytes"] = UNL if mem["limit"] == -1 else str(mem["limit"])
+        if mem.get("swap"):
+            out["memory.memsw.limit_in_bytes"] = UNL if mem["swap"] == -1 else str(mem["swap"])
+        if oci.get("unified"):
+            errs.append("runc: invalid configuration: cannot use unified on cgroup v1")
+    else:
+        if cpu.get("shares"):
+            out["cpu.weight"] = str(shares_to_weight(cpu["shares"]))
+        if cpu.get("quota") or cpu.get("period"):
+            q = cpu.get("quota", 0)
+            out["cpu.max"] = ("max" if q <= 0 else str(q)) + " " + str(cpu.get("period") or 100000)
+        if mem.get("limit"):
+            out["memory.max"] = "max" if mem["limit"] == -1 else str(mem["limit"])
+        if mem.get("swap") and mem.get("limit"):
+            if mem["swap"] == -1:
+                out["memory.swap.max"] = "max"
+            elif mem["limit"] > 0:
+                out["memory.swap.max"] = str(mem["swap"] - mem["limit"])
+        for k, v in (oci.get("unified") or {}).items():
+            out[k] = v
+    if cpu.get("cpus"):
+        out["cpuset.cpus"] = cpu["cpus"]
+    if cpu.get("mems"):
+        out["cpuset.mems"] = cpu["mems"]
+    return out, errs
+
+
+def kubelet_pod_values(layout, pc):
+    """kubelet's pod cgroup (pkg/kubelet/cm ResourceConfigForPod via the cgroup manager)."""
+    out = {}
+    if layout == "v1":
+        out["cpu.shares"] = str(pc["cpu_shares"])
+        if "cpu_quota" in pc:
+            out["cpu.cfs_period_us"] = str(pc["cpu_period"])
+            out["cpu.cfs_quota_us"] = str(pc["cpu_quota"])
+        if "memory_limit" in pc:
+            out["memory.limit_in_bytes"] = str(pc["memory_limit"])
+    else:
+        out["cpu.weight"] = str(shares_to_weight(pc["cpu_shares"]))
+        if "cpu_quota" in pc:
+            q = pc["cpu_quota"]
+            out["cpu.max"] = ("max" if q <= 0 else str(q)) + " " + str(pc["cpu_period"])
+        if "memory_limit" in pc:
+            out["memory.max"] = str(pc["memory_limit"])
+    return out
+
+
+def merge_adjustment(oci, oom, adj):
+    """containerd's NRI adjustment of the OCI spec: fields present in the adjustment win."""
+    oci = copy.deepcopy(oci)
+    lin = (adj or {}).get("linux") or {}
+    res = lin.get("resources") or {}
+    cpu = res.get("cpu") or {}
+    for k in ("shares", "quota", "period"):
+        if k in cpu:
+            oci.setdefault("cpu", {})[k] = int((cpu[k] or {}).get("value", 0))
+    for k in ("cpus", "mems"):
+        if cpu.get(k):
+            oci.setdefault("cpu", {})[k] = cpu[k]
+    m = res.get("memory") or {}
+    for k in ("limit", "swap"):
+        if k in m:
+            oci.setdefault("memory", {})[k] = int((m[k] or {}).get("value", 0))
+    if res.get("unified"):
+        oci.setdefault("unified", {}).update(res["unified"])
+    if "oom_score_adj" in lin:
+        oom = int((lin["oom_score_adj"] or {}).get("value", 0))
+    return oci, oom
+
+
+class Run:
+    def __init__(self, opts, case, layout, wire):
+        self.o, self.case, self.layout, self.wire = opts, case, layout, wire
+        self.k = case["kubelet"]
+        self.node = dict({"cpus": "0-7", "numa": {"0": "0-3", "1": "4-7"}}, **case.get("node", {}))
+        self.errors = []    # (behaviour, reason)
+        self.log = []
+
+    def hook(self, mode, reqfile):
+        t = self.tree
+        args = [self.o.bin, mode, "--policy", self.o.policy, "--cgroup-root", t.cg, "--cgroup-layout", self.layout,
+                "--proc-root", t.proc, "--resctrl-root", os.path.join(t.root, "resctrl"),
+                "--state-dir", os.path.join(t.root, "state"), "--cache-dir", ""]
+        if self.o.sysfs_ok:
+            args += [SYSFS_OPT, t.sys]
+        with open(reqfile, "rb") as fh:
+            data = fh.read()
+        before = t.snapshot_cpu_max()
+        try:
+            p = subprocess.run(args, input=data, capture_output=True, timeout=20)
+        except subprocess.TimeoutExpired:
+            self.errors.append(("hook runs cleanly", "%s %s: timed out" % (mode, os.path.basename(reqfile))))
+            return None
+        t.kernel_fixups(before)
+        name = "%s %s" % (mode, os.path.basename(reqfile))
+        self.log.append("$ %s < %s -> exit %d\n%s%s" % (" ".join(args[:2]), reqfile, p.returncode,
+                                                     p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")))
+        try:
+            out = json.loads(p.stdout.decode())
+        except ValueError:
+            self.errors.append(("hook runs cleanly", "%s: exit %d, stdout not JSON: %s" % (name, p.returncode, p.stderr.decode(errors="replace")[:200])))
+            return None
+        if p.returncode != 0 or out.get("error"):
+            self.errors.append(("hook runs cleanly", "%s: exit %d, error %r" % (name, p.returncode, out.get("error"))))
+        return out
+
+    def execute(self):
+        case, k, lay = self.case, self.k, self.layout
+        root = tempfile.mkdtemp(prefix="nri-qos-conf.")
+        self.root = root
+        try:
+            t = self.tree = Tree(root, lay, self.node)
+            t.make_sysfs()
+            sb_rel = rel_of(k["paths"]["sandbox"])
+            self.pod_rel = pod_rel = os.path.dirname(sb_rel)
+            self.ctr_rel = {n: rel_of(p) for n, p in k["paths"]["containers"].items()}
+            # the node: siblings already bound to CPUs
+            for s in self.node.get("siblings", []):
+                t.mkdir(s["rel"], {"cpuset.cpus": s["cpuset.cpus"]})
+            # expected baseline = kernel default + kubelet/runc
+            base = {}
+            pod_vals = kubelet_pod_values(lay, k["pod"])
+            t.mkdir(pod_rel, pod_vals)
+            base["pod"] = dict(t.defaults(), **pod_vals)
+            sb_vals, _ = runc_values(lay, k["sandbox"])
+            t.mkdir(sb_rel, sb_vals)
+            names = [c["name"] for c in case["pod"]["containers"]]
+            for n in names:
+                kc = k["containers"][n]
+                vals, _ = runc_values(lay, kc["oci"])
+                base[n] = dict(t.defaults(), **vals)
+                base[n]["oom_score_adj"] = str(kc["oom_score_adj"])
+            req = os.path.join(case["dir"], "requests")
+            if self.wire == "invoke":
+                for n in names:
+                    kc = k["containers"][n]
+                    t.mkdir(self.ctr_rel[n], runc_values(lay, kc["oci"])[0])
+                    t.set_oom(kc["pid"], kc["oom_score_adj"])
+                self.hook("invoke", os.path.join(req, "v01", "sandbox-create.json"))
+                for n in names:
+                    self.hook("invoke", os.path.join(req, "v01", n + "-create.json"))
+            else:
+                self.hook("nri-eval", os.path.join(req, "nri", "RunPodSandbox.json"))
+                for n in names:
+                    kc = k["containers"][n]
+                    out = self.hook("nri-eval", os.path.join(req, "nri", n + "-CreateContainer.json"))
+                    adj = (out or {}).get("adjustment")
+                    oci, oom = merge_adjustment(kc["oci"], kc["oom_score_adj"], adj)
+                    t.mkdir(self.ctr_rel[n])          # runc creates the cgroup ...
+                    vals, errs = runc_values(lay, oci)
+                    for f, v in vals.items():         # ... and writes the resources
+                        try:
+                            t.write(self.ctr_rel[n], f, v)
+                        except FileNotFoundError:
+                            errs.append("runc: %s: no such file (the container would fail to start)" % f)
+                    for e in errs:
+                        self.errors.append(("runtime accepts the adjustment", "%s: %s" % (n, e)))
+                    t.set_oom(kc["pid"], oom)
+                    self.hook("nri-eval", os.path.join(req, "nri", n + "-StartContainer.json"))
+            return self.compare(base, names)
+        finally:
+            if self.o.keep:
+                print("# kept scratch tree %s" % root, file=sys.stderr)
+            else:
+                shutil.rmtree(root, ignore_errors=True)
+
+    def compare(self, base, names):
+        """-> list of dict(behaviour, scope, file, want, got, status, why)."""
+        t, exp = self.tree, self.case["expect"].get(self.layout, {})
+        results = []
+        joint_files = set()
+        for j in self.case.get("joint", []):
+            for f in j["files"]:
+                joint_files.add(tuple(f if f[0] == "pod" else f))
+        scopes = [("pod", self.pod_rel, None)] + [(n, self.ctr_rel[n], n) for n in names]
+        for scope, rel, ctr in scopes:
+            spec = exp.get("pod", {}) if ctr is None else exp.get("containers", {}).get(ctr, {})
+            files = t.files() + ([] if ctr is None else ["oom_score_adj"])
+            for f in files:
+                key = ("pod", f) if ctr is None else ("containers", ctr, f)
+                if key in joint_files:
+                    continue
+                got = t.read(rel, f) if f != "oom_score_adj" else t.oom(self.k["containers"][ctr]["pid"])
+                label = "pod" if ctr is None else "container " + ctr
+                e = spec.get(f)
+                if e is None:
+                    want = base["pod" if ctr is None else ctr][f]
+                    results.append({"behaviour": "nothing else changed" if got == want else "kept: " + GROUPS.get(f, f),
+                                    "scope": label, "file": f, "want": want, "got": got, "status": "ok" if got == want else "diff",
+                                    "why": "kubelet/runc value (or kernel default); the system's node agent leaves it"})
+                elif "unknowable" in e:
+                    results.append({"behaviour": e["behaviour"], "scope": label, "file": f, "want": None, "got": got,
+                                    "status": "unknowable", "why": e["unknowable"]})
+                else:
+                    want = e["value"]
+                    results.append({"behaviour": e["behaviour"], "scope": label, "file": f, "want": want, "got": got,
+                                    "status": "ok" if got == want else "diff", "why": e["why"]})
+        for j in self.case.get("joint", []):
+            got = []
+            for f in j["files"]:
+                if f[0] == "pod":
+                    got.append(t.read(self.pod_rel, f[1]))
+                else:
+                    got.append(t.read(self.ctr_rel[f[1]], f[2]))
+            names_ = " + ".join(("pod " + f[1]) if f[0] == "pod" else ("container %s %s" % (f[1], f[2])) for f in j["files"])
+            ok = got in [list(a) for a in j["allowed"]]
+            results.append({"behaviour": j["behaviour"], "scope": names_, "file": "", "want": " or ".join("(" + ", ".join(a) + ")" for a in j["allowed"]),
+                            "got": "(" + ", ".join(str(g) for g in got) + ")", "status": "ok" if ok else "diff", "why": j["why"]})
+        for b, reason in self.errors:
+            results.append({"behaviour": b, "scope": "", "file": "", "want": None, "got": None, "status": "diff",
+                            "why": reason, "error": True})
+        if self.case.get("needs_sysfs") and not self.o.sysfs_ok:
+            for r in results:
+                if r["behaviour"] == "NUMA placement" and r["status"] == "diff":
+                    r["why"] += "; nri-qos has no %s option (NUMA placement from kernel state not implemented)" % SYSFS_OPT
+        return results
+
+
+def describe(r):
+    if r.get("error"):
+        return r["why"]
+    where = (r["scope"] + " " + r["file"]).strip()
+    return "%s = %s, want %s" % (where, r["got"], r["want"])
+
+
+def load_cases(pattern):
+    out = []
+    for system in sorted(os.listdir(CASES)):
+        for name in sorted(os.listdir(os.path.join(CASES, system))):
+            d = os.path.join(CASES, system, name)
+            cf = os.path.join(d, "case.json")
+            if not os.path.isfile(cf):
+                continue
+            cid = system + "/" + name
+            if pattern and not fnmatch.fnmatch(cid, pattern):
+                continue
+            with open(cf) as fh:
+                case = json.load(fh)
+            with open(os.path.join(d, "kubelet.json")) as fh:
+                case["kubelet"] = json.load(fh)
+            case["id"], case["dir"] = cid, d
+            out.append(case)
+    return out
+
+
+def explained(docs, case, layout, wire, r):
+    for d in docs:
+        if (fnmatch.fnmatch(case["system"], d.get("system", "*")) and fnmatch.fnmatch(case["id"].split("/", 1)[1], d.get("case", "*"))
+                and fnmatch.fnmatch(layout, d.get("layout", "*")) and fnmatch.fnmatch(wire, d.get("path", "*"))
+                and fnmatch.fnmatch(r["behaviour"], d.get("behaviour", "*")) and fnmatch.fnmatch(r["scope"], d.get("scope", "*"))
+                and fnmatch.fnmatch(r["file"], d.get("file", "*")) and fnmatch.fnmatch(str(r["got"]), d.get("got", "*"))):
+            d["_used"] = True
+            return d["reason"]
+    return None
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="nri-qos conformance against the seed systems' node agents")
+    ap.add_argument("--case", help="only cases matching this glob (system/case)")
+    ap.add_argument("--layout", choices=["v1", "v2"], help="only this cgroup layout")
+    ap.add_argument("--path", choices=["invoke", "nri"], help="only this wire path")
+    ap.add_argument("--policy", default=os.environ.get("NRI_QOS_POLICY", os.path.join(TOP, "conf/nri.d/nri-qos.toml")))
+    ap.add_argument("--bin", default=os.environ.get("NRI_QOS_BIN", os.path.join(TOP, "build/nri-qos")))
+    ap.add_argument("--differences", default=os.path.join(HERE, "differences.json"))
+    ap.add_argument("--keep", action="store_true", help="keep the scratch trees")
+    ap.add_argument("--verbose", "-v", action="store_true", help="print every compared file and the hook output of failing runs")
+    ap.add_argument("--no-table", action="store_true")
+    o = ap.parse_args(argv)
+    if not os.access(o.bin, os.X_OK):
+        print("FAIL conformance: binary %s missing (run make)" % o.bin)
+        return 1
+    try:
+        h = subprocess.run([o.bin, "invoke", "--help"], capture_output=True, timeout=10)
+        o.sysfs_ok = SYSFS_OPT in (h.stdout + h.stderr).decode(errors="replace")
+    except (OSError, subprocess.TimeoutExpired):
+        o.sysfs_ok = False
+    with open(o.differences) as fh:
+        docs = json.load(fh)["differences"]
+
+    failed = False
+    table = {}   # (system, behaviour) -> {col: set(status)} , reasons
+    reasons = {}
+    cols = [("v1", "invoke"), ("v1", "nri"), ("v2", "invoke"), ("v2", "nri")]
+    for case in load_cases(o.case):
+        system = case["system"] + ("*" if case.get("proxy") else "")
+        for layout in ("v1", "v2"):
+            for wire in ("invoke", "nri"):
+                if (o.layout and layout != o.layout) or (o.path and wire != o.path):
+                    continue
+                tag = "%s %s %s" % (case["id"], layout, wire)
+                if layout not in case.get("layouts", ["v1", "v2"]):
+                    if wire == "invoke":
+                        print("SKIP conformance %s %s: n/a: %s runs on cgroup v1 only" % (case["id"], layout, case["system"]))
+                    table.setdefault((system, "(cgroup %s)" % layout), {}).setdefault((layout, wire), set()).add("n/a")
+                    continue
+                run = Run(o, case, layout, wire)
+                results = run.execute()
+                by_b = {}
+                for r in results:
+                    by_b.setdefault(r["behaviour"], []).append(r)
+                run_failed = False
+                for b, rs in by_b.items():
+                    diffs = [r for r in rs if r["status"] == "diff"]
+                    unk = [r for r in rs if r["status"] == "unknowable"]
+                    unexpl, expl = [], []
+                    for r in diffs:
+                        why = explained(docs, case, layout, wire, r)
+                        (expl if why else unexpl).append((r, why))
+                    cell = table.setdefault((system, b), {}).setdefault((layout, wire), set())
+                    if unexpl:
+                        failed = run_failed = True
+                        cell.add("DIFF")
+                        msg = "; ".join(describe(r) for r, _ in unexpl[:4]) + (" (+%d more)" % (len(unexpl) - 4) if len(unexpl) > 4 else "")
+                        print("FAIL conformance %s: %s: %s" % (tag, b, msg))
+                        for r, _ in unexpl:
+                            reasons.setdefault((system, b), {}).setdefault("differs: " + describe(r), set()).add(case["id"].split("/", 1)[1] + " " + layout + "/" + wire)
+                    elif expl:
+                        cell.add("expl")
+                        why = "; ".join(sorted({w for _, w in expl}))
+                        print("SKIP conformance %s: %s: explained difference: %s" % (tag, b, why))
+                        for r, w in expl:
+                            reasons.setdefault((system, b), {}).setdefault("explained: " + w, set()).add(case["id"].split("/", 1)[1] + " " + layout + "/" + wire)
+                    elif unk:
+                        cell.add("n/r")
+                        why = "; ".join(sorted({r["why"] for r in unk}))
+                        print("SKIP conformance %s: %s: not reproducible from the request: %s" % (tag, b, why))
+                        for r in unk:
+                            reasons.setdefault((system, b), {}).setdefault("not reproducible: " + r["why"], set()).add(case["id"].split("/", 1)[1] + " " + layout + "/" + wire)
+                    else:
+                        cell.add("ok")
+                        print("PASS conformance %s: %s" % (tag, b))
+                    if o.verbose:
+                        for r in rs:
+                            print("    %-4s %-28s %-22s got %-22s want %s" % (r["status"], r["scope"], r["file"], r["got"], r["want"]))
+                if o.verbose and run_failed:
+                    for line in run.log:
+                        print("    | " + line.replace("\n", "\n    | "))
+    ran = {(c["system"], c["id"].split("/", 1)[1]) for c in load_cases(o.case)}
+    for d in docs:
+        if not d.get("_used") and any(fnmatch.fnmatch(s, d.get("system", "*")) and fnmatch.fnmatch(n, d.get("case", "*")) for s, n in ran):
+            print("NOTE conformance: explained difference not observed in this run: %s/%s %s %s %s" % (
+                d.get("system", "*"), d.get("case", "*"), d.get("layout", "*"), d.get("behaviour", "*"), d.get("file", "*")))
+    if not o.no_table:
+        print_table(table, reasons, cols, o)
+    return 1 if failed else 0
+
+
+def print_table(table, reasons, cols, o):
+    def cell(s):
+        if not s:
+            return "-"
+        for k in ("DIFF", "expl", "n/r", "n/a"):
+            if k in s:
+                return k if len(s) == 1 else k + "+"
+        return "ok"
+    print()
+    print("Conformance: system x behaviour (policy %s)" % os.path.relpath(o.policy, TOP) if o.policy.startswith(TOP) else o.policy)
+    print("  ok = every case matches; DIFF = differs, unexplained; expl = differs, explained (differences.json);")
+    print("  n/r = not reproducible from the request (node-agent state); n/a = layout not supported by the system; * = proxy")
+    w = max([len(s) for s, _ in table] + [8])
+    wb = max([len(b) for _, b in table] + [9])
+    print("  %-*s  %-*s  %s" % (w, "system", wb, "behaviour", "  ".join("%-9s" % (l + "/" + p) for l, p in cols)))
+    for (s, b) in sorted(table):
+        print("  %-*s  %-*s  %s" % (w, s, wb, b, "  ".join("%-9s" % cell(table[(s, b)].get(c)) for c in cols)))
+    if reasons:
+        print()
+        print("Reasons (-v lists every example):")
+        for (s, b) in sorted(reasons):
+            items = sorted(reasons[(s, b)].items())
+            print("  %s / %s:" % (s, b))
+            for text, where in (items if o.verbose else items[:3]):
+                w = sorted(where)
+                print("    - %s   (%s%s)" % (text, ", ".join(w[:3]), ", +%d" % (len(w) - 3) if len(w) > 3 else ""))
+            if not o.verbose and len(items) > 3:
+                print("    - ... %d more" % (len(items) - 3))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
