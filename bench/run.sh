@@ -12,10 +12,14 @@
 #   3. policy scaling: 10, 100, 1,000, 10,000 generated rules (bench/gen-policy.sh), cache hit
 #      and cache miss (the first invocation after the policy changed);
 #   4. throughput with 2 parallel workers.
+# The peer in section 1 is a Go NRI v0.1 plugin doing what containerd/nri's clearcfs example does
+# (bench/clearcfs, on containerd/nri's skel; built offline from Debian trixie's Go and
+# golang-github-containerd-nri-dev, fetched once into the e2e cache by the e2e recipe: bench/lib.sh).
 # Results: stdout and $OUT (default build/bench/results.md). Takes about 2-4 minutes.
 #
 # Env: NRI_QOS_BIN (default build/nri-qos), BENCH_N (default 1000 runs each),
-#      BENCH_SCALE (default "10 100 1000 10000"), BENCH_KEEP=1 keeps the scratch root.
+#      BENCH_SCALE (default "10 100 1000 10000"), BENCH_KEEP=1 keeps the scratch root,
+#      BENCH_GO=0 leaves the Go peer out (it needs root and apt the first time).
 set -euo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${NRI_QOS_BIN:-$TOP/build/nri-qos}
@@ -33,6 +37,15 @@ gcc -O2 -static -o "$BB/floor" "$TOP/bench/floor.c"
 gcc -O2 -static -o "$BB/driver" "$TOP/bench/driver.c"
 FLOOR=$BB/floor
 DRIVER=$BB/driver
+# The Go peer (bench/clearcfs), when the trixie Go toolchain can be had (bench/lib.sh).
+CLEARCFS=""
+if [ "${BENCH_GO:-1}" != 0 ]; then
+  # shellcheck source-path=SCRIPTDIR source=lib.sh
+  . "$TOP/bench/lib.sh"
+  if { [ -x "$BB/clearcfs" ] || bench_trixie; } && bench_go_build "$TOP/bench/clearcfs" "$BB/clearcfs"; then
+    CLEARCFS=$BB/clearcfs
+  else echo "bench: no Go peer (needs root and Debian trixie's Go packages once; BENCH_GO=0 skips it)" >&2; fi
+fi
 
 S=$(mktemp -d /tmp/nri-qos-bench.XXXXXX)
 S=$(cd "$S" && pwd -P)
@@ -101,13 +114,17 @@ echo
 echo "## 1. Latency and memory: floor vs nri-qos invoke (bundled policy), $N runs each, interleaved" | tee -a "$OUT"
 inv "$S/pol/bundled.toml" "$S/cache"; HIT=("${CMD[@]}")
 inv "$S/pol/bundled.toml" ""; NOC=("${CMD[@]}")
+GOPEER=()
+[ -n "$CLEARCFS" ] && GOPEER=(--- go-clearcfs:1.6-container-create "$CLEARCFS" invoke --cgroup-root "$S/cg")
 LAT=$("$DRIVER" -n "$N" -w 20 -i "$REQ_CT" \
   floor "$FLOOR" \
   --- hit:1.6-container-create "${HIT[@]}" \
   --- hit:1.6-sandbox-create "<$REQ_SB" "${HIT[@]}" \
   --- hit:1.7-container-create "<$REQ_CT17" "${HIT[@]}" \
-  --- nocache:1.6-container-create "${NOC[@]}")
+  --- nocache:1.6-container-create "${NOC[@]}" \
+  "${GOPEER[@]}")
 FL=$(grep '^floor ' <<<"$LAT")
+echo "$LAT" > "$BB/oneshot-latency.txt"  # raw driver lines, for bench/report.py
 {
 echo
 echo "| command | p50 µs | p90 µs | p99 µs | max µs | peak RSS MiB | user µs | sys µs | page faults | p50 / floor | p99 / floor | RSS / floor |"
@@ -120,6 +137,12 @@ while read -r line; do
     "$(ratio "$(field "$line" p99_us)" "$(field "$FL" p99_us)")" "$(ratio "$(field "$line" rss_kib_max)" "$(field "$FL" rss_kib_max)")"
 done <<<"$LAT"
 echo
+GO=$(grep '^go-clearcfs' <<<"$LAT" || true)
+if [ -n "$GO" ]; then
+  HL=$(grep '^hit:1.6-container-create ' <<<"$LAT")
+  echo "nri-qos (hit:1.6-container-create) / the Go clearcfs peer (go-clearcfs, bench/clearcfs: containerd/nri skel, same request): p50 $(ratio "$(field "$HL" p50_us)" "$(field "$GO" p50_us)"), p99 $(ratio "$(field "$HL" p99_us)" "$(field "$GO" p99_us)"), peak RSS $(ratio "$(field "$HL" rss_kib_max)" "$(field "$GO" rss_kib_max)"), user+sys CPU $(awk -v a="$(field "$HL" user_us)" -v b="$(field "$HL" sys_us)" -v c="$(field "$GO" user_us)" -v d="$(field "$GO" sys_us)" 'BEGIN { printf "%.2f", (a + b) / (c + d) }')."
+  echo
+fi
 } | tee -a "$OUT"
 
 # ---- 2. instructions ---------------------------------------------------------------------------
@@ -129,6 +152,8 @@ IR_HIT=$(callgrind_ir "$REQ_CT" "${HIT[@]}")
 IR_HIT_SB=$(callgrind_ir "$REQ_SB" "${HIT[@]}")
 IR_HIT17=$(callgrind_ir "$REQ_CT17" "${HIT[@]}")
 IR_NOC=$(callgrind_ir "$REQ_CT" "${NOC[@]}")
+printf 'floor ir=%s\nhit:1.6-container-create ir=%s\nhit:1.6-sandbox-create ir=%s\nhit:1.7-container-create ir=%s\n' \
+  "$IR_FLOOR" "$IR_HIT" "$IR_HIT_SB" "$IR_HIT17" > "$BB/oneshot-instructions.txt"
 PERF_FLOOR=$(perf_ir "$REQ_CT" "$FLOOR")
 PERF_HIT=$(perf_ir "$REQ_CT" "${HIT[@]}")
 {
