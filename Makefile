@@ -34,7 +34,7 @@ MAIN_OBJ  := $(BUILD)/obj/src/main.o
 TEST_SRCS := $(wildcard tests/unit/*.cpp)
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/obj/%.o)
 
-.PHONY: all deps demo check test unit e2e bench fuzz fuzz-smoke dist rpm deb install clean
+.PHONY: all deps demo check test unit e2e bench bench-quick fuzz fuzz-smoke dist rpm deb install clean
 all: $(BUILD)/nri-qos
 
 deps:
@@ -95,9 +95,15 @@ test: check
 e2e: all
 	tests/e2e/run.sh
 
+# `make bench`: one-shot, native and pod-start benchmarks (bench/bench.sh; rewrites the results
+# block of BENCHMARKS.md). `make bench-quick`: the same with short runs (BENCH_QUICK=1).
 bench: all
 	scripts/deps.sh bench
-	bench/run.sh
+	bench/bench.sh
+
+bench-quick: all
+	scripts/deps.sh bench
+	BENCH_QUICK=1 bench/bench.sh
 
 fuzz:
 	scripts/deps.sh fuzz

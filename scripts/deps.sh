@@ -9,7 +9,7 @@ declare -A SETS=(
   [fuzz]="clang libclang-rt-14-dev"
   [e2e]="containerd runc python3-grpcio python3-grpc-tools busybox-static jq debian-archive-keyring"
   [pkg]="rpm debhelper dpkg-dev fakeroot lintian mandoc groff-base busybox-static jq"
-  [bench]="valgrind"
+  [bench]="valgrind debian-archive-keyring"
 )
 want=()
 [ $# -eq 0 ] && set -- build test

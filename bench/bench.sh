@@ -1,0 +1,47 @@
+#!/bin/bash
+# `make bench`: every benchmark of nri-qos, then the results block of BENCHMARKS.md rewritten
+# (bench/report.py; the text outside its markers is kept).
+#   1. one-shot  bench/run.sh       nri-qos invoke vs the static-C exec floor and a Go v0.1 plugin
+#                                   (clearcfs on containerd/nri skel); instructions, scaling, throughput
+#   2. native    bench/native.sh    nri-qos relay vs a Go pkg/stub plugin doing the same work, driven
+#                                   by containerd/nri pkg/adaptation; latency, CPU, RSS
+#   3. podstart  bench/podstart.sh  pod start latency on real containerd 1.7 and 2.1 through CRI
+# Full run: about 5-6 minutes on the 2-CPU machine; take the numbers for the record on an idle
+# machine (the load average at start is printed and recorded).
+#
+# Env: BENCH_QUICK=1   short runs (one-shot 200 runs, scaling 10 and 1,000 rules, native 200
+#                      pods per peer, 10 pods per containerd configuration), about 1-2 minutes;
+#                      the results block says so
+#      BENCH_PARTS     subset of "oneshot native podstart" (default: all)
+#      BENCH_WRITE=0   leave BENCHMARKS.md alone (results stay in build/bench/)
+#      plus each part's own variables (BENCH_N, BENCH_SCALE, BENCH_NATIVE_N, BENCH_PODS, ...).
+set -uo pipefail
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BB=$TOP/build/bench
+PARTS=${BENCH_PARTS:-oneshot native podstart}
+MODE=full
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+  MODE=quick
+  export BENCH_N=${BENCH_N:-200} BENCH_SCALE=${BENCH_SCALE:-10 1000} BENCH_NATIVE_N=${BENCH_NATIVE_N:-200} \
+         BENCH_PODS=${BENCH_PODS:-10}
+fi
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "make bench ($MODE): parts: $PARTS; load average at start: $LOAD0" >&2
+mkdir -p "$BB"
+rm -f "$BB"/{results.md,native.md,native.json,podstart.md,podstart.json,oneshot-latency.txt,oneshot-instructions.txt}
+rc=0
+for p in $PARTS; do
+  t=$SECONDS
+  case $p in
+    oneshot) bash "$TOP/bench/run.sh" || { echo "make bench: one-shot benchmark failed" >&2; rc=1; } ;;
+    native) bash "$TOP/bench/native.sh" || { echo "make bench: native benchmark failed" >&2; rc=1; } ;;
+    podstart) bash "$TOP/bench/podstart.sh" || { echo "make bench: pod start benchmark failed" >&2; rc=1; } ;;
+    *) echo "make bench: unknown part '$p' (oneshot native podstart)" >&2; exit 2 ;;
+  esac
+  echo "make bench: $p took $((SECONDS - t)) s" >&2
+done
+w=(); [ "${BENCH_WRITE:-1}" = 0 ] || w=(--write)
+python3 "$TOP/bench/report.py" "$TOP/BENCHMARKS.md" "$BB" --mode "$MODE" --load-start "$LOAD0" \
+  --parts "$PARTS" "${w[@]}" > "$BB/report.md" || rc=1
+echo "make bench: results block in $BB/report.md$([ ${#w[@]} = 1 ] && echo ", written into BENCHMARKS.md")" >&2
+exit $rc
