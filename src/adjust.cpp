@@ -32,7 +32,11 @@ struct Resolved {
     std::string why;  ///< when !ok
 };
 
-Resolved resolve(const KnobSetting& k, const Resources& res) {
+/// Resolve `k` for this request. A percentage is taken of the class's own value of its base
+/// knob when the class (`all`) sets it — so "cpu_burst_us = 100%" follows the class's
+/// cpu_quota_us and a burst never exceeds the quota the class writes — else of the request's
+/// OCI value (the base knob's own percentage is always of the OCI value: no recursion).
+Resolved resolve(const KnobSetting& k, const Resources& res, const std::vector<KnobSetting>& all) {
     Resolved r;
     const KnobDef& d = knob_def(k.id);
     switch (k.value.kind) {
@@ -43,15 +47,34 @@ Resolved resolve(const KnobSetting& k, const Resources& res) {
     }
     std::optional<int64_t> base;
     const char* bname = "";
+    KnobId bid = k.id;
     switch (d.pct) {
-        case PctBase::CpuShares: base = res.cpu_shares; bname = "cpu.shares"; break;
-        case PctBase::CpuQuota: base = res.cpu_quota; bname = "cpu.quota"; break;
-        case PctBase::MemLimit: base = res.mem_limit; bname = "memory.limit"; break;
-        case PctBase::PidsLimit: base = res.pids_limit; bname = "pids.limit"; break;
+        case PctBase::CpuShares: base = res.cpu_shares; bname = "cpu.shares"; bid = KnobId::CpuShares; break;
+        case PctBase::CpuQuota: base = res.cpu_quota; bname = "cpu.quota"; bid = KnobId::CpuQuota; break;
+        case PctBase::MemLimit: base = res.mem_limit; bname = "memory.limit"; bid = KnobId::MemoryLimit; break;
+        case PctBase::PidsLimit: base = res.pids_limit; bname = "pids.limit"; bid = KnobId::PidsMax; break;
         case PctBase::None: break;
     }
+    const std::string pct = std::to_string(k.value.num) + "%";
+    if (bid != k.id) {
+        for (const auto& o : all) {
+            if (o.id != bid) continue;
+            Resolved ro = resolve(o, res, all);
+            const std::string okey = knob_def(bid).key;
+            if (!ro.ok) {
+                r.why = "the class's " + okey + " is not applicable (" + ro.why + "): no value to take " + pct + " of";
+                return r;
+            }
+            if (ro.is_max) {
+                r.why = "the class's " + okey + " is max: no limit to take " + pct + " of";
+                return r;
+            }
+            base = ro.num;
+            break;
+        }
+    }
     if (!base || *base <= 0) {
-        r.why = std::string("no OCI ") + bname + " to take " + std::to_string(k.value.num) + "% of";
+        r.why = std::string("no OCI ") + bname + " to take " + pct + " of";
         return r;
     }
     // base × pct / 100 without overflow (pct ≤ 100)
@@ -66,6 +89,9 @@ std::string num_or(const Resolved& r, const char* max_word) {
     return r.is_max ? std::string(max_word) : std::to_string(r.num);
 }
 
+/// memory_swap = 0 means "unset" (runc: Resources.MemorySwap 0 is not written, on v1 and v2).
+bool swap_unset(const Resolved& r) { return r.ok && !r.is_max && !r.is_text && r.num == 0; }
+
 struct Builder {
     const PlanInput& in;
     Plan& plan;
@@ -73,24 +99,36 @@ struct Builder {
     bool v2;
     bool nri08;
 
+    static std::string label(const std::string& knob, const std::string& scope) { return (scope == "pod" ? "pod:" : "") + knob; }
+
     void skip(const std::string& knob, const std::string& scope, const std::string& why) {
-        plan.skipped.push_back((scope == "pod" ? "pod:" : "") + knob + ": " + why);
+        plan.skipped.push_back(label(knob, scope) + ": " + why);
+    }
+    void refuse(const std::string& knob, const std::string& scope, const std::string& why) {
+        plan.refused.push_back(label(knob, scope) + ": " + why);
     }
 
-    void add(const std::string& knob, const std::string& scope, Root root, std::string rel, std::string value) {
+    Write& add(const std::string& knob, KnobId id, const std::string& scope, Root root, std::string rel, std::string value) {
         Write w;
         w.knob = knob;
+        w.id = id;
         w.scope = scope;
         w.root = root;
         w.rel = std::move(rel);
         w.value = std::move(value);
         plan.writes.push_back(std::move(w));
+        return plan.writes.back();
     }
 
     std::string cg_file(const char* ctrl, const std::string& dir, const std::string& file) const {
         if (v2) return dir.empty() ? file : dir + "/" + file;
         std::string base = ctrl;
         return base + (dir.empty() ? "" : "/" + dir) + "/" + file;
+    }
+
+    bool pod_has(const std::string& file) const {
+        if (!in.paths || !in.paths->no_pod.empty() || !in.kernel) return false;
+        return in.kernel->exists(Root::Cgroup, cg_file("", in.paths->pod, file));
     }
 
     /// Can the runtime apply this container knob from an NRI adjustment (native NRI mode)?
@@ -102,14 +140,13 @@ struct Builder {
                 return true;
             case KnobId::PidsMax: case KnobId::OomScoreAdj:
                 return nri08;
+            case KnobId::BlkioWeight:
+                return v2 && (pod_has("io.bfq.weight") || pod_has("io.weight"));
             case KnobId::CpuWeight: case KnobId::CpuBurst: case KnobId::CpuIdle:
             case KnobId::MemoryHigh: case KnobId::MemoryLow: case KnobId::MemoryMin:
-            case KnobId::BlkioWeight: {
                 // cgroup v2 only, through `unified`; and only when the pod cgroup has the file,
                 // since runc fails the container for a unified file the kernel lacks.
-                if (!v2 || !in.paths || !in.kernel) return false;
-                return in.kernel->exists(Root::Cgroup, cg_file("", in.paths->pod, knob_def(k.id).v2_file));
-            }
+                return v2 && pod_has(knob_def(k.id).v2_file);
             default:
                 return false;  // openEuler qos levels, soft limit, raw files: written directly
         }
@@ -144,9 +181,25 @@ struct Builder {
             case KnobId::MemoryLow: return std::make_pair(U + "memory.low", json(num_or(r, "max")));
             case KnobId::MemoryMin: return std::make_pair(U + "memory.min", json(num_or(r, "max")));
             case KnobId::BlkioWeight:
+                // opencontainers/cgroups fs2/io.go setIo: BFQ's io.bfq.weight takes the blkio
+                // weight as is when the file exists, else io.weight with the linear conversion.
+                if (pod_has("io.bfq.weight")) return std::make_pair(U + "io.bfq.weight", json(std::to_string(n)));
                 return std::make_pair(U + "io.weight", json("default " + std::to_string(blkio_to_io_weight(static_cast<uint64_t>(n)))));
             default: return std::nullopt;
         }
+    }
+
+    /// The class's memory limit for this request, as runc sees Resources.Memory: -1 unlimited,
+    /// nullopt unknown (neither the class nor the request sets one).
+    std::optional<int64_t> effective_memory_limit(const std::vector<KnobSetting>& all) const {
+        std::optional<int64_t> limit = in.req->resources.mem_limit;
+        for (const auto& o : all)
+            if (o.id == KnobId::MemoryLimit) {
+                Resolved lo = resolve(o, in.req->resources, all);
+                if (lo.ok) limit = lo.is_max ? -1 : lo.num;
+            }
+        if (limit && *limit == 0) return std::nullopt;
+        return limit;
     }
 
     /// Direct writes for one knob on cgroup directory `dir` (container or pod cgroup).
@@ -157,18 +210,22 @@ struct Builder {
         const Request& req = *in.req;
         switch (k.id) {
             case KnobId::OomScoreAdj:
-                if (!req.pid) return skip(key, scope, "no pid in the request");
-                return add(key, scope, Root::Proc, std::to_string(*req.pid) + "/oom_score_adj", std::to_string(r.num));
+                if (!req.pid) return refuse(key, scope, "no pid in the request");
+                add(key, k.id, scope, Root::Proc, std::to_string(*req.pid) + "/oom_score_adj", std::to_string(r.num));
+                return;
             case KnobId::ResctrlGroup:
-                if (!req.pid) return skip(key, scope, "no pid in the request");
-                return add(key, scope, Root::Resctrl, r.text + "/tasks", std::to_string(*req.pid));
+                if (!req.pid) return refuse(key, scope, "no pid in the request");
+                add(key, k.id, scope, Root::Resctrl, r.text + "/tasks", std::to_string(*req.pid));
+                return;
             case KnobId::Raw:
-                return add(key, scope, Root::Cgroup, cg_file(k.raw_ctrl.c_str(), dir, k.raw_file), r.text);
+                add(key, k.id, scope, Root::Cgroup, cg_file(k.raw_ctrl.c_str(), dir, k.raw_file), r.text);
+                return;
             default: break;
         }
-        const char* file = v2 ? d.v2_file : d.v1_file;
-        if (!file) return skip(key, scope, std::string("no cgroup ") + (v2 ? "v2" : "v1") + " file");
-        std::string value;
+        const char* f = v2 ? d.v2_file : d.v1_file;
+        if (!f) return skip(key, scope, std::string("no cgroup ") + (v2 ? "v2" : "v1") + " file");
+        std::string file = f;
+        std::string value, note;
         if (!v2) {
             value = r.is_text ? r.text : num_or(r, "-1");
         } else {
@@ -187,7 +244,7 @@ struct Builder {
                     std::string quota = "max", period;
                     for (const auto& o : all) {
                         if (o.id != KnobId::CpuQuota && o.id != KnobId::CpuPeriod) continue;
-                        Resolved ro = resolve(o, req.resources);
+                        Resolved ro = resolve(o, req.resources, all);
                         if (!ro.ok) continue;
                         if (o.id == KnobId::CpuQuota) quota = num_or(ro, "max");
                         else period = std::to_string(ro.num);
@@ -195,33 +252,54 @@ struct Builder {
                     if (k.id == KnobId::CpuPeriod) {
                         // only the period: keep the current quota
                         auto cur = in.kernel ? in.kernel->read(Root::Cgroup, cg_file("", dir, "cpu.max")) : std::nullopt;
-                        if (cur && !cur->empty()) quota = cur->substr(0, cur->find(' '));
+                        if (cur && !cur->empty()) quota = cur->substr(0, cur->find_first_of(" \n"));
                     }
                     value = period.empty() ? quota : quota + " " + period;
                     break;
                 }
                 case KnobId::MemorySwap: {
-                    // OCI memory.swap is memory+swap; cgroup v2 memory.swap.max is swap alone (runc).
+                    // OCI memory.swap is memory+swap; cgroup v2 memory.swap.max is swap alone.
+                    // opencontainers/cgroups utils.go ConvertMemorySwapToCgroupV2Value.
                     if (r.is_max) { value = "max"; break; }
-                    std::optional<int64_t> limit = req.resources.mem_limit;
-                    for (const auto& o : all)
-                        if (o.id == KnobId::MemoryLimit) {
-                            Resolved lo = resolve(o, req.resources);
-                            if (lo.ok) limit = lo.is_max ? -1 : lo.num;
-                        }
-                    if (!limit || *limit <= 0) return skip(key, scope, "memory+swap needs a memory limit on cgroup v2");
-                    if (r.num < *limit) return skip(key, scope, "memory+swap below the memory limit");
+                    std::optional<int64_t> limit = effective_memory_limit(all);
+                    if (!limit) return refuse(key, scope, "memory+swap needs a memory limit (runc)");
+                    if (*limit == -1) {
+                        value = std::to_string(r.num);  // unlimited memory: the swap value as is (runc)
+                        break;
+                    }
+                    if (r.num < *limit)
+                        return refuse(key, scope, "memory+swap " + std::to_string(r.num) + " is below the memory limit " + std::to_string(*limit));
                     value = std::to_string(r.num - *limit);
                     break;
                 }
                 case KnobId::BlkioWeight:
-                    value = "default " + std::to_string(blkio_to_io_weight(static_cast<uint64_t>(r.num)));
+                    // opencontainers/cgroups fs2/io.go setIo: with the BFQ scheduler, io.bfq.weight
+                    // takes the blkio weight (10-1000) as is; else io.weight, converted.
+                    if (in.kernel && in.kernel->exists(Root::Cgroup, cg_file("", dir, "io.bfq.weight"))) {
+                        file = "io.bfq.weight";
+                        value = std::to_string(r.num);
+                        note = "BFQ: io.bfq.weight takes the blkio weight as is (runc fs2 setIo)";
+                    } else {
+                        value = "default " + std::to_string(blkio_to_io_weight(static_cast<uint64_t>(r.num)));
+                    }
                     break;
                 default:
                     value = r.is_text ? r.text : num_or(r, "max");
             }
         }
-        add(key, scope, Root::Cgroup, cg_file(d.v1_ctrl ? d.v1_ctrl : "", dir, file), value);
+        add(key, k.id, scope, Root::Cgroup, cg_file(d.v1_ctrl ? d.v1_ctrl : "", dir, file), value).note = note;
+
+        // opencontainers/cgroups fs/memory.go setMemoryAndSwap and utils.go
+        // ConvertMemorySwapToCgroupV2Value: an unlimited memory limit without an explicit swap
+        // limit makes swap unlimited too (on v1 the kernel would refuse memory above memsw).
+        if (k.id == KnobId::MemoryLimit && r.is_max) {
+            for (const auto& o : all)
+                if (o.id == KnobId::MemorySwap && !swap_unset(resolve(o, req.resources, all))) return;
+            const std::string sw = cg_file("memory", dir, v2 ? "memory.swap.max" : "memory.memsw.limit_in_bytes");
+            if (in.kernel && in.kernel->exists(Root::Cgroup, sw))
+                add("memory_swap", KnobId::MemorySwap, scope, Root::Cgroup, sw, v2 ? "max" : "-1").note =
+                    "implied by memory_limit = max: swap unlimited too (runc)";
+        }
     }
 
     void knobs(const std::vector<KnobSetting>& list, const std::string& scope, const std::string* dir) {
@@ -230,9 +308,13 @@ struct Builder {
         for (const auto& k : list) {
             const KnobDef& d = knob_def(k.id);
             const std::string key = k.id == KnobId::Raw ? "raw:" + k.raw_file : std::string(d.key);
-            Resolved r = resolve(k, in.req->resources);
+            Resolved r = resolve(k, in.req->resources, list);
             if (!r.ok) {
                 skip(key, scope, r.why);
+                continue;
+            }
+            if (k.id == KnobId::MemorySwap && swap_unset(r)) {
+                skip(key, scope, "0 means unset (runc): not written");
                 continue;
             }
             auto field = scope == "container" ? nri_field(k, r) : std::nullopt;
@@ -244,15 +326,15 @@ struct Builder {
             if (mode == Mode::NriCreate || mode == Mode::NriUpdate) continue;  // written at StartContainer
             size_t before = plan.writes.size();
             if (!dir && k.id != KnobId::OomScoreAdj && k.id != KnobId::ResctrlGroup) {
-                skip(key, scope, "no cgroupsPath in the request");
+                refuse(key, scope, "no cgroupsPath in the request");
                 continue;
             }
             static const std::string none;
             direct(k, r, scope, dir ? *dir : none, list);
             // v0.1: report in NRI terms what was written (finalised after the writes ran).
             if (field && plan.writes.size() > before) {
-                plan.writes.back().nri_ptr = field->first;
-                plan.writes.back().nri_value = field->second;
+                plan.writes[before].nri_ptr = field->first;
+                plan.writes[before].nri_value = field->second;
             }
         }
         if (scope != "container" || adj.empty()) return;
@@ -263,6 +345,50 @@ struct Builder {
         plan.adjustment = adj;
     }
 };
+
+/// Group the plan's writes into the sink's steps (see Step): the cpu files of one cgroup, and on
+/// cgroup v1 memory.limit_in_bytes with memory.memsw.limit_in_bytes of one cgroup. A step sits
+/// where its first write was; the others keep their order.
+void sequence(Plan& plan, bool v2) {
+    std::vector<std::pair<std::string, size_t>> groups;  // group key → index into plan.steps
+    for (size_t i = 0; i < plan.writes.size(); ++i) {
+        const Write& w = plan.writes[i];
+        std::string key;
+        if (w.root == Root::Cgroup) {
+            size_t slash = w.rel.rfind('/');
+            std::string dir = slash == std::string::npos ? std::string() : w.rel.substr(0, slash);
+            switch (w.id) {
+                case KnobId::CpuShares: case KnobId::CpuWeight: case KnobId::CpuPeriod:
+                case KnobId::CpuQuota: case KnobId::CpuBurst: case KnobId::CpuIdle:
+                    key = "cpu\n" + dir;
+                    break;
+                case KnobId::MemoryLimit: case KnobId::MemorySwap:
+                    if (!v2) key = "mem\n" + dir;
+                    break;
+                default: break;
+            }
+        }
+        size_t g = groups.size();
+        for (size_t j = 0; !key.empty() && j < groups.size(); ++j)
+            if (groups[j].first == key) g = j;
+        if (!key.empty() && g < groups.size()) {
+            plan.steps[groups[g].second].w.push_back(i);
+            continue;
+        }
+        Step s;
+        s.kind = key.empty() ? Step::Single : key[0] == 'c' ? Step::Cpu : Step::MemorySwap;
+        s.w.push_back(i);
+        if (!key.empty()) groups.emplace_back(key, plan.steps.size());
+        plan.steps.push_back(std::move(s));
+    }
+    for (auto& s : plan.steps) {
+        if (s.w.size() == 1) s.kind = Step::Single;
+        if (s.kind != Step::MemorySwap) continue;
+        if (s.w.size() == 2 && plan.writes[s.w[0]].id == KnobId::MemorySwap) std::swap(s.w[0], s.w[1]);
+        if (s.w.size() != 2 || plan.writes[s.w[0]].id != KnobId::MemoryLimit || plan.writes[s.w[1]].id != KnobId::MemorySwap)
+            s.kind = Step::Cpu;  // not the limit/memsw pair: the generic retry still applies
+    }
+}
 
 }  // namespace
 
@@ -296,8 +422,13 @@ Plan build_plan(const PlanInput& in) {
     Builder b{in, plan, mode, in.layout == Layout::V2, plan.nri_api == "0.8+"};
     const ClassDef& cls = *in.decision.cls;
     if (pod_knobs && !cls.pod.empty()) {
+        auto key = [](const KnobSetting& k) { return k.id == KnobId::Raw ? "raw:" + k.raw_file : std::string(knob_def(k.id).key); };
         if (!in.paths) {
-            for (const auto& k : cls.pod) b.skip(knob_def(k.id).key, "pod", "no cgroupsPath in the request");
+            for (const auto& k : cls.pod) b.refuse(key(k), "pod", "no cgroupsPath in the request");
+        } else if (!in.paths->no_pod.empty()) {
+            // Never write pod knobs at the hierarchy root (or into system.slice): they would
+            // apply to every process on the node.
+            for (const auto& k : cls.pod) b.refuse(key(k), "pod", in.paths->no_pod + " (pod knobs are never written there)");
         } else {
             Builder pb{in, plan, Mode::Direct, b.v2, b.nri08};
             pb.knobs(cls.pod, "pod", &in.paths->pod);
@@ -305,6 +436,7 @@ Plan build_plan(const PlanInput& in) {
     }
     if (mode != Mode::None && !cls.container.empty())
         b.knobs(cls.container, "container", in.paths ? &in.paths->container : nullptr);
+    sequence(plan, b.v2);
     return plan;
 }
 

@@ -17,14 +17,35 @@ namespace nriqos {
 /// One kernel file write of the plan, and (after the cgroup sink ran) its outcome.
 struct Write {
     std::string knob;     ///< policy key ("cpu_shares", "raw:cpu.bvt_warp_ns")
+    KnobId id = KnobId::Raw;
     std::string scope;    ///< "container" or "pod"
     Root root = Root::Cgroup;
     std::string rel;      ///< path below the root, e.g. "cpu/kubepods/besteffort/pod1/abc/cpu.shares"
     std::string value;    ///< bytes written, e.g. "2", "max 100000", "-1"
     enum Status { Planned, Applied, Skipped, Failed } status = Planned;
     std::string reason;   ///< why Skipped/Failed
+    std::string note;     ///< how the write was derived or sequenced ("implied by memory_limit = max (runc)",
+                          ///< "written before memory.limit_in_bytes (runc setMemoryAndSwap)", ...)
+    int seq = 0;          ///< 1-based position in the order the sink actually wrote (0: not written)
     std::string nri_ptr;  ///< JSON pointer of the NRI ContainerAdjustment field it corresponds to ("" none)
     nlohmann::json nri_value;
+};
+
+/// A group of writes the cgroup sink applies together, because the kernel validates one file
+/// against the current value of another. The orders are runc's (opencontainers/cgroups):
+///  * Single: one write.
+///  * MemorySwap (cgroup v1; fs/memory.go setMemoryAndSwap): w = {memory.limit_in_bytes,
+///    memory.memsw.limit_in_bytes} of one cgroup. The kernel keeps limit <= memsw, so the sink
+///    reads the current memory.limit_in_bytes and writes memsw first when the new memsw is -1 or
+///    above it (raising both), else the limit first (lowering).
+///  * Cpu (fs/cpu.go Set, fs2/cpu.go setCPU): the cpu controller files of one cgroup, in plan
+///    order (shares/weight, period, quota, burst, idle; cgroup v2: cpu.weight, cpu.max,
+///    cpu.max.burst, cpu.idle). The kernel checks a period or burst against the current quota
+///    (and the parent's), and a quota against the current burst; a write it refuses with EINVAL
+///    is retried after the others, until a pass makes no progress.
+struct Step {
+    enum Kind { Single, MemorySwap, Cpu } kind = Single;
+    std::vector<size_t> w;  ///< indices into Plan::writes, in plan order
 };
 
 /// Everything nri-qos decided for one request.
@@ -33,10 +54,14 @@ struct Plan {
     KubeQos kube_qos = KubeQos::Unknown;
     Layout layout = Layout::V1;
     std::string nri_api;               ///< native NRI: "0.6" or "0.8+" (what the runtime can take)
-    std::vector<Write> writes;         ///< direct kernel writes, in order
+    std::vector<Write> writes;         ///< direct kernel writes, in plan order
+    std::vector<Step> steps;           ///< how the sink applies `writes` (each write in one step);
+                                       ///< empty: one by one in order
     nlohmann::json adjustment;         ///< NRI Go JSON ContainerAdjustment (null when none)
     nlohmann::json update;             ///< NRI Go JSON LinuxResources for UpdateContainer (null when none)
     std::vector<std::string> skipped;  ///< knobs not applicable here, with the reason ("memory_low: no cgroup v1 file")
+    std::vector<std::string> refused;  ///< knobs the class sets that cannot be applied to this request, with the
+                                       ///< reason ("oom_score_adj: no pid in the request"): failures, like a failed write
 };
 
 /// Inputs the plan builder needs besides the decision.
@@ -57,6 +82,10 @@ struct PlanInput {
 ///    wait for StartContainer, where they are written directly;
 ///  * NRI UpdateContainer: the class's resource knobs again, as `update`;
 ///  * delete/stop/remove/pause/resume: nothing.
+/// A percentage ("N%") is taken of the class's own value of its base knob when the class sets it
+/// (cpu_burst_us of cpu_quota_us, memory_* of memory_limit), else of the request's OCI value.
+/// Knobs that cannot be applied to this request (no pid, no cgroupsPath, pod knobs for a sandbox
+/// without a pod cgroup) go to `refused`; `steps` groups the writes the sink must sequence.
 Plan build_plan(const PlanInput& in);
 
 /// v0.1 mode: the NRI-shaped view of the direct writes that were Applied (or, before the sink

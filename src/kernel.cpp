@@ -101,7 +101,19 @@ IoResult FsKernel::write(Root root, const std::string& rel, std::string_view val
     int fd = dfd < 0 ? dfd : open_beneath(dfd, rel, O_WRONLY | O_TRUNC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         r.err = -fd;
-        r.status = (r.err == ENOENT || r.err == ENOTDIR) ? IoResult::Missing : IoResult::Failed;
+        r.status = IoResult::Failed;
+        if (dfd >= 0 && (r.err == ENOENT || r.err == ENOTDIR)) {
+            // Which is absent: the knob file (the kernel does not provide it) or its directory
+            // (the cgroup, process or resctrl group is not there)? Probe the parent, with the
+            // same resolution rules. Only on this cold path.
+            size_t slash = rel.rfind('/');
+            std::string parent = slash == std::string::npos ? std::string() : rel.substr(0, slash);
+            int pfd = open_beneath(dfd, parent, O_PATH | O_DIRECTORY);
+            if (pfd >= 0) close(pfd);
+            r.status = (pfd >= 0 && r.err == ENOENT) ? IoResult::NoFile : IoResult::NoDir;
+        } else if (dfd < 0 && (r.err == ENOENT || r.err == ENOTDIR)) {
+            r.status = IoResult::NoDir;  // the root itself (e.g. /sys/fs/resctrl) is not there
+        }
         if (r.err == ELOOP || r.err == EXDEV)
             r.message = "path escapes its root or crosses a symlink";
         else

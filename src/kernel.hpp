@@ -18,9 +18,15 @@ namespace nriqos {
 enum class Root { Cgroup, Proc, Resctrl };
 
 /// Outcome of one kernel file write.
+///  * NoFile: the directory exists but the file does not — the kernel does not provide this knob
+///    there (cpu.qos_level on a non-openEuler kernel, memory.high on cgroup v1, a v2 controller
+///    not enabled for the cgroup). Callers treat it as "not applicable", never as a failure.
+///  * NoDir: the directory that should hold the file does not exist (the cgroup was never
+///    created or is gone, /proc/<pid> of a process that exited, a resctrl group nobody made),
+///    or a component on the way is not a directory. Callers treat it as a failure.
 struct IoResult {
-    enum Status { Ok, Missing, Failed } status = Ok;
-    int err = 0;          ///< errno for Missing/Failed
+    enum Status { Ok, NoFile, NoDir, Failed } status = Ok;
+    int err = 0;          ///< errno for NoFile/NoDir/Failed
     std::string message;  ///< human-readable reason ("" when Ok)
 };
 
@@ -30,8 +36,9 @@ class Kernel {
 public:
     virtual ~Kernel() = default;
     /// Write `value` to `rel` under `root` (no O_CREAT: kernel files must exist).
-    /// Missing when the file or a directory on the way does not exist (ENOENT/ENOTDIR),
-    /// Failed for any other error (EINVAL from the kernel, EACCES, a symlink on the way: ELOOP/EXDEV).
+    /// NoFile when the file's directory exists but the file does not; NoDir when the directory
+    /// itself (or a component on the way) does not exist (ENOENT/ENOTDIR); Failed for any other
+    /// error (EINVAL/EBUSY from the kernel, EACCES, a symlink on the way: ELOOP/EXDEV).
     virtual IoResult write(Root root, const std::string& rel, std::string_view value) = 0;
     /// Read a small file (≤ 64 KiB); nullopt when it cannot be opened or read.
     virtual std::optional<std::string> read(Root root, const std::string& rel) = 0;

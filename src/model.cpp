@@ -82,12 +82,18 @@ CgroupPaths resolve_cgroups_path(const std::string& oci) {
         if (name.empty()) throw InputError("cgroupsPath \"" + whole + "\": systemd unit name is empty");
         if (prefix.find('/') != std::string::npos || name.find('/') != std::string::npos)
             throw InputError("cgroupsPath \"" + whole + "\": systemd prefix and name must not contain '/'");
+        // opencontainers/cgroups systemd/common.go getUnitName: a scope "<prefix>-<name>.scope"
+        // unless the name is a slice; the dash is there even when the prefix is empty.
         std::string unit;
         if (name.size() > 6 && name.compare(name.size() - 6, 6, ".slice") == 0) unit = name;
-        else unit = (prefix.empty() ? "" : prefix + "-") + name + ".scope";
+        else unit = prefix + "-" + name + ".scope";
         check_component(unit, whole);
         p.pod = expand_slice(slice.empty() ? std::string("system.slice") : slice, whole);
         p.container = p.pod.empty() ? unit : p.pod + "/" + unit;
+        if (p.pod.empty())
+            p.no_pod = "cgroupsPath \"" + whole + "\" is in the root slice: no pod cgroup";
+        else if (slice.empty())
+            p.no_pod = "cgroupsPath \"" + whole + "\" has no slice (systemd's default system.slice): no pod cgroup";
         return p;
     }
     // cgroupfs driver: the path itself, below the hierarchy root.
@@ -108,6 +114,7 @@ CgroupPaths resolve_cgroups_path(const std::string& oci) {
         p.container += comps[i];
         if (i + 1 < comps.size()) p.pod += (i ? "/" : "") + comps[i];
     }
+    if (p.pod.empty()) p.no_pod = "cgroupsPath \"" + whole + "\" is directly below the hierarchy root: no pod cgroup";
     return p;
 }
 

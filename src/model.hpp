@@ -22,13 +22,19 @@ struct CgroupPaths {
     CgroupDriver driver = CgroupDriver::Cgroupfs;
     std::string container;  ///< the sandbox's/container's own cgroup, e.g. "kubepods/burstable/pod<uid>/<id>"
     std::string pod;        ///< its parent (the pod cgroup), e.g. "kubepods/burstable/pod<uid>"
+    /// Non-empty when the parent is not a cgroup of the pod's own: the hierarchy root
+    /// (cgroupfs "/<id>", systemd "-.slice:prefix:name") or systemd's default "system.slice"
+    /// (an empty slice). Says why; pod knobs are then refused, never written there.
+    std::string no_pod;
 };
 
 /// Resolve an OCI cgroupsPath (runtime-spec config-linux.md "cgroupsPath") in either form:
 ///  * cgroupfs: "/kubepods/burstable/pod<uid>/<id>" (used as-is below each hierarchy root);
 ///  * systemd:  "slice:prefix:name" → "<expanded slice>/<prefix>-<name>.scope", where a slice
-///    "a-b-c.slice" expands to "a.slice/a-b.slice/a-b-c.slice" (runc libcontainer/cgroups/systemd
-///    ExpandSlice; "-.slice" is the root slice, an empty slice means "system.slice").
+///    "a-b-c.slice" expands to "a.slice/a-b.slice/a-b-c.slice" (opencontainers/cgroups
+///    systemd/common.go ExpandSlice; "-.slice" is the root slice, an empty slice means
+///    "system.slice"); the unit is "<prefix>-<name>.scope" even for an empty prefix
+///    ("-<name>.scope"), or <name> itself when it ends in ".slice" (getUnitName).
 /// Refuses, with InputError: "..", "." and empty components, control characters, backslashes,
 /// more than 32 levels, malformed slices. The result never leaves the hierarchy root.
 CgroupPaths resolve_cgroups_path(const std::string& oci);

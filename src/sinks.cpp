@@ -1,25 +1,138 @@
 #include "sinks.hpp"
 
+#include <cerrno>
+#include <cstdlib>
+
 using nlohmann::json;
 
 namespace nriqos {
 
-void apply_plan(Plan& plan, Kernel& kernel) {
-    for (auto& w : plan.writes) {
-        if (w.status != Write::Planned) continue;
+namespace {
+
+std::string dir_of(const std::string& rel) {
+    size_t slash = rel.rfind('/');
+    return slash == std::string::npos ? std::string() : rel.substr(0, slash);
+}
+std::string file_of(const std::string& rel) { return rel.substr(rel.rfind('/') + 1); }
+
+/// Applies a plan's steps through a Kernel, numbering the writes in the order they happen.
+struct Applier {
+    Plan& plan;
+    Kernel& kernel;
+    int seq = 0;
+
+    /// Write plan.writes[i] and record its outcome. A knob file absent from an existing
+    /// directory is the only skip; an absent cgroup, process or resctrl group is a failure.
+    IoResult write(size_t i) {
+        Write& w = plan.writes[i];
         IoResult r = kernel.write(w.root, w.rel, w.value);
+        w.seq = ++seq;
         switch (r.status) {
-            case IoResult::Ok: w.status = Write::Applied; break;
-            case IoResult::Missing:
+            case IoResult::Ok:
+                w.status = Write::Applied;
+                w.reason.clear();
+                break;
+            case IoResult::NoFile:
                 w.status = Write::Skipped;
-                w.reason = "not present";
+                w.reason = "kernel does not provide this file";
+                break;
+            case IoResult::NoDir:
+                w.status = Write::Failed;
+                switch (w.root) {
+                    case Root::Proc: w.reason = "process " + dir_of(w.rel) + " does not exist"; break;
+                    case Root::Resctrl: w.reason = "resctrl group " + dir_of(w.rel) + " does not exist"; break;
+                    default: w.reason = "cgroup " + dir_of(w.rel) + " does not exist"; break;
+                }
                 break;
             case IoResult::Failed:
                 w.status = Write::Failed;
                 w.reason = r.message;
                 break;
         }
+        return r;
     }
+
+    /// opencontainers/cgroups fs/memory.go setMemoryAndSwap: the kernel keeps
+    /// memory.limit_in_bytes <= memory.memsw.limit_in_bytes at every moment, so when the new
+    /// memsw is unlimited or above the current limit (raising), memsw goes first; else the limit.
+    void memory_swap(const Step& s) {
+        Write& lim = plan.writes[s.w[0]];
+        Write& sw = plan.writes[s.w[1]];
+        bool swap_first = sw.value == "-1";
+        if (!swap_first) {
+            auto cur = kernel.read(lim.root, dir_of(lim.rel) + "/memory.limit_in_bytes");
+            char* end = nullptr;
+            unsigned long long c = cur ? std::strtoull(cur->c_str(), &end, 10) : 0;
+            long long want = std::strtoll(sw.value.c_str(), nullptr, 10);
+            if (cur && end != cur->c_str() && want > 0 && c < static_cast<unsigned long long>(want)) swap_first = true;
+        }
+        if (swap_first) {
+            sw.note += std::string(sw.note.empty() ? "" : "; ") +
+                       "written before memory.limit_in_bytes: the kernel keeps limit <= memsw (runc setMemoryAndSwap)";
+            write(s.w[1]);
+            write(s.w[0]);
+        } else {
+            write(s.w[0]);
+            write(s.w[1]);
+        }
+    }
+
+    /// opencontainers/cgroups fs/cpu.go Set and fs2/cpu.go setCPU: the kernel checks a new CFS
+    /// period or burst against the current quota (and the parent's bandwidth), and a new quota
+    /// against the current burst; runc writes the period and the burst first and retries one
+    /// refused with EINVAL after the quota. Generalised: every write of the group refused with
+    /// EINVAL is retried after the others, until a pass applies nothing more.
+    void cpu(const Step& s) {
+        std::vector<size_t> pending = s.w;
+        std::vector<int> first_seq(plan.writes.size(), 0);
+        for (size_t pass = 0; !pending.empty() && pass < s.w.size(); ++pass) {
+            std::vector<size_t> refused;
+            bool progress = false;
+            for (size_t i : pending) {
+                IoResult r = write(i);
+                if (!first_seq[i]) first_seq[i] = plan.writes[i].seq;
+                if (r.status == IoResult::Ok) {
+                    progress = true;
+                    if (pass > 0) {
+                        std::string after;
+                        for (size_t j : s.w)
+                            if (j != i && plan.writes[j].status == Write::Applied && plan.writes[j].seq > first_seq[i])
+                                after += (after.empty() ? "" : ", ") + file_of(plan.writes[j].rel);
+                        plan.writes[i].note += std::string(plan.writes[i].note.empty() ? "" : "; ") + "EINVAL at first; applied after " +
+                                               after + " (runc " + (plan.layout == Layout::V2 ? "fs2/cpu.go setCPU" : "fs/cpu.go Set") + ")";
+                    }
+                } else if (r.status == IoResult::Failed && r.err == EINVAL) {
+                    refused.push_back(i);
+                }
+            }
+            pending = std::move(refused);
+            if (!progress) break;
+        }
+    }
+
+    void run() {
+        if (plan.steps.empty()) {
+            for (size_t i = 0; i < plan.writes.size(); ++i)
+                if (plan.writes[i].status == Write::Planned) write(i);
+            return;
+        }
+        for (const auto& s : plan.steps) {
+            bool planned = true;
+            for (size_t i : s.w) planned = planned && i < plan.writes.size() && plan.writes[i].status == Write::Planned;
+            if (!planned) continue;
+            switch (s.kind) {
+                case Step::MemorySwap: memory_swap(s); break;
+                case Step::Cpu: cpu(s); break;
+                case Step::Single: for (size_t i : s.w) write(i); break;
+            }
+        }
+    }
+};
+
+}  // namespace
+
+void apply_plan(Plan& plan, Kernel& kernel) {
+    Applier{plan, kernel}.run();
 }
 
 namespace {
@@ -55,6 +168,10 @@ Summary summarize(const Plan& plan) {
         append(s.skipped, k);
         ++s.n_skipped;
     }
+    for (const auto& k : plan.refused) {
+        append(s.failed, k);
+        ++s.n_failed;
+    }
     return s;
 }
 
@@ -64,6 +181,8 @@ json writes_json(const Plan& plan) {
     for (const auto& w : plan.writes) {
         json e = {{"knob", w.knob}, {"scope", w.scope}, {"file", root_prefix(w.root) + w.rel}, {"value", w.value}, {"status", kStatus[w.status]}};
         if (!w.reason.empty()) e["reason"] = w.reason;
+        if (!w.note.empty()) e["note"] = w.note;
+        if (w.seq > 0) e["seq"] = w.seq;
         a.push_back(std::move(e));
     }
     return a;
