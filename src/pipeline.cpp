@@ -1,5 +1,6 @@
 #include "pipeline.hpp"
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -26,34 +27,89 @@ namespace {
 constexpr const char* kPluginName = "nri-qos";
 
 // ---- self-imposed deadline ---------------------------------------------------------------
-// The Result printed when the deadline fires is prepared beforehand: the signal handler only
-// write(2)s it and _exit(2)s (async-signal-safe).
-char g_deadline_out[512];
-size_t g_deadline_len = 0;
+// The answer printed when the deadline fires is prepared beforehand, and prepared again as soon
+// as the pipeline knows more: the policy's fail mode once the policy is loaded, then the class's
+// once the request is classified — always before any kernel file is written. A new answer goes
+// into the buffer the handler is not using; one lock-free atomic store then makes it the active
+// one. The handler only reads the active buffer, write(2)s it and _exit(2)s (async-signal-safe).
+struct DeadlineAnswer {
+    char out[1024];
+    size_t out_len;
+    char err[256];
+    size_t err_len;
+    int code;  // exit status: invoke fail-closed 1 (the Result carries an error), else 0
+};
+DeadlineAnswer g_deadline[2];
+std::atomic<int> g_deadline_active{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the deadline handler needs a lock-free atomic");
+Mode g_deadline_mode = Mode::Invoke;
+int g_deadline_ms = 0;  // 0: not armed
 
 extern "C" void on_deadline(int) {
-    ssize_t r = write(STDOUT_FILENO, g_deadline_out, g_deadline_len);
+    const DeadlineAnswer& a = g_deadline[g_deadline_active.load(std::memory_order_acquire)];
+    ssize_t r = write(STDOUT_FILENO, a.out, a.out_len);
     (void)r;
-    static const char msg[] = "nri-qos: deadline exceeded; printed a fail-open result (knobs may be partly applied)\n";
-    r = write(STDERR_FILENO, msg, sizeof msg - 1);
+    r = write(STDERR_FILENO, a.err, a.err_len);
     (void)r;
-    _exit(0);
+    _exit(a.code);
+}
+
+void copy_into(char* dst, size_t cap, size_t& len, const std::string& s) {
+    len = std::min(s.size(), cap);
+    std::memcpy(dst, s.data(), len);
+}
+
+/// Install `text`/`err` as the deadline answer (not from the handler).
+void set_deadline_answer(const std::string& text, const std::string& err, int code) {
+    int next = 1 - g_deadline_active.load(std::memory_order_relaxed);
+    DeadlineAnswer& a = g_deadline[next];
+    copy_into(a.out, sizeof a.out, a.out_len, text);
+    copy_into(a.err, sizeof a.err, a.err_len, err);
+    a.code = code;
+    g_deadline_active.store(next, std::memory_order_release);
 }
 
 }  // namespace
 
+std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const std::string& cls, int ms, int& exit_code) {
+    // Byte-compatible with nlohmann's dump() of the same object (keys sorted). Class names are
+    // [A-Za-z0-9_.-] (policy.cpp validates them): nothing to escape.
+    std::string md;
+    if (!cls.empty()) md = "\"class\":\"" + cls + "\"";
+    std::string error;
+    if (closed) {
+        error = "nri-qos: deadline exceeded after " + std::to_string(ms) + " ms" + (cls.empty() ? "" : " (class " + cls + ")") +
+                ": fail-closed, container refused; knobs may be partly applied";
+    } else {
+        md += std::string(md.empty() ? "" : ",") +
+              "\"warning\":\"deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied\"";
+    }
+    exit_code = closed && mode == Mode::Invoke ? 1 : 0;
+    if (mode == Mode::Invoke)
+        return "{\"error\":\"" + error + "\",\"metadata\":{" + md + "},\"plugin\":\"nri-qos\",\"version\":\"0.1\"}\n";
+    return "{\"adjustment\":null,\"error\":\"" + error + "\",\"metadata\":{" + md + "},\"on_child_failure\":\"" +
+           (policy_closed ? "closed" : "open") + "\",\"update\":null}\n";
+}
+
 void arm_deadline(Mode mode, int ms) {
     if (ms <= 0 || mode == Mode::Explain) return;
-    // What nlohmann's dump() prints for the fail-open Result (keys sorted), built without a
-    // json object, byte-identical to the former dump() (tests/hostile.sh deadline cases).
+    // Nothing is known yet (no request, no policy): fail-open, built without a json object.
 #define NRIQOS_DEADLINE_WARNING "deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied"
     static const char kInvoke[] = "{\"error\":\"\",\"metadata\":{\"warning\":\"" NRIQOS_DEADLINE_WARNING "\"},\"plugin\":\"nri-qos\",\"version\":\"0.1\"}\n";
     static const char kEval[] = "{\"adjustment\":null,\"error\":\"\",\"metadata\":{\"warning\":\"" NRIQOS_DEADLINE_WARNING
                                 "\"},\"on_child_failure\":\"open\",\"update\":null}\n";
 #undef NRIQOS_DEADLINE_WARNING
+    static const char kErr[] = "nri-qos: deadline exceeded; printed a fail-open result (knobs may be partly applied)\n";
     const char* s = mode == Mode::Invoke ? kInvoke : kEval;
-    g_deadline_len = std::min(std::strlen(s), sizeof g_deadline_out);
-    std::memcpy(g_deadline_out, s, g_deadline_len);
+    DeadlineAnswer& a = g_deadline[0];
+    a.out_len = std::min(std::strlen(s), sizeof a.out);
+    std::memcpy(a.out, s, a.out_len);
+    a.err_len = sizeof kErr - 1;
+    std::memcpy(a.err, kErr, a.err_len);
+    a.code = 0;
+    g_deadline_active.store(0, std::memory_order_release);
+    g_deadline_mode = mode;
+    g_deadline_ms = ms;
     struct sigaction sa {};
     sa.sa_handler = on_deadline;
     sigaction(SIGALRM, &sa, nullptr);
@@ -65,9 +121,20 @@ void arm_deadline(Mode mode, int ms) {
 
 namespace {
 
+/// Prepare the deadline answer again with what is known now (see the comment above).
+void rearm_deadline(bool closed, bool policy_closed, const std::string& cls) {
+    if (g_deadline_ms <= 0) return;
+    int code = 0;
+    std::string text = deadline_answer(g_deadline_mode, closed, policy_closed, cls, g_deadline_ms, code);
+    std::string err = std::string("nri-qos: deadline exceeded; printed a ") + (closed ? "fail-closed" : "fail-open") + " result" +
+                      (cls.empty() ? "" : " (class " + cls + ")") + " (knobs may be partly applied)\n";
+    set_deadline_answer(text, err, code);
+}
+
 void disarm_deadline() {
     struct itimerval it {};
     setitimer(ITIMER_REAL, &it, nullptr);
+    g_deadline_ms = 0;
 }
 
 void log_line(const std::string& s) {
@@ -112,6 +179,28 @@ void early_error(Ctx& c, const std::string& what) {
     else c.metadata["error"] = what + " (fail-open: container not adjusted)";
 }
 
+/// The container's class differs from the class its sandbox got (the memo's): the pod cgroup
+/// keeps that class's pod knobs. Containers are classified under the current policy (with the
+/// sandbox's annotations), so a container-only rule or a policy edit between the sandbox and the
+/// container event can do that; the Result says which. To tell them apart, the same facts are
+/// classified again as the sandbox: under the current policy they give the memo's class (a rule
+/// for containers decided) or not (the policy changed since the sandbox event — or the facts
+/// did: this request's labels/annotations are not the sandbox's).
+void note_pod_class(Ctx& c, const Policy& policy, Request& r, const Facts& facts, const Memo& memo, const ClassDef& cls) {
+    r.is_sandbox = true;
+    Decision sd = classify(policy, facts);
+    r.is_sandbox = false;
+    std::string why = sd.cls->name == memo.cls
+                          ? "a rule for containers chose " + cls.name
+                          : "the policy changed since the sandbox event, or this request's labels/annotations differ from the sandbox's "
+                            "(the sandbox would now be " + sd.cls->name + ")";
+    std::string what = "container class " + cls.name + " differs from its sandbox's class " + memo.cls + ": " + why +
+                       "; the pod cgroup keeps class " + memo.cls + "'s pod knobs";
+    c.metadata["pod_class"] = memo.cls;
+    c.metadata["pod_class_note"] = what;
+    log_line(what);
+}
+
 std::string render(Ctx& c, const Request* req, int& exit_code) {
     exit_code = 0;
     if (c.mode == Mode::Explain) {
@@ -126,6 +215,7 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
             if (!c.plan.nri_api.empty()) j["nri_api"] = c.plan.nri_api;
             j["writes"] = writes_json(c.plan);
             j["not_applicable"] = c.plan.skipped;
+            j["refused"] = c.plan.refused;
             j["adjustment"] = c.plan.adjustment;
             if (!c.plan.update.is_null()) j["update"] = c.plan.update;
             if (!c.plan.decision.gate_note.empty()) j["gate"] = c.plan.decision.gate_note;
@@ -141,6 +231,7 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
             for (const auto& w : c.plan.writes)
                 t += "write:    " + w.scope + " " + (w.root == Root::Proc ? "/proc/" : w.root == Root::Resctrl ? "resctrl:" : "") + w.rel + " = " + w.value + "\n";
             for (const auto& s : c.plan.skipped) t += "skip:     " + s + "\n";
+            for (const auto& s : c.plan.refused) t += "refuse:   " + s + "\n";
             if (!c.plan.adjustment.is_null()) t += "nri:      " + c.plan.adjustment.dump() + "\n";
             if (!c.plan.update.is_null()) t += "update:   " + c.plan.update.dump() + "\n";
         }
@@ -213,12 +304,13 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         // The sandbox memo is merged first: the compiled policy then materialises only the
         // rules that can match this request (policy_cache.hpp load_policy_for).
         StateDir state(opt.state_dir);
+        std::optional<Memo> memo;
         if (!r.is_sandbox && (r.event == Event::Create || r.event == Event::Update || r.event == Event::CreateContainer ||
                               r.event == Event::StartContainer || r.event == Event::UpdateContainer)) {
-            if (auto m = state.load(r.sandbox_id)) {
-                for (auto& [k, v] : m->annotations) r.annotations.emplace(k, v);  // the request's own win
-                if (r.pod_namespace.empty()) r.pod_namespace = m->pod_namespace;
-                if (r.pod_name.empty()) r.pod_name = m->pod_name;
+            if ((memo = state.load(r.sandbox_id))) {
+                for (auto& [k, v] : memo->annotations) r.annotations.emplace(k, v);  // the request's own win
+                if (r.pod_namespace.empty()) r.pod_namespace = memo->pod_namespace;
+                if (r.pod_name.empty()) r.pod_name = memo->pod_name;
             }
         }
         try {
@@ -228,12 +320,16 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             return finish(&r);
         }
         c.fail_closed_policy = policy.fail_closed;
+        rearm_deadline(c.fail_closed_policy, c.fail_closed_policy, "");
 
         std::optional<CgroupPaths> paths;
         if (r.cgroups_path) paths = resolve_cgroups_path(*r.cgroups_path);
         Facts facts{&r, paths ? kube_qos_from_path(paths->pod) : KubeQos::Unknown};
         Decision d = classify(policy, facts);
         c.fail_closed_class = d.cls->fail_closed;
+        // From here on a deadline answers with the class's fail mode (before any write).
+        rearm_deadline(c.fail_closed_class, c.fail_closed_policy, d.cls->name);
+        if (memo && !memo->cls.empty() && memo->cls != d.cls->name) note_pod_class(c, policy, r, facts, *memo, *d.cls);
 
         FsKernel kernel(opt.cgroup_root, opt.proc_root, opt.resctrl_root);
         PlanInput pin;

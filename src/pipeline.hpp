@@ -39,10 +39,19 @@ struct Options {
 enum class Mode { Invoke, Explain, NriEval };
 
 /// Arm the self-imposed deadline (setitimer + SIGALRM): when `ms` pass before the pipeline
-/// returns, a fail-open Result (invoke) or nri-eval result is written to stdout and the process
-/// exits 0. Call it before reading the request, so a stdin that never closes is bounded too.
-/// No-op for Explain or ms <= 0.
+/// returns, a prepared Result (invoke) or nri-eval result is written to stdout and the process
+/// exits. Call it before reading the request, so a stdin that never closes is bounded too.
+/// Until the policy is loaded the answer is fail-open (nothing says otherwise yet: no request,
+/// no policy); run_pipeline prepares it again with the policy's fail mode once the policy is
+/// loaded, and with the class's once the request is classified, before any write. No-op for
+/// Explain or ms <= 0.
 void arm_deadline(Mode mode, int ms);
+
+/// The deadline answer for `mode` (Invoke or NriEval): fail-closed (`closed`) puts
+/// "nri-qos: deadline exceeded after <ms> ms (class <cls>): fail-closed, ..." into `error` (invoke
+/// exit status 1); fail-open puts a warning into metadata. nri-eval's on_child_failure is the
+/// policy's mode (`policy_closed`). `cls` ("" unknown) goes into metadata.class. One JSON line.
+std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const std::string& cls, int ms, int& exit_code);
 
 /// Run one request through the pipeline. `input` is the request document; the return value is
 /// what goes to stdout (one JSON object and a newline, or explain's text); `exit_code` is set

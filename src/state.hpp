@@ -1,6 +1,8 @@
 // The per-sandbox memo: what the sandbox event showed about its pod (annotations, names, class),
 // so that the pod's containers — whose v0.1 requests often lack the pod annotations — are
-// classified the same way. One small JSON file per sandbox id in the state directory
+// classified with the same facts (under the current policy), and a container whose class differs
+// from the class the sandbox got (whose pod knobs the pod cgroup keeps) is reported as such
+// (pipeline.cpp note_pod_class: Result metadata pod_class, pod_class_note). One small JSON file per sandbox id in the state directory
 // (default /run/nri-qos), written atomically (temp file + rename), removed on the sandbox's
 // delete; stale or corrupt entries are harmless (ignored).
 #pragma once
@@ -13,7 +15,8 @@ namespace nriqos {
 
 struct Memo {
     std::map<std::string, std::string> annotations;  ///< pod annotations seen at the sandbox event
-    std::string pod_namespace, pod_name, cls;
+    std::string pod_namespace, pod_name;
+    std::string cls;  ///< the sandbox's class: its pod knobs are the pod cgroup's
 };
 
 class StateDir {
