@@ -29,7 +29,7 @@ jq -c '.labels["koordinator.sh/qosClass"]="BE"' "$REQ/sandbox-create.json" | run
 jq -c '.labels["koordinator.sh/qosClass"]="BE"' "$REQ/container-create.json" | run | jq .
 echo
 echo "### Files in the scratch cgroup tree after the hook ran:"
-for f in "pod cpu/$pod/cpu.idle" "container cpu/$ctr/cpu.shares" "container cpu/$ctr/cpu.cfs_burst_us" "process proc/$pid/oom_score_adj"; do
+for f in "container cpu/$ctr/cpu.shares" "container cpu/$ctr/cpu.cfs_burst_us" "process proc/$pid/oom_score_adj"; do
   printf '  %-10s %-22s %s\n' "${f%% *}" "${f##*/}" "$(cat "$ROOT/${f#* }")"
 done
 echo

@@ -388,7 +388,8 @@ set_v01_conf() {
 # JSON record in $D/logs. OCI_CHECKS=1 additionally reads the runc bundle's config.json
 # (function expect_oci, defined by containerd17.sh).
 # Expected values are the spec of the bundled policy (conf/nri.d/nri-qos.toml):
-#   BE: container cpu.shares 2, cpu.cfs_burst_us 0, oom_score_adj 1000; pod cgroup cpu.idle 1
+#   BE: container cpu.shares 2, cpu.cfs_burst_us 0, oom_score_adj 1000; pod cgroup cpu.idle 0
+#   (the bundled policy leaves cpu_idle off: kubelet writes cpu.shares to the pod cgroup)
 #   LS: cpu.cfs_burst_us = 100 % of the CFS quota; cpu.shares and memory limit as CRI asked
 # The containers ask for cpu_shares 512, CFS quota 50000/period 100000 and 64 MiB, so that a
 # hook that did nothing (or classified wrongly) fails every check.
@@ -406,7 +407,7 @@ sc_be() {
   expect_knob "$out" ctr cpu.shares 2
   expect_knob "$out" ctr cpu.cfs_burst_us 0
   expect_oom "$out" 1000
-  expect_knob "$out" pod cpu.idle 1
+  expect_knob "$out" pod cpu.idle 0
   if [ -n "${OCI_CHECKS:-}" ]; then
     # (oom_score_adj is checked in /proc only: NRI v0.6.1, i.e. containerd 1.7, ignores the
     # adjustment's oom_score_adj field, so a plugin must write /proc/<pid>/oom_score_adj itself)
