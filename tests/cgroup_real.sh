@@ -2,7 +2,8 @@
 # nri-qos against the REAL kernel cgroup hierarchies of this machine:
 #  * cgroup v1 (hybrid layout, detected with statfs): real cgroups mirroring a captured
 #    request's cgroupsPath under a unique top-level name, a real process standing in for the
-#    container's init; values read back from the kernel.
+#    container's init; values read back from the kernel. runc's write orders and retries
+#    (memory+swap, CFS period/quota/burst) where the kernel really refuses the wrong order.
 #  * cgroup2 (the unified mount; only hugetlb is available there on these machines): v2 path
 #    resolution and layout detection, a v2 file written and read back, systemd-driver paths.
 # Everything created is removed again. Needs root; SKIPs otherwise.
@@ -42,13 +43,13 @@ check "v1: layout detected with statfs" "$layout" hybrid
 
 OUT=$("$BIN" invoke --policy "$POLICY" --state-dir "$STATE" --cache-dir "" < <(req sandbox-create.json "$SID" $PID BE))
 valid_result "v1 sandbox" "$OUT"
-check "v1 BE sandbox: kernel pod cpu.idle" "$(cat $CG/cpu$POD/cpu.idle)" 1
+check "v1 BE sandbox: kernel pod cpu.idle stays 0 (bundled policy)" "$(cat $CG/cpu$POD/cpu.idle)" 0
 OUT=$("$BIN" invoke --policy "$POLICY" --state-dir "$STATE" --cache-dir "" < <(req container-create.json "$CID" $PID BE))
 check "v1 BE container: error empty" "$(jq -r .error <<<"$OUT")" ""
 check "v1 BE container: kernel cpu.shares" "$(cat $CG/cpu$POD/$CID/cpu.shares)" 2
 check "v1 BE container: kernel cpu.cfs_burst_us" "$(cat $CG/cpu$POD/$CID/cpu.cfs_burst_us)" 0
 check "v1 BE container: kernel oom_score_adj of the process" "$(cat /proc/$PID/oom_score_adj)" 1000
-check_contains "v1 BE container: openEuler files reported absent" "$(jq -r .metadata.skipped <<<"$OUT")" "cpu.qos_level=-1 (not present)"
+check_contains "v1 BE container: openEuler files reported absent" "$(jq -r .metadata.skipped <<<"$OUT")" "cpu.qos_level=-1 (kernel does not provide this file)"
 
 # LS container with a CFS quota (set by "runc" first): burst = 100 % of the quota
 echo 50000 > $CG/cpu$POD/${CID}q/cpu.cfs_quota_us
@@ -62,6 +63,87 @@ printf 'version = 1\n[settings]\ndefault_class = "X"\n[classes.X.container]\ncpu
 OUT=$("$BIN" invoke --policy "$P" --state-dir "$STATE" --cache-dir "" < <(req container-create.json "$CID" $PID "") 2>/dev/null)
 check_contains "v1: kernel EINVAL reported" "$(jq -r .metadata.failed <<<"$OUT")" "cpu.cfs_quota_us=500 (Invalid argument)"
 check "v1: kernel EINVAL is fail-open" "$(jq -r .error <<<"$OUT")" ""
+
+# ---- issue 9: runc's write orders and retries, against the real kernel's rules --------------
+# Fresh cgroups below $N; every value is read back from the kernel. A one-class policy:
+pol() { printf 'version = 1\n[settings]\ndefault_class = "X"\n[classes.X]\n%b[classes.X.container]\n%b' "${3:-}" "$2" > "$1"; }
+P=$(scratch)/order.toml
+ctr_req() { # ctr_req CGROUPS-PATH [jq filter]: a container create for that cgroup, without a pid
+  jq -c --arg p "$1" --arg sid "$SID" ".sandboxID=\$sid | .spec.cgroupsPath=\$p | del(.pid) | ${2:-.}" "$D/container-create.json"
+}
+hook() { "$BIN" invoke --policy "$P" --state-dir "$STATE" --cache-dir "" 2>/dev/null; }
+
+if [ -f $CG/memory/memory.memsw.limit_in_bytes ]; then
+  # memory + swap raised from 64 Mi / 64 Mi to 128 Mi / 256 Mi: memsw must go first
+  M=$CG/memory/$N/mem; mkdir -p $M
+  echo 67108864 > $M/memory.limit_in_bytes; echo 67108864 > $M/memory.memsw.limit_in_bytes
+  if echo 134217728 > $M/memory.limit_in_bytes 2>/dev/null; then fail "kernel: a limit above memsw was accepted (the test cannot fail)"
+  else pass "kernel: memory.limit_in_bytes above memsw is EINVAL (the order matters)"; fi
+  pol "$P" 'memory_limit = "128Mi"\nmemory_swap = "256Mi"\n'
+  OUT=$(ctr_req "/$N/mem" | hook)
+  check "v1 memory raise: kernel memory.limit_in_bytes" "$(cat $M/memory.limit_in_bytes)" 134217728
+  check "v1 memory raise: kernel memory.memsw.limit_in_bytes" "$(cat $M/memory.memsw.limit_in_bytes)" 268435456
+  check "v1 memory raise: nothing failed" "$(jq -r '.metadata.failed // "none"' <<<"$OUT")" none
+  # and back down: the limit first
+  pol "$P" 'memory_limit = "32Mi"\nmemory_swap = "48Mi"\n'
+  OUT=$(ctr_req "/$N/mem" | hook)
+  check "v1 memory lower: kernel values" "$(cat $M/memory.limit_in_bytes) $(cat $M/memory.memsw.limit_in_bytes)" "33554432 50331648"
+  # memory_limit = max alone: memsw unlimited too, first (runc)
+  pol "$P" 'memory_limit = "max"\n'
+  OUT=$(ctr_req "/$N/mem" | hook)
+  MAXB=$(cat $CG/memory/memory.limit_in_bytes)
+  check "v1 memory max: kernel limit and memsw unlimited" "$(cat $M/memory.limit_in_bytes) $(cat $M/memory.memsw.limit_in_bytes)" "$MAXB $MAXB"
+  check "v1 memory max: nothing failed" "$(jq -r '.metadata.failed // "none"' <<<"$OUT")" none
+  # memory_swap = 0 is "unset" (runc): nothing written (writing 0 is EINVAL)
+  echo 67108864 > $M/memory.limit_in_bytes; echo 67108864 > $M/memory.memsw.limit_in_bytes
+  pol "$P" 'memory_swap = 0\n'
+  OUT=$(ctr_req "/$N/mem" | hook)
+  check "v1 memory_swap = 0: kernel memsw unchanged" "$(cat $M/memory.memsw.limit_in_bytes)" 67108864
+  check "v1 memory_swap = 0: nothing failed" "$(jq -r '.metadata.failed // "none"' <<<"$OUT")" none
+else
+  skip "real v1 memory+swap order: no swap accounting (memory.memsw.limit_in_bytes absent)"
+fi
+
+# CFS: a 2-CPU parent, the container at 2 CPUs; the class asks 10000/20000 (still 2 CPUs).
+# The period alone first (200000/10000 = 20 CPUs) is EINVAL: retried after the quota (runc).
+C=$CG/cpu/$N/cfs; mkdir -p $C/c $C/probe
+echo 200000 > $C/cpu.cfs_quota_us; echo 200000 > $C/c/cpu.cfs_quota_us; echo 200000 > $C/probe/cpu.cfs_quota_us
+if echo 10000 > $C/probe/cpu.cfs_period_us 2>/dev/null; then fail "kernel: a period beyond the parent's bandwidth was accepted (the test cannot fail)"
+else pass "kernel: cpu.cfs_period_us beyond the parent's bandwidth is EINVAL (the order matters)"; fi
+pol "$P" 'cpu_period_us = 10000\ncpu_quota_us = 20000\n'
+OUT=$(ctr_req "/$N/cfs/c" | hook)
+check "v1 CFS: kernel cpu.cfs_quota_us" "$(cat $C/c/cpu.cfs_quota_us)" 20000
+check "v1 CFS: kernel cpu.cfs_period_us (2 CPUs, not 20 % of one)" "$(cat $C/c/cpu.cfs_period_us)" 10000
+check_contains "v1 CFS: the Result says the period was retried" "$(jq -r '.writes[]|select(.file|endswith("cpu.cfs_period_us"))|.note' <<<"$OUT")" "EINVAL at first; applied after cpu.cfs_quota_us"
+# burst = 100 % of the class's quota, lowering from 100000/100000 to 50000/50000
+if [ -f $C/c/cpu.cfs_burst_us ]; then
+  echo 100000 > $C/c/cpu.cfs_period_us; echo 100000 > $C/c/cpu.cfs_quota_us; echo 100000 > $C/c/cpu.cfs_burst_us
+  pol "$P" 'cpu_quota_us = 50000\ncpu_burst_us = "100%"\n'
+  OUT=$(ctr_req "/$N/cfs/c" '.spec.resources.cpu.quota=100000 | .spec.resources.cpu.period=100000' | hook)
+  check "v1 CFS burst of the class quota: kernel quota and burst" "$(cat $C/c/cpu.cfs_quota_us) $(cat $C/c/cpu.cfs_burst_us)" "50000 50000"
+  check "v1 CFS burst of the class quota: nothing failed" "$(jq -r '.metadata.failed // "none"' <<<"$OUT")" none
+else
+  skip "real v1 CFS burst: no cpu.cfs_burst_us"
+fi
+
+# cpu_idle on a pod cgroup: the kernel then refuses cpu.shares there (kubelet writes it on an
+# in-place resize and in ReduceCPULimits) — why the bundled policy leaves cpu_idle off
+I=$CG/cpu/$N/idlepod; mkdir -p $I/$SID
+printf 'version = 1\n[settings]\ndefault_class = "X"\n[classes.X.pod]\ncpu_idle = 1\n' > "$P"
+OUT=$(jq -c --arg p "/$N/idlepod/$SID" '.spec.cgroupsPath=$p | del(.pid)' "$D/sandbox-create.json" | hook)
+check "cpu_idle = 1 on a pod: kernel cpu.idle" "$(cat $I/cpu.idle)" 1
+if echo 1024 > $I/cpu.shares 2>/dev/null; then r=accepted; else r=refused; fi
+check "cpu_idle = 1 on a pod: a kubelet-like cpu.shares write is refused" "$r" refused
+check "cpu_idle = 1 on a pod: cpu.shares reads back 3" "$(cat $I/cpu.shares)" 3
+if echo 512 > $CG/cpu$POD/cpu.shares 2>/dev/null; then r=accepted; else r=refused; fi
+check "bundled BE pod: a kubelet-like cpu.shares write still succeeds" "$r" accepted
+
+# fail-closed: a container cgroup that does not exist fails the container; nothing is created
+pol "$P" 'cpu_shares = 2\n' 'fail = "closed"\n'
+OUT=$(ctr_req "/$N/never-created/c" | hook); RC=$?
+check "v1 missing cgroup, fail-closed: exit 1" "$RC" 1
+check_contains "v1 missing cgroup, fail-closed: error" "$(jq -r .error <<<"$OUT")" "cpu.shares=2 (cgroup cpu/$N/never-created/c does not exist)"
+check "v1 missing cgroup: nothing created" "$(ls -d $CG/cpu/$N/never-created 2>/dev/null)" ""
 
 # ---- cgroup2 (unified mount) ----------------------------------------------------------------
 U=$CG/unified
@@ -90,7 +172,7 @@ check "v2: layout of the cgroup2 mount detected" "$(jq -r .layout <<<"$EXP")" v2
 check "v2: cpu.shares converted to cpu.weight" "$(jq -r '.writes[0].file + " = " + .writes[0].value' <<<"$EXP")" "${POD#/}/$CID/cpu.weight = 1"
 OUT=$("$BIN" invoke --policy "$P2" --cgroup-root $U --state-dir "$STATE" --cache-dir "" < <(req container-create.json "$CID" $PID ""))
 check "v2: kernel hugetlb.2MB.max" "$(cat "$U$POD/$CID/hugetlb.2MB.max")" 4194304
-check_contains "v2: cpu.weight absent without the cpu controller (skipped)" "$(jq -r .metadata.skipped <<<"$OUT")" "cpu.weight=1 (not present)"
+check_contains "v2: cpu.weight absent without the cpu controller (skipped)" "$(jq -r .metadata.skipped <<<"$OUT")" "cpu.weight=1 (kernel does not provide this file)"
 
 # systemd driver form on the real cgroup2 hierarchy: runc's slice expansion
 SUID=$(tr - _ <<<"$UID_")

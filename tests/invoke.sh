@@ -8,9 +8,10 @@
 command -v jq >/dev/null || { fail "jq missing (scripts/deps.sh test)"; finish; }
 
 # run_hook ROOT STATE [extra args...] < request   → stdout in $OUT, exit code in $RC
+# (env: LAYOUT, default v1; HOOK_POLICY, default the bundled policy)
 run_hook() {
   local root=$1 state=$2; shift 2
-  OUT=$("$BIN" invoke --policy "$POLICY" --cgroup-root "$root" --cgroup-layout "${LAYOUT:-v1}" \
+  OUT=$("$BIN" invoke --policy "${HOOK_POLICY:-$POLICY}" --cgroup-root "$root" --cgroup-layout "${LAYOUT:-v1}" \
         --proc-root "$root/proc" --resctrl-root "$root/resctrl" --state-dir "$state" --cache-dir "" "$@" 2>"$root/stderr")
   RC=$?
 }
@@ -36,7 +37,7 @@ for ver in containerd-1.6.20 containerd-1.7.24-adapter; do
   valid_result "$ver container create" "$OUT"
   check "$ver container create: class" "$(jq_get "$OUT" .metadata.class)" LS
   check_contains "$ver container create: burst needs a quota" "$(jq_get "$OUT" .metadata.skipped)" "cpu_burst_us: no OCI cpu.quota"
-  check_contains "$ver container create: memory.high absent on v1" "$(jq_get "$OUT" .metadata.skipped)" "memory.high=60397977 (not present)"
+  check_contains "$ver container create: memory.high absent on v1" "$(jq_get "$OUT" .metadata.skipped)" "memory.high=60397977 (kernel does not provide this file)"
   check "$ver container create: cpu.shares untouched" "$(cat "$R/cpu/$ctr_rel/cpu.shares")" ""
   run_hook "$R" "$S" < "$D/container-delete.json"
   check "$ver container delete: nothing written" "$(jq_get "$OUT" '.writes|length')" 0
@@ -49,7 +50,8 @@ for ver in containerd-1.6.20 containerd-1.7.24-adapter; do
   mk_v1_dir "$R" "$pod_rel"; mk_v1_dir "$R" "$ctr_rel"; mkdir -p "$R/proc/$ctr_pid"; : > "$R/proc/$ctr_pid/oom_score_adj"
   run_hook "$R" "$S" < <(jq -c '.labels["koordinator.sh/qosClass"]="BE"' <<<"$SB")
   check "$ver BE sandbox: class" "$(jq_get "$OUT" .metadata.class)" BE
-  check "$ver BE sandbox: pod cpu.idle" "$(cat "$R/cpu/$pod_rel/cpu.idle")" 1
+  check "$ver BE sandbox: pod cpu.idle left alone (kubelet writes cpu.shares there)" "$(cat "$R/cpu/$pod_rel/cpu.idle")" ""
+  check_contains "$ver BE sandbox: pod cpu.qos_level (openEuler) skipped" "$(jq_get "$OUT" .metadata.skipped)" "pod:cpu.qos_level=-1 (kernel does not provide this file)"
   check "$ver BE sandbox: pause container untouched" "$(cat "$R/cpu/$pod_rel/$sid/cpu.shares" 2>/dev/null)" ""
   run_hook "$R" "$S" < <(jq -c '.labels["koordinator.sh/qosClass"]="BE"' <<<"$CT")
   check "$ver BE container: exit 0" "$RC" 0
@@ -94,7 +96,7 @@ check "v2 LS: cpu.max.burst" "$(cat "$R/$ctr_rel/cpu.max.burst")" 50000
 check "v2 LS: memory.high = 90% of 64 MiB" "$(cat "$R/$ctr_rel/memory.high")" 60397977
 check "v2 LS: adjustment uses unified" "$(jq -c .adjustment.linux.resources.unified <<<"$OUT")" '{"cpu.max.burst":"50000","memory.high":"60397977"}'
 LAYOUT=v2 run_hook "$R" "$R/state" < <(jq -c '.labels["koordinator.sh/qosClass"]="BE"' <<<"$SB")
-check "v2 BE sandbox: pod cpu.idle" "$(cat "$R/$pod_rel/cpu.idle")" 1
+check "v2 BE sandbox: pod cpu.idle left alone" "$(cat "$R/$pod_rel/cpu.idle")" ""
 LAYOUT=v2 run_hook "$R" "$R/state" < <(jq -c '.labels["koordinator.sh/qosClass"]="BE"' <<<"$CT")
 check "v2 BE: cpu.weight (shares 2)" "$(cat "$R/$ctr_rel/cpu.weight")" 1
 
@@ -164,11 +166,179 @@ OUT=$(echo '{"version":"0.1","state":"create","id":"a/b"}' | "$BIN" invoke --pol
 check "bad request, fail closed: exit 1" "$RC" 1
 check "bad request, fail closed: error" "$(jq_get "$OUT" .error)" "nri-qos: bad request: /id: id may contain only [A-Za-z0-9_.-]"
 
-# --- missing cgroup directory: skipped, not fatal -------------------------------------------------
+# --- missing cgroup directory: a failure (fail-open by default: reported, exit 0) ---------------
 R=$(scratch)
 run_hook "$R" "$R/state" < <(jq -c '.labels["koordinator.sh/qosClass"]="BE"' <<<"$CT")
-check "missing cgroup: exit 0" "$RC" 0
-check_contains "missing cgroup: reported as skipped" "$(jq_get "$OUT" .metadata.skipped)" "cpu.shares=2 (not present)"
+check "missing cgroup: exit 0 (BE is fail-open)" "$RC" 0
+check_contains "missing cgroup: reported as failed" "$(jq_get "$OUT" .metadata.failed)" "cpu.shares=2 (cgroup cpu/$ctr_rel does not exist)"
+check_contains "missing cgroup: missing process reported as failed" "$(jq_get "$OUT" .metadata.failed)" "oom_score_adj=1000 (process 2529 does not exist)"
+
+# ==== issue 9 §1: write like runc (scratch trees; the real kernel's EINVALs: cgroup_real.sh) ====
+# pol FILE KNOBS [CLASS-SETTINGS]: a one-class policy (printf %b escapes)
+pol() { printf 'version = 1\n[settings]\ndefault_class = "X"\n[classes.X]\n%b[classes.X.container]\n%b' "${3:-}" "$2" > "$1"; }
+# wseq FILE-SUFFIX / wnote FILE-SUFFIX: the sink's write order number / note of that file in $OUT
+wseq() { jq -r --arg f "$1" '[.writes[]|select(.file|endswith($f))|.seq][0] // "none"' <<<"$OUT"; }
+wnote() { jq -r --arg f "$1" '[.writes[]|select(.file|endswith($f))|.note][0] // ""' <<<"$OUT"; }
+mk_mem() { # DIR LIMIT MEMSW: runc's v1 memory files
+  echo "$2" > "$1/memory.limit_in_bytes"; echo "$3" > "$1/memory.memsw.limit_in_bytes"
+}
+
+# v1 memory raised: memsw first (runc setMemoryAndSwap), decided from the current limit
+R=$(scratch); mk_v1_dir "$R" "$ctr_rel"; mk_mem "$R/memory/$ctr_rel" 67108864 67108864
+pol "$R/p.toml" 'memory_limit = "128Mi"\nmemory_swap = "256Mi"\n'
+HOOK_POLICY=$R/p.toml run_hook "$R" "$R/state" <<<"$CT"
+check "memory raise: limit written" "$(cat "$R/memory/$ctr_rel/memory.limit_in_bytes")" 134217728
+check "memory raise: memsw written" "$(cat "$R/memory/$ctr_rel/memory.memsw.limit_in_bytes")" 268435456
+check "memory raise: memsw written first" "$(wseq memory.memsw.limit_in_bytes) $(wseq memory.limit_in_bytes)" "1 2"
+check_contains "memory raise: the Result says why" "$(wnote memory.memsw.limit_in_bytes)" "runc setMemoryAndSwap"
+# lowered: the limit first
+mk_mem "$R/memory/$ctr_rel" 268435456 536870912
+pol "$R/p.toml" 'memory_limit = "64Mi"\nmemory_swap = "128Mi"\n'
+HOOK_POLICY=$R/p.toml run_hook "$R" "$R/state" <<<"$CT"
+check "memory lower: limit written first" "$(wseq memory.limit_in_bytes) $(wseq memory.memsw.limit_in_bytes)" "1 2"
+# memory_limit = max alone: memsw -1 too, first (runc)
+mk_mem "$R/memory/$ctr_rel" 67108864 67108864
+pol "$R/p.toml" 'memory_limit = "max"\n'
+HOOK_POLICY=$R/p.toml run_hook "$R" "$R/state" <<<"$CT"
+check "memory max: memsw -1 implied" "$(cat "$R/memory/$ctr_rel/memory.memsw.limit_in_bytes")" -1
+check "memory max: memsw first" "$(wseq memory.memsw.limit_in_bytes) $(wseq memory.limit_in_bytes)" "1 2"
+# memory_swap = 0 means unset (runc): nothing written, on v1 and v2
+mk_mem "$R/memory/$ctr_rel" 67108864 67108864
+pol "$R/p.toml" 'memory_swap = 0\n'
+HOOK_POLICY=$R/p.toml run_hook "$R" "$R/state" <<<"$CT"
+check "memory_swap = 0 (v1): memsw untouched" "$(cat "$R/memory/$ctr_rel/memory.memsw.limit_in_bytes")" 67108864
+check_contains "memory_swap = 0 (v1): reported" "$(jq_get "$OUT" .metadata.skipped)" "memory_swap: 0 means unset (runc): not written"
+R2=$(scratch); mk_v2_dir "$R2" "$ctr_rel"; echo 0 > "$R2/$ctr_rel/memory.swap.max"
+HOOK_POLICY=$R/p.toml LAYOUT=v2 run_hook "$R2" "$R2/state" <<<"$CT"
+check "memory_swap = 0 (v2): memory.swap.max untouched" "$(cat "$R2/$ctr_rel/memory.swap.max")" 0
+check_contains "memory_swap = 0 (v2): reported" "$(jq_get "$OUT" .metadata.skipped)" "memory_swap: 0 means unset (runc): not written"
+
+# percentages follow the class's own quota; the burst is written after the quota
+R=$(scratch); mk_v1_dir "$R" "$ctr_rel"
+pol "$R/p.toml" 'cpu_quota_us = 20000\ncpu_burst_us = "100%"\n'
+HOOK_POLICY=$R/p.toml run_hook "$R" "$R/state" < <(jq -c '.spec.resources.cpu.quota=50000 | .spec.resources.cpu.period=100000' <<<"$CT")
+check "percent of the class quota: cpu.cfs_quota_us" "$(cat "$R/cpu/$ctr_rel/cpu.cfs_quota_us")" 20000
+check "percent of the class quota: cpu.cfs_burst_us (not 50000)" "$(cat "$R/cpu/$ctr_rel/cpu.cfs_burst_us")" 20000
+check "percent of the class quota: burst after quota" "$(wseq cpu.cfs_quota_us) $(wseq cpu.cfs_burst_us)" "1 2"
+R2=$(scratch); mk_v2_dir "$R2" "$ctr_rel"
+HOOK_POLICY=$R/p.toml LAYOUT=v2 run_hook "$R2" "$R2/state" < <(jq -c '.spec.resources.cpu.quota=50000 | .spec.resources.cpu.period=100000' <<<"$CT")
+check "percent of the class quota (v2): cpu.max.burst" "$(cat "$R2/$ctr_rel/cpu.max.burst")" 20000
+
+# cgroup v2 blkio_weight: io.bfq.weight (as is) when the file exists, else io.weight (converted)
+R=$(scratch); mk_v2_dir "$R" "$ctr_rel"
+pol "$R/p.toml" 'blkio_weight = 500\n'
+HOOK_POLICY=$R/p.toml LAYOUT=v2 run_hook "$R" "$R/state" <<<"$CT"
+check "v2 blkio without BFQ: io.weight" "$(cat "$R/$ctr_rel/io.weight")" "default 4950"
+: > "$R/$ctr_rel/io.weight"; echo "default 100" > "$R/$ctr_rel/io.bfq.weight"
+HOOK_POLICY=$R/p.toml LAYOUT=v2 run_hook "$R" "$R/state" <<<"$CT"
+check "v2 blkio with BFQ: io.bfq.weight" "$(cat "$R/$ctr_rel/io.bfq.weight")" 500
+check "v2 blkio with BFQ: io.weight untouched" "$(cat "$R/$ctr_rel/io.weight")" ""
+
+# systemd cgroupsPath with an empty scope prefix: "-<name>.scope" (runc getUnitName)
+R=$(scratch); mk_v1_dir "$R" "$slice/-$cid.scope"; mkdir -p "$R/proc/2529"; : > "$R/proc/2529/oom_score_adj"
+run_hook "$R" "$R/state" < <(jq -c --arg p "kubepods-besteffort-pod$uid.slice::$cid" '.spec.cgroupsPath=$p' <<<"$CT")
+check "systemd empty prefix: cpu.shares in -<id>.scope" "$(cat "$R/cpu/$slice/-$cid.scope/cpu.shares")" 2
+check "systemd empty prefix: nothing failed" "$(jq_get "$OUT" '.metadata.failed // "none"')" none
+
+# pod knobs for a sandbox without a pod cgroup: refused, never written at the hierarchy root
+R=$(scratch); mk_v1_dir "$R" "$sid"; echo 0 > "$R/cpu/cpu.idle"
+printf 'version = 1\n[settings]\ndefault_class = "P"\n[classes.P]\nfail = "closed"\n[classes.P.pod]\ncpu_idle = 1\n' > "$R/p.toml"
+for path in "/$sid" "-.slice:cri-containerd:$sid"; do
+  HOOK_POLICY=$R/p.toml run_hook "$R" "$R/state" < <(jq -c --arg p "$path" '.spec.cgroupsPath=$p' <<<"$SB")
+  check "no pod cgroup ($path): root cpu.idle untouched" "$(cat "$R/cpu/cpu.idle")" 0
+  check "no pod cgroup ($path): fail-closed exit 1" "$RC" 1
+  check_contains "no pod cgroup ($path): clear message" "$(jq_get "$OUT" .error)" "pod:cpu_idle: cgroupsPath \"$path\""
+  check_contains "no pod cgroup ($path): never at the root" "$(jq_get "$OUT" .error)" "pod knobs are never written there"
+done
+
+# ==== issue 9 §2: fail-closed means closed ==================================================
+R=$(scratch)
+pol "$R/p.toml" 'cpu_shares = 2\ncpu_qos_level = -1\noom_score_adj = 1000\n' 'fail = "closed"\n'
+HOOK_POLICY=$R/p.toml run_hook "$R" "$R/state" <<<"$CT"
+check "fail-closed, no container cgroup: exit 1" "$RC" 1
+check_contains "fail-closed, no container cgroup: error" "$(jq_get "$OUT" .error)" "cpu.shares=2 (cgroup cpu/$ctr_rel does not exist)"
+mk_v1_dir "$R" "$ctr_rel"
+HOOK_POLICY=$R/p.toml run_hook "$R" "$R/state" <<<"$CT"
+check "fail-closed, no process: exit 1" "$RC" 1
+check_contains "fail-closed, no process: error" "$(jq_get "$OUT" .error)" "oom_score_adj=1000 (process 2529 does not exist)"
+mkdir -p "$R/proc/2529"; : > "$R/proc/2529/oom_score_adj"
+HOOK_POLICY=$R/p.toml run_hook "$R" "$R/state" <<<"$CT"
+check "fail-closed, only a knob file the kernel lacks: exit 0" "$RC" 0
+check_contains "fail-closed, knob file absent: skipped, saying why" "$(jq_get "$OUT" .metadata.skipped)" "cpu.qos_level=-1 (kernel does not provide this file)"
+pol "$R/p.toml" 'resctrl_group = "BE"\n' 'fail = "closed"\n'
+mkdir -p "$R/resctrl"
+HOOK_POLICY=$R/p.toml run_hook "$R" "$R/state" <<<"$CT"
+check "fail-closed, no resctrl group: exit 1" "$RC" 1
+check_contains "fail-closed, no resctrl group: error" "$(jq_get "$OUT" .error)" "resctrl group BE does not exist"
+HOOK_POLICY=$R/p.toml run_hook "$R" "$R/state" < <(jq -c 'del(.pid)' <<<"$CT")
+check "fail-closed, no pid in the request: exit 1" "$RC" 1
+check_contains "fail-closed, no pid in the request: error" "$(jq_get "$OUT" .error)" "resctrl_group: no pid in the request"
+
+# the self-imposed deadline answers with the class's fail mode (a write held up by strace)
+if command -v strace >/dev/null; then
+  R=$(scratch); mk_v1_dir "$R" "$ctr_rel"; mkdir -p "$R/proc/2529"; : > "$R/proc/2529/oom_score_adj"
+  slow() { # MODE POLICY INPUT-FILE: the write to the container's cpu.shares takes 1.5 s
+    OUT=$(strace -qq -f -o /dev/null -P "$R/cpu/$ctr_rel/cpu.shares" -e trace=write -e inject=write:delay_enter=1500000 \
+      "$BIN" "$1" --policy "$2" --cgroup-root "$R" --cgroup-layout v1 --proc-root "$R/proc" --resctrl-root "$R/resctrl" \
+      --state-dir "$R/state" --cache-dir "" --deadline-ms 300 < "$3" 2>"$R/stderr")
+    RC=$?
+  }
+  jq -c . <<<"$CT" > "$R/ct.json"
+  pol "$R/closed.toml" 'cpu_shares = 2\n' 'fail = "closed"\n'
+  slow invoke "$R/closed.toml" "$R/ct.json"
+  check "deadline, fail-closed class: exit 1" "$RC" 1
+  check "deadline, fail-closed class: error" "$(jq_get "$OUT" .error)" \
+    "nri-qos: deadline exceeded after 300 ms (class X): fail-closed, container refused; knobs may be partly applied"
+  check "deadline, fail-closed class: class in metadata" "$(jq_get "$OUT" .metadata.class)" X
+  pol "$R/open.toml" 'cpu_shares = 2\n'
+  slow invoke "$R/open.toml" "$R/ct.json"
+  check "deadline, fail-open class: exit 0" "$RC" 0
+  check "deadline, fail-open class: error empty" "$(jq_get "$OUT" .error)" ""
+  check_contains "deadline, fail-open class: warning" "$(jq_get "$OUT" .metadata.warning)" "deadline exceeded"
+  jq -cn --arg p "/$ctr_rel" '{event: "StartContainer", runtime: {name: "containerd", version: "1.7.24"},
+    pod: {id: "p1", name: "web", namespace: "prod"},
+    container: {id: "c1", pod_sandbox_id: "p1", name: "app", pid: 2529, linux: {cgroups_path: $p}}}' > "$R/ev.json"
+  pol "$R/closed-raw.toml" 'raw = [{ file = "cpu.shares", value = "2" }]\n' 'fail = "closed"\n'
+  slow nri-eval "$R/closed-raw.toml" "$R/ev.json"
+  check "deadline, nri-eval fail-closed: exit 0" "$RC" 0
+  check_contains "deadline, nri-eval fail-closed: error" "$(jq_get "$OUT" .error)" "deadline exceeded after 300 ms (class X): fail-closed"
+else
+  skip "deadline with a slow write: strace missing"
+fi
+
+# the sandbox memo's class: a container classified differently says so, and why
+R=$(scratch); S=$R/state; mk_v1_dir "$R" "$pod_rel"; mk_v1_dir "$R" "$ctr_rel"
+cat > "$R/p.toml" <<'POL'
+version = 1
+[settings]
+default_class = "LS"
+[[rules]]
+name = "sidecar"
+class = "SIDE"
+match.kind = "container"
+match.container_name = "cgfs-ctr"
+[[rules]]
+name = "be"
+class = "BE"
+match.annotations = { "openfuyao.com/qos-level" = "BE" }
+[classes.LS]
+[classes.SIDE]
+[classes.BE.pod]
+cpu_shares = 2
+POL
+HOOK_POLICY=$R/p.toml run_hook "$R" "$S" < <(jq -c '.spec.annotations["openfuyao.com/qos-level"]="BE"' <<<"$SB")
+check "memo mismatch: sandbox BE" "$(jq_get "$OUT" .metadata.class)" BE
+HOOK_POLICY=$R/p.toml run_hook "$R" "$S" <<<"$NOALLOW"
+check "memo mismatch: a container rule gives SIDE" "$(jq_get "$OUT" .metadata.class)" SIDE
+check "memo mismatch: pod_class in the Result" "$(jq_get "$OUT" .metadata.pod_class)" BE
+check_contains "memo mismatch: says a container rule chose it" "$(jq_get "$OUT" .metadata.pod_class_note)" "a rule for containers chose SIDE"
+printf 'version = 1\n[settings]\ndefault_class = "LS"\n[[rules]]\nname = "now-ls"\nclass = "LS"\nmatch.annotations = { "openfuyao.com/qos-level" = "BE" }\n[classes.LS]\n[classes.BE.pod]\ncpu_shares = 2\n' > "$R/p.toml"
+HOOK_POLICY=$R/p.toml run_hook "$R" "$S" <<<"$NOALLOW"
+check "memo mismatch after a policy edit: container LS" "$(jq_get "$OUT" .metadata.class)" LS
+check "memo mismatch after a policy edit: pod_class" "$(jq_get "$OUT" .metadata.pod_class)" BE
+check_contains "memo mismatch after a policy edit: says the policy changed" "$(jq_get "$OUT" .metadata.pod_class_note)" "the policy changed since the sandbox event"
+run_hook "$R" "$S" <<<"$NOALLOW"
+check "memo match: no pod_class note" "$(jq_get "$OUT" '.metadata.pod_class // "none"')" none
 
 # --- a symlink inside the cgroup tree is never followed ----------------------------------------
 R=$(scratch); OUTSIDE=$(scratch)

@@ -363,7 +363,10 @@ TEST_CASE("adjustment: cgroup v1 files and values", "[adjust]") {
     CHECK(w["cpu.cfs_burst_us"] == "1000");
     CHECK(w["memory.limit_in_bytes"] == "-1");
     CHECK(w["memory.memsw.limit_in_bytes"] == std::to_string(128 << 20));
-    CHECK(w["memory.high"] == std::to_string(64 << 19));
+    // memory_high = "50%" follows the class's own memory_limit ("max"): nothing to take 50 % of
+    CHECK(w.count("memory.high") == 0);
+    CHECK(std::find(p.skipped.begin(), p.skipped.end(), "memory_high: the class's memory_limit is max: no limit to take 50% of") !=
+          p.skipped.end());
     CHECK(w["pids.max"] == "100");
     CHECK(w["blkio.weight"] == "500");
     CHECK(w["oom_score_adj"] == "500");
@@ -394,9 +397,9 @@ TEST_CASE("adjustment: cgroup v2 conversions", "[adjust]") {
     CHECK(w["cpu.max"] == "50000 50000");       // quota 50% of 100000, period 50000, one write
     CHECK(w["cpu.max.burst"] == "1000");
     CHECK(w["memory.max"] == "max");
-    CHECK(w.count("memory.swap.max") == 0);  // runc: no swap limit without a memory limit
-    CHECK(std::find(p.skipped.begin(), p.skipped.end(), "memory_swap: memory+swap needs a memory limit on cgroup v2") != p.skipped.end());
-    CHECK(w["memory.high"] == std::to_string(64 << 19));
+    // opencontainers/cgroups ConvertMemorySwapToCgroupV2Value: unlimited memory, the swap value as is
+    CHECK(w["memory.swap.max"] == std::to_string(128 << 20));
+    CHECK(w.count("memory.high") == 0);  // 50 % of the class's memory_limit = max
     CHECK(w["memory.low"] == std::to_string(16 << 20));
     CHECK(w["pids.max"] == "100");
     CHECK(w["io.weight"] == "default " + std::to_string(blkio_to_io_weight(500)));
@@ -477,7 +480,7 @@ TEST_CASE("native NRI: CreateContainer adjusts, StartContainer writes the rest",
     CHECK(c2.nri_api == "0.8+");
     CHECK(c2.adjustment["linux"]["oom_score_adj"]["value"] == 500);
     CHECK(c2.adjustment["linux"]["resources"]["pids"]["limit"] == 100);
-    CHECK(c2.adjustment["linux"]["resources"]["unified"]["memory.high"] == std::to_string(64 << 20));
+    CHECK_FALSE(c2.adjustment["linux"]["resources"]["unified"].contains("memory.high"));  // 50 % of memory_limit = max
     CHECK(c2.adjustment["linux"]["resources"]["unified"]["cpu.max.burst"] == "1000");
     CHECK_FALSE(c2.adjustment["linux"]["resources"]["unified"].contains("memory.low"));  // pod cgroup lacks it: written directly
 
