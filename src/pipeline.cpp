@@ -96,7 +96,9 @@ void arm_deadline(Mode mode, int ms) {
     // Nothing is known yet (no request, no policy): fail-open, built without a json object.
 #define NRIQOS_DEADLINE_WARNING "deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied"
     static const char kInvoke[] = "{\"error\":\"\",\"metadata\":{\"warning\":\"" NRIQOS_DEADLINE_WARNING "\"},\"plugin\":\"nri-qos\",\"version\":\"0.1\"}\n";
-    static const char kEval[] = "{\"adjustment\":null,\"error\":\"\",\"metadata\":{\"warning\":\"" NRIQOS_DEADLINE_WARNING
+    // nri-eval: "deadline": true tells the relay that on_child_failure here is not the policy's
+    // (src/nri relay: never cached from a deadline answer).
+    static const char kEval[] = "{\"adjustment\":null,\"deadline\":true,\"error\":\"\",\"metadata\":{\"warning\":\"" NRIQOS_DEADLINE_WARNING
                                 "\"},\"on_child_failure\":\"open\",\"update\":null}\n";
 #undef NRIQOS_DEADLINE_WARNING
     static const char kErr[] = "nri-qos: deadline exceeded; printed a fail-open result (knobs may be partly applied)\n";

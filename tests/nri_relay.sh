@@ -7,6 +7,7 @@
 #   relay-launch-no-args  no arguments + NRI_PLUGIN_SOCKET: registers, answers Configure, exits 0 on EOF
 #   relay-real-child      CreateContainer events evaluated by the real `nri-eval` child (private
 #                         cgroup root, shipped policy): peak RSS <= 3 MiB, no RSS growth
+#   relay-child-deadline-marker  nri-eval's deadline answer carries "deadline": true
 # Env: NRI_QOS_BIN (default build/nri-qos), NRI_RELAY_LOAD_EVENTS (default 2000; 10000 for the
 # full memory check, ~10 s).
 # Output: PASS/FAIL/SKIP lines; exit status 1 when a check failed.
@@ -50,6 +51,16 @@ if NRI_RELAY_LOAD_CMD="$CMD" NRI_RELAY_LOAD_EVENTS=$EVENTS "$UT" "[.nri-load]" >
   pass "relay-real-child: $(grep -A2 'warning:' "$TMP/load.log" | tail -n +2 | tr -s ' \n' ' ')"
 else
   fail "relay-real-child (see below)"; tail -n 20 "$TMP/load.log"
+fi
+
+# 3. the child contract between the pipeline and the relay: nri-eval's own deadline answer says
+#    "deadline": true, so the relay never takes its fail mode from it (issue #9).
+out=$( (sleep 3) | "$BIN" nri-eval --event-deadline-ms 100 --cgroup-root "$TMP/cg" --state-dir "$TMP/state" \
+      --cache-dir "" 2>/dev/null)
+if printf '%s' "$out" | python3 -c 'import json,sys; r=json.load(sys.stdin); assert r.get("deadline") is True, r' 2>/dev/null; then
+  pass "relay-child-deadline-marker"
+else
+  fail "relay-child-deadline-marker: nri-eval deadline answer without \"deadline\": true: $out"
 fi
 
 [ "$FAILS" = 0 ]

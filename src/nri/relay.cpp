@@ -707,9 +707,16 @@ void Relay::finish_child(const std::string& failure_in) {
   child_active_ = false;
 
   json out;
+  bool deadline_answer = false;
   if (failure.empty()) {
     out = json::parse(c.output, nullptr, false);
-    if (out.is_object()) {  // cache the policy's choice even if the rest is unusable
+    // A deadline answer ("deadline": true) is prepared before the policy is known: its
+    // on_child_failure is not the policy's choice and must never change ours (issue #9).
+    if (out.is_object()) {
+      auto d = out.find("deadline");
+      deadline_answer = d != out.end() && d->is_boolean() && d->get<bool>();
+    }
+    if (out.is_object() && !deadline_answer) {  // cache the policy's choice even if the rest is unusable
       auto f = out.find("on_child_failure");
       if (f != out.end() && f->is_string()) {
         if (*f == "open") fail_closed_ = false;
@@ -742,6 +749,12 @@ void Relay::finish_child(const std::string& failure_in) {
       reply_error(c.stream, kCodeUnknown, e->get<std::string>());
       return;
     }
+  }
+  if (deadline_answer && fail_closed_ && is_admission(c.event)) {
+    // The child gave up at its own deadline without an error of its own: under the cached
+    // "closed" this is a failed evaluation like any other.
+    fail_event(c.stream, c.event, c.subject, "child hit its own deadline");
+    return;
   }
   std::string reply;
   std::string err;

@@ -70,6 +70,9 @@ std::string fake_child_script(const std::string& dir) {
          "  *'\"mode\":\"error\"'*) printf '{\"error\":\"refused by test policy\"}';;\n"
          "  *'\"mode\":\"closed\"'*) printf '{\"error\":\"\",\"on_child_failure\":\"closed\"}';;\n"
          "  *'\"mode\":\"open\"'*) printf '{\"error\":\"\",\"on_child_failure\":\"open\"}';;\n"
+         // what `nri-eval` prints when its own deadline fires (src/pipeline.cpp arm_deadline)
+         "  *'\"mode\":\"deadline\"'*) printf '{\"adjustment\":null,\"deadline\":true,\"error\":\"\",\"metadata\":"
+         "{\"warning\":\"deadline exceeded\"},\"on_child_failure\":\"open\",\"update\":null}';;\n"
          "  *'\"mode\":\"badadj\"'*) printf '{\"adjustment\":{\"linux\":{\"resources\":{\"cpu\":{\"shares\":7}}}}}';;\n"
          "  *'\"event\":\"UpdateContainer\"'*) printf '{\"update\":{\"cpu\":{\"shares\":{\"value\":4}},\"unified\":{\"memory.high\":\"1000\"}}}';;\n"
          "  *'\"event\":\"CreateContainer\"'*) printf '{\"error\":\"\",\"metadata\":{\"class\":\"be\"},\"adjustment\":"
@@ -462,6 +465,33 @@ TEST_CASE("relay: child errors, hangs, garbage and crashes", "[nri][relay]") {
     CHECK(rt.reply(s).code == 0);
     rt.request(s += 2, "CreateContainer", create_request("garbage"));
     CHECK(rt.reply(s).code == 0);
+  }
+  SECTION("a deadline answer never changes the cached fail mode (issue #9)") {
+    rt.request(s += 2, "CreateContainer", create_request("closed"));
+    CHECK(rt.reply(s).code == 0);
+    // The child's own deadline fired: its answer says "open" only because the deadline answer
+    // is prepared before the policy is known. Under the cached "closed" it fails the event ...
+    rt.request(s += 2, "CreateContainer", create_request("deadline"));
+    nri::ResponseEnvelope r = rt.reply(s);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.message, Catch::Contains("deadline"));
+    // ... and a later crash still fails closed.
+    rt.request(s += 2, "CreateContainer", create_request("crash"));
+    r = rt.reply(s);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.message, Catch::Contains("on_child_failure=closed"));
+    // Teardown events still fail open.
+    pb::StateChangeEvent ev;
+    ev.set_event(pb::REMOVE_POD_SANDBOX);
+    *ev.mutable_pod() = make_pod("deadline");
+    rt.request(s += 2, "StateChange", ev.SerializeAsString());
+    CHECK(rt.reply(s).code == 0);
+  }
+  SECTION("a deadline answer under the default (open) mode is used as it is") {
+    rt.request(s += 2, "CreateContainer", create_request("deadline"));
+    nri::ResponseEnvelope r = rt.reply(s);
+    CHECK(r.code == 0);
+    CHECK(r.payload.empty());
   }
   CHECK(rt.close_and_wait() == 0);
   CHECK_THAT(slurp(t.path + "/relay.log"), !Catch::Contains("internal error"));
