@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "nri/eval_pipeline.hpp"
 #include "nri/relay.hpp"
 #include "pipeline.hpp"
 #include "register.hpp"
@@ -110,6 +111,7 @@ int main(int argc, char** argv) {
         nri::RelayOptions ro;
         nri::relay_options_from_env(ro, argv[0]);
         ro.child_argv = {"/proc/self/exe", "nri-eval"};
+        ro.inproc = nri::pipeline_evaluator(nriqos::Options{});  // forked spare evaluators
         return nri::run_relay(ro);
     }
     CLI::App app{"nri-qos: classify pods into QoS classes with a static TOML policy and apply cgroup knobs (NRI hook)", "nri-qos"};
@@ -137,6 +139,7 @@ int main(int argc, char** argv) {
     CLI::App* relay = nullptr;
     CLI::App* check = nullptr;
     nri::RelayOptions ro;
+    std::string evaluator = "fork";
     std::string check_path = nriqos::defaults::kPolicy;
     std::string check_cache;
     if (full || first == "invoke") {
@@ -161,6 +164,8 @@ int main(int argc, char** argv) {
         relay->add_option("--plugin-idx", ro.plugin_idx, "two-digit plugin index to register (default 10)");
         relay->add_option("--child-deadline-ms", ro.child_deadline_ms, "hard deadline of one evaluation child (default 1500)");
         relay->add_option("--log-file", ro.log_file, "append the relay's log here (containerd gives launched plugins stderr = /dev/null)");
+        relay->add_option("--evaluator", evaluator, "fork (default: a spare evaluator forked ahead of each event) or exec (nri-eval exec'd per event)")
+            ->check(CLI::IsMember({"fork", "exec"}));
 
         nriqos::add_register_commands(app);
 
@@ -190,6 +195,16 @@ int main(int argc, char** argv) {
         if (ro.fd < 0 && ro.socket_path.empty()) ro.socket_path = "/var/run/nri/nri.sock";
         ro.child_argv = eval_argv(relay, o, layout);
         ro.debug = o.debug;
+        if (evaluator == "fork") {
+            try {
+                o.layout = nriqos::parse_layout(layout);
+            } catch (const nriqos::InputError& e) {
+                write_all(STDERR_FILENO, std::string("nri-qos: ") + e.what() + "\n");
+                return 2;
+            }
+            o.policy_from_flag = relay->count("--policy") > 0;
+            ro.inproc = nri::pipeline_evaluator(o);
+        }
         return nri::run_relay(ro);
     }
     if (check && check->parsed()) {

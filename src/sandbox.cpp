@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "sandbox_syscalls.hpp"
-#include "seccomp_bpf.h"  // generated at build time: kSeccompBpf
+#include "seccomp_bpf.h"  // generated at build time: kSeccompBpf, kSeccompZygoteBpf, ...
 
 namespace nriqos {
 
@@ -113,23 +113,29 @@ std::string apply_landlock(int abi, const std::vector<std::string>& dirs, int& n
 // (src/tools/seccomp-bpf-gen.cpp → build/gen/seccomp_bpf.h): building it at run time cost ~0.27 M
 // instructions, a quarter of an invocation. Here the program is copied, the placeholder pid of
 // the tgkill rule replaced by ours, and loaded with seccomp(2).
-std::string install_seccomp() {
-    constexpr size_t n = sizeof kSeccompBpf / sizeof kSeccompBpf[0];
-    struct sock_filter prog[n];
-    std::memcpy(prog, kSeccompBpf, sizeof prog);
+std::string load_program(const struct sock_filter* src, size_t n, bool patch_pid) {
+    std::vector<struct sock_filter> prog(src, src + n);
     int patched = 0;
-    for (auto& ins : prog)
-        if (ins.k == kTgkillPidPlaceholder) {
-            ins.k = static_cast<uint32_t>(getpid());
-            ++patched;
-        }
-    if (patched != 1) return "seccomp: compiled program has " + std::to_string(patched) + " pid placeholders (want 1)";
+    if (patch_pid) {
+        for (auto& ins : prog)
+            if (ins.k == kTgkillPidPlaceholder) {
+                ins.k = static_cast<uint32_t>(getpid());
+                ++patched;
+            }
+        if (patched != 1) return "seccomp: compiled program has " + std::to_string(patched) + " pid placeholders (want 1)";
+    }
     struct sock_fprog fp {};
     fp.len = static_cast<unsigned short>(n);
-    fp.filter = prog;
+    fp.filter = prog.data();
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &fp) != 0)
         return std::string("seccomp(SECCOMP_SET_MODE_FILTER): ") + std::strerror(errno);
     return "";
+}
+
+std::string install_seccomp(SandboxProfile profile) {
+    if (profile == SandboxProfile::Zygote)
+        return load_program(kSeccompZygoteBpf, sizeof kSeccompZygoteBpf / sizeof kSeccompZygoteBpf[0], true);
+    return load_program(kSeccompBpf, sizeof kSeccompBpf / sizeof kSeccompBpf[0], true);
 }
 
 bool g_installed = false;
@@ -177,7 +183,11 @@ std::string SandboxStatus::summary() const {
     return s;
 }
 
-SandboxStatus install_sandbox(const SandboxRoots& roots) {
+std::string drop_zygote_calls() {
+    return load_program(kSeccompDropZygoteBpf, sizeof kSeccompDropZygoteBpf / sizeof kSeccompDropZygoteBpf[0], false);
+}
+
+SandboxStatus install_sandbox(const SandboxRoots& roots, SandboxProfile profile) {
     SandboxStatus st;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
         st.error = std::string("PR_SET_NO_NEW_PRIVS: ") + std::strerror(errno);
@@ -200,7 +210,7 @@ SandboxStatus install_sandbox(const SandboxRoots& roots) {
         st.landlock = why.empty();
     }
     st.landlock_why = why;
-    st.error = install_seccomp();
+    st.error = install_seccomp(profile);
     st.seccomp = st.error.empty();
     g_installed = true;
     g_status = st;

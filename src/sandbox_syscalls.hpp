@@ -38,6 +38,18 @@ inline constexpr const char* kSandboxAllowed[] = {
     nullptr,
 };
 
+/// The relay's evaluator **zygote** (src/nri/evaluator.cpp) runs under the evaluator's list plus
+/// what it needs to hand out spare evaluators: receive their pipe fds over its control socket,
+/// report the pid, and clone. The generator adds three argument-checked rules besides these names:
+/// clone only with flags == CLONE_PARENT|SIGCHLD, prctl only PR_SET_PDEATHSIG, seccomp only
+/// SECCOMP_SET_MODE_FILTER (the spare's own, narrower filter, kZygoteDrop).
+inline constexpr const char* kZygoteExtra[] = {"recvmsg", "sendto", "sendmsg", "getppid", nullptr};
+
+/// What a spare cloned by the zygote gives up at once (a second filter, default allow, these
+/// fail with EPERM), so that its effective list is the evaluator's (kSandboxAllowed) again.
+inline constexpr const char* kZygoteDrop[] = {"clone", "clone3", "fork", "vfork", "recvmsg", "sendto", "sendmsg",
+                                              "prctl", "seccomp", "getppid", nullptr};
+
 /// tgkill is allowed only with the hook's own pid as its first argument (abort()/raise() signal
 /// the calling thread). The program is compiled with this placeholder pid, replaced at run time.
 inline constexpr uint32_t kTgkillPidPlaceholder = 0x7ffffff0u;

@@ -1,20 +1,19 @@
-// Native NRI relay, see relay.hpp and docs/native-nri.md.
+// Native NRI relay: protocol dispatch (trunk socket, mux/ttrpc, NRI methods, child contract
+// JSON in and out). The evaluator processes are supervised in evaluator.cpp. See relay.hpp and
+// docs/native-nri.md.
 #include "nri/relay.hpp"
 
 #include <fcntl.h>
 #include <malloc.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,12 +23,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nri/evaluator.hpp"
 #include "nri/mux.hpp"
 #include "nri/nri.pb.h"
 #include "nri/nri_json.hpp"
 #include "nri/ttrpc.hpp"
-
-extern char** environ;
 
 namespace nri {
 
@@ -40,7 +38,6 @@ using nlohmann::json;
 // Reply margin kept between the child's hard deadline and the runtime's request timeout, and
 // the head start the child's own deadline gets before our SIGKILL.
 constexpr int64_t kReplyMarginMs = 250;
-constexpr int64_t kChildMarginMs = 100;
 constexpr int64_t kMinBudgetMs = 50;
 // Queued event requests while a child runs (containerd sends them one at a time).
 constexpr size_t kMaxQueued = 64;
@@ -49,37 +46,7 @@ constexpr size_t kMaxQueuedBytes = 8u << 20;
 // Unsent bytes toward the runtime before we consider it gone.
 constexpr size_t kMaxOutq = 8u << 20;
 
-int64_t now_ms() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
-
-void logf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void logf(const char* fmt, ...) {
-  char buf[1024];
-  int n = snprintf(buf, sizeof buf, "nri-qos relay[%d]: ", int(getpid()));
-  va_list ap;
-  va_start(ap, fmt);
-  int m = vsnprintf(buf + n, sizeof buf - size_t(n) - 1, fmt, ap);
-  va_end(ap);
-  size_t len = size_t(n) + (m < 0 ? 0 : std::min<size_t>(size_t(m), sizeof buf - size_t(n) - 2));
-  buf[len++] = '\n';
-  ssize_t w = write(2, buf, len);
-  (void)w;
-}
-
 void redirect_log(const std::string& path);
-
-int g_sigchld_pipe[2] = {-1, -1};
-
-void on_sigchld(int) {
-  int saved = errno;
-  char c = 0;
-  ssize_t w = write(g_sigchld_pipe[1], &c, 1);
-  (void)w;
-  errno = saved;
-}
 
 void set_flags(int fd, int fdflags, int flflags) {
   if (fdflags) fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | fdflags);
@@ -115,12 +82,6 @@ bool is_admission(const std::string& ev) {
          ev == "UpdateContainer";
 }
 
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
-  return "ended with wait status " + std::to_string(status);
-}
-
 std::string snippet(const std::string& s) {
   std::string r;
   for (char c : s.substr(0, 60)) r.push_back((c >= 32 && c < 127) ? c : '.');
@@ -136,30 +97,29 @@ struct Pending {
   int64_t arrival_ms = 0;
 };
 
-// One event being evaluated by a child process.
-struct ChildRun {
-  pid_t pid = -1;
-  int in_fd = -1;
-  int out_fd = -1;
-  std::string input;
-  size_t in_off = 0;
-  std::string output;
-  bool out_eof = false;
-  bool overflow = false;
-  bool reaped = false;
-  int status = 0;
-  int64_t deadline_ms = 0;
-  int64_t started_ms = 0;
+// The event being evaluated (the request's identity; the process is the supervisor's).
+struct Current {
   uint32_t stream = 0;
   std::string method;
   std::string event;
   std::string subject;       // "ns/pod[/container]" for logs
   std::string container_id;  // UpdateContainer reply target
+  std::string input;         // child contract JSON
 };
+
+SupervisorOptions supervisor_options(const RelayOptions& o) {
+  SupervisorOptions s;
+  s.child_argv = o.child_argv;
+  s.deadline_flag = o.deadline_flag;
+  s.inproc = o.inproc;
+  s.max_output = o.max_child_output;
+  s.debug = o.debug;
+  return s;
+}
 
 class Relay {
  public:
-  explicit Relay(const RelayOptions& o) : o_(o) {}
+  explicit Relay(const RelayOptions& o) : o_(o), sup_(supervisor_options(o)) {}
   int run();
 
  private:
@@ -174,15 +134,10 @@ class Relay {
   void handle_request(uint32_t stream, RequestEnvelope& req);
   void on_configure(uint32_t stream, const std::string& payload);
   void start_next();
-  bool prepare(Pending& p, ChildRun& c, bool& answered);
-  bool spawn(ChildRun& c);
-  void service_child(short in_rev, short out_rev);
-  void finish_child(const std::string& failure);
+  bool prepare(Pending& p, Current& c);
+  void finish_event(Outcome& oc);
   void fail_event(uint32_t stream, const std::string& event, const std::string& subject,
                   const std::string& reason);
-  void kill_child_group(pid_t pid);
-  void reap_stragglers();
-  void close_child_fds(ChildRun& c);
   int64_t budget_ms(const Pending& p) const;
 
   const RelayOptions& o_;
@@ -204,11 +159,9 @@ class Relay {
   bool fail_closed_ = false;  // cached on_child_failure ("open" by default)
   std::deque<Pending> queue_;
   size_t queued_bytes_ = 0;
-  ChildRun child_;
-  bool child_active_ = false;
-  std::vector<pid_t> stragglers_;  // SIGKILLed children not reaped yet
-  std::vector<std::string> env_store_;
-  std::vector<char*> envp_;
+  Supervisor sup_;
+  Current cur_;
+  bool configured_ = false;
   uint64_t events_ = 0;
 };
 
@@ -447,6 +400,8 @@ void Relay::on_configure(uint32_t stream, const std::string& payload) {
       }
     }
   }
+  sup_.set_flags(config_flags_);
+  configured_ = true;
   pb::ConfigureResponse rsp;
   rsp.set_events(int32_t(subscription_mask()));
   reply_ok(stream, rsp.SerializeAsString());
@@ -481,9 +436,8 @@ void Relay::fail_event(uint32_t stream, const std::string& event, const std::str
 
 // Decode the request, build the child's stdin. Returns false when no child is needed;
 // `answered` tells whether a reply was already sent.
-bool Relay::prepare(Pending& p, ChildRun& c, bool& answered) {
-  answered = false;
-  c = ChildRun();
+bool Relay::prepare(Pending& p, Current& c) {
+  c = Current();
   c.stream = p.stream;
   c.method = p.method;
   json ev = json::object();
@@ -515,7 +469,6 @@ bool Relay::prepare(Pending& p, ChildRun& c, bool& answered) {
     const char* name = ok ? state_change_name(sc.event()) : "StateChange";
     if (!name) {  // not subscribed (e.g. POST_* events): nothing to evaluate
       reply_ok(p.stream, std::string());
-      answered = true;
       return false;
     }
     c.event = name;
@@ -529,7 +482,6 @@ bool Relay::prepare(Pending& p, ChildRun& c, bool& answered) {
   }
   if (!ok) {
     fail_event(p.stream, c.event, "", "malformed " + p.method + " request");
-    answered = true;
     return false;
   }
   ev["event"] = c.event;
@@ -541,175 +493,40 @@ bool Relay::prepare(Pending& p, ChildRun& c, bool& answered) {
   return true;
 }
 
-bool Relay::spawn(ChildRun& c) {
-  int in_p[2], out_p[2];
-  if (pipe2(in_p, O_CLOEXEC) != 0) return false;
-  if (pipe2(out_p, O_CLOEXEC) != 0) {
-    close(in_p[0]);
-    close(in_p[1]);
-    return false;
-  }
-  int64_t own = std::max<int64_t>(c.deadline_ms - now_ms() - kChildMarginMs, 10);
-  std::vector<std::string> args = o_.child_argv;
-  args.insert(args.end(), config_flags_.begin(), config_flags_.end());
-  if (!o_.deadline_flag.empty()) {
-    args.push_back(o_.deadline_flag);
-    args.push_back(std::to_string(own));
-  }
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(&a[0]);
-  argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t at;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&at);
-  posix_spawn_file_actions_adddup2(&fa, in_p[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, out_p[1], 1);
-  sigset_t none, def;
-  sigemptyset(&none);
-  sigemptyset(&def);
-  sigaddset(&def, SIGPIPE);
-  sigaddset(&def, SIGCHLD);
-  posix_spawnattr_setsigmask(&at, &none);
-  posix_spawnattr_setsigdefault(&at, &def);
-  posix_spawnattr_setpgroup(&at, 0);  // own process group: the deadline kills all of it
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0], &fa, &at, argv.data(), envp_.data());
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
-  close(in_p[0]);
-  close(out_p[1]);
-  if (rc != 0) {
-    close(in_p[1]);
-    close(out_p[0]);
-    errno = rc;
-    return false;
-  }
-  c.pid = pid;
-  c.in_fd = in_p[1];
-  c.out_fd = out_p[0];
-  set_flags(c.in_fd, 0, O_NONBLOCK);
-  set_flags(c.out_fd, 0, O_NONBLOCK);
-  c.started_ms = now_ms();
-  return true;
-}
-
 void Relay::start_next() {
-  while (!child_active_ && !queue_.empty() && !closed_ && !shutdown_) {
+  // A spare the zygote is still cloning arrives within a fraction of a millisecond: wait for it
+  // (the poll loop wakes on its answer) rather than fork another.
+  while (!sup_.busy() && sup_.ready_to_start() && !queue_.empty() && !closed_ && !shutdown_) {
     Pending p = std::move(queue_.front());
     queue_.pop_front();
     queued_bytes_ -= p.payload.size();
-    bool answered = false;
-    if (!prepare(p, child_, answered)) continue;
-    child_.deadline_ms = p.arrival_ms + budget_ms(p);
+    if (!prepare(p, cur_)) continue;
+    int64_t deadline = p.arrival_ms + budget_ms(p);
     ++events_;
-    if (o_.child_argv.empty()) {
-      fail_event(p.stream, child_.event, child_.subject, "no evaluation command configured");
+    if (!sup_.can_evaluate()) {
+      fail_event(p.stream, cur_.event, cur_.subject, "no evaluation command configured");
       continue;
     }
-    if (child_.deadline_ms - now_ms() < kMinBudgetMs / 2) {
-      fail_event(p.stream, child_.event, child_.subject, "no time left before the runtime's deadline");
+    if (deadline - now_ms() < kMinBudgetMs / 2) {
+      fail_event(p.stream, cur_.event, cur_.subject, "no time left before the runtime's deadline");
       continue;
     }
-    if (!spawn(child_)) {
-      fail_event(p.stream, child_.event, child_.subject,
-                 "cannot start " + o_.child_argv[0] + ": " + strerror(errno));
+    std::string err;
+    if (!sup_.start(cur_.input, deadline, err)) {
+      fail_event(p.stream, cur_.event, cur_.subject, err);
       continue;
     }
-    child_active_ = true;
-    service_child(POLLOUT, 0);  // start feeding stdin right away
+    std::string().swap(cur_.input);
   }
 }
 
-void Relay::close_child_fds(ChildRun& c) {
-  if (c.in_fd >= 0) close(c.in_fd);
-  if (c.out_fd >= 0) close(c.out_fd);
-  c.in_fd = c.out_fd = -1;
-}
-
-void Relay::kill_child_group(pid_t pid) {
-  // Only called while `pid` is not reaped yet, so the id cannot have been reused.
-  if (kill(-pid, SIGKILL) != 0) kill(pid, SIGKILL);
-}
-
-void Relay::service_child(short in_rev, short out_rev) {
-  ChildRun& c = child_;
-  if (c.in_fd >= 0 && (in_rev & (POLLOUT | POLLERR | POLLHUP))) {
-    while (c.in_off < c.input.size()) {
-      ssize_t n = write(c.in_fd, c.input.data() + c.in_off, c.input.size() - c.in_off);
-      if (n > 0) {
-        c.in_off += size_t(n);
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else {
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        c.in_off = c.input.size();  // EPIPE: the child does not read stdin; fine
-      }
-    }
-    if (c.in_off >= c.input.size()) {
-      close(c.in_fd);
-      c.in_fd = -1;
-      std::string().swap(c.input);
-    }
-  }
-  if (c.out_fd >= 0 && (out_rev & (POLLIN | POLLERR | POLLHUP))) {
-    char buf[8192];
-    for (;;) {
-      ssize_t n = read(c.out_fd, buf, sizeof buf);
-      if (n > 0) {
-        if (c.output.size() + size_t(n) > o_.max_child_output) {
-          c.overflow = true;
-          c.out_eof = true;
-          close(c.out_fd);
-          c.out_fd = -1;
-          kill_child_group(c.pid);
-          break;
-        }
-        c.output.append(buf, size_t(n));
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      c.out_eof = true;  // EOF or error
-      close(c.out_fd);
-      c.out_fd = -1;
-      break;
-    }
-  }
-  if (!c.reaped) {
-    siginfo_t si;
-    memset(&si, 0, sizeof si);
-    if (waitid(P_PID, id_t(c.pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == c.pid) {
-      // Exited: sweep leftovers of its process group (they may hold stdout open), then reap.
-      kill(-c.pid, SIGKILL);
-      int st = 0;
-      if (waitpid(c.pid, &st, 0) == c.pid) {
-        c.reaped = true;
-        c.status = st;
-      }
-    }
-  }
-  if (c.reaped && c.out_eof) finish_child(c.overflow ? "output larger than " + std::to_string(o_.max_child_output) + " bytes" : "");
-}
-
-void Relay::finish_child(const std::string& failure_in) {
-  ChildRun& c = child_;
-  std::string failure = failure_in;
-  int64_t took = now_ms() - c.started_ms;
-  if (!c.reaped) {  // deadline or shutdown: kill and reap later
-    kill_child_group(c.pid);
-    int st = 0;
-    if (waitpid(c.pid, &st, WNOHANG) != c.pid) stragglers_.push_back(c.pid);
-  }
-  close_child_fds(c);
-  child_active_ = false;
-
+void Relay::finish_event(Outcome& oc) {
+  Current& c = cur_;
+  std::string failure = oc.failure;
   json out;
   bool deadline_answer = false;
   if (failure.empty()) {
-    out = json::parse(c.output, nullptr, false);
+    out = json::parse(oc.output, nullptr, false);
     // A deadline answer ("deadline": true) is prepared before the policy is known: its
     // on_child_failure is not the policy's choice and must never change ours (issue #9).
     if (out.is_object()) {
@@ -724,15 +541,13 @@ void Relay::finish_child(const std::string& failure_in) {
         else logf("child: on_child_failure \"%s\" is neither \"open\" nor \"closed\"; ignored", f->get<std::string>().c_str());
       }
     }
-    if (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0) {
-      failure = "child " + describe_status(c.status);
-    } else if (c.output.empty()) {
+    if (oc.output.empty()) {
       failure = "child printed nothing";
     } else if (!out.is_object()) {
-      failure = "child output is not a JSON object: \"" + snippet(c.output) + "\"";
+      failure = "child output is not a JSON object: \"" + snippet(oc.output) + "\"";
     }
   }
-  std::string().swap(c.output);
+  std::string().swap(oc.output);
 
   if (!failure.empty()) {
     fail_event(c.stream, c.event, c.subject, failure);
@@ -783,22 +598,9 @@ void Relay::finish_child(const std::string& failure_in) {
   }
   if (o_.debug) {
     logf("%s %s: answered in %lld ms (%zu reply bytes)", c.event.c_str(), c.subject.c_str(),
-         (long long)took, reply.size());
+         (long long)oc.took_ms, reply.size());
   }
   reply_ok(c.stream, reply);
-}
-
-void Relay::reap_stragglers() {
-  for (size_t i = 0; i < stragglers_.size();) {
-    int st = 0;
-    pid_t r = waitpid(stragglers_[i], &st, WNOHANG);
-    if (r == stragglers_[i] || (r < 0 && errno == ECHILD)) {
-      stragglers_[i] = stragglers_.back();
-      stragglers_.pop_back();
-    } else {
-      ++i;
-    }
-  }
 }
 
 // ------------------------------------------------------------------ main loop
@@ -870,20 +672,7 @@ void Relay::setup_process() {
       }
     }
   }
-  if (pipe2(g_sigchld_pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigchld;
-    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGCHLD, &sa, nullptr);
-  }
-  // Child environment: ours minus the trunk fd number (the fd itself is close-on-exec).
-  for (char** e = environ; e && *e; ++e) {
-    if (strncmp(*e, "NRI_PLUGIN_SOCKET=", 18) != 0) env_store_.emplace_back(*e);
-  }
-  for (auto& s : env_store_) envp_.push_back(&s[0]);
-  envp_.push_back(nullptr);
+  sup_.setup();
   // Keep the heap small: large blocks go to mmap and are returned on free.
   mallopt(M_MMAP_THRESHOLD, 64 * 1024);
   mallopt(M_TRIM_THRESHOLD, 128 * 1024);
@@ -903,74 +692,44 @@ int Relay::run() {
   setup_process();
   redirect_log(o_.log_file);
   drop_resident_text();
-  if (o_.debug) logf("started (trunk fd %d), registering as %s-%s", fd_, o_.plugin_idx.c_str(), o_.plugin_name.c_str());
+  if (o_.debug) {
+    logf("started (trunk fd %d), registering as %s-%s; evaluator: %s", fd_, o_.plugin_idx.c_str(),
+         o_.plugin_name.c_str(), sup_.fork_mode() ? "forked spare" : sup_.can_evaluate() ? "exec per event" : "none");
+  }
 
   int64_t shutdown_deadline = 0;
   while (!closed_) {
-    reap_stragglers();
     start_next();
     if (shutdown_) {
-      if (child_active_) finish_child("runtime requested Shutdown");
+      if (sup_.busy()) {
+        Outcome oc = sup_.abort_running("runtime requested Shutdown");
+        finish_event(oc);
+      }
       if (shutdown_deadline == 0) shutdown_deadline = now_ms() + 1000;
       if (out_off_ >= outq_.size() || now_ms() >= shutdown_deadline) break;
     }
-    struct pollfd pfd[4];
-    int n = 0;
-    pfd[n++] = {fd_, short(POLLIN | (out_off_ < outq_.size() ? POLLOUT : 0)), 0};
-    int sig_i = -1, in_i = -1, out_i = -1;
-    if (g_sigchld_pipe[0] >= 0) {
-      sig_i = n;
-      pfd[n++] = {g_sigchld_pipe[0], POLLIN, 0};
-    }
-    int timeout = -1;
-    if (child_active_) {
-      if (child_.in_fd >= 0) {
-        in_i = n;
-        pfd[n++] = {child_.in_fd, POLLOUT, 0};
-      }
-      if (child_.out_fd >= 0) {
-        out_i = n;
-        pfd[n++] = {child_.out_fd, POLLIN, 0};
-      }
-      timeout = int(std::max<int64_t>(0, child_.deadline_ms - now_ms()));
-      // Exited child still holding nothing open: SIGCHLD wakes us; poll a bit as a backstop.
-      if (child_.out_eof) timeout = std::min(timeout, 20);
-    }
-    if (!stragglers_.empty()) timeout = timeout < 0 ? 200 : std::min(timeout, 200);
+    // Off the critical path: the reply went out; the next event finds its evaluator ready.
+    // Not before Configure: the plugin config's flags are part of the evaluator's set-up.
+    if (configured_ && !shutdown_ && queue_.empty() && !sup_.busy()) sup_.ensure_spare();
+    struct pollfd pfd[8];
+    pfd[0] = {fd_, short(POLLIN | (out_off_ < outq_.size() ? POLLOUT : 0)), 0};
+    int n = 1 + sup_.add_pollfds(pfd + 1);
+    int timeout = sup_.poll_timeout(now_ms());
     if (shutdown_) timeout = timeout < 0 ? 50 : std::min(timeout, 50);
     int r = poll(pfd, nfds_t(n), timeout);
     if (r < 0 && errno != EINTR) {
       logf("poll failed: %s", strerror(errno));
       break;
     }
-    if (r > 0 && sig_i >= 0 && (pfd[sig_i].revents & POLLIN)) {
-      char drain[64];
-      while (read(g_sigchld_pipe[0], drain, sizeof drain) > 0) {
-      }
+    if (r < 0) {
+      for (int i = 0; i < n; ++i) pfd[i].revents = 0;
     }
-    if (r > 0 && (pfd[0].revents & POLLOUT)) flush_out();
-    if (r > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) read_trunk();
-    if (child_active_) {
-      short in_rev = in_i >= 0 && r > 0 ? pfd[in_i].revents : 0;
-      short out_rev = out_i >= 0 && r > 0 ? pfd[out_i].revents : 0;
-      service_child(in_rev, out_rev);
-      if (child_active_ && now_ms() >= child_.deadline_ms) {
-        finish_child("child did not answer within " + std::to_string(child_.deadline_ms - child_.started_ms) +
-                     " ms (killed)");
-      }
-    }
+    if (pfd[0].revents & POLLOUT) flush_out();
+    if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) read_trunk();
+    Outcome oc;
+    if (sup_.service(pfd + 1, oc)) finish_event(oc);
   }
-  if (child_active_) {
-    kill_child_group(child_.pid);
-    stragglers_.push_back(child_.pid);
-    close_child_fds(child_);
-    child_active_ = false;
-  }
-  // Give killed children a moment to be reaped; leftovers are reparented and reaped by init.
-  for (int i = 0; i < 20 && !stragglers_.empty(); ++i) {
-    reap_stragglers();
-    if (!stragglers_.empty()) usleep(5000);
-  }
+  sup_.stop_all();
   if (o_.debug) logf("exiting after %llu events", (unsigned long long)events_);
   return exit_code_;
 }

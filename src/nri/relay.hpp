@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "nri/evaluator.hpp"
+
 namespace nri {
 
 /// Settings of the relay. The caller (src/main.cpp) fills them from the command line and
@@ -23,6 +25,11 @@ struct RelayOptions {
   /// PATH), e.g. {"/proc/self/exe", "nri-eval", "--policy", "/etc/nri/nri-qos.toml"}.
   /// Empty = no evaluation: every event is answered with the failure policy.
   std::vector<std::string> child_argv;
+  /// In-process evaluation (fork mode, the default of the real binary: a spare evaluator is
+  /// forked ahead of each event, see evaluator.hpp). When `inproc.evaluate` is set it is used
+  /// and `child_argv` only tells which evaluation flags were given on the command line (they win
+  /// over the plugin config).
+  InProcessEval inproc;
   /// Hard limit in ms for one child (spawn to exit). Further capped by the request's
   /// timeout_nano and ConfigureRequest.request_timeout minus a 250 ms reply margin; containerd
   /// cuts a plugin off for good after 2 s (plugin_request_timeout).

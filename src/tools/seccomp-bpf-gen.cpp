@@ -1,47 +1,117 @@
-// Build-time generator: compiles nri-qos's seccomp allow-list (src/sandbox_syscalls.hpp) with
-// libseccomp and prints it as a C++ header (the BPF program for the build machine's
-// architecture), so that the hook loads a ready program instead of running libseccomp's
-// compiler on every container start. Usage: seccomp-bpf-gen > build/gen/seccomp_bpf.h
+// Build-time generator: compiles nri-qos's seccomp lists (src/sandbox_syscalls.hpp) with
+// libseccomp and prints them as a C++ header (BPF programs for the build machine's
+// architecture), so that no libseccomp compiler runs at container start. Programs:
+//   kSeccompBpf            the evaluator (one-shot hook, nri-eval, the relay's spares): allow-list
+//   kSeccompZygoteBpf      the relay's evaluator zygote: kSeccompBpf + kZygoteExtra + checked
+//                          clone/prctl/seccomp
+//   kSeccompDropZygoteBpf  a spare cloned by the zygote: deny kZygoteDrop, allow the rest
+// Usage: seccomp-bpf-gen > build/gen/seccomp_bpf.h
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
 #include <seccomp.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 #include <vector>
 
 #include "sandbox_syscalls.hpp"
 
-int main() {
-    using namespace nriqos;
-    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
-    if (!ctx) return fprintf(stderr, "seccomp_init failed\n"), 1;
-    int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM));
-    for (const char* const* n = kSandboxAllowed; rc == 0 && *n; ++n) {
+namespace {
+
+using namespace nriqos;
+
+int add_names(scmp_filter_ctx ctx, uint32_t action, const char* const* names) {
+    for (const char* const* n = names; *n; ++n) {
         int nr = seccomp_syscall_resolve_name(*n);
         if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture
-        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
-        if (rc) fprintf(stderr, "seccomp_rule_add(%s): %s\n", *n, strerror(-rc));
+        int rc = seccomp_rule_add(ctx, action, nr, 0);
+        if (rc) {
+            fprintf(stderr, "seccomp_rule_add(%s): %s\n", *n, strerror(-rc));
+            return rc;
+        }
     }
+    return 0;
+}
+
+int add_cond(scmp_filter_ctx ctx, const char* name, scmp_datum_t a0) {
+    int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) return 0;
+    return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1, SCMP_A0(SCMP_CMP_EQ, a0));
+}
+
+/// Export `ctx` as "static const struct sock_filter NAME[]"; `placeholders` = how many tgkill
+/// pid placeholders the program must contain.
+int emit(scmp_filter_ctx ctx, const char* name, int placeholders) {
+    int fd = memfd_create("bpf", 0);
+    int rc = fd < 0 ? -errno : seccomp_export_bpf(ctx, fd);
+    if (rc) return rc;
+    off_t len = lseek(fd, 0, SEEK_END);
+    std::vector<sock_filter> prog(static_cast<size_t>(len) / sizeof(sock_filter));
+    if (len <= 0 || len % sizeof(sock_filter) || pread(fd, prog.data(), static_cast<size_t>(len), 0) != len) {
+        fprintf(stderr, "seccomp-bpf-gen: bad export of %s\n", name);
+        return -EINVAL;
+    }
+    close(fd);
+    int found = 0;
+    for (const auto& i : prog) found += i.k == kTgkillPidPlaceholder;
+    if (found != placeholders) {
+        fprintf(stderr, "seccomp-bpf-gen: %s: %d pid placeholders, want %d\n", name, found, placeholders);
+        return -EINVAL;
+    }
+    printf("static const struct sock_filter %s[] = {\n", name);
+    for (const auto& i : prog) printf("    {0x%04x, %u, %u, 0x%08x},\n", i.code, i.jt, i.jf, i.k);
+    printf("};\n");
+    return 0;
+}
+
+/// Deny-by-default list: kSandboxAllowed, tgkill of our own pid, plus `extra` for the zygote.
+scmp_filter_ctx allow_list(bool zygote, int& rc) {
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+    if (!ctx) {
+        rc = -ENOMEM;
+        return nullptr;
+    }
+    rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM));
+    if (rc == 0) rc = add_names(ctx, SCMP_ACT_ALLOW, kSandboxAllowed);
     int tg = seccomp_syscall_resolve_name("tgkill");
     if (rc == 0 && tg != __NR_SCMP_ERROR)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, tg, 1, SCMP_A0(SCMP_CMP_EQ, kTgkillPidPlaceholder));
-    int fd = memfd_create("bpf", 0);
-    if (rc == 0) rc = fd < 0 ? -errno : seccomp_export_bpf(ctx, fd);
-    seccomp_release(ctx);
-    if (rc) return fprintf(stderr, "seccomp-bpf-gen: %s\n", strerror(-rc)), 1;
-    off_t len = lseek(fd, 0, SEEK_END);
-    std::vector<sock_filter> prog(static_cast<size_t>(len) / sizeof(sock_filter));
-    if (len <= 0 || len % sizeof(sock_filter) || pread(fd, prog.data(), static_cast<size_t>(len), 0) != len)
-        return fprintf(stderr, "seccomp-bpf-gen: bad export\n"), 1;
-    int placeholders = 0;
-    for (const auto& i : prog) placeholders += i.k == kTgkillPidPlaceholder;
-    if (placeholders != 1) return fprintf(stderr, "seccomp-bpf-gen: %d pid placeholders\n", placeholders), 1;
+    if (zygote) {
+        if (rc == 0) rc = add_names(ctx, SCMP_ACT_ALLOW, kZygoteExtra);
+        if (rc == 0) rc = add_cond(ctx, "clone", CLONE_PARENT | SIGCHLD);
+        if (rc == 0) rc = add_cond(ctx, "prctl", PR_SET_PDEATHSIG);
+        if (rc == 0) rc = add_cond(ctx, "seccomp", SECCOMP_SET_MODE_FILTER);
+    }
+    return ctx;
+}
+
+}  // namespace
+
+int main() {
     printf("// Generated by src/tools/seccomp-bpf-gen.cpp (libseccomp %u.%u.%u) from src/sandbox_syscalls.hpp.\n",
            seccomp_version()->major, seccomp_version()->minor, seccomp_version()->micro);
-    printf("#pragma once\n#include <linux/filter.h>\nstatic const struct sock_filter kSeccompBpf[] = {\n");
-    for (const auto& i : prog) printf("    {0x%04x, %u, %u, 0x%08x},\n", i.code, i.jt, i.jf, i.k);
-    printf("};\n");
+    printf("#pragma once\n#include <linux/filter.h>\n");
+    int rc = 0;
+    scmp_filter_ctx ctx = allow_list(false, rc);
+    if (rc == 0) rc = emit(ctx, "kSeccompBpf", 1);
+    if (ctx) seccomp_release(ctx);
+    if (rc == 0) {
+        ctx = allow_list(true, rc);
+        if (rc == 0) rc = emit(ctx, "kSeccompZygoteBpf", 1);
+        if (ctx) seccomp_release(ctx);
+    }
+    if (rc == 0) {
+        ctx = seccomp_init(SCMP_ACT_ALLOW);
+        rc = ctx ? seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM)) : -ENOMEM;
+        if (rc == 0) rc = add_names(ctx, SCMP_ACT_ERRNO(EPERM), kZygoteDrop);
+        if (rc == 0) rc = emit(ctx, "kSeccompDropZygoteBpf", 0);
+        if (ctx) seccomp_release(ctx);
+    }
+    if (rc) return fprintf(stderr, "seccomp-bpf-gen: %s\n", strerror(-rc)), 1;
     return 0;
 }

@@ -5,6 +5,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -12,9 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -23,10 +29,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nri/eval_pipeline.hpp"
 #include "nri/mux.hpp"
 #include "nri/nri.pb.h"
 #include "nri/relay.hpp"
 #include "nri/ttrpc.hpp"
+#include "sandbox.hpp"
 
 using nlohmann::json;
 namespace pb = ::nri::pkg::api::v1alpha1;
@@ -269,11 +277,89 @@ std::string create_request(const std::string& mode) {
   return req.SerializeAsString();
 }
 
-nri::RelayOptions child_opts(const std::string& dir, int deadline_ms = 1500) {
+void put_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::trunc);
+  f << text;
+}
+
+// Fake in-process evaluator (fork mode): the same behaviours as fake_child_script, run in the
+// relay's forked/cloned spare. prepare() records the flags, detach() that it ran.
+nri::InProcessEval fake_inproc(const std::string& dir) {
+  nri::InProcessEval e;
+  e.prepare = [dir](const std::vector<std::string>& flags, bool zygote) -> std::string {
+    std::string line;
+    for (const auto& f : flags) line += (line.empty() ? "" : " ") + f;
+    put_file(dir + (zygote ? "/zygote.flags" : "/spare.flags"), line + "\n");
+    put_file(dir + (zygote ? "/zygote.pid" : "/forked.pid"), std::to_string(getpid()));
+    return "";
+  };
+  e.detach = [dir]() -> std::string {
+    put_file(dir + "/detached.pid", std::to_string(getpid()));
+    return "";
+  };
+  e.evaluate = [dir](int budget_ms) -> int {
+    std::string in;
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(0, buf, sizeof buf)) > 0) in.append(buf, size_t(n));
+    put_file(dir + "/stdin.json", in);
+    put_file(dir + "/budget", std::to_string(budget_ms));
+    put_file(dir + "/eval.pid", std::to_string(getpid()));
+    auto has = [&in](const char* k) { return in.find(k) != std::string::npos; };
+    std::string out;
+    if (has("\"mode\":\"hang\"")) {
+      put_file(dir + "/hang.pid", std::to_string(getpid()));
+      sleep(30);
+      return 0;
+    } else if (has("\"mode\":\"garbage\"")) {
+      out = "this is not json\n";
+    } else if (has("\"mode\":\"crash\"")) {
+      kill(getpid(), SIGSEGV);  // (raise() needs the thread id, stale in a cloned spare)
+      pause();
+    } else if (has("\"mode\":\"error\"")) {
+      out = "{\"error\":\"refused by test policy\"}";
+    } else if (has("\"mode\":\"closed\"")) {
+      out = "{\"error\":\"\",\"on_child_failure\":\"closed\"}";
+    } else if (has("\"mode\":\"open\"")) {
+      out = "{\"error\":\"\",\"on_child_failure\":\"open\"}";
+    } else if (has("\"mode\":\"deadline\"")) {
+      out = "{\"adjustment\":null,\"deadline\":true,\"error\":\"\",\"metadata\":{\"warning\":\"deadline exceeded\"},"
+            "\"on_child_failure\":\"open\",\"update\":null}";
+    } else if (has("\"mode\":\"badadj\"")) {
+      out = "{\"adjustment\":{\"linux\":{\"resources\":{\"cpu\":{\"shares\":7}}}}}";
+    } else if (has("\"mode\":\"exit3\"")) {  // a complete answer, then a bad exit: the answer counts
+      out = "{\"error\":\"\",\"adjustment\":{\"annotations\":{\"after\":\"exit3\"}}}";
+      ssize_t w = write(1, out.data(), out.size());
+      (void)w;
+      return 3;
+    } else if (has("\"event\":\"UpdateContainer\"")) {
+      out = "{\"update\":{\"cpu\":{\"shares\":{\"value\":4}},\"unified\":{\"memory.high\":\"1000\"}}}";
+    } else if (has("\"event\":\"CreateContainer\"")) {
+      out = "{\"error\":\"\",\"metadata\":{\"class\":\"be\"},\"adjustment\":{\"annotations\":{\"nri-qos/class\":\"be\"},"
+            "\"linux\":{\"resources\":{\"cpu\":{\"shares\":{\"value\":2}},\"memory\":{\"limit\":{\"value\":\"67108864\"}}},"
+            "\"oom_score_adj\":{\"value\":1000}}}}";
+    } else {
+      out = "{\"error\":\"\"}";
+    }
+    size_t off = 0;
+    while (off < out.size()) {
+      ssize_t w = write(1, out.data() + off, out.size() - off);
+      if (w <= 0) break;
+      off += size_t(w);
+    }
+    return 0;
+  };
+  return e;
+}
+
+// Relay options with the fake child: exec'd /bin/sh script, or (fork) the fake in-process
+// evaluator in forked spares.
+nri::RelayOptions child_opts(const std::string& dir, int deadline_ms = 1500, bool fork_mode = false) {
   nri::RelayOptions o;
   o.plugin_name = "nri-qos";
   o.plugin_idx = "10";
   o.child_argv = {"/bin/sh", "-c", fake_child_script(dir)};
+  if (fork_mode) o.inproc = fake_inproc(dir);
   o.child_deadline_ms = deadline_ms;
   return o;
 }
@@ -385,8 +471,10 @@ TEST_CASE("relay: plugin config log_file receives the relay's log", "[nri][relay
 }
 
 TEST_CASE("relay: child errors, hangs, garbage and crashes", "[nri][relay]") {
+  const bool fork_mode = GENERATE(false, true);
+  CAPTURE(fork_mode);
   TempDir t;
-  FakeRuntime rt(child_opts(t.path, 600), t.path + "/relay.log");
+  FakeRuntime rt(child_opts(t.path, 600, fork_mode), t.path + "/relay.log");
   rt.handshake();
   uint32_t s = 1;
 
@@ -498,8 +586,10 @@ TEST_CASE("relay: child errors, hangs, garbage and crashes", "[nri][relay]") {
 }
 
 TEST_CASE("relay: UpdateContainer, StateChange, StopContainer, Synchronize", "[nri][relay]") {
+  const bool fork_mode = GENERATE(false, true);
+  CAPTURE(fork_mode);
   TempDir t;
-  FakeRuntime rt(child_opts(t.path));
+  FakeRuntime rt(child_opts(t.path, 1500, fork_mode));
   rt.handshake();
 
   pb::UpdateContainerRequest up;
@@ -586,8 +676,10 @@ TEST_CASE("relay: unknown methods and services answer UNIMPLEMENTED", "[nri][rel
 }
 
 TEST_CASE("relay: requests split into tiny mux frames and queued while a child runs", "[nri][relay]") {
+  const bool fork_mode = GENERATE(false, true);
+  CAPTURE(fork_mode);
   TempDir t;
-  FakeRuntime rt(child_opts(t.path));
+  FakeRuntime rt(child_opts(t.path, 1500, fork_mode));
   rt.handshake();
   // three requests back to back, 7-byte frames; answered in order, nothing lost
   rt.request(3, "CreateContainer", create_request(""), 2000000000, nri::kPluginService, 7);
@@ -602,18 +694,20 @@ TEST_CASE("relay: requests split into tiny mux frames and queued while a child r
 }
 
 TEST_CASE("relay: exits 0 on EOF, also while a child runs", "[nri][relay]") {
+  const bool fork_mode = GENERATE(false, true);
+  CAPTURE(fork_mode);
   TempDir t;
   SECTION("idle") {
-    FakeRuntime rt(child_opts(t.path));
+    FakeRuntime rt(child_opts(t.path, 1500, fork_mode));
     rt.handshake();
     CHECK(rt.close_and_wait(1000) == 0);
   }
   SECTION("before registration was answered") {
-    FakeRuntime rt(child_opts(t.path));
+    FakeRuntime rt(child_opts(t.path, 1500, fork_mode));
     CHECK(rt.close_and_wait(1000) == 0);
   }
   SECTION("child running") {
-    FakeRuntime rt(child_opts(t.path, 5000));
+    FakeRuntime rt(child_opts(t.path, 5000, fork_mode));
     rt.handshake();
     rt.request(3, "CreateContainer", create_request("hang"));
     for (int i = 0; i < 200 && slurp(t.path + "/hang.pid").empty(); ++i) usleep(10000);
@@ -630,6 +724,228 @@ TEST_CASE("relay: exits 0 on EOF, also while a child runs", "[nri][relay]") {
     }
     CHECK(gone);
   }
+}
+
+namespace {
+
+std::vector<pid_t> children_of(pid_t pid) {
+  std::istringstream in(slurp("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children"));
+  std::vector<pid_t> v;
+  pid_t k;
+  while (in >> k) v.push_back(k);
+  return v;
+}
+
+// Wait (at most ~3 s) until `path` exists and is not empty; returns its content.
+std::string wait_file(const std::string& path) {
+  for (int i = 0; i < 300; ++i) {
+    std::string c = slurp(path);
+    if (!c.empty()) return c;
+    usleep(10000);
+  }
+  return "";
+}
+
+bool gone_or_zombie(pid_t pid) {
+  for (int i = 0; i < 100; ++i) {
+    std::string st = slurp("/proc/" + std::to_string(pid) + "/stat");
+    if (st.empty() || st.find(") Z") != std::string::npos) return true;
+    usleep(10000);
+  }
+  return false;
+}
+
+bool has(const std::vector<pid_t>& v, pid_t p) { return std::find(v.begin(), v.end(), p) != v.end(); }
+
+}  // namespace
+
+TEST_CASE("relay (fork): every event in a process of its own, made ready before the event", "[nri][relay]") {
+  TempDir t;
+  FakeRuntime rt(child_opts(t.path, 1500, true), t.path + "/relay.log");
+  rt.handshake("{\"policy\": \"/etc/nri/test-policy.toml\", \"debug\": true}");
+  // The zygote got the plugin config flags; a spare is cloned before any event exists.
+  pid_t zygote = std::atoi(wait_file(t.path + "/zygote.pid").c_str());
+  pid_t spare = std::atoi(wait_file(t.path + "/detached.pid").c_str());
+  REQUIRE(zygote > 0);
+  REQUIRE(spare > 0);
+  CHECK(slurp(t.path + "/zygote.flags") == "--policy /etc/nri/test-policy.toml --debug\n");
+  std::vector<pid_t> kids = children_of(rt.pid());
+  CHECK(has(kids, zygote));
+  CHECK(has(kids, spare));  // CLONE_PARENT: the relay's child, reaped and killed by the relay
+  CHECK(slurp(t.path + "/stdin.json").empty());
+
+  std::vector<pid_t> seen;
+  for (uint32_t s = 3; s <= 7; s += 2) {
+    rt.request(s, "CreateContainer", create_request(""));
+    nri::ResponseEnvelope r = rt.reply(s);
+    REQUIRE(r.code == 0);
+    pb::CreateContainerResponse rsp;
+    REQUIRE(rsp.ParseFromString(r.payload));
+    CHECK(rsp.adjust().linux().resources().cpu().shares().value() == 2);
+    pid_t ev = std::atoi(slurp(t.path + "/eval.pid").c_str());
+    CHECK(ev != rt.pid());
+    CHECK(ev != zygote);
+    CHECK_FALSE(has(seen, ev));
+    seen.push_back(ev);
+    if (s == 3) CHECK(ev == spare);  // the one made ahead of the event
+    int budget = std::atoi(slurp(t.path + "/budget").c_str());
+    CHECK(budget > 1000);  // 1500 ms - 100 ms head start - the time in the queue
+    CHECK(budget <= 1400);
+    CHECK(json::parse(slurp(t.path + "/stdin.json"))["container"]["id"] == "ctr-");
+  }
+  for (pid_t p : seen) CHECK(gone_or_zombie(p));
+  CHECK(rt.close_and_wait() == 0);
+  CHECK(gone_or_zombie(zygote));  // nothing is left behind
+  CHECK(gone_or_zombie(std::atoi(slurp(t.path + "/detached.pid").c_str())));
+}
+
+TEST_CASE("relay (fork): dead spares and zygotes are replaced; a crash costs that event only", "[nri][relay]") {
+  TempDir t;
+  FakeRuntime rt(child_opts(t.path, 1500, true), t.path + "/relay.log");
+  rt.handshake();
+  uint32_t s = 1;
+  auto adjusted = [&](const std::string& mode) {
+    rt.request(s += 2, "CreateContainer", create_request(mode));
+    nri::ResponseEnvelope r = rt.reply(s);
+    pb::CreateContainerResponse rsp;
+    return r.code == 0 && rsp.ParseFromString(r.payload) && rsp.adjust().linux().resources().cpu().shares().value() == 2;
+  };
+  SECTION("idle spare killed from outside") {
+    pid_t spare = std::atoi(wait_file(t.path + "/detached.pid").c_str());
+    REQUIRE(spare > 0);
+    REQUIRE(kill(spare, SIGKILL) == 0);
+    CHECK(gone_or_zombie(spare));
+    usleep(50000);
+    CHECK(adjusted(""));
+    CHECK(std::atoi(slurp(t.path + "/eval.pid").c_str()) != spare);
+    CHECK(rt.close_and_wait() == 0);
+    CHECK_THAT(slurp(t.path + "/relay.log"), Catch::Contains("spare evaluator " + std::to_string(spare) + " killed by signal 9"));
+  }
+  SECTION("zygote killed from outside") {
+    pid_t zygote = std::atoi(wait_file(t.path + "/zygote.pid").c_str());
+    REQUIRE(zygote > 0);
+    REQUIRE(kill(zygote, SIGKILL) == 0);
+    usleep(50000);
+    for (int i = 0; i < 3; ++i) CHECK(adjusted(""));
+    pid_t again = std::atoi(wait_file(t.path + "/zygote.pid").c_str());
+    CHECK(again != zygote);
+    CHECK(has(children_of(rt.pid()), again));
+    CHECK(rt.close_and_wait() == 0);
+    CHECK_THAT(slurp(t.path + "/relay.log"), Catch::Contains("evaluator zygote " + std::to_string(zygote)));
+  }
+  SECTION("a crashing evaluator fails that event only") {
+    rt.request(s += 2, "CreateContainer", create_request("crash"));
+    nri::ResponseEnvelope r = rt.reply(s);
+    CHECK(r.code == 0);
+    CHECK(r.payload.empty());
+    CHECK(adjusted(""));
+    CHECK(adjusted(""));
+    CHECK(rt.close_and_wait() == 0);
+    CHECK_THAT(slurp(t.path + "/relay.log"), Catch::Contains("evaluation failed: child killed by signal 11; failing open"));
+  }
+  SECTION("a complete answer counts without waiting for the exit") {
+    rt.request(s += 2, "CreateContainer", create_request("exit3"));
+    nri::ResponseEnvelope r = rt.reply(s);
+    REQUIRE(r.code == 0);
+    pb::CreateContainerResponse rsp;
+    REQUIRE(rsp.ParseFromString(r.payload));
+    CHECK(rsp.adjust().annotations().at("after") == "exit3");
+    CHECK(rt.close_and_wait() == 0);
+  }
+}
+
+TEST_CASE("relay (fork): the real evaluator is confined before the event", "[nri][relay][sandbox]") {
+  if (nriqos::sandbox_disabled_by_env()) {
+    WARN("NRI_QOS_NO_SANDBOX set; skipped");
+    return;
+  }
+  TempDir t;
+  mkdir((t.path + "/cg").c_str(), 0755);
+  mkdir((t.path + "/outside").c_str(), 0755);
+  nriqos::Options eo;
+  eo.cgroup_root = t.path + "/cg";
+  eo.proc_root = t.path + "/proc";
+  eo.resctrl_root = t.path + "/resctrl";
+  eo.state_dir = t.path + "/state";
+  eo.cache_dir = t.path + "/cache";
+  eo.policy = t.path + "/p.toml";
+  nri::RelayOptions o = child_opts(t.path, 1500, true);
+  o.inproc = nri::pipeline_evaluator(eo);  // the real prepare (sandbox) and detach
+  std::string dir = t.path;
+  o.inproc.evaluate = [dir](int) -> int {  // instead of the pipeline: try what it must not do
+    auto err = [](int rc) { return rc >= 0 ? std::string("ok") : std::string(strerrorname_np(errno)); };
+    std::map<std::string, std::string> r;
+    r["socket"] = err(socket(AF_INET, SOCK_STREAM, 0));
+    char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
+    r["execve"] = err(execve("/bin/true", argv, environ));
+    r["clone"] = err(int(syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, nullptr, nullptr, 0)));
+    r["prctl"] = err(prctl(PR_SET_PDEATHSIG, SIGKILL));
+    r["outside"] = err(open((dir + "/outside/x").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    r["inside"] = err(open((dir + "/cg/x").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    std::string out = "{\"adjustment\":{\"annotations\":{";
+    bool first = true;
+    for (auto& kv : r) {
+      out += std::string(first ? "" : ",") + "\"" + kv.first + "\":\"" + kv.second + "\"";
+      first = false;
+    }
+    out += "}}}";
+    ssize_t w = write(1, out.data(), out.size());
+    (void)w;
+    return 0;
+  };
+  FakeRuntime rt(o, t.path + "/relay.log");
+  rt.handshake();
+  rt.request(3, "CreateContainer", create_request(""));
+  nri::ResponseEnvelope r = rt.reply(3);
+  REQUIRE(r.code == 0);
+  pb::CreateContainerResponse rsp;
+  REQUIRE(rsp.ParseFromString(r.payload));
+  const auto& a = rsp.adjust().annotations();
+  CHECK(a.at("socket") == "EPERM");
+  CHECK(a.at("execve") == "EPERM");
+  CHECK(a.at("clone") == "EPERM");  // the zygote may clone; its spares may not
+  CHECK(a.at("prctl") == "EPERM");
+  CHECK(a.at("inside") == "ok");
+  if (nriqos::landlock_abi_version() > 0) CHECK(a.at("outside") == "EACCES");
+  CHECK(rt.close_and_wait() == 0);
+}
+
+TEST_CASE("relay (fork): the real pipeline reads the policy file's current contents at every event", "[nri][relay]") {
+  TempDir t;
+  for (const char* d : {"/cg", "/state", "/cache", "/proc"}) mkdir((t.path + d).c_str(), 0755);
+  auto policy = [&](int shares) {
+    put_file(t.path + "/p.toml", "version = 1\n[settings]\ndefault_class = \"BE\"\n[classes.BE.container]\ncpu_shares = " +
+                                     std::to_string(shares) + "\n");
+  };
+  policy(2);
+  nriqos::Options eo;
+  eo.cgroup_root = t.path + "/cg";
+  eo.proc_root = t.path + "/proc";
+  eo.resctrl_root = t.path + "/resctrl";
+  eo.state_dir = t.path + "/state";
+  eo.cache_dir = t.path + "/cache";
+  eo.policy = t.path + "/p.toml";
+  eo.policy_from_flag = true;
+  eo.layout = nriqos::Layout::V1;
+  nri::RelayOptions o = child_opts(t.path, 1500, true);
+  o.inproc = nri::pipeline_evaluator(eo);
+  FakeRuntime rt(o, t.path + "/relay.log");
+  rt.handshake();
+  auto shares = [&](uint32_t s) {
+    rt.request(s, "CreateContainer", create_request(""));
+    nri::ResponseEnvelope r = rt.reply(s);
+    pb::CreateContainerResponse rsp;
+    if (r.code != 0 || !rsp.ParseFromString(r.payload)) return uint64_t(0);
+    return uint64_t(rsp.adjust().linux().resources().cpu().shares().value());
+  };
+  CHECK(shares(3) == 2);
+  usleep(20000);  // the spare for the next event is ready and idle when the file changes
+  policy(7);
+  CHECK(shares(5) == 7);
+  policy(5);
+  CHECK(shares(7) == 5);
+  CHECK(rt.close_and_wait() == 0);
+  CHECK_THAT(slurp(t.path + "/relay.log"), !Catch::Contains("failed"));
 }
 
 TEST_CASE("relay: Shutdown is answered, then the relay exits 0", "[nri][relay]") {
@@ -782,4 +1098,168 @@ TEST_CASE("relay load: peak RSS <= 3 MiB and no growth over many events", "[.nri
   CHECK(hwm <= 3 * 1024);
   if (events >= 10) CHECK(rss_end <= rss_early + 64);
   CHECK(rt.close_and_wait() == 0);
+}
+
+namespace {
+
+// utime+stime (self) or cutime+cstime (reaped children) of a process, in clock ticks
+// (proc(5) fields 14-17); both when `which` is 0.
+long long cpu_ticks(pid_t pid, int which = 0) {
+  std::string st = slurp("/proc/" + std::to_string(pid) + "/stat");
+  size_t p = st.rfind(')');
+  if (p == std::string::npos) return 0;
+  std::istringstream in(st.substr(p + 2));
+  std::string f;
+  long long v[17] = {0};
+  for (int i = 3; i <= 17 && (in >> f); ++i) v[i - 1] = std::atoll(f.c_str());
+  if (which == 1) return v[13] + v[14];
+  if (which == 2) return v[15] + v[16];
+  return v[13] + v[14] + v[15] + v[16];
+}
+
+// cpu_ticks of a process plus the utime+stime of its live direct children (a relay's zygote and
+// spare evaluators are counted before they are reaped).
+long long tree_ticks(pid_t pid) {
+  long long t = cpu_ticks(pid);
+  std::istringstream kids(slurp("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children"));
+  pid_t k;
+  while (kids >> k) t += cpu_ticks(k, 1);
+  return t;
+}
+
+// RSS (KiB) of a process and of its direct children (a relay's spare evaluator).
+long tree_kib(pid_t pid, const char* key) {
+  long sum = status_kib(pid, key);
+  std::istringstream kids(slurp("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children"));
+  pid_t k;
+  while (kids >> k) sum += status_kib(k, key);
+  return sum;
+}
+
+long long pctl(std::vector<long long> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = size_t(p * double(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+}  // namespace
+
+// Latency benchmark of native NRI plugins, each launched like containerd does (fd 3, NRI_PLUGIN_*
+// env) and driven interleaved, one pod (RunPodSandbox, CreateContainer, StartContainer) per
+// plugin per round. Hidden; prints percentiles, never asserts on time:
+//   NRI_BENCH_PEERS="relay=build/nri-qos relay --policy P ...;go=/path/gostub" NRI_BENCH_PODS=500
+//   NRI_BENCH_PID=<pid the requests name> build/unit-tests "[.nri-bench]"
+TEST_CASE("relay bench: per-event latency, CPU and RSS against peers", "[.nri-bench]") {
+  const char* peers_env = getenv("NRI_BENCH_PEERS");
+  if (!peers_env) {
+    WARN("NRI_BENCH_PEERS not set; skipped");
+    return;
+  }
+  int pods = getenv("NRI_BENCH_PODS") ? std::atoi(getenv("NRI_BENCH_PODS")) : 300;
+  uint32_t pid = getenv("NRI_BENCH_PID") ? uint32_t(std::atoi(getenv("NRI_BENCH_PID"))) : 4242;
+  struct Peer {
+    std::string name;
+    std::unique_ptr<FakeRuntime> rt;
+    uint32_t s = 1;
+    std::vector<long long> lat[3];
+    long long cpu0 = 0, self0 = 0;
+  };
+  std::vector<Peer> peers;
+  std::string all = peers_env;
+  for (size_t b = 0; b < all.size();) {
+    size_t e = all.find(';', b);
+    if (e == std::string::npos) e = all.size();
+    std::string item = all.substr(b, e - b);
+    b = e + 1;
+    size_t eq = item.find('=');
+    if (eq == std::string::npos) continue;
+    Peer p;
+    p.name = item.substr(0, eq);
+    p.rt.reset(new FakeRuntime(split_words(item.substr(eq + 1).c_str())));
+    p.rt->handshake();
+    peers.push_back(std::move(p));
+  }
+  // A BestEffort Koordinator pod as containerd 1.7 sends it (about 2.7 KB per CreateContainer).
+  pb::PodSandbox pod = make_pod("");
+  (*pod.mutable_labels())["koordinator.sh/qosClass"] = "BE";
+  for (int i = 0; i < 20; ++i)
+    (*pod.mutable_annotations())["io.kubernetes.cri.annotation-" + std::to_string(i)] = std::string(60, 'a' + i % 26);
+  pod.mutable_linux()->set_cgroup_parent("/kubepods/besteffort/podbench");
+  pod.mutable_linux()->set_cgroups_path("/kubepods/besteffort/podbench/" + std::string(64, 's'));
+  pod.set_pid(pid);
+  pb::Container ctr;
+  ctr.set_id(std::string(64, 'c'));
+  ctr.set_pod_sandbox_id(pod.id());
+  ctr.set_name("app");
+  ctr.mutable_linux()->mutable_resources()->mutable_cpu()->mutable_shares()->set_value(2);
+  ctr.mutable_linux()->set_cgroups_path("/kubepods/besteffort/podbench/" + std::string(64, 'c'));
+  pb::StateChangeEvent run;
+  run.set_event(pb::RUN_POD_SANDBOX);
+  *run.mutable_pod() = pod;
+  pb::CreateContainerRequest create;
+  *create.mutable_pod() = pod;
+  *create.mutable_container() = ctr;
+  pb::StateChangeEvent start;
+  start.set_event(pb::START_CONTAINER);
+  *start.mutable_pod() = pod;
+  *start.mutable_container() = ctr;
+  start.mutable_container()->set_pid(pid);
+  const std::pair<const char*, std::string> evs[3] = {
+      {"StateChange", run.SerializeAsString()},
+      {"CreateContainer", create.SerializeAsString()},
+      {"StateChange", start.SerializeAsString()}};
+  const char* names[3] = {"RunPodSandbox", "CreateContainer", "StartContainer"};
+  // warm-up, then measure
+  for (auto& p : peers)
+    for (int i = 0; i < 20; ++i)
+      for (const auto& ev : evs) {
+        p.rt->request(p.s += 2, ev.first, ev.second);
+        p.rt->reply(p.s, 5000);
+      }
+  for (auto& p : peers) {
+    p.cpu0 = tree_ticks(p.rt->pid());
+    p.self0 = cpu_ticks(p.rt->pid(), 1);
+  }
+  long fails = 0;
+  for (int i = 0; i < pods; ++i) {
+    for (auto& p : peers) {
+      for (int k = 0; k < 3; ++k) {
+        struct timespec a, z;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        p.rt->request(p.s += 2, evs[k].first, evs[k].second);
+        nri::ResponseEnvelope r = p.rt->reply(p.s, 5000);
+        clock_gettime(CLOCK_MONOTONIC, &z);
+        if (r.code != 0 || (k == 1 && r.payload.empty())) ++fails;
+        p.lat[k].push_back((z.tv_sec - a.tv_sec) * 1000000LL + (z.tv_nsec - a.tv_nsec) / 1000);
+      }
+    }
+  }
+  usleep(100000);  // let the last spare settle before RSS is read
+  std::ostringstream out;
+  out << pods << " pods per peer, interleaved; failed or unadjusted replies: " << fails << "\n";
+  out << "peer            event             p50 us  p90 us  p99 us\n";
+  for (auto& p : peers) {
+    for (int k = 0; k < 3; ++k) {
+      char line[160];
+      snprintf(line, sizeof line, "%-15s %-16s %7lld %7lld %7lld\n", p.name.c_str(), names[k], pctl(p.lat[k], 0.5),
+               pctl(p.lat[k], 0.9), pctl(p.lat[k], 0.99));
+      out << line;
+    }
+  }
+  long hz = sysconf(_SC_CLK_TCK);
+  for (auto& p : peers) {
+    long long ticks = tree_ticks(p.rt->pid()) - p.cpu0;
+    long long self = cpu_ticks(p.rt->pid(), 1) - p.self0;
+    double per = 1e6 / double(hz) / double(pods * 3);
+    char line[240];
+    snprintf(line, sizeof line,
+             "%-15s CPU %.1f us/event (plugin process %.1f, children %.1f); RSS %ld KiB (+children), VmHWM %ld KiB\n",
+             p.name.c_str(), double(ticks) * per, double(self) * per, double(ticks - self) * per,
+             tree_kib(p.rt->pid(), "VmRSS"), status_kib(p.rt->pid(), "VmHWM"));
+    out << line;
+  }
+  fputs(out.str().c_str(), stdout);  // not WARN: Catch would wrap the table
+  fflush(stdout);
+  for (auto& p : peers) CHECK(p.rt->close_and_wait() == 0);
 }

@@ -1,0 +1,112 @@
+// In-process pipeline evaluator of the relay, see eval_pipeline.hpp.
+#include "nri/eval_pipeline.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+
+#include "request.hpp"
+#include "sandbox.hpp"
+
+namespace nri {
+
+namespace {
+
+bool read_all_stdin(std::string& out) {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) return true;
+    out.append(buf, size_t(n));
+    if (out.size() > nriqos::limits::kMaxRequestBytes) return true;  // the parser reports it
+  }
+}
+
+void write_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = write(fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    off += size_t(n);
+  }
+}
+
+}  // namespace
+
+std::string apply_eval_flags(nriqos::Options& o, const std::vector<std::string>& flags) {
+  std::string why;
+  for (size_t i = 0; i < flags.size(); ++i) {
+    const std::string& f = flags[i];
+    if (f == "--debug") {
+      o.debug = true;
+      continue;
+    }
+    if (i + 1 >= flags.size()) {
+      why += (why.empty() ? "" : "; ") + f + ": missing value";
+      break;
+    }
+    const std::string& v = flags[++i];
+    if (f == "--policy") {
+      o.policy = v;
+      o.policy_from_flag = true;
+    } else if (f == "--cgroup-root") {
+      o.cgroup_root = v;
+    } else if (f == "--proc-root") {
+      o.proc_root = v;
+    } else if (f == "--resctrl-root") {
+      o.resctrl_root = v;
+    } else if (f == "--state-dir") {
+      o.state_dir = v;
+    } else if (f == "--cache-dir") {
+      o.cache_dir = v;
+    } else if (f == "--cgroup-layout") {
+      try {
+        o.layout = nriqos::parse_layout(v);
+      } catch (const std::exception& e) {
+        why += (why.empty() ? "" : "; ") + f + ": " + e.what();
+      }
+    } else {
+      why += (why.empty() ? "" : "; ") + f + ": not an evaluation flag";
+    }
+  }
+  return why;
+}
+
+InProcessEval pipeline_evaluator(const nriqos::Options& base) {
+  auto opts = std::make_shared<nriqos::Options>(base);
+  InProcessEval e;
+  e.prepare = [opts](const std::vector<std::string>& flags, bool zygote) -> std::string {
+    nriqos::Options& o = *opts;
+    std::string note = apply_eval_flags(o, flags);
+    if (!note.empty()) note = "plugin config: " + note;
+    if (!nriqos::sandbox_disabled_by_env()) {
+      nriqos::SandboxStatus sb = nriqos::install_sandbox(
+          {o.cgroup_root, o.proc_root, o.resctrl_root, o.state_dir, o.cache_dir, o.policy},
+          zygote ? nriqos::SandboxProfile::Zygote : nriqos::SandboxProfile::Evaluator);
+      if (o.debug || !sb.seccomp) note += (note.empty() ? "" : "; ") + std::string("sandbox: ") + sb.summary();
+    }
+    return note;
+  };
+  e.detach = []() -> std::string {
+    const nriqos::SandboxStatus* sb = nriqos::installed_sandbox();
+    if (!sb || !sb->seccomp) return "";  // nothing to narrow (sandbox off or unavailable: said by the zygote)
+    return nriqos::drop_zygote_calls();
+  };
+  e.evaluate = [opts](int budget_ms) -> int {
+    nriqos::Options& o = *opts;
+    nriqos::arm_deadline(nriqos::Mode::NriEval, budget_ms);
+    std::string input;
+    if (!read_all_stdin(input)) input.clear();
+    int code = 0;
+    std::string out = nriqos::run_pipeline(nriqos::Mode::NriEval, o, input, code);
+    write_all(STDOUT_FILENO, out);
+    return code;
+  };
+  return e;
+}
+
+}  // namespace nri

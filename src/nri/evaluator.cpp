@@ -1,0 +1,803 @@
+// Evaluator supervision of the native NRI relay, see evaluator.hpp.
+#include "nri/evaluator.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+extern char** environ;
+
+namespace nri {
+
+int64_t now_ms() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+void logf(const char* fmt, ...) {
+  char buf[1024];
+  int n = snprintf(buf, sizeof buf, "nri-qos relay[%d]: ", int(getpid()));
+  va_list ap;
+  va_start(ap, fmt);
+  int m = vsnprintf(buf + n, sizeof buf - size_t(n) - 1, fmt, ap);
+  va_end(ap);
+  size_t len = size_t(n) + (m < 0 ? 0 : std::min<size_t>(size_t(m), sizeof buf - size_t(n) - 2));
+  buf[len++] = '\n';
+  ssize_t w = write(2, buf, len);
+  (void)w;
+}
+
+namespace {
+
+// Header the relay writes to a forked evaluator before the event: "NQEV", the evaluator's own
+// budget in ms (uint32, host order), 8 reserved bytes. A spare that reads EOF instead exits 0.
+constexpr size_t kHeaderSize = 16;
+constexpr char kMagic[4] = {'N', 'Q', 'E', 'V'};
+// Ready (or requested) spares kept: one; the next is asked for after each reply.
+constexpr size_t kSpares = 1;
+// A zygote that does not answer a request within this time is replaced.
+constexpr int64_t kZygoteAnswerMs = 1000;
+// Control socket fd number inside the zygote.
+constexpr int kZygoteCtl = 3;
+
+int g_sigchld_pipe[2] = {-1, -1};
+
+void on_sigchld(int) {
+  int saved = errno;
+  char c = 0;
+  ssize_t w = write(g_sigchld_pipe[1], &c, 1);
+  (void)w;
+  errno = saved;
+}
+
+// Our ends of the pipes and sockets: non-blocking (F_SETFL keeps the access mode; the fds are
+// fresh, with no other status flag to keep).
+void set_nonblock(int fd) { fcntl(fd, F_SETFL, O_NONBLOCK); }
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "ended with wait status " + std::to_string(status);
+}
+
+// Close every fd >= `from` (close_range(2), Linux 5.9+; else one by one).
+void close_from(int from) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, unsigned(from), ~0u, 0u) == 0) return;
+#endif
+  long max = sysconf(_SC_OPEN_MAX);
+  if (max < 0 || max > 65536) max = 65536;
+  for (int fd = from; fd < max; ++fd) close(fd);
+}
+
+bool read_full(int fd, void* buf, size_t n) {
+  size_t off = 0;
+  while (off < n) {
+    ssize_t r = read(fd, static_cast<char*>(buf) + off, n - off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    off += size_t(r);
+  }
+  return true;
+}
+
+// Signals of a new evaluator or zygote: defaults, nothing blocked.
+void reset_signals() {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = SIG_DFL;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGCHLD, &sa, nullptr);
+  sigaction(SIGPIPE, &sa, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+// An evaluator with stdin/stdout on its pipes and everything else closed: wait for the header,
+// evaluate, exit. The answer's end is the close of fd 1 (the relay does not wait for the exit).
+[[noreturn]] void evaluate_one(const InProcessEval& ev) {
+  unsigned char hdr[kHeaderSize];
+  if (!read_full(0, hdr, sizeof hdr)) _exit(0);  // retired before an event came
+  if (memcmp(hdr, kMagic, sizeof kMagic) != 0) _exit(72);
+  uint32_t budget = 0;
+  memcpy(&budget, hdr + 4, sizeof budget);
+  int rc = ev.evaluate(int(std::min<uint32_t>(budget, 1u << 30)));
+  close(1);
+  _exit(rc);
+}
+
+// A spare forked by the relay itself (no zygote): confine, then evaluate_one.
+[[noreturn]] void spare_main(int in_r, int out_w, pid_t relay, const InProcessEval& ev,
+                             const std::vector<std::string>& flags) {
+  reset_signals();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // die with the relay; if it is gone already, leave
+  if (getppid() != relay) _exit(0);
+  setpgid(0, 0);  // own process group: the deadline kills all of it
+  if (dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0) _exit(71);
+  close_from(3);  // the trunk socket, the SIGCHLD pipe, other evaluators' pipes
+  try {
+    std::string note = ev.prepare ? ev.prepare(flags, false) : std::string();
+    if (!note.empty()) logf("evaluator: %s", note.c_str());
+    evaluate_one(ev);
+  } catch (...) {
+    _exit(70);
+  }
+}
+
+// A spare cloned by the zygote (CLONE_PARENT: our parent is the relay).
+[[noreturn]] void cloned_spare(int in_r, int out_w, pid_t relay, const InProcessEval& ev) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != relay) _exit(0);
+  if (dup3(in_r, 0, 0) < 0 || dup3(out_w, 1, 0) < 0) _exit(71);
+  close(in_r);
+  close(out_w);
+  close(kZygoteCtl);
+  try {
+    std::string why = ev.detach ? ev.detach() : std::string();
+    if (!why.empty()) {  // it would keep the zygote's powers: never evaluate like that
+      logf("evaluator: %s; not used", why.c_str());
+      _exit(73);
+    }
+    evaluate_one(ev);
+  } catch (...) {
+    _exit(70);
+  }
+}
+
+// The zygote: confined once, then clones one spare per request on its control socket. A request
+// is one byte with two fds (SCM_RIGHTS: the spare's stdin read end, stdout write end); the answer
+// is the spare's pid (int32), or -errno.
+[[noreturn]] void zygote_main(int ctl, pid_t relay, const InProcessEval& ev, const std::vector<std::string>& flags) {
+  reset_signals();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != relay) _exit(0);
+  setpgid(0, 0);
+  if (ctl != kZygoteCtl && (dup2(ctl, kZygoteCtl) < 0)) _exit(71);
+  close_from(kZygoteCtl + 1);
+  try {
+    std::string note = ev.prepare ? ev.prepare(flags, true) : std::string();
+    if (!note.empty()) logf("evaluator zygote: %s", note.c_str());
+    for (;;) {
+      char byte = 0;
+      struct iovec iov = {&byte, 1};
+      alignas(struct cmsghdr) char cbuf[CMSG_SPACE(2 * sizeof(int))];
+      struct msghdr mh;
+      memset(&mh, 0, sizeof mh);
+      mh.msg_iov = &iov;
+      mh.msg_iovlen = 1;
+      mh.msg_control = cbuf;
+      mh.msg_controllen = sizeof cbuf;
+      ssize_t n = recvmsg(kZygoteCtl, &mh, MSG_CMSG_CLOEXEC);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) _exit(0);  // the relay closed the socket: retired
+      int fds[2] = {-1, -1};
+      int nfds = 0;
+      for (struct cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; ++i) {
+          int fd;
+          memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+          if (nfds < 2) fds[nfds] = fd;
+          else close(fd);
+          ++nfds;
+        }
+      }
+      int32_t answer;
+      if (nfds != 2) {
+        answer = -EINVAL;
+      } else {
+        long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, nullptr, nullptr, 0);
+        if (pid == 0) cloned_spare(fds[0], fds[1], relay, ev);
+        answer = pid < 0 ? -errno : int32_t(pid);
+      }
+      for (int fd : fds)
+        if (fd >= 0) close(fd);
+      if (send(kZygoteCtl, &answer, sizeof answer, MSG_NOSIGNAL) != ssize_t(sizeof answer)) _exit(0);
+    }
+  } catch (...) {
+    _exit(70);
+  }
+}
+
+// The answer is one JSON object: once stdout is closed and its last non-blank byte is '}', the
+// answer is complete and the exit (the process's teardown, ~0.1-0.2 ms) is not waited for; the
+// process group is killed and reaped later. Anything else waits for the exit status, to say why.
+bool looks_complete(const std::string& s) {
+  size_t i = s.find_last_not_of(" \t\r\n");
+  return i != std::string::npos && s[i] == '}';
+}
+
+}  // namespace
+
+Supervisor::Supervisor(SupervisorOptions o) : o_(std::move(o)) {}
+
+Supervisor::~Supervisor() { stop_all(); }
+
+void Supervisor::setup() {
+  if (g_sigchld_pipe[0] < 0 && pipe2(g_sigchld_pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigchld;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGCHLD, &sa, nullptr);
+  }
+  // Exec'd children: our environment minus the trunk fd number (the fd itself is close-on-exec).
+  env_store_.clear();
+  envp_.clear();
+  for (char** e = environ; e && *e; ++e) {
+    if (strncmp(*e, "NRI_PLUGIN_SOCKET=", 18) != 0) env_store_.emplace_back(*e);
+  }
+  for (auto& s : env_store_) envp_.push_back(&s[0]);
+  envp_.push_back(nullptr);
+}
+
+bool Supervisor::can_evaluate() const { return fork_mode() || !o_.child_argv.empty(); }
+
+void Supervisor::set_flags(const std::vector<std::string>& flags) {
+  if (flags == flags_) return;
+  flags_ = flags;
+  ++flags_gen_;
+  for (auto& p : spares_) retire(p);
+  spares_.clear();
+  if (zyg_pid_ > 0) retire_zygote(nullptr);
+}
+
+void Supervisor::close_fds(Proc& p) {
+  if (p.in_fd >= 0) close(p.in_fd);
+  if (p.out_fd >= 0) close(p.out_fd);
+  p.in_fd = p.out_fd = -1;
+}
+
+void Supervisor::kill_group(pid_t pid) {
+  // Only called while `pid` is not reaped yet, so the id cannot have been reused.
+  if (kill(-pid, SIGKILL) != 0) kill(pid, SIGKILL);
+}
+
+void Supervisor::retire(Proc& p) {
+  close_fds(p);
+  if (p.pid > 0) {
+    kill_group(p.pid);
+    stragglers_.push_back(p.pid);
+  }
+  p = Proc();
+}
+
+void Supervisor::retire_zygote(const char* why) {
+  if (why) logf("evaluator zygote %d %s; replaced", int(zyg_pid_), why);
+  if (zyg_ctl_ >= 0) close(zyg_ctl_);  // EOF: it exits
+  zyg_ctl_ = -1;
+  if (zyg_pid_ > 0) {
+    kill_group(zyg_pid_);
+    stragglers_.push_back(zyg_pid_);
+  }
+  zyg_pid_ = -1;
+  // Spares it may have cloned without telling us the pid read EOF on stdin and exit; they are
+  // our children (CLONE_PARENT) and reaped as unknown children.
+  for (auto& p : zyg_pending_) close_fds(p);
+  zyg_pending_.clear();
+}
+
+bool Supervisor::fork_spare(Proc& p) {
+  int in_p[2], out_p[2];
+  if (pipe2(in_p, O_CLOEXEC) != 0) return false;
+  if (pipe2(out_p, O_CLOEXEC) != 0) {
+    int e = errno;
+    close(in_p[0]);
+    close(in_p[1]);
+    errno = e;
+    return false;
+  }
+  pid_t relay = getpid();
+  pid_t pid = fork();
+  if (pid == 0) spare_main(in_p[0], out_p[1], relay, o_.inproc, flags_);
+  int e = errno;
+  close(in_p[0]);
+  close(out_p[1]);
+  if (pid < 0) {
+    close(in_p[1]);
+    close(out_p[0]);
+    errno = e;
+    return false;
+  }
+  setpgid(pid, pid);  // also done by the child; whichever runs first
+  ++started_;
+  p.pid = pid;
+  p.in_fd = in_p[1];
+  p.out_fd = out_p[0];
+  p.gen = flags_gen_;
+  set_nonblock(p.in_fd);
+  set_nonblock(p.out_fd);
+  return true;
+}
+
+bool Supervisor::start_zygote() {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return false;
+  pid_t relay = getpid();
+  pid_t pid = fork();
+  if (pid == 0) zygote_main(sv[1], relay, o_.inproc, flags_);
+  int e = errno;
+  close(sv[1]);
+  if (pid < 0) {
+    close(sv[0]);
+    errno = e;
+    return false;
+  }
+  setpgid(pid, pid);
+  ++zygotes_;
+  zyg_pid_ = pid;
+  zyg_ctl_ = sv[0];
+  zyg_gen_ = flags_gen_;
+  set_nonblock(zyg_ctl_);
+  return true;
+}
+
+bool Supervisor::ask_zygote() {
+  int in_p[2], out_p[2];
+  if (pipe2(in_p, O_CLOEXEC) != 0) return false;
+  if (pipe2(out_p, O_CLOEXEC) != 0) {
+    close(in_p[0]);
+    close(in_p[1]);
+    return false;
+  }
+  char byte = 'S';
+  struct iovec iov = {&byte, 1};
+  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(2 * sizeof(int))];
+  memset(cbuf, 0, sizeof cbuf);
+  struct msghdr mh;
+  memset(&mh, 0, sizeof mh);
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = cbuf;
+  mh.msg_controllen = sizeof cbuf;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&mh);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(2 * sizeof(int));
+  int give[2] = {in_p[0], out_p[1]};
+  memcpy(CMSG_DATA(c), give, sizeof give);
+  ssize_t n = sendmsg(zyg_ctl_, &mh, MSG_NOSIGNAL);
+  close(in_p[0]);
+  close(out_p[1]);
+  if (n != 1) {
+    close(in_p[1]);
+    close(out_p[0]);
+    return false;
+  }
+  Proc p;
+  p.in_fd = in_p[1];
+  p.out_fd = out_p[0];
+  p.gen = zyg_gen_;
+  set_nonblock(p.in_fd);
+  set_nonblock(p.out_fd);
+  if (zyg_pending_.empty()) zyg_asked_ms_ = now_ms();
+  zyg_pending_.push_back(p);
+  return true;
+}
+
+void Supervisor::zygote_answers() {
+  while (zyg_ctl_ >= 0 && !zyg_pending_.empty()) {
+    int32_t answer = 0;
+    ssize_t n = recv(zyg_ctl_, &answer, sizeof answer, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n != ssize_t(sizeof answer)) {
+      retire_zygote(n == 0 ? "closed its socket" : "sent a malformed answer");
+      ++zyg_deaths_;
+      zyg_backoff_until_ = zyg_deaths_ > 1 ? now_ms() + 1000 : 0;
+      return;
+    }
+    Proc p = zyg_pending_.front();
+    zyg_pending_.pop_front();
+    if (!zyg_pending_.empty()) zyg_asked_ms_ = now_ms();
+    if (answer <= 0) {
+      logf("evaluator zygote could not clone a spare: %s", strerror(-answer));
+      close_fds(p);
+      continue;
+    }
+    p.pid = pid_t(answer);
+    setpgid(p.pid, p.pid);  // our child (CLONE_PARENT): own process group, killed as a whole
+    ++started_;
+    spares_.push_back(p);
+  }
+}
+
+bool Supervisor::spawn_exec(int64_t deadline_ms, Proc& p) {
+  int in_p[2], out_p[2];
+  if (pipe2(in_p, O_CLOEXEC) != 0) return false;
+  if (pipe2(out_p, O_CLOEXEC) != 0) {
+    int e = errno;
+    close(in_p[0]);
+    close(in_p[1]);
+    errno = e;
+    return false;
+  }
+  int64_t own = std::max<int64_t>(deadline_ms - now_ms() - kChildMarginMs, 10);
+  std::vector<std::string> args = o_.child_argv;
+  args.insert(args.end(), flags_.begin(), flags_.end());
+  if (!o_.deadline_flag.empty()) {
+    args.push_back(o_.deadline_flag);
+    args.push_back(std::to_string(own));
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(&a[0]);
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&at);
+  posix_spawn_file_actions_adddup2(&fa, in_p[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out_p[1], 1);
+  sigset_t none, def;
+  sigemptyset(&none);
+  sigemptyset(&def);
+  sigaddset(&def, SIGPIPE);
+  sigaddset(&def, SIGCHLD);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &def);
+  posix_spawnattr_setpgroup(&at, 0);  // own process group: the deadline kills all of it
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, argv[0], &fa, &at, argv.data(), envp_.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  close(in_p[0]);
+  close(out_p[1]);
+  if (rc != 0) {
+    close(in_p[1]);
+    close(out_p[0]);
+    errno = rc;
+    return false;
+  }
+  ++started_;
+  p.pid = pid;
+  p.in_fd = in_p[1];
+  p.out_fd = out_p[0];
+  set_nonblock(p.in_fd);
+  set_nonblock(p.out_fd);
+  return true;
+}
+
+bool Supervisor::ready_to_start() const {
+  if (!fork_mode() || !spares_.empty()) return true;
+  return zyg_pending_.empty();  // nothing on its way: start() forks one itself
+}
+
+bool Supervisor::start(const std::string& input, int64_t deadline_ms, std::string& err) {
+  if (active_) {
+    err = "an evaluation is already running";
+    return false;
+  }
+  if (chld_) reap_others();  // a spare that died while idle is noticed here, not used
+  Proc p;
+  input_.clear();
+  if (fork_mode()) {
+    while (!spares_.empty() && spares_.front().gen != flags_gen_) {
+      retire(spares_.front());
+      spares_.pop_front();
+    }
+    if (!spares_.empty()) {
+      p = spares_.front();
+      spares_.pop_front();
+    } else if (!fork_spare(p)) {
+      err = std::string("cannot fork an evaluator: ") + strerror(errno);
+      return false;
+    }
+    int64_t own = std::max<int64_t>(deadline_ms - now_ms() - kChildMarginMs, 10);
+    uint32_t budget = uint32_t(std::min<int64_t>(own, 1 << 30));
+    char hdr[kHeaderSize] = {0};
+    memcpy(hdr, kMagic, sizeof kMagic);
+    memcpy(hdr + 4, &budget, sizeof budget);
+    input_.reserve(kHeaderSize + input.size());
+    input_.append(hdr, sizeof hdr);
+    input_ += input;
+  } else {
+    if (o_.child_argv.empty()) {
+      err = "no evaluation command configured";
+      return false;
+    }
+    if (!spawn_exec(deadline_ms, p)) {
+      err = "cannot start " + o_.child_argv[0] + ": " + strerror(errno);
+      return false;
+    }
+    input_ = input;
+  }
+  run_ = p;
+  active_ = true;
+  in_off_ = 0;
+  output_.clear();
+  out_eof_ = overflow_ = reaped_ = false;
+  status_ = 0;
+  deadline_ms_ = deadline_ms;
+  started_ms_ = now_ms();
+  io(POLLOUT, 0);  // start feeding stdin right away
+  return true;
+}
+
+void Supervisor::ensure_spare() {
+  if (!fork_mode() || active_) return;
+  int64_t now = now_ms();
+  if (zyg_pid_ > 0 && zyg_gen_ != flags_gen_) retire_zygote(nullptr);
+  if (zyg_pid_ <= 0 && now >= zyg_backoff_until_ && !start_zygote()) {
+    logf("cannot fork the evaluator zygote: %s (spares are forked by the relay)", strerror(errno));
+    zyg_backoff_until_ = now + 5000;
+  }
+  if (spares_.size() + zyg_pending_.size() >= kSpares) return;
+  if (zyg_pid_ > 0) {
+    if (ask_zygote()) return;
+    retire_zygote("does not take requests");
+    ++zyg_deaths_;
+    zyg_backoff_until_ = now + 1000;
+  }
+  // No zygote: the relay forks the spare (off the critical path all the same).
+  if (now < spare_backoff_until_) return;
+  Proc p;
+  if (fork_spare(p)) {
+    spares_.push_back(p);
+  } else {
+    logf("cannot fork a spare evaluator: %s (the next event forks its own)", strerror(errno));
+    spare_backoff_until_ = now + 1000;
+  }
+}
+
+int Supervisor::add_pollfds(struct pollfd* pfd) {
+  int n = 0;
+  pfd_sig_ = pfd_zyg_ = pfd_in_ = pfd_out_ = -1;
+  if (g_sigchld_pipe[0] >= 0) {
+    pfd_sig_ = n;
+    pfd[n++] = {g_sigchld_pipe[0], POLLIN, 0};
+  }
+  if (zyg_ctl_ >= 0) {
+    pfd_zyg_ = n;
+    pfd[n++] = {zyg_ctl_, POLLIN, 0};
+  }
+  if (active_ && run_.in_fd >= 0) {
+    pfd_in_ = n;
+    pfd[n++] = {run_.in_fd, POLLOUT, 0};
+  }
+  if (active_ && run_.out_fd >= 0) {
+    pfd_out_ = n;
+    pfd[n++] = {run_.out_fd, POLLIN, 0};
+  }
+  return n;
+}
+
+int Supervisor::poll_timeout(int64_t now) const {
+  int t = -1;
+  auto at_most = [&t](int64_t ms) { t = t < 0 ? int(std::max<int64_t>(ms, 0)) : std::min<int>(t, int(std::max<int64_t>(ms, 0))); };
+  if (active_) {
+    at_most(deadline_ms_ - now);
+    if (out_eof_) at_most(20);  // output ended, exit not seen yet: SIGCHLD wakes us; backstop
+  }
+  if (!stragglers_.empty()) at_most(200);
+  if (!zyg_pending_.empty()) at_most(zyg_asked_ms_ + kZygoteAnswerMs - now);
+  if (!spares_.empty() || zyg_pid_ > 0) at_most(1000);  // notice an idle process that died
+  if (fork_mode() && zyg_pid_ <= 0 && zyg_backoff_until_ > now) at_most(zyg_backoff_until_ - now);
+  return t;
+}
+
+void Supervisor::io(short in_rev, short out_rev) {
+  if (run_.in_fd >= 0 && (in_rev & (POLLOUT | POLLERR | POLLHUP))) {
+    while (in_off_ < input_.size()) {
+      ssize_t n = write(run_.in_fd, input_.data() + in_off_, input_.size() - in_off_);
+      if (n > 0) {
+        in_off_ += size_t(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        in_off_ = input_.size();  // EPIPE: the child does not read stdin; fine
+      }
+    }
+    if (in_off_ >= input_.size()) {
+      close(run_.in_fd);
+      run_.in_fd = -1;
+      std::string().swap(input_);
+    }
+  }
+  if (run_.out_fd >= 0 && (out_rev & (POLLIN | POLLERR | POLLHUP))) {
+    char buf[8192];
+    for (;;) {
+      ssize_t n = read(run_.out_fd, buf, sizeof buf);
+      if (n > 0) {
+        if (output_.size() + size_t(n) > o_.max_output) {
+          overflow_ = true;
+          out_eof_ = true;
+          close(run_.out_fd);
+          run_.out_fd = -1;
+          kill_group(run_.pid);
+          break;
+        }
+        output_.append(buf, size_t(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      out_eof_ = true;  // EOF or error
+      close(run_.out_fd);
+      run_.out_fd = -1;
+      break;
+    }
+  }
+  if (!reaped_ && (child_changed_ || out_eof_)) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_PID, id_t(run_.pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == run_.pid) {
+      // Exited: sweep leftovers of its process group (they may hold stdout open), then reap.
+      kill(-run_.pid, SIGKILL);
+      int st = 0;
+      if (waitpid(run_.pid, &st, 0) == run_.pid) {
+        reaped_ = true;
+        status_ = st;
+      }
+    }
+  }
+}
+
+Outcome Supervisor::end(const std::string& failure) {
+  Outcome out;
+  out.took_ms = now_ms() - started_ms_;
+  out.failure = failure;
+  out.output.swap(output_);
+  if (!reaped_) {  // answered (exit not awaited), deadline or shutdown: kill, reap later
+    kill_group(run_.pid);
+    int st = 0;
+    if (waitpid(run_.pid, &st, WNOHANG) != run_.pid) stragglers_.push_back(run_.pid);
+  }
+  close_fds(run_);
+  run_ = Proc();
+  std::string().swap(input_);
+  active_ = false;
+  return out;
+}
+
+bool Supervisor::finish_if_done(Outcome& out) {
+  if (!out_eof_) return false;
+  if (!reaped_ && (overflow_ || !looks_complete(output_))) return false;
+  std::string failure;
+  const bool bad_exit = reaped_ && (!WIFEXITED(status_) || WEXITSTATUS(status_) != 0);
+  if (overflow_) {
+    failure = "output larger than " + std::to_string(o_.max_output) + " bytes";
+  } else if (looks_complete(output_)) {
+    // The answer was complete before the exit; whatever happened after does not change it.
+    if (bad_exit) logf("evaluator %d %s after a complete answer", int(run_.pid), describe_status(status_).c_str());
+  } else if (bad_exit) {
+    failure = "child " + describe_status(status_);
+  }
+  out = end(failure);
+  if (failure.empty()) spare_deaths_ = zyg_deaths_ = 0;
+  return true;
+}
+
+bool Supervisor::known(pid_t pid) const {
+  if (pid == zyg_pid_ || (active_ && pid == run_.pid)) return true;
+  for (const auto& p : spares_)
+    if (p.pid == pid) return true;
+  for (pid_t s : stragglers_)
+    if (s == pid) return true;
+  return false;
+}
+
+void Supervisor::reap_others() {
+  chld_ = false;
+  last_reap_ms_ = now_ms();
+  for (size_t i = 0; i < stragglers_.size();) {
+    int st = 0;
+    pid_t r = waitpid(stragglers_[i], &st, WNOHANG);
+    if (r == stragglers_[i] || (r < 0 && errno == ECHILD)) {
+      stragglers_[i] = stragglers_.back();
+      stragglers_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  for (auto it = spares_.begin(); it != spares_.end();) {
+    int st = 0;
+    pid_t r = waitpid(it->pid, &st, WNOHANG);
+    if (r == it->pid || (r < 0 && errno == ECHILD)) {
+      // Died before its event (killed from outside, or its preparation failed): never used.
+      logf("spare evaluator %d %s before its event; another one is made", int(it->pid),
+           r == it->pid ? describe_status(st).c_str() : "vanished");
+      close_fds(*it);
+      it = spares_.erase(it);
+      if (++spare_deaths_ > 1) spare_backoff_until_ = now_ms() + 1000;
+      if (zyg_pid_ > 0 && spare_deaths_ > 2) retire_zygote("makes spares that die");
+    } else {
+      ++it;
+    }
+  }
+  if (zyg_pid_ > 0) {
+    int st = 0;
+    pid_t r = waitpid(zyg_pid_, &st, WNOHANG);
+    if (r == zyg_pid_ || (r < 0 && errno == ECHILD)) {
+      logf("evaluator zygote %d %s; replaced", int(zyg_pid_), r == zyg_pid_ ? describe_status(st).c_str() : "vanished");
+      zyg_pid_ = -1;  // reaped: retire_zygote must not kill or wait for it
+      retire_zygote(nullptr);
+      ++zyg_deaths_;
+      zyg_backoff_until_ = zyg_deaths_ > 1 ? now_ms() + 1000 : 0;
+    }
+  }
+  // Children we never learned the pid of (spares cloned by a zygote that died before answering).
+  for (int i = 0; i < 16; ++i) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0) break;
+    if (known(si.si_pid)) break;
+    waitpid(si.si_pid, nullptr, WNOHANG);
+  }
+}
+
+bool Supervisor::service(const struct pollfd* pfd, Outcome& out) {
+  if (pfd_sig_ >= 0 && (pfd[pfd_sig_].revents & POLLIN)) {
+    char drain[64];
+    while (read(g_sigchld_pipe[0], drain, sizeof drain) > 0) {
+    }
+    chld_ = true;
+  }
+  if (pfd_zyg_ >= 0 && pfd[pfd_zyg_].revents) {
+    if (zyg_pending_.empty() && (pfd[pfd_zyg_].revents & (POLLHUP | POLLERR))) {
+      retire_zygote("closed its socket");
+      ++zyg_deaths_;
+      zyg_backoff_until_ = zyg_deaths_ > 1 ? now_ms() + 1000 : 0;
+    } else {
+      zygote_answers();
+    }
+  }
+  if (!zyg_pending_.empty() && now_ms() >= zyg_asked_ms_ + kZygoteAnswerMs) {
+    retire_zygote("did not answer within 1 s");
+    ++zyg_deaths_;
+    zyg_backoff_until_ = now_ms() + 1000;
+  }
+  // Only when a child changed state (SIGCHLD), with a periodic backstop: waitpid for every
+  // child on every wake-up was the relay's most frequent system call.
+  child_changed_ = chld_;
+  if (chld_ || !stragglers_.empty() || now_ms() - last_reap_ms_ >= 1000) reap_others();
+  if (!active_) return false;
+  short in_rev = pfd_in_ >= 0 ? pfd[pfd_in_].revents : 0;
+  short out_rev = pfd_out_ >= 0 ? pfd[pfd_out_].revents : 0;
+  io(in_rev, out_rev);
+  child_changed_ = false;
+  if (finish_if_done(out)) return true;
+  if (now_ms() >= deadline_ms_) {
+    out = end("child did not answer within " + std::to_string(deadline_ms_ - started_ms_) + " ms (killed)");
+    return true;
+  }
+  return false;
+}
+
+Outcome Supervisor::abort_running(const std::string& why) {
+  if (!active_) return Outcome();
+  return end(why);
+}
+
+void Supervisor::stop_all() {
+  if (active_) end("relay exiting");
+  for (auto& p : spares_) retire(p);
+  spares_.clear();
+  if (zyg_pid_ > 0 || zyg_ctl_ >= 0) retire_zygote(nullptr);
+  // Give killed children a moment to be reaped; leftovers are reparented and reaped by init.
+  for (int i = 0; i < 20 && !stragglers_.empty(); ++i) {
+    reap_others();
+    if (!stragglers_.empty()) usleep(5000);
+  }
+}
+
+}  // namespace nri
