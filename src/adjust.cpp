@@ -417,6 +417,10 @@ Plan build_plan(const PlanInput& in) {
         case Event::CreateContainer: mode = Mode::NriCreate; break;
         case Event::StartContainer: mode = Mode::NriStart; break;
         case Event::UpdateContainer: mode = Mode::NriUpdate; break;
+        // After the runtime applied an update (which may rewrite files nri-qos wrote itself, e.g.
+        // cpu.weight from the spec's shares): what StartContainer writes, on the updated values.
+        case Event::PostUpdateContainer: mode = Mode::NriStart; break;
+        case Event::UpdatePodSandbox: pod_knobs = true; break;  // kubelet rewrote the pod cgroup
         default: break;
     }
     Builder b{in, plan, mode, in.layout == Layout::V2, plan.nri_api == "0.8+"};

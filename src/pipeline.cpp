@@ -96,8 +96,9 @@ void arm_deadline(Mode mode, int ms) {
     // Nothing is known yet (no request, no policy): fail-open, built without a json object.
 #define NRIQOS_DEADLINE_WARNING "deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied"
     static const char kInvoke[] = "{\"error\":\"\",\"metadata\":{\"warning\":\"" NRIQOS_DEADLINE_WARNING "\"},\"plugin\":\"nri-qos\",\"version\":\"0.1\"}\n";
-    // nri-eval: "deadline": true tells the relay that on_child_failure here is not the policy's
-    // (src/nri relay: never cached from a deadline answer).
+    // nri-eval: "deadline": true tells the relay that this answer was written before the policy
+    // was known, so its on_child_failure is not the policy's (src/nri relay: never cached from
+    // it). The answers prepared again later (rearm_deadline) carry the policy's own mode.
     static const char kEval[] = "{\"adjustment\":null,\"deadline\":true,\"error\":\"\",\"metadata\":{\"warning\":\"" NRIQOS_DEADLINE_WARNING
                                 "\"},\"on_child_failure\":\"open\",\"update\":null}\n";
 #undef NRIQOS_DEADLINE_WARNING
@@ -308,7 +309,8 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         StateDir state(opt.state_dir);
         std::optional<Memo> memo;
         if (!r.is_sandbox && (r.event == Event::Create || r.event == Event::Update || r.event == Event::CreateContainer ||
-                              r.event == Event::StartContainer || r.event == Event::UpdateContainer)) {
+                              r.event == Event::StartContainer || r.event == Event::UpdateContainer ||
+                              r.event == Event::PostUpdateContainer)) {
             if ((memo = state.load(r.sandbox_id))) {
                 for (auto& [k, v] : memo->annotations) r.annotations.emplace(k, v);  // the request's own win
                 if (r.pod_namespace.empty()) r.pod_namespace = memo->pod_namespace;

@@ -22,6 +22,8 @@ const char* event_name(Event e) {
         case Event::UpdateContainer: return "UpdateContainer";
         case Event::StopContainer: return "StopContainer";
         case Event::RemoveContainer: return "RemoveContainer";
+        case Event::PostUpdateContainer: return "PostUpdateContainer";
+        case Event::UpdatePodSandbox: return "UpdatePodSandbox";
         case Event::Other: break;
     }
     return "other";
@@ -312,6 +314,7 @@ Request parse_nri_event(std::string_view text) {
         {"RemovePodSandbox", Event::RemovePodSandbox}, {"CreateContainer", Event::CreateContainer},
         {"StartContainer", Event::StartContainer}, {"UpdateContainer", Event::UpdateContainer},
         {"StopContainer", Event::StopContainer}, {"RemoveContainer", Event::RemoveContainer},
+        {"PostUpdateContainer", Event::PostUpdateContainer}, {"UpdatePodSandbox", Event::UpdatePodSandbox},
         {"Synchronize", Event::Other},
     };
     std::string ev = get_string(j, "event", "", true);
@@ -372,6 +375,9 @@ Request parse_nri_event(std::string_view text) {
             r.cgroups_path = get_cgroups_path(*podlinux, "cgroups_path", "/pod/linux");
             if (const json* res = member(*podlinux, "resources")) r.resources = parse_resources(*res, "/pod/linux/resources", true);
         }
+        // UpdatePodSandbox: the pod's new resources
+        if (const json* lr = member(j, "linux_resources"); lr && !lr->is_null())
+            r.resources = parse_resources(*lr, "/linux_resources", true);
     }
     if (r.pid && *r.pid == 0) r.pid.reset();
     fill_names(r);

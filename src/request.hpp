@@ -40,6 +40,7 @@ enum class Event {
     Create, Update, Delete, Pause, Resume,  // v0.1 `state`
     RunPodSandbox, StopPodSandbox, RemovePodSandbox,
     CreateContainer, StartContainer, UpdateContainer, StopContainer, RemoveContainer,
+    PostUpdateContainer, UpdatePodSandbox,  // native NRI: after a container update; pod resize (NRI v0.10+)
     Other,
 };
 const char* event_name(Event e);

@@ -55,31 +55,84 @@ void set_flags(int fd, int fdflags, int flflags) {
 
 uint32_t event_bit(pb::Event e) { return 1u << (int(e) - 1); }
 
-// RunPodSandbox, StopPodSandbox, RemovePodSandbox, CreateContainer, StartContainer,
-// UpdateContainer: 0x01|0x02|0x04|0x08|0x20|0x80 = 0xaf. NRI v0.6-v0.9 reject bits >= 0x800.
-uint32_t subscription_mask() {
-  return event_bit(pb::RUN_POD_SANDBOX) | event_bit(pb::STOP_POD_SANDBOX) |
-         event_bit(pb::REMOVE_POD_SANDBOX) | event_bit(pb::CREATE_CONTAINER) |
-         event_bit(pb::START_CONTAINER) | event_bit(pb::UPDATE_CONTAINER);
+// NRI minor version a runtime speaks (6 = v0.6 ... 12 = v0.12), from ConfigureRequest: the
+// NRI_version field when present (v0.12+: "v0.12.0"), else the runtime's own version:
+// containerd 1.7.0-1.7.25 vendor NRI v0.6, 1.7.26+/2.0/2.1 v0.8, 2.2 v0.10, 2.3 v0.12 (containerd
+// go.mod of each tag). Anything else (iSulad, CRI-O, unknown) is taken as v0.6, the oldest.
+int runtime_nri_minor(const std::string& name, const std::string& version, const std::string& nri_version) {
+  unsigned maj = 0, min = 0, patch = 0;
+  const char* n = nri_version.c_str();
+  if (*n == 'v') ++n;
+  if (!nri_version.empty() && std::sscanf(n, "%u.%u", &maj, &min) == 2 && maj == 0) return int(min);
+  if (name != "containerd") return 6;
+  const char* v = version.c_str();
+  if (*v == 'v') ++v;
+  if (std::sscanf(v, "%u.%u.%u", &maj, &min, &patch) < 2) return 6;
+  if (maj == 1) return min > 7 || (min == 7 && patch >= 26) ? 8 : 6;
+  if (maj == 2) return min >= 3 ? 12 : min == 2 ? 10 : 8;
+  return maj > 2 ? 12 : 6;
 }
 
-// Child-contract event name of a StateChange event, or nullptr when not evaluated.
+// The events nri-qos does something with (and only those, issue #12):
+//   RunPodSandbox(1)        pod knobs, sandbox memo
+//   RemovePodSandbox(3)     memo removed
+//   CreateContainer(4)      adjustment (knobs the runtime applies)
+//   StartContainer(6)       knobs written by nri-qos after start
+//   UpdateContainer(8)      the class's values again, on the updated resources
+//   PostUpdateContainer(9)  knobs written by nri-qos again (the runtime's update may undo them)
+//   UpdatePodSandbox(12)    pod knobs again (NRI v0.10+ only: v0.6-v0.9 runtimes reject bits
+//                           >= 0x800 in Configure, fatal on containerd 1.7.0-1.7.25)
+// = 0x1ad (0x9ad with UpdatePodSandbox).
+constexpr int kUpdatePodSandboxEvent = 12;
+uint32_t subscription_mask(int nri_minor) {
+  uint32_t m = event_bit(pb::RUN_POD_SANDBOX) | event_bit(pb::REMOVE_POD_SANDBOX) | event_bit(pb::CREATE_CONTAINER) |
+               event_bit(pb::START_CONTAINER) | event_bit(pb::UPDATE_CONTAINER) | event_bit(pb::POST_UPDATE_CONTAINER);
+  if (nri_minor >= 10) m |= 1u << (kUpdatePodSandboxEvent - 1);
+  return m;
+}
+
+// Child-contract event name of a StateChange event, or nullptr when not evaluated (not
+// subscribed; a runtime that sends it anyway gets an empty reply).
 const char* state_change_name(pb::Event e) {
   switch (e) {
     case pb::RUN_POD_SANDBOX: return "RunPodSandbox";
-    case pb::STOP_POD_SANDBOX: return "StopPodSandbox";
     case pb::REMOVE_POD_SANDBOX: return "RemovePodSandbox";
     case pb::START_CONTAINER: return "StartContainer";
-    case pb::REMOVE_CONTAINER: return "RemoveContainer";
+    case pb::POST_UPDATE_CONTAINER: return "PostUpdateContainer";
     default: return nullptr;
   }
 }
 
 // Events whose failure may block the workload (on_child_failure "closed" applies). Teardown
-// events (Stop*/Remove*) always fail open: refusing them would wedge pod deletion.
+// events (RemovePodSandbox) always fail open: refusing them would wedge pod deletion;
+// PostUpdateContainer errors are only logged by the runtime.
 bool is_admission(const std::string& ev) {
   return ev == "RunPodSandbox" || ev == "CreateContainer" || ev == "StartContainer" ||
-         ev == "UpdateContainer";
+         ev == "UpdateContainer" || ev == "UpdatePodSandbox";
+}
+
+// The container's resources as the runtime will have them after an UpdateContainer: the
+// request's values over the current ones, where a zero or empty value means "unchanged"
+// (containerd internal/cri/opts/spec_linux_opts.go WithResources, applied to the OCI spec by
+// CRI UpdateContainerResources; NRI passes the CRI request with zero wrappers, containerd
+// internal/cri/nri/nri_api_linux.go fromCRILinuxResources). Percentage knobs resolve on this.
+pb::LinuxResources updated_resources(const pb::LinuxResources& cur, const pb::LinuxResources& req) {
+  pb::LinuxResources r = cur;
+  const pb::LinuxCPU& c = req.cpu();
+  if (c.shares().value() != 0) r.mutable_cpu()->mutable_shares()->set_value(c.shares().value());
+  if (c.quota().value() != 0) r.mutable_cpu()->mutable_quota()->set_value(c.quota().value());
+  if (c.period().value() != 0) r.mutable_cpu()->mutable_period()->set_value(c.period().value());
+  if (!c.cpus().empty()) r.mutable_cpu()->set_cpus(c.cpus());
+  if (!c.mems().empty()) r.mutable_cpu()->set_mems(c.mems());
+  const pb::LinuxMemory& m = req.memory();
+  if (m.limit().value() != 0) {
+    r.mutable_memory()->mutable_limit()->set_value(m.limit().value());
+    if (m.swap().value() == 0 && r.memory().has_swap()) r.mutable_memory()->mutable_swap()->set_value(m.limit().value());
+  }
+  if (m.swap().value() != 0) r.mutable_memory()->mutable_swap()->set_value(m.swap().value());
+  for (const auto& kv : req.unified()) (*r.mutable_unified())[kv.first] = kv.second;
+  if (req.hugepage_limits_size() > 0) *r.mutable_hugepage_limits() = req.hugepage_limits();
+  return r;
 }
 
 std::string snippet(const std::string& s) {
@@ -155,6 +208,7 @@ class Relay {
   uint32_t register_stream_ = 0;
   std::string runtime_name_, runtime_version_;
   int64_t request_timeout_ms_ = 0;
+  int nri_minor_ = 6;
   std::vector<std::string> config_flags_;
   bool fail_closed_ = false;  // cached on_child_failure ("open" by default)
   std::deque<Pending> queue_;
@@ -325,8 +379,8 @@ void Relay::handle_request(uint32_t stream, RequestEnvelope& req) {
     if (o_.debug) logf("Shutdown requested by the runtime");
     reply_ok(stream, std::string());
     shutdown_ = true;
-  } else if (m == "CreateContainer" || m == "UpdateContainer" || m == "StopContainer" ||
-             m == "StateChange") {
+  } else if (m == "CreateContainer" || m == "UpdateContainer" || m == "StateChange" ||
+             (m == "UpdatePodSandbox" && nri_minor_ >= 10)) {
     Pending p;
     p.stream = stream;
     p.method = m;
@@ -352,6 +406,7 @@ void Relay::on_configure(uint32_t stream, const std::string& payload) {
   }
   runtime_name_ = req.runtime_name();
   runtime_version_ = req.runtime_version();
+  nri_minor_ = runtime_nri_minor(runtime_name_, runtime_version_, req.nri_version());
   request_timeout_ms_ = req.request_timeout();
   config_flags_.clear();
   if (o_.config_to_child_flags && !req.config().empty()) {
@@ -403,11 +458,11 @@ void Relay::on_configure(uint32_t stream, const std::string& payload) {
   sup_.set_flags(config_flags_);
   configured_ = true;
   pb::ConfigureResponse rsp;
-  rsp.set_events(int32_t(subscription_mask()));
+  rsp.set_events(int32_t(subscription_mask(nri_minor_)));
   reply_ok(stream, rsp.SerializeAsString());
   if (o_.debug) {
-    logf("configured by %s %s, events 0x%x", runtime_name_.c_str(), runtime_version_.c_str(),
-         subscription_mask());
+    logf("configured by %s %s (NRI v0.%d), events 0x%x", runtime_name_.c_str(), runtime_version_.c_str(), nri_minor_,
+         subscription_mask(nri_minor_));
   }
 }
 
@@ -445,7 +500,7 @@ bool Relay::prepare(Pending& p, Current& c) {
   const pb::Container* ctr = nullptr;
   pb::CreateContainerRequest creq;
   pb::UpdateContainerRequest ureq;
-  pb::StopContainerRequest sreq;
+  pb::UpdatePodSandboxRequest preq;
   pb::StateChangeEvent sc;
   bool ok = true;
   if (p.method == "CreateContainer") {
@@ -458,12 +513,15 @@ bool Relay::prepare(Pending& p, Current& c) {
     c.event = "UpdateContainer";
     pod = &ureq.pod();
     ctr = ureq.has_container() ? &ureq.container() : nullptr;
-    if (ureq.has_linux_resources()) ev["linux_resources"] = resources_to_json(ureq.linux_resources());
-  } else if (p.method == "StopContainer") {
-    ok = sreq.ParseFromString(p.payload);
-    c.event = "StopContainer";
-    pod = &sreq.pod();
-    ctr = sreq.has_container() ? &sreq.container() : nullptr;
+    if (ok && ureq.has_linux_resources()) {
+      ev["linux_resources"] = resources_to_json(updated_resources(
+          ctr && ctr->has_linux() ? ctr->linux().resources() : pb::LinuxResources(), ureq.linux_resources()));
+    }
+  } else if (p.method == "UpdatePodSandbox") {
+    ok = preq.ParseFromString(p.payload);
+    c.event = "UpdatePodSandbox";
+    pod = &preq.pod();
+    if (ok && preq.has_linux_resources()) ev["linux_resources"] = resources_to_json(preq.linux_resources());
   } else {  // StateChange
     ok = sc.ParseFromString(p.payload);
     const char* name = ok ? state_change_name(sc.event()) : "StateChange";

@@ -60,12 +60,13 @@ void relay_options_from_env(RelayOptions& o, const char* argv0);
 
 /// Run the relay until the runtime goes away. Sends RegisterPlugin first thing (before any
 /// step that could block or fail), then serves the NRI Plugin service in one single-threaded
-/// poll() loop: Configure (subscribes RunPodSandbox, StopPodSandbox, RemovePodSandbox,
-/// CreateContainer, StartContainer, UpdateContainer = mask 0xaf), Synchronize (empty update),
-/// Shutdown, CreateContainer, UpdateContainer, StopContainer, StateChange; any other
-/// method/service gets status 12 UNIMPLEMENTED. Each event is evaluated in a child (see
-/// docs/native-nri.md for the stdin/stdout JSON contract), one at a time, with a hard deadline
-/// (SIGKILL to the child's process group); every child is reaped.
+/// poll() loop: Configure (subscribes RunPodSandbox, RemovePodSandbox, CreateContainer,
+/// StartContainer, UpdateContainer, PostUpdateContainer = mask 0x1ad, plus UpdatePodSandbox
+/// 0x800 on NRI v0.10+ runtimes), Synchronize (empty update), Shutdown, CreateContainer,
+/// UpdateContainer, UpdatePodSandbox, StateChange; any other method/service gets status 12
+/// UNIMPLEMENTED. Each event is evaluated in a process of its own (evaluator.hpp; see
+/// docs/native-nri.md for the JSON contract), one at a time, with a hard deadline (SIGKILL to
+/// the evaluator's process group); every child is reaped.
 /// Writes only to stderr (never stdout). Returns 0 on EOF / connection close / Shutdown, 1
 /// when no connection could be obtained (bad fd, connect failure) or on a fatal protocol error
 /// (mux frame > 16 MiB). Never throws.

@@ -204,7 +204,8 @@ class FakeRuntime {
   }
 
   // Answer RegisterPlugin and run Configure; returns the subscribed event mask.
-  int handshake(const std::string& config = "") {
+  int handshake(const std::string& config = "", const std::string& version = "1.7.24~ds1",
+                const std::string& nri_version = "") {
     nri::TtrpcMessage m;
     REQUIRE(next(nri::kRuntimeServiceConn, m));
     REQUIRE(m.type == nri::kTtrpcRequest);
@@ -215,7 +216,8 @@ class FakeRuntime {
     pb::ConfigureRequest cfg;
     cfg.set_config(config);
     cfg.set_runtime_name("containerd");
-    cfg.set_runtime_version("1.7.24~ds1");
+    cfg.set_runtime_version(version);
+    if (!nri_version.empty()) cfg.set_nri_version(nri_version);
     request(1, "Configure", cfg.SerializeAsString(), 1999972404);
     nri::ResponseEnvelope r = reply(1);
     REQUIRE(r.code == 0);
@@ -392,15 +394,45 @@ TEST_CASE("relay: RegisterPlugin is the first thing on the wire", "[nri][relay]"
   CHECK(rt.close_and_wait() == 0);
 }
 
-TEST_CASE("relay: Configure subscribes the QoS events, never bits >= 0x800", "[nri][relay]") {
+TEST_CASE("relay: Configure subscribes exactly the handled events; bits >= 0x800 only for NRI v0.10+", "[nri][relay]") {
   TempDir t;
-  FakeRuntime rt(child_opts(t.path));
-  int mask = rt.handshake();
-  // RunPodSandbox(1) StopPodSandbox(2) RemovePodSandbox(3) CreateContainer(4)
-  // StartContainer(6) UpdateContainer(8): bit = 1 << (event - 1)
-  CHECK(mask == 0xaf);
-  CHECK((mask & ~0x7ff) == 0);
-  CHECK(rt.close_and_wait() == 0);
+  // RunPodSandbox(1) RemovePodSandbox(3) CreateContainer(4) StartContainer(6) UpdateContainer(8)
+  // PostUpdateContainer(9): bit = 1 << (event - 1); UpdatePodSandbox(12) = 0x800.
+  struct Case {
+    const char* version;
+    const char* nri;
+    int mask;
+  } cases[] = {
+      {"1.7.24~ds1", "", 0x1ad},  // NRI v0.6: 0x800 would fail Configure (fatal for containerd)
+      {"1.7.26", "", 0x1ad},      // v0.8
+      {"2.1.9~ds1", "", 0x1ad},   // v0.8
+      {"v2.2.0", "", 0x9ad},      // v0.10: UpdatePodSandbox
+      {"2.3.0", "v0.12.0", 0x9ad},
+      {"9.9", "v0.9.0", 0x1ad},   // NRI_version wins over the runtime's version
+      {"1.9.0", "", 0x1ad},       // unknown containerd 1.x after 1.7: v0.8
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.version, c.nri);
+    FakeRuntime rt(child_opts(t.path));
+    CHECK(rt.handshake("", c.version, c.nri) == c.mask);
+    CHECK(rt.close_and_wait() == 0);
+  }
+  FakeRuntime other(child_opts(t.path));  // another runtime (iSulad, CRI-O): the oldest NRI
+  int mask = 0;
+  {
+    nri::TtrpcMessage m;
+    REQUIRE(other.next(nri::kRuntimeServiceConn, m));
+    pb::ConfigureRequest cfg;
+    cfg.set_runtime_name("iSulad");
+    cfg.set_runtime_version("2.2.0");
+    other.request(1, "Configure", cfg.SerializeAsString());
+    nri::ResponseEnvelope r = other.reply(1);
+    pb::ConfigureResponse cr;
+    REQUIRE(cr.ParseFromString(r.payload));
+    mask = cr.events();
+  }
+  CHECK(mask == 0x1ad);
+  CHECK(other.close_and_wait() == 0);
 }
 
 TEST_CASE("relay: CreateContainer is evaluated by the child and adjusted", "[nri][relay]") {
@@ -585,7 +617,7 @@ TEST_CASE("relay: child errors, hangs, garbage and crashes", "[nri][relay]") {
   CHECK_THAT(slurp(t.path + "/relay.log"), !Catch::Contains("internal error"));
 }
 
-TEST_CASE("relay: UpdateContainer, StateChange, StopContainer, Synchronize", "[nri][relay]") {
+TEST_CASE("relay: UpdateContainer, StateChange, PostUpdateContainer, Synchronize", "[nri][relay]") {
   const bool fork_mode = GENERATE(false, true);
   CAPTURE(fork_mode);
   TempDir t;
@@ -595,7 +627,18 @@ TEST_CASE("relay: UpdateContainer, StateChange, StopContainer, Synchronize", "[n
   pb::UpdateContainerRequest up;
   *up.mutable_pod() = make_pod("");
   up.mutable_container()->set_id("ctr-up");
-  up.mutable_linux_resources()->mutable_cpu()->mutable_quota()->set_value(50000);
+  // the container as it is: shares 2 (the class's), quota 50000, 64 MiB
+  auto* cur = up.mutable_container()->mutable_linux()->mutable_resources();
+  cur->mutable_cpu()->mutable_shares()->set_value(2);
+  cur->mutable_cpu()->mutable_quota()->set_value(50000);
+  cur->mutable_cpu()->mutable_period()->set_value(100000);
+  cur->mutable_memory()->mutable_limit()->set_value(64 << 20);
+  // an in-place resize as containerd passes it (zero wrappers = unchanged): quota 80000, 128 MiB
+  auto* req = up.mutable_linux_resources();
+  req->mutable_cpu()->mutable_shares()->set_value(0);
+  req->mutable_cpu()->mutable_quota()->set_value(80000);
+  req->mutable_cpu()->mutable_period()->set_value(0);
+  req->mutable_memory()->mutable_limit()->set_value(128 << 20);
   rt.request(3, "UpdateContainer", up.SerializeAsString());
   nri::ResponseEnvelope r = rt.reply(3);
   REQUIRE(r.code == 0);
@@ -607,7 +650,25 @@ TEST_CASE("relay: UpdateContainer, StateChange, StopContainer, Synchronize", "[n
   CHECK(ursp.update(0).linux().resources().unified().at("memory.high") == "1000");
   json in = json::parse(slurp(t.path + "/stdin.json"));
   CHECK(in["event"] == "UpdateContainer");
+  // what the resources will be after the update: the request's values over the current ones
+  CHECK(in["linux_resources"]["cpu"]["quota"]["value"] == 80000);
+  CHECK(in["linux_resources"]["cpu"]["shares"]["value"] == 2);
+  CHECK(in["linux_resources"]["cpu"]["period"]["value"] == 100000);
+  CHECK(in["linux_resources"]["memory"]["limit"]["value"] == 128 << 20);
+  CHECK(in["container"]["linux"]["resources"]["cpu"]["quota"]["value"] == 50000);
+
+  // the static CPU manager's update: cpuset only; everything else stays
+  pb::UpdateContainerRequest cpuset = up;
+  cpuset.mutable_linux_resources()->mutable_cpu()->mutable_quota()->set_value(0);
+  cpuset.mutable_linux_resources()->mutable_memory()->mutable_limit()->set_value(0);
+  cpuset.mutable_linux_resources()->mutable_cpu()->set_cpus("0-1");
+  rt.request(17, "UpdateContainer", cpuset.SerializeAsString());
+  REQUIRE(rt.reply(17).code == 0);
+  in = json::parse(slurp(t.path + "/stdin.json"));
+  CHECK(in["linux_resources"]["cpu"]["cpus"] == "0-1");
+  CHECK(in["linux_resources"]["cpu"]["shares"]["value"] == 2);
   CHECK(in["linux_resources"]["cpu"]["quota"]["value"] == 50000);
+  CHECK(in["linux_resources"]["memory"]["limit"]["value"] == 64 << 20);
 
   pb::StateChangeEvent ev;
   ev.set_event(pb::RUN_POD_SANDBOX);
@@ -635,14 +696,24 @@ TEST_CASE("relay: UpdateContainer, StateChange, StopContainer, Synchronize", "[n
   CHECK(rt.reply(9).code == 0);
   CHECK(slurp(t.path + "/stdin.json").empty());
 
-  pb::StopContainerRequest stop;
-  *stop.mutable_pod() = make_pod("");
-  stop.mutable_container()->set_id("ctr-stop");
-  rt.request(11, "StopContainer", stop.SerializeAsString());
+  // not subscribed any more (nothing to do there): StopPodSandbox answered without a child,
+  // StopContainer is not a method nri-qos serves
+  ev.set_event(pb::STOP_POD_SANDBOX);
+  rt.request(19, "StateChange", ev.SerializeAsString());
+  CHECK(rt.reply(19).code == 0);
+  CHECK(slurp(t.path + "/stdin.json").empty());
+  rt.request(21, "StopContainer", "");
+  CHECK(rt.reply(21).code == 12);
+
+  ev.set_event(pb::POST_UPDATE_CONTAINER);
+  ev.mutable_container()->set_id("ctr-postupdate");
+  rt.request(11, "StateChange", ev.SerializeAsString());
   r = rt.reply(11);
   CHECK(r.code == 0);
   CHECK(r.payload.empty());
-  CHECK(json::parse(slurp(t.path + "/stdin.json"))["event"] == "StopContainer");
+  in = json::parse(slurp(t.path + "/stdin.json"));
+  CHECK(in["event"] == "PostUpdateContainer");
+  CHECK(in["container"]["id"] == "ctr-postupdate");
 
   pb::SynchronizeRequest sync;
   sync.set_more(true);
@@ -658,6 +729,34 @@ TEST_CASE("relay: UpdateContainer, StateChange, StopContainer, Synchronize", "[n
   CHECK(r.code == 0);
   CHECK(r.payload.empty());
   CHECK(rt.close_and_wait() == 0);
+}
+
+TEST_CASE("relay: UpdatePodSandbox (NRI v0.10+) is evaluated; older runtimes never send it", "[nri][relay]") {
+  TempDir t;
+  pb::UpdatePodSandboxRequest req;
+  *req.mutable_pod() = make_pod("");
+  req.mutable_linux_resources()->mutable_cpu()->mutable_quota()->set_value(200000);
+  SECTION("containerd 2.2") {
+    FakeRuntime rt(child_opts(t.path));
+    REQUIRE(rt.handshake("", "2.2.0") == 0x9ad);
+    rt.request(3, "UpdatePodSandbox", req.SerializeAsString());
+    nri::ResponseEnvelope r = rt.reply(3);
+    CHECK(r.code == 0);
+    CHECK(r.payload.empty());  // UpdatePodSandboxResponse{}
+    json in = json::parse(slurp(t.path + "/stdin.json"));
+    CHECK(in["event"] == "UpdatePodSandbox");
+    CHECK(in["linux_resources"]["cpu"]["quota"]["value"] == 200000);
+    CHECK_FALSE(in.contains("container"));
+    CHECK(rt.close_and_wait() == 0);
+  }
+  SECTION("containerd 2.1: not subscribed, not served") {
+    FakeRuntime rt(child_opts(t.path));
+    REQUIRE(rt.handshake("", "2.1.9") == 0x1ad);
+    rt.request(3, "UpdatePodSandbox", req.SerializeAsString());
+    CHECK(rt.reply(3).code == 12);
+    CHECK(slurp(t.path + "/stdin.json").empty());
+    CHECK(rt.close_and_wait() == 0);
+  }
 }
 
 TEST_CASE("relay: unknown methods and services answer UNIMPLEMENTED", "[nri][relay]") {
@@ -946,6 +1045,114 @@ TEST_CASE("relay (fork): the real pipeline reads the policy file's current conte
   CHECK(shares(7) == 5);
   CHECK(rt.close_and_wait() == 0);
   CHECK_THAT(slurp(t.path + "/relay.log"), !Catch::Contains("failed"));
+}
+
+namespace {
+
+// A relay with the real pipeline in fork mode on a scratch tree of `layout`, with `policy`.
+struct RealRelay {
+  TempDir t;
+  std::unique_ptr<FakeRuntime> rt;
+  RealRelay(const std::string& policy, nriqos::Layout layout, const std::vector<std::string>& files) {
+    for (const char* d : {"/cg", "/state", "/cache", "/proc"}) mkdir((t.path + d).c_str(), 0755);
+    for (const auto& f : files) {
+      std::string cmd = "mkdir -p \"$(dirname '" + t.path + "/cg/" + f + "')\" && echo 0 > '" + t.path + "/cg/" + f + "'";
+      REQUIRE(system(cmd.c_str()) == 0);
+    }
+    put_file(t.path + "/p.toml", policy);
+    nriqos::Options eo;
+    eo.cgroup_root = t.path + "/cg";
+    eo.proc_root = t.path + "/proc";
+    eo.resctrl_root = t.path + "/resctrl";
+    eo.state_dir = t.path + "/state";
+    eo.cache_dir = t.path + "/cache";
+    eo.policy = t.path + "/p.toml";
+    eo.policy_from_flag = true;
+    eo.layout = layout;
+    nri::RelayOptions o = child_opts(t.path, 1500, true);
+    o.inproc = nri::pipeline_evaluator(eo);
+    rt.reset(new FakeRuntime(o, t.path + "/relay.log"));
+    rt->handshake("", "2.1.9~ds1");
+  }
+  std::string cg(const std::string& rel) { return slurp(t.path + "/cg/" + rel); }
+};
+
+pb::Container burstable_ctr(int64_t quota, int64_t mem) {
+  pb::Container c;
+  c.set_id("ctr-u");
+  c.set_pod_sandbox_id("sb-");
+  c.set_name("app");
+  c.set_pid(4242);
+  auto* r = c.mutable_linux()->mutable_resources();
+  r->mutable_cpu()->mutable_shares()->set_value(512);
+  r->mutable_cpu()->mutable_quota()->set_value(quota);
+  r->mutable_cpu()->mutable_period()->set_value(100000);
+  r->mutable_memory()->mutable_limit()->set_value(mem);
+  c.mutable_linux()->set_cgroups_path("/kubepods/burstable/podu/ctr-u");
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("relay (real pipeline): updates keep the class in force; percentages follow the new limits", "[nri][relay]") {
+  const std::string policy =
+      "version = 1\n[settings]\ndefault_class = \"C\"\n[classes.C.container]\n"
+      "cpu_shares = 2\ncpu_burst_us = \"100%\"\nmemory_high = \"90%\"\n";
+  SECTION("cgroup v1: shares in the update; burst (written by nri-qos) again after the update") {
+    RealRelay rr(policy, nriqos::Layout::V1, {"cpu/kubepods/burstable/podu/ctr-u/cpu.cfs_burst_us"});
+    FakeRuntime& rt = *rr.rt;
+    // the static CPU manager: cpuset only (zero wrappers)
+    pb::UpdateContainerRequest up;
+    *up.mutable_pod() = make_pod("");
+    *up.mutable_container() = burstable_ctr(50000, 64 << 20);
+    auto* lr = up.mutable_linux_resources();
+    lr->mutable_cpu()->mutable_shares()->set_value(0);
+    lr->mutable_cpu()->mutable_quota()->set_value(0);
+    lr->mutable_memory()->mutable_limit()->set_value(0);
+    lr->mutable_cpu()->set_cpus("1");
+    rt.request(3, "UpdateContainer", up.SerializeAsString());
+    nri::ResponseEnvelope r = rt.reply(3);
+    REQUIRE(r.code == 0);
+    pb::UpdateContainerResponse rsp;
+    REQUIRE(rsp.ParseFromString(r.payload));
+    REQUIRE(rsp.update_size() == 1);
+    CHECK(rsp.update(0).linux().resources().cpu().shares().value() == 2);  // BE-like shares stay 2
+    // after the runtime's update (resize to quota 80000): the burst follows the new quota
+    pb::StateChangeEvent post;
+    post.set_event(pb::POST_UPDATE_CONTAINER);
+    *post.mutable_pod() = make_pod("");
+    *post.mutable_container() = burstable_ctr(80000, 128 << 20);
+    rt.request(5, "StateChange", post.SerializeAsString());
+    CHECK(rt.reply(5).code == 0);
+    CHECK(rr.cg("cpu/kubepods/burstable/podu/ctr-u/cpu.cfs_burst_us") == "80000");
+    CHECK(rt.close_and_wait() == 0);
+    CHECK_THAT(slurp(rr.t.path + "/relay.log"), !Catch::Contains("failed"));
+  }
+  SECTION("cgroup v2: memory.high and cpu.max.burst of the resized limits travel in the update") {
+    RealRelay rr(policy, nriqos::Layout::V2,
+                 {"kubepods/burstable/podu/memory.high", "kubepods/burstable/podu/cpu.max.burst",
+                  "kubepods/burstable/podu/ctr-u/memory.high"});
+    FakeRuntime& rt = *rr.rt;
+    pb::UpdateContainerRequest up;
+    *up.mutable_pod() = make_pod("");
+    *up.mutable_container() = burstable_ctr(50000, 64 << 20);
+    auto* lr = up.mutable_linux_resources();  // in-place resize: quota 80000, 128 MiB
+    lr->mutable_cpu()->mutable_shares()->set_value(1024);
+    lr->mutable_cpu()->mutable_quota()->set_value(80000);
+    lr->mutable_cpu()->mutable_period()->set_value(100000);
+    lr->mutable_memory()->mutable_limit()->set_value(128 << 20);
+    rt.request(3, "UpdateContainer", up.SerializeAsString());
+    nri::ResponseEnvelope r = rt.reply(3);
+    REQUIRE(r.code == 0);
+    pb::UpdateContainerResponse rsp;
+    REQUIRE(rsp.ParseFromString(r.payload));
+    REQUIRE(rsp.update_size() == 1);
+    const auto& res = rsp.update(0).linux().resources();
+    CHECK(res.cpu().shares().value() == 2);
+    CHECK(res.unified().at("memory.high") == std::to_string((int64_t(128) << 20) * 90 / 100));
+    CHECK(res.unified().at("cpu.max.burst") == "80000");
+    CHECK(rt.close_and_wait() == 0);
+  }
 }
 
 TEST_CASE("relay: Shutdown is answered, then the relay exits 0", "[nri][relay]") {
