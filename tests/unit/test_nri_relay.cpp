@@ -1053,7 +1053,8 @@ namespace {
 struct RealRelay {
   TempDir t;
   std::unique_ptr<FakeRuntime> rt;
-  RealRelay(const std::string& policy, nriqos::Layout layout, const std::vector<std::string>& files) {
+  RealRelay(const std::string& policy, nriqos::Layout layout, const std::vector<std::string>& files,
+            const std::string& runtime_version = "2.1.9~ds1") {
     for (const char* d : {"/cg", "/state", "/cache", "/proc"}) mkdir((t.path + d).c_str(), 0755);
     for (const auto& f : files) {
       std::string cmd = "mkdir -p \"$(dirname '" + t.path + "/cg/" + f + "')\" && echo 0 > '" + t.path + "/cg/" + f + "'";
@@ -1072,7 +1073,9 @@ struct RealRelay {
     nri::RelayOptions o = child_opts(t.path, 1500, true);
     o.inproc = nri::pipeline_evaluator(eo);
     rt.reset(new FakeRuntime(o, t.path + "/relay.log"));
-    rt->handshake("", "2.1.9~ds1");
+    mkdir((t.path + "/proc/4242").c_str(), 0755);
+    put_file(t.path + "/proc/4242/oom_score_adj", "0");
+    rt->handshake("", runtime_version);
   }
   std::string cg(const std::string& rel) { return slurp(t.path + "/cg/" + rel); }
 };
@@ -1152,6 +1155,56 @@ TEST_CASE("relay (real pipeline): updates keep the class in force; percentages f
     CHECK(res.unified().at("memory.high") == std::to_string((int64_t(128) << 20) * 90 / 100));
     CHECK(res.unified().at("cpu.max.burst") == "80000");
     CHECK(rt.close_and_wait() == 0);
+  }
+}
+
+TEST_CASE("relay (real pipeline): oom_score_adj as an adjustment on NRI 0.8+, written after start on 0.6", "[nri][relay]") {
+  const std::string policy =
+      "version = 1\n[settings]\ndefault_class = \"BE\"\n[classes.BE.container]\ncpu_shares = 2\noom_score_adj = 1000\n";
+  auto run = [&](const std::string& version, bool want_adjusted) {
+    RealRelay rr(policy, nriqos::Layout::V1, {}, version);
+    FakeRuntime& rt = *rr.rt;
+    pb::CreateContainerRequest create;
+    *create.mutable_pod() = make_pod("");
+    *create.mutable_container() = burstable_ctr(50000, 64 << 20);
+    create.mutable_container()->set_pid(0);
+    rt.request(3, "CreateContainer", create.SerializeAsString());
+    nri::ResponseEnvelope r = rt.reply(3);
+    REQUIRE(r.code == 0);
+    pb::CreateContainerResponse rsp;
+    REQUIRE(rsp.ParseFromString(r.payload));
+    CHECK(rsp.adjust().linux().has_oom_score_adj() == want_adjusted);
+    if (want_adjusted) CHECK(rsp.adjust().linux().oom_score_adj().value() == 1000);
+    pb::StateChangeEvent start;
+    start.set_event(pb::START_CONTAINER);
+    *start.mutable_pod() = make_pod("");
+    *start.mutable_container() = burstable_ctr(50000, 64 << 20);
+    rt.request(5, "StateChange", start.SerializeAsString());
+    REQUIRE(rt.reply(5).code == 0);
+    std::string after_start = slurp(rr.t.path + "/proc/4242/oom_score_adj");
+    // an UpdateContainer never writes it; PostUpdateContainer writes it again where nri-qos
+    // owns it (NRI 0.6), so whatever the runtime's update did, the class's value stays
+    put_file(rr.t.path + "/proc/4242/oom_score_adj", "-997");  // as if something had reset it
+    pb::UpdateContainerRequest up;
+    *up.mutable_pod() = make_pod("");
+    *up.mutable_container() = burstable_ctr(50000, 64 << 20);
+    up.mutable_linux_resources()->mutable_cpu()->set_cpus("0");
+    rt.request(7, "UpdateContainer", up.SerializeAsString());
+    REQUIRE(rt.reply(7).code == 0);
+    std::string after_update = slurp(rr.t.path + "/proc/4242/oom_score_adj");
+    pb::StateChangeEvent post = start;
+    post.set_event(pb::POST_UPDATE_CONTAINER);
+    rt.request(9, "StateChange", post.SerializeAsString());
+    REQUIRE(rt.reply(9).code == 0);
+    std::string after_post = slurp(rr.t.path + "/proc/4242/oom_score_adj");
+    CHECK(rt.close_and_wait() == 0);
+    return std::vector<std::string>{after_start, after_update, after_post};
+  };
+  SECTION("containerd 1.7.24 (NRI 0.6): written at StartContainer and again after an update") {
+    CHECK(run("1.7.24~ds1", false) == std::vector<std::string>{"1000", "-997", "1000"});
+  }
+  SECTION("containerd 2.1.9 (NRI 0.8): in the adjustment; nri-qos never writes it") {
+    CHECK(run("2.1.9~ds1", true) == std::vector<std::string>{"0", "-997", "-997"});
   }
 }
 
