@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <memory>
 
+#include "policy_cache.hpp"
 #include "request.hpp"
 #include "sandbox.hpp"
 
@@ -90,6 +91,13 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
       if (o.debug || !sb.seccomp) note += (note.empty() ? "" : "; ") + std::string("sandbox: ") + sb.summary();
     }
     return note;
+  };
+  e.probe_fail_mode = [opts]() -> int {
+    try {
+      return nriqos::load_policy(opts->policy, opts->cache_dir).fail_closed ? 1 : 0;
+    } catch (...) {
+      return -1;  // no policy or a broken one: the relay keeps what it knows
+    }
   };
   e.detach = []() -> std::string {
     const nriqos::SandboxStatus* sb = nriqos::installed_sandbox();

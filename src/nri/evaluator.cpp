@@ -51,6 +51,9 @@ constexpr char kMagic[4] = {'N', 'Q', 'E', 'V'};
 constexpr size_t kSpares = 1;
 // A zygote that does not answer a request within this time is replaced.
 constexpr int64_t kZygoteAnswerMs = 1000;
+// Messages zygote -> relay: {kind, value}, two int32.
+constexpr int32_t kMsgFailMode = 1;  // value: the policy's fail mode, 1 closed, 0 open, -1 unknown
+constexpr int32_t kMsgSpare = 2;     // value: the spare's pid, or -errno
 // Control socket fd number inside the zygote.
 constexpr int kZygoteCtl = 3;
 
@@ -159,9 +162,9 @@ void reset_signals() {
   }
 }
 
-// The zygote: confined once, then clones one spare per request on its control socket. A request
-// is one byte with two fds (SCM_RIGHTS: the spare's stdin read end, stdout write end); the answer
-// is the spare's pid (int32), or -errno.
+// The zygote: confined once; clones a prober that tells the relay the policy's fail mode, then one
+// spare per request on its control socket. A request is one byte with two fds (SCM_RIGHTS: the
+// spare's stdin read end, stdout write end); the answer is the spare's pid, or -errno.
 [[noreturn]] void zygote_main(int ctl, pid_t relay, const InProcessEval& ev, const std::vector<std::string>& flags) {
   reset_signals();
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -172,6 +175,21 @@ void reset_signals() {
   try {
     std::string note = ev.prepare ? ev.prepare(flags, true) : std::string();
     if (!note.empty()) logf("evaluator zygote: %s", note.c_str());
+    // The policy's fail mode, so that even the first event after a start fails the way the
+    // policy says when its evaluation crashes or times out (issue #12 §4). Loading the policy
+    // can take seconds (a large one without a compiled cache): a clone of ours does it and
+    // sends it on our socket (one datagram: atomic) while we serve.
+    if (ev.probe_fail_mode) {
+      long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, nullptr, nullptr, 0);
+      if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != relay) _exit(0);
+        // Confined like the zygote (it reads only the operator's policy, no pod data).
+        int32_t msg[2] = {kMsgFailMode, int32_t(ev.probe_fail_mode())};
+        ssize_t w = send(kZygoteCtl, msg, sizeof msg, MSG_NOSIGNAL);
+        _exit(w == ssize_t(sizeof msg) ? 0 : 1);
+      }
+    }
     for (;;) {
       char byte = 0;
       struct iovec iov = {&byte, 1};
@@ -198,17 +216,15 @@ void reset_signals() {
           ++nfds;
         }
       }
-      int32_t answer;
-      if (nfds != 2) {
-        answer = -EINVAL;
-      } else {
+      int32_t answer[2] = {kMsgSpare, -EINVAL};
+      if (nfds == 2) {
         long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, nullptr, nullptr, 0);
         if (pid == 0) cloned_spare(fds[0], fds[1], relay, ev);
-        answer = pid < 0 ? -errno : int32_t(pid);
+        answer[1] = pid < 0 ? -errno : int32_t(pid);
       }
       for (int fd : fds)
         if (fd >= 0) close(fd);
-      if (send(kZygoteCtl, &answer, sizeof answer, MSG_NOSIGNAL) != ssize_t(sizeof answer)) _exit(0);
+      if (send(kZygoteCtl, answer, sizeof answer, MSG_NOSIGNAL) != ssize_t(sizeof answer)) _exit(0);
     }
   } catch (...) {
     _exit(70);
@@ -393,17 +409,23 @@ bool Supervisor::ask_zygote() {
 }
 
 void Supervisor::zygote_answers() {
-  while (zyg_ctl_ >= 0 && !zyg_pending_.empty()) {
-    int32_t answer = 0;
-    ssize_t n = recv(zyg_ctl_, &answer, sizeof answer, 0);
+  while (zyg_ctl_ >= 0) {
+    int32_t msg[2] = {0, 0};
+    ssize_t n = recv(zyg_ctl_, msg, sizeof msg, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    if (n != ssize_t(sizeof answer)) {
+    bool ok = n == ssize_t(sizeof msg) && (msg[0] == kMsgFailMode || (msg[0] == kMsgSpare && !zyg_pending_.empty()));
+    if (!ok) {
       retire_zygote(n == 0 ? "closed its socket" : "sent a malformed answer");
       ++zyg_deaths_;
       zyg_backoff_until_ = zyg_deaths_ > 1 ? now_ms() + 1000 : 0;
       return;
     }
+    if (msg[0] == kMsgFailMode) {
+      if (msg[1] >= 0) policy_fail_mode_ = msg[1];
+      continue;
+    }
+    int32_t answer = msg[1];
     Proc p = zyg_pending_.front();
     zyg_pending_.pop_front();
     if (!zyg_pending_.empty()) zyg_asked_ms_ = now_ms();

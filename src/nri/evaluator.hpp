@@ -49,6 +49,10 @@ struct InProcessEval {
   /// fd 1. `budget_ms` is the evaluator's own deadline (the relay SIGKILLs `kChildMarginMs`
   /// later). Returns the exit status.
   std::function<int(int budget_ms)> evaluate;
+  /// In a prober cloned by the zygote (confined as the zygote): the policy's fail mode
+  /// (settings.fail): 1 closed, 0 open, -1 unknown (no policy, broken). Told to the relay as
+  /// soon as known, usually before the first event (optional).
+  std::function<int()> probe_fail_mode;
 };
 
 /// Settings of the supervisor (filled by the relay from RelayOptions).
@@ -121,6 +125,14 @@ class Supervisor {
   /// Evaluator processes started so far (exec'd, forked or cloned), and zygotes.
   uint64_t started() const { return started_; }
   uint64_t zygotes_started() const { return zygotes_; }
+  /// The policy's fail mode as a new zygote found it (1 closed, 0 open), once per report; false
+  /// when nothing new was reported.
+  bool take_policy_fail_mode(int& mode) {
+    if (policy_fail_mode_ < 0) return false;
+    mode = policy_fail_mode_;
+    policy_fail_mode_ = -1;
+    return true;
+  }
 
  private:
   struct Proc {
@@ -156,6 +168,7 @@ class Supervisor {
   uint64_t zyg_gen_ = 0;
   std::deque<Proc> zyg_pending_;  // asked for, pid not known yet (fds are ours already)
   int64_t zyg_asked_ms_ = 0;
+  int policy_fail_mode_ = -1;
   int zyg_deaths_ = 0;
   int64_t zyg_backoff_until_ = 0;
   std::deque<Proc> spares_;       // ready: pid known, own process group

@@ -785,7 +785,13 @@ int Relay::run() {
     if (pfd[0].revents & POLLOUT) flush_out();
     if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) read_trunk();
     Outcome oc;
-    if (sup_.service(pfd + 1, oc)) finish_event(oc);
+    bool ended = sup_.service(pfd + 1, oc);
+    int mode = 0;
+    if (sup_.take_policy_fail_mode(mode) && fail_closed_ != (mode == 1)) {
+      fail_closed_ = mode == 1;
+      if (o_.debug || fail_closed_) logf("policy fail mode: %s (reported by the evaluator zygote)", fail_closed_ ? "closed" : "open");
+    }
+    if (ended) finish_event(oc);
   }
   sup_.stop_all();
   if (o_.debug) logf("exiting after %llu events", (unsigned long long)events_);

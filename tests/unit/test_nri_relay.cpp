@@ -205,7 +205,7 @@ class FakeRuntime {
 
   // Answer RegisterPlugin and run Configure; returns the subscribed event mask.
   int handshake(const std::string& config = "", const std::string& version = "1.7.24~ds1",
-                const std::string& nri_version = "") {
+                const std::string& nri_version = "", int64_t request_timeout_ms = 0) {
     nri::TtrpcMessage m;
     REQUIRE(next(nri::kRuntimeServiceConn, m));
     REQUIRE(m.type == nri::kTtrpcRequest);
@@ -218,6 +218,7 @@ class FakeRuntime {
     cfg.set_runtime_name("containerd");
     cfg.set_runtime_version(version);
     if (!nri_version.empty()) cfg.set_nri_version(nri_version);
+    if (request_timeout_ms > 0) cfg.set_request_timeout(request_timeout_ms);
     request(1, "Configure", cfg.SerializeAsString(), 1999972404);
     nri::ResponseEnvelope r = reply(1);
     REQUIRE(r.code == 0);
@@ -311,8 +312,7 @@ nri::InProcessEval fake_inproc(const std::string& dir) {
     std::string out;
     if (has("\"mode\":\"hang\"")) {
       put_file(dir + "/hang.pid", std::to_string(getpid()));
-      sleep(30);
-      return 0;
+      for (;;) sleep(30);  // spins where the sandbox refuses nanosleep; killed at the deadline
     } else if (has("\"mode\":\"garbage\"")) {
       out = "this is not json\n";
     } else if (has("\"mode\":\"crash\"")) {
@@ -1207,6 +1207,66 @@ TEST_CASE("relay (real pipeline): oom_score_adj as an adjustment on NRI 0.8+, wr
   }
   SECTION("containerd 2.1.9 (NRI 0.8): in the adjustment; nri-qos never writes it") {
     CHECK(run("2.1.9~ds1", true) == std::vector<std::string>{"0", "-997", "-997"});
+  }
+}
+
+TEST_CASE("relay (fork): the policy's fail mode holds from the first event; the runtime's timeouts are kept", "[nri][relay]") {
+  TempDir t;
+  for (const char* d : {"/cg", "/state", "/cache", "/proc"}) mkdir((t.path + d).c_str(), 0755);
+  nriqos::Options eo;
+  eo.cgroup_root = t.path + "/cg";
+  eo.proc_root = t.path + "/proc";
+  eo.resctrl_root = t.path + "/resctrl";
+  eo.state_dir = t.path + "/state";
+  eo.cache_dir = t.path + "/cache";
+  eo.policy = t.path + "/p.toml";
+  eo.layout = nriqos::Layout::V1;
+  auto relay_with = [&](const std::string& fail, int deadline_ms) {
+    put_file(t.path + "/p.toml", "version = 1\n[settings]\ndefault_class = \"BE\"\nfail = \"" + fail +
+                                     "\"\n[classes.BE.container]\ncpu_shares = 2\n");
+    nri::RelayOptions o = child_opts(t.path, deadline_ms, true);
+    nri::InProcessEval real = nri::pipeline_evaluator(eo);
+    o.inproc.prepare = real.prepare;  // the real sandbox and policy probe,
+    o.inproc.detach = real.detach;
+    o.inproc.probe_fail_mode = real.probe_fail_mode;  // the fake evaluation (hang, crash)
+    return o;
+  };
+  SECTION("fail-closed policy: the very first event, hanging, is refused in time") {
+    FakeRuntime rt(relay_with("closed", 1500), t.path + "/relay.log");
+    // containerd 2.1 with plugin_request_timeout = 700ms: ConfigureRequest.request_timeout
+    REQUIRE(rt.handshake("", "2.1.9~ds1", "", 700) == 0x1ad);
+    wait_file(t.path + "/detached.pid");  // the zygote is ready (and has told its policy's mode)
+    int64_t t0 = mono_ms();
+    rt.request(3, "CreateContainer", create_request("hang"), 0);  // no timeout_nano: Configure's
+    nri::ResponseEnvelope r = rt.reply(3, 3000);
+    int64_t took = mono_ms() - t0;
+    CHECK(r.code == 2);
+    CHECK_THAT(r.message, Catch::Contains("on_child_failure=closed"));
+    CHECK(took < 700);  // 700 - 250 ms reply margin: answered before the runtime gives up
+    CHECK(took >= 400);
+    // a crash fails closed too; the relay stays and serves
+    rt.request(5, "CreateContainer", create_request("crash"));
+    CHECK(rt.reply(5).code == 2);
+    // teardown still fails open
+    pb::StateChangeEvent ev;
+    ev.set_event(pb::REMOVE_POD_SANDBOX);
+    *ev.mutable_pod() = make_pod("crash");
+    rt.request(7, "StateChange", ev.SerializeAsString());
+    CHECK(rt.reply(7).code == 0);
+    CHECK(rt.close_and_wait() == 0);
+    CHECK_THAT(slurp(t.path + "/relay.log"), Catch::Contains("policy fail mode: closed"));
+  }
+  SECTION("fail-open policy: the hanging first event is answered empty in time") {
+    FakeRuntime rt(relay_with("open", 1500), t.path + "/relay.log");
+    REQUIRE(rt.handshake("", "2.1.9~ds1", "", 700) == 0x1ad);
+    wait_file(t.path + "/detached.pid");
+    int64_t t0 = mono_ms();
+    rt.request(3, "CreateContainer", create_request("hang"), 0);
+    nri::ResponseEnvelope r = rt.reply(3, 3000);
+    CHECK(r.code == 0);
+    CHECK(r.payload.empty());
+    CHECK(mono_ms() - t0 < 700);
+    CHECK(rt.close_and_wait() == 0);
   }
 }
 
