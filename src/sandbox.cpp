@@ -187,6 +187,17 @@ std::string drop_zygote_calls() {
     return load_program(kSeccompDropZygoteBpf, sizeof kSeccompDropZygoteBpf / sizeof kSeccompDropZygoteBpf[0], false);
 }
 
+std::string confine_relay() {
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return std::string("PR_SET_NO_NEW_PRIVS: ") + std::strerror(errno);
+    std::string why;
+    int abi = landlock_abi_version(&why);
+    std::string ll = abi > 0 ? [&] { int n = 0; return apply_landlock(abi, {}, n); }() : "landlock: " + why;
+    std::string sc = load_program(kSeccompRelayBpf, sizeof kSeccompRelayBpf / sizeof kSeccompRelayBpf[0], true);
+    std::string out = sc;
+    if (!ll.empty() && abi > 0) out += (out.empty() ? "" : "; ") + ll;
+    return out;
+}
+
 SandboxStatus install_sandbox(const SandboxRoots& roots, SandboxProfile profile) {
     SandboxStatus st;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {

@@ -74,6 +74,13 @@ std::string narrow_sandbox(const SandboxStatus& st, const SandboxRoots& roots, l
 /// when install_sandbox was not called). This is what the pipeline calls after parsing.
 std::string narrow_installed_sandbox(long pid);
 
+/// Confine the native NRI relay (issue #12 §5): PR_SET_NO_NEW_PRIVS, Landlock with no writable
+/// path and no execute (the relay opens nothing after Configure: its log is already open), and
+/// the kRelayAllowed seccomp filter (any other call fails with EPERM). Irreversible; inherited by
+/// any child forked later (the relay forks none after this). Returns "" or why a layer could not
+/// be applied (the others are applied anyway); a kernel without Landlock gives seccomp only.
+std::string confine_relay();
+
 /// Status of this process's install_sandbox call (nullptr when not called), for --debug output.
 const SandboxStatus* installed_sandbox();
 

@@ -6,7 +6,8 @@
 # "[.nri-load]" (tests/unit/test_nri_relay.cpp), which plays containerd.
 #   relay-launch-no-args  no arguments + NRI_PLUGIN_SOCKET: registers, answers Configure, exits 0 on EOF
 #   relay-real-child      CreateContainer events evaluated by the real `nri-eval` child (private
-#                         cgroup root, shipped policy): peak RSS <= 3 MiB, no RSS growth
+#                         cgroup root, shipped policy): peak RSS <= 3 MiB, no RSS growth, the
+#                         relay confined (seccomp mode 2) while it serves
 #   relay-child-deadline-marker  nri-eval's deadline answer carries "deadline": true
 # Env: NRI_QOS_BIN (default build/nri-qos), NRI_RELAY_LOAD_EVENTS (default 2000; 10000 for the
 # full memory check, ~10 s).
@@ -47,7 +48,8 @@ mkdir -p "$TMP/cg" "$TMP/state" "$TMP/cache"
 CMD="$BIN relay --policy $PWD/conf/nri.d/nri-qos.toml --cgroup-root $TMP/cg --cgroup-layout v1"
 CMD="$CMD --state-dir $TMP/state --cache-dir $TMP/cache"
 if NRI_RELAY_LOAD_CMD="$CMD" NRI_RELAY_LOAD_EVENTS=$EVENTS "$UT" "[.nri-load]" >"$TMP/load.log" 2>&1 &&
-   grep -q "($EVENTS OK, $EVENTS with an adjustment)" "$TMP/load.log"; then
+   grep -q "($EVENTS OK, $EVENTS with an adjustment)" "$TMP/load.log" &&
+   tr -s ' \n' ' ' < "$TMP/load.log" | grep -q "relay Seccomp 2"; then
   pass "relay-real-child: $(grep -A2 'warning:' "$TMP/load.log" | tail -n +2 | tr -s ' \n' ' ')"
 else
   fail "relay-real-child (see below)"; tail -n 20 "$TMP/load.log"

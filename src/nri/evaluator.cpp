@@ -231,6 +231,60 @@ void reset_signals() {
   }
 }
 
+// The keeper: forked once from the relay, before the relay confines itself, with the plugin
+// config's flags fixed. It only makes zygotes: for each request byte on its control socket it
+// clones one (CLONE_PARENT: the relay's child) and sends back its pid with the relay's end of the
+// zygote's control socket (SCM_RIGHTS). It reads nothing but that byte.
+[[noreturn]] void keeper_main(int ctl, pid_t relay, const InProcessEval& ev, const std::vector<std::string>& flags) {
+  reset_signals();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != relay) _exit(0);
+  setpgid(0, 0);
+  if (ctl != kZygoteCtl && dup2(ctl, kZygoteCtl) < 0) _exit(71);
+  close_from(kZygoteCtl + 1);
+  for (;;) {
+    char byte = 0;
+    ssize_t n = recv(kZygoteCtl, &byte, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) _exit(0);  // the relay is gone
+    int sv[2];
+    int32_t answer = 0;
+    int give = -1;
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+      answer = -errno;
+    } else {
+      long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, nullptr, nullptr, 0);
+      if (pid == 0) {
+        close(kZygoteCtl);
+        close(sv[0]);
+        zygote_main(sv[1], relay, ev, flags);
+      }
+      answer = pid < 0 ? -errno : int32_t(pid);
+      close(sv[1]);
+      give = sv[0];
+    }
+    struct iovec iov = {&answer, sizeof answer};
+    alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
+    memset(cbuf, 0, sizeof cbuf);
+    struct msghdr mh;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    if (answer > 0) {
+      mh.msg_control = cbuf;
+      mh.msg_controllen = sizeof cbuf;
+      struct cmsghdr* c = CMSG_FIRSTHDR(&mh);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      memcpy(CMSG_DATA(c), &give, sizeof give);
+    }
+    ssize_t w = sendmsg(kZygoteCtl, &mh, MSG_NOSIGNAL);
+    if (give >= 0) close(give);
+    if (w != ssize_t(sizeof answer)) _exit(0);
+  }
+}
+
 // The answer is one JSON object: once stdout is closed and its last non-blank byte is '}', the
 // answer is complete and the exit (the process's teardown, ~0.1-0.2 ms) is not waited for; the
 // process group is killed and reaped later. Anything else waits for the exit status, to say why.
@@ -268,6 +322,18 @@ bool Supervisor::can_evaluate() const { return fork_mode() || !o_.child_argv.emp
 
 void Supervisor::set_flags(const std::vector<std::string>& flags) {
   if (flags == flags_) return;
+  if (confined_) {  // the keeper holds the flags it was forked with (Configure comes once)
+    logf("plugin configuration changed after the relay was confined: ignored until the relay restarts");
+    return;
+  }
+  if (keeper_pid_ > 0) {
+    close(keeper_ctl_);
+    keeper_ctl_ = -1;
+    kill_group(keeper_pid_);
+    stragglers_.push_back(keeper_pid_);
+    keeper_pid_ = -1;
+    keeper_asked_ = false;
+  }
   flags_ = flags;
   ++flags_gen_;
   for (auto& p : spares_) retire(p);
@@ -343,7 +409,87 @@ bool Supervisor::fork_spare(Proc& p) {
   return true;
 }
 
+bool Supervisor::start_keeper() {
+  if (!fork_mode() || keeper_pid_ > 0) return keeper_pid_ > 0;
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return false;
+  pid_t relay = getpid();
+  pid_t pid = fork();
+  if (pid == 0) keeper_main(sv[1], relay, o_.inproc, flags_);
+  int e = errno;
+  close(sv[1]);
+  if (pid < 0) {
+    close(sv[0]);
+    errno = e;
+    return false;
+  }
+  setpgid(pid, pid);
+  keeper_pid_ = pid;
+  keeper_ctl_ = sv[0];
+  keeper_gen_ = flags_gen_;
+  set_nonblock(keeper_ctl_);
+  return true;
+}
+
+void Supervisor::keeper_answer() {
+  int32_t answer = 0;
+  int fd = -1;
+  struct iovec iov = {&answer, sizeof answer};
+  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
+  struct msghdr mh;
+  memset(&mh, 0, sizeof mh);
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = cbuf;
+  mh.msg_controllen = sizeof cbuf;
+  ssize_t n;
+  do n = recvmsg(keeper_ctl_, &mh, MSG_CMSG_CLOEXEC);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+      memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    }
+  }
+  if (n != ssize_t(sizeof answer)) {
+    if (fd >= 0) close(fd);
+    logf("evaluator keeper %d %s; no more zygotes can be made", int(keeper_pid_),
+         n == 0 ? "closed its socket" : "sent a malformed answer");
+    close(keeper_ctl_);
+    keeper_ctl_ = -1;
+    kill_group(keeper_pid_);
+    stragglers_.push_back(keeper_pid_);
+    keeper_pid_ = -1;
+    keeper_asked_ = false;
+    return;
+  }
+  keeper_asked_ = false;
+  if (answer <= 0 || fd < 0) {
+    if (fd >= 0) close(fd);
+    logf("evaluator keeper could not make a zygote: %s", strerror(answer < 0 ? -answer : EINVAL));
+    zyg_backoff_until_ = now_ms() + 1000;
+    return;
+  }
+  setpgid(answer, answer);
+  ++zygotes_;
+  zyg_pid_ = pid_t(answer);
+  zyg_ctl_ = fd;
+  zyg_gen_ = keeper_gen_;
+  set_nonblock(zyg_ctl_);
+}
+
 bool Supervisor::start_zygote() {
+  if (keeper_pid_ > 0) {  // the keeper makes it; the answer comes through the poll loop
+    if (keeper_asked_) return true;
+    char byte = 'Z';
+    if (send(keeper_ctl_, &byte, 1, MSG_NOSIGNAL) != 1) return false;
+    keeper_asked_ = true;
+    return true;
+  }
+  if (confined_) {
+    errno = ECHILD;  // no keeper any more, and a confined relay cannot fork a usable one
+    return false;
+  }
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return false;
   pid_t relay = getpid();
@@ -500,7 +646,10 @@ bool Supervisor::spawn_exec(int64_t deadline_ms, Proc& p) {
 
 bool Supervisor::ready_to_start() const {
   if (!fork_mode() || !spares_.empty()) return true;
-  return zyg_pending_.empty();  // nothing on its way: start() forks one itself
+  if (!zyg_pending_.empty() || keeper_asked_) return false;  // on its way
+  // Confined: only the zygote can make one (ensure_spare asks it); without zygote and keeper,
+  // start() says so. Unconfined: start() forks one itself.
+  return !confined_ || (zyg_pid_ <= 0 && keeper_pid_ <= 0);
 }
 
 bool Supervisor::start(const std::string& input, int64_t deadline_ms, std::string& err) {
@@ -519,6 +668,9 @@ bool Supervisor::start(const std::string& input, int64_t deadline_ms, std::strin
     if (!spares_.empty()) {
       p = spares_.front();
       spares_.pop_front();
+    } else if (confined_) {
+      err = "no evaluator ready (the zygote is being replaced)";
+      return false;
     } else if (!fork_spare(p)) {
       err = std::string("cannot fork an evaluator: ") + strerror(errno);
       return false;
@@ -557,20 +709,23 @@ bool Supervisor::start(const std::string& input, int64_t deadline_ms, std::strin
 void Supervisor::ensure_spare() {
   if (!fork_mode() || active_) return;
   int64_t now = now_ms();
-  if (zyg_pid_ > 0 && zyg_gen_ != flags_gen_) retire_zygote(nullptr);
+  if (zyg_pid_ > 0 && zyg_gen_ != flags_gen_ && !confined_) retire_zygote(nullptr);
   if (zyg_pid_ <= 0 && now >= zyg_backoff_until_ && !start_zygote()) {
-    logf("cannot fork the evaluator zygote: %s (spares are forked by the relay)", strerror(errno));
+    logf("cannot make the evaluator zygote: %s%s", strerror(errno),
+         confined_ ? "; events fail the way the policy says" : " (spares are forked by the relay)");
     zyg_backoff_until_ = now + 5000;
   }
   if (spares_.size() + zyg_pending_.size() >= kSpares) return;
+  if (zyg_pid_ <= 0 && keeper_asked_) return;  // the zygote is on its way
   if (zyg_pid_ > 0) {
     if (ask_zygote()) return;
     retire_zygote("does not take requests");
     ++zyg_deaths_;
     zyg_backoff_until_ = now + 1000;
   }
-  // No zygote: the relay forks the spare (off the critical path all the same).
-  if (now < spare_backoff_until_) return;
+  // No zygote: the relay forks the spare (off the critical path all the same) — not once the relay
+  // is confined (its children would inherit its confinement: no cgroup writes).
+  if (confined_ || now < spare_backoff_until_) return;
   Proc p;
   if (fork_spare(p)) {
     spares_.push_back(p);
@@ -590,6 +745,11 @@ int Supervisor::add_pollfds(struct pollfd* pfd) {
   if (zyg_ctl_ >= 0) {
     pfd_zyg_ = n;
     pfd[n++] = {zyg_ctl_, POLLIN, 0};
+  }
+  pfd_keeper_ = -1;
+  if (keeper_ctl_ >= 0) {
+    pfd_keeper_ = n;
+    pfd[n++] = {keeper_ctl_, POLLIN, 0};
   }
   if (active_ && run_.in_fd >= 0) {
     pfd_in_ = n;
@@ -710,7 +870,7 @@ bool Supervisor::finish_if_done(Outcome& out) {
 }
 
 bool Supervisor::known(pid_t pid) const {
-  if (pid == zyg_pid_ || (active_ && pid == run_.pid)) return true;
+  if (pid == zyg_pid_ || pid == keeper_pid_ || (active_ && pid == run_.pid)) return true;
   for (const auto& p : spares_)
     if (p.pid == pid) return true;
   for (pid_t s : stragglers_)
@@ -757,6 +917,18 @@ void Supervisor::reap_others() {
       zyg_backoff_until_ = zyg_deaths_ > 1 ? now_ms() + 1000 : 0;
     }
   }
+  if (keeper_pid_ > 0) {
+    int st = 0;
+    pid_t r = waitpid(keeper_pid_, &st, WNOHANG);
+    if (r == keeper_pid_ || (r < 0 && errno == ECHILD)) {
+      logf("evaluator keeper %d %s; %s", int(keeper_pid_), r == keeper_pid_ ? describe_status(st).c_str() : "vanished",
+           confined_ ? "no more zygotes can be made" : "zygotes are forked by the relay");
+      close(keeper_ctl_);
+      keeper_ctl_ = -1;
+      keeper_pid_ = -1;
+      keeper_asked_ = false;
+    }
+  }
   // Children we never learned the pid of (spares cloned by a zygote that died before answering).
   for (int i = 0; i < 16; ++i) {
     siginfo_t si;
@@ -774,6 +946,7 @@ bool Supervisor::service(const struct pollfd* pfd, Outcome& out) {
     }
     chld_ = true;
   }
+  if (pfd_keeper_ >= 0 && pfd[pfd_keeper_].revents) keeper_answer();
   if (pfd_zyg_ >= 0 && pfd[pfd_zyg_].revents) {
     if (zyg_pending_.empty() && (pfd[pfd_zyg_].revents & (POLLHUP | POLLERR))) {
       retire_zygote("closed its socket");
@@ -815,6 +988,13 @@ void Supervisor::stop_all() {
   for (auto& p : spares_) retire(p);
   spares_.clear();
   if (zyg_pid_ > 0 || zyg_ctl_ >= 0) retire_zygote(nullptr);
+  if (keeper_ctl_ >= 0) close(keeper_ctl_);
+  keeper_ctl_ = -1;
+  if (keeper_pid_ > 0) {
+    kill_group(keeper_pid_);
+    stragglers_.push_back(keeper_pid_);
+    keeper_pid_ = -1;
+  }
   // Give killed children a moment to be reaped; leftovers are reparented and reaped by init.
   for (int i = 0; i < 20 && !stragglers_.empty(); ++i) {
     reap_others();

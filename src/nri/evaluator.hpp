@@ -109,8 +109,8 @@ class Supervisor {
   /// Fork mode: start the zygote if needed and ask it for a spare when none is ready or on its
   /// way. Call when idle, after replies were sent. Backs off after zygotes/spares died.
   void ensure_spare();
-  /// Append the fds to poll (SIGCHLD pipe, zygote socket, running evaluation's pipes) to `pfd`;
-  /// at most 4.
+  /// Append the fds to poll (SIGCHLD pipe, keeper and zygote sockets, running evaluation's pipes)
+  /// to `pfd`; at most 5.
   int add_pollfds(struct pollfd* pfd);
   /// Longest poll() timeout in ms that keeps the deadline and reaping on time (-1: none).
   int poll_timeout(int64_t now) const;
@@ -120,7 +120,15 @@ class Supervisor {
   bool service(const struct pollfd* pfd, Outcome& out);
   /// End the running evaluation now with `why` as its failure (e.g. Shutdown).
   Outcome abort_running(const std::string& why);
-  /// Kill everything (running evaluation, spares, zygote), reap what exits within ~100 ms.
+  /// Fork mode, once the plugin config is known and before the relay confines itself: fork the
+  /// keeper, the one process that makes zygotes from then on (with the flags as they are now).
+  /// False when it could not be forked (zygotes are then forked by the relay while it can).
+  bool start_keeper();
+  /// The relay is confined from now on: it forks nothing any more (no fallback spares; zygotes
+  /// only from the keeper).
+  void set_confined() { confined_ = true; }
+  bool has_keeper() const { return keeper_pid_ > 0; }
+  /// Kill everything (running evaluation, spares, zygote, keeper), reap what exits within ~100 ms.
   void stop_all();
   /// Evaluator processes started so far (exec'd, forked or cloned), and zygotes.
   uint64_t started() const { return started_; }
@@ -144,6 +152,7 @@ class Supervisor {
   bool spawn_exec(int64_t deadline_ms, Proc& p);
   bool fork_spare(Proc& p);
   bool start_zygote();
+  void keeper_answer();
   bool ask_zygote();
   void zygote_answers();
   void retire_zygote(const char* why);
@@ -186,7 +195,12 @@ class Supervisor {
   int status_ = 0;
   int64_t deadline_ms_ = 0;
   int64_t started_ms_ = 0;
-  int pfd_sig_ = -1, pfd_zyg_ = -1, pfd_in_ = -1, pfd_out_ = -1;
+  int pfd_sig_ = -1, pfd_zyg_ = -1, pfd_in_ = -1, pfd_out_ = -1, pfd_keeper_ = -1;
+  pid_t keeper_pid_ = -1;
+  int keeper_ctl_ = -1;
+  uint64_t keeper_gen_ = 0;
+  bool keeper_asked_ = false;  // a zygote was requested, the answer not read yet
+  bool confined_ = false;
 
   std::vector<pid_t> stragglers_;  // killed, retired or answered, not reaped yet
   bool chld_ = true;               // SIGCHLD seen since the last reap_others()

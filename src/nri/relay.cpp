@@ -28,6 +28,7 @@
 #include "nri/nri.pb.h"
 #include "nri/nri_json.hpp"
 #include "nri/ttrpc.hpp"
+#include "sandbox.hpp"
 
 namespace nri {
 
@@ -187,6 +188,7 @@ class Relay {
   void handle_request(uint32_t stream, RequestEnvelope& req);
   void on_configure(uint32_t stream, const std::string& payload);
   void start_next();
+  void confine();
   bool prepare(Pending& p, Current& c);
   void finish_event(Outcome& oc);
   void fail_event(uint32_t stream, const std::string& event, const std::string& subject,
@@ -216,6 +218,7 @@ class Relay {
   Supervisor sup_;
   Current cur_;
   bool configured_ = false;
+  bool confine_done_ = false;
   uint64_t events_ = 0;
 };
 
@@ -554,7 +557,17 @@ bool Relay::prepare(Pending& p, Current& c) {
 void Relay::start_next() {
   // A spare the zygote is still cloning arrives within a fraction of a millisecond: wait for it
   // (the poll loop wakes on its answer) rather than fork another.
-  while (!sup_.busy() && sup_.ready_to_start() && !queue_.empty() && !closed_ && !shutdown_) {
+  while (!sup_.busy() && !queue_.empty() && !closed_ && !shutdown_) {
+    if (!sup_.ready_to_start()) {
+      // Waiting for the spare: but never past the request's own deadline.
+      Pending& f = queue_.front();
+      if (now_ms() < f.arrival_ms + budget_ms(f) - kMinBudgetMs) break;
+      Pending p = std::move(queue_.front());
+      queue_.pop_front();
+      queued_bytes_ -= p.payload.size();
+      if (prepare(p, cur_)) fail_event(p.stream, cur_.event, cur_.subject, "no evaluator became ready in time");
+      continue;
+    }
     Pending p = std::move(queue_.front());
     queue_.pop_front();
     queued_bytes_ -= p.payload.size();
@@ -736,6 +749,24 @@ void Relay::setup_process() {
   mallopt(M_TRIM_THRESHOLD, 128 * 1024);
 }
 
+// After Configure (the plugin config's flags are final): the keeper is forked while the relay can
+// still fork, then the relay confines itself (issue #12 §5). From then on it only moves bytes
+// between the runtime's socket and its evaluators' pipes.
+void Relay::confine() {
+  confine_done_ = true;
+  if (!sup_.fork_mode()) return;  // exec mode: the relay itself execs every child
+  if (!sup_.start_keeper()) {
+    logf("cannot fork the evaluator keeper: %s; the relay stays unconfined", strerror(errno));
+    return;
+  }
+  if (!o_.confine || nriqos::sandbox_disabled_by_env()) return;
+  std::string why = nriqos::confine_relay();
+  sup_.set_confined();  // attempted: never fork again (a child would inherit what did apply)
+  if (!why.empty()) logf("relay confinement incomplete: %s", why.c_str());
+  else if (o_.debug) logf("confined: seccomp allow-list, no filesystem writes, no exec");
+  if (o_.after_confine) o_.after_confine();
+}
+
 int Relay::run() {
   if (!open_trunk()) return 1;
   signal(SIGPIPE, SIG_IGN);  // peer/child gone: handled as EPIPE, never a signal death
@@ -766,13 +797,23 @@ int Relay::run() {
       if (shutdown_deadline == 0) shutdown_deadline = now_ms() + 1000;
       if (out_off_ >= outq_.size() || now_ms() >= shutdown_deadline) break;
     }
+    if (configured_ && !confine_done_) confine();
     // Off the critical path: the reply went out; the next event finds its evaluator ready.
     // Not before Configure: the plugin config's flags are part of the evaluator's set-up.
-    if (configured_ && !shutdown_ && queue_.empty() && !sup_.busy()) sup_.ensure_spare();
+    // (With a request waiting and no spare ready, this asks for one now.)
+    if (configured_ && !shutdown_ && !sup_.busy()) {
+      sup_.ensure_spare();
+      start_next();
+    }
     struct pollfd pfd[8];
     pfd[0] = {fd_, short(POLLIN | (out_off_ < outq_.size() ? POLLOUT : 0)), 0};
     int n = 1 + sup_.add_pollfds(pfd + 1);
     int timeout = sup_.poll_timeout(now_ms());
+    if (!sup_.busy() && !queue_.empty()) {  // a request waits for its spare: wake at its deadline
+      const Pending& f = queue_.front();
+      int64_t left = std::max<int64_t>(0, f.arrival_ms + budget_ms(f) - kMinBudgetMs - now_ms());
+      timeout = timeout < 0 ? int(left) : std::min<int>(timeout, int(left));
+    }
     if (shutdown_) timeout = timeout < 0 ? 50 : std::min(timeout, 50);
     int r = poll(pfd, nfds_t(n), timeout);
     if (r < 0 && errno != EINTR) {

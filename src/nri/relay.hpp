@@ -3,6 +3,7 @@
 // into the ttrpc reply. Protocol facts and behaviour: docs/native-nri.md.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ struct RelayOptions {
   /// (policy → --policy, cgroup_root → --cgroup-root, ..., debug: true → --debug) unless the
   /// flag is already in child_argv. See docs/native-nri.md "Plugin configuration".
   bool config_to_child_flags = true;
+  /// Fork mode: once configured, fork the keeper (the one process that makes evaluator zygotes)
+  /// and confine the relay (src/sandbox.hpp confine_relay: seccomp allow-list, no filesystem
+  /// writes, no exec). Off with NRI_QOS_NO_SANDBOX=1. Exec mode is never confined (it execs).
+  bool confine = true;
+  /// Tests only: called in the relay right after it confined itself.
+  std::function<void()> after_confine;
   /// Log every event (one line each) to stderr, not just warnings.
   bool debug = false;
   /// Append the relay's stderr (and its children's) to this file; empty = keep stderr

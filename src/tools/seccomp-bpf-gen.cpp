@@ -5,6 +5,7 @@
 //   kSeccompZygoteBpf      the relay's evaluator zygote: kSeccompBpf + kZygoteExtra + checked
 //                          clone/prctl/seccomp
 //   kSeccompDropZygoteBpf  a spare cloned by the zygote: deny kZygoteDrop, allow the rest
+//   kSeccompRelayBpf       the native NRI relay once confined: kRelayAllowed
 // Usage: seccomp-bpf-gen > build/gen/seccomp_bpf.h
 #include <cerrno>
 #include <cstdio>
@@ -69,15 +70,16 @@ int emit(scmp_filter_ctx ctx, const char* name, int placeholders) {
     return 0;
 }
 
-/// Deny-by-default list: kSandboxAllowed, tgkill of our own pid, plus `extra` for the zygote.
-scmp_filter_ctx allow_list(bool zygote, int& rc) {
+/// Deny-by-default list: `names` (kSandboxAllowed unless given), tgkill of our own pid, plus the
+/// zygote's extras.
+scmp_filter_ctx allow_list(bool zygote, int& rc, const char* const* names = kSandboxAllowed) {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
     if (!ctx) {
         rc = -ENOMEM;
         return nullptr;
     }
     rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM));
-    if (rc == 0) rc = add_names(ctx, SCMP_ACT_ALLOW, kSandboxAllowed);
+    if (rc == 0) rc = add_names(ctx, SCMP_ACT_ALLOW, names);
     int tg = seccomp_syscall_resolve_name("tgkill");
     if (rc == 0 && tg != __NR_SCMP_ERROR)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, tg, 1, SCMP_A0(SCMP_CMP_EQ, kTgkillPidPlaceholder));
@@ -110,6 +112,11 @@ int main() {
         rc = ctx ? seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM)) : -ENOMEM;
         if (rc == 0) rc = add_names(ctx, SCMP_ACT_ERRNO(EPERM), kZygoteDrop);
         if (rc == 0) rc = emit(ctx, "kSeccompDropZygoteBpf", 0);
+        if (ctx) seccomp_release(ctx);
+    }
+    if (rc == 0) {
+        ctx = allow_list(false, rc, kRelayAllowed);
+        if (rc == 0) rc = emit(ctx, "kSeccompRelayBpf", 1);
         if (ctx) seccomp_release(ctx);
     }
     if (rc) return fprintf(stderr, "seccomp-bpf-gen: %s\n", strerror(-rc)), 1;

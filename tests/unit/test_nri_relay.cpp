@@ -1270,6 +1270,87 @@ TEST_CASE("relay (fork): the policy's fail mode holds from the first event; the 
   }
 }
 
+TEST_CASE("relay (fork): the relay confines itself after Configure; forbidden calls fail", "[nri][relay][sandbox]") {
+  if (nriqos::sandbox_disabled_by_env()) {
+    WARN("NRI_QOS_NO_SANDBOX set; skipped");
+    return;
+  }
+  TempDir t;
+  int rep[2];
+  REQUIRE(pipe(rep) == 0);
+  nri::RelayOptions o = child_opts(t.path, 1500, true);
+  std::string dir = t.path;
+  int wfd = rep[1];
+  o.after_confine = [dir, wfd]() {  // runs in the relay, right after confine_relay()
+    auto err = [](long rc) { return rc >= 0 ? std::string("ok") : std::string(strerrorname_np(errno)); };
+    std::string r;
+    r += "socket=" + err(socket(AF_INET, SOCK_STREAM, 0)) + "\n";
+    char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
+    r += "execve=" + err(execve("/bin/true", argv, environ)) + "\n";
+    r += "open_write=" + err(open((dir + "/written-by-relay").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) + "\n";
+    r += "open_read=" + err(open("/etc/hostname", O_RDONLY | O_CLOEXEC)) + "\n";
+    r += "fork=" + err(syscall(SYS_clone, SIGCHLD, 0, nullptr, nullptr, 0)) + "\n";
+    r += "ptrace=" + err(syscall(SYS_ptrace, 0 /* PTRACE_TRACEME */, 0, 0, 0)) + "\n";
+    r += "mount=" + err(syscall(SYS_mount, "none", "/mnt", "tmpfs", 0, nullptr)) + "\n";
+    ssize_t w = write(wfd, r.data(), r.size());
+    (void)w;
+    close(wfd);
+  };
+  FakeRuntime rt(o, t.path + "/relay.log");
+  close(rep[1]);
+  rt.handshake();
+  std::string got;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(rep[0], buf, sizeof buf)) > 0) got.append(buf, size_t(n));
+  close(rep[0]);
+  CHECK_THAT(got, Catch::Contains("socket=EPERM"));
+  CHECK_THAT(got, Catch::Contains("execve=EPERM"));
+  CHECK_THAT(got, Catch::Contains("open_write=EPERM"));
+  CHECK_THAT(got, Catch::Contains("open_read=EPERM"));  // the relay opens nothing at all any more
+  CHECK_THAT(got, Catch::Contains("fork=EPERM"));
+  CHECK_THAT(got, Catch::Contains("ptrace=EPERM"));
+  CHECK_THAT(got, Catch::Contains("mount=EPERM"));
+  CHECK(slurp(t.path + "/written-by-relay").empty());
+  std::string st = slurp("/proc/" + std::to_string(rt.pid()) + "/status");
+  CHECK_THAT(st, Catch::Contains("NoNewPrivs:\t1"));
+  CHECK_THAT(st, Catch::Contains("Seccomp:\t2"));
+  // ... and it still serves: events are evaluated (the zygote comes from the keeper)
+  for (uint32_t s = 3; s <= 7; s += 2) {
+    rt.request(s, "CreateContainer", create_request(""));
+    nri::ResponseEnvelope r = rt.reply(s);
+    REQUIRE(r.code == 0);
+    pb::CreateContainerResponse rsp;
+    REQUIRE(rsp.ParseFromString(r.payload));
+    CHECK(rsp.adjust().linux().resources().cpu().shares().value() == 2);
+  }
+  CHECK(rt.close_and_wait() == 0);
+  CHECK_THAT(slurp(t.path + "/relay.log"), !Catch::Contains("confinement incomplete"));
+}
+
+TEST_CASE("relay (fork): confined, a dead zygote is replaced by the keeper", "[nri][relay]") {
+  TempDir t;
+  FakeRuntime rt(child_opts(t.path, 1500, true), t.path + "/relay.log");
+  rt.handshake();
+  for (int round = 0; round < 2; ++round) {
+    ::unlink((t.path + "/zygote.pid").c_str());
+    usleep(50000);
+    pid_t zygote = std::atoi(wait_file(t.path + "/zygote.pid").c_str());
+    if (round == 0) {  // the first one is there already
+      REQUIRE(zygote > 0);
+    }
+    if (zygote > 0) kill(zygote, SIGKILL);
+    usleep(50000);
+    for (uint32_t s = uint32_t(3 + 20 * round); s <= uint32_t(7 + 20 * round); s += 2) {
+      rt.request(s, "CreateContainer", create_request(""));
+      nri::ResponseEnvelope r = rt.reply(s);
+      CHECK(r.code == 0);
+      CHECK_FALSE(r.payload.empty());
+    }
+  }
+  CHECK(rt.close_and_wait() == 0);
+}
+
 TEST_CASE("relay: Shutdown is answered, then the relay exits 0", "[nri][relay]") {
   TempDir t;
   FakeRuntime rt(child_opts(t.path));
@@ -1413,9 +1494,10 @@ TEST_CASE("relay load: peak RSS <= 3 MiB and no growth over many events", "[.nri
   long rss_end = status_kib(rt.pid(), "VmRSS");
   long rss_anon = status_kib(rt.pid(), "RssAnon");
   long rss_file = status_kib(rt.pid(), "RssFile");
+  long seccomp = status_kib(rt.pid(), "Seccomp");  // 2: the relay confined itself (fork mode)
   WARN("events " << events << " (" << codes_ok << " OK, " << adjusted << " with an adjustment) in " << took << " ms; VmHWM " << hwm
        << " KiB, VmRSS after 10% " << rss_early << " KiB, at end " << rss_end << " KiB (anon "
-       << rss_anon << ", file " << rss_file << ")");
+       << rss_anon << ", file " << rss_file << "); relay Seccomp " << seccomp);
   CHECK(hwm > 0);
   CHECK(hwm <= 3 * 1024);
   if (events >= 10) CHECK(rss_end <= rss_early + 64);
