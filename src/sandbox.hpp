@@ -47,7 +47,8 @@ struct SandboxStatus {
 enum class SandboxProfile {
     Evaluator,  ///< the hook / an evaluator: kSandboxAllowed
     Zygote,     ///< the relay's evaluator zygote: kSandboxAllowed + kZygoteExtra + checked
-                ///< clone(CLONE_PARENT|SIGCHLD), prctl(PR_SET_PDEATHSIG), seccomp(SET_MODE_FILTER)
+                ///< clone(CLONE_PARENT|SIGCHLD), prctl(PR_SET_PDEATHSIG | PR_SET_NAME),
+                ///< seccomp(SET_MODE_FILTER)
 };
 
 /// Install Landlock (if available) and then the seccomp filter, in the calling process (all its

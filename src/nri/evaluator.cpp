@@ -98,6 +98,12 @@ bool read_full(int fd, void* buf, size_t n) {
   return true;
 }
 
+// Process names (comm, what ps shows): the roles at a glance, and what tests kill by.
+constexpr const char* kNameKeeper = "nri-qos-keeper";
+constexpr const char* kNameZygote = "nri-qos-zygote";
+constexpr const char* kNameEval = "nri-qos-eval";
+void set_name(const char* n) { prctl(PR_SET_NAME, n, 0, 0, 0); }
+
 // Signals of a new evaluator or zygote: defaults, nothing blocked.
 void reset_signals() {
   struct sigaction sa;
@@ -128,6 +134,7 @@ void reset_signals() {
 [[noreturn]] void spare_main(int in_r, int out_w, pid_t relay, const InProcessEval& ev,
                              const std::vector<std::string>& flags) {
   reset_signals();
+  set_name(kNameEval);
   prctl(PR_SET_PDEATHSIG, SIGKILL);  // die with the relay; if it is gone already, leave
   if (getppid() != relay) _exit(0);
   setpgid(0, 0);  // own process group: the deadline kills all of it
@@ -144,6 +151,7 @@ void reset_signals() {
 
 // A spare cloned by the zygote (CLONE_PARENT: our parent is the relay).
 [[noreturn]] void cloned_spare(int in_r, int out_w, pid_t relay, const InProcessEval& ev) {
+  set_name(kNameEval);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != relay) _exit(0);
   if (dup3(in_r, 0, 0) < 0 || dup3(out_w, 1, 0) < 0) _exit(71);
@@ -167,6 +175,7 @@ void reset_signals() {
 // spare's stdin read end, stdout write end); the answer is the spare's pid, or -errno.
 [[noreturn]] void zygote_main(int ctl, pid_t relay, const InProcessEval& ev, const std::vector<std::string>& flags) {
   reset_signals();
+  set_name(kNameZygote);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != relay) _exit(0);
   setpgid(0, 0);
@@ -237,6 +246,7 @@ void reset_signals() {
 // zygote's control socket (SCM_RIGHTS). It reads nothing but that byte.
 [[noreturn]] void keeper_main(int ctl, pid_t relay, const InProcessEval& ev, const std::vector<std::string>& flags) {
   reset_signals();
+  set_name(kNameKeeper);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != relay) _exit(0);
   setpgid(0, 0);

@@ -87,6 +87,7 @@ scmp_filter_ctx allow_list(bool zygote, int& rc, const char* const* names = kSan
         if (rc == 0) rc = add_names(ctx, SCMP_ACT_ALLOW, kZygoteExtra);
         if (rc == 0) rc = add_cond(ctx, "clone", CLONE_PARENT | SIGCHLD);
         if (rc == 0) rc = add_cond(ctx, "prctl", PR_SET_PDEATHSIG);
+        if (rc == 0) rc = add_cond(ctx, "prctl", PR_SET_NAME);  // "nri-qos-eval" for each spare
         if (rc == 0) rc = add_cond(ctx, "seccomp", SECCOMP_SET_MODE_FILTER);
     }
     return ctx;

@@ -139,15 +139,21 @@ expect_oci() { # OUT FILTER WANT
 
 # Kill the relay's evaluation children while they handle events: a watcher polls
 # /proc/<relay>/task/*/children (builtins only, ~50 us a round; a child lives for milliseconds)
-# and SIGKILLs every child of the relay, by PID, while the pod "crash-me" starts. Then the relay
+# and SIGKILLs every evaluator (comm nri-qos-eval; exec mode: every child), by PID, while the pod
+# "crash-me" starts. The relay's keeper and zygote (nri-qos-keeper, nri-qos-zygote) are not
+# evaluations: they stay. Then the relay
 # must still be registered (same PID, containerd did not log "closing plugin") and the next pod
 # must be classified and adjusted correctly.
 kill_children_of() { # RELAY_PID OUTFILE: runs until killed
-  local relay=$1 out=$2 t kids k
+  local relay=$1 out=$2 t kids k c
   while :; do
     for t in /proc/"$relay"/task/*; do
       kids=""; read -r kids 2>/dev/null < "$t/children"; [ -n "$kids" ] || continue
-      for k in $kids; do kill -9 "$k" 2>/dev/null && echo "$k" >> "$out"; done
+      for k in $kids; do
+        c=""; read -r c 2>/dev/null < "/proc/$k/comm"
+        case $c in nri-qos-keeper|nri-qos-zygote) continue ;; esac
+        kill -9 "$k" 2>/dev/null && echo "$k" >> "$out"
+      done
     done
   done
 }

@@ -871,6 +871,11 @@ TEST_CASE("relay (fork): every event in a process of its own, made ready before 
   std::vector<pid_t> kids = children_of(rt.pid());
   CHECK(has(kids, zygote));
   CHECK(has(kids, spare));  // CLONE_PARENT: the relay's child, reaped and killed by the relay
+  CHECK(slurp("/proc/" + std::to_string(zygote) + "/comm") == "nri-qos-zygote\n");
+  CHECK(slurp("/proc/" + std::to_string(spare) + "/comm") == "nri-qos-eval\n");
+  bool keeper = false;
+  for (pid_t k : kids) keeper = keeper || slurp("/proc/" + std::to_string(k) + "/comm") == "nri-qos-keeper\n";
+  CHECK(keeper);
   CHECK(slurp(t.path + "/stdin.json").empty());
 
   std::vector<pid_t> seen;
