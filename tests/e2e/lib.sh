@@ -165,17 +165,29 @@ debian_root() {
   for p in "$@"; do grep -qxF "$p" "$root/.e2e-packages" 2>/dev/null || want+=("$p"); done
   [ ${#want[@]} = 0 ] && return 0
   mkdir -p "$E2E_CACHE"
-  {
-    debian_apt "$s" || return 1
-    log "fetching ${#want[@]} package(s) of Debian $s into $root (apt-get download + dpkg -x)"
-    mkdir -p "$debs" "$root"
-    (cd "$debs" && apt-get "${APT_OPTS[@]}" download -qq "${want[@]}" </dev/null) || { echo "apt-get download from Debian $s failed"; return 1; }
-    for p in "${want[@]}"; do
-      local f; f=$(ls "$debs/${p}"_*.deb 2>/dev/null | sort -V | tail -1)
-      [ -n "$f" ] && dpkg -x "$f" "$root" || { echo "cannot extract $p"; return 1; }
-      echo "$p" >> "$root/.e2e-packages"
-    done
-  } 2> >(tee "$E2E_CACHE/$s.err" >&2)
+  # one fetcher at a time per cache (the VM suite prepares sid while the host suites run)
+  exec 8>"$E2E_CACHE/fetch.lock"
+  flock -w 900 8 || { echo "another run holds $E2E_CACHE/fetch.lock" >&2; exec 8>&-; return 1; }
+  want=()
+  for p in "$@"; do grep -qxF "$p" "$root/.e2e-packages" 2>/dev/null || want+=("$p"); done
+  [ ${#want[@]} = 0 ] && { exec 8>&-; return 0; }
+  local rc=0
+  debian_fetch "$s" "$root" "$debs" "${want[@]}" 2> >(tee "$E2E_CACHE/$s.err" >&2) || rc=1
+  exec 8>&-   # never inherited by containerd or the VM
+  return $rc
+}
+debian_fetch() { # SUITE ROOT DEBS PKG...: the download + extraction (messages on stderr)
+  local s=$1 root=$2 debs=$3 p f; shift 3
+  debian_apt "$s" || return 1
+  log "fetching $# package(s) of Debian $s into $root (apt-get download + dpkg -x)"
+  mkdir -p "$debs" "$root"
+  (cd "$debs" && apt-get "${APT_OPTS[@]}" download -qq "$@" </dev/null) \
+    || { echo "apt-get download from Debian $s failed" >&2; return 1; }
+  for p in "$@"; do
+    f=$(ls "$debs/${p}"_*.deb 2>/dev/null | sort -V | tail -1)
+    if [ -z "$f" ] || ! dpkg -x "$f" "$root"; then echo "cannot extract $p" >&2; return 1; fi
+    echo "$p" >> "$root/.e2e-packages"
+  done
 }
 
 # Debian package version of PKG in the private root of SUITE (from the .deb kept in debs-SUITE)
@@ -313,9 +325,16 @@ stop_containerd() { # TERM, KILL after 5 s; by PID
   rm -f "$D/containerd.pid"
 }
 
+# $E2E_CACHE/image.tar (busybox image, both tags), written atomically: the VM suite stages it
+# while the host suites import it
+image_tar() {
+  [ -f "$E2E_CACHE/image.tar" ] && return 0
+  mkdir -p "$E2E_CACHE"
+  "$PY" "$E2E_HERE/mkimage.py" "$E2E_CACHE/image.tar.$$" "$IMAGE" "$PAUSE" >/dev/null &&
+    mv -f "$E2E_CACHE/image.tar.$$" "$E2E_CACHE/image.tar"
+}
 import_image() {
-  [ -f "$E2E_CACHE/image.tar" ] || "$PY" "$E2E_HERE/mkimage.py" "$E2E_CACHE/image.tar" "$IMAGE" "$PAUSE" >/dev/null
-  "$CTR" -a "$D/containerd.sock" -n k8s.io images import "$E2E_CACHE/image.tar" >/dev/null
+  image_tar && "$CTR" -a "$D/containerd.sock" -n k8s.io images import "$E2E_CACHE/image.tar" >/dev/null
 }
 
 # pids of processes with an argument containing $1 (fixed string). One grep over all cmdlines

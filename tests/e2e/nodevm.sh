@@ -81,7 +81,7 @@ ExecStopPost=/bin/systemctl --no-block poweroff
 WantedBy=multi-user.target
 UNIT
   # shellcheck disable=SC2016  # the hooks are run by mmdebstrap, which passes the root as $1
-  if ! mmdebstrap --variant=minbase --include="$VM_PKGS" \
+  if ! nice -n "${E2E_VM_NICE:-10}" mmdebstrap --variant=minbase --include="$VM_PKGS" \
       --customize-hook='chroot "$1" passwd -d root >/dev/null' \
       --customize-hook='echo e2e-node > "$1/etc/hostname"; printf "127.0.0.1 localhost e2e-node\n" > "$1/etc/hosts"' \
       --customize-hook='printf "/dev/vda / ext4 rw,errors=remount-ro 0 1\n/dev/vdb /root/in ext4 rw,nofail 0 0\n" > "$1/etc/fstab"; mkdir -p "$1/root/in"' \
@@ -161,8 +161,7 @@ stage_input() { # DIR
   for b in containerd containerd-shim-runc-v2 ctr; do
     cp -a "$E2E_CACHE/$C21_SUITE-root/usr/bin/$b" "$in/cache/$C21_SUITE-root/usr/bin/" || return 1
   done
-  [ -f "$E2E_CACHE/image.tar" ] || "$PY" "$E2E_HERE/mkimage.py" "$E2E_CACHE/image.tar" "$IMAGE" "$PAUSE" >/dev/null
-  cp -a "$E2E_CACHE/image.tar" "$in/cache/"
+  image_tar && cp -a "$E2E_CACHE/image.tar" "$in/cache/" || return 1
   "$PY" "$E2E_HERE/cri/criclient.py" --gen-only >/dev/null 2>&1 || true
   [ -d "$CRI_PYGEN_DIR" ] && cp -a "$CRI_PYGEN_DIR" "$in/cache/cri-pygen"
   write_inner "$in/test.sh"

@@ -24,7 +24,7 @@ Python stubs are generated from cri_subset.proto on first use into $CRI_PYGEN_DI
   criclient.py --gen-only
       only generate the Python stubs (no socket needed).
 """
-import argparse, hashlib, importlib, json, os, sys, tempfile, time, uuid
+import argparse, hashlib, importlib, json, os, shutil, sys, tempfile, time, uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROTO = os.path.join(HERE, "cri_subset.proto")
@@ -36,11 +36,18 @@ def load_stubs():
     base = os.environ.get("CRI_PYGEN_DIR") or os.path.join(tempfile.gettempdir(), "cri-pygen")
     out = os.path.join(base, h)
     if not os.path.exists(os.path.join(out, "cri_subset_pb2_grpc.py")):
-        os.makedirs(out, exist_ok=True)
+        # generated into a private directory and renamed into place: several clients may start
+        # at once (the host suites and the VM's staging), none may import a half-written file
+        os.makedirs(base, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=h + ".", dir=base)
         from grpc_tools import protoc
-        if protoc.main(["protoc", "-I" + HERE, "--python_out=" + out,
-                        "--grpc_python_out=" + out, PROTO]) != 0:
+        if protoc.main(["protoc", "-I" + HERE, "--python_out=" + tmp,
+                        "--grpc_python_out=" + tmp, PROTO]) != 0:
             sys.exit("criclient: protoc failed")
+        try:
+            os.rename(tmp, out)
+        except OSError:  # another client was first
+            shutil.rmtree(tmp, ignore_errors=True)
     sys.path.insert(0, out)
     return importlib.import_module("cri_subset_pb2"), importlib.import_module("cri_subset_pb2_grpc")
 
