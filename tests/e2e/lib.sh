@@ -181,7 +181,9 @@ debian_fetch() { # SUITE ROOT DEBS PKG...: the download + extraction (messages o
   debian_apt "$s" || return 1
   log "fetching $# package(s) of Debian $s into $root (apt-get download + dpkg -x)"
   mkdir -p "$debs" "$root"
+  # lists older than the archive name superseded versions: update once and retry
   (cd "$debs" && apt-get "${APT_OPTS[@]}" download -qq "$@" </dev/null) \
+    || { E2E_APT_REFRESH=1 debian_apt "$s" && (cd "$debs" && apt-get "${APT_OPTS[@]}" download -qq "$@" </dev/null); } \
     || { echo "apt-get download from Debian $s failed" >&2; return 1; }
   for p in "$@"; do
     f=$(ls "$debs/${p}"_*.deb 2>/dev/null | sort -V | tail -1)
