@@ -782,7 +782,7 @@ first_cpu() {
 }
 
 # sc_update_be PREFIX: a BE pod (Koordinator label) through
-#   PREFIX-cpuset: cpuset-only update -> cpuset applied; shares 2, burst 0, oom 1000, idle 1
+#   PREFIX-cpuset: cpuset-only update -> cpuset applied; shares 2, burst 0, oom 1000, pod cpu.idle 0
 #   PREFIX-resize: resize to shares 1024, quota 80000, 128 MiB -> quota and memory follow the
 #                  resize; shares stay 2, burst 0, oom 1000, pod cpu.idle 0
 sc_update_be() {
