@@ -1,13 +1,17 @@
 #!/bin/bash
 # Runs every test suite of nri-qos (called by `make check`, which builds first):
 #   unit      build/unit-tests (Catch2)
-#   suites    tests/*.sh — binary-level, real cgroups, hostile input, cache, relay, packaging
+#   suites    tests/*.sh — binary-level, real cgroups, hostile input, cache, relay, packaging,
+#             tree hygiene (no registry host in the tree)
 #   fuzz      tests/fuzz/run.sh smoke   (skip: NRI_QOS_SKIP_FUZZ=1)
 #   e2e       tests/e2e/run.sh          (real containerd; skip: NRI_QOS_SKIP_E2E=1; it SKIPs
-#                                        itself where the machine does not allow it)
+#                                        itself where the machine does not allow it). Its
+#                                        node-VM suite (qemu, minutes) shares nothing with the
+#                                        other suites: it starts first, in the background, and
+#                                        is counted at the end (skip only it: NRI_QOS_SKIP_VM=1)
 # Prints one closing line "check: N passed, N failed, N skipped"; exits 1 when anything failed.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export NRI_QOS_BIN=${NRI_QOS_BIN:-$PWD/build/nri-qos}
 PASSED=0 FAILED=0 SKIPPED=0
 LOG=build/test-logs
@@ -30,6 +34,16 @@ suite() { # suite NAME CMD...
   count "$name" "$rc" "$LOG/$name.log"
 }
 
+# The node VM (tests/e2e/nodevm.sh) touches nothing the other suites use (not /etc/nri, not the
+# host's cgroups): start it now, count it at the end.
+E2E=0; [ -x tests/e2e/run.sh ] && [ "${NRI_QOS_SKIP_E2E:-0}" != 1 ] && E2E=1
+VM_PID=""
+if [ $E2E = 1 ] && [ "${NRI_QOS_SKIP_VM:-0}" != 1 ]; then
+  echo "== e2e-vm: tests/e2e/run.sh vm (in the background)"
+  tests/e2e/run.sh vm </dev/null > "$LOG/e2e-vm.log" 2> "$LOG/e2e-vm.err" &
+  VM_PID=$!
+fi
+
 # Catch2: translate its summary into the same counts.
 echo "== unit: build/unit-tests"
 build/unit-tests > "$LOG/unit.log" 2>&1; rc=$?
@@ -44,15 +58,21 @@ else
 fi
 [ "$rc" != 0 ] && [ "$FAILED" = 0 ] && FAILED=1
 
-for s in invoke cgroup_real hostile cache nri_relay packaging; do
+for s in invoke cgroup_real hostile cache nri_relay packaging hygiene; do
   [ -f "tests/$s.sh" ] && suite "$s" bash "tests/$s.sh"
 done
 if [ -x tests/fuzz/run.sh ] && [ "${NRI_QOS_SKIP_FUZZ:-0}" != 1 ]; then
   scripts/deps.sh fuzz || echo "FAIL deps: scripts/deps.sh fuzz"
   suite fuzz-smoke tests/fuzz/run.sh smoke
 fi
-if [ -x tests/e2e/run.sh ] && [ "${NRI_QOS_SKIP_E2E:-0}" != 1 ]; then
-  suite e2e tests/e2e/run.sh
+if [ $E2E = 1 ]; then
+  suite e2e tests/e2e/run.sh 16 adapter native native21
+fi
+if [ -n "$VM_PID" ]; then
+  echo "== e2e-vm: waiting for the node VM"
+  wait "$VM_PID"; rc=$?
+  cat "$LOG/e2e-vm.log"; tail -n 40 "$LOG/e2e-vm.err" >&2
+  count e2e-vm "$rc" "$LOG/e2e-vm.log"
 fi
 
 echo "check: $PASSED passed, $FAILED failed, $SKIPPED skipped"

@@ -7,8 +7,8 @@
 #   containerd16.sh          run the scenarios (setup + teardown included)
 #   containerd16.sh down     clean up after an E2E_KEEP=1 run
 # Prints PASS/FAIL/SKIP lines on stdout (diagnostics on stderr); exit 1 if anything failed.
-# Env: see containerd17.sh.
-# shellcheck disable=SC2034  # CTR, SHIM_PATH, OCI_CHECKS are read by lib.sh
+# Env: see docs/e2e.md (E2E_CGROUP_DRIVER=systemd is what the node VM uses).
+# shellcheck disable=SC2034  # S, CTR, SHIM_PATH are read by lib.sh
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -18,13 +18,14 @@ D=$E2E_WORK/containerd16
 CONTAINERD=/usr/bin/containerd
 CTR=/usr/bin/ctr
 SHIM_PATH=""
+[ "${1:-}" = down ] && DOWN_ONLY=1
 
 up() {
   nri_backup
   log "containerd: $("$CONTAINERD" --version)"
   grep -aq /etc/nri/conf.json "$CONTAINERD" || { skip "$S" "$CONTAINERD has no NRI v0.1 support"; return 2; }
   if [ ! -x "$NRI_QOS_BIN" ]; then fail "$S-setup" "$NRI_QOS_BIN missing: run make"; return 1; fi
-  install_test_policy "$D/policy/nri-qos.toml" || { fail "$S-setup" "bundled policy $BUNDLED_POLICY missing"; return 1; }
+  install_test_policy "$D/policy/nri-qos.toml" || { fail "$S-setup" "bundled policy $BUNDLED_POLICY unusable"; return 1; }
   write_fail_closed_policy "$D/policy/fail-closed.toml"
   rm -rf /opt/nri/bin /etc/nri/conf.json
   install -D -m 0755 "$NRI_QOS_BIN" /opt/nri/bin/nri-qos
@@ -34,29 +35,21 @@ up() {
   import_image
 }
 
-main() {
-  local why; why=$(preflight)
-  [ -z "$why" ] || { skip "$S" "$why"; return 0; }
-  take_lock || { fail "$S-setup" "lock"; return 1; }
-  [ "${1:-}" = down ] && { teardown_all; return 0; }
-  trap 'teardown_all' EXIT
-  trap 'exit 130' INT TERM
-  cleanup_stale  # leftovers of a run that was killed (-9): processes, mounts, cgroups, backup
-  local rc=0; up || rc=$?
-  [ $rc = 2 ] && return 0
-  [ $rc = 0 ] || return 1
+scenarios() {
   # 1. class from the pod label
-  sc_be "$S-be-label" be-label --label koordinator.sh/qosClass=BE
+  sc_be "$S-be-label" be-label burstable --label koordinator.sh/qosClass=BE
   # 2. no class label, burstable pod -> LS (CPU burst = 100 % of quota)
   sc_ls "$S-ls-burst" ls-burst
-  # 3. class from an allow-listed pod annotation (pod_annotations = ["*"])
-  sc_be "$S-be-annotation" be-annotation --annotation openfuyao.com/qos-level=BE
-  # 4. fail-closed class with a knob the kernel rejects -> StartContainer fails
+  # 3. no class label, BestEffort pod -> BE from the kube QoS class (cgroup parent)
+  sc_be "$S-be-kube" be-kube besteffort
+  # 4. class from an allow-listed pod annotation (pod_annotations = ["*", "*/*"])
+  host_only && sc_be "$S-be-annotation" be-annotation burstable --annotation openfuyao.com/qos-level=BE
+  # 5. cgroup v2 knobs of the test class (v2 hosts only)
+  sc_knobs "$S-v2-knobs" knobs
+  # 6. fail-closed class with a knob the kernel rejects -> StartContainer fails
   set_v01_conf "$D/policy/fail-closed.toml"
   sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"
   set_v01_conf "$D/policy/nri-qos.toml"
-  if [ -n "${E2E_KEEP:-}" ]; then trap - EXIT; log "E2E_KEEP: containerd left running (socket $D/containerd.sock)"; fi
-  [ "$NFAIL" = 0 ]
 }
 
-main "$@"
+suite_main up scenarios

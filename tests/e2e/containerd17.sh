@@ -1,66 +1,64 @@
 #!/bin/bash
-# nri-qos under containerd 1.7 (Debian trixie's containerd 1.7.24, extracted with dpkg -x into
-# $E2E_CACHE/trixie-root; the bookworm system is not changed) + bookworm's runc, NRI enabled.
+# nri-qos under an NRI-capable containerd: 1.7 (Debian trixie's 1.7.24, NRI 0.6) or 2.1 (Debian
+# sid's 2.1.x, NRI 0.8), extracted with dpkg -x into $E2E_CACHE/<suite>-root (the system is not
+# changed), with bookworm's runc, NRI enabled.
 #
-#   containerd17.sh adapter   v0.1 path: /opt/nri/bin/nri-qos listed in /etc/nri/conf.json, driven
-#                             by the TEST-ONLY v0.1 adapter (adapter/main.go) in /opt/nri/plugins
-#   containerd17.sh native    native NRI: build/nri-qos installed as /opt/nri/plugins/10-nri-qos
-#                             (ttrpc relay), no adapter
-#   containerd17.sh prepare   only fetch/extract trixie packages and build the adapter (cache)
+#   containerd17.sh native [1.7|2.1]  native NRI: build/nri-qos installed as
+#                                     /opt/nri/plugins/10-nri-qos (the ttrpc relay)
+#   containerd17.sh adapter           (1.7 only) v0.1 path: /opt/nri/bin/nri-qos listed in
+#                                     /etc/nri/conf.json, driven by the TEST-ONLY v0.1 adapter
+#                                     (adapter/main.go) in /opt/nri/plugins
+#   containerd17.sh prepare [1.7|2.1] only fetch/extract the packages, build the adapter (cache)
+#   containerd17.sh down MODE [1.7|2.1]  clean up after an E2E_KEEP=1 run
 #
-# Prints PASS/FAIL/SKIP lines on stdout (diagnostics on stderr); exit 1 if anything failed.
-# Env: E2E_CACHE (default /var/cache/nri-qos-e2e), E2E_WORK (/var/lib/nri-qos-e2e),
-#      NRI_QOS_BIN (build/nri-qos), E2E_POLICY (bundled policy), E2E_KEEP=1 (leave containerd
-#      running after the scenarios: stop it later with `containerd17.sh down MODE`).
-# shellcheck disable=SC2034  # CTR, SHIM_PATH, OCI_CHECKS are read by lib.sh
+# Result names: c17-native-*, c17-adapter-*, c21-native-*. Prints PASS/FAIL/SKIP lines on stdout
+# (diagnostics on stderr); exit 1 if anything failed. Env: docs/e2e.md (E2E_CACHE, E2E_WORK,
+# NRI_QOS_BIN, E2E_POLICY, E2E_KEEP=1, E2E_CGROUP_DRIVER, E2E_C21_SUITE = Debian suite of the
+# 2.1 runtime, default sid).
+# shellcheck disable=SC2034  # S, CTR, SHIM_PATH, OCI_CHECKS, OCI_OOM are read by lib.sh
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
 MODE=${1:-native}
-[ "$MODE" = down ] && MODE=${2:-native} && DOWN_ONLY=1
-case $MODE in adapter|native|prepare) ;; *) echo "usage: $0 adapter|native|prepare|down MODE" >&2; exit 2 ;; esac
-S=c17-$MODE                               # result name prefix
-D=$E2E_WORK/containerd17-$MODE
-TR=$E2E_CACHE/trixie-root
-CONTAINERD=$TR/usr/bin/containerd
-CTR=$TR/usr/bin/ctr
-SHIM_PATH=$TR/usr/bin                     # containerd finds containerd-shim-runc-v2 via PATH
+if [ "$MODE" = down ]; then MODE=${2:-native}; DOWN_ONLY=1; shift; fi
+RT=${2:-1.7}
+case $MODE/$RT in native/1.7|native/2.1|adapter/1.7|prepare/1.7|prepare/2.1) ;;
+  *) echo "usage: $0 native [1.7|2.1] | adapter | prepare [1.7|2.1] | down MODE [1.7|2.1]" >&2; exit 2 ;;
+esac
+case $RT in
+  1.7) DEB_SUITE=trixie; S=c17-$MODE; D=$E2E_WORK/containerd17-$MODE ;;
+  2.1) DEB_SUITE=$C21_SUITE; S=c21-$MODE; D=$E2E_WORK/containerd21-$MODE; OCI_OOM=1 ;;
+esac
+RTROOT=$E2E_CACHE/$DEB_SUITE-root
+CONTAINERD=$RTROOT/usr/bin/containerd
+CTR=$RTROOT/usr/bin/ctr
+SHIM_PATH=$RTROOT/usr/bin                 # containerd finds containerd-shim-runc-v2 via PATH
+TR=$E2E_CACHE/trixie-root                 # Go toolchain + NRI Go module for the adapter
 ADAPTER=$E2E_CACHE/bin/v010-adapter
-APT_T=(-o Dir::Etc::sourcelist="$E2E_CACHE/trixie.sources" -o Dir::Etc::sourceparts=/dev/null
-       -o Dir::State::Lists="$E2E_CACHE/apt/lists" -o Dir::Cache="$E2E_CACHE/apt/cache"
-       -o Dir::State::status=/dev/null)
+
+# containerd (+ shim, ctr) of the runtime's Debian suite. trixie's and sid's binaries run on
+# bookworm's glibc; their runc does not (trixie's needs GLIBC_2.38), so bookworm's runc is used.
+fetch_runtime() {
+  [ -x "$CONTAINERD" ] && [ -x "$SHIM_PATH/containerd-shim-runc-v2" ] && return 0
+  debian_root "$DEB_SUITE" containerd && [ -x "$CONTAINERD" ]
+}
 
 go_bin() { ls -d "$TR"/usr/lib/go-1.*/bin/go 2>/dev/null | sort -V | tail -1; }
 
-# trixie containerd + Go toolchain + the Go library closure of the NRI module, dpkg -x'ed.
-# A private apt config (own sources/lists/cache under $E2E_CACHE); the system's apt is untouched.
-fetch_trixie() {
-  [ -x "$CONTAINERD" ] && [ -n "$(go_bin)" ] && [ -d "$TR/usr/share/gocode/src/github.com/containerd/nri/pkg/stub" ] && return 0
-  log "fetching trixie packages into $E2E_CACHE (apt-get download + dpkg -x)"
-  mkdir -p "$E2E_CACHE/apt/lists/partial" "$E2E_CACHE/apt/cache/archives/partial" "$E2E_CACHE/debs" "$TR"
-  cat > "$E2E_CACHE/trixie.sources" <<SRC
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: trixie
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-  apt-get "${APT_T[@]}" update -qq </dev/null >&2 || return 1
+# The adapter's build inputs from trixie: the Go toolchain and the Go library closure of the
+# NRI module (every golang-*-dev in the recursive Depends of golang-github-containerd-nri-dev).
+fetch_go() {
+  [ -n "$(go_bin)" ] && [ -d "$TR/usr/share/gocode/src/github.com/containerd/nri/pkg/stub" ] && return 0
+  debian_apt trixie || return 1
   local gover libs
-  gover=$(apt-cache "${APT_T[@]}" depends golang-go 2>/dev/null | grep -o 'golang-1\.[0-9]*-go' | sort -V | tail -1)
+  gover=$(apt-cache "${APT_OPTS[@]}" depends golang-go 2>/dev/null | grep -o 'golang-1\.[0-9]*-go' | sort -V | tail -1)
   [ -n "$gover" ] || { log "cannot resolve trixie's golang-go"; return 1; }
-  # Go library closure of the NRI module: every golang-*-dev in its recursive Depends
-  libs=$(apt-cache "${APT_T[@]}" depends --recurse --no-recommends --no-suggests --no-conflicts \
+  libs=$(apt-cache "${APT_OPTS[@]}" depends --recurse --no-recommends --no-suggests --no-conflicts \
            --no-breaks --no-replaces --no-enhances golang-github-containerd-nri-dev 2>/dev/null \
          | grep -E '^golang-.*-dev$' | sort -u)
-  rm -f "$E2E_CACHE"/debs/*.deb
   # shellcheck disable=SC2086
-  (cd "$E2E_CACHE/debs" && apt-get "${APT_T[@]}" download -qq containerd "$gover" "${gover%-go}-src" $libs \
-     </dev/null 2>&1 | grep -v unsandboxed >&2 || true)
-  local f
-  for f in "$E2E_CACHE"/debs/*.deb; do dpkg -x "$f" "$TR" || return 1; done
-  [ -x "$CONTAINERD" ] && [ -n "$(go_bin)" ]
+  debian_root trixie "$gover" "${gover%-go}-src" $libs && [ -n "$(go_bin)" ]
 }
 
 # Build the test-only adapter offline: GOPATH mode over Debian's /usr/share/gocode.
@@ -76,15 +74,6 @@ build_adapter() {
 }
 
 # ---------------------------------------------------------------------------------------------
-NRI_BLOCK="[plugins.\"io.containerd.nri.v1.nri\"]
-  disable = false
-  disable_connections = false
-  plugin_config_path = \"/etc/nri/conf.d\"
-  plugin_path = \"/opt/nri/plugins\"
-  plugin_registration_timeout = \"5s\"
-  plugin_request_timeout = \"2s\"
-  socket_path = \"$D/nri.sock\""
-
 RELAY=/opt/nri/plugins/10-nri-qos
 RELAY_CONF=/etc/nri/conf.d/10-nri-qos.conf
 
@@ -102,19 +91,20 @@ relay_pids() { # live (not zombie) relay processes that are children of our cont
 # native: point the relay at policy $1 (read at Configure, so containerd is (re)started after)
 set_native_policy() {
   mkdir -p /etc/nri/conf.d
-  printf '{"policy": "%s"}\n' "$1" > "$RELAY_CONF"
+  printf '{"policy": "%s", "log_file": "%s"}\n' "$1" "$D/logs/relay.log" > "$RELAY_CONF"
 }
 
 up() {
   nri_backup
-  fetch_trixie || { skip "$S" "cannot fetch trixie's containerd packages (network or apt)"; return 2; }
-  log "containerd: $("$CONTAINERD" --version)"
+  fetch_runtime || { skip "$S" "cannot fetch Debian $DEB_SUITE's containerd (network or apt): $(tail -1 "$E2E_CACHE/$DEB_SUITE.err" 2>/dev/null)"; return 2; }
+  log "containerd: $("$CONTAINERD" --version) (Debian $DEB_SUITE $(debian_version "$DEB_SUITE" containerd))"
   if [ ! -x "$NRI_QOS_BIN" ]; then fail "$S-setup" "$NRI_QOS_BIN missing: run make"; return 1; fi
-  install_test_policy "$D/policy/nri-qos.toml" || { fail "$S-setup" "bundled policy $BUNDLED_POLICY missing"; return 1; }
+  install_test_policy "$D/policy/nri-qos.toml" || { fail "$S-setup" "bundled policy $BUNDLED_POLICY unusable"; return 1; }
   write_fail_closed_policy "$D/policy/fail-closed.toml"
   rm -rf /opt/nri/plugins /etc/nri/conf.d /etc/nri/conf.json
   mkdir -p /opt/nri/plugins /etc/nri/conf.d
   if [ "$MODE" = adapter ]; then
+    fetch_go || { skip "$S" "cannot fetch trixie's Go packages for the adapter"; return 2; }
     build_adapter || { fail "$S-setup" "adapter build failed"; return 1; }
     install -m 0755 "$ADAPTER" /opt/nri/plugins/00-v010-adapter
     printf '{"log": "%s"}\n' "$D/logs/adapter.log" > /etc/nri/conf.d/00-v010-adapter.conf
@@ -124,17 +114,21 @@ up() {
     install -m 0755 "$NRI_QOS_BIN" "$RELAY"
     set_native_policy "$D/policy/nri-qos.toml"
   fi
-  write_config_common "$NRI_BLOCK"
+  write_config_common "$(nri_block)"
   start_containerd || { fail "$S-setup" "containerd did not start (see $D/logs/containerd.log)"; return 1; }
   import_image
 }
 
-# OCI bundle config.json of the container of OUT (runc v2 shim state dir)
-oci() { jq -r "$2" "$D/state/io.containerd.runtime.v2.task/k8s.io/$(j "$1" .ctr_id)/config.json" 2>/dev/null; }
-expect_oci() { # OUT FILTER WANT
-  local got; got=$(oci "$1" "$2")
-  [ "$got" = "$3" ] || MISMATCH="${MISMATCH:+$MISMATCH; }config.json $2=$got want $3"
-  log "  $1: config.json $2 = $got (want $3)"
+# Registration: containerd launched the relay (a child of containerd, argv[0] the plugin path),
+# and logged it registered under its file name.
+native_register() {
+  local name=$S-register relay; MISMATCH=""
+  local _; for _ in $(seq 1 25); do relay=$(relay_pids | head -1); [ -n "$relay" ] && break; sleep 0.2; done
+  [ -n "$relay" ] || MISMATCH="no relay process under containerd $(containerd_pid)"
+  grep -q 'registered as \\\?"10-nri-qos\\\?"' "$D/logs/containerd.log" \
+    || MISMATCH="${MISMATCH:+$MISMATCH; }containerd did not log 'registered as \"10-nri-qos\"'"
+  log "  relay pid ${relay:-none}; $(grep -o 'plugin [^ ]* registered as [^ ]*' "$D/logs/containerd.log" | tail -1)"
+  verdict "$name"
 }
 
 # Kill the relay's evaluation children while they handle events: a watcher polls
@@ -166,7 +160,7 @@ native_child_crash() {
   for try in 1 2 3; do   # a child lives for milliseconds: retry if the watcher missed them all
     kill_children_of "$relay" "$D/logs/crash-killed" &
     watcher=$!
-    run_pod crash$try crash-me "/kubepods/burstable/pod{uid}" --label koordinator.sh/qosClass=BE "${RES[@]}"
+    run_pod crash$try crash-me "$(kube_parent burstable)" --label koordinator.sh/qosClass=BE "${RES[@]}"
     kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
     stop_pod crash$try
     n=$(sort -u "$D/logs/crash-killed" | wc -l)
@@ -181,7 +175,7 @@ native_child_crash() {
   [ "$(relay_pids | head -1)" = "$relay" ] || MISMATCH="relay pid changed/gone: '$(relay_pids | tr '\n' ' ')' (was $relay)"
   grep -q 'closing plugin 10-nri-qos' "$D/logs/containerd.log" && MISMATCH="${MISMATCH:+$MISMATCH; }containerd closed the plugin: $(grep 'closing plugin 10-nri-qos' "$D/logs/containerd.log" | tail -1)"
   [ -z "$MISMATCH" ] || { fail "$name" "$MISMATCH"; return; }
-  sc_be "$name" after-crash --label koordinator.sh/qosClass=BE
+  sc_be "$name" after-crash burstable --label koordinator.sh/qosClass=BE
 }
 
 # containerd restart: the old relay exits on EOF, the new containerd launches a new one, and the
@@ -194,44 +188,41 @@ native_restart() {
     fail "$name" "relay $old still running 3 s after containerd stopped"; kill_pids "$old"; start_containerd; return
   fi
   start_containerd || { fail "$name" "containerd did not restart"; return; }
-  local new; new=$(relay_pids | head -1)
+  local new; for _ in $(seq 1 25); do new=$(relay_pids | head -1); [ -n "$new" ] && break; sleep 0.2; done
   [ -n "$new" ] && [ "$new" != "$old" ] || { fail "$name" "no new relay after restart (old $old, new '${new}')"; return; }
   log "  relay relaunched: $old -> $new"
-  sc_be "$name" after-restart --label koordinator.sh/qosClass=BE
+  sc_be "$name" after-restart burstable --label koordinator.sh/qosClass=BE
 }
 
-main() {
-  if [ "$MODE" = prepare ]; then
-    mkdir -p "$E2E_CACHE"; fetch_trixie && build_adapter; return
-  fi
-  local why; why=$(preflight)
-  [ -z "$why" ] || { skip "$S" "$why"; return 0; }
-  take_lock || { fail "$S-setup" "lock"; return 1; }
-  [ -n "${DOWN_ONLY:-}" ] && { teardown_all; return 0; }
-  trap 'teardown_all' EXIT
-  trap 'exit 130' INT TERM
-  cleanup_stale  # leftovers of a run that was killed (-9): processes, mounts, cgroups, backup
-  local rc=0; up || rc=$?
-  [ $rc = 2 ] && return 0
-  [ $rc = 0 ] || return 1
+scenarios() {
   if [ "$MODE" = adapter ]; then
-    sc_be "$S-be-label" be-label --label koordinator.sh/qosClass=BE
+    sc_be "$S-be-label" be-label burstable --label koordinator.sh/qosClass=BE
     set_v01_conf "$D/policy/fail-closed.toml"
     sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"
     set_v01_conf "$D/policy/nri-qos.toml"
-  else
-    OCI_CHECKS=1
-    sc_be "$S-be-label" be-label --label koordinator.sh/qosClass=BE
-    sc_ls "$S-ls-burst" ls-burst
-    native_child_crash
-    native_restart
-    OCI_CHECKS=""
-    set_native_policy "$D/policy/fail-closed.toml"
-    stop_containerd; start_containerd || fail "$S-setup" "containerd did not restart with the fail-closed policy"
-    containerd_alive && sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"
+    return
   fi
-  if [ -n "${E2E_KEEP:-}" ]; then trap - EXIT; log "E2E_KEEP: containerd left running (socket $D/containerd.sock)"; fi
-  [ "$NFAIL" = 0 ]
+  host_only && native_register
+  OCI_CHECKS=1
+  sc_be "$S-be-label" be-label burstable --label koordinator.sh/qosClass=BE
+  sc_ls "$S-ls-burst" ls-burst
+  sc_be "$S-be-kube" be-kube besteffort
+  OCI_CHECKS=""
+  sc_knobs "$S-v2-knobs" knobs
+  sc_update_be "$S-update-be"
+  sc_update_ls "$S-update-ls"
+  host_only || return 0   # the node VM: the rest is protocol-level, covered on the host
+  native_child_crash
+  native_restart
+  set_native_policy "$D/policy/fail-closed.toml"
+  stop_containerd; start_containerd || fail "$S-setup" "containerd did not restart with the fail-closed policy"
+  containerd_alive && sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"
 }
 
-main
+if [ "$MODE" = prepare ]; then
+  mkdir -p "$E2E_CACHE"
+  fetch_runtime || exit 1
+  [ "$RT" = 1.7 ] && { fetch_go && build_adapter || exit 1; }
+  exit 0
+fi
+suite_main up scenarios

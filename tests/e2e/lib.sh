@@ -1,13 +1,18 @@
 #!/bin/bash
-# Helpers for the real-containerd end-to-end suites (containerd16.sh, containerd17.sh).
-# Source, don't run. Every suite:
+# Shared code of the real-containerd end-to-end suites (containerd16.sh, containerd17.sh, and
+# inside the node VM of nodevm.sh). Source, don't run. Every suite:
 #   - prints ONLY result lines on stdout: `PASS name`, `FAIL name (why)`, `SKIP name (why)`;
 #     diagnostics go to stderr;
 #   - runs one isolated containerd (own root/state/sockets under $D) started with setsid;
 #   - on exit (trap, also on failure or signal) stops everything it started BY PID, unmounts,
 #     removes its cgroups and restores /etc/nri, /opt/nri and /run/nri-qos from a backup.
 # Global paths containerd hard-codes (/etc/nri/conf.json, /opt/nri/bin, /opt/nri/plugins,
-# /etc/nri/conf.d) are shared by all suites: a flock serialises them (run one suite at a time).
+# /etc/nri/conf.d) are shared by all host suites: a flock serialises them (suite_main).
+#
+# A suite script sets S (result name prefix), D (state dir), CONTAINERD, CTR, SHIM_PATH and
+# calls `suite_main UP_FUNCTION SCENARIOS_FUNCTION`. Scenarios are the sc_* functions below:
+# they know the cgroup layout (v1 / v2) and driver (cgroupfs / systemd) and read every value
+# back from the kernel.
 
 E2E_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$E2E_HERE/../.." && pwd)
@@ -16,6 +21,15 @@ E2E_CACHE=${E2E_CACHE:-/var/cache/nri-qos-e2e}
 E2E_WORK=${E2E_WORK:-/var/lib/nri-qos-e2e} # per-suite state dirs + the /etc/nri backup
 NRI_QOS_BIN=${NRI_QOS_BIN:-$REPO/build/nri-qos}
 BUNDLED_POLICY=${E2E_POLICY:-$REPO/conf/nri.d/nri-qos.toml}
+# cgroupfs (the host) or systemd (the node VM: systemd is PID 1 there)
+E2E_CGROUP_DRIVER=${E2E_CGROUP_DRIVER:-cgroupfs}
+# shellcheck disable=SC2034  # used by containerd17.sh and nodevm.sh
+C21_SUITE=${E2E_C21_SUITE:-sid}        # Debian suite whose containerd is the "2.1" runtime
+E2E_PREFIX=${E2E_PREFIX:-}                # prefix of every result name ("vm-" inside the VM)
+# E2E_NODE_SUBSET=1 (the node VM): only the scenarios whose outcome depends on the node's shape
+# (cgroup v2, systemd driver); protocol-level ones (registration, child crash, restart, v0.1
+# annotations) are covered on the host and would cost minutes under TCG (host_only).
+E2E_NODE_SUBSET=${E2E_NODE_SUBSET:-}
 IMAGE=localhost/e2e/busybox:1             # workload image (mkimage.py, busybox-static)
 PAUSE=localhost/e2e/pause:1               # CRI sandbox_image (same image)
 UIDP=0e2e0000                             # every test pod uid starts with this (cleanup key)
@@ -26,16 +40,10 @@ export CRI_PYGEN_DIR=$E2E_CACHE/cri-pygen  # generated python gRPC stubs
 
 NPASS=0; NFAIL=0; NSKIP=0
 
-log() { echo "[$(date +%T)] $*" >&2; }
-pass() { echo "PASS $1"; NPASS=$((NPASS + 1)); }
-fail() { echo "FAIL $1${2:+ ($2)}"; NFAIL=$((NFAIL + 1)); log "FAIL $1: ${2:-}"; }
-skip() { echo "SKIP $1${2:+ ($2)}"; NSKIP=$((NSKIP + 1)); }
-
-# check NAME "what went wrong" COMMAND...: PASS when COMMAND succeeds, else FAIL with the message.
-check() {
-  local name=$1 why=$2; shift 2
-  if "$@"; then pass "$name"; else fail "$name" "$why"; fi
-}
+log() { printf '[%(%T)T] %s\n' -1 "$*" >&2; }   # no fork: cheap inside the TCG VM too
+pass() { echo "PASS $E2E_PREFIX$1"; NPASS=$((NPASS + 1)); }
+fail() { echo "FAIL $E2E_PREFIX$1${2:+ ($2)}"; NFAIL=$((NFAIL + 1)); log "FAIL $1: ${2:-}"; }
+skip() { echo "SKIP $E2E_PREFIX$1${2:+ ($2)}"; NSKIP=$((NSKIP + 1)); }
 
 # ---------------------------------------------------------------------------------------------
 # Preconditions. preflight prints the reason the machine cannot run the e2e (empty = it can).
@@ -45,6 +53,7 @@ cgroup_layout() { # v1 (cpu controller mounted at /sys/fs/cgroup/cpu) | v2 | non
   elif [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers; then echo v2
   else echo none; fi
 }
+LAYOUT=$(cgroup_layout)
 
 apt_missing() {
   local p miss=()
@@ -60,6 +69,7 @@ apt_ensure() {
   [ -z "$miss" ] && return 0
   command -v apt-get >/dev/null || return 1
   log "apt-get install $miss"
+  local _
   for _ in 1 2 3 4 5 6; do   # apt-get update has no lock timeout of its own: retry
     apt-get -o DPkg::Lock::Timeout=300 update -qq </dev/null >&2 && break
     sleep 10
@@ -72,10 +82,13 @@ apt_ensure() {
 
 preflight() {
   [ "$(id -u)" = 0 ] || { echo "not root"; return; }
-  [ "$(cgroup_layout)" != none ] || { echo "no cgroup v1 cpu controller or cgroup v2 mount under /sys/fs/cgroup"; return; }
+  [ "$LAYOUT" != none ] || { echo "no cgroup v1 cpu controller or cgroup v2 mount under /sys/fs/cgroup"; return; }
   command -v dpkg-query >/dev/null || { echo "not a Debian system (no dpkg)"; return; }
   if [ -n "$(apt_missing)" ] && ! apt_ensure; then
     echo "apt unavailable: cannot install $(apt_missing)"; return
+  fi
+  if [ "$E2E_CGROUP_DRIVER" = systemd ] && [ "$(cat /proc/1/comm 2>/dev/null)" != systemd ]; then
+    echo "E2E_CGROUP_DRIVER=systemd needs systemd as PID 1"; return
   fi
   local p
   for p in $(pgrep -x containerd 2>/dev/null; pgrep -x dockerd 2>/dev/null); do
@@ -89,7 +102,100 @@ preflight() {
 take_lock() {
   mkdir -p "$E2E_WORK"
   exec 9>"$E2E_WORK/lock"
-  flock -w 120 9 || { log "another e2e run holds $E2E_WORK/lock"; return 1; }
+  flock -w 600 9 || { log "another e2e run holds $E2E_WORK/lock"; return 1; }
+}
+
+# ---------------------------------------------------------------------------------------------
+# Debian packages of another suite (trixie's containerd 1.7, sid's 2.1) in a private root:
+# `apt-get download` + `dpkg -x` with a private apt configuration under $E2E_CACHE. The system's
+# apt sources, lists and dpkg database are not touched, and no archive host is written in this
+# tree: the mirror is the one this machine's apt already uses.
+# ---------------------------------------------------------------------------------------------
+
+# The Debian archive URI of this machine's apt sources: the first enabled `deb` entry whose URI
+# path ends in /debian (deb822 *.sources first, then one-line *.list). E2E_DEBIAN_MIRROR overrides.
+debian_mirror() {
+  [ -n "${E2E_DEBIAN_MIRROR:-}" ] && { echo "${E2E_DEBIAN_MIRROR%/}"; return 0; }
+  local f uri
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    # deb822: stanzas separated by blank lines (awk paragraph mode); comments dropped
+    uri=$(awk 'BEGIN { RS = "" }
+      { en = 1; deb = 0; u = ""; n = split($0, L, "\n")
+        for (i = 1; i <= n; i++) { l = L[i]; sub(/#.*/, "", l)
+          if (l ~ /^Enabled:[ \t]*[Nn]o/) en = 0
+          if (l ~ /^Types:/ && l ~ /[ \t]deb([ \t]|$)/) deb = 1
+          if (l ~ /^URIs:/) { sub(/^URIs:[ \t]*/, "", l); m = split(l, U, /[ \t]+/)
+            for (k = 1; k <= m; k++) if (u == "" && U[k] ~ /^https?:\/\/.*\/debian\/?$/) u = U[k] } }
+        if (en && deb && u != "") { sub(/\/$/, "", u); print u; exit } }' "$f")
+    [ -n "$uri" ] && { echo "$uri"; return 0; }
+  done
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    uri=$(sed -n 's|^[[:space:]]*deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\(https\?://[^[:space:]]*/debian\)/\?[[:space:]].*|\2|p' "$f" | head -1)
+    [ -n "$uri" ] && { echo "$uri"; return 0; }
+  done
+  return 1
+}
+
+# apt options for the private configuration of Debian SUITE (array APT_OPTS); runs `apt-get
+# update` once per suite (again with E2E_APT_REFRESH=1).
+debian_apt() { # SUITE
+  local s=$1 c=$E2E_CACHE/apt-$1 mirror
+  # the file name ends in .sources: apt parses it as deb822 only then
+  APT_OPTS=(-o Dir::Etc::sourcelist="$c/$s.sources" -o Dir::Etc::sourceparts=/dev/null
+            -o Dir::State::Lists="$c/lists" -o Dir::Cache="$c/cache" -o Dir::State::status=/dev/null
+            -o APT::Sandbox::User=root)
+  [ -f "$c/updated" ] && [ -z "${E2E_APT_REFRESH:-}" ] && return 0
+  [ -z "${E2E_OFFLINE:-}" ] || { echo "offline (E2E_OFFLINE): no $s packages in $E2E_CACHE" >&2; return 1; }
+  mirror=$(debian_mirror) || { echo "no Debian mirror in this machine's apt sources" >&2; return 1; }
+  mkdir -p "$c/lists/partial" "$c/cache/archives/partial"
+  printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+    "$mirror" "$s" > "$c/$s.sources"
+  apt-get "${APT_OPTS[@]}" update -qq </dev/null >&2 || { echo "apt-get update of Debian $s failed" >&2; return 1; }
+  touch "$c/updated"
+}
+
+# debian_root SUITE PKG...: download PKGs of Debian SUITE and dpkg -x them into
+# $E2E_CACHE/SUITE-root. Cached: packages already extracted there are not fetched again.
+# Errors go to stderr and $E2E_CACHE/SUITE.err.
+debian_root() {
+  local s=$1; shift
+  local root=$E2E_CACHE/$s-root debs=$E2E_CACHE/debs-$s want=() p
+  for p in "$@"; do grep -qxF "$p" "$root/.e2e-packages" 2>/dev/null || want+=("$p"); done
+  [ ${#want[@]} = 0 ] && return 0
+  mkdir -p "$E2E_CACHE"
+  # one fetcher at a time per cache (the VM suite prepares sid while the host suites run)
+  exec 8>"$E2E_CACHE/fetch.lock"
+  flock -w 900 8 || { echo "another run holds $E2E_CACHE/fetch.lock" >&2; exec 8>&-; return 1; }
+  want=()
+  for p in "$@"; do grep -qxF "$p" "$root/.e2e-packages" 2>/dev/null || want+=("$p"); done
+  [ ${#want[@]} = 0 ] && { exec 8>&-; return 0; }
+  local rc=0
+  debian_fetch "$s" "$root" "$debs" "${want[@]}" 2> >(tee "$E2E_CACHE/$s.err" >&2) || rc=1
+  exec 8>&-   # never inherited by containerd or the VM
+  return $rc
+}
+debian_fetch() { # SUITE ROOT DEBS PKG...: the download + extraction (messages on stderr)
+  local s=$1 root=$2 debs=$3 p f; shift 3
+  debian_apt "$s" || return 1
+  log "fetching $# package(s) of Debian $s into $root (apt-get download + dpkg -x)"
+  mkdir -p "$debs" "$root"
+  # lists older than the archive name superseded versions: update once and retry
+  (cd "$debs" && apt-get "${APT_OPTS[@]}" download -qq "$@" </dev/null) \
+    || { E2E_APT_REFRESH=1 debian_apt "$s" && (cd "$debs" && apt-get "${APT_OPTS[@]}" download -qq "$@" </dev/null); } \
+    || { echo "apt-get download from Debian $s failed" >&2; return 1; }
+  for p in "$@"; do
+    f=$(ls "$debs/${p}"_*.deb 2>/dev/null | sort -V | tail -1)
+    if [ -z "$f" ] || ! dpkg -x "$f" "$root"; then echo "cannot extract $p" >&2; return 1; fi
+    echo "$p" >> "$root/.e2e-packages"
+  done
+}
+
+# Debian package version of PKG in the private root of SUITE (from the .deb kept in debs-SUITE)
+debian_version() { # SUITE PKG
+  local f; f=$(ls "$E2E_CACHE/debs-$1/$2"_*.deb 2>/dev/null | sort -V | tail -1)
+  if [ -n "$f" ]; then dpkg-deb -f "$f" Version; else echo "version unknown"; fi
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -126,17 +232,34 @@ nri_restore() {
 # containerd lifecycle. Suites set: D (state dir), CONTAINERD, CTR, SHIM_PATH (dir with
 # containerd-shim-runc-v2, first in PATH), and write $D/config.toml with write_config_common.
 # ---------------------------------------------------------------------------------------------
-SOCK() { echo "$D/containerd.sock"; }
 cri() { "$PY" "$E2E_HERE/cri/criclient.py" -s "$D/containerd.sock" "$@"; }
+
+# NRI section of containerd's config for the native suites (same on 1.7 and 2.x: 2.x migrates a
+# version 2 config). Timeouts are containerd's defaults, written out so that a changed default
+# cannot change what is tested.
+nri_block() {
+  cat <<TOML
+[plugins."io.containerd.nri.v1.nri"]
+  disable = false
+  disable_connections = false
+  plugin_config_path = "/etc/nri/conf.d"
+  plugin_path = "/opt/nri/plugins"
+  plugin_registration_timeout = "5s"
+  plugin_request_timeout = "2s"
+  socket_path = "$D/nri.sock"
+TOML
+}
 
 # write_config_common NRI_BLOCK: containerd config v2 with everything private under $D.
 # pod_annotations: CRI copies only allow-listed pod annotations into the OCI spec (and so into
 # v0.1 requests); containerd matches them with Go's filepath.Match, where "*" does not match "/",
-# so "*" alone would not pass "openfuyao.com/qos-level": "*/*" does; runc Root under $D; restrict_oom_score_adj because root here may lack
-# CAP_SYS_RESOURCE (pause's -998 would make runc fail).
+# so "*" alone would not pass "openfuyao.com/qos-level": "*/*" does. runc Root under $D;
+# restrict_oom_score_adj because root here may lack CAP_SYS_RESOURCE (pause's -998 would make
+# runc fail). SystemdCgroup follows E2E_CGROUP_DRIVER.
 write_config_common() {
   rm -rf "$D/logs"
   mkdir -p "$D"/{root,state,runc,cni/net.d,cni/bin,opt,logs}
+  local sd=false; [ "$E2E_CGROUP_DRIVER" = systemd ] && sd=true
   cat > "$D/config.toml" <<TOML
 version = 2
 root = "$D/root"
@@ -171,7 +294,7 @@ $1
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         BinaryName = "/usr/bin/runc"
         Root = "$D/runc"
-        SystemdCgroup = false
+        SystemdCgroup = $sd
 TOML
 }
 
@@ -186,7 +309,7 @@ start_containerd() {
   PATH="${SHIM_PATH:+$SHIM_PATH:}/usr/sbin:/usr/bin:/sbin:/bin" setsid "$CONTAINERD" \
     --config "$D/config.toml" </dev/null >>"$D/logs/containerd.log" 2>&1 9>&- &
   echo $! > "$D/containerd.pid"
-  local _; for _ in $(seq 1 150); do
+  local _; for _ in $(seq 1 300); do
     [ -S "$D/containerd.sock" ] && cri version >/dev/null 2>&1 && return 0
     containerd_alive || { tail -20 "$D/logs/containerd.log" >&2; log "containerd exited"; return 1; }
     sleep 0.2
@@ -204,9 +327,16 @@ stop_containerd() { # TERM, KILL after 5 s; by PID
   rm -f "$D/containerd.pid"
 }
 
+# $E2E_CACHE/image.tar (busybox image, both tags), written atomically: the VM suite stages it
+# while the host suites import it
+image_tar() {
+  [ -f "$E2E_CACHE/image.tar" ] && return 0
+  mkdir -p "$E2E_CACHE"
+  "$PY" "$E2E_HERE/mkimage.py" "$E2E_CACHE/image.tar.$$" "$IMAGE" "$PAUSE" >/dev/null &&
+    mv -f "$E2E_CACHE/image.tar.$$" "$E2E_CACHE/image.tar"
+}
 import_image() {
-  [ -f "$E2E_CACHE/image.tar" ] || "$PY" "$E2E_HERE/mkimage.py" "$E2E_CACHE/image.tar" "$IMAGE" "$PAUSE" >/dev/null
-  "$CTR" -a "$D/containerd.sock" -n k8s.io images import "$E2E_CACHE/image.tar" >/dev/null
+  image_tar && "$CTR" -a "$D/containerd.sock" -n k8s.io images import "$E2E_CACHE/image.tar" >/dev/null
 }
 
 # pids of processes with an argument containing $1 (fixed string). One grep over all cmdlines
@@ -223,6 +353,11 @@ kill_pids() { # kill -9 the given pids (logged)
     log "killing leftover pid $p: $(tr '\0' ' ' 2>/dev/null < "/proc/$p/cmdline" | cut -c1-100)"
     kill -9 "$p" 2>/dev/null || true
   done
+}
+
+# our pod cgroups in every hierarchy: cgroupfs pod<uid> dirs and systemd pod slices
+our_pod_cgroups() {
+  find /sys/fs/cgroup/ -maxdepth 5 -type d \( -name "pod$UIDP*" -o -name "kubepods-*-pod${UIDP}*.slice" \) 2>/dev/null
 }
 
 # Stop everything this suite started, by PID. Idempotent; never fails.
@@ -247,17 +382,16 @@ teardown_all() {
   kill_pids $(pids_with_arg /opt/nri/plugins/10-nri-qos) $(pids_with_arg /opt/nri/plugins/00-v010-adapter)
   # container processes still in our pod cgroups (the shim was gone before it could kill them)
   local h d
-  find /sys/fs/cgroup/*/ -maxdepth 4 -type d -name "pod$UIDP*" 2>/dev/null | while read -r d; do
+  our_pod_cgroups | while read -r d; do
     # shellcheck disable=SC2046
     kill_pids $(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null)
   done
   # mounts under our state dir (overlay rootfs, sandbox shm), deepest first
   { grep -o " $D/[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do umount -l "$m"; done
-  # our cgroups: pod<UIDP>* and below, then kubepods levels we created (only if empty)
+  # our cgroups and below (systemd removes its own units' directories), then the kubepods
+  # levels we created (only if empty)
+  our_pod_cgroups | sort -r | while read -r d; do find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null; done
   for h in /sys/fs/cgroup/*; do
-    # shellcheck disable=SC2156  # the pod dir is passed as $1, not injected
-    find "$h" -maxdepth 4 -depth -type d -name "pod$UIDP*" \
-      -exec sh -c 'find "$1" -depth -type d -exec rmdir {} \; 2>/dev/null' _ {} \; 2>/dev/null
     for d in "$h/kubepods/burstable" "$h/kubepods/besteffort" "$h/kubepods"; do
       [ -d "$d" ] || continue
       grep -qxF "$d" "$BACKUP/preexisting-cgroups" 2>/dev/null && continue
@@ -269,13 +403,60 @@ teardown_all() {
   return 0
 }
 
+# Leftovers of any earlier run that was killed before its trap ran (all suites share the global
+# NRI paths and the pod uid prefix): stop/unmount/remove what each suite dir still holds.
+cleanup_stale() {
+  local self=$D d
+  for d in "$E2E_WORK"/containerd*/; do
+    [ -d "$d" ] || continue
+    D=${d%/}
+    if [ "$D" = "$self" ] || [ -f "$D/containerd.pid" ] || [ -d "$D/root" ]; then teardown_all; fi
+  done
+  D=$self
+  teardown_all
+}
+
+# suite_main UP SCENARIOS: the frame every suite runs in. Skips (one SKIP line, exit 0) when the
+# machine does not allow it; takes the lock; traps EXIT for teardown; cleans up what a killed
+# earlier run left; UP returns 0 (ready), 2 (SKIP already printed) or 1 (FAIL printed); then
+# SCENARIOS. `DOWN_ONLY=1` only tears down (after E2E_KEEP=1). Exit status: 1 if anything failed.
+suite_main() {
+  local up=$1 scen=$2 why t0=$SECONDS
+  why=$(preflight)
+  [ -z "$why" ] || { skip "$S" "$why"; return 0; }
+  take_lock || { fail "$S-setup" "lock $E2E_WORK/lock held by another run for 600 s"; return 1; }
+  [ -n "${DOWN_ONLY:-}" ] && { teardown_all; return 0; }
+  trap 'teardown_all' EXIT
+  trap 'exit 130' INT TERM
+  cleanup_stale
+  local rc=0; "$up" || rc=$?
+  [ $rc = 2 ] && return 0
+  [ $rc = 0 ] || return 1
+  log "$S: containerd up in $((SECONDS - t0)) s ($("$CONTAINERD" --version | awk '{print $3}'), $LAYOUT, $E2E_CGROUP_DRIVER driver)"
+  "$scen"
+  log "$S: $NPASS passed, $NFAIL failed, $NSKIP skipped in $((SECONDS - t0)) s"
+  if [ -n "${E2E_KEEP:-}" ]; then trap - EXIT; log "E2E_KEEP: containerd left running (socket $D/containerd.sock)"; fi
+  [ "$NFAIL" = 0 ]
+}
+
 # ---------------------------------------------------------------------------------------------
 # Pods. run_pod OUT NAME CGROUP_PARENT_TEMPLATE [criclient up-pod options]: RunPodSandbox,
 # CreateContainer, StartContainer; JSON summary in $D/logs/OUT.json. Returns criclient's status.
 # ---------------------------------------------------------------------------------------------
+# Kubernetes cgroup parent of a pod of QoS class $1 (burstable|besteffort|guaranteed), as the
+# kubelet names it for the active driver; {uid}/{uid_} are filled in by criclient.py.
+kube_parent() {
+  if [ "$E2E_CGROUP_DRIVER" = systemd ]; then
+    case $1 in guaranteed) echo "kubepods-pod{uid_}.slice" ;; *) echo "kubepods-$1-pod{uid_}.slice" ;; esac
+  else
+    case $1 in guaranteed) echo "/kubepods/pod{uid}" ;; *) echo "/kubepods/$1/pod{uid}" ;; esac
+  fi
+}
+
 run_pod() {
   local out=$1 name=$2 cgp=$3; shift 3
   local rc=0
+  unset "CG_REL[$out:ctr]" "CG_REL[$out:pod]"
   cri up-pod --name "$name" --uid-prefix "$UIDP" --cgroup-parent "$cgp" --image "$IMAGE" "$@" \
     > "$D/logs/$out.json" 2>"$D/logs/$out.err" || rc=$?
   log "$out: $(jq -c '{ok, steps: (.steps|map_values(if .ok then .seconds else .error end))}' "$D/logs/$out.json" 2>/dev/null || cat "$D/logs/$out.err")"
@@ -283,75 +464,156 @@ run_pod() {
 }
 j() { jq -r "$2" "$D/logs/$1.json" 2>/dev/null; }   # j OUT FILTER
 stop_pod() { local p; p=$(j "$1" '.pod_id // empty'); [ -n "$p" ] && { cri down-pod "$p" >&2 || true; }; return 0; }
+first_error() { j "$1" '[.steps | to_entries[] | select(.value.ok|not) | "\(.key): \(.value.error)"][0] // "?"'; }
 
-# cgroup directory (cpu controller) of the container / pod of OUT
-cg_ctr() { echo "$(cg_root cpu)$(j "$1" .cgroup_parent)/$(j "$1" .ctr_id)"; }
-cg_pod() { echo "$(cg_root cpu)$(j "$1" .cgroup_parent)"; }
-cg_root() { # controller -> hierarchy root
-  if [ "$(cgroup_layout)" = v1 ]; then echo "/sys/fs/cgroup/$1"; else echo /sys/fs/cgroup; fi
+# systemd slice name -> its path: a-b-c.slice is /a.slice/a-b.slice/a-b-c.slice (systemd.slice(5))
+slice_path() {
+  local name=${1%.slice} acc="" out="" part
+  local IFS=-
+  for part in $name; do acc=${acc:+$acc-}$part; out="$out/$acc.slice"; done
+  echo "$out"
 }
-# read a knob by its v1 name from cgroup dir $1 (controller dir for v1; cgroup2 dir otherwise),
-# mapping to the cgroup v2 file when the host is pure v2 (kernel cgroup-v2.rst):
-#   cpu.shares -> cpu.weight (runc: 1 + ((shares-2)*9999)/262142), cpu.cfs_burst_us -> cpu.max.burst,
-#   memory.limit_in_bytes -> memory.max, cpu.idle -> cpu.idle.
-read_knob() { # read_knob KIND(ctr|pod) OUT KNOB
-  local dir
-  if [ "$1" = ctr ]; then dir=$(cg_ctr "$2"); else dir=$(cg_pod "$2"); fi
-  local knob=$3
-  if [ "$(cgroup_layout)" = v1 ]; then
-    case $knob in memory.*) dir=${dir/\/sys\/fs\/cgroup\/cpu\//\/sys\/fs\/cgroup\/memory\/} ;; esac
-    cat "$dir/$knob" 2>/dev/null || echo "<missing $dir/$knob>"
+# cgroup path of the pod / container of OUT, relative to a hierarchy root. cgroupfs driver:
+# <parent>/<id>; systemd driver: the slice path and the container's scope cri-containerd-<id>.scope
+# (runc's systemd driver: cgroupsPath "slice:cri-containerd:id").
+declare -A CG_REL=()   # OUT:ctr / OUT:pod -> path; filled by cg_prime in the calling shell
+cg_prime() { # OUT: one jq per pod (forks are slow inside the TCG VM)
+  [ -n "${CG_REL[$1:ctr]:-}" ] && return 0
+  local parent id
+  { read -r parent; read -r id; } < <(jq -r '.cgroup_parent, .ctr_id' "$D/logs/$1.json" 2>/dev/null)
+  if [[ $parent == *.slice ]]; then
+    parent=$(slice_path "$parent")
+    CG_REL[$1:ctr]="$parent/cri-containerd-$id.scope"
   else
-    case $knob in
-      cpu.shares) cat "$dir/cpu.weight" ;;
-      cpu.cfs_burst_us) cat "$dir/cpu.max.burst" ;;
-      memory.limit_in_bytes) cat "$dir/memory.max" ;;
-      *) cat "$dir/$knob" ;;
-    esac 2>/dev/null || echo "<missing $dir/$knob>"
+    CG_REL[$1:ctr]="$parent/$id"
   fi
+  CG_REL[$1:pod]=$parent
 }
-# expected value of a v1 knob as the host would show it (v2: converted)
+cg_rel() { # OUT ctr|pod
+  [ -n "${CG_REL[$1:$2]:-}" ] || cg_prime "$1"
+  echo "${CG_REL[$1:$2]}"
+}
+# v1 controller directory of a v1 knob file name
+v1_ctrl() { case $1 in cpuset.*) echo cpuset ;; memory.*) echo memory ;; blkio.*) echo blkio ;; *) echo cpu ;; esac; }
+cg_dir() { # OUT ctr|pod [v1-knob]: absolute cgroup directory (v1: of the knob's controller)
+  if [ "$LAYOUT" = v1 ]; then echo "/sys/fs/cgroup/$(v1_ctrl "${3:-cpu.shares}")$(cg_rel "$1" "$2")"
+  else echo "/sys/fs/cgroup$(cg_rel "$1" "$2")"; fi
+}
+
+# read_knob KIND(ctr|pod) OUT KNOB: the kernel's value of a knob named by its cgroup v1 file, or
+# by its v2 file on a v2 host. On v2 the v1 names map as the kernel's cgroup-v2.rst and runc do:
+#   cpu.shares -> cpu.weight, cpu.cfs_quota_us -> cpu.max (first field), cpu.cfs_burst_us ->
+#   cpu.max.burst, memory.limit_in_bytes -> memory.max, blkio.weight -> io.weight ("default N").
+read_knob() {
+  local dir knob=$3 f
+  dir=$(cg_dir "$2" "$1" "$knob")
+  if [ "$LAYOUT" = v1 ]; then
+    cat "$dir/$knob" 2>/dev/null || echo "<missing $dir/$knob>"
+    return
+  fi
+  case $knob in
+    cpu.shares) f=cpu.weight ;;
+    cpu.cfs_quota_us|cpu.cfs_period_us) f=cpu.max ;;
+    cpu.cfs_burst_us) f=cpu.max.burst ;;
+    memory.limit_in_bytes) f=memory.max ;;
+    blkio.weight) f=io.weight ;;
+    *) f=$knob ;;
+  esac
+  local v; v=$(cat "$dir/$f" 2>/dev/null) || { echo "<missing $dir/$f>"; return; }
+  case $knob in
+    cpu.cfs_quota_us) echo "${v%% *}" ;;
+    cpu.cfs_period_us) echo "${v##* }" ;;
+    blkio.weight) sed -n 's/^default //p' <<<"$v" ;;
+    *) echo "$v" ;;
+  esac
+}
+# expected value of a knob as the kernel shows it on this host
+#   v2 cpu.weight from shares: runc 1.1's linear conversion 1 + ((shares-2)*9999)/262142 (what
+#   runc does with CRI's shares; for 2 every formula gives 1); v2 blkio.weight: io.weight by
+#   runc's 1 + (w-10)*9999/990; memory.high/max are kept in pages: rounded down to 4 KiB.
 want_knob() { # KNOB VALUE
-  if [ "$(cgroup_layout)" = v1 ]; then echo "$2"; return; fi
+  if [ "$LAYOUT" = v1 ]; then echo "$2"; return; fi
   case $1 in
     cpu.shares) echo $((1 + (($2 - 2) * 9999) / 262142)) ;;
+    blkio.weight) echo $((1 + ($2 - 10) * 9999 / 990)) ;;
+    memory.high|memory.limit_in_bytes|memory.low|memory.min)
+      if [ "$2" = max ]; then echo max; else echo $(($2 / 4096 * 4096)); fi ;;
     *) echo "$2" ;;
   esac
 }
 # pid of the container's process (first pid in its cgroup.procs)
-ctr_pid() { head -1 "$(cg_ctr "$1")/cgroup.procs" 2>/dev/null; }
+ctr_pid() { head -1 "$(cg_dir "$1" ctr cpu.shares)/cgroup.procs" 2>/dev/null; }
 
-# expect NAME OUT KIND KNOB VALUE: compares the kernel file with the expected value.
-# Collects mismatches into $MISMATCH (caller reports one PASS/FAIL line per scenario).
+# expect_knob OUT KIND KNOB VALUE: compares the kernel file with the expected value.
+# Collects mismatches into $MISMATCH (the caller reports one PASS/FAIL line per scenario).
 expect_knob() {
   local out=$1 kind=$2 knob=$3 want got
+  cg_prime "$out"
   want=$(want_knob "$knob" "$4"); got=$(read_knob "$kind" "$out" "$knob")
   if [ "$got" != "$want" ]; then MISMATCH="${MISMATCH:+$MISMATCH; }$kind $knob=$got want $want"; fi
   log "  $out: $kind $knob = $got (want $want)"
 }
 expect_oom() { # OUT VALUE
+  cg_prime "$1"
   local pid got; pid=$(ctr_pid "$1")
   got=$(cat "/proc/$pid/oom_score_adj" 2>/dev/null || echo "<no pid>")
   [ "$got" = "$2" ] || MISMATCH="${MISMATCH:+$MISMATCH; }oom_score_adj(pid $pid)=$got want $2"
   log "  $1: /proc/$pid/oom_score_adj = $got (want $2)"
 }
+# the cgroup directories have the shape the driver promises (systemd: slices and a scope)
+expect_shape() { # OUT
+  cg_prime "$1"
+  local c p; c=$(cg_dir "$1" ctr); p=$(cg_dir "$1" pod)
+  [ -d "$c" ] || MISMATCH="${MISMATCH:+$MISMATCH; }no container cgroup $c"
+  [ -d "$p" ] || MISMATCH="${MISMATCH:+$MISMATCH; }no pod cgroup $p"
+  log "  $1: container cgroup $c"
+}
+# OCI bundle config.json of the container of OUT (runc v2 shim state dir; native suites)
+oci() { jq -r "$2" "$D/state/io.containerd.runtime.v2.task/k8s.io/$(j "$1" .ctr_id)/config.json" 2>/dev/null; }
+expect_oci() { # OUT FILTER WANT
+  local got; got=$(oci "$1" "$2")
+  [ "$got" = "$3" ] || MISMATCH="${MISMATCH:+$MISMATCH; }config.json $2=$got want $3"
+  log "  $1: config.json $2 = $got (want $3)"
+}
+# host_only: true unless running the node VM's subset (scenario lists: `host_only && sc_...`)
+host_only() { [ -z "$E2E_NODE_SUBSET" ]; }
+verdict() { # NAME: PASS when no mismatch was collected
+  if [ -z "$MISMATCH" ]; then pass "$1"; else fail "$1" "$MISMATCH"; fi
+}
 
 # ---------------------------------------------------------------------------------------------
 # Policies used by the scenarios.
 # ---------------------------------------------------------------------------------------------
-# The bundled policy, copied so the test never depends on /etc/nri/nri-qos.toml.
+# The bundled policy, copied so the test never depends on /etc/nri/nri-qos.toml, with one test
+# rule put first: pods labelled e2e.nri-qos/class=knobs get class E2E-KNOBS, which sets the
+# cgroup v2 knobs the bundled classes do not (io.weight, memory.high at another ratio). Every
+# other pod is classified by the bundled rules exactly as shipped.
 install_test_policy() { # DEST
   [ -f "$BUNDLED_POLICY" ] || { log "bundled policy $BUNDLED_POLICY missing"; return 1; }
-  install -D -m 0644 "$BUNDLED_POLICY" "$1"
+  grep -q '^\[\[rules\]\]' "$BUNDLED_POLICY" || { log "no [[rules]] in $BUNDLED_POLICY"; return 1; }
+  mkdir -p "$(dirname "$1")"
+  awk '!done && /^\[\[rules\]\]/ {
+         print "# e2e (tests/e2e/lib.sh): test-only rule, first"
+         print "[[rules]]"; print "name = \"e2e-knobs\""; print "class = \"E2E-KNOBS\""
+         print "match.labels = { \"e2e.nri-qos/class\" = \"knobs\" }"; print ""; done = 1 }
+       { print }
+       END {
+         print ""; print "# e2e (tests/e2e/lib.sh): test-only class"
+         print "[classes.E2E-KNOBS]"; print "description = \"e2e: cgroup v2 knobs of no bundled class\""
+         print "[classes.E2E-KNOBS.container]"
+         print "blkio_weight = 500"; print "memory_high = \"75%\""; print "cpu_burst_us = \"50%\"" }' \
+    "$BUNDLED_POLICY" > "$1"
 }
 # A fail-closed policy: every container is class FC (fail = "closed") whose only knob is a raw
-# file write the kernel rejects (cpu.cfs_period_us must be >= 1000 us: EINVAL); sandboxes get a
-# class without knobs, so RunPodSandbox succeeds. Schema: man/nri-qos.toml.5 (version 1).
-FAIL_KNOB_FILE=cpu.cfs_period_us
+# file write the kernel rejects with EINVAL (v1: cpu.cfs_period_us must be >= 1000 us; v2:
+# cpu.weight must be 1..10000); sandboxes get a class without knobs, so RunPodSandbox succeeds.
+# Schema: man/nri-qos.toml.5 (version 1).
+if [ "$LAYOUT" = v2 ]; then FAIL_KNOB_FILE=cpu.weight FAIL_KNOB_VALUE=0
+else FAIL_KNOB_FILE=cpu.cfs_period_us FAIL_KNOB_VALUE=1; fi
 write_fail_closed_policy() { # DEST
   if [ -n "${E2E_FAIL_POLICY:-}" ]; then install -D -m 0644 "$E2E_FAIL_POLICY" "$1"; return; fi
   mkdir -p "$(dirname "$1")"
-  cat > "$1" <<'TOML'
+  cat > "$1" <<TOML
 # e2e (tests/e2e/lib.sh): containers fail closed on a knob the kernel rejects
 version = 1
 
@@ -366,8 +628,8 @@ description = "fail-closed class with a broken raw knob"
 fail = "closed"
 
 [[classes.FC.container.raw]]
-file = "cpu.cfs_period_us"
-value = "1"
+file = "$FAIL_KNOB_FILE"
+value = "$FAIL_KNOB_VALUE"
 
 [[rules]]
 name = "containers-fail-closed"
@@ -385,56 +647,92 @@ set_v01_conf() {
 
 # ---------------------------------------------------------------------------------------------
 # Scenarios. Each prints one PASS/FAIL line, named by its first argument; OUT names the pod's
-# JSON record in $D/logs. OCI_CHECKS=1 additionally reads the runc bundle's config.json
-# (function expect_oci, defined by containerd17.sh).
+# JSON record in $D/logs. OCI_CHECKS=1 additionally reads the runc bundle's config.json (native).
 # Expected values are the spec of the bundled policy (conf/nri.d/nri-qos.toml):
 #   BE: container cpu.shares 2, cpu.cfs_burst_us 0, oom_score_adj 1000; pod cgroup cpu.idle 0
-#   (the bundled policy leaves cpu_idle off: kubelet writes cpu.shares to the pod cgroup)
-#   LS: cpu.cfs_burst_us = 100 % of the CFS quota; cpu.shares and memory limit as CRI asked
+#       (the bundled policy leaves cpu_idle off: the kernel refuses cpu.shares/cpu.weight writes
+#       to an idle group, and kubelet writes them to the pod cgroup on resize)
+#   LS: cpu.cfs_burst_us = 100 % of the CFS quota, memory.high = 90 % of the limit (v2 only);
+#       cpu.shares, quota and memory limit as CRI asked
 # The containers ask for cpu_shares 512, CFS quota 50000/period 100000 and 64 MiB, so that a
 # hook that did nothing (or classified wrongly) fails every check.
 # ---------------------------------------------------------------------------------------------
-RES=(--cpu-shares 512 --cpu-quota 50000 --cpu-period 100000 --memory 67108864)
+MIB=1048576
+RES=(--cpu-shares 512 --cpu-quota 50000 --cpu-period 100000 --memory $((64 * MIB)))
+# NRI 0.8+ runtimes (containerd 2.x) carry oom_score_adj in the adjustment: then config.json
+# has it too (set by the suite: OCI_OOM=1)
+OCI_OOM=${OCI_OOM:-}
 
-# sc_be NAME OUT [criclient options selecting BE]: a burstable pod (kube QoS) that the policy
-# must demote to BE.
-sc_be() {
-  local name=$1 out=$2; shift 2
-  if ! run_pod "$out" "$out" "/kubepods/burstable/pod{uid}" "${RES[@]}" "$@"; then
-    fail "$name" "CRI: $(j "$out" '[.steps[]|select(.ok|not)|.error][0]')"; stop_pod "$out"; return
-  fi
-  MISMATCH=""
-  expect_knob "$out" ctr cpu.shares 2
-  expect_knob "$out" ctr cpu.cfs_burst_us 0
-  expect_oom "$out" 1000
-  expect_knob "$out" pod cpu.idle 0
-  if [ -n "${OCI_CHECKS:-}" ]; then
-    # (oom_score_adj is checked in /proc only: NRI v0.6.1, i.e. containerd 1.7, ignores the
-    # adjustment's oom_score_adj field, so a plugin must write /proc/<pid>/oom_score_adj itself)
-    expect_oci "$out" .linux.resources.cpu.shares 2
-  fi
-  stop_pod "$out"
-  if [ -z "$MISMATCH" ]; then pass "$name"; else fail "$name" "$MISMATCH"; fi
+start_or_fail() { # NAME OUT QOS [criclient options]: run the pod; FAIL + cleanup when CRI failed
+  local name=$1 out=$2 qos=$3; shift 3
+  run_pod "$out" "$out" "$(kube_parent "$qos")" "${RES[@]}" "$@" && return 0
+  fail "$name" "CRI: $(first_error "$out")"; stop_pod "$out"; return 1
 }
 
-# sc_ls NAME OUT: burstable pod without any class label/annotation -> LS.
+# the BE class's values on the pod of OUT (read back from the kernel)
+expect_be() { # OUT
+  expect_shape "$1"
+  expect_knob "$1" ctr cpu.shares 2
+  expect_knob "$1" ctr cpu.cfs_burst_us 0
+  expect_oom "$1" 1000
+  expect_knob "$1" pod cpu.idle 0
+}
+# the LS class's values for a container that asked for QUOTA (us) and MEM (bytes), shares 512
+expect_ls() { # OUT QUOTA MEM
+  expect_shape "$1"
+  expect_knob "$1" ctr cpu.cfs_burst_us "$2"
+  expect_knob "$1" ctr cpu.cfs_quota_us "$2"
+  expect_knob "$1" ctr memory.limit_in_bytes "$3"
+  [ "$LAYOUT" = v2 ] && expect_knob "$1" ctr memory.high $(($3 * 90 / 100))
+  expect_knob "$1" ctr cpu.shares 512
+}
+
+# sc_be NAME OUT QOS [criclient options selecting BE]: a pod the policy must class BE.
+sc_be() {
+  local name=$1 out=$2 qos=$3; shift 3
+  start_or_fail "$name" "$out" "$qos" "$@" || return
+  MISMATCH=""
+  expect_be "$out"
+  if [ -n "${OCI_CHECKS:-}" ]; then
+    expect_oci "$out" .linux.resources.cpu.shares 2
+    # NRI 0.6 (containerd 1.7) has no oom_score_adj adjustment: the relay writes /proc itself
+    [ -n "$OCI_OOM" ] && expect_oci "$out" .process.oomScoreAdj 1000
+  fi
+  stop_pod "$out"
+  verdict "$name"
+}
+
+# sc_ls NAME OUT: burstable pod without any class label/annotation -> LS (kube fallback).
 sc_ls() {
   local name=$1 out=$2
-  if ! run_pod "$out" "$out" "/kubepods/burstable/pod{uid}" "${RES[@]}"; then
-    fail "$name" "CRI: $(j "$out" '[.steps[]|select(.ok|not)|.error][0]')"; stop_pod "$out"; return
-  fi
+  start_or_fail "$name" "$out" burstable || return
   MISMATCH=""
-  expect_knob "$out" ctr cpu.cfs_burst_us 50000
-  expect_knob "$out" ctr cpu.shares 512
-  expect_knob "$out" ctr memory.limit_in_bytes 67108864
-  expect_knob "$out" ctr cpu.cfs_quota_us 50000
+  expect_ls "$out" 50000 $((64 * MIB))
   if [ -n "${OCI_CHECKS:-}" ]; then
     expect_oci "$out" .linux.resources.cpu.shares 512
     expect_oci "$out" .linux.resources.cpu.quota 50000
-    expect_oci "$out" .linux.resources.memory.limit 67108864
+    expect_oci "$out" .linux.resources.memory.limit $((64 * MIB))
   fi
   stop_pod "$out"
-  if [ -z "$MISMATCH" ]; then pass "$name"; else fail "$name" "$MISMATCH"; fi
+  verdict "$name"
+}
+
+# sc_knobs NAME OUT: class E2E-KNOBS of the test policy (cgroup v2 only: io.weight,
+# memory.high 75 %, cpu.max.burst 50 % of the quota).
+sc_knobs() {
+  local name=$1 out=$2
+  [ "$LAYOUT" = v2 ] || { skip "$name" "cgroup v2 knobs (io.weight, memory.high): this host is cgroup v1"; return; }
+  start_or_fail "$name" "$out" burstable --label e2e.nri-qos/class=knobs || return
+  MISMATCH=""
+  expect_shape "$out"
+  expect_knob "$out" ctr blkio.weight 500
+  expect_knob "$out" ctr memory.high $((64 * MIB * 75 / 100))
+  expect_knob "$out" ctr cpu.cfs_burst_us 25000
+  expect_knob "$out" ctr cpu.cfs_quota_us 50000
+  expect_knob "$out" ctr cpu.cfs_period_us 100000
+  expect_knob "$out" ctr memory.limit_in_bytes $((64 * MIB))
+  stop_pod "$out"
+  verdict "$name"
 }
 
 # sc_fail_closed NAME POLICY: with the fail-closed policy active, CreateContainer or
@@ -444,11 +742,11 @@ sc_fail_closed() {
   if ! msg=$("$NRI_QOS_BIN" check "$pol" --cache-dir "$D/tmp/check-cache" 2>&1); then
     fail "$name" "test policy rejected by 'nri-qos check': $(echo "$msg" | head -1)"; return
   fi
-  if run_pod fail-closed fail-closed "/kubepods/burstable/pod{uid}" "${RES[@]}"; then
+  if run_pod fail-closed fail-closed "$(kube_parent burstable)" "${RES[@]}"; then
     fail "$name" "container started although the fail-closed class's knob cannot be applied"
     stop_pod fail-closed; return
   fi
-  msg=$(j fail-closed '[.steps | to_entries[] | select(.value.ok|not) | "\(.key): \(.value.error)"][0]')
+  msg=$(first_error fail-closed)
   stop_pod fail-closed
   log "  fail-closed: $msg"
   case $msg in
@@ -459,15 +757,82 @@ sc_fail_closed() {
   else fail "$name" "error does not name nri-qos and $FAIL_KNOB_FILE: $msg"; fi
 }
 
-# Leftovers of any earlier run that was killed before its trap ran (all suites share the global
-# NRI paths and the pod uid prefix): stop/unmount/remove what each suite dir still holds.
-cleanup_stale() {
-  local self=$D d
-  for d in "$E2E_WORK"/containerd*/; do
-    [ -d "$d" ] || continue
-    D=${d%/}
-    if [ "$D" = "$self" ] || [ -f "$D/containerd.pid" ] || [ -d "$D/root" ]; then teardown_all; fi
-  done
-  D=$self
-  teardown_all
+# ---------------------------------------------------------------------------------------------
+# Updates (native NRI): the kubelet changes a running container with CRI
+# UpdateContainerResources — the static CPU manager sends the cpuset alone, an in-place pod
+# resize sends shares/quota/period/memory. containerd calls the plugin's UpdateContainer before
+# runc applies the result, then PostUpdateContainer. The class must stay in force after every
+# update, and percentage knobs must follow the new limits. Each step is its own result line.
+# ---------------------------------------------------------------------------------------------
+# update_ctr OUT STEP [criclient update options]: the update; FAIL text in $UPDATE_ERR
+update_ctr() {
+  local out=$1 step=$2; shift 2
+  local r rc=0
+  r=$(cri update "$(j "$out" .ctr_id)" "$@" 2>&1) || rc=$?
+  log "  $out: update $step ($*): $r"
+  UPDATE_ERR=""
+  [ $rc = 0 ] || UPDATE_ERR="UpdateContainerResources refused: $({ jq -r '.error // empty' <<<"$r" 2>/dev/null || echo "$r"; } | tr -s '\n' ' ')"
+  return $rc
+}
+# cpuset the static CPU manager would pin to: the first CPU the pod's cgroup may use
+first_cpu() {
+  local f=/sys/fs/cgroup/cpuset.cpus.effective
+  [ "$LAYOUT" = v1 ] && f=/sys/fs/cgroup/cpuset/cpuset.effective_cpus
+  cut -d, -f1 "$f" 2>/dev/null | cut -d- -f1
+}
+
+# sc_update_be PREFIX: a BE pod (Koordinator label) through
+#   PREFIX-cpuset: cpuset-only update -> cpuset applied; shares 2, burst 0, oom 1000, pod cpu.idle 0
+#   PREFIX-resize: resize to shares 1024, quota 80000, 128 MiB -> quota and memory follow the
+#                  resize; shares stay 2, burst 0, oom 1000, pod cpu.idle 0
+sc_update_be() {
+  local p=$1 out=upd-be cpu; cpu=$(first_cpu)
+  start_or_fail "$p-cpuset" "$out" burstable --label koordinator.sh/qosClass=BE || { skip "$p-resize" "pod did not start"; return; }
+  MISMATCH=""
+  if update_ctr "$out" cpuset --cpuset-cpus "$cpu"; then
+    expect_knob "$out" ctr cpuset.cpus "$cpu"
+    expect_be "$out"
+  else MISMATCH=$UPDATE_ERR; fi
+  verdict "$p-cpuset"
+  MISMATCH=""
+  if update_ctr "$out" resize --cpu-shares 1024 --cpu-quota 80000 --cpu-period 100000 --memory $((128 * MIB)); then
+    expect_knob "$out" ctr cpu.cfs_quota_us 80000
+    expect_knob "$out" ctr memory.limit_in_bytes $((128 * MIB))
+    expect_be "$out"
+  else MISMATCH=$UPDATE_ERR; fi
+  verdict "$p-resize"
+  stop_pod "$out"
+}
+
+# sc_update_ls PREFIX: an LS pod (kube fallback) through
+#   PREFIX-up:     resize to quota 80000, 128 MiB -> burst 80000 (100 % of the new quota),
+#                  memory.high 90 % of 128 MiB (v2)
+#   PREFIX-down:   resize to quota 30000, 48 MiB -> the update succeeds (the kernel refuses a
+#                  quota below the current burst, so the burst must come down first), burst
+#                  30000, memory.high 90 % of 48 MiB (v2)
+#   PREFIX-cpuset: cpuset-only update -> the class's ratios still hold for the limits the
+#                  container has (containerd restores its spec after a refused update)
+sc_update_ls() {
+  local p=$1 out=upd-ls cpu q m; cpu=$(first_cpu)
+  start_or_fail "$p-up" "$out" burstable || { skip "$p-down" "pod did not start"; skip "$p-cpuset" "pod did not start"; return; }
+  q=50000 m=$((64 * MIB))
+  MISMATCH=""
+  if update_ctr "$out" up --cpu-shares 512 --cpu-quota 80000 --cpu-period 100000 --memory $((128 * MIB)); then
+    q=80000 m=$((128 * MIB))
+    expect_ls "$out" $q $m
+  else MISMATCH=$UPDATE_ERR; fi
+  verdict "$p-up"
+  MISMATCH=""
+  if update_ctr "$out" down --cpu-shares 512 --cpu-quota 30000 --cpu-period 100000 --memory $((48 * MIB)); then
+    q=30000 m=$((48 * MIB))
+    expect_ls "$out" $q $m
+  else MISMATCH=$UPDATE_ERR; fi
+  verdict "$p-down"
+  MISMATCH=""
+  if update_ctr "$out" cpuset --cpuset-cpus "$cpu"; then
+    expect_knob "$out" ctr cpuset.cpus "$cpu"
+    expect_ls "$out" $q $m
+  else MISMATCH=$UPDATE_ERR; fi
+  verdict "$p-cpuset"
+  stop_pod "$out"
 }

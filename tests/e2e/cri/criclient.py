@@ -15,8 +15,16 @@ Python stubs are generated from cri_subset.proto on first use into $CRI_PYGEN_DI
       Leaves the pod running (see down-pod).
   criclient.py -s SOCK down-pod POD_ID
       StopPodSandbox + RemovePodSandbox (also stops/removes its containers).
+  criclient.py -s SOCK update CTR_ID [--cpuset-cpus LIST] [--cpu-shares N] [--cpu-quota N]
+        [--cpu-period N] [--memory BYTES]
+      UpdateContainerResources as the kubelet sends it: fields left out are 0/empty, which
+      containerd leaves unchanged (the static CPU manager sends the cpuset alone; an in-place
+      resize sends shares, quota, period and memory). Prints {"ok", "seconds", "error"}; exit 1
+      when the runtime refused the update.
+  criclient.py --gen-only
+      only generate the Python stubs (no socket needed).
 """
-import argparse, hashlib, importlib, json, os, sys, tempfile, time, uuid
+import argparse, hashlib, importlib, json, os, shutil, sys, tempfile, time, uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROTO = os.path.join(HERE, "cri_subset.proto")
@@ -28,11 +36,18 @@ def load_stubs():
     base = os.environ.get("CRI_PYGEN_DIR") or os.path.join(tempfile.gettempdir(), "cri-pygen")
     out = os.path.join(base, h)
     if not os.path.exists(os.path.join(out, "cri_subset_pb2_grpc.py")):
-        os.makedirs(out, exist_ok=True)
+        # generated into a private directory and renamed into place: several clients may start
+        # at once (the host suites and the VM's staging), none may import a half-written file
+        os.makedirs(base, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=h + ".", dir=base)
         from grpc_tools import protoc
-        if protoc.main(["protoc", "-I" + HERE, "--python_out=" + out,
-                        "--grpc_python_out=" + out, PROTO]) != 0:
+        if protoc.main(["protoc", "-I" + HERE, "--python_out=" + tmp,
+                        "--grpc_python_out=" + tmp, PROTO]) != 0:
             sys.exit("criclient: protoc failed")
+        try:
+            os.rename(tmp, out)
+        except OSError:  # another client was first
+            shutil.rmtree(tmp, ignore_errors=True)
     sys.path.insert(0, out)
     return importlib.import_module("cri_subset_pb2"), importlib.import_module("cri_subset_pb2_grpc")
 
@@ -80,7 +95,8 @@ def up_pod(rt, a, T):
 
     uid = a.uid_prefix + "-" + str(uuid.uuid4())[len(a.uid_prefix) + 1:]
     res["pod_uid"] = uid
-    res["cgroup_parent"] = a.cgroup_parent.format(uid=uid)
+    # {uid}: as the kubelet's cgroupfs driver spells it; {uid_}: systemd slice names ("-" -> "_")
+    res["cgroup_parent"] = a.cgroup_parent.format(uid=uid, uid_=uid.replace("-", "_"))
     pc = pod_config(a.name, uid, res["cgroup_parent"], kv(a.label), kv(a.annotation))
     rc = 1
     try:
@@ -119,7 +135,24 @@ def up_pod(rt, a, T):
     return rc
 
 
+def update(rt, a, T):
+    lr = pb.LinuxContainerResources(cpuset_cpus=a.cpuset_cpus, cpu_shares=a.cpu_shares,
+                                    cpu_quota=a.cpu_quota, cpu_period=a.cpu_period,
+                                    memory_limit_in_bytes=a.memory)
+    t = time.time()
+    res = {"ok": True}
+    try:
+        rt.UpdateContainerResources(pb.UpdateContainerResourcesRequest(container_id=a.id, linux=lr), timeout=T)
+    except grpc.RpcError as e:
+        res = {"ok": False, "error": "%s: %s" % (e.code(), e.details())}
+    res["seconds"] = round(time.time() - t, 3)
+    print(json.dumps(res))
+    return 0 if res["ok"] else 1
+
+
 def main():
+    if sys.argv[1:] == ["--gen-only"]:
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("-s", "--socket", required=True)
     ap.add_argument("--timeout", type=float, default=60)
@@ -135,6 +168,9 @@ def main():
         p.add_argument(f, type=int, default=0)
     p.add_argument("--no-container", action="store_true")
     sub.add_parser("down-pod").add_argument("id")
+    p = sub.add_parser("update"); p.add_argument("id"); p.add_argument("--cpuset-cpus", default="")
+    for f in ("--cpu-shares", "--cpu-quota", "--cpu-period", "--memory"):
+        p.add_argument(f, type=int, default=0)
     a = ap.parse_args()
 
     ch = grpc.insecure_channel("unix://" + os.path.abspath(a.socket))
@@ -148,6 +184,8 @@ def main():
             rt.ListContainers(pb.ListContainersRequest(), timeout=T), preserving_proto_field_name=True), indent=1))
     elif a.cmd == "up-pod":
         sys.exit(up_pod(rt, a, T))
+    elif a.cmd == "update":
+        sys.exit(update(rt, a, T))
     elif a.cmd == "down-pod":
         rt.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=a.id), timeout=T)
         rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=a.id), timeout=T)
