@@ -48,28 +48,67 @@ bool rule_matches(const Match& m, const Facts& f) {
     }
     return true;
 }
+/// Why the pod qualifies for `gate` (rules 1-3 of classify.hpp), or "" when it does not; `why_not`
+/// then says why.
+std::string gate_pass(const Policy& p, const Gate& gate, const Rule* rule, const Request& r, std::string& why_not) {
+    if (!gate.namespaces.empty() && any_glob(gate.namespaces, r.pod_namespace)) return "namespace \"" + r.pod_namespace + "\" is in gate.namespaces";
+    why_not = "namespace \"" + r.pod_namespace + "\" does not qualify";
+    if (!gate.labels.empty()) {
+        const std::string* undeclared = nullptr;
+        for (const auto& [k, g] : gate.labels)
+            if (!undeclared && !guarded_note(p.guarded_labels, k)) undeclared = &k;
+        if (undeclared) why_not += " and gate label \"" + *undeclared + "\" is not declared in [guarded.labels]";
+        else if (map_matches(gate.labels, r.labels)) return "gate.labels match (guarded: " + *guarded_note(p.guarded_labels, gate.labels.front().first) + ")";
+    }
+    if (!rule) return "";
+    const Match& m = rule->match;
+    std::string first;  // a guarded key the rule matched on, for the reason
+    auto need = [&](const KeyNotes& notes, const std::string& k, const char* kind) {
+        const std::string* note = guarded_note(notes, k);
+        if (!note) {
+            why_not += std::string(" and ") + kind + " \"" + k + "\" is not declared in [guarded." + kind + "s]";
+            return false;
+        }
+        if (first.empty()) first = std::string(kind) + " \"" + k + "\" is guarded (" + *note + ")";
+        return true;
+    };
+    for (const auto& [k, g] : m.labels)
+        if (!need(p.guarded_labels, k, "label")) return "";
+    for (const auto& [k, g] : m.annotations)
+        if (!need(p.guarded_annotations, k, "annotation")) return "";
+    for (const auto& [k, g] : m.labels_or_annotations) {
+        auto l = r.labels.find(k);
+        bool as_label = l != r.labels.end() && glob_match(g, l->second);
+        if (!need(as_label ? p.guarded_labels : p.guarded_annotations, k, as_label ? "label" : "annotation")) return "";
+    }
+    return first;  // "" when the rule matched on no pod label/annotation at all
+}
+
 }  // namespace
 
 Decision classify(const Policy& policy, const Facts& facts) {
     Decision d;
     d.rule = "default";
     std::string cls = policy.default_class;
+    const Rule* matched = nullptr;
     for (const auto& rule : policy.rules) {
         if (rule_matches(rule.match, facts)) {
             d.rule = rule.name;
             cls = rule.cls;
+            matched = &rule;
             break;
         }
     }
     d.requested = cls;
     const ClassDef* c = &policy.classes.at(cls);
     if (c->gate.enabled) {
-        const Request& r = *facts.req;
-        bool ns_ok = !c->gate.namespaces.empty() && any_glob(c->gate.namespaces, r.pod_namespace);
-        bool label_ok = !c->gate.labels.empty() && map_matches(c->gate.labels, r.labels);
-        if (!ns_ok && !label_ok) {
-            d.gate_note = "class " + cls + " is gated: namespace \"" + r.pod_namespace + "\" does not qualify; using " + c->gate.fallback;
+        std::string why_not;
+        d.gate_pass = gate_pass(policy, c->gate, matched, *facts.req, why_not);
+        if (d.gate_pass.empty()) {
+            d.gate_note = "class " + cls + " is gated: " + why_not + "; using " + c->gate.fallback;
             c = &policy.classes.at(c->gate.fallback);
+        } else {
+            d.gate_pass = "class " + cls + " allowed: " + d.gate_pass;
         }
     }
     d.cls = c;

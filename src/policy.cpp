@@ -1,5 +1,6 @@
 #include "policy.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -19,13 +20,34 @@ namespace {
 
 using TV = toml::value;
 
+/// Thrown by Ctx::fail after recording an error: abandons the item being parsed (a key, a knob,
+/// a rule...); Ctx::guard catches it so the next item is still checked.
+struct Skip {};
+
 struct Ctx {
     std::string file;
+    std::vector<PolicyDiag>* diags;
+    void add(PolicyDiag::Level lv, int line, const std::string& msg) const { diags->push_back({lv, line, msg}); }
+    static int line_of(const TV& v) { return static_cast<int>(v.location().line()); }
+    void error(const TV& v, const std::string& msg) const { add(PolicyDiag::Error, line_of(v), msg); }
+    void warn(const TV& v, const std::string& msg) const { add(PolicyDiag::Warning, line_of(v), msg); }
     [[noreturn]] void fail(const TV& v, const std::string& msg) const {
-        unsigned line = v.location().line();
-        throw InputError(file + ":" + std::to_string(line) + ": " + msg);
+        error(v, msg);
+        throw Skip{};
     }
-    [[noreturn]] void fail_top(const std::string& msg) const { throw InputError(file + ": " + msg); }
+    [[noreturn]] void fail_line(int line, const std::string& msg) const {
+        add(PolicyDiag::Error, line, msg);
+        throw Skip{};
+    }
+    [[noreturn]] void fail_top(const std::string& msg) const { fail_line(0, msg); }
+    /// Run one independent check; an error inside it is recorded, not propagated.
+    template <class F>
+    void guard(F&& f) const {
+        try {
+            f();
+        } catch (const Skip&) {
+        }
+    }
 };
 
 const char* toml_type(const TV& v) {
@@ -40,20 +62,81 @@ const char* toml_type(const TV& v) {
     }
 }
 
+// ---- "did you mean" ------------------------------------------------------------------------
+
+/// Optimal-string-alignment distance (Levenshtein plus adjacent transpositions), capped: returns
+/// cap + 1 as soon as it is certain to exceed `cap`.
+size_t edit_distance(const std::string& a, const std::string& b, size_t cap) {
+    if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > cap) return cap + 1;
+    std::vector<size_t> p2(b.size() + 1), p1(b.size() + 1), cur(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) p1[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = i;
+        size_t best = cur[0];
+        for (size_t j = 1; j <= b.size(); ++j) {
+            size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            cur[j] = std::min({p1[j] + 1, cur[j - 1] + 1, p1[j - 1] + cost});
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) cur[j] = std::min(cur[j], p2[j - 2] + 1);
+            best = std::min(best, cur[j]);
+        }
+        if (best > cap) return cap + 1;
+        std::swap(p2, p1);
+        std::swap(p1, cur);
+    }
+    return p1[b.size()];
+}
+
+std::string lower(std::string s) {
+    for (auto& ch : s) ch = static_cast<char>(tolower(static_cast<unsigned char>(ch)));
+    return s;
+}
+
+/// The known name closest to `word` ("" when none is close): equal ignoring case, or within
+/// 1 edit (words of 4-6 characters) / 2 edits (longer ones).
+std::string closest(const std::string& word, const std::vector<std::string>& known) {
+    const std::string lw = lower(word);
+    for (const auto& k : known)
+        if (lower(k) == lw) return k;
+    const size_t cap = word.size() <= 3 ? 0 : word.size() <= 6 ? 1 : 2;
+    if (cap == 0) return "";
+    size_t best = cap + 1;
+    std::string out;
+    for (const auto& k : known) {
+        size_t d = edit_distance(lw, lower(k), cap);
+        if (d < best) best = d, out = k;
+    }
+    return out;
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& known) {
+    std::string c = closest(word, known);
+    return c.empty() ? "" : "did you mean \"" + c + "\"?";
+}
+
+std::vector<std::string> knob_names() {
+    std::vector<std::string> v;
+    for (const auto& d : knob_table()) v.emplace_back(d.key);
+    v.emplace_back("raw");
+    return v;
+}
+
+// ---- typed access --------------------------------------------------------------------------
+
 const toml::table& as_table(const Ctx& c, const TV& v, const std::string& what) {
     if (!v.is_table()) c.fail(v, what + ": expected a table, got " + toml_type(v));
     return v.as_table();
 }
 
+/// Record every key of table `v` that is not in `allowed` (each one an error, with the closest
+/// allowed key suggested). Unknown keys are otherwise ignored, so the rest is still checked.
 void check_keys(const Ctx& c, const TV& v, const std::string& what, std::initializer_list<const char*> allowed) {
+    const std::vector<std::string> names(allowed.begin(), allowed.end());
     for (const auto& [k, val] : as_table(c, v, what)) {
-        bool ok = false;
-        for (const char* a : allowed) ok = ok || k == a;
-        if (!ok) {
-            std::string list;
-            for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
-            c.fail(val, what + ": unknown key \"" + k + "\" (allowed: " + list + ")");
-        }
+        if (std::find(names.begin(), names.end(), k) != names.end()) continue;
+        std::string list;
+        for (const auto& a : names) list += (list.empty() ? "" : ", ") + a;
+        std::string hint = did_you_mean(k, names);
+        c.error(val, what + ": unknown key \"" + k + "\" (" + (hint.empty() ? "" : hint + " ") + "allowed: " + list + ")");
     }
 }
 
@@ -100,7 +183,8 @@ bool fail_mode(const Ctx& c, const TV& v, const std::string& what) {
     std::string s = str(c, v, what);
     if (s == "open") return false;
     if (s == "closed") return true;
-    c.fail(v, what + ": expected \"open\" or \"closed\", got \"" + s + "\"");
+    std::string hint = did_you_mean(s, {"open", "closed"});
+    c.fail(v, what + ": expected \"open\" or \"closed\", got \"" + s + "\"" + (hint.empty() ? "" : " (" + hint + ")"));
 }
 
 /// Kernel file names a raw knob may never write: cgroup core files move tasks or change
@@ -121,58 +205,82 @@ const std::set<std::string>& v1_controllers() {
     return s;
 }
 
+constexpr int64_t kMiB = 1 << 20;
+
+/// Warn about a valid but suspicious knob value: a memory knob below 1 MiB (most likely a
+/// forgotten unit: `memory_limit = 512` is 512 bytes). 0 means "none" for the protections,
+/// the soft limit and swap, so it is not suspicious there.
+void warn_knob(const Ctx& c, const TV& v, const std::string& what, const KnobDef& def, const KnobValue& kv) {
+    if (!def.bytes || kv.kind != KnobValue::Int || kv.num >= kMiB) return;
+    if (kv.num == 0 && def.id != KnobId::MemoryHigh) return;
+    std::string n = std::to_string(kv.num);
+    c.warn(v, what + " = " + n + " bytes is below 1 MiB (" +
+                  (kv.num > 0 && kv.num < 1024 ? "did you mean \"" + n + "Mi\"?" : std::string("sizes take a unit: \"Ki\", \"Mi\", \"Gi\"")) + ")");
+}
+
 std::vector<KnobSetting> parse_knobs(const Ctx& c, const TV& v, const std::string& what) {
     std::vector<KnobSetting> out;
     const auto& t = as_table(c, v, what);
     for (const auto& def : knob_table()) {
         auto it = t.find(def.key);
         if (it == t.end()) continue;
-        const TV& val = it->second;
-        KnobSetting ks{def.id, {}, {}, {}};
-        if (!val.is_integer() && !val.is_string())
-            c.fail(val, what + "." + def.key + ": expected an integer or a string, got " + toml_type(val));
-        try {
-            if (val.is_integer()) {
-                int64_t i = val.as_integer();
-                ks.value = parse_knob_value(def, nullptr, &i);
-            } else {
-                ks.value = parse_knob_value(def, &val.as_string().str, nullptr);
+        c.guard([&] {
+            const TV& val = it->second;
+            KnobSetting ks{def.id, {}, {}, {}};
+            if (!val.is_integer() && !val.is_string())
+                c.fail(val, what + "." + def.key + ": expected an integer or a string, got " + toml_type(val));
+            try {
+                if (val.is_integer()) {
+                    int64_t i = val.as_integer();
+                    ks.value = parse_knob_value(def, nullptr, &i);
+                } else {
+                    ks.value = parse_knob_value(def, &val.as_string().str, nullptr);
+                }
+            } catch (const InputError& e) {
+                c.fail(val, what + "." + e.what());
             }
-        } catch (const InputError& e) {
-            c.fail(val, what + "." + e.what());
-        }
-        out.push_back(std::move(ks));
+            warn_knob(c, val, what + "." + def.key, def, ks.value);
+            out.push_back(std::move(ks));
+        });
     }
     for (const auto& [k, val] : t) {
-        if (k == "raw") continue;
-        if (!find_knob(k)) c.fail(val, what + ": unknown knob \"" + k + "\" (see nri-qos.toml(5))");
+        if (k == "raw" || find_knob(k)) continue;
+        std::string hint = did_you_mean(k, knob_names());
+        c.error(val, what + ": unknown knob \"" + k + "\" (" + (hint.empty() ? "" : hint + " ") + "see nri-qos.toml(5))");
     }
     if (const TV* raw = get(v, "raw")) {
-        if (!raw->is_array()) c.fail(*raw, what + ".raw: expected an array of tables");
-        if (raw->as_array().size() > 64) c.fail(*raw, what + ".raw: more than 64 entries");
-        for (const auto& e : raw->as_array()) {
-            check_keys(c, e, what + ".raw", {"file", "controller", "value"});
-            KnobSetting ks{KnobId::Raw, {}, {}, {}};
-            const TV* f = get(e, "file");
-            const TV* val = get(e, "value");
-            if (!f || !val) c.fail(e, what + ".raw: needs file and value");
-            ks.raw_file = str(c, *f, what + ".raw.file", 64);
-            if (!raw_file_allowed(ks.raw_file))
-                c.fail(*f, what + ".raw.file: \"" + ks.raw_file + "\" is not an allowed kernel file name (controller.name; cgroup.*, tasks and *.procs are refused)");
-            if (const TV* ctl = get(e, "controller")) {
-                ks.raw_ctrl = str(c, *ctl, what + ".raw.controller", 32);
-                if (!v1_controllers().count(ks.raw_ctrl)) c.fail(*ctl, what + ".raw.controller: unknown cgroup v1 controller \"" + ks.raw_ctrl + "\"");
-            } else {
-                ks.raw_ctrl = ks.raw_file.substr(0, ks.raw_file.find('.'));
-                if (!v1_controllers().count(ks.raw_ctrl)) c.fail(*f, what + ".raw: give controller = \"...\" (cannot infer it from the file name)");
+        c.guard([&] {
+            if (!raw->is_array()) c.fail(*raw, what + ".raw: expected an array of tables");
+            if (raw->as_array().size() > 64) c.fail(*raw, what + ".raw: more than 64 entries");
+            for (const auto& e : raw->as_array()) {
+                c.guard([&] {
+                    check_keys(c, e, what + ".raw", {"file", "controller", "value"});
+                    KnobSetting ks{KnobId::Raw, {}, {}, {}};
+                    const TV* f = get(e, "file");
+                    const TV* val = get(e, "value");
+                    if (!f || !val) c.fail(e, what + ".raw: needs file and value");
+                    ks.raw_file = str(c, *f, what + ".raw.file", 64);
+                    if (!raw_file_allowed(ks.raw_file))
+                        c.fail(*f, what + ".raw.file: \"" + ks.raw_file + "\" is not an allowed kernel file name (controller.name; cgroup.*, tasks and *.procs are refused)");
+                    if (const TV* ctl = get(e, "controller")) {
+                        ks.raw_ctrl = str(c, *ctl, what + ".raw.controller", 32);
+                        if (!v1_controllers().count(ks.raw_ctrl)) {
+                            std::string hint = did_you_mean(ks.raw_ctrl, {v1_controllers().begin(), v1_controllers().end()});
+                            c.fail(*ctl, what + ".raw.controller: unknown cgroup v1 controller \"" + ks.raw_ctrl + "\"" + (hint.empty() ? "" : " (" + hint + ")"));
+                        }
+                    } else {
+                        ks.raw_ctrl = ks.raw_file.substr(0, ks.raw_file.find('.'));
+                        if (!v1_controllers().count(ks.raw_ctrl)) c.fail(*f, what + ".raw: give controller = \"...\" (cannot infer it from the file name)");
+                    }
+                    ks.value.kind = KnobValue::Text;
+                    if (val->is_integer()) ks.value.text = std::to_string(val->as_integer());
+                    else ks.value.text = str(c, *val, what + ".raw.value", 256);
+                    for (unsigned char ch : ks.value.text)
+                        if (ch < 0x20 && ch != '\t') c.fail(*val, what + ".raw.value: control characters are not allowed");
+                    out.push_back(std::move(ks));
+                });
             }
-            ks.value.kind = KnobValue::Text;
-            if (val->is_integer()) ks.value.text = std::to_string(val->as_integer());
-            else ks.value.text = str(c, *val, what + ".raw.value", 256);
-            for (unsigned char ch : ks.value.text)
-                if (ch < 0x20 && ch != '\t') c.fail(*val, what + ".raw.value: control characters are not allowed");
-            out.push_back(std::move(ks));
-        }
+        });
     }
     return out;
 }
@@ -183,7 +291,10 @@ std::vector<KubeQos> kube_qos_list(const Ctx& c, const TV& v) {
         if (s == "besteffort" || s == "BestEffort") out.push_back(KubeQos::BestEffort);
         else if (s == "burstable" || s == "Burstable") out.push_back(KubeQos::Burstable);
         else if (s == "guaranteed" || s == "Guaranteed") out.push_back(KubeQos::Guaranteed);
-        else c.fail(v, "match.kube_qos: expected besteffort, burstable or guaranteed, got \"" + s + "\"");
+        else {
+            std::string hint = did_you_mean(s, {"besteffort", "burstable", "guaranteed"});
+            c.fail(v, "match.kube_qos: expected besteffort, burstable or guaranteed, got \"" + s + "\"" + (hint.empty() ? "" : " (" + hint + ")"));
+        }
     }
     return out;
 }
@@ -191,19 +302,21 @@ std::vector<KubeQos> kube_qos_list(const Ctx& c, const TV& v) {
 Match parse_match(const Ctx& c, const TV& v) {
     Match m;
     check_keys(c, v, "match", {"labels", "annotations", "labels_or_annotations", "namespace", "pod_name", "container_name", "kind", "kube_qos"});
-    if (const TV* x = get(v, "labels")) m.labels = glob_map(c, *x, "match.labels");
-    if (const TV* x = get(v, "annotations")) m.annotations = glob_map(c, *x, "match.annotations");
-    if (const TV* x = get(v, "labels_or_annotations")) m.labels_or_annotations = glob_map(c, *x, "match.labels_or_annotations");
-    if (const TV* x = get(v, "namespace")) m.namespaces = str_or_list(c, *x, "match.namespace");
-    if (const TV* x = get(v, "pod_name")) m.pod_names = str_or_list(c, *x, "match.pod_name");
-    if (const TV* x = get(v, "container_name")) m.container_names = str_or_list(c, *x, "match.container_name");
-    if (const TV* x = get(v, "kind")) {
-        std::string k = str(c, *x, "match.kind");
-        if (k == "sandbox") m.kind = 1;
-        else if (k == "container") m.kind = 2;
-        else c.fail(*x, "match.kind: expected \"sandbox\" or \"container\", got \"" + k + "\"");
-    }
-    if (const TV* x = get(v, "kube_qos")) m.kube_qos = kube_qos_list(c, *x);
+    c.guard([&] { if (const TV* x = get(v, "labels")) m.labels = glob_map(c, *x, "match.labels"); });
+    c.guard([&] { if (const TV* x = get(v, "annotations")) m.annotations = glob_map(c, *x, "match.annotations"); });
+    c.guard([&] { if (const TV* x = get(v, "labels_or_annotations")) m.labels_or_annotations = glob_map(c, *x, "match.labels_or_annotations"); });
+    c.guard([&] { if (const TV* x = get(v, "namespace")) m.namespaces = str_or_list(c, *x, "match.namespace"); });
+    c.guard([&] { if (const TV* x = get(v, "pod_name")) m.pod_names = str_or_list(c, *x, "match.pod_name"); });
+    c.guard([&] { if (const TV* x = get(v, "container_name")) m.container_names = str_or_list(c, *x, "match.container_name"); });
+    c.guard([&] {
+        if (const TV* x = get(v, "kind")) {
+            std::string k = str(c, *x, "match.kind");
+            if (k == "sandbox") m.kind = 1;
+            else if (k == "container") m.kind = 2;
+            else c.fail(*x, "match.kind: expected \"sandbox\" or \"container\", got \"" + k + "\"");
+        }
+    });
+    c.guard([&] { if (const TV* x = get(v, "kube_qos")) m.kube_qos = kube_qos_list(c, *x); });
     return m;
 }
 
@@ -280,7 +393,7 @@ void prescan(const Ctx& c, const std::string& text) {
         while (k + n < text.size() && text[k + n] == q) ++n;
         return n;
     };
-    auto at = [&](const std::string& m) { throw InputError(c.file + ":" + std::to_string(line) + ": " + m); };
+    auto at = [&](const std::string& m) { c.fail_line(line, m); };
     for (size_t i = 0; i < text.size(); ++i) {
         unsigned char ch = static_cast<unsigned char>(text[i]);
         if (ch >= 0x80) {
@@ -333,122 +446,362 @@ void prescan(const Ctx& c, const std::string& text) {
     }
 }
 
-std::string one_line_toml_error(const std::string& what, const std::string& file) {
-    // toml11 messages are multi-line: "[error] headline\n --> file\n   |\n 3 | text\n ...".
+/// toml11's multi-line message ("[error] headline\n --> file\n   |\n 3 | text\n ...") as
+/// (line, "TOML syntax error: headline"); line 0 when it names none.
+std::pair<int, std::string> toml_error(const std::string& what) {
     std::string head = what.substr(0, what.find('\n'));
     if (head.rfind("[error] ", 0) == 0) head = head.substr(8);
-    std::string line;
+    int line = 0;
     std::istringstream in(what);
     for (std::string l; std::getline(in, l);) {
         size_t bar = l.find(" | ");
         if (bar == std::string::npos) continue;
         std::string num = l.substr(0, bar);
         num.erase(0, num.find_first_not_of(' '));
-        if (!num.empty() && num.find_first_not_of("0123456789") == std::string::npos) {
-            line = num;
+        if (!num.empty() && num.size() < 9 && num.find_first_not_of("0123456789") == std::string::npos) {
+            line = std::stoi(num);
             break;
         }
     }
-    return file + (line.empty() ? "" : ":" + line) + ": TOML syntax error: " + head;
+    return {line, "TOML syntax error: " + head};
 }
 
-}  // namespace
 
-Policy parse_policy_toml(const std::string& text, const std::string& name) {
-    Ctx c{name};
+// ---- warnings over the whole policy ---------------------------------------------------------
+
+bool glob_covers(const std::string& a, const std::string& b) { return a == "*" || a == b; }
+
+/// True when every glob of `b` is covered by one of `a` (an empty `a` means "any").
+bool list_covers(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+    if (a.empty()) return true;
+    if (b.empty()) return false;
+    for (const auto& g : b) {
+        bool ok = false;
+        for (const auto& h : a) ok = ok || glob_covers(h, g);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+const std::string* glob_of(const GlobMap& m, const std::string& k) {
+    for (const auto& [key, g] : m)
+        if (key == k) return &g;
+    return nullptr;
+}
+
+/// Conservative: true only when rule condition set `a` certainly matches every request `b`
+/// matches (then a rule with `b` after a rule with `a` can never be reached).
+bool match_covers(const Match& a, const Match& b) {
+    if (a.kind != 0 && a.kind != b.kind) return false;
+    if (!a.kube_qos.empty()) {
+        if (b.kube_qos.empty()) return false;
+        for (auto q : b.kube_qos)
+            if (std::find(a.kube_qos.begin(), a.kube_qos.end(), q) == a.kube_qos.end()) return false;
+    }
+    if (!list_covers(a.namespaces, b.namespaces) || !list_covers(a.pod_names, b.pod_names) ||
+        !list_covers(a.container_names, b.container_names))
+        return false;
+    for (const auto& [k, g] : a.labels) {
+        const std::string* h = glob_of(b.labels, k);
+        if (!h || !glob_covers(g, *h)) return false;
+    }
+    for (const auto& [k, g] : a.annotations) {
+        const std::string* h = glob_of(b.annotations, k);
+        if (!h || !glob_covers(g, *h)) return false;
+    }
+    for (const auto& [k, g] : a.labels_or_annotations) {
+        const std::string* h = glob_of(b.labels, k);
+        if (!h) h = glob_of(b.annotations, k);
+        if (!h) h = glob_of(b.labels_or_annotations, k);
+        if (!h || !glob_covers(g, *h)) return false;
+    }
+    return true;
+}
+
+/// What makes a class a promotion (raises priority over an ordinary pod), for the "no gate"
+/// warning: "" when nothing does.
+std::string promotion_of(const ClassDef& cd) {
+    for (const auto* ks : {&cd.container, &cd.pod})
+        for (const auto& k : *ks) {
+            if (k.id == KnobId::CpuQosLevel && k.value.kind == KnobValue::Int && k.value.num > 0) return "cpu_qos_level = " + std::to_string(k.value.num);
+            if (k.id == KnobId::CpuQuota && k.value.kind == KnobValue::Max) return "cpu_quota_us = \"max\"";
+            if (k.id == KnobId::OomScoreAdj && k.value.num < 0) return "oom_score_adj = " + std::to_string(k.value.num);
+            if ((k.id == KnobId::MemoryMin || k.id == KnobId::MemoryLow) && (k.value.kind == KnobValue::Max || k.value.num > 0))
+                return std::string(knob_def(k.id).key) + " protection";
+        }
+    return "";
+}
+
+/// First pod label/annotation key rule `r` matches on, as "label \"k\"" / "annotation \"k\"" /
+/// "label or annotation \"k\"" ("" when it matches on none).
+std::string author_key_of(const Match& m) {
+    if (!m.labels.empty()) return "label \"" + m.labels.front().first + "\"";
+    if (!m.annotations.empty()) return "annotation \"" + m.annotations.front().first + "\"";
+    if (!m.labels_or_annotations.empty()) return "label or annotation \"" + m.labels_or_annotations.front().first + "\"";
+    return "";
+}
+
+/// True when every pod label/annotation condition of `m` is on a guarded key (a
+/// labels_or_annotations key must be guarded as both).
+bool all_keys_guarded(const Policy& p, const Match& m) {
+    for (const auto& [k, g] : m.labels)
+        if (!guarded_note(p.guarded_labels, k)) return false;
+    for (const auto& [k, g] : m.annotations)
+        if (!guarded_note(p.guarded_annotations, k)) return false;
+    for (const auto& [k, g] : m.labels_or_annotations)
+        if (!guarded_note(p.guarded_labels, k) || !guarded_note(p.guarded_annotations, k)) return false;
+    return true;
+}
+
+void policy_warnings(const Ctx& c, const Policy& p, const std::map<std::string, int>& class_line) {
+    // A rule made unreachable by an earlier one that matches everything it matches.
+    for (size_t j = 1; j < p.rules.size(); ++j)
+        for (size_t i = 0; i < j; ++i)
+            if (match_covers(p.rules[i].match, p.rules[j].match)) {
+                c.add(PolicyDiag::Warning, p.rules[j].line,
+                      "rules: \"" + p.rules[j].name + "\" can never match: rule \"" + p.rules[i].name + "\" (line " +
+                          std::to_string(p.rules[i].line) + ") comes first and matches everything it matches");
+                break;
+            }
+    // A class no rule, default_class or gate.fallback uses.
+    std::set<std::string> used = {p.default_class};
+    for (const auto& r : p.rules) used.insert(r.cls);
+    for (const auto& [n, cd] : p.classes)
+        if (cd.gate.enabled) used.insert(cd.gate.fallback);
+    for (const auto& [n, cd] : p.classes)
+        if (!used.count(n)) {
+            auto it = class_line.find(n);
+            c.add(PolicyDiag::Warning, it == class_line.end() ? 0 : it->second,
+                  "classes." + n + ": no rule, settings.default_class or gate.fallback uses this class");
+        }
+    // A class that raises priority, without a gate, reachable from a key the pod author sets.
+    for (const auto& r : p.rules) {
+        const ClassDef& cd = p.classes.at(r.cls);
+        if (cd.gate.enabled || all_keys_guarded(p, r.match)) continue;
+        std::string promo = promotion_of(cd), key = author_key_of(r.match);
+        if (promo.empty() || key.empty()) continue;
+        c.add(PolicyDiag::Warning, r.line,
+              "rules: \"" + r.name + "\" gives class " + r.cls + " (" + promo + ") on pod " + key +
+                  ", which the pod author sets, and the class has no gate: add one (classes." + r.cls + ".gate) or declare the key in [guarded]");
+    }
+}
+
+/// Parse [guarded.labels] / [guarded.annotations]: key → non-empty note.
+KeyNotes key_notes(const Ctx& c, const TV& v, const std::string& what) {
+    KeyNotes out;
+    const auto& t = as_table(c, v, what);
+    if (t.size() > 4096) c.fail(v, what + ": more than 4096 entries");
+    for (const auto& [k, val] : t)
+        c.guard([&] {
+            if (k.empty() || k.size() > 317) c.fail(val, what + ": key must be 1-317 bytes");
+            std::string note = str(c, val, what + ".\"" + k + "\"", 1024);
+            if (note.empty()) c.fail(val, what + ".\"" + k + "\": name the admission policy that controls this key (a non-empty note)");
+            out.emplace_back(k, std::move(note));
+        });
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+/// Parse and validate `text` into `p`, recording every error; `class_line` gets the line of each
+/// class (for warnings).
+void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::string, int>& class_line) {
     if (text.size() > kMaxPolicyBytes) c.fail_top("policy larger than " + std::to_string(kMaxPolicyBytes) + " bytes");
     prescan(c, text);
     TV root;
     try {
         std::istringstream in(text);
-        root = toml::parse(in, name);
+        root = toml::parse(in, c.file);
     } catch (const toml::exception& e) {
-        throw InputError(one_line_toml_error(e.what(), name));
+        auto [line, msg] = toml_error(e.what());
+        c.fail_line(line, msg);
     } catch (const std::exception& e) {
-        throw InputError(name + ": cannot parse: " + std::string(e.what()).substr(0, 200));
+        c.fail_top("cannot parse: " + std::string(e.what()).substr(0, 200));
     }
-    Policy p;
-    p.source = name;
-    check_keys(c, root, "policy", {"version", "settings", "rules", "classes"});
-    const TV* ver = get(root, "version");
-    if (!ver) c.fail_top("missing \"version = " + std::to_string(kPolicyVersion) + "\"");
-    if (!ver->is_integer() || ver->as_integer() != kPolicyVersion)
-        c.fail(*ver, "version: this nri-qos reads policy version " + std::to_string(kPolicyVersion));
+    p.source = c.file;
+    check_keys(c, root, "policy", {"version", "settings", "guarded", "rules", "classes"});
+    c.guard([&] {
+        const TV* ver = get(root, "version");
+        if (!ver) c.fail_top("missing \"version = " + std::to_string(kPolicyVersion) + "\"");
+        if (!ver->is_integer() || ver->as_integer() != kPolicyVersion)
+            c.fail(*ver, "version: this nri-qos reads policy version " + std::to_string(kPolicyVersion));
+    });
 
+    int default_line = 0;
     if (const TV* s = get(root, "settings")) {
-        check_keys(c, *s, "settings", {"default_class", "fail", "cpu_weight_formula"});
-        if (const TV* x = get(*s, "default_class")) p.default_class = str(c, *x, "settings.default_class", 63);
-        if (const TV* x = get(*s, "fail")) p.fail_closed = fail_mode(c, *x, "settings.fail");
-        if (const TV* x = get(*s, "cpu_weight_formula")) {
-            std::string f = str(c, *x, "settings.cpu_weight_formula");
-            if (f == "linear") p.linear_weight = true;
-            else if (f != "log-quadratic") c.fail(*x, "settings.cpu_weight_formula: expected \"log-quadratic\" or \"linear\"");
-        }
+        c.guard([&] {
+            check_keys(c, *s, "settings", {"default_class", "fail", "cpu_weight_formula"});
+            c.guard([&] {
+                if (const TV* x = get(*s, "default_class")) {
+                    default_line = Ctx::line_of(*x);
+                    p.default_class = str(c, *x, "settings.default_class", 63);
+                }
+            });
+            c.guard([&] { if (const TV* x = get(*s, "fail")) p.fail_closed = fail_mode(c, *x, "settings.fail"); });
+            c.guard([&] {
+                if (const TV* x = get(*s, "cpu_weight_formula")) {
+                    std::string f = str(c, *x, "settings.cpu_weight_formula");
+                    if (f == "linear") p.linear_weight = true;
+                    else if (f != "log-quadratic") c.fail(*x, "settings.cpu_weight_formula: expected \"log-quadratic\" or \"linear\"");
+                }
+            });
+        });
     }
 
+    if (const TV* g = get(root, "guarded")) {
+        c.guard([&] {
+            check_keys(c, *g, "guarded", {"labels", "annotations"});
+            c.guard([&] { if (const TV* x = get(*g, "labels")) p.guarded_labels = key_notes(c, *x, "guarded.labels"); });
+            c.guard([&] { if (const TV* x = get(*g, "annotations")) p.guarded_annotations = key_notes(c, *x, "guarded.annotations"); });
+        });
+    }
+
+    std::map<std::string, int> fallback_line;
     const TV* classes = get(root, "classes");
-    if (!classes) c.fail_top("no [classes] defined");
-    for (const auto& [cname, cv] : as_table(c, *classes, "classes")) {
-        if (!valid_name(cname)) c.fail(cv, "classes." + cname + ": class names are 1-63 characters [A-Za-z0-9_.-]");
-        std::string w = "classes." + cname;
-        check_keys(c, cv, w, {"description", "fail", "container", "pod", "gate"});
-        ClassDef cd;
-        cd.name = cname;
-        if (const TV* x = get(cv, "description")) cd.description = str(c, *x, w + ".description", 1024);
-        if (const TV* x = get(cv, "fail")) cd.fail_closed = fail_mode(c, *x, w + ".fail");
-        if (const TV* x = get(cv, "container")) cd.container = parse_knobs(c, *x, w + ".container");
-        if (const TV* x = get(cv, "pod")) {
-            cd.pod = parse_knobs(c, *x, w + ".pod");
-            for (const auto& k : cd.pod)
-                if (k.id == KnobId::OomScoreAdj || k.id == KnobId::ResctrlGroup)
-                    c.fail(*x, w + ".pod: " + knob_def(k.id).key + " applies to processes, set it under .container");
+    if (!classes) c.add(PolicyDiag::Error, 0, "no [classes] defined");
+    if (classes) c.guard([&] {
+        const auto& ct = as_table(c, *classes, "classes");
+        if (ct.size() > 1024) c.fail(*classes, "more than 1024 classes");
+        for (const auto& [cname, cv] : ct) {
+            std::string w = "classes." + cname;
+            ClassDef cd;
+            cd.name = cname;
+            class_line[cname] = Ctx::line_of(cv);
+            c.guard([&] {
+                if (!valid_name(cname)) c.fail(cv, w + ": class names are 1-63 characters [A-Za-z0-9_.-]");
+                check_keys(c, cv, w, {"description", "fail", "container", "pod", "gate"});
+                c.guard([&] { if (const TV* x = get(cv, "description")) cd.description = str(c, *x, w + ".description", 1024); });
+                c.guard([&] { if (const TV* x = get(cv, "fail")) cd.fail_closed = fail_mode(c, *x, w + ".fail"); });
+                c.guard([&] { if (const TV* x = get(cv, "container")) cd.container = parse_knobs(c, *x, w + ".container"); });
+                c.guard([&] {
+                    if (const TV* x = get(cv, "pod")) {
+                        cd.pod = parse_knobs(c, *x, w + ".pod");
+                        for (const auto& k : cd.pod)
+                            if (k.id == KnobId::OomScoreAdj || k.id == KnobId::ResctrlGroup)
+                                c.error(*x, w + ".pod: " + knob_def(k.id).key + " applies to processes, set it under .container");
+                    }
+                });
+                c.guard([&] {
+                    const TV* g = get(cv, "gate");
+                    if (!g) return;
+                    check_keys(c, *g, w + ".gate", {"namespaces", "labels", "fallback"});
+                    cd.gate.enabled = true;
+                    c.guard([&] { if (const TV* x = get(*g, "namespaces")) cd.gate.namespaces = str_or_list(c, *x, w + ".gate.namespaces"); });
+                    c.guard([&] {
+                        const TV* x = get(*g, "labels");
+                        if (!x) return;
+                        cd.gate.labels = glob_map(c, *x, w + ".gate.labels");
+                        for (const auto& [k, glob] : cd.gate.labels)
+                            if (!guarded_note(p.guarded_labels, k))
+                                c.warn(x->as_table().at(k), w + ".gate.labels: \"" + k +
+                                                                "\" is a pod label the pod author can set, and it is not declared in [guarded.labels]: "
+                                                                "it never qualifies a pod (declare it there, naming the admission policy that controls it, or remove it)");
+                    });
+                    const TV* fb = get(*g, "fallback");
+                    if (!fb) c.fail(*g, w + ".gate: needs fallback = \"<class>\"");
+                    fallback_line[cname] = Ctx::line_of(*fb);
+                    cd.gate.fallback = str(c, *fb, w + ".gate.fallback", 63);
+                });
+            });
+            p.classes.emplace(cname, std::move(cd));  // kept even when broken: no follow-on "unknown class"
         }
-        if (const TV* g = get(cv, "gate")) {
-            check_keys(c, *g, w + ".gate", {"namespaces", "labels", "fallback"});
-            cd.gate.enabled = true;
-            if (const TV* x = get(*g, "namespaces")) cd.gate.namespaces = str_or_list(c, *x, w + ".gate.namespaces");
-            if (const TV* x = get(*g, "labels")) cd.gate.labels = glob_map(c, *x, w + ".gate.labels");
-            const TV* fb = get(*g, "fallback");
-            if (!fb) c.fail(*g, w + ".gate: needs fallback = \"<class>\"");
-            cd.gate.fallback = str(c, *fb, w + ".gate.fallback", 63);
-        }
-        p.classes.emplace(cname, std::move(cd));
-    }
-    if (p.classes.size() > 1024) c.fail_top("more than 1024 classes");
+    });
+    std::vector<std::string> class_names;
+    for (const auto& [n, cd] : p.classes) class_names.push_back(n);
+    auto unknown_class = [&](const std::string& what, const std::string& name) {
+        std::string hint = did_you_mean(name, class_names);
+        return what + ": unknown class \"" + name + "\"" + (hint.empty() ? "" : " (" + hint + ")");
+    };
     for (const auto& [n, cd] : p.classes) {
-        if (cd.gate.enabled) {
-            auto fb = p.classes.find(cd.gate.fallback);
-            if (fb == p.classes.end()) c.fail_top("classes." + n + ".gate.fallback: unknown class \"" + cd.gate.fallback + "\"");
-            if (fb->second.gate.enabled) c.fail_top("classes." + n + ".gate.fallback: \"" + cd.gate.fallback + "\" is gated itself");
-        }
+        if (!cd.gate.enabled || cd.gate.fallback.empty()) continue;
+        auto fb = p.classes.find(cd.gate.fallback);
+        int line = fallback_line.count(n) ? fallback_line[n] : 0;
+        if (fb == p.classes.end()) c.add(PolicyDiag::Error, line, unknown_class("classes." + n + ".gate.fallback", cd.gate.fallback));
+        else if (fb->second.gate.enabled) c.add(PolicyDiag::Error, line, "classes." + n + ".gate.fallback: \"" + cd.gate.fallback + "\" is gated itself");
     }
-    if (p.default_class.empty()) c.fail_top("settings.default_class is required");
-    if (!p.classes.count(p.default_class)) c.fail_top("settings.default_class: unknown class \"" + p.default_class + "\"");
-    if (p.classes.at(p.default_class).gate.enabled) c.fail_top("settings.default_class: \"" + p.default_class + "\" must not be gated");
+    if (p.default_class.empty()) {
+        if (default_line == 0) c.add(PolicyDiag::Error, 0, "settings.default_class is required");
+    } else if (!p.classes.count(p.default_class)) {
+        if (classes) c.add(PolicyDiag::Error, default_line, unknown_class("settings.default_class", p.default_class));
+    } else if (p.classes.at(p.default_class).gate.enabled) {
+        c.add(PolicyDiag::Error, default_line, "settings.default_class: \"" + p.default_class + "\" must not be gated");
+    }
 
     if (const TV* rules = get(root, "rules")) {
-        if (!rules->is_array()) c.fail(*rules, "rules: expected an array of tables ([[rules]])");
-        if (rules->as_array().size() > 100000) c.fail(*rules, "rules: more than 100000 rules");
-        std::set<std::string> names;
-        for (const auto& rv : rules->as_array()) {
-            check_keys(c, rv, "rules", {"name", "class", "match"});
-            Rule r;
-            r.line = static_cast<int>(rv.location().line());
-            const TV* cl = get(rv, "class");
-            if (!cl) c.fail(rv, "rules: every rule needs class = \"<class>\"");
-            r.cls = str(c, *cl, "rules.class", 63);
-            if (!p.classes.count(r.cls)) c.fail(*cl, "rules.class: unknown class \"" + r.cls + "\"");
-            if (const TV* n = get(rv, "name")) r.name = str(c, *n, "rules.name", 128);
-            if (r.name.empty()) r.name = "rule@" + std::to_string(r.line);
-            if (!names.insert(r.name).second) c.fail(rv, "rules.name: duplicate rule name \"" + r.name + "\"");
-            if (const TV* m = get(rv, "match")) r.match = parse_match(c, *m);
-            p.rules.push_back(std::move(r));
-        }
+        c.guard([&] {
+            if (!rules->is_array()) c.fail(*rules, "rules: expected an array of tables ([[rules]])");
+            if (rules->as_array().size() > 100000) c.fail(*rules, "rules: more than 100000 rules");
+            std::set<std::string> names;
+            for (const auto& rv : rules->as_array()) {
+                Rule r;
+                bool ok = true;
+                c.guard([&] {
+                    ok = false;
+                    check_keys(c, rv, "rules", {"name", "class", "match"});
+                    r.line = Ctx::line_of(rv);
+                    c.guard([&] {
+                        if (const TV* n = get(rv, "name")) r.name = str(c, *n, "rules.name", 128);
+                    });
+                    if (r.name.empty()) r.name = "rule@" + std::to_string(r.line);
+                    if (!names.insert(r.name).second) c.error(rv, "rules.name: duplicate rule name \"" + r.name + "\"");
+                    c.guard([&] { if (const TV* m = get(rv, "match")) r.match = parse_match(c, *m); });
+                    const TV* cl = get(rv, "class");
+                    if (!cl) c.fail(rv, "rules: every rule needs class = \"<class>\"");
+                    r.cls = str(c, *cl, "rules.class", 63);
+                    if (classes && !p.classes.count(r.cls)) c.fail(*cl, unknown_class("rules.class", r.cls));
+                    ok = true;
+                });
+                if (ok) p.rules.push_back(std::move(r));
+            }
+        });
     }
-    return p;
 }
 
-Policy load_policy_toml(const std::string& path) {
+}  // namespace
+
+std::string closest_name(const std::string& word, const std::vector<std::string>& known) { return closest(word, known); }
+
+const std::string* guarded_note(const KeyNotes& notes, const std::string& key) {
+    auto it = std::lower_bound(notes.begin(), notes.end(), key, [](const auto& e, const std::string& k) { return e.first < k; });
+    return it != notes.end() && it->first == key ? &it->second : nullptr;
+}
+
+size_t PolicyCheck::errors() const {
+    size_t n = 0;
+    for (const auto& d : diags) n += d.level == PolicyDiag::Error;
+    return n;
+}
+
+size_t PolicyCheck::warnings() const { return diags.size() - errors(); }
+
+std::string format_diag(const std::string& file, const PolicyDiag& d) {
+    return file + (d.line > 0 ? ":" + std::to_string(d.line) : "") + ": " + (d.level == PolicyDiag::Warning ? "warning: " : "") + d.message;
+}
+
+PolicyCheck check_policy_text(const std::string& text, const std::string& name) {
+    PolicyCheck out;
+    Ctx c{name, &out.diags};
+    std::map<std::string, int> class_line;
+    c.guard([&] { parse_into(c, text, out.policy, class_line); });
+    // Warnings are about a policy that loads: only computed when there is no error.
+    if (out.errors() == 0) policy_warnings(c, out.policy, class_line);
+    // By line; findings about the file as a whole (line 0) last.
+    auto key = [](const PolicyDiag& d) { return d.line > 0 ? d.line : INT32_MAX; };
+    std::stable_sort(out.diags.begin(), out.diags.end(), [&](const PolicyDiag& a, const PolicyDiag& b) { return key(a) < key(b); });
+    return out;
+}
+
+Policy parse_policy_toml(const std::string& text, const std::string& name) {
+    PolicyCheck r = check_policy_text(text, name);
+    size_t n = r.errors();
+    if (n == 0) return std::move(r.policy);
+    for (const auto& d : r.diags)
+        if (d.level == PolicyDiag::Error)
+            throw InputError(format_diag(name, d) +
+                             (n > 1 ? " (+" + std::to_string(n - 1) + " more error" + (n > 2 ? "s" : "") + ": run nri-qos check)" : ""));
+    throw InputError(name + ": invalid policy");  // not reached
+}
+
+std::string read_policy_file(const std::string& path) {
     // O_NONBLOCK: a FIFO must not hang the hook; fstat before reading refuses non-regular files.
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) throw InputError(path + ": cannot open policy: " + std::strerror(errno));
@@ -475,10 +828,12 @@ Policy load_policy_toml(const std::string& path) {
     }
     close(fd);
     text.resize(got);
-    return parse_policy_toml(text, path);
+    return text;
 }
 
-// ---- JSON form (compiled cache) ---------------------------------------------------------
+Policy load_policy_toml(const std::string& path) { return parse_policy_toml(read_policy_file(path), path); }
+
+// ---- JSON form (tests and tools) ---------------------------------------------------------
 
 namespace {
 json globmap_json(const GlobMap& m) {
@@ -536,6 +891,8 @@ json policy_to_json(const Policy& p) {
         classes[n] = {{"d", c.description}, {"f", c.fail_closed}, {"c", knobs_json(c.container)}, {"p", knobs_json(c.pod)},
                       {"g", {c.gate.enabled, c.gate.namespaces, globmap_json(c.gate.labels), c.gate.fallback}}};
     j["classes"] = std::move(classes);
+    j["guarded_labels"] = globmap_json(p.guarded_labels);
+    j["guarded_annotations"] = globmap_json(p.guarded_annotations);
     return j;
 }
 
@@ -578,6 +935,8 @@ Policy policy_from_json(const json& j) {
             cd.gate.fallback = g.at(3).get<std::string>();
             p.classes.emplace(n, std::move(cd));
         }
+        p.guarded_labels = globmap_from(j.at("guarded_labels"));
+        p.guarded_annotations = globmap_from(j.at("guarded_annotations"));
         if (!p.classes.count(p.default_class)) throw InputError("compiled policy: unknown default class");
         for (const auto& r : p.rules)
             if (!p.classes.count(r.cls)) throw InputError("compiled policy: unknown class in rule");

@@ -1,7 +1,19 @@
 // The static policy: ordered classification rules and, per QoS class, the knobs to set.
 // Written by the operator in TOML (man/nri-qos.toml.5, conf/nri.d/nri-qos.toml), validated
 // strictly (unknown keys, wrong types and out-of-range values are errors with file:line), and
-// compiled into a Policy, which round-trips through JSON for the compiled cache (policy_cache.hpp).
+// compiled into a Policy (the flat compiled form: policy_cache.hpp; the lossless JSON form below
+// is for tests and tools).
+//
+// Validation collects every error of a file in one pass (check_policy_text, used by
+// `nri-qos check`), with the closest known name suggested for unknown keys, knobs and classes,
+// and warnings for suspicious but valid policies (a memory knob below 1 MiB, a rule no request
+// can reach, an unused class, a promotion gate resting on a pod label nobody guards). Loading
+// (parse_policy_toml) reports the first error, plus how many more there are.
+//
+// Trust model (issue 9 §3): pod labels and annotations are written by the pod author, so they may
+// pick a class but never, on their own, pass a promotion gate. A gate admits a pod by its
+// namespace (an allow-list the operator edits) or by a label/annotation the operator declared in
+// [guarded] as controlled by an admission policy (classify.hpp).
 #pragma once
 
 #include <map>
@@ -22,6 +34,9 @@ constexpr int kPolicyVersion = 1;
 constexpr size_t kMaxPolicyBytes = 8u << 20;
 
 using GlobMap = std::vector<std::pair<std::string, std::string>>;  ///< key → fnmatch(3) glob
+/// Pod label/annotation key → the operator's note naming the admission policy that controls it
+/// ([guarded.labels] / [guarded.annotations]); sorted by key.
+using KeyNotes = std::vector<std::pair<std::string, std::string>>;
 
 /// Conditions of a rule; all given conditions must hold (an empty Match matches everything).
 struct Match {
@@ -41,7 +56,9 @@ struct Rule {
 };
 
 /// Who may enter a class that raises priority (promotion gate). A pod qualifies when its
-/// namespace matches one of `namespaces` or all `labels` match; otherwise it gets `fallback`.
+/// namespace matches one of `namespaces`, or it carries all `labels` and every one of those keys
+/// is declared in Policy::guarded_labels, or the rule that asked for the class matched on pod
+/// labels/annotations only through guarded keys; otherwise it gets `fallback` (classify.hpp).
 struct Gate {
     bool enabled = false;
     std::vector<std::string> namespaces;
@@ -64,8 +81,48 @@ struct Policy {
     bool linear_weight = false;    ///< cpu.shares→cpu.weight formula: false = log-quadratic (runc ≥ 1.3.2)
     std::vector<Rule> rules;
     std::map<std::string, ClassDef> classes;
-    std::string source;            ///< path it was loaded from
+    KeyNotes guarded_labels;       ///< [guarded.labels]: keys an admission policy controls
+    KeyNotes guarded_annotations;  ///< [guarded.annotations]
+    std::string source;            ///< path it was loaded from ("builtin" for the built-in one)
 };
+
+/// The name in `known` closest to `word`, for "did you mean" hints: equal ignoring case, or
+/// within 1 edit (4-6 characters) / 2 edits (longer); "" when none is that close.
+std::string closest_name(const std::string& word, const std::vector<std::string>& known);
+
+/// Note of `key` in `notes` (a KeyNotes), or nullptr when the key is not declared.
+const std::string* guarded_note(const KeyNotes& notes, const std::string& key);
+
+/// One finding of the policy checker.
+struct PolicyDiag {
+    enum Level { Error, Warning } level = Error;
+    int line = 0;          ///< 1-based line in the policy file; 0 = the file as a whole
+    std::string message;   ///< one line, without the file name
+};
+
+/// Everything check_policy_text found.
+struct PolicyCheck {
+    Policy policy;                    ///< usable only when errors() == 0
+    std::vector<PolicyDiag> diags;    ///< errors and warnings, ordered by line
+    size_t errors() const;
+    size_t warnings() const;
+};
+
+/// "<file>:<line>: <message>" for an error, "<file>:<line>: warning: <message>" for a warning
+/// (no ":<line>" when line is 0).
+std::string format_diag(const std::string& file, const PolicyDiag& d);
+
+/// Validate all of a policy text, collecting every error instead of stopping at the first: each
+/// key, knob, class, gate and rule is checked on its own, and cross-references (rules.class,
+/// gate.fallback, settings.default_class) carry the line they are written on. A TOML syntax error
+/// or a prescan refusal (invalid UTF-8, over-long line, deep nesting, 64-bit overflow) stops the
+/// check at that point (toml11 cannot go on). Never throws on bad content; `name` prefixes
+/// messages. Warnings never make a policy invalid.
+PolicyCheck check_policy_text(const std::string& text, const std::string& name);
+
+/// Read a policy file: it must be a regular file (FIFOs, devices and /proc, /sys files are
+/// refused before reading) of at most kMaxPolicyBytes. Throws InputError "<path>: <why>".
+std::string read_policy_file(const std::string& path);
 
 /// Read and validate a TOML policy file. The file must be a regular file (FIFOs, devices and
 /// /proc files are refused before reading) of at most kMaxPolicyBytes. Throws InputError
@@ -73,6 +130,8 @@ struct Policy {
 Policy load_policy_toml(const std::string& path);
 
 /// Parse policy text (used by load_policy_toml and the fuzzer). `name` appears in messages.
+/// Throws InputError with the first error ("<name>:<line>: <message>"), followed by
+/// " (+N more errors: run nri-qos check)" when there are more. Warnings are not reported here.
 Policy parse_policy_toml(const std::string& text, const std::string& name);
 
 /// Lossless JSON form of a compiled Policy (for the compiled cache), and back.

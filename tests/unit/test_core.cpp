@@ -214,9 +214,10 @@ TEST_CASE("policy errors are one line with file:line", "[policy]") {
     auto err = [](const std::string& text) { return error_of([&] { parse_policy_toml(text, "p.toml"); }); };
     const std::string head = "version = 1\n[settings]\ndefault_class = \"A\"\n[classes.A]\n";
     CHECK(err(head) == "");
-    CHECK(err("") == "p.toml: missing \"version = 1\"");
-    CHECK(err("version = 2\n") == "p.toml:1: version: this nri-qos reads policy version 1");
-    CHECK(err(head + "[classes.A.container]\ncpu_sharez = 2\n") == "p.toml:6: classes.A.container: unknown knob \"cpu_sharez\" (see nri-qos.toml(5))");
+    CHECK(err("") == "p.toml: missing \"version = 1\" (+2 more errors: run nri-qos check)");
+    CHECK(err("version = 2\n[settings]\ndefault_class = \"A\"\n[classes.A]\n") == "p.toml:1: version: this nri-qos reads policy version 1");
+    CHECK(err(head + "[classes.A.container]\ncpu_sharez = 2\n") == "p.toml:6: classes.A.container: unknown knob \"cpu_sharez\" (did you mean \"cpu_shares\"? see nri-qos.toml(5))");
+    CHECK(err(head + "[classes.A.container]\nfoo = 2\n") == "p.toml:6: classes.A.container: unknown knob \"foo\" (see nri-qos.toml(5))");
     CHECK(err(head + "[classes.A.container]\ncpu_shares = 1\n") == "p.toml:6: classes.A.container.cpu_shares: 1 out of range [2, 262144] or \"N%\"");
     CHECK(err(head + "[classes.A.container]\ncpu_shares = true\n") == "p.toml:6: classes.A.container.cpu_shares: expected an integer or a string, got boolean");
     CHECK(err(head + "bogus = 1\n") == "p.toml:5: classes.A: unknown key \"bogus\" (allowed: description, fail, container, pod, gate)");
@@ -225,7 +226,7 @@ TEST_CASE("policy errors are one line with file:line", "[policy]") {
     CHECK(err(head + "[classes.A.container]\nraw = [{file = \"cgroup.procs\", value = \"1\"}]\n").find("is not an allowed kernel file name") != std::string::npos);
     CHECK(err(head + "[classes.A.container]\nraw = [{file = \"tasks\", controller = \"cpu\", value = \"1\"}]\n").find("is not an allowed kernel file name") != std::string::npos);
     CHECK(err(head + "[classes.A.pod]\noom_score_adj = 5\n").find("applies to processes") != std::string::npos);
-    CHECK(err("version = 1\n[settings]\ndefault_class = \"A\"\n[classes.A]\ngate.fallback = \"A\"\n").find("is gated itself") != std::string::npos);
+    CHECK(err("version = 1\n[settings]\ndefault_class = \"B\"\n[classes.B]\n[classes.A]\ngate.fallback = \"A\"\n").find("is gated itself") != std::string::npos);
     CHECK(err("version = 1\nx = [" + std::string(40, '[')).find("nesting deeper than 32 levels") != std::string::npos);
     CHECK(err("version = = 1\n").find("p.toml:1: TOML syntax error") == 0);
     CHECK(err(head + "fail = \"sometimes\"\n") == "p.toml:5: classes.A.fail: expected \"open\" or \"closed\", got \"sometimes\"");
@@ -282,18 +283,65 @@ TEST_CASE("bundled policy recognises every colocation system's carrier", "[class
     }
 }
 
-TEST_CASE("promotion gates: HLS needs a qualifying namespace or label", "[classify]") {
+TEST_CASE("promotion gates: a pod label alone never passes; namespaces and guarded keys do", "[classify]") {
     Policy p = bundled();
     Decision d = classify_req(p, {{"labels", {{"koordinator.sh/qosClass", "LSR"}}}});
     CHECK(d.requested == "HLS");
     CHECK(d.cls->name == "LS");
-    CHECK(d.gate_note == "class HLS is gated: namespace \"default\" does not qualify; using LS");
+    CHECK(d.gate_note ==
+          "class HLS is gated: namespace \"default\" does not qualify and label \"koordinator.sh/qosClass\" is not declared in "
+          "[guarded.labels]; using LS");
+    // The label the old bundled gate trusted, set by the pod author: no longer a way in.
     d = classify_req(p, {{"labels", {{"koordinator.sh/qosClass", "LSE"}, {"nri-qos.io/allow-hls", "true"}}}});
-    CHECK(d.cls->name == "HLS");
-    CHECK(d.gate_note.empty());
+    CHECK(d.cls->name == "LS");
     d = classify_req(p, {{"labels", {{"koordinator.sh/qosClass", "LSR"}}},
                          {"spec", {{"annotations", {{"io.kubernetes.cri.sandbox-namespace", "online-shop"}}}}}});
+    CHECK(d.cls->name == "LS");
+    d = classify_req(p, {{"labels", {{"koordinator.sh/qosClass", "LSR"}}},
+                         {"spec", {{"annotations", {{"io.kubernetes.cri.sandbox-namespace", "kube-system"}}}}}});
+    CHECK(d.rule == "kube-system");  // kube-system's own rule comes first (SYSTEM)
+    // The operator declares the Koordinator label guarded: the rule's request now passes.
+    p.guarded_labels = {{"koordinator.sh/qosClass", "koord-manager webhook + VAP"}};
+    d = classify_req(p, {{"labels", {{"koordinator.sh/qosClass", "LSE"}}}});
     CHECK(d.cls->name == "HLS");
+    CHECK(d.gate_note.empty());
+    CHECK(d.gate_pass == "class HLS allowed: label \"koordinator.sh/qosClass\" is guarded (koord-manager webhook + VAP)");
+    // ... but not the Katalyst annotation, nor the openFuyao key declared as a label only when it
+    // came as an annotation.
+    d = classify_req(p, {{"spec", {{"annotations", {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"}}}}}});
+    CHECK(d.cls->name == "LS");
+    p.guarded_labels.push_back({"openfuyao.com/qos-level", "fuyao webhook"});
+    d = classify_req(p, {{"spec", {{"annotations", {{"openfuyao.com/qos-level", "HLS"}}}}}});
+    CHECK(d.cls->name == "LS");
+    CHECK(d.gate_note.find("annotation \"openfuyao.com/qos-level\" is not declared in [guarded.annotations]") != std::string::npos);
+    d = classify_req(p, {{"labels", {{"openfuyao.com/qos-level", "HLS"}}}});
+    CHECK(d.cls->name == "HLS");
+}
+
+TEST_CASE("promotion gates: gate.labels qualify only when declared guarded", "[classify]") {
+    const std::string text = R"(version = 1
+[settings]
+default_class = "LS"
+[[rules]]
+name = "ask"
+class = "HLS"
+match.labels = { "tier" = "gold" }
+[classes.LS]
+[classes.HLS]
+gate.labels = { "example.com/hls-approved" = "true" }
+gate.fallback = "LS"
+)";
+    Policy p = parse_policy_toml(text, "g.toml");
+    const json req = {{"labels", {{"tier", "gold"}, {"example.com/hls-approved", "true"}}}};
+    Decision d = classify_req(p, req);
+    CHECK(d.cls->name == "LS");
+    CHECK(d.gate_note.find("gate label \"example.com/hls-approved\" is not declared in [guarded.labels]") != std::string::npos);
+    p = parse_policy_toml(text + "[guarded.labels]\n\"example.com/hls-approved\" = \"set by webhook hls-approval only\"\n", "g.toml");
+    d = classify_req(p, req);
+    CHECK(d.cls->name == "HLS");
+    CHECK(d.gate_pass.find("gate.labels match") != std::string::npos);
+    d = classify_req(p, {{"labels", {{"tier", "gold"}, {"example.com/hls-approved", "yes"}}}});
+    CHECK(d.cls->name == "LS");
 }
 
 namespace {
