@@ -34,19 +34,27 @@ MAIN_OBJ  := $(BUILD)/obj/src/main.o
 TEST_SRCS := $(wildcard tests/unit/*.cpp)
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/obj/%.o)
 
-.PHONY: all deps demo check test unit e2e bench bench-quick fuzz fuzz-smoke dist rpm deb install clean
+.PHONY: all deps build-deps demo check test unit e2e bench bench-quick fuzz fuzz-smoke dist rpm deb install clean
 all: $(BUILD)/nri-qos
 
 deps:
 	scripts/deps.sh build test
 
-$(PROTO_CC) $(PROTO_H): $(PROTO_SRC)
+# Before anything is compiled: name every missing build dependency and the command that installs
+# it, instead of stopping at the first with "Error 127" (scripts/check-build-deps.sh).
+BUILD_DEP_ITEMS ?= nlohmann/json.hpp:nlohmann-json3-dev CLI/CLI.hpp:libcli11-dev toml.hpp:libtoml11-dev \
+                   seccomp.h:libseccomp-dev libseccomp.a:libseccomp-dev \
+                   google/protobuf/message_lite.h:libprotobuf-dev libprotobuf-lite.a:libprotobuf-dev
+build-deps:
+	@scripts/check-build-deps.sh "$(CXX)" "$(PROTOC)" $(BUILD_DEP_ITEMS)
+
+$(PROTO_CC) $(PROTO_H): $(PROTO_SRC) | build-deps
 	@mkdir -p $(BUILD)/gen/nri
 	$(PROTOC) --proto_path=src/nri --cpp_out=$(BUILD)/gen/nri $<
 
 # The seccomp program is compiled by libseccomp at build time (src/tools/seccomp-bpf-gen.cpp).
 SECCOMP_H := $(BUILD)/gen/seccomp_bpf.h
-$(BUILD)/seccomp-bpf-gen: src/tools/seccomp-bpf-gen.cpp src/sandbox_syscalls.hpp
+$(BUILD)/seccomp-bpf-gen: src/tools/seccomp-bpf-gen.cpp src/sandbox_syscalls.hpp | build-deps
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O1 -Isrc $< -lseccomp -o $@
 $(SECCOMP_H): $(BUILD)/seccomp-bpf-gen
@@ -54,12 +62,23 @@ $(SECCOMP_H): $(BUILD)/seccomp-bpf-gen
 	$< > $@.tmp && mv $@.tmp $@
 $(BUILD)/obj/src/sandbox.o: $(SECCOMP_H)
 
+# The built-in policy: conf/nri.d/nri-qos.toml validated (no error, no warning) and compiled at
+# build time into the flat compiled form, linked in as a byte array (src/policy_builtin.*).
+POLICY_INC  := $(BUILD)/gen/policy_builtin.inc
+POLICY_GEN_OBJS := $(addprefix $(BUILD)/obj/src/,policy.o policy_cache.o knobs.o sha256.o)
+$(BUILD)/policy-builtin-gen: src/tools/policy-builtin-gen.cpp $(POLICY_GEN_OBJS)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $< $(POLICY_GEN_OBJS) -o $@
+$(POLICY_INC): $(BUILD)/policy-builtin-gen conf/nri.d/nri-qos.toml
+	@mkdir -p $(dir $@)
+	$< conf/nri.d/nri-qos.toml > $@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
+$(BUILD)/obj/src/policy_builtin.o: $(POLICY_INC)
+
 $(BUILD)/obj/gen/nri.pb.o: $(PROTO_CC)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(filter-out $(WARN) -Wpedantic,$(CXXFLAGS)) -w -c $< -o $@
 
 $(BUILD)/obj/tests/%.o: CPPFLAGS += -DNRI_QOS_SRCDIR='"$(CURDIR)"'
-$(BUILD)/obj/%.o: %.cpp $(if $(wildcard $(PROTO_SRC)),$(PROTO_H))
+$(BUILD)/obj/%.o: %.cpp $(if $(wildcard $(PROTO_SRC)),$(PROTO_H)) | build-deps
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -MMD -MP -c $< -o $@
 

@@ -50,8 +50,16 @@ void add_eval_options(CLI::App* app, Options& o, std::string& layout) {
     app->add_option("--resctrl-root", o.resctrl_root, "resctrl root (default /sys/fs/resctrl)");
     app->add_option("--state-dir", o.state_dir, "per-sandbox memo directory (default /run/nri-qos)");
     app->add_option("--cache-dir", o.cache_dir, "compiled policy cache (default /run/nri-qos/cache; \"\" disables)");
+    app->add_option("--last-good-dir", o.last_good_dir,
+                    "last good policy copies (default /var/lib/nri-qos, or STATE_DIR/last-good with --state-dir; \"\" disables)");
     app->add_option("--deadline-ms", o.deadline_ms, "self-imposed deadline in ms (default 1000; 0 disables)");
     app->add_flag("--debug", o.debug, "log skipped knobs to stderr");
+}
+
+/// --state-dir without --last-good-dir keeps the last good policy copies with the rest of the
+/// relocated state (STATE_DIR/last-good).
+void derive_last_good_dir(CLI::App* app, Options& o) {
+    if (app->count("--state-dir") > 0 && app->count("--last-good-dir") == 0) o.last_good_dir = o.state_dir + "/last-good";
 }
 
 int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool policy_set) {
@@ -68,7 +76,8 @@ int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool poli
     if (!nriqos::sandbox_disabled_by_env()) {
         // explain writes no memo: its sandbox gets no state dir (which would be created).
         std::string state = mode == nriqos::Mode::Explain ? std::string() : o.state_dir;
-        nriqos::SandboxStatus sb = nriqos::install_sandbox({o.cgroup_root, o.proc_root, o.resctrl_root, state, o.cache_dir, o.policy});
+        std::string last_good = mode == nriqos::Mode::Explain ? std::string() : o.last_good_dir;
+        nriqos::SandboxStatus sb = nriqos::install_sandbox({o.cgroup_root, o.proc_root, o.resctrl_root, state, o.cache_dir, o.policy, last_good});
         if (o.debug || !sb.seccomp) write_all(STDERR_FILENO, "nri-qos: sandbox: " + sb.summary() + "\n");
     }
     std::string input;
@@ -95,6 +104,7 @@ std::vector<std::string> eval_argv(CLI::App* relay, const Options& o, const std:
     pass("--resctrl-root", o.resctrl_root);
     pass("--state-dir", o.state_dir);
     pass("--cache-dir", o.cache_dir);
+    pass("--last-good-dir", o.last_good_dir);
     if (o.debug) a.emplace_back("--debug");
     return a;
 }
@@ -119,8 +129,9 @@ int main(int argc, char** argv) {
         std::string why;
         int abi = nriqos::landlock_abi_version(&why);
         return std::string("nri-qos ") + NRI_QOS_VERSION + "\nsandbox: seccomp allow-list (EPERM); " +
-               (abi > 0 ? "landlock ABI " + std::to_string(abi) : "landlock unavailable: " + why + "; seccomp only");
-    }());
+               (abi > 0 ? "landlock ABI " + std::to_string(abi) : "landlock unavailable: " + why + "; seccomp only") + "\n" +
+               nriqos::default_policy_status();
+    });
     app.require_subcommand(0, 1);
 
     Options o;
@@ -142,6 +153,7 @@ int main(int argc, char** argv) {
     std::string evaluator = "fork";
     std::string check_path = nriqos::defaults::kPolicy;
     std::string check_cache;
+    std::string check_last_good = nriqos::defaults::kLastGoodDir;
     if (full || first == "invoke") {
         invoke = app.add_subcommand("invoke", "NRI v0.1: read a request on stdin, apply, print the Result");
         add_eval_options(invoke, o, layout);
@@ -171,7 +183,8 @@ int main(int argc, char** argv) {
 
         check = app.add_subcommand("check", "validate a policy file (and precompile it)");
         check->add_option("policy", check_path, "policy file (default /etc/nri/nri-qos.toml)");
-        check->add_option("--cache-dir", check_cache, "also write the compiled cache there");
+        check->add_option("--cache-dir", check_cache, "also precompile it there and save it as the last good copy");
+        check->add_option("--last-good-dir", check_last_good, "where --cache-dir saves the last good copy (default /var/lib/nri-qos; \"\" disables)");
     }
 
     try {
@@ -180,12 +193,19 @@ int main(int argc, char** argv) {
         return app.exit(e);
     }
 
-    if (invoke && invoke->parsed()) return run_mode(nriqos::Mode::Invoke, o, layout, invoke->count("--policy") > 0);
+    if (invoke && invoke->parsed()) {
+        derive_last_good_dir(invoke, o);
+        return run_mode(nriqos::Mode::Invoke, o, layout, invoke->count("--policy") > 0);
+    }
     if (explain && explain->parsed()) {
+        derive_last_good_dir(explain, o);
         o.explain_json = format == "json";
         return run_mode(nriqos::Mode::Explain, o, layout, explain->count("--policy") > 0);
     }
-    if (eval && eval->parsed()) return run_mode(nriqos::Mode::NriEval, o, layout, eval->count("--policy") > 0);
+    if (eval && eval->parsed()) {
+        derive_last_good_dir(eval, o);
+        return run_mode(nriqos::Mode::NriEval, o, layout, eval->count("--policy") > 0);
+    }
     if (relay && relay->parsed()) {
         nri::RelayOptions env;
         nri::relay_options_from_env(env, argv[0]);
@@ -208,9 +228,10 @@ int main(int argc, char** argv) {
         return nri::run_relay(ro);
     }
     if (check && check->parsed()) {
-        std::string out;
-        int rc = nriqos::check_policy(check_path, check_cache, out);
-        write_all(rc == 0 ? STDOUT_FILENO : STDERR_FILENO, (rc == 0 ? "" : "nri-qos: ") + out + "\n");
+        std::string out, err;
+        int rc = nriqos::check_policy(check_path, check_cache, check_last_good, out, err);
+        write_all(STDERR_FILENO, err);
+        write_all(STDOUT_FILENO, out + "\n");
         return rc;
     }
     // register/unregister did their work in their callbacks (a failure threw CLI::RuntimeError).

@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <csignal>
+#include <ctime>
+#include <sys/stat.h>
 #include <cstdio>
 #include <cstring>
 #include <sys/time.h>
@@ -12,7 +14,9 @@
 #include "adjust.hpp"
 #include "classify.hpp"
 #include "kernel.hpp"
+#include "policy_builtin.hpp"
 #include "policy_cache.hpp"
+#include "policy_store.hpp"
 #include "request.hpp"
 #include "sandbox.hpp"
 #include "sinks.hpp"
@@ -146,15 +150,28 @@ void log_line(const std::string& s) {
     (void)r;
 }
 
+/// The policy file for a request: --policy, else the v0.1 conf's "policy", else the default.
+/// The conf is validated whatever wins: a key nri-qos does not know (a typo like "polcy") is a
+/// bad request, never silently ignored (policy_store.hpp plugin_conf_error).
 std::string policy_path_for(const Options& opt, const Request* req) {
-    if (opt.policy_from_flag || !req) return opt.policy;
+    if (!req) return opt.policy;
     auto it = req->conf.find("policy");
     if (it != req->conf.end()) {
         if (!it->is_string() || it->get_ref<const std::string&>().empty() || it->get_ref<const std::string&>().size() > 4096)
             throw InputError("/conf/policy: expected a non-empty path string");
-        return it->get<std::string>();
     }
-    return opt.policy;
+    if (std::string e = plugin_conf_error(req->conf); !e.empty())
+        throw InputError("/conf: " + e + " (the plugin conf of /etc/nri/conf.json; see nri-qos(8))");
+    if (opt.policy_from_flag || it == req->conf.end()) return opt.policy;
+    return it->get<std::string>();
+}
+
+PolicyPlaces places_for(const Options& opt, Mode mode) {
+    PolicyPlaces w;
+    w.cache_dir = opt.cache_dir;
+    w.last_good_dir = opt.last_good_dir;
+    w.save_last_good = mode != Mode::Explain;  // explain writes no state
+    return w;
 }
 
 bool is_pod_start(const Request& r) {
@@ -167,6 +184,7 @@ bool is_pod_end(const Request& r) {
 struct Ctx {
     Mode mode;
     const Options& opt;
+    PolicyInfo policy;       // which policy is in force (Result metadata policy, policy_sha256, policy_error)
     json metadata = json::object();
     std::string error;       // non-empty → Result.error
     bool fail_closed_policy = false;
@@ -222,6 +240,7 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
             j["adjustment"] = c.plan.adjustment;
             if (!c.plan.update.is_null()) j["update"] = c.plan.update;
             if (!c.plan.decision.gate_note.empty()) j["gate"] = c.plan.decision.gate_note;
+            else if (!c.plan.decision.gate_pass.empty()) j["gate"] = c.plan.decision.gate_pass;
         }
         if (c.opt.explain_json) return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
         std::string t;
@@ -230,6 +249,7 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
         if (c.have_plan) {
             t += "class:    " + c.plan.decision.cls->name + " (rule " + c.plan.decision.rule + ", kube QoS " + kube_qos_name(c.plan.kube_qos) + ")\n";
             if (!c.plan.decision.gate_note.empty()) t += "gate:     " + c.plan.decision.gate_note + "\n";
+            else if (!c.plan.decision.gate_pass.empty()) t += "gate:     " + c.plan.decision.gate_pass + "\n";
             t += std::string("cgroups:  ") + layout_name(c.plan.layout) + (c.plan.nri_api.empty() ? "" : ", runtime NRI API " + c.plan.nri_api) + "\n";
             for (const auto& w : c.plan.writes)
                 t += "write:    " + w.scope + " " + (w.root == Root::Proc ? "/proc/" : w.root == Root::Resctrl ? "resctrl:" : "") + w.rel + " = " + w.value + "\n";
@@ -292,7 +312,8 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
     } catch (const InputError& e) {
         // Without a valid request the policy's settings.fail still decides (default: open).
         try {
-            c.fail_closed_policy = load_policy(opt.policy, opt.cache_dir).fail_closed;
+            PolicyInfo info;
+            c.fail_closed_policy = effective_policy(opt.policy, opt.policy == defaults::kPolicy, places_for(opt, mode), nullptr, info).fail_closed;
         } catch (...) {
         }
         early_error(c, std::string("bad request: ") + e.what());
@@ -317,11 +338,14 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
                 if (r.pod_name.empty()) r.pod_name = memo->pod_name;
             }
         }
-        try {
-            policy = load_policy_for(ppath, opt.cache_dir, r);
-        } catch (const InputError& e) {
-            early_error(c, std::string("policy: ") + e.what());
-            return finish(&r);
+        // Never missing, never silently off: the file, else its last good copy, else the
+        // built-in policy — and a broken file is reported on every event (policy_store.hpp).
+        policy = effective_policy(ppath, ppath == defaults::kPolicy, places_for(opt, mode), &r, c.policy);
+        c.metadata["policy"] = policy_source_name(c.policy.source);
+        c.metadata["policy_sha256"] = c.policy.sha256;
+        if (c.policy.broken()) {
+            c.metadata["policy_error"] = c.policy.error_line();
+            log_line("policy: " + c.policy.error_line());
         }
         c.fail_closed_policy = policy.fail_closed;
         rearm_deadline(c.fail_closed_policy, c.fail_closed_policy, "");
@@ -376,17 +400,85 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
     return finish(req ? &*req : nullptr);
 }
 
-int check_policy(const std::string& path, const std::string& cache_dir, std::string& out) {
+std::string default_policy_status() {
+    PolicyInfo info;
+    PolicyPlaces w;
+    w.cache_dir = defaults::kCacheDir;
+    w.last_good_dir = defaults::kLastGoodDir;
+    w.write = w.save_last_good = false;
+    std::string line = "policy: ";
     try {
-        // One TOML parse: with a cache dir, load_policy compiles and stores (or validates a hit).
-        Policy p = cache_dir.empty() ? load_policy_toml(path) : load_policy(path, cache_dir);
-        out = path + ": OK (" + std::to_string(p.rules.size()) + " rules, " + std::to_string(p.classes.size()) + " classes, default class " +
-              p.default_class + ")";
-        return 0;
+        effective_policy(defaults::kPolicy, true, w, nullptr, info);
+        line += policy_source_name(info.source);
+        if (info.source == PolicySource::File) line += std::string(" ") + defaults::kPolicy + " (sha256 " + info.sha256 + ")";
+        else if (!info.broken()) line += std::string(" (no ") + defaults::kPolicy + ")";
+        else line += " (" + info.error_line() + ")";
+    } catch (const std::exception& e) {
+        line += std::string("unknown (") + e.what() + ")";
+    }
+    return line + "\nbuilt-in policy: sha256 " + builtin_policy_sha256() + " (" + std::to_string(builtin_policy_rules()) + " rules, " +
+           std::to_string(builtin_policy_classes()) + " classes; conf/nri.d/nri-qos.toml of this build)";
+}
+
+int check_policy(const std::string& path, const std::string& cache_dir, const std::string& last_good_dir, std::string& out, std::string& err) {
+    // What the hook applies instead while the file is broken (read only: check changes nothing).
+    auto meanwhile = [&] {
+        PolicyInfo info;
+        PolicyPlaces w;
+        w.cache_dir = cache_dir.empty() ? defaults::kCacheDir : cache_dir;
+        w.last_good_dir = last_good_dir;
+        w.write = w.save_last_good = false;
+        try {
+            effective_policy(path, path == defaults::kPolicy, w, nullptr, info);
+        } catch (const std::exception&) {
+            return std::string();
+        }
+        if (info.source == PolicySource::LastGood) {
+            std::string when;
+            struct stat st {};
+            if (stat((last_good_dir + "/" + last_good_name(path)).c_str(), &st) == 0) {
+                char buf[64];
+                struct tm tm {};
+                strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %Z", localtime_r(&st.st_mtime, &tm));
+                when = std::string(", saved ") + buf;
+            }
+            return "meanwhile the hook applies the last good copy of " + path + " (" + last_good_dir + "/" + last_good_name(path) +
+                   ", sha256 " + info.sha256 + when + ")";
+        }
+        if (info.source == PolicySource::Builtin)
+            return std::string("meanwhile the hook applies the built-in policy (no last good copy of ") + path + " in " +
+                   (last_good_dir.empty() ? std::string("(none)") : last_good_dir) + ")";
+        return std::string();
+    };
+    std::string text;
+    try {
+        text = read_policy_file(path);
     } catch (const InputError& e) {
-        out = e.what();
+        err = std::string("nri-qos: ") + e.what() + "\n";
+        out = path + ": cannot be read";
+        if (path == defaults::kPolicy) out += "; without it the hook applies the built-in policy";
+        else if (std::string m = meanwhile(); !m.empty()) out += "; " + m;
         return 1;
     }
+    PolicyCheck chk = check_policy_text(text, path);
+    for (const auto& d : chk.diags) err += "nri-qos: " + format_diag(path, d) + "\n";
+    size_t ne = chk.errors(), nw = chk.warnings();
+    auto count = [](size_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); };
+    if (ne > 0) {
+        out = path + ": " + count(ne, "error") + (nw ? ", " + count(nw, "warning") : "");
+        if (std::string m = meanwhile(); !m.empty()) out += "; " + m;
+        return 1;
+    }
+    const Policy& p = chk.policy;
+    out = path + ": OK (" + std::to_string(p.rules.size()) + " rules, " + std::to_string(p.classes.size()) + " classes, default class " +
+          p.default_class + ")" + (nw ? "; " + count(nw, "warning") : "");
+    if (!cache_dir.empty()) {
+        // Precompile (one more parse; check is not the hot path) and keep it as the last good copy.
+        FileLoad f = load_policy_file(path, cache_dir, nullptr, true);
+        if (f.ok && !last_good_dir.empty())
+            if (std::string e = save_last_good(last_good_dir, path, text); !e.empty()) err += "nri-qos: " + e + "\n";
+    }
+    return 0;
 }
 
 }  // namespace nriqos

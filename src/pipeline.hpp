@@ -18,6 +18,7 @@ constexpr const char* kProcRoot = "/proc";
 constexpr const char* kResctrlRoot = "/sys/fs/resctrl";
 constexpr const char* kStateDir = "/run/nri-qos";
 constexpr const char* kCacheDir = "/run/nri-qos/cache";
+constexpr const char* kLastGoodDir = "/var/lib/nri-qos";  ///< last good policy copies (policy_store.hpp)
 constexpr int kDeadlineMs = 1000;  ///< well under containerd's 2 s NRI request timeout
 }  // namespace defaults
 
@@ -30,6 +31,7 @@ struct Options {
     std::string resctrl_root = defaults::kResctrlRoot;
     std::string state_dir = defaults::kStateDir;
     std::string cache_dir = defaults::kCacheDir;  ///< "" disables the compiled-policy cache
+    std::string last_good_dir = defaults::kLastGoodDir;  ///< last good policy copies ("" disables)
     std::optional<Layout> layout;                 ///< nullopt: detect with statfs
     bool debug = false;
     int deadline_ms = defaults::kDeadlineMs;      ///< self-imposed; 0 disables
@@ -59,8 +61,20 @@ std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const st
 /// stderr. It disarms the deadline armed by arm_deadline() before returning.
 std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, int& exit_code);
 
-/// `nri-qos check`: validate a policy (and refresh its compiled cache when cache_dir is set).
-/// Returns 0 and a summary line in `out`, or 1 and "<file>:<line>: <message>" in `out`.
-int check_policy(const std::string& path, const std::string& cache_dir, std::string& out);
+/// For --version: which policy the hook would apply with the default options (read only), e.g.
+///   "policy: builtin (no /etc/nri/nri-qos.toml)\nbuilt-in policy: sha256 <hex> (19 rules, 5 classes)"
+/// or "policy: file /etc/nri/nri-qos.toml (sha256 <hex>)\n..." or "policy: last-good (<error>)\n...".
+std::string default_policy_status();
+
+/// `nri-qos check`: validate a policy, reporting every error and warning in one run.
+///  * `err` gets one line per finding, "nri-qos: <file>:<line>: [warning: ]<message>", by line;
+///  * `out` gets the summary: "<file>: OK (N rules, N classes, default class X)" (plus
+///    "; N warnings"), or "<file>: N errors[, N warnings]" followed by what the hook applies
+///    meanwhile ("the hook applies the last good copy (sha256 ...) saved <time>" / "the built-in
+///    policy") — the same choice invoke makes (policy_store.hpp).
+///  * with `cache_dir`, a valid policy is also precompiled into it, and saved as the last good
+///    copy in `last_good_dir` (when not empty): what the packages run on install.
+/// Returns 0 (valid, warnings or not) or 1 (an error, or the file cannot be read).
+int check_policy(const std::string& path, const std::string& cache_dir, const std::string& last_good_dir, std::string& out, std::string& err);
 
 }  // namespace nriqos

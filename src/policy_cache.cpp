@@ -1,5 +1,7 @@
 #include "policy_cache.hpp"
 
+#include "sha256.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -324,85 +326,95 @@ void mkdir_p(const std::string& dir) {
     }
 }
 
-/// Write `bytes` as `dir/name` atomically (temp file + rename). Best effort: a cache that
-/// cannot be written only costs speed.
-void store(const std::string& dir, const std::string& name, const std::string& bytes) {
-    mkdir_p(dir);
-    int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) return;
-    struct stat dst {};
-    if (fstat(dfd, &dst) != 0 || !dir_trusted(dst)) {
-        close(dfd);
-        return;
-    }
-    struct timespec ts {};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    char tmp[96];
-    snprintf(tmp, sizeof tmp, ".%.40s.%d.%lx.tmp", name.c_str(), static_cast<int>(getpid()), static_cast<unsigned long>(ts.tv_nsec));
-    int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd >= 0) {
-        size_t off = 0;
-        bool ok = true;
-        while (ok && off < bytes.size()) {
-            ssize_t n = write(fd, bytes.data() + off, bytes.size() - off);
-            if (n < 0 && errno == EINTR) continue;
-            ok = n > 0;
-            if (ok) off += static_cast<size_t>(n);
-        }
-        ok = close(fd) == 0 && ok;
-        if (!ok || renameat(dfd, tmp, dfd, name.c_str()) != 0) unlinkat(dfd, tmp, 0);
-    }
-    close(dfd);
-}
-
-Policy load(const std::string& path, const std::string& cache_dir, const Request* filter, bool* from_cache) {
-    if (from_cache) *from_cache = false;
-    if (cache_dir.empty()) return load_policy_toml(path);
-    struct stat st {};
-    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return load_policy_toml(path);  // it reports the error
-    std::string key = cache_key(path, st);
-    std::string name = cache_file_name(path);
-    std::string file = cache_dir + "/" + name;
-    struct stat dst {};
-    bool trusted = stat(cache_dir.c_str(), &dst) == 0 && dir_trusted(dst);
-    if (trusted) {
-        int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-        if (fd >= 0) {
-            struct stat fst {};
-            Blob blob;
-            bool ok = fstat(fd, &fst) == 0 && S_ISREG(fst.st_mode) && fst.st_uid == geteuid() && !(fst.st_mode & 022) &&
-                      static_cast<size_t>(fst.st_size) <= kMaxCacheBytes && blob.load(fd, static_cast<size_t>(fst.st_size));
-            close(fd);
-            if (ok) {
-                Policy p;
-                uint64_t text_hash = 0, now_hash = 0;
-                Decoded d = decode(blob.view(), key, filter, p, &text_hash);
-                if (d == Decoded::Racy && policy_text_hash(path, now_hash) && now_hash == text_hash) {
-                    // Still the text it was compiled from. Once the file is old enough, store a
-                    // normal entry (below, from a fresh compile) so later loads skip this check.
-                    if (racy_now(st)) d = Decoded::Ok;
-                }
-                if (d == Decoded::Ok) {
-                    if (from_cache) *from_cache = true;
-                    return p;
-                }
-            }
-        }
-    }
-    // Miss (or a racy entry whose file is now old enough: rewrite it as a normal entry).
-    // load_policy_toml reads, checks (regular file, not procfs/sysfs, size) and parses the text
-    // with its usual messages. The text is hashed before and after: a policy that changed
-    // meanwhile is not stored (the hash is what a racy entry is verified against).
-    uint64_t before = 0, after = 0;
-    bool hashed = policy_text_hash(path, before);
-    Policy p = load_policy_toml(path);
-    struct stat st2 {};
-    if (hashed && policy_text_hash(path, after) && after == before && stat(path.c_str(), &st2) == 0 && cache_key(path, st2) == key)
-        store(cache_dir, name, compile(p, key, racy_now(st2), before));
-    return p;
+/// True when `fd`'s file is a cache file we may trust: regular, ours, not group/world-writable,
+/// not too large; its bytes are then in `blob`.
+bool load_trusted(int fd, Blob& blob) {
+    struct stat fst {};
+    return fstat(fd, &fst) == 0 && S_ISREG(fst.st_mode) && fst.st_uid == geteuid() && !(fst.st_mode & 022) &&
+           static_cast<size_t>(fst.st_size) <= kMaxCacheBytes && blob.load(fd, static_cast<size_t>(fst.st_size));
 }
 
 }  // namespace
+
+FileLoad load_file(const std::string& path, const std::string& cache_dir, const Request* filter, bool write) {
+    FileLoad r;
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) {
+        r.missing = errno == ENOENT || errno == ENOTDIR;
+        r.error = path + ": cannot open policy: " + std::strerror(errno);
+        return r;
+    }
+    std::string key, name;
+    if (!cache_dir.empty() && S_ISREG(st.st_mode)) {
+        key = cache_key(path, st);
+        name = cache_file_name(path);
+        Policy p;
+        DecodeInfo info;
+        Decoded d = read_file(cache_dir, name, key, filter, p, &info);
+        if (d == Decoded::Racy || (d == Decoded::Broken && info.racy)) {
+            // Still the text it was compiled from: a hit while the file is young. Once it is old
+            // enough, a normal entry is stored (below, from a fresh compile) so later loads skip
+            // this check.
+            uint64_t now_hash = 0;
+            bool same = policy_text_hash(path, now_hash) && now_hash == info.text_hash;
+            if (!same || !racy_now(st)) d = Decoded::Invalid;
+            else if (d == Decoded::Racy) d = Decoded::Ok;
+        }
+        if (d == Decoded::Ok || d == Decoded::Broken) {
+            r.from_cache = true;
+            r.sha256 = std::move(info.sha256);
+            if (d == Decoded::Broken) {
+                r.error = std::move(info.error);
+                return r;
+            }
+            r.ok = true;
+            r.policy = std::move(p);
+            return r;
+        }
+    }
+    // Miss (or a racy entry whose file is now old enough: rewrite it as a normal entry).
+    // read_policy_file checks (regular file, not procfs/sysfs, size) with its usual messages.
+    // The text is hashed again afterwards: a policy that changed meanwhile is not stored (the
+    // hash is what a racy entry is verified against).
+    std::string text;
+    try {
+        text = read_policy_file(path);
+    } catch (const InputError& e) {
+        r.error = e.what();
+        return r;
+    }
+    uint64_t before = hash64(text.data(), text.size());
+    r.sha256 = sha256_hex(text);
+    bool valid = false;
+    try {
+        r.policy = parse_policy_toml(text, path);
+        valid = true;
+    } catch (const InputError& e) {
+        r.error = e.what();
+    }
+    if (write && !key.empty()) {
+        uint64_t after = 0;
+        struct stat st2 {};
+        if (policy_text_hash(path, after) && after == before && stat(path.c_str(), &st2) == 0 && cache_key(path, st2) == key)
+            store_file(cache_dir, name, valid ? compile(r.policy, key, racy_now(st2), before, r.sha256)
+                                              : compile_broken(key, racy_now(st2), before, r.sha256, r.error));
+    }
+    r.ok = valid;
+    if (valid) r.text = std::move(text);
+    return r;
+}
+
+Decoded read_file(const std::string& dir, const std::string& name, std::string_view key, const Request* filter, Policy& out, DecodeInfo* info) {
+    struct stat dst {};
+    if (dir.empty() || stat(dir.c_str(), &dst) != 0 || !dir_trusted(dst)) return Decoded::Invalid;
+    int fd = open((dir + "/" + name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return Decoded::Invalid;
+    Blob blob;
+    bool ok = load_trusted(fd, blob);
+    close(fd);
+    return ok ? decode(blob.view(), key, filter, out, info) : Decoded::Invalid;
+}
+
 
 uint64_t hash64(const void* data, size_t n, uint64_t seed) {
     const auto* p = static_cast<const unsigned char*>(data);
@@ -470,15 +482,51 @@ std::string cache_key(const std::string& path, const struct stat& st) {
     return std::move(w.b);
 }
 
-std::string cache_file_name(const std::string& path) {
-    char buf[48];
-    snprintf(buf, sizeof buf, "policy-%016llx.bin", static_cast<unsigned long long>(hash64(path.data(), path.size(), 0x6e7269)));
+std::string name_hash(const std::string& s) {
+    char buf[24];
+    snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(hash64(s.data(), s.size(), 0x6e7269)));
     return buf;
 }
 
-std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t text_hash) {
-    Writer w;
-    w.b.reserve(4096 + p.rules.size() * 112);
+std::string cache_file_name(const std::string& path) { return "policy-" + name_hash(path) + ".bin"; }
+
+bool store_file(const std::string& dir, const std::string& name, const std::string& bytes) {
+    mkdir_p(dir);
+    int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return false;
+    struct stat dst {};
+    if (fstat(dfd, &dst) != 0 || !dir_trusted(dst)) {
+        close(dfd);
+        return false;
+    }
+    struct timespec ts {};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    char tmp[96];
+    snprintf(tmp, sizeof tmp, ".%.40s.%d.%lx.tmp", name.c_str(), static_cast<int>(getpid()), static_cast<unsigned long>(ts.tv_nsec));
+    int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    bool stored = false;
+    if (fd >= 0) {
+        size_t off = 0;
+        bool ok = true;
+        while (ok && off < bytes.size()) {
+            ssize_t n = write(fd, bytes.data() + off, bytes.size() - off);
+            if (n < 0 && errno == EINTR) continue;
+            ok = n > 0;
+            if (ok) off += static_cast<size_t>(n);
+        }
+        ok = close(fd) == 0 && ok;
+        stored = ok && renameat(dfd, tmp, dfd, name.c_str()) == 0;
+        if (!stored) unlinkat(dfd, tmp, 0);
+    }
+    close(dfd);
+    return stored;
+}
+
+
+
+namespace {
+/// Header + the start of section A common to valid and broken entries.
+void begin_entry(Writer& w, const std::string& key, bool racy, uint64_t text_hash, const std::string& sha256, bool broken) {
     w.b.append(kMagic, 8);
     w.u32(kFormatVersion);
     w.u32(kEndianProbe);
@@ -486,15 +534,37 @@ std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t
     w.u64(0);  // [24] end of section A
     w.u64(0);  // [32] checksum of section A = [kHeaderBytes, end of A)
     w.u64(0);  // [40] checksum of the whole rest [kHeaderBytes, end of file)
-    // Section A: key, policy header, classes, rule count, index offset, rule offset table.
     w.str(key);
     w.u8(racy ? 1 : 0);
     w.u64(text_hash);
+    w.str(sha256);
+    w.u8(broken ? 1 : 0);
+}
+}  // namespace
+
+std::string compile_broken(const std::string& key, bool racy, uint64_t text_hash, const std::string& sha256, const std::string& error) {
+    Writer w;
+    begin_entry(w, key, racy, text_hash, sha256, true);
+    w.str(error.substr(0, 4096));
+    w.put64(24, w.b.size());
+    w.put64(16, w.b.size());
+    w.put64(32, hash64(w.b.data() + kHeaderBytes, w.b.size() - kHeaderBytes));
+    w.put64(40, hash64(w.b.data() + kHeaderBytes, w.b.size() - kHeaderBytes));
+    return std::move(w.b);
+}
+
+std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t text_hash, const std::string& sha256) {
+    Writer w;
+    w.b.reserve(4096 + p.rules.size() * 112);
+    // Section A: key, policy header, classes, rule count, index offset, rule offset table.
+    begin_entry(w, key, racy, text_hash, sha256, false);
     w.u32(static_cast<uint32_t>(p.version));
     w.str(p.default_class);
     w.u8(p.fail_closed);
     w.u8(p.linear_weight);
     w.str(p.source);
+    w.globs(p.guarded_labels);
+    w.globs(p.guarded_annotations);
     w.u32(static_cast<uint32_t>(p.classes.size()));
     for (const auto& [n, c] : p.classes) {
         w.str(n);
@@ -563,7 +633,7 @@ std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t
     return std::move(w.b);
 }
 
-Decoded decode(std::string_view blob, std::string_view key, const Request* filter, Policy& out, uint64_t* text_hash) {
+Decoded decode(std::string_view blob, std::string_view key, const Request* filter, Policy& out, DecodeInfo* info) {
     if (blob.size() < kHeaderBytes || std::memcmp(blob.data(), kMagic, 8) != 0) return Decoded::Invalid;
     Reader rd(blob, 8);
     if (rd.u32() != kFormatVersion || rd.u32() != kEndianProbe || rd.u64() != blob.size()) return Decoded::Invalid;
@@ -579,7 +649,20 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
     if (rd.view() != key || !rd.ok) return Decoded::Invalid;
     bool racy = rd.u8() != 0;
     uint64_t th = rd.u64();
-    if (text_hash) *text_hash = th;
+    std::string sha = rd.str();
+    bool broken = rd.u8() != 0;
+    if (!rd.ok) return Decoded::Invalid;
+    if (info) {
+        info->text_hash = th;
+        info->racy = racy;
+        info->sha256 = sha;
+    }
+    if (broken) {
+        std::string err = rd.str();
+        if (!rd.ok || rd.pos != a_end || err.empty()) return Decoded::Invalid;
+        if (info) info->error = std::move(err);
+        return Decoded::Broken;
+    }
 
     Policy p;
     p.version = static_cast<int>(rd.u32());
@@ -588,6 +671,8 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
     p.fail_closed = rd.u8() != 0;
     p.linear_weight = rd.u8() != 0;
     p.source = rd.str();
+    p.guarded_labels = rd.globs();
+    p.guarded_annotations = rd.globs();
     uint32_t nclasses = rd.count(16);
     for (uint32_t i = 0; i < nclasses && rd.ok; ++i) {
         ClassDef c;
@@ -679,12 +764,25 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
 
 }  // namespace policy_cache
 
+FileLoad load_policy_file(const std::string& path, const std::string& cache_dir, const Request* filter, bool write) {
+    return policy_cache::load_file(path, cache_dir, filter, write);
+}
+
+namespace {
+Policy load_or_throw(const std::string& path, const std::string& cache_dir, const Request* filter, bool* from_cache) {
+    FileLoad r = policy_cache::load_file(path, cache_dir, filter, true);
+    if (from_cache) *from_cache = r.from_cache && r.ok;
+    if (!r.ok) throw InputError(r.error);
+    return std::move(r.policy);
+}
+}  // namespace
+
 Policy load_policy(const std::string& path, const std::string& cache_dir, bool* from_cache) {
-    return policy_cache::load(path, cache_dir, nullptr, from_cache);
+    return load_or_throw(path, cache_dir, nullptr, from_cache);
 }
 
 Policy load_policy_for(const std::string& path, const std::string& cache_dir, const Request& req, bool* from_cache) {
-    return policy_cache::load(path, cache_dir, &req, from_cache);
+    return load_or_throw(path, cache_dir, &req, from_cache);
 }
 
 }  // namespace nriqos

@@ -12,8 +12,9 @@
 //   [12,16) u32 0x01020304            [16,24) u64 total file size
 //   [24,32) u64 end of section A      [32,40) u64 checksum of section A
 //   [40,48) u64 checksum of everything after the header
-//   A       key, racy flag + policy text hash, policy settings, classes, rule count, offset of
-//           section B, rule offset table
+//   A       key, racy flag + policy text hash, SHA-256 of the policy text, status (0 valid,
+//           1 broken: followed by the error and nothing else), policy settings, guarded keys,
+//           classes, rule count, offset of section B, rule offset table
 //   records one per rule: u32 length, u64 checksum, the rule
 //   B       u64 checksum of the rest of B, the unindexed rule numbers, the rule index (sorted
 //           (u32 anchor hash, u32 rule) pairs)
@@ -23,6 +24,13 @@
 // 10,000-rule policy touches only what the request needs, and a damaged byte is never used.
 // Every read is bounds-checked; any defect (magic, version, size, checksum, key, structure,
 // unknown class) makes the file "not a hit": it is ignored and rebuilt from the TOML, never trusted.
+//
+// A policy that does not validate is cached too, as a "broken" entry holding its first error
+// (same key, same racy rule): while the file stays broken, each event gets the error without
+// parsing the TOML again, and goes on with the last good policy (policy_store.hpp).
+//
+// The same format carries the built-in policy (compiled at build time, key kBuiltinKey) and the
+// last good copy of each policy (policy_store.hpp).
 //
 // Key: nri-qos version + the build's ELF GNU build-id (fallback: identity of /proc/self/exe) +
 // the policy path + its (st_dev, st_ino, st_size, st_mtim, st_ctim). A policy modified within
@@ -48,6 +56,23 @@
 
 namespace nriqos {
 
+/// What load_policy_file found.
+struct FileLoad {
+    bool ok = false;          ///< `policy` holds the file's policy
+    bool missing = false;     ///< the file does not exist (ENOENT / ENOTDIR)
+    bool from_cache = false;  ///< answered from the cache (a valid or a broken entry)
+    Policy policy;
+    std::string text;         ///< the policy text, when it was read (cache miss) and is valid
+    std::string sha256;       ///< of the policy text (hex), when known
+    std::string error;        ///< !ok: one line, "<path>[:<line>]: <message>"
+};
+
+/// Load the policy file `path` through the cache in `cache_dir` ("" = no cache; `write` false =
+/// read the cache but never write it). Never throws on a bad or missing file: the outcome is in
+/// the result. With `filter`, a cache hit materialises only the rules that can match that
+/// request (see load_policy_for).
+FileLoad load_policy_file(const std::string& path, const std::string& cache_dir, const Request* filter, bool write = true);
+
 /// Load the policy at `path`, through the cache in `cache_dir` ("" = no cache). A corrupt,
 /// truncated or foreign cache file is ignored and rebuilt, never trusted. `from_cache` tells
 /// whether the cache was hit. Throws InputError like load_policy_toml. All rules are returned.
@@ -62,7 +87,7 @@ Policy load_policy_for(const std::string& path, const std::string& cache_dir, co
 /// Building blocks, exposed for tests and the benchmark.
 namespace policy_cache {
 
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;         ///< 2: SHA-256, broken entries, [guarded]
 constexpr int kRacySeconds = 2;                 ///< policy younger than this: store as racy
 constexpr size_t kMaxCacheBytes = 64u << 20;    ///< larger cache files are not read
 
@@ -79,19 +104,47 @@ std::string cache_file_name(const std::string& path);
 /// 64-bit checksum/hash used by the format (xxh64-style rounds; not cryptographic).
 uint64_t hash64(const void* data, size_t n, uint64_t seed = 0);
 
-/// Compile a validated policy into the flat format. `racy` + `text_hash`: see the header comment.
-std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t text_hash);
+/// Key of the built-in policy's compiled form (the bytes are part of the binary: no file
+/// identity, no build-id).
+constexpr std::string_view kBuiltinKey = "nri-qos built-in policy";
+
+/// Compile a validated policy into the flat format. `racy` + `text_hash`: see the header
+/// comment; `sha256`: of the policy text, carried for reports.
+std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t text_hash, const std::string& sha256 = "");
+
+/// A "broken" entry: the policy text with this key does not validate; `error` says why.
+std::string compile_broken(const std::string& key, bool racy, uint64_t text_hash, const std::string& sha256, const std::string& error);
 
 /// Result of decoding a cache file.
 enum class Decoded {
     Ok,       ///< `out` holds the policy
-    Racy,     ///< valid, but racy: the caller must check the policy text hash (`*text_hash`)
+    Racy,     ///< valid, but racy: the caller must check the policy text hash (info->text_hash)
+    Broken,   ///< a broken entry: info->error holds the error (check info->racy before trusting it)
     Invalid,  ///< corrupt, truncated, foreign or stale: ignore and rebuild
+};
+
+/// What a decoded entry says besides the policy.
+struct DecodeInfo {
+    uint64_t text_hash = 0;
+    bool racy = false;
+    std::string sha256;
+    std::string error;  ///< Broken only
 };
 
 /// Decode `blob` if its key equals `key`. With `filter`, only the rules that can match that
 /// request are materialised. Never reads outside `blob`; never throws.
-Decoded decode(std::string_view blob, std::string_view key, const Request* filter, Policy& out, uint64_t* text_hash);
+Decoded decode(std::string_view blob, std::string_view key, const Request* filter, Policy& out, DecodeInfo* info = nullptr);
+
+/// Read a cache-format file written by store_file (root-owned, not group/world-writable, in a
+/// trusted directory, at most kMaxCacheBytes) and decode it. Invalid when absent or untrusted.
+Decoded read_file(const std::string& dir, const std::string& name, std::string_view key, const Request* filter, Policy& out, DecodeInfo* info);
+
+/// Write `bytes` as `dir/name` atomically (temp file + rename; `dir` created 0700, with parents,
+/// and used only when owned by us and not writable by group/others). False when it could not.
+bool store_file(const std::string& dir, const std::string& name, const std::string& bytes);
+
+/// Hash of `path`-like text used in file names: 16 hex digits.
+std::string name_hash(const std::string& s);
 
 }  // namespace policy_cache
 }  // namespace nriqos

@@ -19,6 +19,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "policy_store.hpp"
+
 namespace nriqos {
 namespace {
 
@@ -244,6 +246,10 @@ RegisterResult register_v01_ordered(const std::string& conf_json_path, const std
             return fail_result("plugin conf must be a JSON object, got " +
                                    std::string(plugin_conf.type_name()),
                                2);
+        // The hook refuses a conf with an unknown key (a typo like "polcy") on every event:
+        // refuse to write one (policy_store.hpp plugin_conf_error).
+        if (std::string e = plugin_conf_error(nlohmann::json::parse(plugin_conf.dump())); !e.empty())
+            return fail_result("invalid plugin conf: " + e, 2);
         if (conf_json_path.empty()) return fail_result("empty --conf-json path", 2);
 
         const std::string target = write_target(conf_json_path);

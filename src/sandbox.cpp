@@ -163,7 +163,7 @@ int landlock_abi_version(std::string* why) {
 std::string narrow_sandbox(const SandboxStatus& st, const SandboxRoots& roots, long pid) {
     if (!st.landlock) return "";
     std::vector<std::string> dirs;
-    for (const std::string* d : {&roots.cgroup_root, &roots.resctrl_root, &roots.state_dir, &roots.cache_dir})
+    for (const std::string* d : {&roots.cgroup_root, &roots.resctrl_root, &roots.state_dir, &roots.cache_dir, &roots.last_good_dir})
         if (!d->empty()) dirs.push_back(*d);
     if (pid > 0 && !roots.proc_root.empty()) dirs.push_back(roots.proc_root + "/" + std::to_string(pid));
     int n = 0;
@@ -211,7 +211,7 @@ SandboxStatus install_sandbox(const SandboxRoots& roots, SandboxProfile profile)
         std::vector<std::string> dirs;
         for (const std::string* d : {&roots.cgroup_root, &roots.proc_root, &roots.resctrl_root})
             if (!d->empty()) dirs.push_back(*d);
-        for (const std::string* d : {&roots.state_dir, &roots.cache_dir}) {
+        for (const std::string* d : {&roots.state_dir, &roots.cache_dir, &roots.last_good_dir}) {
             if (d->empty()) continue;
             mkdir_p(*d);  // Landlock rules need an existing directory; 0700 like StateDir/the cache
             dirs.push_back(*d);

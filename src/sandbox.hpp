@@ -15,8 +15,9 @@
 //    Reads are not restricted (the policy file may be anywhere). On ABI 4+ TCP bind/connect are
 //    handled and denied too. Where Landlock is missing (openEuler 22.03: Linux 5.10) or disabled
 //    (not in the boot `lsm=` list), the hook carries on with seccomp alone and says so.
-// Both are irreversible for the process. The state and cache directories are created (mode 0700,
-// with parents) before Landlock is applied, because a Landlock rule needs an existing directory.
+// Both are irreversible for the process. The state, cache and last-good directories are created
+// (mode 0700, with parents) before Landlock is applied, because a Landlock rule needs an existing
+// directory.
 #pragma once
 
 #include <string>
@@ -28,6 +29,7 @@ namespace nriqos {
 /// reported: reads are never restricted.
 struct SandboxRoots {
     std::string cgroup_root, proc_root, resctrl_root, state_dir, cache_dir, policy_path;
+    std::string last_good_dir;  ///< last good policy copies (policy_store.hpp); writable like the cache
 };
 
 /// What install_sandbox achieved.

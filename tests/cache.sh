@@ -128,9 +128,10 @@ if [ -n "$STRACE" ]; then
   check "cache: a hit does not read the TOML" "$(opens_policy "$P" "$C")" no
   check "cache: without cache the TOML is read" "$(opens_policy "$P" "")" yes
   C2=$S/sub/dir/cache2
-  OUT=$("$BIN" check "$P" --cache-dir "$C2" 2>&1); RC=$?
+  OUT=$("$BIN" check "$P" --cache-dir "$C2" --last-good-dir "$S/lg" 2>&1); RC=$?
   check "cache: check --cache-dir succeeds" "$RC" 0
   check_contains "cache: check output" "$OUT" "OK"
+  check "cache: check --cache-dir saves the last good copy" "$(cat "$S"/lg/last-good-*.toml 2>/dev/null | cmp -s - "$P" && echo same)" same
   check "cache: check creates the directory 0700" "$(stat -c %a "$C2" 2>/dev/null)" 700
   check "cache: check prebuilds the entry (next invoke is a hit)" "$(opens_policy "$P" "$C2")" no
 else

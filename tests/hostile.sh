@@ -154,9 +154,10 @@ def main():
             if not isinstance(md, dict) or any(not isinstance(v, str) for v in md.values()): errs.append("metadata not all strings")
             if mode == "invoke" and res.get("plugin") != "nri-qos": errs.append("plugin is not nri-qos")
             if mode == "invoke" and isinstance(res.get("error"), str) and (rc == 1) != (res["error"] != ""): errs.append("exit status does not match error")
-            errtext = (res.get("error") or "") + " | " + str(md.get("error", ""))
+            # a broken policy is reported in policy_error (and the last good / built-in policy applies)
+            errtext = (res.get("error") or "") + " | " + str(md.get("error", "")) + " | " + str(md.get("policy_error", ""))
             if expect == "-":
-                if res.get("error") or "error" in md: errs.append("unexpected error: " + errtext[:300])
+                if res.get("error") or "error" in md or "policy_error" in md: errs.append("unexpected error: " + errtext[:300])
             elif expect != "*" and not any(e in errtext for e in expect.split("|")):
                 errs.append("expected error containing %r, got %r" % (expect, errtext[:400]))
             for kv in want:
@@ -483,8 +484,8 @@ run_case "systemd: newline" invoke "$IN/sd-newline" "contains a control characte
 run_case "systemd: slice directory is a symlink to outside" invoke "$IN/sd-symlink-slice" "*" '~failed=path escapes its root or crosses a symlink'
 run_case "systemd: root slice" invoke "$IN/sd-root-slice" - '~failed=(cgroup cpu/cri-x.scope does not exist)'
 NOPOLICY=1
-run_case "conf.policy = /proc/self/status" invoke "$IN/conf-proc" "policy: /proc/self/status: "
-run_case "conf.policy = /proc/self/mem" invoke "$IN/conf-proc-mem" "policy: /proc/self/mem: "
+run_case "conf.policy = /proc/self/status" invoke "$IN/conf-proc" "/proc/self/status: policy is not a regular file"
+run_case "conf.policy = /proc/self/mem" invoke "$IN/conf-proc-mem" "/proc/self/mem: policy is not a regular file"
 LIMIT=3 run_case "conf.policy = a FIFO (must not hang)" invoke "$IN/conf-fifo" "policy is not a regular file"
 run_case "conf.policy = a directory" invoke "$IN/conf-dir" "policy is not a regular file"
 run_case "conf.policy = /dev/zero" invoke "$IN/conf-devzero" "policy is not a regular file"
@@ -682,10 +683,14 @@ gen gate-ns-spoof 'r["labels"]["koordinator.sh/qosClass"] = "LSE"; r["labels"]["
 gen gate-unthrottled 'r["spec"]["annotations"]["qos.class"] = "ls"; return r'
 gen gate-katalyst 'r["spec"]["annotations"]["katalyst.kubewharf.io/qos_level"] = "dedicated_cores"; return r'
 gen demote-be 'r["labels"]["koordinator.sh/qosClass"] = "BE"; return r'
+# Pod labels and annotations are the pod author's: alone they never pass a gate (issue 9 §3).
 run_case "gate: HLS from namespace default gets LS" invoke "$IN/gate-default" - class=LS rule=koordinator-lse-lsr \
-  '~gate=class HLS is gated: namespace "default" does not qualify; using LS'
-run_case "gate: HLS from online-shop qualifies" invoke "$IN/gate-online" - class=HLS '!gate'
-run_case "gate: HLS with the webhook label qualifies" invoke "$IN/gate-label" - class=HLS '!gate'
+  '~gate=class HLS is gated: namespace "default" does not qualify and label "koordinator.sh/qosClass" is not declared in [guarded.labels]; using LS'
+run_case "gate: HLS from a namespace not in the allow-list gets LS" invoke "$IN/gate-online" - class=LS '~gate=namespace "online-shop" does not qualify'
+run_case "gate: HLS with a label the pod author set gets LS" invoke "$IN/gate-label" - class=LS '~gate=is gated'
+sed '/^\[guarded.labels\]$/a "koordinator.sh/qosClass" = "test: an admission policy controls it"' "$POLICY" > "$PD/guarded.toml"
+POL=$PD/guarded.toml run_case "gate: HLS through a key the operator declared guarded qualifies" invoke "$IN/gate-default" - class=HLS '!gate'
+POL=$PD/guarded.toml run_case "gate: guarded label, but katalyst's annotation is not guarded" invoke "$IN/gate-katalyst" - class=LS '~gate=is gated'
 run_case "gate: label with a wrong value does not qualify" invoke "$IN/gate-label-wrong" - class=LS '~gate=is gated'
 run_case "gate: the label as an annotation does not qualify" invoke "$IN/gate-ann-only" - class=LS '~gate=is gated'
 run_case "gate: namespace spoofed through a label does not qualify" invoke "$IN/gate-ns-spoof" - class=LS '~gate=is gated'
@@ -757,7 +762,7 @@ d, name, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
 bad, n = [], 0
 for f in os.listdir(d):
     p = os.path.join(d, f)
-    if f == "trap.json": continue
+    if f in ("trap.json", "last-good"): continue  # last-good: the last good policy copies (--state-dir/last-good)
     if f.endswith(".tmp") or f.startswith("."): bad.append("temp file left: " + f); continue
     n += 1
     try:

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Runs every test suite of nri-qos (called by `make check`, which builds first):
 #   unit      build/unit-tests (Catch2)
-#   suites    tests/*.sh — binary-level, real cgroups, hostile input, cache, relay, packaging,
+#   suites    tests/*.sh — binary-level, real cgroups, hostile input, cache, policy, relay, packaging,
 #             tree hygiene (no registry host in the tree)
 #   fuzz      tests/fuzz/run.sh smoke   (skip: NRI_QOS_SKIP_FUZZ=1)
 #   e2e       tests/e2e/run.sh          (real containerd; skip: NRI_QOS_SKIP_E2E=1; it SKIPs
@@ -58,7 +58,7 @@ else
 fi
 [ "$rc" != 0 ] && [ "$FAILED" = 0 ] && FAILED=1
 
-for s in invoke cgroup_real hostile cache nri_relay packaging hygiene; do
+for s in invoke cgroup_real hostile cache policy nri_relay packaging hygiene; do
   [ -f "tests/$s.sh" ] && suite "$s" bash "tests/$s.sh"
 done
 if [ -x tests/fuzz/run.sh ] && [ "${NRI_QOS_SKIP_FUZZ:-0}" != 1 ]; then

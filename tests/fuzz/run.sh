@@ -39,7 +39,8 @@ die() { echo "fuzz/run.sh: $*" >&2; exit 2; }
 build() {
     command -v "$CXX_FUZZ" >/dev/null || die "$CXX_FUZZ not found (scripts/deps.sh fuzz)"
     mkdir -p "$OUT/obj" "$OUT/artifacts"
-    make -s build/gen/seccomp_bpf.h || die "make build/gen/seccomp_bpf.h failed"  # sandbox.cpp's program
+    # sandbox.cpp's program, policy_builtin.cpp's compiled-in policy
+    make -s build/gen/seccomp_bpf.h build/gen/policy_builtin.inc || die "make build/gen/seccomp_bpf.h build/gen/policy_builtin.inc failed"
     local objs=() src obj newest_hdr
     newest_hdr=$(ls -t src/*.hpp tests/fuzz/*.hpp ${OVERLAY:+"$OVERLAY"/*.hpp} 2>/dev/null | head -1)
     for src in src/*.cpp; do

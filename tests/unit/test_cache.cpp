@@ -14,6 +14,7 @@
 #include "policy.hpp"
 #include "policy_cache.hpp"
 #include "request.hpp"
+#include "sha256.hpp"
 
 using namespace nriqos;
 namespace pc = nriqos::policy_cache;
@@ -44,6 +45,15 @@ struct TempDir {
 };
 
 std::string dump(const Policy& p) { return policy_to_json(p).dump(); }
+
+std::string error_of_load(const std::string& policy, const std::string& cache) {
+    try {
+        load_policy(policy, cache);
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return "";
+}
 
 /// A policy exercising every kind of rule condition the index files rules under.
 const char* kMixedPolicy = R"(version = 1
@@ -120,17 +130,41 @@ gate.fallback = "LS"
 
 TEST_CASE("cache: the flat form round-trips the bundled policy", "[cache]") {
     Policy p = load_policy_toml(kBundled);
-    std::string blob = pc::compile(p, "key", false, 42);
+    p.guarded_labels = {{"koordinator.sh/qosClass", "koord-manager webhook"}};
+    std::string blob = pc::compile(p, "key", false, 42, "abc123");
     Policy q;
-    uint64_t th = 0;
-    REQUIRE(pc::decode(blob, "key", nullptr, q, &th) == pc::Decoded::Ok);
-    CHECK(th == 42);
+    pc::DecodeInfo info;
+    REQUIRE(pc::decode(blob, "key", nullptr, q, &info) == pc::Decoded::Ok);
+    CHECK(info.text_hash == 42);
+    CHECK(info.sha256 == "abc123");
     CHECK(dump(q) == dump(p));
+    CHECK(q.guarded_labels == p.guarded_labels);
     CHECK(q.rules.size() == p.rules.size());
     // A racy entry decodes but tells the caller to verify the policy text.
     std::string racy = pc::compile(p, "key", true, 7);
-    CHECK(pc::decode(racy, "key", nullptr, q, &th) == pc::Decoded::Racy);
-    CHECK(th == 7);
+    CHECK(pc::decode(racy, "key", nullptr, q, &info) == pc::Decoded::Racy);
+    CHECK(info.text_hash == 7);
+}
+
+TEST_CASE("cache: a broken entry carries the error, and is never trusted when damaged", "[cache]") {
+    std::string blob = pc::compile_broken("key", false, 9, "feed", "p.toml:3: unknown knob \"x\"");
+    Policy q;
+    pc::DecodeInfo info;
+    REQUIRE(pc::decode(blob, "key", nullptr, q, &info) == pc::Decoded::Broken);
+    CHECK(info.error == "p.toml:3: unknown knob \"x\"");
+    CHECK(info.sha256 == "feed");
+    CHECK(info.text_hash == 9);
+    CHECK_FALSE(info.racy);
+    CHECK(pc::decode(pc::compile_broken("key", true, 9, "feed", "e"), "key", nullptr, q, &info) == pc::Decoded::Broken);
+    CHECK(info.racy);
+    CHECK(pc::decode(blob, "other", nullptr, q, &info) == pc::Decoded::Invalid);
+    for (size_t n = 0; n < blob.size(); ++n)
+        REQUIRE(pc::decode(std::string_view(blob).substr(0, n), "key", nullptr, q, nullptr) == pc::Decoded::Invalid);
+    for (size_t i = 0; i < blob.size(); ++i) {
+        std::string bad = blob;
+        bad[i] = static_cast<char>(bad[i] ^ 0x41);
+        REQUIRE(pc::decode(bad, "key", nullptr, q, nullptr) == pc::Decoded::Invalid);
+    }
 }
 
 TEST_CASE("cache: a foreign key, foreign or damaged bytes are never trusted", "[cache]") {
@@ -251,10 +285,25 @@ TEST_CASE("cache: load_policy builds, hits, invalidates and rebuilds", "[cache]"
     CHECK(load_policy(policy, cache, &hit).default_class == "BE");
     CHECK(hit);
 
-    // A broken policy is reported as without a cache (and not cached).
-    spit(policy, "version = 1\n[settings\n");
-    CHECK_THROWS_AS(load_policy(policy, cache, &hit), InputError);
-    CHECK_THROWS_AS(load_policy(policy, cache, &hit), InputError);
+    // A broken policy is reported as without a cache; the error is cached too ("broken"
+    // entry), so the next event gets it without parsing the TOML again.
+    spit(policy, "version = 1\n[classes.A]\ncolour = 1\n");
+    std::string want = error_of_load(policy, "");
+    CHECK(want == policy + ":3: classes.A: unknown key \"colour\" (allowed: description, fail, container, pod, gate) (+1 more error: run nri-qos check)");
+    FileLoad f = load_policy_file(policy, cache, nullptr);
+    CHECK_FALSE(f.ok);
+    CHECK_FALSE(f.from_cache);
+    CHECK(f.error == want);
+    f = load_policy_file(policy, cache, nullptr);
+    CHECK_FALSE(f.ok);
+    CHECK(f.from_cache);
+    CHECK(f.error == want);
+    CHECK(f.sha256 == sha256_hex(slurp_file(policy)));
+    // Fixed: the broken entry is replaced (a change of the file's identity).
+    spit(policy, slurp_file(kBundled));
+    f = load_policy_file(policy, cache, nullptr);
+    CHECK(f.ok);
+    CHECK(f.error.empty());
 }
 
 TEST_CASE("cache: a racy entry whose policy text changed is not a hit", "[cache]") {

@@ -132,7 +132,7 @@ TEST_CASE("register_v01: other plugins and keys are kept in order", "[register]"
     std::string p = t / "conf.json";
     spit(p, kOther);
     ::chmod(p.c_str(), 0640);
-    nlohmann::ordered_json conf = nlohmann::ordered_json::parse(R"({"policy":"/p.toml","debug":true})");
+    nlohmann::ordered_json conf = nlohmann::ordered_json::parse(R"({"policy":"/p.toml"})");
     RegisterResult r = nriqos::register_v01_ordered(p, "nri-qos", conf);
     CHECK(r.exit_code == 0);
     CHECK(r.changed);
@@ -155,8 +155,7 @@ TEST_CASE("register_v01: other plugins and keys are kept in order", "[register]"
           "    {\n"
           "      \"type\": \"nri-qos\",\n"
           "      \"conf\": {\n"
-          "        \"policy\": \"/p.toml\",\n"
-          "        \"debug\": true\n"
+          "        \"policy\": \"/p.toml\"\n"
           "      }\n"
           "    }\n"
           "  ],\n"
@@ -195,12 +194,12 @@ TEST_CASE("register_v01: existing entry is updated in place, duplicates dropped"
     spit(p, old);
 
     SECTION("explicit conf replaces the old one, entry's other members kept") {
-        RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json{{"new", 2}});
+        RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json{{"policy", "/new.toml"}});
         CHECK(r.exit_code == 0);
         CHECK(r.message == "nri-qos: updated \"nri-qos\" in " + p +
                                " (NRI v0.1 reads it at every pod/container event)");
         CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
-              R"({"plugins":[{"type":"nri-qos","conf":{"new":2},"extra":"x"},{"type":"other"}],"version":"0.1"})");
+              R"({"plugins":[{"type":"nri-qos","conf":{"policy":"/new.toml"},"extra":"x"},{"type":"other"}],"version":"0.1"})");
     }
     SECTION("replace_conf=false keeps the administrator's conf (package upgrade)") {
         RegisterResult r =
@@ -356,7 +355,7 @@ TEST_CASE("unregister_v01: absent file, and the file created by register is remo
     CHECK(r.message == "nri-qos: \"nri-qos\" not registered (" + p + " absent or empty)");
     CHECK_FALSE(exists(p));
 
-    REQUIRE(nriqos::register_v01(p, "nri-qos", nlohmann::json{{"a", 1}}).ok());
+    REQUIRE(nriqos::register_v01(p, "nri-qos", nlohmann::json{{"policy", "/a.toml"}}).ok());
     r = nriqos::unregister_v01(p, "nri-qos");
     CHECK(r.exit_code == 0);
     CHECK(r.message == "nri-qos: unregistered \"nri-qos\": removed " + p +
@@ -447,13 +446,19 @@ TEST_CASE("add_register_commands: CLI wiring and exit codes", "[register]") {
         }
         return 0;
     };
-    CHECK(run({"register", "--conf-json", p, "--plugin-conf", R"({"b":1,"a":2})"}) == 0);
+    CHECK(run({"register", "--conf-json", p, "--plugin-conf", R"({"policy":"/b.toml"})"}) == 0);
     CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
-          R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"b":1,"a":2}}]})");
+          R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"policy":"/b.toml"}}]})");
     // Without --plugin-conf an existing entry keeps its conf.
     CHECK(run({"register", "--conf-json", p}) == 0);
     CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
-          R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"b":1,"a":2}}]})");
+          R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"policy":"/b.toml"}}]})");
+    // A settings typo is an error (exit 2), never written: the hook would refuse it.
+    CHECK(run({"register", "--conf-json", p, "--plugin-conf", R"({"polcy":"/c.toml"})"}) == 2);
+    CHECK(run({"register", "--conf-json", p, "--plugin-conf", R"({"policy":"/c.toml","debug":true})"}) == 2);
+    CHECK(run({"register", "--conf-json", p, "--plugin-conf", R"({"policy":7})"}) == 2);
+    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
+          R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"policy":"/b.toml"}}]})");
     CHECK(run({"register", "--conf-json", p, "--plugin-conf", "{"}) == 2);
     CHECK(run({"register", "--conf-json", p, "--plugin-conf", "[]"}) == 2);
     spit(t / "bad.json", "nope");

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeline.hpp"
+#include "policy_store.hpp"
 #include "sandbox.hpp"
 
 namespace {
@@ -122,6 +123,7 @@ struct Tree {
         roots.resctrl_root = s / "resctrl";
         roots.state_dir = s / "run/state";     // absent: install_sandbox creates it
         roots.cache_dir = s / "run/cache";
+        roots.last_good_dir = s / "var/lib/nri-qos";  // absent: install_sandbox creates it
         roots.policy_path = s / "policy.toml";
         mkdirs(s / "cg/cpu/kubepods/besteffort/pod1/c1");
         mkdirs(s / "proc/123");
@@ -268,6 +270,7 @@ TEST_CASE("sandbox: the whole pipeline still runs and prints its Result inside t
         o.resctrl_root = t.roots.resctrl_root;
         o.state_dir = t.roots.state_dir;
         o.cache_dir = t.roots.cache_dir;
+        o.last_good_dir = t.roots.last_good_dir;
         o.layout = nriqos::Layout::V1;
         int code = -1;
         // sandbox event: state memo written (mkdir, temp file, rename)
@@ -300,4 +303,6 @@ TEST_CASE("sandbox: the whole pipeline still runs and prints its Result inside t
     CHECK(slurp(S + "/cg/cpu/kubepods/besteffort/pod1/c1/cpu.shares") == "2");
     CHECK(slurp(S + "/proc/123/oom_score_adj") == "1000");
     CHECK(slurp(S + "/run/state/s1.json") != "<absent>");
+    // the last good copy of the policy was saved beneath its (Landlock-writable) directory
+    CHECK(slurp(S + "/var/lib/nri-qos/" + nriqos::last_good_name(t.roots.policy_path)) == slurp(t.roots.policy_path));
 }

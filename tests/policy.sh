@@ -1,0 +1,225 @@
+#!/bin/bash
+# Policy suite (issue 9 §4), through the built binary against scratch trees:
+#  * built-in policy: no file at the default path → the bundled policy, compiled in, classifies
+#    (a BE pod gets cpu.shares=2), says "policy: builtin" (Result, explain, --version), and
+#    reads no TOML at all (strace);
+#  * last good copy: a valid file is saved; once broken, every event applies the copy, reports
+#    the error (Result metadata policy_error, stderr) and parses nothing again (strace); fixed,
+#    the file applies again; no copy → built-in, with the error; the breakage never fails a
+#    container, not even under settings.fail = "closed";
+#  * `nri-qos check`: every error with file:line and "did you mean" in one run, warnings, what
+#    the hook applies meanwhile;
+#  * settings typos: v0.1 conf {"polcy": ...} is a bad request; register --plugin-conf refuses it;
+#  * `make` without build dependencies names them and `make deps`, no "Error 127".
+# Prints PASS/FAIL/SKIP lines; exits 1 when anything failed. Env: NRI_QOS_BIN (build/nri-qos).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+[ -x "$BIN" ] || { fail "policy: binary $BIN missing (run make)"; finish; }
+STRACE=$(command -v strace || true)
+S=$(scratch)
+REQ=$FIX/requests/containerd-1.6.20
+CT=$(jq -c '.labels["koordinator.sh/qosClass"]="BE" | del(.conf)' "$REQ/container-create.json")
+CTR_REL=$(jq -r '.spec.cgroupsPath' <<<"$CT" | sed 's|^/||')
+BUNDLED_SHA=$(sha256sum "$POLICY" | cut -d' ' -f1)
+
+# The default policy path /etc/nri/nri-qos.toml must not exist for the built-in cases: hide
+# /etc/nri behind an empty tmpfs in a private mount namespace when the machine has one.
+nodefault() {
+  if [ -e /etc/nri ]; then
+    unshare -m --propagation private sh -c 'mount -t tmpfs nri-qos-test /etc/nri && exec "$@"' sh "$@"
+  else
+    "$@"
+  fi
+}
+if [ -e /etc/nri ] && ! unshare -m --propagation private true 2>/dev/null; then
+  skip "policy: /etc/nri exists and cannot be hidden (unshare -m): built-in cases not run"
+  NODEFAULT=0
+else
+  NODEFAULT=1
+fi
+
+# hook ROOT MODE [args...] < request: invoke/explain with every root in the scratch tree
+hook() {
+  local root=$1 mode=$2; shift 2
+  "$BIN" "$mode" --cgroup-root "$root/cg" --cgroup-layout v1 --proc-root "$root/proc" --state-dir "$root/state" \
+    --cache-dir "$root/cache" "$@"
+}
+tree() { local r; r=$(mktemp -d "$S/t.XXXXXX"); mk_v1_dir "$r/cg" "$CTR_REL"; mkdir -p "$r/proc"; echo "$r"; }
+
+# ---- the built-in policy ----------------------------------------------------------------------
+if [ "$NODEFAULT" = 1 ]; then
+  R=$(tree)
+  OUT=$(nodefault "$BIN" invoke --cgroup-root "$R/cg" --cgroup-layout v1 --proc-root "$R/proc" --state-dir "$R/state" \
+        --cache-dir "$R/cache" <<<"$CT" 2>"$R/err"); RC=$?
+  valid_result "builtin: no policy file" "$OUT"
+  check "builtin: exit 0" "$RC" 0
+  check "builtin: classifies a Koordinator BE pod as BE" "$(jq_get "$OUT" '.metadata.class + " " + .metadata.rule')" "BE koordinator-be"
+  check "builtin: says so" "$(jq_get "$OUT" .metadata.policy)" builtin
+  check "builtin: SHA-256 of the bundled policy text" "$(jq_get "$OUT" .metadata.policy_sha256)" "$BUNDLED_SHA"
+  check "builtin: no error (no file at the default path is not an error)" "$(jq_get "$OUT" '.metadata.policy_error // "none"')/$(cat "$R/err")" "none/"
+  check "builtin: cpu.shares written" "$(cat "$R/cg/cpu/$CTR_REL/cpu.shares")" 2
+  check "builtin: nothing saved as a last good copy" "$(ls "$R/state/last-good" 2>/dev/null)" ""
+  if [ -n "$STRACE" ]; then
+    nodefault "$STRACE" -f -e trace=open,openat,openat2 -o "$R/strace" "$BIN" invoke --cgroup-root "$R/cg" --cgroup-layout v1 \
+      --proc-root "$R/proc" --state-dir "$R/state" --cache-dir "$R/cache" <<<"$CT" >/dev/null 2>&1
+    check "builtin: no TOML file is opened (compiled in, no parse)" "$(grep -c '\.toml"' "$R/strace")" 0
+  else
+    skip "builtin: strace missing"
+  fi
+  EXP=$(nodefault "$BIN" explain --cgroup-root "$R/cg" --cgroup-layout v1 --state-dir "$R/state" --cache-dir "" <<<"$CT")
+  check_contains "builtin: explain says policy: builtin" "$EXP" "policy: builtin"
+  VER=$(nodefault "$BIN" --version)
+  check_contains "builtin: --version says policy: builtin" "$VER" "policy: builtin (no /etc/nri/nri-qos.toml)"
+  check_contains "builtin: --version gives its SHA-256" "$VER" "built-in policy: sha256 $BUNDLED_SHA ("
+fi
+# A path someone configured that does not exist: the built-in policy, and the error.
+R=$(tree)
+OUT=$(hook "$R" invoke --policy "$R/missing.toml" <<<"$CT" 2>"$R/err"); RC=$?
+check "builtin: configured file missing: exit 0, built-in policy classifies" "$RC $(jq_get "$OUT" '.metadata.policy + " " + .metadata.class')" "0 builtin BE"
+check "builtin: configured file missing: reported" "$(jq_get "$OUT" .metadata.policy_error)" \
+  "$R/missing.toml: cannot open policy: No such file or directory; applying the built-in policy until it is fixed"
+check "builtin: configured file missing: on stderr" "$(cat "$R/err")" \
+  "nri-qos: policy: $R/missing.toml: cannot open policy: No such file or directory; applying the built-in policy until it is fixed"
+
+# ---- the last good copy -------------------------------------------------------------------------
+R=$(tree)
+P=$R/site.toml
+cat > "$P" <<'EOF'
+version = 1
+[settings]
+default_class = "LS"
+fail = "closed"
+[[rules]]
+name = "site-be"
+class = "BE"
+match.labels = { "koordinator.sh/qosClass" = "BE" }
+[classes.LS]
+[classes.BE.container]
+cpu_shares = 3
+EOF
+GOOD_SHA=$(sha256sum "$P" | cut -d' ' -f1)
+OUT=$(hook "$R" invoke --policy "$P" <<<"$CT" 2>/dev/null)
+check "last-good: the file applies" "$(jq_get "$OUT" '.metadata.policy + " " + .metadata.rule')" "file site-be"
+check "last-good: its SHA-256" "$(jq_get "$OUT" .metadata.policy_sha256)" "$GOOD_SHA"
+LG=$(ls "$R"/state/last-good/last-good-*.toml 2>/dev/null)
+check "last-good: the valid file is saved (--state-dir/last-good)" "$([ -n "$LG" ] && cmp -s "$LG" "$P" && stat -c %a "$LG")" 600
+# An edit with two typos. (Wait until it is older than the cache's 2 s racy window: a younger
+# file is re-read on every event to verify its text, by design — policy_cache.hpp.)
+sed -i 's/^cpu_shares = 3/cpu_sharez = 3\nmemory_limit = 1/' "$P"
+sleep 2.2
+for n in 1 2; do
+  : > "$R/cg/cpu/$CTR_REL/cpu.shares"
+  OUT=$(hook "$R" invoke --policy "$P" <<<"$CT" 2>"$R/err"); RC=$?
+  check "last-good: broken file, event $n: exit 0, the last good copy classifies" \
+    "$RC $(jq_get "$OUT" '.metadata.policy + " " + .metadata.rule + " " + .error')" "0 last-good site-be "
+  check "last-good: broken file, event $n: the last good knobs are applied" "$(cat "$R/cg/cpu/$CTR_REL/cpu.shares")" 3
+  check "last-good: broken file, event $n: SHA-256 of the copy" "$(jq_get "$OUT" .metadata.policy_sha256)" "$GOOD_SHA"
+  check "last-good: broken file, event $n: the error in the Result" "$(jq_get "$OUT" .metadata.policy_error)" \
+    "$P:11: classes.BE.container: unknown knob \"cpu_sharez\" (did you mean \"cpu_shares\"? see nri-qos.toml(5)) (+1 more error: run nri-qos check); applying the last good copy of $P (sha256 ${GOOD_SHA:0:12}) until it is fixed"
+  check_contains "last-good: broken file, event $n: the error on stderr" "$(cat "$R/err")" "nri-qos: policy: $P:11: classes.BE.container: unknown knob"
+done
+if [ -n "$STRACE" ]; then
+  "$STRACE" -f -e trace=open,openat,openat2 -o "$R/strace" "$BIN" invoke --policy "$P" --cgroup-root "$R/cg" --cgroup-layout v1 \
+    --proc-root "$R/proc" --state-dir "$R/state" --cache-dir "$R/cache" <<<"$CT" >/dev/null 2>&1
+  check "last-good: while broken, no TOML is opened (the error and the copy come from the cache)" "$(grep -c '\.toml"' "$R/strace")" 0
+fi
+CHK_ERR=$("$BIN" check "$P" --last-good-dir "$R/state/last-good" 2>&1 >/dev/null); RC=$?
+CHK_OUT=$("$BIN" check "$P" --last-good-dir "$R/state/last-good" 2>/dev/null)
+check "last-good: check exits 1" "$RC" 1
+check "last-good: check lists both errors" "$CHK_ERR" "nri-qos: $P:11: classes.BE.container: unknown knob \"cpu_sharez\" (did you mean \"cpu_shares\"? see nri-qos.toml(5))
+nri-qos: $P:12: classes.BE.container.memory_limit: 1 out of range [4096, 2^63-1] or \"max\" or \"N%\""
+check_contains "last-good: check shows what the hook applies meanwhile" "$CHK_OUT" \
+  "$P: 2 errors; meanwhile the hook applies the last good copy of $P ($LG, sha256 $GOOD_SHA, saved "
+# settings.fail = "closed" of the copy is about failed knobs, not about the broken file.
+OUT=$(hook "$R" invoke --policy "$P" <<<"$(jq -c '.labels={}' <<<"$CT")" 2>/dev/null); RC=$?
+check "last-good: a broken file never fails a container (fail = closed copy)" "$RC/$(jq_get "$OUT" .error)" "0/"
+# Fixed: the file applies again, no error.
+sed -i 's/^cpu_sharez = 3/cpu_shares = 4/; /^memory_limit = 1$/d' "$P"
+OUT=$(hook "$R" invoke --policy "$P" <<<"$CT" 2>"$R/err")
+check "last-good: fixed: the file applies, no error" "$(jq_get "$OUT" '.metadata.policy + " " + (.metadata.policy_error // "none")')/$(cat "$R/err")" "file none/"
+check "last-good: fixed: its knobs" "$(cat "$R/cg/cpu/$CTR_REL/cpu.shares")" 4
+check "last-good: fixed: the copy follows" "$(cmp -s "$LG" "$P" && echo same)" same
+# Broken with the copy disabled (--last-good-dir ""): the built-in policy.
+echo "garbage" >> "$P"
+OUT=$(hook "$R" invoke --policy "$P" --last-good-dir "" <<<"$CT" 2>/dev/null)
+check "last-good: disabled: the built-in policy, with the error" \
+  "$(jq_get "$OUT" '.metadata.policy + " " + .metadata.class')/$(jq_get "$OUT" .metadata.policy_error | grep -c 'applying the built-in policy')" "builtin BE/1"
+# explain shows the same choice, and saves nothing.
+R2=$(tree)
+printf 'version = 1\n[settings]\ndefault_class = "LS"\n[classes.LS]\n' > "$R2/p.toml"
+EXP=$(hook "$R2" explain --policy "$R2/p.toml" <<<"$CT")
+check_contains "explain: says policy: file" "$EXP" "policy: file"
+check "explain: saves no last good copy" "$(ls "$R2/state" 2>/dev/null)" ""
+
+# ---- check: every error, warnings, suggestions --------------------------------------------------
+cat > "$S/many.toml" <<'EOF'
+version = 1
+[settings]
+default_class = "Ls"
+[classes.LS.container]
+memory_hgih = "90%"
+[classes.BE]
+gate.fallback = "nope"
+[[rules]]
+class = "be"
+EOF
+ERR=$("$BIN" check "$S/many.toml" 2>&1 >/dev/null); RC=$?
+check "check: errors exit 1" "$RC" 1
+check "check: every error in one run, with line and suggestion" "$ERR" "nri-qos: $S/many.toml:3: settings.default_class: unknown class \"Ls\" (did you mean \"LS\"?)
+nri-qos: $S/many.toml:5: classes.LS.container: unknown knob \"memory_hgih\" (did you mean \"memory_high\"? see nri-qos.toml(5))
+nri-qos: $S/many.toml:7: classes.BE.gate.fallback: unknown class \"nope\"
+nri-qos: $S/many.toml:9: rules.class: unknown class \"be\" (did you mean \"BE\"?)"
+cat > "$S/warn.toml" <<'EOF'
+version = 1
+[settings]
+default_class = "LS"
+[[rules]]
+class = "BE"
+[[rules]]
+class = "LS"
+match.namespace = "x"
+[classes.LS.container]
+memory_high = 512
+[classes.BE]
+[classes.SPARE]
+EOF
+ERR=$("$BIN" check "$S/warn.toml" 2>&1 >/dev/null); RC=$?
+OUT=$("$BIN" check "$S/warn.toml" 2>/dev/null)
+check "check: warnings only: exit 0" "$RC" 0
+check "check: warnings" "$ERR" "nri-qos: $S/warn.toml:6: warning: rules: \"rule@6\" can never match: rule \"rule@4\" (line 4) comes first and matches everything it matches
+nri-qos: $S/warn.toml:10: warning: classes.LS.container.memory_high = 512 bytes is below 1 MiB (did you mean \"512Mi\"?)
+nri-qos: $S/warn.toml:12: warning: classes.SPARE: no rule, settings.default_class or gate.fallback uses this class"
+check "check: warnings: summary" "$OUT" "$S/warn.toml: OK (2 rules, 3 classes, default class LS); 3 warnings"
+ERR=$("$BIN" check "$POLICY" 2>&1 >/dev/null)
+check "check: the bundled policy has no error and no warning" "$ERR" ""
+
+# ---- settings typos ---------------------------------------------------------------------------------
+R=$(tree)
+OUT=$(hook "$R" invoke --policy "$POLICY" < <(jq -c --arg p "$POLICY" '.conf = {"polcy": $p}' <<<"$CT") 2>"$R/err"); RC=$?
+check "conf typo: a bad request (fail-open), not ignored" "$RC/$(jq_get "$OUT" .metadata.class)" "0/null"
+check "conf typo: named, with the key it meant" "$(jq_get "$OUT" .metadata.error)" \
+  "bad request: /conf: unknown key \"polcy\" (did you mean \"policy\"?; known: policy) (the plugin conf of /etc/nri/conf.json; see nri-qos(8)) (fail-open: container not adjusted)"
+check_contains "conf typo: on stderr" "$(cat "$R/err")" 'unknown key "polcy"'
+OUT=$("$BIN" register --conf-json "$S/conf.json" --plugin-conf '{"polcy": "/etc/nri/nri-qos.toml"}' 2>&1); RC=$?
+check "register --plugin-conf typo: exit 2" "$RC" 2
+check "register --plugin-conf typo: message" "$OUT" 'nri-qos: error: invalid plugin conf: unknown key "polcy" (did you mean "policy"?; known: policy)'
+check "register --plugin-conf typo: conf.json not written" "$([ -e "$S/conf.json" ] && echo written || echo absent)" absent
+
+# ---- make without the build dependencies ------------------------------------------------------------
+if command -v make >/dev/null; then
+  OUT=$(make -C "$TOP" --no-print-directory BUILD="$S/build" CXX="$S/none/g++" PROTOC="$S/none/protoc" 2>&1); RC=$?
+  check "make without a compiler: fails" "$([ "$RC" != 0 ] && echo failed)" failed
+  check_contains "make without a compiler: names it" "$OUT" "$S/none/g++ (the C++ compiler; Debian package g++"
+  check_contains "make without a compiler: names protoc" "$OUT" "protobuf compiler; Debian package protobuf-compiler"
+  check_contains "make without a compiler: says which command installs them" "$OUT" "make deps"
+  case $OUT in *"Error 127"*) fail "make without a compiler: still 'Error 127': ${OUT:0:300}" ;; *) pass "make without a compiler: no 'Error 127'" ;; esac
+  OUT=$(make -C "$TOP" --no-print-directory BUILD="$S/build" BUILD_DEP_ITEMS="toml.hpp:libtoml11-dev nri-qos-no/such.hpp:libnosuch-dev libnri-qos-nosuch.a:libnosuch-dev" 2>&1); RC=$?
+  check "make without a header and a library: fails before compiling" "$([ "$RC" != 0 ] && echo failed)/$(ls "$S/build/obj" 2>/dev/null)" failed/
+  check_contains "make without a header: names it and its package" "$OUT" "<nri-qos-no/such.hpp> (header; Debian package libnosuch-dev)"
+  check_contains "make without a static library: names it" "$OUT" "libnri-qos-nosuch.a (static library; Debian package libnosuch-dev)"
+  check_contains "make without them: the apt-get command" "$OUT" "apt-get install libnosuch-dev"
+else
+  skip "make missing"
+fi
+
+finish
