@@ -194,6 +194,26 @@ native_restart() {
   sc_be "$name" after-restart burstable --label koordinator.sh/qosClass=BE
 }
 
+# Issue 9 §4 (pol): the binary alone in /opt/nri/plugins — no /etc/nri/nri-qos.toml, no conf.d
+# file — classifies with the policy compiled into it: a Koordinator BE pod gets the bundled BE
+# class, read back from the kernel (and config.json). The Result metadata "policy: builtin" is
+# not reachable here (containerd gives the relay /dev/null as stderr and there is no log_file
+# without a conf.d file): the same binary's --version states the choice instead.
+native_builtin() {
+  local name=$S-builtin-policy ver
+  stop_containerd
+  rm -f "$RELAY_CONF" /etc/nri/nri-qos.toml
+  install -m 0755 "$NRI_QOS_BIN" "$RELAY"
+  if [ -n "$(ls -A /etc/nri/conf.d 2>/dev/null)" ] || [ -e /etc/nri/nri-qos.toml ]; then
+    fail "$name" "could not clear /etc/nri/nri-qos.toml and /etc/nri/conf.d"; start_containerd; return
+  fi
+  start_containerd || { fail "$name" "containerd did not restart"; return; }
+  ver=$("$RELAY" --version 2>&1 | grep '^policy:')
+  log "  $RELAY --version: $ver"
+  [ "$ver" = "policy: builtin (no /etc/nri/nri-qos.toml)" ] || { fail "$name" "--version says '$ver'"; return; }
+  OCI_CHECKS=1 sc_be "$name" builtin burstable --label koordinator.sh/qosClass=BE
+}
+
 scenarios() {
   if [ "$MODE" = adapter ]; then
     sc_be "$S-be-label" be-label burstable --label koordinator.sh/qosClass=BE
@@ -214,6 +234,7 @@ scenarios() {
   host_only || return 0   # the node VM: the rest is protocol-level, covered on the host
   native_child_crash
   native_restart
+  native_builtin
   set_native_policy "$D/policy/fail-closed.toml"
   stop_containerd; start_containerd || fail "$S-setup" "containerd did not restart with the fail-closed policy"
   containerd_alive && sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"

@@ -33,8 +33,8 @@ E2E_NODE_SUBSET=${E2E_NODE_SUBSET:-}
 IMAGE=localhost/e2e/busybox:1             # workload image (mkimage.py, busybox-static)
 PAUSE=localhost/e2e/pause:1               # CRI sandbox_image (same image)
 UIDP=0e2e0000                             # every test pod uid starts with this (cleanup key)
-BACKUP=$E2E_WORK/nri-backup               # copy of /etc/nri, /opt/nri, /run/nri-qos before a suite
-BACKUP_PATHS=(/etc/nri /opt/nri /run/nri-qos)
+BACKUP=$E2E_WORK/nri-backup               # copy of /etc/nri, /opt/nri, /run/nri-qos, /var/lib/nri-qos before a suite
+BACKUP_PATHS=(/etc/nri /opt/nri /run/nri-qos /var/lib/nri-qos)  # /var/lib/nri-qos: last good policy copies
 APT_PKGS=(containerd runc python3-grpcio python3-grpc-tools busybox-static jq debian-archive-keyring)
 export CRI_PYGEN_DIR=$E2E_CACHE/cri-pygen  # generated python gRPC stubs
 
