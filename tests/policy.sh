@@ -44,7 +44,11 @@ hook() {
   "$BIN" "$mode" --cgroup-root "$root/cg" --cgroup-layout v1 --proc-root "$root/proc" --state-dir "$root/state" \
     --cache-dir "$root/cache" "$@"
 }
-tree() { local r; r=$(mktemp -d "$S/t.XXXXXX"); mk_v1_dir "$r/cg" "$CTR_REL"; mkdir -p "$r/proc"; echo "$r"; }
+PID=$(jq -r .pid <<<"$CT")
+tree() {
+  local r; r=$(mktemp -d "$S/t.XXXXXX")
+  mk_v1_dir "$r/cg" "$CTR_REL"; mkdir -p "$r/proc/$PID"; echo 0 > "$r/proc/$PID/oom_score_adj"; echo "$r"
+}
 
 # ---- the built-in policy ----------------------------------------------------------------------
 if [ "$NODEFAULT" = 1 ]; then
