@@ -278,6 +278,7 @@ RegisterResult register_v01_ordered(const std::string& conf_json_path, const std
         ojson& plugins = doc["plugins"];
         ojson kept = ojson::array();
         bool found = false;
+        std::string kept_conf_error;  // an administrator's conf kept as it is, but the hook refuses it
         for (auto& p : plugins) {
             if (p["type"].get<std::string>() != type) {
                 kept.push_back(p);
@@ -286,8 +287,12 @@ RegisterResult register_v01_ordered(const std::string& conf_json_path, const std
             if (found) continue;  // drop duplicates of our type
             found = true;
             if (replace_conf || !p.contains("conf")) p["conf"] = plugin_conf;
+            else kept_conf_error = plugin_conf_error(nlohmann::json::parse(p["conf"].dump()));
             kept.push_back(p);
         }
+        const std::string warn = kept_conf_error.empty() ? std::string()
+                                 : "; warning: its conf has an error the hook reports on every event (" + kept_conf_error +
+                                       "): fix it with --plugin-conf";
         if (!found) {
             ojson entry = ojson::object();
             entry["type"] = type;
@@ -298,13 +303,13 @@ RegisterResult register_v01_ordered(const std::string& conf_json_path, const std
 
         if (doc == before)
             return ok_result(false, "\"" + type + "\" already registered in " + conf_json_path +
-                                        " (unchanged)");
+                                        " (unchanged)" + warn);
         err = atomic_write(target, json_text(doc), in.st.st_mode & 07777, in.st.st_uid,
                            in.st.st_gid);
         if (!err.empty()) return fail_result(err);
         return ok_result(true, std::string(found ? "updated" : "registered") + " \"" + type +
                                    "\" in " + conf_json_path +
-                                   " (NRI v0.1 reads it at every pod/container event)");
+                                   " (NRI v0.1 reads it at every pod/container event)" + warn);
     } catch (const std::exception& e) {
         return fail_result(std::string("register: ") + e.what());
     }

@@ -205,6 +205,9 @@ TEST_CASE("register_v01: existing entry is updated in place, duplicates dropped"
         RegisterResult r =
             nriqos::register_v01(p, "nri-qos", nlohmann::json::object(), /*replace_conf=*/false);
         CHECK(r.exit_code == 0);
+        // ... and says that the hook refuses it (a key other than "policy").
+        CHECK(r.message.find("; warning: its conf has an error the hook reports on every event (unknown key \"old\" (known: policy))") !=
+              std::string::npos);
         CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
               R"({"plugins":[{"type":"nri-qos","conf":{"old":1},"extra":"x"},{"type":"other"}],"version":"0.1"})");
     }
