@@ -591,8 +591,8 @@ KeyNotes key_notes(const Ctx& c, const TV& v, const std::string& what) {
     KeyNotes out;
     const auto& t = as_table(c, v, what);
     if (t.size() > 4096) c.fail(v, what + ": more than 4096 entries");
-    for (const auto& [k, val] : t)
-        c.guard([&] {
+    for (const auto& kv : t)  // (no structured bindings: clang 14 cannot capture them in a lambda)
+        c.guard([&, &k = kv.first, &val = kv.second] {
             if (k.empty() || k.size() > 317) c.fail(val, what + ": key must be 1-317 bytes");
             std::string note = str(c, val, what + ".\"" + k + "\"", 1024);
             if (note.empty()) c.fail(val, what + ".\"" + k + "\": name the admission policy that controls this key (a non-empty note)");
@@ -661,7 +661,9 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
     if (classes) c.guard([&] {
         const auto& ct = as_table(c, *classes, "classes");
         if (ct.size() > 1024) c.fail(*classes, "more than 1024 classes");
-        for (const auto& [cname, cv] : ct) {
+        for (const auto& entry : ct) {
+            const std::string& cname = entry.first;
+            const TV& cv = entry.second;
             std::string w = "classes." + cname;
             ClassDef cd;
             cd.name = cname;
