@@ -207,6 +207,7 @@ int main(int argc, char** argv) {
         return run_mode(nriqos::Mode::NriEval, o, layout, eval->count("--policy") > 0);
     }
     if (relay && relay->parsed()) {
+        derive_last_good_dir(relay, o);  // for the in-process evaluators (exec'd children derive it themselves)
         nri::RelayOptions env;
         nri::relay_options_from_env(env, argv[0]);
         if (ro.socket_path.empty()) ro.fd = env.fd;

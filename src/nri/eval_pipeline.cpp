@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "policy_cache.hpp"
+#include "policy_store.hpp"
 #include "request.hpp"
 #include "sandbox.hpp"
 
@@ -40,6 +41,7 @@ void write_all(int fd, const std::string& s) {
 
 std::string apply_eval_flags(nriqos::Options& o, const std::vector<std::string>& flags) {
   std::string why;
+  bool state_dir = false, last_good_dir = false;
   for (size_t i = 0; i < flags.size(); ++i) {
     const std::string& f = flags[i];
     if (f == "--debug") {
@@ -62,8 +64,12 @@ std::string apply_eval_flags(nriqos::Options& o, const std::vector<std::string>&
       o.resctrl_root = v;
     } else if (f == "--state-dir") {
       o.state_dir = v;
+      state_dir = true;
     } else if (f == "--cache-dir") {
       o.cache_dir = v;
+    } else if (f == "--last-good-dir") {
+      o.last_good_dir = v;
+      last_good_dir = true;
     } else if (f == "--cgroup-layout") {
       try {
         o.layout = nriqos::parse_layout(v);
@@ -74,6 +80,8 @@ std::string apply_eval_flags(nriqos::Options& o, const std::vector<std::string>&
       why += (why.empty() ? "" : "; ") + f + ": not an evaluation flag";
     }
   }
+  // As on the command line (main.cpp): a relocated state keeps the last good policy copies.
+  if (state_dir && !last_good_dir) o.last_good_dir = o.state_dir + "/last-good";
   return why;
 }
 
@@ -86,17 +94,24 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
     if (!note.empty()) note = "plugin config: " + note;
     if (!nriqos::sandbox_disabled_by_env()) {
       nriqos::SandboxStatus sb = nriqos::install_sandbox(
-          {o.cgroup_root, o.proc_root, o.resctrl_root, o.state_dir, o.cache_dir, o.policy},
+          {o.cgroup_root, o.proc_root, o.resctrl_root, o.state_dir, o.cache_dir, o.policy, o.last_good_dir},
           zygote ? nriqos::SandboxProfile::Zygote : nriqos::SandboxProfile::Evaluator);
       if (o.debug || !sb.seccomp) note += (note.empty() ? "" : "; ") + std::string("sandbox: ") + sb.summary();
     }
     return note;
   };
   e.probe_fail_mode = [opts]() -> int {
+    // The policy events will use (policy_store.hpp: the file, its last good copy or the built-in
+    // policy), read only.
     try {
-      return nriqos::load_policy(opts->policy, opts->cache_dir).fail_closed ? 1 : 0;
+      nriqos::PolicyInfo info;
+      nriqos::PolicyPlaces w;
+      w.cache_dir = opts->cache_dir;
+      w.last_good_dir = opts->last_good_dir;
+      w.write = w.save_last_good = false;
+      return nriqos::effective_policy(opts->policy, opts->policy == nriqos::defaults::kPolicy, w, nullptr, info).fail_closed ? 1 : 0;
     } catch (...) {
-      return -1;  // no policy or a broken one: the relay keeps what it knows
+      return -1;  // the relay keeps what it knows
     }
   };
   e.detach = []() -> std::string {

@@ -425,6 +425,7 @@ void Relay::on_configure(uint32_t stream, const std::string& payload) {
           {"resctrl_root", "resctrl-root", "--resctrl-root"},
           {"state_dir", "state-dir", "--state-dir"},
           {"cache_dir", "cache-dir", "--cache-dir"},
+          {"last_good_dir", "last-good-dir", "--last-good-dir"},
           {"debug", "debug", "--debug"},
           {"log_file", "log-file", ""},  // the relay's own option, see below
       };

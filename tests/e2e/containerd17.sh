@@ -194,6 +194,31 @@ native_restart() {
   sc_be "$name" after-restart burstable --label koordinator.sh/qosClass=BE
 }
 
+# Issue 9 §4 (pol): a policy broken by an edit keeps the node on its last good version. A site
+# policy (Koordinator BE gets cpu.shares 3; the built-in policy would give 2) classifies one pod,
+# which saves its last good copy in /var/lib/nri-qos (from the relay's sandboxed evaluator); then
+# a typo goes into the file and the next BE pod must still get cpu.shares 3, read back from the
+# kernel and config.json.
+native_last_good() {
+  local name=$S-last-good-policy pol=$D/policy/site.toml copy
+  sed 's/^cpu_shares = 2 .*/cpu_shares = 3/' "$D/policy/nri-qos.toml" > "$pol"
+  grep -q '^cpu_shares = 3$' "$pol" || { fail "$name" "could not derive the site policy"; return; }
+  set_native_policy "$pol"
+  stop_containerd; start_containerd || { fail "$name" "containerd did not restart"; return; }
+  start_or_fail "$name" lg-good burstable --label koordinator.sh/qosClass=BE || return
+  MISMATCH=""; expect_knob lg-good ctr cpu.shares 3; stop_pod lg-good
+  [ -z "$MISMATCH" ] || { fail "$name" "site policy not applied: $MISMATCH"; return; }
+  copy=$(grep -lxF 'cpu_shares = 3' /var/lib/nri-qos/last-good-*.toml 2>/dev/null | head -1)
+  [ -n "$copy" ] && cmp -s "$copy" "$pol" || { fail "$name" "no last good copy of $pol in /var/lib/nri-qos"; return; }
+  printf 'cpu_sharez = 1\n' >> "$pol"   # a typo after an edit (in [classes.BE.pod])
+  "$NRI_QOS_BIN" check "$pol" >/dev/null 2>&1 && { fail "$name" "the broken policy passes nri-qos check"; return; }
+  start_or_fail "$name" lg-broken burstable --label koordinator.sh/qosClass=BE || return
+  MISMATCH=""; expect_knob lg-broken ctr cpu.shares 3
+  expect_oci lg-broken .linux.resources.cpu.shares 3
+  stop_pod lg-broken
+  verdict "$name"
+}
+
 # Issue 9 §4 (pol): the binary alone in /opt/nri/plugins — no /etc/nri/nri-qos.toml, no conf.d
 # file — classifies with the policy compiled into it: a Koordinator BE pod gets the bundled BE
 # class, read back from the kernel (and config.json). The Result metadata "policy: builtin" is
@@ -234,6 +259,7 @@ scenarios() {
   host_only || return 0   # the node VM: the rest is protocol-level, covered on the host
   native_child_crash
   native_restart
+  native_last_good
   native_builtin
   set_native_policy "$D/policy/fail-closed.toml"
   stop_containerd; start_containerd || fail "$S-setup" "containerd did not restart with the fail-closed policy"

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "classify.hpp"
+#include "nri/eval_pipeline.hpp"
 #include "policy.hpp"
 #include "policy_builtin.hpp"
 #include "policy_cache.hpp"
@@ -345,4 +346,14 @@ TEST_CASE("closest_name: near misses only", "[policy]") {
     CHECK(closest_name("be", {"BE", "LS"}) == "BE");
     CHECK(closest_name("B", {"A"}).empty());  // a short name is only matched ignoring case
     CHECK(closest_name("bogus", {"description", "fail"}).empty());
+}
+
+TEST_CASE("relay evaluator flags: --last-good-dir, and --state-dir keeps the copies with the state", "[policy]") {
+    nriqos::Options o;
+    CHECK(o.last_good_dir == "/var/lib/nri-qos");
+    CHECK(nri::apply_eval_flags(o, {"--state-dir", "/s"}) == "");
+    CHECK(o.last_good_dir == "/s/last-good");
+    nriqos::Options p;
+    CHECK(nri::apply_eval_flags(p, {"--last-good-dir", "/lg", "--state-dir", "/s"}) == "");
+    CHECK(p.last_good_dir == "/lg");
 }
