@@ -56,11 +56,9 @@ void add_eval_options(CLI::App* app, Options& o, std::string& layout) {
     app->add_flag("--debug", o.debug, "log skipped knobs to stderr");
 }
 
-/// --state-dir without --last-good-dir keeps the last good policy copies with the rest of the
-/// relocated state (STATE_DIR/last-good).
-void derive_last_good_dir(CLI::App* app, Options& o) {
-    if (app->count("--state-dir") > 0 && app->count("--last-good-dir") == 0) o.last_good_dir = o.state_dir + "/last-good";
-}
+/// Without --last-good-dir, pipeline.hpp last_good_dir_of() decides (STATE_DIR/last-good for a
+/// relocated --state-dir, else /var/lib/nri-qos).
+void note_last_good_dir(CLI::App* app, Options& o) { o.last_good_dir_set = app->count("--last-good-dir") > 0; }
 
 int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool policy_set) {
     o.policy_from_flag = policy_set;
@@ -76,7 +74,7 @@ int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool poli
     if (!nriqos::sandbox_disabled_by_env()) {
         // explain writes no memo: its sandbox gets no state dir (which would be created).
         std::string state = mode == nriqos::Mode::Explain ? std::string() : o.state_dir;
-        std::string last_good = mode == nriqos::Mode::Explain ? std::string() : o.last_good_dir;
+        std::string last_good = mode == nriqos::Mode::Explain ? std::string() : nriqos::last_good_dir_of(o);
         nriqos::SandboxStatus sb = nriqos::install_sandbox({o.cgroup_root, o.proc_root, o.resctrl_root, state, o.cache_dir, o.policy, last_good});
         if (o.debug || !sb.seccomp) write_all(STDERR_FILENO, "nri-qos: sandbox: " + sb.summary() + "\n");
     }
@@ -194,20 +192,20 @@ int main(int argc, char** argv) {
     }
 
     if (invoke && invoke->parsed()) {
-        derive_last_good_dir(invoke, o);
+        note_last_good_dir(invoke, o);
         return run_mode(nriqos::Mode::Invoke, o, layout, invoke->count("--policy") > 0);
     }
     if (explain && explain->parsed()) {
-        derive_last_good_dir(explain, o);
+        note_last_good_dir(explain, o);
         o.explain_json = format == "json";
         return run_mode(nriqos::Mode::Explain, o, layout, explain->count("--policy") > 0);
     }
     if (eval && eval->parsed()) {
-        derive_last_good_dir(eval, o);
+        note_last_good_dir(eval, o);
         return run_mode(nriqos::Mode::NriEval, o, layout, eval->count("--policy") > 0);
     }
     if (relay && relay->parsed()) {
-        derive_last_good_dir(relay, o);  // for the in-process evaluators (exec'd children derive it themselves)
+        note_last_good_dir(relay, o);  // for the in-process evaluators
         nri::RelayOptions env;
         nri::relay_options_from_env(env, argv[0]);
         if (ro.socket_path.empty()) ro.fd = env.fd;

@@ -169,7 +169,7 @@ std::string policy_path_for(const Options& opt, const Request* req) {
 PolicyPlaces places_for(const Options& opt, Mode mode) {
     PolicyPlaces w;
     w.cache_dir = opt.cache_dir;
-    w.last_good_dir = opt.last_good_dir;
+    w.last_good_dir = last_good_dir_of(opt);
     w.save_last_good = mode != Mode::Explain;  // explain writes no state
     return w;
 }
@@ -398,6 +398,12 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         c.have_plan = false;
     }
     return finish(req ? &*req : nullptr);
+}
+
+std::string last_good_dir_of(const Options& o) {
+    if (o.last_good_dir_set) return o.last_good_dir;
+    if (o.state_dir != defaults::kStateDir) return o.state_dir + "/last-good";
+    return defaults::kLastGoodDir;
 }
 
 std::string default_policy_status() {

@@ -22,7 +22,7 @@ constexpr const char* kLastGoodDir = "/var/lib/nri-qos";  ///< last good policy 
 constexpr int kDeadlineMs = 1000;  ///< well under containerd's 2 s NRI request timeout
 }  // namespace defaults
 
-/// Options shared by invoke, explain and nri-eval.
+/// Options shared by invoke, explain and nri-eval (and the relay's in-process evaluators).
 struct Options {
     std::string policy = defaults::kPolicy;
     bool policy_from_flag = false;  ///< --policy given: overrides the request's conf.policy
@@ -31,7 +31,8 @@ struct Options {
     std::string resctrl_root = defaults::kResctrlRoot;
     std::string state_dir = defaults::kStateDir;
     std::string cache_dir = defaults::kCacheDir;  ///< "" disables the compiled-policy cache
-    std::string last_good_dir = defaults::kLastGoodDir;  ///< last good policy copies ("" disables)
+    std::string last_good_dir = defaults::kLastGoodDir;  ///< last good policy copies, when last_good_dir_set ("" disables)
+    bool last_good_dir_set = false;                      ///< --last-good-dir given; else last_good_dir_of() decides
     std::optional<Layout> layout;                 ///< nullopt: detect with statfs
     bool debug = false;
     int deadline_ms = defaults::kDeadlineMs;      ///< self-imposed; 0 disables
@@ -39,6 +40,11 @@ struct Options {
 };
 
 enum class Mode { Invoke, Explain, NriEval };
+
+/// Where the last good policy copies (policy_store.hpp) live for `o`: last_good_dir when it was
+/// set; else STATE_DIR/last-good when the state dir is not the default (a relocated state — a
+/// second instance, a test — keeps everything together); else /var/lib/nri-qos.
+std::string last_good_dir_of(const Options& o);
 
 /// Arm the self-imposed deadline (setitimer + SIGALRM): when `ms` pass before the pipeline
 /// returns, a prepared Result (invoke) or nri-eval result is written to stdout and the process

@@ -41,7 +41,6 @@ void write_all(int fd, const std::string& s) {
 
 std::string apply_eval_flags(nriqos::Options& o, const std::vector<std::string>& flags) {
   std::string why;
-  bool state_dir = false, last_good_dir = false;
   for (size_t i = 0; i < flags.size(); ++i) {
     const std::string& f = flags[i];
     if (f == "--debug") {
@@ -64,12 +63,11 @@ std::string apply_eval_flags(nriqos::Options& o, const std::vector<std::string>&
       o.resctrl_root = v;
     } else if (f == "--state-dir") {
       o.state_dir = v;
-      state_dir = true;
     } else if (f == "--cache-dir") {
       o.cache_dir = v;
     } else if (f == "--last-good-dir") {
       o.last_good_dir = v;
-      last_good_dir = true;
+      o.last_good_dir_set = true;
     } else if (f == "--cgroup-layout") {
       try {
         o.layout = nriqos::parse_layout(v);
@@ -80,8 +78,6 @@ std::string apply_eval_flags(nriqos::Options& o, const std::vector<std::string>&
       why += (why.empty() ? "" : "; ") + f + ": not an evaluation flag";
     }
   }
-  // As on the command line (main.cpp): a relocated state keeps the last good policy copies.
-  if (state_dir && !last_good_dir) o.last_good_dir = o.state_dir + "/last-good";
   return why;
 }
 
@@ -94,7 +90,7 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
     if (!note.empty()) note = "plugin config: " + note;
     if (!nriqos::sandbox_disabled_by_env()) {
       nriqos::SandboxStatus sb = nriqos::install_sandbox(
-          {o.cgroup_root, o.proc_root, o.resctrl_root, o.state_dir, o.cache_dir, o.policy, o.last_good_dir},
+          {o.cgroup_root, o.proc_root, o.resctrl_root, o.state_dir, o.cache_dir, o.policy, nriqos::last_good_dir_of(o)},
           zygote ? nriqos::SandboxProfile::Zygote : nriqos::SandboxProfile::Evaluator);
       if (o.debug || !sb.seccomp) note += (note.empty() ? "" : "; ") + std::string("sandbox: ") + sb.summary();
     }
@@ -107,7 +103,7 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
       nriqos::PolicyInfo info;
       nriqos::PolicyPlaces w;
       w.cache_dir = opts->cache_dir;
-      w.last_good_dir = opts->last_good_dir;
+      w.last_good_dir = nriqos::last_good_dir_of(*opts);
       w.write = w.save_last_good = false;
       return nriqos::effective_policy(opts->policy, opts->policy == nriqos::defaults::kPolicy, w, nullptr, info).fail_closed ? 1 : 0;
     } catch (...) {

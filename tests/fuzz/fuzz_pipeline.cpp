@@ -278,7 +278,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // FUZZ_NO_CACHE=1: no compiled-policy cache (to fuzz the rest while a cache bug is open).
     static const bool no_cache = std::getenv("FUZZ_NO_CACHE") && *std::getenv("FUZZ_NO_CACHE") == '1';
     o.cache_dir = no_cache ? std::string() : g_root + "/cache";
-    o.last_good_dir = g_root + "/last-good";
     o.deadline_ms = 0;
     struct Run { nriqos::Mode mode; nriqos::Layout layout; bool json; };
     const Run runs[] = {{nriqos::Mode::Explain, nriqos::Layout::V2, true},

@@ -271,6 +271,7 @@ TEST_CASE("sandbox: the whole pipeline still runs and prints its Result inside t
         o.state_dir = t.roots.state_dir;
         o.cache_dir = t.roots.cache_dir;
         o.last_good_dir = t.roots.last_good_dir;
+        o.last_good_dir_set = true;
         o.layout = nriqos::Layout::V1;
         int code = -1;
         // sandbox event: state memo written (mkdir, temp file, rename)
