@@ -19,7 +19,7 @@ CXXFLAGS  += -std=c++17 $(WARN) -fno-plt -ffunction-sections -fdata-sections
 # Fully static: the hook is exec'd on every container start and must not depend on the
 # node's libstdc++/glibc versions (nor pay the dynamic loader's ~1 ms).
 LDFLAGS   += -static -Wl,--gc-sections -Wl,-O1
-LDLIBS    += -lprotobuf-lite -pthread
+LDLIBS    += -lprotobuf-lite -lnettle -pthread
 
 PROTO_SRC := src/nri/nri.proto
 PROTO_CC  := $(BUILD)/gen/nri/nri.pb.cc

@@ -27,6 +27,11 @@ struct Decision {
 /// and the pod does not qualify, the gate's fallback class is used and gate_note says why.
 Decision classify(const Policy& policy, const Facts& facts);
 
+/// Why `rule` does not match `facts` ("" when it matches): the first condition that fails, e.g.
+/// "labels: koordinator.sh/qosClass absent" or "namespace \"default\" not in [kube-system]".
+/// Same conditions and order as classify() (for explain's rule trace).
+std::string rule_mismatch(const Rule& rule, const Facts& facts);
+
 /// True when `value` matches fnmatch(3) `glob`.
 bool glob_match(const std::string& glob, const std::string& value);
 

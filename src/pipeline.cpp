@@ -13,6 +13,8 @@
 #include "classify.hpp"
 #include "kernel.hpp"
 #include "policy_cache.hpp"
+#include "publish.hpp"
+#include "replay.hpp"
 #include "request.hpp"
 #include "sandbox.hpp"
 #include "sinks.hpp"
@@ -69,6 +71,8 @@ void set_deadline_answer(const std::string& text, const std::string& err, int co
     g_deadline_active.store(next, std::memory_order_release);
 }
 
+int64_t g_start_ns = 0;
+
 }  // namespace
 
 std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const std::string& cls, int ms, int& exit_code) {
@@ -91,7 +95,10 @@ std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const st
            (policy_closed ? "closed" : "open") + "\",\"update\":null}\n";
 }
 
+int64_t invocation_start_ns() { return g_start_ns; }
+
 void arm_deadline(Mode mode, int ms) {
+    g_start_ns = monotonic_ns();
     if (ms <= 0 || mode == Mode::Explain) return;
     // Nothing is known yet (no request, no policy): fail-open, built without a json object.
 #define NRIQOS_DEADLINE_WARNING "deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied"
@@ -173,11 +180,15 @@ struct Ctx {
     bool fail_closed_class = false;
     Plan plan;
     bool have_plan = false;
+    std::string early;       // fail-open error before a class was known (for the record)
+    std::string trace;       // explain --container: rule trace + calculations (text)
+    nlohmann::json trace_json;
 };
 
 /// Errors before a class is known: fail-open unless the policy says settings.fail = "closed".
 void early_error(Ctx& c, const std::string& what) {
     log_line(what);
+    c.early = what;
     if (c.fail_closed_policy) c.error = "nri-qos: " + what;
     else c.metadata["error"] = what + " (fail-open: container not adjusted)";
 }
@@ -222,7 +233,19 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
             j["adjustment"] = c.plan.adjustment;
             if (!c.plan.update.is_null()) j["update"] = c.plan.update;
             if (!c.plan.decision.gate_note.empty()) j["gate"] = c.plan.decision.gate_note;
+            // The Result's own field names (metadata.class/rule/kube_qos/skipped/gate, writes,
+            // adjustment), so that scripts read explain and the Result alike.
+            json md = c.metadata;
+            md["class"] = c.plan.decision.cls->name;
+            md["rule"] = c.plan.decision.rule;
+            md["kube_qos"] = kube_qos_name(c.plan.kube_qos);
+            Summary s = summarize(c.plan);
+            if (!s.skipped.empty()) md["skipped"] = s.skipped;
+            if (!c.plan.decision.gate_note.empty()) md["gate"] = c.plan.decision.gate_note;
+            j["metadata"] = md;
+            j["skipped"] = c.plan.skipped;
         }
+        if (!c.trace_json.is_null()) j["trace"] = c.trace_json;
         if (c.opt.explain_json) return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
         std::string t;
         if (req) t += "request:  " + std::string(event_name(req->event)) + " " + (req->is_sandbox ? "sandbox " : "container ") + req->id.substr(0, 12) +
@@ -240,6 +263,7 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
         }
         for (auto& [k, v] : c.metadata.items()) t += k + ": " + v.get<std::string>() + "\n";
         if (!c.error.empty()) t += "error:    " + c.error + "\n";
+        t += c.trace;
         return t;
     }
     if (c.have_plan) {
@@ -281,14 +305,42 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
 std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, int& exit_code) {
     Ctx c{mode, opt};
     std::optional<Request> req;
-    // Every way out renders the Result and disarms the deadline.
+    std::string ppath = opt.policy;   // policy file of this event
+    bool policy_error = false;        // it could not be loaded
+    const SinkSettings* sink_settings = nullptr;
+    std::string layout;
+    // Every way out renders the Result, feeds the operator's sinks (record, metrics, last
+    // request: publish.hpp) and disarms the deadline.
     auto finish = [&](const Request* r) {
         std::string out = render(c, r, exit_code);
+        if (mode != Mode::Explain) {
+            EventOutcome o;
+            o.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
+            o.req = r;
+            o.plan = c.have_plan ? &c.plan : nullptr;
+            o.error = c.error;
+            o.early_error = c.early;
+            o.policy_error = policy_error;
+            o.policy = {ppath, "file", ""};
+            o.start_ns = g_start_ns;
+            o.input = input;
+            o.layout = layout;
+            o.cgroup_root = opt.cgroup_root;
+            o.proc_root = opt.proc_root;
+            o.resctrl_root = opt.resctrl_root;
+            o.state_dir = opt.state_dir;
+            SinkPaths paths = resolve_sink_paths(opt.metrics_file, opt.event_log, sink_settings);
+            if (sink_settings) {
+                std::string e = remember_sink_paths(opt.state_dir, paths);
+                if (!e.empty()) log_line(e);
+            }
+            publish_event(o, paths);
+        }
         disarm_deadline();
         return out;
     };
     try {
-        req = mode == Mode::NriEval ? parse_nri_event(input) : parse_v01_request(input);
+        req = (mode == Mode::NriEval || opt.explain_nri_event) ? parse_nri_event(input) : parse_v01_request(input);
     } catch (const InputError& e) {
         // Without a valid request the policy's settings.fail still decides (default: open).
         try {
@@ -303,7 +355,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         Request& r = *req;
         // The pid is known now: shrink the sandbox's procfs write access to /proc/<pid>.
         if (std::string e = narrow_installed_sandbox(r.pid ? static_cast<long>(*r.pid) : 0L); !e.empty()) log_line("sandbox: " + e);
-        std::string ppath = policy_path_for(opt, &r);
+        ppath = policy_path_for(opt, &r);
         // The sandbox memo is merged first: the compiled policy then materialises only the
         // rules that can match this request (policy_cache.hpp load_policy_for).
         StateDir state(opt.state_dir);
@@ -318,11 +370,15 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             }
         }
         try {
-            policy = load_policy_for(ppath, opt.cache_dir, r);
+            // explain with a trace lists every rule: it needs the whole rule list, not the
+            // cache's per-request subset.
+            policy = opt.explain_trace ? load_policy(ppath, opt.cache_dir) : load_policy_for(ppath, opt.cache_dir, r);
         } catch (const InputError& e) {
+            policy_error = true;
             early_error(c, std::string("policy: ") + e.what());
             return finish(&r);
         }
+        sink_settings = &policy.sinks;
         c.fail_closed_policy = policy.fail_closed;
         rearm_deadline(c.fail_closed_policy, c.fail_closed_policy, "");
 
@@ -334,6 +390,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         // From here on a deadline answers with the class's fail mode (before any write).
         rearm_deadline(c.fail_closed_class, c.fail_closed_policy, d.cls->name);
         if (memo && !memo->cls.empty() && memo->cls != d.cls->name) note_pod_class(c, policy, r, facts, *memo, *d.cls);
+        if (opt.explain_trace) explain_trace(policy, facts, d, c.trace, c.trace_json);
 
         FsKernel kernel(opt.cgroup_root, opt.proc_root, opt.resctrl_root);
         PlanInput pin;
@@ -342,10 +399,12 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         pin.decision = d;
         pin.kube_qos = facts.kube_qos;
         pin.layout = opt.layout ? *opt.layout : detect_layout(opt.cgroup_root);
+        layout = layout_name(pin.layout);
         pin.paths = paths;
         pin.kernel = &kernel;
         c.plan = build_plan(pin);
         c.have_plan = true;
+        if (opt.explain_trace) explain_calculations(policy, d, r, c.plan, c.trace, c.trace_json);
         if (mode != Mode::Explain) apply_plan(c.plan, kernel);
         if (r.wire == Request::Wire::V01) finalize_adjustment(c.plan);
         if (mode != Mode::Explain) {

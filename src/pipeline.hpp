@@ -34,9 +34,20 @@ struct Options {
     bool debug = false;
     int deadline_ms = defaults::kDeadlineMs;      ///< self-imposed; 0 disables
     bool explain_json = false;
+    /// --metrics-file / --event-log (nullopt: not given; policy [settings], then the defaults of
+    /// record.hpp apply; "" disables the sink).
+    std::optional<std::string> metrics_file, event_log;
+    /// explain --container: add the rule trace and the percentage calculations (replay.hpp).
+    bool explain_trace = false;
+    /// explain of a native NRI event (the relay child's input shape) instead of a v0.1 request.
+    bool explain_nri_event = false;
 };
 
 enum class Mode { Invoke, Explain, NriEval };
+
+/// CLOCK_MONOTONIC (ns) when arm_deadline() was called, i.e. at the start of the invocation
+/// (0 when it was not): the start of the event's duration in the record and the metrics.
+int64_t invocation_start_ns();
 
 /// Arm the self-imposed deadline (setitimer + SIGALRM): when `ms` pass before the pipeline
 /// returns, a prepared Result (invoke) or nri-eval result is written to stdout and the process

@@ -4,6 +4,7 @@
 // compiled into a Policy, which round-trips through JSON for the compiled cache (policy_cache.hpp).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -57,6 +58,17 @@ struct ClassDef {
     Gate gate;
 };
 
+/// Where the hook's own sinks write (settings.metrics_file, settings.event_log,
+/// settings.event_log_max_bytes; man nri-qos.toml(5)). Unset fields fall back to the command
+/// line and then to the defaults of src/pipeline.hpp; an empty path disables that sink.
+struct SinkSettings {
+    bool metrics_file_set = false;
+    std::string metrics_file;         ///< node_exporter textfile (.prom) path; "" = no metrics
+    bool event_log_set = false;
+    std::string event_log;            ///< JSON-lines event log path; "" = stderr only
+    uint64_t event_log_max_bytes = 0; ///< rotate beyond this size (bytes); 0 = default
+};
+
 struct Policy {
     int version = kPolicyVersion;
     std::string default_class;
@@ -65,6 +77,7 @@ struct Policy {
     std::vector<Rule> rules;
     std::map<std::string, ClassDef> classes;
     std::string source;            ///< path it was loaded from
+    SinkSettings sinks;            ///< settings.metrics_file / event_log / event_log_max_bytes
 };
 
 /// Read and validate a TOML policy file. The file must be a regular file (FIFOs, devices and

@@ -62,7 +62,7 @@ Policy load_policy_for(const std::string& path, const std::string& cache_dir, co
 /// Building blocks, exposed for tests and the benchmark.
 namespace policy_cache {
 
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;  ///< 2: sink settings (metrics_file, event_log)
 constexpr int kRacySeconds = 2;                 ///< policy younger than this: store as racy
 constexpr size_t kMaxCacheBytes = 64u << 20;    ///< larger cache files are not read
 

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace nriqos {
 
@@ -28,6 +29,9 @@ namespace nriqos {
 /// reported: reads are never restricted.
 struct SandboxRoots {
     std::string cgroup_root, proc_root, resctrl_root, state_dir, cache_dir, policy_path;
+    /// Directories of the hook's own sinks (event log, metrics file: publish.hpp
+    /// sink_dirs_before_parse), created (0755) when missing and writable beneath.
+    std::vector<std::string> sink_dirs;
 };
 
 /// What install_sandbox achieved.

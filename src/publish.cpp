@@ -1,0 +1,215 @@
+#include "publish.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "adjust.hpp"
+#include "request.hpp"
+#include "sinks.hpp"
+#include "state.hpp"
+
+namespace nriqos {
+
+int64_t monotonic_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+SinkPaths resolve_sink_paths(const std::optional<std::string>& metrics_flag, const std::optional<std::string>& log_flag, const SinkSettings* pol) {
+    SinkPaths p;
+    p.metrics_file = metrics_flag ? *metrics_flag : (pol && pol->metrics_file_set) ? pol->metrics_file : defaults::kMetricsFile;
+    p.event_log = log_flag ? *log_flag : (pol && pol->event_log_set) ? pol->event_log : defaults::kEventLog;
+    if (pol && pol->event_log_max_bytes) p.event_log_max_bytes = pol->event_log_max_bytes;
+    return p;
+}
+
+namespace {
+
+constexpr const char* kSinksMemo = "sinks";
+
+/// <state_dir>/sinks: "metrics_file=<path>\nevent_log=<path>\n" (paths never contain '\n':
+/// policy.cpp accepts only absolute paths without NUL; a '\n' would only split the line).
+bool read_memo(const std::string& state_dir, std::string& metrics, std::string& log) {
+    int fd = open((state_dir + "/" + kSinksMemo).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return false;
+    char buf[8300];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return false;
+    std::string t(buf, static_cast<size_t>(n));
+    size_t a = 0;
+    while (a < t.size()) {
+        size_t b = t.find('\n', a);
+        if (b == std::string::npos) break;
+        std::string line = t.substr(a, b - a);
+        a = b + 1;
+        if (line.rfind("metrics_file=", 0) == 0) metrics = line.substr(13);
+        else if (line.rfind("event_log=", 0) == 0) log = line.substr(10);
+    }
+    return true;
+}
+
+bool is_pod_end(const Request& r) {
+    return (r.event == Event::Delete && r.is_sandbox) || r.event == Event::StopPodSandbox || r.event == Event::RemovePodSandbox;
+}
+bool is_container_end(const Request& r) {
+    return (r.event == Event::Delete && !r.is_sandbox) || r.event == Event::StopContainer || r.event == Event::RemoveContainer;
+}
+
+void say(const std::string& s) {
+    std::string line = "nri-qos: " + s + "\n";
+    ssize_t w = write(STDERR_FILENO, line.data(), line.size());
+    (void)w;
+}
+
+}  // namespace
+
+std::vector<std::string> sink_dirs_before_parse(const std::optional<std::string>& metrics_flag, const std::optional<std::string>& log_flag,
+                                                const std::string& state_dir) {
+    std::vector<std::string> dirs;
+    auto add = [&](const std::string& file) {
+        if (file.empty() || file[0] != '/') return;
+        std::string d = dir_name(file);
+        for (const auto& x : dirs)
+            if (x == d) return;
+        dirs.push_back(d);
+    };
+    SinkPaths p = resolve_sink_paths(metrics_flag, log_flag, nullptr);
+    add(p.metrics_file);
+    add(p.event_log);
+    std::string m, l;
+    if (!state_dir.empty() && read_memo(state_dir, m, l)) {
+        if (!metrics_flag) add(m);
+        if (!log_flag) add(l);
+    }
+    return dirs;
+}
+
+std::string remember_sink_paths(const std::string& state_dir, const SinkPaths& p) {
+    if (state_dir.empty()) return "";
+    std::string m, l;
+    if (read_memo(state_dir, m, l) && m == p.metrics_file && l == p.event_log) return "";
+    std::string text = "metrics_file=" + p.metrics_file + "\nevent_log=" + p.event_log + "\n";
+    std::string path = state_dir + "/" + kSinksMemo, tmp = path + "." + std::to_string(getpid()) + ".tmp";
+    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return "state " + tmp + ": " + std::strerror(errno);
+    bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+        std::string e = std::strerror(errno);
+        unlink(tmp.c_str());
+        return "state " + path + ": " + e;
+    }
+    return "";
+}
+
+std::string outcome_of(const EventOutcome& o) {
+    if (!o.error.empty()) return "refused";
+    if (!o.plan) return o.early_error.empty() ? "ok" : "error";
+    for (const auto& w : o.plan->writes)
+        if (w.status == Write::Failed) return "partial";
+    return "ok";
+}
+
+EventRecord make_record(const EventOutcome& o) {
+    EventRecord r;
+    r.source = o.source;
+    r.outcome = outcome_of(o);
+    if (o.req) {
+        const Request& q = *o.req;
+        r.event = event_name(q.event);
+        r.ns = q.pod_namespace;
+        r.pod = q.pod_name;
+        r.container = q.container_name;
+        r.id = q.id;
+        r.sandbox_id = q.sandbox_id;
+        r.sandbox = q.is_sandbox;
+    } else {
+        r.event = "unparsed";
+    }
+    if (o.plan) {
+        r.cls = o.plan->decision.cls ? o.plan->decision.cls->name : "";
+        r.rule = o.plan->decision.rule;
+        Summary s = summarize(*o.plan);
+        r.applied = s.applied;
+        r.skipped = s.skipped;
+        r.failed = s.failed;
+    }
+    r.message = !o.error.empty() ? o.error : o.early_error;
+    if (o.start_ns > 0) r.duration_us = (monotonic_ns() - o.start_ns) / 1000;
+    return r;
+}
+
+std::string make_last_request(const EventOutcome& o, const EventRecord& r) {
+    nlohmann::ordered_json j;
+    j["v"] = 1;
+    j["time"] = rfc3339_utc(r.time_ns);
+    j["source"] = r.source;
+    j["event"] = r.event;
+    j["id"] = r.id;
+    j["sandbox_id"] = r.sandbox_id;
+    j["sandbox"] = r.sandbox;
+    j["namespace"] = r.ns;
+    j["pod"] = r.pod;
+    j["container"] = r.container;
+    j["class"] = r.cls;
+    j["rule"] = r.rule;
+    j["outcome"] = r.outcome;
+    j["options"] = {{"policy", o.policy.path}, {"cgroup_root", o.cgroup_root}, {"proc_root", o.proc_root},
+                    {"resctrl_root", o.resctrl_root}, {"layout", o.layout}};
+    j["writes"] = o.plan ? writes_json(*o.plan) : nlohmann::json::array();
+    std::string head = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    head.pop_back();  // '}'
+    // The request as received: it was parsed successfully, so it is one valid JSON value.
+    if (o.input.size() + head.size() + 16 > StateDir::kMaxLastBytes) return head + ",\"request\":null,\"request_dropped\":\"larger than the state limit\"}\n";
+    std::string out;
+    out.reserve(head.size() + o.input.size() + 16);
+    out += head;
+    out += ",\"request\":";
+    out += o.input;
+    out += "}\n";
+    return out;
+}
+
+void publish_event(const EventOutcome& o, const SinkPaths& paths) {
+    EventRecord r = make_record(o);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    r.time_ns = int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+    // Last request first (its I/O belongs in the event's duration, so does the rest).
+    std::string warn;
+    if (o.req && !o.state_dir.empty()) {
+        StateDir st(o.state_dir);
+        const Request& q = *o.req;
+        if (is_pod_end(q)) warn = st.remove_last_sandbox(q.sandbox_id);
+        else if (is_container_end(q)) warn = st.remove_last(q.sandbox_id, q.id);
+        else warn = st.store_last(q.sandbox_id.empty() ? q.id : q.sandbox_id, q.id, make_last_request(o, r));
+        if (!warn.empty()) say(warn);
+    }
+    MetricsEvent m;
+    m.event = r.event;
+    m.cls = r.cls;
+    m.outcome = r.outcome;
+    m.policy_error = o.policy_error;
+    if (o.plan)
+        for (const auto& w : o.plan->writes)
+            if (w.status == Write::Failed) m.failed_knobs.push_back(w.knob);
+    if (o.start_ns > 0) m.duration_us = (monotonic_ns() - o.start_ns) / 1000;
+    r.duration_us = m.duration_us;
+    std::string e1 = update_metrics(paths.metrics_file, {m}, o.policy);
+    if (!e1.empty()) r.message += (r.message.empty() ? "" : "; ") + e1;
+    std::string line = record_logfmt(r);
+    ssize_t w = write(STDERR_FILENO, line.data(), line.size());
+    (void)w;
+    std::string e2 = append_event_log(paths.event_log, paths.event_log_max_bytes, record_json(r));
+    if (!e2.empty()) say(e2);
+}
+
+}  // namespace nriqos
