@@ -63,6 +63,7 @@ void add_eval_options(CLI::App* app, Options& o, std::string& layout) {
 
 int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool policy_set, const std::string* given_input = nullptr) {
     o.policy_from_flag = policy_set;
+    o.default_sinks = true;
     try {
         o.layout = nriqos::parse_layout(layout);
     } catch (const nriqos::InputError& e) {

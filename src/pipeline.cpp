@@ -329,7 +329,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             o.proc_root = opt.proc_root;
             o.resctrl_root = opt.resctrl_root;
             o.state_dir = opt.state_dir;
-            SinkPaths paths = resolve_sink_paths(opt.metrics_file, opt.event_log, sink_settings);
+            SinkPaths paths = resolve_sink_paths(opt.metrics_file, opt.event_log, sink_settings, opt.default_sinks);
             if (sink_settings) {
                 std::string e = remember_sink_paths(opt.state_dir, paths);
                 if (!e.empty()) log_line(e);

@@ -37,6 +37,9 @@ struct Options {
     /// --metrics-file / --event-log (nullopt: not given; policy [settings], then the defaults of
     /// record.hpp apply; "" disables the sink).
     std::optional<std::string> metrics_file, event_log;
+    /// Unset sink paths fall back to the defaults of record.hpp (the command line sets this;
+    /// in-process callers such as unit tests get no sinks unless they name them).
+    bool default_sinks = false;
     /// explain --container: add the rule trace and the percentage calculations (replay.hpp).
     bool explain_trace = false;
     /// explain of a native NRI event (the relay child's input shape) instead of a v0.1 request.

@@ -22,10 +22,12 @@ int64_t monotonic_ns() {
     return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-SinkPaths resolve_sink_paths(const std::optional<std::string>& metrics_flag, const std::optional<std::string>& log_flag, const SinkSettings* pol) {
+SinkPaths resolve_sink_paths(const std::optional<std::string>& metrics_flag, const std::optional<std::string>& log_flag, const SinkSettings* pol,
+                             bool use_defaults) {
     SinkPaths p;
-    p.metrics_file = metrics_flag ? *metrics_flag : (pol && pol->metrics_file_set) ? pol->metrics_file : defaults::kMetricsFile;
-    p.event_log = log_flag ? *log_flag : (pol && pol->event_log_set) ? pol->event_log : defaults::kEventLog;
+    const std::string dm = use_defaults ? defaults::kMetricsFile : "", dl = use_defaults ? defaults::kEventLog : "";
+    p.metrics_file = metrics_flag ? *metrics_flag : (pol && pol->metrics_file_set) ? pol->metrics_file : dm;
+    p.event_log = log_flag ? *log_flag : (pol && pol->event_log_set) ? pol->event_log : dl;
     if (pol && pol->event_log_max_bytes) p.event_log_max_bytes = pol->event_log_max_bytes;
     return p;
 }

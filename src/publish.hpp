@@ -27,9 +27,10 @@ struct SinkPaths {
 };
 
 /// Resolve the sink paths from the command-line values (nullopt = not given) and the policy's
-/// settings (nullptr = no policy loaded).
+/// settings (nullptr = no policy loaded); what is still unset gets the default path when
+/// `use_defaults`, else "" (no sink).
 SinkPaths resolve_sink_paths(const std::optional<std::string>& metrics_flag, const std::optional<std::string>& log_flag,
-                             const SinkSettings* policy);
+                             const SinkSettings* policy, bool use_defaults = true);
 
 /// Directories the confined hook must be able to write for its sinks, known before the request
 /// is parsed: those of the command-line/default paths and of the paths the last loaded policy
