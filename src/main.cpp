@@ -71,6 +71,7 @@ int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool poli
         return 2;
     }
     nriqos::arm_deadline(mode, o.deadline_ms);
+    nriqos::prepare_deadline_record(mode, o);
     // Confine the process before any untrusted byte is parsed (src/sandbox.hpp). The policy and
     // the compiled cache are read later: reads are not restricted; the cache dir is writable.
     if (!nriqos::sandbox_disabled_by_env()) {

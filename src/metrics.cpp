@@ -220,6 +220,10 @@ std::string sha256_file(const std::string& path) {
     return hex(d, sizeof d);
 }
 
+std::string metrics_pending_line(const std::string& event, const std::string& cls, const std::string& outcome, int64_t duration_us) {
+    return "E\t" + clean(event) + "\t" + (cls.empty() ? std::string("none") : clean(cls)) + "\t" + clean(outcome) + "\t" + std::to_string(duration_us) + "\n";
+}
+
 std::string update_metrics(const std::string& prom_path, const std::vector<MetricsEvent>& events, const PolicyIdentity& policy, int wait_ms) {
     if (prom_path.empty()) return "";
     const std::string dir = dir_name(prom_path);
@@ -245,7 +249,37 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
     }
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    for (const auto& e : events) {
+    std::vector<MetricsEvent> all = events;
+    // Events recorded by deadline handlers since the last update (metrics_pending_line).
+    const std::string pending_path = dir + "/." + base + ".pending";
+    int pfd = open(pending_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+    if (pfd >= 0) {
+        if (lock_within(pfd, wait_ms)) {
+            struct stat pst {};
+            if (fstat(pfd, &pst) == 0 && pst.st_size > 0 && static_cast<size_t>(pst.st_size) <= kMaxStateBytes) {
+                std::string text(static_cast<size_t>(pst.st_size), '\0');
+                if (pread(pfd, text.data(), text.size(), 0) == pst.st_size) {
+                    size_t a = 0;
+                    while (a < text.size()) {
+                        size_t b = text.find('\n', a);
+                        if (b == std::string::npos) break;
+                        auto f = split_tabs(text.substr(a, b - a));
+                        a = b + 1;
+                        if (f.size() != 5 || f[0] != "E") continue;
+                        MetricsEvent e;
+                        e.event = f[1];
+                        e.cls = f[2] == "none" ? "" : f[2];
+                        e.outcome = f[3];
+                        e.duration_us = static_cast<int64_t>(num(f[4]));
+                        all.push_back(e);
+                    }
+                }
+            }
+            if (ftruncate(pfd, 0) != 0) { /* counted again next time: better than lost */ }
+        }
+        close(pfd);
+    }
+    for (const auto& e : all) {
         if (!e.event.empty()) {
             bump(st.events, std::make_tuple(clean(e.event), e.cls.empty() ? std::string("none") : clean(e.cls), clean(e.outcome)),
                  std::make_tuple(std::string("_overflow"), std::string("_overflow"), std::string("_overflow")));

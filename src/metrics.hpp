@@ -48,6 +48,10 @@ struct PolicyIdentity {
 std::string update_metrics(const std::string& prom_path, const std::vector<MetricsEvent>& events, const PolicyIdentity& policy,
                            int wait_ms = 500);
 
+/// One line of the pending file (<dir>/.<name>.pending) for an event recorded without the lock
+/// (the deadline handler); folded into the counters by the next update_metrics.
+std::string metrics_pending_line(const std::string& event, const std::string& cls, const std::string& outcome, int64_t duration_us);
+
 /// SHA-256 of a file's contents as 64 hex digits, "" when unreadable (nettle's sha256).
 std::string sha256_file(const std::string& path);
 /// SHA-256 of bytes as 64 hex digits.

@@ -53,6 +53,7 @@ extern "C" void on_deadline(int) {
     (void)r;
     r = write(STDERR_FILENO, a.err, a.err_len);
     (void)r;
+    record_on_deadline();  // the event's record and its count (publish.hpp): async-signal-safe
     _exit(a.code);
 }
 
@@ -96,6 +97,14 @@ std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const st
 }
 
 int64_t invocation_start_ns() { return g_start_ns; }
+
+void prepare_deadline_record(Mode mode, const Options& opt) {
+    if (mode == Mode::Explain || g_deadline_ms <= 0) return;
+    EventRecord rec;
+    rec.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
+    rec.event = "unparsed";
+    prepare_deadline_record(rec, resolve_sink_paths(opt.metrics_file, opt.event_log, nullptr, opt.default_sinks), int64_t(g_deadline_ms) * 1000);
+}
 
 void arm_deadline(Mode mode, int ms) {
     g_start_ns = monotonic_ns();
@@ -339,8 +348,25 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         disarm_deadline();
         return out;
     };
+    // A record ready for the deadline handler, refined once the request is known.
+    auto prepare_deadline = [&](const Request* r, const SinkSettings* ss) {
+        if (mode == Mode::Explain || g_deadline_ms <= 0) return;
+        EventRecord rec;
+        rec.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
+        rec.event = r ? event_name(r->event) : "unparsed";
+        if (r) {
+            rec.ns = r->pod_namespace;
+            rec.pod = r->pod_name;
+            rec.container = r->container_name;
+            rec.id = r->id;
+            rec.sandbox_id = r->sandbox_id;
+            rec.sandbox = r->is_sandbox;
+        }
+        prepare_deadline_record(rec, resolve_sink_paths(opt.metrics_file, opt.event_log, ss, opt.default_sinks), int64_t(g_deadline_ms) * 1000);
+    };
     try {
         req = (mode == Mode::NriEval || opt.explain_nri_event) ? parse_nri_event(input) : parse_v01_request(input);
+        prepare_deadline(&*req, nullptr);
     } catch (const InputError& e) {
         // Without a valid request the policy's settings.fail still decides (default: open).
         try {
@@ -379,6 +405,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             return finish(&r);
         }
         sink_settings = &policy.sinks;
+        prepare_deadline(&r, sink_settings);
         c.fail_closed_policy = policy.fail_closed;
         rearm_deadline(c.fail_closed_policy, c.fail_closed_policy, "");
 

@@ -67,6 +67,10 @@ void arm_deadline(Mode mode, int ms);
 /// policy's mode (`policy_closed`). `cls` ("" unknown) goes into metadata.class. One JSON line.
 std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const std::string& cls, int ms, int& exit_code);
 
+/// Prepare the event record the deadline handler writes if the deadline fires before the
+/// request is even parsed (sandbox set-up, a slow stdin): call right after arm_deadline().
+void prepare_deadline_record(Mode mode, const Options& opt);
+
 /// Run one request through the pipeline. `input` is the request document; the return value is
 /// what goes to stdout (one JSON object and a newline, or explain's text); `exit_code` is set
 /// (invoke: 1 when the Result carries an error, else 0). Never throws; one-line diagnostics go to

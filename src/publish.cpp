@@ -1,7 +1,9 @@
 #include "publish.hpp"
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
+#include <sys/file.h>
 #include <ctime>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -180,6 +182,68 @@ std::string make_last_request(const EventOutcome& o, const EventRecord& r) {
     return out;
 }
 
+namespace {
+// Prepared for record_on_deadline (written only outside the signal handler; the handler reads).
+char g_dl_stderr[2048], g_dl_log[4096], g_dl_log_path[4096], g_dl_pending[512], g_dl_pending_path[4096];
+volatile sig_atomic_t g_dl_ready = 0, g_dl_metrics_done = 0, g_dl_log_done = 0;
+
+void copy_to(char* dst, size_t cap, const std::string& s) {
+    size_t n = std::min(s.size(), cap - 1);
+    std::memcpy(dst, s.data(), n);
+    dst[n] = '\0';
+}
+
+/// Block SIGALRM (the deadline) while a sink writes, so that an event is never recorded twice
+/// (by the sink and by the deadline handler) nor half.
+struct NoDeadline {
+    sigset_t old;
+    NoDeadline() {
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, SIGALRM);
+        sigprocmask(SIG_BLOCK, &s, &old);
+    }
+    ~NoDeadline() { sigprocmask(SIG_SETMASK, &old, nullptr); }
+};
+
+void append_fd_line(const char* path, const char* line) {
+    if (!*path || !*line) return;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return;
+    flock(fd, LOCK_EX);  // the updater holds it for a moment only
+    ssize_t w = write(fd, line, std::strlen(line));
+    (void)w;
+    close(fd);
+}
+}  // namespace
+
+void prepare_deadline_record(const EventRecord& in, const SinkPaths& paths, int64_t deadline_us) {
+    g_dl_ready = 0;
+    EventRecord r = in;
+    r.outcome = "error";
+    r.duration_us = deadline_us;
+    r.message = "deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied";
+    copy_to(g_dl_stderr, sizeof g_dl_stderr, record_logfmt(r));
+    copy_to(g_dl_log, sizeof g_dl_log, paths.event_log.empty() ? "" : record_json(r));
+    copy_to(g_dl_log_path, sizeof g_dl_log_path, paths.event_log);
+    std::string pend;
+    if (!paths.metrics_file.empty()) {
+        std::string d = dir_name(paths.metrics_file), b = paths.metrics_file.substr(paths.metrics_file.find_last_of('/') + 1);
+        pend = d + "/." + b + ".pending";
+    }
+    copy_to(g_dl_pending_path, sizeof g_dl_pending_path, pend);
+    copy_to(g_dl_pending, sizeof g_dl_pending, metrics_pending_line(r.event, r.cls, "error", deadline_us));
+    g_dl_ready = 1;
+}
+
+void record_on_deadline() {
+    if (!g_dl_ready) return;
+    ssize_t w = write(STDERR_FILENO, g_dl_stderr, std::strlen(g_dl_stderr));
+    (void)w;
+    if (!g_dl_log_done) append_fd_line(g_dl_log_path, g_dl_log);
+    if (!g_dl_metrics_done) append_fd_line(g_dl_pending_path, g_dl_pending);
+}
+
 void publish_event(const EventOutcome& o, const SinkPaths& paths) {
     EventRecord r = make_record(o);
     struct timespec ts;
@@ -205,12 +269,23 @@ void publish_event(const EventOutcome& o, const SinkPaths& paths) {
             if (w.status == Write::Failed) m.failed_knobs.push_back(w.knob);
     if (o.start_ns > 0) m.duration_us = (monotonic_ns() - o.start_ns) / 1000;
     r.duration_us = m.duration_us;
-    std::string e1 = update_metrics(paths.metrics_file, {m}, o.policy);
+    std::string e1;
+    {
+        NoDeadline nd;
+        e1 = update_metrics(paths.metrics_file, {m}, o.policy);
+        g_dl_metrics_done = 1;
+    }
     if (!e1.empty()) r.message += (r.message.empty() ? "" : "; ") + e1;
     std::string line = record_logfmt(r);
-    ssize_t w = write(STDERR_FILENO, line.data(), line.size());
-    (void)w;
-    std::string e2 = append_event_log(paths.event_log, paths.event_log_max_bytes, record_json(r));
+    std::string e2;
+    {
+        NoDeadline nd;
+        g_dl_ready = 0;  // from here on the record is ours to write
+        ssize_t w = write(STDERR_FILENO, line.data(), line.size());
+        (void)w;
+        e2 = append_event_log(paths.event_log, paths.event_log_max_bytes, record_json(r));
+        g_dl_log_done = 1;
+    }
     if (!e2.empty()) say(e2);
 }
 

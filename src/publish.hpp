@@ -72,6 +72,15 @@ std::string make_last_request(const EventOutcome& o, const EventRecord& r);
 /// delete/stop/remove events). Problems go to stderr as one line each. Never throws.
 void publish_event(const EventOutcome& o, const SinkPaths& paths);
 
+/// Events cut off by the self-imposed deadline (pipeline.cpp on_deadline) are recorded too:
+/// prepare_deadline_record() keeps a ready record (stderr line, event-log line, metrics line)
+/// current as the event progresses; record_on_deadline() — async-signal-safe: open, flock,
+/// write, close only — writes whatever publish_event has not written yet. Its metrics line goes
+/// to <dir>/.<name>.pending, which the next update_metrics folds into the counters, so even
+/// deadline-killed events are counted exactly once.
+void prepare_deadline_record(const EventRecord& r, const SinkPaths& paths, int64_t deadline_us);
+void record_on_deadline();
+
 /// Monotonic clock in ns (for EventOutcome::start_ns and durations).
 int64_t monotonic_ns();
 

@@ -265,7 +265,7 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
             std::string e = append_event_log(paths.event_log, paths.event_log_max_bytes, record_json(rec));
             if (!e.empty()) out += "warning: " + e + "\n";
         }
-        if (!mev.empty()) {
+        {  // also folds in events counted by deadline handlers since the last update
             std::string e = update_metrics(paths.metrics_file, mev, pid);
             if (!e.empty()) out += "warning: " + e + "\n";
         }
