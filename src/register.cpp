@@ -19,6 +19,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "detect.hpp"
+
 namespace nriqos {
 namespace {
 
@@ -517,6 +519,8 @@ void add_register_commands(CLI::App& app) {
         std::string plugins_dir = kDefaultPluginsDir;
         std::string index;
         std::string binary = kDefaultBinary;
+        std::string mode = "auto";
+        std::string containerd_config, containerd_version;
     };
     // Shared by both subcommands; CLI11 keeps the callbacks alive as long as `app`.
     auto reg = std::make_shared<Opts>();
@@ -546,8 +550,26 @@ void add_register_commands(CLI::App& app) {
     r->add_option("--index", reg->index, "native NRI plugin index (two digits)")->capture_default_str();
     r->add_option("--binary", reg->binary, "absolute path of the nri-qos binary (symlink target)")
         ->capture_default_str();
+    r->add_option("--mode", reg->mode, "auto (detect the runtime: src/detect.hpp), v01 (conf.json) or native")
+        ->check(CLI::IsMember({"auto", "v01", "native"}))
+        ->capture_default_str();
+    r->add_option("--containerd-config", reg->containerd_config, "containerd config.toml to inspect (default: the running containerd's, else /etc/containerd/config.toml)");
+    r->add_option("--containerd-version", reg->containerd_version, "containerd version to assume instead of asking `containerd --version`");
     r->callback([reg, pc, finish]() {
-        if (reg->native) {
+        // Which mode will the runtime call? Register that one (auto) and warn when the one
+        // registered will never be called (issue #11 §6).
+        RuntimeInfo info = detect_runtime(reg->containerd_config, reg->containerd_version);
+        HookMode called = mode_called(info);
+        if (reg->native) reg->mode = "native";
+        if (reg->mode == "auto") {
+            reg->mode = called == HookMode::Native ? "native" : "v01";
+            std::cerr << "nri-qos: " << describe(info) << ": registering the "
+                      << (reg->mode == "native" ? "native NRI plugin" : "NRI v0.1 hook (conf.json)")
+                      << (called == HookMode::Unknown ? " (no containerd found: the default)" : "") << std::endl;
+        }
+        std::string warn = never_called_warning(info, reg->mode == "native" ? HookMode::Native : HookMode::V01);
+        if (!warn.empty()) std::cerr << "nri-qos: " << warn << std::endl;
+        if (reg->mode == "native") {
             finish(enable_native(reg->plugins_dir, reg->index, reg->binary, reg->type));
             return;
         }
