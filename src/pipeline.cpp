@@ -339,7 +339,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             o.resctrl_root = opt.resctrl_root;
             o.state_dir = opt.state_dir;
             SinkPaths paths = resolve_sink_paths(opt.metrics_file, opt.event_log, sink_settings, opt.default_sinks);
-            if (sink_settings) {
+            if (sink_settings && (sink_settings->metrics_file_set || sink_settings->event_log_set)) {
                 std::string e = remember_sink_paths(opt.state_dir, paths);
                 if (!e.empty()) log_line(e);
             }

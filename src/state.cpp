@@ -199,6 +199,7 @@ std::string StateDir::remove_last_sandbox(const std::string& sandbox_id) {
     for (const auto& n : list_dir(dfd, rel, 1u << 16)) unlinkat(dfd, (rel + "/" + n).c_str(), 0);
     if (unlinkat(dfd, rel.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
         return "state " + dir_ + ": cannot remove " + rel + ": " + std::strerror(errno);
+    unlinkat(dfd, "last", AT_REMOVEDIR);  // the last sandbox gone: leave the state dir as it was (ENOTEMPTY otherwise)
     return "";
 }
 
