@@ -6,6 +6,7 @@
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
+#include <algorithm>
 #include <map>
 #include <nettle/sha2.h>
 #include <sys/stat.h>
@@ -200,17 +201,26 @@ std::string sha256_hex(const std::string& bytes) {
 }
 
 std::string sha256_file(const std::string& path) {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) return "";
+    // Regular files of policy size only: a FIFO, /dev/zero or /proc file named as the policy
+    // must not hang or flood the hook (load_policy refuses them the same way).
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) > (64u << 20)) {
+        close(fd);
+        return "";
+    }
+    size_t left = static_cast<size_t>(st.st_size);
     struct sha256_ctx ctx;
     sha256_init(&ctx);
     char buf[65536];
     bool ok = true;
-    while (true) {
-        ssize_t n = read(fd, buf, sizeof buf);
+    while (left > 0) {
+        ssize_t n = read(fd, buf, std::min(sizeof buf, left));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) ok = false;
         if (n <= 0) break;
+        left -= static_cast<size_t>(n);
         sha256_update(&ctx, static_cast<size_t>(n), reinterpret_cast<const uint8_t*>(buf));
     }
     close(fd);

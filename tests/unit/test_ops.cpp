@@ -155,3 +155,12 @@ TEST_CASE("classify: rule_mismatch says why a rule does not match", "[ops]") {
     r.labels["q"] = "BE";
     CHECK(nriqos::rule_mismatch(p.rules[1], f) == "");
 }
+
+TEST_CASE("metrics: the policy hash never reads a device or FIFO named as the policy", "[ops]") {
+    // Regression: conf.policy = /dev/zero made sha256_file read forever (tests/hostile.sh).
+    CHECK(nriqos::sha256_file("/dev/zero") == "");
+    std::string d = tmpdir();
+    REQUIRE(nriqos::update_metrics(d + "/m.prom", {}, {"/dev/zero", "file", ""}) == "");
+    CHECK(slurp(d + "/m.prom").find("nri_qos_policy_info{sha256=\"\",source=\"file\",path=\"/dev/zero\"} 1") != std::string::npos);
+    rmrf(d);
+}
