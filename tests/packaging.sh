@@ -169,9 +169,9 @@ EOS
     # postinst tolerates a failing `nri-qos register` (warning); here it must not have failed.
     { ! sect install | grep -q 'nri-qos: warning'; }; verdict deb-postinst-register-ok
     # Mode detection: a native registration on a containerd without native NRI is warned about.
-    if "$ROOT/build/nri-qos" register --conf-json /dev/null --containerd-version 1.6.20 --containerd-config /dev/null --mode native \
-         --plugins-dir "$SCRATCH/plugins-probe" 2>&1 | grep -q 'never started'; then pass deb-register-native-warns-on-1.6
-    else fail deb-register-native-warns-on-1.6; fi
+    probe=$("$ROOT/build/nri-qos" register --conf-json /dev/null --containerd-version 1.6.20 --containerd-config /dev/null --mode native \
+              --plugins-dir "$SCRATCH/plugins-probe" 2>&1)
+    check deb-register-native-warns-on-1.6 grep -q 'native plugin in .* is never started' <<<"$probe"
     exp_conf='{
   "version": "0.1",
   "plugins": [
