@@ -349,7 +349,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         return out;
     };
     // A record ready for the deadline handler, refined once the request is known.
-    auto prepare_deadline = [&](const Request* r, const SinkSettings* ss) {
+    auto prepare_deadline = [&](const Request* r, const SinkSettings* ss, bool closed = false, const std::string& cls = "") {
         if (mode == Mode::Explain || g_deadline_ms <= 0) return;
         EventRecord rec;
         rec.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
@@ -362,7 +362,9 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             rec.sandbox_id = r->sandbox_id;
             rec.sandbox = r->is_sandbox;
         }
-        prepare_deadline_record(rec, resolve_sink_paths(opt.metrics_file, opt.event_log, ss, opt.default_sinks), int64_t(g_deadline_ms) * 1000);
+        rec.cls = cls;
+        prepare_deadline_record(rec, resolve_sink_paths(opt.metrics_file, opt.event_log, ss, opt.default_sinks), int64_t(g_deadline_ms) * 1000,
+                                closed);
     };
     try {
         req = (mode == Mode::NriEval || opt.explain_nri_event) ? parse_nri_event(input) : parse_v01_request(input);
@@ -405,8 +407,8 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             return finish(&r);
         }
         sink_settings = &policy.sinks;
-        prepare_deadline(&r, sink_settings);
         c.fail_closed_policy = policy.fail_closed;
+        prepare_deadline(&r, sink_settings, c.fail_closed_policy);
         rearm_deadline(c.fail_closed_policy, c.fail_closed_policy, "");
 
         std::optional<CgroupPaths> paths;
@@ -416,6 +418,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         c.fail_closed_class = d.cls->fail_closed;
         // From here on a deadline answers with the class's fail mode (before any write).
         rearm_deadline(c.fail_closed_class, c.fail_closed_policy, d.cls->name);
+        prepare_deadline(&r, sink_settings, c.fail_closed_class, d.cls->name);
         if (memo && !memo->cls.empty() && memo->cls != d.cls->name) note_pod_class(c, policy, r, facts, *memo, *d.cls);
         if (opt.explain_trace) explain_trace(policy, facts, d, c.trace, c.trace_json);
 

@@ -217,12 +217,13 @@ void append_fd_line(const char* path, const char* line) {
 }
 }  // namespace
 
-void prepare_deadline_record(const EventRecord& in, const SinkPaths& paths, int64_t deadline_us) {
+void prepare_deadline_record(const EventRecord& in, const SinkPaths& paths, int64_t deadline_us, bool closed) {
     g_dl_ready = 0;
     EventRecord r = in;
-    r.outcome = "error";
+    r.outcome = closed ? "refused" : "error";
     r.duration_us = deadline_us;
-    r.message = "deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied";
+    r.message = closed ? "deadline exceeded: fail-closed, container refused; knobs may be partly applied"
+                       : "deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied";
     copy_to(g_dl_stderr, sizeof g_dl_stderr, record_logfmt(r));
     copy_to(g_dl_log, sizeof g_dl_log, paths.event_log.empty() ? "" : record_json(r));
     copy_to(g_dl_log_path, sizeof g_dl_log_path, paths.event_log);
@@ -232,7 +233,7 @@ void prepare_deadline_record(const EventRecord& in, const SinkPaths& paths, int6
         pend = d + "/." + b + ".pending";
     }
     copy_to(g_dl_pending_path, sizeof g_dl_pending_path, pend);
-    copy_to(g_dl_pending, sizeof g_dl_pending, metrics_pending_line(r.event, r.cls, "error", deadline_us));
+    copy_to(g_dl_pending, sizeof g_dl_pending, metrics_pending_line(r.event, r.cls, r.outcome, deadline_us));
     g_dl_ready = 1;
 }
 

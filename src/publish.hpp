@@ -78,7 +78,7 @@ void publish_event(const EventOutcome& o, const SinkPaths& paths);
 /// write, close only — writes whatever publish_event has not written yet. Its metrics line goes
 /// to <dir>/.<name>.pending, which the next update_metrics folds into the counters, so even
 /// deadline-killed events are counted exactly once.
-void prepare_deadline_record(const EventRecord& r, const SinkPaths& paths, int64_t deadline_us);
+void prepare_deadline_record(const EventRecord& r, const SinkPaths& paths, int64_t deadline_us, bool closed = false);
 void record_on_deadline();
 
 /// Monotonic clock in ns (for EventOutcome::start_ns and durations).
