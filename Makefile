@@ -19,7 +19,7 @@ CXXFLAGS  += -std=c++17 $(WARN) -fno-plt -ffunction-sections -fdata-sections
 # Fully static: the hook is exec'd on every container start and must not depend on the
 # node's libstdc++/glibc versions (nor pay the dynamic loader's ~1 ms).
 LDFLAGS   += -static -Wl,--gc-sections -Wl,-O1
-LDLIBS    += -lprotobuf-lite -pthread
+LDLIBS    += -lprotobuf-lite -lnettle -pthread
 
 PROTO_SRC := src/nri/nri.proto
 PROTO_CC  := $(BUILD)/gen/nri/nri.pb.cc
@@ -44,7 +44,8 @@ deps:
 # it, instead of stopping at the first with "Error 127" (scripts/check-build-deps.sh).
 BUILD_DEP_ITEMS ?= nlohmann/json.hpp:nlohmann-json3-dev CLI/CLI.hpp:libcli11-dev toml.hpp:libtoml11-dev \
                    seccomp.h:libseccomp-dev libseccomp.a:libseccomp-dev \
-                   google/protobuf/message_lite.h:libprotobuf-dev libprotobuf-lite.a:libprotobuf-dev
+                   google/protobuf/message_lite.h:libprotobuf-dev libprotobuf-lite.a:libprotobuf-dev \
+                   nettle/sha2.h:nettle-dev libnettle.a:nettle-dev
 build-deps:
 	@scripts/check-build-deps.sh "$(CXX)" "$(PROTOC)" $(BUILD_DEP_ITEMS)
 
@@ -67,7 +68,7 @@ $(BUILD)/obj/src/sandbox.o: $(SECCOMP_H)
 POLICY_INC  := $(BUILD)/gen/policy_builtin.inc
 POLICY_GEN_OBJS := $(addprefix $(BUILD)/obj/src/,policy.o policy_cache.o knobs.o sha256.o)
 $(BUILD)/policy-builtin-gen: src/tools/policy-builtin-gen.cpp $(POLICY_GEN_OBJS)
-	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $< $(POLICY_GEN_OBJS) -o $@
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $< $(POLICY_GEN_OBJS) -lnettle -o $@
 $(POLICY_INC): $(BUILD)/policy-builtin-gen conf/nri.d/nri-qos.toml
 	@mkdir -p $(dir $@)
 	$< conf/nri.d/nri-qos.toml > $@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }

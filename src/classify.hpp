@@ -36,6 +36,11 @@ struct Decision {
 /// can set freely never passes a gate.
 Decision classify(const Policy& policy, const Facts& facts);
 
+/// Why `rule` does not match `facts` ("" when it matches): the first condition that fails, e.g.
+/// "labels: koordinator.sh/qosClass absent" or "namespace \"default\" not in [kube-system]".
+/// Same conditions and order as classify() (for explain's rule trace).
+std::string rule_mismatch(const Rule& rule, const Facts& facts);
+
 /// True when `value` matches fnmatch(3) `glob`.
 bool glob_match(const std::string& glob, const std::string& value);
 

@@ -11,7 +11,10 @@
 #include "nri/eval_pipeline.hpp"
 #include "nri/relay.hpp"
 #include "pipeline.hpp"
+#include "publish.hpp"
 #include "register.hpp"
+#include "replay.hpp"
+#include "status.hpp"
 #include "request.hpp"
 #include "sandbox.hpp"
 
@@ -54,14 +57,19 @@ void add_eval_options(CLI::App* app, Options& o, std::string& layout) {
                     "last good policy copies (default /var/lib/nri-qos, or STATE_DIR/last-good with --state-dir; \"\" disables)");
     app->add_option("--deadline-ms", o.deadline_ms, "self-imposed deadline in ms (default 1000; 0 disables)");
     app->add_flag("--debug", o.debug, "log skipped knobs to stderr");
+    app->add_option_function<std::string>("--metrics-file", [&o](const std::string& v) { o.metrics_file = v; },
+                                          "Prometheus textfile (default /var/lib/node_exporter/textfile_collector/nri_qos.prom; \"\" disables)");
+    app->add_option_function<std::string>("--event-log", [&o](const std::string& v) { o.event_log = v; },
+                                          "JSON-lines event log (default /var/log/nri-qos/events.log; \"\" disables)");
 }
 
 /// Without --last-good-dir, pipeline.hpp last_good_dir_of() decides (STATE_DIR/last-good for a
 /// relocated --state-dir, else /var/lib/nri-qos).
 void note_last_good_dir(CLI::App* app, Options& o) { o.last_good_dir_set = app->count("--last-good-dir") > 0; }
 
-int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool policy_set) {
+int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool policy_set, const std::string* given_input = nullptr) {
     o.policy_from_flag = policy_set;
+    o.default_sinks = true;
     try {
         o.layout = nriqos::parse_layout(layout);
     } catch (const nriqos::InputError& e) {
@@ -69,17 +77,23 @@ int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool poli
         return 2;
     }
     nriqos::arm_deadline(mode, o.deadline_ms);
+    nriqos::prepare_deadline_record(mode, o);
     // Confine the process before any untrusted byte is parsed (src/sandbox.hpp). The policy and
     // the compiled cache are read later: reads are not restricted; the cache dir is writable.
     if (!nriqos::sandbox_disabled_by_env()) {
         // explain writes no memo: its sandbox gets no state dir (which would be created).
         std::string state = mode == nriqos::Mode::Explain ? std::string() : o.state_dir;
-        std::string last_good = mode == nriqos::Mode::Explain ? std::string() : nriqos::last_good_dir_of(o);
-        nriqos::SandboxStatus sb = nriqos::install_sandbox({o.cgroup_root, o.proc_root, o.resctrl_root, state, o.cache_dir, o.policy, last_good});
+        nriqos::SandboxRoots roots{o.cgroup_root, o.proc_root, o.resctrl_root, state, o.cache_dir, o.policy, {}, {}};
+        if (mode != nriqos::Mode::Explain) {
+            roots.last_good_dir = nriqos::last_good_dir_of(o);
+            roots.sink_dirs = nriqos::sink_dirs_before_parse(o.metrics_file, o.event_log, o.state_dir);
+        }
+        nriqos::SandboxStatus sb = nriqos::install_sandbox(roots);
         if (o.debug || !sb.seccomp) write_all(STDERR_FILENO, "nri-qos: sandbox: " + sb.summary() + "\n");
     }
     std::string input;
-    if (!read_stdin(input)) input.clear();
+    if (given_input) input = *given_input;
+    else if (!read_stdin(input)) input.clear();
     int code = 0;
     std::string out = nriqos::run_pipeline(mode, o, input, code);
     write_all(STDOUT_FILENO, out);
@@ -103,6 +117,8 @@ std::vector<std::string> eval_argv(CLI::App* relay, const Options& o, const std:
     pass("--state-dir", o.state_dir);
     pass("--cache-dir", o.cache_dir);
     pass("--last-good-dir", o.last_good_dir);
+    pass("--metrics-file", o.metrics_file.value_or(""));
+    pass("--event-log", o.event_log.value_or(""));
     if (o.debug) a.emplace_back("--debug");
     return a;
 }
@@ -149,6 +165,12 @@ int main(int argc, char** argv) {
     CLI::App* check = nullptr;
     nri::RelayOptions ro;
     std::string evaluator = "fork";
+    std::string explain_container;
+    CLI::App* status = nullptr;
+    CLI::App* reconcile = nullptr;
+    nriqos::StateCommandOptions so;
+    so.state_dir = nriqos::defaults::kStateDir;
+    so.roots.cache_dir = nriqos::defaults::kCacheDir;
     std::string check_path = nriqos::defaults::kPolicy;
     std::string check_cache;
     std::string check_last_good = nriqos::defaults::kLastGoodDir;
@@ -160,6 +182,8 @@ int main(int argc, char** argv) {
         explain = app.add_subcommand("explain", "like invoke, but only print what would be done");
         add_eval_options(explain, o, layout);
         explain->add_option("--format", format, "text|json")->check(CLI::IsMember({"text", "json"}));
+        explain->add_option("--container", explain_container,
+                            "replay the last request of this live container (id, id prefix, pod or namespace/pod) from the state dir, with a rule trace");
     }
     if (full || first == "nri-eval") {
         eval = app.add_subcommand("nri-eval", "evaluate one native NRI event (the relay's child)");
@@ -178,6 +202,27 @@ int main(int argc, char** argv) {
             ->check(CLI::IsMember({"fork", "exec"}));
 
         nriqos::add_register_commands(app);
+
+        auto state_cmd = [&](CLI::App* c) {
+            c->add_option("--state-dir", so.state_dir, "state directory of the hook (default /run/nri-qos)");
+            c->add_option_function<std::string>("--policy", [&so](const std::string& v) { so.roots.policy = v; },
+                                                "policy file (default: the one each container's last event used)");
+            c->add_option_function<std::string>("--cgroup-root", [&so](const std::string& v) { so.roots.cgroup_root = v; }, "cgroup root (default: as recorded)");
+            c->add_option_function<std::string>("--proc-root", [&so](const std::string& v) { so.roots.proc_root = v; }, "procfs root (default: as recorded)");
+            c->add_option_function<std::string>("--resctrl-root", [&so](const std::string& v) { so.roots.resctrl_root = v; }, "resctrl root (default: as recorded)");
+            c->add_option("--cgroup-layout", layout, "auto|v1|hybrid|v2 (default auto)");
+            c->add_option("--cache-dir", so.roots.cache_dir, "compiled policy cache (default /run/nri-qos/cache)");
+            c->add_option("--last-good-dir", so.last_good_dir,
+                          "last good policy copies (default /var/lib/nri-qos, or STATE_DIR/last-good with --state-dir; \"\" disables)");
+        };
+        status = app.add_subcommand("status", "table of the pods and containers nri-qos handled: class, rule, last event, wanted vs kernel values");
+        state_cmd(status);
+        status->add_option("--format", so.format, "text|json")->check(CLI::IsMember({"text", "json"}));
+        reconcile = app.add_subcommand("reconcile", "re-apply the current policy to every live container nri-qos knows; drop the gone ones");
+        state_cmd(reconcile);
+        reconcile->add_flag("--dry-run", so.dry_run, "report drift, write nothing");
+        reconcile->add_option_function<std::string>("--metrics-file", [&so](const std::string& v) { so.metrics_file = v; }, "as for invoke");
+        reconcile->add_option_function<std::string>("--event-log", [&so](const std::string& v) { so.event_log = v; }, "as for invoke");
 
         check = app.add_subcommand("check", "validate a policy file (and precompile it)");
         check->add_option("policy", check_path, "policy file (default /etc/nri/nri-qos.toml)");
@@ -198,7 +243,53 @@ int main(int argc, char** argv) {
     if (explain && explain->parsed()) {
         note_last_good_dir(explain, o);
         o.explain_json = format == "json";
-        return run_mode(nriqos::Mode::Explain, o, layout, explain->count("--policy") > 0);
+        if (explain->count("--container") == 0) return run_mode(nriqos::Mode::Explain, o, layout, explain->count("--policy") > 0);
+        // Replay the container's last request (state dir) with the current policy.
+        nriqos::StateDir st(o.state_dir);
+        auto found = nriqos::find_last(nriqos::load_last(st), explain_container);
+        if (found.empty()) {
+            write_all(STDERR_FILENO, "nri-qos: explain: no live container or pod \"" + explain_container + "\" in " + o.state_dir + "/last\n");
+            return 1;
+        }
+        if (found.size() > 1 && found[0].id != explain_container && (found[0].sandbox || !found[1].sandbox)) {
+            std::string m = "nri-qos: explain: \"" + explain_container + "\" is ambiguous:";
+            for (const auto& r : found) m += "\n  " + r.id.substr(0, 12) + " " + r.ns + "/" + r.pod + (r.sandbox ? " (sandbox)" : "/" + r.container);
+            write_all(STDERR_FILENO, m + "\n");
+            return 2;
+        }
+        const nriqos::LastRequest& r = found[0];
+        if (r.request.empty()) {
+            write_all(STDERR_FILENO, "nri-qos: explain: the last request of " + r.id + " was too large to keep\n");
+            return 1;
+        }
+        if (explain->count("--policy") == 0 && !r.policy.empty()) o.policy = r.policy;
+        if (explain->count("--cgroup-root") == 0 && !r.cgroup_root.empty()) o.cgroup_root = r.cgroup_root;
+        if (explain->count("--proc-root") == 0 && !r.proc_root.empty()) o.proc_root = r.proc_root;
+        if (explain->count("--resctrl-root") == 0 && !r.resctrl_root.empty()) o.resctrl_root = r.resctrl_root;
+        o.explain_trace = true;
+        o.explain_nri_event = r.source == "nri-eval";
+        write_all(STDOUT_FILENO, o.explain_json ? "" : "replay:   last request of " + r.id.substr(0, 12) + " (" + r.event + " at " + r.time +
+                                                          ", class then " + r.cls + ") with policy " + o.policy + "\n");
+        // The recorded policy was the one in force: use it as if given with --policy.
+        return run_mode(nriqos::Mode::Explain, o, layout, true, &r.request);
+    }
+    if ((status && status->parsed()) || (reconcile && reconcile->parsed())) {
+        CLI::App* cmd = status->parsed() ? status : reconcile;
+        if (cmd->count("--last-good-dir") == 0) {  // the hook's rule (pipeline.hpp last_good_dir_of)
+            Options lo;
+            lo.state_dir = so.state_dir;
+            so.last_good_dir = nriqos::last_good_dir_of(lo);
+        }
+        try {
+            so.roots.layout = nriqos::parse_layout(layout);
+        } catch (const nriqos::InputError& e) {
+            write_all(STDERR_FILENO, std::string("nri-qos: ") + e.what() + "\n");
+            return 2;
+        }
+        std::string out;
+        int rc = status->parsed() ? nriqos::run_status(so, out) : nriqos::run_reconcile(so, out);
+        write_all(STDOUT_FILENO, out);
+        return rc;
     }
     if (eval && eval->parsed()) {
         note_last_good_dir(eval, o);

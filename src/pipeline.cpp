@@ -17,6 +17,8 @@
 #include "policy_builtin.hpp"
 #include "policy_cache.hpp"
 #include "policy_store.hpp"
+#include "publish.hpp"
+#include "replay.hpp"
 #include "request.hpp"
 #include "sandbox.hpp"
 #include "sinks.hpp"
@@ -55,6 +57,7 @@ extern "C" void on_deadline(int) {
     (void)r;
     r = write(STDERR_FILENO, a.err, a.err_len);
     (void)r;
+    record_on_deadline();  // the event's record and its count (publish.hpp): async-signal-safe
     _exit(a.code);
 }
 
@@ -72,6 +75,8 @@ void set_deadline_answer(const std::string& text, const std::string& err, int co
     a.code = code;
     g_deadline_active.store(next, std::memory_order_release);
 }
+
+int64_t g_start_ns = 0;
 
 }  // namespace
 
@@ -95,7 +100,18 @@ std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const st
            (policy_closed ? "closed" : "open") + "\",\"update\":null}\n";
 }
 
+int64_t invocation_start_ns() { return g_start_ns; }
+
+void prepare_deadline_record(Mode mode, const Options& opt) {
+    if (mode == Mode::Explain || g_deadline_ms <= 0) return;
+    EventRecord rec;
+    rec.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
+    rec.event = "unparsed";
+    prepare_deadline_record(rec, resolve_sink_paths(opt.metrics_file, opt.event_log, nullptr, opt.default_sinks), int64_t(g_deadline_ms) * 1000);
+}
+
 void arm_deadline(Mode mode, int ms) {
+    g_start_ns = monotonic_ns();
     if (ms <= 0 || mode == Mode::Explain) return;
     // Nothing is known yet (no request, no policy): fail-open, built without a json object.
 #define NRIQOS_DEADLINE_WARNING "deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied"
@@ -191,11 +207,15 @@ struct Ctx {
     bool fail_closed_class = false;
     Plan plan;
     bool have_plan = false;
+    std::string early;       // fail-open error before a class was known (for the record)
+    std::string trace;       // explain --container: rule trace + calculations (text)
+    nlohmann::json trace_json;
 };
 
 /// Errors before a class is known: fail-open unless the policy says settings.fail = "closed".
 void early_error(Ctx& c, const std::string& what) {
     log_line(what);
+    c.early = what;
     if (c.fail_closed_policy) c.error = "nri-qos: " + what;
     else c.metadata["error"] = what + " (fail-open: container not adjusted)";
 }
@@ -241,7 +261,19 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
             if (!c.plan.update.is_null()) j["update"] = c.plan.update;
             if (!c.plan.decision.gate_note.empty()) j["gate"] = c.plan.decision.gate_note;
             else if (!c.plan.decision.gate_pass.empty()) j["gate"] = c.plan.decision.gate_pass;
+            // The Result's own field names (metadata.class/rule/kube_qos/skipped/gate, writes,
+            // adjustment), so that scripts read explain and the Result alike.
+            json md = c.metadata;
+            md["class"] = c.plan.decision.cls->name;
+            md["rule"] = c.plan.decision.rule;
+            md["kube_qos"] = kube_qos_name(c.plan.kube_qos);
+            Summary s = summarize(c.plan);
+            if (!s.skipped.empty()) md["skipped"] = s.skipped;
+            if (!c.plan.decision.gate_note.empty()) md["gate"] = c.plan.decision.gate_note;
+            j["metadata"] = md;
+            j["skipped"] = c.plan.skipped;
         }
+        if (!c.trace_json.is_null()) j["trace"] = c.trace_json;
         if (c.opt.explain_json) return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
         std::string t;
         if (req) t += "request:  " + std::string(event_name(req->event)) + " " + (req->is_sandbox ? "sandbox " : "container ") + req->id.substr(0, 12) +
@@ -260,6 +292,7 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
         }
         for (auto& [k, v] : c.metadata.items()) t += k + ": " + v.get<std::string>() + "\n";
         if (!c.error.empty()) t += "error:    " + c.error + "\n";
+        t += c.trace;
         return t;
     }
     if (c.have_plan) {
@@ -301,30 +334,92 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
 std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, int& exit_code) {
     Ctx c{mode, opt};
     std::optional<Request> req;
-    // Every way out renders the Result and disarms the deadline.
+    std::string ppath = opt.policy;   // policy file of this event
+    bool policy_known = false;        // c.policy says which policy is in force
+    const SinkSettings* sink_settings = nullptr;
+    std::string layout;
+    Policy policy;  // outlives render(): c.plan.decision.cls points into policy.classes
+    // Every way out renders the Result, feeds the operator's sinks (record, metrics, last
+    // request: publish.hpp) and disarms the deadline.
     auto finish = [&](const Request* r) {
         std::string out = render(c, r, exit_code);
+        if (mode != Mode::Explain) {
+            EventOutcome o;
+            o.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
+            o.req = r;
+            o.plan = c.have_plan ? &c.plan : nullptr;
+            o.error = c.error;
+            o.early_error = c.early;
+            o.policy_path = ppath;
+            o.policy = policy_known ? &c.policy : nullptr;
+            o.start_ns = g_start_ns;
+            o.input = input;
+            o.layout = layout;
+            o.cgroup_root = opt.cgroup_root;
+            o.proc_root = opt.proc_root;
+            o.resctrl_root = opt.resctrl_root;
+            o.state_dir = opt.state_dir;
+            SinkPaths paths = resolve_sink_paths(opt.metrics_file, opt.event_log, sink_settings, opt.default_sinks);
+            if (sink_settings && (sink_settings->metrics_file_set || sink_settings->event_log_set)) {
+                std::string e = remember_sink_paths(opt.state_dir, paths);
+                if (!e.empty()) log_line(e);
+            }
+            publish_event(o, paths);
+        }
         disarm_deadline();
         return out;
     };
+    // The policy in force is known (c.policy): say which in the Result metadata, and a broken
+    // file's error on stderr too (the record and the metrics take it from c.policy).
+    auto note_policy = [&] {
+        policy_known = true;
+        c.metadata["policy"] = policy_source_name(c.policy.source);
+        c.metadata["policy_sha256"] = c.policy.sha256;
+        if (c.policy.broken()) {
+            c.metadata["policy_error"] = c.policy.error_line();
+            log_line("policy: " + c.policy.error_line());
+        }
+    };
+    // A record ready for the deadline handler, refined once the request is known.
+    auto prepare_deadline = [&](const Request* r, const SinkSettings* ss, bool closed = false, const std::string& cls = "") {
+        if (mode == Mode::Explain || g_deadline_ms <= 0) return;
+        EventRecord rec;
+        rec.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
+        rec.event = r ? event_name(r->event) : "unparsed";
+        if (r) {
+            rec.ns = r->pod_namespace;
+            rec.pod = r->pod_name;
+            rec.container = r->container_name;
+            rec.id = r->id;
+            rec.sandbox_id = r->sandbox_id;
+            rec.sandbox = r->is_sandbox;
+        }
+        rec.cls = cls;
+        if (policy_known) set_record_policy(rec, c.policy);
+        prepare_deadline_record(rec, resolve_sink_paths(opt.metrics_file, opt.event_log, ss, opt.default_sinks), int64_t(g_deadline_ms) * 1000,
+                                closed);
+    };
     try {
-        req = mode == Mode::NriEval ? parse_nri_event(input) : parse_v01_request(input);
+        req = (mode == Mode::NriEval || opt.explain_nri_event) ? parse_nri_event(input) : parse_v01_request(input);
+        prepare_deadline(&*req, nullptr);
     } catch (const InputError& e) {
-        // Without a valid request the policy's settings.fail still decides (default: open).
+        // Without a valid request the policy's settings.fail still decides (default: open), and
+        // its sink settings say where the record goes.
         try {
-            PolicyInfo info;
-            c.fail_closed_policy = effective_policy(opt.policy, opt.policy == defaults::kPolicy, places_for(opt, mode), nullptr, info).fail_closed;
+            policy = effective_policy(opt.policy, opt.policy == defaults::kPolicy, places_for(opt, mode), nullptr, c.policy);
+            note_policy();
+            c.fail_closed_policy = policy.fail_closed;
+            sink_settings = &policy.sinks;
         } catch (...) {
         }
         early_error(c, std::string("bad request: ") + e.what());
         return finish(nullptr);
     }
-    Policy policy;  // outlives render(): c.plan.decision.cls points into policy.classes
     try {
         Request& r = *req;
         // The pid is known now: shrink the sandbox's procfs write access to /proc/<pid>.
         if (std::string e = narrow_installed_sandbox(r.pid ? static_cast<long>(*r.pid) : 0L); !e.empty()) log_line("sandbox: " + e);
-        std::string ppath = policy_path_for(opt, &r);
+        ppath = policy_path_for(opt, &r);
         // The sandbox memo is merged first: the compiled policy then materialises only the
         // rules that can match this request (policy_cache.hpp load_policy_for).
         StateDir state(opt.state_dir);
@@ -339,15 +434,14 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             }
         }
         // Never missing, never silently off: the file, else its last good copy, else the
-        // built-in policy — and a broken file is reported on every event (policy_store.hpp).
-        policy = effective_policy(ppath, ppath == defaults::kPolicy, places_for(opt, mode), &r, c.policy);
-        c.metadata["policy"] = policy_source_name(c.policy.source);
-        c.metadata["policy_sha256"] = c.policy.sha256;
-        if (c.policy.broken()) {
-            c.metadata["policy_error"] = c.policy.error_line();
-            log_line("policy: " + c.policy.error_line());
-        }
+        // built-in policy — and a broken file is reported on every event (policy_store.hpp): in
+        // the Result metadata, on stderr, in the event record and the metrics. explain with a
+        // trace lists every rule: it needs the whole rule list, not the cache's per-request subset.
+        policy = effective_policy(ppath, ppath == defaults::kPolicy, places_for(opt, mode), opt.explain_trace ? nullptr : &r, c.policy);
+        note_policy();
+        sink_settings = &policy.sinks;
         c.fail_closed_policy = policy.fail_closed;
+        prepare_deadline(&r, sink_settings, c.fail_closed_policy);
         rearm_deadline(c.fail_closed_policy, c.fail_closed_policy, "");
 
         std::optional<CgroupPaths> paths;
@@ -357,7 +451,9 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         c.fail_closed_class = d.cls->fail_closed;
         // From here on a deadline answers with the class's fail mode (before any write).
         rearm_deadline(c.fail_closed_class, c.fail_closed_policy, d.cls->name);
+        prepare_deadline(&r, sink_settings, c.fail_closed_class, d.cls->name);
         if (memo && !memo->cls.empty() && memo->cls != d.cls->name) note_pod_class(c, policy, r, facts, *memo, *d.cls);
+        if (opt.explain_trace) explain_trace(policy, facts, d, c.trace, c.trace_json);
 
         FsKernel kernel(opt.cgroup_root, opt.proc_root, opt.resctrl_root);
         PlanInput pin;
@@ -366,10 +462,12 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         pin.decision = d;
         pin.kube_qos = facts.kube_qos;
         pin.layout = opt.layout ? *opt.layout : detect_layout(opt.cgroup_root);
+        layout = layout_name(pin.layout);
         pin.paths = paths;
         pin.kernel = &kernel;
         c.plan = build_plan(pin);
         c.have_plan = true;
+        if (opt.explain_trace) explain_calculations(policy, d, r, c.plan, c.trace, c.trace_json);
         if (mode != Mode::Explain) apply_plan(c.plan, kernel);
         if (r.wire == Request::Wire::V01) finalize_adjustment(c.plan);
         if (mode != Mode::Explain) {

@@ -37,6 +37,16 @@ struct Options {
     bool debug = false;
     int deadline_ms = defaults::kDeadlineMs;      ///< self-imposed; 0 disables
     bool explain_json = false;
+    /// --metrics-file / --event-log (nullopt: not given; policy [settings], then the defaults of
+    /// record.hpp apply; "" disables the sink).
+    std::optional<std::string> metrics_file, event_log;
+    /// Unset sink paths fall back to the defaults of record.hpp (the command line sets this;
+    /// in-process callers such as unit tests get no sinks unless they name them).
+    bool default_sinks = false;
+    /// explain --container: add the rule trace and the percentage calculations (replay.hpp).
+    bool explain_trace = false;
+    /// explain of a native NRI event (the relay child's input shape) instead of a v0.1 request.
+    bool explain_nri_event = false;
 };
 
 enum class Mode { Invoke, Explain, NriEval };
@@ -45,6 +55,10 @@ enum class Mode { Invoke, Explain, NriEval };
 /// set; else STATE_DIR/last-good when the state dir is not the default (a relocated state — a
 /// second instance, a test — keeps everything together); else /var/lib/nri-qos.
 std::string last_good_dir_of(const Options& o);
+
+/// CLOCK_MONOTONIC (ns) when arm_deadline() was called, i.e. at the start of the invocation
+/// (0 when it was not): the start of the event's duration in the record and the metrics.
+int64_t invocation_start_ns();
 
 /// Arm the self-imposed deadline (setitimer + SIGALRM): when `ms` pass before the pipeline
 /// returns, a prepared Result (invoke) or nri-eval result is written to stdout and the process
@@ -60,6 +74,10 @@ void arm_deadline(Mode mode, int ms);
 /// exit status 1); fail-open puts a warning into metadata. nri-eval's on_child_failure is the
 /// policy's mode (`policy_closed`). `cls` ("" unknown) goes into metadata.class. One JSON line.
 std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const std::string& cls, int ms, int& exit_code);
+
+/// Prepare the event record the deadline handler writes if the deadline fires before the
+/// request is even parsed (sandbox set-up, a slow stdin): call right after arm_deadline().
+void prepare_deadline_record(Mode mode, const Options& opt);
 
 /// Run one request through the pipeline. `input` is the request document; the return value is
 /// what goes to stdout (one JSON object and a newline, or explain's text); `exit_code` is set

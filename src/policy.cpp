@@ -629,7 +629,7 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
     int default_line = 0;
     if (const TV* s = get(root, "settings")) {
         c.guard([&] {
-            check_keys(c, *s, "settings", {"default_class", "fail", "cpu_weight_formula"});
+            check_keys(c, *s, "settings", {"default_class", "fail", "cpu_weight_formula", "metrics_file", "event_log", "event_log_max_bytes"});
             c.guard([&] {
                 if (const TV* x = get(*s, "default_class")) {
                     default_line = Ctx::line_of(*x);
@@ -642,6 +642,33 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
                     std::string f = str(c, *x, "settings.cpu_weight_formula");
                     if (f == "linear") p.linear_weight = true;
                     else if (f != "log-quadratic") c.fail(*x, "settings.cpu_weight_formula: expected \"log-quadratic\" or \"linear\"");
+                }
+            });
+            // The hook's own sinks (src/record.hpp, src/metrics.hpp): absolute paths or "" (off).
+            auto sink_path = [&](const TV& x, const char* key) {
+                if (!x.is_string()) c.fail(x, std::string("settings.") + key + ": expected a path string (\"\" disables)");
+                std::string v = x.as_string().str;
+                if (!v.empty() && (v[0] != '/' || v.size() > 4000 || v.back() == '/' || v.find('\0') != std::string::npos))
+                    c.fail(x, std::string("settings.") + key + ": expected an absolute file path or \"\"");
+                return v;
+            };
+            c.guard([&] {
+                if (const TV* x = get(*s, "metrics_file")) {
+                    p.sinks.metrics_file = sink_path(*x, "metrics_file");
+                    p.sinks.metrics_file_set = true;
+                }
+            });
+            c.guard([&] {
+                if (const TV* x = get(*s, "event_log")) {
+                    p.sinks.event_log = sink_path(*x, "event_log");
+                    p.sinks.event_log_set = true;
+                }
+            });
+            c.guard([&] {
+                if (const TV* x = get(*s, "event_log_max_bytes")) {
+                    if (!x->is_integer() || x->as_integer() < 65536 || x->as_integer() > (int64_t(1) << 40))
+                        c.fail(*x, "settings.event_log_max_bytes: expected an integer from 65536 to 2^40");
+                    p.sinks.event_log_max_bytes = static_cast<uint64_t>(x->as_integer());
                 }
             });
         });
@@ -879,6 +906,7 @@ json policy_to_json(const Policy& p) {
     j["fail_closed"] = p.fail_closed;
     j["linear_weight"] = p.linear_weight;
     j["source"] = p.source;
+    j["sinks"] = {p.sinks.metrics_file_set, p.sinks.metrics_file, p.sinks.event_log_set, p.sinks.event_log, p.sinks.event_log_max_bytes};
     json rules = json::array();
     for (const auto& r : p.rules) {
         json kq = json::array();
@@ -907,6 +935,14 @@ Policy policy_from_json(const json& j) {
         p.fail_closed = j.at("fail_closed").get<bool>();
         p.linear_weight = j.at("linear_weight").get<bool>();
         p.source = j.at("source").get<std::string>();
+        if (j.contains("sinks")) {
+            const json& s = j.at("sinks");
+            p.sinks.metrics_file_set = s.at(0).get<bool>();
+            p.sinks.metrics_file = s.at(1).get<std::string>();
+            p.sinks.event_log_set = s.at(2).get<bool>();
+            p.sinks.event_log = s.at(3).get<std::string>();
+            p.sinks.event_log_max_bytes = s.at(4).get<uint64_t>();
+        }
         for (const auto& r : j.at("rules")) {
             Rule x;
             x.name = r.at("n").get<std::string>();

@@ -16,6 +16,7 @@
 // [guarded] as controlled by an admission policy (classify.hpp).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -74,6 +75,17 @@ struct ClassDef {
     Gate gate;
 };
 
+/// Where the hook's own sinks write (settings.metrics_file, settings.event_log,
+/// settings.event_log_max_bytes; man nri-qos.toml(5)). Unset fields fall back to the command
+/// line and then to the defaults of src/pipeline.hpp; an empty path disables that sink.
+struct SinkSettings {
+    bool metrics_file_set = false;
+    std::string metrics_file;         ///< node_exporter textfile (.prom) path; "" = no metrics
+    bool event_log_set = false;
+    std::string event_log;            ///< JSON-lines event log path; "" = stderr only
+    uint64_t event_log_max_bytes = 0; ///< rotate beyond this size (bytes); 0 = default
+};
+
 struct Policy {
     int version = kPolicyVersion;
     std::string default_class;
@@ -84,6 +96,7 @@ struct Policy {
     KeyNotes guarded_labels;       ///< [guarded.labels]: keys an admission policy controls
     KeyNotes guarded_annotations;  ///< [guarded.annotations]
     std::string source;            ///< path it was loaded from ("builtin" for the built-in one)
+    SinkSettings sinks;            ///< settings.metrics_file / event_log / event_log_max_bytes
 };
 
 /// The name in `known` closest to `word`, for "did you mean" hints: equal ignoring case, or

@@ -565,6 +565,10 @@ std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t
     w.str(p.source);
     w.globs(p.guarded_labels);
     w.globs(p.guarded_annotations);
+    w.u8(static_cast<uint8_t>((p.sinks.metrics_file_set ? 1 : 0) | (p.sinks.event_log_set ? 2 : 0)));
+    w.str(p.sinks.metrics_file);
+    w.str(p.sinks.event_log);
+    w.u64(p.sinks.event_log_max_bytes);
     w.u32(static_cast<uint32_t>(p.classes.size()));
     for (const auto& [n, c] : p.classes) {
         w.str(n);
@@ -673,6 +677,12 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
     p.source = rd.str();
     p.guarded_labels = rd.globs();
     p.guarded_annotations = rd.globs();
+    uint8_t sink_flags = rd.u8();
+    p.sinks.metrics_file_set = sink_flags & 1;
+    p.sinks.event_log_set = (sink_flags & 2) != 0;
+    p.sinks.metrics_file = rd.str();
+    p.sinks.event_log = rd.str();
+    p.sinks.event_log_max_bytes = rd.u64();
     uint32_t nclasses = rd.count(16);
     for (uint32_t i = 0; i < nclasses && rd.ok; ++i) {
         ClassDef c;

@@ -19,6 +19,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "detect.hpp"
 #include "policy_store.hpp"
 
 namespace nriqos {
@@ -235,6 +236,18 @@ RegisterResult register_v01(const std::string& conf_json_path, const std::string
     return register_v01_ordered(conf_json_path, type, conf, replace_conf);
 }
 
+namespace {
+/// The plugin conf must be a JSON object the hook accepts: it refuses a conf with an unknown key
+/// (a typo like "polcy") on every event, so none is written (policy_store.hpp plugin_conf_error).
+RegisterResult check_plugin_conf(const ojson& plugin_conf) {
+    if (!plugin_conf.is_object())
+        return fail_result("plugin conf must be a JSON object, got " + std::string(plugin_conf.type_name()), 2);
+    if (std::string e = plugin_conf_error(nlohmann::json::parse(plugin_conf.dump())); !e.empty())
+        return fail_result("invalid plugin conf: " + e, 2);
+    return RegisterResult{};
+}
+}  // namespace
+
 RegisterResult register_v01_ordered(const std::string& conf_json_path, const std::string& type,
                                     const ojson& plugin_conf, bool replace_conf) {
     try {
@@ -242,14 +255,7 @@ RegisterResult register_v01_ordered(const std::string& conf_json_path, const std
             return fail_result("invalid plugin type \"" + type +
                                    "\" (allowed: letters, digits, '.', '_', '-')",
                                2);
-        if (!plugin_conf.is_object())
-            return fail_result("plugin conf must be a JSON object, got " +
-                                   std::string(plugin_conf.type_name()),
-                               2);
-        // The hook refuses a conf with an unknown key (a typo like "polcy") on every event:
-        // refuse to write one (policy_store.hpp plugin_conf_error).
-        if (std::string e = plugin_conf_error(nlohmann::json::parse(plugin_conf.dump())); !e.empty())
-            return fail_result("invalid plugin conf: " + e, 2);
+        if (RegisterResult bad = check_plugin_conf(plugin_conf); !bad.ok()) return bad;
         if (conf_json_path.empty()) return fail_result("empty --conf-json path", 2);
 
         const std::string target = write_target(conf_json_path);
@@ -528,6 +534,8 @@ void add_register_commands(CLI::App& app) {
         std::string plugins_dir = kDefaultPluginsDir;
         std::string index;
         std::string binary = kDefaultBinary;
+        std::string mode = "auto";
+        std::string containerd_config, containerd_version;
     };
     // Shared by both subcommands; CLI11 keeps the callbacks alive as long as `app`.
     auto reg = std::make_shared<Opts>();
@@ -557,11 +565,13 @@ void add_register_commands(CLI::App& app) {
     r->add_option("--index", reg->index, "native NRI plugin index (two digits)")->capture_default_str();
     r->add_option("--binary", reg->binary, "absolute path of the nri-qos binary (symlink target)")
         ->capture_default_str();
+    r->add_option("--mode", reg->mode, "auto (detect the runtime: src/detect.hpp), v01 (conf.json) or native")
+        ->check(CLI::IsMember({"auto", "v01", "native"}))
+        ->capture_default_str();
+    r->add_option("--containerd-config", reg->containerd_config, "containerd config.toml to inspect (default: the running containerd's, else /etc/containerd/config.toml)");
+    r->add_option("--containerd-version", reg->containerd_version, "containerd version to assume instead of asking `containerd --version`");
     r->callback([reg, pc, finish]() {
-        if (reg->native) {
-            finish(enable_native(reg->plugins_dir, reg->index, reg->binary, reg->type));
-            return;
-        }
+        // A bad --plugin-conf is refused whatever the mode turns out to be (before detection).
         nlohmann::ordered_json conf;
         try {
             conf = nlohmann::ordered_json::parse(reg->plugin_conf);
@@ -570,6 +580,30 @@ void add_register_commands(CLI::App& app) {
             auto pos = w.find("] ");
             if (pos != std::string::npos) w = w.substr(pos + 2);
             finish(fail_result("--plugin-conf is not valid JSON (" + w + ")", 2));
+            return;
+        }
+        if (pc->count() > 0) {
+            RegisterResult bad = check_plugin_conf(conf);
+            if (!bad.ok()) {
+                finish(bad);
+                return;
+            }
+        }
+        // Which mode will the runtime call? Register that one (auto) and warn when the one
+        // registered will never be called (issue #11 §6).
+        RuntimeInfo info = detect_runtime(reg->containerd_config, reg->containerd_version);
+        HookMode called = mode_called(info);
+        if (reg->native) reg->mode = "native";
+        if (reg->mode == "auto") {
+            reg->mode = called == HookMode::Native ? "native" : "v01";
+            std::cerr << "nri-qos: " << describe(info) << ": registering the "
+                      << (reg->mode == "native" ? "native NRI plugin" : "NRI v0.1 hook (conf.json)")
+                      << (called == HookMode::Unknown ? " (no containerd found: the default)" : "") << std::endl;
+        }
+        std::string warn = never_called_warning(info, reg->mode == "native" ? HookMode::Native : HookMode::V01);
+        if (!warn.empty()) std::cerr << "nri-qos: " << warn << std::endl;
+        if (reg->mode == "native") {
+            finish(enable_native(reg->plugins_dir, reg->index, reg->binary, reg->type));
             return;
         }
         finish(register_v01_ordered(reg->conf_json, reg->type, conf, pc->count() > 0));

@@ -63,11 +63,11 @@ std::string errno_name(int e) {
     }
 }
 
-int mkdir_p(const std::string& path) {
+int mkdir_p(const std::string& path, mode_t mode = 0700) {
     if (path.empty()) return -EINVAL;
     for (size_t pos = path.find('/', 1);; pos = path.find('/', pos + 1)) {
         std::string part = path.substr(0, pos);
-        if (!part.empty() && mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return -errno;
+        if (!part.empty() && mkdir(part.c_str(), mode) != 0 && errno != EEXIST) return -errno;
         if (pos == std::string::npos) break;
     }
     return 0;
@@ -165,6 +165,7 @@ std::string narrow_sandbox(const SandboxStatus& st, const SandboxRoots& roots, l
     std::vector<std::string> dirs;
     for (const std::string* d : {&roots.cgroup_root, &roots.resctrl_root, &roots.state_dir, &roots.cache_dir, &roots.last_good_dir})
         if (!d->empty()) dirs.push_back(*d);
+    for (const auto& d : roots.sink_dirs) dirs.push_back(d);
     if (pid > 0 && !roots.proc_root.empty()) dirs.push_back(roots.proc_root + "/" + std::to_string(pid));
     int n = 0;
     return apply_landlock(st.landlock_abi, dirs, n);
@@ -215,6 +216,10 @@ SandboxStatus install_sandbox(const SandboxRoots& roots, SandboxProfile profile)
             if (d->empty()) continue;
             mkdir_p(*d);  // Landlock rules need an existing directory; 0700 like StateDir/the cache
             dirs.push_back(*d);
+        }
+        for (const auto& d : roots.sink_dirs) {
+            mkdir_p(d, 0755);  // node_exporter (not root) reads the metrics file
+            dirs.push_back(d);
         }
         int n = 0;
         why = apply_landlock(st.landlock_abi, dirs, n);

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace nriqos {
 
@@ -30,6 +31,9 @@ namespace nriqos {
 struct SandboxRoots {
     std::string cgroup_root, proc_root, resctrl_root, state_dir, cache_dir, policy_path;
     std::string last_good_dir;  ///< last good policy copies (policy_store.hpp); writable like the cache
+    /// Directories of the hook's own sinks (event log, metrics file: publish.hpp
+    /// sink_dirs_before_parse), created (0755) when missing and writable beneath.
+    std::vector<std::string> sink_dirs;
 };
 
 /// What install_sandbox achieved.

@@ -11,13 +11,16 @@ namespace nriqos {
 // without a compiled-policy cache, v1 and v2 trees, every event): stdin/stdout/stderr and file
 // I/O, openat2 path resolution, the state and cache directories (mkdir, temp file + rename,
 // unlink), statfs for the layout probe, memory management, the deadline timer (setitimer,
-// SIGALRM), exit. A few harmless relatives are added so that a libc or compiler update that
+// SIGALRM), exit; and for the operator's sinks (event log, metrics file, last request:
+// src/publish.hpp) flock, pwrite64/ftruncate of the metrics state and nanosleep while waiting
+// for a lock. No socket: the record goes to stderr and a file, never to journald/syslog sockets.
+// A few harmless relatives are added so that a libc or compiler update that
 // switches between equivalents (stat/newfstatat/statx, rename/renameat2, readv/writev) does not
 // break the hook. Unknown names on the running architecture are skipped.
 inline constexpr const char* kSandboxAllowed[] = {
     // I/O on open fds
     "read", "readv", "pread64", "write", "writev", "close", "lseek", "fcntl", "dup", "dup3",
-    "fsync", "fdatasync", "flock", "getdents64",
+    "fsync", "fdatasync", "flock", "getdents64", "pwrite64", "ftruncate",
     // opening and inspecting files
     "openat", "openat2", "open", "fstat", "newfstatat", "stat", "lstat", "statx", "statfs", "fstatfs",
     "readlink", "readlinkat", "faccessat", "faccessat2", "access", "getcwd",
@@ -31,6 +34,8 @@ inline constexpr const char* kSandboxAllowed[] = {
     // identity, time, randomness, threads
     "getpid", "gettid", "getuid", "geteuid", "getgid", "getegid", "clock_gettime", "clock_getres",
     "gettimeofday", "time", "getrandom", "futex", "sched_yield", "set_robust_list", "rseq",
+    // the sinks' lock wait (record.hpp lock_within: flock LOCK_NB + 1 ms sleeps)
+    "nanosleep", "clock_nanosleep",
     // exit
     "exit", "exit_group",
     // Landlock can only restrict further (narrow_sandbox)

@@ -1,75 +1,24 @@
 #include "sha256.hpp"
 
 #include <cstdint>
-#include <cstring>
+
+#include <nettle/sha2.h>
 
 namespace nriqos {
 
-namespace {
-
-// FIPS 180-4 §4.2.2: the first 32 bits of the fractional parts of the cube roots of the first
-// 64 primes; §5.3.3: the initial hash value (square roots of the first 8 primes).
-constexpr uint32_t kK[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-/// One 64-byte block into the state (FIPS 180-4 §6.2.2).
-void block(uint32_t h[8], const unsigned char* p) {
-    uint32_t w[64];
-    for (int t = 0; t < 16; ++t)
-        w[t] = static_cast<uint32_t>(p[4 * t]) << 24 | static_cast<uint32_t>(p[4 * t + 1]) << 16 |
-               static_cast<uint32_t>(p[4 * t + 2]) << 8 | p[4 * t + 3];
-    for (int t = 16; t < 64; ++t) {
-        uint32_t s0 = rotr(w[t - 15], 7) ^ rotr(w[t - 15], 18) ^ (w[t - 15] >> 3);
-        uint32_t s1 = rotr(w[t - 2], 17) ^ rotr(w[t - 2], 19) ^ (w[t - 2] >> 10);
-        w[t] = w[t - 16] + s0 + w[t - 7] + s1;
-    }
-    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
-    for (int t = 0; t < 64; ++t) {
-        uint32_t t1 = k + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kK[t] + w[t];
-        uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        k = g;
-        g = f;
-        f = e;
-        e = d + t1;
-        d = c;
-        c = b;
-        b = a;
-        a = t1 + t2;
-    }
-    h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
-}
-
-}  // namespace
-
 std::string sha256_hex(std::string_view data) {
-    uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    const auto* p = reinterpret_cast<const unsigned char*>(data.data());
-    size_t n = data.size(), full = n / 64 * 64;
-    for (size_t i = 0; i < full; i += 64) block(h, p + i);
-    // Padding (§5.1.1): 0x80, zeros, the message length in bits as a 64-bit big-endian number.
-    unsigned char tail[128] = {};
-    size_t rest = n - full;
-    std::memcpy(tail, p + full, rest);
-    tail[rest] = 0x80;
-    size_t tail_len = rest + 9 <= 64 ? 64 : 128;
-    uint64_t bits = static_cast<uint64_t>(n) * 8;
-    for (int i = 0; i < 8; ++i) tail[tail_len - 1 - i] = static_cast<unsigned char>(bits >> (8 * i));
-    for (size_t i = 0; i < tail_len; i += 64) block(h, tail + i);
-    static const char hex[] = "0123456789abcdef";
-    std::string out(64, '0');
-    for (int i = 0; i < 8; ++i)
-        for (int j = 0; j < 8; ++j) out[8 * i + j] = hex[(h[i] >> (28 - 4 * j)) & 0xf];
-    return out;
+    struct sha256_ctx ctx;
+    sha256_init(&ctx);
+    sha256_update(&ctx, data.size(), reinterpret_cast<const uint8_t*>(data.data()));
+    uint8_t d[SHA256_DIGEST_SIZE];
+    sha256_digest(&ctx, sizeof d, d);
+    static const char kHex[] = "0123456789abcdef";
+    std::string s(2 * sizeof d, '0');
+    for (size_t i = 0; i < sizeof d; ++i) {
+        s[2 * i] = kHex[d[i] >> 4];
+        s[2 * i + 1] = kHex[d[i] & 15];
+    }
+    return s;
 }
 
 }  // namespace nriqos

@@ -1,12 +1,9 @@
-// SHA-256 (FIPS 180-4) of a byte string, as lowercase hex: the identity of a policy text that an
-// operator can compare with `sha256sum /etc/nri/nri-qos.toml` (Result metadata policy_sha256,
-// `nri-qos check`, `--version`, the nri_qos_policy_info metric).
-//
-// Why our own: none of the libraries the project builds with (nlohmann-json, CLI11, toml11,
-// libseccomp, protobuf-lite) offers a digest, and pulling OpenSSL's libcrypto into a fully static
-// hook (and into the rpm/deb build dependencies) for one hash of a few KiB, computed only when a
-// policy is compiled, costs more than the ~60 lines below. Tested against the FIPS 180-2
-// appendix vectors (tests/unit/test_policy.cpp).
+// SHA-256 of a policy text, as lowercase hex: the identity an operator can compare with
+// `sha256sum /etc/nri/nri-qos.toml` (Result metadata policy_sha256, the event record,
+// `nri-qos check`, `--version`, the nri_qos_policy_info metric). One helper for all of them,
+// computed by Debian's nettle library (nettle-dev, <nettle/sha2.h>), linked statically; it is
+// called when a policy file is compiled (a compiled-cache miss) and at build time for the
+// built-in policy, never per event.
 #pragma once
 
 #include <string>
@@ -14,7 +11,7 @@
 
 namespace nriqos {
 
-/// SHA-256 of `data`: 64 lowercase hex digits.
+/// SHA-256 (FIPS 180-4) of `data`: 64 lowercase hex digits (nettle sha256_digest).
 std::string sha256_hex(std::string_view data);
 
 }  // namespace nriqos

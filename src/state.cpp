@@ -1,10 +1,14 @@
 #include "state.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cctype>
 
 #include <nlohmann/json.hpp>
 
@@ -109,6 +113,116 @@ std::string StateDir::remove(const std::string& id) {
     if (unlinkat(dfd, memo_name(id).c_str(), 0) != 0 && errno != ENOENT)
         return "state " + dir_ + ": cannot remove memo: " + std::strerror(errno);
     return "";
+}
+
+namespace {
+bool safe_id(const std::string& id) {
+    if (id.empty() || id.size() > 128 || id[0] == '.') return false;
+    for (unsigned char c : id)
+        if (!(std::isalnum(c) || c == '_' || c == '.' || c == '-')) return false;
+    return true;
+}
+
+/// Open (creating when asked, mode 0700) directory `rel` beneath `dfd`; -errno on failure.
+int open_subdir(int dfd, const std::string& rel, bool create) {
+    int fd = open_beneath(dfd, rel, O_PATH | O_DIRECTORY);
+    if (fd == -ENOENT && create) {
+        if (mkdirat(dfd, rel.c_str(), 0700) != 0 && errno != EEXIST) return -errno;
+        fd = open_beneath(dfd, rel, O_PATH | O_DIRECTORY);
+    }
+    return fd;
+}
+
+/// Names in directory `rel` beneath `dfd` (no "." / ".."), at most `max`.
+std::vector<std::string> list_dir(int dfd, const std::string& rel, size_t max) {
+    std::vector<std::string> out;
+    int fd = open_beneath(dfd, rel, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return out;
+    DIR* d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return out;
+    }
+    while (struct dirent* e = readdir(d)) {
+        std::string n = e->d_name;
+        if (n == "." || n == "..") continue;
+        if (out.size() >= max) break;
+        out.push_back(n);
+    }
+    closedir(d);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+}  // namespace
+
+std::string StateDir::store_last(const std::string& sandbox_id, const std::string& id, const std::string& text) {
+    if (!safe_id(sandbox_id) || !safe_id(id)) return "";  // not ours to name files after
+    int dfd = open_dir(true);
+    if (dfd < 0) return "state dir " + dir_ + ": " + std::strerror(-dfd);
+    int last = open_subdir(dfd, "last", true);
+    if (last < 0) return "state " + dir_ + "/last: " + std::strerror(-last);
+    int sb = open_subdir(last, sandbox_id, true);
+    close(last);
+    if (sb < 0) return "state " + dir_ + "/last/" + sandbox_id + ": " + std::strerror(-sb);
+    std::string name = id + ".json", tmp = "." + name + "." + std::to_string(getpid()) + ".tmp";
+    int fd = open_beneath(sb, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        close(sb);
+        return "state " + dir_ + "/last: " + std::strerror(-fd);
+    }
+    bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ok = close(fd) == 0 && ok;
+    std::string err;
+    if (!ok || renameat(sb, tmp.c_str(), sb, name.c_str()) != 0) {
+        err = "state " + dir_ + "/last: cannot write " + name + ": " + std::strerror(errno);
+        unlinkat(sb, tmp.c_str(), 0);
+    }
+    close(sb);
+    return err;
+}
+
+std::string StateDir::remove_last(const std::string& sandbox_id, const std::string& id) {
+    if (!safe_id(sandbox_id) || !safe_id(id)) return "";
+    int dfd = open_dir(false);
+    if (dfd < 0) return "";
+    std::string rel = "last/" + sandbox_id + "/" + id + ".json";
+    if (unlinkat(dfd, rel.c_str(), 0) != 0 && errno != ENOENT && errno != ENOTDIR)
+        return "state " + dir_ + ": cannot remove " + rel + ": " + std::strerror(errno);
+    return "";
+}
+
+std::string StateDir::remove_last_sandbox(const std::string& sandbox_id) {
+    if (!safe_id(sandbox_id)) return "";
+    int dfd = open_dir(false);
+    if (dfd < 0) return "";
+    std::string rel = "last/" + sandbox_id;
+    for (const auto& n : list_dir(dfd, rel, 1u << 16)) unlinkat(dfd, (rel + "/" + n).c_str(), 0);
+    if (unlinkat(dfd, rel.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
+        return "state " + dir_ + ": cannot remove " + rel + ": " + std::strerror(errno);
+    unlinkat(dfd, "last", AT_REMOVEDIR);  // the last sandbox gone: leave the state dir as it was (ENOTEMPTY otherwise)
+    return "";
+}
+
+std::vector<StateDir::LastFile> StateDir::list_last(size_t max) {
+    std::vector<LastFile> out;
+    int dfd = open_dir(false);
+    if (dfd < 0) return out;
+    for (const auto& sb : list_dir(dfd, "last", max)) {
+        if (!safe_id(sb)) continue;
+        for (const auto& f : list_dir(dfd, "last/" + sb, max)) {
+            if (out.size() >= max) return out;
+            if (f.size() < 6 || f.compare(f.size() - 5, 5, ".json") != 0 || f[0] == '.') continue;
+            int fd = open_beneath(dfd, "last/" + sb + "/" + f, O_RDONLY | O_NONBLOCK);
+            if (fd < 0) continue;
+            struct stat st {};
+            if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<size_t>(st.st_size) <= kMaxLastBytes) {
+                std::string text(static_cast<size_t>(st.st_size), '\0');
+                if (read(fd, text.data(), text.size()) == st.st_size) out.push_back({sb, f.substr(0, f.size() - 5), std::move(text)});
+            }
+            close(fd);
+        }
+    }
+    return out;
 }
 
 }  // namespace nriqos

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace nriqos {
 
@@ -33,6 +34,31 @@ public:
     std::string store(const std::string& sandbox_id, const Memo& m);
     /// Remove; absent is fine. Returns "" or a one-line error.
     std::string remove(const std::string& sandbox_id);
+
+    // ---- last request of each live sandbox/container (status, reconcile, explain --container)
+    // <dir>/last/<sandbox id>/<id>.json, mode 0600 (directories 0700): one JSON document per
+    // sandbox or container (format: src/replay.hpp LastRequest), replaced atomically at each of
+    // its events, removed with its container (v0.1 delete) or with its sandbox (the whole
+    // <sandbox id> directory). Ids must match [A-Za-z0-9_.-]{1,128}; others are not stored.
+
+    /// Store `text` as the last request of `id` in sandbox `sandbox_id`. Returns "" or an error.
+    std::string store_last(const std::string& sandbox_id, const std::string& id, const std::string& text);
+    /// Remove one record (absent is fine). Returns "" or an error.
+    std::string remove_last(const std::string& sandbox_id, const std::string& id);
+    /// Remove the records of a sandbox and of all its containers. Returns "" or an error.
+    std::string remove_last_sandbox(const std::string& sandbox_id);
+    /// One stored record.
+    struct LastFile {
+        std::string sandbox_id, id, text;
+    };
+    /// All records (at most `max`; files larger than kMaxLastBytes are skipped), sorted by
+    /// sandbox id then id.
+    std::vector<LastFile> list_last(size_t max = 65536);
+    /// Largest record stored (bytes); a larger request is recorded without its body.
+    static constexpr size_t kMaxLastBytes = 512u << 10;
+
+    /// The directory as configured.
+    const std::string& path() const { return dir_; }
 
 private:
     int open_dir(bool create);

@@ -208,7 +208,7 @@ PY
 hook() {
   local mode=$1 input=$2; shift 2
   local args=(--cgroup-root "$CG" --cgroup-layout v1 --proc-root "$PROC" --resctrl-root "$RC_ROOT"
-              --state-dir "$STATE" --cache-dir "$CACHE")
+              --state-dir "$STATE" --cache-dir "$CACHE" --metrics-file "$W/sinks/nri_qos.prom" --event-log "$W/sinks/events.log")
   [ "${NOPOLICY:-0}" = 1 ] || args+=(--policy "${POL:-$POLICY}")
   local pre=()
   [ -n "$STRACE" ] && pre=("$STRACE" -f -y -qq -o "$W/strace.log" -e trace=%file,%desc)
@@ -707,7 +707,7 @@ deadline_case() { # name producer-command (run in its own process group, killed 
   pg=$!
   t0=$(date +%s.%N)
   timeout -s KILL 10 "$BIN" invoke --policy "$POLICY" --cgroup-root "$CG" --cgroup-layout v1 --proc-root "$PROC" \
-    --resctrl-root "$RC_ROOT" --state-dir "$STATE" --cache-dir "$CACHE" <"$W/stdin.fifo" >"$W/out" 2>/dev/null
+    --resctrl-root "$RC_ROOT" --state-dir "$STATE" --cache-dir "$CACHE" --metrics-file "$W/sinks/nri_qos.prom" --event-log "$W/sinks/events.log" <"$W/stdin.fifo" >"$W/out" 2>/dev/null
   rc=$?
   t1=$(date +%s.%N)
   kill -- -"$pg" 2>/dev/null; wait "$pg" 2>/dev/null
@@ -735,7 +735,7 @@ par_run() { # N input-pattern → results in $W/par/N.out
   rm -rf "$W/par"; mkdir -p "$W/par"
   for ((i = 0; i < 64; i++)); do
     "$BIN" invoke --policy "$POLICY" --cgroup-root "$CG" --cgroup-layout v1 --proc-root "$PROC" --resctrl-root "$RC_ROOT" \
-      --state-dir "$STATE" --cache-dir "$CACHE" <"$(printf "$1" "$i")" >"$W/par/$i.out" 2>"$W/par/$i.err" &
+      --state-dir "$STATE" --cache-dir "$CACHE" --metrics-file "$W/sinks/nri_qos.prom" --event-log "$W/sinks/events.log" <"$(printf "$1" "$i")" >"$W/par/$i.out" 2>"$W/par/$i.err" &
   done
   wait
 }
@@ -762,7 +762,7 @@ d, name, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
 bad, n = [], 0
 for f in os.listdir(d):
     p = os.path.join(d, f)
-    if f in ("trap.json", "last-good"): continue  # last-good: the last good policy copies (--state-dir/last-good)
+    if f in ("trap.json", "last-good", "sinks") or (f == "last" and os.path.isdir(p)): continue  # last-good: the last good policy copies (--state-dir/last-good); last/: per-container records (src/publish.hpp)
     if f.endswith(".tmp") or f.startswith("."): bad.append("temp file left: " + f); continue
     n += 1
     try:

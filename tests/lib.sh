@@ -49,6 +49,18 @@ mk_v2_dir() {
   echo "max 100000" > "$root/$rel/cpu.max"
 }
 
+# nodefault CMD...: run CMD with no file at the default policy path /etc/nri/nri-qos.toml (the
+# built-in policy applies): /etc/nri is hidden behind an empty tmpfs in a private mount
+# namespace when the machine has one. can_hide_default_policy: whether that is possible here.
+nodefault() {
+  if [ -e /etc/nri ]; then
+    unshare -m --propagation private sh -c 'mount -t tmpfs nri-qos-test /etc/nri && exec "$@"' sh "$@"
+  else
+    "$@"
+  fi
+}
+can_hide_default_policy() { [ ! -e /etc/nri ] || unshare -m --propagation private true 2>/dev/null; }
+
 # scratch DIR: a fresh temp dir removed at exit
 scratch() { local d; d=$(mktemp -d /tmp/nri-qos-test.XXXXXX); CLEANUP+=("rm -rf '$d'"); echo "$d"; }
 

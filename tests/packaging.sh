@@ -95,7 +95,8 @@ else
   ok=1
   for f in /opt/nri/bin/nri-qos /opt/nri/plugins /etc/nri/nri-qos.toml \
            /usr/share/man/man8/nri-qos.8.gz /usr/share/man/man5/nri-qos.toml.5.gz \
-           /usr/share/doc/nri-qos/copyright /usr/share/doc/nri-qos/install.md; do
+           /usr/share/doc/nri-qos/copyright /usr/share/doc/nri-qos/install.md /usr/sbin/nri-qos \
+           /lib/systemd/system/nri-qos-reconcile.service /lib/systemd/system/nri-qos-reconcile.timer; do
     grep -qxE "$f(\.gz)?" "$SCRATCH/deb.list" || { ok=0; echo "# deb: $f missing"; }   # dh_compress
   done
   check deb-files [ $ok = 1 ]
@@ -139,6 +140,8 @@ r conf cat /etc/nri/conf.json
 r policy cat /etc/nri/nri-qos.toml
 r dist-policy test -f /etc/nri/nri-qos.toml.dpkg-dist
 r binary cmp /opt/nri/bin/nri-qos /tmp/nri-qos.expected
+r on-path readlink -f /usr/sbin/nri-qos
+r timer-enabled test -L /etc/systemd/system/timers.target.wants/nri-qos-reconcile.timer
 cp "$M/opt/nri/bin/nri-qos" "$(dirname "$OUT")/installed-nri-qos"   # for the containerd e2e below
 r setconf /opt/nri/bin/nri-qos register --plugin-conf '{"policy":"/etc/nri/site.toml"}'
 r reinstall dpkg -i --force-confold /tmp/nri-qos.deb </dev/null
@@ -164,7 +167,11 @@ EOS
     body() { sect "$1" | sed '$d'; }
     check deb-install [ "$(rc install)" = rc=0 ]
     # postinst tolerates a failing `nri-qos register` (warning); here it must not have failed.
-    check deb-postinst-register-ok sh -c "! grep -q 'nri-qos: warning' '$out'"
+    { ! sect install | grep -q 'nri-qos: warning'; }; verdict deb-postinst-register-ok
+    # Mode detection: a native registration on a containerd without native NRI is warned about.
+    probe=$("$ROOT/build/nri-qos" register --conf-json /dev/null --containerd-version 1.6.20 --containerd-config /dev/null --mode native \
+              --plugins-dir "$SCRATCH/plugins-probe" 2>&1)
+    check deb-register-native-warns-on-1.6 grep -q 'native plugin in .* is never started' <<<"$probe"
     exp_conf='{
   "version": "0.1",
   "plugins": [
@@ -185,6 +192,8 @@ EOS
     { [ "$(body policy)" = "$(printf '# edited by the admin\nversion = 1')" ] && \
       [ "$(rc dist-policy)" = rc=0 ]; }; verdict deb-install-policy-kept
     check deb-install-binary [ "$(rc binary)" = rc=0 ]
+    check deb-nri-qos-on-path [ "$(body on-path)" = /opt/nri/bin/nri-qos ]
+    check deb-reconcile-timer-enabled [ "$(rc timer-enabled)" = rc=0 ]
     { [ "$(rc reinstall)" = rc=0 ] && \
       body conf2 | grep -q '"policy": "/etc/nri/site.toml"'; }; verdict deb-reinstall-keeps-conf
     check deb-native-link [ "$(body link)" = /opt/nri/bin/nri-qos ]
@@ -240,6 +249,9 @@ if [ -z "$missing" ]; then
 /usr/share/licenses/nri-qos-$VERSION/LICENSE
 /usr/share/man/man5/nri-qos.toml.5
 /usr/share/man/man8/nri-qos.8
+/usr/sbin/nri-qos
+/usr/lib/systemd/system/nri-qos-reconcile.service
+/usr/lib/systemd/system/nri-qos-reconcile.timer
 EOF
     sort -o "$SCRATCH/rpm.want" "$SCRATCH/rpm.want"
     check rpm-files diff -u "$SCRATCH/rpm.want" "$SCRATCH/rpm.list"
@@ -364,7 +376,7 @@ else
   if [ ! -f $V/node_modules/.nri-qos-lock ]; then
     skip k8s-validate "npm ci failed (offline?): $(grep -v nodedir "$SCRATCH/npm.log" | tail -1)"
   else
-    if node $V/validate.mjs $K/nri-qos-daemonset.yaml $K/nri-qos-policy.yaml $K/nri-qos-uninstall.yaml \
+    if node $V/validate.mjs $K/nri-qos-daemonset.yaml $K/nri-qos-policy.yaml $K/nri-qos-uninstall.yaml $K/nri-qos-reconcile.yaml \
          >"$SCRATCH/validate.log" 2>&1; then
       pass k8s-validate
     else

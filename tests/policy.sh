@@ -22,27 +22,21 @@ CT=$(jq -c '.labels["koordinator.sh/qosClass"]="BE" | del(.conf)' "$REQ/containe
 CTR_REL=$(jq -r '.spec.cgroupsPath' <<<"$CT" | sed 's|^/||')
 BUNDLED_SHA=$(sha256sum "$POLICY" | cut -d' ' -f1)
 
-# The default policy path /etc/nri/nri-qos.toml must not exist for the built-in cases: hide
-# /etc/nri behind an empty tmpfs in a private mount namespace when the machine has one.
-nodefault() {
-  if [ -e /etc/nri ]; then
-    unshare -m --propagation private sh -c 'mount -t tmpfs nri-qos-test /etc/nri && exec "$@"' sh "$@"
-  else
-    "$@"
-  fi
-}
-if [ -e /etc/nri ] && ! unshare -m --propagation private true 2>/dev/null; then
+# The built-in cases need no file at the default policy path (lib.sh nodefault).
+if can_hide_default_policy; then
+  NODEFAULT=1
+else
   skip "policy: /etc/nri exists and cannot be hidden (unshare -m): built-in cases not run"
   NODEFAULT=0
-else
-  NODEFAULT=1
 fi
+# Stderr without the event record lines (record.hpp: one "nri-qos: time=..." line per event).
+noise() { grep -v '^nri-qos: time=' "$1"; }
 
 # hook ROOT MODE [args...] < request: invoke/explain with every root in the scratch tree
 hook() {
   local root=$1 mode=$2; shift 2
   "$BIN" "$mode" --cgroup-root "$root/cg" --cgroup-layout v1 --proc-root "$root/proc" --state-dir "$root/state" \
-    --cache-dir "$root/cache" "$@"
+    --cache-dir "$root/cache" --metrics-file "$root/m.prom" --event-log "$root/events.log" "$@"
 }
 PID=$(jq -r .pid <<<"$CT")
 tree() {
@@ -54,18 +48,20 @@ tree() {
 if [ "$NODEFAULT" = 1 ]; then
   R=$(tree)
   OUT=$(nodefault "$BIN" invoke --cgroup-root "$R/cg" --cgroup-layout v1 --proc-root "$R/proc" --state-dir "$R/state" \
-        --cache-dir "$R/cache" <<<"$CT" 2>"$R/err"); RC=$?
+        --cache-dir "$R/cache" --metrics-file "$R/m.prom" --event-log "$R/events.log" <<<"$CT" 2>"$R/err"); RC=$?
   valid_result "builtin: no policy file" "$OUT"
   check "builtin: exit 0" "$RC" 0
   check "builtin: classifies a Koordinator BE pod as BE" "$(jq_get "$OUT" '.metadata.class + " " + .metadata.rule')" "BE koordinator-be"
   check "builtin: says so" "$(jq_get "$OUT" .metadata.policy)" builtin
   check "builtin: SHA-256 of the bundled policy text" "$(jq_get "$OUT" .metadata.policy_sha256)" "$BUNDLED_SHA"
-  check "builtin: no error (no file at the default path is not an error)" "$(jq_get "$OUT" '.metadata.policy_error // "none"')/$(cat "$R/err")" "none/"
+  check "builtin: no error (no file at the default path is not an error)" "$(jq_get "$OUT" '.metadata.policy_error // "none"')/$(noise "$R/err")" "none/"
+  check "builtin: the record says so" "$(jq -r '[.level, .policy, .policy_sha256, .policy_error // "none"] | join(" ")' "$R/events.log")" \
+    "info builtin $BUNDLED_SHA none"
   check "builtin: cpu.shares written" "$(cat "$R/cg/cpu/$CTR_REL/cpu.shares")" 2
   check "builtin: nothing saved as a last good copy" "$(ls "$R/state/last-good" 2>/dev/null)" ""
   if [ -n "$STRACE" ]; then
     nodefault "$STRACE" -f -e trace=open,openat,openat2 -o "$R/strace" "$BIN" invoke --cgroup-root "$R/cg" --cgroup-layout v1 \
-      --proc-root "$R/proc" --state-dir "$R/state" --cache-dir "$R/cache" <<<"$CT" >/dev/null 2>&1
+      --proc-root "$R/proc" --state-dir "$R/state" --cache-dir "$R/cache" --metrics-file "" --event-log "" <<<"$CT" >/dev/null 2>&1
     check "builtin: no TOML file is opened (compiled in, no parse)" "$(grep -c '\.toml"' "$R/strace")" 0
   else
     skip "builtin: strace missing"
@@ -82,7 +78,7 @@ OUT=$(hook "$R" invoke --policy "$R/missing.toml" <<<"$CT" 2>"$R/err"); RC=$?
 check "builtin: configured file missing: exit 0, built-in policy classifies" "$RC $(jq_get "$OUT" '.metadata.policy + " " + .metadata.class')" "0 builtin BE"
 check "builtin: configured file missing: reported" "$(jq_get "$OUT" .metadata.policy_error)" \
   "$R/missing.toml: cannot open policy: No such file or directory; applying the built-in policy until it is fixed"
-check "builtin: configured file missing: on stderr" "$(cat "$R/err")" \
+check "builtin: configured file missing: on stderr" "$(noise "$R/err")" \
   "nri-qos: policy: $R/missing.toml: cannot open policy: No such file or directory; applying the built-in policy until it is fixed"
 
 # ---- the last good copy -------------------------------------------------------------------------
@@ -121,10 +117,15 @@ for n in 1 2; do
   check "last-good: broken file, event $n: the error in the Result" "$(jq_get "$OUT" .metadata.policy_error)" \
     "$P:11: classes.BE.container: unknown knob \"cpu_sharez\" (did you mean \"cpu_shares\"? see nri-qos.toml(5)) (+1 more error: run nri-qos check); applying the last good copy of $P (sha256 ${GOOD_SHA:0:12}) until it is fixed"
   check_contains "last-good: broken file, event $n: the error on stderr" "$(cat "$R/err")" "nri-qos: policy: $P:11: classes.BE.container: unknown knob"
+  check_contains "last-good: broken file, event $n: the stderr record too" "$(grep '^nri-qos: time=' "$R/err")" \
+    "level=warn source=invoke event=create"
+  check "last-good: broken file, event $n: the event log record (policy, error)" \
+    "$(tail -1 "$R/events.log" | jq -r '[.level, .outcome, .policy, .policy_sha256, (.policy_error | startswith("'"$P"':11: classes.BE.container: unknown knob"))] | join(" ")')" \
+    "warn ok last-good $GOOD_SHA true"
 done
 if [ -n "$STRACE" ]; then
   "$STRACE" -f -e trace=open,openat,openat2 -o "$R/strace" "$BIN" invoke --policy "$P" --cgroup-root "$R/cg" --cgroup-layout v1 \
-    --proc-root "$R/proc" --state-dir "$R/state" --cache-dir "$R/cache" <<<"$CT" >/dev/null 2>&1
+    --proc-root "$R/proc" --state-dir "$R/state" --cache-dir "$R/cache" --metrics-file "" --event-log "" <<<"$CT" >/dev/null 2>&1
   check "last-good: while broken, no TOML is opened (the error and the copy come from the cache)" "$(grep -c '\.toml"' "$R/strace")" 0
 fi
 CHK_ERR=$("$BIN" check "$P" --last-good-dir "$R/state/last-good" 2>&1 >/dev/null); RC=$?
@@ -140,7 +141,8 @@ check "last-good: a broken file never fails a container (fail = closed copy)" "$
 # Fixed: the file applies again, no error.
 sed -i 's/^cpu_sharez = 3/cpu_shares = 4/; /^memory_limit = 1$/d' "$P"
 OUT=$(hook "$R" invoke --policy "$P" <<<"$CT" 2>"$R/err")
-check "last-good: fixed: the file applies, no error" "$(jq_get "$OUT" '.metadata.policy + " " + (.metadata.policy_error // "none")')/$(cat "$R/err")" "file none/"
+check "last-good: fixed: the file applies, no error" "$(jq_get "$OUT" '.metadata.policy + " " + (.metadata.policy_error // "none")')/$(noise "$R/err")" "file none/"
+check "last-good: fixed: the record has no error" "$(tail -1 "$R/events.log" | jq -r '[.level, .policy, .policy_error // "none"] | join(" ")')" "info file none"
 check "last-good: fixed: its knobs" "$(cat "$R/cg/cpu/$CTR_REL/cpu.shares")" 4
 check "last-good: fixed: the copy follows" "$(cmp -s "$LG" "$P" && echo same)" same
 # Broken with the copy disabled (--last-good-dir ""): the built-in policy.

@@ -58,7 +58,7 @@ else
 fi
 [ "$rc" != 0 ] && [ "$FAILED" = 0 ] && FAILED=1
 
-for s in invoke cgroup_real hostile cache policy nri_relay packaging hygiene; do
+for s in invoke cgroup_real hostile cache policy nri_relay ops packaging hygiene; do
   [ -f "tests/$s.sh" ] && suite "$s" bash "tests/$s.sh"
 done
 if [ -x tests/fuzz/run.sh ] && [ "${NRI_QOS_SKIP_FUZZ:-0}" != 1 ]; then

@@ -21,6 +21,9 @@ mkdir -p "$OUT"
 tar -xzf "dist/nri-qos-$VERSION.tar.gz" -C "$OUT"
 rm -rf "$SRC/debian"
 cp -a packaging/deb/debian "$SRC/debian"
+# dh_installsystemd --name=nri-qos-reconcile picks these up (one source for rpm and deb)
+cp packaging/systemd/nri-qos-reconcile.service "$SRC/debian/nri-qos.nri-qos-reconcile.service"
+cp packaging/systemd/nri-qos-reconcile.timer "$SRC/debian/nri-qos.nri-qos-reconcile.timer"
 sed -i "1s/^nri-qos ([^)]*)/nri-qos ($VERSION)/" "$SRC/debian/changelog"
 
 ARCH=$(dpkg --print-architecture)

@@ -1,6 +1,8 @@
 // In-process pipeline evaluator of the relay, see eval_pipeline.hpp.
 #include "nri/eval_pipeline.hpp"
 
+#include "publish.hpp"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -68,6 +70,10 @@ std::string apply_eval_flags(nriqos::Options& o, const std::vector<std::string>&
     } else if (f == "--last-good-dir") {
       o.last_good_dir = v;
       o.last_good_dir_set = true;
+    } else if (f == "--metrics-file") {
+      o.metrics_file = v;
+    } else if (f == "--event-log") {
+      o.event_log = v;
     } else if (f == "--cgroup-layout") {
       try {
         o.layout = nriqos::parse_layout(v);
@@ -83,15 +89,17 @@ std::string apply_eval_flags(nriqos::Options& o, const std::vector<std::string>&
 
 InProcessEval pipeline_evaluator(const nriqos::Options& base) {
   auto opts = std::make_shared<nriqos::Options>(base);
+  opts->default_sinks = true;  // event record, metrics, last request (src/publish.hpp), as `nri-eval`
   InProcessEval e;
   e.prepare = [opts](const std::vector<std::string>& flags, bool zygote) -> std::string {
     nriqos::Options& o = *opts;
     std::string note = apply_eval_flags(o, flags);
     if (!note.empty()) note = "plugin config: " + note;
     if (!nriqos::sandbox_disabled_by_env()) {
+      nriqos::SandboxRoots roots{o.cgroup_root, o.proc_root, o.resctrl_root, o.state_dir, o.cache_dir, o.policy, nriqos::last_good_dir_of(o), {}};
+      roots.sink_dirs = nriqos::sink_dirs_before_parse(o.metrics_file, o.event_log, o.state_dir);
       nriqos::SandboxStatus sb = nriqos::install_sandbox(
-          {o.cgroup_root, o.proc_root, o.resctrl_root, o.state_dir, o.cache_dir, o.policy, nriqos::last_good_dir_of(o)},
-          zygote ? nriqos::SandboxProfile::Zygote : nriqos::SandboxProfile::Evaluator);
+          roots, zygote ? nriqos::SandboxProfile::Zygote : nriqos::SandboxProfile::Evaluator);
       if (o.debug || !sb.seccomp) note += (note.empty() ? "" : "; ") + std::string("sandbox: ") + sb.summary();
     }
     return note;

@@ -18,6 +18,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "record.hpp"
+
 extern char** environ;
 
 namespace nri {
@@ -30,7 +32,9 @@ int64_t now_ms() {
 
 void logf(const char* fmt, ...) {
   char buf[1024];
-  int n = snprintf(buf, sizeof buf, "nri-qos relay[%d]: ", int(getpid()));
+  // Every line starts with an RFC 3339 UTC timestamp: the relay's log is a file of its own
+  // (containerd gives launched plugins no stderr), not a journal that stamps lines for us.
+  int n = snprintf(buf, sizeof buf, "%s nri-qos relay[%d]: ", nriqos::rfc3339_utc(0).c_str(), int(getpid()));
   va_list ap;
   va_start(ap, fmt);
   int m = vsnprintf(buf + n, sizeof buf - size_t(n) - 1, fmt, ap);

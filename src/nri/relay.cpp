@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -28,6 +29,7 @@
 #include "nri/nri.pb.h"
 #include "nri/nri_json.hpp"
 #include "nri/ttrpc.hpp"
+#include "record.hpp"
 #include "sandbox.hpp"
 
 namespace nri {
@@ -722,8 +724,11 @@ void drop_resident_text() {
 
 // Send our stderr (and the children's) to `path`, appending. containerd starts launched plugins
 // with fds 0-2 on /dev/null, so without this nothing the relay logs is visible.
+constexpr const char* kDefaultRelayLog = "/var/log/nri-qos/relay.log";
+
 void redirect_log(const std::string& path) {
   if (path.empty()) return;
+  if (path[0] == '/') nriqos::make_dirs(nriqos::dir_name(path), 0750);
   int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
   if (fd < 0) {
     logf("cannot open log file %s: %s", path.c_str(), strerror(errno));
@@ -731,6 +736,15 @@ void redirect_log(const std::string& path) {
   }
   dup2(fd, 2);
   close(fd);
+}
+
+// stderr is /dev/null (containerd's launch) or closed: then the relay logs to the default file
+// (issue #11: never to /dev/null by default). Its evaluators inherit it, so the log also holds
+// the one record line per event each evaluation writes to stderr.
+bool stderr_is_devnull() {
+  struct stat st, dn;
+  if (fstat(2, &st) != 0) return true;
+  return S_ISCHR(st.st_mode) && stat("/dev/null", &dn) == 0 && st.st_rdev == dn.st_rdev;
 }
 
 void Relay::setup_process() {
@@ -780,7 +794,8 @@ int Relay::run() {
   send_message(kRuntimeServiceConn, register_stream_, kTtrpcRequest,
                encode_request(kRuntimeService, "RegisterPlugin", reg.SerializeAsString()));
   setup_process();
-  redirect_log(o_.log_file);
+  if (!o_.log_file.empty()) redirect_log(o_.log_file);
+  else if (stderr_is_devnull()) redirect_log(kDefaultRelayLog);
   drop_resident_text();
   if (o_.debug) {
     logf("started (trunk fd %d), registering as %s-%s; evaluator: %s", fd_, o_.plugin_idx.c_str(),

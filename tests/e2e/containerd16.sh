@@ -46,7 +46,9 @@ scenarios() {
   host_only && sc_be "$S-be-annotation" be-annotation burstable --annotation openfuyao.com/qos-level=BE
   # 5. cgroup v2 knobs of the test class (v2 hosts only)
   sc_knobs "$S-v2-knobs" knobs
-  # 6. fail-closed class with a knob the kernel rejects -> StartContainer fails
+  # 6. kubelet-style UpdateContainerResources undoes cpu.shares; nri-qos reconcile restores it
+  sc_reconcile "$S-reconcile"
+  # 7. fail-closed class with a knob the kernel rejects -> StartContainer fails
   set_v01_conf "$D/policy/fail-closed.toml"
   sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"
   set_v01_conf "$D/policy/nri-qos.toml"

@@ -80,8 +80,28 @@ apt_ensure() {
   [ -z "$(apt_missing)" ]
 }
 
+# Refuse to let apt replace a containerd that is not Debian's test package: a running one (a
+# real node), or a binary that another package (Docker's containerd.io, a vendor build) or no
+# package at all put in place. Prints the reason (empty = fine).
+containerd_guard() {
+  local p owner
+  for p in $(pgrep -x containerd 2>/dev/null); do
+    grep -qs -- "$E2E_WORK/" "/proc/$p/cmdline" && continue
+    echo "containerd (pid $p) is running on this host: make check/e2e must not run on a production node"; return
+  done
+  for p in containerd.io moby-containerd; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' && {
+      echo "containerd is installed from package $p, not Debian's containerd: refusing to replace it"; return; }
+  done
+  if [ -e /usr/bin/containerd ]; then
+    owner=$(dpkg-query -S /usr/bin/containerd 2>/dev/null | cut -d: -f1)
+    [ "$owner" = containerd ] || { echo "/usr/bin/containerd is not from Debian's containerd package (${owner:-no package}): refusing to replace it"; return; }
+  fi
+}
+
 preflight() {
   [ "$(id -u)" = 0 ] || { echo "not root"; return; }
+  local g; g=$(containerd_guard); [ -z "$g" ] || { echo "$g"; return; }
   [ "$LAYOUT" != none ] || { echo "no cgroup v1 cpu controller or cgroup v2 mount under /sys/fs/cgroup"; return; }
   command -v dpkg-query >/dev/null || { echo "not a Debian system (no dpkg)"; return; }
   if [ -n "$(apt_missing)" ] && ! apt_ensure; then
@@ -835,4 +855,33 @@ sc_update_ls() {
   else MISMATCH=$UPDATE_ERR; fi
   verdict "$p-cpuset"
   stop_pod "$out"
+}
+
+# sc_reconcile NAME: the one-shot model's known hole and its remedy (issue #11 §4). A BE container
+# (cpu.shares 2 by nri-qos) gets a kubelet-style UpdateContainerResources carrying only a cpuset
+# (what the static CPU manager sends); containerd 1.6 re-applies the OCI spec's resources without
+# calling the v0.1 hook, putting cpu.shares back to the CRI value 512. `nri-qos reconcile` (state
+# dir /run/nri-qos, the hook's default) must restore 2 and report the drift it fixed. Also checks
+# that containerd's log carries the hook's record line for the container (v0.1 stderr).
+sc_reconcile() {
+  local name=$1 out=reconcile cid got rec
+  start_or_fail "$name" "$out" burstable --label koordinator.sh/qosClass=BE || return
+  cid=$(j "$out" .ctr_id)
+  MISMATCH=""
+  expect_knob "$out" ctr cpu.shares 2
+  [ -z "$MISMATCH" ] || { fail "$name" "before the update: $MISMATCH"; stop_pod "$out"; return; }
+  grep -q "nri-qos: time=.* container=$out-c id=${cid:0:12} class=BE" "$D/logs/containerd.log" ||
+    MISMATCH="no record line for the container in containerd's log"
+  cri update "$cid" --cpuset-cpus 0 >&2 || { fail "$name" "UpdateContainerResources failed"; stop_pod "$out"; return; }
+  got=$(read_knob ctr "$out" cpu.shares)
+  log "  after UpdateContainerResources(cpuset only): cpu.shares = $got"
+  if [ "$got" != "$(want_knob cpu.shares 512)" ]; then
+    MISMATCH="${MISMATCH:+$MISMATCH; }containerd did not put cpu.shares back (got $got): the scenario tests nothing"
+  fi
+  rec=$("$NRI_QOS_BIN" reconcile 2>>"$D/logs/reconcile.err"); log "  reconcile: $(tr '\n' '|' <<<"$rec")"
+  expect_knob "$out" ctr cpu.shares 2
+  case $rec in *"restored default/$out/$out-c (${cid:0:12}) class BE: cpu.shares "*"->"*) ;;
+    *) MISMATCH="${MISMATCH:+$MISMATCH; }reconcile did not report the drift: $(head -c 300 <<<"$rec")" ;; esac
+  stop_pod "$out"
+  verdict "$name"
 }

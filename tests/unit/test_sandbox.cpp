@@ -307,3 +307,57 @@ TEST_CASE("sandbox: the whole pipeline still runs and prints its Result inside t
     // the last good copy of the policy was saved beneath its (Landlock-writable) directory
     CHECK(slurp(S + "/var/lib/nri-qos/" + nriqos::last_good_name(t.roots.policy_path)) == slurp(t.roots.policy_path));
 }
+
+TEST_CASE("sandbox: the operator's sinks write their files inside the sandbox, nothing else opens up", "[sandbox][ops]") {
+    Tree t;
+    const std::string& S = t.s.path;
+    t.roots.sink_dirs = {S + "/var/log/nri-qos", S + "/var/lib/textfile"};  // absent: created by install_sandbox
+    put(t.roots.policy_path, "version = 1\n[settings]\ndefault_class = \"BE\"\n[classes.BE.container]\ncpu_shares = 2\n");
+    const std::string req =
+        R"({"version":"0.1","state":"create","id":"c1","sandboxID":"s1","pid":123,)"
+        R"("spec":{"cgroupsPath":"/kubepods/besteffort/pod1/c1","annotations":{}}})";
+    auto r = in_child([&](const Report& report) {
+        nriqos::SandboxStatus st = nriqos::install_sandbox(t.roots);
+        report("seccomp", st.seccomp ? "on" : "off");
+        report("landlock", st.landlock ? "on" : "off");
+        nriqos::Options o;
+        o.policy = t.roots.policy_path;
+        o.policy_from_flag = true;
+        o.cgroup_root = t.roots.cgroup_root;
+        o.proc_root = t.roots.proc_root;
+        o.resctrl_root = t.roots.resctrl_root;
+        o.state_dir = t.roots.state_dir;
+        o.cache_dir = t.roots.cache_dir;
+        o.layout = nriqos::Layout::V1;
+        o.metrics_file = S + "/var/lib/textfile/nri_qos.prom";
+        o.event_log = S + "/var/log/nri-qos/events.log";
+        int code = -1;
+        std::string out = nriqos::run_pipeline(nriqos::Mode::Invoke, o, req, code);
+        report("code", std::to_string(code));
+        // Still blocked: the journald/syslog sockets (no socket(2) at all), writes beside the
+        // sink directories, and a sink path the sandbox was not told about.
+        report("unix_socket", err_of(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)));
+        report("beside_sinks", try_write(S + "/var/log/other.log", true));
+        report("outside_write", try_write(S + "/outside/victim", false));
+        o.metrics_file = S + "/outside/nri_qos.prom";
+        o.event_log = S + "/outside/events.log";
+        nriqos::run_pipeline(nriqos::Mode::Invoke, o, req, code);
+        report("code_unlisted", std::to_string(code));
+    });
+    CHECK(r["exit"] == "0");
+    CHECK(r["seccomp"] == "on");
+    CHECK(r["code"] == "0");
+    CHECK(r["code_unlisted"] == "0");  // a sink that cannot write never changes the Result
+    CHECK(r["unix_socket"] == kEPERM);
+    const std::string prom = slurp(S + "/var/lib/textfile/nri_qos.prom");
+    CHECK(prom.find("nri_qos_events_total{event=\"create\",class=\"BE\",outcome=\"ok\"} 1") != std::string::npos);
+    const std::string log = slurp(S + "/var/log/nri-qos/events.log");
+    CHECK(log.find("\"id\":\"c1\"") != std::string::npos);
+    CHECK(slurp(S + "/run/state/last/s1/c1.json").find("\"request\":{") != std::string::npos);
+    if (r["landlock"] == "on") {
+        CHECK(r["beside_sinks"] == kEACCES);
+        CHECK(r["outside_write"] == kEACCES);
+        CHECK(slurp(S + "/outside/nri_qos.prom") == "<absent>");
+        CHECK(slurp(S + "/outside/events.log") == "<absent>");
+    }
+}

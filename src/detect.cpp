@@ -1,0 +1,175 @@
+#include "detect.hpp"
+
+#include <cctype>
+#include <cstdio>
+#include <dirent.h>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <toml.hpp>
+
+namespace nriqos {
+
+const char* hook_mode_name(HookMode m) {
+    switch (m) {
+        case HookMode::V01: return "v0.1 (/etc/nri/conf.json)";
+        case HookMode::Native: return "native NRI plugin";
+        case HookMode::None: return "none";
+        case HookMode::Unknown: break;
+    }
+    return "unknown";
+}
+
+bool parse_containerd_version(const std::string& out, std::string& version, int& major, int& minor) {
+    std::istringstream in(out);
+    std::string tok;
+    while (in >> tok) {
+        std::string t = tok[0] == 'v' ? tok.substr(1) : tok;
+        int a = 0, b = 0, c = 0;
+        if (std::sscanf(t.c_str(), "%d.%d.%d", &a, &b, &c) >= 2 && std::isdigit(static_cast<unsigned char>(t[0]))) {
+            size_t end = t.find_first_not_of("0123456789.");
+            version = t.substr(0, end);
+            major = a;
+            minor = b;
+            return true;
+        }
+    }
+    return false;
+}
+
+void read_nri_config(const std::string& text, RuntimeInfo& info) {
+    try {
+        std::istringstream in(text);
+        toml::value v = toml::parse(in, info.config.empty() ? "config.toml" : info.config);
+        if (!v.is_table() || !v.contains("plugins")) return;
+        const toml::value& plugins = v.at("plugins");
+        if (!plugins.is_table() || !plugins.contains("io.containerd.nri.v1.nri")) return;
+        const toml::value& nri = plugins.at("io.containerd.nri.v1.nri");
+        if (!nri.is_table()) return;
+        if (nri.contains("disable") && nri.at("disable").is_boolean()) info.nri_disable = nri.at("disable").as_boolean();
+        if (nri.contains("plugin_path") && nri.at("plugin_path").is_string()) info.plugin_path = nri.at("plugin_path").as_string().str;
+    } catch (const std::exception& e) {
+        std::string w = e.what();
+        info.error = "cannot parse " + info.config + ": " + w.substr(0, w.find('\n'));
+    }
+}
+
+namespace {
+
+std::string run_version(const std::string& bin) {
+    std::string cmd = "'" + bin + "' --version 2>/dev/null";
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return "";
+    char buf[512];
+    std::string out;
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    pclose(p);
+    return out;
+}
+
+std::string slurp(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+}  // namespace
+
+RuntimeInfo detect_runtime(const std::string& config_override, const std::string& version_override) {
+    RuntimeInfo r;
+    r.config = "/etc/containerd/config.toml";
+    // A running containerd: its own binary and --config/-c.
+    if (DIR* d = opendir("/proc")) {
+        while (struct dirent* e = readdir(d)) {
+            if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+            std::string base = std::string("/proc/") + e->d_name;
+            std::string comm = slurp(base + "/comm");
+            if (comm != "containerd\n") continue;
+            char exe[4096];
+            ssize_t n = readlink((base + "/exe").c_str(), exe, sizeof exe - 1);
+            if (n > 0) r.binary = std::string(exe, static_cast<size_t>(n));
+            std::string cmdline = slurp(base + "/cmdline");
+            std::vector<std::string> args;
+            for (size_t a = 0; a < cmdline.size();) {
+                size_t z = cmdline.find('\0', a);
+                args.push_back(cmdline.substr(a, z - a));
+                if (z == std::string::npos) break;
+                a = z + 1;
+            }
+            for (size_t i = 0; i + 1 < args.size(); ++i)
+                if (args[i] == "--config" || args[i] == "-c") r.config = args[i + 1];
+            for (const auto& a : args)
+                if (a.rfind("--config=", 0) == 0) r.config = a.substr(9);
+            r.running = true;
+            break;
+        }
+        closedir(d);
+    }
+    if (r.binary.empty()) {
+        for (const char* p : {"/usr/bin/containerd", "/usr/local/bin/containerd", "/usr/sbin/containerd", "/bin/containerd"}) {
+            if (access(p, X_OK) == 0) {
+                r.binary = p;
+                break;
+            }
+        }
+    }
+    if (!version_override.empty()) parse_containerd_version(version_override, r.version, r.major, r.minor);
+    else if (!r.binary.empty()) parse_containerd_version(run_version(r.binary), r.version, r.major, r.minor);
+    if (!config_override.empty()) r.config = config_override;
+    struct stat st {};
+    if (stat(r.config.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+        r.config_found = true;
+        read_nri_config(slurp(r.config), r);
+    }
+    if (DIR* d = opendir(r.plugin_path.c_str())) {
+        while (struct dirent* e = readdir(d)) {
+            std::string n = e->d_name;
+            if (n.size() > 3 && n.find("v010-adapter") != std::string::npos) r.adapter = true;
+        }
+        closedir(d);
+    }
+    return r;
+}
+
+HookMode mode_called(const RuntimeInfo& r) {
+    if (r.version.empty()) return HookMode::Unknown;
+    if (r.major < 1 || (r.major == 1 && r.minor < 7)) return HookMode::V01;
+    bool disabled = r.nri_disable ? *r.nri_disable : r.major < 2;  // 1.7: off by default; 2.x: on
+    if (disabled) return HookMode::None;
+    return r.adapter ? HookMode::V01 : HookMode::Native;  // the adapter relays native → v0.1
+}
+
+std::string describe(const RuntimeInfo& r) {
+    if (r.version.empty()) return r.binary.empty() ? "no containerd found" : "containerd at " + r.binary + " (version unknown)";
+    std::string s = "containerd " + r.version + " (" + r.binary + (r.running ? ", running" : "") + ")";
+    if (r.major > 1 || (r.major == 1 && r.minor >= 7)) {
+        bool disabled = r.nri_disable ? *r.nri_disable : r.major < 2;
+        s += std::string(", native NRI ") + (disabled ? "disabled" : "enabled") +
+             (r.nri_disable ? " in " + r.config : r.config_found ? " (default; not set in " + r.config + ")" : " (default)");
+        if (r.adapter) s += ", v010-adapter in " + r.plugin_path;
+    } else {
+        s += ", NRI v0.1 only";
+    }
+    if (!r.error.empty()) s += "; " + r.error;
+    return s;
+}
+
+std::string never_called_warning(const RuntimeInfo& r, HookMode reg) {
+    HookMode called = mode_called(r);
+    if (called == HookMode::Unknown || called == reg) return "";
+    const std::string rt = describe(r);
+    if (called == HookMode::None)
+        return "warning: " + rt + ": nri-qos will never be called; enable NRI: set [plugins.\"io.containerd.nri.v1.nri\"] disable = false in " +
+               r.config + ", then `nri-qos register --native` and restart containerd";
+    if (reg == HookMode::V01)
+        return "warning: " + rt + ": /etc/nri/conf.json is never read (no v010-adapter); run `nri-qos register --native` and restart containerd";
+    if (r.adapter)
+        return "warning: " + rt + ": the v010-adapter already passes every event to the conf.json plugins; use `nri-qos register` "
+               "(conf.json) or remove the adapter, never both (every event would be handled twice)";
+    return "warning: " + rt + ": the native plugin in " + r.plugin_path + " is never started; run `nri-qos register` (conf.json)";
+}
+
+}  // namespace nriqos

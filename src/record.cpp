@@ -1,0 +1,186 @@
+#include "record.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace nriqos {
+
+std::string rfc3339_utc(int64_t ns) {
+    if (ns == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ns = int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+    }
+    time_t s = static_cast<time_t>(ns / 1000000000);
+    struct tm tm {};
+    gmtime_r(&s, &tm);
+    char buf[96];
+    snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+             tm.tm_min, tm.tm_sec, static_cast<int>((ns % 1000000000) / 1000));
+    return buf;
+}
+
+namespace {
+
+const char* level_of(const EventRecord& r) {
+    return r.policy_error.empty() && (r.outcome.empty() || r.outcome == "ok" || r.outcome == "gone") ? "info" : "warn";
+}
+
+void kv(std::string& out, const char* key, const std::string& v) {
+    if (v.empty()) return;
+    out += ' ';
+    out += key;
+    out += '=';
+    bool quote = false;
+    for (unsigned char ch : v) quote = quote || ch <= ' ' || ch == '=' || ch == '"' || ch == '\\' || ch == 0x7f;
+    if (!quote) {
+        out += v;
+        return;
+    }
+    out += '"';
+    for (unsigned char ch : v) {
+        if (ch == '"' || ch == '\\') {
+            out += '\\';
+            out += static_cast<char>(ch);
+        } else if (ch == '\n') {
+            out += "\\n";
+        } else if (ch < ' ' || ch == 0x7f) {
+            char b[8];
+            snprintf(b, sizeof b, "\\x%02x", ch);
+            out += b;
+        } else {
+            out += static_cast<char>(ch);
+        }
+    }
+    out += '"';
+}
+
+}  // namespace
+
+std::string record_logfmt(const EventRecord& r) {
+    std::string s = "nri-qos:";
+    kv(s, "time", rfc3339_utc(r.time_ns));
+    kv(s, "level", level_of(r));
+    kv(s, "source", r.source);
+    kv(s, "event", r.event);
+    kv(s, "ns", r.ns);
+    kv(s, "pod", r.pod);
+    kv(s, "container", r.container);
+    kv(s, "id", r.id.substr(0, 12));
+    if (r.sandbox) kv(s, "sandbox", "true");
+    kv(s, "class", r.cls);
+    kv(s, "rule", r.rule);
+    kv(s, "outcome", r.outcome);
+    if (r.duration_us >= 0) kv(s, "duration_us", std::to_string(r.duration_us));
+    kv(s, "applied", r.applied);
+    kv(s, "skipped", r.skipped);
+    kv(s, "failed", r.failed);
+    kv(s, "drift", r.drift);
+    kv(s, "policy", r.policy);
+    kv(s, "policy_error", r.policy_error);
+    kv(s, "msg", r.message);
+    s += '\n';
+    return s;
+}
+
+std::string record_json(const EventRecord& r) {
+    nlohmann::ordered_json j;
+    j["time"] = rfc3339_utc(r.time_ns);
+    j["level"] = level_of(r);
+    auto put = [&](const char* k, const std::string& v) {
+        if (!v.empty()) j[k] = v;
+    };
+    put("source", r.source);
+    put("event", r.event);
+    put("namespace", r.ns);
+    put("pod", r.pod);
+    put("container", r.container);
+    put("id", r.id);
+    put("sandbox_id", r.sandbox_id);
+    if (r.sandbox) j["sandbox"] = true;
+    put("class", r.cls);
+    put("rule", r.rule);
+    put("outcome", r.outcome);
+    if (r.duration_us >= 0) j["duration_us"] = r.duration_us;
+    put("applied", r.applied);
+    put("skipped", r.skipped);
+    put("failed", r.failed);
+    put("drift", r.drift);
+    put("policy", r.policy);
+    put("policy_sha256", r.policy_sha256);
+    put("policy_error", r.policy_error);
+    put("message", r.message);
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+std::string dir_name(const std::string& path) {
+    auto pos = path.find_last_of('/');
+    if (pos == std::string::npos) return ".";
+    return pos == 0 ? "/" : path.substr(0, pos);
+}
+
+int make_dirs(const std::string& dir, unsigned mode) {
+    if (dir.empty()) return -EINVAL;
+    for (size_t pos = dir.find('/', 1);; pos = dir.find('/', pos + 1)) {
+        std::string part = dir.substr(0, pos);
+        if (!part.empty() && mkdir(part.c_str(), mode) != 0 && errno != EEXIST) return -errno;
+        if (pos == std::string::npos) break;
+    }
+    return 0;
+}
+
+bool lock_within(int fd, int wait_ms) {
+    for (int waited = 0;; ++waited) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
+        if (errno != EWOULDBLOCK && errno != EINTR) return false;
+        if (waited >= wait_ms) return false;
+        struct timespec ts {0, 1000000};
+        nanosleep(&ts, nullptr);
+    }
+}
+
+std::string append_event_log(const std::string& path, uint64_t max_bytes, const std::string& line, int wait_ms) {
+    if (path.empty()) return "";
+    if (max_bytes == 0) max_bytes = defaults::kEventLogMaxBytes;
+    const int flags = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+        int fd = open(path.c_str(), flags, 0640);
+        if (fd < 0 && errno == ENOENT) {
+            make_dirs(dir_name(path), 0750);
+            fd = open(path.c_str(), flags, 0640);
+        }
+        if (fd < 0) return "event log " + path + ": " + std::strerror(errno);
+        if (!lock_within(fd, wait_ms)) {
+            close(fd);
+            return "event log " + path + ": lock not obtained within " + std::to_string(wait_ms) + " ms; line dropped";
+        }
+        struct stat fs {}, ps {};
+        if (fstat(fd, &fs) != 0 || stat(path.c_str(), &ps) != 0 || fs.st_ino != ps.st_ino || fs.st_dev != ps.st_dev) {
+            close(fd);  // rotated by another process between our open and our lock: reopen
+            continue;
+        }
+        ssize_t n = write(fd, line.data(), line.size());
+        int e = errno;
+        std::string err;
+        if (n != static_cast<ssize_t>(line.size())) err = "event log " + path + ": " + (n < 0 ? std::strerror(e) : "short write");
+        if (static_cast<uint64_t>(fs.st_size) + line.size() > max_bytes) {
+            // Under the lock of the current file: older generations first.
+            std::string p1 = path + ".1", p2 = path + ".2";
+            rename(p1.c_str(), p2.c_str());
+            if (rename(path.c_str(), p1.c_str()) != 0 && err.empty()) err = "event log " + path + ": rotate: " + std::strerror(errno);
+        }
+        close(fd);  // releases the lock
+        return err;
+    }
+    return "event log " + path + ": rotated under us repeatedly; line dropped";
+}
+
+}  // namespace nriqos

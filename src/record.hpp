@@ -1,0 +1,81 @@
+// Sink — the event record: one structured line per event, so that every hook invocation,
+// reconcile pass and relay failure leaves a trace an operator can find.
+//
+//  * stderr, logfmt, always (info level for "ok", warn otherwise). In NRI v0.1 mode containerd
+//    copies the hook's stderr into its own log (containerd/nri v0.1 client.go invokePlugin:
+//    cmd.Stderr = os.Stderr), i.e. `journalctl -u containerd`; in native mode the relay's log
+//    (src/nri/relay.cpp) receives the evaluation children's stderr.
+//  * a node-local JSON-lines file (default /var/log/nri-qos/events.log; settings.event_log,
+//    --event-log), appended with one write(2) per line under flock(2), size-rotated to
+//    events.log.1 / events.log.2 under the same lock: concurrent hooks never tear or lose a line,
+//    and the three files together stay below 3 × event_log_max_bytes. Why a file and not
+//    journald/syslog: docs/operations.md ("Where the records are").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace nriqos {
+
+/// Default paths of the hook's own sinks (documented in nri-qos(8) and nri-qos.toml(5)).
+namespace defaults {
+constexpr const char* kEventLog = "/var/log/nri-qos/events.log";
+constexpr uint64_t kEventLogMaxBytes = 8u << 20;  ///< per generation; 3 generations kept
+constexpr const char* kMetricsFile = "/var/lib/node_exporter/textfile_collector/nri_qos.prom";
+}  // namespace defaults
+
+/// One event as recorded. Empty strings are left out of the line.
+struct EventRecord {
+    int64_t time_ns = 0;        ///< CLOCK_REALTIME; 0 = now
+    std::string source;         ///< "invoke", "nri-eval", "reconcile", "relay"
+    std::string event;          ///< request event ("create", "RunPodSandbox", ...) or "reconcile"
+    std::string ns, pod, container, id, sandbox_id;
+    bool sandbox = false;
+    std::string cls, rule;      ///< QoS class and the rule that chose it
+    std::string applied, skipped, failed;  ///< "cpu.shares=2 pod:cpu.idle=1" summaries (sinks.hpp)
+    std::string drift;          ///< reconcile: "cpu.shares 512->2 ..." (what was corrected)
+    int64_t duration_us = -1;   ///< -1: unknown
+    /// "ok" (every knob applied or skipped with a reason), "partial" (a knob failed, fail-open:
+    /// the container runs with the rest), "refused" (error returned to the runtime: fail-closed),
+    /// "error" (bad request/policy or internal error before a class was known; fail-open),
+    /// "gone" (reconcile: container no longer exists, dropped from the state).
+    std::string outcome;
+    std::string message;        ///< error or warning text, one line
+    /// Policy in force (policy_store.hpp): "file", "last-good" or "builtin"; "" = not known yet.
+    std::string policy;
+    std::string policy_sha256;  ///< of its text (JSON form only)
+    /// While the configured policy file is broken: PolicyInfo::error_line() ("<file>:<line>:
+    /// <message>; applying the last good copy ... until it is fixed"), on every event; the
+    /// record's level is then "warn" whatever the outcome.
+    std::string policy_error;
+};
+
+/// "2026-11-22T05:00:00.123456Z" (UTC, µs).
+std::string rfc3339_utc(int64_t time_ns);
+
+/// The stderr form: "nri-qos: time=... level=info source=invoke event=create ns=... outcome=ok ...\n".
+/// Values with spaces, '=' or '"' are quoted (logfmt); control characters are escaped.
+std::string record_logfmt(const EventRecord& r);
+
+/// The file form: one JSON object and '\n'. Invalid UTF-8 is replaced, never fatal.
+std::string record_json(const EventRecord& r);
+
+/// Append `line` (ending in '\n') to `path` with one write(2) under an exclusive flock(2) of the
+/// file, reopening when another process rotated it meanwhile; afterwards rotate when the file
+/// exceeds `max_bytes` (path → path.1 → path.2; path.2 is dropped). Creates the directory (0750)
+/// and the file (0640) when missing. Waits at most `wait_ms` for the lock. Returns "" or a
+/// one-line error. Never throws.
+std::string append_event_log(const std::string& path, uint64_t max_bytes, const std::string& line, int wait_ms = 300);
+
+/// Take an exclusive flock(2) on `fd`, polling every 1 ms for at most `wait_ms` (the hook must
+/// stay well within its deadline even when another process holds the lock). True when locked.
+bool lock_within(int fd, int wait_ms);
+
+/// mkdir -p with `mode` for the created components. Returns 0 or -errno.
+int make_dirs(const std::string& dir, unsigned mode);
+
+/// Directory part of a path ("/a/b" → "/a", "b" → ".").
+std::string dir_name(const std::string& path);
+
+}  // namespace nriqos

@@ -1,0 +1,73 @@
+// Replay of a container's last request (kept in the state dir by the hook, publish.hpp) with the
+// current policy: what `status` compares with the kernel, what `reconcile` writes back, and what
+// `explain --container` shows with a rule trace and the percentage calculations.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "adjust.hpp"
+#include "classify.hpp"
+#include "policy.hpp"
+#include "request.hpp"
+#include "state.hpp"
+
+namespace nriqos {
+
+/// One record of <state_dir>/last/<sandbox>/<id>.json (written by publish.cpp make_last_request).
+struct LastRequest {
+    std::string sandbox_dir, file_id;    ///< where it is stored
+    std::string time, source, event, id, sandbox_id, ns, pod, container, cls, rule, outcome;
+    bool sandbox = false;
+    std::string policy, cgroup_root, proc_root, resctrl_root, layout;  ///< options of that event
+    nlohmann::json writes;               ///< the Result's writes at that event
+    std::string request;                 ///< the request document ("" when it was too large)
+};
+
+/// Parse a stored record; nullopt when it is not one of ours (corrupt, foreign, wrong version).
+std::optional<LastRequest> parse_last(const StateDir::LastFile& f);
+
+/// All stored records, parsed (unparseable ones are skipped).
+std::vector<LastRequest> load_last(StateDir& st);
+
+/// Records matching `query`: a container/sandbox id or unique id prefix (≥ 4 characters), a pod
+/// name, or "namespace/pod". Containers before sandboxes.
+std::vector<LastRequest> find_last(const std::vector<LastRequest>& all, const std::string& query);
+
+/// Paths and layout to use for a record: the command line's when given, else the record's.
+struct ReplayRoots {
+    std::optional<std::string> policy, cgroup_root, proc_root, resctrl_root;
+    std::optional<Layout> layout;
+    std::string cache_dir;
+};
+
+/// What the current policy wants for a recorded container, as direct kernel writes (the
+/// reconcile view: a v0.1 create of the container, or the pod knobs of a sandbox), planned but
+/// not applied. `error` is set (and the plan empty) when the request cannot be replayed.
+struct Desired {
+    Request req;
+    Plan plan;
+    bool have_plan = false;
+    bool fail_closed = false;  ///< the class (or, without a class, the policy) fails closed
+    std::string error;
+    std::string cgroup_root, proc_root, resctrl_root;
+};
+
+/// Build the desired plan of `rec` with `policy` (already loaded by the caller). Merges the
+/// sandbox memo like the hook does. Reads the kernel only for plan inputs (cpu.max on v2).
+Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayRoots& roots, StateDir& state);
+
+/// True when the kernel's `actual` content satisfies the written `wanted` value for `file`
+/// (whitespace trimmed; memory limits rounded to the page size by the kernel; "-1" ≡ unlimited
+/// on v1; cpu.max "Q" ≡ "Q <period>"; cpuset lists compared as sets; resctrl tasks: pid listed).
+bool kernel_value_matches(const std::string& file, const std::string& wanted, const std::string& actual);
+
+/// explain --container: the rule trace (every rule until the match: which, line, why not) and,
+/// after build_plan, the percentage calculations. Text lines are appended to `text`, JSON to `j`.
+void explain_trace(const Policy& p, const Facts& f, const Decision& d, std::string& text, nlohmann::json& j);
+void explain_calculations(const Policy& p, const Decision& d, const Request& r, const Plan& plan, std::string& text, nlohmann::json& j);
+
+}  // namespace nriqos

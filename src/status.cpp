@@ -1,0 +1,307 @@
+#include "status.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <memory>
+#include <unistd.h>
+
+#include "kernel.hpp"
+#include "pipeline.hpp"
+#include "policy_cache.hpp"
+#include "policy_store.hpp"
+#include "publish.hpp"
+#include "sinks.hpp"
+
+using nlohmann::json;
+
+namespace nriqos {
+
+namespace {
+
+/// Policies by configured path, resolved once per command the way the hook resolves them
+/// (policy_store.hpp effective_policy: the file, else its last good copy, else the built-in
+/// policy), each with what was used and why: status and reconcile compare the kernel with what
+/// the hook applies, also while the file is broken or absent.
+struct PolicySet {
+    PolicyPlaces where;
+    struct Entry {
+        std::shared_ptr<Policy> policy;  // nullptr: internal error (err)
+        PolicyInfo info;
+        std::string err;
+    };
+    std::map<std::string, Entry> byPath;
+    const Entry& get(const std::string& path) {
+        auto it = byPath.find(path);
+        if (it == byPath.end()) {
+            Entry e;
+            try {
+                e.policy = std::make_shared<Policy>(effective_policy(path, path == defaults::kPolicy, where, nullptr, e.info));
+            } catch (const std::exception& x) {
+                e.err = x.what();
+            }
+            it = byPath.emplace(path, std::move(e)).first;
+        }
+        return it->second;
+    }
+};
+
+PolicyPlaces places_of(const StateCommandOptions& o, bool save_last_good) {
+    PolicyPlaces w;
+    w.cache_dir = o.roots.cache_dir;
+    w.last_good_dir = o.last_good_dir;
+    w.save_last_good = save_last_good;
+    return w;
+}
+
+std::string policy_for(const StateCommandOptions& o, const LastRequest& r) {
+    if (o.roots.policy) return *o.roots.policy;
+    return r.policy.empty() ? defaults::kPolicy : r.policy;
+}
+
+std::string short_id(const std::string& id) { return id.substr(0, 12); }
+
+std::string label(const Write& w) {
+    std::string f = w.rel.substr(w.rel.rfind('/') + 1);
+    if (w.root == Root::Proc) f = "oom_score_adj";
+    if (w.root == Root::Resctrl) f = "resctrl:" + w.rel.substr(0, w.rel.find('/'));
+    return (w.scope == "pod" ? "pod:" : "") + f;
+}
+
+std::string one_line(std::string s) {
+    for (char& c : s)
+        if (c == '\n') c = ' ';
+    if (s.size() > 60) s = s.substr(0, 57) + "...";
+    return s;
+}
+
+/// The container's cgroup directory (relative to the cgroup root) exists? nullopt: cannot tell.
+std::optional<bool> cgroup_exists(const Desired& d) {
+    if (!d.req.cgroups_path) return std::nullopt;
+    CgroupPaths p;
+    try {
+        p = resolve_cgroups_path(*d.req.cgroups_path);
+    } catch (...) {
+        return std::nullopt;
+    }
+    FsKernel k(d.cgroup_root, d.proc_root, d.resctrl_root);
+    Layout l = detect_layout(d.cgroup_root);
+    if (l == Layout::V2) return k.exists(Root::Cgroup, p.container);
+    for (const char* ctrl : {"cpu", "memory", "pids", "cpuset"})
+        if (k.exists(Root::Cgroup, ctrl)) return k.exists(Root::Cgroup, std::string(ctrl) + "/" + p.container);
+    return std::nullopt;
+}
+
+}  // namespace
+
+int run_status(const StateCommandOptions& o, std::string& out) {
+    StateDir st(o.state_dir);
+    std::vector<LastRequest> all = load_last(st);
+    PolicySet pols{places_of(o, false), {}};
+    json arr = json::array();
+    std::string text;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%-36s %-20s %-12s %-10s %-22s %-16s %s\n", "NAMESPACE/POD", "CONTAINER", "ID", "CLASS", "RULE", "LAST EVENT", "TIME");
+    text += buf;
+    size_t drifted = 0;
+    for (const auto& r : all) {
+        json e = {{"namespace", r.ns}, {"pod", r.pod}, {"container", r.sandbox ? "" : r.container}, {"id", r.id}, {"sandbox_id", r.sandbox_id},
+                  {"sandbox", r.sandbox}, {"class", r.cls}, {"rule", r.rule}, {"last_event", r.event}, {"time", r.time}, {"outcome", r.outcome}};
+        snprintf(buf, sizeof buf, "%-36s %-20s %-12s %-10s %-22s %-16s %s\n", (r.ns + "/" + r.pod).c_str(), r.sandbox ? "(sandbox)" : r.container.c_str(),
+                 short_id(r.id).c_str(), r.cls.c_str(), r.rule.c_str(), r.event.c_str(), r.time.c_str());
+        text += buf;
+        const std::string ppath = policy_for(o, r);
+        const PolicySet::Entry& pe = pols.get(ppath);
+        const Policy* pol = pe.policy.get();
+        json knobs = json::array();
+        if (pol) {
+            e["policy"] = policy_source_name(pe.info.source);
+            if (pe.info.broken()) {
+                e["policy_error"] = pe.info.error_line();
+                text += "    (policy: " + one_line(pe.info.error_line()) + ")\n";
+            }
+        }
+        if (!pol) {
+            e["error"] = "policy " + ppath + ": " + pe.err;
+            text += "    (policy " + ppath + " cannot be loaded: " + one_line(pe.err) + ")\n";
+        } else {
+            Desired d = desired_plan(r, *pol, o.roots, st);
+            if (!d.error.empty()) {
+                e["error"] = d.error;
+                text += "    (" + d.error + ")\n";
+            } else {
+                if (d.plan.decision.cls && d.plan.decision.cls->name != r.cls) e["class_now"] = d.plan.decision.cls->name;
+                FsKernel k(d.cgroup_root, d.proc_root, d.resctrl_root);
+                for (const auto& w : d.plan.writes) {
+                    auto cur = k.read(w.root, w.rel);
+                    std::string file = (w.root == Root::Proc ? "proc:" : w.root == Root::Resctrl ? "resctrl:" : "") + w.rel;
+                    bool drift = !cur || !kernel_value_matches(w.rel, w.value, *cur);
+                    std::string shown = cur ? one_line(*cur) : "(missing)";
+                    while (!shown.empty() && (shown.back() == ' ')) shown.pop_back();
+                    knobs.push_back({{"knob", w.knob}, {"scope", w.scope}, {"file", file}, {"value", w.value},
+                                     {"kernel", cur ? json(shown) : json(nullptr)}, {"drift", drift && cur.has_value()}});
+                    if (drift && cur) ++drifted;
+                    snprintf(buf, sizeof buf, "    %-28s want %-16s kernel %-16s%s\n", label(w).c_str(), w.value.c_str(), shown.c_str(),
+                             !cur ? "  (not present)" : drift ? "  DRIFT" : "");
+                    text += buf;
+                }
+            }
+        }
+        e["knobs"] = knobs;
+        arr.push_back(std::move(e));
+    }
+    if (all.empty()) text += "(no pods or containers recorded in " + o.state_dir + "/last)\n";
+    else text += std::to_string(all.size()) + " recorded, " + std::to_string(drifted) + " knob(s) drifted" +
+                 (drifted ? ": run `nri-qos reconcile` to restore them\n" : "\n");
+    if (o.format == "json") {
+        json j = {{"state_dir", o.state_dir}, {"entries", arr}, {"drifted", drifted}};
+        out = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+    } else {
+        out = text;
+    }
+    return 0;
+}
+
+int run_reconcile(const StateCommandOptions& o, std::string& out) {
+    StateDir st(o.state_dir);
+    std::vector<LastRequest> all = load_last(st);
+    PolicySet pols{places_of(o, !o.dry_run), {}};
+    int rc = 0;
+    size_t n_ok = 0, n_fixed = 0, n_knobs = 0, n_gone = 0, n_failed = 0;
+    std::vector<MetricsEvent> mev;
+    std::vector<EventRecord> recs;
+    PolicyIdentity pid;
+    const PolicySet::Entry* last_pe = nullptr;  // policy of the last container (sink settings)
+    std::set<std::string> said;                 // broken policy files reported
+    for (const auto& r : all) {
+        const int64_t t0 = monotonic_ns();
+        EventRecord rec;
+        rec.source = "reconcile";
+        rec.event = "reconcile";
+        rec.ns = r.ns;
+        rec.pod = r.pod;
+        rec.container = r.sandbox ? "" : r.container;
+        rec.id = r.id;
+        rec.sandbox_id = r.sandbox_id;
+        rec.sandbox = r.sandbox;
+        MetricsEvent m;
+        m.event = "reconcile";
+        std::string subject = r.ns + "/" + r.pod + (r.sandbox ? " (sandbox " : "/" + r.container + " (") + short_id(r.id) + ")";
+        const std::string ppath = policy_for(o, r);
+        const PolicySet::Entry& pe = pols.get(ppath);
+        const Policy* pol = pe.policy.get();
+        if (pol) {
+            // As the hook does: a broken file is reported on every event, and its last good copy
+            // (else the built-in policy) is what is restored meanwhile.
+            last_pe = &pe;
+            pid = policy_identity(&pe.info);
+            set_record_policy(rec, pe.info);
+            m.policy_error = pe.info.broken();
+            if (pe.info.broken()) {
+                rc = 1;
+                if (said.insert(ppath).second) out += "policy   " + one_line(pe.info.error_line()) + "\n";
+            }
+        }
+        if (!pol) {
+            rec.outcome = m.outcome = "error";
+            rec.message = "policy " + ppath + ": " + pe.err + "; nothing changed";
+            out += "error    " + subject + ": policy " + ppath + " cannot be loaded (" + one_line(pe.err) + "); nothing changed\n";
+            rc = 1;
+            ++n_failed;
+        } else {
+            Desired d = desired_plan(r, *pol, o.roots, st);
+            std::optional<bool> exists = d.error.empty() ? cgroup_exists(d) : std::nullopt;
+            if (exists && !*exists) {
+                std::string e = r.sandbox ? st.remove_last_sandbox(r.sandbox_dir) : st.remove_last(r.sandbox_dir, r.file_id);
+                rec.outcome = m.outcome = "gone";
+                rec.cls = m.cls = r.cls;
+                out += "gone     " + subject + ": cgroup no longer exists; dropped from the state" + (e.empty() ? "" : " (" + e + ")") + "\n";
+                ++n_gone;
+            } else if (!d.error.empty()) {
+                rec.outcome = m.outcome = "error";
+                rec.message = d.error;
+                out += "error    " + subject + ": " + d.error + "\n";
+                ++n_failed;
+            } else {
+                rec.cls = m.cls = d.plan.decision.cls->name;
+                rec.rule = d.plan.decision.rule;
+                FsKernel k(d.cgroup_root, d.proc_root, d.resctrl_root);
+                std::string drift, failed;
+                for (auto& w : d.plan.writes) {
+                    auto cur = k.read(w.root, w.rel);
+                    if (!cur) {
+                        w.status = Write::Skipped;
+                        w.reason = "not present";
+                        continue;
+                    }
+                    if (kernel_value_matches(w.rel, w.value, *cur)) {
+                        w.status = Write::Applied;  // already in force
+                        continue;
+                    }
+                    std::string was = one_line(*cur);
+                    while (!was.empty() && was.back() == ' ') was.pop_back();
+                    if (o.dry_run) {
+                        drift += (drift.empty() ? "" : " ") + label(w) + " " + was + "->" + w.value;
+                        w.status = Write::Applied;
+                        continue;
+                    }
+                    IoResult io = k.write(w.root, w.rel, w.value);
+                    if (io.status == IoResult::Ok) {
+                        w.status = Write::Applied;
+                        drift += (drift.empty() ? "" : " ") + label(w) + " " + was + "->" + w.value;
+                        m.drift_knobs.push_back(w.knob);
+                    } else {
+                        w.status = io.status == IoResult::NoFile ? Write::Skipped : Write::Failed;
+                        w.reason = io.message;
+                        if (w.status == Write::Failed) {
+                            failed += (failed.empty() ? "" : " ") + label(w) + " (" + io.message + ")";
+                            m.failed_knobs.push_back(w.knob);
+                        }
+                    }
+                }
+                rec.drift = drift;
+                rec.failed = failed;
+                rec.outcome = m.outcome = failed.empty() ? "ok" : "partial";
+                if (!failed.empty()) {
+                    ++n_failed;
+                    if (d.fail_closed) rc = 1;
+                    out += "failed   " + subject + " class " + rec.cls + ": " + failed + (drift.empty() ? "" : "; corrected " + drift) + "\n";
+                } else if (!drift.empty()) {
+                    ++n_fixed;
+                    out += std::string(o.dry_run ? "drift    " : "restored ") + subject + " class " + rec.cls + ": " + drift + "\n";
+                } else {
+                    ++n_ok;
+                }
+                n_knobs += m.drift_knobs.size();
+                if (o.dry_run) n_knobs += std::count(drift.begin(), drift.end(), '>');
+            }
+        }
+        rec.duration_us = m.duration_us = (monotonic_ns() - t0) / 1000;
+        if (!o.dry_run) {
+            mev.push_back(m);
+            recs.push_back(rec);
+        }
+    }
+    out += "reconcile: " + std::to_string(all.size()) + " recorded, " + std::to_string(n_ok) + " in force, " + std::to_string(n_fixed) +
+           (o.dry_run ? " drifted (" : " restored (") + std::to_string(n_knobs) + " knobs), " + std::to_string(n_gone) + " gone, " +
+           std::to_string(n_failed) + " failed" + (o.dry_run ? " (dry run: nothing written)" : "") + "\n";
+    if (!o.dry_run) {
+        SinkPaths paths = resolve_sink_paths(o.metrics_file, o.event_log, nullptr);
+        if (last_pe) paths = resolve_sink_paths(o.metrics_file, o.event_log, &last_pe->policy->sinks);
+        for (auto& rec : recs) {
+            std::string line = record_logfmt(rec);
+            ssize_t w = write(STDERR_FILENO, line.data(), line.size());
+            (void)w;
+            std::string e = append_event_log(paths.event_log, paths.event_log_max_bytes, record_json(rec));
+            if (!e.empty()) out += "warning: " + e + "\n";
+        }
+        {  // also folds in events counted by deadline handlers since the last update
+            std::string e = update_metrics(paths.metrics_file, mev, pid);
+            if (!e.empty()) out += "warning: " + e + "\n";
+        }
+    }
+    return rc;
+}
+
+}  // namespace nriqos

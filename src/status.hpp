@@ -1,0 +1,40 @@
+// `nri-qos status` and `nri-qos reconcile`: commands over the state dir (the last request of each
+// live container, kept by the hook: publish.hpp, replay.hpp). Neither needs the API server.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "replay.hpp"
+
+namespace nriqos {
+
+/// Options of status/reconcile. Unset roots/policy: each container's own (those of its last event).
+struct StateCommandOptions {
+    std::string state_dir;
+    std::string last_good_dir;               ///< last good policy copies (policy_store.hpp; "" = none)
+    ReplayRoots roots;
+    std::string format = "text";             ///< status: "text" or "json"
+    bool dry_run = false;                    ///< reconcile: report drift, write nothing
+    std::optional<std::string> metrics_file, event_log;  ///< reconcile's sinks (as the hook's)
+    size_t max_entries = 4096;               ///< bound on the records read
+};
+
+/// `status`: a table (or JSON) of the pods and containers in the state dir: namespace/pod,
+/// container, id, class, rule, last event and time, and per knob the value the current policy
+/// wants next to the value the kernel holds now (read back; "DRIFT" marked). Returns the exit
+/// status: 0, or 1 when the state dir cannot be read.
+int run_status(const StateCommandOptions& o, std::string& out);
+
+/// `reconcile`: re-apply the current policy to every container in the state dir whose cgroup
+/// still exists; containers that are gone are dropped from the state. Writes only what drifted
+/// (the kernel file differs from the wanted value), prints one line per container changed or
+/// failed and a summary, records a "reconcile" event per container (record + metrics).
+/// The policy is resolved as the hook resolves it (policy_store.hpp): while a policy file is
+/// broken its last good copy (else the built-in policy) is restored, and the error is printed
+/// ("policy   <error>") and recorded with every reconcile event.
+/// Exit status: 0; 1 when a policy file is broken or cannot be resolved, or a knob of a
+/// fail-closed class failed.
+int run_reconcile(const StateCommandOptions& o, std::string& out);
+
+}  // namespace nriqos

@@ -1,0 +1,193 @@
+#!/bin/bash
+# The operator's view (issue #11), through the real binary on scratch cgroup v1 trees:
+#   - every event leaves one record: stderr (logfmt) and the JSON-lines event log;
+#   - the node_exporter textfile, parsed with Debian's python3-prometheus-client (the text-format
+#     parser Prometheus' own Python client uses), has exact totals after hundreds of concurrent
+#     invocations, and so has the event log (no torn, no lost line, also across rotations);
+#   - the last request per container: stored 0600, removed with the container / sandbox;
+#   - status (drift marked), reconcile (restores, reports, drops gone containers), explain --container;
+#   - the policy in force: nri_qos_policy_info{source} is builtin without a policy file, file, then
+#     last-good while the file is broken, with nri_qos_policy_errors_total counting every such event
+#     and every record (stderr, event log) carrying policy / policy_error; reconcile and status agree.
+# Prints PASS/FAIL/SKIP lines; exit 1 when anything failed.
+. "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+F16=$FIX/requests/containerd-1.6.20
+N=${NRI_QOS_OPS_N:-300}
+
+if ! $PY -c 'import prometheus_client' 2>/dev/null; then
+  skip "ops: python3-prometheus-client not installed (scripts/deps.sh test)"; finish
+fi
+
+S=${OPS_S:-$(scratch)}
+R=$S/cg; ST=$S/state; PROM=$S/textfile/nri_qos.prom; LOG=$S/log/events.log
+sid=$(jq -r .id "$F16/sandbox-create.json")
+ctr_rel=$(jq -r '.spec.cgroupsPath' "$F16/container-create.json" | sed 's|^/||')
+pod_rel=${ctr_rel%/*}
+mk_v1_dir "$R" "$pod_rel"; mk_v1_dir "$R" "$ctr_rel"; mk_v1_dir "$R" "$pod_rel/$sid"
+mkdir -p "$S/proc/2529" && echo 0 > "$S/proc/2529/oom_score_adj"
+# the bundled policy + a small event-log bound, so that rotation happens under concurrency
+{ cat "$POLICY"; } | sed 's/^cpu_weight_formula = .*/&\nevent_log_max_bytes = 65536/' > "$S/policy.toml"
+hook() { "$BIN" invoke --policy "$S/policy.toml" --cgroup-root "$R" --cgroup-layout v1 --proc-root "$S/proc" --state-dir "$ST" \
+           --cache-dir "$S/cache" --metrics-file "$PROM" --event-log "$LOG" "$@"; }
+BE() { jq -c '.labels["koordinator.sh/qosClass"]="BE"' "$1"; }
+
+# --- one event, one record -----------------------------------------------------------------
+BE "$F16/sandbox-create.json" | hook >/dev/null 2>"$S/err0"
+BE "$F16/container-create.json" | hook >"$S/out1" 2>"$S/err1"
+check "record: one stderr line per event (logfmt)" "$(grep -c '^nri-qos: time=' "$S/err1")" 1
+check_contains "record: stderr names pod, container, class, rule, outcome" "$(cat "$S/err1")" \
+  "ns=default pod=cgfs-pod container=cgfs-ctr id=f9159d083de2 class=BE rule=koordinator-be outcome=ok"
+check "record: event log has the sandbox and the container" "$(jq -r '[.event, .class, (.sandbox // false)] | @tsv' "$LOG" | tr '\t\n' ' ')" \
+  "create BE true create BE false "
+check "record: applied knobs and duration in the log" "$(tail -1 "$LOG" | jq -r '(.applied|test("cpu.shares=2")) and (.duration_us > 0)')" true
+check "last request: 0600" "$(stat -c %a "$ST/last/$sid/$(jq -r .id "$F16/container-create.json").json")" 600
+check "last request: keeps the request" "$(jq -r '.request.id == .id and .options.policy != ""' "$ST/last/$sid/"f9159d*.json)" true
+
+# --- status / reconcile: containerd puts cpu.shares back (UpdateContainerResources in v0.1) ---
+check "kernel: BE cpu.shares" "$(cat "$R/cpu/$ctr_rel/cpu.shares")" 2
+echo 512 > "$R/cpu/$ctr_rel/cpu.shares"
+STAT=$("$BIN" status --state-dir "$ST" --cache-dir "" --cgroup-layout v1)
+check_contains "status: container row" "$STAT" "default/cgfs-pod"
+check "status: drift marked" "$(grep 'cpu.shares' <<<"$STAT" | tr -s ' ')" " cpu.shares want 2 kernel 512 DRIFT"
+STJ=$("$BIN" status --state-dir "$ST" --cache-dir "" --cgroup-layout v1 --format json)
+check "status json: drifted knob" "$(jq -r '[.entries[].knobs[] | select(.drift) | "\(.knob) \(.value) \(.kernel)"] | join(",")' <<<"$STJ")" "cpu_shares 2 512"
+check "status json: Result field names" "$(jq -r '.entries[] | select(.sandbox|not) | [.class, .rule, .last_event] | join(" ")' <<<"$STJ")" "BE koordinator-be create"
+DRY=$("$BIN" reconcile --dry-run --state-dir "$ST" --cache-dir "" --cgroup-layout v1 --metrics-file "$PROM" --event-log "$LOG")
+check "reconcile --dry-run: writes nothing" "$(cat "$R/cpu/$ctr_rel/cpu.shares")" 512
+check_contains "reconcile --dry-run: reports" "$DRY" "drift    default/cgfs-pod/cgfs-ctr (f9159d083de2) class BE: cpu.shares 512->2"
+REC=$("$BIN" reconcile --state-dir "$ST" --cache-dir "" --cgroup-layout v1 --metrics-file "$PROM" --event-log "$LOG" 2>"$S/rec.err"); rc=$?
+check "reconcile: exit 0" "$rc" 0
+check "reconcile: restores cpu.shares" "$(cat "$R/cpu/$ctr_rel/cpu.shares")" 2
+check_contains "reconcile: reports the drift it fixed" "$REC" "restored default/cgfs-pod/cgfs-ctr (f9159d083de2) class BE: cpu.shares 512->2"
+check_contains "reconcile: summary" "$REC" "reconcile: 2 recorded, 1 in force, 1 restored (1 knobs), 0 gone, 0 failed"
+check "reconcile: event recorded" "$(jq -r 'select(.source=="reconcile" and .drift != null) | .drift' "$LOG")" "cpu.shares 512->2"
+REC2=$("$BIN" reconcile --state-dir "$ST" --cache-dir "" --cgroup-layout v1 --metrics-file "$PROM" --event-log "$LOG" 2>/dev/null)
+check_contains "reconcile: idempotent" "$REC2" "2 in force, 0 restored"
+
+# --- explain --container ------------------------------------------------------------------------
+EXP=$("$BIN" explain --container f9159d08 --state-dir "$ST" --cache-dir "" --cgroup-layout v1 2>&1)
+check_contains "explain --container: replay header" "$EXP" "replay:   last request of f9159d083de2"
+check_contains "explain --container: trace says why a rule did not match" "$EXP" \
+  "class SYSTEM): namespace \"default\" not in [kube-system]"
+check_contains "explain --container: the matching rule" "$EXP" "MATCH koordinator-be"
+"$BIN" explain --container default/cgfs-pod --state-dir "$ST" --cache-dir "" --cgroup-layout v1 >"$S/pod.out" 2>&1; rc=$?
+check "explain --container ns/pod: the pod's container is chosen over its sandbox" "$rc $(grep -c '^class:    BE' "$S/pod.out")" "0 1"
+EXPJ=$("$BIN" explain --container f9159d08 --format json --state-dir "$ST" --cache-dir "" --cgroup-layout v1 2>/dev/null)
+check "explain json: Result field names (metadata.class/rule, writes)" "$(jq -r '[.metadata.class, .metadata.rule, (.writes|length > 0)] | join(" ")' <<<"$EXPJ")" "BE koordinator-be true"
+check "explain json: rule trace" "$(jq -r '.trace.rules[-1] | [.rule, .matched] | join(" ")' <<<"$EXPJ")" "koordinator-be true"
+LSJ=$(jq -c '.spec.resources.cpu.quota=50000 | .spec.resources.cpu.period=100000' "$F16/container-create.json")
+"$BIN" explain --format json --policy "$S/policy.toml" --cgroup-root "$R" --cgroup-layout v1 --state-dir "$ST" --cache-dir "" <<<"$LSJ" >/dev/null
+hook <<<"$LSJ" >/dev/null 2>&1
+EXPT=$("$BIN" explain --container f9159d08 --state-dir "$ST" --cache-dir "" --cgroup-layout v1 2>&1)
+check_contains "explain --container: percentage as a calculation" "$EXPT" \
+  "calc:     memory_high = 90% of OCI memory.limit 67108864 = 67108864 × 90 / 100 = 60397977 bytes"
+"$BIN" explain --container nosuch --state-dir "$ST" >/dev/null 2>"$S/e.err"; rc=$?
+check "explain --container: unknown id → exit 1" "$rc" 1
+check_contains "explain --container: unknown id message" "$(cat "$S/e.err")" "no live container or pod \"nosuch\""
+
+# --- removed with the container / the sandbox; reconcile drops gone containers -------------------
+hook < "$F16/container-delete.json" >/dev/null 2>&1
+check "last request: removed at container delete" "$(ls "$ST/last/$sid")" "$sid.json"
+BE "$F16/container-create.json" | hook >/dev/null 2>&1
+rmdir "$R/cpu/$ctr_rel" 2>/dev/null || rm -rf "$R/cpu/$ctr_rel"
+REC3=$("$BIN" reconcile --state-dir "$ST" --cache-dir "" --cgroup-layout v1 --metrics-file "$PROM" --event-log "$LOG" 2>/dev/null)
+check_contains "reconcile: a gone container is dropped" "$REC3" "gone     default/cgfs-pod/cgfs-ctr (f9159d083de2): cgroup no longer exists"
+check "reconcile: its record is gone" "$(ls "$ST/last/$sid")" "$sid.json"
+hook < "$F16/sandbox-delete.json" >/dev/null 2>&1
+check "last request: sandbox delete removes the pod's records" "$(ls "$ST/last")" ""
+
+# --- hundreds of concurrent invocations: exact totals --------------------------------------------
+mk_v1_dir "$R" "$ctr_rel"
+rm -f "$PROM" "$S/textfile/.nri_qos.prom.state" "$LOG"*
+seq 1 "$N" | xargs -P 64 -I{} sh -c "jq -c --arg id \"c{}\" '.id=\$id | .labels[\"koordinator.sh/qosClass\"]=(if ({} % 3) == 0 then \"LS\" else \"BE\" end)' '$F16/container-create.json' | \
+  '$BIN' invoke --policy '$S/policy.toml' --cgroup-root '$R' --cgroup-layout v1 --proc-root '$S/proc' --state-dir '$ST' --cache-dir '$S/cache' \
+  --metrics-file '$PROM' --event-log '$LOG' >/dev/null 2>>'$S/par.err'"
+# Events cut off by the deadline (likely: 64 at once on this machine) are recorded by the
+# deadline handler; their counts are folded in at the next update, e.g. a reconcile pass.
+"$BIN" reconcile --state-dir "$S/empty-state" --metrics-file "$PROM" --event-log "" >/dev/null 2>&1
+PARSED=$($PY - "$PROM" <<'PYEOF'
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+fam = {f.name: f for f in text_string_to_metric_families(open(sys.argv[1]).read())}
+ev = {(s.labels["event"], s.labels["class"], s.labels["outcome"]): s.value for s in fam["nri_qos_events"].samples if s.name == "nri_qos_events_total"}
+h = {s.name: s.value for s in fam["nri_qos_event_duration_seconds"].samples if s.name != "nri_qos_event_duration_seconds_bucket"}
+inf = [s.value for s in fam["nri_qos_event_duration_seconds"].samples if s.labels.get("le") == "+Inf"][0]
+info = [s for s in fam["nri_qos_policy_info"].samples][0]
+print(int(sum(v for k, v in ev.items() if k[0] in ("create", "unparsed"))), int(h["nri_qos_event_duration_seconds_count"]), int(inf),
+      len(info.labels["sha256"]), info.labels["source"], fam["nri_qos_events"].type, fam["nri_qos_event_duration_seconds"].type)
+PYEOF
+)
+check "metrics: exact totals after $N concurrent invokes (prometheus_client parser)" "$PARSED" "$N $N $N 64 file counter histogram"
+check "metrics: policy sha256 is the file's" "$($PY -c "
+from prometheus_client.parser import text_string_to_metric_families as t
+print([s.labels['sha256'] for f in t(open('$PROM').read()) if f.name=='nri_qos_policy_info' for s in f.samples][0])")" \
+  "$(sha256sum "$S/policy.toml" | cut -d' ' -f1)"
+lines=$(cat "$LOG" "$LOG.1" "$LOG.2" 2>/dev/null | wc -l)
+ids=$(cat "$LOG" "$LOG.1" "$LOG.2" 2>/dev/null | jq -r '.id // "-"' | sort | uniq -c | awk '$2 != "-" && $1 == 1' | wc -l)
+unparsed=$(cat "$LOG" "$LOG.1" "$LOG.2" 2>/dev/null | jq -r 'select(.id == null) | .id' | wc -l)
+ids=$((ids + unparsed))
+bad=$(cat "$LOG" "$LOG.1" "$LOG.2" 2>/dev/null | while IFS= read -r l; do jq -e . >/dev/null 2>&1 <<<"$l" || echo x; done | wc -l)
+check "event log: $N concurrent events, one whole JSON line each, across rotations" "$lines $ids $bad" "$N $N 0"
+check "event log: rotated and bounded" "$([ -s "$LOG.1" ] && [ "$(stat -c %s "$LOG")" -le $((65536 + 4096)) ] && echo yes)" yes
+check "stderr: one record line per concurrent invocation" "$(grep -c '^nri-qos: time=' "$S/par.err")" "$N"
+check "metrics file mode 0644" "$(stat -c %a "$PROM")" 644
+
+# --- a broken policy is counted and visible ------------------------------------------------------
+# No last good copy of bad.toml: the built-in policy applies, with the error (policy_store.hpp).
+printf 'version = 1\n[settings\n' > "$S/bad.toml"
+"$BIN" invoke --policy "$S/bad.toml" --cgroup-root "$R" --cgroup-layout v1 --proc-root "$S/proc" --state-dir "$ST" --cache-dir "" \
+  --metrics-file "$PROM" --event-log "$LOG" < "$F16/container-create.json" >/dev/null 2>"$S/bad.err"
+check "policy broken: nri_qos_policy_errors_total" "$($PY -c "
+from prometheus_client.parser import text_string_to_metric_families as t
+print(int([s.value for f in t(open('$PROM').read()) if f.name=='nri_qos_policy_errors' for s in f.samples][0]))")" 1
+check_contains "policy broken: the stderr record names the built-in policy and the error" "$(grep '^nri-qos: time=' "$S/bad.err")" \
+  "level=warn source=invoke event=create ns=default pod=cgfs-pod container=cgfs-ctr id=f9159d083de2 class=LS rule=kube-burstable-guaranteed outcome=ok"
+check_contains "policy broken: ... policy=builtin policy_error=" "$(grep '^nri-qos: time=' "$S/bad.err")" \
+  "policy=builtin policy_error=\"$S/bad.toml:"
+
+# --- nri_qos_policy_info follows the policy in force: builtin, file, last-good ---------------------
+BUNDLED_SHA=$(sha256sum "$POLICY" | cut -d' ' -f1)
+PM=$S/textfile-policy/nri_qos.prom; PL=$S/log-policy/events.log; PS=$S/state-policy
+PARGS=(--cgroup-root "$R" --cgroup-layout v1 --proc-root "$S/proc" --state-dir "$PS" --cache-dir "$S/cache" --metrics-file "$PM" --event-log "$PL")
+# "<series> <source> <sha256> <errors_total>" of $PM, read with prometheus_client's parser
+pinfo() {
+  $PY - "$PM" <<'PYEOF'
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+fam = {f.name: f for f in text_string_to_metric_families(open(sys.argv[1]).read())}
+info = fam["nri_qos_policy_info"].samples
+err = [s.value for s in fam["nri_qos_policy_errors"].samples if s.name == "nri_qos_policy_errors_total"][0]
+print(len(info), info[0].labels["source"], info[0].labels["sha256"], int(err))
+PYEOF
+}
+if can_hide_default_policy; then
+  # No policy file at all (the binary alone): the built-in policy, which is not an error.
+  BE "$F16/container-create.json" | nodefault "$BIN" invoke "${PARGS[@]}" >/dev/null 2>&1
+  check "policy_info: no policy file → source=\"builtin\", the bundled policy's sha256, no error" "$(pinfo)" "1 builtin $BUNDLED_SHA 0"
+  check "record: policy=builtin" "$(tail -1 "$PL" | jq -r '[.policy, .policy_sha256, .policy_error // "none"] | join(" ")')" "builtin $BUNDLED_SHA none"
+else
+  skip "policy_info builtin: /etc/nri exists and cannot be hidden (unshare -m)"
+fi
+cp "$S/policy.toml" "$S/site.toml"
+SITE_SHA=$(sha256sum "$S/site.toml" | cut -d' ' -f1)
+BE "$F16/container-create.json" | "$BIN" invoke --policy "$S/site.toml" "${PARGS[@]}" >/dev/null 2>&1
+E0=$(pinfo | cut -d' ' -f4)
+check "policy_info: a valid file → source=\"file\", its sha256" "$(pinfo | cut -d' ' -f1-3)" "1 file $SITE_SHA"
+# A typo: the last good copy (saved at the previous event) applies; every event counts an error.
+sed -i 's/^cpu_shares = 2 /cpu_sharez = 2 /' "$S/site.toml"
+for n in 1 2; do BE "$F16/container-create.json" | "$BIN" invoke --policy "$S/site.toml" "${PARGS[@]}" >"$S/lg.out" 2>"$S/lg.err"; done
+check "policy_info: broken file → source=\"last-good\", the copy's sha256, errors_total +2" "$(pinfo)" "1 last-good $SITE_SHA $((E0 + 2))"
+check "policy broken: the last good copy classified (Result)" "$(jq -r '[.metadata.policy, .metadata.class] | join(" ")' "$S/lg.out")" "last-good BE"
+check "record: every event carries the breakage (event log)" \
+  "$(tail -2 "$PL" | jq -r '[.level, .policy, (.policy_error | test("^'"$S"'/site.toml:[0-9]+: .*cpu_sharez.*applying the last good copy"))] | join(" ")' | sort -u)" "warn last-good true"
+check_contains "record: ... and on stderr" "$(grep '^nri-qos: time=' "$S/lg.err")" "policy=last-good policy_error=\"$S/site.toml:"
+# reconcile restores what the hook applies (the copy) and says the file is broken.
+echo 512 > "$R/cpu/$ctr_rel/cpu.shares"
+PREC=$("$BIN" reconcile --state-dir "$PS" --cache-dir "$S/cache" --cgroup-layout v1 --metrics-file "$PM" --event-log "$PL" 2>/dev/null); rc=$?
+check "reconcile, broken policy: exit 1, the copy's value restored" "$rc $(cat "$R/cpu/$ctr_rel/cpu.shares")" "1 2"
+check_contains "reconcile, broken policy: says so" "$PREC" "policy   $S/site.toml:"
+check "reconcile, broken policy: counted, source last-good" "$(pinfo)" "1 last-good $SITE_SHA $((E0 + 3))"
+check "status, broken policy: which policy, and the error" \
+  "$("$BIN" status --state-dir "$PS" --cache-dir "$S/cache" --cgroup-layout v1 --format json | jq -r '.entries[0] | [.policy, (.policy_error != null)] | join(" ")')" "last-good true"
+finish

@@ -1,0 +1,176 @@
+// Unit tests for the operator's sinks and commands: record formats (record.hpp), the metrics
+// textfile (metrics.hpp), kernel read-back comparison (replay.hpp), rule trace (classify.hpp).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "classify.hpp"
+#include "metrics.hpp"
+#include "policy.hpp"
+#include "record.hpp"
+#include "replay.hpp"
+#include "sha256.hpp"
+
+namespace {
+std::string tmpdir() {
+    char t[] = "/tmp/nri-qos-ops-test.XXXXXX";
+    REQUIRE(mkdtemp(t) != nullptr);
+    return t;
+}
+std::string slurp(const std::string& p) {
+    std::ifstream f(p);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+void rmrf(const std::string& d) {
+    int r = std::system(("rm -rf '" + d + "'").c_str());
+    (void)r;
+}
+}  // namespace
+
+TEST_CASE("record: logfmt quotes and escapes, JSON is one line", "[ops]") {
+    nriqos::EventRecord r;
+    r.time_ns = 1700000000123456789;
+    r.source = "invoke";
+    r.event = "create";
+    r.ns = "default";
+    r.pod = "p";
+    r.id = "0123456789abcdef";
+    r.cls = "BE";
+    r.outcome = "partial";
+    r.failed = "cpu.shares=2 (Invalid argument)";
+    r.message = "a \"quoted\"\nline";
+    std::string l = nriqos::record_logfmt(r);
+    CHECK(l == "nri-qos: time=2023-11-14T22:13:20.123456Z level=warn source=invoke event=create ns=default pod=p id=0123456789ab class=BE "
+               "outcome=partial failed=\"cpu.shares=2 (Invalid argument)\" msg=\"a \\\"quoted\\\"\\nline\"\n");
+    std::string j = nriqos::record_json(r);
+    CHECK(j.find('\n') == j.size() - 1);
+    auto p = nlohmann::json::parse(j);
+    CHECK(p["id"] == "0123456789abcdef");
+    CHECK(p["message"] == "a \"quoted\"\nline");
+    CHECK(p["level"] == "warn");
+}
+
+TEST_CASE("record: event log rotates under its size bound and keeps every line across generations", "[ops]") {
+    std::string d = tmpdir();
+    std::string log = d + "/sub/events.log";
+    std::string line(1000, 'x');
+    line += "\n";
+    for (int i = 0; i < 100; ++i) REQUIRE(nriqos::append_event_log(log, 20000, line) == "");
+    auto size = [&](const std::string& p) { return slurp(p).size(); };
+    CHECK(size(log) <= 20000 + line.size());
+    CHECK(size(log + ".1") > 0);
+    CHECK(size(log + ".2") > 0);
+    CHECK(size(log) + size(log + ".1") + size(log + ".2") <= 3 * (20000 + line.size()));
+    CHECK(size(log) % line.size() == 0);  // never a torn line
+    rmrf(d);
+}
+
+TEST_CASE("metrics: counters accumulate across concurrent processes without losing increments", "[ops]") {
+    std::string d = tmpdir();
+    std::string prom = d + "/tf/nri_qos.prom";
+    const int kProcs = 40, kEach = 10;
+    std::vector<pid_t> kids;
+    for (int p = 0; p < kProcs; ++p) {
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            for (int i = 0; i < kEach; ++i) {
+                nriqos::MetricsEvent e;
+                e.event = "create";
+                e.cls = p % 2 ? "BE" : "LS";
+                e.outcome = "ok";
+                e.duration_us = 300 + i;
+                if (i == 0) e.failed_knobs = {"cpu_shares"};
+                if (!nriqos::update_metrics(prom, {e}, {"", "file", "abc"}, 10000).empty()) _exit(1);
+            }
+            _exit(0);
+        }
+        kids.push_back(pid);
+    }
+    int bad = 0;
+    for (pid_t k : kids) {
+        int st = 0;
+        waitpid(k, &st, 0);
+        bad += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    CHECK(bad == 0);
+    std::string text = slurp(prom);
+    CHECK(text.find("nri_qos_events_total{event=\"create\",class=\"BE\",outcome=\"ok\"} 200\n") != std::string::npos);
+    CHECK(text.find("nri_qos_events_total{event=\"create\",class=\"LS\",outcome=\"ok\"} 200\n") != std::string::npos);
+    CHECK(text.find("nri_qos_knob_failures_total{knob=\"cpu_shares\"} 40\n") != std::string::npos);
+    CHECK(text.find("nri_qos_event_duration_seconds_count 400\n") != std::string::npos);
+    CHECK(text.find("nri_qos_event_duration_seconds_bucket{le=\"0.0005\"} 400\n") != std::string::npos);
+    CHECK(text.find("nri_qos_policy_info{sha256=\"abc\",source=\"file\",path=\"\"} 1") != std::string::npos);
+    rmrf(d);
+}
+
+TEST_CASE("metrics: policy_info is the identity of the policy in force; broken files are counted", "[ops]") {
+    std::string d = tmpdir();
+    std::string prom = d + "/m.prom";
+    const std::string good = nriqos::sha256_hex("abc"), builtin = nriqos::sha256_hex("builtin");
+    REQUIRE(nriqos::update_metrics(prom, {}, {d + "/p.toml", "file", good}) == "");
+    CHECK(slurp(prom).find("nri_qos_policy_info{sha256=\"" + good + "\",source=\"file\",path=\"" + d + "/p.toml\"} 1\n") != std::string::npos);
+    CHECK(slurp(prom).find("nri_qos_policy_errors_total 0\n") != std::string::npos);
+    // The file broke: the last good copy applies; one event, one policy error.
+    REQUIRE(nriqos::update_metrics(prom, {{"create", "BE", "ok", {}, {}, -1, true}}, {d + "/p.toml", "last-good", good}) == "");
+    CHECK(slurp(prom).find("nri_qos_policy_info{sha256=\"" + good + "\",source=\"last-good\",") != std::string::npos);
+    CHECK(slurp(prom).find("source=\"file\"") == std::string::npos);  // one series: the policy in force now
+    CHECK(slurp(prom).find("nri_qos_policy_errors_total 1\n") != std::string::npos);
+    // An event recorded by a deadline handler with a broken policy counts too (pending line).
+    { std::ofstream(d + "/.m.prom.pending") << nriqos::metrics_pending_line("create", "BE", "error", 1000000, true); }
+    REQUIRE(nriqos::update_metrics(prom, {{"create", "", "ok", {}, {}, -1, true}}, {d + "/p.toml", "builtin", builtin}) == "");
+    CHECK(slurp(prom).find("nri_qos_policy_errors_total 3\n") != std::string::npos);
+    CHECK(slurp(prom).find("sha256=\"" + builtin + "\",source=\"builtin\"") != std::string::npos);
+    // An event whose policy was never resolved (source "") leaves the identity as it was.
+    REQUIRE(nriqos::update_metrics(prom, {{"unparsed", "", "error", {}, {}, -1, false}}, {}) == "");
+    CHECK(slurp(prom).find("source=\"builtin\"") != std::string::npos);
+    rmrf(d);
+}
+
+TEST_CASE("replay: kernel read-back comparison follows the kernel's formats", "[ops]") {
+    using nriqos::kernel_value_matches;
+    CHECK(kernel_value_matches("cpu/x/cpu.shares", "2", "2\n"));
+    CHECK_FALSE(kernel_value_matches("cpu/x/cpu.shares", "2", "512\n"));
+    CHECK(kernel_value_matches("x/cpu.max", "50000", "50000 100000\n"));
+    CHECK(kernel_value_matches("x/cpu.max", "max 100000", "max 100000\n"));
+    CHECK_FALSE(kernel_value_matches("x/cpu.max", "max", "50000 100000\n"));
+    CHECK(kernel_value_matches("memory/x/memory.limit_in_bytes", "-1", "9223372036854771712\n"));
+    CHECK(kernel_value_matches("memory/x/memory.limit_in_bytes", "60397977", "60395520\n"));  // page-rounded
+    CHECK(kernel_value_matches("x/memory.high", "max", "max\n"));
+    CHECK(kernel_value_matches("cpuset/x/cpuset.cpus", "0,1,2,3", "0-3\n"));
+    CHECK(kernel_value_matches("BE/tasks", "123", "5\n123\n77\n"));
+    CHECK_FALSE(kernel_value_matches("BE/tasks", "12", "5\n123\n"));
+}
+
+TEST_CASE("classify: rule_mismatch says why a rule does not match", "[ops]") {
+    nriqos::Policy p = nriqos::parse_policy_toml(
+        "version = 1\n[settings]\ndefault_class = \"LS\"\n[classes.LS]\n[classes.BE]\n"
+        "[[rules]]\nname = \"ns\"\nclass = \"BE\"\nmatch.namespace = \"batch-*\"\n"
+        "[[rules]]\nname = \"lbl\"\nclass = \"BE\"\nmatch.labels = { \"q\" = \"BE\" }\n",
+        "p.toml");
+    nriqos::Request r;
+    r.pod_namespace = "default";
+    r.labels["q"] = "LS";
+    nriqos::Facts f{&r, nriqos::KubeQos::Burstable};
+    CHECK(nriqos::rule_mismatch(p.rules[0], f) == "namespace \"default\" not in [batch-*]");
+    CHECK(nriqos::rule_mismatch(p.rules[1], f) == "labels: q=\"LS\" does not match \"BE\"");
+    r.labels["q"] = "BE";
+    CHECK(nriqos::rule_mismatch(p.rules[1], f) == "");
+}
+
+TEST_CASE("metrics: the policy path is a label, never read", "[ops]") {
+    // Regression: conf.policy = /dev/zero made the metrics hash the policy file forever
+    // (tests/hostile.sh). The digest now comes with the policy in force (policy_store.hpp).
+    std::string d = tmpdir();
+    REQUIRE(nriqos::update_metrics(d + "/m.prom", {}, {"/dev/zero", "builtin", "x"}) == "");
+    CHECK(slurp(d + "/m.prom").find("nri_qos_policy_info{sha256=\"x\",source=\"builtin\",path=\"/dev/zero\"} 1") != std::string::npos);
+    rmrf(d);
+}
