@@ -62,7 +62,7 @@ build() {
         bin="$OUT/fuzz_$t"
         if [ ! -f "$bin" ] || [ "tests/fuzz/fuzz_$t.cpp" -nt "$bin" ] || [ -n "$(find "$OUT/obj" tests/fuzz/fuzz_common.hpp -newer "$bin" -print -quit)" ]; then
             echo "  LINK(fuzz) $bin" >&2
-            $CXX_FUZZ $CXXFLAGS_F -fsanitize=fuzzer "tests/fuzz/fuzz_$t.cpp" "${objs[@]}" -o "$bin" || die "link $bin failed"
+            $CXX_FUZZ $CXXFLAGS_F -fsanitize=fuzzer "tests/fuzz/fuzz_$t.cpp" "${objs[@]}" -lnettle -o "$bin" || die "link $bin failed"
         fi
     done
 }
