@@ -176,6 +176,17 @@ std::string metrics_pending_line(const std::string& event, const std::string& cl
            (policy_error ? "\tP" : "") + "\n";
 }
 
+namespace {
+/// Pending-file lines of one event: its E line, then one K line per failed knob and one D line
+/// per corrected drift (they belong to the E line before them).
+std::string pending_lines(const MetricsEvent& e) {
+    std::string s = metrics_pending_line(e.event, e.cls, e.outcome, e.duration_us, e.policy_error);
+    for (const auto& k : e.failed_knobs) s += "K\t" + clean(k) + "\n";
+    for (const auto& k : e.drift_knobs) s += "D\t" + clean(k) + "\n";
+    return s;
+}
+}  // namespace
+
 std::string update_metrics(const std::string& prom_path, const std::vector<MetricsEvent>& events, const PolicyIdentity& policy, int wait_ms) {
     if (prom_path.empty()) return "";
     const std::string dir = dir_name(prom_path);
@@ -188,9 +199,30 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
         fd = open(state_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
     }
     if (fd < 0) return "metrics: " + state_path + ": " + std::strerror(errno);
+    const std::string pending_path = dir + "/." + base + ".pending";
+    std::vector<MetricsEvent> all = events;
     if (!lock_within(fd, wait_ms)) {
-        close(fd);
-        return "metrics: " + state_path + ": lock not obtained within " + std::to_string(wait_ms) + " ms; this event is not counted";
+        // Another updater holds the counters (a burst of events). Queue this event in the pending
+        // file instead of dropping it, then try once more to become the updater. No event is left
+        // behind in the queue: the updater reads the pending file last, under its lock, and lets
+        // go of the counters' lock before the pending one — so whoever holds the counters' lock
+        // when we try again has yet to read the queue (tests/ops.sh: exact totals).
+        std::string lines;
+        for (const auto& e : events) lines += pending_lines(e);
+        int q = open(pending_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+        bool queued = q >= 0 && lock_within(q, wait_ms) && write_all(q, lines);
+        int e = errno;
+        if (q >= 0) close(q);
+        if (!queued) {
+            close(fd);
+            return "metrics: " + state_path + ": lock not obtained within " + std::to_string(wait_ms) + " ms and " + pending_path + ": " +
+                   std::strerror(e) + "; this event is not counted";
+        }
+        if (!lock_within(fd, 0)) {
+            close(fd);
+            return "";
+        }
+        all.clear();  // in the queue now: folded below
     }
     State st;
     struct stat sst {};
@@ -201,10 +233,9 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
     }
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    std::vector<MetricsEvent> all = events;
-    // Events recorded by deadline handlers since the last update (metrics_pending_line).
-    const std::string pending_path = dir + "/." + base + ".pending";
-    int pfd = open(pending_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+    // Events queued by deadline handlers and by updaters that did not get the lock
+    // (pending_lines). Its lock is kept until the counters' lock is gone (see above).
+    int pfd = open(pending_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
     if (pfd >= 0) {
         if (lock_within(pfd, wait_ms)) {
             struct stat pst {};
@@ -217,6 +248,10 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
                         if (b == std::string::npos) break;
                         auto f = split_tabs(text.substr(a, b - a));
                         a = b + 1;
+                        if (f.size() == 2 && (f[0] == "K" || f[0] == "D") && !all.empty()) {
+                            (f[0] == "K" ? all.back().failed_knobs : all.back().drift_knobs).push_back(f[1]);
+                            continue;
+                        }
                         if ((f.size() != 5 && f.size() != 6) || f[0] != "E") continue;
                         MetricsEvent e;
                         e.event = f[1];
@@ -230,7 +265,6 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
             }
             if (ftruncate(pfd, 0) != 0) { /* counted again next time: better than lost */ }
         }
-        close(pfd);
     }
     for (const auto& e : all) {
         if (!e.event.empty()) {
@@ -270,7 +304,8 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
             unlink(tmp.c_str());
         }
     }
-    close(fd);
+    close(fd);  // the counters' lock first,
+    if (pfd >= 0) close(pfd);  // then the queue's
     return err;
 }
 

@@ -159,8 +159,14 @@ std::string append_event_log(const std::string& path, uint64_t max_bytes, const 
         }
         if (fd < 0) return "event log " + path + ": " + std::strerror(errno);
         if (!lock_within(fd, wait_ms)) {
+            // The lock only serialises rotation. A line is never dropped for it: one O_APPEND
+            // write(2) of a whole line lands at the end of the file without interleaving (a
+            // concurrent rotation at worst puts it into <path>.1, still on record).
+            ssize_t n = write(fd, line.data(), line.size());
+            int e = errno;
             close(fd);
-            return "event log " + path + ": lock not obtained within " + std::to_string(wait_ms) + " ms; line dropped";
+            if (n != static_cast<ssize_t>(line.size())) return "event log " + path + ": " + (n < 0 ? std::strerror(e) : "short write");
+            return "";
         }
         struct stat fs {}, ps {};
         if (fstat(fd, &fs) != 0 || stat(path.c_str(), &ps) != 0 || fs.st_ino != ps.st_ino || fs.st_dev != ps.st_dev) {

@@ -64,8 +64,9 @@ std::string record_json(const EventRecord& r);
 /// Append `line` (ending in '\n') to `path` with one write(2) under an exclusive flock(2) of the
 /// file, reopening when another process rotated it meanwhile; afterwards rotate when the file
 /// exceeds `max_bytes` (path → path.1 → path.2; path.2 is dropped). Creates the directory (0750)
-/// and the file (0640) when missing. Waits at most `wait_ms` for the lock. Returns "" or a
-/// one-line error. Never throws.
+/// and the file (0640) when missing. Waits at most `wait_ms` for the lock; without it the line
+/// is still appended (one O_APPEND write), only the rotation check is left to the next writer.
+/// Returns "" or a one-line error. Never throws.
 std::string append_event_log(const std::string& path, uint64_t max_bytes, const std::string& line, int wait_ms = 300);
 
 /// Take an exclusive flock(2) on `fd`, polling every 1 ms for at most `wait_ms` (the hook must

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,6 +111,41 @@ TEST_CASE("metrics: counters accumulate across concurrent processes without losi
     CHECK(text.find("nri_qos_event_duration_seconds_count 400\n") != std::string::npos);
     CHECK(text.find("nri_qos_event_duration_seconds_bucket{le=\"0.0005\"} 400\n") != std::string::npos);
     CHECK(text.find("nri_qos_policy_info{sha256=\"abc\",source=\"file\",path=\"\"} 1") != std::string::npos);
+    rmrf(d);
+}
+
+TEST_CASE("event log: a line is appended even when the rotation lock is not obtained in time", "[ops]") {
+    std::string d = tmpdir();
+    std::string log = d + "/events.log";
+    REQUIRE(nriqos::append_event_log(log, 0, "first\n") == "");
+    int holder = open(log.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(holder >= 0);
+    REQUIRE(flock(holder, LOCK_EX) == 0);
+    CHECK(nriqos::append_event_log(log, 0, "second\n", 5) == "");
+    close(holder);
+    CHECK(slurp(log) == "first\nsecond\n");
+    rmrf(d);
+}
+
+TEST_CASE("metrics: an event that does not get the lock in time is queued, not dropped", "[ops]") {
+    std::string d = tmpdir();
+    std::string prom = d + "/m.prom";
+    REQUIRE(nriqos::update_metrics(prom, {}, {"", "file", "abc"}) == "");
+    // Another updater holds the counters' lock (a burst of events on a busy node).
+    int holder = open((d + "/.m.prom.state").c_str(), O_RDWR | O_CLOEXEC);
+    REQUIRE(holder >= 0);
+    REQUIRE(flock(holder, LOCK_EX) == 0);
+    nriqos::MetricsEvent e{"create", "BE", "failed", {"cpu_shares"}, {}, 700, false};
+    CHECK(nriqos::update_metrics(prom, {e}, {"", "file", "abc"}, 5) == "");  // queued: no error
+    CHECK(slurp(prom).find("outcome=\"failed\"") == std::string::npos);      // not folded yet
+    close(holder);
+    // The next event folds the queued one (with its knob failure) into the counters.
+    REQUIRE(nriqos::update_metrics(prom, {{"create", "LS", "ok", {}, {}, 300, false}}, {"", "file", "abc"}) == "");
+    std::string text = slurp(prom);
+    CHECK(text.find("nri_qos_events_total{event=\"create\",class=\"BE\",outcome=\"failed\"} 1\n") != std::string::npos);
+    CHECK(text.find("nri_qos_events_total{event=\"create\",class=\"LS\",outcome=\"ok\"} 1\n") != std::string::npos);
+    CHECK(text.find("nri_qos_knob_failures_total{knob=\"cpu_shares\"} 1\n") != std::string::npos);
+    CHECK(text.find("nri_qos_event_duration_seconds_count 2\n") != std::string::npos);
     rmrf(d);
 }
 
