@@ -1,5 +1,6 @@
 #include "adjust.hpp"
 
+#include <cinttypes>
 #include <cstdio>
 
 using nlohmann::json;
@@ -302,6 +303,59 @@ struct Builder {
         }
     }
 
+    /// NRI UpdateContainer: a CFS burst above the quota the update brings is lowered now, before
+    /// the runtime applies the update (the relay replies after the child's writes).
+    ///
+    /// The kernel refuses a limited CFS quota below the group's burst: every write of
+    /// cpu.cfs_quota_us / cpu.cfs_period_us / cpu.cfs_burst_us (v2: cpu.max, cpu.max.burst) is
+    /// checked with the other two's current values, and "burst > quota" is -EINVAL
+    /// (kernel/sched/core.c tg_set_cfs_bandwidth). runc orders the two itself only when it
+    /// writes both: opencontainers/cgroups fs/cpu.go CpuGroup.Set and fs2/cpu.go setCPU write
+    /// Resources.CpuBurst *before* the quota and, on EINVAL, again after it. Here runc never
+    /// has the burst: NRI's LinuxCPU has no burst field (so the update cannot carry one), CRI
+    /// UpdateContainerResources has none, runc 1.1 (Debian bookworm, our e2e nodes) does not
+    /// know CpuBurst at all, and on cgroup v2 the update's `unified` cpu.max.burst is written by
+    /// fs2 Manager.setUnified after setCPU wrote cpu.max. So a lowered limit (an in-place
+    /// resize down) would fail in `runc update` with "cpu.max: invalid argument" while the old,
+    /// larger burst is still in force. The write planned here is recorded like any other; the
+    /// class's final burst follows the new quota afterwards, in the update's `unified`
+    /// (cgroup v2, written by runc after cpu.max) or at PostUpdateContainer (cgroup v1).
+    ///
+    /// Applies when the class sets cpu_burst_us (the burst is nri-qos's): the value is the
+    /// class's burst on the updated resources, or the new quota when that is not lower. A burst
+    /// the class does not own is left alone and reported in `skipped`, with the failure it will
+    /// cause. Nothing happens when the new quota is unlimited (any burst is valid then) or the
+    /// burst is already within it.
+    void lower_burst_first(const std::vector<KnobSetting>& list, const std::string* dir) {
+        if (!dir || !in.kernel) return;
+        const KnobDef& d = knob_def(KnobId::CpuBurst);
+        const KnobSetting* burst = nullptr;
+        std::optional<int64_t> quota = in.req->resources.cpu_quota;
+        for (const auto& k : list) {
+            if (k.id == KnobId::CpuBurst) burst = &k;
+            if (k.id != KnobId::CpuQuota) continue;
+            Resolved q = resolve(k, in.req->resources, list);
+            if (q.ok) quota = q.is_max ? std::optional<int64_t>(-1) : std::optional<int64_t>(q.num);
+        }
+        if (!quota || *quota <= 0) return;
+        const std::string rel = cg_file(d.v1_ctrl, *dir, v2 ? d.v2_file : d.v1_file);
+        auto cur_text = in.kernel->read(Root::Cgroup, rel);
+        if (!cur_text) return;  // no burst file (kernel < 5.14, or no such cgroup): nothing to order
+        int64_t cur = 0;
+        if (std::sscanf(cur_text->c_str(), "%" SCNd64, &cur) != 1 || cur <= *quota) return;
+        const std::string what = "the container's CFS burst " + std::to_string(cur) + " us is above the updated quota " +
+                                 std::to_string(*quota) + " us, which the kernel refuses (EINVAL) while that burst is in force";
+        if (!burst) {
+            skip(d.key, "container", what + "; the class does not set cpu_burst_us, so nri-qos leaves the burst alone and the runtime's update will fail");
+            return;
+        }
+        int64_t value = *quota;
+        Resolved r = resolve(*burst, in.req->resources, list);
+        if (r.ok && !r.is_max && !r.is_text && r.num < value) value = r.num;
+        add(d.key, KnobId::CpuBurst, "container", Root::Cgroup, rel, std::to_string(value)).note =
+            "lowered before the runtime's update: " + what + " (runc writes the quota without the burst)";
+    }
+
     void knobs(const std::vector<KnobSetting>& list, const std::string& scope, const std::string* dir) {
         const bool nri_mode = mode == Mode::NriCreate || mode == Mode::NriStart || mode == Mode::NriUpdate;
         json adj = json::object();
@@ -337,6 +391,7 @@ struct Builder {
                 plan.writes[before].nri_value = field->second;
             }
         }
+        if (scope == "container" && mode == Mode::NriUpdate) lower_burst_first(list, dir);
         if (scope != "container" || adj.empty()) return;
         if (mode == Mode::NriUpdate) {
             if (adj.contains("linux") && adj["linux"].contains("resources")) plan.update = adj["linux"]["resources"];

@@ -122,6 +122,28 @@ if [ -f $C/c/cpu.cfs_burst_us ]; then
   OUT=$(ctr_req "/$N/cfs/c" '.spec.resources.cpu.quota=100000 | .spec.resources.cpu.period=100000' | hook)
   check "v1 CFS burst of the class quota: kernel quota and burst" "$(cat $C/c/cpu.cfs_quota_us) $(cat $C/c/cpu.cfs_burst_us)" "50000 50000"
   check "v1 CFS burst of the class quota: nothing failed" "$(jq -r '.metadata.failed // "none"' <<<"$OUT")" none
+  # Native NRI UpdateContainer lowering the quota below the burst (an in-place resize down,
+  # 80000 -> 30000 with burst = 100 %): runc writes the new quota without any burst, which the
+  # kernel refuses while the old burst is in force; nri-qos lowers the burst while it handles
+  # UpdateContainer (before its reply lets the runtime write). "runc" is the echo afterwards.
+  echo 80000 > $C/c/cpu.cfs_quota_us; echo 80000 > $C/c/cpu.cfs_burst_us
+  if echo 30000 > $C/c/cpu.cfs_quota_us 2>/dev/null; then fail "kernel: a quota below the burst was accepted (the test cannot fail)"
+  else pass "kernel: cpu.cfs_quota_us below cpu.cfs_burst_us is EINVAL (the order matters)"; fi
+  pol "$P" 'cpu_burst_us = "100%"\n'
+  EVLOG=$(dirname "$P")/events.log
+  OUT=$(jq -nc --arg sid "$SID" --arg cid "$CID" --arg pod "/$N/cfs" --arg ctr "/$N/cfs/c" '{
+      event: "UpdateContainer", runtime: {name: "containerd", version: "1.7.24"},
+      pod: {id: $sid, name: "p", uid: "u", namespace: "default", linux: {cgroups_path: $pod}},
+      container: {id: $cid, pod_sandbox_id: $sid, name: "app", linux: {cgroups_path: $ctr,
+        resources: {cpu: {quota: {value: 80000}, period: {value: 100000}}}}},
+      linux_resources: {cpu: {quota: {value: 30000}, period: {value: 100000}}}}' |
+    "$BIN" nri-eval --policy "$P" --state-dir "$STATE" --cache-dir "" --event-log "$EVLOG" --metrics-file "" 2>/dev/null)
+  check "v1 NRI update down: kernel burst lowered by the UpdateContainer evaluation" "$(cat $C/c/cpu.cfs_burst_us)" 30000
+  check_contains "v1 NRI update down: the Result lists the write" "$(jq -r .metadata.applied <<<"$OUT")" "cpu.cfs_burst_us=30000"
+  check_contains "v1 NRI update down: the event record lists the write" \
+    "$(jq -r 'select(.event == "UpdateContainer") | .applied' "$EVLOG" 2>/dev/null)" "cpu.cfs_burst_us=30000"
+  if echo 30000 > $C/c/cpu.cfs_quota_us 2>/dev/null; then r=accepted; else r=refused; fi
+  check "v1 NRI update down: the runtime's quota write is then accepted" "$r" accepted
 else
   skip "real v1 CFS burst: no cpu.cfs_burst_us"
 fi

@@ -604,9 +604,11 @@ verdict() { # NAME: PASS when no mismatch was collected
 # ---------------------------------------------------------------------------------------------
 # Policies used by the scenarios.
 # ---------------------------------------------------------------------------------------------
-# The bundled policy, copied so the test never depends on /etc/nri/nri-qos.toml, with one test
-# rule put first: pods labelled e2e.nri-qos/class=knobs get class E2E-KNOBS, which sets the
-# cgroup v2 knobs the bundled classes do not (io.weight, memory.high at another ratio). Every
+# The bundled policy, copied so the test never depends on /etc/nri/nri-qos.toml, with two test
+# rules put first: pods labelled e2e.nri-qos/class=knobs get class E2E-KNOBS, which sets the
+# cgroup v2 knobs the bundled classes do not (io.weight, memory.high at another ratio); pods
+# labelled e2e.nri-qos/class=burst get E2E-BURST (burst 100 % of the quota, memory.high 90 %),
+# so that the update scenarios test the burst ordering whatever the bundled LS class sets. Every
 # other pod is classified by the bundled rules exactly as shipped.
 install_test_policy() { # DEST
   [ -f "$BUNDLED_POLICY" ] || { log "bundled policy $BUNDLED_POLICY missing"; return 1; }
@@ -615,13 +617,19 @@ install_test_policy() { # DEST
   awk '!done && /^\[\[rules\]\]/ {
          print "# e2e (tests/e2e/lib.sh): test-only rule, first"
          print "[[rules]]"; print "name = \"e2e-knobs\""; print "class = \"E2E-KNOBS\""
-         print "match.labels = { \"e2e.nri-qos/class\" = \"knobs\" }"; print ""; done = 1 }
+         print "match.labels = { \"e2e.nri-qos/class\" = \"knobs\" }"; print ""
+         print "[[rules]]"; print "name = \"e2e-burst\""; print "class = \"E2E-BURST\""
+         print "match.labels = { \"e2e.nri-qos/class\" = \"burst\" }"; print ""; done = 1 }
        { print }
        END {
          print ""; print "# e2e (tests/e2e/lib.sh): test-only class"
          print "[classes.E2E-KNOBS]"; print "description = \"e2e: cgroup v2 knobs of no bundled class\""
          print "[classes.E2E-KNOBS.container]"
-         print "blkio_weight = 500"; print "memory_high = \"75%\""; print "cpu_burst_us = \"50%\"" }' \
+         print "blkio_weight = 500"; print "memory_high = \"75%\""; print "cpu_burst_us = \"50%\""
+         print ""; print "[classes.E2E-BURST]"
+         print "description = \"e2e: the LS values the update scenarios check, whatever the bundled LS does\""
+         print "[classes.E2E-BURST.container]"
+         print "cpu_burst_us = \"100%\""; print "memory_high = \"90%\"" }' \
     "$BUNDLED_POLICY" > "$1"
 }
 # A fail-closed policy: every container is class FC (fail = "closed") whose only knob is a raw
@@ -794,6 +802,16 @@ update_ctr() {
   [ $rc = 0 ] || UPDATE_ERR="UpdateContainerResources refused: $({ jq -r '.error // empty' <<<"$r" 2>/dev/null || echo "$r"; } | tr -s '\n' ' ')"
   return $rc
 }
+# The evaluator's event record (publish.hpp; the relay's default path unless E2E_EVENT_LOG):
+# the last UpdateContainer record of the container of OUT must list WRITE (file=value) as applied.
+E2E_EVENT_LOG=${E2E_EVENT_LOG:-/var/log/nri-qos/events.log}
+want_burst_file() { if [ "$LAYOUT" = v2 ]; then echo cpu.max.burst; else echo cpu.cfs_burst_us; fi; }
+expect_update_record() { # OUT WRITE
+  local rec; rec=$(jq -c --arg id "$(j "$1" .ctr_id)" 'select(.id == $id and .event == "UpdateContainer")' "$E2E_EVENT_LOG" 2>/dev/null | tail -1)
+  log "  $1: UpdateContainer record: ${rec:-none in $E2E_EVENT_LOG}"
+  [ -n "$rec" ] && case " $(jq -r '.applied // ""' <<<"$rec") " in *" $2 "*) return 0 ;; esac
+  MISMATCH="${MISMATCH:+$MISMATCH; }the UpdateContainer record in $E2E_EVENT_LOG does not list $2 as applied"
+}
 # cpuset the static CPU manager would pin to: the first CPU the pod's cgroup may use
 first_cpu() {
   local f=/sys/fs/cgroup/cpuset.cpus.effective
@@ -824,19 +842,24 @@ sc_update_be() {
   stop_pod "$out"
 }
 
-# sc_update_ls PREFIX: an LS pod (kube fallback) through
+# sc_update_ls PREFIX: a burstable pod of the test class E2E-BURST (label
+# e2e.nri-qos/class=burst: the LS values of expect_ls, independent of the bundled policy) through
 #   PREFIX-up:     resize to quota 80000, 128 MiB -> burst 80000 (100 % of the new quota),
 #                  memory.high 90 % of 128 MiB (v2)
 #   PREFIX-down:   resize to quota 30000, 48 MiB -> the update succeeds (the kernel refuses a
-#                  quota below the current burst, so the burst must come down first), burst
-#                  30000, memory.high 90 % of 48 MiB (v2)
+#                  quota below the current burst, so nri-qos lowers the burst at UpdateContainer,
+#                  before runc writes the quota), burst 30000, memory.high 90 % of 48 MiB (v2);
+#                  the relay's event record lists that write
 #   PREFIX-cpuset: cpuset-only update -> the class's ratios still hold for the limits the
 #                  container has (containerd restores its spec after a refused update)
 sc_update_ls() {
   local p=$1 out=upd-ls cpu q m; cpu=$(first_cpu)
-  start_or_fail "$p-up" "$out" burstable || { skip "$p-down" "pod did not start"; skip "$p-cpuset" "pod did not start"; return; }
+  start_or_fail "$p-up" "$out" burstable --label e2e.nri-qos/class=burst ||
+    { skip "$p-down" "pod did not start"; skip "$p-cpuset" "pod did not start"; return; }
   q=50000 m=$((64 * MIB))
   MISMATCH=""
+  expect_ls "$out" $q $m
+  [ -z "$MISMATCH" ] || MISMATCH="before the updates: $MISMATCH"
   if update_ctr "$out" up --cpu-shares 512 --cpu-quota 80000 --cpu-period 100000 --memory $((128 * MIB)); then
     q=80000 m=$((128 * MIB))
     expect_ls "$out" $q $m
@@ -846,6 +869,7 @@ sc_update_ls() {
   if update_ctr "$out" down --cpu-shares 512 --cpu-quota 30000 --cpu-period 100000 --memory $((48 * MIB)); then
     q=30000 m=$((48 * MIB))
     expect_ls "$out" $q $m
+    expect_update_record "$out" "$(want_burst_file)=30000"
   else MISMATCH=$UPDATE_ERR; fi
   verdict "$p-down"
   MISMATCH=""

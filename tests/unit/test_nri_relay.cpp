@@ -1075,6 +1075,8 @@ struct RealRelay {
     eo.policy = t.path + "/p.toml";
     eo.policy_from_flag = true;
     eo.layout = layout;
+    eo.event_log = t.path + "/events.log";  // the record of each event (never the node's own)
+    eo.metrics_file = t.path + "/nri_qos.prom";
     nri::RelayOptions o = child_opts(t.path, 1500, true);
     o.inproc = nri::pipeline_evaluator(eo);
     rt.reset(new FakeRuntime(o, t.path + "/relay.log"));
@@ -1161,6 +1163,78 @@ TEST_CASE("relay (real pipeline): updates keep the class in force; percentages f
     CHECK(res.cpu().shares().value() == 2);
     CHECK(res.unified().at("memory.high") == std::to_string((int64_t(128) << 20) * 90 / 100));
     CHECK(res.unified().at("cpu.max.burst") == "80000");
+    CHECK(rt.close_and_wait() == 0);
+  }
+}
+
+// A resize below the container's CFS burst: the kernel refuses a limited quota below the
+// current burst (EINVAL), and runc writes the update's quota without any burst (NRI cannot carry
+// one; runc 1.1 does not know it; v2 `unified` comes after cpu.max). The burst must therefore be
+// lowered by nri-qos itself while it handles UpdateContainer, i.e. before the reply lets the
+// runtime apply the update, and the write must be in the event's record.
+TEST_CASE("relay (real pipeline): a quota lowered below the burst lowers the burst before the reply", "[nri][relay][update]") {
+  const std::string policy =
+      "version = 1\n[settings]\ndefault_class = \"C\"\n[classes.C.container]\ncpu_burst_us = \"100%\"\n";
+  struct Layout {
+    const char* name;
+    nriqos::Layout layout;
+    std::string burst;                // the container's burst file below the scratch cgroup root
+    std::vector<std::string> files;
+  };
+  const std::string v1 = "cpu/kubepods/burstable/podu/ctr-u/cpu.cfs_burst_us";
+  const std::string v2 = "kubepods/burstable/podu/ctr-u/cpu.max.burst";
+  for (const Layout& l : {Layout{"v1", nriqos::Layout::V1, v1, {v1}},
+                          Layout{"v2", nriqos::Layout::V2, v2, {v2, "kubepods/burstable/podu/cpu.max.burst"}}}) {
+    DYNAMIC_SECTION("cgroup " << l.name) {
+      RealRelay rr(policy, l.layout, l.files);
+      FakeRuntime& rt = *rr.rt;
+      put_file(rr.t.path + "/cg/" + l.burst, "80000\n");  // burst = 100 % of the current quota 80000
+      auto update = [&](uint32_t stream, int64_t cur_quota, int64_t new_quota) {
+        pb::UpdateContainerRequest up;
+        *up.mutable_pod() = make_pod("");
+        *up.mutable_container() = burstable_ctr(cur_quota, 128 << 20);
+        auto* lr = up.mutable_linux_resources();
+        lr->mutable_cpu()->mutable_shares()->set_value(512);
+        lr->mutable_cpu()->mutable_quota()->set_value(new_quota);
+        lr->mutable_cpu()->mutable_period()->set_value(100000);
+        lr->mutable_memory()->mutable_limit()->set_value(48 << 20);
+        rt.request(stream, "UpdateContainer", up.SerializeAsString());
+        nri::ResponseEnvelope r = rt.reply(stream);
+        REQUIRE(r.code == 0);
+        pb::UpdateContainerResponse rsp;
+        REQUIRE(rsp.ParseFromString(r.payload));
+        return rsp;
+      };
+      // down: 80000 -> 30000. Before the runtime writes the quota, the burst is 30000 already.
+      pb::UpdateContainerResponse rsp = update(3, 80000, 30000);
+      CHECK(rr.cg(l.burst) == "30000");
+      if (l.layout == nriqos::Layout::V2) {  // the final value travels too, written by runc after cpu.max
+        REQUIRE(rsp.update_size() == 1);
+        CHECK(rsp.update(0).linux().resources().unified().at("cpu.max.burst") == "30000");
+      }
+      std::string log = slurp(rr.t.path + "/events.log");
+      CHECK_THAT(log, Catch::Contains("\"event\":\"UpdateContainer\""));
+      CHECK_THAT(log, Catch::Contains("cpu." + std::string(l.layout == nriqos::Layout::V2 ? "max.burst" : "cfs_burst_us") + "=30000"));
+      // up: 30000 -> 80000. The burst is within the new quota: UpdateContainer leaves it (the
+      // kernel would refuse 80000 above the current quota 30000); it follows after the update.
+      put_file(rr.t.path + "/cg/" + l.burst, "30000\n");
+      update(5, 30000, 80000);
+      CHECK(rr.cg(l.burst) == "30000\n");
+      CHECK(rt.close_and_wait() == 0);
+    }
+  }
+  SECTION("a burst the class does not set is left alone, and the record says why the update will fail") {
+    RealRelay rr("version = 1\n[settings]\ndefault_class = \"C\"\n[classes.C.container]\ncpu_shares = 2\n", nriqos::Layout::V1, {v1});
+    FakeRuntime& rt = *rr.rt;
+    put_file(rr.t.path + "/cg/" + v1, "80000\n");
+    pb::UpdateContainerRequest up;
+    *up.mutable_pod() = make_pod("");
+    *up.mutable_container() = burstable_ctr(80000, 128 << 20);
+    up.mutable_linux_resources()->mutable_cpu()->mutable_quota()->set_value(30000);
+    rt.request(3, "UpdateContainer", up.SerializeAsString());
+    REQUIRE(rt.reply(3).code == 0);
+    CHECK(rr.cg(v1) == "80000\n");
+    CHECK_THAT(slurp(rr.t.path + "/events.log"), Catch::Contains("the class does not set cpu_burst_us"));
     CHECK(rt.close_and_wait() == 0);
   }
 }
