@@ -46,6 +46,7 @@ std::string esc(const std::string& v) {
 struct State {
     std::map<std::tuple<std::string, std::string, std::string>, uint64_t> events;
     std::map<std::string, uint64_t> knob_failures, drift;
+    std::map<std::pair<std::string, std::string>, uint64_t> relay_failures;  // {event, reason}
     uint64_t buckets[kNBuckets + 1] = {};  // per bucket (not cumulative); last = +Inf
     uint64_t sum_us = 0, count = 0;
     uint64_t policy_errors = 0;
@@ -86,6 +87,7 @@ void load_state(const std::string& text, State& st) {
         if (f[0] == "E" && f.size() == 5) st.events[{f[1], f[2], f[3]}] = num(f[4]);
         else if (f[0] == "K" && f.size() == 3) st.knob_failures[f[1]] = num(f[2]);
         else if (f[0] == "D" && f.size() == 3) st.drift[f[1]] = num(f[2]);
+        else if (f[0] == "R" && f.size() == 4) st.relay_failures[{f[1], f[2]}] = num(f[3]);
         else if (f[0] == "H" && f.size() == 3 + kNBuckets + 1) {
             st.sum_us = num(f[1]);
             st.count = num(f[2]);
@@ -105,6 +107,7 @@ std::string dump_state(const State& st) {
     for (const auto& [k, v] : st.events) s += "E\t" + std::get<0>(k) + "\t" + std::get<1>(k) + "\t" + std::get<2>(k) + "\t" + std::to_string(v) + "\n";
     for (const auto& [k, v] : st.knob_failures) s += "K\t" + k + "\t" + std::to_string(v) + "\n";
     for (const auto& [k, v] : st.drift) s += "D\t" + k + "\t" + std::to_string(v) + "\n";
+    for (const auto& [k, v] : st.relay_failures) s += "R\t" + k.first + "\t" + k.second + "\t" + std::to_string(v) + "\n";
     s += "H\t" + std::to_string(st.sum_us) + "\t" + std::to_string(st.count);
     for (uint64_t b : st.buckets) s += "\t" + std::to_string(b);
     s += "\nP\t" + std::to_string(st.policy_errors) + "\nT\t" + std::to_string(st.last_event) + "\n";
@@ -125,6 +128,10 @@ std::string render(const State& st) {
     s += "# HELP nri_qos_drift_corrected_total Knob values nri-qos reconcile found changed and wrote back, by policy knob.\n"
          "# TYPE nri_qos_drift_corrected_total counter\n";
     for (const auto& [k, v] : st.drift) s += "nri_qos_drift_corrected_total{knob=\"" + esc(k) + "\"} " + std::to_string(v) + "\n";
+    s += "# HELP nri_qos_relay_failures_total Events the native NRI relay failed itself (evaluator crashed, killed or timed out, request refused), by event and reason.\n"
+         "# TYPE nri_qos_relay_failures_total counter\n";
+    for (const auto& [k, v] : st.relay_failures)
+        s += "nri_qos_relay_failures_total{event=\"" + esc(k.first) + "\",reason=\"" + esc(k.second) + "\"} " + std::to_string(v) + "\n";
     s += "# HELP nri_qos_event_duration_seconds Time one nri-qos invocation took, from start to its result.\n"
          "# TYPE nri_qos_event_duration_seconds histogram\n";
     uint64_t cum = 0;
@@ -274,6 +281,8 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
         }
         for (const auto& k : e.failed_knobs) bump(st.knob_failures, clean(k), std::string("_overflow"));
         for (const auto& k : e.drift_knobs) bump(st.drift, clean(k), std::string("_overflow"));
+        if (!e.relay_failure.empty())
+            bump(st.relay_failures, std::make_pair(clean(e.event), clean(e.relay_failure)), std::make_pair(std::string("_overflow"), std::string("_overflow")));
         if (e.duration_us >= 0) {
             size_t i = 0;
             while (i < kNBuckets && e.duration_us > kDurationBucketsUs[i]) ++i;

@@ -13,6 +13,8 @@
 //   nri_qos_events_total{event,class,outcome}      counter
 //   nri_qos_knob_failures_total{knob}               counter
 //   nri_qos_drift_corrected_total{knob}             counter (reconcile)
+//   nri_qos_relay_failures_total{event,reason}      counter (native relay: events the relay failed
+//                                                   itself, src/nri/failure_record.hpp kinds)
 //   nri_qos_event_duration_seconds                  histogram (per invocation, µs resolution)
 //   nri_qos_policy_info{sha256,source,path}         gauge 1 (policy in force at the last event:
 //                                                   source file / last-good / builtin, policy_store.hpp)
@@ -36,6 +38,9 @@ struct MetricsEvent {
     std::vector<std::string> drift_knobs;    ///< knob keys reconcile corrected
     int64_t duration_us = -1;                ///< -1: not observed in the histogram
     bool policy_error = false;               ///< the configured policy file was broken (PolicyInfo::broken)
+    /// Relay-level failure kind ("timeout", "crash", ...; src/nri/failure_record.hpp): counted in
+    /// nri_qos_relay_failures_total{event,reason}. "" = none.
+    std::string relay_failure;
 };
 
 /// Identity of the policy in force, for nri_qos_policy_info: taken from the event's

@@ -96,6 +96,17 @@ std::vector<std::string> sink_dirs_before_parse(const std::optional<std::string>
     return dirs;
 }
 
+SinkPaths sink_paths_before_parse(const std::optional<std::string>& metrics_flag, const std::optional<std::string>& log_flag,
+                                  const std::string& state_dir) {
+    SinkPaths p = resolve_sink_paths(metrics_flag, log_flag, nullptr);
+    std::string m, l;
+    if (!state_dir.empty() && read_memo(state_dir, m, l)) {
+        if (!metrics_flag) p.metrics_file = m;
+        if (!log_flag) p.event_log = l;
+    }
+    return p;
+}
+
 std::string remember_sink_paths(const std::string& state_dir, const SinkPaths& p) {
     if (state_dir.empty()) return "";
     std::string m, l;

@@ -40,6 +40,12 @@ SinkPaths resolve_sink_paths(const std::optional<std::string>& metrics_flag, con
 std::vector<std::string> sink_dirs_before_parse(const std::optional<std::string>& metrics_flag, const std::optional<std::string>& log_flag,
                                                 const std::string& state_dir);
 
+/// The sink paths known before a policy is loaded, as sink_dirs_before_parse sees them:
+/// command line > the paths the last loaded policy named (<state_dir>/sinks) > defaults. Used
+/// where no policy is loaded at all (the relay's failure recorder, src/nri/failure_record.hpp).
+SinkPaths sink_paths_before_parse(const std::optional<std::string>& metrics_flag, const std::optional<std::string>& log_flag,
+                                  const std::string& state_dir);
+
 /// Remember the policy's sink paths in <state_dir>/sinks when they differ from what is there.
 /// Returns "" or a one-line error.
 std::string remember_sink_paths(const std::string& state_dir, const SinkPaths& p);

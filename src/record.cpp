@@ -79,6 +79,8 @@ std::string record_logfmt(const EventRecord& r) {
     kv(s, "class", r.cls);
     kv(s, "rule", r.rule);
     kv(s, "outcome", r.outcome);
+    kv(s, "failure", r.failure);
+    kv(s, "fail_mode", r.fail_mode);
     if (r.duration_us >= 0) kv(s, "duration_us", std::to_string(r.duration_us));
     kv(s, "applied", r.applied);
     kv(s, "skipped", r.skipped);
@@ -109,6 +111,8 @@ std::string record_json(const EventRecord& r) {
     put("class", r.cls);
     put("rule", r.rule);
     put("outcome", r.outcome);
+    put("failure", r.failure);
+    put("fail_mode", r.fail_mode);
     if (r.duration_us >= 0) j["duration_us"] = r.duration_us;
     put("applied", r.applied);
     put("skipped", r.skipped);

@@ -28,7 +28,7 @@ constexpr const char* kMetricsFile = "/var/lib/node_exporter/textfile_collector/
 /// One event as recorded. Empty strings are left out of the line.
 struct EventRecord {
     int64_t time_ns = 0;        ///< CLOCK_REALTIME; 0 = now
-    std::string source;         ///< "invoke", "nri-eval", "reconcile", "relay"
+    std::string source;         ///< "invoke", "nri-eval", "reconcile", "relay" (relay-level failures)
     std::string event;          ///< request event ("create", "RunPodSandbox", ...) or "reconcile"
     std::string ns, pod, container, id, sandbox_id;
     bool sandbox = false;
@@ -39,9 +39,14 @@ struct EventRecord {
     /// "ok" (every knob applied or skipped with a reason), "partial" (a knob failed, fail-open:
     /// the container runs with the rest), "refused" (error returned to the runtime: fail-closed),
     /// "error" (bad request/policy or internal error before a class was known; fail-open),
-    /// "gone" (reconcile: container no longer exists, dropped from the state).
+    /// "gone" (reconcile: container no longer exists, dropped from the state), "failed" (the relay
+    /// could not evaluate the event and answered it empty: fail-open; `failure` says why).
     std::string outcome;
     std::string message;        ///< error or warning text, one line
+    /// Relay-level failures (source "relay", src/nri/failure_record.hpp): the kind ("timeout",
+    /// "crash", "bad-output", "unavailable", "malformed", "overloaded", "unknown-method",
+    /// "shutdown") and the fail mode the relay applied ("open", "closed"; "" = none applies).
+    std::string failure, fail_mode;
     /// Policy in force (policy_store.hpp): "file", "last-good" or "builtin"; "" = not known yet.
     std::string policy;
     std::string policy_sha256;  ///< of its text (JSON form only)

@@ -5,6 +5,8 @@
 
 #include <unistd.h>
 
+#include "nri/failure_record.hpp"
+
 #include <cerrno>
 #include <memory>
 
@@ -117,6 +119,23 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
     } catch (...) {
       return -1;  // the relay keeps what it knows
     }
+  };
+  e.record = [opts](const std::vector<std::string>& flags, const std::string& msg) -> int {
+    // In a recorder process of the keeper (evaluator.cpp run_recorder). The paths are ours
+    // (command line, plugin config, the last policy's <state_dir>/sinks, defaults), never the
+    // message's; writes are confined beneath their directories before the message is parsed.
+    nriqos::Options o = *opts;
+    apply_eval_flags(o, flags);  // a refused flag is reported by the zygote
+    std::string note;
+    nriqos::SinkPaths paths = nriqos::sink_paths_before_parse(o.metrics_file, o.event_log, o.state_dir);
+    if (!nriqos::sandbox_disabled_by_env()) {
+      nriqos::SandboxRoots roots;
+      roots.sink_dirs = nriqos::sink_dirs_before_parse(o.metrics_file, o.event_log, o.state_dir);
+      nriqos::SandboxStatus sb = nriqos::install_sandbox(roots);
+      if (!sb.seccomp) note += (note.empty() ? "" : "; ") + std::string("sandbox: ") + sb.summary();
+    }
+    if (!note.empty()) logf("failure recorder: %s", note.c_str());
+    return publish_relay_failure(msg, paths);
   };
   e.detach = []() -> std::string {
     const nriqos::SandboxStatus* sb = nriqos::installed_sandbox();

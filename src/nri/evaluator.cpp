@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "nri/failure_record.hpp"
 #include "record.hpp"
 
 extern char** environ;
@@ -106,6 +107,10 @@ bool read_full(int fd, void* buf, size_t n) {
 constexpr const char* kNameKeeper = "nri-qos-keeper";
 constexpr const char* kNameZygote = "nri-qos-zygote";
 constexpr const char* kNameEval = "nri-qos-eval";
+constexpr const char* kNameRecord = "nri-qos-record";
+// A failure recorder that has not finished within this time is killed (SIGALRM): its locks wait
+// at most 300 ms (event log) and 500 ms (metrics).
+constexpr unsigned kRecordSeconds = 2;
 void set_name(const char* n) { prctl(PR_SET_NAME, n, 0, 0, 0); }
 
 // Signals of a new evaluator or zygote: defaults, nothing blocked.
@@ -244,10 +249,40 @@ void reset_signals() {
   }
 }
 
+// A recorder for one relay-level failure message (InProcessEval::record): its own process, so
+// that the parsing of what the relay sent happens confined (record() confines itself first) and a
+// crash or a hang (SIGALRM after kRecordSeconds) costs that record only. Waited for: records are
+// written one at a time, which also bounds what a flood of failures can cost.
+int run_recorder(const InProcessEval& ev, const std::vector<std::string>& flags, const std::string& msg, bool wait) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    set_name(kNameRecord);
+    reset_signals();
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    alarm(kRecordSeconds);
+    close_from(3);
+    int rc = 70;
+    try {
+      rc = ev.record(flags, msg);
+    } catch (...) {
+    }
+    _exit(rc);
+  }
+  if (pid < 0 || !wait) return pid;
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) logf("failure recorder %d %s", int(pid), describe_status(st).c_str());
+  return pid;
+}
+
 // The keeper: forked once from the relay, before the relay confines itself, with the plugin
-// config's flags fixed. It only makes zygotes: for each request byte on its control socket it
-// clones one (CLONE_PARENT: the relay's child) and sends back its pid with the relay's end of the
-// zygote's control socket (SCM_RIGHTS). It reads nothing but that byte.
+// config's flags fixed. It makes zygotes and has relay-level failures recorded. Requests on its
+// control socket (SOCK_SEQPACKET: one request per datagram):
+//  * "Z": clone a zygote (CLONE_PARENT: the relay's child) and send back its pid with the relay's
+//    end of the zygote's control socket (SCM_RIGHTS);
+//  * "R" + message (at most kMaxFailureMsg bytes, else refused whole): fork a recorder for it
+//    (run_recorder). No answer. The keeper itself never parses the message: it only bounds it.
 [[noreturn]] void keeper_main(int ctl, pid_t relay, const InProcessEval& ev, const std::vector<std::string>& flags) {
   reset_signals();
   set_name(kNameKeeper);
@@ -256,11 +291,21 @@ void reset_signals() {
   setpgid(0, 0);
   if (ctl != kZygoteCtl && dup2(ctl, kZygoteCtl) < 0) _exit(71);
   close_from(kZygoteCtl + 1);
+  static char req[kMaxFailureMsg + 1];
   for (;;) {
-    char byte = 0;
-    ssize_t n = recv(kZygoteCtl, &byte, 1, 0);
+    // MSG_TRUNC: the datagram's real length, also when it was longer than the buffer.
+    ssize_t n = recv(kZygoteCtl, req, sizeof req, MSG_TRUNC);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) _exit(0);  // the relay is gone
+    if (n <= 0) _exit(0);  // the relay is gone (or closed the socket: all requests were read)
+    if (req[0] == 'R') {
+      if (size_t(n) > sizeof req || n < 2) logf("keeper: failure record of %zd bytes refused (at most %zu)", n, sizeof req);
+      else if (ev.record) run_recorder(ev, flags, std::string(req + 1, size_t(n) - 1), true);
+      continue;
+    }
+    if (n != 1 || req[0] != 'Z') {
+      logf("keeper: unknown request of %zd bytes ignored", n);
+      continue;
+    }
     int sv[2];
     int32_t answer = 0;
     int give = -1;
@@ -848,10 +893,11 @@ void Supervisor::io(short in_rev, short out_rev) {
   }
 }
 
-Outcome Supervisor::end(const std::string& failure) {
+Outcome Supervisor::end(const std::string& failure, const std::string& kind) {
   Outcome out;
   out.took_ms = now_ms() - started_ms_;
   out.failure = failure;
+  out.kind = failure.empty() ? std::string() : kind;
   out.output.swap(output_);
   if (!reaped_) {  // answered (exit not awaited), deadline or shutdown: kill, reap later
     kill_group(run_.pid);
@@ -868,17 +914,19 @@ Outcome Supervisor::end(const std::string& failure) {
 bool Supervisor::finish_if_done(Outcome& out) {
   if (!out_eof_) return false;
   if (!reaped_ && (overflow_ || !looks_complete(output_))) return false;
-  std::string failure;
+  std::string failure, kind;
   const bool bad_exit = reaped_ && (!WIFEXITED(status_) || WEXITSTATUS(status_) != 0);
   if (overflow_) {
     failure = "output larger than " + std::to_string(o_.max_output) + " bytes";
+    kind = "bad-output";
   } else if (looks_complete(output_)) {
     // The answer was complete before the exit; whatever happened after does not change it.
     if (bad_exit) logf("evaluator %d %s after a complete answer", int(run_.pid), describe_status(status_).c_str());
   } else if (bad_exit) {
     failure = "child " + describe_status(status_);
+    kind = "crash";
   }
-  out = end(failure);
+  out = end(failure, kind);
   if (failure.empty()) spare_deaths_ = zyg_deaths_ = 0;
   return true;
 }
@@ -986,15 +1034,31 @@ bool Supervisor::service(const struct pollfd* pfd, Outcome& out) {
   child_changed_ = false;
   if (finish_if_done(out)) return true;
   if (now_ms() >= deadline_ms_) {
-    out = end("child did not answer within " + std::to_string(deadline_ms_ - started_ms_) + " ms (killed)");
+    out = end("child did not answer within " + std::to_string(deadline_ms_ - started_ms_) + " ms (killed)", "timeout");
     return true;
   }
   return false;
 }
 
-Outcome Supervisor::abort_running(const std::string& why) {
+Outcome Supervisor::abort_running(const std::string& why, const std::string& kind) {
   if (!active_) return Outcome();
-  return end(why);
+  return end(why, kind);
+}
+
+std::string Supervisor::record_failure(const std::string& msg) {
+  if (msg.size() + 1 > kMaxFailureMsg) return "record of " + std::to_string(msg.size()) + " bytes is too long";
+  if (keeper_ctl_ >= 0) {
+    std::string m = "R" + msg;
+    if (send(keeper_ctl_, m.data(), m.size(), MSG_NOSIGNAL | MSG_DONTWAIT) == ssize_t(m.size())) return "";
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return "the keeper has too many records queued";
+    return std::string("cannot reach the keeper: ") + strerror(errno);
+  }
+  if (!o_.inproc.record) return fork_mode() ? "no recorder configured" : "exec mode has no recorder";
+  if (confined_) return "the keeper is gone and the confined relay cannot fork a recorder";
+  pid_t pid = run_recorder(o_.inproc, flags_, msg, false);
+  if (pid < 0) return std::string("cannot fork a recorder: ") + strerror(errno);
+  stragglers_.push_back(pid);  // reaped like any child that ended
+  return "";
 }
 
 void Supervisor::stop_all() {
@@ -1002,8 +1066,20 @@ void Supervisor::stop_all() {
   for (auto& p : spares_) retire(p);
   spares_.clear();
   if (zyg_pid_ > 0 || zyg_ctl_ >= 0) retire_zygote(nullptr);
-  if (keeper_ctl_ >= 0) close(keeper_ctl_);
+  if (keeper_ctl_ >= 0) close(keeper_ctl_);  // EOF once the keeper has read every request
   keeper_ctl_ = -1;
+  // Failure records sent to the keeper are written before it goes: it exits at EOF, after the
+  // recorders it waits for (each killed by its alarm at the latest). We wait at most 1 s, then
+  // kill the keeper's group.
+  for (int i = 0; i < 200 && keeper_pid_ > 0; ++i) {
+    int st = 0;
+    pid_t r = waitpid(keeper_pid_, &st, WNOHANG);
+    if (r == keeper_pid_ || (r < 0 && errno == ECHILD)) {
+      keeper_pid_ = -1;
+      break;
+    }
+    usleep(5000);
+  }
   if (keeper_pid_ > 0) {
     kill_group(keeper_pid_);
     stragglers_.push_back(keeper_pid_);

@@ -53,6 +53,14 @@ struct InProcessEval {
   /// (settings.fail): 1 closed, 0 open, -1 unknown (no policy, broken). Told to the relay as
   /// soon as known, usually before the first event (optional).
   std::function<int()> probe_fail_mode;
+  /// Record one relay-level failure (src/nri/failure_record.hpp) where the confined relay cannot
+  /// write: runs in a short-lived recorder process forked by the keeper for each message (or by
+  /// the relay while it is not confined and has no keeper). `msg` is the relay's message,
+  /// untrusted (at most nri::kMaxFailureMsg bytes), `flags` the plugin config flags. It must
+  /// confine the process to the sink directories (resolved from its own options and `flags`,
+  /// never from `msg`) before it parses `msg`. Returns the exit status (0 = written).
+  /// Optional: without it failures are only in the relay's log.
+  std::function<int(const std::vector<std::string>& flags, const std::string& msg)> record;
 };
 
 /// Settings of the supervisor (filled by the relay from RelayOptions).
@@ -72,6 +80,9 @@ struct SupervisorOptions {
 struct Outcome {
   std::string output;    ///< everything the evaluator wrote to stdout
   std::string failure;   ///< "" when `output` is the answer; else why it is not (crash, timeout, ...)
+  /// With `failure`: its kind for the record (src/nri/failure_record.hpp): "timeout", "crash",
+  /// "bad-output" or "shutdown" (abort_running's caller names it).
+  std::string kind;
   int64_t took_ms = 0;   ///< from the start of the evaluation to its end
 };
 
@@ -118,8 +129,8 @@ class Supervisor {
   /// reap. True (and `out` filled) when the running evaluation ended. `pfd` is the array
   /// add_pollfds() filled.
   bool service(const struct pollfd* pfd, Outcome& out);
-  /// End the running evaluation now with `why` as its failure (e.g. Shutdown).
-  Outcome abort_running(const std::string& why);
+  /// End the running evaluation now with `why` as its failure (e.g. Shutdown), of kind `kind`.
+  Outcome abort_running(const std::string& why, const std::string& kind = "shutdown");
   /// Fork mode, once the plugin config is known and before the relay confines itself: fork the
   /// keeper, the one process that makes zygotes from then on (with the flags as they are now).
   /// False when it could not be forked (zygotes are then forked by the relay while it can).
@@ -128,7 +139,13 @@ class Supervisor {
   /// only from the keeper).
   void set_confined() { confined_ = true; }
   bool has_keeper() const { return keeper_pid_ > 0; }
+  /// Have a relay-level failure (`msg`: nri::failure_message) written to the event log and the
+  /// metrics by a process allowed to: sent to the keeper (one datagram, never blocking), or,
+  /// without a keeper and while the relay is not confined, a recorder forked here. Returns ""
+  /// or why it could not be handed over (the relay logs that; the record is lost).
+  std::string record_failure(const std::string& msg);
   /// Kill everything (running evaluation, spares, zygote, keeper), reap what exits within ~100 ms.
+  /// The keeper first gets up to 1 s to write the failure records it was sent.
   void stop_all();
   /// Evaluator processes started so far (exec'd, forked or cloned), and zygotes.
   uint64_t started() const { return started_; }
@@ -163,7 +180,7 @@ class Supervisor {
   void reap_others();
   void io(short in_rev, short out_rev);
   bool finish_if_done(Outcome& out);
-  Outcome end(const std::string& failure);
+  Outcome end(const std::string& failure, const std::string& kind = std::string());
 
   SupervisorOptions o_;
   std::vector<std::string> flags_;

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nri/evaluator.hpp"
+#include "nri/failure_record.hpp"
 #include "nri/mux.hpp"
 #include "nri/nri.pb.h"
 #include "nri/nri_json.hpp"
@@ -160,6 +161,7 @@ struct Current {
   std::string event;
   std::string subject;       // "ns/pod[/container]" for logs
   std::string container_id;  // UpdateContainer reply target
+  std::string ns, pod, container, sandbox_id;  // for the failure record
   std::string input;         // child contract JSON
 };
 
@@ -194,7 +196,10 @@ class Relay {
   bool prepare(Pending& p, Current& c);
   void finish_event(Outcome& oc);
   void fail_event(uint32_t stream, const std::string& event, const std::string& subject,
-                  const std::string& reason);
+                  const std::string& reason, const char* kind, const Current* who = nullptr, int64_t took_ms = -1);
+  void record_failure(const char* kind, const std::string& event, bool refused, const std::string& fail_mode,
+                      const std::string& reason, const Current* who, int64_t took_ms);
+  void refuse(uint32_t stream, int code, const std::string& message, const char* kind, const std::string& reason);
   int64_t budget_ms(const Pending& p) const;
 
   const RelayOptions& o_;
@@ -222,6 +227,7 @@ class Relay {
   bool configured_ = false;
   bool confine_done_ = false;
   uint64_t events_ = 0;
+  uint64_t unrecorded_ = 0;  // failure records that could not be handed over
 };
 
 // ------------------------------------------------------------------ trunk
@@ -318,6 +324,7 @@ void Relay::read_trunk() {
     }
     if (!mux_.feed(buf, size_t(n))) {
       logf("protocol error: %s; closing the connection", mux_.error().c_str());
+      record_failure("malformed", "unknown", true, "", "protocol error: " + mux_.error() + "; connection closed", nullptr, -1);
       closed_ = true;
       exit_code_ = 1;
       break;
@@ -352,14 +359,14 @@ void Relay::handle_message(uint32_t conn, TtrpcMessage& m) {
   }
   if (m.type != kTtrpcRequest) return;  // data/response messages are not used by NRI here
   if (m.oversized) {
-    reply_error(m.stream_id, kCodeResourceExhausted,
-                "message length " + std::to_string(m.announced_len) + " exceeds maximum message size of " +
-                    std::to_string(kTtrpcMaxMessage));
+    std::string msg = "message length " + std::to_string(m.announced_len) + " exceeds maximum message size of " +
+                      std::to_string(kTtrpcMaxMessage);
+    refuse(m.stream_id, kCodeResourceExhausted, msg, "malformed", "ttrpc request refused: " + msg);
     return;
   }
   RequestEnvelope req;
   if (!decode_request(m.payload, req)) {
-    reply_error(m.stream_id, kCodeUnknown, "nri-qos: malformed ttrpc request");
+    refuse(m.stream_id, kCodeUnknown, "nri-qos: malformed ttrpc request", "malformed", "malformed ttrpc request");
     return;
   }
   handle_request(m.stream_id, req);
@@ -367,7 +374,8 @@ void Relay::handle_message(uint32_t conn, TtrpcMessage& m) {
 
 void Relay::handle_request(uint32_t stream, RequestEnvelope& req) {
   if (req.service != kPluginService) {
-    reply_error(stream, kCodeUnimplemented, "service " + req.service);
+    refuse(stream, kCodeUnimplemented, "service " + req.service, "unknown-method",
+           "service \"" + req.service + "\" is not served (UNIMPLEMENTED)");
     return;
   }
   const std::string& m = req.method;
@@ -393,13 +401,13 @@ void Relay::handle_request(uint32_t stream, RequestEnvelope& req) {
     p.timeout_nano = req.timeout_nano;
     p.arrival_ms = now_ms();
     if (queue_.size() >= kMaxQueued || queued_bytes_ + p.payload.size() > kMaxQueuedBytes) {
-      fail_event(stream, m, "", "relay overloaded (" + std::to_string(queue_.size()) + " requests queued)");
+      fail_event(stream, m, "", "relay overloaded (" + std::to_string(queue_.size()) + " requests queued)", "overloaded");
       return;
     }
     queued_bytes_ += p.payload.size();
     queue_.push_back(std::move(p));
   } else {
-    reply_error(stream, kCodeUnimplemented, "method " + m);
+    refuse(stream, kCodeUnimplemented, "method " + m, "unknown-method", "method \"" + m + "\" is not served (UNIMPLEMENTED)");
   }
 }
 
@@ -481,8 +489,41 @@ int64_t Relay::budget_ms(const Pending& p) const {
   return std::max<int64_t>(b, kMinBudgetMs);
 }
 
+// A relay-level failure on the operator's record (event log + metrics, issue #11), written by
+// the keeper's recorder (the confined relay cannot): see failure_record.hpp.
+void Relay::record_failure(const char* kind, const std::string& event, bool refused, const std::string& fail_mode,
+                           const std::string& reason, const Current* who, int64_t took_ms) {
+  RelayFailure f;
+  f.event = event;
+  f.outcome = refused ? "refused" : "failed";
+  f.kind = kind;
+  f.fail_mode = fail_mode;
+  f.reason = reason;
+  if (who) {
+    f.ns = who->ns;
+    f.pod = who->pod;
+    f.container = who->container;
+    f.id = who->container_id;
+    f.sandbox_id = who->sandbox_id;
+  }
+  if (took_ms >= 0) f.duration_us = took_ms * 1000;
+  std::string why = sup_.record_failure(failure_message(f));
+  if (!why.empty() && unrecorded_++ % 100 == 0) {  // the first, then every 100th
+    logf("%s: failure not written to the event log or the metrics: %s (%llu so far)", event.c_str(), why.c_str(),
+         (unsigned long long)unrecorded_);
+  }
+}
+
+// A request the relay refuses itself (protocol level): the error reply, a log line, the record.
+void Relay::refuse(uint32_t stream, int code, const std::string& message, const char* kind, const std::string& reason) {
+  logf("refused: %s", reason.c_str());
+  reply_error(stream, code, message);
+  record_failure(kind, "unknown", true, "", reason, nullptr, -1);
+}
+
+// `kind` nullptr: the evaluator has recorded the event itself (its own deadline answer).
 void Relay::fail_event(uint32_t stream, const std::string& event, const std::string& subject,
-                       const std::string& reason) {
+                       const std::string& reason, const char* kind, const Current* who, int64_t took_ms) {
   bool closed = fail_closed_ && is_admission(event);
   logf("%s%s%s: evaluation failed: %s; failing %s", event.c_str(), subject.empty() ? "" : " ",
        subject.c_str(), reason.c_str(), closed ? "closed" : "open");
@@ -493,6 +534,7 @@ void Relay::fail_event(uint32_t stream, const std::string& event, const std::str
     // Every reply message of the Plugin service is empty when nothing is adjusted.
     reply_ok(stream, std::string());
   }
+  if (kind) record_failure(kind, event, closed, closed ? "closed" : "open", reason, who, took_ms);
 }
 
 // Decode the request, build the child's stdin. Returns false when no child is needed;
@@ -545,9 +587,13 @@ bool Relay::prepare(Pending& p, Current& c) {
     c.container_id = ctr->id();
   }
   if (!ok) {
-    fail_event(p.stream, c.event, "", "malformed " + p.method + " request");
+    fail_event(p.stream, c.event, "", "malformed " + p.method + " request", "malformed");
     return false;
   }
+  c.ns = pod->namespace_();
+  c.pod = pod->name();
+  c.sandbox_id = pod->id();
+  if (ctr) c.container = ctr->name();
   ev["event"] = c.event;
   ev["runtime"] = {{"name", runtime_name_}, {"version", runtime_version_}};
   ev["pod"] = pod_to_json(*pod);
@@ -568,7 +614,7 @@ void Relay::start_next() {
       Pending p = std::move(queue_.front());
       queue_.pop_front();
       queued_bytes_ -= p.payload.size();
-      if (prepare(p, cur_)) fail_event(p.stream, cur_.event, cur_.subject, "no evaluator became ready in time");
+      if (prepare(p, cur_)) fail_event(p.stream, cur_.event, cur_.subject, "no evaluator became ready in time", "unavailable", &cur_);
       continue;
     }
     Pending p = std::move(queue_.front());
@@ -578,16 +624,16 @@ void Relay::start_next() {
     int64_t deadline = p.arrival_ms + budget_ms(p);
     ++events_;
     if (!sup_.can_evaluate()) {
-      fail_event(p.stream, cur_.event, cur_.subject, "no evaluation command configured");
+      fail_event(p.stream, cur_.event, cur_.subject, "no evaluation command configured", "unavailable", &cur_);
       continue;
     }
     if (deadline - now_ms() < kMinBudgetMs / 2) {
-      fail_event(p.stream, cur_.event, cur_.subject, "no time left before the runtime's deadline");
+      fail_event(p.stream, cur_.event, cur_.subject, "no time left before the runtime's deadline", "timeout", &cur_);
       continue;
     }
     std::string err;
     if (!sup_.start(cur_.input, deadline, err)) {
-      fail_event(p.stream, cur_.event, cur_.subject, err);
+      fail_event(p.stream, cur_.event, cur_.subject, err, "unavailable", &cur_);
       continue;
     }
     std::string().swap(cur_.input);
@@ -597,6 +643,7 @@ void Relay::start_next() {
 void Relay::finish_event(Outcome& oc) {
   Current& c = cur_;
   std::string failure = oc.failure;
+  std::string kind = oc.failure.empty() ? std::string() : oc.kind.empty() ? std::string("crash") : oc.kind;
   json out;
   bool deadline_answer = false;
   if (failure.empty()) {
@@ -620,17 +667,18 @@ void Relay::finish_event(Outcome& oc) {
     } else if (!out.is_object()) {
       failure = "child output is not a JSON object: \"" + snippet(oc.output) + "\"";
     }
+    if (!failure.empty()) kind = "bad-output";
   }
   std::string().swap(oc.output);
 
   if (!failure.empty()) {
-    fail_event(c.stream, c.event, c.subject, failure);
+    fail_event(c.stream, c.event, c.subject, failure, kind.c_str(), &c, oc.took_ms);
     return;
   }
   auto e = out.find("error");
   if (e != out.end() && !e->is_null()) {
     if (!e->is_string()) {
-      fail_event(c.stream, c.event, c.subject, "child output: \"error\" is not a string");
+      fail_event(c.stream, c.event, c.subject, "child output: \"error\" is not a string", "bad-output", &c, oc.took_ms);
       return;
     }
     if (!e->get_ref<const std::string&>().empty()) {
@@ -642,7 +690,8 @@ void Relay::finish_event(Outcome& oc) {
   if (deadline_answer && fail_closed_ && is_admission(c.event)) {
     // The child gave up at its own deadline without an error of its own: under the cached
     // "closed" this is a failed evaluation like any other.
-    fail_event(c.stream, c.event, c.subject, "child hit its own deadline");
+    // Not recorded again: the evaluator's deadline handler wrote the record (outcome refused).
+    fail_event(c.stream, c.event, c.subject, "child hit its own deadline", nullptr);
     return;
   }
   std::string reply;
@@ -652,7 +701,7 @@ void Relay::finish_event(Outcome& oc) {
     pb::CreateContainerResponse rsp;
     if (a != out.end() && !a->is_null()) {
       if (!adjustment_from_json(*a, *rsp.mutable_adjust(), err)) {
-        fail_event(c.stream, c.event, c.subject, "bad child output: " + err);
+        fail_event(c.stream, c.event, c.subject, "bad child output: " + err, "bad-output", &c, oc.took_ms);
         return;
       }
     }
@@ -664,7 +713,7 @@ void Relay::finish_event(Outcome& oc) {
       pb::ContainerUpdate* up = rsp.add_update();
       up->set_container_id(c.container_id);
       if (!resources_from_json(*u, *up->mutable_linux()->mutable_resources(), err)) {
-        fail_event(c.stream, c.event, c.subject, "bad child output: " + err);
+        fail_event(c.stream, c.event, c.subject, "bad child output: " + err, "bad-output", &c, oc.took_ms);
         return;
       }
     }

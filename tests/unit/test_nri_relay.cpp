@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nri/eval_pipeline.hpp"
+#include "nri/failure_record.hpp"
 #include "nri/mux.hpp"
 #include "nri/nri.pb.h"
 #include "nri/relay.hpp"
@@ -299,6 +300,15 @@ nri::InProcessEval fake_inproc(const std::string& dir) {
   e.detach = [dir]() -> std::string {
     put_file(dir + "/detached.pid", std::to_string(getpid()));
     return "";
+  };
+  e.record = [dir](const std::vector<std::string>&, const std::string& msg) -> int {
+    // One line per relay-level failure, written by the keeper's recorder process.
+    int fd = open((dir + "/records").c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    std::string line = msg + "\n";
+    ssize_t w = fd >= 0 ? write(fd, line.data(), line.size()) : -1;
+    if (fd >= 0) close(fd);
+    put_file(dir + "/recorder.comm", slurp("/proc/self/comm"));
+    return w == ssize_t(line.size()) ? 0 : 1;
   };
   e.evaluate = [dir](int budget_ms) -> int {
     std::string in;
@@ -1745,4 +1755,220 @@ TEST_CASE("relay bench: per-event latency, CPU and RSS against peers", "[.nri-be
   fputs(out.str().c_str(), stdout);  // not WARN: Catch would wrap the table
   fflush(stdout);
   for (auto& p : peers) CHECK(p.rt->close_and_wait() == 0);
+}
+
+namespace {
+
+// The failure records the fake recorder received (tests/unit: fake_inproc record), waiting at
+// most ~3 s for `n` of them.
+std::vector<json> wait_records(const std::string& dir, size_t n) {
+  std::vector<json> v;
+  for (int i = 0; i < 300; ++i) {
+    v.clear();
+    std::istringstream in(slurp(dir + "/records"));
+    std::string line;
+    while (std::getline(in, line))
+      if (!line.empty()) v.push_back(json::parse(line, nullptr, false));
+    if (v.size() >= n) break;
+    usleep(10000);
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("relay (fork): relay-level failures are handed to the keeper's recorder", "[nri][relay][record]") {
+  TempDir t;
+  FakeRuntime rt(child_opts(t.path, 600, true), t.path + "/relay.log");
+  rt.handshake();
+  uint32_t s = 1;
+  auto one = [&](const std::string& mode) {
+    rt.request(s += 2, "CreateContainer", create_request(mode));
+    return rt.reply(s, 3000);
+  };
+  SECTION("crash: outcome failed, kind crash, the container's identity and the fail mode") {
+    CHECK(one("crash").code == 0);
+    std::vector<json> r = wait_records(t.path, 1);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0]["event"] == "CreateContainer");
+    CHECK(r[0]["outcome"] == "failed");
+    CHECK(r[0]["kind"] == "crash");
+    CHECK(r[0]["fail_mode"] == "open");
+    CHECK(r[0]["reason"] == "child killed by signal 11");
+    CHECK(r[0]["namespace"] == "default");
+    CHECK(r[0]["pod"] == "pod-crash");
+    CHECK(r[0]["container"] == "app");
+    CHECK(r[0]["id"] == "ctr-crash");
+    CHECK(r[0]["sandbox_id"] == "sb-crash");
+    CHECK(r[0]["duration_us"].get<int64_t>() >= 0);
+    // written by a recorder process of the keeper, not by the relay
+    CHECK(wait_file(t.path + "/recorder.comm") == "nri-qos-record\n");
+  }
+  SECTION("hang: killed at the relay's deadline, kind timeout") {
+    CHECK(one("hang").code == 0);
+    std::vector<json> r = wait_records(t.path, 1);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0]["kind"] == "timeout");
+    CHECK(r[0]["outcome"] == "failed");
+    CHECK_THAT(r[0]["reason"].get<std::string>(), Catch::Contains("did not answer within"));
+    CHECK(r[0]["duration_us"].get<int64_t>() >= 500000);
+  }
+  SECTION("fail-closed: outcome refused") {
+    CHECK(one("closed").code == 0);  // caches on_child_failure = closed
+    CHECK(one("garbage").code == 2);
+    std::vector<json> r = wait_records(t.path, 1);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0]["kind"] == "bad-output");
+    CHECK(r[0]["outcome"] == "refused");
+    CHECK(r[0]["fail_mode"] == "closed");
+  }
+  SECTION("the evaluator's own deadline answer is not recorded twice") {
+    CHECK(one("closed").code == 0);
+    CHECK(one("deadline").code == 2);
+    CHECK(one("crash").code == 2);
+    std::vector<json> r = wait_records(t.path, 1);
+    usleep(200000);
+    r = wait_records(t.path, 1);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0]["kind"] == "crash");
+  }
+  SECTION("relay refusals: malformed request, unknown method") {
+    rt.request(s += 2, "CreateContainer", std::string("\xff\xff\xff", 3));
+    CHECK(rt.reply(s).code == 0);
+    rt.request(s += 2, "NoSuchMethod", "");
+    CHECK(rt.reply(s).code == 12);
+    std::vector<json> r = wait_records(t.path, 2);
+    REQUIRE(r.size() == 2);
+    CHECK(r[0]["kind"] == "malformed");
+    CHECK(r[0]["event"] == "CreateContainer");
+    CHECK(r[0]["outcome"] == "failed");
+    CHECK(r[1]["kind"] == "unknown-method");
+    CHECK(r[1]["event"] == "unknown");
+    CHECK(r[1]["outcome"] == "refused");
+    CHECK(r[1].count("fail_mode") == 0);
+    CHECK_THAT(r[1]["reason"].get<std::string>(), Catch::Contains("NoSuchMethod"));
+  }
+  SECTION("records sent just before the relay exits are still written") {
+    CHECK(one("crash").code == 0);
+    CHECK(one("garbage").code == 0);
+    CHECK(rt.close_and_wait() == 0);
+    CHECK(wait_records(t.path, 2).size() == 2);
+    return;
+  }
+  CHECK(rt.close_and_wait() == 0);
+}
+
+TEST_CASE("relay failure message: bounded, validated on the keeper side", "[nri][record]") {
+  nri::RelayFailure f;
+  f.event = "CreateContainer";
+  f.outcome = "failed";
+  f.kind = "timeout";
+  f.fail_mode = "open";
+  f.reason = "child did not answer within 1250 ms (killed)";
+  f.ns = "default";
+  f.pod = "web\x01";  // a control character from the runtime becomes '?'
+  f.id = std::string(64, 'c');
+  f.duration_us = 1250000;
+  std::string msg = nri::failure_message(f);
+  nri::RelayFailure g;
+  std::string err;
+  REQUIRE(nri::parse_failure_message(msg, g, err));
+  CHECK(g.pod == "web?");
+  CHECK(g.id == f.id);
+  CHECK(g.duration_us == 1250000);
+  nriqos::EventRecord r = nri::failure_record(g);
+  CHECK(r.source == "relay");
+  CHECK_THAT(nriqos::record_logfmt(r), Catch::Contains("outcome=failed failure=timeout fail_mode=open"));
+  CHECK(nri::failure_metrics(g).relay_failure == "timeout");
+  CHECK(nri::failure_metrics(g).cls.empty());
+
+  // over-long fields are cut by the sender, the message always fits
+  f.reason = std::string(100000, 'x');
+  f.container = std::string(1000, 'y');
+  msg = nri::failure_message(f);
+  CHECK(msg.size() < nri::kMaxFailureMsg);
+  REQUIRE(nri::parse_failure_message(msg, g, err));
+  CHECK(g.container.size() == 253);
+
+  // what the keeper side refuses
+  auto refused = [&](const std::string& m) {
+    nri::RelayFailure x;
+    std::string e;
+    bool ok = nri::parse_failure_message(m, x, e);
+    CAPTURE(m, e);
+    return !ok && !e.empty();
+  };
+  const std::string good = R"("event":"CreateContainer","outcome":"failed","kind":"crash","reason":"r")";
+  CHECK_FALSE(refused("{" + good + "}"));
+  CHECK(refused("not json"));
+  CHECK(refused("[1]"));
+  CHECK(refused("{" + good + R"(,"path":"/etc/shadow"})"));                   // unknown key
+  CHECK(refused(R"({"event":"Exec","outcome":"failed","kind":"crash","reason":"r"})"));
+  CHECK(refused(R"({"event":"CreateContainer","outcome":"ok","kind":"crash","reason":"r"})"));
+  CHECK(refused(R"({"event":"CreateContainer","outcome":"failed","kind":"oops","reason":"r"})"));
+  CHECK(refused(R"({"event":"CreateContainer","outcome":"failed","kind":"crash"})"));  // no reason
+  CHECK(refused("{" + good + R"(,"fail_mode":"maybe"})"));
+  CHECK(refused("{" + good + R"(,"pod":"a\nb"})"));
+  CHECK(refused("{" + good + R"(,"pod":7})"));
+  CHECK(refused("{" + good + R"(,"duration_us":-1})"));
+  CHECK(refused("{" + good + ",\"pod\":\"" + std::string(300, 'p') + "\"}"));
+  CHECK(refused("{" + good + ",\"reason\":\"" + std::string(5000, 'r') + "\"}"));
+}
+
+namespace {
+
+// A live direct child of `parent` named `comm` (not stopped, not `other`); 0 when none within ~3 s.
+pid_t wait_child_named(pid_t parent, const std::string& comm, pid_t other = 0) {
+  for (int i = 0; i < 300; ++i) {
+    for (pid_t k : children_of(parent)) {
+      std::string st = slurp("/proc/" + std::to_string(k) + "/stat");
+      size_t p = st.rfind(')');
+      bool running = p != std::string::npos && p + 2 < st.size() && st[p + 2] != 'T' && st[p + 2] != 'Z';
+      if (k != other && running && slurp("/proc/" + std::to_string(k) + "/comm") == comm + "\n") return k;
+    }
+    usleep(10000);
+  }
+  return 0;
+}
+
+}  // namespace
+
+// Relay-level failures of the real binary (tests/nri_relay.sh checks the event log and the metrics
+// afterwards). Hidden (needs a built binary):
+//   NRI_RELAY_FAIL_CMD="build/nri-qos relay --policy P --event-log L --metrics-file M ..."
+//   build/unit-tests "[.nri-failrec]"
+// 1. the spare evaluator is stopped, the event sent to it, then it is SIGKILLed: "killed by signal 9";
+// 2. the next spare is stopped (it cannot run its own deadline handler) and the event sent: the
+//    relay kills it at its deadline.
+// Both events are answered empty (the shipped policy fails open); the pods are "victim-kill" and
+// "victim-hang".
+TEST_CASE("relay failures of the real binary: killed and timed-out evaluators", "[.nri-failrec]") {
+  std::vector<std::string> cmd = split_words(getenv("NRI_RELAY_FAIL_CMD"));
+  if (cmd.empty()) {
+    WARN("NRI_RELAY_FAIL_CMD not set; skipped");
+    return;
+  }
+  FakeRuntime rt(cmd);
+  rt.handshake();
+  pid_t spare = wait_child_named(rt.pid(), "nri-qos-eval");
+  REQUIRE(spare > 0);
+  REQUIRE(kill(spare, SIGSTOP) == 0);
+  rt.request(3, "CreateContainer", create_request("victim-kill"));
+  usleep(300000);  // the relay has handed the event to the (stopped) spare
+  REQUIRE(kill(spare, SIGKILL) == 0);
+  nri::ResponseEnvelope r1 = rt.reply(3, 5000);
+  CHECK(r1.code == 0);
+  CHECK(r1.payload.empty());
+
+  pid_t next = wait_child_named(rt.pid(), "nri-qos-eval", spare);
+  REQUIRE(next > 0);
+  REQUIRE(kill(next, SIGSTOP) == 0);
+  int64_t t0 = mono_ms();
+  rt.request(5, "CreateContainer", create_request("victim-hang"));
+  nri::ResponseEnvelope r2 = rt.reply(5, 5000);
+  CHECK(r2.code == 0);
+  CHECK(r2.payload.empty());
+  WARN("timed-out event answered after " << (mono_ms() - t0) << " ms");
+  CHECK(gone_or_zombie(next));
+  CHECK(rt.close_and_wait(5000) == 0);
 }
