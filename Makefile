@@ -147,6 +147,7 @@ install: all
 	install -D -m 0644 conf/nri.d/nri-qos.toml $(DESTDIR)/etc/nri/nri-qos.toml
 	install -D -m 0644 man/nri-qos.8 $(DESTDIR)$(PREFIX)/share/man/man8/nri-qos.8
 	install -D -m 0644 man/nri-qos.toml.5 $(DESTDIR)$(PREFIX)/share/man/man5/nri-qos.toml.5
+	install -D -m 0644 packaging/logrotate/nri-qos $(DESTDIR)/etc/logrotate.d/nri-qos
 
 clean:
 	rm -rf $(BUILD) dist

@@ -96,12 +96,13 @@ else
   for f in /opt/nri/bin/nri-qos /opt/nri/plugins /etc/nri/nri-qos.toml \
            /usr/share/man/man8/nri-qos.8.gz /usr/share/man/man5/nri-qos.toml.5.gz \
            /usr/share/doc/nri-qos/copyright /usr/share/doc/nri-qos/install.md /usr/sbin/nri-qos \
-           /lib/systemd/system/nri-qos-reconcile.service /lib/systemd/system/nri-qos-reconcile.timer; do
+           /lib/systemd/system/nri-qos-reconcile.service /lib/systemd/system/nri-qos-reconcile.timer \
+           /etc/logrotate.d/nri-qos; do
     grep -qxE "$f(\.gz)?" "$SCRATCH/deb.list" || { ok=0; echo "# deb: $f missing"; }   # dh_compress
   done
   check deb-files [ $ok = 1 ]
   { [ "$(dpkg-deb -f "$DEB" Package)" = nri-qos ] && \
-    [ "$(dpkg-deb --ctrl-tarfile "$DEB" | tar -xO ./conffiles)" = /etc/nri/nri-qos.toml ]; }; verdict deb-conffiles
+    [ "$(dpkg-deb --ctrl-tarfile "$DEB" | tar -xO ./conffiles | sort | tr '\n' ' ')" = "/etc/logrotate.d/nri-qos /etc/nri/nri-qos.toml " ]; }; verdict deb-conffiles
   mkdir -p "$SCRATCH/debx" && dpkg-deb -x "$DEB" "$SCRATCH/debx"
   check deb-static-binary sh -c "! readelf -l '$SCRATCH/debx/opt/nri/bin/nri-qos' | grep -q 'program interpreter'"
   if lintian --suppress-tags-from-file /dev/null "$DEB" >"$SCRATCH/lintian.log" 2>&1 && \
@@ -237,6 +238,7 @@ if [ -z "$missing" ]; then
     pass rpm-build
     rpm -qlp "$RPM" 2>/dev/null | grep -v '^/usr/lib/.build-id' | sort > "$SCRATCH/rpm.list"
     cat > "$SCRATCH/rpm.want" <<EOF
+/etc/logrotate.d/nri-qos
 /etc/nri
 /etc/nri/nri-qos.toml
 /opt/nri
@@ -255,7 +257,7 @@ if [ -z "$missing" ]; then
 EOF
     sort -o "$SCRATCH/rpm.want" "$SCRATCH/rpm.want"
     check rpm-files diff -u "$SCRATCH/rpm.want" "$SCRATCH/rpm.list"
-    check rpm-config [ "$(rpm -qcp "$RPM" 2>/dev/null)" = /etc/nri/nri-qos.toml ]
+    check rpm-config [ "$(rpm -qcp "$RPM" 2>/dev/null | sort | tr '\n' ' ')" = "/etc/logrotate.d/nri-qos /etc/nri/nri-qos.toml " ]
     { sh -c "rpm -qip '$RPM' 2>/dev/null | grep -q '^License *: Apache-2.0' && \
       rpm -qp --qf '%{VERSION}' '$RPM' 2>/dev/null | grep -qx '$VERSION'"; }; verdict rpm-info
     rpm -qp --scripts "$RPM" > "$SCRATCH/rpm.scripts" 2>/dev/null
