@@ -184,12 +184,14 @@ std::string metrics_pending_line(const std::string& event, const std::string& cl
 }
 
 namespace {
-/// Pending-file lines of one event: its E line, then one K line per failed knob and one D line
-/// per corrected drift (they belong to the E line before them).
+/// Pending-file lines of one event: its E line, then one K line per failed knob, one D line
+/// per corrected drift and an R line with its relay failure kind (they belong to the E line
+/// before them).
 std::string pending_lines(const MetricsEvent& e) {
     std::string s = metrics_pending_line(e.event, e.cls, e.outcome, e.duration_us, e.policy_error);
     for (const auto& k : e.failed_knobs) s += "K\t" + clean(k) + "\n";
     for (const auto& k : e.drift_knobs) s += "D\t" + clean(k) + "\n";
+    if (!e.relay_failure.empty()) s += "R\t" + clean(e.relay_failure) + "\n";
     return s;
 }
 }  // namespace
@@ -257,6 +259,10 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
                         a = b + 1;
                         if (f.size() == 2 && (f[0] == "K" || f[0] == "D") && !all.empty()) {
                             (f[0] == "K" ? all.back().failed_knobs : all.back().drift_knobs).push_back(f[1]);
+                            continue;
+                        }
+                        if (f.size() == 2 && f[0] == "R" && !all.empty()) {  // relay failure kind of the E line before
+                            all.back().relay_failure = f[1];
                             continue;
                         }
                         if ((f.size() != 5 && f.size() != 6) || f[0] != "E") continue;

@@ -149,6 +149,28 @@ TEST_CASE("metrics: an event that does not get the lock in time is queued, not d
     rmrf(d);
 }
 
+TEST_CASE("metrics: relay failures by event and reason, also through the pending queue", "[ops][record]") {
+    std::string d = tmpdir();
+    std::string prom = d + "/m.prom";
+    nriqos::MetricsEvent crash{"CreateContainer", "", "failed", {}, {}, 1500000, false};
+    crash.relay_failure = "crash";
+    REQUIRE(nriqos::update_metrics(prom, {crash}, {}) == "");
+    int holder = open((d + "/.m.prom.state").c_str(), O_RDWR | O_CLOEXEC);
+    REQUIRE(holder >= 0);
+    REQUIRE(flock(holder, LOCK_EX) == 0);
+    nriqos::MetricsEvent timeout{"CreateContainer", "", "refused", {}, {}, 1500000, false};
+    timeout.relay_failure = "timeout";
+    CHECK(nriqos::update_metrics(prom, {timeout}, {}, 5) == "");  // queued
+    close(holder);
+    REQUIRE(nriqos::update_metrics(prom, {crash}, {}) == "");
+    std::string text = slurp(prom);
+    CHECK(text.find("nri_qos_relay_failures_total{event=\"CreateContainer\",reason=\"crash\"} 2\n") != std::string::npos);
+    CHECK(text.find("nri_qos_relay_failures_total{event=\"CreateContainer\",reason=\"timeout\"} 1\n") != std::string::npos);
+    CHECK(text.find("nri_qos_events_total{event=\"CreateContainer\",class=\"none\",outcome=\"failed\"} 2\n") != std::string::npos);
+    CHECK(text.find("nri_qos_events_total{event=\"CreateContainer\",class=\"none\",outcome=\"refused\"} 1\n") != std::string::npos);
+    rmrf(d);
+}
+
 TEST_CASE("metrics: policy_info is the identity of the policy in force; broken files are counted", "[ops]") {
     std::string d = tmpdir();
     std::string prom = d + "/m.prom";
