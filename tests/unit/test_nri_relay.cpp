@@ -1941,7 +1941,7 @@ pid_t wait_child_named(pid_t parent, const std::string& comm, pid_t other = 0) {
 // 2. the next spare is stopped (it cannot run its own deadline handler) and the event sent: the
 //    relay kills it at its deadline.
 // Both events are answered empty (the shipped policy fails open); the pods are "victim-kill" and
-// "victim-hang".
+// "victim-hang". An ordinary event (pod "ok-first") comes first.
 TEST_CASE("relay failures of the real binary: killed and timed-out evaluators", "[.nri-failrec]") {
   std::vector<std::string> cmd = split_words(getenv("NRI_RELAY_FAIL_CMD"));
   if (cmd.empty()) {
@@ -1950,6 +1950,10 @@ TEST_CASE("relay failures of the real binary: killed and timed-out evaluators", 
   }
   FakeRuntime rt(cmd);
   rt.handshake();
+  // An ordinary event first: the evaluator's own record and metrics exist either way.
+  rt.request(1001, "CreateContainer", create_request("ok-first"));
+  CHECK(rt.reply(1001, 5000).code == 0);
+  usleep(200000);  // its evaluator, killed after the answer, is gone; the next spare is ready
   pid_t spare = wait_child_named(rt.pid(), "nri-qos-eval");
   REQUIRE(spare > 0);
   REQUIRE(kill(spare, SIGSTOP) == 0);
