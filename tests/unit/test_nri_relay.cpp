@@ -1858,6 +1858,19 @@ TEST_CASE("relay (fork): relay-level failures are handed to the keeper's recorde
   CHECK(rt.close_and_wait() == 0);
 }
 
+TEST_CASE("relay (fork): before Configure (no keeper yet) the unconfined relay forks the recorder itself", "[nri][relay][record]") {
+  TempDir t;
+  FakeRuntime rt(child_opts(t.path, 600, true), t.path + "/relay.log");
+  rt.request(3, "NoSuchMethod", "");
+  CHECK(rt.reply(3).code == 12);
+  std::vector<json> r = wait_records(t.path, 1);
+  REQUIRE(r.size() == 1);
+  CHECK(r[0]["kind"] == "unknown-method");
+  CHECK(wait_file(t.path + "/recorder.comm") == "nri-qos-record\n");
+  rt.handshake();
+  CHECK(rt.close_and_wait() == 0);
+}
+
 TEST_CASE("relay failure message: bounded, validated on the keeper side", "[nri][record]") {
   nri::RelayFailure f;
   f.event = "CreateContainer";
