@@ -72,19 +72,20 @@ struct Request {
     std::string runtime_name, runtime_version;        ///< native NRI: from Configure
 };
 
-/// Parse a JSON document with nri-qos's limits: size ≤ kMaxRequestBytes, nesting ≤ kMaxDepth,
-/// no duplicate object keys, valid UTF-8. Throws InputError.
+/// Parse a JSON document into a DOM with nri-qos's limits: size ≤ kMaxRequestBytes, nesting ≤
+/// max_depth, ≤ kMaxMapEntries keys per object, no duplicate object keys, valid UTF-8, no NUL
+/// byte. Throws InputError. (The request parsers below build no DOM: they read the document
+/// with nlohmann's SAX interface, under the same limits.)
 nlohmann::json parse_json_limited(std::string_view text, int max_depth = limits::kMaxDepth);
 
-/// Parse and validate an NRI v0.1 request (stdin of `invoke`). Throws InputError naming the
-/// offending field as a JSON pointer, e.g. "/spec/cgroupsPath: expected string, got number".
+/// Parse and validate an NRI v0.1 request (stdin of `invoke`). Throws InputError: a document
+/// error (size, syntax, UTF-8, depth, duplicate key; the first in document order) or else the
+/// first bad field in a fixed order, named by its JSON pointer, e.g.
+/// "/spec/cgroupsPath: expected string, got integer". `conf` is kept as a DOM; subtrees that
+/// nri-qos does not read are checked against the limits only.
 Request parse_v01_request(std::string_view text);
 
 /// Parse and validate the relay's child event (stdin of `nri-eval`). Throws InputError.
 Request parse_nri_event(std::string_view text);
-
-/// Parse an OCI LinuxResources object (v0.1 camelCase OCI names, or NRI Go JSON when `nri`).
-/// `where` is the JSON pointer used in error messages. Throws InputError.
-Resources parse_resources(const nlohmann::json& j, const std::string& where, bool nri);
 
 }  // namespace nriqos
