@@ -312,21 +312,12 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
         }
         if (!s.skipped.empty() && c.opt.debug) log_line("skipped: " + s.skipped);
     }
-    json out;
+    // Printed member by member, no DOM of the Result (sinks.hpp; byte-identical to dump_result).
     if (c.mode == Mode::Invoke) {
-        out = {{"plugin", kPluginName}, {"version", req && !req->version.empty() ? req->version : "0.1"}, {"error", c.error}, {"metadata", c.metadata}};
-        if (c.have_plan) {
-            out["adjustment"] = c.plan.adjustment.is_null() ? json::object() : c.plan.adjustment;
-            out["writes"] = writes_json(c.plan);
-        }
         exit_code = c.error.empty() ? 0 : 1;
-    } else {
-        out = {{"error", c.error}, {"on_child_failure", c.fail_closed_policy ? "closed" : "open"},
-               {"adjustment", c.have_plan ? c.plan.adjustment : json(nullptr)}, {"update", c.have_plan ? c.plan.update : json(nullptr)},
-               {"metadata", c.metadata}};
-        if (c.have_plan) out["writes"] = writes_json(c.plan);
+        return dump_v01_result(req && !req->version.empty() ? req->version : "0.1", c.error, c.metadata, c.have_plan ? &c.plan : nullptr);
     }
-    return dump_result(std::move(out));
+    return dump_eval_result(c.error, c.fail_closed_policy, c.metadata, c.have_plan ? &c.plan : nullptr);
 }
 
 }  // namespace

@@ -197,4 +197,105 @@ std::string dump_result(json r) {
     return r.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
+namespace {
+
+/// Appends JSON text to a string. Keys are our own literals; every value is printed by
+/// nlohmann's serializer (the one json::dump uses, with error_handler_t::replace as in
+/// dump_result), one instance for the whole Result: json::dump would set up a new serializer,
+/// output adapter and 512-byte indent buffer for every value.
+class Printer {
+  public:
+    explicit Printer(std::string& out) : out_(out), ser_(nlohmann::detail::output_adapter<char>(out), ' ', json::error_handler_t::replace) {}
+    void open() { out_ += '{', first_ = true; }
+    void close() { out_ += '}', first_ = false; }
+    Printer& key(const char* k) {
+        if (!first_) out_ += ',';
+        first_ = false;
+        out_ += '"';
+        out_ += k;
+        out_ += "\":";
+        return *this;
+    }
+    void value(const json& v) { ser_.dump(v, false, false, 0); }
+    void str(const std::string& s) {
+        tmp_.get_ref<std::string&>() = s;
+        value(tmp_);
+    }
+    /// Metadata: a string-to-string object (non-string values printed as their JSON text).
+    void metadata(const json& md) {
+        out_ += '{';
+        bool first = true;
+        for (auto it = md.begin(); it != md.end(); ++it) {
+            if (!first) out_ += ',';
+            first = false;
+            str(it.key());
+            out_ += ':';
+            if (it->is_string()) value(*it);
+            else str(it->dump());
+        }
+        out_ += '}';
+    }
+    void writes(const Plan& plan) {
+        static const char* kStatus[] = {"planned", "applied", "skipped", "failed"};
+        out_ += '[';
+        bool first = true;
+        for (const auto& w : plan.writes) {
+            if (!first) out_ += ',';
+            first = false;
+            open();
+            key("file").str(root_prefix(w.root) + w.rel);
+            key("knob").str(w.knob);
+            if (!w.reason.empty()) key("reason").str(w.reason);
+            key("scope").str(w.scope);
+            key("status").str(kStatus[w.status]);
+            key("value").str(w.value);
+            close();
+        }
+        out_ += ']';
+    }
+
+  private:
+    std::string& out_;
+    nlohmann::detail::serializer<json> ser_;
+    bool first_ = true;
+    json tmp_ = json::string_t();
+};
+
+}  // namespace
+
+std::string dump_v01_result(const std::string& version, const std::string& error, const json& metadata, const Plan* plan) {
+    std::string out;
+    out.reserve(1024);
+    Printer p(out);
+    p.open();
+    if (plan) {
+        if (plan->adjustment.is_null()) p.key("adjustment").value(json::object());
+        else p.key("adjustment").value(plan->adjustment);
+    }
+    p.key("error").str(error);
+    p.key("metadata").metadata(metadata);
+    p.key("plugin").str("nri-qos");
+    p.key("version").str(version);
+    if (plan) p.key("writes").writes(*plan);
+    p.close();
+    out += '\n';
+    return out;
+}
+
+std::string dump_eval_result(const std::string& error, bool fail_closed, const json& metadata, const Plan* plan) {
+    std::string out;
+    out.reserve(1024);
+    Printer p(out);
+    p.open();
+    p.key("adjustment").value(plan ? plan->adjustment : json(nullptr));
+    p.key("error").str(error);
+    p.key("metadata").metadata(metadata);
+    p.key("on_child_failure").str(fail_closed ? "closed" : "open");
+    p.key("update").value(plan ? plan->update : json(nullptr));
+    if (plan) p.key("writes").writes(*plan);
+    p.close();
+    out += '\n';
+    return out;
+}
+
 }  // namespace nriqos

@@ -34,4 +34,16 @@ nlohmann::json writes_json(const Plan& plan);
 /// decodes metadata into map[string]string; anything else breaks every container start).
 std::string dump_result(nlohmann::json result);
 
+/// The NRI v0.1 Result — {"adjustment", "error", "metadata", "plugin", "version", "writes"};
+/// without a plan only error, metadata, plugin, version — printed member by member, without
+/// building a DOM of it. Byte-identical to dump_result() of the same object (keys in the sorted
+/// order of the DOM; values, escaping and invalid-UTF-8 replacement by nlohmann's serializer;
+/// metadata values forced to strings), followed by a newline.
+std::string dump_v01_result(const std::string& version, const std::string& error, const nlohmann::json& metadata, const Plan* plan);
+
+/// The nri-eval result — {"adjustment", "error", "metadata", "on_child_failure", "update",
+/// "writes" (with a plan)} — the same way as dump_v01_result. Without a plan, adjustment and
+/// update are null.
+std::string dump_eval_result(const std::string& error, bool fail_closed, const nlohmann::json& metadata, const Plan* plan);
+
 }  // namespace nriqos
