@@ -19,6 +19,9 @@ CXXFLAGS  += -std=c++17 $(WARN) -fno-plt -ffunction-sections -fdata-sections
 # Fully static: the hook is exec'd on every container start and must not depend on the
 # node's libstdc++/glibc versions (nor pay the dynamic loader's ~1 ms).
 LDFLAGS   += -static -Wl,--gc-sections -Wl,-O1
+# The static std::ios_base::Init objects (<iostream>: CLI11, protobuf-lite, the relay) are
+# no-ops in the hook; main.cpp starts the standard streams on every path but plain `invoke`.
+IOS_WRAP  := -Wl,--wrap=_ZNSt8ios_base4InitC1Ev -Wl,--wrap=_ZNSt8ios_base4InitD1Ev
 LDLIBS    += -lprotobuf-lite -lnettle -pthread
 
 PROTO_SRC := src/nri/nri.proto
@@ -88,7 +91,7 @@ $(BUILD)/libnriqos.a: $(LIB_OBJS)
 	ar rcs $@ $^
 
 $(BUILD)/nri-qos: $(MAIN_OBJ) $(BUILD)/libnriqos.a
-	$(CXX) $(CXXFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(CXX) $(CXXFLAGS) $(LDFLAGS) $(IOS_WRAP) $^ $(LDLIBS) -o $@
 
 # Unit tests link the same library (dynamically linked, faster to build).
 $(BUILD)/unit-tests: $(TEST_OBJS) $(BUILD)/libnriqos.a

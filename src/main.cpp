@@ -3,11 +3,14 @@
 #include <fcntl.h>
 #include <cstdlib>
 #include <cstring>
+#include <ios>
+#include <new>
 #include <string>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
+#include "arena.hpp"
 #include "nri/eval_pipeline.hpp"
 #include "nri/relay.hpp"
 #include "pipeline.hpp"
@@ -18,7 +21,36 @@
 #include "request.hpp"
 #include "sandbox.hpp"
 
+// ---- standard streams, started on demand -------------------------------------------------
+// Every object file that includes <iostream> — CLI11, our relay files and all 27 objects of
+// libprotobuf-lite.a — carries a static std::ios_base::Init, and the first one to run builds
+// the standard streams and the whole classic locale: ~44,000 instructions and ~5 page faults
+// before main(), on every container start, for streams the hook's hot path never uses (it
+// writes with write(2)). The static binary is linked with
+//   -Wl,--wrap=_ZNSt8ios_base4InitC1Ev -Wl,--wrap=_ZNSt8ios_base4InitD1Ev
+// (Makefile), so those static objects are no-ops, and start_iostreams() runs the real
+// std::ios_base::Init once, first thing on every path except plain `invoke` (containerd's call
+// for every container), which must therefore never touch std::cout/cerr/clog/cin. The unit-test
+// and fuzz binaries are linked without --wrap and keep the eager initialisation.
+extern "C" {
+void __real__ZNSt8ios_base4InitC1Ev(void*);
+void __real__ZNSt8ios_base4InitD1Ev(void*);
+void __wrap__ZNSt8ios_base4InitC1Ev(void*) {}
+void __wrap__ZNSt8ios_base4InitD1Ev(void*) {}
+}
+
 namespace {
+
+alignas(std::ios_base::Init) unsigned char g_ios_init[sizeof(std::ios_base::Init)];
+
+/// The real std::ios_base::Init, once; its destructor (flush cout/cerr/clog) runs at exit.
+void start_iostreams() {
+    static bool started = false;
+    if (started) return;
+    started = true;
+    __real__ZNSt8ios_base4InitC1Ev(g_ios_init);
+    std::atexit([] { __real__ZNSt8ios_base4InitD1Ev(g_ios_init); });
+}
 
 using nriqos::Options;
 
@@ -68,6 +100,7 @@ void add_eval_options(CLI::App* app, Options& o, std::string& layout) {
 void note_last_good_dir(CLI::App* app, Options& o) { o.last_good_dir_set = app->count("--last-good-dir") > 0; }
 
 int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool policy_set, const std::string* given_input = nullptr) {
+    nriqos::arena::enable();  // one-shot and single-threaded from here on (arena.hpp)
     o.policy_from_flag = policy_set;
     o.default_sinks = true;
     try {
@@ -129,6 +162,22 @@ int main(int argc, char** argv) {
     // A hook started with fd 0-2 closed must not have its first opened file become "stdout".
     for (int fd = 0; fd <= 2; ++fd)
         if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) != fd) return 2;
+    // Hot path: containerd (NRI v0.1, /etc/nri/conf.json) runs `nri-qos invoke` with no options
+    // for every sandbox and container. That command line has one meaning — every option at its
+    // default — so it goes straight to the pipeline, without building the CLI11 command tree
+    // (~0.19 M instructions) and without the standard streams. Any other command line, including
+    // `invoke` with options, is parsed by CLI11 below.
+    if (argc == 2 && std::strcmp(argv[1], "invoke") == 0) {
+        int rc;
+        {
+            Options o;
+            rc = run_mode(nriqos::Mode::Invoke, o, "auto", false);
+        }
+        // The Result is out (write(2), no stdio buffer); skip the exit handlers: destructors of
+        // static objects (protobuf defaults, CLI11 validators) that this path never used.
+        _exit(rc);
+    }
+    start_iostreams();
     // Launched by the runtime from /opt/nri/plugins (no arguments, NRI_PLUGIN_SOCKET set):
     // register at once — nothing that can fail or take time comes first.
     if (argc == 1 && getenv("NRI_PLUGIN_SOCKET")) {
