@@ -1,0 +1,57 @@
+#!/bin/bash
+# Regenerate src/hot-text.ld, the linker script that places the code of a plain `nri-qos invoke`
+# (containerd's command line) together at the start of the text (BENCHMARKS.md, page faults).
+#
+# Builds build/nri-qos (the Makefile writes its link map, build/nri-qos.map), then runs it on the
+# captured containerd requests in a private namespace on a scratch root (scripts/private-root.sh):
+# every request once to warm the compiled-policy cache and the sandbox memo, then again
+# single-stepped under ptrace (scripts/hot-trace.c), recording each instruction address. The
+# addresses and the map become the script (scripts/hot-text.py). Needs root, gcc, python3;
+# takes a few minutes (a ptrace single step costs ~0.1 ms in a VM). Run it after larger changes
+# to the hot path and commit the result; a stale script only costs page faults, never
+# correctness (the linker places whatever it lists first; unknown names match nothing).
+set -euo pipefail
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$TOP"
+make -s all
+BIN=$TOP/build/nri-qos
+MAP=$TOP/build/nri-qos.map
+[ -f "$MAP" ] || { echo "hot-text.sh: $MAP missing" >&2; exit 1; }
+gcc -O2 -Wall -o build/hot-trace scripts/hot-trace.c
+# The executable segment's address range (static, not PIE: fixed addresses).
+read -r VA MSZ < <(readelf -lW "$BIN" | awk '$1 == "LOAD" && / R E / { print $3, $6 }')
+LO=$(printf '%x' $((VA))); HI=$(printf '%x' $((VA + MSZ)))
+
+S=$(mktemp -d /tmp/nri-qos-hot.XXXXXX)
+trap 'rm -rf "$S"' EXIT
+FIX=$TOP/tests/fixtures/requests
+REQS=("$FIX/containerd-1.6.20/sandbox-create.json" "$FIX/containerd-1.6.20/container-create.json"
+      "$FIX/containerd-1.7.24-adapter/sandbox-create.json" "$FIX/containerd-1.7.24-adapter/container-create.json"
+      "$FIX/containerd-1.6.20/container-delete.json")
+for f in "${REQS[@]}"; do  # the cgroup files the requests' knobs go to, so they are written
+  cp=$(sed -n 's/.*"cgroupsPath":"\([^"]*\)".*/\1/p' "$f")
+  [ -n "$cp" ] || continue
+  for rel in "$cp" "$(dirname "$cp")"; do
+    for ctl in cpu memory cpuset pids blkio; do mkdir -p "$S/cgroup/$ctl$rel"; done
+    touch "$S/cgroup/cpu$rel"/{cpu.shares,cpu.cfs_quota_us,cpu.cfs_burst_us,cpu.qos_level,cpu.idle} \
+          "$S/cgroup/memory$rel"/{memory.high,memory.qos_level,memory.limit_in_bytes}
+  done
+done
+mkdir -p "$S/etc/nri" "$S/traces"
+cp conf/nri.d/nri-qos.toml "$S/etc/nri/nri-qos.toml"
+touch -d '-1 hour' "$S/etc/nri/nri-qos.toml"
+sleep 2.2  # the policy's ctime must leave the cache's racy window (policy_cache.hpp), or the
+           # traced runs would recompile it
+
+scripts/private-root.sh "$S" bash -c '
+  set -e
+  bin=$1 trace=$2 lo=$3 hi=$4 out=$5; shift 5
+  for r in "$@"; do "$bin" invoke <"$r" >/dev/null; done
+  i=0
+  for r in "$@"; do
+    "$trace" "$out/$i.txt" "$lo" "$hi" "$bin" invoke <"$r" >/dev/null
+    i=$((i + 1))
+  done' hot-text "$BIN" "$TOP/build/hot-trace" "$LO" "$HI" "$S/traces" "${REQS[@]}"
+python3 scripts/hot-text.py "$MAP" "$S"/traces/*.txt > src/hot-text.ld.new
+mv src/hot-text.ld.new src/hot-text.ld
+echo "hot-text.sh: wrote src/hot-text.ld ($(grep -c '^    ' src/hot-text.ld) patterns); rebuild with make"
