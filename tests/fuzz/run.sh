@@ -7,16 +7,19 @@
 #        tests/fuzz/run.sh repro TARGET FILE..   run the target once on the given inputs
 # Targets: request (parse_v01_request + parse_nri_event), policy (parse_policy_toml + cache round
 # trip + classify), cgroups_path (resolve_cgroups_path), pipeline (run_pipeline in explain, invoke
-# and nri-eval mode against a scratch root).
+# and nri-eval mode against a scratch root), and the relay's parsers: framing (mux frames →
+# ttrpc messages → request/response envelopes), nri_json (NRI protobuf events → NRI JSON → the
+# child's parser; the child's JSON answer → protobuf).
 # Env: FUZZ_SECONDS, FUZZ_PARALLEL (targets run at once, default 1), CXX_FUZZ (default clang++),
 #      FUZZ_SCRATCH (where the pipeline target makes its scratch root, default /tmp),
 #      FUZZ_NO_CACHE=1 (pipeline target without the compiled-policy cache),
 #      FUZZ_OVERLAY=DIR (compile DIR/X.cpp / DIR/X.hpp instead of src/X.*: fuzz a proposed fix;
 #      everything then goes to build/fuzz-overlay/).
 #
-# The library sources (src/*.cpp except main.cpp; src/nri/* is the relay and is not fuzzed here)
-# are compiled with clang and -fsanitize=address,undefined into build/fuzz/obj; every target is
-# linked with -fsanitize=fuzzer. Any crash, sanitizer report, leak, timeout or invariant
+# The library sources (src/*.cpp except main.cpp) are compiled with clang and
+# -fsanitize=address,undefined into build/fuzz/obj, the relay's codec sources (src/nri/mux,
+# ttrpc, nri_json and the protoc output) into build/fuzz/obj/nri; every target is linked with
+# -fsanitize=fuzzer (framing and nri_json also with those and -lprotobuf-lite). Any crash, sanitizer report, leak, timeout or invariant
 # violation (the targets abort) fails the run; the input is saved under build/fuzz/artifacts/.
 # Prints `PASS fuzz-<target>` / `FAIL fuzz-<target>` and a summary line with the exec count.
 set -uo pipefail
@@ -29,7 +32,8 @@ OVERLAY=${FUZZ_OVERLAY:-}
 if [ -n "$OVERLAY" ]; then OVERLAY=$(cd "$OVERLAY" && pwd) || exit 2; OUT=build/fuzz-overlay; fi
 CXX_FUZZ=${CXX_FUZZ:-clang++}
 VERSION=$(cat VERSION 2>/dev/null || echo 0.0.0)
-ALL_TARGETS=(request policy cgroups_path pipeline)
+ALL_TARGETS=(request policy cgroups_path pipeline framing nri_json)
+NRI_SRCS=(src/nri/mux.cpp src/nri/ttrpc.cpp src/nri/nri_json.cpp build/gen/nri/nri.pb.cc)
 
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 CXXFLAGS_F="-std=c++17 -g -O1 $SAN ${OVERLAY:+-I$OVERLAY} -Isrc -I$OUT/gen -Ibuild/gen -D_GNU_SOURCE -DNRI_QOS_VERSION=\"$VERSION\" -DNRI_QOS_FUZZ=1 -w"
@@ -57,12 +61,27 @@ build() {
     for obj in "$OUT"/obj/*.o; do
         [ -f "src/$(basename "${obj%.o}").cpp" ] || rm -f "$obj"
     done
-    local t bin
+    # The relay's codecs (and the protobuf code they need), for the framing and nri_json targets.
+    make -s build/gen/nri/nri.pb.cc || die "make build/gen/nri/nri.pb.cc failed"
+    mkdir -p "$OUT/obj/nri"
+    local nri_objs=()
+    newest_hdr=$(ls -t src/nri/*.hpp build/gen/nri/nri.pb.h 2>/dev/null | head -1)
+    for src in "${NRI_SRCS[@]}"; do
+        obj="$OUT/obj/nri/$(basename "${src%.cc}" .cpp).o"
+        if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ "$newest_hdr" -nt "$obj" ]; then
+            echo "  CXX(fuzz) $src" >&2
+            $CXX_FUZZ $CXXFLAGS_F -fsanitize=fuzzer-no-link -c "$src" -o "$obj" || die "compile $src failed"
+        fi
+        nri_objs+=("$obj")
+    done
+    local t bin extra
     for t in "${ALL_TARGETS[@]}"; do
         bin="$OUT/fuzz_$t"
+        extra=()
+        case $t in framing|nri_json) extra=("${nri_objs[@]}" -lprotobuf-lite) ;; esac
         if [ ! -f "$bin" ] || [ "tests/fuzz/fuzz_$t.cpp" -nt "$bin" ] || [ -n "$(find "$OUT/obj" tests/fuzz/fuzz_common.hpp -newer "$bin" -print -quit)" ]; then
             echo "  LINK(fuzz) $bin" >&2
-            $CXX_FUZZ $CXXFLAGS_F -fsanitize=fuzzer "tests/fuzz/fuzz_$t.cpp" "${objs[@]}" -lnettle -o "$bin" || die "link $bin failed"
+            $CXX_FUZZ $CXXFLAGS_F -fsanitize=fuzzer "tests/fuzz/fuzz_$t.cpp" "${objs[@]}" "${extra[@]}" -lnettle -o "$bin" || die "link $bin failed"
         fi
     done
 }
@@ -74,6 +93,8 @@ opts_for() {
         pipeline) echo "-max_len=65536 -dict=tests/fuzz/json.dict -close_fd_mask=2" ;;
         policy) echo "-max_len=32768 -dict=tests/fuzz/toml.dict" ;;
         cgroups_path) echo "-max_len=4096" ;;
+        framing) echo "-max_len=65536" ;;
+        nri_json) echo "-max_len=65536 -dict=tests/fuzz/json.dict" ;;
     esac
 }
 
