@@ -835,6 +835,94 @@ par_run "$IN/race-%d.json"
 par_check "parallel: create/delete race of one sandbox" || FAILED=1
 state_check "parallel: create/delete race leaves a whole memo or none" -1 || FAILED=1
 [ "$(cat "$OUTSIDE/x.json")" = sentinel ] && pass "parallel: state symlink never followed" || fail "parallel: state symlink target changed"
+# ---- plain `invoke`: containerd's command line, no options --------------------------------------
+# It skips the CLI11 parse and the standard streams (main.cpp). Run with its default paths on a
+# private root (scripts/private-root.sh: /etc/nri, /run/nri-qos, /sys/fs/cgroup and /proc of its
+# own), so nothing of the host is read or written.
+plain_session() { # ROOT SCRIPT: run SCRIPT (bash) in the private root; $BIN and $IN are exported
+  BIN=$BIN IN=$IN timeout -s KILL 60 "$TOP/scripts/private-root.sh" "$1" bash -c "$2"
+}
+plain_root() { # ROOT POLICY-FILE: a private root with that policy as /etc/nri/nri-qos.toml
+  local r=$1 c f
+  mkdir -p "$r/etc/nri" "$r/cgroup"
+  cp "$2" "$r/etc/nri/nri-qos.toml"
+  for rel in "$POD_REL" "$POD_REL/$SB_ID" "$POD_REL/$CT_ID"; do
+    for c in cpu memory pids blkio cpuset; do
+      mkdir -p "$r/cgroup/$c/$rel"
+      for f in $V1_FILES; do case $f in "$c".*) : > "$r/cgroup/$c/$rel/$f" ;; esac; done
+    done
+  done
+}
+plain_json() { # NAME FILE PYTHON-ASSERTIONS (r = the Result)
+  if python3 -c "
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+assert isinstance(r, dict) and all(isinstance(v, str) for v in r['metadata'].values()), 'not a Result'
+$3
+" "$2" 2>"$W/plain.err"; then pass "$1"; else fail "$1: $(tail -1 "$W/plain.err"); stdout '$(head -c 300 "$2")'"; fi
+}
+if [ "$(id -u)" != 0 ] || ! unshare --mount --pid --fork true 2>/dev/null; then
+  skip "plain invoke: needs root and mount/pid namespaces (unshare)"
+else
+  PR=$S/private; PW=$W/plain; mkdir -p "$PW"
+  plain_root "$PR" "$POLICY_SRC"
+  printf '%s' "$(head -c 300 "$IN/ct.json")" > "$IN/half"
+  python3 - "$IN/ct.json" "$IN/ct-conf-missing.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); r["conf"] = {"policy": "/etc/nri/missing.toml"}
+json.dump(r, open(sys.argv[2], "w"))
+PY
+  touch -d '-1 hour' "$PR/etc/nri/nri-qos.toml"; sleep 2.2  # out of the compiled-policy cache's racy window
+  plain_session "$PR" '
+    o='"$PW"'
+    run() { "$BIN" invoke <"$2" >"$o/$1.out" 2>"$o/$1.err"; echo $? >"$o/$1.rc"; }
+    run sb "$IN/sb.json"
+    run ct-miss "$IN/ct.json"
+    run ct-hit "$IN/ct.json"
+    "$BIN" invoke --policy /etc/nri/nri-qos.toml --cgroup-root /sys/fs/cgroup --cgroup-layout auto --proc-root /proc \
+      --resctrl-root /sys/fs/resctrl --state-dir /run/nri-qos --cache-dir /run/nri-qos/cache <"$IN/ct.json" >"$o/ct-opts.out" 2>/dev/null
+    run null "$IN/null"
+    run conf-missing "$IN/ct-conf-missing.json"
+    (cat "$IN/half"; exec sleep 5) | { "$BIN" invoke >"$o/half.out" 2>"$o/half.err"; echo $? >"$o/half.rc"; }
+    ls /run/nri-qos >"$o/state.ls"'
+  for c in sb ct-miss ct-hit null conf-missing half; do
+    [ "$(cat "$PW/$c.rc" 2>/dev/null)" = 0 ] && pass "plain invoke $c: exit 0" || fail "plain invoke $c: exit $(cat "$PW/$c.rc" 2>/dev/null), stderr '$(head -c 300 "$PW/$c.err" 2>/dev/null)'"
+  done
+  plain_json "plain invoke: sandbox create" "$PW/sb.out" "assert r['error'] == '' and r['metadata']['class'] == 'LS', r['metadata']"
+  grep -qx "$SB_ID.json" "$PW/state.ls" && pass "plain invoke: sandbox memo in /run/nri-qos" || fail "plain invoke: no memo in /run/nri-qos: $(cat "$PW/state.ls")"
+  plain_json "plain invoke: container create" "$PW/ct-hit.out" "assert r['metadata']['applied'] == 'cpu.qos_level=0 memory.high=60397977', r['metadata']"
+  [ "$(cat "$PR/cgroup/memory/$POD_REL/$CT_ID/memory.high")" = 60397977 ] && pass "plain invoke: memory.high written under /sys/fs/cgroup" \
+    || fail "plain invoke: memory.high = '$(cat "$PR/cgroup/memory/$POD_REL/$CT_ID/memory.high")'"
+  cmp -s "$PW/ct-miss.out" "$PW/ct-hit.out" && pass "plain invoke: cache miss and hit print the same Result" || fail "plain invoke: miss and hit differ"
+  cmp -s "$PW/ct-hit.out" "$PW/ct-opts.out" && pass "plain invoke: same Result as invoke with the default options spelled out" \
+    || fail "plain invoke: differs from the options path: '$(head -c 300 "$PW/ct-opts.out")'"
+  plain_json "plain invoke: bad request is fail-open with the message" "$PW/null.out" \
+    "assert r['error'] == '' and r['metadata']['error'].startswith('bad request: /: expected a JSON object'), r"
+  grep -q '^nri-qos: bad request: /: expected a JSON object' "$PW/null.err" && pass "plain invoke: bad request logged on stderr" \
+    || fail "plain invoke: stderr '$(head -c 200 "$PW/null.err")'"
+  plain_json "plain invoke: conf.policy missing" "$PW/conf-missing.out" "assert 'cannot open policy' in r['metadata']['error'], r"
+  plain_json "plain invoke: deadline on a half request" "$PW/half.out" "assert 'deadline exceeded' in r['metadata']['warning'], r"
+  # fail-closed policy: a bad request is a Result error, exit 1
+  PC=$S/private-closed
+  plain_root "$PC" "$PD/closed.toml"
+  plain_session "$PC" '"$BIN" invoke <"$IN/null" >'"$PW"'/closed.out 2>/dev/null; echo $? >'"$PW"'/closed.rc'
+  [ "$(cat "$PW/closed.rc")" = 1 ] && pass "plain invoke: fail-closed bad request exits 1" || fail "plain invoke: fail-closed exit $(cat "$PW/closed.rc")"
+  plain_json "plain invoke: fail-closed bad request" "$PW/closed.out" "assert r['error'].startswith('nri-qos: bad request: /: expected a JSON object'), r"
+fi
+# Every other command line goes through CLI11, which prints with the standard streams: they are
+# started there (main.cpp start_iostreams).
+out=$("$BIN" --help 2>&1); rc=$?
+[ $rc = 0 ] && [[ $out == *"Usage:"* ]] && pass "CLI: --help prints the usage" || fail "CLI: --help: exit $rc, '${out:0:200}'"
+out=$("$BIN" invoke --help 2>&1); rc=$?
+[ $rc = 0 ] && [[ $out == *"--cgroup-root"* ]] && pass "CLI: invoke --help" || fail "CLI: invoke --help: exit $rc, '${out:0:200}'"
+out=$("$BIN" --version 2>&1); rc=$?
+[ $rc = 0 ] && [[ $out == "nri-qos "* ]] && pass "CLI: --version" || fail "CLI: --version: exit $rc, '${out:0:200}'"
+out=$("$BIN" frobnicate 2>&1 >/dev/null); rc=$?
+[ $rc != 0 ] && [ $rc -lt 128 ] && [[ $out == *frobnicate* ]] && pass "CLI: unknown command refused on stderr (exit $rc)" \
+  || fail "CLI: unknown command: exit $rc, stderr '${out:0:200}'"
+out=$("$BIN" invoke --cgroup-layout v3 </dev/null 2>&1 >/dev/null); rc=$?
+[ $rc = 2 ] && [[ $out == *"--cgroup-layout"* ]] && pass "CLI: invoke with a bad option value" || fail "CLI: invoke --cgroup-layout v3: exit $rc, '${out:0:200}'"
+
 grep -rl sentinel "$OUTSIDE" | wc -l | { read -r n; want=$(find "$OUTSIDE" -type f | wc -l); [ "$n" = "$want" ] && pass "outside sentinels untouched after all cases" || fail "outside sentinels: $n of $want still sentinel"; }
 
 exit "$FAILED"

@@ -1,0 +1,177 @@
+// Unit tests of the one-shot hot path (issue 13): the SAX request reader keeps the DOM reader's
+// contract (messages, their precedence, what is kept), the Result printers print exactly what
+// dump_result() printed for the same Result object, and the allocation arena.
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "arena.hpp"
+#include "request.hpp"
+#include "sinks.hpp"
+
+using namespace nriqos;
+using nlohmann::json;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+const char* kHead = R"({"version":"0.1","state":"create","id":"c1","sandboxID":"s1")";
+
+std::string v01(const std::string& rest) { return std::string(kHead) + rest + "}"; }
+
+}  // namespace
+
+TEST_CASE("SAX reader: a document error wins over any field error", "[request][oneshot]") {
+    // Field errors come first in document order; the document is still malformed.
+    CHECK(error_of([] { parse_v01_request(R"({"version":1,"state":2,"id":)"); }).rfind("malformed JSON: parse error", 0) == 0);
+    CHECK(error_of([] { parse_v01_request(R"({"version":1,"labels":{"a":2},"x":[)" + std::string(40, '[')); }) ==
+          "JSON nested deeper than 32 levels");
+    CHECK(error_of([] { parse_v01_request(R"({"version":1,"spec":{"cgroupsPath":5},"spec":{}})"); }) == "duplicate JSON key \"spec\"");
+    CHECK(error_of([] { parse_nri_event(R"({"event":"Boom","pod":{"id":"x"}} [])"); }).rfind("malformed JSON", 0) == 0);
+}
+
+TEST_CASE("SAX reader: fields are checked in a fixed order, whatever the key order", "[request][oneshot]") {
+    // version before state before id, whatever comes first in the document
+    CHECK(error_of([] { parse_v01_request(R"({"id":"../x","state":"pwn","version":"0.2"})"); }).rfind("/version: unsupported", 0) == 0);
+    CHECK(error_of([] { parse_v01_request(R"({"id":"../x","state":"pwn","version":"0.1"})"); }).rfind("/state: unknown state", 0) == 0);
+    // labels before spec
+    CHECK(error_of([] { parse_v01_request(v01(R"(,"spec":{"cgroupsPath":1},"labels":{"a":1})")); }) == "/labels/a: expected string, got integer");
+    // several bad entries of one map: the first in key order (as the DOM's std::map met them)
+    CHECK(error_of([] { parse_v01_request(v01(R"(,"labels":{"z":1,"m":null,"b":{},"k":"ok"})")); }) == "/labels/b: expected string, got object");
+    CHECK(error_of([] { parse_v01_request(v01(R"(,"labels":{"z":"a\u0000b","b\nc":"x"})")); }) == "/labels/b?c: contains a control character");
+    // a duplicate key in a map is a document error even when its first value was refused
+    CHECK(error_of([] { parse_v01_request(v01(R"(,"labels":{"a":1,"a":"x"})")); }) == "duplicate JSON key \"a\"");
+}
+
+TEST_CASE("SAX reader: what is kept and what is only checked", "[request][oneshot]") {
+    Request r = parse_v01_request(v01(R"(,"conf":{"policy":"/p.toml","x":[1,{"y":null}]},"spec":{"process":{"args":["a"]},)"
+                                      R"("resources":{"devices":[{"allow":false}],"cpu":{"shares":512,"cpus":"0-1"}},"annotations":{"a":"b"}},)"
+                                      R"("results":[{"plugin":"p"}],"labels":{"app":"x"},"unknown":{"deep":[[[]]]})"));
+    CHECK(r.conf == json::parse(R"({"policy":"/p.toml","x":[1,{"y":null}]})"));
+    CHECK(r.resources.cpu_shares == 512);
+    CHECK(r.resources.cpu_cpus == std::string("0-1"));
+    CHECK(r.annotations == std::map<std::string, std::string>{{"a", "b"}});
+    CHECK(r.labels == std::map<std::string, std::string>{{"app", "x"}});
+    // limits apply inside subtrees that are not read
+    CHECK(error_of([] { parse_v01_request(v01(R"(,"unknown":{"a":1,"a":2})")); }) == "duplicate JSON key \"a\"");
+    // NRI Go JSON wrappers: {} is 0 (omitempty), {"value":null} is absent, a bare number is accepted
+    std::string ev = R"({"event":"CreateContainer","pod":{"id":"p1","pid":"junk","linux":{"resources":{"cpu":"junk"}}},)"
+                     R"("container":{"id":"c1","linux":{"resources":{"cpu":{"shares":{},"quota":{"value":null},"period":100000}}}}})";
+    Request e = parse_nri_event(ev);
+    CHECK(e.resources.cpu_shares == 0);
+    CHECK_FALSE(e.resources.cpu_quota.has_value());
+    CHECK(e.resources.cpu_period == 100000);
+    // ... and the pod's own pid and resources are not read for a container event (as before)
+    CHECK_FALSE(e.is_sandbox);
+    CHECK(error_of([] { parse_nri_event(R"({"event":"RunPodSandbox","pod":{"id":"p1","pid":"junk"}})"); }) == "/pod/pid: expected an integer");
+}
+
+namespace {
+
+Plan sample_plan() {
+    Plan p;
+    Write a;
+    a.knob = "cpu_shares";
+    a.scope = "container";
+    a.rel = "cpu/kubepods/besteffort/pod1/c1/cpu.shares";
+    a.value = "2";
+    a.status = Write::Applied;
+    Write b = a;
+    b.knob = "oom_score_adj";
+    b.root = Root::Proc;
+    b.rel = "42/oom_score_adj";
+    b.value = "1000";
+    b.status = Write::Failed;
+    b.reason = "EACCES: \"quoted\" and invalid UTF-8 \xff\xfe";
+    Write c = a;
+    c.knob = "raw:resctrl";
+    c.scope = "pod";
+    c.root = Root::Resctrl;
+    c.rel = "BE/tasks";
+    c.status = Write::Skipped;
+    c.reason = "not present";
+    p.writes = {a, b, c};
+    p.adjustment = json::parse(R"({"linux":{"resources":{"cpu":{"shares":{"value":2}}}},"annotations":{"k":"v\n"}})");
+    p.update = json::parse(R"({"cpu":{"shares":{"value":2}}})");
+    return p;
+}
+
+json sample_metadata() {
+    return {{"class", "BE"}, {"applied", "cpu.shares=2"}, {"n", 3}, {"o", {{"a", 1}}}, {"bad", std::string("\xff")}, {"z", "tab\there"}};
+}
+
+}  // namespace
+
+TEST_CASE("Result printers: byte for byte what dump_result printed for the DOM", "[sinks][oneshot]") {
+    Plan plan = sample_plan();
+    Plan empty_adj = plan;
+    empty_adj.adjustment = nullptr;
+    Plan no_writes;
+    for (const json& md : {sample_metadata(), json::object()}) {
+        for (const Plan* p : std::initializer_list<const Plan*>{&plan, &empty_adj, &no_writes, nullptr}) {
+            for (const std::string& err : {std::string(), std::string("nri-qos: bad request: /id: \"x\"")}) {
+                // invoke (render's former DOM)
+                json out = {{"plugin", "nri-qos"}, {"version", "0.1.0"}, {"error", err}, {"metadata", md}};
+                if (p) {
+                    out["adjustment"] = p->adjustment.is_null() ? json::object() : p->adjustment;
+                    out["writes"] = writes_json(*p);
+                }
+                CHECK(dump_v01_result("0.1.0", err, md, p) == dump_result(out));
+                // nri-eval
+                for (bool closed : {false, true}) {
+                    json ev = {{"error", err}, {"on_child_failure", closed ? "closed" : "open"}, {"adjustment", p ? p->adjustment : json(nullptr)},
+                               {"update", p ? p->update : json(nullptr)}, {"metadata", md}};
+                    if (p) ev["writes"] = writes_json(*p);
+                    CHECK(dump_eval_result(err, closed, md, p) == dump_result(ev));
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("arena: bump allocation, newest block given back, malloc beyond it", "[arena][oneshot]") {
+    // In a child: enable() is for the whole (single-threaded) process.
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        int bad = 0;
+        auto expect = [&](bool ok) { bad += ok ? 0 : 1; };
+        void* before = ::operator new(32);
+        expect(!arena::contains(before));
+        arena::enable();
+        size_t u0 = arena::used();
+        void* a = ::operator new(10);
+        expect(arena::contains(a) && reinterpret_cast<uintptr_t>(a) % 16 == 0 && arena::used() == u0 + 16);
+        void* z1 = ::operator new(0);
+        void* z2 = ::operator new(0);
+        expect(z1 != z2);
+        ::operator delete(z2, size_t{0});  // the newest: given back
+        ::operator delete(z1, size_t{0});
+        expect(arena::used() == u0 + 16);
+        ::operator delete(a);  // unsized: not given back, harmless
+        expect(arena::used() == u0 + 16);
+        void* big = ::operator new(arena::kBytes);  // does not fit: malloc
+        expect(!arena::contains(big));
+        ::operator delete(big);
+        ::operator delete(before);  // malloc'd before enable(): freed by free()
+        std::string s(100000, 'x');  // containers work across the switch
+        s += std::string(300000, 'y');
+        expect(s.size() == 400000);
+        _exit(bad);
+    }
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    REQUIRE(WIFEXITED(st));
+    CHECK(WEXITSTATUS(st) == 0);
+}
