@@ -36,6 +36,7 @@ void* operator new(std::size_t n) {
             g_top += need;
             return p;
         }
+        if (n <= 4096) g_on = false;  // full (a cache miss compiling a policy): malloc from now on
     }
     for (;;) {
         if (void* p = std::malloc(n ? n : 1)) return p;

@@ -5,9 +5,10 @@
 // and exits a millisecond later. glibc's malloc/free cost ~50,000 instructions of the ~350,000
 // of such an invocation; most of it is free() of memory the exit returns anyway. With the
 // arena enabled, operator new carves 16-byte-aligned blocks off a static buffer and operator
-// delete of such a block does nothing; when the buffer is used up, or for anything else
-// (aligned new, C code), glibc's malloc serves as before, so memory stays bounded by the
-// buffer plus what malloc would have used. Off unless enable() is called: the relay (a
+// delete of such a block does nothing (the newest block is given back); a block that does not
+// fit goes to malloc, and once a small one does not fit either, malloc serves everything (as
+// for aligned new and C code), so memory stays bounded by the buffer plus what malloc would
+// have used. Off unless enable() is called: the relay (a
 // long-running, threaded process), the unit tests and every other command use malloc only.
 #pragma once
 
