@@ -6,7 +6,10 @@
 # Measures, on a scratch root (cgroup v1 tree under mktemp -d, --cgroup-layout v1, scratch
 # --state-dir, --proc-root, --cache-dir):
 #   1. latency p50/p90/p99/max, peak RSS, user/sys CPU, page faults: floor vs nri-qos on real
-#      captured containerd requests (bundled policy; cache hit, and without cache);
+#      captured containerd requests (bundled policy; cache hit, and without cache). The hit rows
+#      run containerd's own command line, a plain `nri-qos invoke` without options, with its
+#      default paths on the scratch root (scripts/private-root.sh: a private mount and pid
+#      namespace); "hit-options" is the same hit with every path given as an option (CLI11);
 #   2. instructions per invocation (valgrind --tool=callgrind; perf stat where the PMU is
 #      available) and the ratio of each figure to the floor, plus a callgrind breakdown of a hit;
 #   3. policy scaling: 10, 100, 1,000, 10,000 generated rules (bench/gen-policy.sh), cache hit
@@ -55,21 +58,26 @@ if [ "${BENCH_KEEP:-0}" = 1 ]; then echo "# scratch root: $S" >&2; else trap 'rm
 REQ_CT=$FIX/containerd-1.6.20/container-create.json
 REQ_SB=$FIX/containerd-1.6.20/sandbox-create.json
 REQ_CT17=$FIX/containerd-1.7.24-adapter/container-create.json
-mkdir -p "$S/cg" "$S/proc" "$S/state" "$S/pol"
+mkdir -p "$S/cgroup" "$S/proc" "$S/state" "$S/pol" "$S/etc/nri"
 # The cgroup v1 directories and knob files of the requests' cgroupsPath, so knobs are applied.
 for f in "$REQ_CT" "$REQ_SB" "$REQ_CT17"; do
   cp=$(sed -n 's/.*"cgroupsPath":"\([^"]*\)".*/\1/p' "$f")
   [ -n "$cp" ] || continue
   for rel in "$cp" "$(dirname "$cp")"; do
-    for ctl in cpu memory cpuset pids blkio; do mkdir -p "$S/cg/$ctl$rel"; done
-    touch "$S/cg/cpu$rel"/{cpu.shares,cpu.cfs_quota_us,cpu.cfs_burst_us,cpu.qos_level,cpu.idle} \
-          "$S/cg/memory$rel"/{memory.high,memory.qos_level,memory.limit_in_bytes}
+    for ctl in cpu memory cpuset pids blkio; do mkdir -p "$S/cgroup/$ctl$rel"; done
+    touch "$S/cgroup/cpu$rel"/{cpu.shares,cpu.cfs_quota_us,cpu.cfs_burst_us,cpu.qos_level,cpu.idle} \
+          "$S/cgroup/memory$rel"/{memory.high,memory.qos_level,memory.limit_in_bytes}
   done
 done
 cp "$TOP/conf/nri.d/nri-qos.toml" "$S/pol/bundled.toml"
+cp "$TOP/conf/nri.d/nri-qos.toml" "$S/etc/nri/nri-qos.toml"  # /etc/nri/nri-qos.toml of the private root
 for n in $SCALE; do "$TOP/bench/gen-policy.sh" "$n" "$S/pol/bundled.toml" >"$S/pol/rules-$n.toml"; done
 sleep 2.2  # policies older than the cache's racy window (policy_cache.hpp kRacySeconds)
-EVAL=(--cgroup-root "$S/cg" --cgroup-layout v1 --proc-root "$S/proc" --state-dir "$S/state")
+EVAL=(--cgroup-root "$S/cgroup" --cgroup-layout v1 --proc-root "$S/proc" --state-dir "$S/state")
+# Plain `invoke` (containerd's command line) sees $S as /etc/nri, /run/nri-qos, /sys/fs/cgroup.
+PLAIN=0
+if [ "$(id -u)" = 0 ] && unshare --mount --pid --fork true 2>/dev/null; then PLAIN=1; fi
+inroot() { "$TOP/scripts/private-root.sh" "$S" "$@"; }
 inv() { # inv POLICY CACHE_DIR [ARG...]: the nri-qos command line, in the array CMD
   CMD=("$BIN" invoke --policy "$1" "${EVAL[@]}" --cache-dir "$2" "${@:3}")
 }
@@ -90,6 +98,11 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 callgrind_ir() {
   local in=$1; shift
   valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" <"$in" 2>&1 >/dev/null | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+}
+callgrind_plain() { # callgrind_plain STDIN: instructions of a plain `invoke` hit in the private root
+  # (a first run in the same namespace warms the cache: its overlay is new, so is the key's st_dev)
+  inroot bash -c '"$1" invoke <"$2" >/dev/null 2>&1; valgrind --tool=callgrind --callgrind-out-file=/dev/null "$1" invoke <"$2" 2>&1 >/dev/null' \
+    callgrind "$BIN" "$1" | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
 perf_ir() { # perf_ir STDIN ARGV...: instructions:u from perf stat, or n/a
   local in=$1; shift
@@ -115,14 +128,26 @@ echo "## 1. Latency and memory: floor vs nri-qos invoke (bundled policy), $N run
 inv "$S/pol/bundled.toml" "$S/cache"; HIT=("${CMD[@]}")
 inv "$S/pol/bundled.toml" ""; NOC=("${CMD[@]}")
 GOPEER=()
-[ -n "$CLEARCFS" ] && GOPEER=(--- go-clearcfs:1.6-container-create "$CLEARCFS" invoke --cgroup-root "$S/cg")
-LAT=$("$DRIVER" -n "$N" -w 20 -i "$REQ_CT" \
-  floor "$FLOOR" \
-  --- hit:1.6-container-create "${HIT[@]}" \
-  --- hit:1.6-sandbox-create "<$REQ_SB" "${HIT[@]}" \
-  --- hit:1.7-container-create "<$REQ_CT17" "${HIT[@]}" \
-  --- nocache:1.6-container-create "${NOC[@]}" \
-  "${GOPEER[@]}")
+[ -n "$CLEARCFS" ] && GOPEER=(--- go-clearcfs:1.6-container-create "$CLEARCFS" invoke --cgroup-root "$S/cgroup")
+if [ "$PLAIN" = 1 ]; then
+  LAT=$(inroot "$DRIVER" -n "$N" -w 20 -i "$REQ_CT" \
+    floor "$FLOOR" \
+    --- hit:1.6-container-create "$BIN" invoke \
+    --- hit:1.6-sandbox-create "<$REQ_SB" "$BIN" invoke \
+    --- hit:1.7-container-create "<$REQ_CT17" "$BIN" invoke \
+    --- hit-options:1.6-container-create "${HIT[@]}" \
+    --- nocache:1.6-container-create "${NOC[@]}" \
+    "${GOPEER[@]}")
+else  # no namespaces here: the hit rows with options
+  echo "(no mount/pid namespaces: plain \`invoke\` not measured; the hit rows use options)" | tee -a "$OUT"
+  LAT=$("$DRIVER" -n "$N" -w 20 -i "$REQ_CT" \
+    floor "$FLOOR" \
+    --- hit:1.6-container-create "${HIT[@]}" \
+    --- hit:1.6-sandbox-create "<$REQ_SB" "${HIT[@]}" \
+    --- hit:1.7-container-create "<$REQ_CT17" "${HIT[@]}" \
+    --- nocache:1.6-container-create "${NOC[@]}" \
+    "${GOPEER[@]}")
+fi
 FL=$(grep '^floor ' <<<"$LAT")
 echo "$LAT" > "$BB/oneshot-latency.txt"  # raw driver lines, for bench/report.py
 {
@@ -148,12 +173,19 @@ fi
 # ---- 2. instructions ---------------------------------------------------------------------------
 echo "## 2. Instructions per invocation (valgrind callgrind; perf stat instructions:u where supported)" | tee -a "$OUT"
 IR_FLOOR=$(callgrind_ir "$REQ_CT" "$FLOOR")
-IR_HIT=$(callgrind_ir "$REQ_CT" "${HIT[@]}")
-IR_HIT_SB=$(callgrind_ir "$REQ_SB" "${HIT[@]}")
-IR_HIT17=$(callgrind_ir "$REQ_CT17" "${HIT[@]}")
-IR_NOC=$(callgrind_ir "$REQ_CT" "${NOC[@]}")
-printf 'floor ir=%s\nhit:1.6-container-create ir=%s\nhit:1.6-sandbox-create ir=%s\nhit:1.7-container-create ir=%s\n' \
-  "$IR_FLOOR" "$IR_HIT" "$IR_HIT_SB" "$IR_HIT17" > "$BB/oneshot-instructions.txt"
+IR_OPT=$(callgrind_ir "$REQ_CT" "${HIT[@]}")
+if [ "$PLAIN" = 1 ]; then
+  IR_HIT=$(callgrind_plain "$REQ_CT")
+  IR_HIT_SB=$(callgrind_plain "$REQ_SB")
+  IR_HIT17=$(callgrind_plain "$REQ_CT17")
+else
+  IR_HIT=$IR_OPT
+  IR_HIT_SB=$(callgrind_ir "$REQ_SB" "${HIT[@]}")
+  IR_HIT17=$(callgrind_ir "$REQ_CT17" "${HIT[@]}")
+fi
+IR_NOC=$(callgrind_ir "$REQ_CT" "${NOC[@]}" --deadline-ms 0)  # under valgrind a compile can outlast the deadline
+printf 'floor ir=%s\nhit:1.6-container-create ir=%s\nhit:1.6-sandbox-create ir=%s\nhit:1.7-container-create ir=%s\nhit-options:1.6-container-create ir=%s\n' \
+  "$IR_FLOOR" "$IR_HIT" "$IR_HIT_SB" "$IR_HIT17" "$IR_OPT" > "$BB/oneshot-instructions.txt"
 PERF_FLOOR=$(perf_ir "$REQ_CT" "$FLOOR")
 PERF_HIT=$(perf_ir "$REQ_CT" "${HIT[@]}")
 {
@@ -164,12 +196,18 @@ echo "| floor | $IR_FLOOR | 1.00 | $PERF_FLOOR |"
 echo "| hit:1.6-container-create | $IR_HIT | $(ratio "$IR_HIT" "$IR_FLOOR") | $PERF_HIT |"
 echo "| hit:1.6-sandbox-create | $IR_HIT_SB | $(ratio "$IR_HIT_SB" "$IR_FLOOR") | |"
 echo "| hit:1.7-container-create | $IR_HIT17 | $(ratio "$IR_HIT17" "$IR_FLOOR") | |"
+echo "| hit-options:1.6-container-create | $IR_OPT | $(ratio "$IR_OPT" "$IR_FLOOR") | |"
 echo "| nocache:1.6-container-create | $IR_NOC | $(ratio "$IR_NOC" "$IR_FLOOR") | |"
 echo
 echo "Where a cache hit spends its instructions (callgrind, inclusive, top entries):"
 echo
 echo '```'
-valgrind --tool=callgrind --callgrind-out-file="$S/cg.hit" "${HIT[@]}" <"$REQ_CT" >/dev/null 2>&1
+if [ "$PLAIN" = 1 ]; then
+  inroot bash -c '"$1" invoke <"$3" >/dev/null 2>&1; valgrind --tool=callgrind --callgrind-out-file="$2" "$1" invoke <"$3" >/dev/null 2>&1' \
+    callgrind "$BIN" "$S/cg.hit" "$REQ_CT"
+else
+  valgrind --tool=callgrind --callgrind-out-file="$S/cg.hit" "${HIT[@]}" <"$REQ_CT" >/dev/null 2>&1
+fi
 callgrind_annotate --inclusive=yes "$S/cg.hit" >"$S/cg.txt" 2>/dev/null || true
 grep -E '^ *[0-9,]+ \(' "$S/cg.txt" | grep -v 'below main' | sed -n 1,32p |
   sed -E 's/\(std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >/(std::string/g; s/nlohmann::json_abi_v3_11_2::basic_json<[^>]*>[^ ]*/nlohmann::json/g' | cut -c1-150
@@ -203,7 +241,7 @@ done
 inv "$S/pol/bundled.toml" "$S/cache-miss"
 MB=$("$DRIVER" -n 20 -w 0 -i "$REQ_CT" miss:bundled "^$S/pol/bundled.toml" "${CMD[@]}")
 inv "$S/pol/bundled.toml" "$S/cache-miss2"
-IR_MISS=$(callgrind_ir "$REQ_CT" "${CMD[@]}")
+IR_MISS=$(callgrind_ir "$REQ_CT" "${CMD[@]}" --deadline-ms 0)
 {
 echo
 echo "Cold first invocation after a policy change, bundled policy (20 runs, policy touched before each):"
@@ -214,7 +252,11 @@ echo
 # ---- 4. throughput -----------------------------------------------------------------------------
 echo "## 4. Throughput, 2 parallel workers" | tee -a "$OUT"
 NT=$(( N * 4 ))
-TP=$("$DRIVER" -P 2 -n "$NT" -w 10 -i "$REQ_CT" floor "$FLOOR" --- hit:1.6-container-create "${HIT[@]}")
+if [ "$PLAIN" = 1 ]; then
+  TP=$(inroot "$DRIVER" -P 2 -n "$NT" -w 10 -i "$REQ_CT" floor "$FLOOR" --- hit:1.6-container-create "$BIN" invoke)
+else
+  TP=$("$DRIVER" -P 2 -n "$NT" -w 10 -i "$REQ_CT" floor "$FLOOR" --- hit:1.6-container-create "${HIT[@]}")
+fi
 {
 echo
 echo "| command | invocations | wall s | invocations/s |"
