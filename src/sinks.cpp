@@ -175,15 +175,35 @@ Summary summarize(const Plan& plan) {
     return s;
 }
 
+namespace {
+/// The members of one entry of the Result's "writes" list, in key order (the order the DOM prints
+/// them in, which the DOM-free printer below relies on): v.str(key, string), v.num(key, int).
+/// The one list of them for writes_json() and dump_v01_result() / dump_eval_result().
+template <class V>
+void visit_write(const Write& w, V& v) {
+    static const char* kStatus[] = {"planned", "applied", "skipped", "failed"};
+    v.str("file", root_prefix(w.root) + w.rel);
+    v.str("knob", w.knob);
+    if (!w.note.empty()) v.str("note", w.note);
+    if (!w.reason.empty()) v.str("reason", w.reason);
+    v.str("scope", w.scope);
+    if (w.seq > 0) v.num("seq", w.seq);
+    v.str("status", kStatus[w.status]);
+    v.str("value", w.value);
+}
+}  // namespace
+
 json writes_json(const Plan& plan) {
     json a = json::array();
-    static const char* kStatus[] = {"planned", "applied", "skipped", "failed"};
+    struct {
+        json e = json::object();
+        void str(const char* k, const std::string& s) { e[k] = s; }
+        void num(const char* k, int n) { e[k] = n; }
+    } v;
     for (const auto& w : plan.writes) {
-        json e = {{"knob", w.knob}, {"scope", w.scope}, {"file", root_prefix(w.root) + w.rel}, {"value", w.value}, {"status", kStatus[w.status]}};
-        if (!w.reason.empty()) e["reason"] = w.reason;
-        if (!w.note.empty()) e["note"] = w.note;
-        if (w.seq > 0) e["seq"] = w.seq;
-        a.push_back(std::move(e));
+        v.e = json::object();
+        visit_write(w, v);
+        a.push_back(std::move(v.e));
     }
     return a;
 }
@@ -236,19 +256,18 @@ class Printer {
         out_ += '}';
     }
     void writes(const Plan& plan) {
-        static const char* kStatus[] = {"planned", "applied", "skipped", "failed"};
+        struct {
+            Printer* p;
+            void str(const char* k, const std::string& s) { p->key(k).str(s); }
+            void num(const char* k, int n) { p->key(k).value(json(n)); }
+        } v{this};
         out_ += '[';
         bool first = true;
         for (const auto& w : plan.writes) {
             if (!first) out_ += ',';
             first = false;
             open();
-            key("file").str(root_prefix(w.root) + w.rel);
-            key("knob").str(w.knob);
-            if (!w.reason.empty()) key("reason").str(w.reason);
-            key("scope").str(w.scope);
-            key("status").str(kStatus[w.status]);
-            key("value").str(w.value);
+            visit_write(w, v);
             close();
         }
         out_ += ']';

@@ -87,7 +87,11 @@ Plan sample_plan() {
     a.rel = "cpu/kubepods/besteffort/pod1/c1/cpu.shares";
     a.value = "2";
     a.status = Write::Applied;
+    a.seq = 1;
+    a.note = "written before cpu.cfs_quota_us";
     Write b = a;
+    b.seq = 2;
+    b.note.clear();
     b.knob = "oom_score_adj";
     b.root = Root::Proc;
     b.rel = "42/oom_score_adj";
@@ -101,6 +105,7 @@ Plan sample_plan() {
     c.rel = "BE/tasks";
     c.status = Write::Skipped;
     c.reason = "not present";
+    c.seq = 0;
     p.writes = {a, b, c};
     p.adjustment = json::parse(R"({"linux":{"resources":{"cpu":{"shares":{"value":2}}}},"annotations":{"k":"v\n"}})");
     p.update = json::parse(R"({"cpu":{"shares":{"value":2}}})");
