@@ -6,7 +6,7 @@
 //
 // The checks run in two phases, as they did when the request was a DOM:
 //  1. while reading: size, NUL bytes, syntax, UTF-8, nesting depth, keys per object, duplicate
-//     keys — the first of these in document order is the error;
+//     keys (json_read.hpp) — the first of these in document order is the error;
 //  2. after the whole document was read: the fields, in a fixed order (version, state, id, ...),
 //     from the staged values; the first failing field is the error, named by its JSON pointer.
 // So a malformed document is always reported as malformed, and a document with several bad
@@ -15,12 +15,20 @@
 
 #include <cstring>
 #include <memory>
-#include <unordered_set>
 #include <vector>
+
+#include "json_read.hpp"
 
 using nlohmann::json;
 
 namespace nriqos {
+
+using json_read::DocLimits;
+using json_read::DomBuilder;
+using json_read::fail_syntax;
+using json_read::precheck;
+using json_read::ptr_key;
+using json_read::sax_read;
 
 const char* event_name(Event e) {
     switch (e) {
@@ -45,155 +53,6 @@ const char* event_name(Event e) {
 }
 
 namespace {
-
-// ---- phase 1: limits of the document itself ------------------------------------------------
-
-[[noreturn, gnu::cold]] void fail_doc(const std::string& what) { throw InputError(what); }
-
-/// Escape a key for use in a JSON pointer (RFC 6901) in messages.
-std::string ptr_key(const std::string& k) {
-    std::string out;
-    for (char c : k) {
-        if (c == '~') out += "~0";
-        else if (c == '/') out += "~1";
-        else if (static_cast<unsigned char>(c) < 0x20) out += '?';
-        else out += c;
-    }
-    return out.size() > 80 ? out.substr(0, 80) + "..." : out;
-}
-
-/// Size, emptiness and raw NUL checks before any parsing.
-void precheck(std::string_view text) {
-    if (text.size() > limits::kMaxRequestBytes)
-        fail_doc("request larger than " + std::to_string(limits::kMaxRequestBytes) + " bytes");
-    if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) fail_doc("empty input");
-    // nlohmann's lexer takes a raw NUL as the end of input: what follows would be ignored.
-    if (text.find('\0') != std::string_view::npos) fail_doc("malformed JSON: NUL byte in the request");
-}
-
-/// nlohmann's syntax error as one line: "malformed JSON: parse error at line 1, column 9: ...".
-[[noreturn, gnu::cold]] void fail_syntax(const std::exception& e) {
-    std::string m = e.what();
-    auto p = m.find("parse error");
-    fail_doc("malformed JSON: " + (p == std::string::npos ? m : m.substr(p)));
-}
-
-/// Nesting depth, keys per object and duplicate keys, fed with every SAX container and key
-/// event. Duplicate keys are refused everywhere (Go's encoding/json keeps the last, nlohmann's
-/// DOM the first: a smuggling vector between the runtime and the hook). The keys of each open
-/// object are kept in reused buffers; small objects are scanned, larger ones hashed, so hostile
-/// documents of 4096-key objects cost linear time.
-class DocLimits {
-  public:
-    explicit DocLimits(int max_depth) : max_depth_(max_depth) { stack_.reserve(16); }
-
-    void open(bool object) {
-        if (static_cast<int>(stack_.size()) >= max_depth_)
-            fail_doc("JSON nested deeper than " + std::to_string(max_depth_) + " levels");
-        stack_.push_back(object);
-        if (object) {
-            if (objects_ == levels_.size()) levels_.emplace_back();
-            Level& l = levels_[objects_++];
-            l.n = 0;
-            l.hashed = false;
-        }
-    }
-    void close() {
-        if (stack_.back()) --objects_;
-        stack_.pop_back();
-    }
-    void key(const std::string& k) {
-        Level& l = levels_[objects_ - 1];
-        if (l.n >= limits::kMaxMapEntries)
-            fail_doc("JSON object with more than " + std::to_string(limits::kMaxMapEntries) + " keys");
-        if (l.hashed) {
-            if (!l.set.insert(k).second) dup(k);
-        } else {
-            for (size_t i = 0; i < l.n; ++i)
-                if (l.keys[i] == k) dup(k);
-            if (l.n == l.keys.size()) l.keys.emplace_back(k);
-            else l.keys[l.n].assign(k);
-            if (l.n + 1 == kScanKeys) {  // from here on: hashed
-                l.set.clear();
-                l.set.insert(l.keys.begin(), l.keys.begin() + kScanKeys);
-                l.hashed = true;
-            }
-        }
-        ++l.n;
-    }
-
-  private:
-    static constexpr size_t kScanKeys = 24;
-    [[noreturn, gnu::cold]] static void dup(const std::string& k) { fail_doc("duplicate JSON key \"" + ptr_key(k) + "\""); }
-    struct Level {
-        std::vector<std::string> keys;  // the first kScanKeys keys (buffers reused)
-        size_t n = 0;
-        bool hashed = false;
-        std::unordered_set<std::string> set;
-    };
-    int max_depth_;
-    std::vector<bool> stack_;   // open containers, true = object
-    std::vector<Level> levels_;  // per open object
-    size_t objects_ = 0;
-};
-
-/// Builds a nlohmann DOM from SAX events (for parse_json_limited and the v0.1 `conf` object).
-class DomBuilder {
-  public:
-    explicit DomBuilder(json& root) : root_(root) {}
-    void value(json&& v) { place(std::move(v)); }
-    void open(bool object) { stack_.push_back(place(object ? json::object() : json::array())); }
-    void key(const std::string& k) { key_ = k; }
-    void close() { stack_.pop_back(); }
-
-  private:
-    json* place(json&& v) {
-        if (stack_.empty()) {
-            root_ = std::move(v);
-            return &root_;
-        }
-        json& top = *stack_.back();
-        if (top.is_array()) {
-            top.push_back(std::move(v));
-            return &top.back();
-        }
-        json& slot = top[key_];
-        slot = std::move(v);
-        return &slot;
-    }
-    json& root_;
-    std::vector<json*> stack_;
-    std::string key_;
-};
-
-/// SAX handler of parse_json_limited: the limits plus a DOM.
-class LimitedDom {
-  public:
-    LimitedDom(json& root, int max_depth) : limits_(max_depth), dom_(root) {}
-    bool null() { return dom_.value(nullptr), true; }
-    bool boolean(bool v) { return dom_.value(v), true; }
-    bool number_integer(json::number_integer_t v) { return dom_.value(v), true; }
-    bool number_unsigned(json::number_unsigned_t v) { return dom_.value(v), true; }
-    bool number_float(json::number_float_t v, const std::string&) { return dom_.value(v), true; }
-    bool string(std::string& v) { return dom_.value(v), true; }  // copied: the lexer keeps its buffer
-    bool binary(json::binary_t&) { return false; }  // not produced by the JSON reader
-    bool start_object(std::size_t) { return limits_.open(true), dom_.open(true), true; }
-    bool key(std::string& k) { return limits_.key(k), dom_.key(k), true; }
-    bool end_object() { return limits_.close(), dom_.close(), true; }
-    bool start_array(std::size_t) { return limits_.open(false), dom_.open(false), true; }
-    bool end_array() { return limits_.close(), dom_.close(), true; }
-    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) { fail_syntax(e); }
-
-  private:
-    DocLimits limits_;
-    DomBuilder dom_;
-};
-
-template <class Handler>
-void sax_read(std::string_view text, Handler& h) {
-    // strict: nothing but whitespace may follow the value; no comments.
-    json::sax_parse(text.begin(), text.end(), &h, json::input_format_t::json, /*strict=*/true, /*ignore_comments=*/false);
-}
 
 // ---- staging: what phase 1 read, for phase 2 ----------------------------------------------
 
@@ -740,14 +599,6 @@ void fill_names(Request& r) {
 }
 
 }  // namespace
-
-json parse_json_limited(std::string_view text, int max_depth) {
-    precheck(text);
-    json j;
-    LimitedDom h(j, max_depth);
-    sax_read(text, h);
-    return j;
-}
 
 Request parse_v01_request(std::string_view text) {
     precheck(text);
