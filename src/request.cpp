@@ -718,8 +718,7 @@ Request parse_nri_event(std::string_view text) {
             r.resources = take_resources(s.pod_res, "/pod/linux/resources", true);
         }
         // UpdatePodSandbox: the pod's new resources
-        if (const json* lr = member(j, "linux_resources"); lr && !lr->is_null())
-            r.resources = parse_resources(*lr, "/linux_resources", true);
+        if (present(s.linux_res.kind)) r.resources = take_resources(s.linux_res, "/linux_resources", true);
     }
     if (r.pid && *r.pid == 0) r.pid.reset();
     fill_names(r);
