@@ -1,17 +1,18 @@
 // libFuzzer target: the relay's protobuf → NRI JSON conversion (src/nri/nri_json.*) of pod and
 // container data — names, labels, annotations are written by pod authors — and the way back
 // for the child's answer. The first input byte picks what the rest is:
-//   0-3  a CreateContainer / UpdateContainer / StopContainer request or a StateChangeEvent
-//        (protobuf, as containerd sends it): converted like Relay::prepare() does, printed
-//        (json::dump, strict UTF-8), and read by the child's parser (request.hpp
-//        parse_nri_event);
+//   0-3  a CreateContainer / UpdateContainer / UpdatePodSandbox request or a StateChangeEvent
+//        (protobuf, as containerd sends it): converted like Relay::prepare() does (an update's
+//        linux_resources as sent, not merged with the current ones), printed (json::dump,
+//        strict UTF-8), and read by the child's parser (request.hpp parse_nri_event);
 //   4    a LinuxResources, 5 a ContainerAdjustment (protobuf): to JSON and back;
 //   6-7  JSON text as the child could print it: read back into protobuf
 //        (adjustment_from_json / resources_from_json) — never throws, one-line errors.
 // Oracles: no crash, no exception out of the converters; the printed event is one JSON document
 // the child accepts or refuses with a one-line error; what the child accepts is what the
 // protobuf said (ids, names, labels, annotations with the container's over the pod's,
-// cgroups path, pid, CPU shares/quota, memory limit); JSON → protobuf → JSON → protobuf is
+// cgroups path, pid, CPU shares/quota, memory limit; an update's linux_resources replace the
+// container's, or the pod's without a container); JSON → protobuf → JSON → protobuf is
 // stable (deterministic serialisation compared); the reader refuses the writer's JSON only for
 // values outside a kernel range (oom_score_adj).
 #include <cstddef>
@@ -48,7 +49,7 @@ std::map<std::string, std::string> as_map(const Map& m) {
 }
 
 /// What the child must have read from the event, when it accepted it.
-void check_request(const nriqos::Request& r, const pb::PodSandbox& pod, const pb::Container* ctr) {
+void check_request(const nriqos::Request& r, const pb::PodSandbox& pod, const pb::Container* ctr, const pb::LinuxResources* update) {
     if (r.sandbox_id != pod.id()) fuzz::die("sandbox id differs", r.sandbox_id);
     if (r.pod_name != pod.name() || r.pod_namespace != pod.namespace_() || r.pod_uid != pod.uid()) fuzz::die("pod name/namespace/uid differ");
     if (r.labels != as_map(pod.labels())) fuzz::die("labels differ");
@@ -72,6 +73,7 @@ void check_request(const nriqos::Request& r, const pb::PodSandbox& pod, const pb
         if (r.cgroups_path != cg) fuzz::die("pod cgroups path differs");
         if (pod.linux().has_resources()) res = &pod.linux().resources();
     }
+    if (update) res = update;
     if (res) {
         const auto& c = res->cpu();
         if (r.resources.cpu_shares != (c.has_shares() ? std::optional<int64_t>(static_cast<int64_t>(c.shares().value())) : std::nullopt))
@@ -85,10 +87,11 @@ void check_request(const nriqos::Request& r, const pb::PodSandbox& pod, const pb
 void event(int kind, const std::string& bytes) {
     pb::CreateContainerRequest creq;
     pb::UpdateContainerRequest ureq;
-    pb::StopContainerRequest sreq;
+    pb::UpdatePodSandboxRequest preq;
     pb::StateChangeEvent sc;
     const pb::PodSandbox* pod = nullptr;
     const pb::Container* ctr = nullptr;
+    const pb::LinuxResources* update = nullptr;
     json ev = json::object();
     const char* name = "";
     switch (kind) {
@@ -99,11 +102,12 @@ void event(int kind, const std::string& bytes) {
         case 1:
             if (!ureq.ParseFromString(bytes)) return;
             pod = &ureq.pod(), ctr = ureq.has_container() ? &ureq.container() : nullptr, name = "UpdateContainer";
-            if (ureq.has_linux_resources()) ev["linux_resources"] = nri::resources_to_json(ureq.linux_resources());
+            if (ureq.has_linux_resources()) update = &ureq.linux_resources();
             break;
         case 2:
-            if (!sreq.ParseFromString(bytes)) return;
-            pod = &sreq.pod(), ctr = sreq.has_container() ? &sreq.container() : nullptr, name = "StopContainer";
+            if (!preq.ParseFromString(bytes)) return;
+            pod = &preq.pod(), name = "UpdatePodSandbox";
+            if (preq.has_linux_resources()) update = &preq.linux_resources();
             break;
         default:
             if (!sc.ParseFromString(bytes)) return;
@@ -111,6 +115,7 @@ void event(int kind, const std::string& bytes) {
             name = ctr ? "StartContainer" : "RunPodSandbox";
             break;
     }
+    if (update) ev["linux_resources"] = nri::resources_to_json(*update);
     ev["event"] = name;
     ev["runtime"] = {{"name", "containerd"}, {"version", "2.1.4"}};
     ev["pod"] = nri::pod_to_json(*pod);
@@ -122,15 +127,7 @@ void event(int kind, const std::string& bytes) {
         fuzz::die("event JSON cannot be printed", e.what());
     }
     try {
-        nriqos::Request r = nriqos::parse_nri_event(text);
-        // UpdateContainer's linux_resources override the container's: compare the rest only.
-        if (kind == 1 && ureq.has_linux_resources() && ctr) {
-            pb::Container copy = *ctr;
-            *copy.mutable_linux()->mutable_resources() = ureq.linux_resources();
-            check_request(r, *pod, &copy);
-        } else {
-            check_request(r, *pod, ctr);
-        }
+        check_request(nriqos::parse_nri_event(text), *pod, ctr, update);
     } catch (const nriqos::InputError& e) {
         std::string m = e.what();
         if (m.empty() || m.find('\n') != std::string::npos) fuzz::die("error message not one line", m);
