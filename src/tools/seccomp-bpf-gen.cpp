@@ -79,6 +79,12 @@ scmp_filter_ctx allow_list(bool zygote, int& rc, const char* const* names = kSan
         return nullptr;
     }
     rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM));
+    // A binary tree of syscall numbers instead of libseccomp's default linear list: loading a
+    // filter makes the kernel run it for every syscall number (the action cache,
+    // seccomp_cache_prepare) and JIT it. seccomp() of the one-shot hook's program: ~94 µs with
+    // the list, ~40 µs with the tree on this project's VM; every later syscall is checked in
+    // ~6 comparisons instead of up to ~75. Same decisions (libseccomp: layout only).
+    if (rc == 0) rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
     if (rc == 0) rc = add_names(ctx, SCMP_ACT_ALLOW, names);
     int tg = seccomp_syscall_resolve_name("tgkill");
     if (rc == 0 && tg != __NR_SCMP_ERROR)
