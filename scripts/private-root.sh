@@ -5,6 +5,8 @@
 # paths are ROOT's, so that a plain `nri-qos invoke` — the command line containerd runs, with no
 # options — can be tested and measured on a scratch tree:
 #   /etc/nri        = ROOT/etc/nri     (ROOT/etc is the upper layer of a private overlay of /etc)
+#   /var            = a private overlay whose upper layer is ROOT/var (the event log
+#                     /var/log/nri-qos, the metrics textfile under /var/lib/node_exporter, ...)
 #   /run/nri-qos    = ROOT/run/nri-qos (ROOT/run is bind-mounted over /run)
 #   /sys/fs/cgroup  = ROOT/cgroup
 #   /proc           = the namespace's own (a request's pid can only name a process started here)
@@ -16,12 +18,13 @@ shift
 [ $# -gt 0 ] || { echo "private-root.sh: no command" >&2; exit 2; }
 case $ROOT in /*) ;; *) echo "private-root.sh: ROOT must be absolute" >&2; exit 2 ;; esac
 [ "$(id -u)" = 0 ] || { echo "private-root.sh: needs root (mount namespaces)" >&2; exit 2; }
-mkdir -p "$ROOT/etc/nri" "$ROOT/.etc-work" "$ROOT/run/nri-qos" "$ROOT/cgroup"
+mkdir -p "$ROOT/etc/nri" "$ROOT/.etc-work" "$ROOT/var" "$ROOT/.var-work" "$ROOT/run/nri-qos" "$ROOT/cgroup"
 # shellcheck disable=SC2016
 exec unshare --mount --propagation private --pid --fork --mount-proc bash -c '
   set -e
   R=$1; shift
   mount -t overlay overlay -o "lowerdir=/etc,upperdir=$R/etc,workdir=$R/.etc-work" /etc
+  mount -t overlay overlay -o "lowerdir=/var,upperdir=$R/var,workdir=$R/.var-work" /var
   mount --bind "$R/run" /run
   mount --bind "$R/cgroup" /sys/fs/cgroup
   exec "$@"' private-root "$ROOT" "$@"
