@@ -219,68 +219,45 @@ std::string dump_result(json r) {
 
 namespace {
 
-/// Appends JSON text to a string. Keys are our own literals; every value is printed by
-/// nlohmann's serializer (the one json::dump uses, with error_handler_t::replace as in
-/// dump_result), one instance for the whole Result: json::dump would set up a new serializer,
-/// output adapter and 512-byte indent buffer for every value.
-class Printer {
+/// The Result's printer (json_print.hpp) with its metadata member.
+class Printer : public JsonPrinter {
   public:
-    explicit Printer(std::string& out) : out_(out), ser_(nlohmann::detail::output_adapter<char>(out), ' ', json::error_handler_t::replace) {}
-    void open() { out_ += '{', first_ = true; }
-    void close() { out_ += '}', first_ = false; }
-    Printer& key(const char* k) {
-        if (!first_) out_ += ',';
-        first_ = false;
-        out_ += '"';
-        out_ += k;
-        out_ += "\":";
-        return *this;
-    }
-    void value(const json& v) { ser_.dump(v, false, false, 0); }
-    void str(const std::string& s) {
-        tmp_.get_ref<std::string&>() = s;
-        value(tmp_);
-    }
+    using JsonPrinter::JsonPrinter;
     /// Metadata: a string-to-string object (non-string values printed as their JSON text).
     void metadata(const json& md) {
-        out_ += '{';
+        out() += '{';
         bool first = true;
         for (auto it = md.begin(); it != md.end(); ++it) {
-            if (!first) out_ += ',';
+            if (!first) out() += ',';
             first = false;
             str(it.key());
-            out_ += ':';
+            out() += ':';
             if (it->is_string()) value(*it);
             else str(it->dump());
         }
-        out_ += '}';
+        out() += '}';
     }
-    void writes(const Plan& plan) {
-        struct {
-            Printer* p;
-            void str(const char* k, const std::string& s) { p->key(k).str(s); }
-            void num(const char* k, int n) { p->key(k).value(json(n)); }
-        } v{this};
-        out_ += '[';
-        bool first = true;
-        for (const auto& w : plan.writes) {
-            if (!first) out_ += ',';
-            first = false;
-            open();
-            visit_write(w, v);
-            close();
-        }
-        out_ += ']';
-    }
-
-  private:
-    std::string& out_;
-    nlohmann::detail::serializer<json> ser_;
-    bool first_ = true;
-    json tmp_ = json::string_t();
 };
 
 }  // namespace
+
+void print_writes(JsonPrinter& p, const Plan& plan) {
+    struct {
+        JsonPrinter* p;
+        void str(const char* k, const std::string& s) { p->key(k).str(s); }
+        void num(const char* k, int n) { p->key(k).num(n); }
+    } v{&p};
+    p.out() += '[';
+    bool first = true;
+    for (const auto& w : plan.writes) {
+        if (!first) p.out() += ',';
+        first = false;
+        p.open();
+        visit_write(w, v);
+        p.close();
+    }
+    p.out() += ']';
+}
 
 std::string dump_v01_result(const std::string& version, const std::string& error, const json& metadata, const Plan* plan) {
     std::string out;
@@ -292,10 +269,11 @@ std::string dump_v01_result(const std::string& version, const std::string& error
         else p.key("adjustment").value(plan->adjustment);
     }
     p.key("error").str(error);
-    p.key("metadata").metadata(metadata);
+    p.key("metadata");
+    p.metadata(metadata);
     p.key("plugin").str("nri-qos");
     p.key("version").str(version);
-    if (plan) p.key("writes").writes(*plan);
+    if (plan) print_writes(p.key("writes"), *plan);
     p.close();
     out += '\n';
     return out;
@@ -308,10 +286,11 @@ std::string dump_eval_result(const std::string& error, bool fail_closed, const j
     p.open();
     p.key("adjustment").value(plan ? plan->adjustment : json(nullptr));
     p.key("error").str(error);
-    p.key("metadata").metadata(metadata);
+    p.key("metadata");
+    p.metadata(metadata);
     p.key("on_child_failure").str(fail_closed ? "closed" : "open");
     p.key("update").value(plan ? plan->update : json(nullptr));
-    if (plan) p.key("writes").writes(*plan);
+    if (plan) print_writes(p.key("writes"), *plan);
     p.close();
     out += '\n';
     return out;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "adjust.hpp"
+#include "json_print.hpp"
 #include "kernel.hpp"
 
 namespace nriqos {
@@ -45,5 +46,9 @@ std::string dump_v01_result(const std::string& version, const std::string& error
 /// "writes" (with a plan)} — the same way as dump_v01_result. Without a plan, adjustment and
 /// update are null.
 std::string dump_eval_result(const std::string& error, bool fail_closed, const nlohmann::json& metadata, const Plan* plan);
+
+/// Appends plan.writes as the Result's "writes" array (the members writes_json() gives, in the same
+/// order and bytes) to `p`: for the DOM-free printers (the Result, the last request).
+void print_writes(JsonPrinter& p, const Plan& plan);
 
 }  // namespace nriqos

@@ -3,14 +3,18 @@
 // dump_result() printed for the same Result object, and the allocation arena.
 #include <catch2/catch.hpp>
 
+#include <ctime>
 #include <functional>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "arena.hpp"
+#include "publish.hpp"
+#include "record.hpp"
 #include "request.hpp"
 #include "sinks.hpp"
+#include "state.hpp"
 
 using namespace nriqos;
 using nlohmann::json;
@@ -140,6 +144,143 @@ TEST_CASE("Result printers: byte for byte what dump_result printed for the DOM",
                     if (p) ev["writes"] = writes_json(*p);
                     CHECK(dump_eval_result(err, closed, md, p) == dump_result(ev));
                 }
+            }
+        }
+    }
+}
+
+namespace {
+
+/// What record_json() printed before it was DOM-free (an ordered_json of the same members).
+std::string record_json_dom(const EventRecord& r) {
+    nlohmann::ordered_json j;
+    j["time"] = rfc3339_utc(r.time_ns);
+    j["level"] = r.policy_error.empty() && (r.outcome.empty() || r.outcome == "ok" || r.outcome == "gone") ? "info" : "warn";
+    auto put = [&](const char* k, const std::string& v) {
+        if (!v.empty()) j[k] = v;
+    };
+    put("source", r.source);
+    put("event", r.event);
+    put("namespace", r.ns);
+    put("pod", r.pod);
+    put("container", r.container);
+    put("id", r.id);
+    put("sandbox_id", r.sandbox_id);
+    if (r.sandbox) j["sandbox"] = true;
+    put("class", r.cls);
+    put("rule", r.rule);
+    put("outcome", r.outcome);
+    if (r.duration_us >= 0) j["duration_us"] = r.duration_us;
+    put("applied", r.applied);
+    put("skipped", r.skipped);
+    put("failed", r.failed);
+    put("drift", r.drift);
+    put("policy", r.policy);
+    put("policy_sha256", r.policy_sha256);
+    put("policy_error", r.policy_error);
+    put("message", r.message);
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+/// What make_last_request() printed before it was DOM-free.
+std::string last_request_dom(const EventOutcome& o, const EventRecord& r) {
+    nlohmann::ordered_json j;
+    j["v"] = 1;
+    j["time"] = rfc3339_utc(r.time_ns);
+    j["source"] = r.source;
+    j["event"] = r.event;
+    j["id"] = r.id;
+    j["sandbox_id"] = r.sandbox_id;
+    j["sandbox"] = r.sandbox;
+    j["namespace"] = r.ns;
+    j["pod"] = r.pod;
+    j["container"] = r.container;
+    j["class"] = r.cls;
+    j["rule"] = r.rule;
+    j["outcome"] = r.outcome;
+    j["options"] = {{"policy", o.policy_path}, {"cgroup_root", o.cgroup_root}, {"proc_root", o.proc_root},
+                    {"resctrl_root", o.resctrl_root}, {"layout", o.layout}};
+    j["writes"] = o.plan ? writes_json(*o.plan) : json::array();
+    std::string head = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    head.pop_back();
+    if (o.input.size() + head.size() + 16 > StateDir::kMaxLastBytes) return head + ",\"request\":null,\"request_dropped\":\"larger than the state limit\"}\n";
+    return head + ",\"request\":" + std::string(o.input) + "}\n";
+}
+
+}  // namespace
+
+TEST_CASE("JsonPrinter: a string is what the serializer prints, on the plain-ASCII shortcut and off it", "[record][oneshot]") {
+    std::vector<std::string> cases = {"", "plain /path/x.y", "a\"b", "back\\slash", "del\x7f", "tab\t", "\xc3\xa9t\xc3\xa9", "bad\xff", "\xe2\x82", "\x01"};
+    for (int c = 0; c < 256; ++c) cases.push_back(std::string("x") + static_cast<char>(c) + "y");
+    for (const std::string& v : cases) {
+        std::string out;
+        JsonPrinter p(out);
+        p.str(v);
+        CHECK(out == json(v).dump(-1, ' ', false, json::error_handler_t::replace));
+    }
+}
+
+TEST_CASE("rfc3339_utc: the digits snprintf printed", "[record][oneshot]") {
+    uint64_t x = 88172645463325252ull;
+    std::vector<int64_t> ns = {1, 999, 1000, 999999999, 1000000000, 951782400000000000, 1763900000123456789, 4102444799999999999};
+    for (int i = 0; i < 2000; ++i) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ns.push_back(static_cast<int64_t>(x % 4102444800000000000ull) + 1);
+    }
+    for (int64_t t : ns) {
+        time_t s = static_cast<time_t>(t / 1000000000);
+        struct tm tm {};
+        gmtime_r(&s, &tm);
+        char want[96];
+        snprintf(want, sizeof want, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                 tm.tm_sec, static_cast<int>((t % 1000000000) / 1000));
+        CHECK(rfc3339_utc(t) == want);
+    }
+}
+
+TEST_CASE("Event record and last request printers: byte for byte what their DOMs printed", "[record][oneshot]") {
+    Plan plan = sample_plan();
+    EventRecord full;
+    full.time_ns = 1763900000123456789;
+    full.source = "invoke";
+    full.event = "CreateContainer";
+    full.ns = "default";
+    full.pod = "p\"o\\d\n\x01";
+    full.container = "bad \xff\xfe utf-8";
+    full.id = "f9159d083de20134b90778a5c6d8ee69ecb3b500f2ef34976b11b59554b7bc8e";
+    full.sandbox_id = "97f836f7";
+    full.cls = "LS";
+    full.rule = "kube-burstable";
+    full.outcome = "ok";
+    full.duration_us = 1234;
+    full.applied = "cpu.shares=2 memory.high=60397977";
+    full.skipped = "cpu_burst_us: no quota";
+    full.failed = "oom_score_adj: EACCES";
+    full.drift = "cpu_shares";
+    full.policy = "file";
+    full.policy_sha256 = "66b05a77";
+    full.policy_error = "/etc/nri/x.toml:3: \u00e9 \xc3";
+    full.message = "deadline \t exceeded /x\x7f";
+    EventRecord sandbox = full;
+    sandbox.sandbox = true;
+    sandbox.duration_us = 0;
+    sandbox.outcome = "refused";
+    EventRecord empty;
+    empty.time_ns = 1;
+    empty.duration_us = -1;
+    for (const EventRecord* r : {&full, &sandbox, &empty}) {
+        CHECK(record_json(*r) == record_json_dom(*r));
+        std::string big(StateDir::kMaxLastBytes, ' ');
+        for (const std::string& input : {std::string(R"({"version":"0.1","id":"c1"})"), big}) {
+            for (const Plan* p : std::initializer_list<const Plan*>{&plan, nullptr}) {
+                EventOutcome o;
+                o.plan = p;
+                o.input = input;
+                o.policy_path = "/etc/nri/nri-qos.toml";
+                o.cgroup_root = "/sys/fs/cgroup";
+                o.proc_root = "/proc\xff";
+                o.layout = "v1";
+                CHECK(make_last_request(o, *r) == last_request_dom(o, *r));
             }
         }
     }

@@ -1,0 +1,70 @@
+// Writing JSON text member by member, without building a DOM: the one-shot hot path prints the
+// v0.1 Result (sinks.cpp), the event record and the last request (record.cpp, publish.cpp) with
+// it. Keys are the caller's literals (printed as given: plain ASCII, nothing to escape); every
+// value goes through nlohmann's own serializer — the code json::dump runs — with
+// error_handler_t::replace (invalid UTF-8 → U+FFFD) and ensure_ascii off, so the text is
+// byte-for-byte what dump(-1, ' ', false, replace) of the same object, with its members in the
+// same order, prints. One serializer for a whole document: json::dump sets up a new serializer,
+// output adapter and indent buffer for every call, and a DOM costs an allocation per member.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace nriqos {
+
+/// Appends to `out`. Objects: open(), then key(k).<value> per member, close(); nested objects the
+/// same way after a key(). The caller keeps the order (the order the DOM it replaces prints:
+/// insertion order for ordered_json, sorted keys for json).
+class JsonPrinter {
+  public:
+    explicit JsonPrinter(std::string& out)
+        : out_(out), ser_(nlohmann::detail::output_adapter<char>(out), ' ', nlohmann::json::error_handler_t::replace) {}
+    void open() { out_ += '{', first_ = true; }
+    void close() { out_ += '}', first_ = false; }
+    /// `"k":` (with the comma before it when it is not the first member).
+    JsonPrinter& key(const char* k) {
+        if (!first_) out_ += ',';
+        first_ = false;
+        out_ += '"';
+        out_ += k;
+        out_ += "\":";
+        return *this;
+    }
+    /// Any JSON value, as json::dump prints it.
+    void value(const nlohmann::json& v) { ser_.dump(v, false, false, 0); }
+    /// A string value (escaped; invalid UTF-8 replaced). A string of printable ASCII without '"'
+    /// or '\\' — most of what the hook prints: ids, paths, knob values — is its own JSON text
+    /// (the serializer, ensure_ascii off, copies exactly those bytes as they are) and is appended
+    /// at once; anything else goes through the serializer.
+    void str(const std::string& s) {
+        bool plain = true;
+        for (unsigned char c : s) plain &= c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+        if (plain) {
+            out_ += '"';
+            out_ += s;
+            out_ += '"';
+            return;
+        }
+        tmp_.get_ref<std::string&>() = s;
+        value(tmp_);
+    }
+    /// An integer value.
+    void num(int64_t n) { out_ += std::to_string(n); }
+    /// true / false.
+    void boolean(bool b) { out_ += b ? "true" : "false"; }
+    /// Text that already is one JSON value (e.g. a request that parsed), as is.
+    void raw(const std::string& text) { out_ += text; }
+    /// The string being written.
+    std::string& out() { return out_; }
+
+  private:
+    std::string& out_;
+    nlohmann::detail::serializer<nlohmann::json> ser_;
+    bool first_ = true;
+    nlohmann::json tmp_ = nlohmann::json::string_t();
+};
+
+}  // namespace nriqos
