@@ -900,7 +900,31 @@ PY
     "assert r['error'] == '' and r['metadata']['error'].startswith('bad request: /: expected a JSON object'), r"
   grep -q '^nri-qos: bad request: /: expected a JSON object' "$PW/null.err" && pass "plain invoke: bad request logged on stderr" \
     || fail "plain invoke: stderr '$(head -c 200 "$PW/null.err")'"
-  plain_json "plain invoke: conf.policy missing" "$PW/conf-missing.out" "assert 'cannot open policy' in r['metadata']['error'], r"
+  # A missing policy file never turns the node off: the built-in policy, and the reason (policy_error).
+  plain_json "plain invoke: conf.policy missing: built-in policy, with the reason" "$PW/conf-missing.out" \
+    "m = r['metadata']; assert r['error'] == '' and m['policy'] == 'builtin' and m['class'] == 'LS' and 'cannot open policy' in m['policy_error'], m"
+  # What integ added per event stays on the fast path: the policy in force in the Result, the event
+  # record, the metrics, the last good copy of the policy (default paths, in the private root).
+  sha=$(sha256sum "$PR/etc/nri/nri-qos.toml" | cut -d' ' -f1)
+  plain_json "plain invoke: policy metadata (file, sha256)" "$PW/ct-hit.out" \
+    "m = r['metadata']; assert m['policy'] == 'file' and m['policy_sha256'] == '$sha' and 'policy_error' not in m, m"
+  python3 - "$PR/var/log/nri-qos/events.log" "$CT_ID" <<'PY' && pass "plain invoke: one event record per run in /var/log/nri-qos/events.log" \
+    || fail "plain invoke: event log /var/log/nri-qos/events.log"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+assert len(recs) == 7, len(recs)  # sb, ct-miss, ct-hit, ct-opts, null, conf-missing, half
+hits = [x for x in recs if x.get("id", "").startswith(sys.argv[2][:12]) and x.get("outcome") == "ok"]
+assert len(hits) >= 3 and all(x.get("class") == "LS" for x in hits), recs
+assert any(x.get("policy_error") for x in recs), recs
+PY
+  prom=$PR/var/lib/node_exporter/textfile_collector/nri_qos.prom
+  if grep -q '^nri_qos_events_total{' "$prom" 2>/dev/null && grep -q '^nri_qos_policy_errors_total 1$' "$prom"; then
+    pass "plain invoke: metrics textfile written (events, policy errors)"
+  else
+    fail "plain invoke: metrics textfile '$(head -c 300 "$prom" 2>/dev/null)'"
+  fi
+  ls "$PR"/var/lib/nri-qos/*.toml >/dev/null 2>&1 && pass "plain invoke: last good policy copy in /var/lib/nri-qos" \
+    || fail "plain invoke: no last good copy: $(ls -R "$PR/var/lib" 2>&1 | head -c 300)"
   plain_json "plain invoke: deadline on a half request" "$PW/half.out" "assert 'deadline exceeded' in r['metadata']['warning'], r"
   # fail-closed policy: a bad request is a Result error, exit 1
   PC=$S/private-closed
@@ -908,6 +932,13 @@ PY
   plain_session "$PC" '"$BIN" invoke <"$IN/null" >'"$PW"'/closed.out 2>/dev/null; echo $? >'"$PW"'/closed.rc'
   [ "$(cat "$PW/closed.rc")" = 1 ] && pass "plain invoke: fail-closed bad request exits 1" || fail "plain invoke: fail-closed exit $(cat "$PW/closed.rc")"
   plain_json "plain invoke: fail-closed bad request" "$PW/closed.out" "assert r['error'].startswith('nri-qos: bad request: /: expected a JSON object'), r"
+  # No policy file at all (the binary alone): the compiled-in policy, no policy_error.
+  PN=$S/private-nofile
+  plain_root "$PN" "$POLICY_SRC"; rm "$PN/etc/nri/nri-qos.toml"
+  plain_session "$PN" '"$BIN" invoke <"$IN/ct.json" >'"$PW"'/nofile.out 2>'"$PW"'/nofile.err; echo $? >'"$PW"'/nofile.rc'
+  [ "$(cat "$PW/nofile.rc")" = 0 ] && pass "plain invoke: no policy file: exit 0" || fail "plain invoke: no policy file: exit $(cat "$PW/nofile.rc"), '$(head -c 300 "$PW/nofile.err")'"
+  plain_json "plain invoke: no policy file: built-in policy" "$PW/nofile.out" \
+    "m = r['metadata']; assert r['error'] == '' and m['policy'] == 'builtin' and m['class'] == 'LS' and 'policy_error' not in m, m"
 fi
 # Every other command line goes through CLI11, which prints with the standard streams: they are
 # started there (main.cpp start_iostreams).
