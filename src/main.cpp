@@ -58,6 +58,7 @@ using nriqos::Options;
 bool read_stdin(std::string& out) {
     char buf[65536];
     while (true) {
+        if (nriqos::deadline_input_cut()) return false;  // run_pipeline answers the deadline
         ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return false;
@@ -126,7 +127,11 @@ int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool poli
     }
     std::string input;
     if (given_input) input = *given_input;
-    else if (!read_stdin(input)) input.clear();
+    else {
+        nriqos::deadline_input_begin();
+        if (!read_stdin(input)) input.clear();
+        nriqos::deadline_input_end();
+    }
     int code = 0;
     std::string out = nriqos::run_pipeline(mode, o, input, code);
     write_all(STDOUT_FILENO, out);

@@ -51,7 +51,19 @@ static_assert(std::atomic<int>::is_always_lock_free, "the deadline handler needs
 Mode g_deadline_mode = Mode::Invoke;
 int g_deadline_ms = 0;  // 0: not armed
 
+// 0: not reading the request; 1: reading it; 2: the deadline cut it (deadline_input_begin()).
+std::atomic<int> g_input_phase{0};
+
 extern "C" void on_deadline(int) {
+    int reading = 1;
+    if (g_input_phase.compare_exchange_strong(reading, 2)) {
+        // The read in progress returns EINTR; run_pipeline answers with the policy's fail mode.
+        // If that does not happen within the grace, this handler runs again and answers below.
+        struct itimerval it {};
+        it.it_value.tv_usec = kDeadlineInputGraceMs * 1000;
+        setitimer(ITIMER_REAL, &it, nullptr);
+        return;
+    }
     const DeadlineAnswer& a = g_deadline[g_deadline_active.load(std::memory_order_acquire)];
     ssize_t r = write(STDOUT_FILENO, a.out, a.out_len);
     (void)r;
@@ -108,6 +120,18 @@ void prepare_deadline_record(Mode mode, const Options& opt) {
     rec.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
     rec.event = "unparsed";
     prepare_deadline_record(rec, resolve_sink_paths(opt.metrics_file, opt.event_log, nullptr, opt.default_sinks), int64_t(g_deadline_ms) * 1000);
+}
+
+void deadline_input_begin() {
+    if (g_deadline_ms > 0) g_input_phase.store(1);
+}
+
+bool deadline_input_cut() { return g_input_phase.load() == 2; }
+
+bool deadline_input_end() {
+    int reading = 1;
+    g_input_phase.compare_exchange_strong(reading, 0);
+    return deadline_input_cut();
 }
 
 void arm_deadline(Mode mode, int ms) {
@@ -391,6 +415,9 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
                                 closed);
     };
     try {
+        if (deadline_input_cut())
+            throw InputError("deadline exceeded after " + std::to_string(g_deadline_ms) +
+                             " ms while reading the request (stdin not closed by the runtime)");
         req = (mode == Mode::NriEval || opt.explain_nri_event) ? parse_nri_event(input) : parse_v01_request(input);
         prepare_deadline(&*req, nullptr);
     } catch (const InputError& e) {
@@ -403,7 +430,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             sink_settings = &policy.sinks;
         } catch (...) {
         }
-        early_error(c, std::string("bad request: ") + e.what());
+        early_error(c, deadline_input_cut() ? std::string(e.what()) : std::string("bad request: ") + e.what());
         return finish(nullptr);
     }
     try {

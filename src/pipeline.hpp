@@ -69,6 +69,24 @@ int64_t invocation_start_ns();
 /// Explain or ms <= 0.
 void arm_deadline(Mode mode, int ms);
 
+/// Grace (ms) after a deadline that cut the request's input: run_pipeline loads the policy and
+/// answers with its fail mode within it; if even that hangs, the prepared fail-open answer goes out.
+inline constexpr int kDeadlineInputGraceMs = 200;
+
+/// The input phase of the deadline (a stdin that stays open, a runtime that writes slowly).
+/// Between deadline_input_begin() and deadline_input_end() a deadline that fires does not answer
+/// from the signal handler (nothing is known: no request, no policy): it interrupts the read
+/// (EINTR: the handler is installed without SA_RESTART), marks the input as cut and arms a
+/// kDeadlineInputGraceMs fallback. run_pipeline then answers "deadline exceeded while reading
+/// the request" with the fail mode of the policy in force (fail-closed refuses the container),
+/// records the event and exits. Closes issue 9's "deadline before the policy" hole; the only
+/// fallback to fail-open left is a policy load that itself exceeds the grace.
+void deadline_input_begin();
+/// True when the deadline cut the input (the reader stops; see deadline_input_begin()).
+bool deadline_input_cut();
+/// Leave the input phase; returns deadline_input_cut().
+bool deadline_input_end();
+
 /// The deadline answer for `mode` (Invoke or NriEval): fail-closed (`closed`) puts
 /// "nri-qos: deadline exceeded after <ms> ms (class <cls>): fail-closed, ..." into `error` (invoke
 /// exit status 1); fail-open puts a warning into metadata. nri-eval's on_child_failure is the

@@ -699,27 +699,37 @@ run_case "gate: katalyst dedicated_cores from default gets LS" invoke "$IN/gate-
 run_case "gate: demotion to BE needs no gate" invoke "$IN/demote-be" - class=BE '!gate'
 
 # ---- the self-imposed deadline --------------------------------------------------------------
-# A writer that never closes stdin: the hook must print a fail-open Result within ~1 s.
-deadline_case() { # name producer-command (run in its own process group, killed afterwards)
-  local name=$1 producer=$2 t0 t1 rc el pg
+# A writer that never closes stdin: the hook answers within ~1 s with the fail mode of the policy
+# in force (the deadline cuts the read; issue 9: fail-closed means closed, before the request too).
+deadline_case() { # name producer-command [policy open|closed] (producer in its own process group, killed afterwards)
+  local name=$1 producer=$2 pol=${3:-$POLICY} want=${4:-open} t0 t1 rc el pg
   rm -f "$W/stdin.fifo"; mkfifo "$W/stdin.fifo"
   setsid bash -c "$producer" >"$W/stdin.fifo" &
   pg=$!
+  mkdir -p "$W/sinks"; : > "$W/sinks/deadline.log"
   t0=$(date +%s.%N)
-  timeout -s KILL 10 "$BIN" invoke --policy "$POLICY" --cgroup-root "$CG" --cgroup-layout v1 --proc-root "$PROC" \
-    --resctrl-root "$RC_ROOT" --state-dir "$STATE" --cache-dir "$CACHE" --metrics-file "$W/sinks/nri_qos.prom" --event-log "$W/sinks/events.log" <"$W/stdin.fifo" >"$W/out" 2>/dev/null
+  timeout -s KILL 10 "$BIN" invoke --policy "$pol" --cgroup-root "$CG" --cgroup-layout v1 --proc-root "$PROC" \
+    --resctrl-root "$RC_ROOT" --state-dir "$STATE" --cache-dir "$CACHE" --metrics-file "$W/sinks/nri_qos.prom" --event-log "$W/sinks/deadline.log" <"$W/stdin.fifo" >"$W/out" 2>/dev/null
   rc=$?
   t1=$(date +%s.%N)
   kill -- -"$pg" 2>/dev/null; wait "$pg" 2>/dev/null
   el=$(python3 -c "print(round($t1-$t0, 2))")
   if python3 -c "
 import json, sys
-out = open(sys.argv[1]).read(); el = float(sys.argv[2]); rc = int(sys.argv[3])
-assert rc == 0, 'exit %d' % rc
+out = open(sys.argv[1]).read(); el = float(sys.argv[2]); rc = int(sys.argv[3]); want = sys.argv[4]
+rec = [json.loads(l) for l in open(sys.argv[5]) if l.strip()]
 assert el < 1.6, 'took %.2fs, want < 1.6s' % el
 r = json.loads(out)
-assert r['error'] == '' and 'deadline exceeded' in r['metadata'].get('warning', ''), 'not the fail-open deadline Result: %r' % out[:200]
-" "$W/out" "$el" "$rc" 2>"$W/deadline.err"; then
+if want == 'open':
+    assert rc == 0, 'exit %d' % rc
+    md = r['metadata']
+    assert r['error'] == '' and 'deadline exceeded' in (md.get('warning', '') + md.get('error', '')), 'not a fail-open deadline Result: %r' % out[:200]
+else:
+    assert rc == 1, 'exit %d, want 1 (fail-closed)' % rc
+    assert 'deadline exceeded' in r['error'], 'not a fail-closed deadline Result: %r' % out[:200]
+assert len(rec) == 1 and 'deadline exceeded' in rec[0].get('message', ''), 'event record: %r' % rec
+assert rec[0]['outcome'] == ('refused' if want == 'closed' else 'error'), 'record outcome %r' % rec[0]['outcome']
+" "$W/out" "$el" "$rc" "$want" "$W/sinks/deadline.log" 2>"$W/deadline.err"; then
     pass "deadline: $name (${el}s)"
   else
     fail "deadline: $name: $(tail -1 "$W/deadline.err") (${el}s, exit $rc, stdout '$(head -c 200 "$W/out")')"
@@ -728,6 +738,9 @@ assert r['error'] == '' and 'deadline exceeded' in r['metadata'].get('warning', 
 deadline_case "stdin never closes" "exec sleep 8"
 deadline_case "stdin drips one byte per 100 ms" 'for i in $(seq 80); do printf " "; sleep 0.1; done'
 deadline_case "half a request, then silence" "head -c 300 '$IN/ct.json'; exec sleep 8"
+sed 's/^fail = "open".*/fail = "closed"/' "$POLICY" > "$W/closed.toml"
+deadline_case "stdin never closes, fail-closed policy: container refused" "exec sleep 8" "$W/closed.toml" closed
+deadline_case "half a request, fail-closed policy: container refused" "head -c 300 '$IN/ct.json'; exec sleep 8" "$W/closed.toml" closed
 
 # ---- concurrency: 64 parallel invocations ---------------------------------------------------
 par_run() { # N input-pattern → results in $W/par/N.out
