@@ -904,7 +904,8 @@ sc_reconcile() {
   fi
   rec=$("$NRI_QOS_BIN" reconcile 2>>"$D/logs/reconcile.err"); log "  reconcile: $(tr '\n' '|' <<<"$rec")"
   expect_knob "$out" ctr cpu.shares 2
-  case $rec in *"restored default/$out/$out-c (${cid:0:12}) class BE: cpu.shares "*"->"*) ;;
+  # reconcile names the kernel file it restored: cpu.shares (v1), cpu.weight (v2)
+  case $rec in *"restored default/$out/$out-c (${cid:0:12}) class BE: cpu.shares "*"->"*|*"restored default/$out/$out-c (${cid:0:12}) class BE: cpu.weight "*"->"*) ;;
     *) MISMATCH="${MISMATCH:+$MISMATCH; }reconcile did not report the drift: $(head -c 300 <<<"$rec")" ;; esac
   stop_pod "$out"
   verdict "$name"
