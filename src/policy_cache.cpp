@@ -7,6 +7,7 @@
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
+#include <signal.h>
 #include <link.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -503,6 +504,12 @@ bool store_file(const std::string& dir, const std::string& name, const std::stri
     clock_gettime(CLOCK_MONOTONIC, &ts);
     char tmp[96];
     snprintf(tmp, sizeof tmp, ".%.40s.%d.%lx.tmp", name.c_str(), static_cast<int>(getpid()), static_cast<unsigned long>(ts.tv_nsec));
+    // The deadline's handler _exit()s: held back from the temporary file's creation to its
+    // rename or removal, so that it never leaves a .tmp behind (it fires right after).
+    sigset_t alrm, old_mask;
+    sigemptyset(&alrm);
+    sigaddset(&alrm, SIGALRM);
+    sigprocmask(SIG_BLOCK, &alrm, &old_mask);
     int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     bool stored = false;
     if (fd >= 0) {
@@ -518,6 +525,7 @@ bool store_file(const std::string& dir, const std::string& name, const std::stri
         stored = ok && renameat(dfd, tmp, dfd, name.c_str()) == 0;
         if (!stored) unlinkat(dfd, tmp, 0);
     }
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     close(dfd);
     return stored;
 }

@@ -938,7 +938,7 @@ PY
   fi
   ls "$PR"/var/lib/nri-qos/*.toml >/dev/null 2>&1 && pass "plain invoke: last good policy copy in /var/lib/nri-qos" \
     || fail "plain invoke: no last good copy: $(ls -R "$PR/var/lib" 2>&1 | head -c 300)"
-  plain_json "plain invoke: deadline on a half request" "$PW/half.out" "assert 'deadline exceeded' in r['metadata']['warning'], r"
+  plain_json "plain invoke: deadline on a half request" "$PW/half.out" "assert r['error'] == '' and 'deadline exceeded' in r['metadata'].get('error', '') + r['metadata'].get('warning', ''), r"
   # fail-closed policy: a bad request is a Result error, exit 1
   PC=$S/private-closed
   plain_root "$PC" "$PD/closed.toml"

@@ -8,7 +8,7 @@
 #   relay-real-child      CreateContainer events evaluated by the real `nri-eval` child (private
 #                         cgroup root, shipped policy): peak RSS <= 3 MiB, no RSS growth, the
 #                         relay confined (seccomp mode 2) while it serves
-#   relay-child-deadline-marker  nri-eval's deadline answer carries "deadline": true
+#   relay-child-deadline-marker  nri-eval's answer to a deadline during the read has the policy's fail mode
 #   relay-failure-*       an evaluator SIGKILLed mid-event and one killed at the relay's deadline
 #                         leave an event-log record (source relay, outcome failed, failure
 #                         crash/timeout, the pod and container, the reason) and count in
@@ -59,14 +59,21 @@ else
   fail "relay-real-child (see below)"; tail -n 20 "$TMP/load.log"
 fi
 
-# 3. the child contract between the pipeline and the relay: nri-eval's own deadline answer says
-#    "deadline": true, so the relay never takes its fail mode from it (issue #9).
-out=$( (sleep 3) | "$BIN" nri-eval --event-deadline-ms 100 --cgroup-root "$TMP/cg" --state-dir "$TMP/state" \
-      --cache-dir "" 2>/dev/null)
-if printf '%s' "$out" | python3 -c 'import json,sys; r=json.load(sys.stdin); assert r.get("deadline") is True, r' 2>/dev/null; then
-  pass "relay-child-deadline-marker"
+# 3. the child contract between the pipeline and the relay: a deadline while nri-eval still
+#    reads its request cuts the read and answers with the policy's own fail mode (issue #9: a
+#    fail-closed policy refuses; on_child_failure is the policy's, never a guess). Only an answer
+#    printed before any policy is known says "deadline": true, so that the relay never takes its
+#    fail mode from it (unit tests [nri]: the relay ignores such an answer's on_child_failure).
+sed 's/^fail = "open".*/fail = "closed"/' conf/nri.d/nri-qos.toml > "$TMP/closed.toml"
+out=$( (sleep 3) | "$BIN" nri-eval --policy "$TMP/closed.toml" --event-deadline-ms 100 --cgroup-root "$TMP/cg" --state-dir "$TMP/state" \
+      --cache-dir "" --event-log "" --metrics-file "" 2>/dev/null)
+if printf '%s' "$out" | python3 -c '
+import json,sys
+r=json.load(sys.stdin)
+assert r.get("on_child_failure") == "closed" and "deadline exceeded" in r.get("error", "") and not r.get("deadline"), r' 2>/dev/null; then
+  pass "relay-child-deadline-marker: a request cut by the deadline gets the policy's fail mode (closed)"
 else
-  fail "relay-child-deadline-marker: nri-eval deadline answer without \"deadline\": true: $out"
+  fail "relay-child-deadline-marker: nri-eval's answer to a deadline during the read is not the policy's fail-closed one: $out"
 fi
 
 # 4. relay-level failures reach the event log and the metrics (issue #11): the confined relay

@@ -4,7 +4,11 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/time.h>
+#include <sys/wait.h>
 #include <fstream>
 #include <random>
 #include <sys/stat.h>
@@ -370,4 +374,38 @@ TEST_CASE("cache: keys depend on the file identity and the build", "[cache]") {
     CHECK(pc::cache_key("/p", a).find(pc::build_identity()) != std::string::npos);
     CHECK(pc::build_identity().rfind("build-id:", 0) == 0);  // the Makefile's gcc emits a GNU build-id
     CHECK(pc::cache_file_name("/etc/nri/nri-qos.toml") != pc::cache_file_name("/etc/nri/other.toml"));
+}
+
+// The deadline's SIGALRM handler _exit()s. Fired while store_file() writes (the last good copy, a
+// cache entry), it must not leave a temporary file behind: the write finishes first.
+TEST_CASE("store_file: a deadline during the write leaves no temporary file", "[cache]") {
+    char t[] = "/dev/shm/nri-qos-store.XXXXXX";
+    REQUIRE(mkdtemp(t) != nullptr);
+    const std::string dir = std::string(t) + "/d";
+    const std::string big(256u << 20, 'x');  // long enough to be under way when the timer fires
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        struct sigaction sa {};
+        sa.sa_handler = [](int) { _exit(3); };
+        sigaction(SIGALRM, &sa, nullptr);
+        struct itimerval it {};
+        it.it_value.tv_usec = 2000;
+        setitimer(ITIMER_REAL, &it, nullptr);
+        pc::store_file(dir, "entry.bin", big);
+        pause();
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK((WIFEXITED(st) && WEXITSTATUS(st) == 3));
+    std::vector<std::string> names;
+    if (DIR* d = opendir(dir.c_str())) {
+        while (struct dirent* e = readdir(d))
+            if (e->d_name[0] != '.' || std::string(e->d_name).find(".tmp") != std::string::npos) names.push_back(e->d_name);
+        closedir(d);
+    }
+    CHECK(names == std::vector<std::string>{"entry.bin"});
+    std::string cmd = std::string("rm -rf ") + t;
+    CHECK(system(cmd.c_str()) == 0);
 }
