@@ -15,6 +15,9 @@
 #   bench_go_build SRC OUT build the Go program in directory SRC offline into OUT, when OUT is
 #                          missing or older than a .go file of SRC (GOPATH mode over Debian's
 #                          /usr/share/gocode, GO111MODULE=off, GOPROXY=off, CGO_ENABLED=0)
+#   bench_policy DEST DIR BIN  the native/pod-start bench policy (bench/native-policy.toml) into
+#                          DEST, its records (settings metrics_file, event_log) in scratch
+#                          directory DIR; validated with `BIN check`; non-zero if it does not
 export E2E_CACHE=${E2E_CACHE:-/var/cache/nri-qos-e2e}
 BENCH_C21_SUITE=${E2E_C21_SUITE:-sid}
 declare -F log >/dev/null || log() { echo "[$(date +%T)] $*" >&2; }
@@ -59,4 +62,13 @@ bench_go_build() {
       GO111MODULE=off GOPATH="$E2E_CACHE/trixie-root/usr/share/gocode" GOCACHE="$E2E_CACHE/gocache" \
       GOTOOLCHAIN=local GOPROXY=off GOFLAGS= CGO_ENABLED=0 "$gb" build -o "$out.tmp" . >&2) || return 1
   mv -f "$out.tmp" "$out"
+}
+
+bench_policy() {
+  local dest=$1 dir=$2 bin=$3
+  mkdir -p "$dir" "$(dirname "$dest")"
+  sed "/^\[settings\]\$/a metrics_file = \"$dir/nri_qos.prom\"\nevent_log = \"$dir/events.log\"" \
+    "$TOP/bench/native-policy.toml" >"$dest"
+  grep -q "^event_log = \"$dir/events.log\"" "$dest" || { log "bench_policy: no [settings] in bench/native-policy.toml"; return 1; }
+  "$bin" check "$dest" >&2
 }

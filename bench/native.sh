@@ -1,6 +1,7 @@
 #!/bin/bash
 # Native-mode benchmark (part of `make bench`; issue 13): nri-qos as a native NRI plugin against a
-# Go plugin on containerd/nri pkg/stub doing the same work (bench/gostub) and against the same Go
+# Go plugin on containerd/nri pkg/stub doing the same work (bench/gostub: the work of the bench
+# policy bench/native-policy.toml, which nri-qos reads) and against the same Go
 # plugin answering nothing (the protocol floor), driven by bench/nridriver on containerd/nri
 # pkg/adaptation, the runtime side of containerd 1.7. See BENCHMARKS.md ("Native mode").
 #
@@ -37,7 +38,9 @@ base=/tmp
 [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && base=/dev/shm
 S=$(mktemp -d "$base/nri-qos-native.XXXXXX")
 if [ "${BENCH_KEEP:-0}" = 1 ]; then log "scratch: $S"; else trap 'rm -rf "$S"' EXIT; fi
-cp "$TOP/conf/nri.d/nri-qos.toml" "$S/policy.toml"
+# The benchmark's own policy (bench/native-policy.toml: the work bench/gostub does, compiled in),
+# not the bundled one; its records (metrics, event log) go to scratch, not the host's files.
+bench_policy "$S/policy.toml" "$S/records" "$BIN" || { echo "bench: bench/native-policy.toml does not validate" >&2; exit 1; }
 
 # Debian version of a package unpacked into trixie-root (from its changelog)
 debver() { zcat "$E2E_CACHE/trixie-root/usr/share/doc/$1/changelog.Debian.gz" 2>/dev/null | sed -n '1s/.*(\(.*\)).*/\1/p'; }

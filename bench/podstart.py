@@ -3,11 +3,12 @@
 
 For each round, for each configuration (rotating order, so no configuration always goes first):
 RunPodSandbox + CreateContainer + StartContainer of a new pod (timed, per step and in total),
-a check that the plugin acted (container cpu.shares, pod cpu.idle read from the cgroup), then
+a check that the plugin did the bench policy's work (the container's cpu.shares read from its
+cgroup, its process's /proc/PID/oom_score_adj; bench/native-policy.toml), then
 StopPodSandbox + RemovePodSandbox (not timed). The CRI calls are those of the e2e client
 (tests/e2e/cri/criclient.py: its generated stubs and its pod/container configuration).
 
-  podstart.py --config LABEL=SOCKET[,expect_shares=N][,expect_idle=N] ... --pods N --warmup W
+  podstart.py --config LABEL=SOCKET[,expect_shares=N][,expect_oom=N] ... --pods N --warmup W
               --image IMG --uid-prefix P [--label k=v]... --baseline LABEL=BASELINE_LABEL ...
               [--compare LABEL=LABEL]... [--json FILE]
 
@@ -75,9 +76,10 @@ def one_pod(c, a, n, measured):
         c.rt.StartContainer(pb.StartContainerRequest(container_id=ctr_id), timeout=T)
         t3 = time.perf_counter()
         t = {"RunPodSandbox": t1 - t0, "CreateContainer": t2 - t1, "StartContainer": t3 - t2}
+        procs = read("%s%s/%s/cgroup.procs" % (CG, parent, ctr_id)).split()
         got = {"shares": read("%s%s/%s/cpu.shares" % (CG, parent, ctr_id)),
-               "idle": read("%s%s/cpu.idle" % (CG, parent))}
-        for k in ("shares", "idle"):
+               "oom": read("/proc/%s/oom_score_adj" % procs[0]) if procs and procs[0] != "?" else "?"}
+        for k in ("shares", "oom"):
             want = c.expect.get("expect_" + k)
             if want is not None and got[k] != want:
                 c.bad.append("pod %d: %s %s want %s" % (n, k, got[k], want))

@@ -7,8 +7,10 @@
 # directory and config directory under $E2E_WORK/containerd-bench-<cfg>; nothing in /opt/nri or
 # /etc/nri), all running at once; bench/podstart.py starts one pod at a time, configurations
 # interleaved pod by pod. NRI is enabled in every configuration ("no plugin" = an empty plugin
-# directory). The pods are BE by label (koordinator.sh/qosClass=BE), so the plugins write cgroup
-# knobs and adjust every container; podstart.py checks cpu.shares 2 and pod cpu.idle 1.
+# directory). nri-qos runs the benchmark's own policy (bench/native-policy.toml), whose work
+# bench/gostub does compiled in. The pods are BE by label (koordinator.sh/qosClass=BE), so the
+# plugins adjust every container and write its knobs; podstart.py checks the container's
+# cpu.shares 2 and its process's oom_score_adj 1000 (no plugin: 512 and 0).
 #
 # Uses the e2e kit (tests/e2e/lib.sh: preflight, the e2e flock, containerd start/stop, teardown
 # by PID; trixie/sid packages from the e2e recipe and cache, bench/lib.sh). Prints "SKIP podstart:
@@ -70,7 +72,8 @@ setup_cfg() { # NAME ROOT PLUGIN
   case $3 in
     nri-qos)
       install -m 0755 "$NRI_QOS_BIN" "$D/nri/plugins/10-nri-qos"
-      install_test_policy "$D/nri/nri-qos.toml" || return 1
+      # the bench policy (bench/native-policy.toml: what bench/gostub does), records in scratch
+      bench_policy "$D/nri/nri-qos.toml" "$D/records" "$NRI_QOS_BIN" || return 1
       printf '{"policy": "%s", "state_dir": "%s", "cache_dir": "%s", "log_file": "%s"}\n' "$D/nri/nri-qos.toml" \
         "$D/nri/state" "$D/nri/cache" "$D/logs/nri-qos.log" > "$D/nri/conf.d/10-nri-qos.conf" ;;
     go-stub)
@@ -99,8 +102,8 @@ nri_backup
 args=() ; for c in "${CFGS[@]}"; do
   read -r name root plugin <<<"$c"
   setup_cfg "$name" "$root" "$plugin" || { echo "FAIL podstart: $name setup" | tee "$OUT"; exit 1; }
-  exp=""; [ "$plugin" != - ] && exp=",expect_shares=2,expect_idle=1"
-  [ "$plugin" = - ] && exp=",expect_shares=512"
+  exp=",expect_shares=2,expect_oom=1000"
+  [ "$plugin" = - ] && exp=",expect_shares=512,expect_oom=0"
   args+=(--config "$name=$D/containerd.sock$exp")
 done
 args+=(--baseline c17-nri-qos=c17-none --baseline c17-go-stub=c17-none --compare c17-nri-qos=c17-go-stub)

@@ -4,7 +4,7 @@
 # bench/driver.c (fork/exec/wait4, request on stdin from a file, wall time and ru_maxrss per run).
 #
 # Measures, on a scratch root (cgroup v1 tree under mktemp -d, --cgroup-layout v1, scratch
-# --state-dir, --proc-root, --cache-dir):
+# --state-dir, --proc-root, --cache-dir, --metrics-file, --event-log):
 #   1. latency p50/p90/p99/max, peak RSS, user/sys CPU, page faults: floor vs nri-qos on real
 #      captured containerd requests (bundled policy; cache hit, and without cache). The hit rows
 #      run containerd's own command line, a plain `nri-qos invoke` without options, with its
@@ -64,7 +64,7 @@ if [ "${BENCH_KEEP:-0}" = 1 ]; then echo "# scratch root: $S" >&2; else trap 'rm
 REQ_CT=$FIX/containerd-1.6.20/container-create.json
 REQ_SB=$FIX/containerd-1.6.20/sandbox-create.json
 REQ_CT17=$FIX/containerd-1.7.24-adapter/container-create.json
-mkdir -p "$S/cgroup" "$S/proc" "$S/state" "$S/pol" "$S/etc/nri"
+mkdir -p "$S/cgroup" "$S/proc" "$S/state" "$S/pol" "$S/etc/nri" "$S/records"
 # The cgroup v1 directories and knob files of the requests' cgroupsPath, so knobs are applied.
 for f in "$REQ_CT" "$REQ_SB" "$REQ_CT17"; do
   cp=$(sed -n 's/.*"cgroupsPath":"\([^"]*\)".*/\1/p' "$f")
@@ -79,7 +79,11 @@ cp "$TOP/conf/nri.d/nri-qos.toml" "$S/pol/bundled.toml"
 cp "$TOP/conf/nri.d/nri-qos.toml" "$S/etc/nri/nri-qos.toml"  # /etc/nri/nri-qos.toml of the private root
 for n in $SCALE; do "$TOP/bench/gen-policy.sh" "$n" "$S/pol/bundled.toml" >"$S/pol/rules-$n.toml"; done
 sleep 2.2  # policies older than the cache's racy window (policy_cache.hpp kRacySeconds)
-EVAL=(--cgroup-root "$S/cgroup" --cgroup-layout v1 --proc-root "$S/proc" --state-dir "$S/state")
+# Records (metrics textfile, event log) in scratch for the rows that give options: they keep
+# writing them (part of an invocation's work) but never the host's /var/lib/node_exporter or
+# /var/log/nri-qos files, inside the private root or not.
+EVAL=(--cgroup-root "$S/cgroup" --cgroup-layout v1 --proc-root "$S/proc" --state-dir "$S/state"
+      --metrics-file "$S/records/nri_qos.prom" --event-log "$S/records/events.log")
 # Plain `invoke` (containerd's command line) sees $S as /etc/nri, /run/nri-qos, /sys/fs/cgroup.
 PLAIN=0
 if [ "$(id -u)" = 0 ] && unshare --mount --pid --fork true 2>/dev/null; then PLAIN=1; fi

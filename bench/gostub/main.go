@@ -1,20 +1,24 @@
 // gostub: the Go peer of nri-qos's native mode for `make bench` (bench/native.sh,
 // bench/podstart.sh). A native NRI plugin on containerd/nri pkg/stub (Debian
-// golang-github-containerd-nri-dev 0.6.1) that does the work nri-qos does for the bundled policy
-// (conf/nri.d/nri-qos.toml) on a mainline kernel with cgroup v1 (or v2), in Go:
+// golang-github-containerd-nri-dev 0.6.1) that does, in Go, the work of the benchmark's own policy
+// (bench/native-policy.toml, which nri-qos reads in the same runs) on a mainline kernel with
+// cgroup v1 (or v2):
 //
-//   - classify the pod on every event from its labels/annotations, with the bundled policy's
-//     rules in the same order (Koordinator, openFuyao, Katalyst, rubik/Volcano, clearcfs, then
-//     the Kubernetes QoS class read from the cgroup parent) and its two gates (HLS, unthrottled);
-//   - RunPodSandbox: pod cgroup knobs (BE: cpu.idle 1; unthrottled: CFS quota -1);
+//   - classify the pod on every event from its labels/annotations, with that policy's rules in
+//     the same order (kube-system namespace, Koordinator, openFuyao, Katalyst, rubik/Volcano,
+//     clearcfs, then the Kubernetes QoS class read from the cgroup parent) and its two gates
+//     (HLS, LS-unthrottled: namespace kube-system only, else LS);
+//   - RunPodSandbox: pod cgroup knobs (unthrottled: CFS quota -1; nothing for BE);
 //   - CreateContainer: the adjustment (BE: cpu.shares 2; unthrottled: CFS quota -1);
 //   - StartContainer: container cgroup knobs (BE: cpu.cfs_burst_us 0 and oom_score_adj 1000 in
 //     /proc/<pid>, which NRI 0.6 cannot carry in an adjustment; LS/HLS: CFS burst = quota).
 //
+// Keep it and bench/native-policy.toml in step: the "Same work, checked" tables of
+// bench/nridriver and bench/podstart.py compare what the two peers wrote.
+//
 // What it does NOT do that nri-qos does (see BENCHMARKS.md, "same work"): read a policy file
 // (its rules are compiled in), evaluate in a separate sandboxed process, keep a per-pod memo,
-// leave a record per event. openEuler's cpu/memory.qos_level files do not exist on this
-// kernel; nri-qos skips them, so does this stub.
+// leave a record per event.
 //
 // Plugin config (the same JSON nri-qos reads): cgroup_root (default /sys/fs/cgroup),
 // cgroup_layout (v1|v2, default: v1 when <root>/cpu/cpu.shares exists), proc_root (default
@@ -97,18 +101,8 @@ func classify(pod *api.PodSandbox, ctr *api.Container) string {
 			class = "LS"
 		}
 	}
-	gate := func(label string, ns ...string) bool {
-		for _, n := range ns {
-			if m, _ := filepath.Match(n, pod.Namespace); m {
-				return true
-			}
-		}
-		return pod.Labels[label] == "true"
-	}
-	if class == "HLS" && !gate("nri-qos.io/allow-hls", "kube-system", "online-*") {
-		class = "LS"
-	}
-	if class == "LS-unthrottled" && !gate("nri-qos.io/allow-unthrottled", "kube-system") {
+	// the gates of bench/native-policy.toml: gate.namespaces = ["kube-system"], fallback LS
+	if (class == "HLS" || class == "LS-unthrottled") && pod.Namespace != "kube-system" {
 		class = "LS"
 	}
 	return class
@@ -118,8 +112,7 @@ func classify(pod *api.PodSandbox, ctr *api.Container) string {
 func (p *plugin) write(ctrl, rel, knob, value string) {
 	path := filepath.Join(p.cfg.CgroupRoot, ctrl, rel, knob)
 	if p.cfg.CgroupLayout == "v2" {
-		v2 := map[string]string{"cpu.cfs_burst_us": "cpu.max.burst", "cpu.idle": "cpu.idle",
-			"cpu.cfs_quota_us": "cpu.max"}[knob]
+		v2 := map[string]string{"cpu.cfs_burst_us": "cpu.max.burst", "cpu.cfs_quota_us": "cpu.max"}[knob]
 		if value == "-1" && v2 == "cpu.max" {
 			value = "max"
 		}
@@ -169,10 +162,7 @@ func (p *plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	if p.cfg.Mode == "null" {
 		return nil
 	}
-	switch classify(pod, nil) {
-	case "BE":
-		p.write("cpu", pod.GetLinux().GetCgroupParent(), "cpu.idle", "1")
-	case "LS-unthrottled":
+	if classify(pod, nil) == "LS-unthrottled" {
 		p.write("cpu", pod.GetLinux().GetCgroupParent(), "cpu.cfs_quota_us", "-1")
 	}
 	return nil

@@ -62,6 +62,9 @@ var (
 	labelsFlag multi
 )
 
+// workDiffers: a peer's adjustment or writes differ from the reference peer's (not the same work).
+var workDiffers bool
+
 // ---- quiet NRI logger: warnings and errors to stderr, and remember "closing plugin" ------------
 
 type logger struct{ closed []string }
@@ -577,7 +580,9 @@ func (p *peer) event(ev string, pd *pod, round int) float64 {
 	return dt
 }
 
-// checkWork reads back what the peer wrote for pod pd (after StartContainer).
+// checkWork reads back what the peer wrote for pod pd (after StartContainer): the knob files of
+// the pod's, the sandbox's and the container's cgroup that no longer hold the value mkCgroup
+// gave them ("none" when nothing changed), and the container process's oom_score_adj.
 func (p *peer) checkWork(pd *pod) {
 	rd := func(path string) string {
 		b, err := os.ReadFile(path)
@@ -586,8 +591,24 @@ func (p *peer) checkWork(pd *pod) {
 		}
 		return strings.TrimSpace(string(b))
 	}
-	p.work["pod cpu.idle"] = rd(filepath.Join(p.cg, "cpu", pd.sb.Linux.CgroupParent, "cpu.idle"))
-	p.work["container cpu.cfs_burst_us"] = rd(filepath.Join(p.cg, "cpu", pd.ctr.Linux.CgroupsPath, "cpu.cfs_burst_us"))
+	changed := func(rel string) string {
+		var c []string
+		for ctrl, files := range cgFiles {
+			for _, f := range files {
+				if v := rd(filepath.Join(p.cg, ctrl, rel, f[0])); v != f[1] {
+					c = append(c, f[0]+"="+v)
+				}
+			}
+		}
+		sort.Strings(c)
+		if len(c) == 0 {
+			return "none"
+		}
+		return strings.Join(c, " ")
+	}
+	p.work["pod cgroup"] = changed(pd.sb.Linux.CgroupParent)
+	p.work["sandbox cgroup"] = changed(pd.sb.Linux.CgroupsPath)
+	p.work["container cgroup"] = changed(pd.ctr.Linux.CgroupsPath)
 	p.work["/proc/<pid>/oom_score_adj"] = rd(filepath.Join(p.proc, strconv.Itoa(int(pd.ctr.Pid)), "oom_score_adj"))
 }
 
@@ -780,7 +801,7 @@ func report(peers []*peer, elapsed time.Duration) {
 		fmt.Println()
 	}
 	fmt.Printf("\nSame work, checked (CreateContainer adjustment as returned to the runtime; files written in the peer's scratch root after StartContainer of the first measured pod):\n\n")
-	fmt.Printf("| peer | adjustment | pod cpu.idle | container cpu.cfs_burst_us | /proc/PID/oom_score_adj | errors |\n|---|---|---|---|---|---|\n")
+	fmt.Printf("| peer | adjustment | pod cgroup: files changed | sandbox cgroup: files changed | container cgroup: files changed | /proc/PID/oom_score_adj | errors |\n|---|---|---|---|---|---|---|\n")
 	for _, p := range peers {
 		var e []string
 		for k, v := range p.errs {
@@ -794,8 +815,23 @@ func report(peers []*peer, elapsed time.Duration) {
 		if es == "" {
 			es = "none"
 		}
-		fmt.Printf("| %s | `%s` | %s | %s | %s | %s |\n", p.name, p.adjust, p.work["pod cpu.idle"],
-			p.work["container cpu.cfs_burst_us"], p.work["/proc/<pid>/oom_score_adj"], es)
+		fmt.Printf("| %s | `%s` | %s | %s | %s | %s | %s |\n", p.name, p.adjust, p.work["pod cgroup"],
+			p.work["sandbox cgroup"], p.work["container cgroup"], p.work["/proc/<pid>/oom_score_adj"], es)
+	}
+	if ref != nil {
+		fmt.Println()
+		for _, p := range peers {
+			if p == ref || p.extra["mode"] == "null" {
+				continue
+			}
+			same := p.adjust == ref.adjust
+			for k, v := range ref.work {
+				same = same && p.work[k] == v
+			}
+			workDiffers = workDiffers || !same
+			fmt.Printf("%s and %s: %s.\n", p.name, ref.name,
+				map[bool]string{true: "same adjustment and same writes", false: "DIFFERENT adjustment or writes (not the same work)"}[same])
+		}
 	}
 	fmt.Printf("\nCPU method: %s (the plugin file is a wrapper that enters the cgroup and execs the plugin, so "+
 		"every process it forks is counted, reaped or alive). Cross-check over the measured rounds, "+
@@ -825,7 +861,7 @@ func report(peers []*peer, elapsed time.Duration) {
 		b, _ := json.MarshalIndent(o, "", " ")
 		must(os.WriteFile(*jsonOut, b, 0o644))
 	}
-	bad := false
+	bad := workDiffers
 	for _, p := range peers {
 		if len(p.errs) > 0 || p.badAdjust > 0 {
 			bad = true
@@ -833,7 +869,7 @@ func report(peers []*peer, elapsed time.Duration) {
 	}
 	cleanup()
 	if bad {
-		fmt.Fprintln(os.Stderr, "nridriver: some peers failed events (see the table)")
+		fmt.Fprintln(os.Stderr, "nridriver: some peers failed events or did not do the same work (see the tables)")
 		os.Exit(1)
 	}
 }
