@@ -18,6 +18,9 @@
 #   bench_policy DEST DIR BIN  the native/pod-start bench policy (bench/native-policy.toml) into
 #                          DEST, its records (settings metrics_file, event_log) in scratch
 #                          directory DIR; validated with `BIN check`; non-zero if it does not
+#   bench_seed_sinks BIN POLICY STATE_DIR
+#                          one `BIN invoke` with STATE_DIR, so that its sinks memo names POLICY's
+#                          record paths before a relay starts on that state dir (see below)
 export E2E_CACHE=${E2E_CACHE:-/var/cache/nri-qos-e2e}
 BENCH_C21_SUITE=${E2E_C21_SUITE:-sid}
 declare -F log >/dev/null || log() { echo "[$(date +%T)] $*" >&2; }
@@ -71,4 +74,19 @@ bench_policy() {
     "$TOP/bench/native-policy.toml" >"$dest"
   grep -q "^event_log = \"$dir/events.log\"" "$dest" || { log "bench_policy: no [settings] in bench/native-policy.toml"; return 1; }
   "$bin" check "$dest" >&2
+}
+
+# The relay's evaluation sandbox learns the directories it may write records into from the sinks
+# memo in its state dir as it is when the relay starts (src/publish.cpp); paths that only the
+# policy's [settings] names are not writable until the relay restarts (seen with nri-qos 0.1.0:
+# "Permission denied" on every event). A node keeps its state dir across relay restarts; the bench
+# starts on an empty one, so it writes the memo first with one one-shot invocation.
+bench_seed_sinks() {
+  local bin=$1 pol=$2 state=$3 cg
+  cg=$(mktemp -d /tmp/nri-qos-bench-seed.XXXXXX)
+  mkdir -p "$state"
+  "$bin" invoke --policy "$pol" --state-dir "$state" --cgroup-root "$cg" --cgroup-layout v1 --cache-dir "" \
+    <"$TOP/tests/fixtures/requests/containerd-1.6.20/container-create.json" >/dev/null 2>&1
+  rm -rf "$cg"
+  grep -q '^event_log=' "$state/sinks" 2>/dev/null || { log "bench_seed_sinks: no sinks memo in $state"; return 1; }
 }

@@ -41,6 +41,7 @@ if [ "${BENCH_KEEP:-0}" = 1 ]; then log "scratch: $S"; else trap 'rm -rf "$S"' E
 # The benchmark's own policy (bench/native-policy.toml: the work bench/gostub does, compiled in),
 # not the bundled one; its records (metrics, event log) go to scratch, not the host's files.
 bench_policy "$S/policy.toml" "$S/records" "$BIN" || { echo "bench: bench/native-policy.toml does not validate" >&2; exit 1; }
+bench_seed_sinks "$BIN" "$S/policy.toml" "$S/nri-qos/state" || exit 1   # the nri-qos peer's state dir (nridriver)
 
 # Debian version of a package unpacked into trixie-root (from its changelog)
 debver() { zcat "$E2E_CACHE/trixie-root/usr/share/doc/$1/changelog.Debian.gz" 2>/dev/null | sed -n '1s/.*(\(.*\)).*/\1/p'; }

@@ -73,7 +73,8 @@ setup_cfg() { # NAME ROOT PLUGIN
     nri-qos)
       install -m 0755 "$NRI_QOS_BIN" "$D/nri/plugins/10-nri-qos"
       # the bench policy (bench/native-policy.toml: what bench/gostub does), records in scratch
-      bench_policy "$D/nri/nri-qos.toml" "$D/records" "$NRI_QOS_BIN" || return 1
+      bench_policy "$D/nri/nri-qos.toml" "$D/nri/records" "$NRI_QOS_BIN" || return 1
+      bench_seed_sinks "$NRI_QOS_BIN" "$D/nri/nri-qos.toml" "$D/nri/state" || return 1
       printf '{"policy": "%s", "state_dir": "%s", "cache_dir": "%s", "log_file": "%s"}\n' "$D/nri/nri-qos.toml" \
         "$D/nri/state" "$D/nri/cache" "$D/logs/nri-qos.log" > "$D/nri/conf.d/10-nri-qos.conf" ;;
     go-stub)
