@@ -44,6 +44,7 @@ Resolved resolve(const KnobSetting& k, const Resources& res, const std::vector<K
         case KnobValue::Max: r.ok = true; r.is_max = true; return r;
         case KnobValue::Text: r.ok = true; r.is_text = true; r.text = k.value.text; return r;
         case KnobValue::Int: r.ok = true; r.num = k.value.num; return r;
+        case KnobValue::Fact: r.why = "fact " + k.value.text + " not resolved for this event"; return r;  // facts.hpp resolves them first
         case KnobValue::Percent: break;
     }
     std::optional<int64_t> base;
@@ -385,6 +386,11 @@ struct Builder {
             }
             static const std::string none;
             direct(k, r, scope, dir ? *dir : none, list);
+            // A fact value says how it was computed (facts.hpp), first in the write's note.
+            if (!k.note.empty() && plan.writes.size() > before) {
+                std::string& n = plan.writes[before].note;
+                n = k.note + (n.empty() ? "" : "; " + n);
+            }
             // v0.1: report in NRI terms what was written (finalised after the writes ran).
             if (field && plan.writes.size() > before) {
                 plan.writes[before].nri_ptr = field->first;
@@ -495,6 +501,15 @@ Plan build_plan(const PlanInput& in) {
     }
     if (mode != Mode::None && !cls.container.empty())
         b.knobs(cls.container, "container", in.paths ? &in.paths->container : nullptr);
+    // Pod-level sums over the pod's containers (facts.hpp pod_sum), after the container's own knobs.
+    if (!pod_knobs && !in.pod_refresh.empty()) {
+        if (!in.paths) {
+            for (const auto& k : in.pod_refresh) b.skip(knob_def(k.id).key, "pod", "no cgroupsPath in the request");
+        } else {
+            Builder pb{in, plan, Mode::Direct, b.v2, b.nri08};
+            pb.knobs(in.pod_refresh, "pod", &in.paths->pod);
+        }
+    }
     sequence(plan, b.v2);
     return plan;
 }

@@ -73,6 +73,9 @@ struct PlanInput {
     Layout layout = Layout::V1;
     std::optional<CgroupPaths> paths;  ///< absent when the request has no cgroupsPath
     Kernel* kernel = nullptr;          ///< for reads the plan depends on (cpu.max on v2, file probes)
+    /// Pod knobs to write at a container event: pod-level sums over the pod's containers that
+    /// change as containers start and stop (facts.hpp FactPlan::pod_refresh), already resolved.
+    std::vector<KnobSetting> pod_refresh;
 };
 
 /// Build the plan for the request's event:

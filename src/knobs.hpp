@@ -53,10 +53,13 @@ const KnobDef* find_knob(const std::string& key);
 const KnobDef& knob_def(KnobId id);
 
 /// A knob value as written in the policy.
+///  * Int, Max ("max"/-1), Percent ("N%" of the effective base value), Text (cpuset list, name);
+///  * Fact ({ fact = "NAME" }): computed per request by the fact readers (facts.hpp); `text` is
+///    the fact name, `num` is 1 when the policy says if_absent = "fail" (else 0: skip).
 struct KnobValue {
-    enum Kind { Int, Max, Percent, Text } kind = Int;
-    int64_t num = 0;   ///< Int: the value; Percent: 0..100 (× the base)
-    std::string text;  ///< Text: cpuset list or group name
+    enum Kind { Int, Max, Percent, Text, Fact } kind = Int;
+    int64_t num = 0;   ///< Int: the value; Percent: 0..100 (× the base); Fact: 1 = fail when absent
+    std::string text;  ///< Text: cpuset list or group name; Fact: the fact name
 };
 
 /// A configured knob of a class.
@@ -65,6 +68,9 @@ struct KnobSetting {
     KnobValue value;
     // Raw knobs only: the kernel file name and the v1 controller directory.
     std::string raw_file, raw_ctrl;
+    /// Per request, after fact resolution: how the value was computed ("100000 = batch-cpu
+    /// limit 1000m × period 100000 / 1000 [koordinator.batch_cfs_quota]"); "" for literals.
+    std::string note;
 };
 
 /// Parse a policy value for `def` (from TOML: integer or string). Throws InputError with a

@@ -84,6 +84,7 @@ void add_eval_options(CLI::App* app, Options& o, std::string& layout) {
     app->add_option("--cgroup-layout", layout, "auto|v1|hybrid|v2 (default auto: detect with statfs)");
     app->add_option("--proc-root", o.proc_root, "procfs root (default /proc)");
     app->add_option("--resctrl-root", o.resctrl_root, "resctrl root (default /sys/fs/resctrl)");
+    app->add_option("--sysfs-root", o.sysfs_root, "sysfs root for NUMA topology, read only (default /sys)");
     app->add_option("--state-dir", o.state_dir, "per-sandbox memo directory (default /run/nri-qos)");
     app->add_option("--cache-dir", o.cache_dir, "compiled policy cache (default /run/nri-qos/cache; \"\" disables)");
     app->add_option("--last-good-dir", o.last_good_dir,
@@ -152,6 +153,7 @@ std::vector<std::string> eval_argv(CLI::App* relay, const Options& o, const std:
     pass("--cgroup-layout", layout);
     pass("--proc-root", o.proc_root);
     pass("--resctrl-root", o.resctrl_root);
+    pass("--sysfs-root", o.sysfs_root);
     pass("--state-dir", o.state_dir);
     pass("--cache-dir", o.cache_dir);
     pass("--last-good-dir", o.last_good_dir);

@@ -13,6 +13,8 @@
 
 #include "adjust.hpp"
 #include "classify.hpp"
+#include "fact_state.hpp"
+#include "facts.hpp"
 #include "kernel.hpp"
 #include "policy_builtin.hpp"
 #include "policy_cache.hpp"
@@ -234,6 +236,7 @@ struct Ctx {
     std::string early;       // fail-open error before a class was known (for the record)
     std::string trace;       // explain --container: rule trace + calculations (text)
     nlohmann::json trace_json;
+    std::vector<std::string> fact_calcs;  ///< explain: how fact values were computed
 };
 
 /// Errors before a class is known: fail-open unless the policy says settings.fail = "closed".
@@ -281,6 +284,7 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
             j["writes"] = writes_json(c.plan);
             j["not_applicable"] = c.plan.skipped;
             j["refused"] = c.plan.refused;
+            j["facts"] = c.fact_calcs;
             j["adjustment"] = c.plan.adjustment;
             if (!c.plan.update.is_null()) j["update"] = c.plan.update;
             if (!c.plan.decision.gate_note.empty()) j["gate"] = c.plan.decision.gate_note;
@@ -309,6 +313,7 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
             t += std::string("cgroups:  ") + layout_name(c.plan.layout) + (c.plan.nri_api.empty() ? "" : ", runtime NRI API " + c.plan.nri_api) + "\n";
             for (const auto& w : c.plan.writes)
                 t += "write:    " + w.scope + " " + (w.root == Root::Proc ? "/proc/" : w.root == Root::Resctrl ? "resctrl:" : "") + w.rel + " = " + w.value + "\n";
+            for (const auto& s : c.fact_calcs) t += "fact:     " + s + "\n";
             for (const auto& s : c.plan.skipped) t += "skip:     " + s + "\n";
             for (const auto& s : c.plan.refused) t += "refuse:   " + s + "\n";
             if (!c.plan.adjustment.is_null()) t += "nri:      " + c.plan.adjustment.dump() + "\n";
@@ -433,6 +438,8 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         early_error(c, deadline_input_cut() ? std::string(e.what()) : std::string("bad request: ") + e.what());
         return finish(nullptr);
     }
+    FactPlan fplan;  // outlives render() too: the decision points at its resolved class
+    std::optional<FactState> fstate;  // the fact lock is held until the writes are done
     try {
         Request& r = *req;
         // The pid is known now: shrink the sandbox's procfs write access to /proc/<pid>.
@@ -477,13 +484,34 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         PlanInput pin;
         pin.req = &r;
         pin.policy = &policy;
-        pin.decision = d;
         pin.kube_qos = facts.kube_qos;
         pin.layout = opt.layout ? *opt.layout : detect_layout(opt.cgroup_root);
         layout = layout_name(pin.layout);
         pin.paths = paths;
         pin.kernel = &kernel;
+        // Facts (facts.hpp): the class's fact-valued knobs computed for this request. The fact
+        // state (its lock, NUMA records, ledger) lives until the writes are done.
+        fstate.emplace(opt.state_dir);
+        FactInput fin;
+        fin.req = &r;
+        fin.paths = paths;
+        fin.layout = pin.layout;
+        fin.kernel = &kernel;
+        fin.cgroup_root = opt.cgroup_root;
+        fin.sysfs_root = opt.sysfs_root;
+        fin.dry_run = mode == Mode::Explain;
+        fplan = resolve_facts(*d.cls, fin, *fstate);
+        d.cls = &fplan.cls;  // same name, fail mode and gate; fact knobs resolved
+        pin.decision = d;
+        pin.pod_refresh = fplan.pod_refresh;
+        c.fact_calcs = fplan.calcs;
+        for (const auto& w : fplan.warnings) {
+            log_line(w);
+            c.metadata["warning"] = w;
+        }
         c.plan = build_plan(pin);
+        for (auto& s : fplan.skipped) c.plan.skipped.push_back(std::move(s));
+        for (auto& s : fplan.refused) c.plan.refused.push_back(std::move(s));
         c.have_plan = true;
         if (opt.explain_trace) explain_calculations(policy, d, r, c.plan, c.trace, c.trace_json);
         if (mode != Mode::Explain) apply_plan(c.plan, kernel);

@@ -16,6 +16,7 @@ constexpr const char* kPolicy = "/etc/nri/nri-qos.toml";
 constexpr const char* kCgroupRoot = "/sys/fs/cgroup";
 constexpr const char* kProcRoot = "/proc";
 constexpr const char* kResctrlRoot = "/sys/fs/resctrl";
+constexpr const char* kSysfsRoot = "/sys";  ///< NUMA topology for the numa.* facts (facts.hpp)
 constexpr const char* kStateDir = "/run/nri-qos";
 constexpr const char* kCacheDir = "/run/nri-qos/cache";
 constexpr const char* kLastGoodDir = "/var/lib/nri-qos";  ///< last good policy copies (policy_store.hpp)
@@ -29,6 +30,7 @@ struct Options {
     std::string cgroup_root = defaults::kCgroupRoot;
     std::string proc_root = defaults::kProcRoot;
     std::string resctrl_root = defaults::kResctrlRoot;
+    std::string sysfs_root = defaults::kSysfsRoot;  ///< read only: devices/system/{node,cpu}
     std::string state_dir = defaults::kStateDir;
     std::string cache_dir = defaults::kCacheDir;  ///< "" disables the compiled-policy cache
     std::string last_good_dir = defaults::kLastGoodDir;  ///< last good policy copies, when last_good_dir_set ("" disables)

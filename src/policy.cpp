@@ -12,6 +12,8 @@
 
 #include <toml.hpp>
 
+#include "facts.hpp"
+
 using nlohmann::json;
 
 namespace nriqos {
@@ -218,7 +220,33 @@ void warn_knob(const Ctx& c, const TV& v, const std::string& what, const KnobDef
                   (kv.num > 0 && kv.num < 1024 ? "did you mean \"" + n + "Mi\"?" : std::string("sizes take a unit: \"Ki\", \"Mi\", \"Gi\"")) + ")");
 }
 
-std::vector<KnobSetting> parse_knobs(const Ctx& c, const TV& v, const std::string& what) {
+/// A fact value: { fact = "NAME" [, if_absent = "skip" | "fail"] } (facts.hpp). `scope` is
+/// kFactContainer or kFactPod: the section the knob is in.
+KnobValue parse_fact_value(const Ctx& c, const TV& val, const KnobDef& def, const std::string& what, uint8_t scope) {
+    const std::string w = what + "." + def.key;
+    check_keys(c, val, w, {"fact", "if_absent"});
+    const TV* f = get(val, "fact");
+    if (!f) c.fail(val, w + ": an inline table value needs fact = \"<name>\" (see FACTS in nri-qos.toml(5))");
+    std::string name = str(c, *f, w + ".fact", 64);
+    const FactDef* fd = find_fact(name);
+    if (!fd) {
+        std::string near = closest_fact(name);
+        c.fail(*f, w + ".fact: unknown fact \"" + name + "\"" + (near.empty() ? "" : " (did you mean \"" + near + "\"?)") +
+                       " (see FACTS in nri-qos.toml(5))");
+    }
+    if (std::string bad = fact_usable(*fd, def.id, scope); !bad.empty()) c.fail(*f, w + ": " + bad);
+    KnobValue v;
+    v.kind = KnobValue::Fact;
+    v.text = name;
+    if (const TV* a = get(val, "if_absent")) {
+        std::string s = str(c, *a, w + ".if_absent");
+        if (s == "fail") v.num = 1;
+        else if (s != "skip") c.fail(*a, w + ".if_absent: expected \"skip\" or \"fail\", got \"" + s + "\"");
+    }
+    return v;
+}
+
+std::vector<KnobSetting> parse_knobs(const Ctx& c, const TV& v, const std::string& what, uint8_t scope) {
     std::vector<KnobSetting> out;
     const auto& t = as_table(c, v, what);
     for (const auto& def : knob_table()) {
@@ -226,9 +254,14 @@ std::vector<KnobSetting> parse_knobs(const Ctx& c, const TV& v, const std::strin
         if (it == t.end()) continue;
         c.guard([&] {
             const TV& val = it->second;
-            KnobSetting ks{def.id, {}, {}, {}};
+            KnobSetting ks{def.id, {}, {}, {}, {}};
+            if (val.is_table()) {
+                ks.value = parse_fact_value(c, val, def, what, scope);
+                out.push_back(std::move(ks));
+                return;
+            }
             if (!val.is_integer() && !val.is_string())
-                c.fail(val, what + "." + def.key + ": expected an integer or a string, got " + toml_type(val));
+                c.fail(val, what + "." + def.key + ": expected an integer, a string or { fact = \"...\" }, got " + toml_type(val));
             try {
                 if (val.is_integer()) {
                     int64_t i = val.as_integer();
@@ -255,7 +288,7 @@ std::vector<KnobSetting> parse_knobs(const Ctx& c, const TV& v, const std::strin
             for (const auto& e : raw->as_array()) {
                 c.guard([&] {
                     check_keys(c, e, what + ".raw", {"file", "controller", "value"});
-                    KnobSetting ks{KnobId::Raw, {}, {}, {}};
+                    KnobSetting ks{KnobId::Raw, {}, {}, {}, {}};
                     const TV* f = get(e, "file");
                     const TV* val = get(e, "value");
                     if (!f || !val) c.fail(e, what + ".raw: needs file and value");
@@ -700,10 +733,10 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
                 check_keys(c, cv, w, {"description", "fail", "container", "pod", "gate"});
                 c.guard([&] { if (const TV* x = get(cv, "description")) cd.description = str(c, *x, w + ".description", 1024); });
                 c.guard([&] { if (const TV* x = get(cv, "fail")) cd.fail_closed = fail_mode(c, *x, w + ".fail"); });
-                c.guard([&] { if (const TV* x = get(cv, "container")) cd.container = parse_knobs(c, *x, w + ".container"); });
+                c.guard([&] { if (const TV* x = get(cv, "container")) cd.container = parse_knobs(c, *x, w + ".container", kFactContainer); });
                 c.guard([&] {
                     if (const TV* x = get(cv, "pod")) {
-                        cd.pod = parse_knobs(c, *x, w + ".pod");
+                        cd.pod = parse_knobs(c, *x, w + ".pod", kFactPod);
                         for (const auto& k : cd.pod)
                             if (k.id == KnobId::OomScoreAdj || k.id == KnobId::ResctrlGroup)
                                 c.error(*x, w + ".pod: " + knob_def(k.id).key + " applies to processes, set it under .container");
@@ -886,13 +919,14 @@ std::vector<KnobSetting> knobs_from(const json& a) {
     for (const auto& e : a) {
         KnobSetting k;
         int id = e.at(0).get<int>(), kind = e.at(1).get<int>();
-        if (id < 0 || id > static_cast<int>(KnobId::Raw) || kind < 0 || kind > KnobValue::Text) throw InputError("compiled policy: bad knob");
+        if (id < 0 || id > static_cast<int>(KnobId::Raw) || kind < 0 || kind > KnobValue::Fact) throw InputError("compiled policy: bad knob");
         k.id = static_cast<KnobId>(id);
         k.value.kind = static_cast<KnobValue::Kind>(kind);
         k.value.num = e.at(2).get<int64_t>();
         k.value.text = e.at(3).get<std::string>();
         k.raw_file = e.at(4).get<std::string>();
         k.raw_ctrl = e.at(5).get<std::string>();
+        if (k.value.kind == KnobValue::Fact && !find_fact(k.value.text)) throw InputError("compiled policy: unknown fact");
         out.push_back(std::move(k));
     }
     return out;

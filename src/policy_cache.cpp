@@ -1,5 +1,6 @@
 #include "policy_cache.hpp"
 
+#include "facts.hpp"
 #include "sha256.hpp"
 
 #include <algorithm>
@@ -133,13 +134,14 @@ struct Reader {
         v.reserve(c);
         for (uint32_t i = 0; i < c && ok; ++i) {
             uint8_t id = u8(), kind = u8();
-            if (id > static_cast<uint8_t>(KnobId::Raw) || kind > KnobValue::Text) ok = false;
-            KnobSetting k{static_cast<KnobId>(id), {}, {}, {}};
+            if (id > static_cast<uint8_t>(KnobId::Raw) || kind > KnobValue::Fact) ok = false;
+            KnobSetting k{static_cast<KnobId>(id), {}, {}, {}, {}};
             k.value.kind = static_cast<KnobValue::Kind>(kind);
             k.value.num = i64();
             k.value.text = str();
             k.raw_file = str();
             k.raw_ctrl = str();
+            if (ok && k.value.kind == KnobValue::Fact && !find_fact(k.value.text)) ok = false;  // facts.hpp registry
             v.push_back(std::move(k));
         }
         return v;

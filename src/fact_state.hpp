@@ -1,0 +1,72 @@
+// What the fact readers keep in the state directory (default /run/nri-qos) between events:
+//  * facts.lock     — one flock(2) serialising the read-choose-record steps of concurrent hooks
+//                     (NUMA placement, pod-level sums); released when the process exits;
+//  * numa/<id>.json — the NUMA placement of container <id> (numa.hpp), so that its later events
+//                     (StartContainer, UpdateContainer) and concurrent starts see it before the
+//                     runtime has written cpuset.cpus;
+//  * ledger/<sandbox-id>/<id>.json — per-container contributions to pod-level sums (the CFS
+//                     burst of each container, summed into the pod cgroup's burst).
+// Everything is small JSON written atomically (temp file + rename(2)) beneath the state
+// directory through open_beneath (no symlinks, no escapes); a corrupt or foreign file is ignored
+// and reported, never trusted. Sizes are bounded (4 KiB per file, 4096 files per directory).
+// Additive to state.hpp (the sandbox memo): separate files, separate directories.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace nriqos {
+
+/// One NUMA placement record.
+struct NumaRecord {
+    std::string container_id, sandbox_id;
+    std::string pod_dir;   ///< pod cgroup directory (relative, as in CgroupPaths::pod)
+    std::string mode;      ///< "exclusive", "bound" or "shared"
+    unsigned node = 0;     ///< NUMA node id
+    std::string cpus;      ///< cpuset list
+    int64_t time = 0;      ///< unix seconds when recorded
+};
+
+/// Access to the fact state beneath one state directory. Not thread-safe; one per process.
+class FactState {
+public:
+    explicit FactState(std::string state_dir);
+    ~FactState();
+    FactState(const FactState&) = delete;
+    FactState& operator=(const FactState&) = delete;
+
+    /// Take the exclusive lock <state>/facts.lock (creating the directory and file), blocking
+    /// until it is free; no-op when already held. The hook's deadline bounds the wait. Returns ""
+    /// or a one-line error (the caller treats that as a failed fact).
+    std::string lock();
+    bool locked() const { return lock_fd_ >= 0; }
+
+    /// All NUMA records (unreadable or corrupt ones are skipped and named in `problems`).
+    std::vector<NumaRecord> numa_records(std::vector<std::string>* problems = nullptr);
+    std::optional<NumaRecord> numa_record(const std::string& container_id);
+    std::string put_numa(const NumaRecord& r);
+    std::string drop_numa(const std::string& container_id);
+
+    /// Ledger of one pod: container id → {key → value}.
+    std::map<std::string, std::map<std::string, int64_t>> ledger(const std::string& sandbox_id);
+    std::string put_ledger(const std::string& sandbox_id, const std::string& container_id, const std::map<std::string, int64_t>& kv);
+    std::string drop_ledger(const std::string& sandbox_id, const std::string& container_id);
+    /// Remove everything kept for a pod (its ledger directory and its NUMA records).
+    std::string drop_pod(const std::string& sandbox_id);
+
+private:
+    int dir_fd(bool create);
+    int sub_fd(const std::string& rel, bool create);
+    std::string write_file(int dfd, const std::string& name, const std::string& text);
+    std::optional<std::string> read_file(int dfd, const std::string& name);
+    std::vector<std::string> list(int dfd, const char* suffix);
+
+    std::string dir_;
+    int dir_fd_ = -1;
+    int lock_fd_ = -1;
+};
+
+}  // namespace nriqos

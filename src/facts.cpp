@@ -1,0 +1,889 @@
+#include "facts.hpp"
+
+#include <algorithm>
+#include <functional>
+
+#include "cpuset.hpp"
+#include "fact_readers.hpp"
+#include "numa.hpp"
+
+namespace nriqos {
+
+namespace {
+
+constexpr uint32_t B(KnobId k) { return uint32_t(1) << static_cast<unsigned>(k); }
+constexpr uint32_t kBytesKnobs = B(KnobId::MemoryLimit) | B(KnobId::MemoryHigh) | B(KnobId::MemoryLow) | B(KnobId::MemoryMin) |
+                                 B(KnobId::MemorySwap) | B(KnobId::MemorySoftLimit);
+
+constexpr const char* kExtRes = "node.koordinator.sh/extended-resource-spec";
+constexpr const char* kResStatus = "scheduling.koordinator.sh/resource-status";
+constexpr const char* kVolcanoLevel = "volcano.sh/qos-level";
+constexpr const char* kPreemptable = "volcano.sh/preemptable";
+constexpr const char* kBurstEnable = "volcano.sh/enable-quota-burst";
+constexpr const char* kBurstTime = "volcano.sh/quota-burst-time";
+constexpr const char* kKatalystLevel = "katalyst.kubewharf.io/qos_level";
+constexpr const char* kKatalystMem = "katalyst.kubewharf.io/memory_enhancement";
+
+/// What one evaluation gives.
+struct Outcome {
+    enum S { Value, Absent, Error } s = Absent;
+    KnobValue v;
+    std::string calc;  ///< Value: how it was computed
+    std::string why;   ///< Absent/Error: the reason
+    std::string from;  ///< where it was read ("container \"app\"")
+};
+
+Outcome value_int(int64_t n, std::string calc) {
+    Outcome o;
+    o.s = Outcome::Value;
+    o.v.kind = KnobValue::Int;
+    o.v.num = n;
+    o.calc = std::move(calc);
+    return o;
+}
+Outcome value_max(std::string calc) {
+    Outcome o;
+    o.s = Outcome::Value;
+    o.v.kind = KnobValue::Max;
+    o.calc = std::move(calc);
+    return o;
+}
+Outcome value_text(std::string t, std::string calc) {
+    Outcome o;
+    o.s = Outcome::Value;
+    o.v.kind = KnobValue::Text;
+    o.v.text = std::move(t);
+    o.calc = std::move(calc);
+    return o;
+}
+Outcome absent(std::string why) {
+    Outcome o;
+    o.s = Outcome::Absent;
+    o.why = std::move(why);
+    return o;
+}
+Outcome error(std::string why) {
+    Outcome o;
+    o.s = Outcome::Error;
+    o.why = std::move(why);
+    return o;
+}
+
+std::string q(const std::string& s) {
+    std::string o = "\"";
+    for (char c : s.substr(0, 64)) o += (static_cast<unsigned char>(c) < 0x20 || c == '"') ? '?' : c;
+    return o + (s.size() > 64 ? "...\"" : "\"");
+}
+
+/// "1k (1000m)" or "25m": how a batch-cpu quantity was written and read.
+std::string milli_text(const std::string& written, int64_t m) {
+    std::string v = std::to_string(m) + "m";
+    return written.empty() || written == std::to_string(m) ? v : written + " (" + v + ")";
+}
+
+bool is_container_start(Event e, bool sandbox) {
+    switch (e) {
+        case Event::Create: case Event::Update: return !sandbox;
+        case Event::CreateContainer: case Event::StartContainer: case Event::UpdateContainer: return true;
+        default: return false;
+    }
+}
+bool is_container_end(Event e, bool sandbox) {
+    switch (e) {
+        case Event::Delete: return !sandbox;
+        case Event::StopContainer: case Event::RemoveContainer: return true;
+        default: return false;
+    }
+}
+bool is_pod_start(Event e, bool sandbox) { return (e == Event::Create && sandbox) || e == Event::RunPodSandbox; }
+bool is_pod_end(Event e, bool sandbox) {
+    return (e == Event::Delete && sandbox) || e == Event::StopPodSandbox || e == Event::RemovePodSandbox;
+}
+
+struct Ctx;
+using EvalFn = Outcome (*)(Ctx&, uint8_t scope);
+
+struct Entry {
+    FactDef def;
+    EvalFn fn;
+    int phase;  ///< 1: needs the class's other container knobs resolved first (effective quota)
+};
+
+/// Per-request evaluation context: the request, caches of parsed carriers, the fact state.
+struct Ctx {
+    const FactInput& in;
+    FactState& st;
+    const Request& r;
+    const std::vector<KnobSetting>* ctr_knobs = nullptr;  ///< container knobs resolved so far
+    const std::vector<KnobSetting>* pod_knobs = nullptr;  ///< pod knobs (literal part)
+    bool record = false;                                  ///< container start event, not dry run
+    bool ledger_dropped = false;                          ///< container end: own entry removed
+    std::optional<int64_t> own_burst;                     ///< this container's burst (for the pod sum)
+    bool own_burst_known = false;
+    std::vector<std::string> warnings;
+
+    // caches
+    bool ers_read = false;
+    ExtendedResourceSpec ers;
+    std::string ers_error;
+    bool numa_done = false;
+    std::optional<NumaChoice> numa;
+    std::string numa_mode, numa_error;
+
+    const std::string* ann(const char* k) const {
+        auto it = r.annotations.find(k);
+        return it == r.annotations.end() ? nullptr : &it->second;
+    }
+    const std::string* label_or_ann(const char* k) const {
+        if (auto a = ann(k)) return a;
+        auto it = r.labels.find(k);
+        return it == r.labels.end() ? nullptr : &it->second;
+    }
+    std::string lock() { return in.dry_run ? std::string() : st.lock(); }
+
+    /// The parsed extended-resource-spec, or an Outcome saying why not.
+    std::optional<Outcome> ers_problem() {
+        if (!ers_read) {
+            ers_read = true;
+            if (const std::string* a = ann(kExtRes)) {
+                try {
+                    ers = parse_extended_resource_spec(*a);
+                } catch (const InputError& e) {
+                    ers_error = e.what();
+                }
+            }
+        }
+        if (!ers_error.empty()) return error(ers_error);
+        if (!ann(kExtRes)) return absent(std::string("no ") + kExtRes + " annotation (koordlet keeps kubelet's values)");
+        if (!ers.present) return absent(std::string(kExtRes) + " lists no containers (koordlet keeps kubelet's values)");
+        return std::nullopt;
+    }
+    /// This container's entry in the extended-resource-spec.
+    const BatchResources* ers_container(Outcome& why) {
+        if (auto p = ers_problem()) {
+            why = *p;
+            return nullptr;
+        }
+        auto it = ers.containers.find(r.container_name);
+        if (it == ers.containers.end()) {
+            why = absent("container " + q(r.container_name) + " is not in " + kExtRes + " (koordlet keeps kubelet's values)");
+            return nullptr;
+        }
+        return &it->second;
+    }
+
+    /// OCI (or class) CFS quota of the container: the class's own cpu_quota_us when it sets one
+    /// (issue #9 §1: percentages and derived values follow the effective value), else OCI.
+    /// nullopt: no quota (unlimited). `how` says where it came from.
+    std::optional<int64_t> container_quota(std::string& how) const {
+        if (ctr_knobs)
+            for (const auto& k : *ctr_knobs) {
+                if (k.id != KnobId::CpuQuota) continue;
+                if (k.value.kind == KnobValue::Int) {
+                    how = "the class's cpu_quota_us " + std::to_string(k.value.num);
+                    return k.value.num;
+                }
+                if (k.value.kind == KnobValue::Max) {
+                    how = "the class's cpu_quota_us max";
+                    return std::nullopt;
+                }
+                if (k.value.kind == KnobValue::Percent && r.resources.cpu_quota && *r.resources.cpu_quota > 0) {
+                    int64_t v = *r.resources.cpu_quota / 100 * k.value.num + (*r.resources.cpu_quota % 100) * k.value.num / 100;
+                    how = "the class's cpu_quota_us " + std::to_string(k.value.num) + "% of " + std::to_string(*r.resources.cpu_quota);
+                    return v;
+                }
+            }
+        if (r.resources.cpu_quota && *r.resources.cpu_quota > 0) {
+            how = "the container's CFS quota " + std::to_string(*r.resources.cpu_quota);
+            return *r.resources.cpu_quota;
+        }
+        how = "the container has no CFS quota";
+        return std::nullopt;
+    }
+    int64_t container_period() const {
+        if (ctr_knobs)
+            for (const auto& k : *ctr_knobs)
+                if (k.id == KnobId::CpuPeriod && k.value.kind == KnobValue::Int) return k.value.num;
+        return r.resources.cpu_period && *r.resources.cpu_period > 0 ? *r.resources.cpu_period : 100000;
+    }
+
+    /// The pod cgroup's CFS quota and period as the kernel shows them (or as the class sets
+    /// them). nullopt quota: unlimited. Error text in `err` when unreadable.
+    std::optional<int64_t> pod_quota(int64_t& period, std::string& how, std::string& err) const {
+        period = 100000;
+        if (pod_knobs)
+            for (const auto& k : *pod_knobs) {
+                if (k.id == KnobId::CpuPeriod && k.value.kind == KnobValue::Int) period = k.value.num;
+            }
+        if (pod_knobs)
+            for (const auto& k : *pod_knobs) {
+                if (k.id != KnobId::CpuQuota) continue;
+                if (k.value.kind == KnobValue::Int) {
+                    how = "the class's pod cpu_quota_us " + std::to_string(k.value.num);
+                    return k.value.num;
+                }
+                if (k.value.kind == KnobValue::Max) {
+                    how = "the class's pod cpu_quota_us max";
+                    return std::nullopt;
+                }
+            }
+        if (!in.paths || !in.kernel) {
+            err = "no pod cgroup in the request";
+            return std::nullopt;
+        }
+        const bool v2 = in.layout == Layout::V2;
+        const std::string& pod = in.paths->pod;
+        if (v2) {
+            auto t = in.kernel->read(Root::Cgroup, pod + "/cpu.max");
+            if (!t) {
+                err = "cannot read " + pod + "/cpu.max";
+                return std::nullopt;
+            }
+            std::string s = *t;
+            while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+            size_t sp = s.find(' ');
+            std::string qs = s.substr(0, sp);
+            if (sp != std::string::npos) {
+                if (auto p = go_parse_int(s.substr(sp + 1)); p && *p > 0) period = *p;
+            }
+            how = "the pod's cpu.max \"" + s + "\"";
+            if (qs == "max") return std::nullopt;
+            auto qv = go_parse_int(qs);
+            if (!qv) {
+                err = pod + "/cpu.max: unexpected \"" + s.substr(0, 40) + "\"";
+                return std::nullopt;
+            }
+            return *qv;
+        }
+        auto t = in.kernel->read(Root::Cgroup, "cpu/" + pod + "/cpu.cfs_quota_us");
+        auto p = in.kernel->read(Root::Cgroup, "cpu/" + pod + "/cpu.cfs_period_us");
+        if (!t) {
+            err = "cannot read cpu/" + pod + "/cpu.cfs_quota_us";
+            return std::nullopt;
+        }
+        auto trim = [](std::string s) {
+            while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+            return s;
+        };
+        if (p)
+            if (auto pv = go_parse_int(trim(*p)); pv && *pv > 0) period = *pv;
+        auto qv = go_parse_int(trim(*t));
+        if (!qv) {
+            err = "cpu/" + pod + "/cpu.cfs_quota_us: unexpected \"" + trim(*t).substr(0, 40) + "\"";
+            return std::nullopt;
+        }
+        how = "the pod's cpu.cfs_quota_us " + std::to_string(*qv);
+        if (*qv < 0) return std::nullopt;
+        return *qv;
+    }
+
+    unsigned online_cpus(std::string& err) const {
+        try {
+            return read_topology(in.sysfs_root).online.count();
+        } catch (const InputError& e) {
+            err = e.what();
+            return 0;
+        }
+    }
+
+    /// Whole CPUs the container asks for: ceil(quota / period) with a quota, else
+    /// ceil(shares / 1024), at least 1 (Katalyst allocates integer CPUs of the request).
+    unsigned cpus_needed(std::string& how) const {
+        std::string qh;
+        auto quota = container_quota(qh);
+        int64_t period = container_period();
+        if (quota && *quota > 0) {
+            int64_t n = (*quota + period - 1) / period;
+            how = "ceil(quota " + std::to_string(*quota) + " / period " + std::to_string(period) + ") = " + std::to_string(n);
+            return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(n, CpuSet::kMaxId + 1)));
+        }
+        if (r.resources.cpu_shares && *r.resources.cpu_shares > 2) {
+            int64_t n = (*r.resources.cpu_shares + 1023) / 1024;
+            how = "ceil(shares " + std::to_string(*r.resources.cpu_shares) + " / 1024) = " + std::to_string(n);
+            return static_cast<unsigned>(std::max<int64_t>(1, n));
+        }
+        how = "no CPU request: 1";
+        return 1;
+    }
+
+    /// The container's NUMA placement in `mode` (computed once per request).
+    Outcome numa_place(NumaMode mode, bool mems, const std::string& because) {
+        if (numa_done && numa_mode != numa_mode_name(mode)) return error("one NUMA placement per container: the class mixes NUMA modes");
+        if (!numa_done) {
+            numa_done = true;
+            numa_mode = numa_mode_name(mode);
+            if (!in.paths) {
+                numa_error = "no cgroupsPath in the request";
+            } else if (std::string lerr = lock(); !lerr.empty()) {
+                numa_error = lerr;
+            } else {
+                std::string how;
+                NumaRequest rq;
+                rq.sysfs_root = in.sysfs_root;
+                rq.cgroup_root = in.cgroup_root;
+                rq.layout = in.layout;
+                rq.container_id = r.id;
+                rq.sandbox_id = r.sandbox_id;
+                rq.pod_dir = in.paths->pod;
+                rq.mode = mode;
+                rq.need = mode == NumaMode::Exclusive ? 1 : cpus_needed(how);
+                rq.dry_run = in.dry_run;
+                try {
+                    numa = place_numa(rq, st);
+                    if (!how.empty()) numa->why = numa_mode + " placement of " + how + " CPU(s): " + numa->why;
+                    else numa->why = numa_mode + " placement: " + numa->why;
+                    if (because.size()) numa->why = because + "; " + numa->why;
+                } catch (const InputError& ex) {
+                    numa_error = ex.what();
+                }
+            }
+        }
+        if (!numa) return error(numa_error);
+        if (mems) {
+            CpuSet m;
+            m.add(numa->node);
+            return value_text(m.str(), numa->why);
+        }
+        return value_text(numa->cpus.str(), numa->why);
+    }
+};
+
+// ---- Koordinator ------------------------------------------------------------------------
+
+Outcome koord_shares(Ctx& c, uint8_t) {
+    Outcome why;
+    const BatchResources* b = c.ers_container(why);
+    if (!b) return why;
+    int64_t m = b->has_requests && b->cpu_request && *b->cpu_request > 0 ? *b->cpu_request : 0;
+    int64_t s = milli_cpu_to_shares(m);
+    if (m == 0) return value_int(s, "no batch-cpu request → MilliCPUToShares(0) = 2");
+    std::string calc = "MilliCPUToShares(batch-cpu request " + milli_text(b->cpu_request_text, m) + ") = " + std::to_string(m) + " × 1024 / 1000";
+    int64_t raw = m > INT64_MAX / 1024 ? INT64_MAX : m * 1024 / 1000;
+    if (raw != s) calc += " = " + std::to_string(raw) + ", clamped to [2, 262144]";
+    return value_int(s, calc);
+}
+
+Outcome koord_quota(Ctx& c, uint8_t) {
+    Outcome why;
+    const BatchResources* b = c.ers_container(why);
+    if (!b) return why;
+    int64_t m = b->has_limits && b->cpu_limit && *b->cpu_limit > 0 ? *b->cpu_limit : 0;
+    if (m == 0) return value_max("no batch-cpu limit → unlimited (MilliCPUToQuota(0) = -1)");
+    int64_t qv = milli_cpu_to_quota(m);
+    std::string calc = "batch-cpu limit " + milli_text(b->cpu_limit_text, m) + " × period 100000 / 1000";
+    if (qv == 1000 && m * 100 < 1000) calc += " = " + std::to_string(m * 100) + ", raised to the minimum 1000";
+    return value_int(qv, calc);
+}
+
+Outcome koord_memory(Ctx& c, uint8_t) {
+    Outcome why;
+    const BatchResources* b = c.ers_container(why);
+    if (!b) return why;
+    if (!b->has_limits || !b->mem_limit || *b->mem_limit <= 0) return value_max("no batch-memory limit → unlimited (-1)");
+    return value_int(*b->mem_limit, "batch-memory limit " + (b->mem_limit_text.empty() ? std::to_string(*b->mem_limit) : b->mem_limit_text));
+}
+
+Outcome koord_pod_shares(Ctx& c, uint8_t) {
+    if (auto p = c.ers_problem()) return *p;
+    int64_t sum = 0;
+    std::string terms;
+    for (const auto& [n, b] : c.ers.containers) {
+        if (!b.has_requests || !b.cpu_request || *b.cpu_request <= 0) continue;
+        if (sum > kMaxQuantityValue - *b.cpu_request) return error("sum of batch-cpu requests overflows");
+        sum += *b.cpu_request;
+        terms += (terms.empty() ? "" : " + ") + std::to_string(*b.cpu_request) + "m";
+    }
+    int64_t s = milli_cpu_to_shares(sum);
+    if (terms.empty()) return value_int(s, "no container has a batch-cpu request → MilliCPUToShares(0) = 2");
+    return value_int(s, "MilliCPUToShares(Σ batch-cpu requests " + terms + " = " + std::to_string(sum) + "m) = " + std::to_string(sum) +
+                            " × 1024 / 1000" + (sum * 1024 / 1000 != s ? ", clamped to [2, 262144]" : ""));
+}
+
+/// Pod sum of a batch limit: -1 once a listed container has none (SetPodCFSQuota/SetPodMemoryLimit).
+Outcome koord_pod_limit(Ctx& c, bool cpu) {
+    if (auto p = c.ers_problem()) return *p;
+    int64_t sum = 0;
+    std::string terms;
+    const char* res = cpu ? "batch-cpu" : "batch-memory";
+    for (const auto& [n, b] : c.ers.containers) {
+        const std::optional<int64_t>& l = cpu ? b.cpu_limit : b.mem_limit;
+        if (!b.has_limits || !l || *l <= 0)
+            return value_max("container " + q(n) + " has no " + res + " limit → the pod is unlimited (-1)");
+        if (sum > kMaxQuantityValue - *l) return error(std::string("sum of ") + res + " limits overflows");
+        sum += *l;
+        terms += (terms.empty() ? "" : " + ") + std::to_string(*l) + (cpu ? "m" : "");
+    }
+    if (terms.empty()) return value_max("no container listed → unlimited");
+    if (!cpu) return value_int(sum, "Σ batch-memory limits " + terms + " = " + std::to_string(sum));
+    return value_int(milli_cpu_to_quota(sum), "Σ batch-cpu limits (" + terms + " = " + std::to_string(sum) + "m) × period 100000 / 1000");
+}
+Outcome koord_pod_quota(Ctx& c, uint8_t) { return koord_pod_limit(c, true); }
+Outcome koord_pod_memory(Ctx& c, uint8_t) { return koord_pod_limit(c, false); }
+
+Outcome koord_cpuset_read(Ctx& c, std::string& set) {
+    const std::string* a = c.ann(kResStatus);
+    if (!a) return absent(std::string("no ") + kResStatus + " annotation (not bound by koord-scheduler)");
+    try {
+        set = parse_resource_status_cpuset(*a);
+    } catch (const InputError& e) {
+        return error(e.what());
+    }
+    if (set.empty()) return absent(std::string(kResStatus) + " has no cpuset");
+    return value_text(set, std::string("cpuset ") + set + " from " + kResStatus);
+}
+Outcome koord_cpuset(Ctx& c, uint8_t) {
+    std::string set;
+    return koord_cpuset_read(c, set);
+}
+/// The quota lift of a pod bound to a scheduler cpuset. koordlet lifts it unconditionally; nri-qos
+/// lifts it only when the cpuset holds no more CPUs than the quota pays for (quota ≥ CPUs ×
+/// period) or the quota is unlimited already: the annotation can be written by the pod author,
+/// and a lifted quota on a wide cpuset would buy CPU time.
+Outcome koord_cpuset_quota(Ctx& c, uint8_t scope) {
+    std::string set;
+    Outcome o = koord_cpuset_read(c, set);
+    if (o.s != Outcome::Value) return o;
+    unsigned n = CpuSet::parse(set) ? CpuSet::parse(set)->count() : 0;
+    std::optional<int64_t> quota;
+    int64_t period = 100000;
+    std::string how, err;
+    if (scope == kFactPod) {
+        quota = c.pod_quota(period, how, err);
+        if (!err.empty()) return error(err);
+    } else {
+        quota = c.container_quota(how);
+        period = c.container_period();
+    }
+    std::string calc = "bound to cpuset " + set + " by koord-scheduler → CFS quota lifted (UnsetContainerCPUQuota/UnsetPodCPUQuota)";
+    if (!quota) return value_max(calc + "; " + how);
+    if (static_cast<int64_t>(n) * period > *quota)
+        return absent("cpuset " + set + " (" + std::to_string(n) + " CPUs × period " + std::to_string(period) + ") is wider than " + how +
+                      ": quota kept (a lift would buy CPU time)");
+    return value_max(calc + "; " + std::to_string(n) + " CPUs × " + std::to_string(period) + " ≤ " + how);
+}
+
+// ---- Volcano / rubik ----------------------------------------------------------------------
+
+Outcome volcano_level(Ctx& c, uint8_t) {
+    const std::string* a = c.ann(kVolcanoLevel);
+    if (!a) return absent(std::string("no ") + kVolcanoLevel + " annotation");
+    int v = *a == "LC" || *a == "HLS" ? 2 : *a == "LS" ? 1 : *a == "BE" ? -1 : 0;
+    return value_int(v, std::string(kVolcanoLevel) + " " + q(*a) + " → " + std::to_string(v) + " (GetQosLevel: LC/HLS 2, LS 1, BE -1, other 0)");
+}
+
+Outcome volcano_mem_level(Ctx& c, uint8_t s) {
+    Outcome o = volcano_level(c, s);
+    if (o.s != Outcome::Value) return o;
+    int64_t v = o.v.num < 0 ? -1 : 0;
+    return value_int(v, o.calc + ", NormalizeQosLevel → " + std::to_string(v));
+}
+
+Outcome rubik_level(Ctx& c, uint8_t) {
+    const std::string* a = c.label_or_ann(kPreemptable);
+    if (!a || *a != "true") return absent(std::string(kPreemptable) + " is not \"true\": online, rubik leaves the level");
+    return value_int(-1, std::string(kPreemptable) + " = \"true\" → offline -1 (SetQoSLevel)");
+}
+
+/// The container's CFS burst by the pod's carrier (see the registry entry).
+Outcome burst_container(Ctx& c, uint8_t) {
+    const std::string* en = c.ann(kBurstEnable);
+    const std::string* bt = c.ann(kBurstTime);
+    std::string how;
+    auto quota = c.container_quota(how);
+    if (en) {  // Volcano agent semantics
+        auto on = go_parse_bool(*en);
+        if (!on || !*on) return absent(std::string(kBurstEnable) + " " + q(*en) + " is not true (Volcano: no burst)");
+        if (!quota) return absent(how + ": no burst without a quota (Volcano skips quota -1)");
+        int64_t t = 0;
+        if (bt)
+            if (auto v = go_parse_int(*bt); v && *v > 0) t = *v;
+        if (t == 0)
+            return value_int(*quota, std::string(kBurstEnable) + " → burst = quota: " + how + (bt ? std::string(" (") + kBurstTime + " " + q(*bt) + " unusable)" : ""));
+        if (t > *quota) return value_int(*quota, std::string(kBurstTime) + " " + std::to_string(t) + " capped at " + how);
+        return value_int(t, std::string(kBurstTime) + " " + std::to_string(t) + " (≤ " + how + ")");
+    }
+    if (bt && !bt->empty()) {  // rubik semantics
+        auto t = go_parse_int(*bt);
+        if (!t) return error(std::string(kBurstTime) + " " + q(*bt) + ": not an integer (rubik parseQuotaBurst)");
+        if (*t < 0) return error(std::string(kBurstTime) + " " + q(*bt) + ": negative (rubik parseQuotaBurst)");
+        if (!quota) return absent(how + ": rubik refuses a burst without a quota (matchQuota)");
+        std::string err;
+        unsigned ncpu = c.online_cpus(err);
+        if (!ncpu) return error("cannot count online CPUs: " + err);
+        int64_t period = c.container_period();
+        if (*quota >= period * static_cast<int64_t>(ncpu))
+            return absent(how + " ≥ period " + std::to_string(period) + " × " + std::to_string(ncpu) + " CPUs: rubik refuses (matchQuota)");
+        if (*quota < *t) return absent(std::string(kBurstTime) + " " + std::to_string(*t) + " above " + how + ": rubik refuses (matchQuota)");
+        return value_int(*t, std::string(kBurstTime) + " " + std::to_string(*t) + " (rubik: ≤ " + how + ")");
+    }
+    return absent(std::string("no ") + kBurstEnable + " or " + kBurstTime + " annotation (no burst)");
+}
+
+Outcome burst_pod(Ctx& c, uint8_t) {
+    const std::string* en = c.ann(kBurstEnable);
+    const std::string* bt = c.ann(kBurstTime);
+    bool volcano = en != nullptr;
+    if (volcano) {
+        auto on = go_parse_bool(*en);
+        if (!on || !*on) return absent(std::string(kBurstEnable) + " " + q(*en) + " is not true (Volcano: no burst)");
+    } else if (!bt || bt->empty()) {
+        return absent(std::string("no ") + kBurstEnable + " or " + kBurstTime + " annotation (no burst)");
+    } else if (auto t = go_parse_int(*bt); !t || *t < 0) {
+        return absent(std::string(kBurstTime) + " " + q(*bt) + " unusable (rubik parseQuotaBurst)");
+    }
+    // Σ of the containers' bursts recorded in the ledger (this container's own value included).
+    if (std::string e = c.lock(); !e.empty()) return error(e);
+    auto led = c.st.ledger(c.r.sandbox_id);
+    if (c.in.dry_run || c.ledger_dropped) {
+        led.erase(c.r.id);
+        if (c.own_burst_known && c.own_burst && !c.ledger_dropped) led[c.r.id]["cpu_burst_us"] = *c.own_burst;
+    }
+    int64_t sum = 0;
+    std::string terms;
+    for (const auto& [id, kv] : led) {
+        auto it = kv.find("cpu_burst_us");
+        if (it == kv.end() || it->second < 0) continue;
+        sum += it->second;
+        terms += (terms.empty() ? "" : " + ") + std::to_string(it->second);
+    }
+    int64_t period = 100000;
+    std::string how, err;
+    auto pq = c.pod_quota(period, how, err);
+    if (!err.empty()) return error(err);
+    std::string calc = "Σ container bursts " + (terms.empty() ? std::string("(none yet)") : terms) + " = " + std::to_string(sum);
+    if (volcano) {
+        if (!pq) return absent(how + ": unlimited pod quota, Volcano writes no pod burst");
+        return value_int(sum, calc);
+    }
+    if (!pq) return absent(how + ": rubik refuses a pod burst without a pod quota (matchQuota)");
+    unsigned ncpu = c.online_cpus(err);
+    if (!ncpu) return error("cannot count online CPUs: " + err);
+    if (*pq >= period * static_cast<int64_t>(ncpu))
+        return absent(how + " ≥ period × " + std::to_string(ncpu) + " CPUs: rubik refuses (matchQuota)");
+    if (*pq < sum) return absent(calc + " above " + how + ": rubik refuses (matchQuota)");
+    return value_int(sum, calc);
+}
+
+// ---- Katalyst and NUMA ----------------------------------------------------------------------
+
+Outcome katalyst_numa(Ctx& c, bool mems) {
+    const std::string* a = c.ann(kKatalystMem);
+    if (!a) return absent(std::string("no ") + kKatalystMem + " annotation");
+    std::string why;
+    auto m = parse_string_map(*a, &why);
+    if (!m) return error(std::string(kKatalystMem) + ": " + why);
+    if (!why.empty()) c.warnings.push_back(std::string(kKatalystMem) + ": " + why);
+    auto b = m->find("numa_binding");
+    if (b == m->end() || b->second != "true") return absent(std::string(kKatalystMem) + ": numa_binding is not \"true\"");
+    const std::string* lvl = c.ann(kKatalystLevel);
+    std::string level = lvl ? *lvl : "shared_cores";
+    auto x = m->find("numa_exclusive");
+    bool exclusive = x != m->end() && x->second == "true" && level == "dedicated_cores";
+    NumaMode mode = level == "dedicated_cores" ? (exclusive ? NumaMode::Exclusive : NumaMode::Bound) : NumaMode::Shared;
+    std::string because = "katalyst " + level + " numa_binding" + (exclusive ? " + numa_exclusive" : "");
+    return c.numa_place(mode, mems, because);
+}
+Outcome katalyst_cpus(Ctx& c, uint8_t) { return katalyst_numa(c, false); }
+Outcome katalyst_mems(Ctx& c, uint8_t) { return katalyst_numa(c, true); }
+Outcome numa_excl_cpus(Ctx& c, uint8_t) { return c.numa_place(NumaMode::Exclusive, false, ""); }
+Outcome numa_excl_mems(Ctx& c, uint8_t) { return c.numa_place(NumaMode::Exclusive, true, ""); }
+Outcome numa_bound_cpus(Ctx& c, uint8_t) { return c.numa_place(NumaMode::Bound, false, ""); }
+Outcome numa_bound_mems(Ctx& c, uint8_t) { return c.numa_place(NumaMode::Bound, true, ""); }
+Outcome numa_shared_cpus(Ctx& c, uint8_t) { return c.numa_place(NumaMode::Shared, false, ""); }
+Outcome numa_shared_mems(Ctx& c, uint8_t) { return c.numa_place(NumaMode::Shared, true, ""); }
+
+// ---- the registry ---------------------------------------------------------------------------
+
+const std::vector<Entry>& entries() {
+    static const std::vector<Entry> e = {
+        {{"koordinator.batch_cpu_shares", kFactContainer, B(KnobId::CpuShares), "shares", kExtRes,
+          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetContainerCPUShares",
+          "MilliCPUToShares of the container's kubernetes.io/batch-cpu request (absent or ≤ 0: 2)", false, false},
+         koord_shares, 0},
+        {{"koordinator.batch_cfs_quota", kFactContainer, B(KnobId::CpuQuota), "us", kExtRes,
+          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetContainerCFSQuota",
+          "batch-cpu limit (millicores) × 100000 / 1000, at least 1000; no limit: max", false, false},
+         koord_quota, 0},
+        {{"koordinator.batch_memory_limit", kFactContainer, kBytesKnobs, "bytes", kExtRes,
+          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetContainerMemoryLimit",
+          "the container's kubernetes.io/batch-memory limit; no limit: max", false, false},
+         koord_memory, 0},
+        {{"koordinator.pod_batch_cpu_shares", kFactPod, B(KnobId::CpuShares), "shares", kExtRes,
+          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetPodCPUShares",
+          "MilliCPUToShares of the sum of the listed containers' batch-cpu requests", false, false},
+         koord_pod_shares, 0},
+        {{"koordinator.pod_batch_cfs_quota", kFactPod, B(KnobId::CpuQuota), "us", kExtRes,
+          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetPodCFSQuota",
+          "sum of the listed containers' batch-cpu limits × 100000 / 1000; max once one has none", false, false},
+         koord_pod_quota, 0},
+        {{"koordinator.pod_batch_memory_limit", kFactPod, kBytesKnobs, "bytes", kExtRes,
+          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetPodMemoryLimit",
+          "sum of the listed containers' batch-memory limits; max once one has none", false, false},
+         koord_pod_memory, 0},
+        {{"koordinator.cpuset", kFactContainer, B(KnobId::CpusetCpus), "cpus", kResStatus,
+          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/cpuset/cpuset.go SetContainerCPUSet (pkg/util/pod.go GetCPUSetFromPod)",
+          "the \"cpuset\" koord-scheduler bound the pod to (LSE/LSR)", false, false},
+         koord_cpuset, 0},
+        {{"koordinator.cpuset_quota", kFactBoth, B(KnobId::CpuQuota), "us", kResStatus,
+          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/cpuset/cpuset.go UnsetContainerCPUQuota / UnsetPodCPUQuota",
+          "max (CFS quota lifted) when the pod has a scheduler cpuset", false, false},
+         koord_cpuset_quota, 0},
+        {{"volcano.qos_level", kFactBoth, B(KnobId::CpuQosLevel), "level", kVolcanoLevel,
+          "volcano-sh/volcano@v1.15.1:pkg/agent/apis/extension/qos.go GetQosLevel",
+          "LC/HLS 2, LS 1, BE -1, any other value 0", false, false},
+         volcano_level, 0},
+        {{"volcano.memory_qos_level", kFactBoth, B(KnobId::MemoryQosLevel), "level", kVolcanoLevel,
+          "volcano-sh/volcano@v1.15.1:pkg/agent/apis/extension/qos.go NormalizeQosLevel",
+          "-1 for BE, else 0", false, false},
+         volcano_mem_level, 0},
+        {{"rubik.qos_level", kFactBoth, B(KnobId::CpuQosLevel) | B(KnobId::MemoryQosLevel), "level", "volcano.sh/preemptable (annotation or label)",
+          "openeuler-mirror/rubik@v2.0.1:pkg/services/preemption/preemption.go SetQoSLevel (pkg/core/typedef/podinfo.go Offline)",
+          "-1 when volcano.sh/preemptable is \"true\"; absent for online pods", false, false},
+         rubik_level, 0},
+        {{"volcano.cpu_burst_us", kFactContainer, B(KnobId::CpuBurst), "us", "volcano.sh/enable-quota-burst, volcano.sh/quota-burst-time; the effective CFS quota",
+          "volcano-sh/volcano@v1.15.1:pkg/agent/events/handlers/cpuburst/cpu_burst_linux.go walkFunc; "
+          "openeuler-mirror/rubik@v2.0.1:pkg/services/quotaburst/quotaburst.go setQuotaBurst",
+          "enable-quota-burst true (Volcano): quota-burst-time capped at the quota, 0/absent = the quota; "
+          "only quota-burst-time (rubik): that value, refused above the quota, without a quota or at ≥ period × CPUs",
+          false, true},
+         burst_container, 1},
+        {{"volcano.pod_cpu_burst_us", kFactPod, B(KnobId::CpuBurst), "us", "the same annotations; the pod cgroup's CFS quota; the ledger",
+          "volcano-sh/volcano@v1.15.1:pkg/agent/events/handlers/cpuburst/cpu_burst_linux.go Handle; "
+          "openeuler-mirror/rubik@v2.0.1:pkg/services/quotaburst/quotaburst.go setPodQuotaBurst",
+          "sum of the pod's containers' volcano.cpu_burst_us, rewritten as containers start and stop; "
+          "none when the pod quota is unlimited",
+          true, true},
+         burst_pod, 1},
+        {{"katalyst.numa_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus",
+          "katalyst.kubewharf.io/memory_enhancement numa_binding/numa_exclusive, katalyst.kubewharf.io/qos_level; sysfs, cgroups",
+          "kubewharf/katalyst-core@v0.5.47:pkg/agent/qrm-plugins/cpu/dynamicpolicy/policy_allocation_handlers.go "
+          "dedicatedCoresWithNUMABindingAllocationHandler / allocateNumaBindingCPUs",
+          "CPUs of one NUMA node: dedicated_cores + numa_exclusive a whole free node, dedicated_cores the "
+          "container's integer CPUs, other levels the node's free CPUs", false, true},
+         katalyst_cpus, 1},
+        {{"katalyst.numa_mems", kFactContainer, B(KnobId::CpusetMems), "nodes",
+          "the same annotations; sysfs, cgroups",
+          "kubewharf/katalyst-core@v0.5.47:pkg/agent/qrm-plugins/memory/dynamicpolicy/policy_allocation_handlers.go numaBindingAllocationHandler",
+          "the NUMA node of katalyst.numa_cpus", false, true},
+         katalyst_mems, 1},
+        {{"numa.exclusive_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus", "sysfs node*/cpulist, cpuset.cpus under kubepods",
+          "nri-qos (Katalyst numa_exclusive semantics: policy_hint_handlers.go calculateHints)",
+          "all CPUs of the lowest NUMA node none of whose CPUs is held", false, true},
+         numa_excl_cpus, 1},
+        {{"numa.exclusive_mems", kFactContainer, B(KnobId::CpusetMems), "nodes", "as numa.exclusive_cpus",
+          "nri-qos", "the node of numa.exclusive_cpus", false, true},
+         numa_excl_mems, 1},
+        {{"numa.bound_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus", "sysfs node*/cpulist, cpu*/topology, cpuset.cpus under kubepods",
+          "nri-qos (Katalyst dedicated_cores numa_binding semantics: allocateNumaBindingCPUs TakeByTopology)",
+          "the container's integer CPUs (ceil quota/period, else shares/1024) from one NUMA node, whole cores first", false, true},
+         numa_bound_cpus, 1},
+        {{"numa.bound_mems", kFactContainer, B(KnobId::CpusetMems), "nodes", "as numa.bound_cpus",
+          "nri-qos", "the node of numa.bound_cpus", false, true},
+         numa_bound_mems, 1},
+        {{"numa.shared_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus", "sysfs node*/cpulist, cpuset.cpus under kubepods",
+          "nri-qos (NUMA affinity: locality without exclusivity)",
+          "the free CPUs of the NUMA node with the most free CPUs (not held against others)", false, true},
+         numa_shared_cpus, 1},
+        {{"numa.shared_mems", kFactContainer, B(KnobId::CpusetMems), "nodes", "as numa.shared_cpus",
+          "nri-qos", "the node of numa.shared_cpus", false, true},
+         numa_shared_mems, 1},
+    };
+    return e;
+}
+
+const Entry* find_entry(std::string_view name) {
+    for (const auto& e : entries())
+        if (name == e.def.name) return &e;
+    return nullptr;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j)
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
+}
+
+/// The name explain shows for a fact value: the cgroup v1 file (its unit is the fact's: shares,
+/// µs, bytes; on cgroup v2 the write line shows the converted cpu.weight / cpu.max), else the
+/// v2 file, else the policy key.
+std::string file_of(KnobId id) {
+    const KnobDef& d = knob_def(id);
+    return d.v1_file ? d.v1_file : d.v2_file ? d.v2_file : d.key;
+}
+
+std::string shown(const KnobValue& v) {
+    switch (v.kind) {
+        case KnobValue::Max: return "max";
+        case KnobValue::Text: return v.text;
+        default: return std::to_string(v.num);
+    }
+}
+
+}  // namespace
+
+const std::vector<FactDef>& fact_table() {
+    static const std::vector<FactDef> t = [] {
+        std::vector<FactDef> v;
+        for (const auto& e : entries()) v.push_back(e.def);
+        return v;
+    }();
+    return t;
+}
+
+const FactDef* find_fact(std::string_view name) {
+    const Entry* e = find_entry(name);
+    return e ? &e->def : nullptr;
+}
+
+std::string closest_fact(std::string_view name) {
+    std::string best;
+    size_t bd = 4;
+    for (const auto& e : entries()) {
+        size_t d = edit_distance(name, e.def.name);
+        if (d < bd) {
+            bd = d;
+            best = e.def.name;
+        }
+    }
+    return best;
+}
+
+std::string fact_usable(const FactDef& f, KnobId knob, uint8_t scope) {
+    if (!(f.knobs & B(knob))) {
+        std::string ok;
+        for (const auto& k : knob_table())
+            if (f.knobs & B(k.id)) ok += std::string(ok.empty() ? "" : ", ") + k.key;
+        return std::string("fact ") + f.name + " (" + f.unit + ") cannot feed " + knob_def(knob).key + "; it feeds " + ok;
+    }
+    if (!(f.scope & scope)) {
+        return std::string("fact ") + f.name + (f.scope == kFactPod ? " is a pod-level value: use it under [classes.*.pod]"
+                                                                   : " is a container-level value: use it under [classes.*.container]");
+    }
+    return "";
+}
+
+FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& state) {
+    FactPlan out;
+    out.cls = cls;
+    const Request& r = *in.req;
+    Ctx c{in, state, r};
+    const bool ctr_start = is_container_start(r.event, r.is_sandbox);
+    const bool ctr_end = is_container_end(r.event, r.is_sandbox);
+    const bool pod_start = is_pod_start(r.event, r.is_sandbox);
+    const bool pod_end = is_pod_end(r.event, r.is_sandbox);
+    c.record = ctr_start && !in.dry_run;
+
+    auto has_fact = [](const std::vector<KnobSetting>& l) {
+        return std::any_of(l.begin(), l.end(), [](const KnobSetting& k) { return k.value.kind == KnobValue::Fact; });
+    };
+    auto literal_only = [](std::vector<KnobSetting>& l) {
+        l.erase(std::remove_if(l.begin(), l.end(), [](const KnobSetting& k) { return k.value.kind == KnobValue::Fact; }), l.end());
+    };
+    // Resolve the fact knobs of `list` (scope "container"/"pod") in place, phase by phase.
+    auto resolve_list = [&](std::vector<KnobSetting>& list, uint8_t scope, const char* scope_name) {
+        std::vector<bool> drop(list.size(), false);
+        for (int phase = 0; phase < 2; ++phase) {
+            for (size_t i = 0; i < list.size(); ++i) {
+                KnobSetting& k = list[i];
+                if (k.value.kind != KnobValue::Fact) continue;
+                const Entry* e = find_entry(k.value.text);
+                if (!e || e->phase != phase) continue;
+                const KnobDef& d = knob_def(k.id);
+                std::string key = std::string(scope == kFactPod ? "pod:" : "") + d.key;
+                Outcome o = e->fn(c, scope);
+                if (o.s == Outcome::Value) {
+                    // the knob's own range (a fact may exceed a knob it is allowed to feed)
+                    std::string bad;
+                    if (o.v.kind == KnobValue::Int && (o.v.num < d.min || o.v.num > d.max))
+                        bad = std::to_string(o.v.num) + " outside " + d.key + "'s range [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "]";
+                    else if (o.v.kind == KnobValue::Max && !d.allow_max)
+                        bad = std::string("\"max\" is not a value of ") + d.key;
+                    else if (o.v.kind == KnobValue::Text && d.kind == ValueKind::Cpuset && !valid_cpuset(o.v.text))
+                        bad = "\"" + o.v.text + "\" is not a cpuset list";
+                    if (!bad.empty()) o = error(bad);
+                }
+                if (o.s == Outcome::Value) {
+                    std::string note = o.calc + " [" + e->def.name + "]";
+                    out.calcs.push_back(std::string(scope_name) + " " + file_of(k.id) + " = " + shown(o.v) + " = " + note);
+                    k.value = o.v;
+                    k.note = note;
+                } else {
+                    drop[i] = true;
+                    std::string line = key + ": fact " + e->def.name + (o.s == Outcome::Absent ? " absent: " : ": ") + o.why;
+                    if (o.s == Outcome::Error || k.value.num == 1) out.refused.push_back(line);
+                    else out.skipped.push_back(line);
+                }
+                if (e->fn == burst_container) {
+                    c.own_burst_known = true;
+                    c.own_burst = o.s == Outcome::Value ? std::optional<int64_t>(o.v.num) : std::nullopt;
+                }
+            }
+            if (phase == 0 && scope == kFactContainer) c.ctr_knobs = &list;
+        }
+        std::vector<KnobSetting> kept;
+        for (size_t i = 0; i < list.size(); ++i)
+            if (!drop[i] && list[i].value.kind != KnobValue::Fact) kept.push_back(std::move(list[i]));
+        list = std::move(kept);
+    };
+
+    // The class's literal knobs are the base the derived facts look at.
+    c.pod_knobs = &out.cls.pod;
+    if (ctr_start && has_fact(out.cls.container)) {
+        c.ctr_knobs = &out.cls.container;
+        resolve_list(out.cls.container, kFactContainer, "container");
+        c.ctr_knobs = &out.cls.container;
+        // This container's share of pod-level sums goes into the ledger before the pod re-sums.
+        if (c.own_burst_known && c.record) {
+            std::string e = c.lock();
+            if (e.empty()) e = c.own_burst ? state.put_ledger(r.sandbox_id, r.id, {{"cpu_burst_us", *c.own_burst}}) : state.drop_ledger(r.sandbox_id, r.id);
+            if (!e.empty()) out.warnings.push_back(e);
+        }
+    } else {
+        literal_only(out.cls.container);
+    }
+    if (ctr_end && !in.dry_run) {
+        bool any_state = std::any_of(cls.container.begin(), cls.container.end(), [](const KnobSetting& k) {
+            if (k.value.kind != KnobValue::Fact) return false;
+            const FactDef* f = find_fact(k.value.text);
+            return f && f->kernel;
+        });
+        if (any_state) {
+            std::string e = c.lock();
+            if (e.empty()) e = state.drop_ledger(r.sandbox_id, r.id);
+            if (e.empty()) e = state.drop_numa(r.id);
+            if (!e.empty()) out.warnings.push_back(e);
+        }
+    }
+    if (ctr_end) c.ledger_dropped = true;
+    if (pod_end && !in.dry_run && (has_fact(cls.container) || has_fact(cls.pod))) {
+        std::string e = c.lock();
+        if (e.empty()) e = state.drop_pod(r.sandbox_id);
+        if (!e.empty()) out.warnings.push_back(e);
+    }
+    // Pod knobs: all of them at the pod's start; the pod-level sums again at container events.
+    if (pod_start) {
+        if (has_fact(out.cls.pod)) resolve_list(out.cls.pod, kFactPod, "pod");
+    } else {
+        if ((ctr_start || ctr_end) && in.paths) {
+            std::vector<KnobSetting> sums;
+            for (const auto& k : cls.pod)
+                if (k.value.kind == KnobValue::Fact)
+                    if (const FactDef* f = find_fact(k.value.text); f && f->pod_sum) sums.push_back(k);
+            if (!sums.empty()) {
+                resolve_list(sums, kFactPod, "pod");
+                out.pod_refresh = std::move(sums);
+            }
+        }
+        literal_only(out.cls.pod);
+    }
+    for (auto& w : c.warnings) out.warnings.push_back(std::move(w));
+    return out;
+}
+
+}  // namespace nriqos

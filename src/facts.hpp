@@ -1,0 +1,94 @@
+// Facts: knob values derived from the request (and, where stated, from kernel state), so that a
+// policy can say what a seed system's node agent does — "cpu_shares = the shares koordlet gives
+// this container's batch-cpu request" — instead of a literal (issue #10 §1).
+//
+// Policy syntax (man nri-qos.toml(5) "FACTS"): wherever a knob takes a value,
+//     cpu_quota_us = { fact = "koordinator.batch_cfs_quota" }
+//     cpu_quota_us = { fact = "koordinator.batch_cfs_quota", if_absent = "fail" }
+// The value is computed per request by a small validated reader (fact_readers.hpp, numa.hpp):
+//  * value   — the knob gets it (integer, "max" = -1/unlimited, or a cpuset list) and explain
+//              shows the calculation ("100000 = batch-cpu limit 1000m × period 100000 / 1000");
+//  * absent  — the request does not carry it (no annotation, container not listed, feature not
+//              opted into): the knob is skipped with the reason, like a missing kernel file; with
+//              if_absent = "fail" it is refused instead (a failure: the class's fail mode decides);
+//  * error   — the carrier is malformed (bad JSON, bad quantity) or kernel state is unreadable:
+//              the knob is refused with a one-line reason (a failure; fail-open or closed as the
+//              class says).
+// Every fact is listed in fact_table() with the knobs it may feed, its scope, the annotation or
+// kernel file it reads and the function of the seed system it reproduces.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fact_state.hpp"
+#include "kernel.hpp"
+#include "knobs.hpp"
+#include "model.hpp"
+#include "policy.hpp"
+#include "request.hpp"
+
+namespace nriqos {
+
+/// Where a fact may be used.
+enum FactScope : uint8_t { kFactContainer = 1, kFactPod = 2, kFactBoth = 3 };
+
+/// Static description of a fact (the registry; see facts.cpp and man/nri-qos.toml.5).
+struct FactDef {
+    const char* name;        ///< "koordinator.batch_cfs_quota"
+    uint8_t scope;           ///< FactScope bits
+    uint32_t knobs;          ///< bit (1 << KnobId) per knob it may feed
+    const char* unit;        ///< "shares", "us", "bytes", "level", "cpus", "nodes"
+    const char* reads;       ///< the annotation(s) / kernel files it reads
+    const char* source;      ///< the seed system's function it reproduces (owner/repo@tag:path Function)
+    const char* summary;     ///< one line: what the value is
+    bool pod_sum;            ///< pod fact summed over the pod's containers: re-evaluated at container events
+    bool kernel;             ///< reads kernel state (sysfs, cgroups) besides the request
+};
+
+/// All facts, in documentation order.
+const std::vector<FactDef>& fact_table();
+/// Look up by name; nullptr when unknown.
+const FactDef* find_fact(std::string_view name);
+/// "" when `fact` may feed knob `knob` in `scope` (kFactContainer or kFactPod), else a one-line
+/// reason for the policy error ("fact X is a pod-level sum; use it under [classes.*.pod]").
+std::string fact_usable(const FactDef& fact, KnobId knob, uint8_t scope);
+/// Closest fact name to `name` (edit distance ≤ 3), or "" — for "did you mean" in policy errors.
+std::string closest_fact(std::string_view name);
+
+/// Inputs of fact resolution for one request.
+struct FactInput {
+    const Request* req = nullptr;
+    std::optional<CgroupPaths> paths;
+    Layout layout = Layout::V1;
+    Kernel* kernel = nullptr;       ///< reads of the pod cgroup (its CFS quota)
+    std::string cgroup_root;        ///< for the NUMA scan of the kubepods hierarchy
+    std::string sysfs_root = "/sys";
+    bool dry_run = false;           ///< explain: compute, record nothing, take no lock
+};
+
+/// The class with its fact values resolved for this request, and what the fact layer reports.
+struct FactPlan {
+    ClassDef cls;                          ///< fact knobs replaced by their values (absent/error ones removed)
+    std::vector<KnobSetting> pod_refresh;  ///< pod knobs (pod_sum facts) to write at this container event
+    std::vector<std::string> skipped;      ///< "cpu_shares: fact koordinator.batch_cpu_shares absent: <why>"
+    std::vector<std::string> refused;      ///< "cpu_quota_us: fact ...: <error>" (failures)
+    std::vector<std::string> calcs;        ///< explain: "container cpu_quota_us = 100000 = ... [fact]"
+    std::vector<std::string> warnings;     ///< state-dir problems (ledger/record writes), reported, not failures
+};
+
+/// Resolve the facts of `cls` for `in.req`'s event:
+///  * pod start (v0.1 sandbox create, RunPodSandbox): the pod knobs;
+///  * container create/start/update: the container knobs, then the pod_sum pod knobs
+///    (pod_refresh) after recording this container's share in the ledger;
+///  * container stop/remove/delete: the container's ledger entry and NUMA record are dropped and
+///    the pod_sum pod knobs re-evaluated (pod_refresh);
+///  * pod stop/remove/delete: everything kept for the pod is dropped.
+/// Knobs of the other scope keep their literal values; their fact knobs are removed (never used
+/// at that event). `state` is the fact state of the state directory (locked here when needed).
+FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& state);
+
+}  // namespace nriqos
