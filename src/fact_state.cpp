@@ -40,7 +40,7 @@ bool safe_name(const std::string& s) {
 }
 }  // namespace
 
-FactState::FactState(std::string dir) : dir_(std::move(dir)) {}
+FactState::FactState(std::string dir) : dir_(std::move(dir) + "/facts") {}
 
 FactState::~FactState() {
     if (lock_fd_ >= 0) close(lock_fd_);  // releases the flock
@@ -78,13 +78,13 @@ std::string FactState::lock() {
     if (lock_fd_ >= 0) return "";
     int d = dir_fd(true);
     if (d < 0) return "state dir " + dir_ + ": " + std::strerror(-d);
-    int fd = open_beneath(d, "facts.lock", O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
-    if (fd < 0) return "state dir " + dir_ + ": facts.lock: " + std::strerror(-fd);
+    int fd = open_beneath(d, "lock", O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
+    if (fd < 0) return "state dir " + dir_ + ": lock: " + std::strerror(-fd);
     while (flock(fd, LOCK_EX) != 0) {
         if (errno == EINTR) continue;
         int e = errno;
         close(fd);
-        return "state dir " + dir_ + ": flock(facts.lock): " + std::strerror(e);
+        return "state dir " + dir_ + ": flock(lock): " + std::strerror(e);
     }
     lock_fd_ = fd;
     return "";
@@ -251,6 +251,34 @@ std::string FactState::drop_ledger(const std::string& sandbox, const std::string
     if (unlinkat(d, (id + ".json").c_str(), 0) != 0 && errno != ENOENT) out = "state " + dir_ + ": ledger entry: " + std::strerror(errno);
     close(d);
     return out;
+}
+
+bool FactState::has_container(const std::string& sandbox, const std::string& id) {
+    if (!safe_name(sandbox) || !safe_name(id)) return false;
+    bool found = false;
+    if (int d = sub_fd("ledger/" + sandbox, false); d >= 0) {
+        struct stat st {};
+        found = fstatat(d, (id + ".json").c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+        close(d);
+    }
+    if (!found)
+        if (int d = sub_fd("numa", false); d >= 0) {
+            struct stat st {};
+            found = fstatat(d, (id + ".json").c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+            close(d);
+        }
+    return found;
+}
+
+bool FactState::has_pod(const std::string& sandbox) {
+    if (!safe_name(sandbox)) return false;
+    if (int d = sub_fd("ledger/" + sandbox, false); d >= 0) {
+        close(d);
+        return true;
+    }
+    for (const auto& r : numa_records())
+        if (r.sandbox_id == sandbox) return true;
+    return false;
 }
 
 std::string FactState::drop_pod(const std::string& sandbox) {

@@ -1,5 +1,6 @@
-// What the fact readers keep in the state directory (default /run/nri-qos) between events:
-//  * facts.lock     — one flock(2) serialising the read-choose-record steps of concurrent hooks
+// What the fact readers keep in the state directory (default /run/nri-qos) between events, all
+// below <state>/facts/ (created only for pods whose class uses such a fact):
+//  * lock           — one flock(2) serialising the read-choose-record steps of concurrent hooks
 //                     (NUMA placement, pod-level sums); released when the process exits;
 //  * numa/<id>.json — the NUMA placement of container <id> (numa.hpp), so that its later events
 //                     (StartContainer, UpdateContainer) and concurrent starts see it before the
@@ -38,7 +39,7 @@ public:
     FactState(const FactState&) = delete;
     FactState& operator=(const FactState&) = delete;
 
-    /// Take the exclusive lock <state>/facts.lock (creating the directory and file), blocking
+    /// Take the exclusive lock <state>/facts/lock (creating the directory and file), blocking
     /// until it is free; no-op when already held. The hook's deadline bounds the wait. Returns ""
     /// or a one-line error (the caller treats that as a failed fact).
     std::string lock();
@@ -54,6 +55,10 @@ public:
     std::map<std::string, std::map<std::string, int64_t>> ledger(const std::string& sandbox_id);
     std::string put_ledger(const std::string& sandbox_id, const std::string& container_id, const std::map<std::string, int64_t>& kv);
     std::string drop_ledger(const std::string& sandbox_id, const std::string& container_id);
+    /// Whether anything is kept for a container / a pod (no lock needed: read-only probes, so
+    /// that pods without such facts never take the lock).
+    bool has_container(const std::string& sandbox_id, const std::string& container_id);
+    bool has_pod(const std::string& sandbox_id);
     /// Remove everything kept for a pod (its ledger directory and its NUMA records).
     std::string drop_pod(const std::string& sandbox_id);
 

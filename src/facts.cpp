@@ -839,7 +839,7 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
         resolve_list(out.cls.container, kFactContainer, "container");
         c.ctr_knobs = &out.cls.container;
         // This container's share of pod-level sums goes into the ledger before the pod re-sums.
-        if (c.own_burst_known && c.record) {
+        if (c.own_burst_known && c.record && (c.own_burst || state.has_container(r.sandbox_id, r.id))) {
             std::string e = c.lock();
             if (e.empty()) e = c.own_burst ? state.put_ledger(r.sandbox_id, r.id, {{"cpu_burst_us", *c.own_burst}}) : state.drop_ledger(r.sandbox_id, r.id);
             if (!e.empty()) out.warnings.push_back(e);
@@ -848,12 +848,8 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
         literal_only(out.cls.container);
     }
     if (ctr_end && !in.dry_run) {
-        bool any_state = std::any_of(cls.container.begin(), cls.container.end(), [](const KnobSetting& k) {
-            if (k.value.kind != KnobValue::Fact) return false;
-            const FactDef* f = find_fact(k.value.text);
-            return f && f->kernel;
-        });
-        if (any_state) {
+        // Whatever the class is now (the policy may have changed): drop what is kept for it.
+        if (state.has_container(r.sandbox_id, r.id)) {
             std::string e = c.lock();
             if (e.empty()) e = state.drop_ledger(r.sandbox_id, r.id);
             if (e.empty()) e = state.drop_numa(r.id);
@@ -861,7 +857,7 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
         }
     }
     if (ctr_end) c.ledger_dropped = true;
-    if (pod_end && !in.dry_run && (has_fact(cls.container) || has_fact(cls.pod))) {
+    if (pod_end && !in.dry_run && state.has_pod(r.sandbox_id)) {
         std::string e = c.lock();
         if (e.empty()) e = state.drop_pod(r.sandbox_id);
         if (!e.empty()) out.warnings.push_back(e);

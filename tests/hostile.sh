@@ -17,7 +17,7 @@
 set -u
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${NRI_QOS_BIN:-$TOP/build/nri-qos}
-POLICY_SRC=$TOP/conf/nri.d/nri-qos.toml
+POLICY_SRC=$TOP/tests/fixtures/policy/classic.toml  # mechanics fixture (tests/lib.sh)
 FAILED=0
 pass() { echo "PASS $*"; }
 fail() { echo "FAIL $*"; FAILED=1; }
@@ -619,8 +619,8 @@ pcase "unknown class key" unknown-class-key 'unknown key "colour"'
 pcase "unknown knob" unknown-knob 'unknown knob "cpu_sharez"'
 pcase "unknown settings key" unknown-settings 'unknown key "evil"'
 pcase "version as a string" wrong-type-version "version: this nri-qos reads policy version 1"
-pcase "float knob" wrong-type-knob "cpu_shares: expected an integer or a string, got float"
-pcase "boolean knob" wrong-type-bool "oom_score_adj: expected an integer or a string, got boolean"
+pcase "float knob" wrong-type-knob "cpu_shares: expected an integer, a string or { fact = \"...\" }, got float"
+pcase "boolean knob" wrong-type-bool "oom_score_adj: expected an integer, a string or { fact = \"...\" }, got boolean"
 pcase "rules as a string" wrong-type-rules "rules: expected an array of tables"
 pcase "match.namespace as an integer" wrong-type-match "match.namespace: expected a string or an array of strings, got integer"
 pcase "cpu_shares 1" range-shares "cpu_shares: 1 out of range [2, 262144]"

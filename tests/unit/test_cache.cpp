@@ -279,14 +279,14 @@ TEST_CASE("cache: load_policy builds, hits, invalidates and rebuilds", "[cache]"
 
     // Policy change invalidates (same size, only a value differs).
     std::string text = slurp_file(policy);
-    size_t at = text.find("default_class = \"LS\"");
+    size_t at = text.find("default_class = \"DEFAULT\"");
     REQUIRE(at != std::string::npos);
-    text.replace(at, 20, "default_class = \"BE\"");
+    text.replace(at, 25, "default_class = \"OFFLINE\"");
     spit(policy, text);
     Policy changed = load_policy(policy, cache, &hit);
     CHECK_FALSE(hit);
-    CHECK(changed.default_class == "BE");
-    CHECK(load_policy(policy, cache, &hit).default_class == "BE");
+    CHECK(changed.default_class == "OFFLINE");
+    CHECK(load_policy(policy, cache, &hit).default_class == "OFFLINE");
     CHECK(hit);
 
     // A broken policy is reported as without a cache; the error is cached too ("broken"

@@ -201,10 +201,10 @@ TEST_CASE("knob values: ranges, units, max and percentages", "[knobs]") {
 
 TEST_CASE("policy: bundled default loads and round-trips through its compiled form", "[policy]") {
     Policy p = bundled();
-    CHECK(p.default_class == "LS");
-    CHECK(p.classes.count("BE"));
-    CHECK(p.classes.count("HLS"));
-    CHECK(p.classes.at("HLS").gate.enabled);
+    CHECK(p.default_class == "DEFAULT");
+    CHECK(p.classes.count("KOORD-BE"));
+    CHECK(p.classes.count("VOLCANO-HLS"));
+    CHECK(p.classes.at("VOLCANO-HLS").gate.enabled);
     Policy q = policy_from_json(policy_to_json(p));
     CHECK(policy_to_json(q) == policy_to_json(p));
     CHECK(json::from_cbor(json::to_cbor(policy_to_json(p))) == policy_to_json(p));
@@ -219,7 +219,7 @@ TEST_CASE("policy errors are one line with file:line", "[policy]") {
     CHECK(err(head + "[classes.A.container]\ncpu_sharez = 2\n") == "p.toml:6: classes.A.container: unknown knob \"cpu_sharez\" (did you mean \"cpu_shares\"? see nri-qos.toml(5))");
     CHECK(err(head + "[classes.A.container]\nfoo = 2\n") == "p.toml:6: classes.A.container: unknown knob \"foo\" (see nri-qos.toml(5))");
     CHECK(err(head + "[classes.A.container]\ncpu_shares = 1\n") == "p.toml:6: classes.A.container.cpu_shares: 1 out of range [2, 262144] or \"N%\"");
-    CHECK(err(head + "[classes.A.container]\ncpu_shares = true\n") == "p.toml:6: classes.A.container.cpu_shares: expected an integer or a string, got boolean");
+    CHECK(err(head + "[classes.A.container]\ncpu_shares = true\n") == "p.toml:6: classes.A.container.cpu_shares: expected an integer, a string or { fact = \"...\" }, got boolean");
     CHECK(err(head + "bogus = 1\n") == "p.toml:5: classes.A: unknown key \"bogus\" (allowed: description, fail, container, pod, gate)");
     CHECK(err(head + "[[rules]]\nclass = \"B\"\n") == "p.toml:6: rules.class: unknown class \"B\"");
     CHECK(err(head + "[[rules]]\nclass = \"A\"\nmatch.kind = \"pod\"\n") == "p.toml:7: match.kind: expected \"sandbox\" or \"container\", got \"pod\"");
@@ -261,18 +261,26 @@ TEST_CASE("bundled policy recognises every colocation system's carrier", "[class
         const char* rule;
     };
     const std::vector<Case> cases = {
-        {{{"labels", {{"koordinator.sh/qosClass", "BE"}}}}, "BE", "koordinator-be"},
-        {{{"labels", {{"koordinator.sh/qosClass", "LS"}}}}, "LS", "koordinator-ls"},
-        {{{"labels", {{"koordinator.sh/qosClass", "SYSTEM"}}}}, "SYSTEM", "koordinator-system"},
-        {{{"spec", {{"annotations", {{"openfuyao.com/qos-level", "BE"}}}}}}, "BE", "openfuyao-be"},
-        {{{"spec", {{"annotations", {{"openfuyao.com/QoS-level", "BE"}}}}}}, "BE", "openfuyao-be-spelling"},
-        {{{"spec", {{"annotations", {{"katalyst.kubewharf.io/qos_level", "reclaimed_cores"}}}}}}, "BE", "katalyst-reclaimed"},
-        {{{"spec", {{"annotations", {{"katalyst.kubewharf.io/qos_level", "shared_cores"}}}}}}, "LS", "katalyst-shared"},
-        {{{"spec", {{"annotations", {{"volcano.sh/preemptable", "true"}}}}}}, "BE", "rubik-offline"},
-        {{{"labels", {{"volcano.sh/preemptable", "true"}}}}, "BE", "rubik-offline"},
-        {{{"spec", {{"cgroupsPath", "/kubepods/besteffort/pod1/abc"}}}}, "BE", "kube-besteffort"},
-        {{{"spec", {{"cgroupsPath", "/kubepods/pod1/abc"}}}}, "LS", "kube-burstable-guaranteed"},
-        {{{"spec", {{"cgroupsPath", "/k8s.io/abc"}}}}, "LS", "default"},
+        // Koordinator BE batch pods are kube-BestEffort; a BE label elsewhere keeps kubelet's weight
+        {{{"labels", {{"koordinator.sh/qosClass", "BE"}}}, {"spec", {{"cgroupsPath", "/kubepods/besteffort/pod1/abc"}}}}, "KOORD-BE", "koordinator-be"},
+        {{{"labels", {{"koordinator.sh/qosClass", "BE"}}}}, "KOORD-BE-LIMITED", "koordinator-be-other-tier"},
+        {{{"labels", {{"koordinator.sh/qosClass", "LSR"}}}}, "KOORD-LSR", "koordinator-lse-lsr"},
+        {{{"labels", {{"koordinator.sh/qosClass", "LS"}}}}, "DEFAULT", "koordinator-ls-system"},
+        {{{"labels", {{"koordinator.sh/qosClass", "SYSTEM"}}}}, "DEFAULT", "koordinator-system"},
+        {{{"spec", {{"annotations", {{"openfuyao.com/qos-level", "BE"}}}}}}, "OFFLINE", "openfuyao-be"},
+        {{{"spec", {{"annotations", {{"openfuyao.com/qos-level", "LS"}}}}}}, "VOLCANO-LS", "openfuyao-ls"},
+        {{{"spec", {{"annotations", {{"volcano.sh/qos-level", "LS"}}}}}}, "VOLCANO-LS", "volcano-ls"},
+        {{{"spec", {{"annotations", {{"volcano.sh/qos-level", "BE"}}}}}}, "OFFLINE", "volcano-be"},
+        {{{"spec", {{"annotations", {{"katalyst.kubewharf.io/qos_level", "reclaimed_cores"}}}}}}, "KATALYST", "katalyst"},
+        {{{"spec", {{"annotations", {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"}}}}}}, "KATALYST", "katalyst"},
+        {{{"spec", {{"annotations", {{"volcano.sh/preemptable", "true"}}}}}}, "OFFLINE", "rubik-offline"},
+        {{{"labels", {{"volcano.sh/preemptable", "true"}}}}, "OFFLINE", "rubik-offline"},
+        // offline wins over a claimed online level (rubik refuses promotion)
+        {{{"spec", {{"annotations", {{"volcano.sh/preemptable", "true"}, {"volcano.sh/qos-level", "HLS"}}}}}}, "OFFLINE", "rubik-offline"},
+        // no carrier: kubelet's values (no kube-QoS fallback classes)
+        {{{"spec", {{"cgroupsPath", "/kubepods/besteffort/pod1/abc"}}}}, "DEFAULT", "default"},
+        {{{"spec", {{"cgroupsPath", "/kubepods/pod1/abc"}}}}, "DEFAULT", "default"},
+        {{{"spec", {{"cgroupsPath", "/k8s.io/abc"}}}}, "DEFAULT", "default"},
         {{{"spec", {{"annotations", {{"io.kubernetes.cri.sandbox-namespace", "kube-system"}}}}}, {"labels", {{"koordinator.sh/qosClass", "BE"}}}}, "SYSTEM", "kube-system"},
     };
     for (const auto& c : cases) {
@@ -285,38 +293,27 @@ TEST_CASE("bundled policy recognises every colocation system's carrier", "[class
 
 TEST_CASE("promotion gates: a pod label alone never passes; namespaces and guarded keys do", "[classify]") {
     Policy p = bundled();
-    Decision d = classify_req(p, {{"labels", {{"koordinator.sh/qosClass", "LSR"}}}});
-    CHECK(d.requested == "HLS");
-    CHECK(d.cls->name == "LS");
-    CHECK(d.gate_note ==
-          "class HLS is gated: namespace \"default\" does not qualify and label \"koordinator.sh/qosClass\" is not declared in "
-          "[guarded.labels]; using LS");
-    // The label the old bundled gate trusted, set by the pod author: no longer a way in.
-    d = classify_req(p, {{"labels", {{"koordinator.sh/qosClass", "LSE"}, {"nri-qos.io/allow-hls", "true"}}}});
-    CHECK(d.cls->name == "LS");
-    d = classify_req(p, {{"labels", {{"koordinator.sh/qosClass", "LSR"}}},
-                         {"spec", {{"annotations", {{"io.kubernetes.cri.sandbox-namespace", "online-shop"}}}}}});
-    CHECK(d.cls->name == "LS");
-    d = classify_req(p, {{"labels", {{"koordinator.sh/qosClass", "LSR"}}},
-                         {"spec", {{"annotations", {{"io.kubernetes.cri.sandbox-namespace", "kube-system"}}}}}});
-    CHECK(d.rule == "kube-system");  // kube-system's own rule comes first (SYSTEM)
-    // The operator declares the Koordinator label guarded: the rule's request now passes.
-    p.guarded_labels = {{"koordinator.sh/qosClass", "koord-manager webhook + VAP"}};
-    d = classify_req(p, {{"labels", {{"koordinator.sh/qosClass", "LSE"}}}});
-    CHECK(d.cls->name == "HLS");
+    const json hls = {{"volcano.sh/qos-level", "HLS"}};
+    Decision d = classify_req(p, {{"spec", {{"annotations", hls}}}});
+    CHECK(d.requested == "VOLCANO-HLS");
+    CHECK(d.cls->name == "VOLCANO-LS");
+    CHECK(d.gate_note.find("class VOLCANO-HLS is gated: namespace \"default\" does not qualify") == 0);
+    CHECK(d.gate_note.find("annotation \"volcano.sh/qos-level\" is not declared in [guarded.annotations]") != std::string::npos);
+    // The label the old bundled gate trusted, set by the pod author: no way in.
+    d = classify_req(p, {{"spec", {{"annotations", hls}}}, {"labels", {{"nri-qos.io/allow-hls", "true"}}}});
+    CHECK(d.cls->name == "VOLCANO-LS");
+    json a = hls;
+    a["io.kubernetes.cri.sandbox-namespace"] = "online-shop";
+    CHECK(classify_req(p, {{"spec", {{"annotations", a}}}}).cls->name == "VOLCANO-LS");
+    // clearcfs asks for LS-unthrottled: gated the same way, falls back to DEFAULT
+    d = classify_req(p, {{"spec", {{"annotations", {{"qos.class", "ls"}}}}}});
+    CHECK(d.cls->name == "DEFAULT");
+    CHECK(d.gate_note.find("class LS-unthrottled is gated") == 0);
+    // The operator declares Volcano's annotation guarded: the rule's request now passes.
+    p.guarded_annotations = {{"volcano.sh/qos-level", "volcano webhook + VAP"}};
+    d = classify_req(p, {{"spec", {{"annotations", hls}}}});
+    CHECK(d.cls->name == "VOLCANO-HLS");
     CHECK(d.gate_note.empty());
-    CHECK(d.gate_pass == "class HLS allowed: label \"koordinator.sh/qosClass\" is guarded (koord-manager webhook + VAP)");
-    // ... but not the Katalyst annotation, nor the openFuyao key declared as a label only when it
-    // came as an annotation.
-    d = classify_req(p, {{"spec", {{"annotations", {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"}}}}}});
-    CHECK(d.cls->name == "LS");
-    p.guarded_labels.push_back({"openfuyao.com/qos-level", "fuyao webhook"});
-    d = classify_req(p, {{"spec", {{"annotations", {{"openfuyao.com/qos-level", "HLS"}}}}}});
-    CHECK(d.cls->name == "LS");
-    CHECK(d.gate_note.find("annotation \"openfuyao.com/qos-level\" is not declared in [guarded.annotations]") != std::string::npos);
-    d = classify_req(p, {{"labels", {{"openfuyao.com/qos-level", "HLS"}}}});
-    CHECK(d.cls->name == "HLS");
-}
 
 TEST_CASE("promotion gates: gate.labels qualify only when declared guarded", "[classify]") {
     const std::string text = R"(version = 1
