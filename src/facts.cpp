@@ -737,8 +737,9 @@ const std::vector<FactDef>& fact_table() {
 }
 
 const FactDef* find_fact(std::string_view name) {
-    const Entry* e = find_entry(name);
-    return e ? &e->def : nullptr;
+    for (const auto& f : fact_table())
+        if (name == f.name) return &f;
+    return nullptr;
 }
 
 std::string closest_fact(std::string_view name) {
