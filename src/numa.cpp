@@ -333,8 +333,9 @@ NumaChoice place_numa(const NumaRequest& rq, FactState& state) {
             if (rq.mode == NumaMode::Exclusive) continue;  // the pod shares its node
         }
         if (r.mode == "shared") continue;
+        bool seen = cpus->subset_of(held);  // already visible as a cgroup's cpuset
         held |= *cpus;
-        if (from_records.size() < 200) from_records += (from_records.empty() ? "" : ", ") + r.cpus + " (nri-qos " + r.mode + " " + r.container_id.substr(0, 12) + ")";
+        if (!seen && from_records.size() < 200) from_records += (from_records.empty() ? "" : ", ") + r.cpus + " (nri-qos " + r.mode + " " + r.container_id.substr(0, 12) + ")";
     }
     std::string why;
     auto c = choose_numa(topo, held, rq.mode, rq.need, prefer, why);

@@ -1,8 +1,9 @@
 #!/bin/bash
 # Runs every test suite of nri-qos (called by `make check`, which builds first):
 #   unit      build/unit-tests (Catch2)
-#   suites    tests/*.sh — binary-level, real cgroups, hostile input, cache, policy, relay, packaging,
-#             tree hygiene (no registry host in the tree)
+#   suites    tests/*.sh — binary-level, real cgroups, hostile input, cache, policy, facts, relay,
+#             packaging, tree hygiene (no registry host in the tree); tests/conformance/run.sh —
+#             the bundled policy against the seed systems' node agents
 #   fuzz      tests/fuzz/run.sh smoke   (skip: NRI_QOS_SKIP_FUZZ=1)
 #   e2e       tests/e2e/run.sh          (real containerd; skip: NRI_QOS_SKIP_E2E=1; it SKIPs
 #                                        itself where the machine does not allow it). Its
@@ -58,9 +59,11 @@ else
 fi
 [ "$rc" != 0 ] && [ "$FAILED" = 0 ] && FAILED=1
 
-for s in invoke cgroup_real hostile cache policy nri_relay ops packaging hygiene; do
+for s in invoke cgroup_real hostile cache policy facts nri_relay ops packaging hygiene; do
   [ -f "tests/$s.sh" ] && suite "$s" bash "tests/$s.sh"
 done
+# The bundled policy against the seed systems' node agents (issue #10; docs/conformance.md).
+[ -x tests/conformance/run.sh ] && suite conformance bash tests/conformance/run.sh
 if [ -x tests/fuzz/run.sh ] && [ "${NRI_QOS_SKIP_FUZZ:-0}" != 1 ]; then
   scripts/deps.sh fuzz || echo "FAIL deps: scripts/deps.sh fuzz"
   suite fuzz-smoke tests/fuzz/run.sh smoke

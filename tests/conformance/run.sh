@@ -22,4 +22,8 @@ rm -f /tmp/nri-qos-conf-gen.$$
 if [ "${1:-}" = --selftest ]; then
   shift; exec python3 "$HERE/selftest.py" "$@"
 fi
+# A full run with the bundled policy also checks that docs/conformance.md shows this table.
+if [ $# = 0 ] && [ -z "${NRI_QOS_POLICY:-}" ]; then
+  exec python3 "$HERE/conformance.py" --markdown-check "$TOP/docs/conformance.md"
+fi
 exec python3 "$HERE/conformance.py" "$@"

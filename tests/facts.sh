@@ -1,0 +1,195 @@
+#!/bin/bash
+# Binary-level tests of the facts (issue #10 §1, §2) through the built, sandboxed binary:
+#  * NUMA placement on a scratch sysfs with two nodes: 16 containers started at once never get
+#    the same CPU (the lock in the state dir), the 17th is refused with the reason (fail-open and
+#    fail-closed classes), a deleted container gives its CPU back; the native nri-eval path
+#    (adjustment at CreateContainer, the recorded placement again at StartContainer);
+#  * explain shows each calculation;
+#  * hostile annotations: one-line refusals, valid Result, never a crash; fail-closed fails;
+#  * the bundled policy never turns a pod-written annotation into privilege (Koordinator BE
+#    shares outside the besteffort tier, a wide scheduler cpuset lifting the quota).
+. "$(dirname "$0")/lib.sh"
+
+[ -x "$BIN" ] || { fail "binary $BIN missing (run make)"; finish; }
+command -v jq >/dev/null || { fail "jq missing (scripts/deps.sh test)"; finish; }
+
+CT0=$(cat "$FIX/requests/containerd-1.6.20/container-create.json")
+
+# A scratch sysfs: CPUs 0-15, node0 = 0-7, node1 = 8-15.
+mk_sysfs() {
+  local s=$1/sys
+  mkdir -p "$s/devices/system/cpu" "$s/devices/system/node/node0" "$s/devices/system/node/node1"
+  echo 0-15 > "$s/devices/system/cpu/online"
+  echo 0-1 > "$s/devices/system/node/online"
+  echo 0-7 > "$s/devices/system/node/node0/cpulist"
+  echo 8-15 > "$s/devices/system/node/node1/cpulist"
+}
+
+# ctr_req ID POD [jq filter]: a v0.1 container create of container ID in pod POD (kubepods/POD)
+ctr_req() {
+  jq -c --arg id "$1" --arg pod "$2" '.id=$id | .sandboxID=("sb-"+$pod) | .spec.cgroupsPath=("/kubepods/"+$pod+"/"+$id)
+      | .spec.resources.cpu.quota=100000 | .spec.resources.cpu.period=100000 | '"${3:-.}" <<<"$CT0"
+}
+
+hook() { # hook ROOT POLICY [args] < req → stdout
+  local root=$1 pol=$2; shift 2
+  "$BIN" invoke --policy "$pol" --cgroup-root "$root/cg" --cgroup-layout v1 --proc-root "$root/proc" \
+    --resctrl-root "$root/rc" --state-dir "$root/state" --cache-dir "" --sysfs-root "$root/sys" "$@" 2>>"$root/stderr"
+}
+
+# ---- NUMA: concurrent bound placements -------------------------------------------------------
+R=$(scratch); mk_sysfs "$R"; mkdir -p "$R/proc"
+cat > "$R/numa.toml" <<'EOF'
+version = 1
+[settings]
+default_class = "BOUND"
+[[rules]]
+name = "closed"
+class = "CLOSED"
+match.labels = { "test/mode" = "closed" }
+[classes.BOUND.container]
+cpuset_cpus = { fact = "numa.bound_cpus" }
+cpuset_mems = { fact = "numa.bound_mems" }
+[classes.CLOSED]
+fail = "closed"
+[classes.CLOSED.container]
+cpuset_cpus = { fact = "numa.bound_cpus" }
+cpuset_mems = { fact = "numa.bound_mems" }
+EOF
+N=16
+for i in $(seq 1 $((N + 2))); do
+  mk_v1_dir "$R/cg" "kubepods/pod$i"; echo 0-15 > "$R/cg/cpuset/kubepods/pod$i/cpuset.cpus"
+  mk_v1_dir "$R/cg" "kubepods/pod$i/ctr$i"
+done
+for i in $(seq 1 $N); do
+  ctr_req "ctr$i" "pod$i" | hook "$R" "$R/numa.toml" > "$R/out$i" &
+done
+wait
+cpus=(); bad=""
+for i in $(seq 1 $N); do
+  c=$(cat "$R/cg/cpuset/kubepods/pod$i/ctr$i/cpuset.cpus"); m=$(cat "$R/cg/cpuset/kubepods/pod$i/ctr$i/cpuset.mems")
+  cpus+=("$c")
+  case "$c" in [0-7]) [ "$m" = 0 ] || bad+=" ctr$i:$c/$m" ;; 8|9|1[0-5]) [ "$m" = 1 ] || bad+=" ctr$i:$c/$m" ;; *) bad+=" ctr$i:'$c'" ;; esac
+  [ "$(jq -r .error "$R/out$i")" = "" ] || bad+=" ctr$i:error"
+done
+check "numa: 16 parallel starts each got one CPU of a node, mems = that node" "$bad" ""
+check "numa: 16 parallel starts never share a CPU" "$(printf '%s\n' "${cpus[@]}" | sort -u | wc -l)" "$N"
+check "numa: 16 placements recorded in the state dir" "$(ls "$R/state/facts/numa" | wc -l)" "$N"
+OUT=$(ctr_req "ctr17" "pod17" | hook "$R" "$R/numa.toml"); RC=$?
+valid_result "numa: no CPU left, fail-open" "$OUT"
+check "numa: no CPU left, fail-open: exit 0" "$RC" 0
+check_contains "numa: no CPU left: refused with the reason" "$(jq_get "$OUT" .metadata.failed)" \
+  "cpuset_cpus: fact numa.bound_cpus: no NUMA node fits bound placement of 1 CPU(s): node0 has 0 free CPUs, 1 needed; node1 has 0 free CPUs, 1 needed"
+check "numa: no CPU left: cpuset untouched" "$(cat "$R/cg/cpuset/kubepods/pod17/ctr17/cpuset.cpus")" ""
+OUT=$(ctr_req "ctr18" "pod18" '.labels["test/mode"]="closed"' | hook "$R" "$R/numa.toml"); RC=$?
+check "numa: no CPU left, fail-closed class: exit 1" "$RC" 1
+check_contains "numa: no CPU left, fail-closed class: error" "$(jq_get "$OUT" .error)" "no NUMA node fits bound placement"
+freed=${cpus[2]}
+rm -rf "$R/cg/cpuset/kubepods/pod3/ctr3"   # runc removed the container's cgroup before the v0.1 delete
+OUT=$(ctr_req "ctr3" "pod3" '.state="delete"' | hook "$R" "$R/numa.toml")
+check "numa: container delete drops its record" "$(test -e "$R/state/facts/numa/ctr3.json" && echo kept || echo dropped)" dropped
+OUT=$(ctr_req "ctr17" "pod17" | hook "$R" "$R/numa.toml")
+check "numa: the freed CPU goes to the next container" "$(cat "$R/cg/cpuset/kubepods/pod17/ctr17/cpuset.cpus")" "$freed"
+OUT=$(ctr_req "ctr17" "pod17" | hook "$R" "$R/numa.toml")
+check "numa: a second event of the container keeps its placement" "$(cat "$R/cg/cpuset/kubepods/pod17/ctr17/cpuset.cpus")" "$freed"
+rm -rf "$R/cg/cpuset/kubepods/pod5"   # pod 5 is gone without a delete event
+OUT=$(ctr_req "ctr18b" "pod18" | hook "$R" "$R/numa.toml")
+check "numa: a record whose pod cgroup is gone is pruned, its CPU reused" "$(cat "$R/cg/cpuset/kubepods/pod18/ctr18/cpuset.cpus" 2>/dev/null; test -e "$R/state/facts/numa/ctr5.json" && echo kept || echo pruned)" pruned
+check "numa: the sandbox (Landlock, seccomp) allowed sysfs reads and the lock" "$(grep -c 'EPERM\|Permission denied' "$R/stderr")" 0
+OUT=$(ctr_req "ctr9" "pod9" | "$BIN" invoke --policy "$R/numa.toml" --cgroup-root "$R/cg" --cgroup-layout v1 --state-dir "$R/state2" \
+      --cache-dir "" --sysfs-root "$R/nonexistent" 2>/dev/null)
+check_contains "numa: unreadable sysfs: refused with the path" "$(jq_get "$OUT" .metadata.failed)" "sysfs root $R/nonexistent: No such file or directory"
+
+# ---- NUMA: native NRI (nri-eval) Katalyst exclusive on the conformance case ------------------
+K=$TOP/tests/conformance/cases/katalyst/dedicated-numa-exclusive/requests/nri
+E=$(scratch); mk_sysfs "$E"
+podp=$(jq -r .pod.linux.cgroup_parent "$K/RunPodSandbox.json" | sed 's#^/##')
+mk_v1_dir "$E/cg" "$podp"; echo 0-15 > "$E/cg/cpuset/$podp/cpuset.cpus"
+mk_v1_dir "$E/cg" "kubepods/podother/c"; echo 3 > "$E/cg/cpuset/kubepods/podother/c/cpuset.cpus"   # node0 has a held CPU
+eval_ev() { "$BIN" nri-eval --policy "$BUNDLED" --cgroup-root "$E/cg" --cgroup-layout v1 --proc-root "$E/proc" --state-dir "$E/state" \
+              --cache-dir "" --sysfs-root "$E/sys" < "$1"; }
+eval_ev "$K/RunPodSandbox.json" >/dev/null
+OUT=$(eval_ev "$K/stress-CreateContainer.json")
+check "nri-eval: Katalyst exclusive: adjustment cpus (node1, node0 holds CPU 3)" "$(jq_get "$OUT" .adjustment.linux.resources.cpu.cpus)" 8-15
+check "nri-eval: Katalyst exclusive: adjustment mems" "$(jq_get "$OUT" .adjustment.linux.resources.cpu.mems)" 1
+OUT=$(eval_ev "$K/stress-StartContainer.json")
+check "nri-eval: StartContainer: the recorded placement, nothing written again" "$(jq_get "$OUT" '[.writes[]|select(.knob|startswith("cpuset"))]|length')" 0
+
+# ---- explain: the calculation ------------------------------------------------------------------
+KB=$TOP/tests/conformance/cases/koordinator/be-colocation-profile/requests/v01
+X=$(scratch)
+EXP=$("$BIN" explain --policy "$BUNDLED" --cgroup-root "$X" --cgroup-layout v1 --state-dir "$X/state" --cache-dir "" < "$KB/app-create.json")
+check_contains "explain: class" "$EXP" "class:    KOORD-BE (rule koordinator-be, kube QoS besteffort)"
+check_contains "explain: quota calculation" "$EXP" \
+  "fact:     container cpu.cfs_quota_us = 100000 = batch-cpu limit 1k (1000m) × period 100000 / 1000 [koordinator.batch_cfs_quota]"
+check_contains "explain: shares calculation" "$EXP" \
+  "fact:     container cpu.shares = 1024 = MilliCPUToShares(batch-cpu request 1k (1000m)) = 1000 × 1024 / 1000 [koordinator.batch_cpu_shares]"
+check_contains "explain: memory calculation" "$EXP" "fact:     container memory.limit_in_bytes = 3623878656 = batch-memory limit 3456Mi [koordinator.batch_memory_limit]"
+EXPJ=$("$BIN" explain --format json --policy "$BUNDLED" --cgroup-root "$X" --cgroup-layout v2 --state-dir "$X/state" --cache-dir "" < "$KB/sandbox-create.json")
+check "explain json: pod facts" "$(jq_get "$EXPJ" '.facts|length')" 3
+check_contains "explain json: the write notes the calculation" "$(jq_get "$EXPJ" '.writes[]|select(.file|endswith("cpu.max"))|.note')" \
+  "Σ batch-cpu limits (1000m = 1000m) × period 100000 / 1000 [koordinator.pod_batch_cfs_quota]"
+check "explain: nothing recorded, no lock taken" "$(ls "$X/state" 2>/dev/null | wc -l)" 0
+
+# ---- hostile annotations -----------------------------------------------------------------------
+H=$(scratch); mkdir -p "$H/sys"
+BEPOD=kubepods/besteffort/podh
+mk_v1_dir "$H/cg" "$BEPOD/c1"
+cat > "$H/closed.toml" <<'EOF'
+version = 1
+[settings]
+default_class = "C"
+[classes.C]
+fail = "closed"
+[classes.C.container]
+cpu_shares = { fact = "koordinator.batch_cpu_shares" }
+EOF
+hostile() { # NAME ANNOTATION-VALUE EXPECTED-SUBSTRING
+  local req out rc
+  printf '%s' "$2" > "$H/value"
+  req=$(jq -c --rawfile v "$H/value" --arg p "/$BEPOD/c1" '.spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="BE"
+           | .spec.annotations["node.koordinator.sh/extended-resource-spec"]=$v' <<<"$CT0")
+  out=$(hook "$H" "$BUNDLED" <<<"$req"); rc=$?
+  valid_result "hostile $1" "$out"
+  check "hostile $1: fail-open exit 0" "$rc" 0
+  check_contains "hostile $1: refused with the annotation named" "$(jq_get "$out" .metadata.failed)" \
+    "cpu_shares: fact koordinator.batch_cpu_shares: node.koordinator.sh/extended-resource-spec: "
+  check_contains "hostile $1: ... and the reason" "$(jq_get "$out" .metadata.failed)" "$3"
+  check "hostile $1: cpu.shares untouched" "$(cat "$H/cg/cpu/$BEPOD/c1/cpu.shares")" ""
+  out=$(hook "$H" "$H/closed.toml" <<<"$req"); rc=$?
+  check "hostile $1: fail-closed class refuses the container" "$rc/$(jq_get "$out" '.error|length > 0')" "1/true"
+}
+hostile "malformed JSON" '{"containers":' "node.koordinator.sh/extended-resource-spec: malformed JSON"
+hostile "duplicate key" '{"containers":{"cgfs-ctr":{},"cgfs-ctr":{}}}' "duplicate JSON key"
+hostile "deep nesting" "{\"containers\":{\"cgfs-ctr\":{\"requests\":$(printf '[%.0s' {1..40})$(printf ']%.0s' {1..40})}}}" "nested deeper than 8 levels"
+hostile "quantity overflow" '{"containers":{"cgfs-ctr":{"requests":{"kubernetes.io/batch-cpu":"99999999999999999999"}}}}' "larger than 2^62"
+hostile "quantity garbage" '{"containers":{"cgfs-ctr":{"requests":{"kubernetes.io/batch-cpu":"NaN"}}}}' 'quantity "NaN": no digits'
+hostile "wrong type" '{"containers":{"cgfs-ctr":{"requests":"lots"}}}' "expected an object of quantities, got string"
+hostile "control characters" $'{"containers":{"cgfs-ctr\x01":{"requests":{"kubernetes.io/batch-cpu":"1x\x02"}}}}' "malformed JSON"
+big=$(python3 -c 'import json; print(json.dumps({"containers": {"c%d" % i: {} for i in range(5000)}}))')
+hostile "5000 containers" "$big" "more than 4096"
+
+# ---- bundled policy: no privilege from pod-written annotations --------------------------------
+P=$(scratch); mkdir -p "$P/sys"
+BP=kubepods/burstable/podp
+mk_v1_dir "$P/cg" "$BP/c1"; echo 512 > "$P/cg/cpu/$BP/c1/cpu.shares"
+OUT=$(jq -c --arg p "/$BP/c1" '.spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="BE"
+        | .spec.annotations["node.koordinator.sh/extended-resource-spec"]="{\"containers\":{\"cgfs-ctr\":{\"requests\":{\"kubernetes.io/batch-cpu\":\"256k\"}}}}"' <<<"$CT0" | hook "$P" "$BUNDLED")
+check "bundled: a Burstable pod labelled BE: class" "$(jq_get "$OUT" .metadata.class)" KOORD-BE-LIMITED
+check "bundled: a forged batch-cpu request outside besteffort buys no shares" "$(cat "$P/cg/cpu/$BP/c1/cpu.shares")" 512
+GP=kubepods/podg
+mk_v1_dir "$P/cg" "$GP/c1"; echo 200000 > "$P/cg/cpu/$GP/c1/cpu.cfs_quota_us"
+OUT=$(jq -c --arg p "/$GP/c1" '.spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="LSR" | .spec.resources.cpu.quota=200000
+        | .spec.annotations["scheduling.koordinator.sh/resource-status"]="{\"cpuset\":\"0-15\"}"' <<<"$CT0" | hook "$P" "$BUNDLED")
+check "bundled: a wide pod-written cpuset does not lift the quota" "$(cat "$P/cg/cpu/$GP/c1/cpu.cfs_quota_us")" 200000
+check_contains "bundled: ... and says why" "$(jq_get "$OUT" .metadata.skipped)" "is wider than the container's CFS quota 200000: quota kept"
+OUT=$(jq -c --arg p "/$GP/c1" '.spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="LSR" | .spec.resources.cpu.quota=200000
+        | .spec.annotations["scheduling.koordinator.sh/resource-status"]="{\"cpuset\":\"2-3\"}"' <<<"$CT0" | hook "$P" "$BUNDLED")
+check "bundled: a cpuset within the quota lifts it (koordlet's cpuset hook)" "$(cat "$P/cg/cpu/$GP/c1/cpu.cfs_quota_us")" -1
+check "bundled: ... and binds the container" "$(cat "$P/cg/cpuset/$GP/c1/cpuset.cpus")" 2-3
+mk_v1_dir "$P/cg" "kubepods/podq/c1"
+OUT=$(jq -c '.spec.cgroupsPath="/kubepods/podq/c1"' <<<"$CT0" | hook "$P" "$BUNDLED")
+check "bundled: an unclassified Guaranteed pod: nothing written" "$(jq_get "$OUT" '[.writes[]|select(.status=="applied")]|length')" 0
+check "bundled: ... and no fact state kept" "$(ls "$P/state" 2>/dev/null | grep -c facts)" 0
+
+finish
