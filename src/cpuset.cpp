@@ -15,6 +15,12 @@ bool parse_uint(std::string_view s, unsigned& out) {
     out = v;
     return true;
 }
+/// At most 16 bytes of `s` for an error message, control characters replaced: one line.
+std::string shown(std::string_view s) {
+    std::string o;
+    for (char c : s.substr(0, 16)) o += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '"') ? '?' : c;
+    return o;
+}
 std::string_view trim(std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) s.remove_prefix(1);
     while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
@@ -38,10 +44,10 @@ std::optional<CpuSet> CpuSet::parse(std::string_view s, std::string* why) {
         size_t dash = part.find('-');
         unsigned a = 0, b = 0;
         if (dash == std::string_view::npos) {
-            if (!parse_uint(part, a)) return bad("\"" + std::string(part.substr(0, 16)) + "\" is not a CPU number");
+            if (!parse_uint(part, a)) return bad("\"" + shown(part) + "\" is not a CPU number");
             b = a;
         } else if (!parse_uint(part.substr(0, dash), a) || !parse_uint(part.substr(dash + 1), b)) {
-            return bad("\"" + std::string(part.substr(0, 16)) + "\" is not a range A-B");
+            return bad("\"" + shown(part) + "\" is not a range A-B");
         }
         if (b < a) return bad("range " + std::to_string(a) + "-" + std::to_string(b) + " is descending");
         if (b > kMaxId) return bad("id " + std::to_string(b) + " above " + std::to_string(kMaxId));

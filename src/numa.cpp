@@ -175,8 +175,10 @@ CpuSet take_by_cores(const NumaTopology& t, const CpuSet& free, unsigned need) {
             if (seen.has(c)) continue;
             const CpuSet& core = c < t.siblings.size() && !t.siblings[c].empty() ? t.siblings[c] : CpuSet();
             if (core.empty()) continue;
+            // sysfs siblings lists are symmetric; if they are not, never count a CPU twice
+            bool overlaps = core.intersects(seen);
             seen |= core;
-            if (core.subset_of(free) && core.count() <= need - got) {
+            if (!overlaps && core.subset_of(free) && core.count() <= need - got) {
                 out |= core;
                 got += core.count();
             }

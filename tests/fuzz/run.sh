@@ -7,9 +7,10 @@
 #        tests/fuzz/run.sh repro TARGET FILE..   run the target once on the given inputs
 # Targets: request (parse_v01_request + parse_nri_event), policy (parse_policy_toml + cache round
 # trip + classify), cgroups_path (resolve_cgroups_path), pipeline (run_pipeline in explain, invoke
-# and nri-eval mode against a scratch root), and the relay's parsers: framing (mux frames →
-# ttrpc messages → request/response envelopes), nri_json (NRI protobuf events → NRI JSON → the
-# child's parser; the child's JSON answer → protobuf).
+# and nri-eval mode against a scratch root), fact_readers (the annotation readers of the facts and
+# the CPU list format), numa (NUMA placement choice on arbitrary topologies), and the relay's
+# parsers: framing (mux frames → ttrpc messages → request/response envelopes), nri_json (NRI
+# protobuf events → NRI JSON → the child's parser; the child's JSON answer → protobuf).
 # Env: FUZZ_SECONDS, FUZZ_PARALLEL (targets run at once, default 1), CXX_FUZZ (default clang++),
 #      FUZZ_SCRATCH (where the pipeline target makes its scratch root, default /tmp),
 #      FUZZ_NO_CACHE=1 (pipeline target without the compiled-policy cache),
@@ -32,7 +33,7 @@ OVERLAY=${FUZZ_OVERLAY:-}
 if [ -n "$OVERLAY" ]; then OVERLAY=$(cd "$OVERLAY" && pwd) || exit 2; OUT=build/fuzz-overlay; fi
 CXX_FUZZ=${CXX_FUZZ:-clang++}
 VERSION=$(cat VERSION 2>/dev/null || echo 0.0.0)
-ALL_TARGETS=(request policy cgroups_path pipeline framing nri_json)
+ALL_TARGETS=(request policy cgroups_path pipeline fact_readers numa framing nri_json)
 NRI_SRCS=(src/nri/mux.cpp src/nri/ttrpc.cpp src/nri/nri_json.cpp build/gen/nri/nri.pb.cc)
 
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
@@ -93,6 +94,8 @@ opts_for() {
         pipeline) echo "-max_len=65536 -dict=tests/fuzz/json.dict -close_fd_mask=2" ;;
         policy) echo "-max_len=32768 -dict=tests/fuzz/toml.dict" ;;
         cgroups_path) echo "-max_len=4096" ;;
+        fact_readers) echo "-max_len=65536 -dict=tests/fuzz/json.dict" ;;
+        numa) echo "-max_len=8192" ;;
         framing) echo "-max_len=65536" ;;
         nri_json) echo "-max_len=65536 -dict=tests/fuzz/json.dict" ;;
     esac

@@ -238,6 +238,9 @@ TEST_CASE("CpuSet: the kernel's list format", "[facts][cpuset]") {
         INFO(bad);
         CHECK_FALSE(CpuSet::parse(bad));
     }
+    std::string why;  // fuzz finding: an error message is one line whatever the input holds
+    CHECK_FALSE(CpuSet::parse("+1-11\n2", &why));
+    CHECK(why.find('\n') == std::string::npos);
     CpuSet a = *CpuSet::parse("0-3"), b = *CpuSet::parse("2-5");
     CHECK((a | b).str() == "0-5");
     CHECK((a & b).str() == "2-3");
@@ -308,6 +311,11 @@ TEST_CASE("NUMA: whole cores first (thread siblings)", "[facts][numa]") {
     c = choose_numa(t, *CpuSet::parse("0"), NumaMode::Bound, 3, std::nullopt, why);
     REQUIRE(c);
     CHECK(c->cpus.str() == "1-3");
+    // fuzz finding: asymmetric sibling lists (CPU 0 alone, CPU 1 with 0) never count a CPU twice
+    t.siblings[0] = *CpuSet::parse("0");
+    c = choose_numa(t, CpuSet(), NumaMode::Bound, 3, std::nullopt, why);
+    REQUIRE(c);
+    CHECK(c->cpus.count() == 3);
 }
 
 TEST_CASE("NUMA topology from a scratch sysfs", "[facts][numa]") {
