@@ -13,26 +13,39 @@ trap 'rm -rf "$ROOT"' EXIT
 ctr=$(jq -r .spec.cgroupsPath "$REQ/container-create.json" | sed 's#^/##')
 pod=${ctr%/*}
 pid=$(jq -r .pid "$REQ/container-create.json")
-for c in cpu memory; do mkdir -p "$ROOT/$c/$ctr"; done
-for f in cpu.shares cpu.cfs_burst_us cpu.idle; do echo "(kernel default)" > "$ROOT/cpu/$ctr/$f"; echo "(kernel default)" > "$ROOT/cpu/$pod/$f"; done
+# The same pod as a Koordinator batch pod: kube-BestEffort (batch-* extended resources do not count
+# for the QoS class), label koordinator.sh/qosClass=BE, and the annotation koord-manager's webhook
+# writes from its batch resources (batch-cpu request 500m / limit 1k, batch-memory limit 256Mi).
+bectr=kubepods/besteffort/${ctr#kubepods/burstable/}
+bepod=${bectr%/*}
+SPEC='{"containers":{"cgfs-ctr":{"limits":{"kubernetes.io/batch-cpu":"1k","kubernetes.io/batch-memory":"256Mi"},"requests":{"kubernetes.io/batch-cpu":"500","kubernetes.io/batch-memory":"256Mi"}}}}'
+batch() { jq -c --arg p "/$bectr" --arg sp "/$bepod/$(jq -r .id "$REQ/sandbox-create.json")" --arg s "$SPEC" '
+  .labels["koordinator.sh/qosClass"]="BE" | .spec.annotations["node.koordinator.sh/extended-resource-spec"]=$s
+  | .spec.resources={} | .spec.cgroupsPath=(if .id == .sandboxID then $sp else $p end)' "$1"; }
+for d in "$ctr" "$bectr"; do
+  for c in cpu memory; do mkdir -p "$ROOT/$c/$d"; done
+  for f in cpu.shares cpu.cfs_quota_us cpu.cfs_burst_us; do echo "(kernel default)" > "$ROOT/cpu/$d/$f"; echo "(kernel default)" > "$ROOT/cpu/${d%/*}/$f"; done
+  for f in memory.limit_in_bytes; do echo "(kernel default)" > "$ROOT/memory/$d/$f"; echo "(kernel default)" > "$ROOT/memory/${d%/*}/$f"; done
+done
 mkdir -p "$ROOT/proc/$pid"; echo 0 > "$ROOT/proc/$pid/oom_score_adj"
 run() { "$BIN" invoke --policy "$POLICY" --cgroup-root "$ROOT" --cgroup-layout v1 --proc-root "$ROOT/proc" \
           --state-dir "$ROOT/state" --cache-dir "$ROOT/cache"; }
 
-echo "### 1. The sandbox and container requests exactly as containerd 1.6.20 sent them (a Burstable pod, no class label)"
+echo "### 1. The sandbox and container requests exactly as containerd 1.6.20 sent them (a Burstable pod, no colocation class)"
 echo "\$ nri-qos invoke < $REQ/container-create.json"
 run < "$REQ/sandbox-create.json" >/dev/null
 run < "$REQ/container-create.json" | jq .
 echo
-echo "### 2. The same pod labelled koordinator.sh/qosClass=BE (offline work)"
-jq -c '.labels["koordinator.sh/qosClass"]="BE"' "$REQ/sandbox-create.json" | run | jq -c '{class: .metadata.class, applied: .metadata.applied}'
-jq -c '.labels["koordinator.sh/qosClass"]="BE"' "$REQ/container-create.json" | run | jq .
+echo "### 2. The same pod as a Koordinator batch pod (label koordinator.sh/qosClass=BE, node.koordinator.sh/extended-resource-spec)"
+batch "$REQ/sandbox-create.json" | run | jq -c '{class: .metadata.class, applied: .metadata.applied}'
+batch "$REQ/container-create.json" | run | jq .
 echo
-echo "### Files in the scratch cgroup tree after the hook ran:"
-for f in "container cpu/$ctr/cpu.shares" "container cpu/$ctr/cpu.cfs_burst_us" "process proc/$pid/oom_score_adj"; do
+echo "### Files in the scratch cgroup tree after the hook ran (koordlet's batchresource hook writes the same):"
+for f in "pod cpu/$bepod/cpu.shares" "pod cpu/$bepod/cpu.cfs_quota_us" "pod memory/$bepod/memory.limit_in_bytes" \
+         "container cpu/$bectr/cpu.shares" "container cpu/$bectr/cpu.cfs_quota_us" "container memory/$bectr/memory.limit_in_bytes"; do
   printf '  %-10s %-22s %s\n' "${f%% *}" "${f##*/}" "$(cat "$ROOT/${f#* }")"
 done
 echo
-echo "### explain (dry run) of the BE container:"
-jq -c '.labels["koordinator.sh/qosClass"]="BE"' "$REQ/container-create.json" | \
+echo "### explain (dry run) of the batch container: where each value comes from"
+batch "$REQ/container-create.json" | \
   "$BIN" explain --policy "$POLICY" --cgroup-root "$ROOT" --cgroup-layout v1 --proc-root "$ROOT/proc" --state-dir "$ROOT/state" --cache-dir ""

@@ -25,7 +25,7 @@ up() {
   log "containerd: $("$CONTAINERD" --version)"
   grep -aq /etc/nri/conf.json "$CONTAINERD" || { skip "$S" "$CONTAINERD has no NRI v0.1 support"; return 2; }
   if [ ! -x "$NRI_QOS_BIN" ]; then fail "$S-setup" "$NRI_QOS_BIN missing: run make"; return 1; fi
-  install_test_policy "$D/policy/nri-qos.toml" || { fail "$S-setup" "bundled policy $BUNDLED_POLICY unusable"; return 1; }
+  install_test_policy "$D/policy/nri-qos.toml" || { fail "$S-setup" "test policy $TEST_POLICY unusable"; return 1; }
   write_fail_closed_policy "$D/policy/fail-closed.toml"
   rm -rf /opt/nri/bin /etc/nri/conf.json
   install -D -m 0755 "$NRI_QOS_BIN" /opt/nri/bin/nri-qos

@@ -99,7 +99,7 @@ up() {
   fetch_runtime || { skip "$S" "cannot fetch Debian $DEB_SUITE's containerd (network or apt): $(tail -1 "$E2E_CACHE/$DEB_SUITE.err" 2>/dev/null)"; return 2; }
   log "containerd: $("$CONTAINERD" --version) (Debian $DEB_SUITE $(debian_version "$DEB_SUITE" containerd))"
   if [ ! -x "$NRI_QOS_BIN" ]; then fail "$S-setup" "$NRI_QOS_BIN missing: run make"; return 1; fi
-  install_test_policy "$D/policy/nri-qos.toml" || { fail "$S-setup" "bundled policy $BUNDLED_POLICY unusable"; return 1; }
+  install_test_policy "$D/policy/nri-qos.toml" || { fail "$S-setup" "test policy $TEST_POLICY unusable"; return 1; }
   write_fail_closed_policy "$D/policy/fail-closed.toml"
   rm -rf /opt/nri/plugins /etc/nri/conf.d /etc/nri/conf.json
   mkdir -p /opt/nri/plugins /etc/nri/conf.d
@@ -236,7 +236,9 @@ native_builtin() {
   ver=$("$RELAY" --version 2>&1 | grep '^policy:')
   log "  $RELAY --version: $ver"
   [ "$ver" = "policy: builtin (no /etc/nri/nri-qos.toml)" ] || { fail "$name" "--version says '$ver'"; return; }
-  OCI_CHECKS=1 sc_be "$name" builtin burstable --label koordinator.sh/qosClass=BE
+  # The compiled-in policy is the bundled one: a Koordinator batch pod gets what koordlet's
+  # batchresource hook writes (issue #10 §4; sc_koord_batch in lib.sh).
+  OCI_CHECKS=1 sc_koord_batch "$name"
 }
 
 scenarios() {

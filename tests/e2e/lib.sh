@@ -20,7 +20,11 @@ PY=/usr/bin/python3                       # Debian python: has python3-grpcio/gr
 E2E_CACHE=${E2E_CACHE:-/var/cache/nri-qos-e2e}
 E2E_WORK=${E2E_WORK:-/var/lib/nri-qos-e2e} # per-suite state dirs + the /etc/nri backup
 NRI_QOS_BIN=${NRI_QOS_BIN:-$REPO/build/nri-qos}
-BUNDLED_POLICY=${E2E_POLICY:-$REPO/conf/nri.d/nri-qos.toml}
+BUNDLED_POLICY=$REPO/conf/nri.d/nri-qos.toml
+# The mechanics scenarios run on the fixture policy whose classes write on every event
+# (tests/fixtures/policy/classic.toml, as tests/lib.sh; the bundled policy does what the seed
+# systems do, which is nothing for most pods); sc_koord_batch runs the bundled policy itself.
+TEST_POLICY=${E2E_POLICY:-$REPO/tests/fixtures/policy/classic.toml}
 # cgroupfs (the host) or systemd (the node VM: systemd is PID 1 there)
 E2E_CGROUP_DRIVER=${E2E_CGROUP_DRIVER:-cgroupfs}
 # shellcheck disable=SC2034  # used by containerd17.sh and nodevm.sh
@@ -604,15 +608,15 @@ verdict() { # NAME: PASS when no mismatch was collected
 # ---------------------------------------------------------------------------------------------
 # Policies used by the scenarios.
 # ---------------------------------------------------------------------------------------------
-# The bundled policy, copied so the test never depends on /etc/nri/nri-qos.toml, with two test
-# rules put first: pods labelled e2e.nri-qos/class=knobs get class E2E-KNOBS, which sets the
-# cgroup v2 knobs the bundled classes do not (io.weight, memory.high at another ratio); pods
+# The test policy (TEST_POLICY), copied so the test never depends on /etc/nri/nri-qos.toml, with
+# two test rules put first: pods labelled e2e.nri-qos/class=knobs get class E2E-KNOBS, which sets
+# the cgroup v2 knobs the other classes do not (io.weight, memory.high at another ratio); pods
 # labelled e2e.nri-qos/class=burst get E2E-BURST (burst 100 % of the quota, memory.high 90 %),
-# so that the update scenarios test the burst ordering whatever the bundled LS class sets. Every
-# other pod is classified by the bundled rules exactly as shipped.
+# so that the update scenarios test the burst ordering whatever the policy's LS class sets. Every
+# other pod is classified by the policy's rules exactly as written.
 install_test_policy() { # DEST
-  [ -f "$BUNDLED_POLICY" ] || { log "bundled policy $BUNDLED_POLICY missing"; return 1; }
-  grep -q '^\[\[rules\]\]' "$BUNDLED_POLICY" || { log "no [[rules]] in $BUNDLED_POLICY"; return 1; }
+  [ -f "$TEST_POLICY" ] || { log "test policy $TEST_POLICY missing"; return 1; }
+  grep -q '^\[\[rules\]\]' "$TEST_POLICY" || { log "no [[rules]] in $TEST_POLICY"; return 1; }
   mkdir -p "$(dirname "$1")"
   awk '!done && /^\[\[rules\]\]/ {
          print "# e2e (tests/e2e/lib.sh): test-only rule, first"
@@ -630,7 +634,7 @@ install_test_policy() { # DEST
          print "description = \"e2e: the LS values the update scenarios check, whatever the bundled LS does\""
          print "[classes.E2E-BURST.container]"
          print "cpu_burst_us = \"100%\""; print "memory_high = \"90%\"" }' \
-    "$BUNDLED_POLICY" > "$1"
+    "$TEST_POLICY" > "$1"
 }
 # A fail-closed policy: every container is class FC (fail = "closed") whose only knob is a raw
 # file write the kernel rejects with EINVAL (v1: cpu.cfs_period_us must be >= 1000 us; v2:
@@ -676,7 +680,7 @@ set_v01_conf() {
 # ---------------------------------------------------------------------------------------------
 # Scenarios. Each prints one PASS/FAIL line, named by its first argument; OUT names the pod's
 # JSON record in $D/logs. OCI_CHECKS=1 additionally reads the runc bundle's config.json (native).
-# Expected values are the spec of the bundled policy (conf/nri.d/nri-qos.toml):
+# Expected values are the spec of the test policy (tests/fixtures/policy/classic.toml):
 #   BE: container cpu.shares 2, cpu.cfs_burst_us 0, oom_score_adj 1000; pod cgroup cpu.idle 0
 #       (the bundled policy leaves cpu_idle off: the kernel refuses cpu.shares/cpu.weight writes
 #       to an idle group, and kubelet writes them to the pod cgroup on resize)
@@ -759,6 +763,33 @@ sc_knobs() {
   expect_knob "$out" ctr cpu.cfs_quota_us 50000
   expect_knob "$out" ctr cpu.cfs_period_us 100000
   expect_knob "$out" ctr memory.limit_in_bytes $((64 * MIB))
+  stop_pod "$out"
+  verdict "$name"
+}
+
+# sc_koord_batch NAME: a Koordinator batch pod under the bundled policy (issue #10 §4): a
+# BestEffort pod labelled koordinator.sh/qosClass=BE with the node.koordinator.sh/
+# extended-resource-spec annotation koord-manager's webhook writes (batch-cpu request 500 /
+# limit 1k, batch-memory limit 256Mi). koordlet's batchresource hook (koordinator-sh/koordinator
+# @v1.8.0 pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go) gives the container
+# cpu.shares 512 (MilliCPUToShares(500)), CFS quota 100000 (1000m × 100000 / 1000) and 256 MiB,
+# and the pod cgroup the sums over its containers (the same here). Read back from the kernel.
+sc_koord_batch() {
+  local name=$1 out=koord-batch
+  local spec='{"containers":{"koord-batch-c":{"limits":{"kubernetes.io/batch-cpu":"1k","kubernetes.io/batch-memory":"256Mi"},"requests":{"kubernetes.io/batch-cpu":"500","kubernetes.io/batch-memory":"256Mi"}}}}'
+  run_pod "$out" "$out" "$(kube_parent besteffort)" --label koordinator.sh/qosClass=BE \
+    --annotation "node.koordinator.sh/extended-resource-spec=$spec" || { fail "$name" "CRI: $(first_error "$out")"; stop_pod "$out"; return; }
+  MISMATCH=""
+  expect_shape "$out"
+  expect_knob "$out" ctr cpu.cfs_quota_us 100000
+  expect_knob "$out" pod cpu.cfs_quota_us 100000
+  expect_knob "$out" ctr memory.limit_in_bytes $((256 * MIB))
+  expect_knob "$out" pod memory.limit_in_bytes $((256 * MIB))
+  expect_knob "$out" ctr cpu.shares 512
+  if [ -n "${OCI_CHECKS:-}" ]; then
+    expect_oci "$out" .linux.resources.cpu.quota 100000
+    expect_oci "$out" .linux.resources.memory.limit $((256 * MIB))
+  fi
   stop_pod "$out"
   verdict "$name"
 }

@@ -180,7 +180,7 @@ SH
   chmod 0755 "$1"
 }
 
-# The tree under test, self-contained: tests/e2e, the bundled policy, the binary, the generated
+# The tree under test, self-contained: tests/e2e, the bundled and the test policy, the binary, the generated
 # CRI stubs and the busybox image (built here: the VM has Debian's busybox too, but one archive
 # keeps the image digest identical), sid's containerd/shim/ctr.
 stage_input() { # DIR
@@ -188,6 +188,7 @@ stage_input() { # DIR
   rm -rf "$in"; mkdir -p "$in/repo/tests" "$in/repo/conf/nri.d" "$in/repo/build" "$in/cache/$C21_SUITE-root/usr/bin"
   cp -a "$E2E_HERE" "$in/repo/tests/e2e"
   cp -a "$BUNDLED_POLICY" "$in/repo/conf/nri.d/nri-qos.toml"
+  mkdir -p "$in/repo/tests/fixtures/policy" && cp -a "$TEST_POLICY" "$in/repo/tests/fixtures/policy/classic.toml"
   cp -a "$NRI_QOS_BIN" "$in/repo/build/nri-qos"
   local b
   for b in containerd containerd-shim-runc-v2 ctr; do
