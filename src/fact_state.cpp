@@ -142,7 +142,7 @@ std::vector<std::string> FactState::list(int dfd, const char* suffix) {
 
 namespace {
 json record_json(const NumaRecord& r) {
-    return {{"container", r.container_id}, {"sandbox", r.sandbox_id}, {"pod", r.pod_dir}, {"mode", r.mode},
+    return {{"container", r.container_id}, {"sandbox", r.sandbox_id}, {"pod", r.pod_dir}, {"cgroup", r.ctr_dir}, {"mode", r.mode},
             {"node", r.node}, {"cpus", r.cpus}, {"time", r.time}};
 }
 std::optional<NumaRecord> record_from(const std::string& text) {
@@ -152,6 +152,7 @@ std::optional<NumaRecord> record_from(const std::string& text) {
         r.container_id = j.at("container").get<std::string>();
         r.sandbox_id = j.at("sandbox").get<std::string>();
         r.pod_dir = j.at("pod").get<std::string>();
+        r.ctr_dir = j.value("cgroup", std::string());
         r.mode = j.at("mode").get<std::string>();
         r.node = j.at("node").get<unsigned>();
         r.cpus = j.at("cpus").get<std::string>();
@@ -213,8 +214,8 @@ std::string FactState::drop_numa(const std::string& id) {
     return out;
 }
 
-std::map<std::string, std::map<std::string, int64_t>> FactState::ledger(const std::string& sandbox) {
-    std::map<std::string, std::map<std::string, int64_t>> out;
+std::map<std::string, FactState::LedgerEntry> FactState::ledger(const std::string& sandbox) {
+    std::map<std::string, LedgerEntry> out;
     if (!safe_name(sandbox)) return out;
     int d = sub_fd("ledger/" + sandbox, false);
     if (d < 0) return out;
@@ -222,10 +223,12 @@ std::map<std::string, std::map<std::string, int64_t>> FactState::ledger(const st
         auto text = read_file(d, id + ".json");
         if (!text) continue;
         try {
-            json j = parse_json_limited(*text, 2);
-            std::map<std::string, int64_t> kv;
-            for (const auto& [k, v] : j.items()) kv[k] = v.get<int64_t>();
-            out[id] = std::move(kv);
+            json j = parse_json_limited(*text, 3);
+            LedgerEntry e;
+            for (const auto& [k, v] : j.at("kv").items()) e.kv[k] = v.get<int64_t>();
+            e.ctr_dir = j.at("cgroup").get<std::string>();
+            e.time = j.at("time").get<int64_t>();
+            out[id] = std::move(e);
         } catch (...) {
             continue;  // corrupt: ignored (never trusted)
         }
@@ -234,11 +237,13 @@ std::map<std::string, std::map<std::string, int64_t>> FactState::ledger(const st
     return out;
 }
 
-std::string FactState::put_ledger(const std::string& sandbox, const std::string& id, const std::map<std::string, int64_t>& kv) {
+std::string FactState::put_ledger(const std::string& sandbox, const std::string& id, const std::map<std::string, int64_t>& kv,
+                                  const std::string& ctr_dir) {
     if (!safe_name(sandbox) || !safe_name(id)) return "state: bad id";
     int d = sub_fd("ledger/" + sandbox, true);
     if (d < 0) return "state dir " + dir_ + "/ledger: " + std::strerror(-d);
-    std::string e = write_file(d, id + ".json", json(kv).dump());
+    json j = {{"kv", kv}, {"cgroup", ctr_dir}, {"time", static_cast<int64_t>(::time(nullptr))}};
+    std::string e = write_file(d, id + ".json", j.dump());
     close(d);
     return e;
 }

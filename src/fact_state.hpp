@@ -21,10 +21,15 @@
 
 namespace nriqos {
 
+/// A record younger than this (seconds) is kept even when its container's cgroup does not exist
+/// (yet): native NRI records at CreateContainer, before runc creates the cgroup.
+constexpr int64_t kFactRecordGraceSeconds = 60;
+
 /// One NUMA placement record.
 struct NumaRecord {
     std::string container_id, sandbox_id;
     std::string pod_dir;   ///< pod cgroup directory (relative, as in CgroupPaths::pod)
+    std::string ctr_dir;   ///< the container's cgroup directory (CgroupPaths::container)
     std::string mode;      ///< "exclusive", "bound" or "shared"
     unsigned node = 0;     ///< NUMA node id
     std::string cpus;      ///< cpuset list
@@ -51,9 +56,19 @@ public:
     std::string put_numa(const NumaRecord& r);
     std::string drop_numa(const std::string& container_id);
 
-    /// Ledger of one pod: container id → {key → value}.
-    std::map<std::string, std::map<std::string, int64_t>> ledger(const std::string& sandbox_id);
-    std::string put_ledger(const std::string& sandbox_id, const std::string& container_id, const std::map<std::string, int64_t>& kv);
+    /// One container's entry in its pod's ledger.
+    struct LedgerEntry {
+        std::map<std::string, int64_t> kv;  ///< e.g. {"cpu_burst_us": 200000}
+        std::string ctr_dir;                ///< the container's cgroup directory (relative)
+        int64_t time = 0;                   ///< unix seconds when written
+    };
+    /// Ledger of one pod: container id → entry. Native NRI does not report container removal
+    /// (the relay subscribes to pod events and container create/start/update only), so readers
+    /// drop entries whose container cgroup is gone and that are older than
+    /// kFactRecordGraceSeconds (facts.cpp burst_pod); the pod's end drops them all.
+    std::map<std::string, LedgerEntry> ledger(const std::string& sandbox_id);
+    std::string put_ledger(const std::string& sandbox_id, const std::string& container_id, const std::map<std::string, int64_t>& kv,
+                           const std::string& ctr_dir);
     std::string drop_ledger(const std::string& sandbox_id, const std::string& container_id);
     /// Whether anything is kept for a container / a pod (no lock needed: read-only probes, so
     /// that pods without such facts never take the lock).

@@ -1,6 +1,7 @@
 #include "facts.hpp"
 
 #include <algorithm>
+#include <ctime>
 #include <functional>
 
 #include "cpuset.hpp"
@@ -325,6 +326,7 @@ struct Ctx {
                 rq.container_id = r.id;
                 rq.sandbox_id = r.sandbox_id;
                 rq.pod_dir = in.paths->pod;
+                rq.ctr_dir = in.paths->container;
                 rq.mode = mode;
                 rq.need = mode == NumaMode::Exclusive ? 1 : cpus_needed(how);
                 rq.dry_run = in.dry_run;
@@ -536,13 +538,23 @@ Outcome burst_pod(Ctx& c, uint8_t) {
     auto led = c.st.ledger(c.r.sandbox_id);
     if (c.in.dry_run || c.ledger_dropped) {
         led.erase(c.r.id);
-        if (c.own_burst_known && c.own_burst && !c.ledger_dropped) led[c.r.id]["cpu_burst_us"] = *c.own_burst;
+        if (c.own_burst_known && c.own_burst && !c.ledger_dropped) led[c.r.id].kv["cpu_burst_us"] = *c.own_burst;
     }
+    // A container whose cgroup is gone no longer counts (native NRI reports no container removal):
+    // its entry is dropped once past the grace period of a container still being created.
+    const int64_t now = static_cast<int64_t>(::time(nullptr));
+    const std::string prefix = c.in.layout == Layout::V2 ? "" : "cpu/";
     int64_t sum = 0;
     std::string terms;
-    for (const auto& [id, kv] : led) {
-        auto it = kv.find("cpu_burst_us");
-        if (it == kv.end() || it->second < 0) continue;
+    for (const auto& [id, e] : led) {
+        if (id != c.r.id && !e.ctr_dir.empty() && c.in.kernel && !c.in.kernel->exists(Root::Cgroup, prefix + e.ctr_dir)) {
+            if (now - e.time > kFactRecordGraceSeconds) {
+                if (!c.in.dry_run) c.st.drop_ledger(c.r.sandbox_id, id);
+                continue;
+            }
+        }
+        auto it = e.kv.find("cpu_burst_us");
+        if (it == e.kv.end() || it->second < 0) continue;
         sum += it->second;
         terms += (terms.empty() ? "" : " + ") + std::to_string(it->second);
     }
@@ -842,7 +854,7 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
         // This container's share of pod-level sums goes into the ledger before the pod re-sums.
         if (c.own_burst_known && c.record && (c.own_burst || state.has_container(r.sandbox_id, r.id))) {
             std::string e = c.lock();
-            if (e.empty()) e = c.own_burst ? state.put_ledger(r.sandbox_id, r.id, {{"cpu_burst_us", *c.own_burst}}) : state.drop_ledger(r.sandbox_id, r.id);
+            if (e.empty()) e = c.own_burst ? state.put_ledger(r.sandbox_id, r.id, {{"cpu_burst_us", *c.own_burst}}, in.paths ? in.paths->container : std::string()) : state.drop_ledger(r.sandbox_id, r.id);
             if (!e.empty()) out.warnings.push_back(e);
         }
     } else {

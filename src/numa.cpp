@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -321,12 +322,16 @@ NumaChoice place_numa(const NumaRequest& rq, FactState& state) {
     for (const auto& r : state.numa_records()) {
         if (r.container_id == rq.container_id) continue;
         if (!rq.dry_run) {
-            int fd = open_beneath(root.fd, prefix + r.pod_dir, O_PATH | O_DIRECTORY);
-            if (fd == -ENOENT || fd == -ENOTDIR) {
-                state.drop_numa(r.container_id);  // its pod is gone
+            auto gone = [&](const std::string& dir) {
+                int fd = open_beneath(root.fd, prefix + dir, O_PATH | O_DIRECTORY);
+                if (fd >= 0) close(fd);
+                return fd == -ENOENT || fd == -ENOTDIR;
+            };
+            const bool old = static_cast<int64_t>(::time(nullptr)) - r.time > kFactRecordGraceSeconds;
+            if (gone(r.pod_dir) || (old && !r.ctr_dir.empty() && gone(r.ctr_dir))) {
+                state.drop_numa(r.container_id);  // its pod or its container is gone
                 continue;
             }
-            if (fd >= 0) close(fd);
         }
         auto cpus = CpuSet::parse(r.cpus);
         if (!cpus) continue;
@@ -357,6 +362,7 @@ NumaChoice place_numa(const NumaRequest& rq, FactState& state) {
         rec.container_id = rq.container_id;
         rec.sandbox_id = rq.sandbox_id;
         rec.pod_dir = rq.pod_dir;
+        rec.ctr_dir = rq.ctr_dir;
         rec.mode = numa_mode_name(rq.mode);
         rec.node = c->node;
         rec.cpus = c->cpus.str();

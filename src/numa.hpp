@@ -32,7 +32,9 @@
 // Concurrency: the caller holds FactState::lock() around place() (read held → choose → record),
 // so two containers starting at once never get the same CPUs. A placement is recorded under the
 // container id and returned again for its later events; records are dropped when the container
-// or its pod ends, or when the pod cgroup no longer exists.
+// or its pod ends, when the pod cgroup no longer exists, or when the container's cgroup no longer
+// exists and the record is older than kFactRecordGraceSeconds (native NRI reports no container
+// removal; a record made at CreateContainer precedes the cgroup).
 #pragma once
 
 #include <optional>
@@ -92,7 +94,7 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
 struct NumaRequest {
     std::string sysfs_root, cgroup_root;
     Layout layout = Layout::V1;
-    std::string container_id, sandbox_id, pod_dir;
+    std::string container_id, sandbox_id, pod_dir, ctr_dir;
     NumaMode mode = NumaMode::Exclusive;
     unsigned need = 1;   ///< CPUs for bound/shared (≥ 1)
     bool dry_run = false;  ///< explain: choose, do not record or prune

@@ -694,3 +694,62 @@ TEST_CASE("policy: fact values parse, validate and round-trip through the compil
     REQUIRE(policy_cache::decode(blob, "key", nullptr, d, nullptr) == policy_cache::Decoded::Ok);
     CHECK(policy_to_json(d).dump() == policy_to_json(p).dump());
 }
+
+TEST_CASE("facts: the pod burst forgets containers whose cgroup is gone (native NRI reports no removal)", "[facts]") {
+    ClassDef cls = class_of(R"([classes.C.container]
+cpu_burst_us = { fact = "volcano.cpu_burst_us" }
+[classes.C.pod]
+cpu_burst_us = { fact = "volcano.pod_cpu_burst_us" }
+)");
+    Env e;
+    Request base = req_from("container-create.json", {});
+    const std::string pod = resolve_cgroups_path(*base.cgroups_path).pod;
+    e.t.put("cg/cpu/" + pod + "/cpu.cfs_quota_us", "400000\n");
+    auto ctr = [&](const std::string& id, int64_t quota) {
+        e.t.mkdir("cg/cpu/" + pod + "/" + id);
+        return req_from("container-create.json", {{"id", id}, {"spec", {{"cgroupsPath", "/" + pod + "/" + id},
+                                                  {"annotations", {{"volcano.sh/enable-quota-burst", "true"}}},
+                                                  {"resources", {{"cpu", {{"quota", quota}, {"period", 100000}}}}}}}});
+    };
+    auto podsum = [&](const FactPlan& p) { auto k = knob(p.pod_refresh, KnobId::CpuBurst); return k ? k->value.num : -1; };
+    CHECK(podsum(e.run(cls, ctr("c1", 200000))) == 200000);
+    CHECK(podsum(e.run(cls, ctr("c2", 100000))) == 300000);
+    e.t.rm("cg/cpu/" + pod + "/c1");  // c1 exited and runc removed its cgroup; no event came
+    CHECK(podsum(e.run(cls, ctr("c2", 100000))) == 300000);  // young entry: may be a container being created
+    const std::string entry = "state/facts/ledger/" + base.sandbox_id + "/c1.json";
+    json j = json::parse(e.t.get(entry));
+    j["time"] = 1;  // long ago
+    e.t.put(entry, j.dump());
+    CHECK(podsum(e.run(cls, ctr("c2", 100000))) == 100000);
+    CHECK(e.t.get(entry).empty());  // dropped
+}
+
+TEST_CASE("NUMA placement: a record whose container cgroup is gone is pruned after the grace period", "[facts][numa]") {
+    Tmp t;
+    make_sysfs(t, "0-7", {{0, "0-3"}, {1, "4-7"}});
+    t.put("cpuset/kubepods/podA/cpuset.cpus", "0-7\n");
+    t.put("cpuset/kubepods/podA/c1/cpuset.cpus", "\n");
+    FactState st(t.path + "/state");
+    REQUIRE(st.lock().empty());
+    NumaRequest r;
+    r.sysfs_root = t.path + "/sys";
+    r.cgroup_root = t.path;
+    r.container_id = "c1";
+    r.sandbox_id = "sa";
+    r.pod_dir = "kubepods/podA";
+    r.ctr_dir = "kubepods/podA/c1";
+    r.mode = NumaMode::Bound;
+    r.need = 4;
+    CHECK(place_numa(r, st).cpus.str() == "0-3");
+    t.rm("cpuset/kubepods/podA/c1");
+    NumaRequest r2 = r;
+    r2.container_id = "c2";
+    r2.ctr_dir = "kubepods/podA/c2";
+    CHECK(place_numa(r2, st).cpus.str() == "4-7");  // c1's record is young: still held
+    NumaRecord old = *st.numa_record("c1");
+    old.time = 1;
+    REQUIRE(st.put_numa(old).empty());
+    st.drop_numa("c2");
+    CHECK(place_numa(r2, st).cpus.str() == "0-3");  // c1 pruned: its CPUs are free again
+    CHECK_FALSE(st.numa_record("c1"));
+}
