@@ -271,8 +271,9 @@ TEST_CASE("bundled policy recognises every colocation system's carrier", "[class
         {{{"spec", {{"annotations", {{"openfuyao.com/qos-level", "LS"}}}}}}, "VOLCANO-LS", "openfuyao-ls"},
         {{{"spec", {{"annotations", {{"volcano.sh/qos-level", "LS"}}}}}}, "VOLCANO-LS", "volcano-ls"},
         {{{"spec", {{"annotations", {{"volcano.sh/qos-level", "BE"}}}}}}, "OFFLINE", "volcano-be"},
-        {{{"spec", {{"annotations", {{"katalyst.kubewharf.io/qos_level", "reclaimed_cores"}}}}}}, "KATALYST", "katalyst"},
-        {{{"spec", {{"annotations", {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"}}}}}}, "KATALYST", "katalyst"},
+        {{{"spec", {{"annotations", {{"katalyst.kubewharf.io/qos_level", "reclaimed_cores"}}}}}}, "KATALYST", "katalyst-reclaimed"},
+        {{{"spec", {{"annotations", {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"}}}}}}, "KATALYST", "katalyst-dedicated"},
+        {{{"spec", {{"annotations", {{"katalyst.kubewharf.io/qos_level", "dec_cores"}}}}}}, "KATALYST-UNKNOWN-LEVEL", "katalyst-unknown-level"},
         {{{"spec", {{"annotations", {{"volcano.sh/preemptable", "true"}}}}}}, "OFFLINE", "rubik-offline"},
         {{{"labels", {{"volcano.sh/preemptable", "true"}}}}, "OFFLINE", "rubik-offline"},
         // offline wins over a claimed online level (rubik refuses promotion)
