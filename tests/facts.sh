@@ -131,6 +131,19 @@ check_contains "explain json: the write notes the calculation" "$(jq_get "$EXPJ"
   "Σ batch-cpu limits (1000m = 1000m) × period 100000 / 1000 [koordinator.pod_batch_cfs_quota]"
 check "explain: nothing recorded, no lock taken" "$(ls "$X/state" 2>/dev/null | wc -l)" 0
 
+# A percentage takes the effective value: the class's own (fact) quota, not the OCI one
+cat > "$X/pct.toml" <<'EOF2'
+version = 1
+[settings]
+default_class = "B"
+[classes.B.container]
+cpu_quota_us = { fact = "koordinator.batch_cfs_quota" }
+cpu_burst_us = "50%"
+EOF2
+EXP=$(jq -c '.spec.resources.cpu.quota=400000 | .spec.resources.cpu.period=100000' "$KB/app-create.json" |
+      "$BIN" explain --policy "$X/pct.toml" --cgroup-root "$X" --cgroup-layout v1 --state-dir "$X/state" --cache-dir "")
+check_contains "explain: a percentage of a fact quota takes the class's value (50% of 100000, not of OCI 400000)" "$EXP" "/cpu.cfs_burst_us = 50000"
+
 # ---- hostile annotations -----------------------------------------------------------------------
 H=$(scratch); mkdir -p "$H/sys"
 BEPOD=kubepods/besteffort/podh
