@@ -753,3 +753,26 @@ TEST_CASE("NUMA placement: a record whose container cgroup is gone is pruned aft
     CHECK(place_numa(r2, st).cpus.str() == "0-3");  // c1 pruned: its CPUs are free again
     CHECK_FALSE(st.numa_record("c1"));
 }
+
+TEST_CASE("facts: Katalyst cpu_enhancement CPU burst policy", "[facts]") {
+    ClassDef cls = class_of("[classes.C.container]\ncpu_burst_us = { fact = \"katalyst.cpu_burst_us\" }\n");
+    Env e;
+    auto burst = [&](const std::string& enh, const char* level = "shared_cores", int64_t quota = 200000) -> std::string {
+        json ann = {{"katalyst.kubewharf.io/qos_level", level}};
+        if (!enh.empty()) ann["katalyst.kubewharf.io/cpu_enhancement"] = enh;
+        FactPlan p = e.run(cls, req_from("container-create.json", {{"spec", {{"annotations", ann}, {"resources", {{"cpu", {{"quota", quota}, {"period", 100000}}}}}}}}));
+        if (auto k = knob(p.cls.container, KnobId::CpuBurst)) return std::to_string(k->value.num);
+        return p.refused.empty() ? "absent" : "refused";
+    };
+    CHECK(burst("") == "absent");
+    CHECK(burst(R"({"cpu_burst_policy":"default"})") == "absent");
+    CHECK(burst(R"({"cpu_burst_policy":"static"})") == "200000");
+    CHECK(burst(R"({"cpu_burst_policy":"static","cpu_burst_percent":"50"})") == "100000");
+    CHECK(burst(R"({"cpu_burst_policy":"static","cpu_burst_percent":"250"})") == "200000");  // at most 100 %
+    CHECK(burst(R"({"cpu_burst_policy":"static","cpu_burst_percent":"x"})") == "refused");
+    CHECK(burst(R"({"cpu_burst_policy":"static","cpu_burst_percent":"nan"})") == "refused");
+    CHECK(burst(R"({"cpu_burst_policy":"closed"})") == "0");
+    CHECK(burst(R"({"cpu_burst_policy":"static"})", "reclaimed_cores") == "0");
+    CHECK(burst(R"({"cpu_burst_policy":"dynamic"})") == "absent");
+    CHECK(burst(R"({"cpu_burst_policy":"static"})", "shared_cores", -1) == "absent");
+}
