@@ -16,7 +16,9 @@ namespace nriqos {
 // for a lock. No socket: the record goes to stderr and a file, never to journald/syslog sockets.
 // A few harmless relatives are added so that a libc or compiler update that
 // switches between equivalents (stat/newfstatat/statx, rename/renameat2, readv/writev) does not
-// break the hook. Unknown names on the running architecture are skipped.
+// break the hook. Unknown names on the running architecture are skipped. The facts (facts.hpp)
+// need nothing more: flock for their lock in the state dir, getdents64/newfstatat for the sysfs
+// NUMA nodes, the kubepods cgroups and their records; sysfs is only read.
 inline constexpr const char* kSandboxAllowed[] = {
     // I/O on open fds
     "read", "readv", "pread64", "write", "writev", "close", "lseek", "fcntl", "dup", "dup3",

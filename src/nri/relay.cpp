@@ -433,6 +433,7 @@ void Relay::on_configure(uint32_t stream, const std::string& payload) {
           {"cgroup_layout", "cgroup-layout", "--cgroup-layout"},
           {"proc_root", "proc-root", "--proc-root"},
           {"resctrl_root", "resctrl-root", "--resctrl-root"},
+          {"sysfs_root", "sysfs-root", "--sysfs-root"},
           {"state_dir", "state-dir", "--state-dir"},
           {"cache_dir", "cache-dir", "--cache-dir"},
           {"last_good_dir", "last-good-dir", "--last-good-dir"},
