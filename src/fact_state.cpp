@@ -49,7 +49,12 @@ FactState::~FactState() {
 
 int FactState::dir_fd(bool create) {
     if (dir_fd_ >= 0) return dir_fd_;
+    if (absent_ && !create) return -ENOENT;  // probed once per process: pods without fact state pay one openat
     int fd = open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && !create) {
+        absent_ = true;
+        return -ENOENT;
+    }
     if (fd < 0 && errno == ENOENT && create) {
         int e = mkdir_p(dir_);
         if (e < 0) return e;

@@ -87,6 +87,7 @@ private:
     std::string dir_;
     int dir_fd_ = -1;
     int lock_fd_ = -1;
+    bool absent_ = false;  ///< <state>/facts did not exist when probed (and nothing created it since)
 };
 
 }  // namespace nriqos
