@@ -15,9 +15,6 @@ namespace nriqos {
 
 namespace {
 
-constexpr uint32_t B(KnobId k) { return uint32_t(1) << static_cast<unsigned>(k); }
-constexpr uint32_t kBytesKnobs = B(KnobId::MemoryLimit) | B(KnobId::MemoryHigh) | B(KnobId::MemoryLow) | B(KnobId::MemoryMin) |
-                                 B(KnobId::MemorySwap) | B(KnobId::MemorySoftLimit);
 
 constexpr const char* kExtRes = "node.koordinator.sh/extended-resource-spec";
 constexpr const char* kResStatus = "scheduling.koordinator.sh/resource-status";
@@ -108,9 +105,9 @@ struct Ctx;
 using EvalFn = Outcome (*)(Ctx&, uint8_t scope);
 
 struct Entry {
-    FactDef def;
+    const char* name;  ///< a fact of fact_table()
     EvalFn fn;
-    int phase;  ///< 1: needs the class's other container knobs resolved first (effective quota)
+    int phase;         ///< 1: needs the class's other container knobs resolved first (effective quota)
 };
 
 /// Per-request evaluation context: the request, caches of parsed carriers, the fact state.
@@ -651,126 +648,39 @@ Outcome numa_shared_mems(Ctx& c, uint8_t) { return c.numa_place(NumaMode::Shared
 
 // ---- the registry ---------------------------------------------------------------------------
 
+/// Evaluator of each fact of the registry (fact_table.cpp), and its phase.
 const std::vector<Entry>& entries() {
     static const std::vector<Entry> e = {
-        {{"koordinator.batch_cpu_shares", kFactContainer, B(KnobId::CpuShares), "shares", kExtRes,
-          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetContainerCPUShares",
-          "MilliCPUToShares of the container's kubernetes.io/batch-cpu request (absent or ≤ 0: 2)", false, false},
-         koord_shares, 0},
-        {{"koordinator.batch_cfs_quota", kFactContainer, B(KnobId::CpuQuota), "us", kExtRes,
-          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetContainerCFSQuota",
-          "batch-cpu limit (millicores) × 100000 / 1000, at least 1000; no limit: max", false, false},
-         koord_quota, 0},
-        {{"koordinator.batch_memory_limit", kFactContainer, kBytesKnobs, "bytes", kExtRes,
-          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetContainerMemoryLimit",
-          "the container's kubernetes.io/batch-memory limit; no limit: max", false, false},
-         koord_memory, 0},
-        {{"koordinator.pod_batch_cpu_shares", kFactPod, B(KnobId::CpuShares), "shares", kExtRes,
-          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetPodCPUShares",
-          "MilliCPUToShares of the sum of the listed containers' batch-cpu requests", false, false},
-         koord_pod_shares, 0},
-        {{"koordinator.pod_batch_cfs_quota", kFactPod, B(KnobId::CpuQuota), "us", kExtRes,
-          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetPodCFSQuota",
-          "sum of the listed containers' batch-cpu limits × 100000 / 1000; max once one has none", false, false},
-         koord_pod_quota, 0},
-        {{"koordinator.pod_batch_memory_limit", kFactPod, kBytesKnobs, "bytes", kExtRes,
-          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetPodMemoryLimit",
-          "sum of the listed containers' batch-memory limits; max once one has none", false, false},
-         koord_pod_memory, 0},
-        {{"koordinator.cpuset", kFactContainer, B(KnobId::CpusetCpus), "cpus", kResStatus,
-          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/cpuset/cpuset.go SetContainerCPUSet (pkg/util/pod.go GetCPUSetFromPod)",
-          "the \"cpuset\" koord-scheduler bound the pod to (LSE/LSR)", false, false},
-         koord_cpuset, 0},
-        {{"koordinator.cpuset_quota", kFactBoth, B(KnobId::CpuQuota), "us", kResStatus,
-          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/cpuset/cpuset.go UnsetContainerCPUQuota / UnsetPodCPUQuota",
-          "max (CFS quota lifted) when the pod has a scheduler cpuset", false, false},
-         koord_cpuset_quota, 0},
-        {{"volcano.qos_level", kFactBoth, B(KnobId::CpuQosLevel), "level", kVolcanoLevel,
-          "volcano-sh/volcano@v1.15.1:pkg/agent/apis/extension/qos.go GetQosLevel",
-          "LC/HLS 2, LS 1, BE -1, any other value 0", false, false},
-         volcano_level, 0},
-        {{"volcano.memory_qos_level", kFactBoth, B(KnobId::MemoryQosLevel), "level", kVolcanoLevel,
-          "volcano-sh/volcano@v1.15.1:pkg/agent/apis/extension/qos.go NormalizeQosLevel",
-          "-1 for BE, else 0", false, false},
-         volcano_mem_level, 0},
-        {{"rubik.qos_level", kFactBoth, B(KnobId::CpuQosLevel) | B(KnobId::MemoryQosLevel), "level", "volcano.sh/preemptable (annotation or label)",
-          "openeuler-mirror/rubik@v2.0.1:pkg/services/preemption/preemption.go SetQoSLevel (pkg/core/typedef/podinfo.go Offline)",
-          "-1 when volcano.sh/preemptable is \"true\"; absent for online pods", false, false},
-         rubik_level, 0},
-        {{"volcano.cpu_burst_us", kFactContainer, B(KnobId::CpuBurst), "us", "volcano.sh/enable-quota-burst, volcano.sh/quota-burst-time; the effective CFS quota",
-          "volcano-sh/volcano@v1.15.1:pkg/agent/events/handlers/cpuburst/cpu_burst_linux.go walkFunc; "
-          "openeuler-mirror/rubik@v2.0.1:pkg/services/quotaburst/quotaburst.go setQuotaBurst",
-          "enable-quota-burst true (Volcano): quota-burst-time capped at the quota, 0/absent = the quota; "
-          "only quota-burst-time (rubik): that value, refused above the quota, without a quota or at ≥ period × CPUs",
-          false, true},
-         burst_container, 1},
-        {{"volcano.pod_cpu_burst_us", kFactPod, B(KnobId::CpuBurst), "us", "the same annotations; the pod cgroup's CFS quota; the ledger",
-          "volcano-sh/volcano@v1.15.1:pkg/agent/events/handlers/cpuburst/cpu_burst_linux.go Handle; "
-          "openeuler-mirror/rubik@v2.0.1:pkg/services/quotaburst/quotaburst.go setPodQuotaBurst",
-          "sum of the pod's containers' volcano.cpu_burst_us, rewritten as containers start and stop; "
-          "none when the pod quota is unlimited",
-          true, true},
-         burst_pod, 1},
-        {{"katalyst.numa_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus",
-          "katalyst.kubewharf.io/memory_enhancement numa_binding/numa_exclusive, katalyst.kubewharf.io/qos_level; sysfs, cgroups",
-          "kubewharf/katalyst-core@v0.5.47:pkg/agent/qrm-plugins/cpu/dynamicpolicy/policy_allocation_handlers.go "
-          "dedicatedCoresWithNUMABindingAllocationHandler / allocateNumaBindingCPUs",
-          "CPUs of one NUMA node: dedicated_cores + numa_exclusive a whole free node, dedicated_cores the "
-          "container's integer CPUs, other levels the node's free CPUs", false, true},
-         katalyst_cpus, 1},
-        {{"katalyst.numa_mems", kFactContainer, B(KnobId::CpusetMems), "nodes",
-          "the same annotations; sysfs, cgroups",
-          "kubewharf/katalyst-core@v0.5.47:pkg/agent/qrm-plugins/memory/dynamicpolicy/policy_allocation_handlers.go numaBindingAllocationHandler",
-          "the NUMA node of katalyst.numa_cpus", false, true},
-         katalyst_mems, 1},
-        {{"katalyst.cpu_burst_us", kFactContainer, B(KnobId::CpuBurst), "us",
-          "katalyst.kubewharf.io/cpu_enhancement cpu_burst_policy, cpu_burst_percent; the effective CFS quota",
-          "kubewharf/katalyst-core@v0.5.47:pkg/agent/qrm-plugins/cpu/dynamicpolicy/cpuburst/manager.go UpdateCPUBurst "
-          "(pkg/util/qos/cpu_enhancement.go GetPodCPUBurstPolicyFromCPUEnhancement)",
-          "static: quota × cpu_burst_percent (default 100, at most 100) / 100; closed (and reclaimed_cores): 0; default: absent",
-          false, false},
-         katalyst_burst, 1},
-        {{"numa.exclusive_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus", "sysfs node*/cpulist, cpuset.cpus under kubepods",
-          "nri-qos (Katalyst numa_exclusive semantics: policy_hint_handlers.go calculateHints)",
-          "all CPUs of the lowest NUMA node none of whose CPUs is held", false, true},
-         numa_excl_cpus, 1},
-        {{"numa.exclusive_mems", kFactContainer, B(KnobId::CpusetMems), "nodes", "as numa.exclusive_cpus",
-          "nri-qos", "the node of numa.exclusive_cpus", false, true},
-         numa_excl_mems, 1},
-        {{"numa.bound_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus", "sysfs node*/cpulist, cpu*/topology, cpuset.cpus under kubepods",
-          "nri-qos (Katalyst dedicated_cores numa_binding semantics: allocateNumaBindingCPUs TakeByTopology)",
-          "the container's integer CPUs (ceil quota/period, else shares/1024) from one NUMA node, whole cores first", false, true},
-         numa_bound_cpus, 1},
-        {{"numa.bound_mems", kFactContainer, B(KnobId::CpusetMems), "nodes", "as numa.bound_cpus",
-          "nri-qos", "the node of numa.bound_cpus", false, true},
-         numa_bound_mems, 1},
-        {{"numa.shared_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus", "sysfs node*/cpulist, cpuset.cpus under kubepods",
-          "nri-qos (NUMA affinity: locality without exclusivity)",
-          "the free CPUs of the NUMA node with the most free CPUs (not held against others)", false, true},
-         numa_shared_cpus, 1},
-        {{"numa.shared_mems", kFactContainer, B(KnobId::CpusetMems), "nodes", "as numa.shared_cpus",
-          "nri-qos", "the node of numa.shared_cpus", false, true},
-         numa_shared_mems, 1},
+        {"koordinator.batch_cpu_shares", koord_shares, 0},
+        {"koordinator.batch_cfs_quota", koord_quota, 0},
+        {"koordinator.batch_memory_limit", koord_memory, 0},
+        {"koordinator.pod_batch_cpu_shares", koord_pod_shares, 0},
+        {"koordinator.pod_batch_cfs_quota", koord_pod_quota, 0},
+        {"koordinator.pod_batch_memory_limit", koord_pod_memory, 0},
+        {"koordinator.cpuset", koord_cpuset, 0},
+        {"koordinator.cpuset_quota", koord_cpuset_quota, 0},
+        {"volcano.qos_level", volcano_level, 0},
+        {"volcano.memory_qos_level", volcano_mem_level, 0},
+        {"rubik.qos_level", rubik_level, 0},
+        {"volcano.cpu_burst_us", burst_container, 1},
+        {"volcano.pod_cpu_burst_us", burst_pod, 1},
+        {"katalyst.numa_cpus", katalyst_cpus, 1},
+        {"katalyst.numa_mems", katalyst_mems, 1},
+        {"katalyst.cpu_burst_us", katalyst_burst, 1},
+        {"numa.exclusive_cpus", numa_excl_cpus, 1},
+        {"numa.exclusive_mems", numa_excl_mems, 1},
+        {"numa.bound_cpus", numa_bound_cpus, 1},
+        {"numa.bound_mems", numa_bound_mems, 1},
+        {"numa.shared_cpus", numa_shared_cpus, 1},
+        {"numa.shared_mems", numa_shared_mems, 1},
     };
     return e;
 }
 
 const Entry* find_entry(std::string_view name) {
     for (const auto& e : entries())
-        if (name == e.def.name) return &e;
+        if (name == e.name) return &e;
     return nullptr;
-}
-
-size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-        cur[0] = i;
-        for (size_t j = 1; j <= b.size(); ++j)
-            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-        std::swap(prev, cur);
-    }
-    return prev[b.size()];
 }
 
 /// The name explain shows for a fact value: the cgroup v1 file (its unit is the fact's: shares,
@@ -791,47 +701,7 @@ std::string shown(const KnobValue& v) {
 
 }  // namespace
 
-const std::vector<FactDef>& fact_table() {
-    static const std::vector<FactDef> t = [] {
-        std::vector<FactDef> v;
-        for (const auto& e : entries()) v.push_back(e.def);
-        return v;
-    }();
-    return t;
-}
-
-const FactDef* find_fact(std::string_view name) {
-    for (const auto& f : fact_table())
-        if (name == f.name) return &f;
-    return nullptr;
-}
-
-std::string closest_fact(std::string_view name) {
-    std::string best;
-    size_t bd = 4;
-    for (const auto& e : entries()) {
-        size_t d = edit_distance(name, e.def.name);
-        if (d < bd) {
-            bd = d;
-            best = e.def.name;
-        }
-    }
-    return best;
-}
-
-std::string fact_usable(const FactDef& f, KnobId knob, uint8_t scope) {
-    if (!(f.knobs & B(knob))) {
-        std::string ok;
-        for (const auto& k : knob_table())
-            if (f.knobs & B(k.id)) ok += std::string(ok.empty() ? "" : ", ") + k.key;
-        return std::string("fact ") + f.name + " (" + f.unit + ") cannot feed " + knob_def(knob).key + "; it feeds " + ok;
-    }
-    if (!(f.scope & scope)) {
-        return std::string("fact ") + f.name + (f.scope == kFactPod ? " is a pod-level value: use it under [classes.*.pod]"
-                                                                   : " is a container-level value: use it under [classes.*.container]");
-    }
-    return "";
-}
+bool fact_has_evaluator(std::string_view name) { return find_entry(name) != nullptr; }
 
 FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& state) {
     FactPlan out;
@@ -874,13 +744,13 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
                     if (!bad.empty()) o = error(bad);
                 }
                 if (o.s == Outcome::Value) {
-                    std::string note = o.calc + " [" + e->def.name + "]";
+                    std::string note = o.calc + " [" + e->name + "]";
                     out.calcs.push_back(std::string(scope_name) + " " + file_of(k.id) + " = " + shown(o.v) + " = " + note);
                     k.value = o.v;
                     k.note = note;
                 } else {
                     drop[i] = true;
-                    std::string line = key + ": fact " + e->def.name + (o.s == Outcome::Absent ? " absent: " : ": ") + o.why;
+                    std::string line = key + ": fact " + e->name + (o.s == Outcome::Absent ? " absent: " : ": ") + o.why;
                     if (o.s == Outcome::Error || k.value.num == 1) out.refused.push_back(line);
                     else out.skipped.push_back(line);
                 }

@@ -49,7 +49,7 @@ struct FactDef {
     bool kernel;             ///< reads kernel state (sysfs, cgroups) besides the request
 };
 
-/// All facts, in documentation order.
+/// All facts, in documentation order (the registry: src/fact_table.cpp).
 const std::vector<FactDef>& fact_table();
 /// Look up by name; nullptr when unknown.
 const FactDef* find_fact(std::string_view name);
@@ -58,6 +58,8 @@ const FactDef* find_fact(std::string_view name);
 std::string fact_usable(const FactDef& fact, KnobId knob, uint8_t scope);
 /// Closest fact name to `name` (edit distance ≤ 3), or "" — for "did you mean" in policy errors.
 std::string closest_fact(std::string_view name);
+/// True when facts.cpp has a reader for `name` (every registered fact has one; a unit test checks).
+bool fact_has_evaluator(std::string_view name);
 
 /// Inputs of fact resolution for one request.
 struct FactInput {

@@ -424,6 +424,7 @@ TEST_CASE("fact registry: unique names, usable knobs, scopes", "[facts]") {
         CHECK(find_fact(f.name) == &f);
         CHECK(std::string(f.source).size() > 5);
         CHECK(std::string(f.reads).size() > 3);
+        CHECK(fact_has_evaluator(f.name));
     }
     CHECK(find_fact("nope") == nullptr);
     CHECK(closest_fact("koordinator.batch_cfs_qouta") == "koordinator.batch_cfs_quota");

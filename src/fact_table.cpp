@@ -1,0 +1,150 @@
+// The fact registry (facts.hpp): every fact's name, scope, the knobs it may feed, what it reads
+// and the seed-system function it reproduces. Data only, so that the policy parser and the
+// build-time compiler of the built-in policy (src/tools/policy-builtin-gen.cpp) link it without
+// the readers; the evaluators are in facts.cpp (a unit test checks both lists agree).
+#include <algorithm>
+#include <vector>
+
+#include "facts.hpp"
+
+namespace nriqos {
+
+namespace {
+
+constexpr uint32_t B(KnobId k) { return uint32_t(1) << static_cast<unsigned>(k); }
+constexpr uint32_t kBytesKnobs = B(KnobId::MemoryLimit) | B(KnobId::MemoryHigh) | B(KnobId::MemoryLow) | B(KnobId::MemoryMin) |
+                                 B(KnobId::MemorySwap) | B(KnobId::MemorySoftLimit);
+constexpr const char* kExtRes = "node.koordinator.sh/extended-resource-spec";
+constexpr const char* kResStatus = "scheduling.koordinator.sh/resource-status";
+constexpr const char* kVolcanoLevel = "volcano.sh/qos-level";
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j)
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
+}
+
+}  // namespace
+
+const std::vector<FactDef>& fact_table() {
+    static const std::vector<FactDef> t = {
+        {"koordinator.batch_cpu_shares", kFactContainer, B(KnobId::CpuShares), "shares", kExtRes,
+          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetContainerCPUShares",
+          "MilliCPUToShares of the container's kubernetes.io/batch-cpu request (absent or ≤ 0: 2)", false, false},
+        {"koordinator.batch_cfs_quota", kFactContainer, B(KnobId::CpuQuota), "us", kExtRes,
+          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetContainerCFSQuota",
+          "batch-cpu limit (millicores) × 100000 / 1000, at least 1000; no limit: max", false, false},
+        {"koordinator.batch_memory_limit", kFactContainer, kBytesKnobs, "bytes", kExtRes,
+          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetContainerMemoryLimit",
+          "the container's kubernetes.io/batch-memory limit; no limit: max", false, false},
+        {"koordinator.pod_batch_cpu_shares", kFactPod, B(KnobId::CpuShares), "shares", kExtRes,
+          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetPodCPUShares",
+          "MilliCPUToShares of the sum of the listed containers' batch-cpu requests", false, false},
+        {"koordinator.pod_batch_cfs_quota", kFactPod, B(KnobId::CpuQuota), "us", kExtRes,
+          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetPodCFSQuota",
+          "sum of the listed containers' batch-cpu limits × 100000 / 1000; max once one has none", false, false},
+        {"koordinator.pod_batch_memory_limit", kFactPod, kBytesKnobs, "bytes", kExtRes,
+          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetPodMemoryLimit",
+          "sum of the listed containers' batch-memory limits; max once one has none", false, false},
+        {"koordinator.cpuset", kFactContainer, B(KnobId::CpusetCpus), "cpus", kResStatus,
+          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/cpuset/cpuset.go SetContainerCPUSet (pkg/util/pod.go GetCPUSetFromPod)",
+          "the \"cpuset\" koord-scheduler bound the pod to (LSE/LSR)", false, false},
+        {"koordinator.cpuset_quota", kFactBoth, B(KnobId::CpuQuota), "us", kResStatus,
+          "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/cpuset/cpuset.go UnsetContainerCPUQuota / UnsetPodCPUQuota",
+          "max (CFS quota lifted) when the pod has a scheduler cpuset", false, false},
+        {"volcano.qos_level", kFactBoth, B(KnobId::CpuQosLevel), "level", kVolcanoLevel,
+          "volcano-sh/volcano@v1.15.1:pkg/agent/apis/extension/qos.go GetQosLevel",
+          "LC/HLS 2, LS 1, BE -1, any other value 0", false, false},
+        {"volcano.memory_qos_level", kFactBoth, B(KnobId::MemoryQosLevel), "level", kVolcanoLevel,
+          "volcano-sh/volcano@v1.15.1:pkg/agent/apis/extension/qos.go NormalizeQosLevel",
+          "-1 for BE, else 0", false, false},
+        {"rubik.qos_level", kFactBoth, B(KnobId::CpuQosLevel) | B(KnobId::MemoryQosLevel), "level", "volcano.sh/preemptable (annotation or label)",
+          "openeuler-mirror/rubik@v2.0.1:pkg/services/preemption/preemption.go SetQoSLevel (pkg/core/typedef/podinfo.go Offline)",
+          "-1 when volcano.sh/preemptable is \"true\"; absent for online pods", false, false},
+        {"volcano.cpu_burst_us", kFactContainer, B(KnobId::CpuBurst), "us", "volcano.sh/enable-quota-burst, volcano.sh/quota-burst-time; the effective CFS quota",
+          "volcano-sh/volcano@v1.15.1:pkg/agent/events/handlers/cpuburst/cpu_burst_linux.go walkFunc; "
+          "openeuler-mirror/rubik@v2.0.1:pkg/services/quotaburst/quotaburst.go setQuotaBurst",
+          "enable-quota-burst true (Volcano): quota-burst-time capped at the quota, 0/absent = the quota; "
+          "only quota-burst-time (rubik): that value, refused above the quota, without a quota or at ≥ period × CPUs",
+          false, true},
+        {"volcano.pod_cpu_burst_us", kFactPod, B(KnobId::CpuBurst), "us", "the same annotations; the pod cgroup's CFS quota; the ledger",
+          "volcano-sh/volcano@v1.15.1:pkg/agent/events/handlers/cpuburst/cpu_burst_linux.go Handle; "
+          "openeuler-mirror/rubik@v2.0.1:pkg/services/quotaburst/quotaburst.go setPodQuotaBurst",
+          "sum of the pod's containers' volcano.cpu_burst_us, rewritten as containers start and stop; "
+          "none when the pod quota is unlimited",
+          true, true},
+        {"katalyst.numa_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus",
+          "katalyst.kubewharf.io/memory_enhancement numa_binding/numa_exclusive, katalyst.kubewharf.io/qos_level; sysfs, cgroups",
+          "kubewharf/katalyst-core@v0.5.47:pkg/agent/qrm-plugins/cpu/dynamicpolicy/policy_allocation_handlers.go "
+          "dedicatedCoresWithNUMABindingAllocationHandler / allocateNumaBindingCPUs",
+          "CPUs of one NUMA node: dedicated_cores + numa_exclusive a whole free node, dedicated_cores the "
+          "container's integer CPUs, other levels the node's free CPUs", false, true},
+        {"katalyst.numa_mems", kFactContainer, B(KnobId::CpusetMems), "nodes",
+          "the same annotations; sysfs, cgroups",
+          "kubewharf/katalyst-core@v0.5.47:pkg/agent/qrm-plugins/memory/dynamicpolicy/policy_allocation_handlers.go numaBindingAllocationHandler",
+          "the NUMA node of katalyst.numa_cpus", false, true},
+        {"katalyst.cpu_burst_us", kFactContainer, B(KnobId::CpuBurst), "us",
+          "katalyst.kubewharf.io/cpu_enhancement cpu_burst_policy, cpu_burst_percent; the effective CFS quota",
+          "kubewharf/katalyst-core@v0.5.47:pkg/agent/qrm-plugins/cpu/dynamicpolicy/cpuburst/manager.go UpdateCPUBurst "
+          "(pkg/util/qos/cpu_enhancement.go GetPodCPUBurstPolicyFromCPUEnhancement)",
+          "static: quota × cpu_burst_percent (default 100, at most 100) / 100; closed (and reclaimed_cores): 0; default: absent",
+          false, false},
+        {"numa.exclusive_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus", "sysfs node*/cpulist, cpuset.cpus under kubepods",
+          "nri-qos (Katalyst numa_exclusive semantics: policy_hint_handlers.go calculateHints)",
+          "all CPUs of the lowest NUMA node none of whose CPUs is held", false, true},
+        {"numa.exclusive_mems", kFactContainer, B(KnobId::CpusetMems), "nodes", "as numa.exclusive_cpus",
+          "nri-qos", "the node of numa.exclusive_cpus", false, true},
+        {"numa.bound_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus", "sysfs node*/cpulist, cpu*/topology, cpuset.cpus under kubepods",
+          "nri-qos (Katalyst dedicated_cores numa_binding semantics: allocateNumaBindingCPUs TakeByTopology)",
+          "the container's integer CPUs (ceil quota/period, else shares/1024) from one NUMA node, whole cores first", false, true},
+        {"numa.bound_mems", kFactContainer, B(KnobId::CpusetMems), "nodes", "as numa.bound_cpus",
+          "nri-qos", "the node of numa.bound_cpus", false, true},
+        {"numa.shared_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus", "sysfs node*/cpulist, cpuset.cpus under kubepods",
+          "nri-qos (NUMA affinity: locality without exclusivity)",
+          "the free CPUs of the NUMA node with the most free CPUs (not held against others)", false, true},
+        {"numa.shared_mems", kFactContainer, B(KnobId::CpusetMems), "nodes", "as numa.shared_cpus",
+          "nri-qos", "the node of numa.shared_cpus", false, true}
+    };
+    return t;
+}
+
+const FactDef* find_fact(std::string_view name) {
+    for (const auto& f : fact_table())
+        if (name == f.name) return &f;
+    return nullptr;
+}
+
+std::string closest_fact(std::string_view name) {
+    std::string best;
+    size_t bd = 4;
+    for (const auto& f : fact_table()) {
+        size_t d = edit_distance(name, f.name);
+        if (d < bd) {
+            bd = d;
+            best = f.name;
+        }
+    }
+    return best;
+}
+
+std::string fact_usable(const FactDef& f, KnobId knob, uint8_t scope) {
+    if (!(f.knobs & B(knob))) {
+        std::string ok;
+        for (const auto& k : knob_table())
+            if (f.knobs & B(k.id)) ok += std::string(ok.empty() ? "" : ", ") + k.key;
+        return std::string("fact ") + f.name + " (" + f.unit + ") cannot feed " + knob_def(knob).key + "; it feeds " + ok;
+    }
+    if (!(f.scope & scope)) {
+        return std::string("fact ") + f.name + (f.scope == kFactPod ? " is a pod-level value: use it under [classes.*.pod]"
+                                                                   : " is a container-level value: use it under [classes.*.container]");
+    }
+    return "";
+}
+
+}  // namespace nriqos
