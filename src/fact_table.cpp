@@ -60,7 +60,7 @@ const std::vector<FactDef>& fact_table() {
           "max (CFS quota lifted) when the pod has a scheduler cpuset", false, false},
         {"volcano.qos_level", kFactBoth, B(KnobId::CpuQosLevel), "level", kVolcanoLevel,
           "volcano-sh/volcano@v1.15.1:pkg/agent/apis/extension/qos.go GetQosLevel",
-          "LC/HLS 2, LS 1, BE -1, any other value 0", false, false},
+          "LC/HLS 2, LS 1, BE -1, any other value 0", false, false, "cpu_qos_level up to 2"},
         {"volcano.memory_qos_level", kFactBoth, B(KnobId::MemoryQosLevel), "level", kVolcanoLevel,
           "volcano-sh/volcano@v1.15.1:pkg/agent/apis/extension/qos.go NormalizeQosLevel",
           "-1 for BE, else 0", false, false},

@@ -47,6 +47,10 @@ struct FactDef {
     const char* summary;     ///< one line: what the value is
     bool pod_sum;            ///< pod fact summed over the pod's containers: re-evaluated at container events
     bool kernel;             ///< reads kernel state (sysfs, cgroups) besides the request
+    /// What the fact can raise above kubelet's values from a pod-written annotation
+    /// ("cpu_qos_level up to 2"), for the policy's trust check; nullptr when it cannot (its value
+    /// only restricts, or is bounded by what kubelet granted: see its summary).
+    const char* raises = nullptr;
 };
 
 /// All facts, in documentation order (the registry: src/fact_table.cpp).

@@ -188,8 +188,12 @@ BP=kubepods/burstable/podp
 mk_v1_dir "$P/cg" "$BP/c1"; echo 512 > "$P/cg/cpu/$BP/c1/cpu.shares"
 OUT=$(jq -c --arg p "/$BP/c1" '.spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="BE"
         | .spec.annotations["node.koordinator.sh/extended-resource-spec"]="{\"containers\":{\"cgfs-ctr\":{\"requests\":{\"kubernetes.io/batch-cpu\":\"256k\"}}}}"' <<<"$CT0" | hook "$P" "$BUNDLED")
-check "bundled: a Burstable pod labelled BE: class" "$(jq_get "$OUT" .metadata.class)" KOORD-BE-LIMITED
+check "bundled: a Burstable pod labelled BE: class" "$(jq_get "$OUT" .metadata.class)" DEFAULT
 check "bundled: a forged batch-cpu request outside besteffort buys no shares" "$(cat "$P/cg/cpu/$BP/c1/cpu.shares")" 512
+echo 150000 > "$P/cg/cpu/$BP/c1/cpu.cfs_quota_us"
+OUT=$(jq -c --arg p "/$BP/c1" '.spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="BE"
+        | .spec.annotations["node.koordinator.sh/extended-resource-spec"]="{\"containers\":{\"cgfs-ctr\":{\"requests\":{\"kubernetes.io/batch-cpu\":\"1\"}}}}"' <<<"$CT0" | hook "$P" "$BUNDLED")
+check "bundled: ... nor lifts kubelet's quota with a limit-less batch spec" "$(cat "$P/cg/cpu/$BP/c1/cpu.cfs_quota_us")" 150000
 GP=kubepods/podg
 mk_v1_dir "$P/cg" "$GP/c1"; echo 200000 > "$P/cg/cpu/$GP/c1/cpu.cfs_quota_us"
 OUT=$(jq -c --arg p "/$GP/c1" '.spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="LSR" | .spec.resources.cpu.quota=200000

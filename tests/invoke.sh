@@ -160,7 +160,7 @@ check "broken policy: the built-in policy classifies" "$(jq_get "$OUT" .metadata
 CHK=$("$BIN" check "$R/bad.toml" 2>&1 >/dev/null); RC=$?
 check "check: broken policy exit 1" "$RC" 1
 check "check: one line with file:line" "$CHK" "nri-qos: $R/bad.toml:5: classes.C.container.cpu_shares: 1 out of range [2, 262144] or \"N%\""
-check "check: bundled policy" "$("$BIN" check "$BUNDLED")" "$BUNDLED: OK (20 rules, 11 classes, default class DEFAULT)"
+check "check: bundled policy" "$("$BIN" check "$BUNDLED")" "$BUNDLED: OK (19 rules, 10 classes, default class DEFAULT)"
 check "check: mechanics fixture policy" "$("$BIN" check "$POLICY")" "$POLICY: OK (19 rules, 5 classes, default class LS)"
 
 # --- bad request with settings.fail = "closed" -------------------------------------------------

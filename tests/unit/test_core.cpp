@@ -263,7 +263,7 @@ TEST_CASE("bundled policy recognises every colocation system's carrier", "[class
     const std::vector<Case> cases = {
         // Koordinator BE batch pods are kube-BestEffort; a BE label elsewhere keeps kubelet's weight
         {{{"labels", {{"koordinator.sh/qosClass", "BE"}}}, {"spec", {{"cgroupsPath", "/kubepods/besteffort/pod1/abc"}}}}, "KOORD-BE", "koordinator-be"},
-        {{{"labels", {{"koordinator.sh/qosClass", "BE"}}}}, "KOORD-BE-LIMITED", "koordinator-be-other-tier"},
+        {{{"labels", {{"koordinator.sh/qosClass", "BE"}}}}, "DEFAULT", "default"},  // Burstable: kubelet's values
         {{{"labels", {{"koordinator.sh/qosClass", "LSR"}}}}, "KOORD-LSR", "koordinator-lse-lsr"},
         {{{"labels", {{"koordinator.sh/qosClass", "LS"}}}}, "DEFAULT", "koordinator-ls-system"},
         {{{"labels", {{"koordinator.sh/qosClass", "SYSTEM"}}}}, "DEFAULT", "koordinator-system"},
