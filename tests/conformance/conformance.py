@@ -336,9 +336,35 @@ class Run:
         self.errors = []    # (behaviour, reason)
         self.log = []
 
+    def policy_file(self):
+        """The policy under test, or a copy with the keys the case says the operator declared
+        guarded (case.json "policy_guarded": {"labels"|"annotations": {key: note}}): the entries
+        go below the policy's own [guarded.labels] / [guarded.annotations] table (appended when
+        it has none). Shows a promotion an operator admits (nri-qos.toml(5), trust model)."""
+        g = self.case.get("policy_guarded")
+        if not g:
+            return self.o.policy
+        path = os.path.join(self.root, "policy.toml")
+        if not os.path.exists(path):
+            with open(self.o.policy) as fh:
+                lines = fh.read().split("\n")
+            for kind in ("labels", "annotations"):
+                entries = ["%s = %s" % (json.dumps(k), json.dumps(v)) for k, v in sorted(g.get(kind, {}).items())]
+                if not entries:
+                    continue
+                head = "[guarded.%s]" % kind
+                at = [i for i, l in enumerate(lines) if l.strip() == head]
+                if at:
+                    lines[at[0] + 1:at[0] + 1] = entries
+                else:
+                    lines += ["", head] + entries
+            with open(path, "w") as fh:
+                fh.write("\n".join(lines))
+        return path
+
     def hook(self, mode, reqfile):
         t = self.tree
-        args = [self.o.bin, mode, "--policy", self.o.policy, "--cgroup-root", t.cg, "--cgroup-layout", self.layout,
+        args = [self.o.bin, mode, "--policy", self.policy_file(), "--cgroup-root", t.cg, "--cgroup-layout", self.layout,
                 "--proc-root", t.proc, "--resctrl-root", os.path.join(t.root, "resctrl"),
                 "--state-dir", os.path.join(t.root, "state"), "--cache-dir", ""]
         if self.o.sysfs_ok:
