@@ -315,6 +315,7 @@ TEST_CASE("promotion gates: a pod label alone never passes; namespaces and guard
     d = classify_req(p, {{"spec", {{"annotations", hls}}}});
     CHECK(d.cls->name == "VOLCANO-HLS");
     CHECK(d.gate_note.empty());
+}
 
 TEST_CASE("promotion gates: gate.labels qualify only when declared guarded", "[classify]") {
     const std::string text = R"(version = 1
