@@ -556,6 +556,11 @@ bool match_covers(const Match& a, const Match& b) {
 std::string promotion_of(const ClassDef& cd) {
     for (const auto* ks : {&cd.container, &cd.pod})
         for (const auto& k : *ks) {
+            if (k.value.kind == KnobValue::Fact) {  // facts.hpp FactDef::raises
+                const FactDef* f = find_fact(k.value.text);
+                if (f && f->raises) return std::string(knob_def(k.id).key) + " = fact " + f->name + " (" + f->raises + ")";
+                continue;
+            }
             if (k.id == KnobId::CpuQosLevel && k.value.kind == KnobValue::Int && k.value.num > 0) return "cpu_qos_level = " + std::to_string(k.value.num);
             if (k.id == KnobId::CpuQuota && k.value.kind == KnobValue::Max) return "cpu_quota_us = \"max\"";
             if (k.id == KnobId::OomScoreAdj && k.value.num < 0) return "oom_score_adj = " + std::to_string(k.value.num);

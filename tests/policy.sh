@@ -1,7 +1,7 @@
 #!/bin/bash
 # Policy suite (issue 9 §4), through the built binary against scratch trees:
 #  * built-in policy: no file at the default path → the bundled policy, compiled in, classifies
-#    (a BE pod gets cpu.shares=2), says "policy: builtin" (Result, explain, --version), and
+#    (a Koordinator batch pod gets its batch shares), says "policy: builtin" (Result, explain, --version), and
 #    reads no TOML at all (strace);
 #  * last good copy: a valid file is saved; once broken, every event applies the copy, reports
 #    the error (Result metadata policy_error, stderr) and parses nothing again (strace); fixed,
@@ -18,9 +18,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 STRACE=$(command -v strace || true)
 S=$(scratch)
 REQ=$FIX/requests/containerd-1.6.20
-CT=$(jq -c '.labels["koordinator.sh/qosClass"]="BE" | del(.conf)' "$REQ/container-create.json")
+# A Koordinator batch pod (BestEffort, batch-cpu request 2m: the bundled KOORD-BE class gives it
+# MilliCPUToShares(2) = 2 shares); the test policies below class it by the label alone.
+CT=$(jq -c '.labels["koordinator.sh/qosClass"]="BE" | del(.conf) | .spec.cgroupsPath |= sub("/burstable/"; "/besteffort/")
+      | .spec.annotations["node.koordinator.sh/extended-resource-spec"]="{\"containers\":{\"cgfs-ctr\":{\"requests\":{\"kubernetes.io/batch-cpu\":\"2\"}}}}"' \
+   "$REQ/container-create.json")
 CTR_REL=$(jq -r '.spec.cgroupsPath' <<<"$CT" | sed 's|^/||')
-BUNDLED_SHA=$(sha256sum "$POLICY" | cut -d' ' -f1)
+BUNDLED_SHA=$(sha256sum "$BUNDLED" | cut -d' ' -f1)
 
 # The built-in cases need no file at the default policy path (lib.sh nodefault).
 if can_hide_default_policy; then
@@ -51,7 +55,7 @@ if [ "$NODEFAULT" = 1 ]; then
         --cache-dir "$R/cache" --metrics-file "$R/m.prom" --event-log "$R/events.log" <<<"$CT" 2>"$R/err"); RC=$?
   valid_result "builtin: no policy file" "$OUT"
   check "builtin: exit 0" "$RC" 0
-  check "builtin: classifies a Koordinator BE pod as BE" "$(jq_get "$OUT" '.metadata.class + " " + .metadata.rule')" "BE koordinator-be"
+  check "builtin: classifies a Koordinator BE pod as BE" "$(jq_get "$OUT" '.metadata.class + " " + .metadata.rule')" "KOORD-BE koordinator-be"
   check "builtin: says so" "$(jq_get "$OUT" .metadata.policy)" builtin
   check "builtin: SHA-256 of the bundled policy text" "$(jq_get "$OUT" .metadata.policy_sha256)" "$BUNDLED_SHA"
   check "builtin: no error (no file at the default path is not an error)" "$(jq_get "$OUT" '.metadata.policy_error // "none"')/$(noise "$R/err")" "none/"
@@ -75,7 +79,7 @@ fi
 # A path someone configured that does not exist: the built-in policy, and the error.
 R=$(tree)
 OUT=$(hook "$R" invoke --policy "$R/missing.toml" <<<"$CT" 2>"$R/err"); RC=$?
-check "builtin: configured file missing: exit 0, built-in policy classifies" "$RC $(jq_get "$OUT" '.metadata.policy + " " + .metadata.class')" "0 builtin BE"
+check "builtin: configured file missing: exit 0, built-in policy classifies" "$RC $(jq_get "$OUT" '.metadata.policy + " " + .metadata.class')" "0 builtin KOORD-BE"
 check "builtin: configured file missing: reported" "$(jq_get "$OUT" .metadata.policy_error)" \
   "$R/missing.toml: cannot open policy: No such file or directory; applying the built-in policy until it is fixed"
 check "builtin: configured file missing: on stderr" "$(noise "$R/err")" \
@@ -149,7 +153,7 @@ check "last-good: fixed: the copy follows" "$(cmp -s "$LG" "$P" && echo same)" s
 echo "garbage" >> "$P"
 OUT=$(hook "$R" invoke --policy "$P" --last-good-dir "" <<<"$CT" 2>/dev/null)
 check "last-good: disabled: the built-in policy, with the error" \
-  "$(jq_get "$OUT" '.metadata.policy + " " + .metadata.class')/$(jq_get "$OUT" .metadata.policy_error | grep -c 'applying the built-in policy')" "builtin BE/1"
+  "$(jq_get "$OUT" '.metadata.policy + " " + .metadata.class')/$(jq_get "$OUT" .metadata.policy_error | grep -c 'applying the built-in policy')" "builtin KOORD-BE/1"
 # explain shows the same choice, and saves nothing.
 R2=$(tree)
 printf 'version = 1\n[settings]\ndefault_class = "LS"\n[classes.LS]\n' > "$R2/p.toml"
@@ -196,7 +200,7 @@ check "check: warnings" "$ERR" "nri-qos: $S/warn.toml:6: warning: rules: \"rule@
 nri-qos: $S/warn.toml:10: warning: classes.LS.container.memory_high = 512 bytes is below 1 MiB (did you mean \"512Mi\"?)
 nri-qos: $S/warn.toml:12: warning: classes.SPARE: no rule, settings.default_class or gate.fallback uses this class"
 check "check: warnings: summary" "$OUT" "$S/warn.toml: OK (2 rules, 3 classes, default class LS); 3 warnings"
-ERR=$("$BIN" check "$POLICY" 2>&1 >/dev/null)
+ERR=$("$BIN" check "$BUNDLED" 2>&1 >/dev/null)
 check "check: the bundled policy has no error and no warning" "$ERR" ""
 
 # ---- settings typos ---------------------------------------------------------------------------------

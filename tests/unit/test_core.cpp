@@ -268,8 +268,9 @@ TEST_CASE("bundled policy recognises every colocation system's carrier", "[class
         {{{"labels", {{"koordinator.sh/qosClass", "LS"}}}}, "DEFAULT", "koordinator-ls-system"},
         {{{"labels", {{"koordinator.sh/qosClass", "SYSTEM"}}}}, "DEFAULT", "koordinator-system"},
         {{{"spec", {{"annotations", {{"openfuyao.com/qos-level", "BE"}}}}}}, "OFFLINE", "openfuyao-be"},
-        {{{"spec", {{"annotations", {{"openfuyao.com/qos-level", "LS"}}}}}}, "VOLCANO-LS", "openfuyao-ls"},
-        {{{"spec", {{"annotations", {{"volcano.sh/qos-level", "LS"}}}}}}, "VOLCANO-LS", "volcano-ls"},
+        // LS raises cpu.qos_level above unclassified pods: gated, DEFAULT unless guarded
+        {{{"spec", {{"annotations", {{"openfuyao.com/qos-level", "LS"}}}}}}, "DEFAULT", "openfuyao-ls"},
+        {{{"spec", {{"annotations", {{"volcano.sh/qos-level", "LS"}}}}}}, "DEFAULT", "volcano-ls"},
         {{{"spec", {{"annotations", {{"volcano.sh/qos-level", "BE"}}}}}}, "OFFLINE", "volcano-be"},
         {{{"spec", {{"annotations", {{"katalyst.kubewharf.io/qos_level", "reclaimed_cores"}}}}}}, "KATALYST", "katalyst-reclaimed"},
         {{{"spec", {{"annotations", {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"}}}}}}, "KATALYST", "katalyst-dedicated"},
@@ -294,27 +295,31 @@ TEST_CASE("bundled policy recognises every colocation system's carrier", "[class
 
 TEST_CASE("promotion gates: a pod label alone never passes; namespaces and guarded keys do", "[classify]") {
     Policy p = bundled();
-    const json hls = {{"volcano.sh/qos-level", "HLS"}};
+    const json hls = {{"volcano.sh/qos-level", "HLS"}}, ls = {{"volcano.sh/qos-level", "LS"}};
     Decision d = classify_req(p, {{"spec", {{"annotations", hls}}}});
     CHECK(d.requested == "VOLCANO-HLS");
-    CHECK(d.cls->name == "VOLCANO-LS");
+    CHECK(d.cls->name == "DEFAULT");
     CHECK(d.gate_note.find("class VOLCANO-HLS is gated: namespace \"default\" does not qualify") == 0);
     CHECK(d.gate_note.find("annotation \"volcano.sh/qos-level\" is not declared in [guarded.annotations]") != std::string::npos);
+    CHECK(classify_req(p, {{"spec", {{"annotations", ls}}}}).cls->name == "DEFAULT");
     // The label the old bundled gate trusted, set by the pod author: no way in.
     d = classify_req(p, {{"spec", {{"annotations", hls}}}, {"labels", {{"nri-qos.io/allow-hls", "true"}}}});
-    CHECK(d.cls->name == "VOLCANO-LS");
+    CHECK(d.cls->name == "DEFAULT");
     json a = hls;
     a["io.kubernetes.cri.sandbox-namespace"] = "online-shop";
-    CHECK(classify_req(p, {{"spec", {{"annotations", a}}}}).cls->name == "VOLCANO-LS");
-    // clearcfs asks for LS-unthrottled: gated the same way, falls back to DEFAULT
+    CHECK(classify_req(p, {{"spec", {{"annotations", a}}}}).cls->name == "DEFAULT");
+    // clearcfs asks for LS-unthrottled: gated the same way
     d = classify_req(p, {{"spec", {{"annotations", {{"qos.class", "ls"}}}}}});
     CHECK(d.cls->name == "DEFAULT");
     CHECK(d.gate_note.find("class LS-unthrottled is gated") == 0);
-    // The operator declares Volcano's annotation guarded: the rule's request now passes.
+    // The operator declares Volcano's annotation guarded: LS gets 1, HLS 2.
     p.guarded_annotations = {{"volcano.sh/qos-level", "volcano webhook + VAP"}};
     d = classify_req(p, {{"spec", {{"annotations", hls}}}});
     CHECK(d.cls->name == "VOLCANO-HLS");
     CHECK(d.gate_note.empty());
+    CHECK(classify_req(p, {{"spec", {{"annotations", ls}}}}).cls->name == "VOLCANO-LS");
+    // Offline needs no gate.
+    CHECK(classify_req(p, {{"spec", {{"annotations", {{"volcano.sh/qos-level", "BE"}}}}}}).cls->name == "OFFLINE");
 }
 
 TEST_CASE("promotion gates: gate.labels qualify only when declared guarded", "[classify]") {

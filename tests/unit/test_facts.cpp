@@ -676,7 +676,7 @@ TEST_CASE("policy: fact values parse, validate and round-trip through the compil
     CHECK(err("[classes.A.pod]\ncpu_shares = { fact = \"koordinator.batch_cpu_shares\" }\n").find("container-level value") != std::string::npos);
     CHECK(err("[classes.A.container]\ncpu_shares = { fact = \"koordinator.batch_cpu_shares\", if_absent = \"maybe\" }\n") ==
           "p.toml:6: classes.A.container.cpu_shares.if_absent: expected \"skip\" or \"fail\", got \"maybe\"");
-    CHECK(err("[classes.A.container]\ncpu_shares = { fakt = \"x\" }\n").find("unknown key \"fakt\" (allowed: fact, if_absent)") != std::string::npos);
+    CHECK(err("[classes.A.container]\ncpu_shares = { fakt = \"x\" }\n").find("unknown key \"fakt\"") != std::string::npos);
     CHECK(err("[classes.A.container]\ncpu_shares = { if_absent = \"fail\" }\n").find("needs fact = ") != std::string::npos);
 
     Policy p = load_policy_toml(NRI_QOS_SRCDIR "/conf/nri.d/nri-qos.toml");

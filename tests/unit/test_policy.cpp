@@ -213,7 +213,7 @@ TEST_CASE("builtin: the binary carries the bundled policy, compiled, and its SHA
     r.pod_namespace = "default";
     Policy some = builtin_policy(&r);
     CHECK(some.rules.size() < b.rules.size());
-    CHECK(classify(some, Facts{&r, KubeQos::Burstable}).cls->name == "BE");
+    CHECK(classify(some, Facts{&r, KubeQos::BestEffort}).cls->name == "KOORD-BE");  // bundled: batch pods are BestEffort
 }
 
 TEST_CASE("effective policy: file, last good copy, built-in; always said", "[policy]") {
@@ -227,7 +227,7 @@ TEST_CASE("effective policy: file, last good copy, built-in; always said", "[pol
     CHECK(info.source == PolicySource::Builtin);
     CHECK(info.error.empty());
     CHECK(info.sha256 == builtin_policy_sha256());
-    CHECK(p.default_class == "LS");
+    CHECK(p.default_class == "DEFAULT");
     // No file at a path someone configured: the built-in policy, with the error.
     effective_policy(pol, false, w, nullptr, info);
     CHECK(info.source == PolicySource::Builtin);
