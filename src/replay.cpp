@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "facts.hpp"
+#include "fact_state.hpp"
 #include "kernel.hpp"
 #include "knobs.hpp"
 
@@ -102,12 +104,29 @@ Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayR
         PlanInput pin;
         pin.req = &r;
         pin.policy = &policy;
-        pin.decision = dec;
         pin.kube_qos = facts.kube_qos;
         pin.layout = roots.layout ? *roots.layout : detect_layout(d.cgroup_root);
         pin.paths = paths;
         pin.kernel = &kernel;
+        // Fact-valued knobs (facts.hpp) computed as the hook computes them, read-only (dry run:
+        // no lock, nothing recorded; a NUMA placement is the one recorded for the container).
+        FactState fstate(state.path());
+        FactInput fin;
+        fin.req = &r;
+        fin.paths = paths;
+        fin.layout = pin.layout;
+        fin.kernel = &kernel;
+        fin.cgroup_root = d.cgroup_root;
+        fin.sysfs_root = roots.sysfs_root;
+        fin.dry_run = true;
+        FactPlan fplan = resolve_facts(*dec.cls, fin, fstate);
+        d.resolved_cls = std::make_shared<const ClassDef>(std::move(fplan.cls));
+        dec.cls = d.resolved_cls.get();  // same name, fail mode and gate; fact knobs resolved
+        pin.decision = dec;
+        pin.pod_refresh = fplan.pod_refresh;
         d.plan = build_plan(pin);
+        for (auto& s : fplan.skipped) d.plan.skipped.push_back(std::move(s));
+        for (auto& s : fplan.refused) d.plan.refused.push_back(std::move(s));
         d.have_plan = true;
     } catch (const std::exception& e) {
         d.error = e.what();

@@ -3,6 +3,7 @@
 // `explain --container` shows with a rule trace and the percentage calculations.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +43,7 @@ struct ReplayRoots {
     std::optional<std::string> policy, cgroup_root, proc_root, resctrl_root;
     std::optional<Layout> layout;
     std::string cache_dir;
+    std::string sysfs_root = "/sys";  ///< NUMA topology (fact knobs numa.*)
 };
 
 /// What the current policy wants for a recorded container, as direct kernel writes (the
@@ -54,6 +56,7 @@ struct Desired {
     bool fail_closed = false;  ///< the class (or, without a class, the policy) fails closed
     std::string error;
     std::string cgroup_root, proc_root, resctrl_root;
+    std::shared_ptr<const ClassDef> resolved_cls;  ///< plan.decision.cls: the class with its facts resolved
 };
 
 /// Build the desired plan of `rec` with `policy` (already loaded by the caller). Merges the

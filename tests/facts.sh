@@ -209,4 +209,23 @@ OUT=$(jq -c '.spec.cgroupsPath="/kubepods/podq/c1"' <<<"$CT0" | hook "$P" "$BUND
 check "bundled: an unclassified Guaranteed pod: nothing written" "$(jq_get "$OUT" '[.writes[]|select(.status=="applied")]|length')" 0
 check "bundled: ... and no fact state kept" "$(ls "$P/state" 2>/dev/null | grep -c facts)" 0
 
+
+# ---- reconcile puts fact values back (the replay resolves facts like the hook) -----------------
+# containerd's UpdateContainerResources rewrites cpu.shares / quota from kubelet's values; the
+# batch values koordlet's batchresource hook would write must come back, not be reported as
+# "fact ... not resolved".
+K=$(scratch); mkdir -p "$K/proc"
+KP=kubepods/besteffort/podk
+mk_v1_dir "$K/cg" "$KP/c1"
+KSPEC='{"containers":{"cgfs-ctr":{"limits":{"kubernetes.io/batch-cpu":"1k","kubernetes.io/batch-memory":"1Gi"},"requests":{"kubernetes.io/batch-cpu":"500"}}}}'
+OUT=$(jq -c --arg p "/$KP/c1" --arg s "$KSPEC" '.spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="BE"
+        | .spec.annotations["node.koordinator.sh/extended-resource-spec"]=$s' <<<"$CT0" | hook "$K" "$BUNDLED" --event-log "" --metrics-file "")
+check "reconcile facts: hook wrote the batch shares and quota" "$(cat "$K/cg/cpu/$KP/c1/cpu.shares") $(cat "$K/cg/cpu/$KP/c1/cpu.cfs_quota_us")" "512 100000"
+echo 2 > "$K/cg/cpu/$KP/c1/cpu.shares"; echo -1 > "$K/cg/cpu/$KP/c1/cpu.cfs_quota_us"
+REC=$("$BIN" reconcile --policy "$BUNDLED" --cgroup-root "$K/cg" --proc-root "$K/proc" --resctrl-root "$K/rc" --state-dir "$K/state" \
+        --cache-dir "" --cgroup-layout v1 --metrics-file "" --event-log "" 2>&1)
+check "reconcile facts: batch shares and quota restored" "$(cat "$K/cg/cpu/$KP/c1/cpu.shares") $(cat "$K/cg/cpu/$KP/c1/cpu.cfs_quota_us")" "512 100000"
+check_contains "reconcile facts: reports what it restored" "$REC" "cpu.shares 2->512"
+check "reconcile facts: no unresolved fact" "$(grep -c 'not resolved' <<<"$REC")" 0
+
 finish

@@ -156,7 +156,7 @@ OUT=$("$BIN" invoke --policy "$R/bad.toml" --cgroup-root "$R" --cgroup-layout v1
 valid_result "broken policy" "$OUT"
 check "broken policy: exit 0" "$RC" 0
 check "broken policy: error in metadata" "$(jq_get "$OUT" .metadata.policy_error)" "$R/bad.toml:5: classes.C.container.cpu_shares: 1 out of range [2, 262144] or \"N%\"; applying the built-in policy until it is fixed"
-check "broken policy: the built-in policy classifies" "$(jq_get "$OUT" .metadata.policy)/$(jq_get "$OUT" .metadata.class)" builtin/LS
+check "broken policy: the built-in policy classifies" "$(jq_get "$OUT" .metadata.policy)/$(jq_get "$OUT" .metadata.class)" builtin/DEFAULT
 CHK=$("$BIN" check "$R/bad.toml" 2>&1 >/dev/null); RC=$?
 check "check: broken policy exit 1" "$RC" 1
 check "check: one line with file:line" "$CHK" "nri-qos: $R/bad.toml:5: classes.C.container.cpu_shares: 1 out of range [2, 262144] or \"N%\""

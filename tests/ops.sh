@@ -142,12 +142,12 @@ check "policy broken: nri_qos_policy_errors_total" "$($PY -c "
 from prometheus_client.parser import text_string_to_metric_families as t
 print(int([s.value for f in t(open('$PROM').read()) if f.name=='nri_qos_policy_errors' for s in f.samples][0]))")" 1
 check_contains "policy broken: the stderr record names the built-in policy and the error" "$(grep '^nri-qos: time=' "$S/bad.err")" \
-  "level=warn source=invoke event=create ns=default pod=cgfs-pod container=cgfs-ctr id=f9159d083de2 class=LS rule=kube-burstable-guaranteed outcome=ok"
+  "level=warn source=invoke event=create ns=default pod=cgfs-pod container=cgfs-ctr id=f9159d083de2 class=DEFAULT rule=default outcome=ok"
 check_contains "policy broken: ... policy=builtin policy_error=" "$(grep '^nri-qos: time=' "$S/bad.err")" \
   "policy=builtin policy_error=\"$S/bad.toml:"
 
 # --- nri_qos_policy_info follows the policy in force: builtin, file, last-good ---------------------
-BUNDLED_SHA=$(sha256sum "$POLICY" | cut -d' ' -f1)
+BUNDLED_SHA=$(sha256sum "$BUNDLED" | cut -d' ' -f1)
 PM=$S/textfile-policy/nri_qos.prom; PL=$S/log-policy/events.log; PS=$S/state-policy
 PARGS=(--cgroup-root "$R" --cgroup-layout v1 --proc-root "$S/proc" --state-dir "$PS" --cache-dir "$S/cache" --metrics-file "$PM" --event-log "$PL")
 # "<series> <source> <sha256> <errors_total>" of $PM, read with prometheus_client's parser
