@@ -568,6 +568,7 @@ def main(argv=None):
 
     failed = False
     table = {}   # (system, behaviour) -> {col: set(status)} , reasons
+    percase = {}  # (system, case, behaviour) -> {"why": {seed function}, (layout, wire): status}
     reasons = {}
     cols = [("v1", "invoke"), ("v1", "nri"), ("v2", "invoke"), ("v2", "nri")]
     for case in load_cases(o.case):
@@ -596,27 +597,33 @@ def main(argv=None):
                         why = explained(docs, case, layout, wire, r)
                         (expl if why else unexpl).append((r, why))
                     cell = table.setdefault((system, b), {}).setdefault((layout, wire), set())
+                    pc = percase.setdefault((system, case["id"].split("/", 1)[1], b), {"why": set()})
+                    pc["why"].update(r["why"] for r in rs if not r.get("error"))
                     if unexpl:
                         failed = run_failed = True
                         cell.add("DIFF")
+                        pc[(layout, wire)] = "DIFF"
                         msg = "; ".join(describe(r) for r, _ in unexpl[:4]) + (" (+%d more)" % (len(unexpl) - 4) if len(unexpl) > 4 else "")
                         print("FAIL conformance %s: %s: %s" % (tag, b, msg))
                         for r, _ in unexpl:
                             reasons.setdefault((system, b), {}).setdefault("differs: " + describe(r), set()).add(case["id"].split("/", 1)[1] + " " + layout + "/" + wire)
                     elif expl:
                         cell.add("expl")
+                        pc[(layout, wire)] = "expl"
                         why = "; ".join(sorted({w for _, w in expl}))
                         print("SKIP conformance %s: %s: explained difference: %s" % (tag, b, why))
                         for r, w in expl:
                             reasons.setdefault((system, b), {}).setdefault("explained: " + w, set()).add(case["id"].split("/", 1)[1] + " " + layout + "/" + wire)
                     elif unk:
                         cell.add("n/r")
+                        pc[(layout, wire)] = "n/r"
                         why = "; ".join(sorted({r["why"] for r in unk}))
                         print("SKIP conformance %s: %s: not reproducible from the request: %s" % (tag, b, why))
                         for r in unk:
                             reasons.setdefault((system, b), {}).setdefault("not reproducible: " + r["why"], set()).add(case["id"].split("/", 1)[1] + " " + layout + "/" + wire)
                     else:
                         cell.add("ok")
+                        pc[(layout, wire)] = "ok"
                         print("PASS conformance %s: %s" % (tag, b))
                     if o.verbose:
                         for r in rs:
@@ -632,7 +639,7 @@ def main(argv=None):
     if not o.no_table:
         print_table(table, reasons, cols, o)
     if o.markdown or o.markdown_check:
-        md = markdown(table, reasons, cols, o, load_cases(o.case), docs)
+        md = markdown(table, reasons, cols, o, load_cases(o.case), docs, percase)
         if o.markdown:
             with open(o.markdown, "w") as fh:
                 fh.write(md)
@@ -651,7 +658,7 @@ def main(argv=None):
     return 1 if failed else 0
 
 
-def markdown(table, reasons, cols, o, cases, docs):
+def markdown(table, reasons, cols, o, cases, docs, percase):
     """The published table (docs/conformance.md): deterministic, no timestamps, so that a stale
     copy is detected by --markdown-check."""
     def cell(st):
@@ -686,6 +693,18 @@ def markdown(table, reasons, cols, o, cases, docs):
         for text, where in sorted(items):
             w = sorted({x.split(" ")[0] for x in where})
             out.append("- %s (cases: %s)" % (text, ", ".join(w)))
+        out.append("")
+    out += ["## Per system: case, what the node agent does, our result", "",
+            "Per case and behaviour: the seed system's function that computes the value (`why` in the",
+            "case's case.json, `owner/repo@tag:path Function`) and nri-qos's result per cgroup layout and",
+            "wire path (`expl`: a documented difference, listed in the section above).", ""]
+    for sy in sorted({k[0] for k in percase}):
+        out += ["### %s" % sy, "", "| case | behaviour | node agent (seed file / function) | " + " | ".join("%s/%s" % c for c in cols) + " |",
+                "|---|---|---|" + "---|" * len(cols)]
+        for (sy2, cn, b) in sorted(k for k in percase if k[0] == sy):
+            pc = percase[(sy2, cn, b)]
+            why = "; ".join(sorted(pc["why"])).replace("|", "\\|")
+            out.append("| %s | %s | %s | %s |" % (cn, b, why, " | ".join(pc.get(c, "–") for c in cols)))
         out.append("")
     out += ["## Cases", "", "| case | sources |", "|---|---|"]
     for c in cases:
