@@ -241,6 +241,20 @@ native_builtin() {
   OCI_CHECKS=1 sc_koord_batch "$name"
 }
 
+# Issue 10 §4: the bundled policy (conf/nri.d/nri-qos.toml as shipped) installed as the policy
+# file: a Koordinator batch pod gets koordlet's batchresource values (sc_koord_batch in lib.sh),
+# read back from the real cgroup and config.json. The other scenarios keep their explicit test
+# policy (tests/fixtures/policy/classic.toml), so they do not depend on the bundled defaults.
+native_bundled() {
+  local name=$S-koord-batch
+  install -m 0644 "$REPO/conf/nri.d/nri-qos.toml" "$D/policy/bundled.toml"
+  set_native_policy "$D/policy/bundled.toml"
+  stop_containerd; start_containerd || { fail "$name" "containerd did not restart with the bundled policy"; return; }
+  OCI_CHECKS=1 sc_koord_batch "$name"
+  set_native_policy "$D/policy/nri-qos.toml"
+  stop_containerd; start_containerd || fail "$S-setup" "containerd did not restart with the test policy"
+}
+
 scenarios() {
   if [ "$MODE" = adapter ]; then
     sc_be "$S-be-label" be-label burstable --label koordinator.sh/qosClass=BE
@@ -262,6 +276,7 @@ scenarios() {
   native_child_crash
   native_restart
   native_last_good
+  native_bundled
   native_builtin
   set_native_policy "$D/policy/fail-closed.toml"
   stop_containerd; start_containerd || fail "$S-setup" "containerd did not restart with the fail-closed policy"
