@@ -6,8 +6,10 @@
 # "[.nri-load]" (tests/unit/test_nri_relay.cpp), which plays containerd.
 #   relay-launch-no-args  no arguments + NRI_PLUGIN_SOCKET: registers, answers Configure, exits 0 on EOF
 #   relay-real-child      CreateContainer events evaluated by the real `nri-eval` child (private
-#                         cgroup root, shipped policy): peak RSS <= 3 MiB, no RSS growth, the
-#                         relay confined (seccomp mode 2) while it serves
+#                         cgroup root, the mechanics fixture policy: every event gets an
+#                         adjustment, which the bundled policy no longer gives an unclassified
+#                         pod): peak RSS <= 3 MiB, no RSS growth, the relay confined (seccomp
+#                         mode 2) while it serves
 #   relay-child-deadline-marker  nri-eval's answer to a deadline during the read has the policy's fail mode
 #   relay-failure-*       an evaluator SIGKILLed mid-event and one killed at the relay's deadline
 #                         leave an event-log record (source relay, outcome failed, failure
@@ -49,7 +51,7 @@ fi
 
 # 2. events through the real child, on a private cgroup tree
 mkdir -p "$TMP/cg" "$TMP/state" "$TMP/cache"
-CMD="$BIN relay --policy $PWD/conf/nri.d/nri-qos.toml --cgroup-root $TMP/cg --cgroup-layout v1"
+CMD="$BIN relay --policy $PWD/tests/fixtures/policy/classic.toml --cgroup-root $TMP/cg --cgroup-layout v1"
 CMD="$CMD --state-dir $TMP/state --cache-dir $TMP/cache"
 if NRI_RELAY_LOAD_CMD="$CMD" NRI_RELAY_LOAD_EVENTS=$EVENTS "$UT" "[.nri-load]" >"$TMP/load.log" 2>&1 &&
    grep -q "($EVENTS OK, $EVENTS with an adjustment)" "$TMP/load.log" &&
