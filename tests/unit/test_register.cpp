@@ -437,6 +437,8 @@ TEST_CASE("enable_native / disable_native manage the NN-nri-qos symlink", "[regi
 TEST_CASE("add_register_commands: CLI wiring and exit codes", "[register]") {
     TempDir t;
     std::string p = t / "conf.json";
+    // --mode v01: the conf.json contract under test; auto would detect a containerd >= 1.7
+    // running on this host (an e2e suite) and register natively instead.
     auto run = [](std::vector<std::string> args) {
         CLI::App app{"nri-qos"};
         nriqos::add_register_commands(app);
@@ -449,23 +451,23 @@ TEST_CASE("add_register_commands: CLI wiring and exit codes", "[register]") {
         }
         return 0;
     };
-    CHECK(run({"register", "--conf-json", p, "--plugin-conf", R"({"policy":"/b.toml"})"}) == 0);
+    CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", R"({"policy":"/b.toml"})"}) == 0);
     CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
           R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"policy":"/b.toml"}}]})");
     // Without --plugin-conf an existing entry keeps its conf.
-    CHECK(run({"register", "--conf-json", p}) == 0);
+    CHECK(run({"register", "--mode", "v01", "--conf-json", p}) == 0);
     CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
           R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"policy":"/b.toml"}}]})");
     // A settings typo is an error (exit 2), never written: the hook would refuse it.
-    CHECK(run({"register", "--conf-json", p, "--plugin-conf", R"({"polcy":"/c.toml"})"}) == 2);
-    CHECK(run({"register", "--conf-json", p, "--plugin-conf", R"({"policy":"/c.toml","debug":true})"}) == 2);
-    CHECK(run({"register", "--conf-json", p, "--plugin-conf", R"({"policy":7})"}) == 2);
+    CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", R"({"polcy":"/c.toml"})"}) == 2);
+    CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", R"({"policy":"/c.toml","debug":true})"}) == 2);
+    CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", R"({"policy":7})"}) == 2);
     CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
           R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"policy":"/b.toml"}}]})");
-    CHECK(run({"register", "--conf-json", p, "--plugin-conf", "{"}) == 2);
-    CHECK(run({"register", "--conf-json", p, "--plugin-conf", "[]"}) == 2);
+    CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", "{"}) == 2);
+    CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", "[]"}) == 2);
     spit(t / "bad.json", "nope");
-    CHECK(run({"register", "--conf-json", t / "bad.json"}) == 1);
+    CHECK(run({"register", "--mode", "v01", "--conf-json", t / "bad.json"}) == 1);
     CHECK(slurp(t / "bad.json") == "nope");
     CHECK(run({"unregister", "--conf-json", p}) == 0);
     CHECK_FALSE(exists(p));
