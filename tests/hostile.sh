@@ -913,9 +913,10 @@ PY
     "assert r['error'] == '' and r['metadata']['error'].startswith('bad request: /: expected a JSON object'), r"
   grep -q '^nri-qos: bad request: /: expected a JSON object' "$PW/null.err" && pass "plain invoke: bad request logged on stderr" \
     || fail "plain invoke: stderr '$(head -c 200 "$PW/null.err")'"
-  # A missing policy file never turns the node off: the built-in policy, and the reason (policy_error).
+  # A missing policy file never turns the node off: the built-in policy (a plain Burstable pod: its
+  # DEFAULT class), and the reason (policy_error).
   plain_json "plain invoke: conf.policy missing: built-in policy, with the reason" "$PW/conf-missing.out" \
-    "m = r['metadata']; assert r['error'] == '' and m['policy'] == 'builtin' and m['class'] == 'LS' and 'cannot open policy' in m['policy_error'], m"
+    "m = r['metadata']; assert r['error'] == '' and m['policy'] == 'builtin' and m['class'] == 'DEFAULT' and 'cannot open policy' in m['policy_error'], m"
   # What integ added per event stays on the fast path: the policy in force in the Result, the event
   # record, the metrics, the last good copy of the policy (default paths, in the private root).
   sha=$(sha256sum "$PR/etc/nri/nri-qos.toml" | cut -d' ' -f1)
@@ -926,7 +927,7 @@ PY
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 assert len(recs) == 7, len(recs)  # sb, ct-miss, ct-hit, ct-opts, null, conf-missing, half
-hits = [x for x in recs if x.get("id", "").startswith(sys.argv[2][:12]) and x.get("outcome") == "ok"]
+hits = [x for x in recs if x.get("id", "").startswith(sys.argv[2][:12]) and x.get("outcome") == "ok" and x.get("policy") == "file"]
 assert len(hits) >= 3 and all(x.get("class") == "LS" for x in hits), recs
 assert any(x.get("policy_error") for x in recs), recs
 PY
@@ -951,7 +952,7 @@ PY
   plain_session "$PN" '"$BIN" invoke <"$IN/ct.json" >'"$PW"'/nofile.out 2>'"$PW"'/nofile.err; echo $? >'"$PW"'/nofile.rc'
   [ "$(cat "$PW/nofile.rc")" = 0 ] && pass "plain invoke: no policy file: exit 0" || fail "plain invoke: no policy file: exit $(cat "$PW/nofile.rc"), '$(head -c 300 "$PW/nofile.err")'"
   plain_json "plain invoke: no policy file: built-in policy" "$PW/nofile.out" \
-    "m = r['metadata']; assert r['error'] == '' and m['policy'] == 'builtin' and m['class'] == 'LS' and 'policy_error' not in m, m"
+    "m = r['metadata']; assert r['error'] == '' and m['policy'] == 'builtin' and m['class'] == 'DEFAULT' and 'policy_error' not in m, m"
 fi
 # Every other command line goes through CLI11, which prints with the standard streams: they are
 # started there (main.cpp start_iostreams).
