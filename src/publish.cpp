@@ -75,6 +75,13 @@ void say(const std::string& s) {
 
 }  // namespace
 
+std::string sinks_memo_signature(const std::string& state_dir) {
+    struct stat st {};
+    if (stat((state_dir + "/" + kSinksMemo).c_str(), &st) != 0) return "none";
+    return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+           std::to_string(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_size);
+}
+
 std::vector<std::string> sink_dirs_before_parse(const std::optional<std::string>& metrics_flag, const std::optional<std::string>& log_flag,
                                                 const std::string& state_dir) {
     std::vector<std::string> dirs;

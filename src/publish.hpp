@@ -46,6 +46,11 @@ std::vector<std::string> sink_dirs_before_parse(const std::optional<std::string>
 SinkPaths sink_paths_before_parse(const std::optional<std::string>& metrics_flag, const std::optional<std::string>& log_flag,
                                   const std::string& state_dir);
 
+/// Identity of <state_dir>/sinks for a process that may not open files (the confined relay:
+/// one stat, no read): "dev:ino:mtime_ns:size", or "none" when it does not exist. It changes when
+/// remember_sink_paths() records new paths (a new file is renamed over the old one).
+std::string sinks_memo_signature(const std::string& state_dir);
+
 /// Remember the policy's sink paths in <state_dir>/sinks when they differ from what is there.
 /// Returns "" or a one-line error.
 std::string remember_sink_paths(const std::string& state_dir, const SinkPaths& p);

@@ -60,12 +60,13 @@ inline constexpr const char* kZygoteDrop[] = {"clone", "clone3", "fork", "vfork"
 /// What the native NRI relay still calls once it is confined (src/nri/relay.cpp, after
 /// Configure and the keeper's fork; strace of the relay under load): I/O on the fds it already
 /// has (trunk socket, pipes, the keeper's and zygotes' sockets), new pipes for spares, waiting
-/// for and signalling its children, memory, signals, time. No open, no exec, no new socket, no
-/// fork (zygotes come from the keeper). tgkill as for the hook (own pid).
+/// for and signalling its children, memory, signals, time, and stat of the state dir's record-path
+/// memo (evaluator.hpp roots_signature). No open, no exec, no new socket, no fork (zygotes come
+/// from the keeper). tgkill as for the hook (own pid).
 inline constexpr const char* kRelayAllowed[] = {
     "read", "readv", "write", "writev", "close", "fcntl", "poll", "ppoll", "pipe2",
     "sendto", "sendmsg", "recvfrom", "recvmsg",
-    "wait4", "waitid", "kill", "setpgid", "getpid", "gettid",
+    "wait4", "waitid", "kill", "setpgid", "getpid", "gettid", "newfstatat",
     "brk", "mmap", "munmap", "mremap", "madvise", "mprotect",
     "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "restart_syscall",
     "clock_gettime", "clock_nanosleep", "nanosleep", "gettimeofday", "getrandom", "futex",

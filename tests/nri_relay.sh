@@ -140,4 +140,21 @@ else
   fail "relay-failure-metrics: $out"
 fi
 
+# 5. A policy that moves the records ([settings] event_log / metrics_file): the evaluators were
+#    confined to the record directories known when they were made. Once the first event under the
+#    policy has remembered the new paths (<state_dir>/sinks), the relay replaces the zygote and
+#    its spares (evaluator.cpp ensure_spare), so the later events' records arrive (before: none
+#    until the relay restarted, "Permission denied" in relay.log for every event).
+mkdir -p "$TMP/s5/state" "$TMP/s5/rec"
+awk -v d="$TMP/s5/rec" '{print} /^\[settings\]/{print "event_log = \"" d "/events.log\""; print "metrics_file = \"" d "/m.prom\""}' \
+  tests/fixtures/policy/classic.toml > "$TMP/s5/policy.toml"
+CMD="$BIN relay --policy $TMP/s5/policy.toml --cgroup-root $TMP/cg --cgroup-layout v1 --state-dir $TMP/s5/state --cache-dir $TMP/cache"
+NRI_RELAY_LOAD_CMD="$CMD" NRI_RELAY_LOAD_EVENTS=6 "$UT" "[.nri-load]" >"$TMP/s5/load.log" 2>&1
+n=$(grep -c '"event":"CreateContainer"' "$TMP/s5/rec/events.log" 2>/dev/null); n=${n:-0}
+if [ "$n" -ge 5 ] && grep -q 'nri_qos_events_total{event="CreateContainer"' "$TMP/s5/rec/m.prom" 2>/dev/null; then
+  pass "relay-record-paths-moved: $n of 6 events recorded in the policy's event log and metrics"
+else
+  fail "relay-record-paths-moved: $n of 6 events in $TMP/s5/rec/events.log (want >= 5)"; tail -n 5 "$TMP/s5/load.log"
+fi
+
 [ "$FAILS" = 0 ]

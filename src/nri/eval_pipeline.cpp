@@ -139,6 +139,11 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
     if (!note.empty()) logf("failure recorder: %s", note.c_str());
     return publish_relay_failure(msg, paths);
   };
+  e.roots_signature = [opts](const std::vector<std::string>& flags) -> std::string {
+    nriqos::Options o = *opts;
+    apply_eval_flags(o, flags);
+    return nriqos::sinks_memo_signature(o.state_dir);
+  };
   e.detach = []() -> std::string {
     const nriqos::SandboxStatus* sb = nriqos::installed_sandbox();
     if (!sb || !sb->seccomp) return "";  // nothing to narrow (sandbox off or unavailable: said by the zygote)

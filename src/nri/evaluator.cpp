@@ -768,6 +768,21 @@ bool Supervisor::start(const std::string& input, int64_t deadline_ms, std::strin
 void Supervisor::ensure_spare() {
   if (!fork_mode() || active_) return;
   int64_t now = now_ms();
+  // Evaluators are confined to the record paths known when they were made: a policy that moved
+  // them (remembered by the first event under it) needs a new zygote and new spares, or every
+  // later event's records would be refused until the relay restarts.
+  if (o_.inproc.roots_signature) {
+    std::string sig = o_.inproc.roots_signature(flags_);
+    if (roots_sig_known_ && sig != roots_sig_) {
+      logf("record paths changed (%s): evaluator zygote%s and %zu spare(s) replaced", sig.c_str(),
+           zyg_pid_ > 0 ? "" : " (none)", spares_.size());
+      if (zyg_pid_ > 0) retire_zygote(nullptr);
+      for (auto& p : spares_) retire(p);
+      spares_.clear();
+    }
+    roots_sig_ = sig;
+    roots_sig_known_ = true;
+  }
   if (zyg_pid_ > 0 && zyg_gen_ != flags_gen_ && !confined_) retire_zygote(nullptr);
   if (zyg_pid_ <= 0 && now >= zyg_backoff_until_ && !start_zygote()) {
     logf("cannot make the evaluator zygote: %s%s", strerror(errno),

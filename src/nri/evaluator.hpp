@@ -61,6 +61,12 @@ struct InProcessEval {
   /// never from `msg`) before it parses `msg`. Returns the exit status (0 = written).
   /// Optional: without it failures are only in the relay's log.
   std::function<int(const std::vector<std::string>& flags, const std::string& msg)> record;
+  /// In the relay (confined: it may stat, not open): a signature of what `prepare` confines an
+  /// evaluator to that can change while the relay runs — the record paths the last policy named
+  /// (<state_dir>/sinks, src/publish.hpp sinks_memo_signature). When it changes, the zygote and
+  /// the spares made under the old one are replaced (Supervisor::ensure_spare): they could not
+  /// write the records. Optional.
+  std::function<std::string(const std::vector<std::string>& flags)> roots_signature;
 };
 
 /// Settings of the supervisor (filled by the relay from RelayOptions).
@@ -197,6 +203,8 @@ class Supervisor {
   int policy_fail_mode_ = -1;
   int zyg_deaths_ = 0;
   int64_t zyg_backoff_until_ = 0;
+  std::string roots_sig_;        // InProcessEval::roots_signature when the zygote/spares were made
+  bool roots_sig_known_ = false;
   std::deque<Proc> spares_;       // ready: pid known, own process group
   int spare_deaths_ = 0;
   int64_t spare_backoff_until_ = 0;
