@@ -8,8 +8,10 @@
 #   e2e       tests/e2e/run.sh          (real containerd; skip: NRI_QOS_SKIP_E2E=1; it SKIPs
 #                                        itself where the machine does not allow it). Its
 #                                        node-VM suite (qemu, minutes) shares nothing with the
-#                                        other suites: it starts first, in the background, and
-#                                        is counted at the end (skip only it: NRI_QOS_SKIP_VM=1)
+#                                        other suites: it starts first, in the background, beside
+#                                        the unit tests and the first suite (suite() waits for all
+#                                        jobs), and is counted at the end (skip only it:
+#                                        NRI_QOS_SKIP_VM=1)
 # Prints one closing line "check: N passed, N failed, N skipped"; exits 1 when anything failed.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -41,7 +43,10 @@ E2E=0; [ -x tests/e2e/run.sh ] && [ "${NRI_QOS_SKIP_E2E:-0}" != 1 ] && E2E=1
 VM_PID=""
 if [ $E2E = 1 ] && [ "${NRI_QOS_SKIP_VM:-0}" != 1 ]; then
   echo "== e2e-vm: tests/e2e/run.sh vm (in the background)"
-  tests/e2e/run.sh vm </dev/null > "$LOG/e2e-vm.log" 2> "$LOG/e2e-vm.err" &
+  rm -f "$LOG/e2e-vm.rc"
+  # Its status goes to a file: suite()'s `wait` (for its tee process substitutions) also waits
+  # for this job and reaps it, after which `wait $VM_PID` could only say 127.
+  { tests/e2e/run.sh vm </dev/null > "$LOG/e2e-vm.log" 2> "$LOG/e2e-vm.err"; echo $? > "$LOG/e2e-vm.rc"; } &
   VM_PID=$!
 fi
 
@@ -73,7 +78,8 @@ if [ $E2E = 1 ]; then
 fi
 if [ -n "$VM_PID" ]; then
   echo "== e2e-vm: waiting for the node VM"
-  wait "$VM_PID"; rc=$?
+  wait "$VM_PID" 2>/dev/null
+  rc=$(cat "$LOG/e2e-vm.rc" 2>/dev/null || echo "no exit status")
   cat "$LOG/e2e-vm.log"; tail -n 40 "$LOG/e2e-vm.err" >&2
   count e2e-vm "$rc" "$LOG/e2e-vm.log"
 fi
