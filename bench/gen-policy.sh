@@ -17,10 +17,13 @@ bundled=${2:?usage: gen-policy.sh N BUNDLED_POLICY}
 first=$(grep -n '^\[\[rules\]\]' "$bundled" | head -1 | cut -d: -f1)
 head -n $((first - 1)) "$bundled"
 echo "# ---- $n generated rules (bench/gen-policy.sh) ----"
-awk -v n="$n" -v glob="${GLOB:-0}" 'BEGIN {
-  split("BE LS HLS SYSTEM", cls, " ");
+# The classes the generated rules point at: the bundled file's own (its class names change with
+# the policy; a rule naming an unknown class is an error).
+classes=$(sed -n 's/^\[classes\.\([A-Za-z0-9_-]*\)\][[:space:]]*$/\1/p' "$bundled" | tr '\n' ' ')
+awk -v n="$n" -v glob="${GLOB:-0}" -v classes="$classes" 'BEGIN {
+  nc = split(classes, cls, " ");
   for (i = 1; i <= n; i++) {
-    c = cls[(i % 4) + 1];
+    c = cls[(i % nc) + 1];
     printf "[[rules]]\nname = \"gen-%d\"\nclass = \"%s\"\n", i, c;
     k = i % 4;
     if (glob) printf "match.labels = { \"app\" = \"svc-%d-*\" }\n", i;

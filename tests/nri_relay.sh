@@ -11,6 +11,8 @@
 #                         pod): peak RSS <= 3 MiB, no RSS growth, the relay confined (seccomp
 #                         mode 2) while it serves
 #   relay-child-deadline-marker  nri-eval's answer to a deadline during the read has the policy's fail mode
+#   relay-record-paths-moved  a policy that moves the event log / metrics file gets new evaluators
+#                         (they are confined to the record directories known when they were made)
 #   relay-failure-*       an evaluator SIGKILLed mid-event and one killed at the relay's deadline
 #                         leave an event-log record (source relay, outcome failed, failure
 #                         crash/timeout, the pod and container, the reason) and count in
