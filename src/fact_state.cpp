@@ -110,18 +110,7 @@ std::string FactState::write_file(int dfd, const std::string& name, const std::s
 }
 
 std::optional<std::string> FactState::read_file(int dfd, const std::string& name) {
-    int fd = open_beneath(dfd, name, O_RDONLY | O_NONBLOCK);
-    if (fd < 0) return std::nullopt;
-    struct stat st {};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) > kMaxFileBytes) {
-        close(fd);
-        return std::nullopt;
-    }
-    std::string text(static_cast<size_t>(st.st_size), '\0');
-    ssize_t n = read(fd, text.data(), text.size());
-    close(fd);
-    if (n != st.st_size) return std::nullopt;
-    return text;
+    return read_small_beneath(dfd, name, kMaxFileBytes);
 }
 
 std::vector<std::string> FactState::list(int dfd, const char* suffix) {

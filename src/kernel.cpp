@@ -76,6 +76,21 @@ int open_beneath(int dirfd, const std::string& rel, int flags, mode_t mode) {
     return walk_open(dirfd, rel, flags, mode);
 }
 
+std::optional<std::string> read_small_beneath(int dirfd, const std::string& rel, size_t max_bytes) {
+    int fd = open_beneath(dirfd, rel, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return std::nullopt;
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) > max_bytes) {
+        close(fd);
+        return std::nullopt;
+    }
+    std::string text(static_cast<size_t>(st.st_size), '\0');
+    ssize_t n = read(fd, text.data(), text.size());
+    close(fd);
+    if (n != st.st_size) return std::nullopt;
+    return text;
+}
+
 FsKernel::FsKernel(std::string cgroup_root, std::string proc_root, std::string resctrl_root)
     : paths_{std::move(cgroup_root), std::move(proc_root), std::move(resctrl_root)} {}
 

@@ -74,6 +74,11 @@ private:
 /// `rel` must be relative; an empty `rel` opens dirfd itself (".").
 int open_beneath(int dirfd, const std::string& rel, int flags, mode_t mode = 0);
 
+/// Read the whole of regular file `rel` beneath `dirfd` (open_beneath, O_NONBLOCK) when it is at
+/// most `max_bytes` long. nullopt when it is missing, not a regular file, larger, or short-read:
+/// for the state dir's small files (memos, fact state), where such a file is simply ignored.
+std::optional<std::string> read_small_beneath(int dirfd, const std::string& rel, size_t max_bytes);
+
 /// True when the running kernel supports openat2(2) (probed once).
 bool have_openat2();
 

@@ -60,19 +60,10 @@ int StateDir::open_dir(bool create) {
 std::optional<Memo> StateDir::load(const std::string& id) {
     int dfd = open_dir(false);
     if (dfd < 0) return std::nullopt;
-    int fd = open_beneath(dfd, memo_name(id), O_RDONLY | O_NONBLOCK);
-    if (fd < 0) return std::nullopt;
-    struct stat st {};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) > kMaxMemoBytes) {
-        close(fd);
-        return std::nullopt;
-    }
-    std::string text(static_cast<size_t>(st.st_size), '\0');
-    ssize_t n = read(fd, text.data(), text.size());
-    close(fd);
-    if (n != st.st_size) return std::nullopt;
+    std::optional<std::string> text = read_small_beneath(dfd, memo_name(id), kMaxMemoBytes);
+    if (!text) return std::nullopt;
     try {
-        json j = parse_json_limited(text, 4);
+        json j = parse_json_limited(*text, 4);
         Memo m;
         m.annotations = j.at("annotations").get<std::map<std::string, std::string>>();
         m.pod_namespace = j.at("namespace").get<std::string>();
