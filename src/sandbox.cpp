@@ -63,7 +63,7 @@ std::string errno_name(int e) {
     }
 }
 
-int mkdir_p(const std::string& path, mode_t mode = 0700) {
+int mkdir_p(const std::string& path, mode_t mode) {
     if (path.empty()) return -EINVAL;
     for (size_t pos = path.find('/', 1);; pos = path.find('/', pos + 1)) {
         std::string part = path.substr(0, pos);
@@ -73,40 +73,81 @@ int mkdir_p(const std::string& path, mode_t mode = 0700) {
     return 0;
 }
 
-/// Apply a Landlock ruleset allowing writes beneath `dirs` only. Returns "" or why not.
-std::string apply_landlock(int abi, const std::vector<std::string>& dirs, int& n_rules) {
+/// O_PATH descriptor of directory `path` (symlinks followed, as a Landlock rule's parent_fd
+/// wants), or -1. With `create`, a missing directory is made first (with its parents, `mode`):
+/// it is opened first and created only on ENOENT, so that a node where it exists (every event
+/// but the first) pays one openat and no mkdir.
+int open_root(const std::string& path, bool create, mode_t mode) {
+    int fd = open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0 || !create || errno != ENOENT) return fd;
+    mkdir_p(path, mode);
+    return open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+/// The file-system accesses a ruleset of this ABI handles (everything that writes or executes).
+uint64_t handled_fs(int abi) {
     uint64_t fs = kFsExecute | kFsWriteFile | kFsRemoveDir | kFsRemoveFile | kFsMakeChar | kFsMakeDir | kFsMakeReg |
                   kFsMakeSock | kFsMakeFifo | kFsMakeBlock | kFsMakeSym;
     if (abi >= 2) fs |= kFsRefer;
     if (abi >= 3) fs |= kFsTruncate;
-    RulesetAttr attr{fs, abi >= 4 ? (kNetBindTcp | kNetConnectTcp) : 0};
+    return fs;
+}
+
+/// A new ruleset fd handling writes and execute (and TCP bind/connect on ABI 4+) with no rule
+/// yet, or -errno.
+int new_ruleset(int abi) {
+    RulesetAttr attr{handled_fs(abi), abi >= 4 ? (kNetBindTcp | kNetConnectTcp) : 0};
     size_t size = abi >= 4 ? sizeof attr : sizeof attr.handled_access_fs;
     int rfd = ll_create(&attr, size, 0);
-    if (rfd < 0) return "landlock_create_ruleset: " + errno_name(errno);
-    // Beneath a writable root: everything but execute and device nodes.
-    const uint64_t allow = fs & ~(kFsExecute | kFsMakeChar | kFsMakeBlock);
-    n_rules = 0;
-    for (const auto& d : dirs) {
-        int fd = open(d.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0) continue;  // absent root: nothing can be written there anyway
-        PathBeneathAttr pb{allow, fd};
-        long r = syscall(__NR_landlock_add_rule, rfd, 1 /* LANDLOCK_RULE_PATH_BENEATH */, &pb, 0);
-        int e = errno;
-        close(fd);
-        if (r != 0) {
-            close(rfd);
-            return "landlock_add_rule(" + d + "): " + errno_name(e);
-        }
-        ++n_rules;
-    }
-    if (syscall(__NR_landlock_restrict_self, rfd, 0) != 0) {
-        int e = errno;
-        close(rfd);
-        return "landlock_restrict_self: " + errno_name(e);
-    }
-    close(rfd);
-    return "";
+    return rfd < 0 ? -errno : rfd;
 }
+
+/// Allow writes beneath directory `dirfd` in ruleset `rfd`: everything but execute and device
+/// nodes. Returns "" or why not (`name` says which directory).
+std::string add_beneath(int abi, int rfd, int dirfd, const std::string& name) {
+    PathBeneathAttr pb{handled_fs(abi) & ~(kFsExecute | kFsMakeChar | kFsMakeBlock), dirfd};
+    if (syscall(__NR_landlock_add_rule, rfd, 1 /* LANDLOCK_RULE_PATH_BENEATH */, &pb, 0) == 0) return "";
+    return "landlock_add_rule(" + name + "): " + errno_name(errno);
+}
+
+/// Enforce ruleset `rfd` on the calling thread (a new layer: Landlock layers only narrow) and
+/// close it. Returns "" or why not.
+std::string restrict_and_close(int rfd) {
+    long r = syscall(__NR_landlock_restrict_self, rfd, 0);
+    int e = errno;
+    close(rfd);
+    return r == 0 ? std::string() : "landlock_restrict_self: " + errno_name(e);
+}
+
+/// Apply a Landlock ruleset allowing writes beneath the directories `fds` (names for messages)
+/// only; -1 entries are skipped (absent root: nothing can be written there anyway). The fds stay
+/// open. Returns "" or why not.
+std::string apply_landlock(int abi, const std::vector<int>& fds, const std::vector<std::string>& names) {
+    int rfd = new_ruleset(abi);
+    if (rfd < 0) return "landlock_create_ruleset: " + errno_name(-rfd);
+    for (size_t i = 0; i < fds.size(); ++i) {
+        if (fds[i] < 0) continue;
+        if (std::string e = add_beneath(abi, rfd, fds[i], names[i]); !e.empty()) {
+            close(rfd);
+            return e;
+        }
+    }
+    return restrict_and_close(rfd);
+}
+
+/// What install_sandbox keeps for the narrowing layer (narrow_installed_sandbox), so that it
+/// walks no path again: the O_PATH fds of the writable roots but procfs (opened once, by
+/// install_sandbox), the procfs root's (for /proc/<pid>), and, once prepared, a ruleset already
+/// holding the static rules. The fds are O_CLOEXEC and never closed: the process exits soon
+/// (one-shot, evaluator), or hands them to its spares (zygote). An O_PATH fd gives no access the
+/// path does not: Landlock judges the file reached, however it is named.
+struct Held {
+    int abi = 0;
+    std::vector<int> fds;            ///< static writable roots (cgroup, resctrl, state, cache, last good, sinks)
+    std::vector<std::string> names;  ///< their paths, for messages
+    int proc_fd = -1;                ///< the procfs root, or -1
+    int ready = -1;                  ///< prepared narrowing ruleset (static rules only), or -1
+};
 
 // ---- seccomp -----------------------------------------------------------------------------
 // libseccomp compiles the allow-list (sandbox_syscalls.hpp) into a BPF program at build time
@@ -138,9 +179,48 @@ std::string install_seccomp(SandboxProfile profile) {
     return load_program(kSeccompBpf, sizeof kSeccompBpf / sizeof kSeccompBpf[0], true);
 }
 
+/// A fresh ruleset holding the static rules of `h` (no procfs), or -1 with the reason in `why`.
+int static_ruleset(const Held& h, std::string& why) {
+    int rfd = new_ruleset(h.abi);
+    if (rfd < 0) {
+        why = "landlock_create_ruleset: " + errno_name(-rfd);
+        return -1;
+    }
+    for (size_t i = 0; i < h.fds.size(); ++i) {
+        if (h.fds[i] < 0) continue;
+        if ((why = add_beneath(h.abi, rfd, h.fds[i], h.names[i])).empty()) continue;
+        close(rfd);
+        return -1;
+    }
+    return rfd;
+}
+
+/// The narrowing layer over `h`: its prepared ruleset (or a new one with the static rules),
+/// plus /proc/<pid> resolved beneath the held procfs root (pid <= 0: none), enforced.
+std::string narrow_held(Held& h, const std::string& proc_root, long pid) {
+    std::string why;
+    int rfd = h.ready;
+    h.ready = -1;  // used once: the next narrowing (tests) builds its own
+    if (rfd < 0 && (rfd = static_ruleset(h, why)) < 0) return why;
+    if (pid > 0 && h.proc_fd >= 0) {
+        const std::string name = std::to_string(pid);
+        int pfd = openat(h.proc_fd, name.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (pfd >= 0) {  // absent: the task is gone, nothing to write there
+            why = add_beneath(h.abi, rfd, pfd, proc_root + "/" + name);
+            close(pfd);
+            if (!why.empty()) {
+                close(rfd);
+                return why;
+            }
+        }
+    }
+    return restrict_and_close(rfd);
+}
+
 bool g_installed = false;
 SandboxStatus g_status;
 SandboxRoots g_roots;
+Held g_held;  // install_sandbox's roots, when its Landlock layer is enforced
 
 }  // namespace
 
@@ -162,17 +242,29 @@ int landlock_abi_version(std::string* why) {
 
 std::string narrow_sandbox(const SandboxStatus& st, const SandboxRoots& roots, long pid) {
     if (!st.landlock) return "";
-    std::vector<std::string> dirs;
+    Held h;
+    h.abi = st.landlock_abi;
     for (const std::string* d : {&roots.cgroup_root, &roots.resctrl_root, &roots.state_dir, &roots.cache_dir, &roots.last_good_dir})
-        if (!d->empty()) dirs.push_back(*d);
-    for (const auto& d : roots.sink_dirs) dirs.push_back(d);
-    if (pid > 0 && !roots.proc_root.empty()) dirs.push_back(roots.proc_root + "/" + std::to_string(pid));
-    int n = 0;
-    return apply_landlock(st.landlock_abi, dirs, n);
+        if (!d->empty()) h.fds.push_back(open_root(*d, false, 0)), h.names.push_back(*d);
+    for (const auto& d : roots.sink_dirs) h.fds.push_back(open_root(d, false, 0)), h.names.push_back(d);
+    if (!roots.proc_root.empty()) h.proc_fd = open_root(roots.proc_root, false, 0);
+    std::string why = narrow_held(h, roots.proc_root, pid);
+    for (int fd : h.fds)
+        if (fd >= 0) close(fd);
+    if (h.proc_fd >= 0) close(h.proc_fd);
+    return why;
 }
 
 std::string narrow_installed_sandbox(long pid) {
-    return g_installed ? narrow_sandbox(g_status, g_roots, pid) : std::string();
+    if (!g_installed || !g_status.landlock) return "";
+    return narrow_held(g_held, g_roots.proc_root, pid);
+}
+
+std::string prepare_narrowing() {
+    if (!g_installed || !g_status.landlock || g_held.ready >= 0) return "";
+    std::string why;
+    g_held.ready = static_ruleset(g_held, why);
+    return why;
 }
 
 const SandboxStatus* installed_sandbox() { return g_installed ? &g_status : nullptr; }
@@ -192,7 +284,7 @@ std::string confine_relay() {
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return std::string("PR_SET_NO_NEW_PRIVS: ") + std::strerror(errno);
     std::string why;
     int abi = landlock_abi_version(&why);
-    std::string ll = abi > 0 ? [&] { int n = 0; return apply_landlock(abi, {}, n); }() : "landlock: " + why;
+    std::string ll = abi > 0 ? apply_landlock(abi, {}, {}) : "landlock: " + why;
     std::string sc = load_program(kSeccompRelayBpf, sizeof kSeccompRelayBpf / sizeof kSeccompRelayBpf[0], true);
     std::string out = sc;
     if (!ll.empty() && abi > 0) out += (out.empty() ? "" : "; ") + ll;
@@ -209,21 +301,48 @@ SandboxStatus install_sandbox(const SandboxRoots& roots, SandboxProfile profile)
     std::string why;
     st.landlock_abi = landlock_abi_version(&why);
     if (st.landlock_abi > 0) {
-        std::vector<std::string> dirs;
-        for (const std::string* d : {&roots.cgroup_root, &roots.proc_root, &roots.resctrl_root})
-            if (!d->empty()) dirs.push_back(*d);
-        for (const std::string* d : {&roots.state_dir, &roots.cache_dir, &roots.last_good_dir}) {
-            if (d->empty()) continue;
-            mkdir_p(*d);  // Landlock rules need an existing directory; 0700 like StateDir/the cache
-            dirs.push_back(*d);
-        }
-        for (const auto& d : roots.sink_dirs) {
-            mkdir_p(d, 0755);  // node_exporter (not root) reads the metrics file
-            dirs.push_back(d);
-        }
-        int n = 0;
-        why = apply_landlock(st.landlock_abi, dirs, n);
+        // Each root is opened once (O_PATH), here; the descriptors serve this layer and the
+        // narrowing one (narrow_installed_sandbox), which so walks no path again.
+        Held h;
+        h.abi = st.landlock_abi;
+        auto keep = [&h](const std::string& d, bool create, mode_t mode) {
+            if (d.empty()) return;
+            for (const auto& n : h.names)
+                if (n == d) return;  // named twice (a sink in the state dir): one rule is enough
+            h.fds.push_back(open_root(d, create, mode));
+            h.names.push_back(d);
+        };
+        keep(roots.cgroup_root, false, 0);
+        keep(roots.resctrl_root, false, 0);
+        // Landlock rules need an existing directory: the state, cache and last-good directories
+        // are created when missing, 0700 like StateDir/the cache; the sinks' 0755 (node_exporter,
+        // not root, reads the metrics file).
+        for (const std::string* d : {&roots.state_dir, &roots.cache_dir, &roots.last_good_dir}) keep(*d, true, 0700);
+        for (const auto& d : roots.sink_dirs) keep(d, true, 0755);
+        if (!roots.proc_root.empty()) h.proc_fd = open_root(roots.proc_root, false, 0);
+        std::vector<int> fds = h.fds;
+        std::vector<std::string> names = h.names;
+        fds.push_back(h.proc_fd);
+        names.push_back(roots.proc_root);
+        why = apply_landlock(st.landlock_abi, fds, names);
         st.landlock = why.empty();
+        if (st.landlock) {
+            // An evaluator narrows once the request is parsed: its ruleset is readied now. The
+            // zygote's never is (a ruleset fd is one kernel object, shared by every process
+            // that inherits it): each of its spares readies its own (prepare_narrowing).
+            if (profile == SandboxProfile::Evaluator) {
+                std::string later;  // on failure narrow_installed_sandbox tries again and says why
+                h.ready = static_ruleset(h, later);
+            }
+            for (int fd : g_held.fds)  // a second install (tests): the first one's are unused now
+                if (fd >= 0) close(fd);
+            if (g_held.proc_fd >= 0) close(g_held.proc_fd);
+            if (g_held.ready >= 0) close(g_held.ready);
+            g_held = std::move(h);
+        } else {
+            for (int fd : fds)
+                if (fd >= 0) close(fd);
+        }
     }
     st.landlock_why = why;
     st.error = install_seccomp(profile);

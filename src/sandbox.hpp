@@ -16,8 +16,14 @@
 //    handled and denied too. Where Landlock is missing (openEuler 22.03: Linux 5.10) or disabled
 //    (not in the boot `lsm=` list), the hook carries on with seccomp alone and says so.
 // Both are irreversible for the process. The state, cache and last-good directories are created
-// (mode 0700, with parents) before Landlock is applied, because a Landlock rule needs an existing
-// directory.
+// (mode 0700, with parents) before Landlock is applied when they are missing, because a Landlock
+// rule needs an existing directory.
+//
+// System calls (issue #13): each writable root is opened once (O_PATH; mkdir only on ENOENT) and
+// its descriptor kept for the second, narrowing layer; that layer's ruleset with the static rules
+// is readied before the request is read (an evaluator by install_sandbox, a spare of the relay's
+// zygote by prepare_narrowing), so that narrowing once the pid is known costs openat(/proc/<pid>),
+// landlock_add_rule, landlock_restrict_self and two closes.
 #pragma once
 
 #include <string>
@@ -78,8 +84,21 @@ std::string drop_zygote_calls();
 std::string narrow_sandbox(const SandboxStatus& st, const SandboxRoots& roots, long pid);
 
 /// narrow_sandbox with the status and roots of this process's install_sandbox call (no-op, ""
-/// when install_sandbox was not called). This is what the pipeline calls after parsing.
+/// when install_sandbox was not called or its Landlock layer is not enforced). This is what the
+/// pipeline calls after parsing. It walks no configured path again: the roots' directories are
+/// the ones install_sandbox opened (held O_PATH fds), /proc/<pid> is resolved beneath the procfs
+/// root it opened, and the static rules are in the ruleset readied before the request (else
+/// added now). Each call adds a layer (Landlock allows 16 per process).
 std::string narrow_installed_sandbox(long pid);
+
+/// Ready the narrowing layer of this process ahead of its event: a new ruleset holding the static
+/// rules (every writable root but procfs), from install_sandbox's held fds; narrow_installed_sandbox
+/// then only adds /proc/<pid> and enforces it. install_sandbox does this itself for the Evaluator
+/// profile; a spare cloned by the relay's zygote (Zygote profile: none readied, since a ruleset
+/// fd is one kernel object shared by every process that inherits it) calls it for its own,
+/// before its event. No-op ("") without an enforced Landlock layer or when one is ready. Returns
+/// "" or why not (narrowing then builds the ruleset itself).
+std::string prepare_narrowing();
 
 /// Confine the native NRI relay (issue #12 §5): PR_SET_NO_NEW_PRIVS, Landlock with no writable
 /// path and no execute (the relay opens nothing after Configure: its log is already open), and

@@ -147,7 +147,10 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
   e.detach = []() -> std::string {
     const nriqos::SandboxStatus* sb = nriqos::installed_sandbox();
     if (!sb || !sb->seccomp) return "";  // nothing to narrow (sandbox off or unavailable: said by the zygote)
-    return nriqos::drop_zygote_calls();
+    std::string why = nriqos::drop_zygote_calls();
+    // This spare's own narrowing ruleset, before its event (on failure the pipeline builds it).
+    if (why.empty()) nriqos::prepare_narrowing();
+    return why;
   };
   e.evaluate = [opts](int budget_ms) -> int {
     nriqos::Options& o = *opts;

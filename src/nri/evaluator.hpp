@@ -43,7 +43,8 @@ struct InProcessEval {
   /// Returns "" or one line for the relay's log.
   std::function<std::string(const std::vector<std::string>& flags, bool zygote)> prepare;
   /// In a spare cloned by the zygote, before the event: give up the zygote's extra system calls
-  /// (src/sandbox.hpp drop_zygote_calls). Returns "" or why not (the spare then exits unused).
+  /// (src/sandbox.hpp drop_zygote_calls) and ready the spare's own narrowing layer
+  /// (prepare_narrowing). Returns "" or why not (the spare then exits unused).
   std::function<std::string()> detach;
   /// Evaluate one event: read it from fd 0 until EOF, write one answer (child contract JSON) to
   /// fd 1. `budget_ms` is the evaluator's own deadline (the relay SIGKILLs `kChildMarginMs`
