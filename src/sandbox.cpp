@@ -63,14 +63,17 @@ std::string errno_name(int e) {
     }
 }
 
+/// mkdir -p: the directory itself first, its parents (recursively) only when that fails with
+/// ENOENT. Returns 0 or -errno.
 int mkdir_p(const std::string& path, mode_t mode) {
     if (path.empty()) return -EINVAL;
-    for (size_t pos = path.find('/', 1);; pos = path.find('/', pos + 1)) {
-        std::string part = path.substr(0, pos);
-        if (!part.empty() && mkdir(part.c_str(), mode) != 0 && errno != EEXIST) return -errno;
-        if (pos == std::string::npos) break;
-    }
-    return 0;
+    if (mkdir(path.c_str(), mode) == 0 || errno == EEXIST) return 0;
+    if (errno != ENOENT) return -errno;
+    size_t slash = path.find_last_not_of('/');
+    slash = slash == std::string::npos ? std::string::npos : path.rfind('/', slash);
+    if (slash == std::string::npos || slash == 0) return -ENOENT;  // no parent to make (relative or "/")
+    if (int r = mkdir_p(path.substr(0, slash), mode); r != 0) return r;
+    return mkdir(path.c_str(), mode) == 0 || errno == EEXIST ? 0 : -errno;
 }
 
 /// O_PATH descriptor of directory `path` (symlinks followed, as a Landlock rule's parent_fd

@@ -2,7 +2,8 @@
 # Runs every test suite of nri-qos (called by `make check`, which builds first):
 #   unit      build/unit-tests (Catch2)
 #   suites    tests/*.sh — binary-level, real cgroups, hostile input, cache, policy, facts, relay,
-#             packaging, tree hygiene (no registry host in the tree); tests/conformance/run.sh —
+#             sandbox set-up (strace counts), packaging, tree hygiene (no registry host in the
+#             tree); tests/conformance/run.sh —
 #             the bundled policy against the seed systems' node agents
 #   fuzz      tests/fuzz/run.sh smoke   (skip: NRI_QOS_SKIP_FUZZ=1)
 #   e2e       tests/e2e/run.sh          (real containerd; skip: NRI_QOS_SKIP_E2E=1; it SKIPs
@@ -64,7 +65,7 @@ else
 fi
 [ "$rc" != 0 ] && [ "$FAILED" = 0 ] && FAILED=1
 
-for s in invoke cgroup_real hostile cache policy facts nri_relay ops packaging hygiene; do
+for s in invoke cgroup_real hostile cache policy facts nri_relay sandbox ops packaging hygiene; do
   [ -f "tests/$s.sh" ] && suite "$s" bash "tests/$s.sh"
 done
 # The bundled policy against the seed systems' node agents (issue #10; docs/conformance.md).

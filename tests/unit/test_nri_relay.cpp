@@ -1024,6 +1024,84 @@ TEST_CASE("relay (fork): the real evaluator is confined before the event", "[nri
   CHECK(rt.close_and_wait() == 0);
 }
 
+// Issue #13: a zygote's spare narrows with a ruleset it readied before its event (its own: a
+// ruleset fd is one kernel object), from the directories the zygote opened. Two spares of the
+// same zygote narrow to two different pids: each may write beneath its own /proc/<pid> only (a
+// ruleset shared between spares would let the second one write to the first one's pid too),
+// still beneath the static roots, never outside them nor beneath the procfs root itself.
+TEST_CASE("relay (fork): each spare of the zygote narrows to its own /proc/<pid>", "[nri][relay][sandbox]") {
+  if (nriqos::sandbox_disabled_by_env() || nriqos::landlock_abi_version() == 0) {
+    WARN("NRI_QOS_NO_SANDBOX set or no Landlock; skipped");
+    return;
+  }
+  TempDir t;
+  for (const char* d : {"/cg", "/outside", "/proc", "/proc/111", "/proc/222"}) mkdir((t.path + d).c_str(), 0755);
+  for (const char* f : {"/proc/111/oom_score_adj", "/proc/222/oom_score_adj", "/proc/sysrq", "/outside/victim"})
+    put_file(t.path + f, "0");
+  nriqos::Options eo;
+  eo.cgroup_root = t.path + "/cg";
+  eo.proc_root = t.path + "/proc";
+  eo.resctrl_root = t.path + "/resctrl";
+  eo.state_dir = t.path + "/state";
+  eo.cache_dir = t.path + "/cache";
+  eo.policy = t.path + "/p.toml";
+  nri::RelayOptions o = child_opts(t.path, 1500, true);
+  o.inproc = nri::pipeline_evaluator(eo);  // the real prepare (zygote sandbox) and detach
+  std::string dir = t.path;
+  o.inproc.evaluate = [dir](int) -> int {  // instead of the pipeline: narrow as it does, then try
+    std::string in;
+    char buf[4096];
+    for (ssize_t n; (n = read(0, buf, sizeof buf)) > 0;) in.append(buf, size_t(n));
+    long pid = in.find("ctr-first") != std::string::npos ? 111 : 222;
+    long other = pid == 111 ? 222 : 111;
+    auto w = [](const std::string& path, bool create) {
+      int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+      if (fd < 0) return std::string(strerrorname_np(errno));
+      close(fd);
+      return std::string("ok");
+    };
+    std::map<std::string, std::string> r;
+    r["narrow"] = nriqos::narrow_installed_sandbox(pid);
+    r["own"] = w(dir + "/proc/" + std::to_string(pid) + "/oom_score_adj", false);
+    r["other"] = w(dir + "/proc/" + std::to_string(other) + "/oom_score_adj", false);
+    r["procroot"] = w(dir + "/proc/sysrq", false);
+    r["cgroup"] = w(dir + "/cg/x" + std::to_string(pid), true);
+    r["outside"] = w(dir + "/outside/victim", false);
+    std::string out = "{\"adjustment\":{\"annotations\":{";
+    bool first = true;
+    for (auto& kv : r) {
+      out += std::string(first ? "" : ",") + "\"" + kv.first + "\":\"" + kv.second + "\"";
+      first = false;
+    }
+    out += "}}}";
+    ssize_t n = write(1, out.data(), out.size());
+    (void)n;
+    return 0;
+  };
+  FakeRuntime rt(o, t.path + "/relay.log");
+  rt.handshake();
+  uint32_t s = 3;
+  for (const char* mode : {"first", "second"}) {
+    INFO(mode);
+    rt.request(s, "CreateContainer", create_request(mode));
+    nri::ResponseEnvelope r = rt.reply(s);
+    s += 2;
+    REQUIRE(r.code == 0);
+    pb::CreateContainerResponse rsp;
+    REQUIRE(rsp.ParseFromString(r.payload));
+    const auto& a = rsp.adjust().annotations();
+    REQUIRE(a.count("narrow") == 1);
+    CHECK(a.at("narrow") == "");
+    CHECK(a.at("own") == "ok");
+    CHECK(a.at("other") == "EACCES");
+    CHECK(a.at("procroot") == "EACCES");
+    CHECK(a.at("cgroup") == "ok");
+    CHECK(a.at("outside") == "EACCES");
+  }
+  CHECK(slurp(t.path + "/outside/victim") == "0");
+  CHECK(rt.close_and_wait() == 0);
+}
+
 TEST_CASE("relay (fork): the real pipeline reads the policy file's current contents at every event", "[nri][relay]") {
   TempDir t;
   for (const char* d : {"/cg", "/state", "/cache", "/proc"}) mkdir((t.path + d).c_str(), 0755);

@@ -247,6 +247,88 @@ TEST_CASE("sandbox: Landlock confines writes to the configured roots", "[sandbox
     CHECK(slurp(S + "/new-in-scratch-top") == "<absent>");
 }
 
+// Issue #13: the narrowing layer is readied before the request and built from the directories
+// install_sandbox opened. A second narrowing (no readied ruleset left: built from the held
+// descriptors) narrows the same way, and layers only ever narrow: after /proc/123 then /proc/456
+// neither pid is writable, the static roots still are; pid 0 leaves no procfs write at all.
+TEST_CASE("sandbox: narrowing again, and to no pid, only ever narrows", "[sandbox]") {
+    std::string why;
+    if (nriqos::landlock_abi_version(&why) == 0) {
+        WARN("Landlock unavailable (" << why << "): not testable here");
+        return;
+    }
+    Tree t;
+    const std::string& S = t.s.path;
+    auto r = in_child([&](const Report& report) {
+        nriqos::SandboxStatus st = nriqos::install_sandbox(t.roots);
+        report("landlock", st.landlock ? "on" : "off: " + st.landlock_why);
+        report("prepare_again", nriqos::prepare_narrowing());  // one is ready already: no-op
+        report("narrow1", nriqos::narrow_installed_sandbox(123));
+        report("p123_after1", try_write(S + "/proc/123/oom_score_adj", false));
+        report("p456_after1", try_write(S + "/proc/456/oom_score_adj", false));
+        report("narrow2", nriqos::narrow_installed_sandbox(456));
+        report("p123_after2", try_write(S + "/proc/123/oom_score_adj", false));
+        report("p456_after2", try_write(S + "/proc/456/oom_score_adj", false));
+        report("cgroup_after2", try_write(S + "/cg/cpu/kubepods/besteffort/pod1/c1/cpu.shares", false));
+        report("state_after2", try_write(S + "/run/state/y", true));
+        report("outside_after2", try_write(S + "/outside/victim", false));
+    });
+    CHECK(r["exit"] == "0");
+    REQUIRE(r["landlock"] == "on");
+    CHECK(r["prepare_again"] == "");
+    CHECK(r["narrow1"] == "");
+    CHECK(r["p123_after1"] == "ok");
+    CHECK(r["p456_after1"] == kEACCES);
+    CHECK(r["narrow2"] == "");
+    CHECK(r["p123_after2"] == kEACCES);
+    CHECK(r["p456_after2"] == kEACCES);
+    CHECK(r["cgroup_after2"] == "ok");
+    CHECK(r["state_after2"] == "ok");
+    CHECK(r["outside_after2"] == kEACCES);
+    auto z = in_child([&](const Report& report) {
+        nriqos::install_sandbox(t.roots);
+        report("narrow0", nriqos::narrow_installed_sandbox(0));
+        report("p123", try_write(S + "/proc/123/oom_score_adj", false));
+        report("cgroup", try_write(S + "/cg/cpu/kubepods/besteffort/pod1/c1/cpu.shares", false));
+    });
+    CHECK(z["exit"] == "0");
+    CHECK(z["narrow0"] == "");
+    CHECK(z["p123"] == kEACCES);
+    CHECK(z["cgroup"] == "ok");
+}
+
+// Issue #13: a missing state/last-good/sink directory is created (with its parents) with the
+// modes it always had — 0700 for the state, cache and last-good directories, 0755 for a sink's
+// (node_exporter, not root, reads the metrics file) — now that install_sandbox only creates what
+// it cannot open.
+TEST_CASE("sandbox: missing root directories are created with their modes", "[sandbox]") {
+    if (nriqos::landlock_abi_version() == 0) {
+        WARN("Landlock unavailable: directories are only created for its rules");
+        return;
+    }
+    Tree t;
+    const std::string& S = t.s.path;
+    t.roots.sink_dirs = {S + "/var/log/nri-qos", S + "/var/lib/textfile/deep"};
+    auto r = in_child([&](const Report& report) {
+        nriqos::SandboxStatus st = nriqos::install_sandbox(t.roots);
+        report("landlock", st.landlock ? "on" : "off");
+        report("sink_write", try_write(S + "/var/lib/textfile/deep/m.prom", true));
+    });
+    CHECK(r["exit"] == "0");
+    CHECK(r["landlock"] == "on");
+    CHECK(r["sink_write"] == "ok");
+    auto mode = [](const std::string& p) {
+        struct stat sb {};
+        return stat(p.c_str(), &sb) == 0 ? int(sb.st_mode & 07777) : -1;
+    };
+    CHECK(mode(S + "/run/state") == 0700);
+    CHECK(mode(S + "/run/cache") == 0700);
+    CHECK(mode(S + "/var/lib/nri-qos") == 0700);
+    CHECK(mode(S + "/var/log/nri-qos") == 0755);
+    CHECK(mode(S + "/var/lib/textfile") == 0755);
+    CHECK(mode(S + "/var/lib/textfile/deep") == 0755);
+}
+
 TEST_CASE("sandbox: the whole pipeline still runs and prints its Result inside the sandbox", "[sandbox]") {
     Tree t;
     const std::string& S = t.s.path;
