@@ -158,7 +158,11 @@ struct Held {
 // instructions, a quarter of an invocation. Here the program is copied, the placeholder pid of
 // the tgkill rule replaced by ours, and loaded with seccomp(2).
 std::string load_program(const struct sock_filter* src, size_t n, bool patch_pid) {
-    std::vector<struct sock_filter> prog(src, src + n);
+    // A program without a pid to patch (the spare's drop filter) is loaded as it is: seccomp(2)
+    // copies it and never writes it. The heap copy made a freshly cloned spare allocate, and so
+    // fault in copy-on-write heap pages, before it had read anything (docs/hot-path.md).
+    std::vector<struct sock_filter> prog;
+    if (patch_pid) prog.assign(src, src + n);
     int patched = 0;
     if (patch_pid) {
         for (auto& ins : prog)
@@ -170,7 +174,7 @@ std::string load_program(const struct sock_filter* src, size_t n, bool patch_pid
     }
     struct sock_fprog fp {};
     fp.len = static_cast<unsigned short>(n);
-    fp.filter = prog.data();
+    fp.filter = patch_pid ? prog.data() : const_cast<struct sock_filter*>(src);
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &fp) != 0)
         return std::string("seccomp(SECCOMP_SET_MODE_FILTER): ") + std::strerror(errno);
     return "";
