@@ -152,40 +152,6 @@ struct Held {
     int ready = -1;                  ///< prepared narrowing ruleset (static rules only), or -1
 };
 
-// ---- seccomp -----------------------------------------------------------------------------
-// libseccomp compiles the allow-list (sandbox_syscalls.hpp) into a BPF program at build time
-// (src/tools/seccomp-bpf-gen.cpp → build/gen/seccomp_bpf.h): building it at run time cost ~0.27 M
-// instructions, a quarter of an invocation. Here the program is copied, the placeholder pid of
-// the tgkill rule replaced by ours, and loaded with seccomp(2).
-std::string load_program(const struct sock_filter* src, size_t n, bool patch_pid) {
-    // A program without a pid to patch (the spare's drop filter) is loaded as it is: seccomp(2)
-    // copies it and never writes it. The heap copy made a freshly cloned spare allocate, and so
-    // fault in copy-on-write heap pages, before it had read anything (docs/hot-path.md).
-    std::vector<struct sock_filter> prog;
-    if (patch_pid) prog.assign(src, src + n);
-    int patched = 0;
-    if (patch_pid) {
-        for (auto& ins : prog)
-            if (ins.k == kTgkillPidPlaceholder) {
-                ins.k = static_cast<uint32_t>(getpid());
-                ++patched;
-            }
-        if (patched != 1) return "seccomp: compiled program has " + std::to_string(patched) + " pid placeholders (want 1)";
-    }
-    struct sock_fprog fp {};
-    fp.len = static_cast<unsigned short>(n);
-    fp.filter = patch_pid ? prog.data() : const_cast<struct sock_filter*>(src);
-    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &fp) != 0)
-        return std::string("seccomp(SECCOMP_SET_MODE_FILTER): ") + std::strerror(errno);
-    return "";
-}
-
-std::string install_seccomp(SandboxProfile profile) {
-    if (profile == SandboxProfile::Zygote)
-        return load_program(kSeccompZygoteBpf, sizeof kSeccompZygoteBpf / sizeof kSeccompZygoteBpf[0], true);
-    return load_program(kSeccompBpf, sizeof kSeccompBpf / sizeof kSeccompBpf[0], true);
-}
-
 /// A fresh ruleset holding the static rules of `h` (no procfs), or -1 with the reason in `why`.
 int static_ruleset(const Held& h, std::string& why) {
     int rfd = new_ruleset(h.abi);
@@ -222,6 +188,40 @@ std::string narrow_held(Held& h, const std::string& proc_root, long pid) {
         }
     }
     return restrict_and_close(rfd);
+}
+
+// ---- seccomp -----------------------------------------------------------------------------
+// libseccomp compiles the allow-list (sandbox_syscalls.hpp) into a BPF program at build time
+// (src/tools/seccomp-bpf-gen.cpp → build/gen/seccomp_bpf.h): building it at run time cost ~0.27 M
+// instructions, a quarter of an invocation. Here the program is copied, the placeholder pid of
+// the tgkill rule replaced by ours (programs that have one), and loaded with seccomp(2).
+std::string load_program(const struct sock_filter* src, size_t n, bool patch_pid) {
+    // A program without a pid to patch (the spare's drop filter) is loaded as it is: seccomp(2)
+    // copies it and never writes it. The heap copy made a freshly cloned spare allocate, and so
+    // fault in copy-on-write heap pages, before it had read anything (docs/hot-path.md).
+    std::vector<struct sock_filter> prog;
+    if (patch_pid) prog.assign(src, src + n);
+    int patched = 0;
+    if (patch_pid) {
+        for (auto& ins : prog)
+            if (ins.k == kTgkillPidPlaceholder) {
+                ins.k = static_cast<uint32_t>(getpid());
+                ++patched;
+            }
+        if (patched != 1) return "seccomp: compiled program has " + std::to_string(patched) + " pid placeholders (want 1)";
+    }
+    struct sock_fprog fp {};
+    fp.len = static_cast<unsigned short>(n);
+    fp.filter = patch_pid ? prog.data() : const_cast<struct sock_filter*>(src);
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &fp) != 0)
+        return std::string("seccomp(SECCOMP_SET_MODE_FILTER): ") + std::strerror(errno);
+    return "";
+}
+
+std::string install_seccomp(SandboxProfile profile) {
+    if (profile == SandboxProfile::Zygote)
+        return load_program(kSeccompZygoteBpf, sizeof kSeccompZygoteBpf / sizeof kSeccompZygoteBpf[0], true);
+    return load_program(kSeccompBpf, sizeof kSeccompBpf / sizeof kSeccompBpf[0], true);
 }
 
 bool g_installed = false;
