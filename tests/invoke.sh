@@ -352,4 +352,17 @@ run_hook "$R" "$R/state" < <(jq -c '.labels["koordinator.sh/qosClass"]="BE"' <<<
 check "symlink: outside file untouched" "$(cat "$OUTSIDE"/pod*/*/cpu.shares)" ""
 check_contains "symlink: refused and reported" "$(jq_get "$OUT" .metadata.failed)" "cpu.shares=2 (path escapes its root or crosses a symlink)"
 
+# --- times are UTC: no process reads the time zone database -----------------------------------
+# glibc's gmtime_r runs tzset, which opens /etc/localtime in every invocation (6 syscalls and a
+# parse per event); record.cpp rfc3339_utc computes the UTC date itself.
+if command -v strace >/dev/null; then
+  R=$(scratch)
+  strace -f -qq -e trace=open,openat -o "$R/trace" "$BIN" invoke --policy "$POLICY" --cgroup-root "$R" --cgroup-layout v1 \
+    --proc-root "$R/proc" --state-dir "$R/state" --cache-dir "" --event-log "$R/events.log" --metrics-file "$R/m.prom" <<<"$CT" >/dev/null 2>&1
+  check "utc times: the invocation wrote its event record" "$(grep -c '"time":"20' "$R/events.log" 2>/dev/null)" 1
+  check "utc times: no time zone file opened" "$(grep -c 'localtime\|zoneinfo' "$R/trace")" 0
+else
+  skip "utc times: strace missing"
+fi
+
 finish

@@ -220,12 +220,16 @@ TEST_CASE("JsonPrinter: a string is what the serializer prints, on the plain-ASC
     }
 }
 
-TEST_CASE("rfc3339_utc: the digits snprintf printed", "[record][oneshot]") {
+TEST_CASE("rfc3339_utc: the digits snprintf printed from gmtime_r (its own calendar arithmetic)", "[record][oneshot]") {
     uint64_t x = 88172645463325252ull;
-    std::vector<int64_t> ns = {1, 999, 1000, 999999999, 1000000000, 951782400000000000, 1763900000123456789, 4102444799999999999};
+    // leap days (2000, 2024), the non-leap 2100 around 28 February, year ends
+    std::vector<int64_t> ns = {1, 999, 1000, 999999999, 1000000000, 951782400000000000, 1709164800000000000, 1709251199999999999,
+                               1763900000123456789, 4102444799999999999, 4107456000000000000, 4107542399999999999,
+                               4107542400000000000, 9223372036000000000 /* 2262-04-11, the last second of int64 ns */};
     for (int i = 0; i < 2000; ++i) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         ns.push_back(static_cast<int64_t>(x % 4102444800000000000ull) + 1);
+        ns.push_back(static_cast<int64_t>(x % 9223372036854775807ull) + 1);  // any time an int64 of ns can hold
     }
     for (int64_t t : ns) {
         time_t s = static_cast<time_t>(t / 1000000000);
