@@ -140,6 +140,15 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
 /// trusted directory, at most kMaxCacheBytes) and decode it. Invalid when absent or untrusted.
 Decoded read_file(const std::string& dir, const std::string& name, std::string_view key, const Request* filter, Policy& out, DecodeInfo* info);
 
+/// Keep the compiled entry of the policy file `path` (in `cache_dir`) in this process's memory, so
+/// that later read_file calls for that entry decode the copy instead of checking the directory and
+/// opening, checking and reading the file (7 syscalls of every native event). Called by the native
+/// evaluator zygote before it clones each spare (src/nri/eval_pipeline.cpp): a spare inherits the
+/// copy. Cheap when nothing changed (one stat of `path`: the copy is kept while the file's
+/// identity — the cache key — is the same). A stale copy can never be used: decode checks the key,
+/// and a mismatch reads the file as before. Never throws; without an entry on disk, keeps nothing.
+void preload(const std::string& path, const std::string& cache_dir);
+
 /// Write `bytes` as `dir/name` atomically (temp file + rename; `dir` created 0700, with parents,
 /// and used only when owned by us and not writable by group/others). False when it could not.
 bool store_file(const std::string& dir, const std::string& name, const std::string& bytes);

@@ -144,6 +144,11 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
     apply_eval_flags(o, flags);
     return nriqos::sinks_memo_signature(o.state_dir);
   };
+  e.before_spare = [opts]() {
+    // The compiled policy the next event will most likely use, in memory (the zygote's seccomp
+    // and Landlock profile allow reading the cache directory: it is one of the evaluator's roots).
+    nriqos::policy_cache::preload(opts->policy, opts->cache_dir);
+  };
   e.detach = []() -> std::string {
     const nriqos::SandboxStatus* sb = nriqos::installed_sandbox();
     if (!sb || !sb->seccomp) return "";  // nothing to narrow (sandbox off or unavailable: said by the zygote)

@@ -236,6 +236,7 @@ void reset_signals() {
       }
       int32_t answer[2] = {kMsgSpare, -EINVAL};
       if (nfds == 2) {
+        if (ev.before_spare) ev.before_spare();
         long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, nullptr, nullptr, 0);
         if (pid == 0) cloned_spare(fds[0], fds[1], relay, ev);
         answer[1] = pid < 0 ? -errno : int32_t(pid);

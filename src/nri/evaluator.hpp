@@ -46,6 +46,10 @@ struct InProcessEval {
   /// (src/sandbox.hpp drop_zygote_calls) and ready the spare's own narrowing layer
   /// (prepare_narrowing). Returns "" or why not (the spare then exits unused).
   std::function<std::string()> detach;
+  /// In the zygote, before it clones each spare (off the event's critical path): refresh what the
+  /// spare inherits from memory (the compiled policy: policy_cache::preload). Optional; must not
+  /// throw.
+  std::function<void()> before_spare;
   /// Evaluate one event: read it from fd 0 until EOF, write one answer (child contract JSON) to
   /// fd 1. `budget_ms` is the evaluator's own deadline (the relay SIGKILLs `kChildMarginMs`
   /// later). Returns the exit status.

@@ -409,3 +409,50 @@ TEST_CASE("store_file: a deadline during the write leaves no temporary file", "[
     std::string cmd = std::string("rm -rf ") + t;
     CHECK(system(cmd.c_str()) == 0);
 }
+
+TEST_CASE("cache: preload keeps the entry in memory, and never hands out a stale one", "[cache]") {
+    TempDir t;
+    std::string policy = t.path + "/policy.toml", cache = t.path + "/cache";
+    spit(policy, slurp_file(kBundled));
+    const std::string ref = dump(load_policy_toml(policy));
+    REQUIRE(dump(load_policy(policy, cache, nullptr)) == ref);  // compiles and stores the entry
+    std::string name = pc::cache_file_name(policy), entry = cache + "/" + name;
+    struct stat st {};
+    REQUIRE(stat(policy.c_str(), &st) == 0);
+    const std::string key = pc::cache_key(policy, st);
+
+    pc::preload(policy, cache);
+    REQUIRE(unlink(entry.c_str()) == 0);  // from now on only the copy in memory has it
+    Policy p;
+    CHECK(pc::read_file(cache, name, key, nullptr, p, nullptr) != pc::Decoded::Invalid);
+    CHECK(dump(p) == ref);
+    CHECK(dump(load_policy(policy, cache, nullptr)) == ref);
+
+    // The policy changes: its key changes, the copy is never used for it.
+    std::string text = slurp_file(policy);
+    size_t at = text.find("default_class = \"DEFAULT\"");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, 25, "default_class = \"OFFLINE\"");
+    spit(policy, text);
+    REQUIRE((unlink(entry.c_str()) == 0 || errno == ENOENT));
+    REQUIRE(stat(policy.c_str(), &st) == 0);
+    Policy q;
+    CHECK(pc::read_file(cache, name, pc::cache_key(policy, st), nullptr, q, nullptr) == pc::Decoded::Invalid);
+    CHECK(load_policy(policy, cache, nullptr).default_class == "OFFLINE");
+
+    // preload again reads the new entry; a cache directory others could write is never read.
+    pc::preload(policy, cache);
+    REQUIRE(unlink(entry.c_str()) == 0);
+    Policy r;
+    CHECK(pc::read_file(cache, name, pc::cache_key(policy, st), nullptr, r, nullptr) != pc::Decoded::Invalid);
+    CHECK(r.default_class == "OFFLINE");
+    REQUIRE(chmod(cache.c_str(), 0777) == 0);
+    spit(policy, slurp_file(kBundled));
+    REQUIRE(load_policy(policy, t.path + "/cache2", nullptr).default_class == "DEFAULT");
+    REQUIRE(rename((t.path + "/cache2/" + name).c_str(), entry.c_str()) == 0);
+    pc::preload(policy, cache);  // untrusted directory: keeps the old copy, which no longer matches
+    REQUIRE(stat(policy.c_str(), &st) == 0);
+    Policy s;
+    CHECK(pc::read_file(cache, name, pc::cache_key(policy, st), nullptr, s, nullptr) == pc::Decoded::Invalid);
+    REQUIRE(chmod(cache.c_str(), 0700) == 0);
+}
