@@ -115,9 +115,23 @@ std::string dump_state(const State& st) {
     return s;
 }
 
+// Seconds from integer µs, as printf("%.6f") prints them, or with the trailing zeros (and
+// point) dropped as "%g" prints these bucket bounds — without printf's floating-point path
+// (~4,000 instructions and the locale lookup per number, 15 numbers per event).
+std::string seconds_of_us(uint64_t us, bool trim) {
+    std::string s = std::to_string(us / 1000000) + ".";
+    uint64_t frac = us % 1000000;
+    char d[6];
+    for (int i = 5; i >= 0; --i, frac /= 10) d[i] = static_cast<char>('0' + frac % 10);
+    int n = 6;
+    if (trim)
+        while (n > 0 && d[n - 1] == '0') --n;
+    if (n == 0) s.pop_back();
+    return s.append(d, size_t(n));
+}
+
 std::string render(const State& st) {
     std::string s;
-    char buf[128];
     s += "# HELP nri_qos_events_total Pod sandbox/container events handled by nri-qos, by event, QoS class and outcome.\n"
          "# TYPE nri_qos_events_total counter\n";
     for (const auto& [k, v] : st.events)
@@ -137,14 +151,11 @@ std::string render(const State& st) {
     uint64_t cum = 0;
     for (size_t i = 0; i < kNBuckets; ++i) {
         cum += st.buckets[i];
-        snprintf(buf, sizeof buf, "nri_qos_event_duration_seconds_bucket{le=\"%g\"} %" PRIu64 "\n", kDurationBucketsUs[i] / 1e6, cum);
-        s += buf;
+        s += "nri_qos_event_duration_seconds_bucket{le=\"" + seconds_of_us(uint64_t(kDurationBucketsUs[i]), true) + "\"} " + std::to_string(cum) + "\n";
     }
     cum += st.buckets[kNBuckets];
-    snprintf(buf, sizeof buf, "nri_qos_event_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n", cum);
-    s += buf;
-    snprintf(buf, sizeof buf, "nri_qos_event_duration_seconds_sum %.6f\nnri_qos_event_duration_seconds_count %" PRIu64 "\n", st.sum_us / 1e6, st.count);
-    s += buf;
+    s += "nri_qos_event_duration_seconds_bucket{le=\"+Inf\"} " + std::to_string(cum) + "\n";
+    s += "nri_qos_event_duration_seconds_sum " + seconds_of_us(st.sum_us, false) + "\nnri_qos_event_duration_seconds_count " + std::to_string(st.count) + "\n";
     s += "# HELP nri_qos_policy_info Policy in force at the last event: sha256 of its text, source (file, builtin, last-good).\n"
          "# TYPE nri_qos_policy_info gauge\n";
     if (!st.p_source.empty())

@@ -233,3 +233,22 @@ TEST_CASE("metrics: the policy path is a label, never read", "[ops]") {
     CHECK(slurp(d + "/m.prom").find("nri_qos_policy_info{sha256=\"x\",source=\"builtin\",path=\"/dev/zero\"} 1") != std::string::npos);
     rmrf(d);
 }
+
+TEST_CASE("metrics: the duration histogram prints its seconds as printf %g / %.6f did", "[ops]") {
+    std::string d = tmpdir();
+    std::vector<nriqos::MetricsEvent> evs;
+    for (int64_t us : {1234567, 250, 999999, 1}) evs.push_back({"create", "LS", "ok", {}, {}, us, false});
+    REQUIRE(nriqos::update_metrics(d + "/m.prom", evs, {"", "file", "abc"}) == "");
+    std::string text = slurp(d + "/m.prom");
+    char want[96];
+    snprintf(want, sizeof want, "nri_qos_event_duration_seconds_sum %.6f\n", (1234567 + 250 + 999999 + 1) / 1e6);
+    CHECK(text.find(want) != std::string::npos);
+    for (int64_t b : nriqos::kDurationBucketsUs) {
+        snprintf(want, sizeof want, "nri_qos_event_duration_seconds_bucket{le=\"%g\"} ", b / 1e6);
+        CHECK(text.find(want) != std::string::npos);
+    }
+    CHECK(text.find("nri_qos_event_duration_seconds_bucket{le=\"0.00025\"} 2\n") != std::string::npos);
+    CHECK(text.find("nri_qos_event_duration_seconds_bucket{le=\"1\"} 3\n") != std::string::npos);
+    CHECK(text.find("nri_qos_event_duration_seconds_bucket{le=\"2.5\"} 4\n") != std::string::npos);
+    rmrf(d);
+}
