@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <memory>
 
+#include "arena.hpp"
 #include "policy_cache.hpp"
 #include "policy_store.hpp"
 #include "request.hpp"
@@ -148,6 +149,12 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
     // The compiled policy the next event will most likely use, in memory (the zygote's seccomp
     // and Landlock profile allow reading the cache directory: it is one of the evaluator's roots).
     nriqos::policy_cache::preload(opts->policy, opts->cache_dir);
+  };
+  e.warm = []() {
+    // A spare is single-threaded (cloned from the zygote's one thread) and exits after its
+    // event: the one-shot arena serves it (src/arena.hpp), its pages mapped before the event.
+    nriqos::arena::enable();
+    nriqos::arena::prefault(96u << 10);
   };
   e.detach = []() -> std::string {
     const nriqos::SandboxStatus* sb = nriqos::installed_sandbox();

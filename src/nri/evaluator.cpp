@@ -129,6 +129,7 @@ void reset_signals() {
 // An evaluator with stdin/stdout on its pipes and everything else closed: wait for the header,
 // evaluate, exit. The answer's end is the close of fd 1 (the relay does not wait for the exit).
 [[noreturn]] void evaluate_one(const InProcessEval& ev) {
+  if (ev.warm) ev.warm();
   unsigned char hdr[kHeaderSize];
   if (!read_full(0, hdr, sizeof hdr)) _exit(0);  // retired before an event came
   if (memcmp(hdr, kMagic, sizeof kMagic) != 0) _exit(72);

@@ -50,6 +50,10 @@ struct InProcessEval {
   /// spare inherits from memory (the compiled policy: policy_cache::preload). Optional; must not
   /// throw.
   std::function<void()> before_spare;
+  /// In a spare, ready and confined, before it waits for its event: prepare what the event will
+  /// need while there is nothing else to do (arena, page faults: arena::prefault). Optional;
+  /// must not throw.
+  std::function<void()> warm;
   /// Evaluate one event: read it from fd 0 until EOF, write one answer (child contract JSON) to
   /// fd 1. `budget_ms` is the evaluator's own deadline (the relay SIGKILLs `kChildMarginMs`
   /// later). Returns the exit status.

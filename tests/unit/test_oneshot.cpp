@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "arena.hpp"
+
+#include <sys/resource.h>
 #include "publish.hpp"
 #include "record.hpp"
 #include "request.hpp"
@@ -324,4 +326,50 @@ TEST_CASE("arena: bump allocation, newest block given back, malloc beyond it", "
     REQUIRE(waitpid(pid, &st, 0) == pid);
     REQUIRE(WIFEXITED(st));
     CHECK(WEXITSTATUS(st) == 0);
+}
+
+namespace {
+// Frames below the caller's, as the evaluation's are below the spare's evaluate_one.
+__attribute__((noinline)) void write_stack_32k() {
+    volatile char pad[32 << 10];
+    for (size_t i = 0; i < sizeof pad; i += 512) pad[i] = 1;
+}
+}  // namespace
+
+TEST_CASE("arena: prefault maps the arena, the stack and the hot code before the event", "[arena][oneshot]") {
+    // Page faults of a child (a spare evaluator's situation: the arena untouched) writing 64 KiB
+    // of arena blocks and 32 KiB of stack, with and without prefault(). Counts, not times.
+    auto faults_of = [](bool warm) {
+        int p[2];
+        REQUIRE(pipe(p) == 0);
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            arena::enable();
+            if (warm) arena::prefault(96u << 10);
+            struct rusage a {}, b {};
+            getrusage(RUSAGE_SELF, &b);  // its code and the vDSO are mapped (not what is measured)
+            getrusage(RUSAGE_SELF, &a);
+            for (int i = 0; i < 64; ++i) {
+                char* blk = static_cast<char*>(::operator new(1024));
+                std::memset(blk, i, 1024);
+            }
+            write_stack_32k();
+            getrusage(RUSAGE_SELF, &b);
+            long n = b.ru_minflt - a.ru_minflt;
+            ssize_t w = write(p[1], &n, sizeof n);
+            _exit(w == ssize_t(sizeof n) ? 0 : 1);
+        }
+        close(p[1]);
+        long n = -1;
+        CHECK(read(p[0], &n, sizeof n) == ssize_t(sizeof n));
+        close(p[0]);
+        int st = 0;
+        waitpid(pid, &st, 0);
+        return n;
+    };
+    long cold = faults_of(false), warm = faults_of(true);
+    INFO("page faults writing 64 KiB of arena + 32 KiB of stack: cold " << cold << ", after prefault " << warm);
+    CHECK(cold >= 16);  // one per fresh page at least
+    CHECK(warm <= 2);
 }
