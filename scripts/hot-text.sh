@@ -1,6 +1,7 @@
 #!/bin/bash
 # Regenerate src/hot-text.ld, the linker script that places the code of a plain `nri-qos invoke`
-# (containerd's command line) together at the start of the text (BENCHMARKS.md, page faults).
+# (containerd's command line) and of a native evaluation (`nri-eval` on the relay's events)
+# together at the start of the text (BENCHMARKS.md, page faults; arena.cpp prefault).
 #
 # Builds build/nri-qos (the Makefile writes its link map, build/nri-qos.map), then runs it on the
 # captured containerd requests in a private namespace on a scratch root (scripts/private-root.sh):
@@ -28,13 +29,16 @@ FIX=$TOP/tests/fixtures/requests
 REQS=("$FIX/containerd-1.6.20/sandbox-create.json" "$FIX/containerd-1.6.20/container-create.json"
       "$FIX/containerd-1.7.24-adapter/sandbox-create.json" "$FIX/containerd-1.7.24-adapter/container-create.json"
       "$FIX/containerd-1.6.20/container-delete.json")
-for f in "${REQS[@]}"; do  # the cgroup files the requests' knobs go to, so they are written
-  cp=$(sed -n 's/.*"cgroupsPath":"\([^"]*\)".*/\1/p' "$f")
-  [ -n "$cp" ] || continue
+# The native evaluator's path too (a spare runs the same code as `nri-eval` on these; arena.cpp
+# prefault maps the hot code into every spare before its event).
+EVENTS=("$FIX/nri-events/run-pod-sandbox.json" "$FIX/nri-events/create-container.json" "$FIX/nri-events/start-container.json")
+for f in "${REQS[@]}" "${EVENTS[@]}"; do  # the cgroup files the requests' knobs go to, so they are written
+  for cp in $(grep -o '"cgroups\(Path\|_path\)":"[^"]*"' "$f" | cut -d'"' -f4); do
   for rel in "$cp" "$(dirname "$cp")"; do
     for ctl in cpu memory cpuset pids blkio; do mkdir -p "$S/cgroup/$ctl$rel"; done
     touch "$S/cgroup/cpu$rel"/{cpu.shares,cpu.cfs_quota_us,cpu.cfs_burst_us,cpu.qos_level,cpu.idle} \
           "$S/cgroup/memory$rel"/{memory.high,memory.qos_level,memory.limit_in_bytes}
+  done
   done
 done
 mkdir -p "$S/etc/nri" "$S/traces"
@@ -46,12 +50,13 @@ sleep 2.2  # the policy's ctime must leave the cache's racy window (policy_cache
 scripts/private-root.sh "$S" bash -c '
   set -e
   bin=$1 trace=$2 lo=$3 hi=$4 out=$5; shift 5
-  for r in "$@"; do "$bin" invoke <"$r" >/dev/null; done
   i=0
   for r in "$@"; do
-    "$trace" "$out/$i.txt" "$lo" "$hi" "$bin" invoke <"$r" >/dev/null
+    case $r in */nri-events/*) cmd=nri-eval ;; *) cmd=invoke ;; esac
+    "$bin" $cmd <"$r" >/dev/null || true
+    "$trace" "$out/$i.txt" "$lo" "$hi" "$bin" $cmd <"$r" >/dev/null || true
     i=$((i + 1))
-  done' hot-text "$BIN" "$TOP/build/hot-trace" "$LO" "$HI" "$S/traces" "${REQS[@]}"
+  done' hot-text "$BIN" "$TOP/build/hot-trace" "$LO" "$HI" "$S/traces" "${REQS[@]}" "${EVENTS[@]}"
 python3 scripts/hot-text.py "$MAP" "$S"/traces/*.txt > src/hot-text.ld.new
 mv src/hot-text.ld.new src/hot-text.ld
 echo "hot-text.sh: wrote src/hot-text.ld ($(grep -c '^    ' src/hot-text.ld) patterns); rebuild with make"
