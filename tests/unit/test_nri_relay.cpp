@@ -1136,6 +1136,14 @@ TEST_CASE("relay (fork): the real pipeline reads the policy file's current conte
   CHECK(shares(5) == 7);
   policy(5);
   CHECK(shares(7) == 5);
+  // The zygote now holds the compiled entry of this version in memory (policy_cache::preload,
+  // before each spare): unchanged, it is used; edited while a spare holds it, never.
+  CHECK(shares(9) == 5);
+  CHECK(shares(11) == 5);
+  usleep(20000);
+  policy(3);
+  CHECK(shares(13) == 3);
+  CHECK(shares(15) == 3);
   CHECK(rt.close_and_wait() == 0);
   CHECK_THAT(slurp(t.path + "/relay.log"), !Catch::Contains("failed"));
 }
