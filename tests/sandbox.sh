@@ -61,7 +61,7 @@ for line in open(log):
         if tail.rstrip().endswith('<unfinished ...>'): first_read[pid] = 'unfinished'
         elif 'resumed>' not in line or first_read.get(pid) == 'unfinished':
             first_read[pid] = 'done'
-            if re.search(r'= 0$', tail.rstrip()): retired.add(pid)
+            if re.search(r'= (0|\?)$', tail.rstrip()): retired.add(pid)  # EOF, or killed while waiting
     m = call.match(line)
     if not m or 'resumed>' in line:
         continue
@@ -69,6 +69,8 @@ for line in open(log):
     procs.setdefault(pid, []).append((sc, rest))
     n = re.match(r'PR_SET_NAME, "([^"]*)"', rest) if sc == 'prctl' else None
     if n: comm[pid] = n.group(1)
+# a spare killed while it waited (the relay's shutdown) never finished its first read: no event
+retired |= {p for p, v in first_read.items() if v == 'unfinished'}
 def opens_of(calls, root):
     return sum(1 for sc, a in calls if sc == 'openat' and a.startswith('AT_FDCWD, "%s",' % root) and 'O_PATH' in a)
 def until(calls, sc_name):
