@@ -291,7 +291,7 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
         }
     }
     for (const auto& e : all) {
-        if (!e.event.empty()) {
+        if (!e.event.empty() && e.count_event) {
             bump(st.events, std::make_tuple(clean(e.event), e.cls.empty() ? std::string("none") : clean(e.cls), clean(e.outcome)),
                  std::make_tuple(std::string("_overflow"), std::string("_overflow"), std::string("_overflow")));
             st.last_event = now.tv_sec;

@@ -41,6 +41,9 @@ struct MetricsEvent {
     /// Relay-level failure kind ("timeout", "crash", ...; src/nri/failure_record.hpp): counted in
     /// nri_qos_relay_failures_total{event,reason}. "" = none.
     std::string relay_failure;
+    /// false: count only relay_failure, not nri_qos_events_total nor the last-event time (a
+    /// relay failure after the evaluator's answer: the event may be counted by its evaluator).
+    bool count_event = true;
 };
 
 /// Identity of the policy in force, for nri_qos_policy_info: taken from the event's

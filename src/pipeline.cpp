@@ -55,6 +55,8 @@ int g_deadline_ms = 0;  // 0: not armed
 
 // 0: not reading the request; 1: reading it; 2: the deadline cut it (deadline_input_begin()).
 std::atomic<int> g_input_phase{0};
+// 1 once Options::deliver has delivered the answer: a deadline then cuts the records only.
+std::atomic<int> g_answered{0};
 
 extern "C" void on_deadline(int) {
     int reading = 1;
@@ -65,6 +67,16 @@ extern "C" void on_deadline(int) {
         it.it_value.tv_usec = kDeadlineInputGraceMs * 1000;
         setitimer(ITIMER_REAL, &it, nullptr);
         return;
+    }
+    if (g_answered.load(std::memory_order_acquire)) {
+        // The real answer is out and stands: no second answer, no "deadline exceeded, fail-open/
+        // closed" record (it would be false). The records publish_event has not written yet are
+        // cut; the relay records that (reason records-cut) from our exit status.
+        static const char kCut[] = "nri-qos: deadline exceeded after the answer was delivered: this event's records "
+                                   "(event log, metrics, last request) may be incomplete\n";
+        ssize_t w = write(STDERR_FILENO, kCut, sizeof kCut - 1);
+        (void)w;
+        _exit(kExitRecordsCut);
     }
     const DeadlineAnswer& a = g_deadline[g_deadline_active.load(std::memory_order_acquire)];
     ssize_t r = write(STDOUT_FILENO, a.out, a.out_len);
@@ -363,6 +375,18 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
     // request: publish.hpp) and disarms the deadline.
     auto finish = [&](const Request* r) {
         std::string out = render(c, r, exit_code);
+        if (mode == Mode::NriEval && opt.deliver) {
+            // The answer is final: out first, the records after (Options::deliver). SIGALRM
+            // waits meanwhile, so a deadline never writes a second answer into this one; one
+            // that fires during the write runs after it and only cuts the records.
+            sigset_t s, old;
+            sigemptyset(&s);
+            sigaddset(&s, SIGALRM);
+            sigprocmask(SIG_BLOCK, &s, &old);
+            opt.deliver(out);
+            g_answered.store(1, std::memory_order_release);
+            sigprocmask(SIG_SETMASK, &old, nullptr);
+        }
         if (mode != Mode::Explain) {
             EventOutcome o;
             o.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
@@ -541,6 +565,9 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         early_error(c, std::string("internal error: ") + e.what());
         c.have_plan = false;
     }
+    // The kernel writes are done: the fact lock is not held through the records (with an early
+    // answer the next event's evaluator may need it while this one still writes them).
+    fstate.reset();
     return finish(req ? &*req : nullptr);
 }
 

@@ -2,6 +2,7 @@
 // `explain` (dry run) and `nri-eval` (one event of the native NRI relay).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,7 +50,22 @@ struct Options {
     bool explain_trace = false;
     /// explain of a native NRI event (the relay child's input shape) instead of a v0.1 request.
     bool explain_nri_event = false;
+    /// NriEval only (the relay's evaluator, src/nri/eval_pipeline.cpp): deliver the answer as
+    /// soon as it is final — knobs applied, the sandbox memo stored (the pod's next event reads
+    /// it) — and before the operator's records (publish.hpp publish_event), which are then off
+    /// the runtime's critical path. Called once, with SIGALRM blocked, with exactly the text
+    /// run_pipeline returns; it must write it all and end the answer (close the pipe's write
+    /// end). From then on the deadline never answers again (on_deadline: kExitRecordsCut).
+    /// Empty: run_pipeline's caller writes the returned text (invoke, explain, `nri-eval`).
+    std::function<void(const std::string& answer)> deliver;
 };
+
+/// Exit status of an evaluator whose own deadline fired after it had delivered its answer
+/// (Options::deliver): the answer stands (it was final), but the event's records — event log
+/// line, metrics, last request — may be incomplete. The handler writes one line to stderr and
+/// exits with this status; the relay records it (relay failure reason "records-cut",
+/// src/nri/evaluator.cpp). 74 is EX_IOERR of sysexits.h.
+constexpr int kExitRecordsCut = 74;
 
 enum class Mode { Invoke, Explain, NriEval };
 
@@ -64,7 +80,8 @@ int64_t invocation_start_ns();
 
 /// Arm the self-imposed deadline (setitimer + SIGALRM): when `ms` pass before the pipeline
 /// returns, a prepared Result (invoke) or nri-eval result is written to stdout and the process
-/// exits. Call it before reading the request, so a stdin that never closes is bounded too.
+/// exits — unless the answer was delivered already (Options::deliver): then only a line on
+/// stderr and exit status kExitRecordsCut, no second answer and no "deadline exceeded" record. Call it before reading the request, so a stdin that never closes is bounded too.
 /// Until the policy is loaded the answer is fail-open (nothing says otherwise yet: no request,
 /// no policy); run_pipeline prepares it again with the policy's fail mode once the policy is
 /// loaded, and with the class's once the request is classified, before any write. No-op for

@@ -40,12 +40,14 @@ struct EventRecord {
     /// the container runs with the rest), "refused" (error returned to the runtime: fail-closed),
     /// "error" (bad request/policy or internal error before a class was known; fail-open),
     /// "gone" (reconcile: container no longer exists, dropped from the state), "failed" (the relay
-    /// could not evaluate the event and answered it empty: fail-open; `failure` says why).
+    /// could not evaluate the event and answered it empty: fail-open; `failure` says why),
+    /// "answered" (relay: the evaluator's answer was replied, its records failed after it).
     std::string outcome;
     std::string message;        ///< error or warning text, one line
     /// Relay-level failures (source "relay", src/nri/failure_record.hpp): the kind ("timeout",
     /// "crash", "bad-output", "unavailable", "malformed", "overloaded", "unknown-method",
-    /// "shutdown") and the fail mode the relay applied ("open", "closed"; "" = none applies).
+    /// "shutdown"; after an answer "records-cut", "died-after-answer") and the fail mode the
+    /// relay applied ("open", "closed"; "" = none applies).
     std::string failure, fail_mode;
     /// Policy in force (policy_store.hpp): "file", "last-good" or "builtin"; "" = not known yet.
     std::string policy;

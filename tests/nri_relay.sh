@@ -17,6 +17,11 @@
 #                         leave an event-log record (source relay, outcome failed, failure
 #                         crash/timeout, the pod and container, the reason) and count in
 #                         nri_qos_events_total{outcome="failed"} and nri_qos_relay_failures_total
+#   relay-records-after-answer  an ordinary event's records (event-log line, metrics count, last
+#                         request) are all written although the evaluator answers first (issue #13)
+#   relay-answer-before-records*  an event log that hangs (a FIFO nobody reads) does not delay the
+#                         answer: the real adjustment comes back at once; past the deadline the
+#                         relay records records-cut (relay log, metrics, event log)
 # Env: NRI_QOS_BIN (default build/nri-qos), NRI_RELAY_LOAD_EVENTS (default 2000; 10000 for the
 # full memory check, ~10 s).
 # Output: PASS/FAIL/SKIP lines; exit status 1 when a check failed.
@@ -142,7 +147,45 @@ else
   fail "relay-failure-metrics: $out"
 fi
 
-# 5. A policy that moves the records ([settings] event_log / metrics_file): the evaluators were
+# The ordinary event before the failures (pod ok-first): the evaluator answered first and wrote
+# all three of its records afterwards (issue #13: the records follow the answer, they are not
+# dropped): the event-log line (checked above), its count in the metrics, its last request.
+last=$TMP/f/state/last/sb-ok-first/ctr-ok-first.json
+if grep -q '"pod":"pod-ok-first".*"source":"nri-eval"\|"source":"nri-eval".*"pod":"pod-ok-first"' "$FLOG" 2>/dev/null &&
+   grep -Eq '^nri_qos_events_total\{event="CreateContainer",class="[^"]*",outcome="(ok|partial)"\} [1-9]' "$FPROM" 2>/dev/null &&
+   /usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["request"]["pod"]["name"] == "pod-ok-first", r' "$last" 2>/dev/null; then
+  pass "relay-records-after-answer: event-log line, metrics count and last request of an answered event"
+else
+  fail "relay-records-after-answer: a record of pod-ok-first is missing (event log $FLOG, metrics $FPROM, last request $last)"
+  grep -h 'ok-first' "$FLOG" 2>/dev/null | head -n 3; grep events_total "$FPROM" 2>/dev/null; ls -lR "$TMP/f/state/last" 2>/dev/null | head
+fi
+
+# 5. Answer before records (issue #13): the event log is a FIFO nobody reads, so every
+#    evaluator's records hang (open for writing blocks). The container's real adjustment must
+#    come back at once (before: only after the relay's deadline, and empty: the relay killed the
+#    evaluator that had not answered yet); past the deadline the relay kills the evaluators still
+#    writing and records records-cut (outcome answered): in its log, in the metrics (the
+#    keeper's recorder writes them before the event log) and in the event log (read by the test).
+mkdir -p "$TMP/c/state" "$TMP/c/cache" "$TMP/c/rec"
+mkfifo "$TMP/c/rec/events.fifo"
+CPROM=$TMP/c/rec/m.prom
+CMD="$BIN relay --policy $PWD/tests/fixtures/policy/classic.toml --cgroup-root $TMP/cg --cgroup-layout v1"
+CMD="$CMD --state-dir $TMP/c/state --cache-dir $TMP/c/cache --event-log $TMP/c/rec/events.fifo --metrics-file $CPROM"
+if NRI_RELAY_CUT_CMD="$CMD" NRI_RELAY_CUT_FIFO="$TMP/c/rec/events.fifo" "$UT" "[.nri-records-cut]" >"$TMP/cut.log" 2>&1; then
+  pass "relay-answer-before-records: $(grep -o 'answered after [0-9]* ms' "$TMP/cut.log" | tr '\n' ' ')with the adjustment; records-cut in the event log"
+else
+  fail "relay-answer-before-records (see below)"; tail -n 30 "$TMP/cut.log"
+fi
+n=$(grep -c "answered, but still writing the event's records at the event's deadline" "$TMP/cut.log"); n=${n:-0}
+m=$(sed -n 's/^nri_qos_relay_failures_total{event="CreateContainer",reason="records-cut"} \([0-9]*\)$/\1/p' "$CPROM" 2>/dev/null)
+if [ "$n" = 2 ] && [ "${m:-0}" = 2 ] && ! grep -q 'outcome="answered"' "$CPROM"; then
+  pass "relay-answer-before-records-recorded: relay log 2 lines, nri_qos_relay_failures_total{reason=records-cut} $m (not in events_total)"
+else
+  fail "relay-answer-before-records-recorded: relay log $n lines (want 2), metrics records-cut '${m:-}' (want 2)"
+  grep -E 'records|relay_failures|answered' "$TMP/cut.log" "$CPROM" 2>/dev/null | head -n 10
+fi
+
+# 6. A policy that moves the records ([settings] event_log / metrics_file): the evaluators were
 #    confined to the record directories known when they were made. Once the first event under the
 #    policy has remembered the new paths (<state_dir>/sinks), the relay replaces the zygote and
 #    its spares (evaluator.cpp ensure_spare), so the later events' records arrive (before: none

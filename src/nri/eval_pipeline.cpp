@@ -170,8 +170,20 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
     std::string input;
     if (!read_all_stdin(input)) input.clear();
     int code = 0;
+    // Answer first, records after (pipeline.hpp Options::deliver): the relay replies to the
+    // runtime as soon as fd 1 reaches EOF, and lets this process finish its records meanwhile.
+    bool delivered = false;
+    o.deliver = [&delivered](const std::string& answer) {
+      write_all(STDOUT_FILENO, answer);
+      // The answer's end: the pipe's write end is closed by putting stderr (the relay's log) on
+      // fd 1, so that the number is never reused by a file a record opens, and a stray write to
+      // stdout lands in the log. Without dup3 (never expected), close it.
+      if (dup3(STDERR_FILENO, STDOUT_FILENO, 0) < 0) close(STDOUT_FILENO);
+      delivered = true;
+    };
     std::string out = nriqos::run_pipeline(nriqos::Mode::NriEval, o, input, code);
-    write_all(STDOUT_FILENO, out);
+    o.deliver = nullptr;
+    if (!delivered) write_all(STDOUT_FILENO, out);
     return code;
   };
   return e;

@@ -23,7 +23,9 @@ std::string apply_eval_flags(nriqos::Options& o, const std::vector<std::string>&
 /// roots) unless NRI_QOS_NO_SANDBOX is set. evaluate(budget): arm the self-imposed deadline
 /// (pipeline.hpp arm_deadline, NriEval), read the event from stdin, run the pipeline (which loads
 /// the policy now: the file's current contents, through the compiled cache, and narrows the
-/// sandbox's procfs access to /proc/<pid>), write the answer to stdout.
+/// sandbox's procfs access to /proc/<pid>), write the answer to stdout and end it (EOF) as soon as
+/// it is final — before the event's records, which the process writes afterwards while the relay
+/// already replies (pipeline.hpp Options::deliver, docs/native-nri.md "Timeline").
 InProcessEval pipeline_evaluator(const nriqos::Options& base);
 
 }  // namespace nri

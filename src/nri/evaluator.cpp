@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "nri/failure_record.hpp"
+#include "pipeline.hpp"
 #include "record.hpp"
 
 extern char** environ;
@@ -347,8 +348,10 @@ int run_recorder(const InProcessEval& ev, const std::vector<std::string>& flags,
 }
 
 // The answer is one JSON object: once stdout is closed and its last non-blank byte is '}', the
-// answer is complete and the exit (the process's teardown, ~0.1-0.2 ms) is not waited for; the
-// process group is killed and reaped later. Anything else waits for the exit status, to say why.
+// answer is complete and the exit is not waited for: the evaluator delivers its answer before it
+// writes the event's records (pipeline.hpp Options::deliver) and finishes them while the relay
+// replies and the next event runs (Supervisor finishing_, until the event's deadline). Anything
+// else waits for the exit status, to say why.
 bool looks_complete(const std::string& s) {
   size_t i = s.find_last_not_of(" \t\r\n");
   return i != std::string::npos && s[i] == '}';
@@ -757,6 +760,7 @@ bool Supervisor::start(const std::string& input, int64_t deadline_ms, std::strin
   }
   run_ = p;
   active_ = true;
+  ++run_id_;
   in_off_ = 0;
   output_.clear();
   out_eof_ = overflow_ = reaped_ = false;
@@ -846,6 +850,7 @@ int Supervisor::poll_timeout(int64_t now) const {
     if (out_eof_) at_most(20);  // output ended, exit not seen yet: SIGCHLD wakes us; backstop
   }
   if (!stragglers_.empty()) at_most(200);
+  for (const auto& f : finishing_) at_most(f.deadline_ms - now);  // killed there if still writing
   if (!zyg_pending_.empty()) at_most(zyg_asked_ms_ + kZygoteAnswerMs - now);
   if (!spares_.empty() || zyg_pid_ > 0) at_most(1000);  // notice an idle process that died
   if (fork_mode() && zyg_pid_ <= 0 && zyg_backoff_until_ > now) at_most(zyg_backoff_until_ - now);
@@ -910,13 +915,38 @@ void Supervisor::io(short in_rev, short out_rev) {
   }
 }
 
-Outcome Supervisor::end(const std::string& failure, const std::string& kind) {
+Outcome Supervisor::end(const std::string& failure, const std::string& kind, bool keep) {
   Outcome out;
-  out.took_ms = now_ms() - started_ms_;
+  int64_t now = now_ms();
+  out.took_ms = now - started_ms_;
   out.failure = failure;
   out.kind = failure.empty() ? std::string() : kind;
+  out.id = run_id_;
   out.output.swap(output_);
-  if (!reaped_) {  // answered (exit not awaited), deadline or shutdown: kill, reap later
+  if (!reaped_ && keep) {
+    // Answered: it writes the event's records now; tracked until it exits or its deadline.
+    if (finishing_.size() >= kMaxFinishing) {  // the oldest (the likeliest to hang) makes room
+      const Finishing& o = finishing_.front();
+      kill_group(o.pid);
+      stragglers_.push_back(o.pid);
+      AfterAnswer a;
+      a.id = o.id;
+      a.kind = "records-cut";
+      a.reason = "killed " + std::to_string(now - o.answered_ms) + " ms after its answer while still writing the event's records: " +
+                 std::to_string(kMaxFinishing) + " evaluators were finishing theirs when one more answered";
+      a.took_ms = now - o.started_ms;
+      after_.push_back(std::move(a));
+      finishing_.erase(finishing_.begin());
+    }
+    Finishing f;
+    f.pid = run_.pid;
+    f.id = run_id_;
+    f.started_ms = started_ms_;
+    f.answered_ms = now;
+    f.deadline_ms = deadline_ms_;
+    finishing_.push_back(f);
+    out.after_answer = true;
+  } else if (!reaped_) {  // deadline, bad output or shutdown: kill, reap later
     kill_group(run_.pid);
     int st = 0;
     if (waitpid(run_.pid, &st, WNOHANG) != run_.pid) stragglers_.push_back(run_.pid);
@@ -933,28 +963,124 @@ bool Supervisor::finish_if_done(Outcome& out) {
   if (!reaped_ && (overflow_ || !looks_complete(output_))) return false;
   std::string failure, kind;
   const bool bad_exit = reaped_ && (!WIFEXITED(status_) || WEXITSTATUS(status_) != 0);
+  bool keep = false, late = false;
   if (overflow_) {
     failure = "output larger than " + std::to_string(o_.max_output) + " bytes";
     kind = "bad-output";
   } else if (looks_complete(output_)) {
-    // The answer was complete before the exit; whatever happened after does not change it.
-    if (bad_exit) logf("evaluator %d %s after a complete answer", int(run_.pid), describe_status(status_).c_str());
+    // The answer was complete before the exit; whatever happened after does not change it, but
+    // it concerns the event's records (written after the answer): reported as after the answer.
+    keep = !reaped_;
+    if (bad_exit) {
+      AfterAnswer a;
+      a.id = run_id_;
+      a.took_ms = now_ms() - started_ms_;
+      if (WIFEXITED(status_) && WEXITSTATUS(status_) == nriqos::kExitRecordsCut) {
+        a.kind = "records-cut";
+        a.reason = "the evaluator's own deadline cut the event's records after its answer (exit status " +
+                   std::to_string(nriqos::kExitRecordsCut) + ")";
+      } else {
+        a.kind = "died-after-answer";
+        a.reason = "evaluator " + describe_status(status_) + " after its answer; the event's records may be incomplete";
+      }
+      after_.push_back(std::move(a));
+      late = true;
+    }
   } else if (bad_exit) {
     failure = "child " + describe_status(status_);
     kind = "crash";
   }
-  out = end(failure, kind);
+  out = end(failure, kind, keep);
+  if (late) out.after_answer = true;
   if (failure.empty()) spare_deaths_ = zyg_deaths_ = 0;
   return true;
 }
 
 bool Supervisor::known(pid_t pid) const {
   if (pid == zyg_pid_ || pid == keeper_pid_ || (active_ && pid == run_.pid)) return true;
+  for (const auto& f : finishing_)
+    if (f.pid == pid) return true;
   for (const auto& p : spares_)
     if (p.pid == pid) return true;
   for (pid_t s : stragglers_)
     if (s == pid) return true;
   return false;
+}
+
+void Supervisor::reap_finishing() {
+  for (size_t i = 0; i < finishing_.size();) {
+    const Finishing f = finishing_[i];
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    int r = waitid(P_PID, id_t(f.pid), &si, WEXITED | WNOHANG | WNOWAIT);
+    if (r == 0 && si.si_pid != f.pid) {  // still writing
+      ++i;
+      continue;
+    }
+    int st = 0;
+    bool got = false;
+    if (r == 0) {
+      kill(-f.pid, SIGKILL);  // sweep leftovers of its process group, then reap (as io() does)
+      got = waitpid(f.pid, &st, 0) == f.pid;
+    }
+    int64_t now = now_ms();
+    AfterAnswer a;
+    a.id = f.id;
+    a.took_ms = now - f.started_ms;
+    std::string after = std::to_string(now - f.answered_ms) + " ms after its answer";
+    if (!got) {
+      a.kind = "died-after-answer";
+      a.reason = "evaluator vanished " + after;
+    } else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+      // records written
+    } else if (WIFEXITED(st) && WEXITSTATUS(st) == nriqos::kExitRecordsCut) {
+      a.kind = "records-cut";
+      a.reason = "the evaluator's own deadline cut the event's records " + after + " (exit status " +
+                 std::to_string(nriqos::kExitRecordsCut) + ")";
+    } else {
+      a.kind = "died-after-answer";
+      a.reason = "evaluator " + describe_status(st) + " " + after + "; the event's records may be incomplete";
+    }
+    after_.push_back(std::move(a));
+    finishing_.erase(finishing_.begin() + long(i));
+  }
+}
+
+void Supervisor::expire_finishing(int64_t now, const char* why) {
+  for (size_t i = 0; i < finishing_.size();) {
+    const Finishing f = finishing_[i];
+    if (!why && now < f.deadline_ms) {
+      ++i;
+      continue;
+    }
+    kill_group(f.pid);
+    stragglers_.push_back(f.pid);
+    AfterAnswer a;
+    a.id = f.id;
+    a.kind = "records-cut";
+    a.took_ms = now - f.started_ms;
+    a.reason = std::string(why ? why : "still writing the event's records at the event's deadline") + ", " +
+               std::to_string(now - f.answered_ms) + " ms after its answer (killed)";
+    after_.push_back(std::move(a));
+    finishing_.erase(finishing_.begin() + long(i));
+  }
+}
+
+bool Supervisor::take_after_answer(std::vector<AfterAnswer>& out) {
+  if (after_.empty()) return false;
+  for (auto& a : after_) out.push_back(std::move(a));
+  after_.clear();
+  return true;
+}
+
+void Supervisor::drain_finishing(int64_t wait_ms) {
+  int64_t until = now_ms() + wait_ms;
+  while (!finishing_.empty() && now_ms() < until) {
+    reap_finishing();
+    expire_finishing(now_ms(), nullptr);
+    if (!finishing_.empty()) usleep(2000);
+  }
+  expire_finishing(now_ms(), "still writing the event's records when the relay exited");
 }
 
 void Supervisor::reap_others() {
@@ -1008,6 +1134,7 @@ void Supervisor::reap_others() {
       keeper_asked_ = false;
     }
   }
+  reap_finishing();
   // Children we never learned the pid of (spares cloned by a zygote that died before answering).
   for (int i = 0; i < 16; ++i) {
     siginfo_t si;
@@ -1044,6 +1171,7 @@ bool Supervisor::service(const struct pollfd* pfd, Outcome& out) {
   // child on every wake-up was the relay's most frequent system call.
   child_changed_ = chld_;
   if (chld_ || !stragglers_.empty() || now_ms() - last_reap_ms_ >= 1000) reap_others();
+  if (!finishing_.empty()) expire_finishing(now_ms(), nullptr);
   if (!active_) return false;
   short in_rev = pfd_in_ >= 0 ? pfd[pfd_in_].revents : 0;
   short out_rev = pfd_out_ >= 0 ? pfd[pfd_out_].revents : 0;
@@ -1080,6 +1208,11 @@ std::string Supervisor::record_failure(const std::string& msg) {
 
 void Supervisor::stop_all() {
   if (active_) end("relay exiting");
+  for (const auto& f : finishing_) {  // drain_finishing reported them; here (destructor) just killed
+    kill_group(f.pid);
+    stragglers_.push_back(f.pid);
+  }
+  finishing_.clear();
   for (auto& p : spares_) retire(p);
   spares_.clear();
   if (zyg_pid_ > 0 || zyg_ctl_ >= 0) retire_zygote(nullptr);

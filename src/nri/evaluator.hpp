@@ -99,14 +99,37 @@ struct Outcome {
   /// "bad-output" or "shutdown" (abort_running's caller names it).
   std::string kind;
   int64_t took_ms = 0;   ///< from the start of the evaluation to its end
+  /// The evaluation's serial number (1, 2, ...; 0: none ran).
+  uint64_t id = 0;
+  /// The evaluator answered and is still alive, writing the event's records (or it ended badly
+  /// right after the answer): one AfterAnswer with this `id` follows (Supervisor::take_after_answer).
+  bool after_answer = false;
 };
+
+/// How an evaluator that had answered ended (Supervisor::take_after_answer). The answer itself
+/// stood and was replied; this is about the event's records, which it writes after the answer.
+struct AfterAnswer {
+  uint64_t id = 0;       ///< Outcome::id of its evaluation
+  /// "" when it exited 0 (records written); else the relay failure kind
+  /// (src/nri/failure_record.hpp): "records-cut" (killed at the deadline or by the bound of
+  /// finishing evaluators, or its own deadline cut them: exit status kExitRecordsCut) or
+  /// "died-after-answer" (any other non-zero exit or signal).
+  std::string kind;
+  std::string reason;    ///< one line for the relay's log and the record
+  int64_t took_ms = 0;   ///< from the start of the evaluation to its end
+};
+
+/// Evaluators that answered and still write their records, at most (the oldest is killed, and
+/// recorded as records-cut, when one more answers).
+constexpr size_t kMaxFinishing = 4;
 
 /// Head start of the evaluator's own deadline before the relay's SIGKILL (ms).
 constexpr int64_t kChildMarginMs = 100;
 
 /// The relay's evaluator processes: at most one evaluation at a time, plus (fork mode) the zygote
-/// and one idle spare. Single-threaded, driven by the relay's poll() loop. Every evaluator is
-/// killed with its whole process group at the deadline or on shutdown, and every child reaped.
+/// and one idle spare, plus up to kMaxFinishing evaluators that answered and still write their
+/// records. Single-threaded, driven by the relay's poll() loop. Every evaluator is killed with its
+/// whole process group at its deadline (answered or not) or on shutdown, and every child reaped.
 class Supervisor {
  public:
   explicit Supervisor(SupervisorOptions o);
@@ -144,6 +167,12 @@ class Supervisor {
   /// reap. True (and `out` filled) when the running evaluation ended. `pfd` is the array
   /// add_pollfds() filled.
   bool service(const struct pollfd* pfd, Outcome& out);
+  /// How evaluators that had answered ended since the last call (appended to `out`); false when
+  /// none did. Each Outcome with `after_answer` gets exactly one.
+  bool take_after_answer(std::vector<AfterAnswer>& out);
+  /// Before stop_all (the relay is exiting): give the evaluators still writing their records up to
+  /// `wait_ms` to finish, then kill them (reported as records-cut by take_after_answer).
+  void drain_finishing(int64_t wait_ms);
   /// End the running evaluation now with `why` as its failure (e.g. Shutdown), of kind `kind`.
   Outcome abort_running(const std::string& why, const std::string& kind = "shutdown");
   /// Fork mode, once the plugin config is known and before the relay confines itself: fork the
@@ -195,7 +224,9 @@ class Supervisor {
   void reap_others();
   void io(short in_rev, short out_rev);
   bool finish_if_done(Outcome& out);
-  Outcome end(const std::string& failure, const std::string& kind = std::string());
+  Outcome end(const std::string& failure, const std::string& kind = std::string(), bool keep = false);
+  void reap_finishing();
+  void expire_finishing(int64_t now, const char* why);
 
   SupervisorOptions o_;
   std::vector<std::string> flags_;
@@ -236,7 +267,16 @@ class Supervisor {
   bool keeper_asked_ = false;  // a zygote was requested, the answer not read yet
   bool confined_ = false;
 
-  std::vector<pid_t> stragglers_;  // killed, retired or answered, not reaped yet
+  // Evaluators that answered and write their records (own process group, not reaped yet).
+  struct Finishing {
+    pid_t pid = -1;
+    uint64_t id = 0;
+    int64_t started_ms = 0, answered_ms = 0, deadline_ms = 0;
+  };
+  std::vector<Finishing> finishing_;  // oldest first
+  std::vector<AfterAnswer> after_;    // reports not taken yet
+  uint64_t run_id_ = 0;               // the running (or last) evaluation's serial
+  std::vector<pid_t> stragglers_;  // killed or retired, not reaped yet
   bool chld_ = true;               // SIGCHLD seen since the last reap_others()
   bool child_changed_ = false;     // ... in this service() round (for the running child)
   int64_t last_reap_ms_ = 0;

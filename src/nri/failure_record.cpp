@@ -24,9 +24,9 @@ constexpr size_t kMaxReason = 512;
 const char* const kEvents[] = {"RunPodSandbox",   "RemovePodSandbox",    "CreateContainer", "StartContainer",
                                "UpdateContainer", "PostUpdateContainer", "UpdatePodSandbox", "StateChange",
                                "unknown"};
-const char* const kKinds[] = {"timeout",  "crash",      "bad-output",     "unavailable",
-                              "malformed", "overloaded", "unknown-method", "shutdown"};
-const char* const kOutcomes[] = {"failed", "refused"};
+const char* const kKinds[] = {"timeout",  "crash",      "bad-output",     "unavailable", "malformed",
+                              "overloaded", "unknown-method", "shutdown", "records-cut", "died-after-answer"};
+const char* const kOutcomes[] = {"failed", "refused", "answered"};
 const char* const kFailModes[] = {"", "open", "closed"};
 
 template <size_t N>
@@ -153,7 +153,7 @@ bool parse_failure_message(const std::string& msg, RelayFailure& f, std::string&
     *dst = v;
   }
   if (!one_of(f.event, kEvents)) err = "event \"" + cut(f.event, 40) + "\" is not an NRI event the relay serves";
-  else if (!one_of(f.outcome, kOutcomes)) err = "outcome \"" + f.outcome + "\" is not failed/refused";
+  else if (!one_of(f.outcome, kOutcomes)) err = "outcome \"" + f.outcome + "\" is not failed/refused/answered";
   else if (!one_of(f.kind, kKinds)) err = "kind \"" + f.kind + "\" is not a relay failure kind";
   else if (!one_of(f.fail_mode, kFailModes)) err = "fail_mode \"" + f.fail_mode + "\" is not open/closed";
   else if (f.reason.empty()) err = "no reason";
@@ -187,6 +187,12 @@ nriqos::MetricsEvent failure_metrics(const RelayFailure& f) {
   m.outcome = f.outcome;  // class "none": the relay never knows one
   m.relay_failure = f.kind;
   m.duration_us = f.duration_us;
+  if (f.outcome == "answered") {
+    // The evaluator answered and may have counted the event itself before its records were cut:
+    // only nri_qos_relay_failures_total counts it here, never the event or its duration twice.
+    m.count_event = false;
+    m.duration_us = -1;
+  }
   return m;
 }
 
@@ -201,13 +207,15 @@ int publish_relay_failure(const std::string& msg, const nriqos::SinkPaths& paths
   std::string line = nriqos::record_logfmt(r);
   ssize_t w = write(STDERR_FILENO, line.data(), line.size());
   (void)w;
+  // The metrics first (as publish_event does): an event log that hangs (records-cut is often
+  // about one) still leaves the count; the recorder's alarm ends the wait.
   int rc = 0;
-  std::string e = nriqos::append_event_log(paths.event_log, paths.event_log_max_bytes, nriqos::record_json(r));
+  std::string e = nriqos::update_metrics(paths.metrics_file, {failure_metrics(f)}, nriqos::PolicyIdentity{});
   if (!e.empty()) {
     say(e);
     rc = 1;
   }
-  e = nriqos::update_metrics(paths.metrics_file, {failure_metrics(f)}, nriqos::PolicyIdentity{});
+  e = nriqos::append_event_log(paths.event_log, paths.event_log_max_bytes, nriqos::record_json(r));
   if (!e.empty()) {
     say(e);
     rc = 1;

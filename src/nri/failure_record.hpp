@@ -39,9 +39,17 @@ constexpr size_t kMaxFailureMsg = 4096;
 ///   "overloaded"     too many requests queued while an evaluation ran
 ///   "unknown-method" a method or service the relay does not serve (UNIMPLEMENTED)
 ///   "shutdown"       the evaluation was cut off by the runtime's Shutdown
+/// and, after the evaluator's answer was replied (outcome "answered": the answer stood; what
+/// failed is the event's own records, written after the answer, evaluator.hpp AfterAnswer):
+///   "records-cut"    still writing the records at the event's deadline (killed), or at its own
+///                    deadline (exit status nriqos::kExitRecordsCut), or killed to keep at most
+///                    kMaxFinishing evaluators finishing
+///   "died-after-answer" exited non-zero or by a signal after its answer
 struct RelayFailure {
   std::string event;      ///< child-contract event ("CreateContainer", ...) or "unknown"
-  std::string outcome;    ///< "refused" (error returned to the runtime) or "failed" (answered empty: fail-open)
+  /// "refused" (error returned to the runtime), "failed" (answered empty: fail-open) or
+  /// "answered" (the evaluator's answer was replied; its records failed after it)
+  std::string outcome;
   std::string kind;       ///< see above
   std::string fail_mode;  ///< "open", "closed"; "" when no fail mode applies (protocol refusals)
   std::string reason;     ///< the relay's one-line reason (as in its log)
@@ -58,7 +66,9 @@ std::string failure_message(const RelayFailure& f);
 /// with `err`. Returns true when `f` is usable.
 bool parse_failure_message(const std::string& msg, RelayFailure& f, std::string& err);
 
-/// The record (source "relay") and the metrics event of a failure.
+/// The record (source "relay") and the metrics event of a failure. An "answered" failure counts
+/// in nri_qos_relay_failures_total only (MetricsEvent::count_event false): the evaluator may have
+/// counted the event before its records were cut.
 nriqos::EventRecord failure_record(const RelayFailure& f);
 nriqos::MetricsEvent failure_metrics(const RelayFailure& f);
 

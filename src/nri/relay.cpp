@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -195,10 +196,11 @@ class Relay {
   void confine();
   bool prepare(Pending& p, Current& c);
   void finish_event(Outcome& oc);
+  void after_answer();
   void fail_event(uint32_t stream, const std::string& event, const std::string& subject,
                   const std::string& reason, const char* kind, const Current* who = nullptr, int64_t took_ms = -1);
   void record_failure(const char* kind, const std::string& event, bool refused, const std::string& fail_mode,
-                      const std::string& reason, const Current* who, int64_t took_ms);
+                      const std::string& reason, const Current* who, int64_t took_ms, bool answered = false);
   void refuse(uint32_t stream, int code, const std::string& message, const char* kind, const std::string& reason);
   int64_t budget_ms(const Pending& p) const;
 
@@ -224,6 +226,9 @@ class Relay {
   size_t queued_bytes_ = 0;
   Supervisor sup_;
   Current cur_;
+  // Who the evaluations that answered and still write their records were for (Outcome::id ->
+  // identity, input dropped): their AfterAnswer may need a record. At most kMaxFinishing + 1.
+  std::map<uint64_t, Current> answered_;
   bool configured_ = false;
   bool confine_done_ = false;
   uint64_t events_ = 0;
@@ -493,10 +498,10 @@ int64_t Relay::budget_ms(const Pending& p) const {
 // A relay-level failure on the operator's record (event log + metrics, issue #11), written by
 // the keeper's recorder (the confined relay cannot): see failure_record.hpp.
 void Relay::record_failure(const char* kind, const std::string& event, bool refused, const std::string& fail_mode,
-                           const std::string& reason, const Current* who, int64_t took_ms) {
+                           const std::string& reason, const Current* who, int64_t took_ms, bool answered) {
   RelayFailure f;
   f.event = event;
-  f.outcome = refused ? "refused" : "failed";
+  f.outcome = answered ? "answered" : refused ? "refused" : "failed";
   f.kind = kind;
   f.fail_mode = fail_mode;
   f.reason = reason;
@@ -641,8 +646,30 @@ void Relay::start_next() {
   }
 }
 
+// Evaluators that answered, then ended (their records written) or not as they should: the answer
+// was replied and stands; a records-cut or died-after-answer goes on the record (outcome
+// "answered"), so that a missing event-log line or count has a trace.
+void Relay::after_answer() {
+  std::vector<AfterAnswer> v;
+  if (!sup_.take_after_answer(v)) return;
+  for (const AfterAnswer& a : v) {
+    auto it = answered_.find(a.id);
+    if (it == answered_.end()) continue;
+    Current who = std::move(it->second);
+    answered_.erase(it);
+    if (a.kind.empty()) continue;
+    logf("%s %s: answered, but %s", who.event.c_str(), who.subject.c_str(), a.reason.c_str());
+    record_failure(a.kind.c_str(), who.event, false, "", a.reason, &who, a.took_ms, true);
+  }
+}
+
 void Relay::finish_event(Outcome& oc) {
   Current& c = cur_;
+  if (oc.after_answer) {  // its evaluator still writes the event's records (or ended badly after)
+    Current& who = answered_[oc.id];
+    who = c;
+    std::string().swap(who.input);
+  }
   std::string failure = oc.failure;
   std::string kind = oc.failure.empty() ? std::string() : oc.kind.empty() ? std::string("crash") : oc.kind;
   json out;
@@ -899,7 +926,12 @@ int Relay::run() {
       if (o_.debug || fail_closed_) logf("policy fail mode: %s (reported by the evaluator zygote)", fail_closed_ ? "closed" : "open");
     }
     if (ended) finish_event(oc);
+    after_answer();
   }
+  // Evaluators still writing their records get a moment (they need ~1 ms), then are killed and
+  // recorded; the keeper writes those records before it exits (stop_all).
+  sup_.drain_finishing(300);
+  after_answer();
   sup_.stop_all();
   if (o_.debug) logf("exiting after %llu events", (unsigned long long)events_);
   return exit_code_;

@@ -14,6 +14,7 @@
 #include <memory>
 #include <set>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "adjust.hpp"
@@ -444,6 +445,71 @@ TEST_CASE("bundled policy keeps cpu_idle off pod cgroups (kubelet writes cpu.sha
     mk_v1(k);
     k.set(Root::Cgroup, "cpu/" + kPod + "/cpu.idle", "1");
     CHECK(k.write(Root::Cgroup, "cpu/" + kPod + "/cpu.shares", "1024").err == EINVAL);
+}
+
+// Issue #13: the relay's evaluator delivers its answer before its records (Options::deliver). A
+// deadline after that must not write a second answer nor a "deadline exceeded" record: one line
+// on stderr and exit status kExitRecordsCut, which the relay records as records-cut.
+TEST_CASE("a deadline after the delivered answer cuts the records only", "[actuation][deadline]") {
+    char dir[] = "/tmp/nri-qos-cut.XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    const std::string d = dir, log = d + "/events.log";
+    int out[2], err[2];
+    REQUIRE(pipe(out) == 0);
+    REQUIRE(pipe(err) == 0);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        close(out[0]);
+        close(err[0]);
+        Options o;
+        o.policy = d + "/none.toml";  // absent: the built-in policy
+        o.state_dir = d + "/state";
+        o.cache_dir = "";
+        o.last_good_dir_set = true;
+        o.last_good_dir = "";
+        o.event_log = log;
+        o.metrics_file = "";
+        o.deliver = [](const std::string& answer) {
+            ssize_t w = write(1, answer.data(), answer.size());
+            (void)w;
+            dup3(2, 1, 0);
+            usleep(150000);  // the deadline (20 ms) fires meanwhile: it waits (SIGALRM blocked)
+        };
+        arm_deadline(Mode::NriEval, 20);
+        int code = 0;
+        run_pipeline(Mode::NriEval, o, "{not json", code);
+        _exit(0);  // not reached: the pending deadline ends the process after the answer
+    }
+    close(out[1]);
+    close(err[1]);
+    auto drain = [](int fd) {
+        std::string s;
+        char buf[4096];
+        ssize_t n;
+        while ((n = read(fd, buf, sizeof buf)) > 0) s.append(buf, size_t(n));
+        close(fd);
+        return s;
+    };
+    std::string answer = drain(out[0]), diag = drain(err[0]);
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st));
+    CHECK(WEXITSTATUS(st) == kExitRecordsCut);
+    // exactly the pipeline's own answer (a bad request, fail-open), no deadline answer after it
+    CAPTURE(answer, diag);
+    json a = json::parse(answer, nullptr, false);
+    REQUIRE(a.is_object());
+    CHECK(a.value("error", "").find("deadline") == std::string::npos);
+    CHECK(answer.find("deadline exceeded") == std::string::npos);
+    CHECK(diag.find("deadline exceeded after the answer was delivered") != std::string::npos);
+    std::ifstream f(log);
+    std::string recs((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    CHECK(recs.find("deadline exceeded") == std::string::npos);
+    int rc = system(("rm -rf '" + d + "'").c_str());
+    (void)rc;
 }
 
 TEST_CASE("deadline answers carry the class's fail mode", "[actuation][deadline]") {

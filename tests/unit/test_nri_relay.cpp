@@ -339,6 +339,17 @@ nri::InProcessEval fake_inproc(const std::string& dir) {
             "\"on_child_failure\":\"open\",\"update\":null}";
     } else if (has("\"mode\":\"badadj\"")) {
       out = "{\"adjustment\":{\"linux\":{\"resources\":{\"cpu\":{\"shares\":7}}}}}";
+    } else if (has("\"mode\":\"slowrec\"") || has("\"mode\":\"cut74\"")) {
+      // The real evaluator's order (pipeline.hpp Options::deliver): the answer, its end (EOF),
+      // then the records — here records that never end (slowrec: killed at the relay's deadline)
+      // or cut by the evaluator's own deadline (cut74: exit status kExitRecordsCut).
+      out = "{\"error\":\"\",\"adjustment\":{\"annotations\":{\"answered\":\"early\"}}}";
+      ssize_t w = write(1, out.data(), out.size());
+      (void)w;
+      dup3(2, 1, 0);
+      put_file(dir + "/answered.pid", std::to_string(getpid()));
+      if (has("\"mode\":\"cut74\"")) return nriqos::kExitRecordsCut;
+      for (;;) sleep(30);
     } else if (has("\"mode\":\"exit3\"")) {  // a complete answer, then a bad exit: the answer counts
       out = "{\"error\":\"\",\"adjustment\":{\"annotations\":{\"after\":\"exit3\"}}}";
       ssize_t w = write(1, out.data(), out.size());
@@ -855,6 +866,18 @@ std::string wait_file(const std::string& path) {
   return "";
 }
 
+// The file's contents once they contain `needle` (an evaluator writes the event's records after
+// its answer), or what is there after ~3 s.
+std::string wait_contains(const std::string& path, const std::string& needle) {
+  std::string c;
+  for (int i = 0; i < 300; ++i) {
+    c = slurp(path);
+    if (c.find(needle) != std::string::npos) break;
+    usleep(10000);
+  }
+  return c;
+}
+
 bool gone_or_zombie(pid_t pid) {
   for (int i = 0; i < 100; ++i) {
     std::string st = slurp("/proc/" + std::to_string(pid) + "/stat");
@@ -1302,13 +1325,14 @@ TEST_CASE("relay (real pipeline): a quota lowered below the burst lowers the bur
         return rsp;
       };
       // down: 80000 -> 30000. Before the runtime writes the quota, the burst is 30000 already.
+      // (The record follows the reply: the evaluator answers first, issue #13.)
       pb::UpdateContainerResponse rsp = update(3, 80000, 30000);
       CHECK(rr.cg(l.burst) == "30000");
       if (l.layout == nriqos::Layout::V2) {  // the final value travels too, written by runc after cpu.max
         REQUIRE(rsp.update_size() == 1);
         CHECK(rsp.update(0).linux().resources().unified().at("cpu.max.burst") == "30000");
       }
-      std::string log = slurp(rr.t.path + "/events.log");
+      std::string log = wait_contains(rr.t.path + "/events.log", "\"event\":\"UpdateContainer\"");
       CHECK_THAT(log, Catch::Contains("\"event\":\"UpdateContainer\""));
       CHECK_THAT(log, Catch::Contains("cpu." + std::string(l.layout == nriqos::Layout::V2 ? "max.burst" : "cfs_burst_us") + "=30000"));
       // up: 30000 -> 80000. The burst is within the new quota: UpdateContainer leaves it (the
@@ -1330,7 +1354,8 @@ TEST_CASE("relay (real pipeline): a quota lowered below the burst lowers the bur
     rt.request(3, "UpdateContainer", up.SerializeAsString());
     REQUIRE(rt.reply(3).code == 0);
     CHECK(rr.cg(v1) == "80000\n");
-    CHECK_THAT(slurp(rr.t.path + "/events.log"), Catch::Contains("the class does not set cpu_burst_us"));
+    CHECK_THAT(wait_contains(rr.t.path + "/events.log", "the class does not set cpu_burst_us"),
+               Catch::Contains("the class does not set cpu_burst_us"));
     CHECK(rt.close_and_wait() == 0);
   }
 }
@@ -1944,6 +1969,82 @@ TEST_CASE("relay (fork): relay-level failures are handed to the keeper's recorde
   CHECK(rt.close_and_wait() == 0);
 }
 
+TEST_CASE("relay (fork): the answer is replied before the evaluator's records; what happens to them after is recorded",
+          "[nri][relay][record]") {
+  TempDir t;
+  FakeRuntime rt(child_opts(t.path, 600, true), t.path + "/relay.log");
+  rt.handshake();
+  uint32_t s = 1;
+  auto early = [&](const std::string& mode, int64_t& took) {
+    int64_t t0 = mono_ms();
+    rt.request(s += 2, "CreateContainer", create_request(mode));
+    nri::ResponseEnvelope r = rt.reply(s, 3000);
+    took = mono_ms() - t0;
+    pb::CreateContainerResponse rsp;
+    return r.code == 0 && rsp.ParseFromString(r.payload) && rsp.adjust().annotations().count("answered") == 1;
+  };
+  auto adjusted = [&]() {
+    rt.request(s += 2, "CreateContainer", create_request(""));
+    nri::ResponseEnvelope r = rt.reply(s, 3000);
+    pb::CreateContainerResponse rsp;
+    return r.code == 0 && rsp.ParseFromString(r.payload) && rsp.adjust().annotations().count("nri-qos/class") == 1;
+  };
+  int64_t took = 0;
+  SECTION("records that hang: the answer at once, records-cut at the deadline, no process left") {
+    REQUIRE(early("slowrec", took));
+    CHECK(took < 300);  // the deadline is 600 ms
+    pid_t pid = std::atoi(wait_file(t.path + "/answered.pid").c_str());
+    REQUIRE(pid > 0);
+    CHECK_FALSE(process_gone(pid));  // still "writing its records": not killed at the answer
+    // the next event runs meanwhile, on the next spare
+    CHECK(adjusted());
+    std::vector<json> r = wait_records(t.path, 1);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0]["kind"] == "records-cut");
+    CHECK(r[0]["outcome"] == "answered");
+    CHECK(r[0]["pod"] == "pod-slowrec");
+    CHECK(r[0].count("fail_mode") == 0);
+    CHECK_THAT(r[0]["reason"].get<std::string>(), Catch::Contains("at the event's deadline"));
+    CHECK(gone_or_zombie(pid));
+  }
+  SECTION("the evaluator's own deadline after the answer: records-cut from its exit status") {
+    REQUIRE(early("cut74", took));
+    std::vector<json> r = wait_records(t.path, 1);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0]["kind"] == "records-cut");
+    CHECK(r[0]["outcome"] == "answered");
+    CHECK_THAT(r[0]["reason"].get<std::string>(), Catch::Contains("own deadline"));
+  }
+  SECTION("a bad exit after a complete answer: the answer stands, died-after-answer recorded") {
+    rt.request(s += 2, "CreateContainer", create_request("exit3"));
+    REQUIRE(rt.reply(s).code == 0);
+    std::vector<json> r = wait_records(t.path, 1);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0]["kind"] == "died-after-answer");
+    CHECK(r[0]["outcome"] == "answered");
+    CHECK_THAT(r[0]["reason"].get<std::string>(), Catch::Contains("exited with status 3"));
+  }
+  SECTION("at most kMaxFinishing evaluators finish their records; the oldest makes room") {
+    for (size_t i = 0; i <= nri::kMaxFinishing; ++i) {
+      REQUIRE(early("slowrec", took));
+      CHECK(took < 300);
+    }
+    std::vector<json> r = wait_records(t.path, 1);
+    REQUIRE(r.size() >= 1);
+    CHECK(r[0]["kind"] == "records-cut");
+    CHECK_THAT(r[0]["reason"].get<std::string>(), Catch::Contains("evaluators were finishing theirs"));
+    r = wait_records(t.path, nri::kMaxFinishing + 1);
+    CHECK(r.size() == nri::kMaxFinishing + 1);
+  }
+  SECTION("an ordinary evaluator: nothing recorded by the relay") {
+    CHECK(adjusted());
+    CHECK(adjusted());
+    usleep(200000);
+    CHECK(slurp(t.path + "/records").empty());
+  }
+  CHECK(rt.close_and_wait() == 0);
+}
+
 TEST_CASE("relay (fork): before Configure (no keeper yet) the unconfined relay forks the recorder itself", "[nri][relay][record]") {
   TempDir t;
   FakeRuntime rt(child_opts(t.path, 600, true), t.path + "/relay.log");
@@ -2073,5 +2174,72 @@ TEST_CASE("relay failures of the real binary: killed and timed-out evaluators", 
   CHECK(r2.payload.empty());
   WARN("timed-out event answered after " << (mono_ms() - t0) << " ms");
   CHECK(gone_or_zombie(next));
+  CHECK(rt.close_and_wait(5000) == 0);
+}
+
+// Answer before records, with the real binary (tests/nri_relay.sh). Hidden (needs a built binary):
+//   NRI_RELAY_CUT_CMD="build/nri-qos relay --policy P ... --event-log FIFO --metrics-file M"
+//   NRI_RELAY_CUT_FIFO=FIFO build/unit-tests "[.nri-records-cut]"
+// The event log is a FIFO that nobody reads: every evaluator's records hang at its open (after
+// the last request and the metrics were written). Two CreateContainer events must come back
+// with their adjustment well before the relay's deadline (1.5 s; before issue #13 the records
+// came first: the relay killed the evaluator at its deadline and answered empty). Past the
+// deadline the relay has recorded records-cut for both; the keeper's recorder counts it in the
+// metrics, then waits on the FIFO too: the test reads it and finds the two relay records.
+TEST_CASE("relay of the real binary: the answer comes before records that hang", "[.nri-records-cut]") {
+  std::vector<std::string> cmd = split_words(getenv("NRI_RELAY_CUT_CMD"));
+  const char* fifo = getenv("NRI_RELAY_CUT_FIFO");
+  if (cmd.empty() || !fifo) {
+    WARN("NRI_RELAY_CUT_CMD / NRI_RELAY_CUT_FIFO not set; skipped");
+    return;
+  }
+  FakeRuntime rt(cmd);
+  rt.handshake();
+  uint32_t s = 1;
+  for (int i = 0; i < 2; ++i) {
+    // a BestEffort container as kubelet creates it (as in the load test: the policy adjusts it)
+    pb::CreateContainerRequest req;
+    *req.mutable_pod() = make_pod("cut-" + std::to_string(i));
+    req.mutable_container()->set_id("ctr-cut-" + std::to_string(i));
+    req.mutable_container()->set_name("app");
+    req.mutable_container()->mutable_linux()->mutable_resources()->mutable_cpu()->mutable_shares()->set_value(2);
+    req.mutable_container()->mutable_linux()->set_cgroups_path("/kubepods/besteffort/pod-cut/ctr-cut-" + std::to_string(i));
+    int64_t t0 = mono_ms();
+    rt.request(s += 2, "CreateContainer", req.SerializeAsString());
+    nri::ResponseEnvelope r = rt.reply(s, 5000);
+    int64_t took = mono_ms() - t0;
+    WARN("CreateContainer " << i << " answered after " << took << " ms with " << r.payload.size() << " bytes");
+    CHECK(r.code == 0);
+    pb::CreateContainerResponse rsp;
+    CHECK(rsp.ParseFromString(r.payload));
+    CHECK(rsp.has_adjust());  // the real adjustment, not the relay's empty fail-open answer
+    CHECK(took < 700);
+  }
+  usleep(2000000);  // past both deadlines
+  int fd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  std::string text;
+  int cut = 0;
+  for (int64_t end = mono_ms() + 6000; mono_ms() < end && cut < 2;) {
+    char buf[8192];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) {
+      text.append(buf, size_t(n));
+      cut = 0;
+      std::istringstream in(text);
+      std::string line;
+      while (std::getline(in, line)) {
+        json j = json::parse(line, nullptr, false);
+        if (j.is_object() && j.value("source", "") == "relay" && j.value("failure", "") == "records-cut" &&
+            j.value("outcome", "") == "answered" && j.value("event", "") == "CreateContainer")
+          ++cut;
+      }
+      continue;
+    }
+    usleep(20000);
+  }
+  close(fd);
+  CAPTURE(text);
+  CHECK(cut == 2);
   CHECK(rt.close_and_wait(5000) == 0);
 }
