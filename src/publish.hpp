@@ -98,7 +98,9 @@ void publish_event(const EventOutcome& o, const SinkPaths& paths);
 /// current as the event progresses; record_on_deadline() — async-signal-safe: open, flock,
 /// write, close only — writes whatever publish_event has not written yet. Its metrics line goes
 /// to <dir>/.<name>.pending, which the next update_metrics folds into the counters, so even
-/// deadline-killed events are counted exactly once.
+/// deadline-killed events are counted exactly once. Not once the relay's evaluator delivered its
+/// answer (pipeline.hpp Options::deliver): a "deadline exceeded" record would then be false; the
+/// handler exits kExitRecordsCut instead and the relay records records-cut.
 void prepare_deadline_record(const EventRecord& r, const SinkPaths& paths, int64_t deadline_us, bool closed = false);
 void record_on_deadline();
 

@@ -128,7 +128,8 @@ void reset_signals() {
 }
 
 // An evaluator with stdin/stdout on its pipes and everything else closed: wait for the header,
-// evaluate, exit. The answer's end is the close of fd 1 (the relay does not wait for the exit).
+// evaluate, exit. The answer's end is the close of fd 1 (the relay does not wait for the exit;
+// the real evaluator ends it before its records: eval_pipeline.cpp).
 [[noreturn]] void evaluate_one(const InProcessEval& ev) {
   if (ev.warm) ev.warm();
   unsigned char hdr[kHeaderSize];

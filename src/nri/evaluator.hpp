@@ -55,8 +55,10 @@ struct InProcessEval {
   /// must not throw.
   std::function<void()> warm;
   /// Evaluate one event: read it from fd 0 until EOF, write one answer (child contract JSON) to
-  /// fd 1. `budget_ms` is the evaluator's own deadline (the relay SIGKILLs `kChildMarginMs`
-  /// later). Returns the exit status.
+  /// fd 1 and end it (EOF) as soon as it is final; whatever else the event needs (its records)
+  /// may follow while the relay already replies. `budget_ms` is the evaluator's own deadline (the
+  /// relay SIGKILLs `kChildMarginMs` later, answered or not). Returns the exit status (after a
+  /// complete answer: 0 = records written, nriqos::kExitRecordsCut, else died after the answer).
   std::function<int(int budget_ms)> evaluate;
   /// In a prober cloned by the zygote (confined as the zygote): the policy's fail mode
   /// (settings.fail): 1 closed, 0 open, -1 unknown (no policy, broken). Told to the relay as

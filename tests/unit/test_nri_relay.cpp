@@ -2153,7 +2153,7 @@ TEST_CASE("relay failures of the real binary: killed and timed-out evaluators", 
   // An ordinary event first: the evaluator's own record and metrics exist either way.
   rt.request(1001, "CreateContainer", create_request("ok-first"));
   CHECK(rt.reply(1001, 5000).code == 0);
-  usleep(200000);  // its evaluator, killed after the answer, is gone; the next spare is ready
+  usleep(200000);  // its evaluator, which writes its records after the answer, is gone; the next spare is ready
   pid_t spare = wait_child_named(rt.pid(), "nri-qos-eval");
   REQUIRE(spare > 0);
   REQUIRE(kill(spare, SIGSTOP) == 0);
