@@ -710,6 +710,10 @@ bool Supervisor::spawn_exec(int64_t deadline_ms, Proc& p) {
 }
 
 bool Supervisor::ready_to_start() const {
+  // kMaxFinishing evaluators still write their records: the next event waits for one of them to
+  // end (SIGCHLD wakes the loop), at most kFinishingWaitMs after the oldest answered; start()
+  // then kills the oldest.
+  if (finishing_.size() >= kMaxFinishing && now_ms() < finishing_.front().answered_ms + kFinishingWaitMs) return false;
   if (!fork_mode() || !spares_.empty()) return true;
   if (!zyg_pending_.empty() || keeper_asked_) return false;  // on its way
   // Confined: only the zygote can make one (ensure_spare asks it); without zygote and keeper,
@@ -723,6 +727,20 @@ bool Supervisor::start(const std::string& input, int64_t deadline_ms, std::strin
     return false;
   }
   if (chld_) reap_others();  // a spare that died while idle is noticed here, not used
+  if (finishing_.size() >= kMaxFinishing) {  // the oldest (the likeliest to hang) makes room
+    int64_t now = now_ms();
+    const Finishing& o = finishing_.front();
+    kill_group(o.pid);
+    stragglers_.push_back(o.pid);
+    AfterAnswer a;
+    a.id = o.id;
+    a.kind = "records-cut";
+    a.reason = "killed " + std::to_string(now - o.answered_ms) + " ms after its answer while still writing the event's records: " +
+               std::to_string(kMaxFinishing) + " evaluators were finishing theirs when the next event started";
+    a.took_ms = now - o.started_ms;
+    after_.push_back(std::move(a));
+    finishing_.erase(finishing_.begin());
+  }
   Proc p;
   input_.clear();
   if (fork_mode()) {
@@ -852,6 +870,8 @@ int Supervisor::poll_timeout(int64_t now) const {
   }
   if (!stragglers_.empty()) at_most(200);
   for (const auto& f : finishing_) at_most(f.deadline_ms - now);  // killed there if still writing
+  if (finishing_.size() >= kMaxFinishing && finishing_.front().answered_ms + kFinishingWaitMs > now)
+    at_most(finishing_.front().answered_ms + kFinishingWaitMs - now);  // a waiting event starts then
   if (!zyg_pending_.empty()) at_most(zyg_asked_ms_ + kZygoteAnswerMs - now);
   if (!spares_.empty() || zyg_pid_ > 0) at_most(1000);  // notice an idle process that died
   if (fork_mode() && zyg_pid_ <= 0 && zyg_backoff_until_ > now) at_most(zyg_backoff_until_ - now);
@@ -925,20 +945,8 @@ Outcome Supervisor::end(const std::string& failure, const std::string& kind, boo
   out.id = run_id_;
   out.output.swap(output_);
   if (!reaped_ && keep) {
-    // Answered: it writes the event's records now; tracked until it exits or its deadline.
-    if (finishing_.size() >= kMaxFinishing) {  // the oldest (the likeliest to hang) makes room
-      const Finishing& o = finishing_.front();
-      kill_group(o.pid);
-      stragglers_.push_back(o.pid);
-      AfterAnswer a;
-      a.id = o.id;
-      a.kind = "records-cut";
-      a.reason = "killed " + std::to_string(now - o.answered_ms) + " ms after its answer while still writing the event's records: " +
-                 std::to_string(kMaxFinishing) + " evaluators were finishing theirs when one more answered";
-      a.took_ms = now - o.started_ms;
-      after_.push_back(std::move(a));
-      finishing_.erase(finishing_.begin());
-    }
+    // Answered: it writes the event's records now; tracked until it exits or its deadline (at
+    // most kMaxFinishing: start() made room before this evaluation began).
     Finishing f;
     f.pid = run_.pid;
     f.id = run_id_;

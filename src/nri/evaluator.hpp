@@ -121,9 +121,11 @@ struct AfterAnswer {
   int64_t took_ms = 0;   ///< from the start of the evaluation to its end
 };
 
-/// Evaluators that answered and still write their records, at most (the oldest is killed, and
-/// recorded as records-cut, when one more answers).
+/// Evaluators that answered and still write their records, at most. With that many, the next
+/// event waits for one to end (a record takes about a millisecond), at most kFinishingWaitMs after
+/// the oldest answered; then the oldest is killed and recorded as records-cut.
 constexpr size_t kMaxFinishing = 4;
+constexpr int64_t kFinishingWaitMs = 20;
 
 /// Head start of the evaluator's own deadline before the relay's SIGKILL (ms).
 constexpr int64_t kChildMarginMs = 100;
@@ -149,7 +151,8 @@ class Supervisor {
   /// retired.
   void set_flags(const std::vector<std::string>& flags);
   /// False while the zygote is still cloning the spare the next event should use (start() would
-  /// have to fork one itself); the pid arrives within a fraction of a millisecond.
+  /// have to fork one itself); the pid arrives within a fraction of a millisecond. Also false
+  /// while kMaxFinishing evaluators write their records, for at most kFinishingWaitMs.
   bool ready_to_start() const;
   /// Start evaluating `input` (JSON, newline-terminated) with the hard deadline `deadline_ms`
   /// (CLOCK_MONOTONIC ms). Uses the ready spare if there is one. False, with `err`, when no

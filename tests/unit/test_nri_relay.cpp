@@ -2024,7 +2024,7 @@ TEST_CASE("relay (fork): the answer is replied before the evaluator's records; w
     CHECK(r[0]["outcome"] == "answered");
     CHECK_THAT(r[0]["reason"].get<std::string>(), Catch::Contains("exited with status 3"));
   }
-  SECTION("at most kMaxFinishing evaluators finish their records; the oldest makes room") {
+  SECTION("at most kMaxFinishing evaluators finish their records; then the oldest makes room") {
     for (size_t i = 0; i <= nri::kMaxFinishing; ++i) {
       REQUIRE(early("slowrec", took));
       CHECK(took < 300);
