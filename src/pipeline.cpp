@@ -375,6 +375,17 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
     // request: publish.hpp) and disarms the deadline.
     auto finish = [&](const Request* r) {
         std::string out = render(c, r, exit_code);
+        SinkPaths paths;
+        if (mode != Mode::Explain) {
+            paths = resolve_sink_paths(opt.metrics_file, opt.event_log, sink_settings, opt.default_sinks);
+            // Before the answer, like the sandbox memo: the relay checks this memo right after
+            // its reply, to replace evaluators confined to the old record paths (evaluator.hpp
+            // roots_signature).
+            if (sink_settings && (sink_settings->metrics_file_set || sink_settings->event_log_set)) {
+                std::string e = remember_sink_paths(opt.state_dir, paths);
+                if (!e.empty()) log_line(e);
+            }
+        }
         if (mode == Mode::NriEval && opt.deliver) {
             // The answer is final: out first, the records after (Options::deliver). SIGALRM
             // waits meanwhile, so a deadline never writes a second answer into this one; one
@@ -403,11 +414,6 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             o.proc_root = opt.proc_root;
             o.resctrl_root = opt.resctrl_root;
             o.state_dir = opt.state_dir;
-            SinkPaths paths = resolve_sink_paths(opt.metrics_file, opt.event_log, sink_settings, opt.default_sinks);
-            if (sink_settings && (sink_settings->metrics_file_set || sink_settings->event_log_set)) {
-                std::string e = remember_sink_paths(opt.state_dir, paths);
-                if (!e.empty()) log_line(e);
-            }
             publish_event(o, paths);
         }
         disarm_deadline();

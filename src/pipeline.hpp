@@ -52,7 +52,8 @@ struct Options {
     bool explain_nri_event = false;
     /// NriEval only (the relay's evaluator, src/nri/eval_pipeline.cpp): deliver the answer as
     /// soon as it is final — knobs applied, the sandbox memo stored (the pod's next event reads
-    /// it) — and before the operator's records (publish.hpp publish_event), which are then off
+    /// it), the policy's record paths remembered (the relay replaces its evaluators by them right
+    /// after its reply) — and before the operator's records (publish.hpp publish_event), which are then off
     /// the runtime's critical path. Called once, with SIGALRM blocked, with exactly the text
     /// run_pipeline returns; it must write it all and end the answer (close the pipe's write
     /// end). From then on the deadline never answers again (on_deadline: kExitRecordsCut).
