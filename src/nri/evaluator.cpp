@@ -1093,6 +1093,9 @@ void Supervisor::drain_finishing(int64_t wait_ms) {
 }
 
 void Supervisor::reap_others() {
+  // Finishing evaluators are asked only when a child ended (or at the 1 s backstop): they are
+  // usually alive while the stragglers' reaping runs.
+  const bool child_ended = chld_ || now_ms() - last_reap_ms_ >= 1000;
   chld_ = false;
   last_reap_ms_ = now_ms();
   for (size_t i = 0; i < stragglers_.size();) {
@@ -1143,7 +1146,7 @@ void Supervisor::reap_others() {
       keeper_asked_ = false;
     }
   }
-  reap_finishing();
+  if (child_ended) reap_finishing();
   // Children we never learned the pid of (spares cloned by a zygote that died before answering).
   for (int i = 0; i < 16; ++i) {
     siginfo_t si;
