@@ -991,6 +991,22 @@ TEST_CASE("relay (fork): dead spares and zygotes are replaced; a crash costs tha
   }
 }
 
+namespace {
+// An evaluator's answer (child contract) whose adjustment carries `r` as annotations: how the
+// in-process test evaluators below report what they observed from inside their sandbox.
+void answer_annotations(const std::map<std::string, std::string>& r) {
+  std::string out = "{\"adjustment\":{\"annotations\":{";
+  bool first = true;
+  for (auto& kv : r) {
+    out += std::string(first ? "" : ",") + "\"" + kv.first + "\":\"" + kv.second + "\"";
+    first = false;
+  }
+  out += "}}}";
+  ssize_t n = write(1, out.data(), out.size());
+  (void)n;
+}
+}  // namespace
+
 TEST_CASE("relay (fork): the real evaluator is confined before the event", "[nri][relay][sandbox]") {
   if (nriqos::sandbox_disabled_by_env()) {
     WARN("NRI_QOS_NO_SANDBOX set; skipped");
@@ -1019,15 +1035,7 @@ TEST_CASE("relay (fork): the real evaluator is confined before the event", "[nri
     r["prctl"] = err(prctl(PR_SET_PDEATHSIG, SIGKILL));
     r["outside"] = err(open((dir + "/outside/x").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
     r["inside"] = err(open((dir + "/cg/x").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
-    std::string out = "{\"adjustment\":{\"annotations\":{";
-    bool first = true;
-    for (auto& kv : r) {
-      out += std::string(first ? "" : ",") + "\"" + kv.first + "\":\"" + kv.second + "\"";
-      first = false;
-    }
-    out += "}}}";
-    ssize_t w = write(1, out.data(), out.size());
-    (void)w;
+    answer_annotations(r);
     return 0;
   };
   FakeRuntime rt(o, t.path + "/relay.log");
@@ -1090,15 +1098,7 @@ TEST_CASE("relay (fork): each spare of the zygote narrows to its own /proc/<pid>
     r["procroot"] = w(dir + "/proc/sysrq", false);
     r["cgroup"] = w(dir + "/cg/x" + std::to_string(pid), true);
     r["outside"] = w(dir + "/outside/victim", false);
-    std::string out = "{\"adjustment\":{\"annotations\":{";
-    bool first = true;
-    for (auto& kv : r) {
-      out += std::string(first ? "" : ",") + "\"" + kv.first + "\":\"" + kv.second + "\"";
-      first = false;
-    }
-    out += "}}}";
-    ssize_t n = write(1, out.data(), out.size());
-    (void)n;
+    answer_annotations(r);
     return 0;
   };
   FakeRuntime rt(o, t.path + "/relay.log");
