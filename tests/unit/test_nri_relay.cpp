@@ -1007,6 +1007,20 @@ void answer_annotations(const std::map<std::string, std::string>& r) {
 }
 }  // namespace
 
+namespace {
+// Evaluator options on a scratch tree `dir`: cg/, proc/, resctrl/, state/, cache/ and p.toml.
+nriqos::Options scratch_eval_options(const std::string& dir) {
+  nriqos::Options eo;
+  eo.cgroup_root = dir + "/cg";
+  eo.proc_root = dir + "/proc";
+  eo.resctrl_root = dir + "/resctrl";
+  eo.state_dir = dir + "/state";
+  eo.cache_dir = dir + "/cache";
+  eo.policy = dir + "/p.toml";
+  return eo;
+}
+}  // namespace
+
 TEST_CASE("relay (fork): the real evaluator is confined before the event", "[nri][relay][sandbox]") {
   if (nriqos::sandbox_disabled_by_env()) {
     WARN("NRI_QOS_NO_SANDBOX set; skipped");
@@ -1015,13 +1029,7 @@ TEST_CASE("relay (fork): the real evaluator is confined before the event", "[nri
   TempDir t;
   mkdir((t.path + "/cg").c_str(), 0755);
   mkdir((t.path + "/outside").c_str(), 0755);
-  nriqos::Options eo;
-  eo.cgroup_root = t.path + "/cg";
-  eo.proc_root = t.path + "/proc";
-  eo.resctrl_root = t.path + "/resctrl";
-  eo.state_dir = t.path + "/state";
-  eo.cache_dir = t.path + "/cache";
-  eo.policy = t.path + "/p.toml";
+  nriqos::Options eo = scratch_eval_options(t.path);
   nri::RelayOptions o = child_opts(t.path, 1500, true);
   o.inproc = nri::pipeline_evaluator(eo);  // the real prepare (sandbox) and detach
   std::string dir = t.path;
@@ -1069,13 +1077,7 @@ TEST_CASE("relay (fork): each spare of the zygote narrows to its own /proc/<pid>
   for (const char* d : {"/cg", "/outside", "/proc", "/proc/111", "/proc/222"}) mkdir((t.path + d).c_str(), 0755);
   for (const char* f : {"/proc/111/oom_score_adj", "/proc/222/oom_score_adj", "/proc/sysrq", "/outside/victim"})
     put_file(t.path + f, "0");
-  nriqos::Options eo;
-  eo.cgroup_root = t.path + "/cg";
-  eo.proc_root = t.path + "/proc";
-  eo.resctrl_root = t.path + "/resctrl";
-  eo.state_dir = t.path + "/state";
-  eo.cache_dir = t.path + "/cache";
-  eo.policy = t.path + "/p.toml";
+  nriqos::Options eo = scratch_eval_options(t.path);
   nri::RelayOptions o = child_opts(t.path, 1500, true);
   o.inproc = nri::pipeline_evaluator(eo);  // the real prepare (zygote sandbox) and detach
   std::string dir = t.path;
@@ -1133,13 +1135,7 @@ TEST_CASE("relay (fork): the real pipeline reads the policy file's current conte
                                      std::to_string(shares) + "\n");
   };
   policy(2);
-  nriqos::Options eo;
-  eo.cgroup_root = t.path + "/cg";
-  eo.proc_root = t.path + "/proc";
-  eo.resctrl_root = t.path + "/resctrl";
-  eo.state_dir = t.path + "/state";
-  eo.cache_dir = t.path + "/cache";
-  eo.policy = t.path + "/p.toml";
+  nriqos::Options eo = scratch_eval_options(t.path);
   eo.policy_from_flag = true;
   eo.layout = nriqos::Layout::V1;
   nri::RelayOptions o = child_opts(t.path, 1500, true);
@@ -1185,13 +1181,7 @@ struct RealRelay {
       REQUIRE(system(cmd.c_str()) == 0);
     }
     put_file(t.path + "/p.toml", policy);
-    nriqos::Options eo;
-    eo.cgroup_root = t.path + "/cg";
-    eo.proc_root = t.path + "/proc";
-    eo.resctrl_root = t.path + "/resctrl";
-    eo.state_dir = t.path + "/state";
-    eo.cache_dir = t.path + "/cache";
-    eo.policy = t.path + "/p.toml";
+    nriqos::Options eo = scratch_eval_options(t.path);
     eo.policy_from_flag = true;
     eo.layout = layout;
     eo.event_log = t.path + "/events.log";  // the record of each event (never the node's own)
@@ -1413,13 +1403,7 @@ TEST_CASE("relay (real pipeline): oom_score_adj as an adjustment on NRI 0.8+, wr
 TEST_CASE("relay (fork): the policy's fail mode holds from the first event; the runtime's timeouts are kept", "[nri][relay]") {
   TempDir t;
   for (const char* d : {"/cg", "/state", "/cache", "/proc"}) mkdir((t.path + d).c_str(), 0755);
-  nriqos::Options eo;
-  eo.cgroup_root = t.path + "/cg";
-  eo.proc_root = t.path + "/proc";
-  eo.resctrl_root = t.path + "/resctrl";
-  eo.state_dir = t.path + "/state";
-  eo.cache_dir = t.path + "/cache";
-  eo.policy = t.path + "/p.toml";
+  nriqos::Options eo = scratch_eval_options(t.path);
   eo.layout = nriqos::Layout::V1;
   auto relay_with = [&](const std::string& fail, int deadline_ms) {
     put_file(t.path + "/p.toml", "version = 1\n[settings]\ndefault_class = \"BE\"\nfail = \"" + fail +
