@@ -54,7 +54,7 @@ void prefault(size_t arena_bytes) {
     uintptr_t a = page_down(reinterpret_cast<uintptr_t>(g_buf + g_top) + 4095);
     uintptr_t e = page_down(reinterpret_cast<uintptr_t>(g_buf) + std::min(kBytes, g_top + arena_bytes));
     if (e > a) madvise(reinterpret_cast<void*>(a), e - a, MADV_POPULATE_WRITE);
-    touch_stack(64u << 10);
+    touch_stack(48u << 10);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
 }
