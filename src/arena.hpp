@@ -32,7 +32,7 @@ bool contains(const void* p);
 /// one page fault per page while the event waits: the hot path's code (src/hot-text.ld; read,
 /// from the page cache: MADV_POPULATE_READ), the first `arena_bytes` of the arena
 /// (MADV_POPULATE_WRITE), 48 KiB of stack and the vDSO's clock page. For a native spare evaluator, which has nothing to do
-/// until its event arrives (src/nri/evaluator.cpp): every fault it takes here is one fewer on
+/// until its event arrives (src/nri/evaluator_procs.cpp): every fault it takes here is one fewer on
 /// the event's critical path. MADV_POPULATE_* need Linux 5.14; older kernels refuse them
 /// (EINVAL) and the pages fault in as before. Never fails.
 void prefault(size_t arena_bytes);

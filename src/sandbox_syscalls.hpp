@@ -45,7 +45,7 @@ inline constexpr const char* kSandboxAllowed[] = {
     nullptr,
 };
 
-/// The relay's evaluator **zygote** (src/nri/evaluator.cpp) runs under the evaluator's list plus
+/// The relay's evaluator **zygote** (src/nri/evaluator_procs.cpp) runs under the evaluator's list plus
 /// what it needs to hand out spare evaluators: receive their pipe fds over its control socket,
 /// report the pid, and clone. The generator adds three argument-checked rules besides these names:
 /// clone only with flags == CLONE_PARENT|SIGCHLD, prctl only PR_SET_PDEATHSIG or PR_SET_NAME, seccomp only

@@ -108,7 +108,7 @@ elif mode == 'native':
     served = 0
     for sp in spares:
         calls = procs[sp]
-        # its first read of fd 0 is the event's header (nri/evaluator.cpp evaluate_one)
+        # its first read of fd 0 is the event's header (nri/evaluator_procs.cpp evaluate_one)
         hdr = [i for i, c in enumerate(calls) if c[0] == 'read' and c[1].startswith('0, ')]
         if not hdr or sp in retired: continue  # a spare retired before it got an event
         served += 1

@@ -124,7 +124,7 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
     }
   };
   e.record = [opts](const std::vector<std::string>& flags, const std::string& msg) -> int {
-    // In a recorder process of the keeper (evaluator.cpp run_recorder). The paths are ours
+    // In a recorder process of the keeper (evaluator_procs.cpp run_recorder). The paths are ours
     // (command line, plugin config, the last policy's <state_dir>/sinks, defaults), never the
     // message's; writes are confined beneath their directories before the message is parsed.
     nriqos::Options o = *opts;

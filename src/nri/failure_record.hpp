@@ -5,7 +5,7 @@
 //
 // The confined relay cannot write /var/log/nri-qos or the metrics file (src/sandbox.hpp
 // confine_relay: no filesystem writes). It describes the failure in one bounded message (this
-// file's `failure_message`) and hands it to the keeper (evaluator.cpp), which was forked before
+// file's `failure_message`) and hands it to the keeper (evaluator_procs.cpp), which was forked before
 // the relay confined itself. The keeper forks a short-lived recorder per message; the recorder
 // confines itself (seccomp + Landlock: writes only beneath the sink directories, which it
 // resolves itself — never from the message), then parses and validates the message here

@@ -1,0 +1,303 @@
+// The processes of the relay's evaluation, as they run: see evaluator_procs.hpp.
+#include "nri/evaluator_procs.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "nri/failure_record.hpp"
+
+namespace nri::procs {
+
+namespace {
+
+// Control socket fd number inside the zygote.
+constexpr int kZygoteCtl = 3;
+
+// Close every fd >= `from` (close_range(2), Linux 5.9+; else one by one).
+void close_from(int from) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, unsigned(from), ~0u, 0u) == 0) return;
+#endif
+  long max = sysconf(_SC_OPEN_MAX);
+  if (max < 0 || max > 65536) max = 65536;
+  for (int fd = from; fd < max; ++fd) close(fd);
+}
+
+bool read_full(int fd, void* buf, size_t n) {
+  size_t off = 0;
+  while (off < n) {
+    ssize_t r = read(fd, static_cast<char*>(buf) + off, n - off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    off += size_t(r);
+  }
+  return true;
+}
+
+// Process names (comm, what ps shows): the roles at a glance, and what tests kill by.
+constexpr const char* kNameKeeper = "nri-qos-keeper";
+constexpr const char* kNameZygote = "nri-qos-zygote";
+constexpr const char* kNameEval = "nri-qos-eval";
+constexpr const char* kNameRecord = "nri-qos-record";
+// A failure recorder that has not finished within this time is killed (SIGALRM): its locks wait
+// at most 300 ms (event log) and 500 ms (metrics).
+constexpr unsigned kRecordSeconds = 2;
+void set_name(const char* n) { prctl(PR_SET_NAME, n, 0, 0, 0); }
+
+// Signals of a new evaluator or zygote: defaults, nothing blocked.
+void reset_signals() {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = SIG_DFL;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGCHLD, &sa, nullptr);
+  sigaction(SIGPIPE, &sa, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+// An evaluator with stdin/stdout on its pipes and everything else closed: wait for the header,
+// evaluate, exit. The answer's end is the close of fd 1 (the relay does not wait for the exit;
+// the real evaluator ends it before its records: eval_pipeline.cpp).
+[[noreturn]] void evaluate_one(const InProcessEval& ev) {
+  if (ev.warm) ev.warm();
+  unsigned char hdr[kHeaderSize];
+  if (!read_full(0, hdr, sizeof hdr)) _exit(0);  // retired before an event came
+  if (memcmp(hdr, kMagic, sizeof kMagic) != 0) _exit(72);
+  uint32_t budget = 0;
+  memcpy(&budget, hdr + 4, sizeof budget);
+  int rc = ev.evaluate(int(std::min<uint32_t>(budget, 1u << 30)));
+  close(1);
+  _exit(rc);
+}
+
+}  // namespace
+
+// A spare forked by the relay itself (no zygote): confine, then evaluate_one.
+[[noreturn]] void spare_main(int in_r, int out_w, pid_t relay, const InProcessEval& ev,
+                             const std::vector<std::string>& flags) {
+  reset_signals();
+  set_name(kNameEval);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // die with the relay; if it is gone already, leave
+  if (getppid() != relay) _exit(0);
+  setpgid(0, 0);  // own process group: the deadline kills all of it
+  if (dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0) _exit(71);
+  close_from(3);  // the trunk socket, the SIGCHLD pipe, other evaluators' pipes
+  try {
+    std::string note = ev.prepare ? ev.prepare(flags, false) : std::string();
+    if (!note.empty()) logf("evaluator: %s", note.c_str());
+    evaluate_one(ev);
+  } catch (...) {
+    _exit(70);
+  }
+}
+
+namespace {
+
+// A spare cloned by the zygote (CLONE_PARENT: our parent is the relay).
+[[noreturn]] void cloned_spare(int in_r, int out_w, pid_t relay, const InProcessEval& ev) {
+  set_name(kNameEval);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != relay) _exit(0);
+  if (dup3(in_r, 0, 0) < 0 || dup3(out_w, 1, 0) < 0) _exit(71);
+  close(in_r);
+  close(out_w);
+  close(kZygoteCtl);
+  try {
+    std::string why = ev.detach ? ev.detach() : std::string();
+    if (!why.empty()) {  // it would keep the zygote's powers: never evaluate like that
+      logf("evaluator: %s; not used", why.c_str());
+      _exit(73);
+    }
+    evaluate_one(ev);
+  } catch (...) {
+    _exit(70);
+  }
+}
+
+}  // namespace
+
+// The zygote: confined once; clones a prober that tells the relay the policy's fail mode, then one
+// spare per request on its control socket. A request is one byte with two fds (SCM_RIGHTS: the
+// spare's stdin read end, stdout write end); the answer is the spare's pid, or -errno.
+[[noreturn]] void zygote_main(int ctl, pid_t relay, const InProcessEval& ev, const std::vector<std::string>& flags) {
+  reset_signals();
+  set_name(kNameZygote);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != relay) _exit(0);
+  setpgid(0, 0);
+  if (ctl != kZygoteCtl && (dup2(ctl, kZygoteCtl) < 0)) _exit(71);
+  close_from(kZygoteCtl + 1);
+  try {
+    std::string note = ev.prepare ? ev.prepare(flags, true) : std::string();
+    if (!note.empty()) logf("evaluator zygote: %s", note.c_str());
+    // The policy's fail mode, so that even the first event after a start fails the way the
+    // policy says when its evaluation crashes or times out (issue #12 §4). Loading the policy
+    // can take seconds (a large one without a compiled cache): a clone of ours does it and
+    // sends it on our socket (one datagram: atomic) while we serve.
+    if (ev.probe_fail_mode) {
+      long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, nullptr, nullptr, 0);
+      if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != relay) _exit(0);
+        // Confined like the zygote (it reads only the operator's policy, no pod data).
+        int32_t msg[2] = {kMsgFailMode, int32_t(ev.probe_fail_mode())};
+        ssize_t w = send(kZygoteCtl, msg, sizeof msg, MSG_NOSIGNAL);
+        _exit(w == ssize_t(sizeof msg) ? 0 : 1);
+      }
+    }
+    for (;;) {
+      char byte = 0;
+      struct iovec iov = {&byte, 1};
+      alignas(struct cmsghdr) char cbuf[CMSG_SPACE(2 * sizeof(int))];
+      struct msghdr mh;
+      memset(&mh, 0, sizeof mh);
+      mh.msg_iov = &iov;
+      mh.msg_iovlen = 1;
+      mh.msg_control = cbuf;
+      mh.msg_controllen = sizeof cbuf;
+      ssize_t n = recvmsg(kZygoteCtl, &mh, MSG_CMSG_CLOEXEC);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) _exit(0);  // the relay closed the socket: retired
+      int fds[2] = {-1, -1};
+      int nfds = 0;
+      for (struct cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; ++i) {
+          int fd;
+          memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+          if (nfds < 2) fds[nfds] = fd;
+          else close(fd);
+          ++nfds;
+        }
+      }
+      int32_t answer[2] = {kMsgSpare, -EINVAL};
+      if (nfds == 2) {
+        if (ev.before_spare) ev.before_spare();
+        long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, nullptr, nullptr, 0);
+        if (pid == 0) cloned_spare(fds[0], fds[1], relay, ev);
+        answer[1] = pid < 0 ? -errno : int32_t(pid);
+      }
+      for (int fd : fds)
+        if (fd >= 0) close(fd);
+      if (send(kZygoteCtl, answer, sizeof answer, MSG_NOSIGNAL) != ssize_t(sizeof answer)) _exit(0);
+    }
+  } catch (...) {
+    _exit(70);
+  }
+}
+
+// A recorder for one relay-level failure message (InProcessEval::record): its own process, so
+// that the parsing of what the relay sent happens confined (record() confines itself first) and a
+// crash or a hang (SIGALRM after kRecordSeconds) costs that record only. Waited for: records are
+// written one at a time, which also bounds what a flood of failures can cost.
+int run_recorder(const InProcessEval& ev, const std::vector<std::string>& flags, const std::string& msg, bool wait) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    set_name(kNameRecord);
+    reset_signals();
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    alarm(kRecordSeconds);
+    close_from(3);
+    int rc = 70;
+    try {
+      rc = ev.record(flags, msg);
+    } catch (...) {
+    }
+    _exit(rc);
+  }
+  if (pid < 0 || !wait) return pid;
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) logf("failure recorder %d %s", int(pid), describe_status(st).c_str());
+  return pid;
+}
+
+// The keeper: forked once from the relay, before the relay confines itself, with the plugin
+// config's flags fixed. It makes zygotes and has relay-level failures recorded. Requests on its
+// control socket (SOCK_SEQPACKET: one request per datagram):
+//  * "Z": clone a zygote (CLONE_PARENT: the relay's child) and send back its pid with the relay's
+//    end of the zygote's control socket (SCM_RIGHTS);
+//  * "R" + message (at most kMaxFailureMsg bytes, else refused whole): fork a recorder for it
+//    (run_recorder). No answer. The keeper itself never parses the message: it only bounds it.
+[[noreturn]] void keeper_main(int ctl, pid_t relay, const InProcessEval& ev, const std::vector<std::string>& flags) {
+  reset_signals();
+  set_name(kNameKeeper);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != relay) _exit(0);
+  setpgid(0, 0);
+  if (ctl != kZygoteCtl && dup2(ctl, kZygoteCtl) < 0) _exit(71);
+  close_from(kZygoteCtl + 1);
+  static char req[kMaxFailureMsg + 1];
+  for (;;) {
+    // MSG_TRUNC: the datagram's real length, also when it was longer than the buffer.
+    ssize_t n = recv(kZygoteCtl, req, sizeof req, MSG_TRUNC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) _exit(0);  // the relay is gone (or closed the socket: all requests were read)
+    if (req[0] == 'R') {
+      if (size_t(n) > sizeof req || n < 2) logf("keeper: failure record of %zd bytes refused (at most %zu)", n, sizeof req);
+      else if (ev.record) run_recorder(ev, flags, std::string(req + 1, size_t(n) - 1), true);
+      continue;
+    }
+    if (n != 1 || req[0] != 'Z') {
+      logf("keeper: unknown request of %zd bytes ignored", n);
+      continue;
+    }
+    int sv[2];
+    int32_t answer = 0;
+    int give = -1;
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+      answer = -errno;
+    } else {
+      long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, nullptr, nullptr, 0);
+      if (pid == 0) {
+        close(kZygoteCtl);
+        close(sv[0]);
+        zygote_main(sv[1], relay, ev, flags);
+      }
+      answer = pid < 0 ? -errno : int32_t(pid);
+      close(sv[1]);
+      give = sv[0];
+    }
+    struct iovec iov = {&answer, sizeof answer};
+    alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
+    memset(cbuf, 0, sizeof cbuf);
+    struct msghdr mh;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    if (answer > 0) {
+      mh.msg_control = cbuf;
+      mh.msg_controllen = sizeof cbuf;
+      struct cmsghdr* c = CMSG_FIRSTHDR(&mh);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      memcpy(CMSG_DATA(c), &give, sizeof give);
+    }
+    ssize_t w = sendmsg(kZygoteCtl, &mh, MSG_NOSIGNAL);
+    if (give >= 0) close(give);
+    if (w != ssize_t(sizeof answer)) _exit(0);
+  }
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "ended with wait status " + std::to_string(status);
+}
+
+}  // namespace nri::procs

@@ -1,0 +1,46 @@
+// The processes of the relay's evaluation (docs/native-nri.md "Evaluators"), as they run: the
+// spare that evaluates one event, the zygote that clones spares, the keeper that re-forks the
+// zygote and the failure recorders. Their supervision from the relay's side (start, feed, time
+// out, kill, reap) is in evaluator.cpp. Internal to src/nri/.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nri/evaluator.hpp"
+
+namespace nri::procs {
+
+// Header the relay writes to a forked evaluator before the event: "NQEV", the evaluator's own
+// budget in ms (uint32, host order), 8 reserved bytes. A spare that reads EOF instead exits 0.
+constexpr size_t kHeaderSize = 16;
+constexpr char kMagic[4] = {'N', 'Q', 'E', 'V'};
+// Messages zygote -> relay: {kind, value}, two int32.
+constexpr int32_t kMsgFailMode = 1;  // value: the policy's fail mode, 1 closed, 0 open, -1 unknown
+constexpr int32_t kMsgSpare = 2;     // value: the spare's pid, or -errno
+
+/// "exited with status N" / "killed by signal N" for a wait(2) status.
+std::string describe_status(int status);
+
+/// A spare forked by the relay itself (no zygote): stdin `in_r`, stdout `out_w`; confines
+/// itself (InProcessEval::prepare with `flags`), then evaluates one event and exits.
+[[noreturn]] void spare_main(int in_r, int out_w, pid_t relay, const InProcessEval& ev, const std::vector<std::string>& flags);
+
+/// The zygote on control socket `ctl`: confined once, clones a spare per request (one byte with
+/// the spare's two pipe fds), answers {kMsgSpare, pid or -errno}; tells the policy's fail mode
+/// ({kMsgFailMode, ...}) once known. Exits when the relay closes the socket.
+[[noreturn]] void zygote_main(int ctl, pid_t relay, const InProcessEval& ev, const std::vector<std::string>& flags);
+
+/// The keeper on control socket `ctl`: forks zygotes on request (sending the relay its control
+/// socket) and failure recorders for relay-level failures (InProcessEval::record).
+[[noreturn]] void keeper_main(int ctl, pid_t relay, const InProcessEval& ev, const std::vector<std::string>& flags);
+
+/// Fork a recorder for `msg` (InProcessEval::record, confined, killed after a bound); with
+/// `wait`, wait for it and return its exit status, else return its pid (or -1).
+int run_recorder(const InProcessEval& ev, const std::vector<std::string>& flags, const std::string& msg, bool wait);
+
+}  // namespace nri::procs
