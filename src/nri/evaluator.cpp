@@ -226,23 +226,8 @@ bool Supervisor::start_keeper() {
 void Supervisor::keeper_answer() {
   int32_t answer = 0;
   int fd = -1;
-  struct iovec iov = {&answer, sizeof answer};
-  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
-  struct msghdr mh;
-  memset(&mh, 0, sizeof mh);
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = cbuf;
-  mh.msg_controllen = sizeof cbuf;
-  ssize_t n;
-  do n = recvmsg(keeper_ctl_, &mh, MSG_CMSG_CLOEXEC);
-  while (n < 0 && errno == EINTR);
+  ssize_t n = procs::recv_with_fds(keeper_ctl_, &answer, sizeof answer, &fd, 1);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
-      memcpy(&fd, CMSG_DATA(c), sizeof fd);
-    }
-  }
   if (n != ssize_t(sizeof answer)) {
     if (fd >= 0) close(fd);
     logf("evaluator keeper %d %s; no more zygotes can be made", int(keeper_pid_),
@@ -312,22 +297,8 @@ bool Supervisor::ask_zygote() {
     return false;
   }
   char byte = 'S';
-  struct iovec iov = {&byte, 1};
-  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(2 * sizeof(int))];
-  memset(cbuf, 0, sizeof cbuf);
-  struct msghdr mh;
-  memset(&mh, 0, sizeof mh);
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = cbuf;
-  mh.msg_controllen = sizeof cbuf;
-  struct cmsghdr* c = CMSG_FIRSTHDR(&mh);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(2 * sizeof(int));
   int give[2] = {in_p[0], out_p[1]};
-  memcpy(CMSG_DATA(c), give, sizeof give);
-  ssize_t n = sendmsg(zyg_ctl_, &mh, MSG_NOSIGNAL);
+  ssize_t n = procs::send_with_fds(zyg_ctl_, &byte, 1, give, 2);
   close(in_p[0]);
   close(out_p[1]);
   if (n != 1) {

@@ -159,29 +159,13 @@ namespace {
     }
     for (;;) {
       char byte = 0;
-      struct iovec iov = {&byte, 1};
-      alignas(struct cmsghdr) char cbuf[CMSG_SPACE(2 * sizeof(int))];
-      struct msghdr mh;
-      memset(&mh, 0, sizeof mh);
-      mh.msg_iov = &iov;
-      mh.msg_iovlen = 1;
-      mh.msg_control = cbuf;
-      mh.msg_controllen = sizeof cbuf;
-      ssize_t n = recvmsg(kZygoteCtl, &mh, MSG_CMSG_CLOEXEC);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) _exit(0);  // the relay closed the socket: retired
       int fds[2] = {-1, -1};
-      int nfds = 0;
-      for (struct cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < k; ++i) {
-          int fd;
-          memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-          if (nfds < 2) fds[nfds] = fd;
-          else close(fd);
-          ++nfds;
-        }
+      int nfds = 0;  // a request carries exactly two
+      ssize_t n = recv_with_fds(kZygoteCtl, &byte, 1, fds, 2, &nfds);
+      if (n <= 0) {  // the relay closed the socket: retired
+        for (int fd : fds)
+          if (fd >= 0) close(fd);
+        _exit(0);
       }
       int32_t answer[2] = {kMsgSpare, -EINVAL};
       if (nfds == 2) {
@@ -272,26 +256,64 @@ int run_recorder(const InProcessEval& ev, const std::vector<std::string>& flags,
       close(sv[1]);
       give = sv[0];
     }
-    struct iovec iov = {&answer, sizeof answer};
-    alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
-    memset(cbuf, 0, sizeof cbuf);
-    struct msghdr mh;
-    memset(&mh, 0, sizeof mh);
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    if (answer > 0) {
-      mh.msg_control = cbuf;
-      mh.msg_controllen = sizeof cbuf;
-      struct cmsghdr* c = CMSG_FIRSTHDR(&mh);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      memcpy(CMSG_DATA(c), &give, sizeof give);
-    }
-    ssize_t w = sendmsg(kZygoteCtl, &mh, MSG_NOSIGNAL);
+    ssize_t w = send_with_fds(kZygoteCtl, &answer, sizeof answer, &give, answer > 0 ? 1 : 0);
     if (give >= 0) close(give);
     if (w != ssize_t(sizeof answer)) _exit(0);
   }
+}
+
+ssize_t send_with_fds(int sock, const void* buf, size_t len, const int* fds, int nfds) {
+  if (nfds < 0 || nfds > 4) {
+    errno = EINVAL;
+    return -1;
+  }
+  struct iovec iov = {const_cast<void*>(buf), len};
+  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(4 * sizeof(int))];
+  memset(cbuf, 0, sizeof cbuf);
+  struct msghdr mh;
+  memset(&mh, 0, sizeof mh);
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  if (nfds > 0) {
+    mh.msg_control = cbuf;
+    mh.msg_controllen = CMSG_SPACE(size_t(nfds) * sizeof(int));
+    struct cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(size_t(nfds) * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, size_t(nfds) * sizeof(int));
+  }
+  return sendmsg(sock, &mh, MSG_NOSIGNAL);
+}
+
+ssize_t recv_with_fds(int sock, void* buf, size_t len, int* fds, int max_fds, int* total) {
+  for (int i = 0; i < max_fds; ++i) fds[i] = -1;
+  struct iovec iov = {buf, len};
+  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(4 * sizeof(int))];
+  struct msghdr mh;
+  memset(&mh, 0, sizeof mh);
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = cbuf;
+  mh.msg_controllen = sizeof cbuf;
+  ssize_t n;
+  do n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+  while (n < 0 && errno == EINTR);
+  if (n < 0) return n;
+  int got = 0;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < k; ++i) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      if (got < max_fds) fds[got] = fd;
+      else close(fd);
+      ++got;
+    }
+  }
+  if (total) *total = got;
+  return n;
 }
 
 std::string describe_status(int status) {

@@ -23,6 +23,16 @@ constexpr char kMagic[4] = {'N', 'Q', 'E', 'V'};
 constexpr int32_t kMsgFailMode = 1;  // value: the policy's fail mode, 1 closed, 0 open, -1 unknown
 constexpr int32_t kMsgSpare = 2;     // value: the spare's pid, or -errno
 
+/// sendmsg(2) of `len` bytes of `buf` on `sock` with the `nfds` (at most 4) descriptors of `fds`
+/// passed along (SCM_RIGHTS; none when `nfds` is 0), MSG_NOSIGNAL. Returns sendmsg's result.
+ssize_t send_with_fds(int sock, const void* buf, size_t len, const int* fds, int nfds);
+
+/// recvmsg(2) of one message of at most `len` bytes into `buf` on `sock`, with up to `max_fds`
+/// descriptors passed along (SCM_RIGHTS, received O_CLOEXEC) into `fds` (unused slots -1; any
+/// more are closed); `total` (optional) gets how many came. EINTR is retried. Returns recvmsg's
+/// result (errno set when < 0).
+ssize_t recv_with_fds(int sock, void* buf, size_t len, int* fds, int max_fds, int* total = nullptr);
+
 /// "exited with status N" / "killed by signal N" for a wait(2) status.
 std::string describe_status(int status);
 
