@@ -55,7 +55,7 @@ comm = {}
 retired = set()  # spares whose first read of fd 0 (the event's header) saw EOF: never got one
 first_read = {}  # pid -> its first read(0) is unfinished / done
 for line in open(log):
-    r = re.match(r'^(\d+) (?:<\.\.\. read resumed>|read\(0, )(.*)$', line)
+    r = re.match(r'^(\d+) +(?:<\.\.\. read resumed>|read\(0, )(.*)$', line)  # strace pads the pid column
     if r and first_read.get(r.group(1)) != 'done':
         pid, tail = r.groups()
         if tail.rstrip().endswith('<unfinished ...>'): first_read[pid] = 'unfinished'
