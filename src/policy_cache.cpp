@@ -414,6 +414,18 @@ struct Preloaded {
     bool racy = false;  // a racy entry is replaced on disk once the file is old enough: read again
 };
 Preloaded* g_preloaded = nullptr;  // never freed: lives as long as the process
+
+// The cache file `dir`/`name` into `blob` when the directory and the file are trusted
+// (dir_trusted, load_trusted); false when absent or untrusted.
+bool read_trusted(const std::string& dir, const std::string& name, Blob& blob) {
+    struct stat dst {};
+    if (dir.empty() || stat(dir.c_str(), &dst) != 0 || !dir_trusted(dst)) return false;
+    int fd = open((dir + "/" + name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return false;
+    bool ok = load_trusted(fd, blob);
+    close(fd);
+    return ok;
+}
 }  // namespace
 
 void preload(const std::string& path, const std::string& cache_dir) {
@@ -422,14 +434,8 @@ void preload(const std::string& path, const std::string& cache_dir) {
         if (cache_dir.empty() || stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
         std::string key = cache_key(path, st), name = cache_file_name(path);
         if (g_preloaded && !g_preloaded->racy && g_preloaded->dir == cache_dir && g_preloaded->name == name && g_preloaded->key == key) return;
-        struct stat dst {};
-        if (stat(cache_dir.c_str(), &dst) != 0 || !dir_trusted(dst)) return;
-        int fd = open((cache_dir + "/" + name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-        if (fd < 0) return;
         Blob blob;
-        bool ok = load_trusted(fd, blob);
-        close(fd);
-        if (!ok) return;
+        if (!read_trusted(cache_dir, name, blob)) return;
         Policy p;
         DecodeInfo info;
         std::string_view v = blob.view();
@@ -446,14 +452,8 @@ Decoded read_file(const std::string& dir, const std::string& name, std::string_v
         if (d != Decoded::Invalid) return d;
         out = Policy();
     }
-    struct stat dst {};
-    if (dir.empty() || stat(dir.c_str(), &dst) != 0 || !dir_trusted(dst)) return Decoded::Invalid;
-    int fd = open((dir + "/" + name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) return Decoded::Invalid;
     Blob blob;
-    bool ok = load_trusted(fd, blob);
-    close(fd);
-    return ok ? decode(blob.view(), key, filter, out, info) : Decoded::Invalid;
+    return read_trusted(dir, name, blob) ? decode(blob.view(), key, filter, out, info) : Decoded::Invalid;
 }
 
 
