@@ -11,7 +11,9 @@
 #                                 landlock_restrict_self: no new ruleset, no path walked again
 #   sandbox-native-zygote         the relay's zygote opens each root once and makes no mkdir
 #   sandbox-native-spare          a spare, once its event is read, narrows with the ruleset it
-#                                 readied before: no new ruleset, no root opened
+#                                 readied before: no new ruleset, no root opened; and once its
+#                                 answer is written and ended, it yields the CPU (sched_yield)
+#                                 before writing its records (docs/native-nri.md, "Timeline")
 # Each skips (SKIP line) without strace, or without Landlock (nothing to narrow).
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -120,6 +122,12 @@ elif mode == 'native':
         if sum(1 for c in narrow if c[0] == 'landlock_add_rule') > 1: made.append('landlock_add_rule x%d' % sum(1 for c in narrow if c[0] == 'landlock_add_rule'))
         walked = [r for r in roots if opens_of(narrow, r)]
         if made or walked: bad.append('spare %s, after its event was read: %s, roots opened again: %s' % (sp, made, walked))
+        # the answer (write to fd 1), its end (stderr over fd 1), then sched_yield before any record
+        ans = [i for i, c in enumerate(after) if c[0] == 'write' and c[1].startswith('1, ')]
+        nxt = [c[0] + ('(2, 1' if c[1].startswith('2, 1,') else '') for c in after[ans[0] + 1:ans[0] + 3]] if ans else []
+        if not ans: bad.append('spare %s wrote no answer on fd 1' % sp)
+        elif nxt != ['dup3(2, 1', 'sched_yield']:
+            bad.append('spare %s, after its answer: %s (want dup3(2, 1, 0) then sched_yield() before its records)' % (sp, nxt))
     if served < 3: bad.append('%d spares served an event (want 3)' % served)
 if bad:
     print('FAIL %s: %s' % (name, '; '.join(bad)))
