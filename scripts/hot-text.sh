@@ -31,7 +31,8 @@ REQS=("$FIX/containerd-1.6.20/sandbox-create.json" "$FIX/containerd-1.6.20/conta
       "$FIX/containerd-1.6.20/container-delete.json")
 # The native evaluator's path too (a spare runs the same code as `nri-eval` on these; arena.cpp
 # prefault maps the hot code into every spare before its event).
-EVENTS=("$FIX/nri-events/run-pod-sandbox.json" "$FIX/nri-events/create-container.json" "$FIX/nri-events/start-container.json")
+EVENTS=("$FIX/nri-events/run-pod-sandbox.json" "$FIX/nri-events/create-container.json" "$FIX/nri-events/start-container.json"
+        "$FIX/nri-events/remove-pod-sandbox.json")
 for f in "${REQS[@]}" "${EVENTS[@]}"; do  # the cgroup files the requests' knobs go to, so they are written
   for cp in $(grep -o '"cgroups\(Path\|_path\)":"[^"]*"' "$f" | cut -d'"' -f4); do
   for rel in "$cp" "$(dirname "$cp")"; do
@@ -40,6 +41,11 @@ for f in "${REQS[@]}" "${EVENTS[@]}"; do  # the cgroup files the requests' knobs
           "$S/cgroup/memory$rel"/{memory.high,memory.qos_level,memory.limit_in_bytes}
   done
   done
+done
+# The events' processes (a /proc of their own: the private root's procfs has no such pids), so
+# that StartContainer's oom_score_adj write is traced too.
+for pid in $(cat "${EVENTS[@]}" | grep -o '"pid":[0-9]*' | cut -d: -f2 | sort -u); do
+  mkdir -p "$S/evproc/$pid"; echo 0 > "$S/evproc/$pid/oom_score_adj"
 done
 mkdir -p "$S/etc/nri" "$S/traces"
 cp conf/nri.d/nri-qos.toml "$S/etc/nri/nri-qos.toml"
@@ -52,8 +58,10 @@ scripts/private-root.sh "$S" bash -c '
   bin=$1 trace=$2 lo=$3 hi=$4 out=$5; shift 5
   i=0
   for r in "$@"; do
-    case $r in */nri-events/*) cmd=nri-eval ;; *) cmd=invoke ;; esac
+    case $r in */nri-events/*) cmd="nri-eval --proc-root $out/../evproc" ;; *) cmd=invoke ;; esac
+    # shellcheck disable=SC2086
     "$bin" $cmd <"$r" >/dev/null || true
+    # shellcheck disable=SC2086
     "$trace" "$out/$i.txt" "$lo" "$hi" "$bin" $cmd <"$r" >/dev/null || true
     i=$((i + 1))
   done' hot-text "$BIN" "$TOP/build/hot-trace" "$LO" "$HI" "$S/traces" "${REQS[@]}" "${EVENTS[@]}"
