@@ -14,6 +14,8 @@
 #                                 readied before: no new ruleset, no root opened; and once its
 #                                 answer is written and ended, it yields the CPU (sched_yield)
 #                                 before writing its records (docs/native-nri.md, "Timeline")
+#   sandbox-native-relay-waits    the relay reaps a finishing evaluator without a wait on each
+#                                 live child, and stats the record-path memo once per event
 # Each skips (SKIP line) without strace, or without Landlock (nothing to narrow).
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -128,7 +130,18 @@ elif mode == 'native':
         if not ans: bad.append('spare %s wrote no answer on fd 1' % sp)
         elif nxt != ['dup3(2, 1', 'sched_yield']:
             bad.append('spare %s, after its answer: %s (want dup3(2, 1, 0) then sched_yield() before its records)' % (sp, nxt))
-    if served < 3: bad.append('%d spares served an event (want 3)' % served)
+    if served < 9: bad.append("%d spares served an event (want 9)" % served)
+    # the relay: no wait for each live child on every SIGCHLD (it asks which child is a zombie),
+    # no stat of the record-path memo on every wake-up (only after an evaluation ended)
+    relay = [p for p, c in procs.items() if any(sc == 'execve' and re.search(r'", \["[^"]*", "relay"', a) for sc, a in c)]
+    keep = [p for p, c in comm.items() if c in ('nri-qos-zygote', 'nri-qos-keeper')]
+    for r in relay:
+        waits = sum(1 for sc, a in procs[r] if sc == 'wait4' and a.split(',')[0] in keep)
+        stats = sum(1 for sc, a in procs[r] if sc == 'newfstatat' and '/sinks"' in a)
+        # (left: the 1 s backstop's scan and the two waits of the relay's exit; before, two per event)
+        if waits > served: bad.append('relay %s: %d wait4 calls on the live zygote/keeper for %d events (want <= %d)' % (r, waits, served, served))
+        if stats > served + 2: bad.append('relay %s: %d stats of the record-path memo for %d events (want <= %d)' % (r, stats, served, served + 2))
+    if not relay: bad.append('no relay process in the trace')
 if bad:
     print('FAIL %s: %s' % (name, '; '.join(bad)))
     sys.exit(1)
@@ -151,7 +164,9 @@ else
   CMD="$BIN relay --policy $POLICY --cgroup-root $S/cg --cgroup-layout v1 --proc-root $S/proc --resctrl-root $S/resctrl"
   CMD="$CMD --state-dir $S/run/state --cache-dir $S/run/cache --last-good-dir $S/var/lib/last-good"
   CMD="$CMD --metrics-file $S/var/lib/textfile/nri_qos.prom --event-log $S/var/log/nri-qos/events.log"
-  if NRI_RELAY_LOAD_CMD="$CMD" NRI_RELAY_LOAD_EVENTS=3 "$STRACE" -f -o "$S/native.trace" "$UT" "[.nri-load]" >"$S/native.log" 2>&1; then
+  # 9 events: enough for the per-event counts; fewer than the harness's 10 at which it also checks
+  # the relay's RSS growth (a long-run check, meaningless under strace)
+  if NRI_RELAY_LOAD_CMD="$CMD" NRI_RELAY_LOAD_EVENTS=9 "$STRACE" -f -o "$S/native.trace" "$UT" "[.nri-load]" >"$S/native.log" 2>&1; then
     # shellcheck disable=SC2086
     check_trace "sandbox-native-zygote, -spare" "$S/native.trace" native $ROOTS || FAILED=1
   else

@@ -494,7 +494,12 @@ void Supervisor::ensure_spare() {
   // Evaluators are confined to the record paths known when they were made: a policy that moved
   // them (remembered by the first event under it) needs a new zygote and new spares, or every
   // later event's records would be refused until the relay restarts.
-  if (o_.inproc.roots_signature) {
+  // The memo changes only when an evaluation ran (it is written before the answer); a 1 s
+  // backstop catches anything else. Each check is a stat and a copy of the options: it ran on
+  // every wake-up of the loop before (3 per event).
+  if (o_.inproc.roots_signature && (roots_check_ || now - roots_checked_ms_ >= 1000)) {
+    roots_check_ = false;
+    roots_checked_ms_ = now;
     std::string sig = o_.inproc.roots_signature(flags_);
     if (roots_sig_known_ && sig != roots_sig_) {
       logf("record paths changed (%s): evaluator zygote%s and %zu spare(s) replaced", sig.c_str(),
@@ -635,6 +640,7 @@ void Supervisor::io(short in_rev, short out_rev) {
 }
 
 Outcome Supervisor::end(const std::string& failure, const std::string& kind, bool keep) {
+  roots_check_ = true;  // its policy may have moved the record paths (ensure_spare)
   Outcome out;
   int64_t now = now_ms();
   out.took_ms = now - started_ms_;
@@ -715,14 +721,21 @@ bool Supervisor::known(pid_t pid) const {
 }
 
 void Supervisor::reap_finishing() {
-  for (size_t i = 0; i < finishing_.size();) {
+  for (size_t i = 0; i < finishing_.size();)
+    if (!reap_finishing_at(i, false)) ++i;
+}
+
+// finishing_[i] when it has exited (`exited`: a waitid of the caller saw its zombie): reap it,
+// note how its records ended (after_), drop it. False when it is still writing.
+bool Supervisor::reap_finishing_at(size_t i, bool exited) {
+  {
     const Finishing f = finishing_[i];
-    siginfo_t si;
-    memset(&si, 0, sizeof si);
-    int r = waitid(P_PID, id_t(f.pid), &si, WEXITED | WNOHANG | WNOWAIT);
-    if (r == 0 && si.si_pid != f.pid) {  // still writing
-      ++i;
-      continue;
+    int r = 0;
+    if (!exited) {
+      siginfo_t si;
+      memset(&si, 0, sizeof si);
+      r = waitid(P_PID, id_t(f.pid), &si, WEXITED | WNOHANG | WNOWAIT);
+      if (r == 0 && si.si_pid != f.pid) return false;  // still writing
     }
     int st = 0;
     bool got = false;
@@ -751,6 +764,7 @@ void Supervisor::reap_finishing() {
     after_.push_back(std::move(a));
     finishing_.erase(finishing_.begin() + long(i));
   }
+  return true;
 }
 
 void Supervisor::expire_finishing(int64_t now, const char* why) {
@@ -793,9 +807,42 @@ void Supervisor::drain_finishing(int64_t wait_ms) {
 void Supervisor::reap_others() {
   // Finishing evaluators are asked only when a child ended (or at the 1 s backstop): they are
   // usually alive while the stragglers' reaping runs.
-  const bool child_ended = chld_ || now_ms() - last_reap_ms_ >= 1000;
+  const bool backstop = now_ms() - last_reap_ms_ >= 1000;
+  const bool child_ended = chld_ || backstop;
   chld_ = false;
   last_reap_ms_ = now_ms();
+  // The usual SIGCHLD: a finishing evaluator ended its records. Ask the kernel which child is a
+  // zombie (waitid P_ALL, WNOWAIT: it stays one) and reap that one, instead of one wait per
+  // child we know of (spare, zygote, keeper, each finishing evaluator: ~7 wait calls per event
+  // before, strace of the native benchmark; tests/sandbox.sh native-relay-waits). Anything
+  // else (a spare, the zygote or the keeper died, the running evaluator, stragglers, the 1 s
+  // backstop) takes the full scan below.
+  if (!backstop && stragglers_.empty()) {
+    bool full = false;
+    for (int n = 0; n < 16 && !full; ++n) {
+      siginfo_t si;
+      memset(&si, 0, sizeof si);
+      if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0) return;  // none (left)
+      size_t i = 0;
+      while (i < finishing_.size() && finishing_[i].pid != si.si_pid) ++i;
+      if (i < finishing_.size()) {
+        reap_finishing_at(i, true);
+      } else if (active_ && !reaped_ && si.si_pid == run_.pid) {
+        // The running evaluator (its records were quick, or it died): reaped as io() would;
+        // its answer is still read from the pipe (finish_if_done waits for EOF).
+        kill(-run_.pid, SIGKILL);
+        int st = 0;
+        if (waitpid(run_.pid, &st, 0) == run_.pid) {
+          reaped_ = true;
+          status_ = st;
+        }
+      } else if (known(si.si_pid)) {
+        full = true;
+      } else {
+        waitpid(si.si_pid, nullptr, WNOHANG);
+      }  // a spare whose zygote died before telling its pid
+    }
+  }
   for (size_t i = 0; i < stragglers_.size();) {
     int st = 0;
     pid_t r = waitpid(stragglers_[i], &st, WNOHANG);
@@ -858,8 +905,9 @@ void Supervisor::reap_others() {
 bool Supervisor::service(const struct pollfd* pfd, Outcome& out) {
   if (pfd_sig_ >= 0 && (pfd[pfd_sig_].revents & POLLIN)) {
     char drain[64];
-    while (read(g_sigchld_pipe[0], drain, sizeof drain) > 0) {
-    }
+    ssize_t n;
+    do n = read(g_sigchld_pipe[0], drain, sizeof drain);  // one read unless more than 64 bytes wait
+    while (n == ssize_t(sizeof drain));
     chld_ = true;
   }
   if (pfd_keeper_ >= 0 && pfd[pfd_keeper_].revents) keeper_answer();

@@ -231,6 +231,7 @@ class Supervisor {
   bool finish_if_done(Outcome& out);
   Outcome end(const std::string& failure, const std::string& kind = std::string(), bool keep = false);
   void reap_finishing();
+  bool reap_finishing_at(size_t i, bool exited);
   void expire_finishing(int64_t now, const char* why);
 
   SupervisorOptions o_;
@@ -250,6 +251,9 @@ class Supervisor {
   int64_t zyg_backoff_until_ = 0;
   std::string roots_sig_;        // InProcessEval::roots_signature when the zygote/spares were made
   bool roots_sig_known_ = false;
+  bool roots_check_ = true;       // an evaluation ended (it may have moved the record paths) since
+                                  // the last roots_signature check
+  int64_t roots_checked_ms_ = 0;
   std::deque<Proc> spares_;       // ready: pid known, own process group
   int spare_deaths_ = 0;
   int64_t spare_backoff_until_ = 0;
