@@ -1,10 +1,15 @@
 // protobuf <-> NRI Go JSON mapping, see nri_json.hpp.
 #include "nri/nri_json.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
+#include <vector>
+
+#include "json_print.hpp"
 
 namespace nri {
 
@@ -340,7 +345,337 @@ nlohmann::json adjustment_to_json(const pb::ContainerAdjustment& a) {
   return j;
 }
 
+nlohmann::json event_to_json(const std::string& event, const std::string& runtime_name,
+                             const std::string& runtime_version, const pb::PodSandbox& pod,
+                             const pb::Container* ctr, const pb::LinuxResources* linux_resources) {
+  json ev = json::object();
+  if (linux_resources) ev["linux_resources"] = resources_to_json(*linux_resources);
+  ev["event"] = event;
+  ev["runtime"] = {{"name", runtime_name}, {"version", runtime_version}};
+  ev["pod"] = pod_to_json(pod);
+  if (ctr) ev["container"] = container_to_json(*ctr);
+  return ev;
+}
+
+// ------------------------------------------------------------------ printing (no DOM)
+
+namespace {
+
+// Prints what the *_to_json functions above build, in the order their dump() prints it:
+// nlohmann::json keeps object members in a std::map, so members come sorted bytewise by key
+// (std::string's operator<), not in insertion order. Each member function below prints its
+// members in that order; the unit test "[nri][json]" "print_event is byte-identical ..." and the fuzzer
+// (tests/fuzz/fuzz_nri_json.cpp) hold the two paths to the same bytes.
+class EventPrinter {
+ public:
+  explicit EventPrinter(std::string& out) : p_(out), out_(out) {}
+
+  void event(const std::string& event, const std::string& runtime_name, const std::string& runtime_version,
+             const pb::PodSandbox& pod, const pb::Container* ctr, const pb::LinuxResources* linux_resources) {
+    p_.open();
+    if (ctr) container(p_.key("container"), *ctr);
+    p_.key("event").str(event);
+    if (linux_resources) resources(p_.key("linux_resources"), *linux_resources);
+    sandbox(p_.key("pod"), pod);
+    p_.key("runtime").open();
+    p_.key("name").str(runtime_name);
+    p_.key("version").str(runtime_version);
+    p_.close();
+    p_.close();
+  }
+
+ private:
+  template <typename Int>
+  void num(Int v) {
+    char buf[24];
+    out_.append(buf, size_t(std::to_chars(buf, buf + sizeof buf, v).ptr - buf));  // as dump_integer
+  }
+  void str_if(const char* k, const std::string& s) {
+    if (!s.empty()) p_.key(k).str(s);
+  }
+  // A scalar as the DOM stores it: int64 (number_integer), uint64/uint32 (number_unsigned),
+  // bool, string.
+  void val(int64_t v) { num(v); }
+  void val(uint64_t v) { num(v); }
+  void val(uint32_t v) { num(uint64_t(v)); }
+  void val(bool v) { p_.boolean(v); }
+  void val(const std::string& v) { p_.str(v); }
+  // An Optional* wrapper: {"value": X}, "value" always written.
+  template <typename W>
+  void wrap(const char* k, bool has, const W& w) {
+    if (!has) return;
+    p_.key(k).open();
+    p_.key("value");
+    val(w.value());
+    p_.close();
+  }
+
+  // {string: string}, entries sorted by key (protobuf's Map iterates in no defined order).
+  void map(const char* k, const google::protobuf::Map<std::string, std::string>& m) {
+    if (m.empty()) return;
+    p_.key(k);
+    sorted_.clear();
+    for (const auto& kv : m) sorted_.push_back(&kv);
+    std::sort(sorted_.begin(), sorted_.end(), [](const Entry* a, const Entry* b) { return a->first < b->first; });
+    out_ += '{';
+    for (size_t i = 0; i < sorted_.size(); ++i) {
+      if (i) out_ += ',';
+      p_.str(sorted_[i]->first);
+      out_ += ':';
+      p_.str(sorted_[i]->second);
+    }
+    out_ += '}';
+  }
+
+  // namespaces_json: [{path, type}].
+  void namespaces(nriqos::JsonPrinter& p, const google::protobuf::RepeatedPtrField<pb::LinuxNamespace>& nss) {
+    out_ += '[';
+    for (int i = 0; i < nss.size(); ++i) {
+      if (i) out_ += ',';
+      p.open();
+      str_if("path", nss.Get(i).path());
+      str_if("type", nss.Get(i).type());
+      p.close();
+    }
+    out_ += ']';
+  }
+
+  // resources_to_json: blockio_class, cpu, devices, hugepage_limits, memory, pids, rdt_class, unified.
+  void resources(nriqos::JsonPrinter& p, const pb::LinuxResources& r) {
+    p.open();
+    wrap("blockio_class", r.has_blockio_class(), r.blockio_class());
+    if (r.has_cpu()) {
+      const auto& c = r.cpu();
+      p.key("cpu").open();
+      str_if("cpus", c.cpus());
+      str_if("mems", c.mems());
+      wrap("period", c.has_period(), c.period());
+      wrap("quota", c.has_quota(), c.quota());
+      wrap("realtime_period", c.has_realtime_period(), c.realtime_period());
+      wrap("realtime_runtime", c.has_realtime_runtime(), c.realtime_runtime());
+      wrap("shares", c.has_shares(), c.shares());
+      p.close();
+    }
+    if (r.devices_size() > 0) {
+      p.key("devices");
+      out_ += '[';
+      for (int i = 0; i < r.devices_size(); ++i) {
+        const auto& d = r.devices(i);
+        if (i) out_ += ',';
+        p.open();
+        str_if("access", d.access());
+        p.key("allow").boolean(d.allow());
+        wrap("major", d.has_major(), d.major());
+        wrap("minor", d.has_minor(), d.minor());
+        str_if("type", d.type());
+        p.close();
+      }
+      out_ += ']';
+    }
+    if (r.hugepage_limits_size() > 0) {
+      p.key("hugepage_limits");
+      out_ += '[';
+      for (int i = 0; i < r.hugepage_limits_size(); ++i) {
+        const auto& h = r.hugepage_limits(i);
+        if (i) out_ += ',';
+        p.open();
+        p.key("limit");
+        val(h.limit());
+        p.key("page_size").str(h.page_size());
+        p.close();
+      }
+      out_ += ']';
+    }
+    if (r.has_memory()) {
+      const auto& m = r.memory();
+      p.key("memory").open();
+      wrap("disable_oom_killer", m.has_disable_oom_killer(), m.disable_oom_killer());
+      wrap("kernel", m.has_kernel(), m.kernel());
+      wrap("kernel_tcp", m.has_kernel_tcp(), m.kernel_tcp());
+      wrap("limit", m.has_limit(), m.limit());
+      wrap("reservation", m.has_reservation(), m.reservation());
+      wrap("swap", m.has_swap(), m.swap());
+      wrap("swappiness", m.has_swappiness(), m.swappiness());
+      wrap("use_hierarchy", m.has_use_hierarchy(), m.use_hierarchy());
+      p.close();
+    }
+    if (r.has_pids()) {
+      p.key("pids").open();
+      p.key("limit");
+      val(r.pids().limit());
+      p.close();
+    }
+    wrap("rdt_class", r.has_rdt_class(), r.rdt_class());
+    map("unified", r.unified());
+    p.close();
+  }
+
+  // pod_to_json: annotations, id, ips, labels, linux, name, namespace, pid, runtime_handler, uid.
+  void sandbox(nriqos::JsonPrinter& p, const pb::PodSandbox& s) {
+    p.open();
+    map("annotations", s.annotations());
+    str_if("id", s.id());
+    if (s.ips_size() > 0) {
+      p.key("ips");
+      out_ += '[';
+      for (int i = 0; i < s.ips_size(); ++i) {
+        if (i) out_ += ',';
+        p.str(s.ips(i));
+      }
+      out_ += ']';
+    }
+    map("labels", s.labels());
+    if (s.has_linux()) {
+      // cgroup_parent, cgroups_path, namespaces, pod_overhead, pod_resources, resources
+      const auto& l = s.linux();
+      p.key("linux").open();
+      str_if("cgroup_parent", l.cgroup_parent());
+      str_if("cgroups_path", l.cgroups_path());
+      if (l.namespaces_size() > 0) namespaces(p.key("namespaces"), l.namespaces());
+      if (l.has_pod_overhead()) resources(p.key("pod_overhead"), l.pod_overhead());
+      if (l.has_pod_resources()) resources(p.key("pod_resources"), l.pod_resources());
+      if (l.has_resources()) resources(p.key("resources"), l.resources());
+      p.close();
+    }
+    str_if("name", s.name());
+    str_if("namespace", s.namespace_());
+    if (s.pid() != 0) {
+      p.key("pid");
+      val(s.pid());
+    }
+    str_if("runtime_handler", s.runtime_handler());
+    str_if("uid", s.uid());
+    p.close();
+  }
+
+  // container_to_json: annotations, id, labels, linux, name, pid, pod_sandbox_id, state.
+  void container(nriqos::JsonPrinter& p, const pb::Container& c) {
+    p.open();
+    map("annotations", c.annotations());
+    str_if("id", c.id());
+    map("labels", c.labels());
+    if (c.has_linux()) {
+      // cgroups_path, namespaces, oom_score_adj, resources
+      const auto& l = c.linux();
+      p.key("linux").open();
+      str_if("cgroups_path", l.cgroups_path());
+      if (l.namespaces_size() > 0) namespaces(p.key("namespaces"), l.namespaces());
+      wrap("oom_score_adj", l.has_oom_score_adj(), l.oom_score_adj());
+      if (l.has_resources()) resources(p.key("resources"), l.resources());
+      p.close();
+    }
+    str_if("name", c.name());
+    if (c.pid() != 0) {
+      p.key("pid");
+      val(c.pid());
+    }
+    str_if("pod_sandbox_id", c.pod_sandbox_id());
+    if (c.state() != 0) {
+      p.key("state");
+      num(int64_t(c.state()));
+    }
+    p.close();
+  }
+
+  using Entry = google::protobuf::Map<std::string, std::string>::value_type;
+  nriqos::JsonPrinter p_;
+  std::string& out_;
+  std::vector<const Entry*> sorted_;
+};
+
+}  // namespace
+
+void print_event(std::string& out, const std::string& event, const std::string& runtime_name,
+                 const std::string& runtime_version, const pb::PodSandbox& pod, const pb::Container* ctr,
+                 const pb::LinuxResources* linux_resources) {
+  EventPrinter(out).event(event, runtime_name, runtime_version, pod, ctr, linux_resources);
+}
+
 // ------------------------------------------------------------------ public: reading
+
+namespace {
+
+// SAX handler of parse_answer: forwards every event to nlohmann's own DOM builder except those
+// of a top-level member the relay does not read, which it skips (nested containers included).
+class AnswerSax {
+ public:
+  explicit AnswerSax(json& out) : dom_(out, false) {}
+  bool errored() const { return dom_.is_errored(); }
+
+  bool null() { return skip_value() || dom_.null(); }
+  bool boolean(bool v) { return skip_value() || dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return skip_value() || dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return skip_value() || dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) { return skip_value() || dom_.number_float(v, s); }
+  bool string(json::string_t& v) { return skip_value() || dom_.string(v); }
+  bool binary(json::binary_t& v) { return skip_value() || dom_.binary(v); }
+  bool start_object(std::size_t n) {
+    if (depth_++ == 0) top_object_ = true;
+    return skip_open() || dom_.start_object(n);
+  }
+  bool start_array(std::size_t n) {
+    ++depth_;
+    return skip_open() || dom_.start_array(n);
+  }
+  bool end_object() { return skip_close() || dom_.end_object(); }
+  bool end_array() { return skip_close() || dom_.end_array(); }
+  bool key(json::string_t& k) {
+    if (skip_from_) return true;
+    if (depth_ == 1 && top_object_ && !wanted(k)) {
+      skip_next_ = true;
+      return true;
+    }
+    return dom_.key(k);
+  }
+  template <class Exception>
+  bool parse_error(std::size_t pos, const std::string& tok, const Exception& ex) {
+    return dom_.parse_error(pos, tok, ex);
+  }
+
+ private:
+  static bool wanted(const std::string& k) {
+    return k == "adjustment" || k == "update" || k == "error" || k == "on_child_failure" || k == "deadline";
+  }
+  // A scalar: the value of a skipped member, or inside one.
+  bool skip_value() {
+    if (skip_next_) {
+      skip_next_ = false;
+      return true;
+    }
+    return skip_from_ != 0;
+  }
+  // After ++depth_: a container that is a skipped member's value, or inside one.
+  bool skip_open() {
+    if (skip_next_) {
+      skip_next_ = false;
+      skip_from_ = depth_;
+      return true;
+    }
+    return skip_from_ != 0;
+  }
+  bool skip_close() {
+    bool skipped = skip_from_ != 0;
+    if (skip_from_ == depth_) skip_from_ = 0;
+    --depth_;
+    return skipped;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  int depth_ = 0;          // containers open
+  int skip_from_ = 0;      // > 0: depth of the skipped member's container being read
+  bool skip_next_ = false;  // the next value is a skipped member's
+  bool top_object_ = false;
+};
+
+}  // namespace
+
+nlohmann::json parse_answer(const std::string& text) {
+  json out;
+  AnswerSax sax(out);
+  bool ok = json::sax_parse(text, &sax, json::input_format_t::json, true);
+  if (!ok || sax.errored()) out = json(json::value_t::discarded);
+  return out;
+}
 
 bool resources_from_json(const nlohmann::json& j, pb::LinuxResources& out, std::string& err,
                          const std::string& path) {

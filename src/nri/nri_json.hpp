@@ -43,6 +43,37 @@ nlohmann::json resources_to_json(const pb::LinuxResources& res);
 /// ContainerAdjustment → JSON object: annotations, linux{resources, oom_score_adj}.
 nlohmann::json adjustment_to_json(const pb::ContainerAdjustment& adj);
 
+/// The child-contract event document (docs/native-nri.md "Child contract") as a DOM:
+/// {"container": container_to_json(*ctr) (absent when `ctr` is null), "event": event,
+///  "linux_resources": resources_to_json(*linux_resources) (absent when null),
+///  "pod": pod_to_json(pod), "runtime": {"name", "version"} (always, also when empty)}.
+/// The reference for print_event (tests, fuzzer); the relay prints with print_event.
+nlohmann::json event_to_json(const std::string& event, const std::string& runtime_name,
+                             const std::string& runtime_version, const pb::PodSandbox& pod,
+                             const pb::Container* ctr, const pb::LinuxResources* linux_resources);
+
+/// Appends the text of event_to_json(...) to `out`, byte for byte what its dump() prints
+/// (compact, keys sorted bytewise as nlohmann::json's std::map orders them, map entries
+/// sorted the same way, non-ASCII UTF-8 as is), without building the DOM: member by member
+/// through src/json_print.hpp JsonPrinter (one serializer, plain-ASCII strings appended as
+/// they are). The relay's per-event input to its evaluator (Relay::prepare). Invalid UTF-8
+/// cannot arrive here from the wire (protobuf rejects it in proto3 string fields while
+/// parsing the request); given anyway it is replaced by U+FFFD where dump() would throw.
+/// Never throws except std::bad_alloc.
+void print_event(std::string& out, const std::string& event, const std::string& runtime_name,
+                 const std::string& runtime_version, const pb::PodSandbox& pod,
+                 const pb::Container* ctr, const pb::LinuxResources* linux_resources);
+
+/// The evaluator's answer (docs/native-nri.md "Child contract", stdout) as a DOM holding only
+/// the top-level members the relay reads: "adjustment", "deadline", "error",
+/// "on_child_failure", "update". The others ("metadata", "writes": for the records, which the
+/// evaluator writes itself) are read by nlohmann's SAX parser and dropped without building a
+/// value. Otherwise what json::parse(text, nullptr, false) returns: the same values for those
+/// members (a repeated key: the last one), a non-object top-level value as parsed, and a
+/// discarded value (is_discarded()) for text that is not exactly one JSON value (trailing
+/// whitespace allowed). Never throws except std::bad_alloc.
+nlohmann::json parse_answer(const std::string& text);
+
 /// JSON (child's "update" object) → LinuxResources. `path` prefixes error messages.
 /// Returns false and sets `err` to a one-line message ("update.cpu.shares.value: expected an
 /// unsigned integer, got string \"x\"") on a wrong type, out-of-range number or unknown key;

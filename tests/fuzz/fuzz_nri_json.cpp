@@ -4,10 +4,12 @@
 //   0-3  a CreateContainer / UpdateContainer / UpdatePodSandbox request or a StateChangeEvent
 //        (protobuf, as containerd sends it): converted like Relay::prepare() does (an update's
 //        linux_resources as sent, not merged with the current ones), printed (json::dump,
-//        strict UTF-8), and read by the child's parser (request.hpp parse_nri_event);
+//        strict UTF-8, and print_event, which must give the same bytes), and read by the
+//        child's parser (request.hpp parse_nri_event);
 //   4    a LinuxResources, 5 a ContainerAdjustment (protobuf): to JSON and back;
 //   6-7  JSON text as the child could print it: read back into protobuf
-//        (adjustment_from_json / resources_from_json) — never throws, one-line errors.
+//        (adjustment_from_json / resources_from_json) — never throws, one-line errors; and
+//        read by the relay's answer reader (parse_answer), which must agree with json::parse.
 // Oracles: no crash, no exception out of the converters; the printed event is one JSON document
 // the child accepts or refuses with a one-line error; what the child accepts is what the
 // protobuf said (ids, names, labels, annotations with the container's over the pod's,
@@ -115,17 +117,17 @@ void event(int kind, const std::string& bytes) {
             name = ctr ? "StartContainer" : "RunPodSandbox";
             break;
     }
-    if (update) ev["linux_resources"] = nri::resources_to_json(*update);
-    ev["event"] = name;
-    ev["runtime"] = {{"name", "containerd"}, {"version", "2.1.4"}};
-    ev["pod"] = nri::pod_to_json(*pod);
-    if (ctr) ev["container"] = nri::container_to_json(*ctr);
+    ev = nri::event_to_json(name, "containerd", "2.1.4", *pod, ctr, update);
     std::string text;
     try {
-        text = ev.dump();  // as Relay::prepare(): strict, throws on invalid UTF-8
+        text = ev.dump();  // strict: throws on invalid UTF-8, which protobuf never lets through
     } catch (const json::exception& e) {
         fuzz::die("event JSON cannot be printed", e.what());
     }
+    // What Relay::prepare() sends: the printer, byte for byte the DOM's text.
+    std::string printed;
+    nri::print_event(printed, name, "containerd", "2.1.4", *pod, ctr, update);
+    if (printed != text) fuzz::die("print_event differs from the DOM's dump", printed + "\n" + text);
     try {
         check_request(nriqos::parse_nri_event(text), *pod, ctr, update);
     } catch (const nriqos::InputError& e) {
@@ -155,8 +157,25 @@ void round_trip(const std::string& bytes, ToJson to_json, FromJson from_json) {
     if (det(back) != det(again)) fuzz::die("JSON round trip is not stable");
 }
 
+// The relay's answer reader (nri::parse_answer) gives what json::parse gives, minus the
+// top-level members it skips.
+void check_parse_answer(const std::string& text, json full) {
+    json got = nri::parse_answer(text);
+    if (full.is_discarded() != got.is_discarded()) fuzz::die("parse_answer and json::parse disagree on validity", text);
+    if (full.is_discarded()) return;
+    if (full.is_object()) {
+        for (auto it = full.begin(); it != full.end();) {
+            const std::string& k = it.key();
+            if (k == "adjustment" || k == "update" || k == "error" || k == "on_child_failure" || k == "deadline") ++it;
+            else it = full.erase(it);
+        }
+    }
+    if (got != full) fuzz::die("parse_answer differs from json::parse", text);
+}
+
 void from_text(int kind, const std::string& text) {
     json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    check_parse_answer(text, j);
     if (j.is_discarded()) return;
     std::string err;
     bool ok;
