@@ -8,7 +8,10 @@
 // output adapter and indent buffer for every call, and a DOM costs an allocation per member.
 #pragma once
 
+#include <charconv>
 #include <cstdint>
+#include <cstring>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -20,21 +23,38 @@ namespace nriqos {
 /// insertion order for ordered_json, sorted keys for json).
 class JsonPrinter {
   public:
-    explicit JsonPrinter(std::string& out)
-        : out_(out), ser_(nlohmann::detail::output_adapter<char>(out), ' ', nlohmann::json::error_handler_t::replace) {}
+    explicit JsonPrinter(std::string& out) : out_(out) {}
     void open() { out_ += '{', first_ = true; }
     void close() { out_ += '}', first_ = false; }
-    /// `"k":` (with the comma before it when it is not the first member).
+    /// `"k":` (with the comma before it when it is not the first member), in one append.
     JsonPrinter& key(const char* k) {
-        if (!first_) out_ += ',';
+        char b[64];
+        size_t n = std::strlen(k), i = 0;
+        if (n > sizeof b - 4) {  // no key of ours is this long; correct all the same
+            if (!first_) out_ += ',';
+            first_ = false;
+            out_ += '"';
+            out_ += k;
+            out_ += "\":";
+            return *this;
+        }
+        if (!first_) b[i++] = ',';
         first_ = false;
-        out_ += '"';
-        out_ += k;
-        out_ += "\":";
+        b[i++] = '"';
+        std::memcpy(b + i, k, n);
+        i += n;
+        b[i++] = '"';
+        b[i++] = ':';
+        out_.append(b, i);
         return *this;
     }
-    /// Any JSON value, as json::dump prints it.
-    void value(const nlohmann::json& v) { ser_.dump(v, false, false, 0); }
+    /// Any JSON value, as json::dump prints it. The serializer is set up on first use only (its
+    /// constructor allocates an output adapter and a 512-byte indent buffer and calls
+    /// localeconv): most documents of the hot path are plain ASCII and never need it.
+    void value(const nlohmann::json& v) {
+        if (!ser_) ser_.emplace(nlohmann::detail::output_adapter<char>(out_), ' ', nlohmann::json::error_handler_t::replace);
+        ser_->dump(v, false, false, 0);
+    }
     /// A string value (escaped; invalid UTF-8 replaced). A string of printable ASCII without '"'
     /// or '\\' — most of what the hook prints: ids, paths, knob values — is its own JSON text
     /// (the serializer, ensure_ascii off, copies exactly those bytes as they are) and is appended
@@ -43,16 +63,22 @@ class JsonPrinter {
         bool plain = true;
         for (unsigned char c : s) plain &= c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
         if (plain) {
-            out_ += '"';
-            out_ += s;
-            out_ += '"';
+            size_t at = out_.size();
+            out_.resize(at + s.size() + 2);
+            char* p = &out_[at];
+            p[0] = '"';
+            std::memcpy(p + 1, s.data(), s.size());
+            p[s.size() + 1] = '"';
             return;
         }
         tmp_.get_ref<std::string&>() = s;
         value(tmp_);
     }
     /// An integer value.
-    void num(int64_t n) { out_ += std::to_string(n); }
+    void num(int64_t n) {
+        char b[24];
+        out_.append(b, static_cast<size_t>(std::to_chars(b, b + sizeof b, n).ptr - b));
+    }
     /// true / false.
     void boolean(bool b) { out_ += b ? "true" : "false"; }
     /// Text that already is one JSON value (e.g. a request that parsed), as is.
@@ -62,7 +88,7 @@ class JsonPrinter {
 
   private:
     std::string& out_;
-    nlohmann::detail::serializer<nlohmann::json> ser_;
+    std::optional<nlohmann::detail::serializer<nlohmann::json>> ser_;
     bool first_ = true;
     nlohmann::json tmp_ = nlohmann::json::string_t();
 };
