@@ -1,6 +1,7 @@
 #include "record.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -14,7 +15,7 @@
 
 namespace nriqos {
 
-std::string rfc3339_utc(int64_t ns) {
+size_t rfc3339_utc(int64_t ns, char (&buf)[32]) {
     if (ns == 0) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -45,7 +46,6 @@ std::string rfc3339_utc(int64_t ns) {
     // "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ" digit by digit: snprintf costs ~4,000 instructions
     // a call, and every event formats its time several times (record_logfmt, record_json, the
     // deadline record prepared at each stage: publish.hpp).
-    char buf[32];
     char* p = buf;
     auto put = [&p](long v, int width) {
         if (v < 0) v = 0;  // before 1970: no event has such a time
@@ -56,7 +56,12 @@ std::string rfc3339_utc(int64_t ns) {
     put(year, 4), *p++ = '-', put(tm.tm_mon + 1, 2), *p++ = '-', put(tm.tm_mday, 2), *p++ = 'T';
     put(tm.tm_hour, 2), *p++ = ':', put(tm.tm_min, 2), *p++ = ':', put(tm.tm_sec, 2), *p++ = '.';
     put(static_cast<long>((ns % 1000000000) / 1000), 6), *p++ = 'Z';
-    return std::string(buf, p);
+    return static_cast<size_t>(p - buf);
+}
+
+std::string rfc3339_utc(int64_t ns) {
+    char buf[32];
+    return std::string(buf, rfc3339_utc(ns, buf));
 }
 
 namespace {
@@ -65,61 +70,79 @@ const char* level_of(const EventRecord& r) {
     return r.policy_error.empty() && (r.outcome.empty() || r.outcome == "ok" || r.outcome == "gone") ? "info" : "warn";
 }
 
-void kv(std::string& out, const char* key, const std::string& v) {
+/// ` key=value` (logfmt; nothing when `v` is empty). `key_eq` is " key=". A value with a space,
+/// control character, '=', '"' or '\\' is quoted, '"' and '\\' escaped with a backslash, '\n' as
+/// \n, other control characters and DEL as \xHH; the rest is appended as it is (bytes >= 0x80
+/// too: the line is for people and logfmt parsers, not JSON). Runs of plain bytes are appended
+/// in one piece: one append per plain value, not one per character.
+void kv(std::string& out, std::string_view key_eq, std::string_view v) {
     if (v.empty()) return;
-    out += ' ';
-    out += key;
-    out += '=';
-    bool quote = false;
-    for (unsigned char ch : v) quote = quote || ch <= ' ' || ch == '=' || ch == '"' || ch == '\\' || ch == 0x7f;
-    if (!quote) {
-        out += v;
+    auto special = [](unsigned char ch) { return ch <= ' ' || ch == '=' || ch == '"' || ch == '\\' || ch == 0x7f; };
+    size_t i = 0;
+    while (i < v.size() && !special(static_cast<unsigned char>(v[i]))) ++i;
+    out.append(key_eq.data(), key_eq.size());
+    if (i == v.size()) {
+        out.append(v.data(), v.size());
         return;
     }
     out += '"';
-    for (unsigned char ch : v) {
-        if (ch == '"' || ch == '\\') {
-            out += '\\';
-            out += static_cast<char>(ch);
-        } else if (ch == '\n') {
-            out += "\\n";
-        } else if (ch < ' ' || ch == 0x7f) {
-            char b[8];
-            snprintf(b, sizeof b, "\\x%02x", ch);
-            out += b;
-        } else {
-            out += static_cast<char>(ch);
+    size_t run = 0;  // start of the plain bytes not yet appended
+    for (; i < v.size(); ++i) {
+        unsigned char ch = static_cast<unsigned char>(v[i]);
+        const char* esc = nullptr;
+        char b[5];
+        if (ch == '"') esc = "\\\"";
+        else if (ch == '\\') esc = "\\\\";
+        else if (ch == '\n') esc = "\\n";
+        else if (ch < ' ' || ch == 0x7f) {
+            static const char kHex[] = "0123456789abcdef";
+            b[0] = '\\', b[1] = 'x', b[2] = kHex[ch >> 4], b[3] = kHex[ch & 15], b[4] = '\0';
+            esc = b;
         }
+        if (!esc) continue;
+        out.append(v.data() + run, i - run);
+        out += esc;
+        run = i + 1;
     }
+    out.append(v.data() + run, v.size() - run);
     out += '"';
 }
 
 }  // namespace
 
 std::string record_logfmt(const EventRecord& r) {
-    std::string s = "nri-qos:";
-    kv(s, "time", rfc3339_utc(r.time_ns));
-    kv(s, "level", level_of(r));
-    kv(s, "source", r.source);
-    kv(s, "event", r.event);
-    kv(s, "ns", r.ns);
-    kv(s, "pod", r.pod);
-    kv(s, "container", r.container);
-    kv(s, "id", r.id.substr(0, 12));
-    if (r.sandbox) kv(s, "sandbox", "true");
-    kv(s, "class", r.cls);
-    kv(s, "rule", r.rule);
-    kv(s, "outcome", r.outcome);
-    kv(s, "failure", r.failure);
-    kv(s, "fail_mode", r.fail_mode);
-    if (r.duration_us >= 0) kv(s, "duration_us", std::to_string(r.duration_us));
-    kv(s, "applied", r.applied);
-    kv(s, "skipped", r.skipped);
-    kv(s, "failed", r.failed);
-    kv(s, "drift", r.drift);
-    kv(s, "policy", r.policy);
-    kv(s, "policy_error", r.policy_error);
-    kv(s, "msg", r.message);
+    std::string s;
+    // Room for the keys and every value as it is (a quoted value with escapes may still grow it).
+    s.reserve(320 + r.source.size() + r.event.size() + r.ns.size() + r.pod.size() + r.container.size() + r.cls.size() + r.rule.size() +
+              r.outcome.size() + r.failure.size() + r.fail_mode.size() + r.applied.size() + r.skipped.size() + r.failed.size() +
+              r.drift.size() + r.policy.size() + r.policy_error.size() + r.message.size());
+    s.append("nri-qos:", 8);
+    char t[32];
+    kv(s, " time=", std::string_view(t, rfc3339_utc(r.time_ns, t)));
+    kv(s, " level=", level_of(r));
+    kv(s, " source=", r.source);
+    kv(s, " event=", r.event);
+    kv(s, " ns=", r.ns);
+    kv(s, " pod=", r.pod);
+    kv(s, " container=", r.container);
+    kv(s, " id=", std::string_view(r.id).substr(0, 12));
+    if (r.sandbox) kv(s, " sandbox=", "true");
+    kv(s, " class=", r.cls);
+    kv(s, " rule=", r.rule);
+    kv(s, " outcome=", r.outcome);
+    kv(s, " failure=", r.failure);
+    kv(s, " fail_mode=", r.fail_mode);
+    if (r.duration_us >= 0) {
+        char d[24];
+        kv(s, " duration_us=", std::string_view(d, static_cast<size_t>(std::to_chars(d, d + sizeof d, r.duration_us).ptr - d)));
+    }
+    kv(s, " applied=", r.applied);
+    kv(s, " skipped=", r.skipped);
+    kv(s, " failed=", r.failed);
+    kv(s, " drift=", r.drift);
+    kv(s, " policy=", r.policy);
+    kv(s, " policy_error=", r.policy_error);
+    kv(s, " msg=", r.message);
     s += '\n';
     return s;
 }
@@ -129,10 +152,17 @@ std::string record_logfmt(const EventRecord& r) {
 // more for each deadline record prepared: pipeline.cpp).
 std::string record_json(const EventRecord& r) {
     std::string out;
-    out.reserve(512);
+    out.reserve(400 + r.source.size() + r.event.size() + r.ns.size() + r.pod.size() + r.container.size() + r.id.size() +
+                r.sandbox_id.size() + r.cls.size() + r.rule.size() + r.outcome.size() + r.failure.size() + r.fail_mode.size() +
+                r.applied.size() + r.skipped.size() + r.failed.size() + r.drift.size() + r.policy.size() + r.policy_sha256.size() +
+                r.policy_error.size() + r.message.size());
     JsonPrinter j(out);
     j.open();
-    j.key("time").str(rfc3339_utc(r.time_ns));
+    char t[32];
+    j.key("time");
+    out += '"';
+    out.append(t, rfc3339_utc(r.time_ns, t));  // digits, '-', ':', '.', 'T', 'Z': nothing to escape
+    out += '"';
     j.key("level").str(level_of(r));
     auto put = [&](const char* k, const std::string& v) {
         if (!v.empty()) j.key(k).str(v);

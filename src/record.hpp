@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace nriqos {
@@ -58,8 +59,11 @@ struct EventRecord {
     std::string policy_error;
 };
 
-/// "2026-11-22T05:00:00.123456Z" (UTC, µs).
+/// "2026-11-22T05:00:00.123456Z" (UTC, µs; `time_ns` in ns since the epoch, 0 = now).
 std::string rfc3339_utc(int64_t time_ns);
+/// The same text into `buf` (no allocation, no locale, no time zone: async-signal-safe); returns
+/// its length (27; not NUL-terminated).
+size_t rfc3339_utc(int64_t time_ns, char (&buf)[32]);
 
 /// The stderr form: "nri-qos: time=... level=info source=invoke event=create ns=... outcome=ok ...\n".
 /// Values with spaces, '=' or '"' are quoted (logfmt); control characters are escaped.

@@ -172,6 +172,8 @@ std::string record_json_dom(const EventRecord& r) {
     put("class", r.cls);
     put("rule", r.rule);
     put("outcome", r.outcome);
+    put("failure", r.failure);
+    put("fail_mode", r.fail_mode);
     if (r.duration_us >= 0) j["duration_us"] = r.duration_us;
     put("applied", r.applied);
     put("skipped", r.skipped);
@@ -182,6 +184,64 @@ std::string record_json_dom(const EventRecord& r) {
     put("policy_error", r.policy_error);
     put("message", r.message);
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+/// What record_logfmt() printed before its appends were batched (one append per character or
+/// piece, snprintf for \xHH): the reference its bytes are held to.
+std::string record_logfmt_ref(const EventRecord& r) {
+    auto kv = [](std::string& out, const char* key, const std::string& v) {
+        if (v.empty()) return;
+        out += ' ';
+        out += key;
+        out += '=';
+        bool quote = false;
+        for (unsigned char ch : v) quote = quote || ch <= ' ' || ch == '=' || ch == '"' || ch == '\\' || ch == 0x7f;
+        if (!quote) {
+            out += v;
+            return;
+        }
+        out += '"';
+        for (unsigned char ch : v) {
+            if (ch == '"' || ch == '\\') {
+                out += '\\';
+                out += static_cast<char>(ch);
+            } else if (ch == '\n') {
+                out += "\\n";
+            } else if (ch < ' ' || ch == 0x7f) {
+                char b[8];
+                snprintf(b, sizeof b, "\\x%02x", ch);
+                out += b;
+            } else {
+                out += static_cast<char>(ch);
+            }
+        }
+        out += '"';
+    };
+    std::string s = "nri-qos:";
+    kv(s, "time", rfc3339_utc(r.time_ns));
+    kv(s, "level", r.policy_error.empty() && (r.outcome.empty() || r.outcome == "ok" || r.outcome == "gone") ? "info" : "warn");
+    kv(s, "source", r.source);
+    kv(s, "event", r.event);
+    kv(s, "ns", r.ns);
+    kv(s, "pod", r.pod);
+    kv(s, "container", r.container);
+    kv(s, "id", r.id.substr(0, 12));
+    if (r.sandbox) kv(s, "sandbox", "true");
+    kv(s, "class", r.cls);
+    kv(s, "rule", r.rule);
+    kv(s, "outcome", r.outcome);
+    kv(s, "failure", r.failure);
+    kv(s, "fail_mode", r.fail_mode);
+    if (r.duration_us >= 0) kv(s, "duration_us", std::to_string(r.duration_us));
+    kv(s, "applied", r.applied);
+    kv(s, "skipped", r.skipped);
+    kv(s, "failed", r.failed);
+    kv(s, "drift", r.drift);
+    kv(s, "policy", r.policy);
+    kv(s, "policy_error", r.policy_error);
+    kv(s, "msg", r.message);
+    s += '\n';
+    return s;
 }
 
 /// What make_last_request() printed before it was DOM-free.
@@ -219,6 +279,24 @@ TEST_CASE("JsonPrinter: a string is what the serializer prints, on the plain-ASC
         JsonPrinter p(out);
         p.str(v);
         CHECK(out == json(v).dump(-1, ' ', false, json::error_handler_t::replace));
+    }
+}
+
+TEST_CASE("record_logfmt / record_json: every byte value in every position of a value", "[record][oneshot]") {
+    std::vector<std::string> cases = {"", "plain", "a b", "a=b", "\"", "\\", "\n", "\x7f", "\xc3\xa9", "\xff", "x\"y\\z\n\x01 w"};
+    for (int c = 0; c < 256; ++c) {
+        std::string ch(1, static_cast<char>(c));
+        for (const std::string& v : {ch, "ab" + ch, ch + "ab", "a" + ch + "b" + ch}) cases.push_back(v);
+    }
+    for (const std::string& v : cases) {
+        EventRecord r;
+        r.time_ns = 1763900000123456789;
+        r.source = "invoke";
+        r.pod = v;
+        r.message = v;
+        r.id = v + v + v + v + v + v + v + v + v + v + v + v + v;  // cut at 12 bytes in the logfmt form
+        CHECK(record_logfmt(r) == record_logfmt_ref(r));
+        CHECK(record_json(r) == record_json_dom(r));
     }
 }
 
@@ -274,8 +352,15 @@ TEST_CASE("Event record and last request printers: byte for byte what their DOMs
     EventRecord empty;
     empty.time_ns = 1;
     empty.duration_us = -1;
-    for (const EventRecord* r : {&full, &sandbox, &empty}) {
+    EventRecord relay = full;  // the relay's failure fields
+    relay.source = "relay";
+    relay.outcome = "failed";
+    relay.failure = "timeout";
+    relay.fail_mode = "open";
+    relay.id = "short";
+    for (const EventRecord* r : {&full, &sandbox, &empty, &relay}) {
         CHECK(record_json(*r) == record_json_dom(*r));
+        CHECK(record_logfmt(*r) == record_logfmt_ref(*r));
         std::string big(StateDir::kMaxLastBytes, ' ');
         for (const std::string& input : {std::string(R"({"version":"0.1","id":"c1"})"), big}) {
             for (const Plan* p : std::initializer_list<const Plan*>{&plan, nullptr}) {
