@@ -26,6 +26,9 @@ class JsonPrinter {
     explicit JsonPrinter(std::string& out) : out_(out) {}
     void open() { out_ += '{', first_ = true; }
     void close() { out_ += '}', first_ = false; }
+    /// Continue an object whose '{' and first member are already in the string: the next key()
+    /// gets its comma (for printing one object in pieces).
+    void resume() { first_ = false; }
     /// `"k":` (with the comma before it when it is not the first member), in one append.
     JsonPrinter& key(const char* k) {
         char b[64];
