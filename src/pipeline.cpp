@@ -78,12 +78,14 @@ extern "C" void on_deadline(int) {
         (void)w;
         _exit(kExitRecordsCut);
     }
-    const DeadlineAnswer& a = g_deadline[g_deadline_active.load(std::memory_order_acquire)];
+    const int slot = g_deadline_active.load(std::memory_order_acquire);
+    const DeadlineAnswer& a = g_deadline[slot];
     ssize_t r = write(STDOUT_FILENO, a.out, a.out_len);
     (void)r;
     r = write(STDERR_FILENO, a.err, a.err_len);
     (void)r;
-    record_on_deadline();  // the event's record and its count (publish.hpp): async-signal-safe
+    // The event's record and its count, of the same stage as the answer (publish.hpp): async-signal-safe.
+    record_on_deadline(slot);
     _exit(a.code);
 }
 
@@ -92,14 +94,12 @@ void copy_into(char* dst, size_t cap, size_t& len, const std::string& s) {
     std::memcpy(dst, s.data(), len);
 }
 
-/// Install `text`/`err` as the deadline answer (not from the handler).
-void set_deadline_answer(const std::string& text, const std::string& err, int code) {
-    int next = 1 - g_deadline_active.load(std::memory_order_relaxed);
-    DeadlineAnswer& a = g_deadline[next];
+/// Fill the answer of `slot` with `text`/`err` (not from the handler).
+void set_deadline_answer(int slot, const std::string& text, const std::string& err, int code) {
+    DeadlineAnswer& a = g_deadline[slot];
     copy_into(a.out, sizeof a.out, a.out_len, text);
     copy_into(a.err, sizeof a.err, a.err_len, err);
     a.code = code;
-    g_deadline_active.store(next, std::memory_order_release);
 }
 
 int64_t g_start_ns = 0;
@@ -133,7 +133,13 @@ void prepare_deadline_record(Mode mode, const Options& opt) {
     EventRecord rec;
     rec.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
     rec.event = "unparsed";
-    prepare_deadline_record(rec, resolve_sink_paths(opt.metrics_file, opt.event_log, nullptr, opt.default_sinks), int64_t(g_deadline_ms) * 1000);
+    // The record into the slot the handler is not reading, with a copy of the current answer;
+    // one store makes both current.
+    int cur = g_deadline_active.load(std::memory_order_relaxed), next = 1 - cur;
+    prepare_deadline_record(rec, resolve_sink_paths(opt.metrics_file, opt.event_log, nullptr, opt.default_sinks), int64_t(g_deadline_ms) * 1000,
+                            false, next);
+    g_deadline[next] = g_deadline[cur];
+    g_deadline_active.store(next, std::memory_order_release);
 }
 
 void deadline_input_begin() {
@@ -156,7 +162,7 @@ void arm_deadline(Mode mode, int ms) {
     static const char kInvoke[] = "{\"error\":\"\",\"metadata\":{\"warning\":\"" NRIQOS_DEADLINE_WARNING "\"},\"plugin\":\"nri-qos\",\"version\":\"0.1\"}\n";
     // nri-eval: "deadline": true tells the relay that this answer was written before the policy
     // was known, so its on_child_failure is not the policy's (src/nri relay: never cached from
-    // it). The answers prepared again later (rearm_deadline) carry the policy's own mode.
+    // it). The answers prepared again later (deadline_stage) carry the policy's own mode.
     static const char kEval[] = "{\"adjustment\":null,\"deadline\":true,\"error\":\"\",\"metadata\":{\"warning\":\"" NRIQOS_DEADLINE_WARNING
                                 "\"},\"on_child_failure\":\"open\",\"update\":null}\n";
 #undef NRIQOS_DEADLINE_WARNING
@@ -182,14 +188,25 @@ void arm_deadline(Mode mode, int ms) {
 
 namespace {
 
-/// Prepare the deadline answer again with what is known now (see the comment above).
-void rearm_deadline(bool closed, bool policy_closed, const std::string& cls) {
+/// One stage of the deadline (see the comment above): the record `rec` (publish.hpp
+/// prepare_deadline_record, outcome per `closed`) and — when `answer` — the answer with the fail
+/// mode `closed` (the policy's `policy_closed`, class `cls`; else the current answer is kept) go
+/// into the slot the handler is not reading; one atomic store makes both current, so a deadline
+/// never writes the answer of one stage with the record of another.
+void deadline_stage(const EventRecord& rec, const SinkPaths& paths, bool closed, bool answer, bool policy_closed, const std::string& cls) {
     if (g_deadline_ms <= 0) return;
-    int code = 0;
-    std::string text = deadline_answer(g_deadline_mode, closed, policy_closed, cls, g_deadline_ms, code);
-    std::string err = std::string("nri-qos: deadline exceeded; printed a ") + (closed ? "fail-closed" : "fail-open") + " result" +
-                      (cls.empty() ? "" : " (class " + cls + ")") + " (knobs may be partly applied)\n";
-    set_deadline_answer(text, err, code);
+    int cur = g_deadline_active.load(std::memory_order_relaxed), next = 1 - cur;
+    prepare_deadline_record(rec, paths, int64_t(g_deadline_ms) * 1000, closed, next);
+    if (answer) {
+        int code = 0;
+        std::string text = deadline_answer(g_deadline_mode, closed, policy_closed, cls, g_deadline_ms, code);
+        std::string err = std::string("nri-qos: deadline exceeded; printed a ") + (closed ? "fail-closed" : "fail-open") + " result" +
+                          (cls.empty() ? "" : " (class " + cls + ")") + " (knobs may be partly applied)\n";
+        set_deadline_answer(next, text, err, code);
+    } else {
+        g_deadline[next] = g_deadline[cur];
+    }
+    g_deadline_active.store(next, std::memory_order_release);
 }
 
 void disarm_deadline() {
@@ -430,8 +447,10 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             log_line("policy: " + c.policy.error_line());
         }
     };
-    // A record ready for the deadline handler, refined once the request is known.
-    auto prepare_deadline = [&](const Request* r, const SinkSettings* ss, bool closed = false, const std::string& cls = "") {
+    // The deadline's record and answer, refined at each stage (deadline_stage): the request
+    // known (record only; the answer stays fail-open), the policy (its fail mode), the class
+    // (the class's fail mode, before any write).
+    auto prepare_deadline = [&](const Request* r, const SinkSettings* ss, bool answer, bool closed = false, const std::string& cls = "") {
         if (mode == Mode::Explain || g_deadline_ms <= 0) return;
         EventRecord rec;
         rec.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
@@ -446,15 +465,14 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         }
         rec.cls = cls;
         if (policy_known) set_record_policy(rec, c.policy);
-        prepare_deadline_record(rec, resolve_sink_paths(opt.metrics_file, opt.event_log, ss, opt.default_sinks), int64_t(g_deadline_ms) * 1000,
-                                closed);
+        deadline_stage(rec, resolve_sink_paths(opt.metrics_file, opt.event_log, ss, opt.default_sinks), closed, answer, c.fail_closed_policy, cls);
     };
     try {
         if (deadline_input_cut())
             throw InputError("deadline exceeded after " + std::to_string(g_deadline_ms) +
                              " ms while reading the request (stdin not closed by the runtime)");
         req = (mode == Mode::NriEval || opt.explain_nri_event) ? parse_nri_event(input) : parse_v01_request(input);
-        prepare_deadline(&*req, nullptr);
+        prepare_deadline(&*req, nullptr, false);
     } catch (const InputError& e) {
         // Without a valid request the policy's settings.fail still decides (default: open), and
         // its sink settings say where the record goes.
@@ -496,8 +514,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         note_policy();
         sink_settings = &policy.sinks;
         c.fail_closed_policy = policy.fail_closed;
-        prepare_deadline(&r, sink_settings, c.fail_closed_policy);
-        rearm_deadline(c.fail_closed_policy, c.fail_closed_policy, "");
+        prepare_deadline(&r, sink_settings, true, c.fail_closed_policy);
 
         std::optional<CgroupPaths> paths;
         if (r.cgroups_path) paths = resolve_cgroups_path(*r.cgroups_path);
@@ -505,8 +522,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         Decision d = classify(policy, facts);
         c.fail_closed_class = d.cls->fail_closed;
         // From here on a deadline answers with the class's fail mode (before any write).
-        rearm_deadline(c.fail_closed_class, c.fail_closed_policy, d.cls->name);
-        prepare_deadline(&r, sink_settings, c.fail_closed_class, d.cls->name);
+        prepare_deadline(&r, sink_settings, true, c.fail_closed_class, d.cls->name);
         if (memo && !memo->cls.empty() && memo->cls != d.cls->name) note_pod_class(c, policy, r, facts, *memo, *d.cls);
         if (opt.explain_trace) explain_trace(policy, facts, d, c.trace, c.trace_json);
 

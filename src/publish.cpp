@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "adjust.hpp"
+#include "metrics.hpp"
+#include "record.hpp"
 #include "request.hpp"
 #include "sinks.hpp"
 #include "state.hpp"
@@ -222,14 +224,54 @@ std::string make_last_request(const EventOutcome& o, const EventRecord& r) {
 }
 
 namespace {
-// Prepared for record_on_deadline (written only outside the signal handler; the handler reads).
-char g_dl_stderr[2048], g_dl_log[4096], g_dl_log_path[4096], g_dl_pending[512], g_dl_pending_path[4096];
-volatile sig_atomic_t g_dl_ready = 0, g_dl_metrics_done = 0, g_dl_log_done = 0;
+// The deadline record, prepared for record_on_deadline (written only outside the signal
+// handler; the handler reads). Two slots: a stage writes the one the handler is not using, and
+// the caller's single atomic store (pipeline.cpp, together with the deadline answer of the same
+// stage) makes it the one the handler reads, so the handler always finds a whole record of the
+// stage whose answer it prints. A slot's strings are packed back to back, each NUL-terminated
+// and cut at the size the lines always had (stderr 2 KiB, event-log line and each path 4 KiB,
+// metrics line 512 bytes): a typical slot uses one page.
+constexpr size_t kDlStderr = 2048, kDlLog = 4096, kDlPath = 4096, kDlPending = 512;
+struct DeadlineSlot {
+    char text[kDlStderr + kDlLog + 2 * kDlPath + kDlPending];
+    size_t stderr_at, stderr_len, log_at, log_len, log_path_at, pending_at, pending_len, pending_path_at;
+    bool ready;
+};
+DeadlineSlot g_dl[2];
+// 1 once publish_event writes the record itself; the handler then leaves it (and the count) alone.
+volatile sig_atomic_t g_dl_taken = 0, g_dl_metrics_done = 0, g_dl_log_done = 0;
 
-void copy_to(char* dst, size_t cap, const std::string& s) {
-    size_t n = std::min(s.size(), cap - 1);
-    std::memcpy(dst, s.data(), n);
-    dst[n] = '\0';
+/// Groups of the record already printed at an earlier stage, with the members they were printed
+/// from (a stage reprints only the groups whose members changed: record.hpp RecordPart).
+struct DeadlineParts {
+    bool have_who = false, have_class = false, have_policy = false;
+    std::string source, event, ns, pod, container, id, sandbox_id;
+    bool sandbox = false;
+    std::string who_lf, who_js;  // RecordPart::Who
+    std::string cls, rule;
+    std::string class_lf, class_js;  // RecordPart::Class
+    std::string policy, policy_sha256, policy_error;
+    std::string policy_lf, policy_js;  // RecordPart::Policy
+    // RecordPart::Outcome and ::Message: fail-open [0] and fail-closed [1], for deadline tail_us
+    int64_t tail_us = -1;
+    std::string outcome_lf[2], outcome_js[2], message_lf[2], message_js[2];
+    std::string metrics_file, pending_path;
+    std::string pending, pending_event, pending_cls;  // metrics_pending_line and what it was printed from
+    bool pending_closed = false, pending_perr = false;
+    int64_t pending_us = -1;
+    std::string line_lf, line_js;  // the stage's lines, reused
+};
+DeadlineParts g_dlp;
+
+/// Append `s` to the slot's text, cut to `cap - 1` bytes, NUL-terminated; its offset in `at` and
+/// its length in `len`.
+void slot_put(DeadlineSlot& d, size_t& used, size_t& at, size_t& len, const char* s, size_t n, size_t cap) {
+    n = std::min(n, cap - 1);
+    at = used;
+    len = n;
+    std::memcpy(d.text + used, s, n);
+    d.text[used + n] = '\0';
+    used += n + 1;
 }
 
 /// Block SIGALRM (the deadline) while a sink writes, so that an event is never recorded twice
@@ -245,43 +287,126 @@ struct NoDeadline {
     ~NoDeadline() { sigprocmask(SIG_SETMASK, &old, nullptr); }
 };
 
-void append_fd_line(const char* path, const char* line) {
-    if (!*path || !*line) return;
+void append_fd_line(const char* path, const char* line, size_t len) {
+    if (!*path || !len) return;
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) return;
     flock(fd, LOCK_EX);  // the updater holds it for a moment only
-    ssize_t w = write(fd, line, std::strlen(line));
+    ssize_t w = write(fd, line, len);
     (void)w;
     close(fd);
 }
 }  // namespace
 
-void prepare_deadline_record(const EventRecord& in, const SinkPaths& paths, int64_t deadline_us, bool closed) {
-    g_dl_ready = 0;
-    EventRecord r = in;
+void prepare_deadline_record(const EventRecord& in, const SinkPaths& paths, int64_t deadline_us, bool closed, int slot) {
+    DeadlineParts& P = g_dlp;
+    // The record as record_logfmt/record_json print it, group by group (record.hpp RecordPart):
+    // the time and level at every stage; who, class and policy when their members changed; the
+    // outcome and message (fixed per fail mode) once per fail mode.
+    auto print = [](std::string& lf, std::string& js, const EventRecord& rec, RecordPart part) {
+        lf.clear(), js.clear();
+        record_logfmt_part(lf, rec, part);
+        record_json_part(js, rec, part);
+    };
+    if (!P.have_who || P.source != in.source || P.event != in.event || P.ns != in.ns || P.pod != in.pod || P.container != in.container ||
+        P.id != in.id || P.sandbox_id != in.sandbox_id || P.sandbox != in.sandbox) {
+        P.source = in.source, P.event = in.event, P.ns = in.ns, P.pod = in.pod, P.container = in.container, P.id = in.id;
+        P.sandbox_id = in.sandbox_id, P.sandbox = in.sandbox;
+        print(P.who_lf, P.who_js, in, RecordPart::Who);
+        P.have_who = true;
+    }
+    if (!P.have_class || P.cls != in.cls || P.rule != in.rule) {
+        P.cls = in.cls, P.rule = in.rule;
+        print(P.class_lf, P.class_js, in, RecordPart::Class);
+        P.have_class = true;
+    }
+    if (!P.have_policy || P.policy != in.policy || P.policy_sha256 != in.policy_sha256 || P.policy_error != in.policy_error) {
+        P.policy = in.policy, P.policy_sha256 = in.policy_sha256, P.policy_error = in.policy_error;
+        print(P.policy_lf, P.policy_js, in, RecordPart::Policy);
+        P.have_policy = true;
+    }
+    EventRecord r;  // the members of the deadline record that are not the stage's
     r.outcome = closed ? "refused" : "error";
     r.duration_us = deadline_us;
-    r.message = closed ? "deadline exceeded: fail-closed, container refused; knobs may be partly applied"
-                       : "deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied";
-    copy_to(g_dl_stderr, sizeof g_dl_stderr, record_logfmt(r));
-    copy_to(g_dl_log, sizeof g_dl_log, paths.event_log.empty() ? "" : record_json(r));
-    copy_to(g_dl_log_path, sizeof g_dl_log_path, paths.event_log);
-    std::string pend;
-    if (!paths.metrics_file.empty()) {
-        std::string d = dir_name(paths.metrics_file), b = paths.metrics_file.substr(paths.metrics_file.find_last_of('/') + 1);
-        pend = d + "/." + b + ".pending";
+    const int k = closed ? 1 : 0;
+    if (P.tail_us != deadline_us) {
+        for (auto* v : {&P.outcome_lf[0], &P.outcome_lf[1], &P.outcome_js[0], &P.outcome_js[1]}) v->clear();
+        P.tail_us = deadline_us;
     }
-    copy_to(g_dl_pending_path, sizeof g_dl_pending_path, pend);
-    copy_to(g_dl_pending, sizeof g_dl_pending, metrics_pending_line(r.event, r.cls, r.outcome, deadline_us, !r.policy_error.empty()));
-    g_dl_ready = 1;
+    if (P.outcome_lf[k].empty()) {
+        r.message = closed ? "deadline exceeded: fail-closed, container refused; knobs may be partly applied"
+                           : "deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied";
+        print(P.outcome_lf[k], P.outcome_js[k], r, RecordPart::Outcome);
+        print(P.message_lf[k], P.message_js[k], r, RecordPart::Message);
+    }
+    // One time for both lines (the stage's: 0 = now).
+    r.time_ns = in.time_ns;
+    if (r.time_ns == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r.time_ns = int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+    }
+    r.policy_error = in.policy_error;  // the level depends on it
+    std::string& lf = P.line_lf;
+    lf.clear();
+    lf.reserve(160 + P.who_lf.size() + P.class_lf.size() + P.outcome_lf[k].size() + P.policy_lf.size() + P.message_lf[k].size());
+    lf.append("nri-qos:", 8);
+    record_logfmt_part(lf, r, RecordPart::Head);
+    lf += P.who_lf;
+    lf += P.class_lf;
+    lf += P.outcome_lf[k];
+    lf += P.policy_lf;
+    lf += P.message_lf[k];
+    lf += '\n';
+    std::string& js = P.line_js;
+    js.clear();
+    if (!paths.event_log.empty()) {
+        js.reserve(160 + P.who_js.size() + P.class_js.size() + P.outcome_js[k].size() + P.policy_js.size() + P.message_js[k].size());
+        record_json_part(js, r, RecordPart::Head);
+        js += P.who_js;
+        js += P.class_js;
+        js += P.outcome_js[k];
+        js += P.policy_js;
+        js += P.message_js[k];
+        js.append("}\n", 2);
+    }
+    if (P.metrics_file != paths.metrics_file) {
+        P.metrics_file = paths.metrics_file;
+        P.pending_path.clear();
+        if (!paths.metrics_file.empty())
+            P.pending_path = dir_name(paths.metrics_file) + "/." + paths.metrics_file.substr(paths.metrics_file.find_last_of('/') + 1) + ".pending";
+    }
+    if (P.pending.empty() || P.pending_event != in.event || P.pending_cls != in.cls || P.pending_closed != closed ||
+        P.pending_perr != !in.policy_error.empty() || P.pending_us != deadline_us) {
+        P.pending = metrics_pending_line(in.event, in.cls, r.outcome, deadline_us, !in.policy_error.empty());
+        P.pending_event = in.event, P.pending_cls = in.cls, P.pending_closed = closed;
+        P.pending_perr = !in.policy_error.empty(), P.pending_us = deadline_us;
+    }
+    DeadlineSlot& d = g_dl[slot & 1];
+    size_t used = 0, n = 0;
+    d.ready = false;
+    slot_put(d, used, d.stderr_at, d.stderr_len, lf.data(), lf.size(), kDlStderr);
+    slot_put(d, used, d.log_at, d.log_len, js.data(), js.size(), kDlLog);
+    slot_put(d, used, d.log_path_at, n, paths.event_log.data(), paths.event_log.size(), kDlPath);
+    slot_put(d, used, d.pending_at, d.pending_len, P.pending.data(), P.pending.size(), kDlPending);
+    slot_put(d, used, d.pending_path_at, n, P.pending_path.data(), P.pending_path.size(), kDlPath);
+    d.ready = true;
 }
 
-void record_on_deadline() {
-    if (!g_dl_ready) return;
-    ssize_t w = write(STDERR_FILENO, g_dl_stderr, std::strlen(g_dl_stderr));
+void record_on_deadline(int slot) {
+    const DeadlineSlot& d = g_dl[slot & 1];
+    if (g_dl_taken || !d.ready) return;
+    ssize_t w = write(STDERR_FILENO, d.text + d.stderr_at, d.stderr_len);
     (void)w;
-    if (!g_dl_log_done) append_fd_line(g_dl_log_path, g_dl_log);
-    if (!g_dl_metrics_done) append_fd_line(g_dl_pending_path, g_dl_pending);
+    if (!g_dl_log_done) append_fd_line(d.text + d.log_path_at, d.text + d.log_at, d.log_len);
+    if (!g_dl_metrics_done) append_fd_line(d.text + d.pending_path_at, d.text + d.pending_at, d.pending_len);
+}
+
+DeadlineRecordText deadline_record_text(int slot) {
+    const DeadlineSlot& d = g_dl[slot & 1];
+    if (!d.ready) return {false, "", "", "", "", ""};
+    return {true, std::string(d.text + d.stderr_at, d.stderr_len), std::string(d.text + d.log_at, d.log_len), d.text + d.log_path_at,
+            std::string(d.text + d.pending_at, d.pending_len), d.text + d.pending_path_at};
 }
 
 void publish_event(const EventOutcome& o, const SinkPaths& paths) {
@@ -320,7 +445,7 @@ void publish_event(const EventOutcome& o, const SinkPaths& paths) {
     std::string e2;
     {
         NoDeadline nd;
-        g_dl_ready = 0;  // from here on the record is ours to write
+        g_dl_taken = 1;  // from here on the record is ours to write
         ssize_t w = write(STDERR_FILENO, line.data(), line.size());
         (void)w;
         e2 = append_event_log(paths.event_log, paths.event_log_max_bytes, record_json(r));

@@ -101,8 +101,28 @@ void publish_event(const EventOutcome& o, const SinkPaths& paths);
 /// deadline-killed events are counted exactly once. Not once the relay's evaluator delivered its
 /// answer (pipeline.hpp Options::deliver): a "deadline exceeded" record would then be false; the
 /// handler exits kExitRecordsCut instead and the relay records records-cut.
-void prepare_deadline_record(const EventRecord& r, const SinkPaths& paths, int64_t deadline_us, bool closed = false);
-void record_on_deadline();
+///
+/// The record is kept in two slots (0, 1): prepare_deadline_record writes `slot`, the one the
+/// handler is not reading; the caller then makes it current with the one atomic store that also
+/// switches the deadline answer of the same stage (pipeline.cpp), and the handler passes the
+/// current slot to record_on_deadline. So the handler never reads a record being written, and
+/// never prints an answer with the record of another stage (a fail-closed answer with a
+/// fail-open record, or the reverse). Preparing is incremental: the long groups (who, policy)
+/// are printed again only when they changed since the previous stage (record.hpp RecordPart);
+/// the lines are byte for byte record_logfmt/record_json of `r` with outcome "refused"
+/// (`closed`) or "error", duration_us = `deadline_us` and the deadline message. `r.time_ns` 0 =
+/// now (the stage's time). Not thread-safe (one event per process).
+void prepare_deadline_record(const EventRecord& r, const SinkPaths& paths, int64_t deadline_us, bool closed, int slot);
+/// Async-signal-safe (write, open, flock, close; no allocation): writes slot `slot`'s record if
+/// one was prepared there and publish_event has not taken over.
+void record_on_deadline(int slot);
+
+/// The lines prepared in `slot` (stderr, event log, metrics pending), for tests.
+struct DeadlineRecordText {
+    bool ready;
+    std::string stderr_line, log_line, log_path, pending_line, pending_path;
+};
+DeadlineRecordText deadline_record_text(int slot);
 
 /// Monotonic clock in ns (for EventOutcome::start_ns and durations).
 int64_t monotonic_ns();

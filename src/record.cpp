@@ -110,87 +110,133 @@ void kv(std::string& out, std::string_view key_eq, std::string_view v) {
 
 }  // namespace
 
+void record_logfmt_part(std::string& out, const EventRecord& r, RecordPart part) {
+    switch (part) {
+    case RecordPart::Head: {
+        char t[32];
+        kv(out, " time=", std::string_view(t, rfc3339_utc(r.time_ns, t)));
+        kv(out, " level=", level_of(r));
+        return;
+    }
+    case RecordPart::Who:
+        kv(out, " source=", r.source);
+        kv(out, " event=", r.event);
+        kv(out, " ns=", r.ns);
+        kv(out, " pod=", r.pod);
+        kv(out, " container=", r.container);
+        kv(out, " id=", std::string_view(r.id).substr(0, 12));
+        if (r.sandbox) kv(out, " sandbox=", "true");
+        return;
+    case RecordPart::Class:
+        kv(out, " class=", r.cls);
+        kv(out, " rule=", r.rule);
+        return;
+    case RecordPart::Outcome:
+        kv(out, " outcome=", r.outcome);
+        kv(out, " failure=", r.failure);
+        kv(out, " fail_mode=", r.fail_mode);
+        if (r.duration_us >= 0) {
+            char d[24];
+            kv(out, " duration_us=", std::string_view(d, static_cast<size_t>(std::to_chars(d, d + sizeof d, r.duration_us).ptr - d)));
+        }
+        kv(out, " applied=", r.applied);
+        kv(out, " skipped=", r.skipped);
+        kv(out, " failed=", r.failed);
+        kv(out, " drift=", r.drift);
+        return;
+    case RecordPart::Policy:
+        kv(out, " policy=", r.policy);
+        kv(out, " policy_error=", r.policy_error);
+        return;
+    case RecordPart::Message:
+        kv(out, " msg=", r.message);
+        return;
+    }
+}
+
+namespace {
+size_t record_text_size(const EventRecord& r) {
+    return r.source.size() + r.event.size() + r.ns.size() + r.pod.size() + r.container.size() + r.id.size() + r.sandbox_id.size() +
+           r.cls.size() + r.rule.size() + r.outcome.size() + r.failure.size() + r.fail_mode.size() + r.applied.size() + r.skipped.size() +
+           r.failed.size() + r.drift.size() + r.policy.size() + r.policy_sha256.size() + r.policy_error.size() + r.message.size();
+}
+constexpr RecordPart kParts[] = {RecordPart::Head, RecordPart::Who, RecordPart::Class, RecordPart::Outcome, RecordPart::Policy, RecordPart::Message};
+}  // namespace
+
 std::string record_logfmt(const EventRecord& r) {
     std::string s;
     // Room for the keys and every value as it is (a quoted value with escapes may still grow it).
-    s.reserve(320 + r.source.size() + r.event.size() + r.ns.size() + r.pod.size() + r.container.size() + r.cls.size() + r.rule.size() +
-              r.outcome.size() + r.failure.size() + r.fail_mode.size() + r.applied.size() + r.skipped.size() + r.failed.size() +
-              r.drift.size() + r.policy.size() + r.policy_error.size() + r.message.size());
+    s.reserve(320 + record_text_size(r));
     s.append("nri-qos:", 8);
-    char t[32];
-    kv(s, " time=", std::string_view(t, rfc3339_utc(r.time_ns, t)));
-    kv(s, " level=", level_of(r));
-    kv(s, " source=", r.source);
-    kv(s, " event=", r.event);
-    kv(s, " ns=", r.ns);
-    kv(s, " pod=", r.pod);
-    kv(s, " container=", r.container);
-    kv(s, " id=", std::string_view(r.id).substr(0, 12));
-    if (r.sandbox) kv(s, " sandbox=", "true");
-    kv(s, " class=", r.cls);
-    kv(s, " rule=", r.rule);
-    kv(s, " outcome=", r.outcome);
-    kv(s, " failure=", r.failure);
-    kv(s, " fail_mode=", r.fail_mode);
-    if (r.duration_us >= 0) {
-        char d[24];
-        kv(s, " duration_us=", std::string_view(d, static_cast<size_t>(std::to_chars(d, d + sizeof d, r.duration_us).ptr - d)));
-    }
-    kv(s, " applied=", r.applied);
-    kv(s, " skipped=", r.skipped);
-    kv(s, " failed=", r.failed);
-    kv(s, " drift=", r.drift);
-    kv(s, " policy=", r.policy);
-    kv(s, " policy_error=", r.policy_error);
-    kv(s, " msg=", r.message);
+    for (RecordPart p : kParts) record_logfmt_part(s, r, p);
     s += '\n';
     return s;
 }
 
 // Printed member by member (json_print.hpp): the same bytes as an ordered_json of these members
 // dumped with error_handler_t::replace, without the DOM (this runs for every event, and once
-// more for each deadline record prepared: pipeline.cpp).
-std::string record_json(const EventRecord& r) {
-    std::string out;
-    out.reserve(400 + r.source.size() + r.event.size() + r.ns.size() + r.pod.size() + r.container.size() + r.id.size() +
-                r.sandbox_id.size() + r.cls.size() + r.rule.size() + r.outcome.size() + r.failure.size() + r.fail_mode.size() +
-                r.applied.size() + r.skipped.size() + r.failed.size() + r.drift.size() + r.policy.size() + r.policy_sha256.size() +
-                r.policy_error.size() + r.message.size());
+// more for each deadline record prepared: publish.cpp).
+void record_json_part(std::string& out, const EventRecord& r, RecordPart part) {
     JsonPrinter j(out);
-    j.open();
-    char t[32];
-    j.key("time");
-    out += '"';
-    out.append(t, rfc3339_utc(r.time_ns, t));  // digits, '-', ':', '.', 'T', 'Z': nothing to escape
-    out += '"';
-    j.key("level").str(level_of(r));
     auto put = [&](const char* k, const std::string& v) {
         if (!v.empty()) j.key(k).str(v);
     };
-    put("source", r.source);
-    put("event", r.event);
-    put("namespace", r.ns);
-    put("pod", r.pod);
-    put("container", r.container);
-    put("id", r.id);
-    put("sandbox_id", r.sandbox_id);
-    if (r.sandbox) j.key("sandbox").boolean(true);
-    put("class", r.cls);
-    put("rule", r.rule);
-    put("outcome", r.outcome);
-    put("failure", r.failure);
-    put("fail_mode", r.fail_mode);
-    if (r.duration_us >= 0) j.key("duration_us").num(r.duration_us);
-    put("applied", r.applied);
-    put("skipped", r.skipped);
-    put("failed", r.failed);
-    put("drift", r.drift);
-    put("policy", r.policy);
-    put("policy_sha256", r.policy_sha256);
-    put("policy_error", r.policy_error);
-    put("message", r.message);
-    j.close();
-    out += '\n';
+    switch (part) {
+    case RecordPart::Head: {
+        j.open();
+        char t[32];
+        j.key("time");
+        out += '"';
+        out.append(t, rfc3339_utc(r.time_ns, t));  // digits, '-', ':', '.', 'T', 'Z': nothing to escape
+        out += '"';
+        j.key("level").str(level_of(r));
+        return;
+    }
+    case RecordPart::Who:
+        j.resume();
+        put("source", r.source);
+        put("event", r.event);
+        put("namespace", r.ns);
+        put("pod", r.pod);
+        put("container", r.container);
+        put("id", r.id);
+        put("sandbox_id", r.sandbox_id);
+        if (r.sandbox) j.key("sandbox").boolean(true);
+        return;
+    case RecordPart::Class:
+        j.resume();
+        put("class", r.cls);
+        put("rule", r.rule);
+        return;
+    case RecordPart::Outcome:
+        j.resume();
+        put("outcome", r.outcome);
+        put("failure", r.failure);
+        put("fail_mode", r.fail_mode);
+        if (r.duration_us >= 0) j.key("duration_us").num(r.duration_us);
+        put("applied", r.applied);
+        put("skipped", r.skipped);
+        put("failed", r.failed);
+        put("drift", r.drift);
+        return;
+    case RecordPart::Policy:
+        j.resume();
+        put("policy", r.policy);
+        put("policy_sha256", r.policy_sha256);
+        put("policy_error", r.policy_error);
+        return;
+    case RecordPart::Message:
+        j.resume();
+        put("message", r.message);
+        return;
+    }
+}
+
+std::string record_json(const EventRecord& r) {
+    std::string out;
+    out.reserve(400 + record_text_size(r));
+    for (RecordPart p : kParts) record_json_part(out, r, p);
+    out.append("}\n", 2);
     return out;
 }
 

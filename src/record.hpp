@@ -72,6 +72,23 @@ std::string record_logfmt(const EventRecord& r);
 /// The file form: one JSON object and '\n'. Invalid UTF-8 is replaced, never fatal.
 std::string record_json(const EventRecord& r);
 
+/// The record's members in groups, in the order both forms print them: Head (time, level), Who
+/// (source, event, namespace, pod, container, id, sandbox_id, sandbox), Class (class, rule),
+/// Outcome (outcome, failure, fail_mode, duration_us, applied, skipped, failed, drift), Policy
+/// (policy, policy_sha256, policy_error), Message. For printing a record group by group:
+/// publish.cpp's deadline record is prepared again at each stage of an event and reprints only
+/// the groups whose members changed.
+enum class RecordPart { Head, Who, Class, Outcome, Policy, Message };
+
+/// Appends one group of record_logfmt's text (" key=value" per non-empty member; no "nri-qos:"
+/// prefix, no '\n'). record_logfmt(r) == "nri-qos:" + every group in order + "\n".
+void record_logfmt_part(std::string& out, const EventRecord& r, RecordPart part);
+
+/// Appends one group of record_json's text: Head opens the object (`{"time":...,"level":...`),
+/// the others print `,"key":value` per non-empty member. record_json(r) == every group in order
+/// + "}\n".
+void record_json_part(std::string& out, const EventRecord& r, RecordPart part);
+
 /// Append `line` (ending in '\n') to `path` with one write(2) under an exclusive flock(2) of the
 /// file, reopening when another process rotated it meanwhile; afterwards rotate when the file
 /// exceeds `max_bytes` (path → path.1 → path.2; path.2 is dropped). Creates the directory (0750)

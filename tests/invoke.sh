@@ -283,8 +283,18 @@ if command -v strace >/dev/null; then
   slow() { # MODE POLICY INPUT-FILE: the write to the container's cpu.shares takes 1.5 s
     OUT=$(strace -qq -f -o /dev/null -P "$R/cpu/$ctr_rel/cpu.shares" -e trace=write -e inject=write:delay_enter=1500000 \
       "$BIN" "$1" --policy "$2" --cgroup-root "$R" --cgroup-layout v1 --proc-root "$R/proc" --resctrl-root "$R/resctrl" \
-      --state-dir "$R/state" --cache-dir "" --deadline-ms 300 < "$3" 2>"$R/stderr")
+      --state-dir "$R/state" --cache-dir "" --deadline-ms 300 --event-log "$R/rec/events.log" --metrics-file "$R/rec/m.prom" \
+      < "$3" 2>"$R/stderr")
     RC=$?
+  }
+  # the record the deadline handler wrote: the class stage's, with the same fail mode as the answer
+  deadline_record() { # NAME OUTCOME MESSAGE-PART: the event log's last line, stderr and the pending count
+    local l; l=$(tail -n 1 "$R/rec/events.log" 2>/dev/null)
+    check "$1: event log record" "$(jq -r '[.event, .class, .outcome, .duration_us, .level, .policy] | join(" ")' <<<"$l" 2>&1)" \
+      "create X $2 300000 warn file"
+    check_contains "$1: event log message" "$(jq -r .message <<<"$l" 2>&1)" "$3"
+    check_contains "$1: stderr record" "$(cat "$R/stderr")" "id=$(jq -r .id "$R/ct.json" | cut -c1-12) class=X outcome=$2 duration_us=300000 policy=file msg="
+    check "$1: pending count" "$(tail -n 1 "$R/rec/.m.prom.pending" 2>&1)" "$(printf 'E\tcreate\tX\t%s\t300000' "$2")"
   }
   jq -c . <<<"$CT" > "$R/ct.json"
   pol "$R/closed.toml" 'cpu_shares = 2\n' 'fail = "closed"\n'
@@ -293,11 +303,13 @@ if command -v strace >/dev/null; then
   check "deadline, fail-closed class: error" "$(jq_get "$OUT" .error)" \
     "nri-qos: deadline exceeded after 300 ms (class X): fail-closed, container refused; knobs may be partly applied"
   check "deadline, fail-closed class: class in metadata" "$(jq_get "$OUT" .metadata.class)" X
+  deadline_record "deadline, fail-closed class" refused "deadline exceeded: fail-closed, container refused"
   pol "$R/open.toml" 'cpu_shares = 2\n'
   slow invoke "$R/open.toml" "$R/ct.json"
   check "deadline, fail-open class: exit 0" "$RC" 0
   check "deadline, fail-open class: error empty" "$(jq_get "$OUT" .error)" ""
   check_contains "deadline, fail-open class: warning" "$(jq_get "$OUT" .metadata.warning)" "deadline exceeded"
+  deadline_record "deadline, fail-open class" error "deadline exceeded: nri-qos gave up (fail-open)"
   jq -cn --arg p "/$ctr_rel" '{event: "StartContainer", runtime: {name: "containerd", version: "1.7.24"},
     pod: {id: "p1", name: "web", namespace: "prod"},
     container: {id: "c1", pod_sandbox_id: "p1", name: "app", pid: 2529, linux: {cgroups_path: $p}}}' > "$R/ev.json"

@@ -12,6 +12,7 @@
 #include "arena.hpp"
 
 #include <sys/resource.h>
+#include "metrics.hpp"
 #include "publish.hpp"
 #include "record.hpp"
 #include "request.hpp"
@@ -457,4 +458,65 @@ TEST_CASE("arena: prefault maps the arena, the stack and the hot code before the
     INFO("page faults writing 64 KiB of arena + 32 KiB of stack: cold " << cold << ", after prefault " << warm);
     CHECK(cold >= 16);  // one per fresh page at least
     CHECK(warm <= 2);
+}
+
+TEST_CASE("Deadline record: each stage's lines are record_logfmt/record_json of what the stage knows, in the slot given", "[record][oneshot]") {
+    // The stages of an event as pipeline.cpp prepares them: unparsed, request, policy (and the
+    // memo filling the namespace), class; then a policy error, another record path, no event log.
+    EventRecord st;
+    st.time_ns = 1763900000123456789;
+    st.source = "invoke";
+    st.event = "unparsed";
+    SinkPaths paths;
+    paths.metrics_file = "/var/lib/node_exporter/textfile_collector/nri_qos.prom";
+    paths.event_log = "/var/log/nri-qos/events.log";
+    int slot = 0;
+    auto stage = [&](const EventRecord& in, const SinkPaths& p, bool closed, const char* what) {
+        INFO(what);
+        slot = 1 - slot;
+        DeadlineRecordText before = deadline_record_text(1 - slot);
+        prepare_deadline_record(in, p, 300000, closed, slot);
+        EventRecord want = in;
+        want.outcome = closed ? "refused" : "error";
+        want.duration_us = 300000;
+        want.message = closed ? "deadline exceeded: fail-closed, container refused; knobs may be partly applied"
+                              : "deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied";
+        DeadlineRecordText t = deadline_record_text(slot);
+        CHECK(t.ready);
+        CHECK(t.stderr_line == record_logfmt(want));
+        CHECK(t.log_line == (p.event_log.empty() ? "" : record_json(want)));
+        CHECK(t.log_path == p.event_log);
+        CHECK(t.pending_line == metrics_pending_line(in.event, in.cls, want.outcome, 300000, !in.policy_error.empty()));
+        std::string pend;
+        if (!p.metrics_file.empty()) pend = dir_name(p.metrics_file) + "/." + p.metrics_file.substr(p.metrics_file.find_last_of('/') + 1) + ".pending";
+        CHECK(t.pending_path == pend);
+        // The other slot (the one the handler may be reading) is left as it was.
+        DeadlineRecordText after = deadline_record_text(1 - slot);
+        CHECK(after.ready == before.ready);
+        CHECK(after.stderr_line == before.stderr_line);
+        CHECK(after.log_line == before.log_line);
+    };
+    stage(st, paths, false, "unparsed");
+    st.event = "create";
+    st.pod = "web \"1\"";
+    st.container = "app";
+    st.id = "f9159d083de20134b90778a5c6d8ee69ecb3b500f2ef34976b11b59554b7bc8e";
+    st.sandbox_id = "97f836f7";
+    stage(st, paths, false, "request");
+    st.ns = "prod";  // the sandbox memo filled it in
+    st.policy = "file";
+    st.policy_sha256 = "66b05a77";
+    stage(st, paths, true, "policy, fail-closed");
+    st.cls = "LS";
+    stage(st, paths, false, "class, fail-open");
+    stage(st, paths, true, "class, fail-closed");
+    st.policy = "last-good";
+    st.policy_error = "/etc/nri/nri-qos.toml:3: bad \xff";
+    stage(st, paths, true, "policy error");
+    st.sandbox = true;
+    st.time_ns = 1763900000999999999;
+    SinkPaths other;
+    other.metrics_file = "/run/m/x.prom";
+    stage(st, other, true, "no event log, another metrics file");
+    stage(st, paths, false, "back");
 }
