@@ -1,6 +1,8 @@
 #include "metrics.hpp"
 
 #include <cerrno>
+#include <charconv>
+#include <string_view>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -23,24 +25,33 @@ constexpr size_t kMaxSeries = 2048;  // per family; beyond, labels fold into "_o
 constexpr size_t kMaxStateBytes = 1u << 20;
 constexpr const char* kStateMagic = "nri-qos-metrics 1";
 
-/// Tab/newline-free label value for the state file.
-std::string clean(const std::string& v) {
-    std::string s = v.substr(0, 256);
+/// Tab/newline-free label value for the state file (at most 256 bytes).
+std::string clean(std::string_view v) {
+    std::string s(v.substr(0, 256));
     for (char& c : s)
         if (c == '\t' || c == '\n' || c == '\r') c = '_';
     return s;
 }
 
-/// Prometheus text-format label value escaping (\\, \", \n).
-std::string esc(const std::string& v) {
-    std::string s;
-    for (char c : v) {
-        if (c == '\\') s += "\\\\";
-        else if (c == '"') s += "\\\"";
-        else if (c == '\n') s += "\\n";
-        else s += c;
+/// Appends `v` with Prometheus text-format label value escaping (\\, \", \n); runs of other
+/// bytes in one piece.
+void esc_to(std::string& out, std::string_view v) {
+    size_t run = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+        const char c = v[i];
+        const char* e = c == '\\' ? "\\\\" : c == '"' ? "\\\"" : c == '\n' ? "\\n" : nullptr;
+        if (!e) continue;
+        out.append(v.data() + run, i - run);
+        out.append(e, 2);
+        run = i + 1;
     }
-    return s;
+    out.append(v.data() + run, v.size() - run);
+}
+
+/// Appends the decimal digits of `v` (what std::to_string prints, without the temporary).
+void num_to(std::string& out, uint64_t v) {
+    char b[24];
+    out.append(b, static_cast<size_t>(std::to_chars(b, b + sizeof b, v).ptr - b));
 }
 
 struct State {
@@ -54,47 +65,67 @@ struct State {
     std::string p_path, p_source, p_sha;  // nri_qos_policy_info of the last event
 };
 
-std::vector<std::string> split_tabs(const std::string& line) {
-    std::vector<std::string> f;
+/// The tab-separated fields of `line` (views into it). More than kMaxFields fields: the count is
+/// kMaxFields + 1 and the rest is not split (no line of ours has that many).
+struct Fields {
+    static constexpr size_t kMaxFields = 24;
+    std::string_view f[kMaxFields];
+    size_t n = 0;
+    std::string_view operator[](size_t i) const { return f[i]; }
+    size_t size() const { return n; }
+};
+Fields split_tabs(std::string_view line) {
+    Fields r;
     size_t a = 0;
     while (true) {
+        if (r.n == Fields::kMaxFields) {
+            ++r.n;
+            break;
+        }
         size_t b = line.find('\t', a);
-        f.push_back(line.substr(a, b == std::string::npos ? std::string::npos : b - a));
-        if (b == std::string::npos) break;
+        r.f[r.n++] = line.substr(a, b == std::string_view::npos ? std::string_view::npos : b - a);
+        if (b == std::string_view::npos) break;
         a = b + 1;
     }
-    return f;
+    return r;
 }
 
-uint64_t num(const std::string& s) { return std::strtoull(s.c_str(), nullptr, 10); }
+/// strtoull of the field (decimal; our own files hold digits only, parsed without a copy).
+uint64_t num(std::string_view s) {
+    uint64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc() && p == s.data() + s.size()) return v;
+    return std::strtoull(std::string(s).c_str(), nullptr, 10);  // anything else: as strtoull reads it
+}
 
 /// Our own state file (tab-separated lines written by dump_state). Anything unexpected → the
 /// line is ignored.
-void load_state(const std::string& text, State& st) {
+void load_state(std::string_view text, State& st) {
     size_t a = 0;
     bool first = true;
     while (a < text.size()) {
         size_t b = text.find('\n', a);
-        if (b == std::string::npos) break;  // incomplete last line: ignore
-        std::string line = text.substr(a, b - a);
+        if (b == std::string_view::npos) break;  // incomplete last line: ignore
+        std::string_view line = text.substr(a, b - a);
         a = b + 1;
         if (first) {
             if (line != kStateMagic) return;
             first = false;
             continue;
         }
-        auto f = split_tabs(line);
-        if (f[0] == "E" && f.size() == 5) st.events[{f[1], f[2], f[3]}] = num(f[4]);
-        else if (f[0] == "K" && f.size() == 3) st.knob_failures[f[1]] = num(f[2]);
-        else if (f[0] == "D" && f.size() == 3) st.drift[f[1]] = num(f[2]);
-        else if (f[0] == "R" && f.size() == 4) st.relay_failures[{f[1], f[2]}] = num(f[3]);
-        else if (f[0] == "H" && f.size() == 3 + kNBuckets + 1) {
+        Fields f = split_tabs(line);
+        const std::string_view t = f[0];
+        if (t == "E" && f.size() == 5) st.events[{std::string(f[1]), std::string(f[2]), std::string(f[3])}] = num(f[4]);
+        else if (t == "K" && f.size() == 3) st.knob_failures[std::string(f[1])] = num(f[2]);
+        else if (t == "D" && f.size() == 3) st.drift[std::string(f[1])] = num(f[2]);
+        else if (t == "R" && f.size() == 4) st.relay_failures[{std::string(f[1]), std::string(f[2])}] = num(f[3]);
+        else if (t == "H" && f.size() == 3 + kNBuckets + 1) {
             st.sum_us = num(f[1]);
             st.count = num(f[2]);
             for (size_t i = 0; i <= kNBuckets; ++i) st.buckets[i] = num(f[3 + i]);
-        } else if (f[0] == "P" && f.size() == 2) st.policy_errors = num(f[1]);
-        else if (f[0] == "T" && f.size() == 2) st.last_event = static_cast<int64_t>(num(f[1]));
-        else if (f[0] == "I" && (f.size() == 4 || f.size() == 5)) {  // 5: an older build's file-identity field
+        } else if (t == "P" && f.size() == 2) st.policy_errors = num(f[1]);
+        else if (t == "T" && f.size() == 2) st.last_event = static_cast<int64_t>(num(f[1]));
+        else if (t == "I" && (f.size() == 4 || f.size() == 5)) {  // 5: an older build's file-identity field
             st.p_path = f[1];
             st.p_source = f[2];
             st.p_sha = f[3];
@@ -103,68 +134,123 @@ void load_state(const std::string& text, State& st) {
 }
 
 std::string dump_state(const State& st) {
-    std::string s = std::string(kStateMagic) + "\n";
-    for (const auto& [k, v] : st.events) s += "E\t" + std::get<0>(k) + "\t" + std::get<1>(k) + "\t" + std::get<2>(k) + "\t" + std::to_string(v) + "\n";
-    for (const auto& [k, v] : st.knob_failures) s += "K\t" + k + "\t" + std::to_string(v) + "\n";
-    for (const auto& [k, v] : st.drift) s += "D\t" + k + "\t" + std::to_string(v) + "\n";
-    for (const auto& [k, v] : st.relay_failures) s += "R\t" + k.first + "\t" + k.second + "\t" + std::to_string(v) + "\n";
-    s += "H\t" + std::to_string(st.sum_us) + "\t" + std::to_string(st.count);
-    for (uint64_t b : st.buckets) s += "\t" + std::to_string(b);
-    s += "\nP\t" + std::to_string(st.policy_errors) + "\nT\t" + std::to_string(st.last_event) + "\n";
-    if (!st.p_path.empty() || !st.p_source.empty()) s += "I\t" + st.p_path + "\t" + st.p_source + "\t" + st.p_sha + "\n";
+    std::string s;
+    s.reserve(512 + 48 * (st.events.size() + st.knob_failures.size() + st.drift.size() + st.relay_failures.size()) + st.p_path.size());
+    s += kStateMagic;
+    s += '\n';
+    auto field = [&s](std::string_view v) {
+        s += '\t';
+        s.append(v.data(), v.size());
+    };
+    auto count = [&s](uint64_t v) {
+        s += '\t';
+        num_to(s, v);
+        s += '\n';
+    };
+    for (const auto& [k, v] : st.events) {
+        s += 'E';
+        field(std::get<0>(k)), field(std::get<1>(k)), field(std::get<2>(k)), count(v);
+    }
+    for (const auto& [k, v] : st.knob_failures) s += 'K', field(k), count(v);
+    for (const auto& [k, v] : st.drift) s += 'D', field(k), count(v);
+    for (const auto& [k, v] : st.relay_failures) s += 'R', field(k.first), field(k.second), count(v);
+    s += "H\t";
+    num_to(s, st.sum_us);
+    s += '\t';
+    num_to(s, st.count);
+    for (uint64_t b : st.buckets) s += '\t', num_to(s, b);
+    s += "\nP\t";
+    num_to(s, st.policy_errors);
+    s += "\nT\t";
+    if (st.last_event < 0) s += '-', num_to(s, 0 - static_cast<uint64_t>(st.last_event));
+    else num_to(s, static_cast<uint64_t>(st.last_event));
+    s += '\n';
+    if (!st.p_path.empty() || !st.p_source.empty()) {
+        s += 'I';
+        field(st.p_path), field(st.p_source), field(st.p_sha);
+        s += '\n';
+    }
     return s;
 }
 
 // Seconds from integer µs, as printf("%.6f") prints them, or with the trailing zeros (and
 // point) dropped as "%g" prints these bucket bounds — without printf's floating-point path
 // (~4,000 instructions and the locale lookup per number, 15 numbers per event).
-std::string seconds_of_us(uint64_t us, bool trim) {
-    std::string s = std::to_string(us / 1000000) + ".";
+void seconds_to(std::string& out, uint64_t us, bool trim) {
+    num_to(out, us / 1000000);
     uint64_t frac = us % 1000000;
-    char d[6];
-    for (int i = 5; i >= 0; --i, frac /= 10) d[i] = static_cast<char>('0' + frac % 10);
-    int n = 6;
+    char d[7];
+    d[0] = '.';
+    for (int i = 6; i >= 1; --i, frac /= 10) d[i] = static_cast<char>('0' + frac % 10);
+    size_t n = 7;
     if (trim)
-        while (n > 0 && d[n - 1] == '0') --n;
-    if (n == 0) s.pop_back();
-    return s.append(d, size_t(n));
+        while (n > 1 && d[n - 1] == '0') --n;
+    if (n > 1) out.append(d, n);
 }
 
 std::string render(const State& st) {
     std::string s;
+    s.reserve(3072 + 96 * (st.events.size() + st.knob_failures.size() + st.drift.size() + st.relay_failures.size()) + st.p_path.size() +
+              st.p_sha.size());
+    // `name{k1="v1",k2="v2"...} count\n`: labels as {key, value} pairs
+    auto series = [&s](const char* head, std::initializer_list<std::pair<const char*, std::string_view>> labels, uint64_t v) {
+        s += head;
+        char sep = '{';
+        for (const auto& [k, val] : labels) {
+            s += sep;
+            s += k;
+            s += "=\"";
+            esc_to(s, val);
+            s += '"';
+            sep = ',';
+        }
+        s += "} ";
+        num_to(s, v);
+        s += '\n';
+    };
     s += "# HELP nri_qos_events_total Pod sandbox/container events handled by nri-qos, by event, QoS class and outcome.\n"
          "# TYPE nri_qos_events_total counter\n";
     for (const auto& [k, v] : st.events)
-        s += "nri_qos_events_total{event=\"" + esc(std::get<0>(k)) + "\",class=\"" + esc(std::get<1>(k)) + "\",outcome=\"" + esc(std::get<2>(k)) +
-             "\"} " + std::to_string(v) + "\n";
+        series("nri_qos_events_total", {{"event", std::get<0>(k)}, {"class", std::get<1>(k)}, {"outcome", std::get<2>(k)}}, v);
     s += "# HELP nri_qos_knob_failures_total Knob writes that failed, by policy knob.\n# TYPE nri_qos_knob_failures_total counter\n";
-    for (const auto& [k, v] : st.knob_failures) s += "nri_qos_knob_failures_total{knob=\"" + esc(k) + "\"} " + std::to_string(v) + "\n";
+    for (const auto& [k, v] : st.knob_failures) series("nri_qos_knob_failures_total", {{"knob", k}}, v);
     s += "# HELP nri_qos_drift_corrected_total Knob values nri-qos reconcile found changed and wrote back, by policy knob.\n"
          "# TYPE nri_qos_drift_corrected_total counter\n";
-    for (const auto& [k, v] : st.drift) s += "nri_qos_drift_corrected_total{knob=\"" + esc(k) + "\"} " + std::to_string(v) + "\n";
+    for (const auto& [k, v] : st.drift) series("nri_qos_drift_corrected_total", {{"knob", k}}, v);
     s += "# HELP nri_qos_relay_failures_total Events the native NRI relay failed itself (evaluator crashed, killed or timed out, request refused), by event and reason.\n"
          "# TYPE nri_qos_relay_failures_total counter\n";
-    for (const auto& [k, v] : st.relay_failures)
-        s += "nri_qos_relay_failures_total{event=\"" + esc(k.first) + "\",reason=\"" + esc(k.second) + "\"} " + std::to_string(v) + "\n";
+    for (const auto& [k, v] : st.relay_failures) series("nri_qos_relay_failures_total", {{"event", k.first}, {"reason", k.second}}, v);
     s += "# HELP nri_qos_event_duration_seconds Time one nri-qos invocation took, from start to its result.\n"
          "# TYPE nri_qos_event_duration_seconds histogram\n";
     uint64_t cum = 0;
     for (size_t i = 0; i < kNBuckets; ++i) {
         cum += st.buckets[i];
-        s += "nri_qos_event_duration_seconds_bucket{le=\"" + seconds_of_us(uint64_t(kDurationBucketsUs[i]), true) + "\"} " + std::to_string(cum) + "\n";
+        s += "nri_qos_event_duration_seconds_bucket{le=\"";
+        seconds_to(s, uint64_t(kDurationBucketsUs[i]), true);
+        s += "\"} ";
+        num_to(s, cum);
+        s += '\n';
     }
     cum += st.buckets[kNBuckets];
-    s += "nri_qos_event_duration_seconds_bucket{le=\"+Inf\"} " + std::to_string(cum) + "\n";
-    s += "nri_qos_event_duration_seconds_sum " + seconds_of_us(st.sum_us, false) + "\nnri_qos_event_duration_seconds_count " + std::to_string(st.count) + "\n";
+    s += "nri_qos_event_duration_seconds_bucket{le=\"+Inf\"} ";
+    num_to(s, cum);
+    s += "\nnri_qos_event_duration_seconds_sum ";
+    seconds_to(s, st.sum_us, false);
+    s += "\nnri_qos_event_duration_seconds_count ";
+    num_to(s, st.count);
+    s += '\n';
     s += "# HELP nri_qos_policy_info Policy in force at the last event: sha256 of its text, source (file, builtin, last-good).\n"
          "# TYPE nri_qos_policy_info gauge\n";
-    if (!st.p_source.empty())
-        s += "nri_qos_policy_info{sha256=\"" + esc(st.p_sha) + "\",source=\"" + esc(st.p_source) + "\",path=\"" + esc(st.p_path) + "\"} 1\n";
+    if (!st.p_source.empty()) series("nri_qos_policy_info", {{"sha256", st.p_sha}, {"source", st.p_source}, {"path", st.p_path}}, 1);
     s += "# HELP nri_qos_policy_errors_total Events at which the configured policy file was broken (its last good copy or the built-in policy applied).\n# TYPE nri_qos_policy_errors_total counter\n";
-    s += "nri_qos_policy_errors_total " + std::to_string(st.policy_errors) + "\n";
-    s += "# HELP nri_qos_last_event_timestamp_seconds Unix time of the last event recorded.\n"
+    s += "nri_qos_policy_errors_total ";
+    num_to(s, st.policy_errors);
+    s += "\n# HELP nri_qos_last_event_timestamp_seconds Unix time of the last event recorded.\n"
          "# TYPE nri_qos_last_event_timestamp_seconds gauge\n";
-    s += "nri_qos_last_event_timestamp_seconds " + std::to_string(st.last_event) + "\n";
+    s += "nri_qos_last_event_timestamp_seconds ";
+    if (st.last_event < 0) s += '-', num_to(s, 0 - static_cast<uint64_t>(st.last_event));
+    else num_to(s, static_cast<uint64_t>(st.last_event));
+    s += '\n';
     return s;
 }
 
@@ -266,10 +352,10 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
                     while (a < text.size()) {
                         size_t b = text.find('\n', a);
                         if (b == std::string::npos) break;
-                        auto f = split_tabs(text.substr(a, b - a));
+                        Fields f = split_tabs(std::string_view(text).substr(a, b - a));
                         a = b + 1;
                         if (f.size() == 2 && (f[0] == "K" || f[0] == "D") && !all.empty()) {
-                            (f[0] == "K" ? all.back().failed_knobs : all.back().drift_knobs).push_back(f[1]);
+                            (f[0] == "K" ? all.back().failed_knobs : all.back().drift_knobs).emplace_back(f[1]);
                             continue;
                         }
                         if (f.size() == 2 && f[0] == "R" && !all.empty()) {  // relay failure kind of the E line before

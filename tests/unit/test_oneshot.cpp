@@ -520,3 +520,205 @@ TEST_CASE("Deadline record: each stage's lines are record_logfmt/record_json of 
     stage(st, other, true, "no event log, another metrics file");
     stage(st, paths, false, "back");
 }
+
+namespace {
+// update_metrics' files, byte for byte as the code before issue 13's round 4 printed them (its
+// output for these inputs was captured from that build): a state with every kind of line, then
+// (2) with a pending queue, an event and a policy identity (the T line and the last-event gauge,
+// which hold the time of the call, left out).
+const char* const kStateIn = R"__(nri-qos-metrics 1
+E	create	LS	ok	41
+E	create	none	error	3
+E	RunPodSandbox	BE "x\\y"	partial	7
+E	bad	line
+K	cpu.shares	2
+K	pod:cpu.idle	1
+D	memory.high	5
+R	CreateContainer	timeout	4
+R	StopPodSandbox	crash	1
+H	123456789	52	1	2	3	4	5	6	7	8	9	0	1	2	3	1
+P	3
+T	1763900000
+I	/etc/nri/nri-qos.toml	file	abcdef0123
+X	unknown
+)__";
+const char* const kGoldenProm = R"__(# HELP nri_qos_events_total Pod sandbox/container events handled by nri-qos, by event, QoS class and outcome.
+# TYPE nri_qos_events_total counter
+nri_qos_events_total{event="RunPodSandbox",class="BE \"x\\\\y\"",outcome="partial"} 7
+nri_qos_events_total{event="create",class="LS",outcome="ok"} 41
+nri_qos_events_total{event="create",class="none",outcome="error"} 3
+# HELP nri_qos_knob_failures_total Knob writes that failed, by policy knob.
+# TYPE nri_qos_knob_failures_total counter
+nri_qos_knob_failures_total{knob="cpu.shares"} 2
+nri_qos_knob_failures_total{knob="pod:cpu.idle"} 1
+# HELP nri_qos_drift_corrected_total Knob values nri-qos reconcile found changed and wrote back, by policy knob.
+# TYPE nri_qos_drift_corrected_total counter
+nri_qos_drift_corrected_total{knob="memory.high"} 5
+# HELP nri_qos_relay_failures_total Events the native NRI relay failed itself (evaluator crashed, killed or timed out, request refused), by event and reason.
+# TYPE nri_qos_relay_failures_total counter
+nri_qos_relay_failures_total{event="CreateContainer",reason="timeout"} 4
+nri_qos_relay_failures_total{event="StopPodSandbox",reason="crash"} 1
+# HELP nri_qos_event_duration_seconds Time one nri-qos invocation took, from start to its result.
+# TYPE nri_qos_event_duration_seconds histogram
+nri_qos_event_duration_seconds_bucket{le="0.00025"} 1
+nri_qos_event_duration_seconds_bucket{le="0.0005"} 3
+nri_qos_event_duration_seconds_bucket{le="0.001"} 6
+nri_qos_event_duration_seconds_bucket{le="0.002"} 10
+nri_qos_event_duration_seconds_bucket{le="0.005"} 15
+nri_qos_event_duration_seconds_bucket{le="0.01"} 21
+nri_qos_event_duration_seconds_bucket{le="0.025"} 28
+nri_qos_event_duration_seconds_bucket{le="0.05"} 36
+nri_qos_event_duration_seconds_bucket{le="0.1"} 45
+nri_qos_event_duration_seconds_bucket{le="0.25"} 45
+nri_qos_event_duration_seconds_bucket{le="0.5"} 46
+nri_qos_event_duration_seconds_bucket{le="1"} 48
+nri_qos_event_duration_seconds_bucket{le="2.5"} 51
+nri_qos_event_duration_seconds_bucket{le="+Inf"} 52
+nri_qos_event_duration_seconds_sum 123.456789
+nri_qos_event_duration_seconds_count 52
+# HELP nri_qos_policy_info Policy in force at the last event: sha256 of its text, source (file, builtin, last-good).
+# TYPE nri_qos_policy_info gauge
+nri_qos_policy_info{sha256="abcdef0123",source="file",path="/etc/nri/nri-qos.toml"} 1
+# HELP nri_qos_policy_errors_total Events at which the configured policy file was broken (its last good copy or the built-in policy applied).
+# TYPE nri_qos_policy_errors_total counter
+nri_qos_policy_errors_total 3
+# HELP nri_qos_last_event_timestamp_seconds Unix time of the last event recorded.
+# TYPE nri_qos_last_event_timestamp_seconds gauge
+nri_qos_last_event_timestamp_seconds 1763900000
+)__";
+const char* const kGoldenState = R"__(nri-qos-metrics 1
+E	RunPodSandbox	BE "x\\y"	partial	7
+E	create	LS	ok	41
+E	create	none	error	3
+K	cpu.shares	2
+K	pod:cpu.idle	1
+D	memory.high	5
+R	CreateContainer	timeout	4
+R	StopPodSandbox	crash	1
+H	123456789	52	1	2	3	4	5	6	7	8	9	0	1	2	3	1
+P	3
+T	1763900000
+I	/etc/nri/nri-qos.toml	file	abcdef0123
+)__";
+const char* const kGolden2Prom = R"__(# HELP nri_qos_events_total Pod sandbox/container events handled by nri-qos, by event, QoS class and outcome.
+# TYPE nri_qos_events_total counter
+nri_qos_events_total{event="RunPodSandbox",class="BE \"x\\\\y\"",outcome="partial"} 7
+nri_qos_events_total{event="StartContainer",class="none",outcome="refused"} 1
+nri_qos_events_total{event="create",class="L\"S",outcome="partial"} 1
+nri_qos_events_total{event="create",class="LS",outcome="ok"} 42
+nri_qos_events_total{event="create",class="none",outcome="error"} 3
+# HELP nri_qos_knob_failures_total Knob writes that failed, by policy knob.
+# TYPE nri_qos_knob_failures_total counter
+nri_qos_knob_failures_total{knob="a\\b"} 1
+nri_qos_knob_failures_total{knob="cpu.shares"} 4
+nri_qos_knob_failures_total{knob="pod:cpu.idle"} 1
+# HELP nri_qos_drift_corrected_total Knob values nri-qos reconcile found changed and wrote back, by policy knob.
+# TYPE nri_qos_drift_corrected_total counter
+nri_qos_drift_corrected_total{knob="memory.high"} 5
+nri_qos_drift_corrected_total{knob="x"} 1
+# HELP nri_qos_relay_failures_total Events the native NRI relay failed itself (evaluator crashed, killed or timed out, request refused), by event and reason.
+# TYPE nri_qos_relay_failures_total counter
+nri_qos_relay_failures_total{event="CreateContainer",reason="timeout"} 4
+nri_qos_relay_failures_total{event="StartContainer",reason="crash"} 1
+nri_qos_relay_failures_total{event="StopPodSandbox",reason="crash"} 1
+# HELP nri_qos_event_duration_seconds Time one nri-qos invocation took, from start to its result.
+# TYPE nri_qos_event_duration_seconds histogram
+nri_qos_event_duration_seconds_bucket{le="0.00025"} 1
+nri_qos_event_duration_seconds_bucket{le="0.0005"} 4
+nri_qos_event_duration_seconds_bucket{le="0.001"} 7
+nri_qos_event_duration_seconds_bucket{le="0.002"} 11
+nri_qos_event_duration_seconds_bucket{le="0.005"} 16
+nri_qos_event_duration_seconds_bucket{le="0.01"} 22
+nri_qos_event_duration_seconds_bucket{le="0.025"} 29
+nri_qos_event_duration_seconds_bucket{le="0.05"} 37
+nri_qos_event_duration_seconds_bucket{le="0.1"} 46
+nri_qos_event_duration_seconds_bucket{le="0.25"} 46
+nri_qos_event_duration_seconds_bucket{le="0.5"} 48
+nri_qos_event_duration_seconds_bucket{le="1"} 50
+nri_qos_event_duration_seconds_bucket{le="2.5"} 54
+nri_qos_event_duration_seconds_bucket{le="+Inf"} 55
+nri_qos_event_duration_seconds_sum 124.991656
+nri_qos_event_duration_seconds_count 55
+# HELP nri_qos_policy_info Policy in force at the last event: sha256 of its text, source (file, builtin, last-good).
+# TYPE nri_qos_policy_info gauge
+nri_qos_policy_info{sha256="0123abcd",source="last-good",path="/etc/p \"q\".toml"} 1
+# HELP nri_qos_policy_errors_total Events at which the configured policy file was broken (its last good copy or the built-in policy applied).
+# TYPE nri_qos_policy_errors_total counter
+nri_qos_policy_errors_total 5
+# HELP nri_qos_last_event_timestamp_seconds Unix time of the last event recorded.
+# TYPE nri_qos_last_event_timestamp_seconds gauge
+)__";
+const char* const kGolden2State = R"__(nri-qos-metrics 1
+E	RunPodSandbox	BE "x\\y"	partial	7
+E	StartContainer	none	refused	1
+E	create	L"S	partial	1
+E	create	LS	ok	42
+E	create	none	error	3
+K	a\b	1
+K	cpu.shares	4
+K	pod:cpu.idle	1
+D	memory.high	5
+D	x	1
+R	CreateContainer	timeout	4
+R	StartContainer	crash	1
+R	StopPodSandbox	crash	1
+H	124991656	55	1	3	3	4	5	6	7	8	9	0	2	2	4	1
+P	5
+I	/etc/p "q".toml	last-good	0123abcd
+)__";
+
+std::string slurp_file(const std::string& p) {
+    std::string s;
+    FILE* f = fopen(p.c_str(), "rb");
+    if (!f) return s;
+    char b[4096];
+    size_t n;
+    while ((n = fread(b, 1, sizeof b, f)) > 0) s.append(b, n);
+    fclose(f);
+    return s;
+}
+void spit_file(const std::string& p, const std::string& text) {
+    FILE* f = fopen(p.c_str(), "wb");
+    REQUIRE(f);
+    fwrite(text.data(), 1, text.size(), f);
+    fclose(f);
+}
+std::string without_time(const std::string& text) {
+    std::string out;
+    size_t a = 0;
+    while (a < text.size()) {
+        size_t b = text.find('\n', a);
+        b = b == std::string::npos ? text.size() : b + 1;
+        std::string line = text.substr(a, b - a);
+        a = b;
+        if (line.rfind("T\t", 0) == 0 || line.rfind("nri_qos_last_event_timestamp_seconds ", 0) == 0) continue;
+        out += line;
+    }
+    return out;
+}
+}  // namespace
+
+TEST_CASE("update_metrics: state file and textfile byte for byte as before (every kind of line, pending queue, escaping)", "[metrics][oneshot]") {
+    char tmpl[] = "/tmp/nri-qos-metrics-golden.XXXXXX";
+    REQUIRE(mkdtemp(tmpl));
+    std::string d = tmpl;
+    spit_file(d + "/.m.prom.state", kStateIn);
+    REQUIRE(update_metrics(d + "/m.prom", {}, {}) == "");
+    CHECK(slurp_file(d + "/m.prom") == kGoldenProm);
+    CHECK(slurp_file(d + "/.m.prom.state") == kGoldenState);
+    spit_file(d + "/.m.prom.state", kStateIn);
+    spit_file(d + "/.m.prom.pending", "E\tcreate\tLS\tok\t300\nK\tcpu.shares\nD\tx\nE\tStartContainer\tnone\trefused\t300000\tP\nR\tcrash\nE\tbad\n");
+    MetricsEvent e;
+    e.event = "create";
+    e.cls = "L\"S";
+    e.outcome = "partial";
+    e.duration_us = 1234567;
+    e.failed_knobs = {"cpu.shares", "a\\b"};
+    e.policy_error = true;
+    REQUIRE(update_metrics(d + "/m.prom", {e}, {"/etc/p \"q\".toml", "last-good", "0123abcd"}) == "");
+    CHECK(without_time(slurp_file(d + "/m.prom")) == kGolden2Prom);
+    CHECK(without_time(slurp_file(d + "/.m.prom.state")) == kGolden2State);
+    CHECK(slurp_file(d + "/.m.prom.pending").empty());
+    for (const char* f : {"/m.prom", "/.m.prom.state", "/.m.prom.pending"}) unlink((d + f).c_str());
+    rmdir(d.c_str());
+}
