@@ -13,10 +13,32 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 namespace nriqos {
+
+/// True when every byte of `s` is printable ASCII (0x20-0x7e) other than '"' and '\\': such a
+/// string is its own JSON text (json::dump, ensure_ascii off, copies it as it is). Eight bytes
+/// at a time (the usual "has a zero / a smaller byte" word tests: exact for "is there any").
+inline bool json_plain_ascii(std::string_view s) {
+    constexpr uint64_t k01 = 0x0101010101010101ull, k80 = 0x8080808080808080ull;
+    auto has_zero = [](uint64_t v) { return (v - k01) & ~v & k80; };
+    const char* p = s.data();
+    size_t i = 0, n = s.size();
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        std::memcpy(&w, p + i, 8);
+        // >= 0x80; < 0x20; 0x7f (w + 1 sets the top bit of a byte < 0x80 only when it is 0x7f); '"'; '\\'
+        if ((w & k80) | ((w - k01 * 0x20) & ~w & k80) | ((w + k01) & k80) | has_zero(w ^ (k01 * 0x22)) | has_zero(w ^ (k01 * 0x5c))) return false;
+    }
+    for (; i < n; ++i) {
+        unsigned char c = static_cast<unsigned char>(p[i]);
+        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') return false;
+    }
+    return true;
+}
 
 /// Appends to `out`. Objects: open(), then key(k).<value> per member, close(); nested objects the
 /// same way after a key(). The caller keeps the order (the order the DOM it replaces prints:
@@ -63,9 +85,7 @@ class JsonPrinter {
     /// (the serializer, ensure_ascii off, copies exactly those bytes as they are) and is appended
     /// at once; anything else goes through the serializer.
     void str(const std::string& s) {
-        bool plain = true;
-        for (unsigned char c : s) plain &= c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
-        if (plain) {
+        if (json_plain_ascii(s)) {
             size_t at = out_.size();
             out_.resize(at + s.size() + 2);
             char* p = &out_[at];
@@ -74,6 +94,7 @@ class JsonPrinter {
             p[s.size() + 1] = '"';
             return;
         }
+        if (!tmp_.is_string()) tmp_ = nlohmann::json::string_t();
         tmp_.get_ref<std::string&>() = s;
         value(tmp_);
     }
@@ -93,7 +114,7 @@ class JsonPrinter {
     std::string& out_;
     std::optional<nlohmann::detail::serializer<nlohmann::json>> ser_;
     bool first_ = true;
-    nlohmann::json tmp_ = nlohmann::json::string_t();
+    nlohmann::json tmp_;  // null until a string needs the serializer (a string value is an allocation)
 };
 
 }  // namespace nriqos
