@@ -275,6 +275,15 @@ std::string last_request_dom(const EventOutcome& o, const EventRecord& r) {
 TEST_CASE("JsonPrinter: a string is what the serializer prints, on the plain-ASCII shortcut and off it", "[record][oneshot]") {
     std::vector<std::string> cases = {"", "plain /path/x.y", "a\"b", "back\\slash", "del\x7f", "tab\t", "\xc3\xa9t\xc3\xa9", "bad\xff", "\xe2\x82", "\x01"};
     for (int c = 0; c < 256; ++c) cases.push_back(std::string("x") + static_cast<char>(c) + "y");
+    // every byte value at every position of a string of two 8-byte words and a tail (the word test)
+    for (int c = 0; c < 256; ++c)
+        for (size_t at = 0; at < 19; ++at) {
+            std::string v(19, 'a');
+            v[at] = static_cast<char>(c);
+            cases.push_back(v);
+        }
+    cases.push_back(std::string(16, '\x7e') + "\x7f");
+    cases.push_back(std::string(8, '\xff') + std::string(8, '\x7e'));
     for (const std::string& v : cases) {
         std::string out;
         JsonPrinter p(out);
@@ -288,7 +297,13 @@ TEST_CASE("record_logfmt / record_json: every byte value in every position of a 
     for (int c = 0; c < 256; ++c) {
         std::string ch(1, static_cast<char>(c));
         for (const std::string& v : {ch, "ab" + ch, ch + "ab", "a" + ch + "b" + ch}) cases.push_back(v);
+        for (size_t at = 0; at < 19; ++at) {  // every position of two 8-byte words and a tail (the word test)
+            std::string w(19, 'a');
+            w[at] = static_cast<char>(c);
+            cases.push_back(w);
+        }
     }
+    cases.push_back(std::string(8, '\xff') + std::string(8, '\x7e') + "=");
     for (const std::string& v : cases) {
         EventRecord r;
         r.time_ns = 1763900000123456789;
