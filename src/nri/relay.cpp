@@ -764,7 +764,19 @@ void Relay::finish_event(Outcome& oc) {
 // them: they stay in the page cache and fault back in on use (madvise(2)). A mapping with any
 // anonymous (copy-on-write) page, e.g. RELRO after relocation, is skipped: dropping it would
 // lose the relocated data. Writable mappings are never touched.
+// Called twice: at start, and after Configure and the confinement (their code — the config's
+// JSON, the keeper's fork, the sandbox's set-up — runs once, after the first call: ~0.8 MiB of
+// the relay's RSS for good). The second call reuses the ranges the first one found (a confined
+// relay cannot open /proc/self/smaps).
+std::vector<std::pair<unsigned long, unsigned long>> g_text_ranges;
+bool g_text_ranges_known = false;
+
 void drop_resident_text() {
+  if (g_text_ranges_known) {
+    for (const auto& r : g_text_ranges) madvise(reinterpret_cast<void*>(r.first), r.second - r.first, MADV_DONTNEED);
+    return;
+  }
+  g_text_ranges_known = true;
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return;
@@ -797,7 +809,10 @@ void drop_resident_text() {
     }
   }
   fclose(f);
-  for (const Range& r : drop) madvise(reinterpret_cast<void*>(r.lo), r.hi - r.lo, MADV_DONTNEED);
+  for (const Range& r : drop) {
+    madvise(reinterpret_cast<void*>(r.lo), r.hi - r.lo, MADV_DONTNEED);
+    g_text_ranges.emplace_back(r.lo, r.hi);
+  }
 }
 
 // Send our stderr (and the children's) to `path`, appending. containerd starts launched plugins
@@ -891,7 +906,10 @@ int Relay::run() {
       if (shutdown_deadline == 0) shutdown_deadline = now_ms() + 1000;
       if (out_off_ >= outq_.size() || now_ms() >= shutdown_deadline) break;
     }
-    if (configured_ && !confine_done_) confine();
+    if (configured_ && !confine_done_) {
+      confine();
+      drop_resident_text();  // again: the code of Configure and of the confinement ran once
+    }
     // Off the critical path: the reply went out; the next event finds its evaluator ready.
     // Not before Configure: the plugin config's flags are part of the evaluator's set-up.
     // (With a request waiting and no spare ready, this asks for one now.)
