@@ -12,6 +12,8 @@
 #include <fstream>
 #include <random>
 #include <sys/stat.h>
+#include <chrono>
+#include <thread>
 #include <unistd.h>
 
 #include "classify.hpp"
@@ -408,6 +410,48 @@ TEST_CASE("store_file: a deadline during the write leaves no temporary file", "[
     CHECK(names == std::vector<std::string>{"entry.bin"});
     std::string cmd = std::string("rm -rf ") + t;
     CHECK(system(cmd.c_str()) == 0);
+}
+
+// The zygote preloads before every spare. On a node the policy file is old: its entry is a
+// normal one, not racy (the test above works on a policy written just now). An unchanged policy
+// keeps the copy; a changed one must be seen: a new stat is a new key, the copy is not handed
+// out for it, and the next preload reads the new entry.
+TEST_CASE("cache: preload of an unchanged, settled policy keeps its copy; a changed one is read again", "[cache]") {
+    TempDir t;
+    std::string policy = t.path + "/policy.toml", cache = t.path + "/cache";
+    spit(policy, slurp_file(kBundled));
+    std::this_thread::sleep_for(std::chrono::milliseconds((pc::kRacySeconds + 1) * 1000 + 100));  // settled
+    REQUIRE(load_policy(policy, cache, nullptr).default_class == "DEFAULT");  // a normal entry
+    std::string name = pc::cache_file_name(policy), entry = cache + "/" + name;
+    struct stat st {};
+    REQUIRE(stat(policy.c_str(), &st) == 0);
+    pc::preload(policy, cache);
+    pc::DecodeInfo info;
+    Policy p;
+    REQUIRE(pc::read_file(cache, name, pc::cache_key(policy, st), nullptr, p, &info) == pc::Decoded::Ok);
+    CHECK_FALSE(info.racy);
+    REQUIRE(unlink(entry.c_str()) == 0);
+    pc::preload(policy, cache);  // unchanged: the copy stays (the entry on disk is gone)
+    Policy q;
+    CHECK(pc::read_file(cache, name, pc::cache_key(policy, st), nullptr, q, nullptr) == pc::Decoded::Ok);
+    CHECK(q.default_class == "DEFAULT");
+
+    // Changed in place, same size: new ctime/mtime, new key; the copy is not handed out for it,
+    // and the next preload reads the entry of the new text.
+    std::string text = slurp_file(policy);
+    size_t at = text.find("default_class = \"DEFAULT\"");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, 25, "default_class = \"OFFLINE\"");
+    spit(policy, text);
+    REQUIRE(stat(policy.c_str(), &st) == 0);
+    Policy r;
+    CHECK(pc::read_file(cache, name, pc::cache_key(policy, st), nullptr, r, nullptr) == pc::Decoded::Invalid);
+    REQUIRE(load_policy(policy, cache, nullptr).default_class == "OFFLINE");  // stores its entry
+    pc::preload(policy, cache);
+    REQUIRE(unlink(entry.c_str()) == 0);
+    Policy u;
+    CHECK(pc::read_file(cache, name, pc::cache_key(policy, st), nullptr, u, nullptr) != pc::Decoded::Invalid);
+    CHECK(u.default_class == "OFFLINE");
 }
 
 TEST_CASE("cache: preload keeps the entry in memory, and never hands out a stale one", "[cache]") {
