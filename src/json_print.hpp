@@ -19,25 +19,43 @@
 
 namespace nriqos {
 
-/// True when every byte of `s` is printable ASCII (0x20-0x7e) other than '"' and '\\': such a
-/// string is its own JSON text (json::dump, ensure_ascii off, copies it as it is). Eight bytes
-/// at a time (the usual "has a zero / a smaller byte" word tests: exact for "is there any").
-inline bool json_plain_ascii(std::string_view s) {
-    constexpr uint64_t k01 = 0x0101010101010101ull, k80 = 0x8080808080808080ull;
-    auto has_zero = [](uint64_t v) { return (v - k01) & ~v & k80; };
+/// Word-at-a-time byte tests (eight bytes in a uint64_t; the usual exact "is there any" forms:
+/// non-zero when at least one byte qualifies, never a false positive for the whole word).
+namespace swar {
+constexpr uint64_t k01 = 0x0101010101010101ull, k80 = 0x8080808080808080ull;
+/// A byte of `w` is 0.
+constexpr uint64_t has_zero(uint64_t w) { return (w - k01) & ~w & k80; }
+/// A byte of `w` equals `c`.
+constexpr uint64_t has_byte(uint64_t w, unsigned char c) { return has_zero(w ^ (k01 * c)); }
+/// A byte of `w` is below `n` (n <= 0x80).
+constexpr uint64_t has_less(uint64_t w, unsigned char n) { return (w - k01 * n) & ~w & k80; }
+}  // namespace swar
+
+/// True when some byte of `s` satisfies `byte`; `word` is the same test on eight bytes at once
+/// (swar: non-zero when any of them does). Used by the printers' "anything to escape?" checks.
+template <typename Word, typename Byte>
+inline bool any_byte(std::string_view s, Word word, Byte byte) {
     const char* p = s.data();
     size_t i = 0, n = s.size();
     for (; i + 8 <= n; i += 8) {
         uint64_t w;
         std::memcpy(&w, p + i, 8);
+        if (word(w)) return true;
+    }
+    for (; i < n; ++i)
+        if (byte(static_cast<unsigned char>(p[i]))) return true;
+    return false;
+}
+
+/// True when every byte of `s` is printable ASCII (0x20-0x7e) other than '"' and '\\': such a
+/// string is its own JSON text (json::dump, ensure_ascii off, copies it as it is).
+inline bool json_plain_ascii(std::string_view s) {
+    using namespace swar;
+    return !any_byte(
+        s,
         // >= 0x80; < 0x20; 0x7f (w + 1 sets the top bit of a byte < 0x80 only when it is 0x7f); '"'; '\\'
-        if ((w & k80) | ((w - k01 * 0x20) & ~w & k80) | ((w + k01) & k80) | has_zero(w ^ (k01 * 0x22)) | has_zero(w ^ (k01 * 0x5c))) return false;
-    }
-    for (; i < n; ++i) {
-        unsigned char c = static_cast<unsigned char>(p[i]);
-        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') return false;
-    }
-    return true;
+        [](uint64_t w) { return (w & k80) | has_less(w, 0x20) | ((w + k01) & k80) | has_byte(w, '"') | has_byte(w, '\\'); },
+        [](unsigned char c) { return c < 0x20 || c >= 0x7f || c == '"' || c == '\\'; });
 }
 
 /// Appends to `out`. Objects: open(), then key(k).<value> per member, close(); nested objects the

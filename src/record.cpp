@@ -71,24 +71,13 @@ const char* level_of(const EventRecord& r) {
 }
 
 /// True when `v` has a byte that makes a logfmt value quoted: <= ' ', '=', '"', '\\', DEL (bytes
-/// >= 0x80 do not). Eight bytes at a time (exact "is there any" word tests, as json_plain_ascii).
+/// >= 0x80 do not). Eight bytes at a time (json_print.hpp any_byte).
 bool logfmt_special_any(std::string_view v) {
-    constexpr uint64_t k01 = 0x0101010101010101ull, k80 = 0x8080808080808080ull;
-    auto has_zero = [](uint64_t x) { return (x - k01) & ~x & k80; };
-    const char* p = v.data();
-    size_t i = 0, n = v.size();
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        std::memcpy(&w, p + i, 8);
-        if (((w - k01 * 0x21) & ~w & k80) | has_zero(w ^ (k01 * '=')) | has_zero(w ^ (k01 * '"')) | has_zero(w ^ (k01 * '\\')) |
-            has_zero(w ^ (k01 * 0x7f)))
-            return true;
-    }
-    for (; i < n; ++i) {
-        unsigned char ch = static_cast<unsigned char>(p[i]);
-        if (ch <= ' ' || ch == '=' || ch == '"' || ch == '\\' || ch == 0x7f) return true;
-    }
-    return false;
+    using namespace swar;
+    return any_byte(
+        v,
+        [](uint64_t w) { return has_less(w, 0x21) | has_byte(w, '=') | has_byte(w, '"') | has_byte(w, '\\') | has_byte(w, 0x7f); },
+        [](unsigned char ch) { return ch <= ' ' || ch == '=' || ch == '"' || ch == '\\' || ch == 0x7f; });
 }
 
 /// ` key=value` (logfmt; nothing when `v` is empty). `key_eq` is " key=". A value with a space,
