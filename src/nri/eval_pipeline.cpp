@@ -188,9 +188,8 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
       // used to wait for the end of our time slice (a trace of the native benchmark: ~190 µs of
       // the ~220 µs between this write and the relay's read). sched_yield (allowed by the
       // evaluator's seccomp list) puts us behind it; with nothing else runnable here it returns
-      // at once. tests/sandbox.sh native-answer-yield.
+      // at once. tests/sandbox.sh checks the order (answer, dup3, sched_yield, records).
       sched_yield();
-
     };
     std::string out = nriqos::run_pipeline(nriqos::Mode::NriEval, o, input, code);
     o.deliver = nullptr;

@@ -728,42 +728,40 @@ void Supervisor::reap_finishing() {
 // finishing_[i] when it has exited (`exited`: a waitid of the caller saw its zombie): reap it,
 // note how its records ended (after_), drop it. False when it is still writing.
 bool Supervisor::reap_finishing_at(size_t i, bool exited) {
-  {
-    const Finishing f = finishing_[i];
-    int r = 0;
-    if (!exited) {
-      siginfo_t si;
-      memset(&si, 0, sizeof si);
-      r = waitid(P_PID, id_t(f.pid), &si, WEXITED | WNOHANG | WNOWAIT);
-      if (r == 0 && si.si_pid != f.pid) return false;  // still writing
-    }
-    int st = 0;
-    bool got = false;
-    if (r == 0) {
-      kill(-f.pid, SIGKILL);  // sweep leftovers of its process group, then reap (as io() does)
-      got = waitpid(f.pid, &st, 0) == f.pid;
-    }
-    int64_t now = now_ms();
-    AfterAnswer a;
-    a.id = f.id;
-    a.took_ms = now - f.started_ms;
-    std::string after = std::to_string(now - f.answered_ms) + " ms after its answer";
-    if (!got) {
-      a.kind = "died-after-answer";
-      a.reason = "evaluator vanished " + after;
-    } else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-      // records written
-    } else if (WIFEXITED(st) && WEXITSTATUS(st) == nriqos::kExitRecordsCut) {
-      a.kind = "records-cut";
-      a.reason = "the evaluator's own deadline cut the event's records " + after + " (exit status " +
-                 std::to_string(nriqos::kExitRecordsCut) + ")";
-    } else {
-      a.kind = "died-after-answer";
-      a.reason = "evaluator " + describe_status(st) + " " + after + "; the event's records may be incomplete";
-    }
-    after_.push_back(std::move(a));
-    finishing_.erase(finishing_.begin() + long(i));
+  const Finishing f = finishing_[i];
+  int r = 0;
+  if (!exited) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    r = waitid(P_PID, id_t(f.pid), &si, WEXITED | WNOHANG | WNOWAIT);
+    if (r == 0 && si.si_pid != f.pid) return false;  // still writing
   }
+  int st = 0;
+  bool got = false;
+  if (r == 0) {
+    kill(-f.pid, SIGKILL);  // sweep leftovers of its process group, then reap (as io() does)
+    got = waitpid(f.pid, &st, 0) == f.pid;
+  }
+  int64_t now = now_ms();
+  AfterAnswer a;
+  a.id = f.id;
+  a.took_ms = now - f.started_ms;
+  std::string after = std::to_string(now - f.answered_ms) + " ms after its answer";
+  if (!got) {
+    a.kind = "died-after-answer";
+    a.reason = "evaluator vanished " + after;
+  } else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+    // records written
+  } else if (WIFEXITED(st) && WEXITSTATUS(st) == nriqos::kExitRecordsCut) {
+    a.kind = "records-cut";
+    a.reason = "the evaluator's own deadline cut the event's records " + after + " (exit status " +
+               std::to_string(nriqos::kExitRecordsCut) + ")";
+  } else {
+    a.kind = "died-after-answer";
+    a.reason = "evaluator " + describe_status(st) + " " + after + "; the event's records may be incomplete";
+  }
+  after_.push_back(std::move(a));
+  finishing_.erase(finishing_.begin() + long(i));
   return true;
 }
 
@@ -814,7 +812,7 @@ void Supervisor::reap_others() {
   // The usual SIGCHLD: a finishing evaluator ended its records. Ask the kernel which child is a
   // zombie (waitid P_ALL, WNOWAIT: it stays one) and reap that one, instead of one wait per
   // child we know of (spare, zygote, keeper, each finishing evaluator: ~7 wait calls per event
-  // before, strace of the native benchmark; tests/sandbox.sh native-relay-waits). Anything
+  // before, strace of the native benchmark; tests/sandbox.sh counts them). Anything
   // else (a spare, the zygote or the keeper died, the running evaluator, stragglers, the 1 s
   // backstop) takes the full scan below.
   if (!backstop && stragglers_.empty()) {
@@ -838,9 +836,9 @@ void Supervisor::reap_others() {
         }
       } else if (known(si.si_pid)) {
         full = true;
-      } else {
+      } else {  // a spare whose zygote died before telling its pid
         waitpid(si.si_pid, nullptr, WNOHANG);
-      }  // a spare whose zygote died before telling its pid
+      }
     }
   }
   for (size_t i = 0; i < stragglers_.size();) {

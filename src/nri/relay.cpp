@@ -765,9 +765,9 @@ void Relay::finish_event(Outcome& oc) {
 // anonymous (copy-on-write) page, e.g. RELRO after relocation, is skipped: dropping it would
 // lose the relocated data. Writable mappings are never touched.
 // Called twice: at start, and after Configure and the confinement (their code — the config's
-// JSON, the keeper's fork, the sandbox's set-up — runs once, after the first call: ~0.8 MiB of
-// the relay's RSS for good). The second call reuses the ranges the first one found (a confined
-// relay cannot open /proc/self/smaps).
+// JSON, the keeper's fork, the sandbox's set-up — runs once, after the first call: ~0.25-0.3
+// MiB of the relay's RSS for good). The second call reuses the ranges the first one found (a
+// confined relay cannot open /proc/self/smaps).
 std::vector<std::pair<unsigned long, unsigned long>> g_text_ranges;
 bool g_text_ranges_known = false;
 
