@@ -8,6 +8,12 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
+# The shell suites' scratch dirs (tests/lib.sh scratch, called in $(...) subshells) are gone
+# once the suite exits.
+left=$(bash -c '. tests/lib.sh; R=$(scratch); Q=$(scratch); touch "$R/f"; echo "$R $Q"')
+if [ -n "$left" ] && ! ls -d $left >/dev/null 2>&1; then echo "PASS scratch-dirs-removed-at-exit"
+else echo "FAIL scratch-dirs-removed-at-exit (left: $left)"; rm -rf $left; exit 1; fi
+
 hosts=$( { cat /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null
            command -v npm >/dev/null && timeout 20 npm config get registry 2>/dev/null; } \
          | grep -oE '[a-z][a-z0-9+.-]*://[^/[:space:]"]+' | sed 's|^[^:]*://||; s|^[^@]*@||; s|:[0-9]*$||' \

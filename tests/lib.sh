@@ -64,8 +64,12 @@ nodefault() {
 }
 can_hide_default_policy() { [ ! -e /etc/nri ] || unshare -m --propagation private true 2>/dev/null; }
 
-# scratch DIR: a fresh temp dir removed at exit
-scratch() { local d; d=$(mktemp -d /tmp/nri-qos-test.XXXXXX); CLEANUP+=("rm -rf '$d'"); echo "$d"; }
+# scratch: print a fresh temp dir, removed at exit. Suites call it as R=$(scratch), in a
+# subshell, where an addition to CLEANUP is lost: every scratch dir is made inside one directory
+# per suite, created and registered here, in the suite's own shell (tests/hygiene.sh checks).
+SCRATCH_ROOT=$(mktemp -d /tmp/nri-qos-test.XXXXXX)
+CLEANUP+=("rm -rf '$SCRATCH_ROOT'")
+scratch() { mktemp -d "$SCRATCH_ROOT/s.XXXXXX"; }
 
 # valid_result NAME OUTPUT: one JSON object with plugin/version/error/metadata, metadata all strings
 valid_result() {
