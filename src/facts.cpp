@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <functional>
+#include <stdexcept>
 
 #include "cpuset.hpp"
 #include "fact_readers.hpp"
@@ -704,6 +705,9 @@ std::string shown(const KnobValue& v) {
 bool fact_has_evaluator(std::string_view name) { return find_entry(name) != nullptr; }
 
 FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& state) {
+    // Knob lists still encoded (a cache hit without policy_cache::decode_knobs): never plan
+    // with their empty stand-ins.
+    if (cls.knobs_pending()) throw std::logic_error("class " + cls.name + ": knob lists not decoded");
     FactPlan out;
     out.cls = cls;
     const Request& r = *in.req;

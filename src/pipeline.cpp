@@ -520,6 +520,19 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         if (r.cgroups_path) paths = resolve_cgroups_path(*r.cgroups_path);
         Facts facts{&r, paths ? kube_qos_from_path(paths->pod) : KubeQos::Unknown};
         Decision d = classify(policy, facts);
+        // A cache hit left the knob lists encoded: this class's are decoded now, the others never
+        // (policy_cache.hpp decode_knobs). Lists that do not decode: the policy is loaded again
+        // without the filter, which checks every list and ignores and rebuilds a damaged entry
+        // from the TOML, exactly as an entry found damaged at load; no knob of it is used.
+        if (!policy_cache::decode_knobs(policy, d.cls->name)) {
+            policy = effective_policy(ppath, ppath == defaults::kPolicy, places_for(opt, mode), nullptr, c.policy);
+            c.metadata.erase("policy_error");
+            note_policy();
+            sink_settings = &policy.sinks;
+            c.fail_closed_policy = policy.fail_closed;
+            prepare_deadline(&r, sink_settings, true, c.fail_closed_policy);
+            d = classify(policy, facts);
+        }
         c.fail_closed_class = d.cls->fail_closed;
         // From here on a deadline answers with the class's fail mode (before any write).
         prepare_deadline(&r, sink_settings, true, c.fail_closed_class, d.cls->name);

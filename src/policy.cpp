@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -956,9 +957,11 @@ json policy_to_json(const Policy& p) {
     }
     j["rules"] = std::move(rules);
     json classes = json::object();
-    for (const auto& [n, c] : p.classes)
+    for (const auto& [n, c] : p.classes) {
+        if (c.knobs_pending()) throw std::logic_error("policy_to_json: class " + n + ": knob lists not decoded (policy_cache::decode_knobs)");
         classes[n] = {{"d", c.description}, {"f", c.fail_closed}, {"c", knobs_json(c.container)}, {"p", knobs_json(c.pod)},
                       {"g", {c.gate.enabled, c.gate.namespaces, globmap_json(c.gate.labels), c.gate.fallback}}};
+    }
     j["classes"] = std::move(classes);
     j["guarded_labels"] = globmap_json(p.guarded_labels);
     j["guarded_annotations"] = globmap_json(p.guarded_annotations);

@@ -73,6 +73,13 @@ struct ClassDef {
     std::vector<KnobSetting> container;    ///< knobs on the container's own cgroup/process
     std::vector<KnobSetting> pod;          ///< knobs on the pod (parent) cgroup
     Gate gate;
+    /// Lazy decode only (policy_cache::decode with a request filter): `container` and `pod` are
+    /// still in the compiled cache's encoding, at byte offsets [packed_at, packed_end) of
+    /// Policy::packed_knobs, and empty until policy_cache::decode_knobs decodes them. Both 0
+    /// otherwise (the lists are complete).
+    uint32_t packed_at = 0, packed_end = 0;
+    /// True while `container` and `pod` are not decoded yet (see packed_at): never read them then.
+    bool knobs_pending() const { return packed_end != 0; }
 };
 
 /// Where the hook's own sinks write (settings.metrics_file, settings.event_log,
@@ -97,6 +104,9 @@ struct Policy {
     KeyNotes guarded_annotations;  ///< [guarded.annotations]
     std::string source;            ///< path it was loaded from ("builtin" for the built-in one)
     SinkSettings sinks;            ///< settings.metrics_file / event_log / event_log_max_bytes
+    /// Lazy decode only: the classes' knob lists as the compiled cache encodes them (a copy of
+    /// that part of the cache entry; ClassDef::packed_at); "" otherwise.
+    std::string packed_knobs;
 };
 
 /// The name in `known` closest to `word`, for "did you mean" hints: equal ignoring case, or
@@ -148,7 +158,8 @@ Policy load_policy_toml(const std::string& path);
 Policy parse_policy_toml(const std::string& text, const std::string& name);
 
 /// Lossless JSON form of a compiled Policy (for the compiled cache), and back.
-/// policy_from_json throws InputError on a malformed document.
+/// policy_from_json throws InputError on a malformed document; policy_to_json throws
+/// std::logic_error on a class whose knob lists are still encoded (ClassDef::knobs_pending).
 nlohmann::json policy_to_json(const Policy& p);
 Policy policy_from_json(const nlohmann::json& j);
 

@@ -24,8 +24,8 @@ const char* builtin_policy_sha256();
 unsigned builtin_policy_rules();
 unsigned builtin_policy_classes();
 
-/// The built-in policy; with `filter`, only the rules that can match that request (like a cache
-/// hit). Never fails: the bytes are verified at build time and by decode (checksums) — a
+/// The built-in policy; with `filter`, only the rules that can match that request, knob lists
+/// still encoded (like a cache hit: policy_cache::decode_knobs). Never fails: the bytes are verified at build time and by decode (checksums) — a
 /// damaged binary throws std::runtime_error.
 Policy builtin_policy(const Request* filter = nullptr);
 

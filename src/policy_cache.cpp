@@ -146,6 +146,17 @@ struct Reader {
         }
         return v;
     }
+    /// Step over a knob list as knobs() reads it, checking its bounds, knob ids and value kinds
+    /// but building nothing (fact names are checked when the list is decoded: decode_knobs).
+    void skip_knobs() {
+        uint32_t c = count(22);
+        for (uint32_t i = 0; i < c && ok; ++i) {
+            uint8_t id = u8(), kind = u8();
+            if (id > static_cast<uint8_t>(KnobId::Raw) || kind > KnobValue::Fact) ok = false;
+            if (need(8)) pos += 8;
+            view(), view(), view();
+        }
+    }
 };
 
 // ---- rule index ---------------------------------------------------------------------------
@@ -732,13 +743,25 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
     p.sinks.event_log = rd.str();
     p.sinks.event_log_max_bytes = rd.u64();
     uint32_t nclasses = rd.count(16);
+    // With a filter (one event), each class's knob lists are only stepped over here and decoded
+    // by decode_knobs for the class the event uses (classify picks one of ~10): their bytes are
+    // copied into p.packed_knobs below. Offsets are relative to the first class; every class
+    // has at least its name and two list counts before its lists, so packed_end > 0.
+    const size_t classes_at = rd.pos;
     for (uint32_t i = 0; i < nclasses && rd.ok; ++i) {
         ClassDef c;
         c.name = rd.str();
         c.description = rd.str();
         c.fail_closed = rd.u8() != 0;
-        c.container = rd.knobs();
-        c.pod = rd.knobs();
+        if (filter) {
+            c.packed_at = static_cast<uint32_t>(rd.pos - classes_at);
+            rd.skip_knobs();
+            rd.skip_knobs();
+            c.packed_end = static_cast<uint32_t>(rd.pos - classes_at);
+        } else {
+            c.container = rd.knobs();
+            c.pod = rd.knobs();
+        }
         c.gate.enabled = rd.u8() != 0;
         c.gate.namespaces = rd.strs();
         c.gate.labels = rd.globs();
@@ -746,6 +769,7 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
         std::string n = c.name;
         p.classes.emplace_hint(p.classes.end(), std::move(n), std::move(c));
     }
+    if (filter && rd.ok) p.packed_knobs.assign(blob.data() + classes_at, rd.pos - classes_at);
     uint32_t nrules = rd.count(4);
     uint64_t b_at = rd.u64();
     size_t table = rd.pos;
@@ -818,6 +842,21 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
         if (c.gate.enabled && !p.classes.count(c.gate.fallback)) return Decoded::Invalid;
     out = std::move(p);
     return racy ? Decoded::Racy : Decoded::Ok;
+}
+
+bool decode_knobs(Policy& p, const std::string& cls) {
+    auto it = p.classes.find(cls);
+    if (it == p.classes.end()) return false;
+    ClassDef& c = it->second;
+    if (!c.knobs_pending()) return true;
+    if (c.packed_end > p.packed_knobs.size() || c.packed_at >= c.packed_end) return false;
+    Reader rd(std::string_view(p.packed_knobs).substr(0, c.packed_end), c.packed_at);
+    std::vector<KnobSetting> container = rd.knobs(), pod = rd.knobs();
+    if (!rd.ok || rd.pos != c.packed_end) return false;  // nothing partial: the lists stay pending
+    c.container = std::move(container);
+    c.pod = std::move(pod);
+    c.packed_at = c.packed_end = 0;
+    return true;
 }
 
 }  // namespace policy_cache

@@ -45,6 +45,13 @@
 // for the request, in policy order: a superset of the matching rules, so classify() decides the
 // same as on the full rule list (glob semantics: classify.hpp glob_match — a pattern without
 // "*?[" is compared literally; change kFormatVersion if that ever changes).
+//
+// Knob lists: an event uses the knobs of one class, so a filtered decode (one event) only steps
+// over the classes' knob lists and keeps their bytes (Policy::packed_knobs); the pipeline decodes
+// the chosen class's lists after classify (decode_knobs). A list that does not decode then (its
+// bytes passed the checksums, so only a defect of the writer could do that) makes the pipeline
+// load the policy again without a filter, which checks every list: the entry is Invalid, ignored
+// and rebuilt from the TOML, as any damaged entry. No change of the file format.
 #pragma once
 
 #include <cstdint>
@@ -71,7 +78,7 @@ struct FileLoad {
 /// Load the policy file `path` through the cache in `cache_dir` ("" = no cache; `write` false =
 /// read the cache but never write it). Never throws on a bad or missing file: the outcome is in
 /// the result. With `filter`, a cache hit materialises only the rules that can match that
-/// request (see load_policy_for).
+/// request (see load_policy_for) and leaves the knob lists encoded (policy_cache::decode_knobs).
 FileLoad load_policy_file(const std::string& path, const std::string& cache_dir, const Request* filter, bool write = true);
 
 /// Load the policy at `path`, through the cache in `cache_dir` ("" = no cache). A corrupt,
@@ -83,6 +90,8 @@ Policy load_policy(const std::string& path, const std::string& cache_dir, bool* 
 /// (request after the sandbox memo was merged into it), in policy order. classify() gives the
 /// same Decision as with all rules. Without a cache hit all rules are returned. This keeps the
 /// cost of a cache hit independent of the number of rules (10,000 rules: see BENCHMARKS.md).
+/// On a cache hit the classes' knob lists are still encoded: call policy_cache::decode_knobs
+/// for the class classify() chose before reading its knobs.
 Policy load_policy_for(const std::string& path, const std::string& cache_dir, const Request& req, bool* from_cache = nullptr);
 
 /// Building blocks, exposed for tests and the benchmark.
@@ -133,8 +142,20 @@ struct DecodeInfo {
 };
 
 /// Decode `blob` if its key equals `key`. With `filter`, only the rules that can match that
-/// request are materialised. Never reads outside `blob`; never throws.
+/// request are materialised, and the classes' knob lists are left encoded (checked for bounds,
+/// knob ids and value kinds only; ClassDef::knobs_pending) until decode_knobs decodes the one
+/// class the event uses. Without `filter`, everything is decoded and checked. Never reads
+/// outside `blob`; never throws.
 Decoded decode(std::string_view blob, std::string_view key, const Request* filter, Policy& out, DecodeInfo* info = nullptr);
+
+/// Decode the knob lists (ClassDef::container, ::pod) of class `cls` of `p` when a filtered
+/// decode left them encoded (ClassDef::knobs_pending); true at once when they are decoded
+/// already. False when `cls` is unknown or its encoded lists do not decode (an unknown fact
+/// name, a bad bound): the class is then left as it was, pending with empty lists (never
+/// partly filled), and the caller must load the policy again without a filter, which checks
+/// every list and rebuilds a damaged entry from the TOML (as any damaged entry). Never throws
+/// except std::bad_alloc.
+bool decode_knobs(Policy& p, const std::string& cls);
 
 /// Read a cache-format file written by store_file (root-owned, not group/world-writable, in a
 /// trusted directory, at most kMaxCacheBytes) and decode it. Invalid when absent or untrusted.

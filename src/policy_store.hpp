@@ -61,7 +61,8 @@ struct PolicyPlaces {
 
 /// The policy for an event (see the file comment). `default_path`: `path` is the default policy
 /// location (a missing file there is not an error). With `filter`, only the rules that can match
-/// that request are materialised (policy_cache.hpp load_policy_for). Never throws for a bad or
+/// that request are materialised, and the classes' knob lists stay encoded until
+/// policy_cache::decode_knobs (policy_cache.hpp load_policy_for). Never throws for a bad or
 /// missing policy; `info` says what was used and why.
 Policy effective_policy(const std::string& path, bool default_path, const PolicyPlaces& where, const Request* filter, PolicyInfo& info);
 

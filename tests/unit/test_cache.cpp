@@ -17,6 +17,9 @@
 #include <unistd.h>
 
 #include "classify.hpp"
+#include "fact_state.hpp"
+#include "facts.hpp"
+#include "pipeline.hpp"
 #include "policy.hpp"
 #include "policy_cache.hpp"
 #include "request.hpp"
@@ -499,4 +502,191 @@ TEST_CASE("cache: preload keeps the entry in memory, and never hands out a stale
     Policy s;
     CHECK(pc::read_file(cache, name, pc::cache_key(policy, st), nullptr, s, nullptr) == pc::Decoded::Invalid);
     REQUIRE(chmod(cache.c_str(), 0700) == 0);
+}
+
+namespace {
+
+/// Every field of a knob list, for exact comparisons.
+std::string knob_list(const std::vector<KnobSetting>& v) {
+    std::string s;
+    for (const auto& k : v)
+        s += std::to_string(static_cast<int>(k.id)) + "/" + std::to_string(static_cast<int>(k.value.kind)) + "/" + std::to_string(k.value.num) +
+             "/" + k.value.text + "/" + k.raw_file + "/" + k.raw_ctrl + "/" + k.note + ";";
+    return s;
+}
+
+/// A filtered (lazy) decode of `p`'s compiled form gives, class by class through decode_knobs,
+/// exactly the knob lists of the eager decode; a class not asked for stays encoded.
+void check_lazy_equals_eager(const Policy& p, const Request& r) {
+    std::string blob = pc::compile(p, "k", false, 0);
+    Policy eager, lazy;
+    REQUIRE(pc::decode(blob, "k", nullptr, eager, nullptr) == pc::Decoded::Ok);
+    REQUIRE(pc::decode(blob, "k", &r, lazy, nullptr) == pc::Decoded::Ok);
+    REQUIRE(lazy.classes.size() == eager.classes.size());
+    CHECK(eager.packed_knobs.empty());
+    CHECK_FALSE(lazy.packed_knobs.empty());
+    for (const auto& [n, c] : eager.classes) CHECK_FALSE(c.knobs_pending());
+    for (const auto& [n, c] : lazy.classes) {
+        CHECK(c.knobs_pending());
+        CHECK(c.container.empty());
+        CHECK(c.pod.empty());
+    }
+    CHECK_THROWS_AS(policy_to_json(lazy), std::logic_error);  // never a silently empty list
+    // One class at a time, in reverse order: each is exact, and the rest stay pending.
+    size_t decoded = 0, knobs = 0;
+    for (auto it = eager.classes.rbegin(); it != eager.classes.rend(); ++it) {
+        const std::string& n = it->first;
+        INFO("class " << n);
+        REQUIRE(pc::decode_knobs(lazy, n));
+        ++decoded;
+        const ClassDef& l = lazy.classes.at(n);
+        CHECK_FALSE(l.knobs_pending());
+        CHECK(knob_list(l.container) == knob_list(it->second.container));
+        CHECK(knob_list(l.pod) == knob_list(it->second.pod));
+        knobs += l.container.size() + l.pod.size();
+        REQUIRE(pc::decode_knobs(lazy, n));  // a second call changes nothing
+        CHECK(knob_list(lazy.classes.at(n).container) == knob_list(it->second.container));
+        size_t pending = 0;
+        for (const auto& [m, c] : lazy.classes) pending += c.knobs_pending();
+        CHECK(pending == lazy.classes.size() - decoded);
+    }
+    CHECK(knobs > 0);
+    CHECK_FALSE(pc::decode_knobs(lazy, "no such class"));
+    // All decoded: the classes are those of the eager decode (and of the policy itself).
+    CHECK(policy_to_json(lazy)["classes"] == policy_to_json(eager)["classes"]);
+    CHECK(policy_to_json(lazy)["classes"] == policy_to_json(p)["classes"]);
+}
+
+}  // namespace
+
+TEST_CASE("cache: lazily decoded knob lists equal the eager ones, class by class", "[cache]") {
+    Request r;
+    r.labels = {{"koordinator.sh/qosClass", "BE"}};
+    r.pod_namespace = "default";
+    r.container_name = "c";
+    SECTION("bundled policy") {
+        Policy p = load_policy_toml(kBundled);
+        size_t facts = 0;
+        for (const auto& [n, c] : p.classes)
+            for (const auto* l : {&c.container, &c.pod})
+                for (const auto& k : *l) facts += k.value.kind == KnobValue::Fact;
+        CHECK(facts > 10);  // fact names are checked at decode_knobs time: exercised
+        check_lazy_equals_eager(p, r);
+    }
+    SECTION("1000 generated rules (bench/gen-policy.sh)") {
+        TempDir t;
+        std::string gen = t.path + "/gen.toml";
+        REQUIRE(std::system(("bash " NRI_QOS_SRCDIR "/bench/gen-policy.sh 1000 '" + std::string(kBundled) + "' > '" + gen + "'").c_str()) == 0);
+        Policy p = load_policy_toml(gen);
+        REQUIRE(p.rules.size() > 1000);
+        check_lazy_equals_eager(p, r);
+    }
+    SECTION("a policy over 256 KiB (verified section by section)") {
+        Policy p = load_policy_toml(kBundled);
+        std::vector<Rule> more;
+        for (int i = 0; i < 3000; ++i) {
+            Rule x = p.rules[static_cast<size_t>(i) % p.rules.size()];
+            x.name += "-copy-" + std::to_string(i);
+            more.push_back(std::move(x));
+        }
+        p.rules.insert(p.rules.end(), more.begin(), more.end());
+        REQUIRE(pc::compile(p, "k", false, 0).size() > (256u << 10));
+        check_lazy_equals_eager(p, r);
+    }
+}
+
+TEST_CASE("cache: knob lists that do not decode are never used, not even in part", "[cache]") {
+    // A writer defect: checksums right, but class BE's second container knob names an unknown
+    // fact. The eager decode refuses the entry; the lazy one only when BE's lists are decoded.
+    Policy p = parse_policy_toml(kMixedPolicy, "mixed.toml");
+    ClassDef& be = p.classes.at("BE");
+    REQUIRE(be.container.size() == 1);
+    KnobSetting bad = be.container.front();
+    bad.value.kind = KnobValue::Fact;
+    bad.value.text = "no.such_fact";
+    be.container.push_back(bad);
+    std::string blob = pc::compile(p, "k", false, 0);
+    Policy eager, lazy;
+    CHECK(pc::decode(blob, "k", nullptr, eager, nullptr) == pc::Decoded::Invalid);
+    Request r;
+    r.pod_namespace = "default";
+    REQUIRE(pc::decode(blob, "k", &r, lazy, nullptr) == pc::Decoded::Ok);
+    CHECK_FALSE(pc::decode_knobs(lazy, "BE"));
+    CHECK(lazy.classes.at("BE").knobs_pending());  // still pending, nothing filled in
+    CHECK(lazy.classes.at("BE").container.empty());
+    CHECK_FALSE(pc::decode_knobs(lazy, "BE"));    // and stays refused
+    CHECK(pc::decode_knobs(lazy, "LS"));           // another class decodes as usual
+    // The fact layer refuses a class whose lists were never decoded (never plans empty lists).
+    TempDir t;
+    FactState st(t.path + "/state");
+    FactInput in;
+    in.req = &r;
+    in.dry_run = true;
+    CHECK_THROWS_AS(resolve_facts(lazy.classes.at("BE"), in, st), std::logic_error);
+    // Cut bytes: refused too.
+    Policy cut;
+    REQUIRE(pc::decode(pc::compile(parse_policy_toml(kMixedPolicy, "mixed.toml"), "k", false, 0), "k", &r, cut, nullptr) == pc::Decoded::Ok);
+    REQUIRE(cut.classes.at("BE").knobs_pending());
+    cut.packed_knobs.resize(cut.classes.at("BE").packed_end - 1);
+    CHECK_FALSE(pc::decode_knobs(cut, "BE"));
+    CHECK(cut.classes.at("BE").container.empty());
+}
+
+TEST_CASE("cache: an event whose class's knob lists do not decode reads the policy again and rebuilds the entry", "[cache]") {
+    TempDir t;
+    const std::string policy = t.path + "/policy.toml", cache = t.path + "/cache";
+    spit(policy,
+         "version = 1\n[settings]\ndefault_class = \"BE\"\n"
+         "[[rules]]\nname = \"online\"\nclass = \"LS\"\nmatch.namespace = \"online\"\n"
+         "[classes.LS.container]\ncpu_shares = 1024\n"
+         "[classes.BE.container]\ncpu_shares = 2\noom_score_adj = 1000\n[classes.BE.pod]\ncpu_shares = 3\n");
+    const std::string req =
+        R"({"version":"0.1","state":"create","id":"c1","sandboxID":"s1","pid":123,)"
+        R"("spec":{"cgroupsPath":"/kubepods/besteffort/pod1/c1","annotations":{}}})";
+    auto run = [&](const std::string& cache_dir, const std::string& tag) {
+        Options o;
+        o.policy = policy;
+        o.policy_from_flag = true;
+        o.cgroup_root = t.path + "/cg";
+        o.proc_root = t.path + "/proc";
+        o.resctrl_root = t.path + "/resctrl";
+        o.sysfs_root = t.path + "/sys";
+        o.state_dir = t.path + "/state-" + tag;
+        o.cache_dir = cache_dir;
+        o.last_good_dir_set = true;
+        o.last_good_dir = "";
+        o.layout = Layout::V1;
+        int code = -1;
+        std::string out = run_pipeline(Mode::Explain, o, req, code);
+        CHECK(code == 0);
+        return out;
+    };
+    const std::string want = run("", "nocache");
+    CHECK(want.find("cpu.shares") != std::string::npos);
+    CHECK(want.find("oom_score_adj") != std::string::npos);
+
+    // The entry the file would get, but BE's second container knob names an unknown fact
+    // (checksums right): stored as a settled (not racy) entry, so the event takes it as a hit.
+    Policy p = load_policy_toml(policy);
+    KnobSetting bad = p.classes.at("BE").container.back();
+    bad.value.kind = KnobValue::Fact;
+    bad.value.text = "no.such_fact";
+    p.classes.at("BE").container.push_back(bad);
+    struct stat st {};
+    REQUIRE(stat(policy.c_str(), &st) == 0);
+    const std::string name = pc::cache_file_name(policy), entry = cache + "/" + name;
+    const std::string damaged = pc::compile(p, pc::cache_key(policy, st), false, 0);
+    REQUIRE(pc::store_file(cache, name, damaged));
+    Policy lazy;
+    Request r;
+    REQUIRE(pc::read_file(cache, name, pc::cache_key(policy, st), &r, lazy, nullptr) == pc::Decoded::Ok);
+
+    // The event's class is BE: its lists do not decode, so the event loads the policy again,
+    // which finds the entry damaged and rebuilds it from the TOML: same answer as without cache.
+    CHECK(run(cache, "damaged") == want);
+    CHECK(slurp_file(entry) != damaged);
+    Policy again;
+    CHECK(pc::read_file(cache, name, pc::cache_key(policy, st), nullptr, again, nullptr) != pc::Decoded::Invalid);
+    // And with the rebuilt entry (a hit, decoded lazily) the answer is the same again.
+    CHECK(run(cache, "rebuilt") == want);
 }
