@@ -224,6 +224,9 @@ class Printer : public JsonPrinter {
   public:
     using JsonPrinter::JsonPrinter;
     /// Metadata: a string-to-string object (non-string values printed as their JSON text).
+    /// String values go through str(): plain ASCII (nearly all of them: class, rule, applied,
+    /// skipped, policy_sha256) is copied as it is, the rest through the serializer, which is
+    /// what value() would print, byte for byte (json_print.hpp).
     void metadata(const json& md) {
         out() += '{';
         bool first = true;
@@ -232,7 +235,7 @@ class Printer : public JsonPrinter {
             first = false;
             str(it.key());
             out() += ':';
-            if (it->is_string()) value(*it);
+            if (it->is_string()) str(it->get_ref<const std::string&>());
             else str(it->dump());
         }
         out() += '}';

@@ -120,7 +120,20 @@ Plan sample_plan() {
 }
 
 json sample_metadata() {
-    return {{"class", "BE"}, {"applied", "cpu.shares=2"}, {"n", 3}, {"o", {{"a", 1}}}, {"bad", std::string("\xff")}, {"z", "tab\there"}};
+    // Strings the plain-ASCII copy takes (short, long, empty) and ones it must leave to the
+    // serializer: control bytes, DEL, quotes, backslashes, valid and invalid UTF-8.
+    return {{"class", "BE"},
+            {"applied", "cpu.shares=2"},
+            {"n", 3},
+            {"o", {{"a", 1}}},
+            {"bad", std::string("\xff")},
+            {"z", "tab\there"},
+            {"empty", ""},
+            {"skipped", "cpu_burst_us: fact volcano.cpu_burst_us absent: no volcano.sh/enable-quota-burst annotation (no burst) ~}{|"},
+            {"quote", "a \"quoted\" path\\x"},
+            {"ctl", std::string("nul\x01 del\x7f end", 14)},  // and its terminating NUL
+            {"utf8", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+            {"cut", std::string("abcdefgh\xe2\x82", 10)}};
 }
 
 }  // namespace
