@@ -98,6 +98,12 @@ $(BUILD)/nri-qos: $(MAIN_OBJ) $(BUILD)/libnriqos.a $(HOT_LD)
 	$(CXX) $(CXXFLAGS) $(LDFLAGS) $(IOS_WRAP) $(if $(HOT_LD),-Wl$(comma)-T$(comma)$(HOT_LD)) -Wl,-Map=$@.map \
 		$(MAIN_OBJ) $(BUILD)/libnriqos.a $(LDLIBS) -o $@
 
+# The native-mode benchmark's process-per-event floor (bench/relay-floor.cpp, bench/native.sh):
+# build/nri-qos with an evaluator that answers without evaluating. Never installed.
+$(BUILD)/bench/nri-qos-relay-floor: bench/relay-floor.cpp $(MAIN_OBJ) $(BUILD)/libnriqos.a
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(LDFLAGS) $(IOS_WRAP) $< $(MAIN_OBJ) $(BUILD)/libnriqos.a $(LDLIBS) -o $@
+
 # Unit tests link the same library (dynamically linked, faster to build).
 $(BUILD)/unit-tests: $(TEST_OBJS) $(BUILD)/libnriqos.a
 	$(CXX) $(CXXFLAGS) $^ $(LDLIBS) -o $@
@@ -113,9 +119,10 @@ demo:
 
 # `make check`: install missing apt dependencies, build, run every suite (unit, binary-level,
 # real cgroup v1/v2, fuzz smoke, e2e when the machine allows it). Prints "N passed, N failed".
+# It also builds the native benchmark's floor (bench/relay-floor.cpp), so that it keeps linking.
 check:
 	scripts/deps.sh build test
-	$(MAKE) -j$(shell nproc) all $(BUILD)/unit-tests
+	$(MAKE) -j$(shell nproc) all $(BUILD)/unit-tests $(BUILD)/bench/nri-qos-relay-floor
 	tests/run.sh
 
 test: check

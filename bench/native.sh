@@ -2,8 +2,10 @@
 # Native-mode benchmark (part of `make bench`; issue 13): nri-qos as a native NRI plugin against a
 # Go plugin on containerd/nri pkg/stub doing the same work (bench/gostub: the work of the bench
 # policy bench/native-policy.toml, which nri-qos reads) and against the same Go
-# plugin answering nothing (the protocol floor), driven by bench/nridriver on containerd/nri
-# pkg/adaptation, the runtime side of containerd 1.7. See BENCHMARKS.md ("Native mode").
+# plugin answering nothing (the protocol floor), and against nri-qos's own process-per-event
+# floor (bench/relay-floor.cpp: the same relay, zygote and one process per event, answering without
+# evaluating), driven by bench/nridriver on containerd/nri pkg/adaptation, the runtime side of
+# containerd 1.7. See BENCHMARKS.md ("Native mode").
 #
 # Go programs are built offline from Debian trixie's golang-1.x-go and
 # golang-github-containerd-nri-dev (+ its Go library closure), fetched once into the e2e cache
@@ -31,6 +33,8 @@ mkdir -p "$BB"
 bench_trixie || skip "cannot fetch Debian trixie's Go toolchain and containerd/nri library (apt)"
 bench_go_build "$TOP/bench/gostub" "$BB/gostub" || { echo "bench: cannot build bench/gostub" >&2; exit 1; }
 bench_go_build "$TOP/bench/nridriver" "$BB/nridriver" || { echo "bench: cannot build bench/nridriver" >&2; exit 1; }
+FLOOR_BIN=$BB/nri-qos-relay-floor
+make -s -C "$TOP" -j2 build/bench/nri-qos-relay-floor >&2 || { echo "bench: cannot build $FLOOR_BIN (bench/relay-floor.cpp)" >&2; exit 1; }
 
 # Scratch on a memory filesystem when there is one: the peers' cgroup and /proc trees, state and
 # cache dirs stand in for cgroupfs, procfs and /run, which are memory filesystems on a node.
@@ -53,5 +57,6 @@ echo
 "$BB/nridriver" -fixtures "$TOP/tests/fixtures/requests/containerd-1.7.24-adapter" -scratch "$S" \
   -policy "$S/policy.toml" -rounds "$N" -warmup "$W" -json "$BB/native.json" -ref go-stub \
   -nri-version "${NRI_VER:-?}" \
-  -peer "nri-qos=$BIN" -peer "go-stub=$BB/gostub" -peer "go-null=$BB/gostub,mode=null"
+  -peer "nri-qos=$BIN" -peer "go-stub=$BB/gostub" -peer "go-null=$BB/gostub,mode=null" \
+  -peer "relay-floor=$FLOOR_BIN,_work=none"
 } | tee "$OUT"

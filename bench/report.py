@@ -84,6 +84,15 @@ def goals(bb):
             cg = sum(mean(g["cpu_us"].get(e, [])) for e in ("RunPodSandbox", "CreateContainer", "StartContainer"))
             rows.append(("native CPU per event ≤ 2× Go stub's",
                          "%.0f µs vs %.0f µs per pod (3 events) (%.2f×)" % (cq, cg, cq / cg), cq <= 2 * cg))
+            f = peers.get("relay-floor")
+            if f:
+                # nri-qos's process-per-event floor (bench/relay-floor.cpp): what the issue's own
+                # constraint costs with no evaluation at all, next to the goals it bounds.
+                lat = ", ".join("%s %.2f×" % (ev, pct(f["latency_us"].get(ev), .5) / pct(g["latency_us"].get(ev), .5))
+                                for ev in ("CreateContainer", "RunPodSandbox", "StartContainer"))
+                cf = sum(mean(f["cpu_us"].get(e, [])) for e in ("RunPodSandbox", "CreateContainer", "StartContainer"))
+                rows.append(("floor: one process per event answering without evaluating (bench/relay-floor.cpp), p50 and CPU vs Go stub (report)",
+                             "p50 %s; CPU %.0f µs per pod (%.2f×)" % (lat, cf, cf / cg), None))
             rq, rg = q["rss_tree_max_kib"], g["rss_tree_max_kib"]
             rows.append(("native RSS (relay + any spare process) ≤ 0.5× Go stub's",
                          "%.2f MiB vs %.2f MiB (%.2f×)" % (rq / 1024, rg / 1024, rq / rg), rq <= 0.5 * rg))
@@ -178,7 +187,7 @@ def main():
     b += section("One-shot (NRI v0.1 hook): nri-qos invoke vs the static-C exec floor and the Go clearcfs peer",
                  rd(os.path.join(a.bb, "results.md")) if "oneshot" in parts else None,
                  skipped if "oneshot" not in parts else "(no results: bench/run.sh failed)")
-    b += section("Native NRI: nri-qos relay vs the Go stub plugin (containerd/nri pkg/stub) and the protocol floor",
+    b += section("Native NRI: nri-qos relay vs the Go stub plugin (containerd/nri pkg/stub), the protocol floor and the process-per-event floor",
                  rd(os.path.join(a.bb, "native.md")) if "native" in parts else None,
                  skipped if "native" not in parts else "(no results: bench/native.sh failed)")
     b += section("Pod start on real containerd 1.7 and 2.1 (what a user feels)",

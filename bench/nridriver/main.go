@@ -4,7 +4,11 @@
 // per peer, each launching its plugin the way containerd does (executable `NN-name` in a plugin
 // directory, fd 3 = one end of a socketpair, environment NRI_PLUGIN_{NAME,IDX,SOCKET} only,
 // plugin config from the drop-in directory), then RunPodSandbox, CreateContainer and
-// StartContainer of a realistic pod, peers interleaved event by event in rotating order.
+// StartContainer of a realistic pod, peers interleaved event by event, in a new random order
+// (fixed seed) for each event of each round: no peer always goes first, and no peer always
+// follows the same one (what a peer leaves running after its reply, its children exiting, its
+// next spare being made, lands on whoever comes next; a fixed rotation would always charge it to
+// the same neighbour).
 //
 // Measured per peer and event: wall time of the adaptation call (request → reply, p50/p90/p99);
 // CPU of the plugin's whole process tree (see cpuMeter); RSS of that tree. Nothing is asserted
@@ -16,7 +20,10 @@
 //
 // Every peer gets the same plugin config (JSON; the keys nri-qos reads): policy, cgroup_root,
 // cgroup_layout v1, proc_root, state_dir, cache_dir under its own scratch directory, plus the
-// peer's key=value extras. Markdown tables go to stdout, diagnostics to stderr.
+// peer's key=value extras; extras whose key starts with "_" are the driver's own, not passed on:
+// `_work=none` marks a peer that is not meant to do the work (a floor; like a Go peer with
+// mode=null, it is left out of the "same work" check). Markdown tables go to stdout, diagnostics
+// to stderr.
 package main
 
 import (
@@ -26,6 +33,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"math/rand"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -407,7 +415,9 @@ func (p *peer) start(idx int) {
 		"state_dir": filepath.Join(p.dir, "state"), "cache_dir": filepath.Join(p.dir, "cache"),
 	}
 	for k, v := range p.extra {
-		cfg[k] = v
+		if !strings.HasPrefix(k, "_") {
+			cfg[k] = v
+		}
 	}
 	base := strings.ReplaceAll(p.name, "_", "-")
 	file := fmt.Sprintf("%02d-%s", 10+idx, base)
@@ -688,6 +698,7 @@ func main() {
 	total := *warmup + *rounds
 	var cpuStart, procStart []float64
 	phase := map[string]time.Duration{}
+	order := rand.New(rand.NewSource(13)) // the peers' order per event (see the top of this file)
 	for round := 0; round < total; round++ {
 		measured := round >= *warmup
 		if round == *warmup {
@@ -708,8 +719,7 @@ func main() {
 		// exiting and being reaped, a spare being forked), while the other peers run their events
 		// in between. Windows are contiguous: nothing the plugin does is left out.
 		for _, ev := range append(append([]string{}, events...), "teardown") {
-			for j := range peers {
-				i := (j + round) % len(peers) // rotating order: no peer always goes first
+			for _, i := range order.Perm(len(peers)) {
 				p := peers[i]
 				p.charge(ev, measured)
 				dt := p.event(ev, pods[i], round)
@@ -764,7 +774,7 @@ func report(peers []*peer, elapsed time.Duration) {
 		}
 	}
 	mib := func(k int) string { return fmt.Sprintf("%.2f", float64(k)/1024) }
-	fmt.Printf("Native NRI: %d pods per peer (+%d warm-up), peers interleaved event by event in rotating order; "+
+	fmt.Printf("Native NRI: %d pods per peer (+%d warm-up), peers interleaved event by event in a random order per event (seeded); "+
 		"runtime side: containerd/nri pkg/adaptation %s (runtime \"containerd %s\"); %.1f s.\n\n",
 		*rounds, *warmup, *nriVer, *runtimeVer, elapsed.Seconds())
 	refCol := ""
@@ -821,7 +831,7 @@ func report(peers []*peer, elapsed time.Duration) {
 	if ref != nil {
 		fmt.Println()
 		for _, p := range peers {
-			if p == ref || p.extra["mode"] == "null" {
+			if p == ref || p.extra["mode"] == "null" || p.extra["_work"] == "none" {
 				continue
 			}
 			same := p.adjust == ref.adjust
