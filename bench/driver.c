@@ -8,9 +8,11 @@
  * Throughput mode (-P K): runs each command N times with K children in flight at once (a new
  * one is started as soon as one exits) and reports invocations per second of wall time.
  *
- * Usage: driver [-n N] [-w WARMUP] [-P K] -i REQUEST  LABEL [<FILE] [^FILE] PROG ARG... [--- ...]...
+ * Usage: driver [-n N] [-w WARMUP] [-P K] -i REQUEST  LABEL [<FILE] [^FILE] [%VAR=VALUE] PROG ARG... [--- ...]...
  * ("<FILE": this command's stdin instead of -i REQUEST; "^FILE": touch FILE (mtime = now) before
- * each timed run, outside the timed region — e.g. a policy, to time the first run after a change)
+ * each timed run, outside the timed region — e.g. a policy, to time the first run after a change;
+ * "%VAR=VALUE": set VAR in this command's environment only, in the child before execv, so that no
+ * wrapper such as env(1) adds an exec to the timed run)
  * Output, one line per command:
  *   latency:    LABEL n=N p50_us=.. p90_us=.. p99_us=.. max_us=.. mean_us=.. rss_kib_max=.. rss_kib_p50=..
  *               user_us=.. sys_us=.. minflt=..   (means per run of ru_utime, ru_stime, ru_minflt)
@@ -32,6 +34,7 @@ struct cmd {
     const char *label;
     const char *input; /* stdin for this command ("<FILE" token), else -i */
     const char *touch; /* "^FILE" token: set FILE's mtime to now before each run (untimed) */
+    char *env;         /* "%VAR=VALUE" token: put in the child's environment, or NULL */
     char **argv;
     double *us;
     long *rss;
@@ -48,7 +51,7 @@ static double now_us(void) {
 static const char *g_input;
 static int g_null = -1;
 
-static pid_t spawn(const char *input, char **argv) {
+static pid_t spawn(const char *input, char *env, char **argv) {
     pid_t pid = fork();
     if (pid < 0) {
         perror("driver: fork");
@@ -58,6 +61,7 @@ static pid_t spawn(const char *input, char **argv) {
         int in = open(input, O_RDONLY);
         if (in < 0 || dup2(in, 0) < 0 || dup2(g_null, 1) < 0 || dup2(g_null, 2) < 0) _exit(126);
         close(in);
+        if (env && putenv(env) != 0) _exit(126);
         execv(argv[0], argv);
         _exit(127);
     }
@@ -114,9 +118,12 @@ int main(int argc, char **argv) {
         cmds[nc].input = g_input;
         int j = i + 1;
         cmds[nc].touch = NULL;
-        for (; j < argc && (argv[j][0] == '<' || argv[j][0] == '^'); ++j) {
+        cmds[nc].env = NULL;
+        for (; j < argc && (argv[j][0] == '<' || argv[j][0] == '^' || argv[j][0] == '%'); ++j) {
             if (argv[j][0] == '<') cmds[nc].input = argv[j] + 1;
-            else cmds[nc].touch = argv[j] + 1;
+            else if (argv[j][0] == '^') cmds[nc].touch = argv[j] + 1;
+            else if (strchr(argv[j] + 1, '=')) cmds[nc].env = argv[j] + 1;
+            else usage();
         }
         cmds[nc].argv = &argv[j];
         while (j < argc && strcmp(argv[j], "---") != 0) ++j;
@@ -131,12 +138,12 @@ int main(int argc, char **argv) {
         for (int c = 0; c < nc; ++c) {
             int started = 0, done = 0, status;
             for (int w = 0; w < warm; ++w) {
-                waitpid(spawn(cmds[c].input, cmds[c].argv), &status, 0);
+                waitpid(spawn(cmds[c].input, cmds[c].env, cmds[c].argv), &status, 0);
                 check_status(&cmds[c], status);
             }
             double t0 = now_us();
             while (done < n) {
-                while (started < n && started - done < par) spawn(cmds[c].input, cmds[c].argv), ++started;
+                while (started < n && started - done < par) spawn(cmds[c].input, cmds[c].env, cmds[c].argv), ++started;
                 if (wait(&status) < 0) {
                     perror("driver: wait");
                     return 2;
@@ -153,7 +160,7 @@ int main(int argc, char **argv) {
     for (int w = 0; w < warm; ++w)
         for (int c = 0; c < nc; ++c) {
             int status;
-            waitpid(spawn(cmds[c].input, cmds[c].argv), &status, 0);
+            waitpid(spawn(cmds[c].input, cmds[c].env, cmds[c].argv), &status, 0);
             check_status(&cmds[c], status);
         }
     for (int i = 0; i < n; ++i) {
@@ -165,7 +172,7 @@ int main(int argc, char **argv) {
                 return 2;
             }
             double t0 = now_us();
-            pid_t pid = spawn(cmds[c].input, cmds[c].argv);
+            pid_t pid = spawn(cmds[c].input, cmds[c].env, cmds[c].argv);
             if (wait4(pid, &status, 0, &ru) < 0) {
                 perror("driver: wait4");
                 return 2;

@@ -143,6 +143,7 @@ if [ "$PLAIN" = 1 ]; then
   LAT=$(inroot "$DRIVER" -n "$N" -w 20 -i "$REQ_CT" \
     floor "$FLOOR" \
     --- hit:1.6-container-create "$BIN" invoke \
+    --- hit-nosandbox:1.6-container-create %NRI_QOS_NO_SANDBOX=1 "$BIN" invoke \
     --- hit:1.6-sandbox-create "<$REQ_SB" "$BIN" invoke \
     --- hit:1.7-container-create "<$REQ_CT17" "$BIN" invoke \
     --- hit-options:1.6-container-create "${HIT[@]}" \
@@ -153,6 +154,7 @@ else  # no namespaces here: the hit rows with options
   LAT=$("$DRIVER" -n "$N" -w 20 -i "$REQ_CT" \
     floor "$FLOOR" \
     --- hit:1.6-container-create "${HIT[@]}" \
+    --- hit-nosandbox:1.6-container-create %NRI_QOS_NO_SANDBOX=1 "${HIT[@]}" \
     --- hit:1.6-sandbox-create "<$REQ_SB" "${HIT[@]}" \
     --- hit:1.7-container-create "<$REQ_CT17" "${HIT[@]}" \
     --- nocache:1.6-container-create "${NOC[@]}" \
