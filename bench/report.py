@@ -80,8 +80,9 @@ def goals(bb):
                 a, b = pct(q["latency_us"].get(ev), .5), pct(g["latency_us"].get(ev), .5)
                 rows.append(("native %s p50 ≤ Go stub's" % ev,
                              "%.0f µs vs %.0f µs (%.2f×)" % (a, b, a / b), a <= b))
-            cq = sum(mean(q["cpu_us"].get(e, [])) for e in ("RunPodSandbox", "CreateContainer", "StartContainer"))
-            cg = sum(mean(g["cpu_us"].get(e, [])) for e in ("RunPodSandbox", "CreateContainer", "StartContainer"))
+            def per_pod(peer):  # mean CPU of the three timed events, summed: µs per pod
+                return sum(mean(peer["cpu_us"].get(e, [])) for e in ("RunPodSandbox", "CreateContainer", "StartContainer"))
+            cq, cg = per_pod(q), per_pod(g)
             rows.append(("native CPU per event ≤ 2× Go stub's",
                          "%.0f µs vs %.0f µs per pod (3 events) (%.2f×)" % (cq, cg, cq / cg), cq <= 2 * cg))
             f = peers.get("relay-floor")
@@ -90,7 +91,7 @@ def goals(bb):
                 # constraint costs with no evaluation at all, next to the goals it bounds.
                 lat = ", ".join("%s %.2f×" % (ev, pct(f["latency_us"].get(ev), .5) / pct(g["latency_us"].get(ev), .5))
                                 for ev in ("CreateContainer", "RunPodSandbox", "StartContainer"))
-                cf = sum(mean(f["cpu_us"].get(e, [])) for e in ("RunPodSandbox", "CreateContainer", "StartContainer"))
+                cf = per_pod(f)
                 rows.append(("floor: one process per event answering without evaluating (bench/relay-floor.cpp), p50 and CPU vs Go stub (report)",
                              "p50 %s; CPU %.0f µs per pod (%.2f×)" % (lat, cf, cf / cg), None))
             rq, rg = q["rss_tree_max_kib"], g["rss_tree_max_kib"]

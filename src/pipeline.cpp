@@ -510,11 +510,16 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         // built-in policy — and a broken file is reported on every event (policy_store.hpp): in
         // the Result metadata, on stderr, in the event record and the metrics. explain with a
         // trace lists every rule: it needs the whole rule list, not the cache's per-request subset.
-        policy = effective_policy(ppath, ppath == defaults::kPolicy, places_for(opt, mode), opt.explain_trace ? nullptr : &r, c.policy);
-        note_policy();
-        sink_settings = &policy.sinks;
-        c.fail_closed_policy = policy.fail_closed;
-        prepare_deadline(&r, sink_settings, true, c.fail_closed_policy);
+        // `filter`: the request, or nullptr for the whole policy (also what a reload below uses).
+        auto use_policy = [&](const Request* filter) {
+            policy = effective_policy(ppath, ppath == defaults::kPolicy, places_for(opt, mode), filter, c.policy);
+            c.metadata.erase("policy_error");  // a reload's note_policy says it again if it still holds
+            note_policy();
+            sink_settings = &policy.sinks;
+            c.fail_closed_policy = policy.fail_closed;
+            prepare_deadline(&r, sink_settings, true, c.fail_closed_policy);
+        };
+        use_policy(opt.explain_trace ? nullptr : &r);
 
         std::optional<CgroupPaths> paths;
         if (r.cgroups_path) paths = resolve_cgroups_path(*r.cgroups_path);
@@ -525,12 +530,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         // without the filter, which checks every list and ignores and rebuilds a damaged entry
         // from the TOML, exactly as an entry found damaged at load; no knob of it is used.
         if (!policy_cache::decode_knobs(policy, d.cls->name)) {
-            policy = effective_policy(ppath, ppath == defaults::kPolicy, places_for(opt, mode), nullptr, c.policy);
-            c.metadata.erase("policy_error");
-            note_policy();
-            sink_settings = &policy.sinks;
-            c.fail_closed_policy = policy.fail_closed;
-            prepare_deadline(&r, sink_settings, true, c.fail_closed_policy);
+            use_policy(nullptr);
             d = classify(policy, facts);
         }
         c.fail_closed_class = d.cls->fail_closed;
