@@ -14,7 +14,11 @@ DESTDIR   ?=
 
 WARN      := -Wall -Wextra -Wpedantic -Wshadow -Wno-missing-field-initializers
 OPT       ?= -O2
-CPPFLAGS  += -Isrc -I$(BUILD)/gen -DNRI_QOS_VERSION='"$(VERSION)"' -D_GNU_SOURCE
+# Default metrics textfile (--metrics-file, settings.metrics_file): node_exporter's documented
+# directory; the Debian package sets Debian's prometheus-node-exporter directory instead.
+METRICS_FILE ?= /var/lib/node_exporter/textfile_collector/nri_qos.prom
+CPPFLAGS  += -Isrc -I$(BUILD)/gen -DNRI_QOS_VERSION='"$(VERSION)"' -D_GNU_SOURCE \
+             -DNRI_QOS_METRICS_FILE='"$(METRICS_FILE)"'
 CXXFLAGS  ?= $(OPT) -g0
 CXXFLAGS  += -std=c++17 $(WARN) -fno-plt -ffunction-sections -fdata-sections
 # Fully static: the hook is exec'd on every container start and must not depend on the

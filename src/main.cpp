@@ -15,6 +15,7 @@
 #include "nri/relay.hpp"
 #include "pipeline.hpp"
 #include "publish.hpp"
+#include "record.hpp"
 #include "register.hpp"
 #include "replay.hpp"
 #include "status.hpp"
@@ -92,7 +93,7 @@ void add_eval_options(CLI::App* app, Options& o, std::string& layout) {
     app->add_option("--deadline-ms", o.deadline_ms, "self-imposed deadline in ms (default 1000; 0 disables)");
     app->add_flag("--debug", o.debug, "log skipped knobs to stderr");
     app->add_option_function<std::string>("--metrics-file", [&o](const std::string& v) { o.metrics_file = v; },
-                                          "Prometheus textfile (default /var/lib/node_exporter/textfile_collector/nri_qos.prom; \"\" disables)");
+                                          "Prometheus textfile (default " NRI_QOS_METRICS_FILE "; \"\" disables)");
     app->add_option_function<std::string>("--event-log", [&o](const std::string& v) { o.event_log = v; },
                                           "JSON-lines event log (default /var/log/nri-qos/events.log; \"\" disables)");
 }

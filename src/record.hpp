@@ -23,7 +23,15 @@ namespace nriqos {
 namespace defaults {
 constexpr const char* kEventLog = "/var/log/nri-qos/events.log";
 constexpr uint64_t kEventLogMaxBytes = 8u << 20;  ///< per generation; 3 generations kept
-constexpr const char* kMetricsFile = "/var/lib/node_exporter/textfile_collector/nri_qos.prom";
+/// The node_exporter textfile default. Upstream and the rpm: node_exporter's documented
+/// directory; the Debian package builds with NRI_QOS_METRICS_FILE set to the directory Debian's
+/// prometheus-node-exporter reads (/var/lib/prometheus/node-exporter; its
+/// /etc/default/prometheus-node-exporter --collector.textfile.directory), see the Makefile's
+/// METRICS_FILE and packaging/deb/debian/rules.
+#ifndef NRI_QOS_METRICS_FILE
+#define NRI_QOS_METRICS_FILE "/var/lib/node_exporter/textfile_collector/nri_qos.prom"
+#endif
+constexpr const char* kMetricsFile = NRI_QOS_METRICS_FILE;
 }  // namespace defaults
 
 /// One event as recorded. Empty strings are left out of the line.

@@ -96,6 +96,7 @@ else
   for f in /opt/nri/bin/nri-qos /opt/nri/plugins /etc/nri/nri-qos.toml \
            /usr/share/man/man8/nri-qos.8.gz /usr/share/man/man5/nri-qos.toml.5.gz \
            /usr/share/doc/nri-qos/copyright /usr/share/doc/nri-qos/install.md /usr/sbin/nri-qos \
+           /usr/share/doc/nri-qos/operations.md /usr/share/doc/nri-qos/README.md \
            /lib/systemd/system/nri-qos-reconcile.service /lib/systemd/system/nri-qos-reconcile.timer \
            /etc/logrotate.d/nri-qos; do
     grep -qxE "$f(\.gz)?" "$SCRATCH/deb.list" || { ok=0; echo "# deb: $f missing"; }   # dh_compress
@@ -142,6 +143,7 @@ r policy cat /etc/nri/nri-qos.toml
 r dist-policy test -f /etc/nri/nri-qos.toml.dpkg-dist
 r binary cmp /opt/nri/bin/nri-qos /tmp/nri-qos.expected
 r on-path readlink -f /usr/sbin/nri-qos
+r metrics-default sh -c '/opt/nri/bin/nri-qos invoke --help 2>&1 | grep -c "default /var/lib/prometheus/node-exporter/nri_qos.prom"'
 r timer-enabled test -L /etc/systemd/system/timers.target.wants/nri-qos-reconcile.timer
 cp "$M/opt/nri/bin/nri-qos" "$(dirname "$OUT")/installed-nri-qos"   # for the containerd e2e below
 r setconf /opt/nri/bin/nri-qos register --plugin-conf '{"policy":"/etc/nri/site.toml"}'
@@ -154,8 +156,13 @@ r conf3 cat /etc/nri/conf.json
 r nolink test ! -e /opt/nri/plugins/10-nri-qos -a ! -L /opt/nri/plugins/10-nri-qos
 r nobinary test ! -e /opt/nri/bin/nri-qos
 r policy-after-remove cat /etc/nri/nri-qos.toml
+# What the hook left at run time: event log, metrics textfile (the deb's default: Debian's
+# node-exporter directory) and its state files; purge must take them away.
+inroot sh -c 'mkdir -p /var/log/nri-qos /var/lib/prometheus/node-exporter && echo x > /var/log/nri-qos/events.log &&
+  for f in nri_qos.prom .nri_qos.prom.state .nri_qos.prom.pending; do echo x > /var/lib/prometheus/node-exporter/$f; done'
 r purge dpkg --purge nri-qos
 r policy-after-purge test ! -e /etc/nri/nri-qos.toml
+r records-after-purge sh -c 'test ! -e /var/log/nri-qos -a ! -e /var/lib/prometheus/node-exporter/nri_qos.prom -a ! -e /var/lib/prometheus/node-exporter/.nri_qos.prom.state -a ! -e /var/lib/prometheus/node-exporter/.nri_qos.prom.pending'
 } > "$OUT" 2>&1
 EOS
     unshare -m --propagation private bash "$SCRATCH/deb-install.sh" "$ROOT/$DEB" \
@@ -194,6 +201,7 @@ EOS
       [ "$(rc dist-policy)" = rc=0 ]; }; verdict deb-install-policy-kept
     check deb-install-binary [ "$(rc binary)" = rc=0 ]
     check deb-nri-qos-on-path [ "$(body on-path)" = /opt/nri/bin/nri-qos ]
+    check deb-metrics-debian-dir [ "$(rc metrics-default)" = rc=0 ]
     check deb-reconcile-timer-enabled [ "$(rc timer-enabled)" = rc=0 ]
     { [ "$(rc reinstall)" = rc=0 ] && \
       body conf2 | grep -q '"policy": "/etc/nri/site.toml"'; }; verdict deb-reinstall-keeps-conf
@@ -214,6 +222,9 @@ EOS
     { [ "$(rc nolink)" = rc=0 ] && [ "$(rc nobinary)" = rc=0 ]; }; verdict deb-remove-native-link
     check deb-remove-keeps-policy [ "$(rc policy-after-remove)" = rc=0 ]
     { [ "$(rc purge)" = rc=0 ] && [ "$(rc policy-after-purge)" = rc=0 ]; }; verdict deb-purge
+    check deb-purge-records [ "$(rc records-after-purge)" = rc=0 ]
+    # dh_installsystemd must not try to start the static reconcile service at install.
+    { ! grep -q 'disabled or a static unit' "$out"; }; verdict deb-postinst-no-static-unit-message
     check deb-host-untouched [ "$(dpkg-query -W -f='${Status}' nri-qos 2>/dev/null)" = "$host_status" ]
     # The containerd 1.6 e2e against the binary the package installed as /opt/nri/bin/nri-qos.
     if [ -x "$SCRATCH/installed-nri-qos" ] && [ -x tests/e2e/run.sh ] && [ "${NRI_QOS_SKIP_E2E:-0}" != 1 ]; then
@@ -247,6 +258,8 @@ if [ -z "$missing" ]; then
 /opt/nri/plugins
 /usr/share/doc/nri-qos-$VERSION
 /usr/share/doc/nri-qos-$VERSION/install.md
+/usr/share/doc/nri-qos-$VERSION/operations.md
+/usr/share/doc/nri-qos-$VERSION/README.md
 /usr/share/licenses/nri-qos-$VERSION
 /usr/share/licenses/nri-qos-$VERSION/LICENSE
 /usr/share/man/man5/nri-qos.toml.5
