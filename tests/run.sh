@@ -2,6 +2,7 @@
 # Runs every test suite of nri-qos (called by `make check`, which builds first):
 #   unit      build/unit-tests (Catch2)
 #   suites    tests/*.sh — binary-level, real cgroups, hostile input, cache, policy, facts, relay,
+#             docs against the code (tests/docs.sh),
 #             sandbox set-up (strace counts), packaging, tree hygiene (no registry host in the
 #             tree); tests/conformance/run.sh —
 #             the bundled policy against the seed systems' node agents
@@ -65,7 +66,7 @@ else
 fi
 [ "$rc" != 0 ] && [ "$FAILED" = 0 ] && FAILED=1
 
-for s in invoke cgroup_real hostile cache policy facts nri_relay sandbox ops packaging hygiene; do
+for s in invoke cgroup_real hostile cache policy facts nri_relay sandbox ops packaging hygiene docs; do
   [ -f "tests/$s.sh" ] && suite "$s" bash "tests/$s.sh"
 done
 # The bundled policy against the seed systems' node agents (issue #10; docs/conformance.md).
