@@ -359,8 +359,38 @@ else
   out=$(inst2 install 2>&1); rc=$?
   { [ $rc = 1 ] && cmp -s "$H/etc/nri/nri-qos.toml" "$SCRATCH/node-policy" && \
     echo "$out" | grep -q "rejected by 'nri-qos check'; node left unchanged"; }; verdict installer-bad-policy
+  cp "$SCRATCH/node-policy" "$RFS/etc/nri-qos-policy/nri-qos.toml"
   out=$(inst2 install NRI_QOS_MODE=bogus 2>&1); rc=$?
-  { [ $rc = 2 ] && echo "$out" | grep -q 'NRI_QOS_MODE must be v01, native or both'; }; verdict installer-bad-mode
+  { [ $rc = 2 ] && echo "$out" | grep -q 'NRI_QOS_MODE must be auto, external, v01, native or both'; }; verdict installer-bad-mode
+  # Mode auto on a node whose runtime has an NRI socket (containerd >= 1.7 with NRI, 2.x): the
+  # relay container serves as an external plugin; our conf.json entry and native links go away
+  # (else the v010-adapter or a pre-installed copy would handle each event a second time).
+  mkdir -p "$H/var/run/nri"
+  python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' "$H/var/run/nri/nri.sock"
+  inst2 install NRI_QOS_MODE=v01 >/dev/null 2>&1; inst2 install NRI_QOS_MODE=native >/dev/null 2>&1
+  out=$(inst2 install 2>&1); rc=$?
+  { [ $rc = 0 ] && [ "$(cat "$RFS/run/nri-qos-pod/mode")" = external ] && \
+    [ "$(jq -c . "$H/etc/nri/conf.json")" = '{"version":"0.1","plugins":[{"type":"other"}]}' ] && \
+    [ ! -L "$H/opt/nri/plugins/10-nri-qos" ] && echo "$out" | grep -q 'NRI socket /var/run/nri/nri.sock found'; }; verdict installer-auto-external
+  [ $rc = 0 ] || echo "$out" | sed "s/^/# /"
+  # The relay container execs the relay on the socket (a stand-in binary prints its arguments).
+  printf '#!/bin/sh\necho "ARGS $*"\n' > "$RFS/bin/fake-nri-qos" && chmod +x "$RFS/bin/fake-nri-qos"
+  out=$(inst2 relay NRI_QOS=/bin/fake-nri-qos 2>&1)
+  check installer-relay-external [ "$(echo "$out" | grep '^ARGS')" = "ARGS relay --socket /var/run/nri/nri.sock" ]
+  rm -f "$H/var/run/nri/nri.sock"
+  out=$(inst2 install 2>&1); rc=$?
+  { [ $rc = 0 ] && [ "$(cat "$RFS/run/nri-qos-pod/mode")" = v01 ] && \
+    [ "$(jq -c . "$H/etc/nri/conf.json")" = '{"version":"0.1","plugins":[{"type":"other"},{"type":"nri-qos","conf":{}}]}' ]; }; verdict installer-auto-v01
+  # policy-sync: an edited ConfigMap reaches the node without a restart; a rejected one does not.
+  cp "$H/etc/nri/nri-qos.toml" "$SCRATCH/node-policy2"
+  printf '\n# second site change\n' >> "$RFS/etc/nri-qos-policy/nri-qos.toml"
+  out=$(inst2 sync-policy NRI_QOS_SYNC_ONCE=1 2>&1); rc=$?
+  { [ $rc = 0 ] && cmp -s "$H/etc/nri/nri-qos.toml" "$RFS/etc/nri-qos-policy/nri-qos.toml"; }; verdict installer-sync-policy
+  cp "$H/etc/nri/nri-qos.toml" "$SCRATCH/node-policy3"
+  printf 'this is [not a valid policy\n' > "$RFS/etc/nri-qos-policy/nri-qos.toml"
+  out=$(inst2 sync-policy NRI_QOS_SYNC_ONCE=1 2>&1); rc=$?
+  { [ $rc = 0 ] && cmp -s "$H/etc/nri/nri-qos.toml" "$SCRATCH/node-policy3" && \
+    echo "$out" | grep -q "rejected by 'nri-qos check'; node left unchanged"; }; verdict installer-sync-policy-rejected
   out=$(inst2 uninstall 2>&1); rc=$?
   { [ $rc = 0 ] && \
     [ "$(jq -c . "$H/etc/nri/conf.json")" = '{"version":"0.1","plugins":[{"type":"other"}]}' ] && \

@@ -2,34 +2,50 @@
 # nri-qos node installer: the init step of the nri-qos DaemonSet (deploy/kubernetes/).
 # POSIX sh + coreutils/busybox only (cp, cmp, mkdir, mv, rm, chmod, ln, readlink).
 #
-# Usage: install.sh [install|uninstall]        (default: install)
+# Usage: install.sh [install|relay|sync-policy|uninstall]        (default: install)
 #
-# install (idempotent; every step is skipped when already in place):
+# install (the init container; idempotent, every step is skipped when already in place):
 #   1. copy the static binary $NRI_QOS_SRC_BIN to $HOST_ROOT/opt/nri/bin/nri-qos
 #      (temp file + rename: a runtime exec'ing the hook never sees a partial binary);
 #   2. validate the policy $POLICY_SRC (`nri-qos check`), then install it as
 #      $HOST_ROOT/etc/nri/nri-qos.toml (temp file + rename). The ConfigMap is the source of
 #      truth: a node-local edit of that file is replaced (the previous file is kept as
 #      nri-qos.toml.bak once);
-#   3. by $NRI_QOS_MODE:
-#        v01    (default) `nri-qos register --conf-json $HOST_ROOT/etc/nri/conf.json`
+#   3. pick the mode by $NRI_QOS_MODE and write it to $NRI_QOS_MODE_FILE for the containers:
+#        auto   (default) what the node runs: the runtime's NRI socket $HOST_ROOT$NRI_SOCKET
+#               exists (containerd >= 1.7 with NRI enabled, 2.x by default, iSulad with NRI) →
+#               external; otherwise (containerd 1.5/1.6) → v01;
+#        external the relay container connects to the NRI socket as an external plugin
+#               (`nri-qos relay --socket`): no runtime restart; our conf.json entry and native
+#               symlinks are removed so that no event is handled twice;
+#        v01    `nri-qos register --mode v01 --conf-json $HOST_ROOT/etc/nri/conf.json`
 #               (containerd 1.6, or 1.7+ with the v010-adapter; read at every pod event);
 #        native `nri-qos register --native --plugins-dir $HOST_ROOT/opt/nri/plugins
-#               --index $NRI_QOS_INDEX --binary /opt/nri/bin/nri-qos` (containerd >= 1.7 with
-#               NRI enabled; the runtime loads plugins when it starts: restart containerd);
-#        both   both of the above. Do not use v01 AND native with the v010-adapter installed:
+#               --index $NRI_QOS_INDEX --binary /opt/nri/bin/nri-qos` (pre-installed plugin: the
+#               runtime loads it when it starts, so restart containerd);
+#        both   v01 and native. Do not use v01 AND native with the v010-adapter installed:
 #               every event would be handled twice.
 #      If $NRI_QOS_PLUGIN_CONF is set (a JSON object) it is passed as --plugin-conf.
+# relay (the relay container): mode external → exec `nri-qos relay --socket $NRI_SOCKET` (the
+#   container's restart is the relay's restart; its log is `kubectl logs`); other modes → stay
+#   idle (the runtime execs the hook itself).
+# sync-policy (the policy-sync container): every $NRI_QOS_SYNC_SECONDS, install a changed
+#   $POLICY_SRC as step 2 does, so a ConfigMap edit reaches the node (the hook and the relay read
+#   the policy file at every event) without a pod restart; a policy `nri-qos check` rejects is
+#   reported once and the node keeps its policy.
 # uninstall: unregister from conf.json, remove native symlinks to /opt/nri/bin/nri-qos, remove
 #   the binary; the policy file is left in place.
 #
 # Environment (defaults in brackets):
 #   HOST_ROOT [/host]                 where the node's / is mounted (hostPath volumes)
 #   NRI_QOS_SRC_BIN [/opt/nri/bin/nri-qos]   binary shipped in the image
-#   NRI_QOS [$NRI_QOS_SRC_BIN]        binary used to run check/register (runs in the container)
+#   NRI_QOS [$NRI_QOS_SRC_BIN]        binary used to run check/register/relay (in the container)
 #   POLICY_SRC [/etc/nri-qos-policy/nri-qos.toml]   policy from the ConfigMap ("" = keep the
 #                                     node's policy, or install none if it has none)
-#   NRI_QOS_MODE [v01]  NRI_QOS_INDEX [10]  NRI_QOS_PLUGIN_CONF []
+#   NRI_QOS_MODE [auto]  NRI_QOS_INDEX [10]  NRI_QOS_PLUGIN_CONF []
+#   NRI_SOCKET [/var/run/nri/nri.sock]  the runtime's NRI socket as the node sees it
+#   NRI_QOS_MODE_FILE [/run/nri-qos-pod/mode]  mode chosen by install (a pod-local emptyDir)
+#   NRI_QOS_SYNC_SECONDS [10]  NRI_QOS_SYNC_ONCE []  (sync-policy: one pass, for tests)
 # Exit status: 0 done, 1 a step failed (message on stderr), 2 bad usage/environment.
 set -eu
 
@@ -37,7 +53,10 @@ HOST_ROOT=${HOST_ROOT:-/host}
 NRI_QOS_SRC_BIN=${NRI_QOS_SRC_BIN:-/opt/nri/bin/nri-qos}
 NRI_QOS=${NRI_QOS:-$NRI_QOS_SRC_BIN}
 POLICY_SRC=${POLICY_SRC-/etc/nri-qos-policy/nri-qos.toml}
-NRI_QOS_MODE=${NRI_QOS_MODE:-v01}
+NRI_QOS_MODE=${NRI_QOS_MODE:-auto}
+NRI_SOCKET=${NRI_SOCKET:-/var/run/nri/nri.sock}
+NRI_QOS_MODE_FILE=${NRI_QOS_MODE_FILE:-/run/nri-qos-pod/mode}
+NRI_QOS_SYNC_SECONDS=${NRI_QOS_SYNC_SECONDS:-10}
 NRI_QOS_INDEX=${NRI_QOS_INDEX:-10}
 NRI_QOS_PLUGIN_CONF=${NRI_QOS_PLUGIN_CONF:-}
 ACTION=${1:-install}
@@ -67,7 +86,23 @@ install_file() {
   log "installed $2"
 }
 
-case "$NRI_QOS_MODE" in v01|native|both) ;; *) die "NRI_QOS_MODE must be v01, native or both (got '$NRI_QOS_MODE')" 2 ;; esac
+# install_policy: step 2 (validate $POLICY_SRC, keep the node's previous file once, install).
+# Returns 1 (message on stderr) when the policy is missing or rejected: the node is unchanged.
+install_policy() {
+  if [ ! -f "$POLICY_SRC" ]; then
+    echo "nri-qos-install: error: policy $POLICY_SRC missing (is the ConfigMap mounted?)" >&2; return 1
+  fi
+  if ! "$NRI_QOS" check "$POLICY_SRC" >/dev/null; then
+    echo "nri-qos-install: error: policy $POLICY_SRC rejected by 'nri-qos check'; node left unchanged" >&2; return 1
+  fi
+  if [ -f "$DST_POLICY" ] && ! cmp -s "$POLICY_SRC" "$DST_POLICY" && [ ! -e "$DST_POLICY.bak" ]; then
+    cp -p "$DST_POLICY" "$DST_POLICY.bak"
+    log "kept the node's previous policy as $DST_POLICY.bak"
+  fi
+  install_file "$POLICY_SRC" "$DST_POLICY" 0644
+}
+
+case "$NRI_QOS_MODE" in auto|external|v01|native|both) ;; *) die "NRI_QOS_MODE must be auto, external, v01, native or both (got '$NRI_QOS_MODE')" 2 ;; esac
 case "$NRI_QOS_INDEX" in [0-9][0-9]) ;; *) die "NRI_QOS_INDEX must be two digits (got '$NRI_QOS_INDEX')" 2 ;; esac
 [ -d "$HOST_ROOT" ] || die "HOST_ROOT $HOST_ROOT is not a directory (mount the node's / there)" 2
 
@@ -76,28 +111,60 @@ install)
   [ -x "$NRI_QOS_SRC_BIN" ] || die "binary $NRI_QOS_SRC_BIN missing or not executable" 2
   install_file "$NRI_QOS_SRC_BIN" "$DST_BIN" 0755
 
-  if [ -n "$POLICY_SRC" ]; then
-    [ -f "$POLICY_SRC" ] || die "policy $POLICY_SRC missing (is the ConfigMap mounted?)" 2
-    "$NRI_QOS" check "$POLICY_SRC" >/dev/null || die "policy $POLICY_SRC rejected by 'nri-qos check'; node left unchanged"
-    if [ -f "$DST_POLICY" ] && ! cmp -s "$POLICY_SRC" "$DST_POLICY" && [ ! -e "$DST_POLICY.bak" ]; then
-      cp -p "$DST_POLICY" "$DST_POLICY.bak"
-      log "kept the node's previous policy as $DST_POLICY.bak"
-    fi
-    install_file "$POLICY_SRC" "$DST_POLICY" 0644
-  fi
+  [ -z "$POLICY_SRC" ] || install_policy || exit 1
 
+  mode=$NRI_QOS_MODE
+  if [ "$mode" = auto ]; then
+    if [ -S "$HOST_ROOT$NRI_SOCKET" ]; then mode=external; else mode=v01; fi
+    log "mode auto: $([ $mode = external ] && echo "NRI socket $NRI_SOCKET found" || echo "no NRI socket at $NRI_SOCKET (containerd 1.5/1.6, or NRI disabled)") → $mode"
+  fi
   set --
   [ -z "$NRI_QOS_PLUGIN_CONF" ] || set -- --plugin-conf "$NRI_QOS_PLUGIN_CONF"
-  if [ "$NRI_QOS_MODE" != native ]; then
-    "$NRI_QOS" register --conf-json "$CONF_JSON" "$@" || die "register in $CONF_JSON failed"
-  fi
-  if [ "$NRI_QOS_MODE" != v01 ]; then
+  case "$mode" in
+  external)
+    # The relay container serves every event: nothing else may call nri-qos for them.
+    "$NRI_QOS" unregister --conf-json "$CONF_JSON" >/dev/null || die "unregister from $CONF_JSON failed"
+    "$NRI_QOS" unregister --native --plugins-dir "$PLUGINS_DIR" --binary "$HOST_BIN" >/dev/null || \
+      die "removing native plugin links from $PLUGINS_DIR failed"
+    ;;
+  v01|both)
+    "$NRI_QOS" register --mode v01 --conf-json "$CONF_JSON" "$@" || die "register in $CONF_JSON failed"
+    ;;
+  esac
+  if [ "$mode" = native ] || [ "$mode" = both ]; then
     # Symlink content is the node's path; the same path exists in the image, so the existence
     # check inside `register --native` is meaningful.
     "$NRI_QOS" register --native --plugins-dir "$PLUGINS_DIR" --index "$NRI_QOS_INDEX" \
       --binary "$HOST_BIN" || die "native registration in $PLUGINS_DIR failed"
   fi
-  log "done (mode $NRI_QOS_MODE)"
+  mkdir -p "$(dirname "$NRI_QOS_MODE_FILE")" && echo "$mode" > "$NRI_QOS_MODE_FILE" || \
+    die "cannot write the mode to $NRI_QOS_MODE_FILE"
+  log "done (mode $mode)"
+  ;;
+relay)
+  mode=$(cat "$NRI_QOS_MODE_FILE" 2>/dev/null) || die "no mode in $NRI_QOS_MODE_FILE (did the install init container run?)" 2
+  if [ "$mode" = external ]; then
+    log "mode external: nri-qos relay --socket $NRI_SOCKET"
+    exec "$NRI_QOS" relay --socket "$NRI_SOCKET"
+  fi
+  log "mode $mode: the runtime runs the hook itself; nothing to serve here"
+  trap 'exit 0' TERM INT
+  while :; do sleep 3600 & wait $!; done
+  ;;
+sync-policy)
+  [ -n "$POLICY_SRC" ] || { log "POLICY_SRC is empty: the node's policy is not managed here"; trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done; }
+  trap 'exit 0' TERM INT
+  rejected=""
+  while :; do
+    if [ -f "$POLICY_SRC" ] && ! cmp -s "$POLICY_SRC" "$DST_POLICY"; then
+      sum=$(cksum < "$POLICY_SRC")
+      if [ "$sum" != "$rejected" ]; then
+        if install_policy; then rejected=""; else rejected=$sum; fi
+      fi
+    fi
+    [ -z "${NRI_QOS_SYNC_ONCE:-}" ] || exit 0
+    sleep "$NRI_QOS_SYNC_SECONDS" & wait $!
+  done
   ;;
 uninstall)
   rc=0
@@ -112,6 +179,6 @@ uninstall)
   log "removed $DST_BIN (policy $DST_POLICY kept)"
   ;;
 *)
-  die "usage: install.sh [install|uninstall]" 2
+  die "usage: install.sh [install|relay|sync-policy|uninstall]" 2
   ;;
 esac
