@@ -449,6 +449,53 @@ else
         process.exit(v===fs.readFileSync(process.argv[2],"utf8")?0:1)' "$SCRATCH/p.yaml" "$SCRATCH/p.toml") || { ok=0; echo "# round trip failed: $t"; }
     done
     check k8s-configmap-roundtrip [ $ok = 1 ]
+    # Helm chart (deploy/helm/nri-qos): `helm template` where Helm is installed, else the offline
+    # renderer; every rendering passes the same validator; the chart makes what the static
+    # manifests make; its bundled policy is conf/nri.d/nri-qos.toml.
+    HC=deploy/helm/nri-qos
+    check helm-policy-in-sync cmp -s $HC/files/nri-qos.toml conf/nri.d/nri-qos.toml
+    if ! deploy/helm/render.sh >"$SCRATCH/helm.yaml" 2>"$SCRATCH/helm.err"; then
+      fail helm-render "$(tail -2 "$SCRATCH/helm.err" | tr '\n' ' ')"
+    else
+      if node $V/validate.mjs "$SCRATCH/helm.yaml" >"$SCRATCH/helm-validate.log" 2>&1; then pass helm-validate
+      else fail helm-validate "$(grep -v '^ok' "$SCRATCH/helm-validate.log" | head -3 | tr '\n' ' ')"; fi
+      # Same pod as deploy/kubernetes/nri-qos-daemonset.yaml: containers, commands, mode, mounts.
+      (cd $V && node -e '
+        const fs=require("fs"), Y=require("yaml");
+        const ds = f => Y.parseAllDocuments(fs.readFileSync(f,"utf8")).map(d=>d.toJS()).find(o=>o&&o.kind==="DaemonSet").spec.template.spec;
+        const shape = s => JSON.stringify([...s.initContainers, ...s.containers].map(c => [c.name, c.command,
+          (c.env||[]).filter(e=>e.name==="NRI_QOS_MODE").map(e=>e.value), (c.volumeMounts||[]).map(m=>m.mountPath).sort(),
+          c.livenessProbe ? c.livenessProbe.exec.command : null]).concat([s.hostPID, s.volumes.map(v=>v.name).sort()]));
+        const a = shape(ds(process.argv[1])), b = shape(ds(process.argv[2]));
+        if (a !== b) { console.log(a); console.log(b); process.exit(1); }' "$SCRATCH/helm.yaml" "$ROOT/$K/nri-qos-daemonset.yaml") \
+        >"$SCRATCH/helm-same.log" 2>&1; verdict helm-same-pod-as-manifest
+      [ $FAILED = 0 ] || sed 's/^/# /' "$SCRATCH/helm-same.log"
+      (cd $V && node -e '
+        const fs=require("fs"), Y=require("yaml");
+        const cm = Y.parseAllDocuments(fs.readFileSync(process.argv[1],"utf8")).map(d=>d.toJS()).find(o=>o&&o.kind==="ConfigMap");
+        process.exit(cm.data["nri-qos.toml"] === fs.readFileSync(process.argv[2],"utf8") ? 0 : 1)' "$SCRATCH/helm.yaml" "$ROOT/conf/nri.d/nri-qos.toml"); verdict helm-bundled-policy
+    fi
+    # A policy variant: its own ConfigMap and DaemonSet on the labelled nodes; the default set
+    # avoids them; both validate.
+    printf 'policyVariants:\n  - name: batch\n    policy: |\n      version = 1\n' > "$SCRATCH/variants.yaml"
+    if deploy/helm/render.sh -f "$SCRATCH/variants.yaml" >"$SCRATCH/helm2.yaml" 2>"$SCRATCH/helm2.err" && \
+       node $V/validate.mjs "$SCRATCH/helm2.yaml" >"$SCRATCH/helm2-validate.log" 2>&1; then
+      (cd $V && node -e '
+        const fs=require("fs"), Y=require("yaml");
+        const o = Y.parseAllDocuments(fs.readFileSync(process.argv[1],"utf8")).map(d=>d.toJS());
+        const d = n => o.find(x=>x.kind==="DaemonSet"&&x.metadata.name===n).spec.template.spec;
+        const ok = d("nri-qos-batch").nodeSelector["nri-qos.io/policy"]==="batch" &&
+          d("nri-qos-batch").volumes.find(v=>v.name==="policy").configMap.name==="nri-qos-batch-policy" &&
+          JSON.stringify(d("nri-qos").affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0]) ===
+            JSON.stringify({key:"nri-qos.io/policy",operator:"NotIn",values:["batch"]}) &&
+          o.find(x=>x.kind==="ConfigMap"&&x.metadata.name==="nri-qos-batch-policy").data["nri-qos.toml"]==="version = 1\n";
+        process.exit(ok?0:1)' "$SCRATCH/helm2.yaml"); verdict helm-policy-variant
+    else
+      fail helm-policy-variant "$(cat "$SCRATCH/helm2.err" "$SCRATCH/helm2-validate.log" | grep -v '^ok' | head -2 | tr '\n' ' ')"
+    fi
+    # Bad values are refused with the reason.
+    out=$(deploy/helm/render.sh --set mode=bogus 2>&1 >/dev/null); rc=$?
+    { [ $rc != 0 ] && echo "$out" | grep -q 'mode must be auto, external, v01, native or both'; }; verdict helm-rejects-bad-mode
   fi
 fi
 if command -v kubectl >/dev/null && kubectl kustomize $K >"$SCRATCH/kustomize.out" 2>&1; then

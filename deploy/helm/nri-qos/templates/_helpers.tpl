@@ -1,0 +1,247 @@
+{{/* nri-qos chart helpers. */}}
+{{- define "nri-qos.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "nri-qos.labels" -}}
+app.kubernetes.io/name: nri-qos
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end -}}
+
+{{/*
+One DaemonSet + its policy ConfigMap. Called with a dict:
+  root     the chart's root context
+  suffix   "" for the default set, "-<variant>" for a variant
+  policy   the TOML text
+  variant  the variant name ("" for the default set, which avoids every variant's nodes)
+*/}}
+{{- define "nri-qos.node" -}}
+{{- $root := .root -}}
+{{- $v := $root.Values -}}
+{{- $name := printf "nri-qos%s" .suffix -}}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ $name }}-policy
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "nri-qos.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: policy
+data:
+  nri-qos.toml: {{ .policy | quote }}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: {{ $name }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "nri-qos.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: installer
+spec:
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: nri-qos
+      app.kubernetes.io/instance: {{ $root.Release.Name }}
+      app.kubernetes.io/component: installer
+      nri-qos.io/set: {{ $name | quote }}
+  updateStrategy:
+    type: RollingUpdate
+    rollingUpdate:
+      maxUnavailable: 1
+  template:
+    metadata:
+      labels:
+        {{- include "nri-qos.labels" $root | nindent 8 }}
+        app.kubernetes.io/component: installer
+        nri-qos.io/set: {{ $name | quote }}
+      annotations:
+        # A new policy text rolls nothing: policy-sync installs it in place (no pod restart).
+        nri-qos.io/mode: {{ $v.mode | quote }}
+    spec:
+      {{- if or $v.nodeSelector .variant }}
+      nodeSelector:
+        {{- with $v.nodeSelector }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+        {{- if .variant }}
+        {{ $v.variantLabel }}: {{ .variant | quote }}
+        {{- end }}
+      {{- end }}
+      {{- if and (not .variant) $v.policyVariants }}
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+              - matchExpressions:
+                  - key: {{ $v.variantLabel }}
+                    operator: NotIn
+                    values:
+                      {{- range $v.policyVariants }}
+                      - {{ .name | quote }}
+                      {{- end }}
+      {{- end }}
+      {{- with $v.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      priorityClassName: {{ $v.priorityClassName }}
+      automountServiceAccountToken: false
+      hostPID: true
+      terminationGracePeriodSeconds: 5
+      initContainers:
+        - name: install
+          image: {{ include "nri-qos.image" $root }}
+          imagePullPolicy: {{ $v.image.pullPolicy }}
+          command: ["/bin/sh", "/usr/local/bin/nri-qos-install", "install"]
+          env:
+            - name: HOST_ROOT
+              value: /host
+            - name: POLICY_SRC
+              value: /etc/nri-qos-policy/nri-qos.toml
+            - name: NRI_QOS_MODE
+              value: {{ $v.mode | quote }}
+            - name: NRI_QOS_INDEX
+              value: {{ $v.pluginIndex | quote }}
+            - name: NRI_SOCKET
+              value: {{ $v.nriSocket | quote }}
+            {{- if $v.pluginConf }}
+            - name: NRI_QOS_PLUGIN_CONF
+              value: {{ $v.pluginConf | quote }}
+            {{- end }}
+          securityContext:
+            runAsUser: 0
+            allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
+            capabilities:
+              drop: ["ALL"]
+              add: ["CHOWN", "DAC_OVERRIDE", "FOWNER"]
+          resources:
+            {{- toYaml $v.resources.install | nindent 12 }}
+          volumeMounts:
+            - name: host-opt-nri
+              mountPath: /host/opt/nri
+            - name: host-etc-nri
+              mountPath: /host/etc/nri
+            - name: policy
+              mountPath: /etc/nri-qos-policy
+              readOnly: true
+            - name: scratch
+              mountPath: /run/nri-qos
+            - name: host-nri-socket
+              mountPath: /host{{ dir $v.nriSocket }}
+              readOnly: true
+            - name: pod-mode
+              mountPath: /run/nri-qos-pod
+      containers:
+        - name: relay
+          image: {{ include "nri-qos.image" $root }}
+          imagePullPolicy: {{ $v.image.pullPolicy }}
+          command: ["/bin/sh", "/usr/local/bin/nri-qos-install", "relay"]
+          env:
+            - name: NRI_SOCKET
+              value: {{ $v.nriSocket | quote }}
+          livenessProbe:
+            exec:
+              command: ["/bin/sh", "-c", "[ \"$(cat /run/nri-qos-pod/mode)\" != external ] || /opt/nri/bin/nri-qos status --relay >/dev/null"]
+            initialDelaySeconds: 30
+            periodSeconds: 30
+            timeoutSeconds: 5
+            failureThreshold: 3
+          securityContext:
+            privileged: true
+          resources:
+            {{- toYaml $v.resources.relay | nindent 12 }}
+          volumeMounts:
+            - name: host-etc-nri
+              mountPath: /etc/nri
+              readOnly: true
+            - name: host-nri-socket
+              mountPath: {{ dir $v.nriSocket }}
+            - name: host-cgroup
+              mountPath: /sys/fs/cgroup
+            - name: host-state
+              mountPath: /run/nri-qos
+            - name: host-last-good
+              mountPath: /var/lib/nri-qos
+            - name: host-log
+              mountPath: /var/log/nri-qos
+            - name: host-textfile
+              mountPath: {{ $v.textfileDir }}
+            - name: pod-mode
+              mountPath: /run/nri-qos-pod
+              readOnly: true
+        - name: policy-sync
+          image: {{ include "nri-qos.image" $root }}
+          imagePullPolicy: {{ $v.image.pullPolicy }}
+          command: ["/bin/sh", "/usr/local/bin/nri-qos-install", "sync-policy"]
+          env:
+            - name: HOST_ROOT
+              value: /host
+            - name: POLICY_SRC
+              value: /etc/nri-qos-policy/nri-qos.toml
+            - name: NRI_QOS_SYNC_SECONDS
+              value: {{ $v.policySyncSeconds | quote }}
+          securityContext:
+            runAsUser: 0
+            allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
+            capabilities:
+              drop: ["ALL"]
+              add: ["CHOWN", "DAC_OVERRIDE", "FOWNER"]
+          resources:
+            {{- toYaml $v.resources.policySync | nindent 12 }}
+          volumeMounts:
+            - name: host-etc-nri
+              mountPath: /host/etc/nri
+            - name: policy
+              mountPath: /etc/nri-qos-policy
+              readOnly: true
+            - name: scratch
+              mountPath: /run/nri-qos
+      volumes:
+        - name: host-opt-nri
+          hostPath:
+            path: /opt/nri
+            type: DirectoryOrCreate
+        - name: host-etc-nri
+          hostPath:
+            path: /etc/nri
+            type: DirectoryOrCreate
+        - name: policy
+          configMap:
+            name: {{ $name }}-policy
+        - name: scratch
+          emptyDir:
+            medium: Memory
+            sizeLimit: 16Mi
+        - name: pod-mode
+          emptyDir:
+            medium: Memory
+            sizeLimit: 1Mi
+        - name: host-nri-socket
+          hostPath:
+            path: {{ dir $v.nriSocket }}
+            type: DirectoryOrCreate
+        - name: host-cgroup
+          hostPath:
+            path: /sys/fs/cgroup
+            type: Directory
+        - name: host-state
+          hostPath:
+            path: /run/nri-qos
+            type: DirectoryOrCreate
+        - name: host-last-good
+          hostPath:
+            path: /var/lib/nri-qos
+            type: DirectoryOrCreate
+        - name: host-log
+          hostPath:
+            path: /var/log/nri-qos
+            type: DirectoryOrCreate
+        - name: host-textfile
+          hostPath:
+            path: {{ $v.textfileDir }}
+            type: DirectoryOrCreate
+{{- end -}}
