@@ -69,11 +69,35 @@ std::string label(const Write& w) {
     return (w.scope == "pod" ? "pod:" : "") + f;
 }
 
+/// `s` on one line (newlines → spaces), cut to 60 bytes with "..." (kernel file contents in the
+/// text table). Policy errors are never cut: see whole_line.
 std::string one_line(std::string s) {
     for (char& c : s)
         if (c == '\n') c = ' ';
     if (s.size() > 60) s = s.substr(0, 57) + "...";
     return s;
+}
+
+/// `s` on one line, whole (a policy error: the operator needs all of it, issue #25 §5).
+std::string whole_line(std::string s) {
+    for (char& c : s)
+        if (c == '\n' || c == '\r') c = ' ';
+    return s;
+}
+
+/// The wanted value in the form the kernel shows the file, so that the text table compares like
+/// with like (issue #25 §5): cgroup v2 cpu.max is written as "QUOTA" (the period stays, as runc's
+/// fs2 writes it when only the quota is set) and read back as "QUOTA PERIOD": the kernel's period
+/// is shown after the wanted quota. Any other file: the value as written.
+std::string want_as_kernel(const std::string& rel, const std::string& want, const std::optional<std::string>& cur) {
+    const bool cpu_max = rel.size() >= 7 && rel.compare(rel.size() - 7, 7, "cpu.max") == 0 &&
+                         (rel.size() == 7 || rel[rel.size() - 8] == '/');
+    if (!cpu_max || !cur || want.find(' ') != std::string::npos) return want;
+    std::string k = *cur;
+    while (!k.empty() && (k.back() == '\n' || k.back() == ' ')) k.pop_back();
+    const size_t sp = k.find(' ');
+    if (sp == std::string::npos) return want;
+    return want + k.substr(sp);
 }
 
 /// The container's cgroup directory (relative to the cgroup root) exists? nullopt: cannot tell.
@@ -119,12 +143,12 @@ int run_status(const StateCommandOptions& o, std::string& out) {
             e["policy"] = policy_source_name(pe.info.source);
             if (pe.info.broken()) {
                 e["policy_error"] = pe.info.error_line();
-                text += "    (policy: " + one_line(pe.info.error_line()) + ")\n";
+                text += "    (policy: " + whole_line(pe.info.error_line()) + ")\n";
             }
         }
         if (!pol) {
             e["error"] = "policy " + ppath + ": " + pe.err;
-            text += "    (policy " + ppath + " cannot be loaded: " + one_line(pe.err) + ")\n";
+            text += "    (policy " + ppath + " cannot be loaded: " + whole_line(pe.err) + ")\n";
         } else {
             Desired d = desired_plan(r, *pol, o.roots, st);
             if (!d.error.empty()) {
@@ -142,7 +166,8 @@ int run_status(const StateCommandOptions& o, std::string& out) {
                     knobs.push_back({{"knob", w.knob}, {"scope", w.scope}, {"file", file}, {"value", w.value},
                                      {"kernel", cur ? json(shown) : json(nullptr)}, {"drift", drift && cur.has_value()}});
                     if (drift && cur) ++drifted;
-                    snprintf(buf, sizeof buf, "    %-28s want %-16s kernel %-16s%s\n", label(w).c_str(), w.value.c_str(), shown.c_str(),
+                    const std::string want = want_as_kernel(w.rel, w.value, cur);
+                    snprintf(buf, sizeof buf, "    %-28s want %-16s kernel %-16s%s\n", label(w).c_str(), want.c_str(), shown.c_str(),
                              !cur ? "  (not present)" : drift ? "  DRIFT" : "");
                     text += buf;
                 }
@@ -200,13 +225,13 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
             m.policy_error = pe.info.broken();
             if (pe.info.broken()) {
                 rc = 1;
-                if (said.insert(ppath).second) out += "policy   " + one_line(pe.info.error_line()) + "\n";
+                if (said.insert(ppath).second) out += "policy   " + whole_line(pe.info.error_line()) + "\n";
             }
         }
         if (!pol) {
             rec.outcome = m.outcome = "error";
             rec.message = "policy " + ppath + ": " + pe.err + "; nothing changed";
-            out += "error    " + subject + ": policy " + ppath + " cannot be loaded (" + one_line(pe.err) + "); nothing changed\n";
+            out += "error    " + subject + ": policy " + ppath + " cannot be loaded (" + whole_line(pe.err) + "); nothing changed\n";
             rc = 1;
             ++n_failed;
         } else {

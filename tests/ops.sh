@@ -190,4 +190,17 @@ check_contains "reconcile, broken policy: says so" "$PREC" "policy   $S/site.tom
 check "reconcile, broken policy: counted, source last-good" "$(pinfo)" "1 last-good $SITE_SHA $((E0 + 3))"
 check "status, broken policy: which policy, and the error" \
   "$("$BIN" status --state-dir "$PS" --cache-dir "$S/cache" --cgroup-layout v1 --format json | jq -r '.entries[0] | [.policy, (.policy_error != null)] | join(" ")')" "last-good true"
+# --- status text: wanted and kernel values in one form; the whole policy error (issue #25 §5) ---
+V2=$(scratch); v2_rel=$(jq -r '.spec.cgroupsPath' "$F16/container-create.json" | sed 's|^/||')
+mk_v2_dir "$V2/cg" "$v2_rel"; mk_v2_dir "$V2/cg" "${v2_rel%/*}"
+mkdir -p "$V2/proc/2529" && echo 0 > "$V2/proc/2529/oom_score_adj"
+printf 'version = 1\n[settings]\ndefault_class = "Q"\n[classes.Q.container]\ncpu_quota_us = 50000\n' > "$V2/p.toml"
+"$BIN" invoke --policy "$V2/p.toml" --cgroup-root "$V2/cg" --cgroup-layout v2 --proc-root "$V2/proc" --state-dir "$V2/st" \
+  --cache-dir "" --last-good-dir "$V2/lg" --metrics-file "" --event-log "" < "$F16/container-create.json" >/dev/null 2>&1
+echo "50000 100000" > "$V2/cg/$v2_rel/cpu.max"    # what the kernel shows after "50000" is written
+st2() { "$BIN" status --state-dir "$V2/st" --cache-dir "" --last-good-dir "$V2/lg" --cgroup-layout v2 --cgroup-root "$V2/cg"; }
+check "status: cpu.max wanted in the kernel's form" "$(st2 | grep ' cpu.max ' | tr -s ' ')" " cpu.max want 50000 100000 kernel 50000 100000 "
+printf '# a comment long enough that the error line is well over sixty characters\ncpu_quota_us = [\n' >> "$V2/p.toml"
+perr=$(st2 | grep '(policy: ')
+check_contains "status: the whole policy error, not cut" "$perr" "value having invalid format appeared in an array; applying the last good copy"
 finish
