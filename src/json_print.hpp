@@ -58,6 +58,19 @@ inline bool json_plain_ascii(std::string_view s) {
         [](unsigned char c) { return c < 0x20 || c >= 0x7f || c == '"' || c == '\\'; });
 }
 
+/// `s` as one JSON string literal, quotes included, for error messages and logs: control
+/// characters escaped (\n, \u0007), '"' and '\\' escaped, invalid UTF-8 replaced by U+FFFD
+/// (json::dump's error_handler_t::replace), so the text is always one line. Longer than `max`
+/// bytes of input: the first `max` bytes and "..." after the closing quote.
+/// The one escaper for keys and values that come from a request, a pod or an answer.
+inline std::string json_quoted(std::string_view s, size_t max = 80) {
+    bool cut = s.size() > max;
+    if (cut) s = s.substr(0, max);  // a character cut in two becomes U+FFFD below
+    std::string out = nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (cut) out += "...";
+    return out;
+}
+
 /// Appends to `out`. Objects: open(), then key(k).<value> per member, close(); nested objects the
 /// same way after a key(). The caller keeps the order (the order the DOM it replaces prints:
 /// insertion order for ordered_json, sorted keys for json).

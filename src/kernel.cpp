@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
@@ -74,6 +75,59 @@ int open_beneath(int dirfd, const std::string& rel, int flags, mode_t mode) {
         return fd < 0 ? -errno : fd;
     }
     return walk_open(dirfd, rel, flags, mode);
+}
+
+const char* file_kind(mode_t m) {
+    if (S_ISREG(m)) return "a regular file";
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISLNK(m)) return "a symlink";
+    return "not a regular file";
+}
+
+namespace {
+int open_at(int dirfd, const std::string& rel, int flags, mode_t mode) {
+    if (dirfd >= 0) return open_beneath(dirfd, rel, flags, mode);
+    int fd = open(rel.c_str(), flags, mode);
+    return fd < 0 ? -errno : fd;
+}
+}  // namespace
+
+int open_record(int dirfd, const std::string& rel, int flags, mode_t mode, std::string& why) {
+    int fd = open_at(dirfd, rel, flags | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode);
+    if (fd < 0) {
+        errno = -fd;
+        why = fd == -ENXIO ? "not a regular file (a FIFO without a reader)" : fd == -ELOOP ? "is a symlink (not followed)" : std::strerror(-fd);
+        return -1;
+    }
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+        why = std::string("fstat: ") + std::strerror(errno);
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        why = std::string("not a regular file (") + file_kind(st.st_mode) + ")";
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int create_temp(int dirfd, const std::string& prefix, mode_t mode, std::string& name, std::string& why) {
+    static unsigned counter = 0;
+    struct timespec ts {};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int fd = -EEXIST;
+    for (int i = 0; i < 8 && fd == -EEXIST; ++i) {
+        name = prefix + "." + std::to_string(getpid()) + "-" + std::to_string((static_cast<unsigned>(ts.tv_nsec) ^ (counter++ * 2654435761u)) % 1000000007u) + ".tmp";
+        fd = open_at(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, mode);
+    }
+    if (fd < 0) why = std::strerror(-fd);
+    return fd;
 }
 
 std::optional<std::string> read_small_beneath(int dirfd, const std::string& rel, size_t max_bytes) {

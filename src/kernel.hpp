@@ -79,6 +79,27 @@ int open_beneath(int dirfd, const std::string& rel, int flags, mode_t mode = 0);
 /// for the state dir's small files (memos, fact state), where such a file is simply ignored.
 std::optional<std::string> read_small_beneath(int dirfd, const std::string& rel, size_t max_bytes);
 
+/// Open a record file — event log, metrics counters and queue, relay log — so that writing the
+/// operator's records never holds an event (issue 19 §2): O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC |
+/// O_NOCTTY are added to `flags`, so a FIFO without a reader fails at once (ENXIO) instead of
+/// blocking the open, a symlink is not followed (ELOOP); then fstat refuses anything that is not
+/// a regular file (a FIFO with a reader, a device, a socket). `dirfd` >= 0: `rel` beneath it
+/// (open_beneath), else `rel` is a path as given. Returns the fd, or -1 and `why` = one line
+/// ("not a regular file (a FIFO)", strerror text). O_NONBLOCK does not make a write to a hung
+/// network filesystem return: regular-file I/O ignores it (open(2)); the one-shot deadline and
+/// the relay's evaluator (answer delivered before the records) cover that case.
+int open_record(int dirfd, const std::string& rel, int flags, mode_t mode, std::string& why);
+
+/// Create a new temporary file for a write-then-rename: `<prefix>.<pid>-<n>.tmp` with O_CREAT |
+/// O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, so an existing file, symlink or FIFO
+/// at that name is never opened or followed (another name is tried: up to 8). `dirfd` >= 0:
+/// beneath it (open_beneath), else `prefix` is a path. Returns the fd and sets `name` (the
+/// path to rename and unlink), or -1 and `why` (one line).
+int create_temp(int dirfd, const std::string& prefix, mode_t mode, std::string& name, std::string& why);
+
+/// "a FIFO", "a directory", "a socket", "a character device"... for messages (st_mode).
+const char* file_kind(mode_t m);
+
 /// True when the running kernel supports openat2(2) (probed once).
 bool have_openat2();
 

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <unistd.h>
 
+#include "kernel.hpp"
 #include "record.hpp"
 
 namespace nriqos {
@@ -298,13 +299,22 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
     const std::string dir = dir_name(prom_path);
     const std::string base = prom_path.substr(prom_path.find_last_of('/') + 1);
     if (base.empty()) return "metrics: " + prom_path + ": not a file path";
+    // Every file here through open_record / create_temp: O_NONBLOCK, no symlink, regular files
+    // only, temporary files O_EXCL — a FIFO, device or symlink planted at a record path must not
+    // hold or redirect the event (issue 19 §2).
+    {
+        struct stat pst {};
+        if (lstat(prom_path.c_str(), &pst) == 0 && !S_ISREG(pst.st_mode))
+            return "metrics: " + prom_path + ": not a regular file (" + file_kind(pst.st_mode) + "); this event is not counted";
+    }
     const std::string state_path = dir + "/." + base + ".state";
-    int fd = open(state_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+    std::string why;
+    int fd = open_record(-1, state_path, O_RDWR | O_CREAT, 0600, why);
     if (fd < 0 && errno == ENOENT) {
         make_dirs(dir, 0755);
-        fd = open(state_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+        fd = open_record(-1, state_path, O_RDWR | O_CREAT, 0600, why);
     }
-    if (fd < 0) return "metrics: " + state_path + ": " + std::strerror(errno);
+    if (fd < 0) return "metrics: " + state_path + ": " + why + "; this event is not counted";
     const std::string pending_path = dir + "/." + base + ".pending";
     std::vector<MetricsEvent> all = events;
     if (!lock_within(fd, wait_ms)) {
@@ -315,14 +325,14 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
         // when we try again has yet to read the queue (tests/ops.sh: exact totals).
         std::string lines;
         for (const auto& e : events) lines += pending_lines(e);
-        int q = open(pending_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+        int q = open_record(-1, pending_path, O_WRONLY | O_APPEND | O_CREAT, 0600, why);
         bool queued = q >= 0 && lock_within(q, wait_ms) && write_all(q, lines);
-        int e = errno;
+        if (q >= 0 && !queued) why = std::strerror(errno);
         if (q >= 0) close(q);
         if (!queued) {
             close(fd);
             return "metrics: " + state_path + ": lock not obtained within " + std::to_string(wait_ms) + " ms and " + pending_path + ": " +
-                   std::strerror(e) + "; this event is not counted";
+                   why + "; this event is not counted";
         }
         if (!lock_within(fd, 0)) {
             close(fd);
@@ -341,7 +351,8 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
     clock_gettime(CLOCK_REALTIME, &now);
     // Events queued by deadline handlers and by updaters that did not get the lock
     // (pending_lines). Its lock is kept until the counters' lock is gone (see above).
-    int pfd = open(pending_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+    std::string pwhy;
+    int pfd = open_record(-1, pending_path, O_RDWR | O_CREAT, 0600, pwhy);
     if (pfd >= 0) {
         if (lock_within(pfd, wait_ms)) {
             struct stat pst {};
@@ -401,13 +412,14 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
         st.p_sha = clean(policy.sha256);
     }
     std::string err;
+    if (pfd < 0) err = "metrics: " + pending_path + ": " + pwhy;
     std::string text = dump_state(st);
     if (pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()) || ftruncate(fd, static_cast<off_t>(text.size())) != 0)
-        err = "metrics: " + state_path + ": " + std::strerror(errno);
-    std::string tmp = dir + "/." + base + "." + std::to_string(getpid()) + ".tmp";
-    int out = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0644);
+        if (err.empty()) err = "metrics: " + state_path + ": " + std::strerror(errno);
+    std::string tmp;
+    int out = create_temp(-1, dir + "/." + base, 0644, tmp, why);
     if (out < 0) {
-        if (err.empty()) err = "metrics: " + tmp + ": " + std::strerror(errno);
+        if (err.empty()) err = "metrics: " + dir + "/." + base + ".*.tmp: " + why;
     } else {
         bool ok = write_all(out, render(st));
         ok = close(out) == 0 && ok;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "adjust.hpp"
+#include "kernel.hpp"
 #include "metrics.hpp"
 #include "record.hpp"
 #include "request.hpp"
@@ -121,9 +122,9 @@ std::string remember_sink_paths(const std::string& state_dir, const SinkPaths& p
     std::string m, l;
     if (read_memo(state_dir, m, l) && m == p.metrics_file && l == p.event_log) return "";
     std::string text = "metrics_file=" + p.metrics_file + "\nevent_log=" + p.event_log + "\n";
-    std::string path = state_dir + "/" + kSinksMemo, tmp = path + "." + std::to_string(getpid()) + ".tmp";
-    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) return "state " + tmp + ": " + std::strerror(errno);
+    std::string path = state_dir + "/" + kSinksMemo, tmp, why;
+    int fd = create_temp(-1, path, 0600, tmp, why);
+    if (fd < 0) return "state " + path + ".*.tmp: " + why;
     bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
     ok = close(fd) == 0 && ok;
     if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
@@ -289,8 +290,14 @@ struct NoDeadline {
 
 void append_fd_line(const char* path, const char* line, size_t len) {
     if (!*path || !len) return;
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    // As open_record (kernel.hpp), async-signal-safe: never blocks on a FIFO, regular files only.
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0600);
     if (fd < 0) return;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return;
+    }
     flock(fd, LOCK_EX);  // the updater holds it for a moment only
     ssize_t w = write(fd, line, len);
     (void)w;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "json_print.hpp"
+#include "kernel.hpp"
 
 namespace nriqos {
 
@@ -277,14 +278,17 @@ bool lock_within(int fd, int wait_ms) {
 std::string append_event_log(const std::string& path, uint64_t max_bytes, const std::string& line, int wait_ms) {
     if (path.empty()) return "";
     if (max_bytes == 0) max_bytes = defaults::kEventLogMaxBytes;
-    const int flags = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;
+    // open_record: O_NONBLOCK, no symlink, a regular file only — a FIFO or device here must not
+    // hold the event (issue 19 §2).
+    const int flags = O_WRONLY | O_APPEND | O_CREAT;
     for (int attempt = 0; attempt < 4; ++attempt) {
-        int fd = open(path.c_str(), flags, 0640);
+        std::string why;
+        int fd = open_record(-1, path, flags, 0640, why);
         if (fd < 0 && errno == ENOENT) {
             make_dirs(dir_name(path), 0750);
-            fd = open(path.c_str(), flags, 0640);
+            fd = open_record(-1, path, flags, 0640, why);
         }
-        if (fd < 0) return "event log " + path + ": " + std::strerror(errno);
+        if (fd < 0) return "event log " + path + ": " + why;
         if (!lock_within(fd, wait_ms)) {
             // The lock only serialises rotation. A line is never dropped for it: one O_APPEND
             // write(2) of a whole line lands at the end of the file without interleaving (a

@@ -84,9 +84,9 @@ std::string StateDir::store(const std::string& id, const Memo& m) {
         j["annotations"] = json::object();  // keep the class, drop what does not fit
         text = j.dump();
     }
-    std::string tmp = "." + memo_name(id) + "." + std::to_string(getpid()) + ".tmp";
-    int fd = open_beneath(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
-    if (fd < 0) return "state " + dir_ + "/" + tmp + ": " + std::strerror(-fd);
+    std::string tmp, why;
+    int fd = create_temp(dfd, "." + memo_name(id), 0600, tmp, why);  // O_EXCL, no symlink
+    if (fd < 0) return "state " + dir_ + "/." + memo_name(id) + ".*.tmp: " + why;
     bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
     ok = close(fd) == 0 && ok;
     // dfd is O_PATH: renameat works on it. Rename is atomic: readers see the old or the new file.
@@ -155,11 +155,11 @@ std::string StateDir::store_last(const std::string& sandbox_id, const std::strin
     int sb = open_subdir(last, sandbox_id, true);
     close(last);
     if (sb < 0) return "state " + dir_ + "/last/" + sandbox_id + ": " + std::strerror(-sb);
-    std::string name = id + ".json", tmp = "." + name + "." + std::to_string(getpid()) + ".tmp";
-    int fd = open_beneath(sb, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
+    std::string name = id + ".json", tmp, why;
+    int fd = create_temp(sb, "." + name, 0600, tmp, why);  // O_EXCL, no symlink
     if (fd < 0) {
         close(sb);
-        return "state " + dir_ + "/last: " + std::strerror(-fd);
+        return "state " + dir_ + "/last: " + why;
     }
     bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
     ok = close(fd) == 0 && ok;

@@ -377,4 +377,24 @@ else
   skip "utc times: strace missing"
 fi
 
+# --- records never block the answer (issue 19 §2) ---------------------------------------------
+# A FIFO nobody reads as the event log and as the metrics file (before: the event log's open
+# blocked for good, SIGALRM blocked meanwhile: the invocation never answered). Now both are
+# refused at once with a one-line reason, the Result is the normal one, well within the deadline.
+R=$(scratch); mkdir -p "$R/rec"; mk_v1_dir "$R" "$ctr_rel"
+mkfifo "$R/rec/events.fifo" "$R/rec/m.prom"
+t0=$(date +%s%N)
+OUT=$(timeout 5 "$BIN" invoke --policy "$POLICY" --cgroup-root "$R" --cgroup-layout v1 --proc-root "$R/proc" \
+      --state-dir "$R/state" --cache-dir "" --deadline-ms 1000 --event-log "$R/rec/events.fifo" --metrics-file "$R/rec/m.prom" \
+      <<<"$CT" 2>"$R/stderr")
+RC=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+check "fifo records: answered, exit 0 (124: hung until timeout)" "$RC" 0
+valid_result "fifo records" "$OUT"
+check "fifo records: the normal Result (class)" "$(jq_get "$OUT" .metadata.class)" LS
+check "fifo records: answered well within --deadline-ms 1000" "$([ "$ms" -lt 900 ] && echo yes || echo "no ($ms ms)")" yes
+check_contains "fifo records: event log refused, one line" "$(cat "$R/stderr")" "event log $R/rec/events.fifo: not a regular file (a FIFO without a reader)"
+check_contains "fifo records: metrics refused, in the record" "$(cat "$R/stderr")" "metrics: $R/rec/m.prom: not a regular file (a FIFO); this event is not counted"
+check "fifo records: the FIFO left in place" "$(stat -c %F "$R/rec/m.prom")" fifo
+
 finish

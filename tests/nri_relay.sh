@@ -19,9 +19,12 @@
 #                         nri_qos_events_total{outcome="failed"} and nri_qos_relay_failures_total
 #   relay-records-after-answer  an ordinary event's records (event-log line, metrics count, last
 #                         request) are all written although the evaluator answers first (issue #13)
-#   relay-answer-before-records*  an event log that hangs (a FIFO nobody reads) does not delay the
-#                         answer: the real adjustment comes back at once; past the deadline the
-#                         relay records records-cut (relay log, metrics, event log)
+#   relay-answer-before-records  an event log that is a FIFO nobody reads does not delay the
+#                         answer: the real adjustment comes back at once
+#   relay-fifo-event-log-refused  ... and the evaluators refuse the FIFO at once (issue 19 §2):
+#                         one line each in the relay log, events counted, no records-cut
+#   relay-respawn*        SIGKILLed zygotes and keepers are replaced: later events are really
+#                         evaluated; each loss is in the event log and the metrics (issue 19 §2)
 # Env: NRI_QOS_BIN (default build/nri-qos), NRI_RELAY_LOAD_EVENTS (default 2000; 10000 for the
 # full memory check, ~10 s).
 # Output: PASS/FAIL/SKIP lines; exit status 1 when a check failed.
@@ -160,29 +163,28 @@ else
   grep -h 'ok-first' "$FLOG" 2>/dev/null | head -n 3; grep events_total "$FPROM" 2>/dev/null; ls -lR "$TMP/f/state/last" 2>/dev/null | head
 fi
 
-# 5. Answer before records (issue #13): the event log is a FIFO nobody reads, so every
-#    evaluator's records hang (open for writing blocks). The container's real adjustment must
-#    come back at once (before: only after the relay's deadline, and empty: the relay killed the
-#    evaluator that had not answered yet); past the deadline the relay kills the evaluators still
-#    writing and records records-cut (outcome answered): in its log, in the metrics (the
-#    keeper's recorder writes them before the event log) and in the event log (read by the test).
+# 5. Answer before records (issue #13), records never block (issue 19 §2): the event log is a
+#    FIFO nobody reads. The container's real adjustment must come back at once (before issue
+#    #13: only after the relay's deadline, and empty). Since issue 19 §2 the evaluator refuses
+#    the FIFO at once (before: its open hung until the relay cut its records at the deadline):
+#    one line per event in the relay log, no records-cut, both events counted in the metrics.
 mkdir -p "$TMP/c/state" "$TMP/c/cache" "$TMP/c/rec"
 mkfifo "$TMP/c/rec/events.fifo"
 CPROM=$TMP/c/rec/m.prom
 CMD="$BIN relay --policy $PWD/tests/fixtures/policy/classic.toml --cgroup-root $TMP/cg --cgroup-layout v1"
 CMD="$CMD --state-dir $TMP/c/state --cache-dir $TMP/c/cache --event-log $TMP/c/rec/events.fifo --metrics-file $CPROM"
 if NRI_RELAY_CUT_CMD="$CMD" NRI_RELAY_CUT_FIFO="$TMP/c/rec/events.fifo" "$UT" "[.nri-records-cut]" >"$TMP/cut.log" 2>&1; then
-  pass "relay-answer-before-records: $(grep -o 'answered after [0-9]* ms' "$TMP/cut.log" | tr '\n' ' ')with the adjustment; records-cut in the event log"
+  pass "relay-answer-before-records: $(grep -o 'answered after [0-9]* ms' "$TMP/cut.log" | tr '\n' ' ')with the adjustment"
 else
   fail "relay-answer-before-records (see below)"; tail -n 30 "$TMP/cut.log"
 fi
-n=$(grep -c "answered, but still writing the event's records at the event's deadline" "$TMP/cut.log"); n=${n:-0}
-m=$(sed -n 's/^nri_qos_relay_failures_total{event="CreateContainer",reason="records-cut"} \([0-9]*\)$/\1/p' "$CPROM" 2>/dev/null)
-if [ "$n" = 2 ] && [ "${m:-0}" = 2 ] && ! grep -q 'outcome="answered"' "$CPROM"; then
-  pass "relay-answer-before-records-recorded: relay log 2 lines, nri_qos_relay_failures_total{reason=records-cut} $m (not in events_total)"
+n=$(grep -c "event log $TMP/c/rec/events.fifo: not a regular file (a FIFO without a reader)" "$TMP/cut.log"); n=${n:-0}
+m=$(sed -n 's/^nri_qos_events_total{event="CreateContainer",class="[^"]*",outcome="ok"} \([0-9]*\)$/\1/p' "$CPROM" 2>/dev/null)
+if [ "$n" = 2 ] && [ "${m:-0}" = 2 ] && ! grep -q 'failure=records-cut\|reason="records-cut"' "$TMP/cut.log" "$CPROM"; then
+  pass "relay-fifo-event-log-refused: relay log 2 lines 'not a regular file (a FIFO without a reader)', both events counted, no records-cut"
 else
-  fail "relay-answer-before-records-recorded: relay log $n lines (want 2), metrics records-cut '${m:-}' (want 2)"
-  grep -E 'records|relay_failures|answered' "$TMP/cut.log" "$CPROM" 2>/dev/null | head -n 10
+  fail "relay-fifo-event-log-refused: relay log $n refusals (want 2), events counted '${m:-}' (want 2)"
+  grep -E 'records|regular|relay_failures|events_total' "$TMP/cut.log" "$CPROM" 2>/dev/null | head -n 10
 fi
 
 # 6. A policy that moves the records ([settings] event_log / metrics_file): the evaluators were
@@ -200,6 +202,33 @@ if [ "$n" -ge 5 ] && grep -q 'nri_qos_events_total{event="CreateContainer"' "$TM
   pass "relay-record-paths-moved: $n of 6 events recorded in the policy's event log and metrics"
 else
   fail "relay-record-paths-moved: $n of 6 events in $TMP/s5/rec/events.log (want >= 5)"; tail -n 5 "$TMP/s5/load.log"
+fi
+
+# 7. A lost keeper or zygote is replaced (issue 19 §2): the hidden Catch2 test SIGKILLs the
+#    zygote, the keeper, the zygote again, then the new keeper and the zygote; every later event
+#    gets a real evaluation (before: once keeper and zygote were both lost, every event failed
+#    open until the relay restarted). Each loss is on the record: event-log lines (source relay,
+#    event relay, outcome replaced, failure keeper-lost / zygote-lost) and
+#    nri_qos_relay_failures_total{event="relay",reason=...}, not in nri_qos_events_total.
+mkdir -p "$TMP/r/state" "$TMP/r/cache" "$TMP/r/rec"
+RLOG=$TMP/r/rec/events.log
+RPROM=$TMP/r/rec/m.prom
+CMD="$BIN relay --policy $PWD/tests/fixtures/policy/classic.toml --cgroup-root $TMP/cg --cgroup-layout v1"
+CMD="$CMD --state-dir $TMP/r/state --cache-dir $TMP/r/cache --event-log $RLOG --metrics-file $RPROM"
+if NRI_RELAY_RESPAWN_CMD="$CMD" "$UT" "[.nri-respawn]" >"$TMP/respawn.log" 2>&1; then
+  pass "relay-respawn: 9 events after zygote and keeper losses, all really evaluated"
+else
+  fail "relay-respawn (see below)"; grep -E 'keeper|zygote|FAILED|REQUIRE|CHECK|with expansion' "$TMP/respawn.log" | head -n 30
+fi
+k=$(grep -c '"source":"relay".*"failure":"keeper-lost"\|"failure":"keeper-lost".*"source":"relay"' "$RLOG" 2>/dev/null); k=${k:-0}
+z=$(grep -c '"source":"relay".*"failure":"zygote-lost"\|"failure":"zygote-lost".*"source":"relay"' "$RLOG" 2>/dev/null); z=${z:-0}
+mk=$(sed -n 's/^nri_qos_relay_failures_total{event="relay",reason="keeper-lost"} \([0-9]*\)$/\1/p' "$RPROM" 2>/dev/null)
+mz=$(sed -n 's/^nri_qos_relay_failures_total{event="relay",reason="zygote-lost"} \([0-9]*\)$/\1/p' "$RPROM" 2>/dev/null)
+if [ "$k" = 2 ] && [ "$z" = 3 ] && [ "${mk:-0}" = 2 ] && [ "${mz:-0}" = 3 ] && ! grep -q 'event="relay",class' "$RPROM"; then
+  pass "relay-respawn-recorded: event log keeper-lost $k, zygote-lost $z; metrics $mk / $mz"
+else
+  fail "relay-respawn-recorded: event log keeper-lost $k (want 2), zygote-lost $z (want 3); metrics '${mk:-}' / '${mz:-}'"
+  grep -h 'lost\|relay' "$RLOG" "$RPROM" 2>/dev/null | head -n 10
 fi
 
 [ "$FAILS" = 0 ]

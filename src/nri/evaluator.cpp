@@ -126,6 +126,14 @@ void Supervisor::set_flags(const std::vector<std::string>& flags) {
     keeper_pid_ = -1;
     keeper_asked_ = false;
   }
+  if (reserve_pid_ > 0) {
+    close(reserve_ctl_);
+    reserve_ctl_ = -1;
+    kill_group(reserve_pid_);
+    stragglers_.push_back(reserve_pid_);
+    reserve_pid_ = -1;
+  }
+  reserve_asked_ = false;
   flags_ = flags;
   ++flags_gen_;
   for (auto& p : spares_) retire(p);
@@ -154,7 +162,12 @@ void Supervisor::retire(Proc& p) {
 }
 
 void Supervisor::retire_zygote(const char* why) {
-  if (why) logf("evaluator zygote %d %s; replaced", int(zyg_pid_), why);
+  if (why) {  // lost, not retired for new flags or record paths: on the record (take_losses)
+    std::string what = zyg_pid_ > 0 ? std::to_string(zyg_pid_) + " " + why : std::string(why);
+    const char* next = keeper_pid_ > 0 || !confined_ ? "replaced" : "no keeper is left to make another: events fail the way the policy says";
+    logf("evaluator zygote %s; %s", what.c_str(), next);
+    losses_.emplace_back("zygote-lost", "evaluator zygote " + what + "; " + next);
+  }
   if (zyg_ctl_ >= 0) close(zyg_ctl_);  // EOF: it exits
   zyg_ctl_ = -1;
   if (zyg_pid_ > 0) {
@@ -224,35 +237,84 @@ bool Supervisor::start_keeper() {
 }
 
 void Supervisor::keeper_answer() {
-  int32_t answer = 0;
+  int32_t answer[2] = {0, 0};
   int fd = -1;
-  ssize_t n = procs::recv_with_fds(keeper_ctl_, &answer, sizeof answer, &fd, 1);
+  ssize_t n = procs::recv_with_fds(keeper_ctl_, answer, sizeof answer, &fd, 1);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-  if (n != ssize_t(sizeof answer)) {
+  if (n != ssize_t(sizeof answer) || (answer[0] != 'Z' && answer[0] != 'K')) {
     if (fd >= 0) close(fd);
-    logf("evaluator keeper %d %s; no more zygotes can be made", int(keeper_pid_),
-         n == 0 ? "closed its socket" : "sent a malformed answer");
-    close(keeper_ctl_);
-    keeper_ctl_ = -1;
-    kill_group(keeper_pid_);
-    stragglers_.push_back(keeper_pid_);
-    keeper_pid_ = -1;
-    keeper_asked_ = false;
+    lose_keeper(n == 0 ? "closed its socket" : "sent a malformed answer", false);
     return;
   }
-  keeper_asked_ = false;
-  if (answer <= 0 || fd < 0) {
+  const bool keeper = answer[0] == 'K';
+  (keeper ? reserve_asked_ : keeper_asked_) = false;
+  if (answer[1] <= 0 || fd < 0) {
     if (fd >= 0) close(fd);
-    logf("evaluator keeper could not make a zygote: %s", strerror(answer < 0 ? -answer : EINVAL));
-    zyg_backoff_until_ = now_ms() + 1000;
+    logf("evaluator keeper could not make a %s: %s", keeper ? "reserve keeper" : "zygote", strerror(answer[1] < 0 ? -answer[1] : EINVAL));
+    (keeper ? reserve_backoff_until_ : zyg_backoff_until_) = now_ms() + 1000;
     return;
   }
-  setpgid(answer, answer);
+  setpgid(answer[1], answer[1]);
+  if (keeper) {
+    if (reserve_pid_ > 0) {  // not asked twice; correct all the same
+      close(fd);
+      kill(answer[1], SIGKILL);
+      stragglers_.push_back(pid_t(answer[1]));
+      return;
+    }
+    reserve_pid_ = pid_t(answer[1]);
+    reserve_ctl_ = fd;
+    set_nonblock(reserve_ctl_);
+    return;
+  }
   ++zygotes_;
-  zyg_pid_ = pid_t(answer);
+  zyg_pid_ = pid_t(answer[1]);
   zyg_ctl_ = fd;
   zyg_gen_ = keeper_gen_;
   set_nonblock(zyg_ctl_);
+}
+
+// The keeper died (reaped: its pid is free) or broke its protocol (killed here). Its reserve, if
+// any, takes over at once — the zygote request or failure records sent to the dead one are lost:
+// ensure_spare asks the new keeper again — and the new keeper is asked for a reserve of its own.
+// The loss goes on the record (take_losses) through the new keeper's recorder.
+void Supervisor::lose_keeper(const std::string& why, bool reaped) {
+  const pid_t lost = keeper_pid_;
+  close(keeper_ctl_);
+  keeper_ctl_ = -1;
+  if (!reaped) {
+    kill_group(keeper_pid_);
+    stragglers_.push_back(keeper_pid_);
+  }
+  keeper_pid_ = -1;
+  keeper_asked_ = reserve_asked_ = false;
+  std::string reason = "evaluator keeper " + std::to_string(lost) + " " + why;
+  if (reserve_pid_ > 0) {
+    keeper_pid_ = reserve_pid_;
+    keeper_ctl_ = reserve_ctl_;
+    reserve_pid_ = -1;
+    reserve_ctl_ = -1;
+    reserve_backoff_until_ = 0;
+    reason += "; its reserve " + std::to_string(keeper_pid_) + " took over";
+  } else {
+    reason += confined_ ? "; no reserve keeper: no zygote can be made once the current one is gone"
+                        : "; zygotes are forked by the relay";
+  }
+  logf("%s", reason.c_str());
+  losses_.emplace_back("keeper-lost", reason);
+}
+
+void Supervisor::ask_reserve() {
+  char byte = 'K';
+  if (send(keeper_ctl_, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) reserve_asked_ = true;
+  else reserve_backoff_until_ = now_ms() + 1000;
+}
+
+bool Supervisor::take_losses(std::vector<std::pair<std::string, std::string>>& out) {
+  if (losses_.empty()) return false;
+  for (auto& l : losses_) out.push_back(std::move(l));
+  losses_.clear();
+  return true;
 }
 
 bool Supervisor::start_zygote() {
@@ -264,7 +326,7 @@ bool Supervisor::start_zygote() {
     return true;
   }
   if (confined_) {
-    errno = ECHILD;  // no keeper any more, and a confined relay cannot fork a usable one
+    errno = ECHILD;  // no keeper (nor reserve) any more, and a confined relay cannot fork a usable one
     return false;
   }
   int sv[2];
@@ -450,7 +512,8 @@ bool Supervisor::start(const std::string& input, int64_t deadline_ms, std::strin
       p = spares_.front();
       spares_.pop_front();
     } else if (confined_) {
-      err = "no evaluator ready (the zygote is being replaced)";
+      err = zyg_pid_ > 0 || keeper_pid_ > 0 ? "no evaluator ready (the zygote is being replaced)"
+                                            : "no evaluator ready: the keeper, its reserve and the zygote are gone (the relay must restart)";
       return false;
     } else if (!fork_spare(p)) {
       err = std::string("cannot fork an evaluator: ") + strerror(errno);
@@ -517,6 +580,8 @@ void Supervisor::ensure_spare() {
          confined_ ? "; events fail the way the policy says" : " (spares are forked by the relay)");
     zyg_backoff_until_ = now + 5000;
   }
+  // A reserve keeper, so that a lost keeper is replaced (the confined relay cannot fork one).
+  if (keeper_pid_ > 0 && reserve_pid_ <= 0 && !reserve_asked_ && now >= reserve_backoff_until_) ask_reserve();
   if (spares_.size() + zyg_pending_.size() >= kSpares) return;
   if (zyg_pid_ <= 0 && keeper_asked_) return;  // the zygote is on its way
   if (zyg_pid_ > 0) {
@@ -710,7 +775,7 @@ bool Supervisor::finish_if_done(Outcome& out) {
 }
 
 bool Supervisor::known(pid_t pid) const {
-  if (pid == zyg_pid_ || pid == keeper_pid_ || (active_ && pid == run_.pid)) return true;
+  if (pid == zyg_pid_ || pid == keeper_pid_ || pid == reserve_pid_ || (active_ && pid == run_.pid)) return true;
   for (const auto& f : finishing_)
     if (f.pid == pid) return true;
   for (const auto& p : spares_)
@@ -870,24 +935,28 @@ void Supervisor::reap_others() {
     int st = 0;
     pid_t r = waitpid(zyg_pid_, &st, WNOHANG);
     if (r == zyg_pid_ || (r < 0 && errno == ECHILD)) {
-      logf("evaluator zygote %d %s; replaced", int(zyg_pid_), r == zyg_pid_ ? describe_status(st).c_str() : "vanished");
+      std::string why = std::to_string(zyg_pid_) + " " + (r == zyg_pid_ ? describe_status(st) : std::string("vanished"));
       zyg_pid_ = -1;  // reaped: retire_zygote must not kill or wait for it
-      retire_zygote(nullptr);
+      retire_zygote(why.c_str());
       ++zyg_deaths_;
       zyg_backoff_until_ = zyg_deaths_ > 1 ? now_ms() + 1000 : 0;
+    }
+  }
+  if (reserve_pid_ > 0) {  // before the keeper: a keeper that died promotes only a live reserve
+    int st = 0;
+    pid_t r = waitpid(reserve_pid_, &st, WNOHANG);
+    if (r == reserve_pid_ || (r < 0 && errno == ECHILD)) {
+      logf("reserve evaluator keeper %d %s; another is asked for", int(reserve_pid_), r == reserve_pid_ ? describe_status(st).c_str() : "vanished");
+      close(reserve_ctl_);
+      reserve_ctl_ = -1;
+      reserve_pid_ = -1;
+      reserve_backoff_until_ = now_ms() + 1000;
     }
   }
   if (keeper_pid_ > 0) {
     int st = 0;
     pid_t r = waitpid(keeper_pid_, &st, WNOHANG);
-    if (r == keeper_pid_ || (r < 0 && errno == ECHILD)) {
-      logf("evaluator keeper %d %s; %s", int(keeper_pid_), r == keeper_pid_ ? describe_status(st).c_str() : "vanished",
-           confined_ ? "no more zygotes can be made" : "zygotes are forked by the relay");
-      close(keeper_ctl_);
-      keeper_ctl_ = -1;
-      keeper_pid_ = -1;
-      keeper_asked_ = false;
-    }
+    if (r == keeper_pid_ || (r < 0 && errno == ECHILD)) lose_keeper(r == keeper_pid_ ? describe_status(st) : "vanished", true);
   }
   if (child_ended) reap_finishing();
   // Children we never learned the pid of (spares cloned by a zygote that died before answering).
@@ -974,6 +1043,13 @@ void Supervisor::stop_all() {
   if (zyg_pid_ > 0 || zyg_ctl_ >= 0) retire_zygote(nullptr);
   if (keeper_ctl_ >= 0) close(keeper_ctl_);  // EOF once the keeper has read every request
   keeper_ctl_ = -1;
+  if (reserve_pid_ > 0) {  // idle: nothing to finish
+    close(reserve_ctl_);
+    reserve_ctl_ = -1;
+    kill_group(reserve_pid_);
+    stragglers_.push_back(reserve_pid_);
+    reserve_pid_ = -1;
+  }
   // Failure records sent to the keeper are written before it goes: it exits at EOF, after the
   // recorders it waits for (each killed by its alarm at the latest). We wait at most 1 s, then
   // kill the keeper's group.

@@ -183,11 +183,21 @@ class Supervisor {
   /// Fork mode, once the plugin config is known and before the relay confines itself: fork the
   /// keeper, the one process that makes zygotes from then on (with the flags as they are now).
   /// False when it could not be forked (zygotes are then forked by the relay while it can).
+  /// ensure_spare then asks the keeper for a reserve keeper, which takes over when the keeper
+  /// dies (the confined relay cannot fork one; issue 19 §2), and asks again after each take-over.
   bool start_keeper();
   /// The relay is confined from now on: it forks nothing any more (no fallback spares; zygotes
   /// only from the keeper).
   void set_confined() { confined_ = true; }
   bool has_keeper() const { return keeper_pid_ > 0; }
+  /// A reserve keeper is ready (made by the keeper on request, ensure_spare): it takes over when
+  /// the keeper dies.
+  bool has_reserve_keeper() const { return reserve_pid_ > 0; }
+  /// Helper processes lost since the last call (appended to `out`): {kind, reason}, kind
+  /// "keeper-lost" (the keeper died: its reserve took over, when there was one) or "zygote-lost"
+  /// (the zygote died or stopped answering: a new one is asked of the keeper). The relay puts
+  /// each on the record (failure_record.hpp, outcome "replaced"). False when none.
+  bool take_losses(std::vector<std::pair<std::string, std::string>>& out);
   /// Have a relay-level failure (`msg`: nri::failure_message) written to the event log and the
   /// metrics by a process allowed to: sent to the keeper (one datagram, never blocking), or,
   /// without a keeper and while the relay is not confined, a recorder forked here. Returns ""
@@ -219,6 +229,8 @@ class Supervisor {
   bool fork_spare(Proc& p);
   bool start_zygote();
   void keeper_answer();
+  void lose_keeper(const std::string& why, bool reaped);
+  void ask_reserve();
   bool ask_zygote();
   void zygote_answers();
   void retire_zygote(const char* why);
@@ -274,6 +286,12 @@ class Supervisor {
   int keeper_ctl_ = -1;
   uint64_t keeper_gen_ = 0;
   bool keeper_asked_ = false;  // a zygote was requested, the answer not read yet
+  // The reserve keeper (the keeper's clone, the relay's child): idle until the keeper dies.
+  pid_t reserve_pid_ = -1;
+  int reserve_ctl_ = -1;
+  bool reserve_asked_ = false;  // a reserve was requested, the answer not read yet
+  int64_t reserve_backoff_until_ = 0;
+  std::vector<std::pair<std::string, std::string>> losses_;  // take_losses
   bool confined_ = false;
 
   // Evaluators that answered and write their records (own process group, not reaped yet).

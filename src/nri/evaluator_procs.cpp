@@ -215,8 +215,14 @@ int run_recorder(const InProcessEval& ev, const std::vector<std::string>& flags,
 // control socket (SOCK_SEQPACKET: one request per datagram):
 //  * "Z": clone a zygote (CLONE_PARENT: the relay's child) and send back its pid with the relay's
 //    end of the zygote's control socket (SCM_RIGHTS);
+//  * "K": clone a reserve keeper (CLONE_PARENT: the relay's child; the same code, flags and
+//    socket protocol) and send back its pid with the relay's end of its control socket. The
+//    confined relay cannot fork a keeper itself: with a reserve, a keeper that dies (OOM kill, a
+//    stray kill) is replaced by the reserve, which the relay then asks for a reserve of its own
+//    (evaluator.cpp lose_keeper, issue 19 §2);
 //  * "R" + message (at most kMaxFailureMsg bytes, else refused whole): fork a recorder for it
 //    (run_recorder). No answer. The keeper itself never parses the message: it only bounds it.
+// Answers ("Z", "K") are two int32: the request byte, then the pid or -errno (KeeperAnswer).
 [[noreturn]] void keeper_main(int ctl, pid_t relay, const InProcessEval& ev, const std::vector<std::string>& flags) {
   reset_signals();
   set_name(kNameKeeper);
@@ -236,27 +242,29 @@ int run_recorder(const InProcessEval& ev, const std::vector<std::string>& flags,
       else if (ev.record) run_recorder(ev, flags, std::string(req + 1, size_t(n) - 1), true);
       continue;
     }
-    if (n != 1 || req[0] != 'Z') {
+    if (n != 1 || (req[0] != 'Z' && req[0] != 'K')) {
       logf("keeper: unknown request of %zd bytes ignored", n);
       continue;
     }
+    const bool keeper = req[0] == 'K';
     int sv[2];
-    int32_t answer = 0;
+    int32_t answer[2] = {req[0], 0};
     int give = -1;
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-      answer = -errno;
+      answer[1] = -errno;
     } else {
       long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, nullptr, nullptr, 0);
       if (pid == 0) {
-        close(kZygoteCtl);
         close(sv[0]);
+        if (keeper) keeper_main(sv[1], relay, ev, flags);  // dup2 onto kZygoteCtl replaces ours
+        close(kZygoteCtl);
         zygote_main(sv[1], relay, ev, flags);
       }
-      answer = pid < 0 ? -errno : int32_t(pid);
+      answer[1] = pid < 0 ? -errno : int32_t(pid);
       close(sv[1]);
       give = sv[0];
     }
-    ssize_t w = send_with_fds(kZygoteCtl, &answer, sizeof answer, &give, answer > 0 ? 1 : 0);
+    ssize_t w = send_with_fds(kZygoteCtl, answer, sizeof answer, &give, answer[1] > 0 ? 1 : 0);
     if (give >= 0) close(give);
     if (w != ssize_t(sizeof answer)) _exit(0);
   }

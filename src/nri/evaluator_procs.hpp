@@ -45,8 +45,9 @@ std::string describe_status(int status);
 /// ({kMsgFailMode, ...}) once known. Exits when the relay closes the socket.
 [[noreturn]] void zygote_main(int ctl, pid_t relay, const InProcessEval& ev, const std::vector<std::string>& flags);
 
-/// The keeper on control socket `ctl`: forks zygotes on request (sending the relay its control
-/// socket) and failure recorders for relay-level failures (InProcessEval::record).
+/// The keeper on control socket `ctl`: forks zygotes and reserve keepers on request (sending the
+/// relay their control sockets; answer: int32 request byte 'Z' or 'K', int32 pid or -errno) and
+/// failure recorders for relay-level failures (InProcessEval::record).
 [[noreturn]] void keeper_main(int ctl, pid_t relay, const InProcessEval& ev, const std::vector<std::string>& flags);
 
 /// Fork a recorder for `msg` (InProcessEval::record, confined, killed after a bound); with

@@ -23,10 +23,11 @@ constexpr size_t kMaxReason = 512;
 
 const char* const kEvents[] = {"RunPodSandbox",   "RemovePodSandbox",    "CreateContainer", "StartContainer",
                                "UpdateContainer", "PostUpdateContainer", "UpdatePodSandbox", "StateChange",
-                               "unknown"};
+                               "unknown",         "relay"};
 const char* const kKinds[] = {"timeout",  "crash",      "bad-output",     "unavailable", "malformed",
-                              "overloaded", "unknown-method", "shutdown", "records-cut", "died-after-answer"};
-const char* const kOutcomes[] = {"failed", "refused", "answered"};
+                              "overloaded", "unknown-method", "shutdown", "records-cut", "died-after-answer",
+                              "keeper-lost", "zygote-lost"};
+const char* const kOutcomes[] = {"failed", "refused", "answered", "replaced"};
 const char* const kFailModes[] = {"", "open", "closed"};
 
 template <size_t N>
@@ -153,7 +154,7 @@ bool parse_failure_message(const std::string& msg, RelayFailure& f, std::string&
     *dst = v;
   }
   if (!one_of(f.event, kEvents)) err = "event \"" + cut(f.event, 40) + "\" is not an NRI event the relay serves";
-  else if (!one_of(f.outcome, kOutcomes)) err = "outcome \"" + f.outcome + "\" is not failed/refused/answered";
+  else if (!one_of(f.outcome, kOutcomes)) err = "outcome \"" + f.outcome + "\" is not failed/refused/answered/replaced";
   else if (!one_of(f.kind, kKinds)) err = "kind \"" + f.kind + "\" is not a relay failure kind";
   else if (!one_of(f.fail_mode, kFailModes)) err = "fail_mode \"" + f.fail_mode + "\" is not open/closed";
   else if (f.reason.empty()) err = "no reason";
@@ -187,7 +188,7 @@ nriqos::MetricsEvent failure_metrics(const RelayFailure& f) {
   m.outcome = f.outcome;  // class "none": the relay never knows one
   m.relay_failure = f.kind;
   m.duration_us = f.duration_us;
-  if (f.outcome == "answered") {
+  if (f.outcome == "answered" || f.outcome == "replaced") {
     // The evaluator answered and may have counted the event itself before its records were cut:
     // only nri_qos_relay_failures_total counts it here, never the event or its duration twice.
     m.count_event = false;

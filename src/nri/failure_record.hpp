@@ -45,10 +45,16 @@ constexpr size_t kMaxFailureMsg = 4096;
 ///                    deadline (exit status nriqos::kExitRecordsCut), or killed to keep at most
 ///                    kMaxFinishing evaluators finishing
 ///   "died-after-answer" exited non-zero or by a signal after its answer
+/// and, about no event (event "relay", outcome "replaced": the relay replaced the process and
+/// goes on serving; issue 19 §2):
+///   "keeper-lost"    the keeper died (OOM kill, stray kill) or broke its protocol; its reserve
+///                    took over (or, without one, no zygote can be made once the current one is gone)
+///   "zygote-lost"    the zygote died, closed its socket or stopped answering; the keeper makes another
 struct RelayFailure {
-  std::string event;      ///< child-contract event ("CreateContainer", ...) or "unknown"
-  /// "refused" (error returned to the runtime), "failed" (answered empty: fail-open) or
-  /// "answered" (the evaluator's answer was replied; its records failed after it)
+  std::string event;      ///< child-contract event ("CreateContainer", ...), "unknown" or "relay"
+  /// "refused" (error returned to the runtime), "failed" (answered empty: fail-open),
+  /// "answered" (the evaluator's answer was replied; its records failed after it) or "replaced"
+  /// (a lost keeper or zygote, no event)
   std::string outcome;
   std::string kind;       ///< see above
   std::string fail_mode;  ///< "open", "closed"; "" when no fail mode applies (protocol refusals)
@@ -68,7 +74,7 @@ bool parse_failure_message(const std::string& msg, RelayFailure& f, std::string&
 
 /// The record (source "relay") and the metrics event of a failure. An "answered" failure counts
 /// in nri_qos_relay_failures_total only (MetricsEvent::count_event false): the evaluator may have
-/// counted the event before its records were cut.
+/// counted the event before its records were cut; a "replaced" one too (there was no event).
 nriqos::EventRecord failure_record(const RelayFailure& f);
 nriqos::MetricsEvent failure_metrics(const RelayFailure& f);
 

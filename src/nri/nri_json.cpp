@@ -53,12 +53,18 @@ struct MapError : std::runtime_error {
 }
 
 std::string describe(const json& v) {
-  std::string d = v.dump();
+  // dump escapes control characters (one line); replace: invalid UTF-8 never throws here.
+  std::string d = v.dump(-1, ' ', false, json::error_handler_t::replace);
   if (d.size() > 40) d = d.substr(0, 37) + "...";
   return std::string(v.type_name()) + " " + d;
 }
 
-std::string join(const std::string& path, const std::string& key) { return path + "." + key; }
+// `path.key` for messages. A key from the input (an annotation, an unknown field) that is not
+// plain printable ASCII is printed as a JSON string (json_quoted: escaped, one line, cut).
+std::string join(const std::string& path, const std::string& key) {
+  if (key.size() <= 80 && nriqos::json_plain_ascii(key)) return path + "." + key;
+  return path + "." + nriqos::json_quoted(key);
+}
 
 // Check that `j` is an object whose keys are all in `allowed`.
 void expect_object(const json& j, const std::string& path,

@@ -32,6 +32,7 @@
 #include "nri/nri_json.hpp"
 #include "nri/ttrpc.hpp"
 #include "record.hpp"
+#include "kernel.hpp"
 #include "sandbox.hpp"
 
 namespace nri {
@@ -200,7 +201,8 @@ class Relay {
   void fail_event(uint32_t stream, const std::string& event, const std::string& subject,
                   const std::string& reason, const char* kind, const Current* who = nullptr, int64_t took_ms = -1);
   void record_failure(const char* kind, const std::string& event, bool refused, const std::string& fail_mode,
-                      const std::string& reason, const Current* who, int64_t took_ms, bool answered = false);
+                      const std::string& reason, const Current* who, int64_t took_ms, bool answered = false,
+                      bool replaced = false);
   void refuse(uint32_t stream, int code, const std::string& message, const char* kind, const std::string& reason);
   int64_t budget_ms(const Pending& p) const;
 
@@ -498,10 +500,10 @@ int64_t Relay::budget_ms(const Pending& p) const {
 // A relay-level failure on the operator's record (event log + metrics, issue #11), written by
 // the keeper's recorder (the confined relay cannot): see failure_record.hpp.
 void Relay::record_failure(const char* kind, const std::string& event, bool refused, const std::string& fail_mode,
-                           const std::string& reason, const Current* who, int64_t took_ms, bool answered) {
+                           const std::string& reason, const Current* who, int64_t took_ms, bool answered, bool replaced) {
   RelayFailure f;
   f.event = event;
-  f.outcome = answered ? "answered" : refused ? "refused" : "failed";
+  f.outcome = replaced ? "replaced" : answered ? "answered" : refused ? "refused" : "failed";
   f.kind = kind;
   f.fail_mode = fail_mode;
   f.reason = reason;
@@ -651,6 +653,11 @@ void Relay::start_next() {
 // was replied and stands; a records-cut or died-after-answer goes on the record (outcome
 // "answered"), so that a missing event-log line or count has a trace.
 void Relay::after_answer() {
+  // Lost helper processes (keeper, zygote), replaced by the supervisor: on the record too (event
+  // "relay", outcome "replaced"), through the keeper now in charge.
+  std::vector<std::pair<std::string, std::string>> lost;
+  if (sup_.take_losses(lost))
+    for (const auto& l : lost) record_failure(l.first.c_str(), "relay", false, "", l.second, nullptr, -1, false, true);
   std::vector<AfterAnswer> v;
   if (!sup_.take_after_answer(v)) return;
   for (const AfterAnswer& a : v) {
@@ -822,9 +829,12 @@ constexpr const char* kDefaultRelayLog = "/var/log/nri-qos/relay.log";
 void redirect_log(const std::string& path) {
   if (path.empty()) return;
   if (path[0] == '/') nriqos::make_dirs(nriqos::dir_name(path), 0750);
-  int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+  // open_record: a FIFO or device at the log path must not block the relay's start or its
+  // writes (issue 19 §2); stderr stays where it was.
+  std::string why;
+  int fd = nriqos::open_record(-1, path, O_WRONLY | O_APPEND | O_CREAT, 0640, why);
   if (fd < 0) {
-    logf("cannot open log file %s: %s", path.c_str(), strerror(errno));
+    logf("cannot open log file %s: %s", path.c_str(), why.c_str());
     return;
   }
   dup2(fd, 2);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "json_print.hpp"
 #include "nri/nri_json.hpp"
 
 using nlohmann::json;
@@ -555,4 +556,35 @@ TEST_CASE("json: parse_answer keeps what json::parse gives for the members the r
   // Deep nesting inside a skipped member.
   std::string deep = R"({"metadata":)" + std::string(5000, '[') + std::string(5000, ']') + R"(,"error":"e"})";
   CHECK(nri::parse_answer(deep) == json::parse(R"({"error":"e"})"));
+}
+
+// Issue 19 §2: the fuzz smoke of nri_json found an adjustment key with a newline printed raw
+// into the message (tests/fuzz/corpus/nri_json/regress-adjustment-key-newline). Every message is one line, with
+// the input's keys escaped as JSON strings.
+TEST_CASE("json: keys from the input are escaped in errors (one line)", "[nri][json]") {
+  std::string e = map_error("{\"ano\\ntions\":{\"a\":\"b\"}}");
+  CHECK(e.find('\n') == std::string::npos);
+  CHECK(e == "adjustment.\"ano\\ntions\": unknown field");
+  e = map_error("{\"annotations\":{\"k\\r\\u0007\\u007f\":1}}");
+  CHECK(e.find_first_of("\r\n\a") == std::string::npos);
+  CHECK_THAT(e, Catch::Contains("annotations.\"k\\r\\u0007"));
+  e = map_error("{\"linux\":{\"resources\":{\"unified\":{\"x\\ny\":2}}}}");
+  CHECK(e.find('\n') == std::string::npos);
+  CHECK_THAT(e, Catch::Contains("unified.\"x\\ny\": expected a string"));
+  e = map_error("{\"linux\":{\"resources\":{\"cpu\":{\"cpus\":[\"a\\nb\"]}}}}");
+  CHECK(e.find('\n') == std::string::npos);
+  // Long keys are cut; invalid UTF-8 never throws out of the message.
+  e = map_error("{\"" + std::string(300, 'k') + "\":1}");
+  CHECK(e.size() < 120);
+  CHECK_THAT(e, Catch::Contains("...: unknown field"));
+  nlohmann::json bad = nlohmann::json::object();
+  bad[std::string("\xff\n", 2)] = 1;
+  pb::ContainerAdjustment a;
+  std::string err;
+  CHECK_FALSE(nri::adjustment_from_json(bad, a, err));
+  CHECK(err.find('\n') == std::string::npos);
+  CHECK_THAT(err, Catch::Contains("unknown field"));
+  // The shared escaper itself.
+  CHECK(nriqos::json_quoted("a\nb") == "\"a\\nb\"");
+  CHECK(nriqos::json_quoted(std::string(100, 'x'), 10) == "\"xxxxxxxxxx\"...");
 }

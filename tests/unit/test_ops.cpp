@@ -7,6 +7,7 @@
 #include <sstream>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,9 @@
 #include "record.hpp"
 #include "replay.hpp"
 #include "sha256.hpp"
+#include "state.hpp"
+#include "kernel.hpp"
+#include "fact_state.hpp"
 
 namespace {
 std::string tmpdir() {
@@ -250,5 +254,85 @@ TEST_CASE("metrics: the duration histogram prints its seconds as printf %g / %.6
     CHECK(text.find("nri_qos_event_duration_seconds_bucket{le=\"0.00025\"} 2\n") != std::string::npos);
     CHECK(text.find("nri_qos_event_duration_seconds_bucket{le=\"1\"} 3\n") != std::string::npos);
     CHECK(text.find("nri_qos_event_duration_seconds_bucket{le=\"2.5\"} 4\n") != std::string::npos);
+    rmrf(d);
+}
+
+// Issue 19 §2 "Records never block the answer": a FIFO, a device or a symlink at a record path is
+// refused at once with a one-line reason (before: the event log's open blocked on a FIFO nobody
+// reads, holding the event past its deadline with SIGALRM blocked; a symlink or FIFO planted at
+// the predictable temporary name <file>.<pid>.tmp failed or blocked the write).
+TEST_CASE("records: a FIFO, a device or a symlink is refused at once, never opened for writing", "[ops][records]") {
+    std::string d = tmpdir();
+    std::string fifo = d + "/events.fifo";
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    pid_t pid = fork();  // a hang must not hang the test run
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        alarm(5);
+        std::string e = nriqos::append_event_log(fifo, 0, "x\n", 5);
+        _exit(e == "event log " + fifo + ": not a regular file (a FIFO without a reader)" ? 0 : 1);
+    }
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    CHECK((WIFEXITED(st) && WEXITSTATUS(st) == 0));
+    // A FIFO with a reader: the open succeeds, fstat refuses it; nothing is written into it.
+    int rd = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    REQUIRE(rd >= 0);
+    CHECK(nriqos::append_event_log(fifo, 0, "x\n", 5) == "event log " + fifo + ": not a regular file (a FIFO)");
+    char b[4];
+    CHECK(read(rd, b, sizeof b) <= 0);
+    close(rd);
+    CHECK(nriqos::append_event_log("/dev/null", 0, "x\n", 5) == "event log /dev/null: not a regular file (a character device)");
+    // A symlink at the event log is not followed.
+    std::string target = d + "/target.log", link = d + "/events.log";
+    REQUIRE(symlink(target.c_str(), link.c_str()) == 0);
+    CHECK(nriqos::append_event_log(link, 0, "x\n", 5) == "event log " + link + ": is a symlink (not followed)");
+    struct stat tst;
+    CHECK(stat(target.c_str(), &tst) != 0);
+    // The metrics file: a FIFO there is refused and left in place (not renamed over).
+    std::string mfifo = d + "/m.prom";
+    REQUIRE(mkfifo(mfifo.c_str(), 0600) == 0);
+    std::string e = nriqos::update_metrics(mfifo, {{"create", "LS", "ok", {}, {}, 300, false}}, {"", "file", "abc"}, 5);
+    CHECK(e == "metrics: " + mfifo + ": not a regular file (a FIFO); this event is not counted");
+    struct stat mst;
+    REQUIRE(lstat(mfifo.c_str(), &mst) == 0);
+    CHECK(S_ISFIFO(mst.st_mode));
+    // Its counters file as a FIFO: refused, not read or written.
+    std::string prom = d + "/n.prom", state = d + "/.n.prom.state";
+    REQUIRE(mkfifo(state.c_str(), 0600) == 0);
+    e = nriqos::update_metrics(prom, {{"create", "LS", "ok", {}, {}, 300, false}}, {"", "file", "abc"}, 5);
+    CHECK(e == "metrics: " + state + ": not a regular file (a FIFO); this event is not counted");
+    CHECK(e.find('\n') == std::string::npos);
+    rmrf(d);
+}
+
+TEST_CASE("records: temporary files are new files (O_EXCL): a symlink at the old temporary name is never used", "[ops][records]") {
+    std::string d = tmpdir();
+    std::string victim = d + "/victim";
+    std::string pid = std::to_string(getpid());
+    // The names the writers used before (<dir>/.<file>.<pid>.tmp): a symlink there made them fail.
+    REQUIRE(symlink(victim.c_str(), (d + "/.m.prom." + pid + ".tmp").c_str()) == 0);
+    CHECK(nriqos::update_metrics(d + "/m.prom", {{"create", "LS", "ok", {}, {}, 300, false}}, {"", "file", "abc"}) == "");
+    CHECK(slurp(d + "/m.prom").find("nri_qos_events_total{event=\"create\",class=\"LS\",outcome=\"ok\"} 1") != std::string::npos);
+    std::string sd = d + "/state";
+    REQUIRE(mkdir(sd.c_str(), 0700) == 0);
+    REQUIRE(symlink(victim.c_str(), (sd + "/.sb1.json." + pid + ".tmp").c_str()) == 0);
+    nriqos::StateDir st(sd);
+    nriqos::Memo m;
+    m.cls = "BE";
+    CHECK(st.store("sb1", m) == "");
+    REQUIRE(st.load("sb1"));
+    CHECK(st.load("sb1")->cls == "BE");
+    struct stat vst;
+    CHECK(lstat(victim.c_str(), &vst) != 0);  // never created through a link
+    // create_temp itself: a fresh regular file each time, never an existing name.
+    std::string n1, n2, why;
+    int f1 = nriqos::create_temp(-1, d + "/.x", 0600, n1, why);
+    int f2 = nriqos::create_temp(-1, d + "/.x", 0600, n2, why);
+    REQUIRE(f1 >= 0);
+    REQUIRE(f2 >= 0);
+    CHECK(n1 != n2);
+    close(f1);
+    close(f2);
     rmrf(d);
 }
