@@ -514,6 +514,33 @@ Plan build_plan(const PlanInput& in) {
     return plan;
 }
 
+bool resources_adjusted(const Request& r) {
+    return r.wire == Request::Wire::NriEvent && !r.is_sandbox && (r.event == Event::StartContainer || r.event == Event::PostUpdateContainer);
+}
+
+bool settle_adjusted_percentages(ClassDef& cls, const Request& r) {
+    bool changed = false;
+    const bool nri08 = nri_api_level(r.runtime_name, r.runtime_version) == "0.8+";
+    for (auto& k : cls.container) {
+        if (k.value.kind != KnobValue::Percent) continue;
+        std::optional<int64_t> now;
+        switch (k.id) {
+            case KnobId::CpuShares: now = r.resources.cpu_shares; break;
+            case KnobId::CpuQuota: now = r.resources.cpu_quota; break;
+            case KnobId::MemoryLimit: now = r.resources.mem_limit; break;
+            case KnobId::PidsMax: if (nri08) now = r.resources.pids_limit; break;
+            default: break;
+        }
+        if (!now || *now <= 0) continue;
+        k.note = std::to_string(k.value.num) + "% already applied by the runtime from nri-qos's adjustment: the request's " +
+                 knob_def(k.id).key + " " + std::to_string(*now);
+        k.value.kind = KnobValue::Int;
+        k.value.num = *now;
+        changed = true;
+    }
+    return changed;
+}
+
 void finalize_adjustment(Plan& plan) {
     json adj = json::object();
     for (const auto& w : plan.writes)

@@ -228,4 +228,26 @@ check "reconcile facts: batch shares and quota restored" "$(cat "$K/cg/cpu/$KP/c
 check_contains "reconcile facts: reports what it restored" "$REC" "cpu.shares 2->512"
 check "reconcile facts: no unresolved fact" "$(grep -c 'not resolved' <<<"$REC")" 0
 
+# ---- percentages of the value in force where the runtime already holds nri-qos's adjustment ----
+# (issue 19) cpu_quota_us = "50%" goes to the runtime in the CreateContainer adjustment (200000 ->
+# 100000); the StartContainer request then shows the spec's 100000. That is the value in force:
+# neither the StartContainer burst nor reconcile take 50 % of it again (a quarter of the CPU).
+Q=$(scratch); QP=kubepods/burstable/podq1; mk_v1_dir "$Q/cg" "$QP/c1"
+printf 'version = 1\n[settings]\ndefault_class = "X"\n[classes.X.container]\ncpu_quota_us = "50%%"\ncpu_burst_us = "100%%"\n' > "$Q/p.toml"
+ctr_ev() { jq -nc --arg ev "$1" --argjson q "$2" --arg p "/$QP/c1" '{event: $ev, runtime: {name: "containerd", version: "1.7.24"},
+    pod: {id: "s1", name: "p", uid: "u", namespace: "default"},
+    container: {id: "c1", pod_sandbox_id: "s1", name: "app", linux: {cgroups_path: $p,
+      resources: {cpu: {quota: {value: $q}, period: {value: 100000}}}}}}' |
+  "$BIN" nri-eval --policy "$Q/p.toml" --cgroup-root "$Q/cg" --cgroup-layout v1 --proc-root "$Q/proc" --state-dir "$Q/state" \
+    --cache-dir "" --event-log "" --metrics-file "" 2>/dev/null; }
+OUT=$(ctr_ev CreateContainer 200000)
+check "adjusted percentages: CreateContainer adjusts the quota to 50 %" "$(jq_get "$OUT" .adjustment.linux.resources.cpu.quota.value)" 100000
+echo 100000 > "$Q/cg/cpu/$QP/c1/cpu.cfs_quota_us"; echo 100000 > "$Q/cg/cpu/$QP/c1/cpu.cfs_period_us"   # the runtime applies it
+OUT=$(ctr_ev StartContainer 100000)
+check "adjusted percentages: StartContainer burst = 100 % of the quota in force" "$(cat "$Q/cg/cpu/$QP/c1/cpu.cfs_burst_us")" 100000
+REC=$("$BIN" reconcile --policy "$Q/p.toml" --cgroup-root "$Q/cg" --proc-root "$Q/proc" --state-dir "$Q/state" \
+        --cache-dir "" --cgroup-layout v1 --metrics-file "" --event-log "" 2>&1)
+check "adjusted percentages: reconcile keeps the quota in force (not 50 % of it)" "$(cat "$Q/cg/cpu/$QP/c1/cpu.cfs_quota_us")" 100000
+check_contains "adjusted percentages: reconcile finds it in force" "$REC" "1 in force, 0 restored"
+
 finish

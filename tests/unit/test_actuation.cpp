@@ -381,6 +381,32 @@ TEST_CASE("cgroupsPath: systemd empty scope prefix and sandboxes without a pod c
     }
 }
 
+TEST_CASE("apply_plan: writes settled before it runs are left alone; a step runs over its Planned writes (reconcile)", "[actuation][order]") {
+    ModelKernel k;
+    mk_v1(k);
+    // memory raised; the limit already in force (settled): memsw alone is written
+    auto r = plan_of(klass("memory_limit = \"64Mi\"\nmemory_swap = \"256Mi\"\n"), container(), Layout::V1, k);
+    for (auto& w : r->plan.writes)
+        if (w.rel.find("memory.limit_in_bytes") != std::string::npos) w.status = Write::Applied;
+    apply_plan(r->plan, k);
+    CHECK(k.get("memory/" + kCtr + "/memory.memsw.limit_in_bytes") == "268435456");
+    CHECK(find(r->plan, "memory.memsw.limit_in_bytes")->status == Write::Applied);
+    CHECK(find(r->plan, "memory.limit_in_bytes")->seq == 0);  // not written
+    // CFS on a 2-CPU pod: the shares in force, period and quota drifted to 100000/200000; the
+    // period (20 CPUs against the current quota) is retried after the quota
+    ModelKernel c;
+    mk_v1(c, "200000", "200000");
+    auto q = plan_of(klass("cpu_shares = 1024\ncpu_period_us = 10000\ncpu_quota_us = 20000\n"), container(), Layout::V1, c);
+    REQUIRE(q->plan.steps.size() == 1);
+    for (auto& w : q->plan.writes)
+        if (w.rel.find("cpu.shares") != std::string::npos) w.status = Write::Applied;
+    apply_plan(q->plan, c);
+    CHECK(c.get("cpu/" + kCtr + "/cpu.cfs_quota_us") == "20000");
+    CHECK(c.get("cpu/" + kCtr + "/cpu.cfs_period_us") == "10000");
+    CHECK(c.log == std::vector<std::string>{"cpu.cfs_quota_us=20000", "cpu.cfs_period_us=10000"});
+    CHECK(find(q->plan, "cpu.cfs_period_us")->note.find("EINVAL at first; applied after cpu.cfs_quota_us") != std::string::npos);
+}
+
 TEST_CASE("fail-closed: an absent cgroup, process or resctrl group fails; an absent knob file is skipped", "[actuation][failclosed]") {
     const std::string pol = klass("cpu_shares = 2\ncpu_qos_level = -1\noom_score_adj = 1000\nresctrl_group = \"BE\"\n");
     SECTION("model kernel") {
