@@ -129,7 +129,7 @@ struct Builder {
     }
 
     bool pod_has(const std::string& file) const {
-        if (!in.paths || !in.paths->no_pod.empty() || !in.kernel) return false;
+        if (!in.paths || in.paths->root_or_default || !in.kernel) return false;
         return in.kernel->exists(Root::Cgroup, cg_file("", in.paths->pod, file));
     }
 
@@ -505,6 +505,8 @@ Plan build_plan(const PlanInput& in) {
     if (!pod_knobs && !in.pod_refresh.empty()) {
         if (!in.paths) {
             for (const auto& k : in.pod_refresh) b.skip(knob_def(k.id).key, "pod", "no cgroupsPath in the request");
+        } else if (!in.paths->no_pod.empty()) {
+            for (const auto& k : in.pod_refresh) b.refuse(knob_def(k.id).key, "pod", in.paths->no_pod + " (pod knobs are never written there)");
         } else {
             Builder pb{in, plan, Mode::Direct, b.v2, b.nri08};
             pb.knobs(in.pod_refresh, "pod", &in.paths->pod);

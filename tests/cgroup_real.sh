@@ -186,9 +186,9 @@ check_contains "reconcile CFS: the event record says the period was retried" \
 
 # cpu_idle on a pod cgroup: the kernel then refuses cpu.shares there (kubelet writes it on an
 # in-place resize and in ReduceCPULimits) — why the bundled policy leaves cpu_idle off
-I=$CG/cpu/$N/idlepod; mkdir -p $I/$SID
+I=$CG/cpu/$N/podidle; mkdir -p $I/$SID  # a pod<uid> cgroup: pod knobs go only there
 printf 'version = 1\n[settings]\ndefault_class = "X"\n[classes.X.pod]\ncpu_idle = 1\n' > "$P"
-OUT=$(jq -c --arg p "/$N/idlepod/$SID" '.spec.cgroupsPath=$p | del(.pid)' "$D/sandbox-create.json" | hook)
+OUT=$(jq -c --arg p "/$N/podidle/$SID" '.spec.cgroupsPath=$p | del(.pid)' "$D/sandbox-create.json" | hook)
 check "cpu_idle = 1 on a pod: kernel cpu.idle" "$(cat $I/cpu.idle)" 1
 if echo 1024 > $I/cpu.shares 2>/dev/null; then r=accepted; else r=refused; fi
 check "cpu_idle = 1 on a pod: a kubelet-like cpu.shares write is refused" "$r" refused
