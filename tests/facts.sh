@@ -250,4 +250,26 @@ REC=$("$BIN" reconcile --policy "$Q/p.toml" --cgroup-root "$Q/cg" --proc-root "$
 check "adjusted percentages: reconcile keeps the quota in force (not 50 % of it)" "$(cat "$Q/cg/cpu/$QP/c1/cpu.cfs_quota_us")" 100000
 check_contains "adjusted percentages: reconcile finds it in force" "$REC" "1 in force, 0 restored"
 
+# ---- native UpdatePodSandbox (NRI v0.10+) writes the fact-valued pod knobs again (issue 19) ---
+# kubelet resizes the pod in place and rewrites the pod cgroup; the Koordinator batch values of
+# the pod come back (they were dropped: only literal pod knobs were kept).
+U=$(scratch); UP=kubepods/besteffort/podu1; mk_v1_dir "$U/cg" "$UP"; mk_v1_dir "$U/cg" "$UP/s1"
+USPEC='{"containers":{"app":{"limits":{"kubernetes.io/batch-cpu":"1k","kubernetes.io/batch-memory":"1Gi"},"requests":{"kubernetes.io/batch-cpu":"500"}}}}'
+pod_ev() { jq -nc --arg ev "$1" --arg p "/$UP/s1" --arg s "$USPEC" '{event: $ev, runtime: {name: "containerd", version: "2.2.0"},
+    pod: {id: "s1", name: "batch", uid: "u1", namespace: "default", labels: {"koordinator.sh/qosClass": "BE"},
+          annotations: {"node.koordinator.sh/extended-resource-spec": $s}, linux: {cgroups_path: $p}}}
+    + (if $ev == "UpdatePodSandbox" then {linux_resources: {cpu: {shares: {value: 2}}}} else {} end)' |
+  "$BIN" nri-eval --policy "$BUNDLED" --cgroup-root "$U/cg" --cgroup-layout v1 --proc-root "$U/proc" --state-dir "$U/state" \
+    --cache-dir "" --event-log "" --metrics-file "" 2>/dev/null; }
+OUT=$(pod_ev RunPodSandbox)
+check "UpdatePodSandbox facts: RunPodSandbox wrote the pod batch values" \
+  "$(cat "$U/cg/cpu/$UP/cpu.shares") $(cat "$U/cg/cpu/$UP/cpu.cfs_quota_us") $(cat "$U/cg/memory/$UP/memory.limit_in_bytes")" "512 100000 1073741824"
+echo 2 > "$U/cg/cpu/$UP/cpu.shares"; echo -1 > "$U/cg/cpu/$UP/cpu.cfs_quota_us"; echo -1 > "$U/cg/memory/$UP/memory.limit_in_bytes"  # kubelet
+OUT=$(pod_ev UpdatePodSandbox)
+check "UpdatePodSandbox facts: the pod batch values written again" \
+  "$(cat "$U/cg/cpu/$UP/cpu.shares") $(cat "$U/cg/cpu/$UP/cpu.cfs_quota_us") $(cat "$U/cg/memory/$UP/memory.limit_in_bytes")" "512 100000 1073741824"
+check "UpdatePodSandbox facts: class" "$(jq_get "$OUT" .metadata.class)" KOORD-BE
+check_contains "UpdatePodSandbox facts: the pod burst it cannot compute is reported" "$(jq_get "$OUT" .metadata.skipped)" \
+  "pod:cpu_burst_us: fact volcano.pod_cpu_burst_us absent"
+
 finish
