@@ -129,7 +129,7 @@ struct Builder {
     }
 
     bool pod_has(const std::string& file) const {
-        if (!in.paths || !in.paths->no_pod.empty() || !in.kernel) return false;
+        if (!in.paths || in.paths->root_or_default || !in.kernel) return false;
         return in.kernel->exists(Root::Cgroup, cg_file("", in.paths->pod, file));
     }
 
@@ -505,6 +505,8 @@ Plan build_plan(const PlanInput& in) {
     if (!pod_knobs && !in.pod_refresh.empty()) {
         if (!in.paths) {
             for (const auto& k : in.pod_refresh) b.skip(knob_def(k.id).key, "pod", "no cgroupsPath in the request");
+        } else if (!in.paths->no_pod.empty()) {
+            for (const auto& k : in.pod_refresh) b.refuse(knob_def(k.id).key, "pod", in.paths->no_pod + " (pod knobs are never written there)");
         } else {
             Builder pb{in, plan, Mode::Direct, b.v2, b.nri08};
             pb.knobs(in.pod_refresh, "pod", &in.paths->pod);
@@ -512,6 +514,33 @@ Plan build_plan(const PlanInput& in) {
     }
     sequence(plan, b.v2);
     return plan;
+}
+
+bool resources_adjusted(const Request& r) {
+    return r.wire == Request::Wire::NriEvent && !r.is_sandbox && (r.event == Event::StartContainer || r.event == Event::PostUpdateContainer);
+}
+
+bool settle_adjusted_percentages(ClassDef& cls, const Request& r) {
+    bool changed = false;
+    const bool nri08 = nri_api_level(r.runtime_name, r.runtime_version) == "0.8+";
+    for (auto& k : cls.container) {
+        if (k.value.kind != KnobValue::Percent) continue;
+        std::optional<int64_t> now;
+        switch (k.id) {
+            case KnobId::CpuShares: now = r.resources.cpu_shares; break;
+            case KnobId::CpuQuota: now = r.resources.cpu_quota; break;
+            case KnobId::MemoryLimit: now = r.resources.mem_limit; break;
+            case KnobId::PidsMax: if (nri08) now = r.resources.pids_limit; break;
+            default: break;
+        }
+        if (!now || *now <= 0) continue;
+        k.note = std::to_string(k.value.num) + "% already applied by the runtime from nri-qos's adjustment: the request's " +
+                 knob_def(k.id).key + " " + std::to_string(*now);
+        k.value.kind = KnobValue::Int;
+        k.value.num = *now;
+        changed = true;
+    }
+    return changed;
 }
 
 void finalize_adjustment(Plan& plan) {

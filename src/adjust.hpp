@@ -91,6 +91,23 @@ struct PlanInput {
 /// without a pod cgroup) go to `refused`; `steps` groups the writes the sink must sequence.
 Plan build_plan(const PlanInput& in);
 
+/// True for a native StartContainer / PostUpdateContainer: the container's resources in the
+/// request are the runtime's, which already hold nri-qos's adjustment (CreateContainer) or update
+/// (UpdateContainer) — containerd reports the container's OCI spec as it was created/updated.
+bool resources_adjusted(const Request& r);
+
+/// For such a request (resources_adjusted): a percentage container knob the runtime applied from
+/// the adjustment — cpu_shares, cpu_quota_us, memory_limit; pids_max on NRI 0.8+ (the fields of
+/// nri_capable that are their own percentage base) — becomes the request's value of that field
+/// (the value in force: the percentage was taken at CreateContainer/UpdateContainer of an OCI
+/// value the request no longer shows; taking it again would compound: 50 % of 50 %). Percentages
+/// based on it (cpu_burst_us = "100%", memory_high = "90%") then follow the value in force. The
+/// knob's note says so. A field absent from the request leaves the percentage (skipped, as ever).
+/// Applied before the facts are resolved (a derived fact, the burst, follows it too), by the hook
+/// at those events and by the replay (status, reconcile, explain --container) of their records.
+/// Returns whether a knob changed.
+bool settle_adjusted_percentages(ClassDef& cls, const Request& r);
+
 /// v0.1 mode: the NRI-shaped view of the direct writes that were Applied (or, before the sink
 /// ran, Planned), for the Result's "adjustment" key. Leaves native-NRI adjustments alone.
 void finalize_adjustment(Plan& plan);

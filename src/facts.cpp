@@ -715,6 +715,10 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
     const bool ctr_start = is_container_start(r.event, r.is_sandbox);
     const bool ctr_end = is_container_end(r.event, r.is_sandbox);
     const bool pod_start = is_pod_start(r.event, r.is_sandbox);
+    // NRI UpdatePodSandbox (v0.10+): kubelet rewrote the pod cgroup; every pod knob is written
+    // again (adjust.hpp build_plan), the fact-valued ones recomputed as at the pod's start (from
+    // the event's pod annotations, the ledger and the pod cgroup as it is now).
+    const bool pod_update = r.event == Event::UpdatePodSandbox;
     const bool pod_end = is_pod_end(r.event, r.is_sandbox);
     c.record = ctr_start && !in.dry_run;
 
@@ -801,8 +805,9 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
         if (e.empty()) e = state.drop_pod(r.sandbox_id);
         if (!e.empty()) out.warnings.push_back(e);
     }
-    // Pod knobs: all of them at the pod's start; the pod-level sums again at container events.
-    if (pod_start) {
+    // Pod knobs: all of them at the pod's start and update; the pod-level sums again at
+    // container events.
+    if (pod_start || pod_update) {
         if (has_fact(out.cls.pod)) resolve_list(out.cls.pod, kFactPod, "pod");
     } else {
         if ((ctr_start || ctr_end) && in.paths) {

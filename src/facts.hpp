@@ -87,7 +87,9 @@ struct FactPlan {
 };
 
 /// Resolve the facts of `cls` for `in.req`'s event:
-///  * pod start (v0.1 sandbox create, RunPodSandbox): the pod knobs;
+///  * pod start (v0.1 sandbox create, RunPodSandbox) and NRI UpdatePodSandbox: the pod knobs
+///    (an update recomputes them: a fact absent or in error is skipped or refused with its
+///    reason, as at the start, never dropped silently);
 ///  * container create/start/update: the container knobs, then the pod_sum pod knobs
 ///    (pod_refresh) after recording this container's share in the ledger;
 ///  * container stop/remove/delete: the container's ledger entry and NUMA record are dropped and

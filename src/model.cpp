@@ -1,6 +1,8 @@
 #include "model.hpp"
 
 #include <sys/vfs.h>
+
+#include <cctype>
 #include <vector>
 
 namespace nriqos {
@@ -22,6 +24,34 @@ std::string printable(const std::string& s) {
     std::string o;
     for (unsigned char c : s.substr(0, 200)) o += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);
     return o;
+}
+
+/// kubelet's name for a pod's own cgroup (pkg/kubelet/cm/pod_container_manager_linux.go
+/// GetPodContainerName: "pod" + the pod UID; the systemd driver turns the name into the slice
+/// "<parent>-pod<uid with '-' as '_'>.slice", cgroup_manager_linux.go ToSystemd): the last
+/// component of `rel` is "pod<uid>" or ends in "-pod<uid>.slice" ("pod<uid>.slice" at the top).
+bool is_pod_cgroup(const std::string& rel) {
+    std::string last = rel.substr(rel.rfind('/') + 1);
+    const std::string slice = ".slice";
+    if (last.size() > slice.size() && last.compare(last.size() - slice.size(), slice.size(), slice) == 0) {
+        last.resize(last.size() - slice.size());
+        last = last.substr(last.rfind('-') + 1);
+    }
+    if (last.size() <= 3 || last.compare(0, 3, "pod") != 0) return false;
+    for (size_t i = 3; i < last.size(); ++i) {
+        unsigned char c = static_cast<unsigned char>(last[i]);
+        if (!std::isalnum(c) && c != '-' && c != '_') return false;
+    }
+    return true;
+}
+
+/// The reason pod knobs are not written to the parent `pod` of `whole` when it is not a pod's
+/// own cgroup (another workload's, or one many share: containerd's "/k8s.io", "system.slice",
+/// "kubepods" itself), else "".
+std::string shared_parent(const std::string& pod, const std::string& whole) {
+    if (is_pod_cgroup(pod)) return "";
+    return "cgroupsPath \"" + whole + "\": its parent " + pod +
+           " is not a pod's own cgroup (kubelet's pod<uid>, or <parent>-pod<uid>.slice) and may be shared with other workloads: no pod cgroup";
 }
 
 /// runc ExpandSlice: "a-b-c.slice" → "a.slice/a-b.slice/a-b-c.slice".
@@ -90,10 +120,13 @@ CgroupPaths resolve_cgroups_path(const std::string& oci) {
         check_component(unit, whole);
         p.pod = expand_slice(slice.empty() ? std::string("system.slice") : slice, whole);
         p.container = p.pod.empty() ? unit : p.pod + "/" + unit;
+        p.root_or_default = p.pod.empty() || slice.empty();
         if (p.pod.empty())
             p.no_pod = "cgroupsPath \"" + whole + "\" is in the root slice: no pod cgroup";
         else if (slice.empty())
             p.no_pod = "cgroupsPath \"" + whole + "\" has no slice (systemd's default system.slice): no pod cgroup";
+        else
+            p.no_pod = shared_parent(p.pod, whole);
         return p;
     }
     // cgroupfs driver: the path itself, below the hierarchy root.
@@ -114,7 +147,9 @@ CgroupPaths resolve_cgroups_path(const std::string& oci) {
         p.container += comps[i];
         if (i + 1 < comps.size()) p.pod += (i ? "/" : "") + comps[i];
     }
+    p.root_or_default = p.pod.empty();
     if (p.pod.empty()) p.no_pod = "cgroupsPath \"" + whole + "\" is directly below the hierarchy root: no pod cgroup";
+    else p.no_pod = shared_parent(p.pod, whole);
     return p;
 }
 

@@ -23,9 +23,16 @@ struct CgroupPaths {
     std::string container;  ///< the sandbox's/container's own cgroup, e.g. "kubepods/burstable/pod<uid>/<id>"
     std::string pod;        ///< its parent (the pod cgroup), e.g. "kubepods/burstable/pod<uid>"
     /// Non-empty when the parent is not a cgroup of the pod's own: the hierarchy root
-    /// (cgroupfs "/<id>", systemd "-.slice:prefix:name") or systemd's default "system.slice"
-    /// (an empty slice). Says why; pod knobs are then refused, never written there.
+    /// (cgroupfs "/<id>", systemd "-.slice:prefix:name"), systemd's default "system.slice"
+    /// (an empty slice), or any parent whose last component is not kubelet's pod cgroup name
+    /// ("pod<uid>", "<parent>-pod<uid>.slice"): containerd's "/k8s.io/<id>" (an empty
+    /// CgroupParent: crictl, kubelet --cgroups-per-qos=false), "system.slice:cri-containerd:<id>",
+    /// "kubepods.slice:...". Other workloads may share such a parent. Says why; pod knobs (the
+    /// sandbox's and the pod-level sums of container events) are then refused, never written there.
     std::string no_pod;
+    /// The parent is the hierarchy root or systemd's default system.slice (the first two cases
+    /// of no_pod): no file of it is probed for the container's own knobs.
+    bool root_or_default = false;
 };
 
 /// Resolve an OCI cgroupsPath (runtime-spec config-linux.md "cgroupsPath") in either form:

@@ -559,7 +559,14 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         fin.cgroup_root = opt.cgroup_root;
         fin.sysfs_root = opt.sysfs_root;
         fin.dry_run = mode == Mode::Explain;
-        fplan = resolve_facts(*d.cls, fin, *fstate);
+        // Percentages of the value in force where the request already holds our adjustment.
+        ClassDef settled;
+        const ClassDef* base = d.cls;
+        if (resources_adjusted(r)) {
+            settled = *d.cls;
+            if (settle_adjusted_percentages(settled, r)) base = &settled;
+        }
+        fplan = resolve_facts(*base, fin, *fstate);
         d.cls = &fplan.cls;  // same name, fail mode and gate; fact knobs resolved
         pin.decision = d;
         pin.pod_refresh = fplan.pod_refresh;

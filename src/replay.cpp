@@ -86,6 +86,10 @@ Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayR
         return d;
     }
     Request& r = d.req;
+    // A native StartContainer / PostUpdateContainer carries the container's resources as the
+    // runtime holds them: already the values nri-qos's own adjustment (CreateContainer) or update
+    // (UpdateContainer) gave it.
+    const bool adjusted = resources_adjusted(r);
     r.event = Event::Create;  // direct writes: container knobs, or the pod knobs of a sandbox
     if (!r.is_sandbox) {
         if (auto m = state.load(r.sandbox_id)) {
@@ -119,7 +123,13 @@ Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayR
         fin.cgroup_root = d.cgroup_root;
         fin.sysfs_root = roots.sysfs_root;
         fin.dry_run = true;
-        FactPlan fplan = resolve_facts(*dec.cls, fin, fstate);
+        ClassDef settled;
+        const ClassDef* base = dec.cls;
+        if (adjusted) {
+            settled = *dec.cls;
+            if (settle_adjusted_percentages(settled, r)) base = &settled;
+        }
+        FactPlan fplan = resolve_facts(*base, fin, fstate);
         d.resolved_cls = std::make_shared<const ClassDef>(std::move(fplan.cls));
         dec.cls = d.resolved_cls.get();  // same name, fail mode and gate; fact knobs resolved
         pin.decision = dec;

@@ -116,10 +116,14 @@ struct Applier {
                 if (plan.writes[i].status == Write::Planned) write(i);
             return;
         }
-        for (const auto& s : plan.steps) {
-            bool planned = true;
-            for (size_t i : s.w) planned = planned && i < plan.writes.size() && plan.writes[i].status == Write::Planned;
-            if (!planned) continue;
+        for (const auto& whole : plan.steps) {
+            // The step's writes still Planned (a caller may have settled some already: reconcile
+            // marks the files in force as Applied); the others are left as they are.
+            Step s{whole.kind, {}};
+            for (size_t i : whole.w)
+                if (i < plan.writes.size() && plan.writes[i].status == Write::Planned) s.w.push_back(i);
+            if (s.w.empty()) continue;
+            if (s.kind == Step::MemorySwap && s.w.size() != 2) s.kind = Step::Single;  // one of the pair: nothing to order
             switch (s.kind) {
                 case Step::MemorySwap: memory_swap(s); break;
                 case Step::Cpu: cpu(s); break;

@@ -253,7 +253,12 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
                 rec.rule = d.plan.decision.rule;
                 FsKernel k(d.cgroup_root, d.proc_root, d.resctrl_root);
                 std::string drift, failed;
-                for (auto& w : d.plan.writes) {
+                // What the kernel holds now: files in force are settled (Applied) before the
+                // writer runs; the drifted ones stay Planned and go through the hook's own writer
+                // (sinks.hpp apply_plan: runc's orders, the EINVAL retries), in its steps.
+                std::vector<std::optional<std::string>> was(d.plan.writes.size());
+                for (size_t i = 0; i < d.plan.writes.size(); ++i) {
+                    Write& w = d.plan.writes[i];
                     auto cur = k.read(w.root, w.rel);
                     if (!cur) {
                         w.status = Write::Skipped;
@@ -264,23 +269,28 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
                         w.status = Write::Applied;  // already in force
                         continue;
                     }
-                    std::string was = one_line(*cur);
-                    while (!was.empty() && was.back() == ' ') was.pop_back();
+                    std::string v = one_line(*cur);
+                    while (!v.empty() && v.back() == ' ') v.pop_back();
+                    was[i] = v;
                     if (o.dry_run) {
-                        drift += (drift.empty() ? "" : " ") + label(w) + " " + was + "->" + w.value;
+                        drift += (drift.empty() ? "" : " ") + label(w) + " " + v + "->" + w.value;
                         w.status = Write::Applied;
-                        continue;
                     }
-                    IoResult io = k.write(w.root, w.rel, w.value);
-                    if (io.status == IoResult::Ok) {
-                        w.status = Write::Applied;
-                        drift += (drift.empty() ? "" : " ") + label(w) + " " + was + "->" + w.value;
-                        m.drift_knobs.push_back(w.knob);
-                    } else {
-                        w.status = io.status == IoResult::NoFile ? Write::Skipped : Write::Failed;
-                        w.reason = io.message;
-                        if (w.status == Write::Failed) {
-                            failed += (failed.empty() ? "" : " ") + label(w) + " (" + io.message + ")";
+                }
+                if (!o.dry_run) {
+                    apply_plan(d.plan, k);
+                    // Reported in the order written.
+                    std::vector<size_t> order;
+                    for (size_t i = 0; i < d.plan.writes.size(); ++i)
+                        if (was[i]) order.push_back(i);
+                    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return d.plan.writes[a].seq < d.plan.writes[b].seq; });
+                    for (size_t i : order) {
+                        const Write& w = d.plan.writes[i];
+                        if (w.status == Write::Applied) {
+                            drift += (drift.empty() ? "" : " ") + label(w) + " " + *was[i] + "->" + w.value;
+                            m.drift_knobs.push_back(w.knob);
+                        } else if (w.status == Write::Failed) {
+                            failed += (failed.empty() ? "" : " ") + label(w) + " (" + w.reason + ")";
                             m.failed_knobs.push_back(w.knob);
                         }
                     }

@@ -28,8 +28,11 @@ int run_status(const StateCommandOptions& o, std::string& out);
 
 /// `reconcile`: re-apply the current policy to every container in the state dir whose cgroup
 /// still exists; containers that are gone are dropped from the state. Writes only what drifted
-/// (the kernel file differs from the wanted value), prints one line per container changed or
-/// failed and a summary, records a "reconcile" event per container (record + metrics).
+/// (the kernel file differs from the wanted value), through the hook's own writer (sinks.hpp
+/// apply_plan: runc's memory+swap order, the CFS writes refused with EINVAL retried after the
+/// others) on the plan the hook builds (adjust.hpp build_plan: percentages of the class's own
+/// value, else the request's); prints one line per container changed or failed (its knobs in
+/// the order written) and a summary, records a "reconcile" event per container (record + metrics).
 /// The policy is resolved as the hook resolves it (policy_store.hpp): while a policy file is
 /// broken its last good copy (else the built-in policy) is restored, and the error is printed
 /// ("policy   <error>") and recorded with every reconcile event.

@@ -148,11 +148,47 @@ else
   skip "real v1 CFS burst: no cpu.cfs_burst_us"
 fi
 
+# ---- issue 19: reconcile writes through the hook's ordered writer ----------------------------
+# The runtime puts the spec's values back (v0.1: a CRI UpdateContainerResources re-applies them
+# through runc without calling the hook); reconcile restores the class's values in runc's order,
+# with the EINVAL retries, as the hook wrote them. Each case has its own state dir.
+reconcile_() { "$BIN" reconcile --state-dir "$1" --policy "$P" --cache-dir "" --metrics-file "$1/prom" --event-log "$1/log" 2>/dev/null; }
+if [ -f $CG/memory/memory.memsw.limit_in_bytes ]; then
+  RS=$(scratch); RM=/$N/rec/mem; mkdir -p $CG/cpu$RM $CG/memory$RM
+  echo 67108864 > $CG/memory$RM/memory.limit_in_bytes; echo 67108864 > $CG/memory$RM/memory.memsw.limit_in_bytes
+  pol "$P" 'memory_limit = "128Mi"\nmemory_swap = "256Mi"\n'
+  ctr_req "$RM" '.id="'$CID'm"' | "$BIN" invoke --policy "$P" --state-dir "$RS" --cache-dir "" >/dev/null 2>&1
+  check "reconcile memory: the hook raised limit and memsw" "$(cat $CG/memory$RM/memory.limit_in_bytes) $(cat $CG/memory$RM/memory.memsw.limit_in_bytes)" "134217728 268435456"
+  echo 67108864 > $CG/memory$RM/memory.limit_in_bytes; echo 67108864 > $CG/memory$RM/memory.memsw.limit_in_bytes  # "runc update"
+  REC=$(reconcile_ "$RS")
+  check "reconcile memory raise: kernel limit and memsw both restored (memsw first, runc)" \
+    "$(cat $CG/memory$RM/memory.limit_in_bytes) $(cat $CG/memory$RM/memory.memsw.limit_in_bytes)" "134217728 268435456"
+  check_contains "reconcile memory raise: reports both" "$REC" "memory.limit_in_bytes 67108864->134217728"
+  check "reconcile memory raise: nothing failed" "$(grep -c '^failed' <<<"$REC")" 0
+else
+  skip "reconcile memory+swap order: no swap accounting (memory.memsw.limit_in_bytes absent)"
+fi
+# CFS on a 2-CPU parent: the class's 10000/20000 (2 CPUs) put back over the spec's 100000/200000.
+# The period alone first (200000/10000 = 20 CPUs) is EINVAL; without the retry the quota alone
+# leaves the container at 20000/100000 = 0.2 CPU.
+RS=$(scratch); RC_=/$N/rec/cfs; mkdir -p $CG/cpu$RC_/c $CG/memory$RC_/c
+echo 200000 > $CG/cpu$RC_/cpu.cfs_quota_us; echo 200000 > $CG/cpu$RC_/c/cpu.cfs_quota_us
+pol "$P" 'cpu_period_us = 10000\ncpu_quota_us = 20000\n'
+ctr_req "$RC_/c" '.id="'$CID'c"' | "$BIN" invoke --policy "$P" --state-dir "$RS" --cache-dir "" >/dev/null 2>&1
+check "reconcile CFS: the hook wrote 20000/10000" "$(cat $CG/cpu$RC_/c/cpu.cfs_quota_us) $(cat $CG/cpu$RC_/c/cpu.cfs_period_us)" "20000 10000"
+echo 100000 > $CG/cpu$RC_/c/cpu.cfs_period_us; echo 200000 > $CG/cpu$RC_/c/cpu.cfs_quota_us  # "runc update"
+REC=$(reconcile_ "$RS")
+check "reconcile CFS: kernel quota and period restored (2 CPUs, not 20 % of one)" \
+  "$(cat $CG/cpu$RC_/c/cpu.cfs_quota_us) $(cat $CG/cpu$RC_/c/cpu.cfs_period_us)" "20000 10000"
+check "reconcile CFS: nothing failed" "$(grep -c '^failed' <<<"$REC")" 0
+check_contains "reconcile CFS: the event record says the period was retried" \
+  "$(jq -r 'select(.source == "reconcile") | .drift' "$RS/log" 2>/dev/null)" "cpu.cfs_period_us 100000->10000"
+
 # cpu_idle on a pod cgroup: the kernel then refuses cpu.shares there (kubelet writes it on an
 # in-place resize and in ReduceCPULimits) — why the bundled policy leaves cpu_idle off
-I=$CG/cpu/$N/idlepod; mkdir -p $I/$SID
+I=$CG/cpu/$N/podidle; mkdir -p $I/$SID  # a pod<uid> cgroup: pod knobs go only there
 printf 'version = 1\n[settings]\ndefault_class = "X"\n[classes.X.pod]\ncpu_idle = 1\n' > "$P"
-OUT=$(jq -c --arg p "/$N/idlepod/$SID" '.spec.cgroupsPath=$p | del(.pid)' "$D/sandbox-create.json" | hook)
+OUT=$(jq -c --arg p "/$N/podidle/$SID" '.spec.cgroupsPath=$p | del(.pid)' "$D/sandbox-create.json" | hook)
 check "cpu_idle = 1 on a pod: kernel cpu.idle" "$(cat $I/cpu.idle)" 1
 if echo 1024 > $I/cpu.shares 2>/dev/null; then r=accepted; else r=refused; fi
 check "cpu_idle = 1 on a pod: a kubelet-like cpu.shares write is refused" "$r" refused

@@ -228,4 +228,48 @@ check "reconcile facts: batch shares and quota restored" "$(cat "$K/cg/cpu/$KP/c
 check_contains "reconcile facts: reports what it restored" "$REC" "cpu.shares 2->512"
 check "reconcile facts: no unresolved fact" "$(grep -c 'not resolved' <<<"$REC")" 0
 
+# ---- percentages of the value in force where the runtime already holds nri-qos's adjustment ----
+# (issue 19) cpu_quota_us = "50%" goes to the runtime in the CreateContainer adjustment (200000 ->
+# 100000); the StartContainer request then shows the spec's 100000. That is the value in force:
+# neither the StartContainer burst nor reconcile take 50 % of it again (a quarter of the CPU).
+Q=$(scratch); QP=kubepods/burstable/podq1; mk_v1_dir "$Q/cg" "$QP/c1"
+printf 'version = 1\n[settings]\ndefault_class = "X"\n[classes.X.container]\ncpu_quota_us = "50%%"\ncpu_burst_us = "100%%"\n' > "$Q/p.toml"
+ctr_ev() { jq -nc --arg ev "$1" --argjson q "$2" --arg p "/$QP/c1" '{event: $ev, runtime: {name: "containerd", version: "1.7.24"},
+    pod: {id: "s1", name: "p", uid: "u", namespace: "default"},
+    container: {id: "c1", pod_sandbox_id: "s1", name: "app", linux: {cgroups_path: $p,
+      resources: {cpu: {quota: {value: $q}, period: {value: 100000}}}}}}' |
+  "$BIN" nri-eval --policy "$Q/p.toml" --cgroup-root "$Q/cg" --cgroup-layout v1 --proc-root "$Q/proc" --state-dir "$Q/state" \
+    --cache-dir "" --event-log "" --metrics-file "" 2>/dev/null; }
+OUT=$(ctr_ev CreateContainer 200000)
+check "adjusted percentages: CreateContainer adjusts the quota to 50 %" "$(jq_get "$OUT" .adjustment.linux.resources.cpu.quota.value)" 100000
+echo 100000 > "$Q/cg/cpu/$QP/c1/cpu.cfs_quota_us"; echo 100000 > "$Q/cg/cpu/$QP/c1/cpu.cfs_period_us"   # the runtime applies it
+OUT=$(ctr_ev StartContainer 100000)
+check "adjusted percentages: StartContainer burst = 100 % of the quota in force" "$(cat "$Q/cg/cpu/$QP/c1/cpu.cfs_burst_us")" 100000
+REC=$("$BIN" reconcile --policy "$Q/p.toml" --cgroup-root "$Q/cg" --proc-root "$Q/proc" --state-dir "$Q/state" \
+        --cache-dir "" --cgroup-layout v1 --metrics-file "" --event-log "" 2>&1)
+check "adjusted percentages: reconcile keeps the quota in force (not 50 % of it)" "$(cat "$Q/cg/cpu/$QP/c1/cpu.cfs_quota_us")" 100000
+check_contains "adjusted percentages: reconcile finds it in force" "$REC" "1 in force, 0 restored"
+
+# ---- native UpdatePodSandbox (NRI v0.10+) writes the fact-valued pod knobs again (issue 19) ---
+# kubelet resizes the pod in place and rewrites the pod cgroup; the Koordinator batch values of
+# the pod come back (they were dropped: only literal pod knobs were kept).
+U=$(scratch); UP=kubepods/besteffort/podu1; mk_v1_dir "$U/cg" "$UP"; mk_v1_dir "$U/cg" "$UP/s1"
+USPEC='{"containers":{"app":{"limits":{"kubernetes.io/batch-cpu":"1k","kubernetes.io/batch-memory":"1Gi"},"requests":{"kubernetes.io/batch-cpu":"500"}}}}'
+pod_ev() { jq -nc --arg ev "$1" --arg p "/$UP/s1" --arg s "$USPEC" '{event: $ev, runtime: {name: "containerd", version: "2.2.0"},
+    pod: {id: "s1", name: "batch", uid: "u1", namespace: "default", labels: {"koordinator.sh/qosClass": "BE"},
+          annotations: {"node.koordinator.sh/extended-resource-spec": $s}, linux: {cgroups_path: $p}}}
+    + (if $ev == "UpdatePodSandbox" then {linux_resources: {cpu: {shares: {value: 2}}}} else {} end)' |
+  "$BIN" nri-eval --policy "$BUNDLED" --cgroup-root "$U/cg" --cgroup-layout v1 --proc-root "$U/proc" --state-dir "$U/state" \
+    --cache-dir "" --event-log "" --metrics-file "" 2>/dev/null; }
+OUT=$(pod_ev RunPodSandbox)
+check "UpdatePodSandbox facts: RunPodSandbox wrote the pod batch values" \
+  "$(cat "$U/cg/cpu/$UP/cpu.shares") $(cat "$U/cg/cpu/$UP/cpu.cfs_quota_us") $(cat "$U/cg/memory/$UP/memory.limit_in_bytes")" "512 100000 1073741824"
+echo 2 > "$U/cg/cpu/$UP/cpu.shares"; echo -1 > "$U/cg/cpu/$UP/cpu.cfs_quota_us"; echo -1 > "$U/cg/memory/$UP/memory.limit_in_bytes"  # kubelet
+OUT=$(pod_ev UpdatePodSandbox)
+check "UpdatePodSandbox facts: the pod batch values written again" \
+  "$(cat "$U/cg/cpu/$UP/cpu.shares") $(cat "$U/cg/cpu/$UP/cpu.cfs_quota_us") $(cat "$U/cg/memory/$UP/memory.limit_in_bytes")" "512 100000 1073741824"
+check "UpdatePodSandbox facts: class" "$(jq_get "$OUT" .metadata.class)" KOORD-BE
+check_contains "UpdatePodSandbox facts: the pod burst it cannot compute is reported" "$(jq_get "$OUT" .metadata.skipped)" \
+  "pod:cpu_burst_us: fact volcano.pod_cpu_burst_us absent"
+
 finish

@@ -254,6 +254,34 @@ for path in "/$sid" "-.slice:cri-containerd:$sid"; do
   check_contains "no pod cgroup ($path): never at the root" "$(jq_get "$OUT" .error)" "pod knobs are never written there"
 done
 
+# pod knobs for a sandbox whose parent is not a pod's own cgroup (issue 19 §2): containerd's
+# "/k8s.io/<id>" (an empty CgroupParent: crictl, kubelet --cgroups-per-qos=false) and an explicit
+# "system.slice": other workloads share it, so a 100-millicore pod quota there would cap them all.
+# Refused with the reason, the shared cgroup untouched, in v0.1 and native NRI alike.
+for path in "/k8s.io/$sid" "system.slice:cri-containerd:$sid"; do
+  case $path in /*) par=k8s.io ;; *) par=system.slice ;; esac
+  R=$(scratch); mk_v1_dir "$R" "$par"; echo -1 > "$R/cpu/$par/cpu.cfs_quota_us"
+  printf 'version = 1\n[settings]\ndefault_class = "P"\n[classes.P.pod]\ncpu_quota_us = 10000\n' > "$R/p.toml"
+  HOOK_POLICY=$R/p.toml run_hook "$R" "$R/state" < <(jq -c --arg p "$path" '.spec.cgroupsPath=$p' <<<"$SB")
+  check "shared parent ($path): its cpu.cfs_quota_us untouched" "$(cat "$R/cpu/$par/cpu.cfs_quota_us")" -1
+  check "shared parent ($path): fail-open exit 0" "$RC" 0
+  check_contains "shared parent ($path): the Result says why" "$(jq_get "$OUT" .metadata.failed)" \
+    "pod:cpu_quota_us: cgroupsPath \"$path\": its parent $par is not a pod's own cgroup"
+  check "shared parent ($path): no write" "$(jq_get "$OUT" '.writes|length')" 0
+  OUT=$(jq -nc --arg sid "$sid" --arg p "$path" '{event: "RunPodSandbox", runtime: {name: "containerd", version: "1.7.24"},
+        pod: {id: $sid, name: "p", uid: "u", namespace: "default", linux: {cgroups_path: $p}}}' |
+      "$BIN" nri-eval --policy "$R/p.toml" --cgroup-root "$R" --cgroup-layout v1 --proc-root "$R/proc" --state-dir "$R/state" \
+        --cache-dir "" --event-log "" --metrics-file "" 2>/dev/null)
+  check "shared parent ($path), native RunPodSandbox: its cpu.cfs_quota_us untouched" "$(cat "$R/cpu/$par/cpu.cfs_quota_us")" -1
+  check_contains "shared parent ($path), native RunPodSandbox: the answer says why" "$(jq_get "$OUT" .metadata.failed)" \
+    "pod:cpu_quota_us: cgroupsPath \"$path\": its parent $par is not a pod's own cgroup"
+done
+# a kubelet pod cgroup of either driver still gets them
+R=$(scratch); mk_v1_dir "$R" "$pod_rel"; mk_v1_dir "$R" "$pod_rel/$sid"
+printf 'version = 1\n[settings]\ndefault_class = "P"\n[classes.P.pod]\ncpu_quota_us = 10000\n' > "$R/p.toml"
+HOOK_POLICY=$R/p.toml run_hook "$R" "$R/state" <<<"$SB"
+check "pod<uid> parent: pod cpu.cfs_quota_us written" "$(cat "$R/cpu/$pod_rel/cpu.cfs_quota_us")" 10000
+
 # ==== issue 9 §2: fail-closed means closed ==================================================
 R=$(scratch)
 pol "$R/p.toml" 'cpu_shares = 2\ncpu_qos_level = -1\noom_score_adj = 1000\n' 'fail = "closed"\n'

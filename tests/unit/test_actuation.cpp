@@ -352,7 +352,7 @@ TEST_CASE("cgroupsPath: systemd empty scope prefix and sandboxes without a pod c
     CHECK(e.container == "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/-abc.scope");
     CHECK(e.no_pod.empty());
     CHECK(resolve_cgroups_path("-.slice::abc").container == "-abc.scope");
-    CHECK(resolve_cgroups_path("kubepods.slice:cri-containerd:x").no_pod.empty());
+    CHECK(resolve_cgroups_path("kubepods-pod1.slice:cri-containerd:x").no_pod.empty());
     CHECK(resolve_cgroups_path("/kubepods/burstable/pod1/abc").no_pod.empty());
     CHECK(resolve_cgroups_path("/abc").no_pod == "cgroupsPath \"/abc\" is directly below the hierarchy root: no pod cgroup");
     CHECK(resolve_cgroups_path("-.slice:cri:abc").no_pod == "cgroupsPath \"-.slice:cri:abc\" is in the root slice: no pod cgroup");
@@ -379,6 +379,94 @@ TEST_CASE("cgroupsPath: systemd empty scope prefix and sandboxes without a pod c
         CHECK(s.n_failed == 2);
         CHECK(s.failed.find("pod:cpu_shares: ") != std::string::npos);
     }
+}
+
+TEST_CASE("pod knobs only in a pod's own cgroup: shared parents get none, and say why (issue 19)", "[actuation][model]") {
+    // kubelet's pod cgroups, either driver, any QoS, static-pod (hex) and UUID uids
+    for (const char* ok : {"/kubepods/burstable/pod0e2e0000-28d7-429f-8840-10cdbf93fd03/abc", "/kubepods/podabc/x", "/kubelet/kubepods/besteffort/pod1/x",
+                           "kubepods-besteffort-pod0e2e0000_28d7_429f.slice:cri-containerd:x", "kubepods-pod1.slice:cri-containerd:x",
+                           "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-x.scope"}) {
+        INFO(ok);
+        CHECK(resolve_cgroups_path(ok).no_pod.empty());
+    }
+    // a parent other workloads may share: containerd's default namespace cgroup, an explicit
+    // system.slice, the kubepods (or QoS) cgroup itself, anything without pod<uid>
+    for (const char* shared : {"/k8s.io/abc", "system.slice:cri-containerd:abc", "kubepods.slice:cri-containerd:abc",
+                               "/kubepods/burstable/abc", "/docker/abc", "/kubepods/pod/abc", "/kubepods/pod1.2/abc",
+                               "kubepods-besteffort.slice:cri-containerd:abc"}) {
+        INFO(shared);
+        CgroupPaths p = resolve_cgroups_path(shared);
+        CHECK(p.no_pod.find("is not a pod's own cgroup") != std::string::npos);
+        CHECK(p.no_pod.find("its parent " + p.pod + " ") != std::string::npos);
+        CHECK_FALSE(p.root_or_default);
+    }
+    CHECK(resolve_cgroups_path("/abc").root_or_default);
+    CHECK(resolve_cgroups_path(":cri:abc").root_or_default);
+
+    // a 100-millicore pod quota on "/k8s.io/<id>" would cap every container of the namespace
+    const std::string pol = "version = 1\n[settings]\ndefault_class = \"X\"\n[classes.X.pod]\ncpu_quota_us = 10000\n";
+    ModelKernel k;
+    k.set(Root::Cgroup, "cpu/k8s.io/cpu.cfs_quota_us", "-1");
+    json sb = fixture("sandbox-create.json");
+    sb["spec"]["cgroupsPath"] = "/k8s.io/abc";
+    auto r = plan_of(pol, sb, Layout::V1, k);
+    CHECK(r->plan.writes.empty());
+    REQUIRE(r->plan.refused.size() == 1);
+    CHECK(r->plan.refused[0] == "pod:cpu_quota_us: cgroupsPath \"/k8s.io/abc\": its parent k8s.io is not a pod's own cgroup (kubelet's pod<uid>, or "
+                                "<parent>-pod<uid>.slice) and may be shared with other workloads: no pod cgroup (pod knobs are never written there)");
+    apply_plan(r->plan, k);
+    CHECK(k.log.empty());
+
+    // the pod-level sums of a container event (facts.hpp pod_refresh) are refused there too
+    json ct = container();
+    ct["spec"]["cgroupsPath"] = "/k8s.io/c1";
+    Run run;
+    run.policy = parse_policy_toml(klass("cpu_shares = 2\n"), "t.toml");
+    run.req = parse_v01_request(ct.dump());
+    PlanInput in;
+    in.req = &run.req;
+    in.policy = &run.policy;
+    in.paths = resolve_cgroups_path(*run.req.cgroups_path);
+    Facts f{&run.req, KubeQos::Unknown};
+    in.decision = classify(run.policy, f);
+    in.layout = Layout::V1;
+    in.kernel = &k;
+    KnobSetting burst;
+    burst.id = KnobId::CpuBurst;
+    burst.value.kind = KnobValue::Int;
+    burst.value.num = 50000;
+    in.pod_refresh.push_back(burst);
+    k.set(Root::Cgroup, "cpu/k8s.io/cpu.cfs_burst_us", "0");
+    Plan plan = build_plan(in);
+    CHECK(find(plan, "k8s.io/cpu.cfs_burst_us") == nullptr);
+    REQUIRE(plan.refused.size() == 1);
+    CHECK(plan.refused[0].rfind("pod:cpu_burst_us: cgroupsPath \"/k8s.io/c1\": its parent k8s.io is not a pod's own cgroup", 0) == 0);
+}
+
+TEST_CASE("apply_plan: writes settled before it runs are left alone; a step runs over its Planned writes (reconcile)", "[actuation][order]") {
+    ModelKernel k;
+    mk_v1(k);
+    // memory raised; the limit already in force (settled): memsw alone is written
+    auto r = plan_of(klass("memory_limit = \"64Mi\"\nmemory_swap = \"256Mi\"\n"), container(), Layout::V1, k);
+    for (auto& w : r->plan.writes)
+        if (w.rel.find("memory.limit_in_bytes") != std::string::npos) w.status = Write::Applied;
+    apply_plan(r->plan, k);
+    CHECK(k.get("memory/" + kCtr + "/memory.memsw.limit_in_bytes") == "268435456");
+    CHECK(find(r->plan, "memory.memsw.limit_in_bytes")->status == Write::Applied);
+    CHECK(find(r->plan, "memory.limit_in_bytes")->seq == 0);  // not written
+    // CFS on a 2-CPU pod: the shares in force, period and quota drifted to 100000/200000; the
+    // period (20 CPUs against the current quota) is retried after the quota
+    ModelKernel c;
+    mk_v1(c, "200000", "200000");
+    auto q = plan_of(klass("cpu_shares = 1024\ncpu_period_us = 10000\ncpu_quota_us = 20000\n"), container(), Layout::V1, c);
+    REQUIRE(q->plan.steps.size() == 1);
+    for (auto& w : q->plan.writes)
+        if (w.rel.find("cpu.shares") != std::string::npos) w.status = Write::Applied;
+    apply_plan(q->plan, c);
+    CHECK(c.get("cpu/" + kCtr + "/cpu.cfs_quota_us") == "20000");
+    CHECK(c.get("cpu/" + kCtr + "/cpu.cfs_period_us") == "10000");
+    CHECK(c.log == std::vector<std::string>{"cpu.cfs_quota_us=20000", "cpu.cfs_period_us=10000"});
+    CHECK(find(q->plan, "cpu.cfs_period_us")->note.find("EINVAL at first; applied after cpu.cfs_quota_us") != std::string::npos);
 }
 
 TEST_CASE("fail-closed: an absent cgroup, process or resctrl group fails; an absent knob file is skipped", "[actuation][failclosed]") {

@@ -777,3 +777,50 @@ TEST_CASE("facts: Katalyst cpu_enhancement CPU burst policy", "[facts]") {
     CHECK(burst(R"({"cpu_burst_policy":"dynamic"})") == "absent");
     CHECK(burst(R"({"cpu_burst_policy":"static"})", "shared_cores", -1) == "absent");
 }
+
+TEST_CASE("facts: NRI UpdatePodSandbox recomputes the fact-valued pod knobs; one it cannot is reported (issue 19)", "[facts]") {
+    ClassDef cls = class_of(R"([classes.C.container]
+cpu_burst_us = { fact = "volcano.cpu_burst_us" }
+[classes.C.pod]
+cpu_idle = 1
+cpu_shares = { fact = "koordinator.pod_batch_cpu_shares" }
+cpu_burst_us = { fact = "volcano.pod_cpu_burst_us" }
+cpu_qos_level = { fact = "volcano.qos_level", if_absent = "fail" }
+)");
+    ClassDef lift = class_of("[classes.C.pod]\ncpu_quota_us = { fact = \"koordinator.cpuset_quota\" }\n");
+    Env e;
+    make_sysfs(e.t, "0-7", {{0, "0-7"}});
+    const std::string pod = "kubepods/burstable/pod0e2e0000-0000-4000-8000-000000000000";
+    e.t.put("cg/cpu/" + pod + "/cpu.cfs_quota_us", "400000\n");
+    e.t.put("cg/cpu/" + pod + "/cpu.cfs_period_us", "100000\n");
+    const json ann = {{"volcano.sh/enable-quota-burst", "true"},
+                      {"scheduling.koordinator.sh/resource-status", R"({"cpuset":"2-3"})"},
+                      {"node.koordinator.sh/extended-resource-spec", R"({"containers":{"app":{"requests":{"kubernetes.io/batch-cpu":"1k"}}}})"}};
+    // a container of the pod with a 200000 µs burst in the ledger
+    json ce = {{"event", "StartContainer"},
+               {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}, {"annotations", ann}}},
+               {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"},
+                              {"linux", {{"cgroups_path", "/" + pod + "/c1"}, {"resources", {{"cpu", {{"quota", {{"value", 200000}}}, {"period", {{"value", 100000}}}}}}}}}}}};
+    e.t.mkdir("cg/cpu/" + pod + "/c1");
+    Request c = parse_nri_event(ce.dump());
+    REQUIRE(knob(e.run(cls, c).pod_refresh, KnobId::CpuBurst));
+    // kubelet resized the pod: UpdatePodSandbox with the new pod resources
+    json pe = {{"event", "UpdatePodSandbox"},
+               {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}, {"annotations", ann}, {"linux", {{"cgroups_path", "/" + pod + "/p1"}}}}},
+               {"linux_resources", {{"cpu", {{"quota", {{"value", 400000}}}, {"period", {{"value", 100000}}}}}}}};
+    Request u = parse_nri_event(pe.dump());
+    FactPlan p = e.run(cls, u);
+    REQUIRE(knob(p.cls.pod, KnobId::CpuIdle));  // literal: kept, as before
+    REQUIRE(knob(p.cls.pod, KnobId::CpuShares));
+    CHECK(knob(p.cls.pod, KnobId::CpuShares)->value.num == milli_cpu_to_shares(1000));
+    REQUIRE(knob(p.cls.pod, KnobId::CpuBurst));
+    CHECK(knob(p.cls.pod, KnobId::CpuBurst)->value.num == 200000);  // Σ of the ledger
+    // the one it cannot recompute (no volcano.sh/qos-level annotation): reported, with the reason
+    CHECK_FALSE(knob(p.cls.pod, KnobId::CpuQosLevel));
+    REQUIRE(p.refused.size() == 1);
+    CHECK(p.refused[0].rfind("pod:cpu_qos_level: fact volcano.qos_level absent: no volcano.sh/qos-level annotation", 0) == 0);
+    // the scheduler cpuset's quota lift, against the pod cgroup as kubelet left it
+    FactPlan l = e.run(lift, u);
+    REQUIRE(knob(l.cls.pod, KnobId::CpuQuota));
+    CHECK(knob(l.cls.pod, KnobId::CpuQuota)->value.kind == KnobValue::Max);  // 2 CPUs × 100000 ≤ 400000: lifted again
+}
