@@ -118,6 +118,7 @@ Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayR
         fin.kernel = &kernel;
         fin.cgroup_root = d.cgroup_root;
         fin.sysfs_root = roots.sysfs_root;
+        fin.kubelet_cpu_state = roots.kubelet_cpu_state;
         fin.dry_run = true;
         FactPlan fplan = resolve_facts(*dec.cls, fin, fstate);
         d.resolved_cls = std::make_shared<const ClassDef>(std::move(fplan.cls));
