@@ -373,7 +373,13 @@ struct Builder {
                 continue;
             }
             auto field = scope == "container" ? nri_field(k, r) : std::nullopt;
-            if (nri_mode && scope == "container" && field && nri_capable(k)) {
+            if (nri_mode && scope == "container" && !k.needs_cpuset.empty()) {
+                // A quota lift paid for by a cpuset is never handed to the runtime with it: it is
+                // written directly at StartContainer (and PostUpdateContainer), once the kernel
+                // shows the container's cpuset.cpus as asked (sinks.hpp apply_plan).
+                if (mode == Mode::NriCreate) skip(key, scope, "written at StartContainer, after the container's cpuset " + k.needs_cpuset + " is read back");
+                if (mode != Mode::NriStart) continue;
+            } else if (nri_mode && scope == "container" && field && nri_capable(k)) {
                 // The runtime applies it from the adjustment; at StartContainer it is already there.
                 if (mode != Mode::NriStart) adj[json::json_pointer(field->first)] = field->second;
                 continue;
@@ -386,6 +392,7 @@ struct Builder {
             }
             static const std::string none;
             direct(k, r, scope, dir ? *dir : none, list);
+            if (!k.needs_cpuset.empty() && plan.writes.size() > before) plan.writes[before].needs_cpuset = k.needs_cpuset;
             // A fact value says how it was computed (facts.hpp), first in the write's note.
             if (!k.note.empty() && plan.writes.size() > before) {
                 std::string& n = plan.writes[before].note;

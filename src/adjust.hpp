@@ -27,6 +27,10 @@ struct Write {
     std::string note;     ///< how the write was derived or sequenced ("implied by memory_limit = max (runc)",
                           ///< "written before memory.limit_in_bytes (runc setMemoryAndSwap)", ...)
     int seq = 0;          ///< 1-based position in the order the sink actually wrote (0: not written)
+    /// Written only once the container's cpuset.cpus holds this cpuset, read back from the kernel
+    /// (KnobSetting::needs_cpuset: a quota lift the cpuset pays for); else Failed with
+    /// "cpuset not applied: quota kept (...)". "" for every other write.
+    std::string needs_cpuset;
     std::string nri_ptr;  ///< JSON pointer of the NRI ContainerAdjustment field it corresponds to ("" none)
     nlohmann::json nri_value;
 };

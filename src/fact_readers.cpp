@@ -1,6 +1,10 @@
 #include "fact_readers.hpp"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "cpuset.hpp"
 #include "request.hpp"
@@ -326,6 +330,86 @@ std::optional<std::map<std::string, std::string>> parse_string_map(std::string_v
     }
     if (why) *why = skipped;
     return out;
+}
+
+KubeletCpuState parse_kubelet_cpu_state(std::string_view text) {
+    static const char* kWhat = "kubelet cpu_manager_state";
+    if (text.size() > (1u << 20)) throw InputError(std::string(kWhat) + ": larger than 1 MiB");
+    json j;
+    try {
+        j = parse_json_limited(text, 4);
+    } catch (const InputError& e) {
+        throw InputError(std::string(kWhat) + ": " + e.what());
+    }
+    if (!j.is_object()) throw InputError(std::string(kWhat) + ": expected a JSON object, got " + j.type_name());
+    KubeletCpuState out;
+    if (auto p = j.find("policyName"); p != j.end() && !p->is_null()) {
+        if (!p->is_string()) throw InputError(std::string(kWhat) + ": policyName: expected a string");
+        out.policy = p->get<std::string>();
+    }
+    auto list = [&](const json& v, const std::string& where) {
+        if (!v.is_string()) throw InputError(std::string(kWhat) + ": " + where + ": expected a CPU list string, got " + v.type_name());
+        std::string why;
+        auto s = CpuSet::parse(v.get_ref<const std::string&>(), &why);
+        if (!s) throw InputError(std::string(kWhat) + ": " + where + ": " + why);
+        return *s;
+    };
+    auto e = j.find("entries");
+    if (e == j.end() || e->is_null()) return out;
+    if (!e->is_object()) throw InputError(std::string(kWhat) + ": entries: expected an object, got " + e->type_name());
+    size_t n = 0;
+    for (const auto& [key, v] : e->items()) {
+        if (++n > 16384) throw InputError(std::string(kWhat) + ": more than 16384 entries");
+        CpuSet cpus;
+        std::string pod = key;
+        if (v.is_string()) {  // V1: container id → CPUs
+            cpus = list(v, "entries." + clip(key));
+            pod.clear();
+        } else if (v.is_object()) {
+            for (const auto& [ctr, c] : v.items()) {
+                if (++n > 16384) throw InputError(std::string(kWhat) + ": more than 16384 entries");
+                cpus |= list(c, "entries." + clip(key) + "." + clip(ctr));
+            }
+        } else {
+            throw InputError(std::string(kWhat) + ": entries." + clip(key) + ": expected an object, got " + v.type_name());
+        }
+        out.by_pod[pod] |= cpus;
+        out.held |= cpus;
+    }
+    if (out.policy == "none") {  // kubelet's none policy never holds CPUs (stale entries ignored)
+        out.by_pod.clear();
+        out.held = CpuSet();
+    }
+    return out;
+}
+
+std::optional<KubeletCpuState> read_kubelet_cpu_state(const std::string& path) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0 && errno == ENOENT) return std::nullopt;
+    if (fd < 0) throw InputError("kubelet cpu_manager_state " + path + ": " + std::strerror(errno));
+    std::string text;
+    char buf[8192];
+    while (true) {
+        ssize_t r = read(fd, buf, sizeof buf);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int err = errno;
+            close(fd);
+            throw InputError("kubelet cpu_manager_state " + path + ": " + std::strerror(err));
+        }
+        if (r == 0) break;
+        text.append(buf, static_cast<size_t>(r));
+        if (text.size() > (1u << 20)) {
+            close(fd);
+            throw InputError("kubelet cpu_manager_state " + path + ": larger than 1 MiB");
+        }
+    }
+    close(fd);
+    try {
+        return parse_kubelet_cpu_state(text);
+    } catch (const InputError& e) {
+        throw InputError(std::string(e.what()) + " (" + path + ")");
+    }
 }
 
 }  // namespace nriqos

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cpuset.hpp"
+
 namespace nriqos {
 
 /// Largest annotation value a reader parses (bytes). Kubernetes caps all of a pod's annotations
@@ -93,5 +95,25 @@ std::string parse_resource_status_cpuset(std::string_view text);
 /// object of string values. nullopt with `why` when it is not one (Katalyst then ignores the
 /// whole annotation), including any non-string value.
 std::optional<std::map<std::string, std::string>> parse_string_map(std::string_view text, std::string* why);
+
+/// kubelet's CPU manager checkpoint (kubernetes pkg/kubelet/cm/cpumanager/state/checkpoint.go
+/// CPUManagerCheckpointV2, written to /var/lib/kubelet/cpu_manager_state):
+///     {"policyName":"static","defaultCpuSet":"0-3","entries":{"<podUID>":{"<container>":"4-5"}},"checksum":N}
+/// `entries` are the CPUs the static policy gave containers exclusively; policy "none" holds
+/// nothing. The V1 form (entries keyed by container id: {"<containerID>":"4-5"}) is read too, its
+/// CPUs held by an unknown pod. The checksum is not verified (kubelet's is a hash of its Go
+/// struct dump); the file is node state written by kubelet (root), not by a pod author.
+struct KubeletCpuState {
+    std::string policy;                    ///< "static", "none", ...
+    std::map<std::string, CpuSet> by_pod;  ///< pod UID ("" for V1 entries) → union of its exclusive CPUs
+    CpuSet held;                           ///< union of all entries
+};
+/// Parse the checkpoint text. Throws InputError (one line) on malformed JSON, wrong types, a bad
+/// CPU list, more than 1 MiB or more than 16384 entries.
+KubeletCpuState parse_kubelet_cpu_state(std::string_view text);
+/// Read and parse the checkpoint at `path`: nullopt when the file does not exist (no static CPU
+/// manager: nothing held); throws InputError naming the path when it cannot be read or parsed
+/// (callers then refuse to pin: fail-safe).
+std::optional<KubeletCpuState> read_kubelet_cpu_state(const std::string& path);
 
 }  // namespace nriqos

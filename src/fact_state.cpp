@@ -137,7 +137,7 @@ std::vector<std::string> FactState::list(int dfd, const char* suffix) {
 namespace {
 json record_json(const NumaRecord& r) {
     return {{"container", r.container_id}, {"sandbox", r.sandbox_id}, {"pod", r.pod_dir}, {"cgroup", r.ctr_dir}, {"mode", r.mode},
-            {"node", r.node}, {"cpus", r.cpus}, {"time", r.time}};
+            {"node", r.node}, {"nodes", r.nodes}, {"cpus", r.cpus}, {"time", r.time}};
 }
 std::optional<NumaRecord> record_from(const std::string& text) {
     try {
@@ -149,9 +149,10 @@ std::optional<NumaRecord> record_from(const std::string& text) {
         r.ctr_dir = j.value("cgroup", std::string());
         r.mode = j.at("mode").get<std::string>();
         r.node = j.at("node").get<unsigned>();
+        r.nodes = j.value("nodes", std::string());
         r.cpus = j.at("cpus").get<std::string>();
         r.time = j.at("time").get<int64_t>();
-        if (r.mode != "exclusive" && r.mode != "bound" && r.mode != "shared") return std::nullopt;
+        if (r.mode != "exclusive" && r.mode != "bound" && r.mode != "shared" && r.mode != "pin") return std::nullopt;
         return r;
     } catch (...) {
         return std::nullopt;

@@ -2,7 +2,8 @@
 // below <state>/facts/ (created only for pods whose class uses such a fact):
 //  * lock           — one flock(2) serialising the read-choose-record steps of concurrent hooks
 //                     (NUMA placement, pod-level sums); released when the process exits;
-//  * numa/<id>.json — the NUMA placement of container <id> (numa.hpp), so that its later events
+//  * numa/<id>.json — the NUMA placement of container <id> (numa.hpp), or the cpuset an annotation
+//                     pinned it to (mode "pin"), so that its later events
 //                     (StartContainer, UpdateContainer) and concurrent starts see it before the
 //                     runtime has written cpuset.cpus;
 //  * ledger/<sandbox-id>/<id>.json — per-container contributions to pod-level sums (the CFS
@@ -30,8 +31,9 @@ struct NumaRecord {
     std::string container_id, sandbox_id;
     std::string pod_dir;   ///< pod cgroup directory (relative, as in CgroupPaths::pod)
     std::string ctr_dir;   ///< the container's cgroup directory (CgroupPaths::container)
-    std::string mode;      ///< "exclusive", "bound" or "shared"
-    unsigned node = 0;     ///< NUMA node id
+    std::string mode;      ///< "exclusive", "bound", "shared", or "pin" (an annotation cpuset, numa.hpp check_pinned_cpuset)
+    unsigned node = 0;     ///< NUMA node id (the first one)
+    std::string nodes;     ///< all NUMA nodes, a list ("0-1"); "" = just `node` (records before multi-node placements)
     std::string cpus;      ///< cpuset list
     int64_t time = 0;      ///< unix seconds when recorded
 };

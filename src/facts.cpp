@@ -33,6 +33,7 @@ struct Outcome {
     std::string calc;  ///< Value: how it was computed
     std::string why;   ///< Absent/Error: the reason
     std::string from;  ///< where it was read ("container \"app\"")
+    std::string needs_cpuset;  ///< Value: the cpuset that must be applied first (KnobSetting::needs_cpuset)
 };
 
 Outcome value_int(int64_t n, std::string calc) {
@@ -130,7 +131,47 @@ struct Ctx {
     std::string ers_error;
     bool numa_done = false;
     std::optional<NumaChoice> numa;
-    std::string numa_mode, numa_error;
+    std::string numa_mode, numa_error, numa_absent;
+    bool pin_done = false;
+    std::string pin_error, pin_how;
+
+    /// The NumaRequest fields of this request (mode and need left to the caller).
+    NumaRequest numa_request() const {
+        NumaRequest rq;
+        rq.sysfs_root = in.sysfs_root;
+        rq.cgroup_root = in.cgroup_root;
+        rq.kubelet_cpu_state = in.kubelet_cpu_state;
+        rq.layout = in.layout;
+        rq.container_id = r.id;
+        rq.sandbox_id = r.sandbox_id;
+        rq.pod_uid = r.pod_uid;
+        if (in.paths) {
+            rq.pod_dir = in.paths->pod;
+            rq.ctr_dir = in.paths->container;
+        }
+        rq.dry_run = in.dry_run;
+        return rq;
+    }
+
+    /// Validate an annotation's cpuset for this container (numa.hpp check_pinned_cpuset; once
+    /// per request): "" when it may be pinned, else the one-line reason it is refused.
+    std::string pin_check(const std::string& set) {
+        if (!pin_done) {
+            pin_done = true;
+            if (!in.paths) {
+                pin_error = "no cgroupsPath in the request: the cpuset cannot be checked";
+            } else if (std::string lerr = lock(); !lerr.empty()) {
+                pin_error = lerr;
+            } else {
+                try {
+                    pin_how = check_pinned_cpuset(numa_request(), *CpuSet::parse(set), st);
+                } catch (const InputError& ex) {
+                    pin_error = ex.what();
+                }
+            }
+        }
+        return pin_error;
+    }
 
     const std::string* ann(const char* k) const {
         auto it = r.annotations.find(k);
@@ -288,6 +329,27 @@ struct Ctx {
         }
     }
 
+    /// Whole CPUs the container requests, for the NUMA placements that reserve CPUs: the request
+    /// is what the scheduler accounted (a limit can be far above it, and a reservation sized by
+    /// the limit would hold CPUs nobody paid for). kubelet writes the request as CPU shares
+    /// (MilliCPUToShares: milli × 1024 / 1000), so CPUs = ceil(shares / 1024); Katalyst allocates
+    /// integer CPUs of the request (policy_hint_handlers.go calculateHints takes the request).
+    /// 0 with `how` when there is no request (BestEffort: shares 2, or no shares).
+    unsigned cpus_requested(std::string& how) const {
+        if (in.paths && kube_qos_from_path(in.paths->pod) == KubeQos::BestEffort) {
+            how = "a BestEffort pod has no CPU request";
+            return 0;
+        }
+        if (r.resources.cpu_shares && *r.resources.cpu_shares > 2) {
+            int64_t n = (*r.resources.cpu_shares + 1023) / 1024;
+            how = "ceil(shares " + std::to_string(*r.resources.cpu_shares) + " / 1024) = " + std::to_string(n);
+            return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(n, CpuSet::kMaxId + 1)));
+        }
+        how = "the container has no CPU request (shares " +
+              (r.resources.cpu_shares ? std::to_string(*r.resources.cpu_shares) : std::string("unset")) + ")";
+        return 0;
+    }
+
     /// Whole CPUs the container asks for: ceil(quota / period) with a quota, else
     /// ceil(shares / 1024), at least 1 (Katalyst allocates integer CPUs of the request).
     unsigned cpus_needed(std::string& how) const {
@@ -314,39 +376,31 @@ struct Ctx {
         if (!numa_done) {
             numa_done = true;
             numa_mode = numa_mode_name(mode);
+            std::string how;
+            NumaRequest rq = numa_request();
+            rq.mode = mode;
+            rq.need = mode == NumaMode::Shared ? cpus_needed(how) : cpus_requested(how);
             if (!in.paths) {
                 numa_error = "no cgroupsPath in the request";
+            } else if (rq.need == 0) {
+                // A placement that reserves CPUs is sized by the CPU request: a BestEffort pod, or
+                // one without a request, never reserves a NUMA node.
+                numa_absent = how + ": no " + numa_mode + " NUMA placement (it would reserve CPUs nobody requested)";
             } else if (std::string lerr = lock(); !lerr.empty()) {
                 numa_error = lerr;
             } else {
-                std::string how;
-                NumaRequest rq;
-                rq.sysfs_root = in.sysfs_root;
-                rq.cgroup_root = in.cgroup_root;
-                rq.layout = in.layout;
-                rq.container_id = r.id;
-                rq.sandbox_id = r.sandbox_id;
-                rq.pod_dir = in.paths->pod;
-                rq.ctr_dir = in.paths->container;
-                rq.mode = mode;
-                rq.need = mode == NumaMode::Exclusive ? 1 : cpus_needed(how);
-                rq.dry_run = in.dry_run;
                 try {
                     numa = place_numa(rq, st);
-                    if (!how.empty()) numa->why = numa_mode + " placement of " + how + " CPU(s): " + numa->why;
-                    else numa->why = numa_mode + " placement: " + numa->why;
+                    numa->why = numa_mode + " placement of " + how + " CPU(s): " + numa->why;
                     if (because.size()) numa->why = because + "; " + numa->why;
                 } catch (const InputError& ex) {
                     numa_error = ex.what();
                 }
             }
         }
+        if (!numa_absent.empty()) return absent(numa_absent);
         if (!numa) return error(numa_error);
-        if (mems) {
-            CpuSet m;
-            m.add(numa->node);
-            return value_text(m.str(), numa->why);
-        }
+        if (mems) return value_text(numa->nodes.str(), numa->why);
         return value_text(numa->cpus.str(), numa->why);
     }
 };
@@ -432,7 +486,10 @@ Outcome koord_cpuset_read(Ctx& c, std::string& set) {
         return error(e.what());
     }
     if (set.empty()) return absent(std::string(kResStatus) + " has no cpuset");
-    return value_text(set, std::string("cpuset ") + set + " from " + kResStatus);
+    // Whoever wrote the annotation, the cpuset must fit the node, the pod's cgroup and the CPUs
+    // other pods hold exclusively (numa.hpp check_pinned_cpuset); else it is refused.
+    if (std::string bad = c.pin_check(set); !bad.empty()) return error(std::string(kResStatus) + ": " + bad);
+    return value_text(set, std::string("cpuset ") + set + " from " + kResStatus + ", " + c.pin_how);
 }
 Outcome koord_cpuset(Ctx& c, uint8_t) {
     std::string set;
@@ -445,6 +502,7 @@ Outcome koord_cpuset(Ctx& c, uint8_t) {
 Outcome koord_cpuset_quota(Ctx& c, uint8_t scope) {
     std::string set;
     Outcome o = koord_cpuset_read(c, set);
+    if (o.s == Outcome::Error) return error("cpuset not applied: quota kept (" + o.why + ")");
     if (o.s != Outcome::Value) return o;
     unsigned n = CpuSet::parse(set) ? CpuSet::parse(set)->count() : 0;
     std::optional<int64_t> quota;
@@ -462,7 +520,11 @@ Outcome koord_cpuset_quota(Ctx& c, uint8_t scope) {
     if (static_cast<int64_t>(n) * period > *quota)
         return absent("cpuset " + set + " (" + std::to_string(n) + " CPUs × period " + std::to_string(period) + ") is wider than " + how +
                       ": quota kept (a lift would buy CPU time)");
-    return value_max(calc + "; " + std::to_string(n) + " CPUs × " + std::to_string(period) + " ≤ " + how);
+    Outcome lift = value_max(calc + "; " + std::to_string(n) + " CPUs × " + std::to_string(period) + " ≤ " + how);
+    // The container's lift waits for its cpuset: written and read back (sinks.hpp apply_plan).
+    // The pod's lift is bounded by its containers' quotas, each kept until its own cpuset holds.
+    if (scope != kFactPod) lift.needs_cpuset = set;
+    return lift;
 }
 
 // ---- Volcano / rubik ----------------------------------------------------------------------
@@ -756,6 +818,7 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
                     out.calcs.push_back(std::string(scope_name) + " " + file_of(k.id) + " = " + shown(o.v) + " = " + note);
                     k.value = o.v;
                     k.note = note;
+                    k.needs_cpuset = o.needs_cpuset;
                 } else {
                     drop[i] = true;
                     std::string line = key + ": fact " + e->name + (o.s == Outcome::Absent ? " absent: " : ": ") + o.why;

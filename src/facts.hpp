@@ -73,6 +73,8 @@ struct FactInput {
     Kernel* kernel = nullptr;       ///< reads of the pod cgroup (its CFS quota)
     std::string cgroup_root;        ///< for the NUMA scan of the kubepods hierarchy
     std::string sysfs_root = "/sys";
+    /// kubelet's CPU manager checkpoint: CPUs held exclusively by other pods (numa.hpp; "" none).
+    std::string kubelet_cpu_state = "/var/lib/kubelet/cpu_manager_state";
     bool dry_run = false;           ///< explain: compute, record nothing, take no lock
 };
 

@@ -71,6 +71,11 @@ struct KnobSetting {
     /// Per request, after fact resolution: how the value was computed ("100000 = batch-cpu
     /// limit 1000m × period 100000 / 1000 [koordinator.batch_cfs_quota]"); "" for literals.
     std::string note;
+    /// Per request, after fact resolution: the cpuset (canonical list) that must be in the
+    /// container's cpuset.cpus, written and read back, before this knob is written — a quota lift
+    /// that the cpuset pays for (koordinator.cpuset_quota). "" for everything else. Not part of
+    /// the policy (never compiled or cached). See sinks.hpp apply_plan.
+    std::string needs_cpuset;
 };
 
 /// Parse a policy value for `def` (from TOML: integer or string). Throws InputError with a

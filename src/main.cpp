@@ -86,6 +86,8 @@ void add_eval_options(CLI::App* app, Options& o, std::string& layout) {
     app->add_option("--proc-root", o.proc_root, "procfs root (default /proc)");
     app->add_option("--resctrl-root", o.resctrl_root, "resctrl root (default /sys/fs/resctrl)");
     app->add_option("--sysfs-root", o.sysfs_root, "sysfs root for NUMA topology, read only (default /sys)");
+    app->add_option("--kubelet-cpu-state", o.kubelet_cpu_state,
+                    "kubelet's CPU manager checkpoint, read only (default /var/lib/kubelet/cpu_manager_state; \"\" none)");
     app->add_option("--state-dir", o.state_dir, "per-sandbox memo directory (default /run/nri-qos)");
     app->add_option("--cache-dir", o.cache_dir, "compiled policy cache (default /run/nri-qos/cache; \"\" disables)");
     app->add_option("--last-good-dir", o.last_good_dir,
@@ -155,6 +157,7 @@ std::vector<std::string> eval_argv(CLI::App* relay, const Options& o, const std:
     pass("--proc-root", o.proc_root);
     pass("--resctrl-root", o.resctrl_root);
     pass("--sysfs-root", o.sysfs_root);
+    pass("--kubelet-cpu-state", o.kubelet_cpu_state);
     pass("--state-dir", o.state_dir);
     pass("--cache-dir", o.cache_dir);
     pass("--last-good-dir", o.last_good_dir);
@@ -268,6 +271,8 @@ int main(int argc, char** argv) {
             c->add_option_function<std::string>("--proc-root", [&so](const std::string& v) { so.roots.proc_root = v; }, "procfs root (default: as recorded)");
             c->add_option_function<std::string>("--resctrl-root", [&so](const std::string& v) { so.roots.resctrl_root = v; }, "resctrl root (default: as recorded)");
             c->add_option("--cgroup-layout", layout, "auto|v1|hybrid|v2 (default auto)");
+            c->add_option("--kubelet-cpu-state", so.roots.kubelet_cpu_state,
+                          "kubelet's CPU manager checkpoint (default /var/lib/kubelet/cpu_manager_state; \"\" none)");
             c->add_option("--cache-dir", so.roots.cache_dir, "compiled policy cache (default /run/nri-qos/cache)");
             c->add_option("--last-good-dir", so.last_good_dir,
                           "last good policy copies (default /var/lib/nri-qos, or STATE_DIR/last-good with --state-dir; \"\" disables)");

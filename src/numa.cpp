@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fact_readers.hpp"
 #include "kernel.hpp"
 #include "request.hpp"
 
@@ -18,8 +19,6 @@ namespace {
 
 constexpr size_t kMaxSysfsFile = 64u << 10;
 constexpr unsigned kMaxNodes = 1024;
-constexpr unsigned kMaxScan = 16384;
-constexpr int kMaxDepth = 4;
 
 struct Fd {
     int fd = -1;
@@ -84,10 +83,6 @@ std::vector<std::string> subdirs(int rootfd, const std::string& rel, unsigned ro
     }
     closedir(d);
     return out;
-}
-
-bool pool_tier(const std::string& rel_below_base) {
-    return rel_below_base.find("burstable") != std::string::npos || rel_below_base.find("besteffort") != std::string::npos;
 }
 
 }  // namespace
@@ -195,47 +190,58 @@ CpuSet take_by_cores(const NumaTopology& t, const CpuSet& free, unsigned need) {
 }
 }  // namespace
 
-HeldCpus scan_held_cpus(const std::string& cgroup_root, Layout layout, const std::string& pod_dir, const CpuSet& online) {
+HeldCpus kubelet_held_cpus(const std::string& path, const std::string& own_pod_uid) {
     HeldCpus h;
-    Fd root(open_root(cgroup_root, "cgroup root"));
-    std::string kube = pod_dir.substr(0, pod_dir.find('/'));
-    if (kube.empty() || kube == pod_dir) return h;  // the pod is not below a kubepods-like parent
-    const std::string prefix = layout == Layout::V2 ? "" : "cpuset/";
-    const std::string own = prefix + pod_dir;
-    CpuSet cand;
-    struct Item {
-        std::string rel;
-        int depth;
-    };
-    std::vector<Item> stack{{prefix + kube, 0}};
-    while (!stack.empty()) {
-        Item it = stack.back();
-        stack.pop_back();
-        if (it.depth > 0) {
-            if (++h.scanned > kMaxScan) throw InputError("more than " + std::to_string(kMaxScan) + " cgroups under " + prefix + kube);
-            std::string shown = cgroup_root + "/" + it.rel + "/cpuset.cpus";
-            auto text = read_small(root.fd, it.rel + "/cpuset.cpus", shown);
-            std::optional<CpuSet> s = text ? CpuSet::parse(*text) : std::nullopt;
-            if (s && !s->empty() && s->strict_subset_of(online)) {
-                std::string below = it.rel.substr(prefix.size() + kube.size());
-                if (pool_tier(below)) {
-                    h.pool |= *s;
-                } else if (!s->subset_of(cand)) {
-                    cand |= *s;
-                    if (h.by.size() < 8) h.by.push_back(s->str() + " (" + it.rel.substr(prefix.size()) + ")");
-                }
-            }
-        }
-        if (it.depth >= kMaxDepth) continue;
-        for (const auto& n : subdirs(root.fd, it.rel, kMaxScan)) {
-            std::string rel = it.rel + "/" + n;
-            if (rel == own) continue;  // the pod's own cgroups
-            stack.push_back({rel, it.depth + 1});
-        }
+    if (path.empty()) return h;
+    auto st = read_kubelet_cpu_state(path);
+    if (!st) return h;
+    for (const auto& [uid, cpus] : st->by_pod) {
+        if (!own_pod_uid.empty() && uid == own_pod_uid) continue;  // the pod's own exclusive CPUs
+        if (cpus.empty()) continue;
+        h.cpus |= cpus;
+        if (h.by.size() < 8) h.by.push_back(cpus.str() + " (kubelet static, pod " + (uid.empty() ? std::string("?") : uid.substr(0, 8)) + ")");
     }
-    h.cpus = cand - h.pool;
     return h;
 }
+
+namespace {
+/// The CPUs of the lowest-numbered node combination of the fewest nodes (at least `min_nodes`)
+/// whose online CPUs, none held, add up to `need`: Katalyst's calculateHints for numa_exclusive
+/// (masks by size, then node order; the narrowest sufficient mask preferred).
+std::optional<std::vector<const NumaNode*>> exclusive_nodes(const std::vector<const NumaNode*>& free, unsigned need, unsigned min_nodes) {
+    const size_t n = free.size();
+    unsigned budget = 200000;  // combinations tried at most (nodes are few; this bounds a hostile sysfs)
+    for (size_t k = std::max<size_t>(1, min_nodes); k <= n; ++k) {
+        std::vector<size_t> idx(k);
+        for (size_t i = 0; i < k; ++i) idx[i] = i;
+        while (true) {
+            if (budget-- == 0) return std::nullopt;
+            unsigned sum = 0;
+            for (size_t i : idx) sum += free[i]->cpus.count();
+            if (sum >= need) {
+                std::vector<const NumaNode*> out;
+                for (size_t i : idx) out.push_back(free[i]);
+                return out;
+            }
+            // next combination in lexicographic order
+            size_t i = k;
+            while (i > 0 && idx[i - 1] == n - k + (i - 1)) --i;
+            if (i == 0) break;
+            ++idx[i - 1];
+            for (size_t j = i; j < k; ++j) idx[j] = idx[j - 1] + 1;
+        }
+    }
+    return std::nullopt;
+}
+}  // namespace
+
+namespace {
+CpuSet single(unsigned id) {
+    CpuSet s;
+    s.add(id);
+    return s;
+}
+}  // namespace
 
 std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& held, NumaMode mode, unsigned need,
                                       std::optional<unsigned> prefer, std::string& why) {
@@ -251,24 +257,44 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
         tried += (tried.empty() ? "" : "; ") + std::string("node") + std::to_string(n.id) + " " + s;
     };
     switch (mode) {
-        case NumaMode::Exclusive:
-            for (const NumaNode* n : order) {
-                if (prefer && n->id == *prefer) {
-                    return NumaChoice{n->id, n->cpus, "node" + std::to_string(n->id) + ": the node of the pod's other containers"};
-                }
-                CpuSet busy = n->cpus & held;
+        case NumaMode::Exclusive: {
+            if (prefer)  // a later container of the same pod: the pod's nodes
+                for (const NumaNode* n : order)
+                    if (n->id == *prefer) {
+                        NumaChoice c{n->id, n->cpus, CpuSet(), "node" + std::to_string(n->id) + ": the node of the pod's other containers"};
+                        c.nodes.add(n->id);
+                        return c;
+                    }
+            std::vector<const NumaNode*> free;
+            unsigned total = 0;
+            for (const auto& n : topo.nodes) {
+                total += n.cpus.count();
+                CpuSet busy = n.cpus & held;
                 if (!busy.empty()) {
-                    note(*n, "has held CPUs " + busy.str());
+                    note(n, "has held CPUs " + busy.str());
                     continue;
                 }
-                if (n->cpus.count() < need) {
-                    note(*n, "has " + std::to_string(n->cpus.count()) + " CPUs, " + std::to_string(need) + " needed");
-                    continue;
+                free.push_back(&n);
+            }
+            // util.GetNUMANodesCountToFitCPUReq: CPUs per node = all CPUs / nodes
+            const unsigned per = std::max(1u, total / static_cast<unsigned>(std::max<size_t>(1, topo.nodes.size())));
+            const unsigned min_nodes = (need + per - 1) / per;
+            if (auto pick = exclusive_nodes(free, need, min_nodes)) {
+                NumaChoice c;
+                c.node = pick->front()->id;
+                for (const NumaNode* n : *pick) {
+                    c.cpus |= n->cpus;
+                    c.nodes.add(n->id);
                 }
-                return NumaChoice{n->id, n->cpus, "node" + std::to_string(n->id) + " (" + n->cpus.str() + "): lowest node with no held CPU" +
-                                                      (tried.empty() ? "" : " (" + tried + ")")};
+                const bool one = pick->size() == 1;
+                c.why = std::string(one ? "node" : "nodes ") + c.nodes.str() + " (" + c.cpus.str() + "): " +
+                        (one ? "lowest node with no held CPU" : "fewest nodes with no held CPU") + " for " + std::to_string(need) +
+                        " CPU(s), at least " + std::to_string(min_nodes) + " node(s) of " + std::to_string(per) + " CPUs" +
+                        (tried.empty() ? "" : " (" + tried + ")");
+                return c;
             }
             break;
+        }
         case NumaMode::Bound:
             for (const NumaNode* n : order) {
                 CpuSet free = n->cpus - held;
@@ -277,7 +303,7 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
                     continue;
                 }
                 CpuSet take = take_by_cores(topo, free, need);
-                return NumaChoice{n->id, take, "node" + std::to_string(n->id) + ": " + std::to_string(need) + " of its free CPUs " + free.str() +
+                return NumaChoice{n->id, take, single(n->id), "node" + std::to_string(n->id) + ": " + std::to_string(need) + " of its free CPUs " + free.str() +
                                                    (prefer && n->id == *prefer ? " (the node of the pod's other containers)" : "") +
                                                    (tried.empty() ? "" : " (" + tried + ")")};
             }
@@ -295,7 +321,7 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
             }
             if (best) {
                 CpuSet free = best->cpus - held;
-                return NumaChoice{best->id, free, "node" + std::to_string(best->id) + ": the node with the most free CPUs (" + std::to_string(best_free) + ")"};
+                return NumaChoice{best->id, free, single(best->id), "node" + std::to_string(best->id) + ": the node with the most free CPUs (" + std::to_string(best_free) + ")"};
             }
             break;
         }
@@ -305,21 +331,14 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
     return std::nullopt;
 }
 
-NumaChoice place_numa(const NumaRequest& rq, FactState& state) {
-    if (auto r = state.numa_record(rq.container_id); r && r->pod_dir == rq.pod_dir && r->mode == numa_mode_name(rq.mode)) {
-        std::string why;
-        auto cpus = CpuSet::parse(r->cpus, &why);
-        if (cpus && !cpus->empty()) return NumaChoice{r->node, *cpus, "node" + std::to_string(r->node) + ": recorded at an earlier event of this container"};
-    }
-    NumaTopology topo = read_topology(rq.sysfs_root);
-    if (rq.mode == NumaMode::Bound) read_siblings(rq.sysfs_root, topo);
-    HeldCpus h = scan_held_cpus(rq.cgroup_root, rq.layout, rq.pod_dir, topo.online);
-    CpuSet held = h.cpus;
-    std::optional<unsigned> prefer;
-    std::string from_records;
+namespace {
+/// The records of other containers that still stand: a record whose pod cgroup is gone, or whose
+/// container cgroup is gone past the grace period, is dropped (unless dry_run) and left out.
+std::vector<NumaRecord> live_records(const NumaRequest& rq, FactState& state) {
+    std::vector<NumaRecord> out;
     Fd root(open_root(rq.cgroup_root, "cgroup root"));
     const std::string prefix = rq.layout == Layout::V2 ? "" : "cpuset/";
-    for (const auto& r : state.numa_records()) {
+    for (auto& r : state.numa_records()) {
         if (r.container_id == rq.container_id) continue;
         if (!rq.dry_run) {
             auto gone = [&](const std::string& dir) {
@@ -333,28 +352,55 @@ NumaChoice place_numa(const NumaRequest& rq, FactState& state) {
                 continue;
             }
         }
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+std::string held_detail(const CpuSet& held, const std::vector<std::string>& by) {
+    std::string d = "held CPUs: " + (held.empty() ? std::string("none") : held.str());
+    std::string b;
+    for (const auto& x : by) b += (b.empty() ? "" : ", ") + x;
+    return b.empty() ? d : d + " = " + b;
+}
+}  // namespace
+
+NumaChoice place_numa(const NumaRequest& rq, FactState& state) {
+    if (auto r = state.numa_record(rq.container_id); r && r->pod_dir == rq.pod_dir && r->mode == numa_mode_name(rq.mode)) {
+        std::string why;
+        auto cpus = CpuSet::parse(r->cpus, &why);
+        auto nodes = r->nodes.empty() ? std::optional<CpuSet>(single(r->node)) : CpuSet::parse(r->nodes);
+        if (cpus && !cpus->empty() && nodes && !nodes->empty())
+            return NumaChoice{r->node, *cpus, *nodes, "node" + std::string(nodes->count() > 1 ? "s " : "") + nodes->str() + ": recorded at an earlier event of this container"};
+    }
+    NumaTopology topo = read_topology(rq.sysfs_root);
+    if (rq.mode == NumaMode::Bound) read_siblings(rq.sysfs_root, topo);
+    HeldCpus h = kubelet_held_cpus(rq.kubelet_cpu_state, rq.pod_uid);
+    CpuSet held = h.cpus;
+    std::vector<std::string> by = h.by;
+    std::optional<unsigned> prefer;
+    std::optional<NumaChoice> pod_nodes;  // exclusive: the nodes of the pod's other containers
+    for (const auto& r : live_records(rq, state)) {
         auto cpus = CpuSet::parse(r.cpus);
         if (!cpus) continue;
         if (r.sandbox_id == rq.sandbox_id) {
             if (r.mode == numa_mode_name(rq.mode)) prefer = r.node;
-            if (rq.mode == NumaMode::Exclusive) continue;  // the pod shares its node
+            if (rq.mode == NumaMode::Exclusive) {  // the pod shares its nodes
+                auto nodes = r.nodes.empty() ? std::optional<CpuSet>(single(r.node)) : CpuSet::parse(r.nodes);
+                if (r.mode == "exclusive" && nodes && !nodes->empty() && !cpus->empty() && !pod_nodes)
+                    pod_nodes = NumaChoice{r.node, *cpus, *nodes, "node" + std::string(nodes->count() > 1 ? "s " : "") + nodes->str() +
+                                                                      ": the nodes of the pod's other containers"};
+                continue;
+            }
         }
-        if (r.mode == "shared") continue;
-        bool seen = cpus->subset_of(held);  // already visible as a cgroup's cpuset
+        if (r.mode == "shared") continue;  // locality, not exclusivity
+        bool seen = cpus->subset_of(held);
         held |= *cpus;
-        if (!seen && from_records.size() < 200) from_records += (from_records.empty() ? "" : ", ") + r.cpus + " (nri-qos " + r.mode + " " + r.container_id.substr(0, 12) + ")";
+        if (!seen && by.size() < 16) by.push_back(r.cpus + " (nri-qos " + r.mode + " " + r.container_id.substr(0, 12) + ")");
     }
     std::string why;
-    auto c = choose_numa(topo, held, rq.mode, rq.need, prefer, why);
-    std::string held_txt = held.empty() ? "none" : held.str();
-    std::string detail = "held CPUs: " + held_txt;
-    if (!h.by.empty() || !from_records.empty()) {
-        std::string by;
-        for (const auto& b : h.by) by += (by.empty() ? "" : ", ") + b;
-        if (!from_records.empty()) by += (by.empty() ? "" : ", ") + from_records;
-        detail += " = " + by;
-    }
-    if (!h.pool.empty()) detail += "; shared pool " + h.pool.str() + " not held";
+    auto c = pod_nodes ? pod_nodes : choose_numa(topo, held, rq.mode, rq.need, prefer, why);
+    std::string detail = held_detail(held, by);
     if (!c) throw InputError(why + "; " + detail);
     c->why += "; " + detail;
     if (!rq.dry_run) {
@@ -365,11 +411,77 @@ NumaChoice place_numa(const NumaRequest& rq, FactState& state) {
         rec.ctr_dir = rq.ctr_dir;
         rec.mode = numa_mode_name(rq.mode);
         rec.node = c->node;
+        rec.nodes = c->nodes.str();
         rec.cpus = c->cpus.str();
         std::string e = state.put_numa(rec);
         if (!e.empty()) throw InputError("cannot record the NUMA placement: " + e);
     }
     return *c;
+}
+
+std::string check_pinned_cpuset(const NumaRequest& rq, const CpuSet& want, FactState& state) {
+    const std::string w = want.str();
+    // online CPUs
+    NumaTopology topo = read_topology(rq.sysfs_root);
+    if (!want.subset_of(topo.online))
+        throw InputError("cpuset " + w + " is not within the node's online CPUs " + topo.online.str() + " (CPUs " + (want - topo.online).str() + ")");
+    // the pod cgroup's effective cpuset (the nearest existing ancestor)
+    Fd root(open_root(rq.cgroup_root, "cgroup root"));
+    const bool v2 = rq.layout == Layout::V2;
+    const std::string prefix = v2 ? "" : "cpuset/";
+    const char* file = v2 ? "cpuset.cpus.effective" : "cpuset.effective_cpus";
+    std::string dir = rq.pod_dir;
+    std::optional<CpuSet> eff;
+    std::string eff_at;
+    while (!dir.empty()) {
+        std::string rel = prefix + dir + "/" + file;
+        if (auto t = read_small(root.fd, rel, rq.cgroup_root + "/" + rel)) {
+            std::string why;
+            eff = CpuSet::parse(*t, &why);
+            if (!eff) throw InputError(rq.cgroup_root + "/" + rel + ": " + why);
+            eff_at = rel;
+            break;
+        }
+        size_t slash = dir.rfind('/');
+        dir = slash == std::string::npos ? std::string() : dir.substr(0, slash);
+    }
+    if (!eff) throw InputError("cannot read " + std::string(file) + " of " + prefix + rq.pod_dir + " or its parents: the cpuset cannot be checked");
+    if (!want.subset_of(*eff))
+        throw InputError("cpuset " + w + " is not within " + eff_at + " " + (eff->empty() ? std::string("(empty)") : eff->str()) + " (CPUs " +
+                         (want - *eff).str() + ")");
+    // CPUs held exclusively by other pods
+    HeldCpus h = kubelet_held_cpus(rq.kubelet_cpu_state, rq.pod_uid);
+    CpuSet held = h.cpus;
+    std::vector<std::string> by = h.by;
+    for (const auto& r : live_records(rq, state)) {
+        if (r.sandbox_id == rq.sandbox_id || r.mode == "shared") continue;  // the pod's own; locality only
+        auto cpus = CpuSet::parse(r.cpus);
+        if (!cpus || !cpus->intersects(want)) continue;
+        held |= *cpus;
+        if (by.size() < 16) by.push_back(r.cpus + " (nri-qos " + r.mode + " " + r.container_id.substr(0, 12) + ")");
+    }
+    if (want.intersects(held)) {
+        std::string list;
+        for (const auto& b : by)
+            if (CpuSet::parse(b.substr(0, b.find(' '))) && CpuSet::parse(b.substr(0, b.find(' ')))->intersects(want))
+                list += (list.empty() ? "" : ", ") + b;
+        throw InputError("cpuset " + w + " overlaps CPUs held exclusively by another pod: " + (want & held).str() + " (" + list + ")");
+    }
+    if (!rq.dry_run) {
+        NumaRecord rec;
+        rec.container_id = rq.container_id;
+        rec.sandbox_id = rq.sandbox_id;
+        rec.pod_dir = rq.pod_dir;
+        rec.ctr_dir = rq.ctr_dir;
+        rec.mode = "pin";
+        rec.cpus = w;
+        if (auto old = state.numa_record(rq.container_id); !old || old->mode != "pin" || old->cpus != w || old->pod_dir != rq.pod_dir) {
+            std::string e = state.put_numa(rec);
+            if (!e.empty()) throw InputError("cannot record the pinned cpuset: " + e);
+        }
+    }
+    return "within the online CPUs " + topo.online.str() + " and " + eff_at + " " + eff->str() + ", no CPU held by another pod (" +
+           (held.empty() ? std::string("none held") : "held: " + held.str()) + ")";
 }
 
 }  // namespace nriqos

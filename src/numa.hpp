@@ -5,28 +5,31 @@
 //  * topology: <sysfs>/devices/system/node/online (else the node<N> directories), each node's
 //    node<N>/cpulist, intersected with <sysfs>/devices/system/cpu/online; thread siblings from
 //    cpu/cpu<N>/topology/thread_siblings_list (whole cores are taken first);
-//  * CPUs held by others: the cpuset.cpus of every cgroup under the pod's kubepods hierarchy
-//    (cgroup v1: the cpuset controller; v2: the unified tree) that is a strict subset of the
-//    online CPUs — kubelet's static CPU manager, Koordinator LSE/LSR, Katalyst, another bound pod —
-//    minus the CPUs of the shared pool, which is what Burstable/BestEffort containers carry
-//    (kubelet never gives those exclusive CPUs, and its static policy puts them on exactly the
-//    shared pool); the pod's own cgroups are left out. Plus the placements nri-qos recorded in
-//    the state directory (fact_state.hpp) that the runtime has not written yet.
-//    On a node with the static CPU manager and no Burstable/BestEffort container the shared pool
-//    cannot be told apart from an exclusive set: it then counts as held (never hands out a CPU
-//    that may be taken; the placement may fail instead).
+//  * CPUs held exclusively by other pods: the entries of kubelet's static CPU manager checkpoint
+//    (--kubelet-cpu-state, default /var/lib/kubelet/cpu_manager_state; fact_readers.hpp
+//    KubeletCpuState) of pods other than this one, and the exclusive, bound and pinned placements
+//    nri-qos recorded in the state directory (fact_state.hpp). Nothing else: the cpusets seen in
+//    cgroups are not counted, because a shared pool (Katalyst shared_cores pods, whatever their
+//    Kubernetes QoS; kubelet's default set) looks like any other pinned cpuset there, and
+//    Katalyst places a dedicated pod on the pool and shrinks it. A missing checkpoint holds
+//    nothing; an unreadable or malformed one refuses the placement (fail-safe).
 //
 // Modes (the class picks one through the fact it uses; facts.hpp):
-//  * exclusive — the lowest-numbered node none of whose CPUs is held; all its online CPUs
-//    (katalyst-core pkg/agent/qrm-plugins/cpu/dynamicpolicy/policy_hint_handlers.go
-//    calculateHints: numa_exclusive skips nodes with allocated CPUs; policy_allocation_handlers.go
-//    allocateNumaBindingCPUs: all available CPUs of the node). A later container of the same pod
-//    gets the same node.
+//  * exclusive — sized from the container's CPU request (`need` CPUs): the fewest nodes none of
+//    whose CPUs is held that together have `need` CPUs, at least ceil(need / CPUs per node) of
+//    them, the lowest-numbered combination first; all their online CPUs, and cpuset.mems = those
+//    nodes (katalyst-core pkg/agent/qrm-plugins/cpu/dynamicpolicy/policy_hint_handlers.go
+//    calculateHints: minNUMAsCountNeeded from util.GetNUMANodesCountToFitCPUReq, numa_exclusive
+//    counts a node with allocated CPUs as 0 available, masks iterated by size then node order,
+//    the narrowest sufficient mask preferred; policy_allocation_handlers.go
+//    allocateNumaBindingCPUs: all available CPUs of the hinted nodes). The socket check of
+//    calculateHints (CheckNUMACrossSockets) is not reproduced. A later container of the same pod
+//    gets the same nodes.
 //  * bound — `need` free CPUs of one node, the node of a sibling container first, then the
 //    lowest-numbered node with enough free CPUs (TakeByTopology: whole cores first).
 //  * shared — the free CPUs of the node with the most free CPUs (at least `need`); not held
 //    against later placements (openFuyao-style NUMA affinity: locality, not exclusivity).
-// cpuset.mems is the node. A single-node machine has one node: exclusive needs the whole machine
+// cpuset.mems is the node (the nodes, for a multi-node exclusive placement). A single-node machine has one node: exclusive needs the whole machine
 // free, bound and shared work as usual (mems "0").
 //
 // Concurrency: the caller holds FactState::lock() around place() (read held → choose → record),
@@ -62,26 +65,24 @@ struct NumaTopology {
 /// malformed files (each ≤ 64 KiB; at most 1024 nodes).
 NumaTopology read_topology(const std::string& sysfs_root);
 
-/// What the cgroup scan found.
+/// CPUs held exclusively by others (see the header comment).
 struct HeldCpus {
-    CpuSet cpus;                    ///< held by others
-    CpuSet pool;                    ///< shared pool seen on Burstable/BestEffort containers
-    std::vector<std::string> by;    ///< "1 (kubepods/pod…/abc)" for explain, at most 8 entries
-    unsigned scanned = 0;           ///< cgroup directories read
+    CpuSet cpus;
+    std::vector<std::string> by;  ///< "4-5 (kubelet static, pod 1234abcd)" for explain, at most 8 entries
 };
 
-/// Scan the kubepods hierarchy of `pod_dir` (its first path component: "kubepods",
-/// "kubepods.slice", ...) below `cgroup_root` for cpusets held by others; `pod_dir` itself and
-/// its children are skipped. Depth ≤ 4, at most 16384 directories (more: InputError).
-HeldCpus scan_held_cpus(const std::string& cgroup_root, Layout layout, const std::string& pod_dir, const CpuSet& online);
+/// CPUs kubelet's static CPU manager holds for pods other than `own_pod_uid` (its checkpoint at
+/// `path`; "" or a missing file: none). Throws InputError when the file is unreadable or malformed.
+HeldCpus kubelet_held_cpus(const std::string& path, const std::string& own_pod_uid);
 
 enum class NumaMode { Exclusive, Bound, Shared };
 const char* numa_mode_name(NumaMode m);
 
 /// A chosen placement.
 struct NumaChoice {
-    unsigned node = 0;
+    unsigned node = 0;  ///< the first (lowest) node
     CpuSet cpus;
+    CpuSet nodes;       ///< all nodes of the placement: cpuset.mems
     std::string why;  ///< how it was chosen, for explain
 };
 
@@ -93,10 +94,11 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
 /// Inputs of a placement.
 struct NumaRequest {
     std::string sysfs_root, cgroup_root;
+    std::string kubelet_cpu_state;  ///< kubelet's CPU manager checkpoint ("" none)
     Layout layout = Layout::V1;
-    std::string container_id, sandbox_id, pod_dir, ctr_dir;
+    std::string container_id, sandbox_id, pod_uid, pod_dir, ctr_dir;
     NumaMode mode = NumaMode::Exclusive;
-    unsigned need = 1;   ///< CPUs for bound/shared (≥ 1)
+    unsigned need = 1;   ///< CPUs the container requests (≥ 1): exclusive sizes the nodes by it
     bool dry_run = false;  ///< explain: choose, do not record or prune
 };
 
@@ -104,5 +106,19 @@ struct NumaRequest {
 /// unless dry_run. Throws InputError with a one-line reason when nothing fits or the kernel
 /// state cannot be read.
 NumaChoice place_numa(const NumaRequest& rq, FactState& state);
+
+/// Validate a cpuset a fact pins from an annotation (koordinator.cpuset: resource-status), for
+/// `rq`'s container (mode and need unused), trusted source or not. Refused (InputError, one line)
+/// unless all of:
+///  * it is a subset of the node's online CPUs (<sysfs>/devices/system/cpu/online);
+///  * it is a subset of the effective cpuset of the pod cgroup (cgroup v1
+///    cpuset/<pod>/cpuset.effective_cpus, v2 <pod>/cpuset.cpus.effective; the nearest existing
+///    ancestor when the pod cgroup is not there), which the kernel would cap it to;
+///  * it overlaps no CPU held exclusively by another pod (kubelet_held_cpus, and nri-qos's
+///    exclusive/bound/pinned records of other pods).
+/// Unreadable inputs refuse too. On success the pin is recorded (mode "pin") unless dry_run, so
+/// that later placements and pins of other pods see it; the caller holds state.lock() then.
+/// Returns how it was checked, for explain.
+std::string check_pinned_cpuset(const NumaRequest& rq, const CpuSet& want, FactState& state);
 
 }  // namespace nriqos

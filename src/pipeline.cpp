@@ -558,6 +558,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         fin.kernel = &kernel;
         fin.cgroup_root = opt.cgroup_root;
         fin.sysfs_root = opt.sysfs_root;
+        fin.kubelet_cpu_state = opt.kubelet_cpu_state;
         fin.dry_run = mode == Mode::Explain;
         // Percentages of the value in force where the request already holds our adjustment.
         ClassDef settled;

@@ -18,6 +18,8 @@ constexpr const char* kCgroupRoot = "/sys/fs/cgroup";
 constexpr const char* kProcRoot = "/proc";
 constexpr const char* kResctrlRoot = "/sys/fs/resctrl";
 constexpr const char* kSysfsRoot = "/sys";  ///< NUMA topology for the numa.* facts (facts.hpp)
+/// kubelet's static CPU manager checkpoint: CPUs held exclusively by pods (numa.hpp), read only.
+constexpr const char* kKubeletCpuState = "/var/lib/kubelet/cpu_manager_state";
 constexpr const char* kStateDir = "/run/nri-qos";
 constexpr const char* kCacheDir = "/run/nri-qos/cache";
 constexpr const char* kLastGoodDir = "/var/lib/nri-qos";  ///< last good policy copies (policy_store.hpp)
@@ -32,6 +34,7 @@ struct Options {
     std::string proc_root = defaults::kProcRoot;
     std::string resctrl_root = defaults::kResctrlRoot;
     std::string sysfs_root = defaults::kSysfsRoot;  ///< read only: devices/system/{node,cpu}
+    std::string kubelet_cpu_state = defaults::kKubeletCpuState;  ///< read only; "" = no kubelet CPU manager state
     std::string state_dir = defaults::kStateDir;
     std::string cache_dir = defaults::kCacheDir;  ///< "" disables the compiled-policy cache
     std::string last_good_dir = defaults::kLastGoodDir;  ///< last good policy copies, when last_good_dir_set ("" disables)

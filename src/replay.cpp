@@ -122,6 +122,7 @@ Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayR
         fin.kernel = &kernel;
         fin.cgroup_root = d.cgroup_root;
         fin.sysfs_root = roots.sysfs_root;
+        fin.kubelet_cpu_state = roots.kubelet_cpu_state;
         fin.dry_run = true;
         ClassDef settled;
         const ClassDef* base = dec.cls;

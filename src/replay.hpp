@@ -44,6 +44,8 @@ struct ReplayRoots {
     std::optional<Layout> layout;
     std::string cache_dir;
     std::string sysfs_root = "/sys";  ///< NUMA topology (fact knobs numa.*)
+    /// kubelet's CPU manager checkpoint (numa.hpp held CPUs; "" none)
+    std::string kubelet_cpu_state = "/var/lib/kubelet/cpu_manager_state";
 };
 
 /// What the current policy wants for a recorded container, as direct kernel writes (the

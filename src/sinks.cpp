@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "cpuset.hpp"
+
 using nlohmann::json;
 
 namespace nriqos {
@@ -25,6 +27,17 @@ struct Applier {
     /// directory is the only skip; an absent cgroup, process or resctrl group is a failure.
     IoResult write(size_t i) {
         Write& w = plan.writes[i];
+        if (!w.needs_cpuset.empty()) {
+            std::string why = cpuset_not_applied(i);
+            if (!why.empty()) {
+                w.status = Write::Failed;
+                w.reason = "cpuset not applied: quota kept (" + why + ")";
+                IoResult r;
+                r.status = IoResult::Failed;
+                r.message = w.reason;
+                return r;
+            }
+        }
         IoResult r = kernel.write(w.root, w.rel, w.value);
         w.seq = ++seq;
         switch (r.status) {
@@ -50,6 +63,45 @@ struct Applier {
                 break;
         }
         return r;
+    }
+
+    /// Why write `i` (Write::needs_cpuset) may not go ahead, or "": the plan's cpuset.cpus write
+    /// of the container (if any) is made first and must have been Applied; then the container's
+    /// cpuset.cpus (and on cgroup v2 cpuset.cpus.effective, when the kernel shows it) is read back
+    /// and must be the asked cpuset (compared as CPU sets, not as text). In native NRI the runtime
+    /// applied the cpuset from the CreateContainer adjustment; at StartContainer only the
+    /// read-back decides. Unreadable or different: the dependent write is refused.
+    std::string cpuset_not_applied(size_t i) {
+        const Write& w = plan.writes[i];
+        auto want = CpuSet::parse(w.needs_cpuset);
+        if (!want) return "\"" + w.needs_cpuset.substr(0, 32) + "\" is not a cpuset list";
+        std::string rel;
+        for (size_t j = 0; j < plan.writes.size(); ++j) {
+            Write& c = plan.writes[j];
+            if (c.id != KnobId::CpusetCpus || c.scope != w.scope || c.root != Root::Cgroup) continue;
+            if (c.status == Write::Planned) write(j);
+            if (c.status != Write::Applied)
+                return "cpuset.cpus " + c.value + " " + (c.status == Write::Skipped ? "skipped" : "failed") + (c.reason.empty() ? "" : ": " + c.reason);
+            rel = c.rel;
+        }
+        const bool v2 = plan.layout == Layout::V2;
+        if (rel.empty()) {  // the runtime wrote it (native NRI): the container's own cpuset files
+            std::string dir = dir_of(w.rel);
+            if (!v2) dir = "cpuset" + dir.substr(dir.find('/') == std::string::npos ? dir.size() : dir.find('/'));
+            rel = dir + "/cpuset.cpus";
+        }
+        auto check = [&](const std::string& f, bool must) -> std::string {
+            auto t = kernel.read(Root::Cgroup, f);
+            if (!t) return must ? "cannot read back " + f : "";
+            std::string why;
+            auto got = CpuSet::parse(*t, &why);
+            if (!got) return f + ": " + why;
+            if (*got != *want) return f + " reads \"" + got->str() + "\", not " + want->str();
+            return "";
+        };
+        std::string bad = check(rel, true);
+        if (bad.empty() && v2) bad = check(dir_of(rel) + "/cpuset.cpus.effective", false);
+        return bad;
     }
 
     /// opencontainers/cgroups fs/memory.go setMemoryAndSwap: the kernel keeps

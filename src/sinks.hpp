@@ -16,10 +16,13 @@ namespace nriqos {
 /// retries). A knob file absent from an existing directory (the kernel does not provide it)
 /// becomes Skipped; an absent cgroup directory, process or resctrl group, and any other error,
 /// Failed. Each write's `seq` records the order it was written in. Never throws; every Planned
-/// write is attempted at least once. Writes in another state are left alone, and a step runs over
-/// its Planned writes only (reconcile marks the files already in force Applied first; a
-/// MemorySwap step with one write left is a single write). The one writer of kernel files: the
-/// hook (invoke, nri-eval) and reconcile.
+/// write is attempted at least once, except a write with Write::needs_cpuset (a quota lift paid
+/// for by a cpuset): it is made only after the container's cpuset.cpus write (made first if the
+/// plan has one) succeeded and the kernel reads the asked cpuset back; else it is Failed with
+/// "cpuset not applied: quota kept (...)" and the quota stays. Writes in another state are left
+/// alone, and a step runs over its Planned writes only (reconcile marks the files already in
+/// force Applied first; a MemorySwap step with one write left is a single write). The one writer
+/// of kernel files: the hook (invoke, nri-eval) and reconcile.
 void apply_plan(Plan& plan, Kernel& kernel);
 
 /// Summaries for Result metadata: "cpu.shares=2 pod:cpu.idle=1" style, one line each. The plan's

@@ -34,7 +34,8 @@ ctr_req() {
 hook() { # hook ROOT POLICY [args] < req → stdout
   local root=$1 pol=$2; shift 2
   "$BIN" invoke --policy "$pol" --cgroup-root "$root/cg" --cgroup-layout v1 --proc-root "$root/proc" \
-    --resctrl-root "$root/rc" --state-dir "$root/state" --cache-dir "" --sysfs-root "$root/sys" "$@" 2>>"$root/stderr"
+    --resctrl-root "$root/rc" --state-dir "$root/state" --cache-dir "" --sysfs-root "$root/sys" \
+    --kubelet-cpu-state "$root/cpu_manager_state" "$@" 2>>"$root/stderr"
 }
 
 # ---- NUMA: concurrent bound placements -------------------------------------------------------
@@ -105,9 +106,10 @@ K=$TOP/tests/conformance/cases/katalyst/dedicated-numa-exclusive/requests/nri
 E=$(scratch); mk_sysfs "$E"
 podp=$(jq -r .pod.linux.cgroup_parent "$K/RunPodSandbox.json" | sed 's#^/##')
 mk_v1_dir "$E/cg" "$podp"; echo 0-15 > "$E/cg/cpuset/$podp/cpuset.cpus"
-mk_v1_dir "$E/cg" "kubepods/podother/c"; echo 3 > "$E/cg/cpuset/kubepods/podother/c/cpuset.cpus"   # node0 has a held CPU
+# node0 has a CPU kubelet's static CPU manager gave another pod
+echo '{"policyName":"static","defaultCpuSet":"0-2,4-15","entries":{"other":{"c":"3"}},"checksum":1}' > "$E/cpu_manager_state"
 eval_ev() { "$BIN" nri-eval --policy "$BUNDLED" --cgroup-root "$E/cg" --cgroup-layout v1 --proc-root "$E/proc" --state-dir "$E/state" \
-              --cache-dir "" --sysfs-root "$E/sys" < "$1"; }
+              --cache-dir "" --sysfs-root "$E/sys" --kubelet-cpu-state "$E/cpu_manager_state" < "$1"; }
 eval_ev "$K/RunPodSandbox.json" >/dev/null
 OUT=$(eval_ev "$K/stress-CreateContainer.json")
 check "nri-eval: Katalyst exclusive: adjustment cpus (node1, node0 holds CPU 3)" "$(jq_get "$OUT" .adjustment.linux.resources.cpu.cpus)" 8-15
@@ -183,7 +185,7 @@ big=$(python3 -c 'import json; print(json.dumps({"containers": {"c%d" % i: {} fo
 hostile "5000 containers" "$big" "more than 4096"
 
 # ---- bundled policy: no privilege from pod-written annotations --------------------------------
-P=$(scratch); mkdir -p "$P/sys"
+P=$(scratch); mk_sysfs "$P"
 BP=kubepods/burstable/podp
 mk_v1_dir "$P/cg" "$BP/c1"; echo 512 > "$P/cg/cpu/$BP/c1/cpu.shares"
 OUT=$(jq -c --arg p "/$BP/c1" '.spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="BE"
@@ -194,8 +196,12 @@ echo 150000 > "$P/cg/cpu/$BP/c1/cpu.cfs_quota_us"
 OUT=$(jq -c --arg p "/$BP/c1" '.spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="BE"
         | .spec.annotations["node.koordinator.sh/extended-resource-spec"]="{\"containers\":{\"cgfs-ctr\":{\"requests\":{\"kubernetes.io/batch-cpu\":\"1\"}}}}"' <<<"$CT0" | hook "$P" "$BUNDLED")
 check "bundled: ... nor lifts kubelet's quota with a limit-less batch spec" "$(cat "$P/cg/cpu/$BP/c1/cpu.cfs_quota_us")" 150000
+mk_v1_dir "$P/cg" "kubepods/podq/c1"
+OUT=$(jq -c '.spec.cgroupsPath="/kubepods/podq/c1"' <<<"$CT0" | hook "$P" "$BUNDLED")
+check "bundled: an unclassified Guaranteed pod: nothing written" "$(jq_get "$OUT" '[.writes[]|select(.status=="applied")]|length')" 0
+check "bundled: ... and no fact state kept" "$(ls "$P/state" 2>/dev/null | grep -c facts)" 0
 GP=kubepods/podg
-mk_v1_dir "$P/cg" "$GP/c1"; echo 200000 > "$P/cg/cpu/$GP/c1/cpu.cfs_quota_us"
+mk_v1_dir "$P/cg" "$GP/c1"; echo 200000 > "$P/cg/cpu/$GP/c1/cpu.cfs_quota_us"; echo 0-15 > "$P/cg/cpuset/$GP/cpuset.effective_cpus"
 OUT=$(jq -c --arg p "/$GP/c1" '.spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="LSR" | .spec.resources.cpu.quota=200000
         | .spec.annotations["scheduling.koordinator.sh/resource-status"]="{\"cpuset\":\"0-15\"}"' <<<"$CT0" | hook "$P" "$BUNDLED")
 check "bundled: a wide pod-written cpuset does not lift the quota" "$(cat "$P/cg/cpu/$GP/c1/cpu.cfs_quota_us")" 200000
@@ -204,11 +210,82 @@ OUT=$(jq -c --arg p "/$GP/c1" '.spec.cgroupsPath=$p | .labels["koordinator.sh/qo
         | .spec.annotations["scheduling.koordinator.sh/resource-status"]="{\"cpuset\":\"2-3\"}"' <<<"$CT0" | hook "$P" "$BUNDLED")
 check "bundled: a cpuset within the quota lifts it (koordlet's cpuset hook)" "$(cat "$P/cg/cpu/$GP/c1/cpu.cfs_quota_us")" -1
 check "bundled: ... and binds the container" "$(cat "$P/cg/cpuset/$GP/c1/cpuset.cpus")" 2-3
-mk_v1_dir "$P/cg" "kubepods/podq/c1"
-OUT=$(jq -c '.spec.cgroupsPath="/kubepods/podq/c1"' <<<"$CT0" | hook "$P" "$BUNDLED")
-check "bundled: an unclassified Guaranteed pod: nothing written" "$(jq_get "$OUT" '[.writes[]|select(.status=="applied")]|length')" 0
-check "bundled: ... and no fact state kept" "$(ls "$P/state" 2>/dev/null | grep -c facts)" 0
 
+# ---- issue #19 §1: a cpuset from an annotation, written by a hostile pod author ---------------
+# Each case pays for its cpuset with the quota (so the old "wider than the quota" rule does not
+# stop it) and must still be refused, the quota kept.
+T=$(scratch); mk_sysfs "$T"; mkdir -p "$T/proc"
+lsr() { # lsr POD CTR CPUSET QUOTA: a KOORD-LSR container create with a resource-status cpuset
+  jq -c --arg p "/kubepods/$1/$2" --arg id "$2" --arg sb "sb-$1" --arg uid "${1#pod}" --arg cs "{\"cpuset\":\"$3\"}" --argjson q "$4" \
+    '.id=$id | .sandboxID=$sb | .spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="LSR" | .spec.resources.cpu.quota=$q
+     | .spec.resources.cpu.period=100000 | .spec.annotations["io.kubernetes.cri.sandbox-uid"]=$uid
+     | .spec.annotations["scheduling.koordinator.sh/resource-status"]=$cs' <<<"$CT0" | hook "$T" "$BUNDLED"
+}
+lsr_pod() { mk_v1_dir "$T/cg" "kubepods/$1/$2"; echo 400000 > "$T/cg/cpu/kubepods/$1/$2/cpu.cfs_quota_us"
+            echo "${3:-0-15}" > "$T/cg/cpuset/kubepods/$1/cpuset.effective_cpus"; }
+refused_lsr() { # NAME POD CTR OUT EXPECTED-REASON
+  check "cpuset trust: $1: quota kept" "$(cat "$T/cg/cpu/kubepods/$2/$3/cpu.cfs_quota_us")" 400000
+  check "cpuset trust: $1: cpuset not written" "$(cat "$T/cg/cpuset/kubepods/$2/$3/cpuset.cpus")" ""
+  check_contains "cpuset trust: $1: refused with the reason" "$(jq_get "$4" .metadata.failed)" "$5"
+  check_contains "cpuset trust: $1: the quota says why" "$(jq_get "$4" .metadata.failed)" "cpu_quota_us: fact koordinator.cpuset_quota: cpuset not applied: quota kept"
+}
+lsr_pod podt1 c1
+OUT=$(lsr podt1 c1 12-19 800000)
+refused_lsr "CPUs the node does not have" podt1 c1 "$OUT" "cpuset 12-19 is not within the node's online CPUs 0-15 (CPUs 16-19)"
+lsr_pod podt2 c1 0-7
+OUT=$(lsr podt2 c1 8-9 200000)
+refused_lsr "outside the pod cgroup's effective cpuset" podt2 c1 "$OUT" "cpuset 8-9 is not within cpuset/kubepods/podt2/cpuset.effective_cpus 0-7 (CPUs 8-9)"
+echo '{"policyName":"static","defaultCpuSet":"0-9,12-15","entries":{"db000001-2e1c-4f4e-9f1e-3c5d2a7b9e10":{"db":"10-11"}},"checksum":1}' > "$T/cpu_manager_state"
+lsr_pod podt3 c1
+OUT=$(lsr podt3 c1 11-12 200000)
+refused_lsr "CPUs kubelet's static CPU manager gave another pod" podt3 c1 "$OUT" \
+  "cpuset 11-12 overlaps CPUs held exclusively by another pod: 11 (10-11 (kubelet static, pod db000001))"
+echo '{"policyName":"static","entries":' > "$T/cpu_manager_state"
+lsr_pod podt4 c1
+OUT=$(lsr podt4 c1 4-5 200000)
+refused_lsr "a malformed kubelet checkpoint" podt4 c1 "$OUT" "kubelet cpu_manager_state: malformed JSON"
+rm -f "$T/cpu_manager_state"
+OUT=$(lsr podt4 c1 4-5 200000)
+check "cpuset trust: a valid cpuset is pinned" "$(cat "$T/cg/cpuset/kubepods/podt4/c1/cpuset.cpus")" 4-5
+check "cpuset trust: ... and then the quota lifted" "$(cat "$T/cg/cpu/kubepods/podt4/c1/cpu.cfs_quota_us")" -1
+check "cpuset trust: ... cpuset first, quota after its read-back" \
+  "$(jq_get "$OUT" '[.writes[]|select(.knob=="cpuset_cpus" or .knob=="cpu_quota_us")]|sort_by(.seq)|map(.knob+":"+(.seq|tostring))|join(" ")')" "cpuset_cpus:1 cpu_quota_us:2"
+check "cpuset trust: ... recorded as nri-qos's pin" "$(jq -r '.mode+" "+.cpus' "$T/state/facts/numa/c1.json")" "pin 4-5"
+lsr_pod podt5 c2
+OUT=$(lsr podt5 c2 5-6 200000)
+refused_lsr "CPUs nri-qos pinned for another pod" podt5 c2 "$OUT" "cpuset 5-6 overlaps CPUs held exclusively by another pod: 5 (4-5 (nri-qos pin c1))"
+lsr_pod podt6 c1
+rm -f "$T/cg/cpuset/kubepods/podt6/c1/cpuset.cpus"; mkdir "$T/cg/cpuset/kubepods/podt6/c1/cpuset.cpus"   # the write fails
+OUT=$(lsr podt6 c1 8-9 200000)
+check "cpuset trust: cpuset write failed: quota kept" "$(cat "$T/cg/cpu/kubepods/podt6/c1/cpu.cfs_quota_us")" 400000
+check_contains "cpuset trust: cpuset write failed: the quota says why" "$(jq_get "$OUT" .metadata.failed)" \
+  "cpu.cfs_quota_us=-1 (cpuset not applied: quota kept (cpuset.cpus 8-9 failed: Is a directory))"
+check "cpuset trust: the sandbox allowed reading kubelet's checkpoint" "$(grep -c 'EPERM\|Permission denied' "$T/stderr")" 0
+
+# ---- issue #19 §1: Katalyst NUMA sizing ------------------------------------------------------
+N4=$(scratch); mkdir -p "$N4/proc" "$N4/sys/devices/system/cpu" "$N4/sys/devices/system/node"   # 4 nodes of 4 CPUs
+echo 0-15 > "$N4/sys/devices/system/cpu/online"; echo 0-3 > "$N4/sys/devices/system/node/online"
+for n in 0 1 2 3; do mkdir -p "$N4/sys/devices/system/node/node$n"; echo "$((n*4))-$((n*4+3))" > "$N4/sys/devices/system/node/node$n/cpulist"; done
+KAT='{"numa_binding":"true","numa_exclusive":"true"}'
+kat() { # kat POD CTR SHARES: a Katalyst dedicated_cores numa_exclusive container create
+  jq -c --arg p "/kubepods/$1/$2" --arg id "$2" --arg sb "sb-$1" --arg m "$KAT" --argjson s "$3" \
+    '.id=$id | .sandboxID=$sb | .spec.cgroupsPath=$p | .spec.resources.cpu={"shares":$s,"quota":($s/1024*100000),"period":100000}
+     | .spec.annotations["katalyst.kubewharf.io/qos_level"]="dedicated_cores"
+     | .spec.annotations["katalyst.kubewharf.io/memory_enhancement"]=$m' <<<"$CT0" | hook "$N4" "$BUNDLED"
+}
+mk_v1_dir "$N4/cg" kubepods/podk6/c1
+mk_v1_dir "$N4/cg" kubepods/podpool/app; echo 0-3 > "$N4/cg/cpuset/kubepods/podpool/app/cpuset.cpus"   # a shared_cores pod on the share pool
+OUT=$(kat podk6 c1 6144)
+check "numa sizing: 6 CPUs on 4-CPU nodes get 2 whole nodes (calculateHints)" "$(cat "$N4/cg/cpuset/kubepods/podk6/c1/cpuset.cpus")" 0-7
+check "numa sizing: ... and their memory" "$(cat "$N4/cg/cpuset/kubepods/podk6/c1/cpuset.mems")" 0-1
+check_contains "numa sizing: the shared_cores pool is not held" "$(jq_get "$OUT" '.writes[]|select(.knob=="cpuset_cpus")|.note')" "held CPUs: none"
+mk_v1_dir "$N4/cg" kubepods/besteffort/podbe/c1
+OUT=$(jq -c '.spec.cgroupsPath="/kubepods/besteffort/podbe/c1" | .id="be1" | .sandboxID="sb-be" | .spec.resources.cpu={"shares":2}
+       | .spec.annotations["katalyst.kubewharf.io/qos_level"]="dedicated_cores"
+       | .spec.annotations["katalyst.kubewharf.io/memory_enhancement"]="{\"numa_binding\":\"true\",\"numa_exclusive\":\"true\"}"' <<<"$CT0" | hook "$N4" "$BUNDLED")
+check "numa sizing: a BestEffort pod reserves no node" "$(cat "$N4/cg/cpuset/kubepods/besteffort/podbe/c1/cpuset.cpus")" ""
+check_contains "numa sizing: ... and says why" "$(jq_get "$OUT" .metadata.skipped)" "a BestEffort pod has no CPU request: no exclusive NUMA placement"
+check "numa sizing: ... nothing recorded for it" "$(test -e "$N4/state/facts/numa/be1.json" && echo recorded || echo none)" none
 
 # ---- reconcile puts fact values back (the replay resolves facts like the hook) -----------------
 # containerd's UpdateContainerResources rewrites cpu.shares / quota from kubelet's values; the

@@ -13,7 +13,7 @@ namespace nri {
 
 /// Apply plugin-config child flags (as RelayOptions' config mapping produces them:
 /// "--policy" FILE, "--cgroup-root" DIR, "--cgroup-layout" auto|v1|hybrid|v2, "--proc-root",
-/// "--resctrl-root", "--sysfs-root", "--state-dir", "--cache-dir" DIR, "--last-good-dir" DIR,
+/// "--resctrl-root", "--sysfs-root", "--kubelet-cpu-state", "--state-dir", "--cache-dir" DIR, "--last-good-dir" DIR,
 /// "--debug") to `o` (without "--last-good-dir", pipeline.hpp last_good_dir_of decides). Returns
 /// "" or why a flag was refused (that flag is skipped, the others are applied).
 std::string apply_eval_flags(nriqos::Options& o, const std::vector<std::string>& flags);

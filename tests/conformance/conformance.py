@@ -44,6 +44,7 @@ CASES = os.path.join(HERE, "cases")
 
 UNL = "9223372036854771712"  # what cgroup v1 shows for an unlimited memory limit (PAGE_COUNTER_MAX pages)
 SYSFS_OPT = "--sysfs-root"   # the root option of the NUMA placement work (issue #10 §2)
+KCPU_OPT = "--kubelet-cpu-state"   # kubelet's CPU manager checkpoint (issue #19 §1): none on the scratch node
 
 # Kernel defaults of a fresh cgroup. Superset kernel: mainline files plus openEuler's
 # cpu.qos_level / memory.qos_level (and memory.high on v1), so a write nobody expects shows.
@@ -162,6 +163,16 @@ class Tree:
                 os.makedirs(os.path.dirname(p), exist_ok=True)
                 with open(p, "w") as fh:
                     fh.write(v)
+
+    def effective_cpus(self, rel):
+        """The pod cgroup's effective cpuset (all the node's CPUs), which an annotation cpuset is
+        checked against (v1 cpuset.effective_cpus, v2 cpuset.cpus.effective). Only on the pod:
+        a container's effective set would follow its cpuset.cpus in a real kernel."""
+        f = "cpuset.cpus.effective" if self.layout == "v2" else "cpuset.effective_cpus"
+        p = os.path.join(self.cg, rel, f) if self.layout == "v2" else os.path.join(self.cg, "cpuset", rel, f)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as fh:
+            fh.write(self.node["cpus"] + "\n")
 
     def read(self, rel, f):
         try:
@@ -369,6 +380,8 @@ class Run:
                 "--state-dir", os.path.join(t.root, "state"), "--cache-dir", ""]
         if self.o.sysfs_ok:
             args += [SYSFS_OPT, t.sys]
+        if getattr(self.o, "kcpu_ok", False):
+            args += [KCPU_OPT, os.path.join(t.root, "cpu_manager_state")]
         with open(reqfile, "rb") as fh:
             data = fh.read()
         before = t.snapshot_cpu_max()
@@ -401,12 +414,21 @@ class Run:
             self.pod_rel = pod_rel = os.path.dirname(sb_rel)
             self.ctr_rel = {n: rel_of(p) for n, p in k["paths"]["containers"].items()}
             # the node: siblings already bound to CPUs
+            # and kubelet's static CPU manager holds them (its checkpoint lists them: only
+            # exclusively held CPUs count against a NUMA placement, not every cgroup's cpuset)
+            held = {}
             for s in self.node.get("siblings", []):
                 t.mkdir(s["rel"], {"cpuset.cpus": s["cpuset.cpus"]})
+                pod, ctr = s["rel"].split("/")[-2:]
+                held.setdefault(pod[3:] if pod.startswith("pod") else pod, {})[ctr] = s["cpuset.cpus"]
+            if held:
+                with open(os.path.join(root, "cpu_manager_state"), "w") as fh:
+                    json.dump({"policyName": "static", "defaultCpuSet": self.node["cpus"], "entries": held, "checksum": 0}, fh)
             # expected baseline = kernel default + kubelet/runc
             base = {}
             pod_vals = kubelet_pod_values(lay, k["pod"])
             t.mkdir(pod_rel, pod_vals)
+            t.effective_cpus(pod_rel)
             base["pod"] = dict(t.defaults(), **pod_vals)
             sb_vals, _ = runc_values(lay, k["sandbox"])
             t.mkdir(sb_rel, sb_vals)
@@ -561,8 +583,9 @@ def main(argv=None):
     try:
         h = subprocess.run([o.bin, "invoke", "--help"], capture_output=True, timeout=10)
         o.sysfs_ok = SYSFS_OPT in (h.stdout + h.stderr).decode(errors="replace")
+        o.kcpu_ok = KCPU_OPT in (h.stdout + h.stderr).decode(errors="replace")
     except (OSError, subprocess.TimeoutExpired):
-        o.sysfs_ok = False
+        o.sysfs_ok = o.kcpu_ok = False
     with open(o.differences) as fh:
         docs = json.load(fh)["differences"]
 

@@ -1,8 +1,9 @@
 // libFuzzer target: NUMA placement choice (src/numa.hpp choose_numa) on arbitrary topologies and
 // held sets. Input lines: "node <id> <cpulist>", "held <cpulist>", "sib <cpu> <cpulist>",
-// "need <n>", "mode e|b|s", "prefer <id>". Oracles: a placement uses only CPUs of one node, never a
-// held CPU (except the pod's own node in exclusive mode), exactly `need` CPUs when bound, the whole
-// node when exclusive; a refusal says why on one line.
+// "need <n>", "mode e|b|s", "prefer <id>". Oracles: a placement uses only CPUs of its nodes (one
+// node unless exclusive), never a held CPU (except the pod's own node in exclusive mode), exactly
+// `need` CPUs when bound, whole nodes holding at least `need` CPUs when exclusive; a refusal says
+// why on one line.
 #include <cstddef>
 #include <cstdint>
 #include <sstream>
@@ -57,15 +58,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (why.empty() || why.find('\n') != std::string::npos) fuzz::die("refusal without a one-line reason", why);
         return 0;
     }
-    const NumaNode* node = nullptr;
-    for (const auto& n : t.nodes)
-        if (n.id == c->node) node = &n;
-    if (!node) fuzz::die("placement on an unknown node");
-    if (!c->cpus.subset_of(node->cpus)) fuzz::die("CPUs outside the node", c->cpus.str());
+    // The placement's nodes: one, or several for an exclusive request larger than a node.
+    if (!c->nodes.has(c->node)) fuzz::die("the first node is not among the placement's nodes");
+    if (mode != NumaMode::Exclusive && c->nodes.count() != 1) fuzz::die("a bound/shared placement on several nodes");
+    CpuSet all;
+    for (unsigned id : c->nodes.ids()) {
+        const NumaNode* node = nullptr;
+        for (const auto& n : t.nodes)
+            if (n.id == id) node = &n;
+        if (!node) fuzz::die("placement on an unknown node");
+        all |= node->cpus;
+    }
+    if (!c->cpus.subset_of(all)) fuzz::die("CPUs outside the placement's nodes", c->cpus.str());
     if (c->cpus.empty()) fuzz::die("empty placement");
     bool own = prefer && *prefer == c->node && mode == NumaMode::Exclusive;
     if (!own && c->cpus.intersects(held)) fuzz::die("a held CPU handed out", c->cpus.str() + " held " + held.str());
-    if (mode == NumaMode::Exclusive && c->cpus != node->cpus) fuzz::die("exclusive placement is not the whole node");
+    if (mode == NumaMode::Exclusive && c->cpus != all) fuzz::die("exclusive placement is not whole nodes");
+    if (mode == NumaMode::Exclusive && !own && c->cpus.count() < (need ? need : 1)) fuzz::die("exclusive placement smaller than the request");
     if (mode == NumaMode::Bound && c->cpus.count() != (need ? need : 1)) fuzz::die("bound placement of the wrong size", c->cpus.str());
     return 0;
 }

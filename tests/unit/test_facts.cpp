@@ -19,6 +19,7 @@
 #include "policy.hpp"
 #include "policy_cache.hpp"
 #include "request.hpp"
+#include "sinks.hpp"
 
 using namespace nriqos;
 using nlohmann::json;
@@ -339,29 +340,28 @@ TEST_CASE("NUMA topology from a scratch sysfs", "[facts][numa]") {
     CHECK(error_of([&] { read_topology(t.path + "/nonexistent"); }).find("sysfs root") == 0);
 }
 
-TEST_CASE("NUMA: held CPUs under the kubepods hierarchy", "[facts][numa]") {
-    CpuSet online = *CpuSet::parse("0-7");
-    for (Layout lay : {Layout::V1, Layout::V2}) {
-        Tmp t;
-        const std::string p = lay == Layout::V2 ? "" : "cpuset/";
-        t.put(p + "kubepods/cpuset.cpus", "0-7\n");
-        t.put(p + "kubepods/podA/cpuset.cpus", "0-7\n");
-        t.put(p + "kubepods/podA/ctr1/cpuset.cpus", "1\n");           // exclusive (static policy)
-        t.put(p + "kubepods/podA/pause/cpuset.cpus", "0-7\n");
-        t.put(p + "kubepods/podB/ctr/cpuset.cpus", "0,2-7\n");       // shared pool, Guaranteed tier
-        t.put(p + "kubepods/burstable/podC/ctr/cpuset.cpus", "0,2-7\n");  // the pool, seen on Burstable
-        t.put(p + "kubepods/burstable/podOwn/ctr/cpuset.cpus", "5\n");    // the pod itself: skipped
-        t.put(p + "kubepods/besteffort/podD/ctr/cpuset.cpus", lay == Layout::V2 ? "" : "0-7\n");
-        HeldCpus h = scan_held_cpus(t.path, lay, "kubepods/burstable/podOwn", online);
-        CHECK(h.cpus.str() == "1");
-        CHECK(h.pool.str() == "0,2-7");
-        REQUIRE_FALSE(h.by.empty());
-        CHECK(h.by[0].find("kubepods/podA/ctr1") != std::string::npos);
-        // without a Burstable/BestEffort container the pool cannot be told apart: held too
-        t.rm(p + "kubepods/burstable/podC");
-        h = scan_held_cpus(t.path, lay, "kubepods/burstable/podOwn", online);
-        CHECK(h.cpus.str() == "0-7");
-    }
+TEST_CASE("kubelet cpu_manager_state: held CPUs of other pods", "[facts][numa][cpuset-trust]") {
+    KubeletCpuState k = parse_kubelet_cpu_state(
+        R"({"policyName":"static","defaultCpuSet":"0,6-7","entries":{"podA":{"c1":"1-2","c2":"3"},"podB":{"c":"4-5"}},"checksum":1})");
+    CHECK(k.policy == "static");
+    CHECK(k.held.str() == "1-5");
+    CHECK(k.by_pod.at("podA").str() == "1-3");
+    // policy none holds nothing; V1 entries (container id → CPUs) are held by an unknown pod
+    CHECK(parse_kubelet_cpu_state(R"({"policyName":"none","defaultCpuSet":"","entries":{"podA":{"c":"1"}}})").held.empty());
+    CHECK(parse_kubelet_cpu_state(R"({"policyName":"static","entries":{"abc123":"6"}})").by_pod.at("").str() == "6");
+    CHECK(error_of([] { parse_kubelet_cpu_state(R"({"policyName":"static","entries":{"podA":{"c":"1-x"}}})"); }).find("entries.podA.c") != std::string::npos);
+    CHECK(error_of([] { parse_kubelet_cpu_state("{"); }).find("kubelet cpu_manager_state: ") == 0);
+    CHECK(error_of([] { parse_kubelet_cpu_state(R"({"entries":[1]})"); }).find("entries: expected an object") != std::string::npos);
+    Tmp t;
+    const std::string f = t.path + "/cpu_manager_state";
+    CHECK(kubelet_held_cpus(f, "podA").cpus.empty());  // missing file: nothing held
+    t.put("cpu_manager_state", R"({"policyName":"static","defaultCpuSet":"0,6-7","entries":{"podA":{"c1":"1-2"},"podB":{"c":"4-5"}},"checksum":1})");
+    HeldCpus h = kubelet_held_cpus(f, "podA");  // the pod's own exclusive CPUs are not held against it
+    CHECK(h.cpus.str() == "4-5");
+    REQUIRE(h.by.size() == 1);
+    CHECK(h.by[0] == "4-5 (kubelet static, pod podB)");
+    t.put("cpu_manager_state", "{\"entries\":");  // malformed: refused, never "nothing held"
+    CHECK(error_of([&] { kubelet_held_cpus(f, "podA"); }).find("malformed JSON") != std::string::npos);
 }
 
 TEST_CASE("NUMA placement: records, sibling containers, concurrency state, pruning", "[facts][numa]") {
@@ -475,6 +475,7 @@ struct Env {
         in.kernel = &kernel;
         in.cgroup_root = t.path + "/cg";
         in.sysfs_root = t.path + "/sys";
+        in.kubelet_cpu_state = t.path + "/cpu_manager_state";
         in.dry_run = dry;
         return resolve_facts(cls, in, state);
     }
@@ -568,8 +569,11 @@ cpu_quota_us = { fact = "koordinator.cpuset_quota" }
         return req_from("container-create.json", {{"spec", {{"annotations", {{"scheduling.koordinator.sh/resource-status", "{\"cpuset\":\"" + cpuset + "\"}"}}},
                                                             {"resources", {{"cpu", {{"quota", quota}, {"period", 100000}}}}}}}});
     };
+    make_sysfs(e.t, "0-63", {{0, "0-63"}});
+    e.t.put("cg/cpuset/" + resolve_cgroups_path(*with("2-3", 1).cgroups_path).pod + "/cpuset.effective_cpus", "0-63\n");
     FactPlan p = e.run(cls, with("2-3", 200000));
     CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "2-3");
+    CHECK(knob(p.cls.container, KnobId::CpuQuota)->needs_cpuset == "2-3");  // the lift waits for the cpuset
     CHECK(knob(p.cls.container, KnobId::CpuQuota)->value.kind == KnobValue::Max);
     p = e.run(cls, with("0-63", 200000));  // a pod-written wide cpuset: bound, but the quota stays
     CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-63");
@@ -642,14 +646,14 @@ cpuset_mems = { fact = "katalyst.numa_mems" }
     Request r0 = req_from("container-create.json", {});
     const std::string pod = resolve_cgroups_path(*r0.cgroups_path).pod;
     e.t.put("cg/cpuset/" + pod + "/cpuset.cpus", "0-7\n");
-    e.t.put("cg/cpuset/kubepods/podX/ctr/cpuset.cpus", "2\n");  // someone holds CPU 2
+    e.t.put("cpu_manager_state", R"({"policyName":"static","entries":{"podX":{"ctr":"2"}}})");  // kubelet gave CPU 2 to pod X
     const json ann = {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"},
                       {"katalyst.kubewharf.io/memory_enhancement", R"({"numa_binding":"true","numa_exclusive":"true"})"}};
     Request r = req_from("container-create.json", {{"spec", {{"annotations", ann}}}});
     FactPlan p = e.run(cls, r);
     CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "4-7");
     CHECK(knob(p.cls.container, KnobId::CpusetMems)->value.text == "1");
-    CHECK(p.calcs[0].find("held CPUs: 2") != std::string::npos);
+    CHECK(p.calcs[0].find("held CPUs: 2 = 2 (kubelet static, pod podX)") != std::string::npos);
     // without numa_binding: nothing (Katalyst refuses dedicated_cores then)
     Request nb = req_from("container-create.json", {{"spec", {{"annotations", {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"}}}}}});
     p = e.run(cls, nb);
@@ -658,7 +662,7 @@ cpuset_mems = { fact = "katalyst.numa_mems" }
     // bound (not exclusive): the container's integer CPUs
     const json bound = {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"},
                         {"katalyst.kubewharf.io/memory_enhancement", R"({"numa_binding":"true"})"}};
-    Request b = req_from("container-create.json", {{"id", "b0b0"}, {"spec", {{"annotations", bound}, {"resources", {{"cpu", {{"quota", 150000}, {"period", 100000}}}}}}}});
+    Request b = req_from("container-create.json", {{"id", "b0b0"}, {"spec", {{"annotations", bound}, {"resources", {{"cpu", {{"quota", 150000}, {"period", 100000}, {"shares", 1536}}}}}}}});
     p = e.run(cls, b, Layout::V1, true);
     CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-1");  // 2 CPUs, node0 (CPU 2 held; node1 is the first container's)
 }
@@ -823,4 +827,272 @@ cpu_qos_level = { fact = "volcano.qos_level", if_absent = "fail" }
     FactPlan l = e.run(lift, u);
     REQUIRE(knob(l.cls.pod, KnobId::CpuQuota));
     CHECK(knob(l.cls.pod, KnobId::CpuQuota)->value.kind == KnobValue::Max);  // 2 CPUs × 100000 ≤ 400000: lifted again
+// ---- issue #19 §1: a cpuset from an annotation, played by a hostile pod author ---------------
+
+namespace {
+const char* kLsr = R"([classes.C.container]
+cpuset_cpus = { fact = "koordinator.cpuset" }
+cpu_quota_us = { fact = "koordinator.cpuset_quota" }
+)";
+/// A container create asking for `cpuset` through resource-status, quota 4 CPUs (it pays for them).
+Request pinned(const std::string& cpuset, const std::string& id = "c1", const std::string& sandbox = "sb1", const std::string& uid = "uid1") {
+    return req_from("container-create.json",
+                    {{"id", id}, {"sandboxID", sandbox},
+                     {"spec", {{"cgroupsPath", "/kubepods/pod" + uid + "/" + id},
+                               {"annotations", {{"scheduling.koordinator.sh/resource-status", "{\"cpuset\":\"" + cpuset + "\"}"},
+                                                {"io.kubernetes.cri.sandbox-uid", uid}}},
+                               {"resources", {{"cpu", {{"quota", 400000}, {"period", 100000}, {"shares", 4096}}}}}}}});
+}
+/// A node with CPUs 0-7 (two nodes), pod cgroups of uid1..uid3 with effective cpusets 0-7.
+void lsr_node(Env& e) {
+    make_sysfs(e.t, "0-7", {{0, "0-3"}, {1, "4-7"}});
+    for (const char* u : {"uid1", "uid2", "uid3"}) e.t.put(std::string("cg/cpuset/kubepods/pod") + u + "/cpuset.effective_cpus", "0-7\n");
+}
+bool refused_with(const FactPlan& p, const std::string& what) {
+    for (const auto& r : p.refused)
+        if (r.find(what) != std::string::npos) return true;
+    return false;
+}
+}  // namespace
+
+TEST_CASE("annotation cpuset: within the node's online CPUs", "[facts][cpuset-trust]") {
+    Env e;
+    lsr_node(e);
+    FactPlan p = e.run(class_of(kLsr), pinned("6-9"));
+    CHECK_FALSE(knob(p.cls.container, KnobId::CpusetCpus));
+    CHECK_FALSE(knob(p.cls.container, KnobId::CpuQuota));  // a refused cpuset never lifts the quota
+    CHECK(refused_with(p, "cpuset_cpus: fact koordinator.cpuset: scheduling.koordinator.sh/resource-status: cpuset 6-9 is not within the node's online CPUs 0-7 (CPUs 8-9)"));
+    CHECK(refused_with(p, "cpu_quota_us: fact koordinator.cpuset_quota: cpuset not applied: quota kept"));
+    CHECK(e.state.numa_records().empty());
+}
+
+TEST_CASE("annotation cpuset: within the pod cgroup's effective cpuset", "[facts][cpuset-trust]") {
+    for (Layout lay : {Layout::V1, Layout::V2}) {
+        Env e;
+        make_sysfs(e.t, "0-7", {{0, "0-7"}});
+        const bool v2 = lay == Layout::V2;
+        e.t.put(std::string(v2 ? "cg/" : "cg/cpuset/") + "kubepods/poduid1/" + (v2 ? "cpuset.cpus.effective" : "cpuset.effective_cpus"), "0-3\n");
+        FactPlan p = e.run(class_of(kLsr), pinned("2-5"), lay);
+        CHECK_FALSE(knob(p.cls.container, KnobId::CpusetCpus));
+        CHECK_FALSE(knob(p.cls.container, KnobId::CpuQuota));
+        CHECK(refused_with(p, std::string("cpuset 2-5 is not within ") + (v2 ? "" : "cpuset/") + "kubepods/poduid1/" +
+                                  (v2 ? "cpuset.cpus.effective" : "cpuset.effective_cpus") + " 0-3 (CPUs 4-5)"));
+        // within it: pinned, and the lift waits for the cpuset
+        p = e.run(class_of(kLsr), pinned("2-3"), lay);
+        CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "2-3");
+        CHECK(knob(p.cls.container, KnobId::CpuQuota)->needs_cpuset == "2-3");
+    }
+    // no effective cpuset to check against: refused (fail-safe)
+    Env e;
+    make_sysfs(e.t, "0-7", {{0, "0-7"}});
+    e.t.mkdir("cg/cpuset/kubepods/poduid1");
+    FactPlan p = e.run(class_of(kLsr), pinned("2-3"));
+    CHECK(refused_with(p, "cannot read cpuset.effective_cpus of cpuset/kubepods/poduid1 or its parents"));
+}
+
+TEST_CASE("annotation cpuset: never on CPUs kubelet's static CPU manager gave another pod", "[facts][cpuset-trust]") {
+    Env e;
+    lsr_node(e);
+    e.t.put("cpu_manager_state", R"({"policyName":"static","defaultCpuSet":"0-1,4-7","entries":{"uid2":{"db":"2-3"},"uid1":{"own":"6"}},"checksum":7})");
+    FactPlan p = e.run(class_of(kLsr), pinned("3-4"));
+    CHECK_FALSE(knob(p.cls.container, KnobId::CpusetCpus));
+    CHECK_FALSE(knob(p.cls.container, KnobId::CpuQuota));
+    CHECK(refused_with(p, "cpuset 3-4 overlaps CPUs held exclusively by another pod: 3 (2-3 (kubelet static, pod uid2))"));
+    // the pod's own exclusive CPUs are no obstacle
+    p = e.run(class_of(kLsr), pinned("5-6"));
+    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "5-6");
+    // a malformed checkpoint refuses the pin
+    e.t.put("cpu_manager_state", "{\"entries\":{\"uid2\":{\"db\":\"2-\"}}}");
+    p = e.run(class_of(kLsr), pinned("0-1", "c9", "sb9", "uid3"));
+    CHECK_FALSE(knob(p.cls.container, KnobId::CpusetCpus));
+    CHECK(refused_with(p, "kubelet cpu_manager_state: entries.uid2.db"));
+}
+
+TEST_CASE("annotation cpuset: never on CPUs nri-qos pinned or placed for another pod", "[facts][cpuset-trust]") {
+    Env e;
+    lsr_node(e);
+    FactPlan p = e.run(class_of(kLsr), pinned("2-3"));  // pod 1 pins 2-3: recorded
+    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "2-3");
+    REQUIRE(e.state.numa_record("c1"));
+    CHECK(e.state.numa_record("c1")->mode == "pin");
+    p = e.run(class_of(kLsr), pinned("3", "c2", "sb2", "uid2"));  // pod 2 writes a cpuset on pod 1's CPU
+    CHECK_FALSE(knob(p.cls.container, KnobId::CpusetCpus));
+    CHECK_FALSE(knob(p.cls.container, KnobId::CpuQuota));
+    CHECK(refused_with(p, "cpuset 3 overlaps CPUs held exclusively by another pod: 3 (2-3 (nri-qos pin c1)"));
+    // another container of pod 1 shares the pod's cpuset
+    p = e.run(class_of(kLsr), pinned("2-3", "c1b", "sb1", "uid1"));
+    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "2-3");
+    // an exclusive NUMA placement of another pod counts too
+    NumaRecord r;
+    r.container_id = "k1";
+    r.sandbox_id = "sb3";
+    r.pod_dir = "kubepods/poduid3";
+    r.mode = "exclusive";
+    r.nodes = "1";
+    r.node = 1;
+    r.cpus = "4-7";
+    REQUIRE(e.state.put_numa(r).empty());
+    p = e.run(class_of(kLsr), pinned("5", "c2", "sb2", "uid2"));
+    CHECK(refused_with(p, "overlaps CPUs held exclusively by another pod: 5 (4-7 (nri-qos exclusive k1)"));
+    // explain (dry run) checks the same and records nothing
+    p = e.run(class_of(kLsr), pinned("0-1", "c2", "sb2", "uid2"), Layout::V1, true);
+    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-1");
+    CHECK_FALSE(e.state.numa_record("c2"));
+}
+
+TEST_CASE("sink: a quota lift waits for the cpuset, written and read back", "[facts][cpuset-trust]") {
+    for (Layout lay : {Layout::V1, Layout::V2}) {
+        const bool v2 = lay == Layout::V2;
+        const std::string cs = v2 ? "kubepods/pod1/c1/cpuset.cpus" : "cpuset/kubepods/pod1/c1/cpuset.cpus";
+        const std::string qf = v2 ? "kubepods/pod1/c1/cpu.max" : "cpu/kubepods/pod1/c1/cpu.cfs_quota_us";
+        auto plan_of = [&](bool with_cpuset) {
+            Plan plan;
+            plan.layout = lay;
+            if (with_cpuset) {
+                Write c;
+                c.knob = "cpuset_cpus";
+                c.id = KnobId::CpusetCpus;
+                c.scope = "container";
+                c.rel = cs;
+                c.value = "2-3";
+                plan.writes.push_back(c);
+            }
+            Write q;
+            q.knob = "cpu_quota_us";
+            q.id = KnobId::CpuQuota;
+            q.scope = "container";
+            q.rel = qf;
+            q.value = v2 ? "max" : "-1";
+            q.needs_cpuset = "2-3";
+            plan.writes.insert(plan.writes.begin(), q);  // the quota first in plan order: the sink still waits
+            return plan;
+        };
+        auto quota_write = [](const Plan& p) -> const Write& { return p.writes[0]; };
+        {  // the cpuset write succeeds and reads back: the quota is lifted after it
+            Tmp t;
+            t.put(cs, "");
+            t.put(qf, "400000");
+            FsKernel k(t.path, t.path + "/proc", t.path + "/rc");
+            Plan p = plan_of(true);
+            apply_plan(p, k);
+            CHECK(p.writes[1].status == Write::Applied);
+            CHECK(quota_write(p).status == Write::Applied);
+            CHECK(quota_write(p).seq > p.writes[1].seq);
+            CHECK(t.get(qf) == (v2 ? "max" : "-1"));
+        }
+        {  // the kernel refuses the cpuset write (here: cpuset.cpus is not a writable file)
+            Tmp t;
+            t.mkdir(cs);
+            t.put(qf, "400000");
+            FsKernel k(t.path, t.path + "/proc", t.path + "/rc");
+            Plan p = plan_of(true);
+            apply_plan(p, k);
+            CHECK(p.writes[1].status == Write::Failed);
+            CHECK(quota_write(p).status == Write::Failed);
+            CHECK(quota_write(p).reason.find("cpuset not applied: quota kept (cpuset.cpus 2-3 failed") == 0);
+            CHECK(t.get(qf) == "400000");
+        }
+        {  // native NRI StartContainer: the runtime applied something else; read back decides
+            Tmp t;
+            t.put(cs, "0-7\n");
+            t.put(qf, "400000");
+            FsKernel k(t.path, t.path + "/proc", t.path + "/rc");
+            Plan p = plan_of(false);
+            apply_plan(p, k);
+            CHECK(quota_write(p).status == Write::Failed);
+            CHECK(quota_write(p).reason == "cpuset not applied: quota kept (" + cs + " reads \"0-7\", not 2-3)");
+            CHECK(t.get(qf) == "400000");
+            t.put(cs, "2,3\n");  // the same set, written differently
+            p = plan_of(false);
+            apply_plan(p, k);
+            CHECK(quota_write(p).status == Write::Applied);
+        }
+        if (v2) {  // cgroup v2 takes any cpuset.cpus; what counts is the effective set
+            Tmp t;
+            t.put(cs, "");
+            t.put("kubepods/pod1/c1/cpuset.cpus.effective", "2\n");
+            t.put(qf, "400000");
+            FsKernel k(t.path, t.path + "/proc", t.path + "/rc");
+            Plan p = plan_of(true);
+            apply_plan(p, k);
+            CHECK(quota_write(p).status == Write::Failed);
+            CHECK(quota_write(p).reason.find("cpuset.cpus.effective reads \"2\", not 2-3") != std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("Katalyst numa_exclusive: sized from the CPU request, across nodes", "[facts][numa][cpuset-trust]") {
+    ClassDef cls = class_of(R"([classes.C.container]
+cpuset_cpus = { fact = "katalyst.numa_cpus" }
+cpuset_mems = { fact = "katalyst.numa_mems" }
+)");
+    const json ann = {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"},
+                      {"katalyst.kubewharf.io/memory_enhancement", R"({"numa_binding":"true","numa_exclusive":"true"})"}};
+    auto ctr = [&](const std::string& id, const std::string& pod, int64_t shares) {
+        return req_from("container-create.json", {{"id", id}, {"sandboxID", "sb-" + pod},
+                                                  {"spec", {{"cgroupsPath", "/kubepods/" + pod + "/" + id}, {"annotations", ann},
+                                                            {"resources", {{"cpu", {{"shares", shares}}}}}}}});
+    };
+    Env e;
+    make_sysfs(e.t, "0-15", {{0, "0-3"}, {1, "4-7"}, {2, "8-11"}, {3, "12-15"}});
+    for (const char* p : {"podA", "podB", "podC"}) e.t.mkdir(std::string("cg/cpuset/kubepods/") + p);
+    // 6 CPUs on 4-CPU nodes: two nodes, all their CPUs, mems of both
+    FactPlan p = e.run(cls, ctr("a1", "podA", 6144));
+    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-7");
+    CHECK(knob(p.cls.container, KnobId::CpusetMems)->value.text == "0-1");
+    CHECK(p.calcs[0].find("ceil(shares 6144 / 1024) = 6 CPU(s)") != std::string::npos);
+    // a later container of the pod: the same nodes
+    p = e.run(cls, ctr("a2", "podA", 1024));
+    CHECK(knob(p.cls.container, KnobId::CpusetMems)->value.text == "0-1");
+    // kubelet holds CPU 9: node2 is not free, the next pair is skipped past it
+    e.t.put("cpu_manager_state", R"({"policyName":"static","entries":{"podZ":{"c":"9"}}})");
+    p = e.run(cls, ctr("b1", "podB", 5120), Layout::V1, true);
+    CHECK_FALSE(knob(p.cls.container, KnobId::CpusetCpus));
+    CHECK(refused_with(p, "no NUMA node fits exclusive placement of 5 CPU(s)"));
+    p = e.run(cls, ctr("b1", "podB", 4096));  // one free node is enough
+    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "12-15");
+    CHECK(knob(p.cls.container, KnobId::CpusetMems)->value.text == "3");
+}
+
+TEST_CASE("NUMA: a BestEffort pod, or one without a CPU request, never reserves a node", "[facts][numa][cpuset-trust]") {
+    ClassDef cls = class_of(R"([classes.C.container]
+cpuset_cpus = { fact = "numa.exclusive_cpus" }
+cpuset_mems = { fact = "numa.exclusive_mems" }
+)");
+    Env e;
+    make_sysfs(e.t, "0-7", {{0, "0-3"}, {1, "4-7"}});
+    auto ctr = [&](const std::string& path, const json& cpu) {
+        return req_from("container-create.json", {{"spec", {{"cgroupsPath", path}, {"resources", {{"cpu", cpu}}}}}});
+    };
+    e.t.mkdir("cg/cpuset/kubepods/besteffort/podbe");
+    FactPlan p = e.run(cls, ctr("/kubepods/besteffort/podbe/c1", {{"shares", 2}}));
+    CHECK(p.cls.container.empty());
+    REQUIRE(p.skipped.size() == 2);
+    CHECK(p.skipped[0].find("a BestEffort pod has no CPU request: no exclusive NUMA placement") != std::string::npos);
+    // even with shares forged into the spec: the BestEffort tier decides
+    p = e.run(cls, ctr("/kubepods/besteffort/podbe/c1", {{"shares", 8192}}));
+    CHECK(p.cls.container.empty());
+    e.t.mkdir("cg/cpuset/kubepods/burstable/podnr");
+    p = e.run(cls, ctr("/kubepods/burstable/podnr/c1", {{"shares", 2}, {"quota", 800000}, {"period", 100000}}));
+    CHECK(p.cls.container.empty());  // a limit is no request
+    CHECK(p.skipped[0].find("the container has no CPU request (shares 2)") != std::string::npos);
+    CHECK(e.state.numa_records().empty());
+    struct stat st {};
+    CHECK(stat((e.t.path + "/state/facts").c_str(), &st) != 0);  // no lock, no state for them
+}
+
+TEST_CASE("NUMA: the shared_cores pool is not held", "[facts][numa][cpuset-trust]") {
+    ClassDef cls = class_of(R"([classes.C.container]
+cpuset_cpus = { fact = "numa.exclusive_cpus" }
+cpuset_mems = { fact = "numa.exclusive_mems" }
+)");
+    Env e;
+    make_sysfs(e.t, "0-7", {{0, "0-3"}, {1, "4-7"}});
+    // a Guaranteed shared_cores pod on Katalyst's share pool 0-3 (no Burstable pod shows the pool)
+    e.t.put("cg/cpuset/kubepods/podshared/app/cpuset.cpus", "0-3\n");
+    e.t.mkdir("cg/cpuset/kubepods/poddedicated");
+    Request r = req_from("container-create.json", {{"spec", {{"cgroupsPath", "/kubepods/poddedicated/c1"}, {"resources", {{"cpu", {{"shares", 4096}}}}}}}});
+    FactPlan p = e.run(cls, r);
+    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-3");  // placed on the pool's node, as Katalyst does
+    CHECK(p.calcs[0].find("held CPUs: none") != std::string::npos);
 }
