@@ -580,9 +580,15 @@ void Supervisor::ensure_spare() {
          confined_ ? "; events fail the way the policy says" : " (spares are forked by the relay)");
     zyg_backoff_until_ = now + 5000;
   }
-  // A reserve keeper, so that a lost keeper is replaced (the confined relay cannot fork one).
-  if (keeper_pid_ > 0 && reserve_pid_ <= 0 && !reserve_asked_ && now >= reserve_backoff_until_) ask_reserve();
-  if (spares_.size() + zyg_pending_.size() >= kSpares) return;
+  if (spares_.size() + zyg_pending_.size() >= kSpares) {
+    // A reserve keeper, so that a lost keeper is replaced (the confined relay cannot fork one):
+    // asked for once a spare is ready (not while one is being cloned) and no zygote is asked of
+    // the keeper, so that cloning it never delays an event's evaluator.
+    if (keeper_pid_ > 0 && reserve_pid_ <= 0 && !reserve_asked_ && !keeper_asked_ && zyg_pending_.empty() && !spares_.empty() &&
+        now >= reserve_backoff_until_)
+      ask_reserve();
+    return;
+  }
   if (zyg_pid_ <= 0 && keeper_asked_) return;  // the zygote is on its way
   if (zyg_pid_ > 0) {
     if (ask_zygote()) return;
