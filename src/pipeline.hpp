@@ -101,8 +101,9 @@ inline constexpr int kDeadlineInputGraceMs = 200;
 /// (EINTR: the handler is installed without SA_RESTART), marks the input as cut and arms a
 /// kDeadlineInputGraceMs fallback. run_pipeline then answers "deadline exceeded while reading
 /// the request" with the fail mode of the policy in force (fail-closed refuses the container),
-/// records the event and exits. Closes issue 9's "deadline before the policy" hole; the only
-/// fallback to fail-open left is a policy load that itself exceeds the grace.
+/// records the event and exits. Closes issue 9's "deadline before the policy" hole. A policy
+/// load that itself exceeds the grace (a compile: no cached entry) answers with the fail mode of
+/// the policy's last good copy, else the built-in policy's (issue 19 §2).
 void deadline_input_begin();
 /// True when the deadline cut the input (the reader stops; see deadline_input_begin()).
 bool deadline_input_cut();
