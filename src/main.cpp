@@ -125,6 +125,10 @@ int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool poli
         if (mode != nriqos::Mode::Explain) {
             roots.last_good_dir = nriqos::last_good_dir_of(o);
             roots.sink_dirs = nriqos::sink_dirs_before_parse(o.metrics_file, o.event_log, o.state_dir);
+        } else if (!o.cache_dir.empty()) {
+            // explain compiles an edited policy into the cache and saves it as the last good
+            // copy, as an event does (policy_store.hpp PolicyPlaces::write); without a cache, neither.
+            roots.last_good_dir = nriqos::last_good_dir_of(o);
         }
         nriqos::SandboxStatus sb = nriqos::install_sandbox(roots);
         if (o.debug || !sb.seccomp) write_all(STDERR_FILENO, "nri-qos: sandbox: " + sb.summary() + "\n");

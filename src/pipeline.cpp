@@ -106,24 +106,28 @@ int64_t g_start_ns = 0;
 
 }  // namespace
 
-std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const std::string& cls, int ms, int& exit_code) {
+std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const std::string& cls, int ms, int& exit_code, const char* mode_from) {
     // Byte-compatible with nlohmann's dump() of the same object (keys sorted). Class names are
-    // [A-Za-z0-9_.-] (policy.cpp validates them): nothing to escape.
+    // [A-Za-z0-9_.-] (policy.cpp validates them), `mode_from` is one of our fixed phrases:
+    // nothing to escape.
     std::string md;
     if (!cls.empty()) md = "\"class\":\"" + cls + "\"";
+    const std::string during = mode_from ? std::string(" while the policy was being compiled") : std::string();
+    const std::string whose = mode_from ? std::string(" (the fail mode of ") + mode_from + "; the policy's own is not known yet)" : std::string();
     std::string error;
     if (closed) {
-        error = "nri-qos: deadline exceeded after " + std::to_string(ms) + " ms" + (cls.empty() ? "" : " (class " + cls + ")") +
-                ": fail-closed, container refused; knobs may be partly applied";
+        error = "nri-qos: deadline exceeded after " + std::to_string(ms) + " ms" + during + (cls.empty() ? "" : " (class " + cls + ")") +
+                ": fail-closed" + whose + ", container refused; knobs may be partly applied";
     } else {
-        md += std::string(md.empty() ? "" : ",") +
-              "\"warning\":\"deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied\"";
+        md += std::string(md.empty() ? "" : ",") + "\"warning\":\"deadline exceeded" + during + ": nri-qos gave up (fail-open)" + whose +
+              "; knobs may be partly applied\"";
     }
     exit_code = closed && mode == Mode::Invoke ? 1 : 0;
     if (mode == Mode::Invoke)
         return "{\"error\":\"" + error + "\",\"metadata\":{" + md + "},\"plugin\":\"nri-qos\",\"version\":\"0.1\"}\n";
-    return "{\"adjustment\":null,\"error\":\"" + error + "\",\"metadata\":{" + md + "},\"on_child_failure\":\"" +
-           (policy_closed ? "closed" : "open") + "\",\"update\":null}\n";
+    // "deadline": true — the mode is not the policy's (see arm_deadline): the relay never caches it.
+    return std::string("{\"adjustment\":null,") + (mode_from ? "\"deadline\":true," : "") + "\"error\":\"" + error + "\",\"metadata\":{" + md +
+           "},\"on_child_failure\":\"" + (policy_closed ? "closed" : "open") + "\",\"update\":null}\n";
 }
 
 int64_t invocation_start_ns() { return g_start_ns; }
@@ -193,13 +197,15 @@ namespace {
 /// mode `closed` (the policy's `policy_closed`, class `cls`; else the current answer is kept) go
 /// into the slot the handler is not reading; one atomic store makes both current, so a deadline
 /// never writes the answer of one stage with the record of another.
-void deadline_stage(const EventRecord& rec, const SinkPaths& paths, bool closed, bool answer, bool policy_closed, const std::string& cls) {
+/// `mode_from`: see deadline_answer (the answer's fail mode is not the policy's own yet).
+void deadline_stage(const EventRecord& rec, const SinkPaths& paths, bool closed, bool answer, bool policy_closed, const std::string& cls,
+                    const char* mode_from = nullptr) {
     if (g_deadline_ms <= 0) return;
     int cur = g_deadline_active.load(std::memory_order_relaxed), next = 1 - cur;
     prepare_deadline_record(rec, paths, int64_t(g_deadline_ms) * 1000, closed, next);
     if (answer) {
         int code = 0;
-        std::string text = deadline_answer(g_deadline_mode, closed, policy_closed, cls, g_deadline_ms, code);
+        std::string text = deadline_answer(g_deadline_mode, closed, policy_closed, cls, g_deadline_ms, code, mode_from);
         std::string err = std::string("nri-qos: deadline exceeded; printed a ") + (closed ? "fail-closed" : "fail-open") + " result" +
                           (cls.empty() ? "" : " (class " + cls + ")") + " (knobs may be partly applied)\n";
         set_deadline_answer(next, text, err, code);
@@ -237,11 +243,15 @@ std::string policy_path_for(const Options& opt, const Request* req) {
     return it->get<std::string>();
 }
 
-PolicyPlaces places_for(const Options& opt, Mode mode) {
+/// Where the event's policy comes from. explain compiles into the cache and saves the last good
+/// copy like an event (policy_store.hpp PolicyPlaces::write), but without a cache (--cache-dir
+/// "") it writes nothing. `before_compile`: see PolicyPlaces.
+PolicyPlaces places_for(const Options& opt, Mode mode, const std::function<void()>* before_compile) {
     PolicyPlaces w;
     w.cache_dir = opt.cache_dir;
     w.last_good_dir = last_good_dir_of(opt);
-    w.save_last_good = mode != Mode::Explain;  // explain writes no state
+    w.save_uncached = mode != Mode::Explain;
+    w.before_compile = before_compile;
     return w;
 }
 
@@ -450,7 +460,8 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
     // The deadline's record and answer, refined at each stage (deadline_stage): the request
     // known (record only; the answer stays fail-open), the policy (its fail mode), the class
     // (the class's fail mode, before any write).
-    auto prepare_deadline = [&](const Request* r, const SinkSettings* ss, bool answer, bool closed = false, const std::string& cls = "") {
+    auto prepare_deadline = [&](const Request* r, const SinkSettings* ss, bool answer, bool closed = false, const std::string& cls = "",
+                                const char* mode_from = nullptr) {
         if (mode == Mode::Explain || g_deadline_ms <= 0) return;
         EventRecord rec;
         rec.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
@@ -465,7 +476,18 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         }
         rec.cls = cls;
         if (policy_known) set_record_policy(rec, c.policy);
-        deadline_stage(rec, resolve_sink_paths(opt.metrics_file, opt.event_log, ss, opt.default_sinks), closed, answer, c.fail_closed_policy, cls);
+        deadline_stage(rec, resolve_sink_paths(opt.metrics_file, opt.event_log, ss, opt.default_sinks), closed, answer,
+                       mode_from ? closed : c.fail_closed_policy, cls, mode_from);
+    };
+    // A policy about to be parsed and compiled (a cache miss: up to seconds for a large policy,
+    // BENCHMARKS.md "cold path"): its own fail mode is known only afterwards, so until then a
+    // deadline answers with the mode of the policy's last good copy (its side file, one small
+    // read), else the built-in policy's — never the unconditional fail-open of arm_deadline.
+    const std::function<void()> before_compile = [&] {
+        if (mode == Mode::Explain || g_deadline_ms <= 0 || policy_known) return;
+        std::optional<bool> lg = last_good_fail_closed(last_good_dir_of(opt), ppath);
+        const bool closed = lg ? *lg : builtin_policy().fail_closed;
+        prepare_deadline(req ? &*req : nullptr, nullptr, true, closed, "", lg ? "its last good copy" : "the built-in policy");
     };
     try {
         if (deadline_input_cut())
@@ -477,7 +499,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         // Without a valid request the policy's settings.fail still decides (default: open), and
         // its sink settings say where the record goes.
         try {
-            policy = effective_policy(opt.policy, opt.policy == defaults::kPolicy, places_for(opt, mode), nullptr, c.policy);
+            policy = effective_policy(opt.policy, opt.policy == defaults::kPolicy, places_for(opt, mode, &before_compile), nullptr, c.policy);
             note_policy();
             c.fail_closed_policy = policy.fail_closed;
             sink_settings = &policy.sinks;
@@ -512,7 +534,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         // trace lists every rule: it needs the whole rule list, not the cache's per-request subset.
         // `filter`: the request, or nullptr for the whole policy (also what a reload below uses).
         auto use_policy = [&](const Request* filter) {
-            policy = effective_policy(ppath, ppath == defaults::kPolicy, places_for(opt, mode), filter, c.policy);
+            policy = effective_policy(ppath, ppath == defaults::kPolicy, places_for(opt, mode, &before_compile), filter, c.policy);
             c.metadata.erase("policy_error");  // a reload's note_policy says it again if it still holds
             note_policy();
             sink_settings = &policy.sinks;
@@ -625,7 +647,7 @@ std::string default_policy_status() {
     PolicyPlaces w;
     w.cache_dir = defaults::kCacheDir;
     w.last_good_dir = defaults::kLastGoodDir;
-    w.write = w.save_last_good = false;
+    w.write = false;
     std::string line = "policy: ";
     try {
         effective_policy(defaults::kPolicy, true, w, nullptr, info);
@@ -647,7 +669,7 @@ int check_policy(const std::string& path, const std::string& cache_dir, const st
         PolicyPlaces w;
         w.cache_dir = cache_dir.empty() ? defaults::kCacheDir : cache_dir;
         w.last_good_dir = last_good_dir;
-        w.write = w.save_last_good = false;
+        w.write = false;
         try {
             effective_policy(path, path == defaults::kPolicy, w, nullptr, info);
         } catch (const std::exception&) {
@@ -696,7 +718,7 @@ int check_policy(const std::string& path, const std::string& cache_dir, const st
         // Precompile (one more parse; check is not the hot path) and keep it as the last good copy.
         FileLoad f = load_policy_file(path, cache_dir, nullptr, true);
         if (f.ok && !last_good_dir.empty())
-            if (std::string e = save_last_good(last_good_dir, path, text); !e.empty()) err += "nri-qos: " + e + "\n";
+            if (std::string e = save_last_good(last_good_dir, path, text, p.fail_closed); !e.empty()) err += "nri-qos: " + e + "\n";
     }
     return 0;
 }

@@ -87,8 +87,10 @@ int64_t invocation_start_ns();
 /// exits — unless the answer was delivered already (Options::deliver): then only a line on
 /// stderr and exit status kExitRecordsCut, no second answer and no "deadline exceeded" record. Call it before reading the request, so a stdin that never closes is bounded too.
 /// Until the policy is loaded the answer is fail-open (nothing says otherwise yet: no request,
-/// no policy); run_pipeline prepares it again with the policy's fail mode once the policy is
-/// loaded, and with the class's once the request is classified, before any write. No-op for
+/// no policy); run_pipeline prepares it again with the fail mode of the policy's last good copy
+/// (else the built-in policy's) when the policy must be compiled (a cache miss), with the
+/// policy's own fail mode once the policy is loaded, and with the class's once the request is
+/// classified, before any write. No-op for
 /// Explain or ms <= 0.
 void arm_deadline(Mode mode, int ms);
 
@@ -102,8 +104,9 @@ inline constexpr int kDeadlineInputGraceMs = 200;
 /// (EINTR: the handler is installed without SA_RESTART), marks the input as cut and arms a
 /// kDeadlineInputGraceMs fallback. run_pipeline then answers "deadline exceeded while reading
 /// the request" with the fail mode of the policy in force (fail-closed refuses the container),
-/// records the event and exits. Closes issue 9's "deadline before the policy" hole; the only
-/// fallback to fail-open left is a policy load that itself exceeds the grace.
+/// records the event and exits. Closes issue 9's "deadline before the policy" hole. A policy
+/// load that itself exceeds the grace (a compile: no cached entry) answers with the fail mode of
+/// the policy's last good copy, else the built-in policy's (issue 19 §2).
 void deadline_input_begin();
 /// True when the deadline cut the input (the reader stops; see deadline_input_begin()).
 bool deadline_input_cut();
@@ -114,7 +117,12 @@ bool deadline_input_end();
 /// "nri-qos: deadline exceeded after <ms> ms (class <cls>): fail-closed, ..." into `error` (invoke
 /// exit status 1); fail-open puts a warning into metadata. nri-eval's on_child_failure is the
 /// policy's mode (`policy_closed`). `cls` ("" unknown) goes into metadata.class. One JSON line.
-std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const std::string& cls, int ms, int& exit_code);
+/// `mode_from` (nullptr: the mode is the policy's or the class's own): the deadline fired while
+/// the policy was being compiled, and `closed` is the mode of "its last good copy" or of "the
+/// built-in policy" (the phrase, into the error/warning text); nri-eval then also says
+/// "deadline": true, so that the relay does not take that mode for the policy's.
+std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const std::string& cls, int ms, int& exit_code,
+                            const char* mode_from = nullptr);
 
 /// Prepare the event record the deadline handler writes if the deadline fires before the
 /// request is even parsed (sandbox set-up, a slow stdin): call right after arm_deadline().

@@ -350,7 +350,8 @@ bool load_trusted(int fd, Blob& blob) {
 
 }  // namespace
 
-FileLoad load_file(const std::string& path, const std::string& cache_dir, const Request* filter, bool write) {
+FileLoad load_file(const std::string& path, const std::string& cache_dir, const Request* filter, bool write,
+                   const std::function<void()>* before_compile) {
     FileLoad r;
     struct stat st {};
     if (stat(path.c_str(), &st) != 0) {
@@ -399,6 +400,7 @@ FileLoad load_file(const std::string& path, const std::string& cache_dir, const 
     }
     uint64_t before = hash64(text.data(), text.size());
     r.sha256 = sha256_hex(text);
+    if (before_compile && *before_compile) (*before_compile)();
     bool valid = false;
     try {
         r.policy = parse_policy_toml(text, path);
@@ -439,21 +441,23 @@ bool read_trusted(const std::string& dir, const std::string& name, Blob& blob) {
 }
 }  // namespace
 
-void preload(const std::string& path, const std::string& cache_dir) {
+bool preload(const std::string& path, const std::string& cache_dir) {
     try {
         struct stat st {};
-        if (cache_dir.empty() || stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+        if (cache_dir.empty() || stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
         std::string key = cache_key(path, st), name = cache_file_name(path);
-        if (g_preloaded && !g_preloaded->racy && g_preloaded->dir == cache_dir && g_preloaded->name == name && g_preloaded->key == key) return;
+        if (g_preloaded && !g_preloaded->racy && g_preloaded->dir == cache_dir && g_preloaded->name == name && g_preloaded->key == key) return true;
         Blob blob;
-        if (!read_trusted(cache_dir, name, blob)) return;
+        if (!read_trusted(cache_dir, name, blob)) return false;
         Policy p;
         DecodeInfo info;
         std::string_view v = blob.view();
-        if (decode(v, key, nullptr, p, &info) == Decoded::Invalid) return;  // stale or damaged: keep nothing new
+        if (decode(v, key, nullptr, p, &info) == Decoded::Invalid) return false;  // stale or damaged: keep nothing new
         if (!g_preloaded) g_preloaded = new Preloaded;
         *g_preloaded = Preloaded{cache_dir, name, key, std::string(v), info.racy};
+        return true;
     } catch (...) {
+        return false;
     }
 }
 
@@ -861,13 +865,14 @@ bool decode_knobs(Policy& p, const std::string& cls) {
 
 }  // namespace policy_cache
 
-FileLoad load_policy_file(const std::string& path, const std::string& cache_dir, const Request* filter, bool write) {
-    return policy_cache::load_file(path, cache_dir, filter, write);
+FileLoad load_policy_file(const std::string& path, const std::string& cache_dir, const Request* filter, bool write,
+                          const std::function<void()>* before_compile) {
+    return policy_cache::load_file(path, cache_dir, filter, write, before_compile);
 }
 
 namespace {
 Policy load_or_throw(const std::string& path, const std::string& cache_dir, const Request* filter, bool* from_cache) {
-    FileLoad r = policy_cache::load_file(path, cache_dir, filter, true);
+    FileLoad r = policy_cache::load_file(path, cache_dir, filter, true, nullptr);
     if (from_cache) *from_cache = r.from_cache && r.ok;
     if (!r.ok) throw InputError(r.error);
     return std::move(r.policy);

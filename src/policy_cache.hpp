@@ -55,6 +55,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <sys/stat.h>
@@ -79,7 +80,12 @@ struct FileLoad {
 /// read the cache but never write it). Never throws on a bad or missing file: the outcome is in
 /// the result. With `filter`, a cache hit materialises only the rules that can match that
 /// request (see load_policy_for) and leaves the knob lists encoded (policy_cache::decode_knobs).
-FileLoad load_policy_file(const std::string& path, const std::string& cache_dir, const Request* filter, bool write = true);
+/// `before_compile` (when set) is called once the text is read and before it is parsed and
+/// compiled — only on a miss, the slow path (about a second per 10,000 rules: BENCHMARKS.md
+/// "cold path"): the pipeline prepares its deadline answer with a fail mode it already knows
+/// (policy_store.hpp last_good_fail_closed), since the file's own is known only afterwards.
+FileLoad load_policy_file(const std::string& path, const std::string& cache_dir, const Request* filter, bool write = true,
+                          const std::function<void()>* before_compile = nullptr);
 
 /// Load the policy at `path`, through the cache in `cache_dir` ("" = no cache). A corrupt,
 /// truncated or foreign cache file is ignored and rebuilt, never trusted. `from_cache` tells
@@ -168,7 +174,10 @@ Decoded read_file(const std::string& dir, const std::string& name, std::string_v
 /// copy. Cheap when nothing changed (one stat of `path`: the copy is kept while the file's
 /// identity — the cache key — is the same). A stale copy can never be used: decode checks the key,
 /// and a mismatch reads the file as before. Never throws; without an entry on disk, keeps nothing.
-void preload(const std::string& path, const std::string& cache_dir);
+/// Returns true when the copy held is the entry of the file as it is now (a hit for the next
+/// event); false when there is none (no cache, no entry for the file's current identity: it
+/// changed and was not compiled yet, or it cannot be stat'ed).
+bool preload(const std::string& path, const std::string& cache_dir);
 
 /// Write `bytes` as `dir/name` atomically (temp file + rename; `dir` created 0700, with parents,
 /// and used only when owned by us and not writable by group/others). False when it could not.

@@ -9,11 +9,13 @@
 //   file missing, other path         → as "broken" (a configured path that does not exist is a
 //                                      mistake: last good copy, else built-in, with the error)
 //
-// Last good copy: every time a valid policy file is compiled (a compiled-cache miss, or
-// `nri-qos check --cache-dir`), its exact text is saved as
+// Last good copy: every time a valid policy file is compiled into the shared cache (a
+// compiled-cache miss of an event, explain, status, reconcile, or `nri-qos check --cache-dir`),
+// its exact text is saved as
 // <last_good_dir>/last-good-<16 hex digits of a hash of the path>.toml (mode 0600, atomic
-// rename, only when it differs), and is loaded like any policy file (through the compiled cache,
-// so a broken state costs two small cache reads per event, no TOML parse). The default directory
+// rename, only when it differs), its settings.fail in last-good-<same>.fail (read by a deadline
+// that fires while a policy is being compiled), and is loaded like any policy file (through the
+// compiled cache, so a broken state costs two small cache reads per event, no TOML parse). The default directory
 // is /var/lib/nri-qos — persistent, unlike /run (emptied on reboot) where the compiled cache
 // lives: a typo that is still there after a reboot must not drop the node to the built-in
 // policy. The copy is text, not the compiled form, so a new nri-qos build re-validates it and a
@@ -21,6 +23,8 @@
 // uid and not writable by group or others, else they are ignored (never trusted).
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -55,8 +59,19 @@ struct PolicyInfo {
 struct PolicyPlaces {
     std::string cache_dir;      ///< compiled cache ("" = none)
     std::string last_good_dir;  ///< last good copies ("" = none kept, none used)
-    bool write = true;          ///< false: use the cache and copies but write nothing (check, --version)
-    bool save_last_good = true; ///< save a newly compiled file as the last good copy (not explain)
+    /// false: use the cache and copies but write nothing (check, --version, the relay's probe).
+    /// true: a file compiled on a cache miss is written to the cache and, when valid, saved as
+    /// the last good copy — both, always: whatever puts an edited policy into the shared cache
+    /// (an event, explain, status, reconcile) also makes it the last good copy, so that the
+    /// next broken edit falls back to it and not to an older copy (issue 19 §2).
+    bool write = true;
+    /// With write but without a cache dir (nothing shared is written): save a compiled valid file
+    /// as the last good copy anyway (events: true) or not (explain --cache-dir "": a dry run
+    /// that leaves no state behind).
+    bool save_uncached = true;
+    /// Called before a policy text is parsed and compiled (a cache miss of the file or of its last
+    /// good copy; see policy_cache.hpp load_policy_file). nullptr or empty: nothing. Not owned.
+    const std::function<void()>* before_compile = nullptr;
 };
 
 /// The policy for an event (see the file comment). `default_path`: `path` is the default policy
@@ -67,8 +82,21 @@ struct PolicyPlaces {
 Policy effective_policy(const std::string& path, bool default_path, const PolicyPlaces& where, const Request* filter, PolicyInfo& info);
 
 /// Save `text` (a valid policy read from `path`) as the last good copy of `path` in `dir`, when
-/// it differs from the copy there. Returns "" or a one-line error (never throws).
-std::string save_last_good(const std::string& dir, const std::string& path, const std::string& text);
+/// it differs from the copy there, and its settings.fail (`fail_closed`, when known) in the side
+/// file beside it (last_good_mode_name) when that differs. Both atomically (store_file: a
+/// temporary file, then rename(2)). Returns "" or a one-line error (never throws).
+std::string save_last_good(const std::string& dir, const std::string& path, const std::string& text,
+                           std::optional<bool> fail_closed = std::nullopt);
+
+/// The settings.fail of the last good copy of `path` in `dir` (true: "closed"), from its side
+/// file — one small read, no TOML parse: what a deadline answers while the file itself is being
+/// compiled and its own fail mode is not known yet. nullopt when there is no trusted side file
+/// (same trust rule as the copy: owned by the effective uid, not writable by group or others).
+std::optional<bool> last_good_fail_closed(const std::string& dir, const std::string& path);
+
+/// File name of the fail-mode side file of `path`'s last good copy: "last-good-<16 hex>.fail",
+/// holding "closed\n" or "open\n".
+std::string last_good_mode_name(const std::string& path);
 
 /// File name of the last good copy of `path` in its directory: "last-good-<16 hex>.toml".
 std::string last_good_name(const std::string& path);

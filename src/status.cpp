@@ -47,11 +47,12 @@ struct PolicySet {
     }
 };
 
-PolicyPlaces places_of(const StateCommandOptions& o, bool save_last_good) {
+/// The hook's places: a policy status or reconcile compiles goes into the cache and becomes the
+/// last good copy, as an event's would (policy_store.hpp PolicyPlaces::write).
+PolicyPlaces places_of(const StateCommandOptions& o) {
     PolicyPlaces w;
     w.cache_dir = o.roots.cache_dir;
     w.last_good_dir = o.last_good_dir;
-    w.save_last_good = save_last_good;
     return w;
 }
 
@@ -122,7 +123,7 @@ std::optional<bool> cgroup_exists(const Desired& d) {
 int run_status(const StateCommandOptions& o, std::string& out) {
     StateDir st(o.state_dir);
     std::vector<LastRequest> all = load_last(st);
-    PolicySet pols{places_of(o, false), {}};
+    PolicySet pols{places_of(o), {}};
     json arr = json::array();
     std::string text;
     char buf[512];
@@ -191,7 +192,12 @@ int run_status(const StateCommandOptions& o, std::string& out) {
 int run_reconcile(const StateCommandOptions& o, std::string& out) {
     StateDir st(o.state_dir);
     std::vector<LastRequest> all = load_last(st);
-    PolicySet pols{places_of(o, !o.dry_run), {}};
+    PolicySet pols{places_of(o), {}};
+    // The configured policy is compiled even when no container uses it yet (after a reboot, an
+    // edit): the next event then finds it in the cache instead of compiling it within its
+    // deadline (a large policy cannot be: BENCHMARKS.md "cold path"). The policy files the
+    // containers name are compiled as they come, below.
+    pols.get(o.roots.policy ? *o.roots.policy : std::string(defaults::kPolicy));
     int rc = 0;
     size_t n_ok = 0, n_fixed = 0, n_knobs = 0, n_gone = 0, n_failed = 0;
     std::vector<MetricsEvent> mev;

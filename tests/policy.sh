@@ -154,12 +154,67 @@ echo "garbage" >> "$P"
 OUT=$(hook "$R" invoke --policy "$P" --last-good-dir "" <<<"$CT" 2>/dev/null)
 check "last-good: disabled: the built-in policy, with the error" \
   "$(jq_get "$OUT" '.metadata.policy + " " + .metadata.class')/$(jq_get "$OUT" .metadata.policy_error | grep -c 'applying the built-in policy')" "builtin KOORD-BE/1"
-# explain shows the same choice, and saves nothing.
+# explain shows the same choice.
 R2=$(tree)
 printf 'version = 1\n[settings]\ndefault_class = "LS"\n[classes.LS]\n' > "$R2/p.toml"
 EXP=$(hook "$R2" explain --policy "$R2/p.toml" <<<"$CT")
 check_contains "explain: says policy: file" "$EXP" "policy: file"
-check "explain: saves no last good copy" "$(ls "$R2/state" 2>/dev/null)" ""
+
+# ---- whatever compiles an edit into the cache also makes it the last good copy (issue 19 §2) ----
+# A valid policy A is in force (an event compiled it: cache + last good copy). It is edited to B
+# (valid) and only explain, status or reconcile runs — B is compiled into the shared cache then, so
+# no event compiles it again. The next edit is broken: the hook must fall back to B, not to A.
+for via in explain status reconcile; do
+  R2=$(tree)
+  P2=$R2/site.toml
+  printf 'version = 1\n[settings]\ndefault_class = "LS"\n[[rules]]\nname = "site-be"\nclass = "BE"\nmatch.labels = { "koordinator.sh/qosClass" = "BE" }\n[classes.LS]\n[classes.BE.container]\ncpu_shares = 3\n' > "$P2"
+  hook "$R2" invoke --policy "$P2" <<<"$CT" >/dev/null 2>&1
+  sed -i 's/^cpu_shares = 3$/cpu_shares = 77/' "$P2"
+  B_SHA=$(sha256sum "$P2" | cut -d' ' -f1)
+  case $via in
+    explain) hook "$R2" explain --policy "$P2" <<<"$CT" >/dev/null 2>&1 ;;
+    *) "$BIN" "$via" --policy "$P2" --state-dir "$R2/state" --cache-dir "$R2/cache" --cgroup-root "$R2/cg" --cgroup-layout v1 \
+         --proc-root "$R2/proc" >/dev/null 2>&1 ;;
+  esac
+  echo "garbage" >> "$P2"
+  : > "$R2/cg/cpu/$CTR_REL/cpu.shares"
+  OUT=$(hook "$R2" invoke --policy "$P2" <<<"$CT" 2>/dev/null)
+  check "last-good after $via: a broken edit falls back to the edit $via compiled (B), not to the older A" \
+    "$(jq_get "$OUT" '.metadata.policy + " " + .metadata.policy_sha256')/$(cat "$R2/cg/cpu/$CTR_REL/cpu.shares")" "last-good $B_SHA/77"
+done
+
+# ---- a large policy: a deadline while it compiles; compiled outside the event (issue 19 §2) -----
+# 10,000 rules (bench/gen-policy.sh) under settings.fail = "closed": compiling them takes far
+# longer than the deadline below (BENCHMARKS.md "cold path"), so an event that finds no compiled
+# entry runs out of time while compiling.
+R3=$(tree)
+printf '%s\n' 'version = 1' '[settings]' 'default_class = "LS"' 'fail = "closed"' '[[rules]]' 'name = "site-be"' 'class = "BE"' \
+  'match.labels = { "koordinator.sh/qosClass" = "BE" }' '[classes.LS]' '[classes.BE]' '[classes.BE.container]' 'cpu_shares = 3' > "$R3/base.toml"
+BIG=$R3/big.toml
+DL=1000  # the default; a hit takes ~1 ms, the compile ~4 s (BENCHMARKS.md "cold path")
+# The small version is in force (an event compiled it: its last good copy says "closed"); then
+# the file grows to 10,000 rules. A deadline during their compile answers fail-closed, never
+# "no error".
+cp "$R3/base.toml" "$BIG"
+hook "$R3" invoke --policy "$BIG" <<<"$CT" >/dev/null 2>&1
+bash "$TOP/bench/gen-policy.sh" 10000 "$R3/base.toml" > "$R3/big.tmp" && mv "$R3/big.tmp" "$BIG"
+OUT=$(hook "$R3" invoke --policy "$BIG" --deadline-ms $DL <<<"$CT" 2>/dev/null); RC=$?
+check "large policy: a deadline during its compile answers with the last good copy's mode (closed): exit 1" "$RC" 1
+check_contains "large policy: ... and the Result's error says so" "$(jq_get "$OUT" .error)" \
+  "nri-qos: deadline exceeded after $DL ms while the policy was being compiled: fail-closed (the fail mode of its last good copy; the policy's own is not known yet), container refused"
+# No last good copy: the built-in policy's mode (open), said in the warning.
+OUT=$(hook "$R3" invoke --policy "$BIG" --deadline-ms $DL --last-good-dir "" <<<"$CT" 2>/dev/null); RC=$?
+check "large policy: no last good copy: the built-in policy's mode (open)" "$RC/$(jq_get "$OUT" .error)" "0/"
+check_contains "large policy: ... said in the warning" "$(jq_get "$OUT" .metadata.warning)" \
+  "deadline exceeded while the policy was being compiled: nri-qos gave up (fail-open) (the fail mode of the built-in policy"
+# Compiled outside the event: a reconcile pass (the timer) compiles the configured policy even with
+# no container known yet (a fresh state dir: after a reboot); the next event finds it compiled.
+"$BIN" reconcile --policy "$BIG" --state-dir "$R3/fresh" --cache-dir "$R3/cache" --cgroup-root "$R3/cg" --cgroup-layout v1 \
+  --proc-root "$R3/proc" >/dev/null 2>&1
+: > "$R3/cg/cpu/$CTR_REL/cpu.shares"
+OUT=$(hook "$R3" invoke --policy "$BIG" --deadline-ms $DL <<<"$CT" 2>/dev/null); RC=$?
+check "large policy: compiled by reconcile, the next event recovers (its own rule, no deadline)" \
+  "$RC/$(jq_get "$OUT" '.metadata.rule + " " + .error')/$(cat "$R3/cg/cpu/$CTR_REL/cpu.shares")" "0/site-be /3"
 
 # ---- check: every error, warnings, suggestions --------------------------------------------------
 cat > "$S/many.toml" <<'EOF'

@@ -4,6 +4,7 @@
 #include "publish.hpp"
 
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "nri/failure_record.hpp"
@@ -41,6 +42,15 @@ void write_all(int fd, const std::string& s) {
     if (n <= 0) return;
     off += size_t(n);
   }
+}
+
+/// "dev:ino:size:mtime:ctime" of `path` (stat), or "" when it cannot be stat'ed: tells an edit.
+std::string file_identity(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return "";
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ctim.tv_sec) + "." +
+         std::to_string(st.st_ctim.tv_nsec);
 }
 
 }  // namespace
@@ -99,9 +109,13 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
   auto opts = std::make_shared<nriqos::Options>(base);
   opts->default_sinks = true;  // event record, metrics, last request (src/publish.hpp), as `nri-eval`
   InProcessEval e;
-  e.prepare = [opts](const std::vector<std::string>& flags, bool zygote) -> std::string {
+  // The identity of the policy file the zygote last had probed (and so compiled): a changed file
+  // without a compiled entry is probed once, not before every spare while it compiles.
+  auto probed = std::make_shared<std::string>();
+  e.prepare = [opts, probed](const std::vector<std::string>& flags, bool zygote) -> std::string {
     nriqos::Options& o = *opts;
     std::string note = apply_eval_flags(o, flags);
+    if (zygote) *probed = file_identity(o.policy);  // the zygote's first prober compiles this one
     if (!note.empty()) note = "plugin config: " + note;
     if (!nriqos::sandbox_disabled_by_env()) {
       nriqos::SandboxRoots roots{o.cgroup_root, o.proc_root, o.resctrl_root, o.state_dir, o.cache_dir, o.policy, nriqos::last_good_dir_of(o), {}};
@@ -114,13 +128,13 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
   };
   e.probe_fail_mode = [opts]() -> int {
     // The policy events will use (policy_store.hpp: the file, its last good copy or the built-in
-    // policy), read only.
+    // policy), loaded as an event loads it: on a miss it is compiled into the cache and saved as
+    // the last good copy here, in the background, not within an event's deadline.
     try {
       nriqos::PolicyInfo info;
       nriqos::PolicyPlaces w;
       w.cache_dir = opts->cache_dir;
       w.last_good_dir = nriqos::last_good_dir_of(*opts);
-      w.write = w.save_last_good = false;
       return nriqos::effective_policy(opts->policy, opts->policy == nriqos::defaults::kPolicy, w, nullptr, info).fail_closed ? 1 : 0;
     } catch (...) {
       return -1;  // the relay keeps what it knows
@@ -148,10 +162,14 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
     apply_eval_flags(o, flags);
     return nriqos::sinks_memo_signature(o.state_dir);
   };
-  e.before_spare = [opts]() {
+  e.before_spare = [opts, probed]() -> bool {
     // The compiled policy the next event will most likely use, in memory (the zygote's seccomp
     // and Landlock profile allow reading the cache directory: it is one of the evaluator's roots).
-    nriqos::policy_cache::preload(opts->policy, opts->cache_dir);
+    if (nriqos::policy_cache::preload(opts->policy, opts->cache_dir)) return false;
+    std::string id = file_identity(opts->policy);
+    if (*probed == id) return false;
+    *probed = id;
+    return true;  // changed and not compiled: the zygote clones a prober, which compiles it
   };
   e.warm = []() {
     // A spare is single-threaded (cloned from the zygote's one thread) and exits after its

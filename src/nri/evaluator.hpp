@@ -47,9 +47,12 @@ struct InProcessEval {
   /// (prepare_narrowing). Returns "" or why not (the spare then exits unused).
   std::function<std::string()> detach;
   /// In the zygote, before it clones each spare (off the event's critical path): refresh what the
-  /// spare inherits from memory (the compiled policy: policy_cache::preload). Optional; must not
-  /// throw.
-  std::function<void()> before_spare;
+  /// spare inherits from memory (the compiled policy: policy_cache::preload). Returns true when
+  /// the policy file changed and has no compiled entry yet: the zygote then clones a prober
+  /// (probe_fail_mode), which compiles it into the cache in the background, so that the events
+  /// after it need not (a large policy cannot be compiled within an event's deadline; issue 19
+  /// §2). Optional; must not throw.
+  std::function<bool()> before_spare;
   /// In a spare, ready and confined, before it waits for its event: prepare what the event will
   /// need while there is nothing else to do (arena, page faults: arena::prefault). Optional;
   /// must not throw.
@@ -60,7 +63,9 @@ struct InProcessEval {
   /// relay SIGKILLs `kChildMarginMs` later, answered or not). Returns the exit status (after a
   /// complete answer: 0 = records written, nriqos::kExitRecordsCut, else died after the answer).
   std::function<int(int budget_ms)> evaluate;
-  /// In a prober cloned by the zygote (confined as the zygote): the policy's fail mode
+  /// In a prober cloned by the zygote (confined as the zygote) when it starts and when
+  /// before_spare says the policy changed: load the policy the way an event does, compiling it
+  /// into the cache (and saving it as the last good copy) on a miss, and return its fail mode
   /// (settings.fail): 1 closed, 0 open, -1 unknown (no policy, broken). Told to the relay as
   /// soon as known, usually before the first event (optional).
   std::function<int()> probe_fail_mode;

@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,6 +53,9 @@ constexpr const char* kNameRecord = "nri-qos-record";
 // A failure recorder that has not finished within this time is killed (SIGALRM): its locks wait
 // at most 300 ms (event log) and 500 ms (metrics).
 constexpr unsigned kRecordSeconds = 2;
+// A prober (zygote_main) that has not loaded and compiled the policy within this time is killed
+// (SIGALRM): a 10,000-rule policy compiles in about a second (BENCHMARKS.md "cold path").
+constexpr int kProbeSeconds = 120;
 void set_name(const char* n) { prctl(PR_SET_NAME, n, 0, 0, 0); }
 
 // Signals of a new evaluator or zygote: defaults, nothing blocked.
@@ -146,17 +150,24 @@ namespace {
     // policy says when its evaluation crashes or times out (issue #12 §4). Loading the policy
     // can take seconds (a large one without a compiled cache): a clone of ours does it and
     // sends it on our socket (one datagram: atomic) while we serve.
-    if (ev.probe_fail_mode) {
+    // The same prober compiles the policy into the cache on a miss (InProcessEval::
+    // probe_fail_mode), and is cloned again when the policy file changes (before_spare).
+    auto probe = [&] {
+      if (!ev.probe_fail_mode) return;
       long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, nullptr, nullptr, 0);
       if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != relay) _exit(0);
+        struct itimerval cap {};  // a hard cap: a compile that hangs does not stay for ever
+        cap.it_value.tv_sec = kProbeSeconds;
+        setitimer(ITIMER_REAL, &cap, nullptr);
         // Confined like the zygote (it reads only the operator's policy, no pod data).
         int32_t msg[2] = {kMsgFailMode, int32_t(ev.probe_fail_mode())};
         ssize_t w = send(kZygoteCtl, msg, sizeof msg, MSG_NOSIGNAL);
         _exit(w == ssize_t(sizeof msg) ? 0 : 1);
       }
-    }
+    };
+    probe();
     for (;;) {
       char byte = 0;
       int fds[2] = {-1, -1};
@@ -169,7 +180,7 @@ namespace {
       }
       int32_t answer[2] = {kMsgSpare, -EINVAL};
       if (nfds == 2) {
-        if (ev.before_spare) ev.before_spare();
+        if (ev.before_spare && ev.before_spare()) probe();
         long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, nullptr, nullptr, 0);
         if (pid == 0) cloned_spare(fds[0], fds[1], relay, ev);
         answer[1] = pid < 0 ? -errno : int32_t(pid);

@@ -624,3 +624,23 @@ TEST_CASE("deadline answers carry the class's fail mode", "[actuation][deadline]
     CHECK(eval_open["on_child_failure"] == "open");
     CHECK(eval_open["metadata"]["class"] == "LS");
 }
+
+TEST_CASE("deadline answers while the policy is compiled: the mode of its last good copy, said, never cached by the relay",
+          "[actuation][deadline]") {
+    int code = -1;
+    json closed = json::parse(deadline_answer(Mode::Invoke, true, true, "", 150, code, "its last good copy"));
+    CHECK(code == 1);
+    CHECK(closed["error"] == "nri-qos: deadline exceeded after 150 ms while the policy was being compiled: fail-closed (the fail mode of its "
+                             "last good copy; the policy's own is not known yet), container refused; knobs may be partly applied");
+    json open = json::parse(deadline_answer(Mode::Invoke, false, false, "", 150, code, "the built-in policy"));
+    CHECK(code == 0);
+    CHECK(open["error"] == "");
+    CHECK(open["metadata"]["warning"] == "deadline exceeded while the policy was being compiled: nri-qos gave up (fail-open) (the fail mode of "
+                                        "the built-in policy; the policy's own is not known yet); knobs may be partly applied");
+    // nri-eval: "deadline": true, so the relay does not take the copy's mode for the policy's.
+    json eval = json::parse(deadline_answer(Mode::NriEval, true, true, "", 150, code, "its last good copy"));
+    CHECK(eval["deadline"] == true);
+    CHECK(eval["on_child_failure"] == "closed");
+    CHECK(eval["error"].get<std::string>().find("fail-closed") != std::string::npos);
+    CHECK_FALSE(json::parse(deadline_answer(Mode::NriEval, true, true, "BE", 150, code)).contains("deadline"));
+}

@@ -35,6 +35,9 @@
 #include "nri/nri.pb.h"
 #include "nri/relay.hpp"
 #include "nri/ttrpc.hpp"
+#include "pipeline.hpp"
+#include "policy_cache.hpp"
+#include "policy_store.hpp"
 #include "sandbox.hpp"
 
 using nlohmann::json;
@@ -1125,6 +1128,39 @@ TEST_CASE("relay (fork): each spare of the zygote narrows to its own /proc/<pid>
   }
   CHECK(slurp(t.path + "/outside/victim") == "0");
   CHECK(rt.close_and_wait() == 0);
+}
+
+TEST_CASE("relay: the zygote's prober compiles the policy (and its last good copy) outside the events, again when it changes",
+          "[nri][relay][policy]") {
+  TempDir t;
+  nriqos::Options eo = scratch_eval_options(t.path);
+  const std::string lg = nriqos::last_good_dir_of(eo);
+  nri::InProcessEval ev = nri::pipeline_evaluator(eo);
+  auto policy = [&](int shares, const char* fail) {
+    put_file(eo.policy, std::string("version = 1\n[settings]\ndefault_class = \"BE\"\nfail = \"") + fail +
+                            "\"\n[classes.BE.container]\ncpu_shares = " + std::to_string(shares) + "\n");
+  };
+  // In the cache, for the file as it is now (a read-only load: no compile of its own)?
+  auto compiled = [&] { return nriqos::load_policy_file(eo.policy, eo.cache_dir, nullptr, false).from_cache; };
+  policy(2, "closed");
+  // The zygote's first prober (when it starts): the fail mode, and the policy compiled into the
+  // cache and saved as the last good copy, so that no event has to compile it.
+  CHECK(ev.probe_fail_mode() == 1);
+  CHECK(compiled());
+  CHECK(slurp(lg + "/" + nriqos::last_good_name(eo.policy)) == slurp(eo.policy));
+  CHECK(nriqos::last_good_fail_closed(lg, eo.policy) == std::optional<bool>(true));
+  // Before a spare: compiled, nothing to do.
+  CHECK_FALSE(ev.before_spare());
+  // Edited (the relay runs for weeks): the next spare's preparation notices it once, and a
+  // prober compiles it; until then, no second prober for the same version.
+  policy(33, "open");
+  CHECK_FALSE(compiled());
+  CHECK(ev.before_spare());
+  CHECK_FALSE(ev.before_spare());
+  CHECK(ev.probe_fail_mode() == 0);
+  CHECK(compiled());
+  CHECK(nriqos::last_good_fail_closed(lg, eo.policy) == std::optional<bool>(false));
+  CHECK_FALSE(ev.before_spare());
 }
 
 TEST_CASE("relay (fork): the real pipeline reads the policy file's current contents at every event", "[nri][relay]") {

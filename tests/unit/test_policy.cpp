@@ -297,13 +297,13 @@ TEST_CASE("effective policy: file, last good copy, built-in; always said", "[pol
     CHECK(info.error.find("(its last good copy is not usable either: " + copy + ": ") != std::string::npos);
 }
 
-TEST_CASE("effective policy: the last good copy is written only when it changes, and not by explain", "[policy]") {
+TEST_CASE("effective policy: the last good copy is written only when it changes, and not read-only", "[policy]") {
     TempDir t;
     const std::string pol = t.path + "/p.toml", lg = t.path + "/lib";
     spit(pol, slurp(kBundled));
     PolicyInfo info;
     PolicyPlaces ro{"", lg};
-    ro.save_last_good = false;
+    ro.write = false;
     effective_policy(pol, true, ro, nullptr, info);
     CHECK(access(lg.c_str(), F_OK) != 0);
     PolicyPlaces w{"", lg};  // no cache: every event compiles, the copy is compared first
@@ -318,6 +318,63 @@ TEST_CASE("effective policy: the last good copy is written only when it changes,
     CHECK(a.st_mtim.tv_nsec == b.st_mtim.tv_nsec);
     CHECK(save_last_good(lg, pol, "other") == "");
     CHECK(slurp(copy) == "other");
+}
+
+TEST_CASE("effective policy: a compile saves the copy and its fail mode; before_compile runs on a miss only", "[policy]") {
+    TempDir t;
+    const std::string pol = t.path + "/p.toml", cache = t.path + "/cache", lg = t.path + "/lib";
+    PolicyInfo info;
+    int compiles = 0;
+    const std::function<void()> count = [&] { ++compiles; };
+    PolicyPlaces w{cache, lg};
+    w.before_compile = &count;
+    CHECK_FALSE(last_good_fail_closed(lg, pol).has_value());
+    const std::string closed = "version = 1\n[settings]\ndefault_class = \"BE\"\nfail = \"closed\"\n[classes.BE.container]\ncpu_shares = 2\n";
+    spit(pol, closed);
+    effective_policy(pol, true, w, nullptr, info);
+    CHECK(compiles == 1);
+    CHECK(slurp(lg + "/" + last_good_name(pol)) == closed);
+    CHECK(last_good_fail_closed(lg, pol) == std::optional<bool>(true));
+    struct stat st {};
+    REQUIRE(stat((lg + "/" + last_good_mode_name(pol)).c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+    effective_policy(pol, true, w, nullptr, info);  // a hit: nothing compiled
+    CHECK(compiles == 1);
+    CHECK(info.from_cache);
+    // An edit to fail = "open": compiled (by whoever: an event, explain, status, reconcile) and
+    // the copy and its mode follow.
+    std::string open = closed;
+    open.replace(open.find("closed"), 6, "open");
+    open += "# edited\n";
+    spit(pol, open);
+    effective_policy(pol, true, w, nullptr, info);
+    CHECK(compiles == 2);
+    CHECK(slurp(lg + "/" + last_good_name(pol)) == open);
+    CHECK(last_good_fail_closed(lg, pol) == std::optional<bool>(false));
+    // Broken, and its last good copy not compiled yet (a fresh cache: after a reboot): the file's
+    // broken text and then the copy are compiled, the hook called before each.
+    spit(pol, "version = 1\n[settings]\ndefault_class = \"BE\"\n");
+    PolicyPlaces fresh{t.path + "/cache2", lg};
+    fresh.before_compile = &count;
+    effective_policy(pol, true, fresh, nullptr, info);
+    CHECK(info.source == PolicySource::LastGood);
+    CHECK(compiles == 4);
+    // A side file others could have written, or with anything else in it, says nothing.
+    const std::string mode = lg + "/" + last_good_mode_name(pol);
+    REQUIRE(chmod(mode.c_str(), 0666) == 0);
+    CHECK_FALSE(last_good_fail_closed(lg, pol).has_value());
+    REQUIRE(chmod(mode.c_str(), 0600) == 0);
+    spit(mode, "closed");
+    CHECK_FALSE(last_good_fail_closed(lg, pol).has_value());
+    // save_last_good restores it even when the copy itself is unchanged.
+    CHECK(save_last_good(lg, pol, open, true) == "");
+    CHECK(last_good_fail_closed(lg, pol) == std::optional<bool>(true));
+    // Read-only loads (check, --version, a probe) neither compile into the cache nor save.
+    PolicyPlaces ro{t.path + "/cache3", t.path + "/lib3"};
+    ro.write = false;
+    spit(pol, closed);
+    effective_policy(pol, true, ro, nullptr, info);
+    CHECK(access((t.path + "/lib3").c_str(), F_OK) != 0);
 }
 
 TEST_CASE("plugin conf: unknown keys are errors, with the closest known key", "[policy]") {
