@@ -827,6 +827,8 @@ cpu_qos_level = { fact = "volcano.qos_level", if_absent = "fail" }
     FactPlan l = e.run(lift, u);
     REQUIRE(knob(l.cls.pod, KnobId::CpuQuota));
     CHECK(knob(l.cls.pod, KnobId::CpuQuota)->value.kind == KnobValue::Max);  // 2 CPUs × 100000 ≤ 400000: lifted again
+}
+
 // ---- issue #19 §1: a cpuset from an annotation, played by a hostile pod author ---------------
 
 namespace {
