@@ -553,6 +553,8 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         fstate.emplace(opt.state_dir);
         FactInput fin;
         fin.req = &r;
+        fin.policy = &policy;
+        fin.kube_qos = facts.kube_qos;
         fin.paths = paths;
         fin.layout = pin.layout;
         fin.kernel = &kernel;
@@ -674,6 +676,7 @@ int check_policy(const std::string& path, const std::string& cache_dir, const st
     }
     PolicyCheck chk = check_policy_text(text, path);
     for (const auto& d : chk.diags) err += "nri-qos: " + format_diag(path, d) + "\n";
+    for (const auto& d : chk.notes) err += "nri-qos: " + format_diag(path, d) + "\n";
     size_t ne = chk.errors(), nw = chk.warnings();
     auto count = [](size_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); };
     if (ne > 0) {
