@@ -991,3 +991,25 @@ TEST_CASE("trust: the registry declares what each fact raises and the keys it tr
     }
     CHECK(raise_names(find_fact("katalyst.numa_cpus")->raises) == "cpuset pin, NUMA reservation");
 }
+
+TEST_CASE("trust: check notes which declaration unlocks which behaviour, never a warning", "[facts][trust][policy]") {
+    const std::string bundled = slurp(NRI_QOS_SRCDIR "/conf/nri.d/nri-qos.toml");
+    PolicyCheck chk = check_policy_text(bundled, "b.toml");
+    CHECK(chk.diags.empty());  // the safe default: notes only
+    REQUIRE(chk.notes.size() == 13);
+    for (const auto& n : chk.notes) {
+        INFO(n.message);
+        CHECK(n.level == PolicyDiag::Note);
+        CHECK(n.message.find("untrusted: applied only where it does not raise; declaring \"") != std::string::npos);
+    }
+    CHECK(format_diag("b.toml", chk.notes[0]).rfind("b.toml: note: fact koordinator.batch_cpu_shares (class KOORD-BE) can raise: shares above "
+                                                    "kubelet's (BestEffort pods only); untrusted", 0) == 0);
+    // declared: trusted, the seed system's full behaviour
+    std::string declared = bundled;
+    const std::string line = "# \"node.koordinator.sh/extended-resource-spec\" = ";
+    declared.replace(declared.find(line), 2, "");
+    chk = check_policy_text(declared, "b.toml");
+    CHECK(chk.diags.empty());
+    CHECK(chk.notes[0].message.find("trusted: [guarded.annotations] declares \"node.koordinator.sh/extended-resource-spec\": "
+                                    "koordinator-sh/koordinator's full behaviour") != std::string::npos);
+}
