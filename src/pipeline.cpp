@@ -676,7 +676,6 @@ int check_policy(const std::string& path, const std::string& cache_dir, const st
     }
     PolicyCheck chk = check_policy_text(text, path);
     for (const auto& d : chk.diags) err += "nri-qos: " + format_diag(path, d) + "\n";
-    for (const auto& d : chk.notes) err += "nri-qos: " + format_diag(path, d) + "\n";
     size_t ne = chk.errors(), nw = chk.warnings();
     auto count = [](size_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); };
     if (ne > 0) {
@@ -687,6 +686,8 @@ int check_policy(const std::string& path, const std::string& cache_dir, const st
     const Policy& p = chk.policy;
     out = path + ": OK (" + std::to_string(p.rules.size()) + " rules, " + std::to_string(p.classes.size()) + " classes, default class " +
           p.default_class + ")" + (nw ? "; " + count(nw, "warning") : "");
+    // Trust notes (information, not findings): after the summary, on standard output.
+    for (const auto& d : chk.notes) out += "\n" + format_diag(path, d);
     if (!cache_dir.empty()) {
         // Precompile (one more parse; check is not the hot path) and keep it as the last good copy.
         FileLoad f = load_policy_file(path, cache_dir, nullptr, true);
