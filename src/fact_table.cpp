@@ -17,6 +17,9 @@ constexpr uint32_t kBytesKnobs = B(KnobId::MemoryLimit) | B(KnobId::MemoryHigh) 
 constexpr const char* kExtRes = "node.koordinator.sh/extended-resource-spec";
 constexpr const char* kResStatus = "scheduling.koordinator.sh/resource-status";
 constexpr const char* kVolcanoLevel = "volcano.sh/qos-level";
+constexpr const char* kBurstKeys = "volcano.sh/enable-quota-burst,volcano.sh/quota-burst-time";
+constexpr const char* kKatalystNuma = "katalyst.kubewharf.io/memory_enhancement,katalyst.kubewharf.io/qos_level";
+constexpr const char* kKatalystBurst = "katalyst.kubewharf.io/cpu_enhancement,katalyst.kubewharf.io/qos_level";
 
 size_t edit_distance(std::string_view a, std::string_view b) {
     std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
@@ -36,83 +39,98 @@ const std::vector<FactDef>& fact_table() {
     static const std::vector<FactDef> t = {
         {"koordinator.batch_cpu_shares", kFactContainer, B(KnobId::CpuShares), "shares", kExtRes,
           "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetContainerCPUShares",
-          "MilliCPUToShares of the container's kubernetes.io/batch-cpu request (absent or ≤ 0: 2)", false, false},
+          "MilliCPUToShares of the container's kubernetes.io/batch-cpu request (absent or ≤ 0: 2)", false, false, kRaiseSharesAboveKubelet, kExtRes, true},
         {"koordinator.batch_cfs_quota", kFactContainer, B(KnobId::CpuQuota), "us", kExtRes,
           "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetContainerCFSQuota",
-          "batch-cpu limit (millicores) × 100000 / 1000, at least 1000; no limit: max", false, false},
+          "batch-cpu limit (millicores) × 100000 / 1000, at least 1000; no limit: max", false, false, kRaiseQuotaLift, kExtRes, true},
         {"koordinator.batch_memory_limit", kFactContainer, kBytesKnobs, "bytes", kExtRes,
           "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetContainerMemoryLimit",
-          "the container's kubernetes.io/batch-memory limit; no limit: max", false, false},
+          "the container's kubernetes.io/batch-memory limit; no limit: max", false, false, kRaiseMemoryAbovePod, kExtRes, true},
         {"koordinator.pod_batch_cpu_shares", kFactPod, B(KnobId::CpuShares), "shares", kExtRes,
           "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetPodCPUShares",
-          "MilliCPUToShares of the sum of the listed containers' batch-cpu requests", false, false},
+          "MilliCPUToShares of the sum of the listed containers' batch-cpu requests", false, false, kRaiseSharesAboveKubelet, kExtRes, true},
         {"koordinator.pod_batch_cfs_quota", kFactPod, B(KnobId::CpuQuota), "us", kExtRes,
           "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetPodCFSQuota",
-          "sum of the listed containers' batch-cpu limits × 100000 / 1000; max once one has none", false, false},
+          "sum of the listed containers' batch-cpu limits × 100000 / 1000; max once one has none", false, false, kRaiseQuotaLift, kExtRes, true},
         {"koordinator.pod_batch_memory_limit", kFactPod, kBytesKnobs, "bytes", kExtRes,
           "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go SetPodMemoryLimit",
-          "sum of the listed containers' batch-memory limits; max once one has none", false, false},
+          "sum of the listed containers' batch-memory limits; max once one has none", false, false, kRaiseMemoryAbovePod, kExtRes, true},
         {"koordinator.cpuset", kFactContainer, B(KnobId::CpusetCpus), "cpus", kResStatus,
           "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/cpuset/cpuset.go SetContainerCPUSet (pkg/util/pod.go GetCPUSetFromPod)",
           "the \"cpuset\" koord-scheduler bound the pod to (LSE/LSR), if within the online CPUs and the pod cgroup's "
-          "effective cpuset and clear of CPUs other pods hold exclusively", false, true},
+          "effective cpuset and clear of CPUs other pods hold exclusively", false, true, kRaiseCpusetPin, kResStatus, false},
         {"koordinator.cpuset_quota", kFactBoth, B(KnobId::CpuQuota), "us", kResStatus,
           "koordinator-sh/koordinator@v1.8.0:pkg/koordlet/runtimehooks/hooks/cpuset/cpuset.go UnsetContainerCPUQuota / UnsetPodCPUQuota",
-          "max (CFS quota lifted) when the pod has a scheduler cpuset", false, true},
+          "max (CFS quota lifted) when the pod has a scheduler cpuset", false, true, kRaiseQuotaLift, kResStatus, false},
         {"volcano.qos_level", kFactBoth, B(KnobId::CpuQosLevel), "level", kVolcanoLevel,
           "volcano-sh/volcano@v1.15.1:pkg/agent/apis/extension/qos.go GetQosLevel",
-          "LC/HLS 2, LS 1, BE -1, any other value 0", false, false, "cpu_qos_level up to 2"},
+          "LC/HLS 2, LS 1, BE -1, any other value 0", false, false, kRaiseQosLevel, kVolcanoLevel, false},
         {"volcano.memory_qos_level", kFactBoth, B(KnobId::MemoryQosLevel), "level", kVolcanoLevel,
           "volcano-sh/volcano@v1.15.1:pkg/agent/apis/extension/qos.go NormalizeQosLevel",
-          "-1 for BE, else 0", false, false},
+          "-1 for BE, else 0", false, false, 0, "", false},
         {"rubik.qos_level", kFactBoth, B(KnobId::CpuQosLevel) | B(KnobId::MemoryQosLevel), "level", "volcano.sh/preemptable (annotation or label)",
           "openeuler-mirror/rubik@v2.0.1:pkg/services/preemption/preemption.go SetQoSLevel (pkg/core/typedef/podinfo.go Offline)",
-          "-1 when volcano.sh/preemptable is \"true\"; absent for online pods", false, false},
+          "-1 when volcano.sh/preemptable is \"true\"; absent for online pods", false, false, 0, "", false},
         {"volcano.cpu_burst_us", kFactContainer, B(KnobId::CpuBurst), "us", "volcano.sh/enable-quota-burst, volcano.sh/quota-burst-time; the effective CFS quota",
           "volcano-sh/volcano@v1.15.1:pkg/agent/events/handlers/cpuburst/cpu_burst_linux.go walkFunc; "
           "openeuler-mirror/rubik@v2.0.1:pkg/services/quotaburst/quotaburst.go setQuotaBurst",
           "enable-quota-burst true (Volcano): quota-burst-time capped at the quota, 0/absent = the quota; "
           "only quota-burst-time (rubik): that value, refused above the quota, without a quota or at ≥ period × CPUs",
-          false, true},
+          false, true, kRaiseBurstAboveQuota, kBurstKeys, false},
         {"volcano.pod_cpu_burst_us", kFactPod, B(KnobId::CpuBurst), "us", "the same annotations; the pod cgroup's CFS quota; the ledger",
           "volcano-sh/volcano@v1.15.1:pkg/agent/events/handlers/cpuburst/cpu_burst_linux.go Handle; "
           "openeuler-mirror/rubik@v2.0.1:pkg/services/quotaburst/quotaburst.go setPodQuotaBurst",
           "sum of the pod's containers' volcano.cpu_burst_us, rewritten as containers start and stop; "
           "none when the pod quota is unlimited",
-          true, true},
+          true, true, kRaiseBurstAboveQuota, kBurstKeys, false},
         {"katalyst.numa_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus",
           "katalyst.kubewharf.io/memory_enhancement numa_binding/numa_exclusive, katalyst.kubewharf.io/qos_level; sysfs, kubelet cpu_manager_state",
           "kubewharf/katalyst-core@v0.5.47:pkg/agent/qrm-plugins/cpu/dynamicpolicy/policy_allocation_handlers.go "
           "dedicatedCoresWithNUMABindingAllocationHandler / allocateNumaBindingCPUs",
           "NUMA node CPUs: dedicated_cores + numa_exclusive the fewest whole free nodes holding the CPU request, "
-          "dedicated_cores the container's requested CPUs of one node, other levels a node's free CPUs; none for BestEffort or no request", false, true},
+          "dedicated_cores the container's requested CPUs of one node, other levels a node's free CPUs; none for BestEffort or no request",
+          false, true, kRaiseCpusetPin | kRaiseNumaReservation, kKatalystNuma, false},
         {"katalyst.numa_mems", kFactContainer, B(KnobId::CpusetMems), "nodes",
           "the same annotations; sysfs, kubelet cpu_manager_state",
           "kubewharf/katalyst-core@v0.5.47:pkg/agent/qrm-plugins/memory/dynamicpolicy/policy_allocation_handlers.go numaBindingAllocationHandler",
-          "the NUMA node(s) of katalyst.numa_cpus", false, true},
+          "the NUMA node(s) of katalyst.numa_cpus", false, true, kRaiseNumaReservation, kKatalystNuma, false},
         {"katalyst.cpu_burst_us", kFactContainer, B(KnobId::CpuBurst), "us",
           "katalyst.kubewharf.io/cpu_enhancement cpu_burst_policy, cpu_burst_percent; the effective CFS quota",
           "kubewharf/katalyst-core@v0.5.47:pkg/agent/qrm-plugins/cpu/dynamicpolicy/cpuburst/manager.go UpdateCPUBurst "
           "(pkg/util/qos/cpu_enhancement.go GetPodCPUBurstPolicyFromCPUEnhancement)",
           "static: quota × cpu_burst_percent (default 100, at most 100) / 100; closed (and reclaimed_cores): 0; default: absent",
-          false, false},
+          false, false, kRaiseBurstAboveQuota, kKatalystBurst, false},
         {"numa.exclusive_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus", "sysfs node*/cpulist, kubelet cpu_manager_state",
           "nri-qos (Katalyst numa_exclusive semantics: policy_hint_handlers.go calculateHints)",
-          "all CPUs of the fewest free NUMA nodes holding the CPU request (ceil shares/1024), lowest first", false, true},
+          "all CPUs of the fewest free NUMA nodes holding the CPU request (ceil shares/1024), lowest first", false, true,
+          kRaiseCpusetPin | kRaiseNumaReservation, "", false},
         {"numa.exclusive_mems", kFactContainer, B(KnobId::CpusetMems), "nodes", "as numa.exclusive_cpus",
-          "nri-qos", "the node(s) of numa.exclusive_cpus", false, true},
+          "nri-qos", "the node(s) of numa.exclusive_cpus", false, true, kRaiseNumaReservation, "", false},
         {"numa.bound_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus", "sysfs node*/cpulist, cpu*/topology, kubelet cpu_manager_state",
           "nri-qos (Katalyst dedicated_cores numa_binding semantics: allocateNumaBindingCPUs TakeByTopology)",
-          "the container's requested CPUs (ceil shares/1024) from one NUMA node, whole cores first", false, true},
+          "the container's requested CPUs (ceil shares/1024) from one NUMA node, whole cores first", false, true,
+          kRaiseCpusetPin | kRaiseNumaReservation, "", false},
         {"numa.bound_mems", kFactContainer, B(KnobId::CpusetMems), "nodes", "as numa.bound_cpus",
-          "nri-qos", "the node of numa.bound_cpus", false, true},
+          "nri-qos", "the node of numa.bound_cpus", false, true, kRaiseNumaReservation, "", false},
         {"numa.shared_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus", "sysfs node*/cpulist, kubelet cpu_manager_state",
           "nri-qos (NUMA affinity: locality without exclusivity)",
-          "the free CPUs of the NUMA node with the most free CPUs (not held against others)", false, true},
+          "the free CPUs of the NUMA node with the most free CPUs (not held against others)", false, true, kRaiseCpusetPin, "", false},
         {"numa.shared_mems", kFactContainer, B(KnobId::CpusetMems), "nodes", "as numa.shared_cpus",
-          "nri-qos", "the node of numa.shared_cpus", false, true}
+          "nri-qos", "the node of numa.shared_cpus", false, true, 0, "", false}
     };
     return t;
+}
+
+std::string raise_names(uint32_t raises) {
+    static const std::pair<uint32_t, const char*> names[] = {
+        {kRaiseQuotaLift, "quota lift"},          {kRaiseCpusetPin, "cpuset pin"},
+        {kRaiseNumaReservation, "NUMA reservation"}, {kRaiseSharesAboveKubelet, "shares above kubelet's"},
+        {kRaiseMemoryAbovePod, "memory above the pod's"}, {kRaiseBurstAboveQuota, "burst above the quota"},
+        {kRaiseQosLevel, "qos level above 0"}};
+    std::string out;
+    for (const auto& [bit, n] : names)
+        if (raises & bit) out += std::string(out.empty() ? "" : ", ") + n;
+    return out;
 }
 
 const FactDef* find_fact(std::string_view name) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "classify.hpp"
 #include "cpuset.hpp"
 #include "fact_readers.hpp"
 #include "numa.hpp"
@@ -34,6 +35,10 @@ struct Outcome {
     std::string why;   ///< Absent/Error: the reason
     std::string from;  ///< where it was read ("container \"app\"")
     std::string needs_cpuset;  ///< Value: the cpuset that must be applied first (KnobSetting::needs_cpuset)
+    /// Value: the reader's proof that it does not raise above kubelet's grant ("2 CPUs × 100000
+    /// ≤ the container's CFS quota 200000"), which the generic trust check then accepts.
+    std::string no_raise;
+    bool untrusted = false;  ///< Error: refused by the trust rule (the line says "refused: ...")
 };
 
 Outcome value_int(int64_t n, std::string calc) {
@@ -124,6 +129,10 @@ struct Ctx {
     std::optional<int64_t> own_burst;                     ///< this container's burst (for the pod sum)
     bool own_burst_known = false;
     std::vector<std::string> warnings;
+    /// Trust of the fact being evaluated (resolve_facts sets them before each reader runs).
+    bool trusted = true;
+    uint32_t raises = 0;         ///< its FactDef::raises
+    std::string untrusted_keys;  ///< its undeclared annotation keys, for the refusal
 
     // caches
     bool ers_read = false;
@@ -320,6 +329,155 @@ struct Ctx {
         return *qv;
     }
 
+    /// The trust rule's refusal: `what` the value would do, and the key(s) to declare.
+    Outcome untrusted_refusal(const std::string& what) const {
+        Outcome o = error("refused: " + what + "; untrusted annotation " + untrusted_keys + " (declare it in [guarded.annotations] to trust it)");
+        o.untrusted = true;
+        return o;
+    }
+
+    /// What kubelet gave: the CFS quota of the container (the OCI request) or of the pod (its
+    /// cgroup as the kernel shows it, whatever the class sets). nullopt: unlimited; `err` when
+    /// the pod's is unreadable.
+    std::optional<int64_t> kubelet_quota(uint8_t scope, int64_t& period, std::string& how, std::string& err) const {
+        if (scope == kFactPod) {
+            Ctx bare = *this;
+            bare.pod_knobs = nullptr;
+            return bare.pod_quota(period, how, err);
+        }
+        period = r.resources.cpu_period && *r.resources.cpu_period > 0 ? *r.resources.cpu_period : 100000;
+        if (r.resources.cpu_quota && *r.resources.cpu_quota > 0) {
+            how = "kubelet's CFS quota " + std::to_string(*r.resources.cpu_quota);
+            return *r.resources.cpu_quota;
+        }
+        how = "kubelet set no CFS quota";
+        return std::nullopt;
+    }
+    /// A pod cgroup file as an integer (nullopt: unreadable or "max" → `max` true).
+    std::optional<int64_t> pod_file(const std::string& v1, const std::string& v2, bool& max) const {
+        max = false;
+        if (!in.paths || !in.kernel) return std::nullopt;
+        auto t = in.layout == Layout::V2 ? in.kernel->read(Root::Cgroup, in.paths->pod + "/" + v2)
+                                         : in.kernel->read(Root::Cgroup, v1 + "/" + in.paths->pod + "/" + v1 + "." + v2);
+        if (!t) return std::nullopt;
+        std::string s = *t;
+        while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+        if (s == "max") {
+            max = true;
+            return std::nullopt;
+        }
+        return go_parse_int(s);
+    }
+
+    /// "" when value `v` of a fact fed to knob `id` at `scope` does not raise above what kubelet
+    /// gave the pod (then `proof` says why); else what it would raise, for the refusal.
+    std::string raise_of(KnobId id, uint8_t scope, const KnobValue& v, std::string& proof) const {
+        const bool pod = scope == kFactPod;
+        const std::string where = pod ? "the pod's " : "the container's ";
+        auto num = [&] { return v.kind == KnobValue::Max ? std::string("max") : std::to_string(v.num); };
+        switch (id) {
+            case KnobId::CpuQuota:
+            case KnobId::CpuBurst: {
+                int64_t period = 100000;
+                std::string how, err;
+                auto q = kubelet_quota(scope, period, how, err);
+                if (!err.empty()) return "cannot tell kubelet's quota (" + err + ")";
+                if (!q) {
+                    proof = how + ": " + (id == KnobId::CpuQuota ? "a quota only restricts" : "no quota to exceed");
+                    return "";
+                }
+                if (id == KnobId::CpuQuota) {
+                    if (v.kind == KnobValue::Max) return "would lift the CFS quota (" + how + " → max)";
+                    if (v.num > *q) return "would raise the CFS quota (" + how + " → " + num() + ")";
+                    proof = num() + " ≤ " + how;
+                    return "";
+                }
+                if (v.kind == KnobValue::Max || v.num > *q) return "would set a CFS burst " + num() + " above " + how;
+                proof = "burst " + num() + " ≤ " + how;
+                return "";
+            }
+            case KnobId::CpuShares: {
+                std::optional<int64_t> base;
+                std::string how;
+                if (!pod) {
+                    if (r.resources.cpu_shares) base = *r.resources.cpu_shares, how = "kubelet's cpu.shares " + std::to_string(*base);
+                } else {
+                    bool max = false;
+                    if (in.layout == Layout::V2) {
+                        if (auto w = pod_file("cpu", "cpu.weight", max)) {
+                            uint64_t fw = in.policy && in.policy->linear_weight ? shares_to_weight_linear(static_cast<uint64_t>(std::max<int64_t>(v.num, 2)))
+                                                                                 : shares_to_weight(static_cast<uint64_t>(std::max<int64_t>(v.num, 2)));
+                            if (static_cast<int64_t>(fw) > *w) return "would raise the pod's cpu.weight (" + std::to_string(*w) + " → " + std::to_string(fw) + ")";
+                            proof = "cpu.weight " + std::to_string(fw) + " ≤ the pod's " + std::to_string(*w);
+                            return "";
+                        }
+                    } else if (auto sh = pod_file("cpu", "shares", max)) {
+                        base = *sh, how = "the pod's cpu.shares " + std::to_string(*sh);
+                    }
+                    if (!base && in.kube_qos == KubeQos::BestEffort) base = 2, how = "kubelet's BestEffort pod cpu.shares 2";
+                }
+                if (!base) return "would set cpu.shares " + num() + " where kubelet's value is unknown";
+                if (v.num > *base) return "would raise cpu.shares (" + how + " → " + num() + ")";
+                proof = num() + " ≤ " + how;
+                return "";
+            }
+            case KnobId::MemoryLimit:
+            case KnobId::MemoryHigh:
+            case KnobId::MemorySwap:
+            case KnobId::MemorySoftLimit: {
+                std::optional<int64_t> base;
+                bool unlimited = false, known = false;
+                if (!pod) {
+                    known = true;
+                    if (r.resources.mem_limit && *r.resources.mem_limit > 0) base = *r.resources.mem_limit;
+                    else unlimited = true;
+                } else {
+                    bool max = false;
+                    auto b = in.layout == Layout::V2 ? pod_file("memory", "memory.max", max) : pod_file("memory", "limit_in_bytes", max);
+                    if (b || max) {
+                        known = true;
+                        if (max || *b >= (int64_t(1) << 62)) unlimited = true;
+                        else base = *b;
+                    } else if (in.kube_qos == KubeQos::BestEffort) {
+                        known = unlimited = true;  // kubelet sets no memory limit on a BestEffort pod
+                    }
+                }
+                if (!known) return "would set " + std::string(knob_def(id).key) + " " + num() + " where the pod's memory limit is unknown";
+                if (unlimited) {
+                    proof = where + "memory is unlimited: a limit only restricts";
+                    return "";
+                }
+                if (v.kind == KnobValue::Max || v.num > *base)
+                    return "would set " + std::string(knob_def(id).key) + " " + num() + " above " + where + "memory limit " + std::to_string(*base);
+                proof = num() + " ≤ " + where + "memory limit " + std::to_string(*base);
+                return "";
+            }
+            case KnobId::CpuQosLevel:
+            case KnobId::MemoryQosLevel:
+                if (v.num > 0) return "would raise " + std::string(knob_def(id).key) + " to " + num() + " (unclassified pods have 0)";
+                proof = std::string(knob_def(id).key) + " " + num() + " ≤ 0";
+                return "";
+            case KnobId::CpusetCpus: {
+                auto set = CpuSet::parse(v.text);
+                unsigned n = set ? set->count() : 0;
+                int64_t period = 100000;
+                std::string how, err;
+                auto q = kubelet_quota(scope, period, how, err);
+                if (!err.empty()) return "cannot tell kubelet's quota (" + err + ")";
+                std::string cpus = std::to_string(n) + " CPUs (" + v.text + ") × period " + std::to_string(period);
+                if (!q) return "would pin to " + cpus + " that no CFS quota pays for (" + how + ")";
+                if (static_cast<int64_t>(n) * period > *q) return "would pin to " + cpus + ", more than " + how + " pays for";
+                proof = cpus + " ≤ " + how;
+                return "";
+            }
+            case KnobId::CpusetMems:
+                proof = "a memory-node pin only restricts";
+                return "";
+            default:
+                return "would set " + std::string(knob_def(id).key) + " " + num() + " (no rule shows it stays within kubelet's grant)";
+        }
+    }
+
     unsigned online_cpus(std::string& err) const {
         try {
             return read_topology(in.sysfs_root).online.count();
@@ -372,6 +530,7 @@ struct Ctx {
 
     /// The container's NUMA placement in `mode` (computed once per request).
     Outcome numa_place(NumaMode mode, bool mems, const std::string& because) {
+        if (!trusted && (raises & kRaiseNumaReservation)) return untrusted_refusal("would reserve CPUs of a NUMA node (" + because + ")");
         if (numa_done && numa_mode != numa_mode_name(mode)) return error("one NUMA placement per container: the class mixes NUMA modes");
         if (!numa_done) {
             numa_done = true;
@@ -517,12 +676,18 @@ Outcome koord_cpuset_quota(Ctx& c, uint8_t scope) {
     }
     std::string calc = "bound to cpuset " + set + " by koord-scheduler → CFS quota lifted (UnsetContainerCPUQuota/UnsetPodCPUQuota)";
     if (!quota) return value_max(calc + "; " + how);
-    if (static_cast<int64_t>(n) * period > *quota)
-        return absent("cpuset " + set + " (" + std::to_string(n) + " CPUs × period " + std::to_string(period) + ") is wider than " + how +
-                      ": quota kept (a lift would buy CPU time)");
-    Outcome lift = value_max(calc + "; " + std::to_string(n) + " CPUs × " + std::to_string(period) + " ≤ " + how);
-    // The container's lift waits for its cpuset: written and read back (sinks.hpp apply_plan).
-    // The pod's lift is bounded by its containers' quotas, each kept until its own cpuset holds.
+    // Within the quota the lift buys no CPU time (the trust check accepts it untrusted); wider,
+    // only a trusted annotation gets koordlet's unconditional lift. Either way the container's
+    // lift waits for its cpuset: written and read back (sinks.hpp apply_plan). The pod's lift is
+    // bounded by its containers' quotas, each kept until its own cpuset holds.
+    std::string fits = std::to_string(n) + " CPUs × " + std::to_string(period) + " ≤ " + how;
+    if (static_cast<int64_t>(n) * period > *quota) {
+        Outcome wide = value_max(calc + "; cpuset " + set + " is wider than " + how);
+        if (scope != kFactPod) wide.needs_cpuset = set;
+        return wide;
+    }
+    Outcome lift = value_max(calc + "; " + fits);
+    lift.no_raise = fits;
     if (scope != kFactPod) lift.needs_cpuset = set;
     return lift;
 }
@@ -762,6 +927,43 @@ std::string shown(const KnobValue& v) {
     }
 }
 
+/// Whether a fact's value may raise for this pod (issue #19): trusted when it reads no
+/// pod-written key, when the pod's namespace is in its class's gate.namespaces, or when every
+/// annotation key it reads is declared in [guarded.annotations].
+struct Trust {
+    bool trusted = false;
+    std::string why;         ///< trusted: the reason ("annotation X is guarded (note)")
+    std::string undeclared;  ///< untrusted: the keys not declared, "a, b"
+};
+Trust fact_trust(const FactDef& f, const ClassDef& cls, const FactInput& in) {
+    Trust t;
+    if (!*f.trust_keys) {
+        t.trusted = true;
+        t.why = "reads no pod-written key";
+        return t;
+    }
+    const Request& r = *in.req;
+    if (cls.gate.enabled)
+        for (const auto& g : cls.gate.namespaces)
+            if (glob_match(g, r.pod_namespace)) {
+                t.trusted = true;
+                t.why = "namespace \"" + r.pod_namespace + "\" is in classes." + cls.name + ".gate.namespaces";
+                return t;
+            }
+    std::string keys = f.trust_keys, guarded;
+    for (size_t at = 0; at <= keys.size();) {
+        size_t comma = keys.find(',', at);
+        std::string k = keys.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        at = comma == std::string::npos ? keys.size() + 1 : comma + 1;
+        const std::string* note = in.policy ? guarded_note(in.policy->guarded_annotations, k) : nullptr;
+        if (note) guarded += (guarded.empty() ? "" : ", ") + k + " is guarded (" + *note + ")";
+        else t.undeclared += (t.undeclared.empty() ? "" : ", ") + k;
+    }
+    t.trusted = t.undeclared.empty();
+    t.why = "annotation " + guarded;
+    return t;
+}
+
 }  // namespace
 
 bool fact_has_evaluator(std::string_view name) { return find_entry(name) != nullptr; }
@@ -801,7 +1003,30 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
                 if (!e || e->phase != phase) continue;
                 const KnobDef& d = knob_def(k.id);
                 std::string key = std::string(scope == kFactPod ? "pod:" : "") + d.key;
+                const FactDef* fd = find_fact(e->name);
+                const Trust trust = fact_trust(*fd, cls, in);
+                c.trusted = trust.trusted;
+                c.raises = fd->raises;
+                c.untrusted_keys = trust.undeclared;
                 Outcome o = e->fn(c, scope);
+                std::string trust_note;
+                // Koordinator batch resources: koord-manager writes them on BestEffort pods only.
+                if (o.s == Outcome::Value && fd->besteffort_only && in.kube_qos != KubeQos::BestEffort) {
+                    o = error(std::string("refused: koord-manager gives batch resources only to BestEffort pods, this pod is ") +
+                              kube_qos_name(in.kube_qos) + " (kubelet's values stay)");
+                    o.untrusted = true;
+                }
+                // The trust rule: an untrusted fact applies only where it does not raise.
+                if (o.s == Outcome::Value && fd->raises) {
+                    if (trust.trusted) {
+                        if (*fd->trust_keys) trust_note = "; trusted: " + trust.why;
+                    } else {
+                        std::string proof = o.no_raise;
+                        std::string raise = proof.empty() ? c.raise_of(k.id, scope, o.v, proof) : std::string();
+                        if (!raise.empty()) o = c.untrusted_refusal(raise);
+                        else trust_note = "; untrusted, applied: does not raise (" + proof + ")";
+                    }
+                }
                 if (o.s == Outcome::Value) {
                     // the knob's own range (a fact may exceed a knob it is allowed to feed)
                     std::string bad;
@@ -814,14 +1039,14 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
                     if (!bad.empty()) o = error(bad);
                 }
                 if (o.s == Outcome::Value) {
-                    std::string note = o.calc + " [" + e->name + "]";
+                    std::string note = o.calc + " [" + e->name + "]" + trust_note;
                     out.calcs.push_back(std::string(scope_name) + " " + file_of(k.id) + " = " + shown(o.v) + " = " + note);
                     k.value = o.v;
                     k.note = note;
                     k.needs_cpuset = o.needs_cpuset;
                 } else {
                     drop[i] = true;
-                    std::string line = key + ": fact " + e->name + (o.s == Outcome::Absent ? " absent: " : ": ") + o.why;
+                    std::string line = key + ": fact " + e->name + (o.s == Outcome::Absent ? " absent: " : o.untrusted ? " " : ": ") + o.why;
                     if (o.s == Outcome::Error || k.value.num == 1) out.refused.push_back(line);
                     else out.skipped.push_back(line);
                 }

@@ -47,11 +47,33 @@ struct FactDef {
     const char* summary;     ///< one line: what the value is
     bool pod_sum;            ///< pod fact summed over the pod's containers: re-evaluated at container events
     bool kernel;             ///< reads kernel state (sysfs, cgroups) besides the request
-    /// What the fact can raise above kubelet's values from a pod-written annotation
-    /// ("cpu_qos_level up to 2"), for the policy's trust check; nullptr when it cannot (its value
-    /// only restricts, or is bounded by what kubelet granted: see its summary).
-    const char* raises = nullptr;
+    /// What the fact can raise above what the pod's Kubernetes spec gave it (FactRaise bits; 0:
+    /// its value only restricts). A raise needs trust (issue #19): see trust_keys.
+    uint32_t raises = 0;
+    /// The pod-writable annotation keys the value comes from, comma-separated ("" = none: the
+    /// fact is as trusted as the rule that chose its class). The fact is trusted for a pod when
+    /// every key is declared in [guarded.annotations], or the pod's namespace is in its class's
+    /// gate.namespaces.
+    const char* trust_keys = "";
+    /// Koordinator batch resources: koord-manager writes them only on pods whose Kubernetes QoS
+    /// is BestEffort (batch-* extended resources do not count for the QoS class); any other pod
+    /// gets the knob refused.
+    bool besteffort_only = false;
 };
+
+/// What a fact can raise (FactDef::raises): the direction the pod's Kubernetes spec does not
+/// allow, checked per request against what kubelet gave (the OCI request, the pod cgroup).
+enum FactRaise : uint32_t {
+    kRaiseQuotaLift = 1u << 0,        ///< a CFS quota above kubelet's (up to -1/max)
+    kRaiseCpusetPin = 1u << 1,        ///< a cpuset naming more CPUs than the quota pays for
+    kRaiseNumaReservation = 1u << 2,  ///< a recorded NUMA placement other pods' placements avoid
+    kRaiseSharesAboveKubelet = 1u << 3,  ///< cpu.shares/weight above kubelet's
+    kRaiseMemoryAbovePod = 1u << 4,   ///< a memory limit above the pod's (or a memory protection)
+    kRaiseBurstAboveQuota = 1u << 5,  ///< a CFS burst above the quota
+    kRaiseQosLevel = 1u << 6,         ///< an openEuler qos level above 0 (the unclassified level)
+};
+/// "quota lift, cpuset pin" — the names of the bits of `raises` (for check and the docs).
+std::string raise_names(uint32_t raises);
 
 /// All facts, in documentation order (the registry: src/fact_table.cpp).
 const std::vector<FactDef>& fact_table();
@@ -68,6 +90,10 @@ bool fact_has_evaluator(std::string_view name);
 /// Inputs of fact resolution for one request.
 struct FactInput {
     const Request* req = nullptr;
+    /// The policy's [guarded] tables (trust of the facts' annotation keys); nullptr: nothing is
+    /// guarded. The class's gate.namespaces (resolve_facts' `cls`) also make a pod trusted.
+    const Policy* policy = nullptr;
+    KubeQos kube_qos = KubeQos::Unknown;  ///< from the cgroup parent (besteffort_only facts)
     std::optional<CgroupPaths> paths;
     Layout layout = Layout::V1;
     Kernel* kernel = nullptr;       ///< reads of the pod cgroup (its CFS quota)
@@ -83,7 +109,8 @@ struct FactPlan {
     ClassDef cls;                          ///< fact knobs replaced by their values (absent/error ones removed)
     std::vector<KnobSetting> pod_refresh;  ///< pod knobs (pod_sum facts) to write at this container event
     std::vector<std::string> skipped;      ///< "cpu_shares: fact koordinator.batch_cpu_shares absent: <why>"
-    std::vector<std::string> refused;      ///< "cpu_quota_us: fact ...: <error>" (failures)
+    std::vector<std::string> refused;      ///< "cpu_quota_us: fact ...: <error>" (failures), also
+                                           ///< "cpu_quota_us: fact X refused: would lift ... (declare ...)"
     std::vector<std::string> calcs;        ///< explain: "container cpu_quota_us = 100000 = ... [fact]"
     std::vector<std::string> warnings;     ///< state-dir problems (ledger/record writes), reported, not failures
 };

@@ -575,6 +575,8 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         fstate.emplace(opt.state_dir);
         FactInput fin;
         fin.req = &r;
+        fin.policy = &policy;
+        fin.kube_qos = facts.kube_qos;
         fin.paths = paths;
         fin.layout = pin.layout;
         fin.kernel = &kernel;
@@ -714,6 +716,8 @@ int check_policy(const std::string& path, const std::string& cache_dir, const st
     const Policy& p = chk.policy;
     out = path + ": OK (" + std::to_string(p.rules.size()) + " rules, " + std::to_string(p.classes.size()) + " classes, default class " +
           p.default_class + ")" + (nw ? "; " + count(nw, "warning") : "");
+    // Trust notes (information, not findings): after the summary, on standard output.
+    for (const auto& d : chk.notes) out += "\n" + format_diag(path, d);
     if (!cache_dir.empty()) {
         // Precompile (one more parse; check is not the hot path) and keep it as the last good copy.
         FileLoad f = load_policy_file(path, cache_dir, nullptr, true);

@@ -557,11 +557,9 @@ bool match_covers(const Match& a, const Match& b) {
 std::string promotion_of(const ClassDef& cd) {
     for (const auto* ks : {&cd.container, &cd.pod})
         for (const auto& k : *ks) {
-            if (k.value.kind == KnobValue::Fact) {  // facts.hpp FactDef::raises
-                const FactDef* f = find_fact(k.value.text);
-                if (f && f->raises) return std::string(knob_def(k.id).key) + " = fact " + f->name + " (" + f->raises + ")";
-                continue;
-            }
+            // A fact raises only for a pod that the fact's own trust rule admits (facts.hpp
+            // FactDef::raises, trust_keys): resolve_facts refuses an untrusted raise per request.
+            if (k.value.kind == KnobValue::Fact) continue;
             if (k.id == KnobId::CpuQosLevel && k.value.kind == KnobValue::Int && k.value.num > 0) return "cpu_qos_level = " + std::to_string(k.value.num);
             if (k.id == KnobId::CpuQuota && k.value.kind == KnobValue::Max) return "cpu_quota_us = \"max\"";
             if (k.id == KnobId::OomScoreAdj && k.value.num < 0) return "oom_score_adj = " + std::to_string(k.value.num);
@@ -590,6 +588,42 @@ bool all_keys_guarded(const Policy& p, const Match& m) {
     for (const auto& [k, g] : m.labels_or_annotations)
         if (!guarded_note(p.guarded_labels, k) || !guarded_note(p.guarded_annotations, k)) return false;
     return true;
+}
+
+/// The trust notes of `check` (issue #19): per raising fact the policy uses, what it can raise,
+/// the annotation keys it reads, and whether they are trusted (declared in [guarded.annotations])
+/// or which declaration would unlock the seed system's full behaviour. Information, not warnings:
+/// an untrusted raise is refused per request (resolve_facts), so no policy makes one possible.
+void trust_notes(const Policy& p, std::vector<PolicyDiag>& notes) {
+    for (const auto& f : fact_table()) {
+        if (!f.raises || !*f.trust_keys) continue;
+        std::string classes;
+        for (const auto& [n, cd] : p.classes)
+            for (const auto* ks : {&cd.container, &cd.pod})
+                if (std::any_of(ks->begin(), ks->end(), [&](const KnobSetting& k) { return k.value.kind == KnobValue::Fact && k.value.text == f.name; })) {
+                    classes += (classes.empty() ? " " : ", ") + n;
+                    break;
+                }
+        if (classes.empty()) continue;
+        std::string undeclared, declared, keys = f.trust_keys;
+        for (size_t at = 0; at <= keys.size();) {
+            size_t comma = keys.find(',', at);
+            std::string k = keys.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+            at = comma == std::string::npos ? keys.size() + 1 : comma + 1;
+            std::string& to = guarded_note(p.guarded_annotations, k) ? declared : undeclared;
+            to += std::string(to.empty() ? "" : ", ") + "\"" + k + "\"";
+        }
+        std::string src = f.source;
+        std::string system = src.substr(0, src.find('@'));
+        std::string msg = std::string("fact ") + f.name + " (class" + (classes.find(',') != std::string::npos ? "es" : "") + classes + ") can raise: " +
+                          raise_names(f.raises) + (f.besteffort_only ? " (BestEffort pods only)" : "") + "; ";
+        if (undeclared.empty())
+            msg += "trusted: [guarded.annotations] declares " + declared + ": " + system + "'s full behaviour";
+        else
+            msg += "untrusted: applied only where it does not raise; declaring " + undeclared +
+                   " in [guarded.annotations] (or a pod namespace in the class's gate.namespaces) unlocks " + system + "'s full behaviour";
+        notes.push_back({PolicyDiag::Note, 0, msg});
+    }
 }
 
 void policy_warnings(const Ctx& c, const Policy& p, const std::map<std::string, int>& class_line) {
@@ -842,7 +876,7 @@ size_t PolicyCheck::errors() const {
 size_t PolicyCheck::warnings() const { return diags.size() - errors(); }
 
 std::string format_diag(const std::string& file, const PolicyDiag& d) {
-    return file + (d.line > 0 ? ":" + std::to_string(d.line) : "") + ": " + (d.level == PolicyDiag::Warning ? "warning: " : "") + d.message;
+    return file + (d.line > 0 ? ":" + std::to_string(d.line) : "") + ": " + (d.level == PolicyDiag::Warning ? "warning: " : d.level == PolicyDiag::Note ? "note: " : "") + d.message;
 }
 
 PolicyCheck check_policy_text(const std::string& text, const std::string& name) {
@@ -852,6 +886,7 @@ PolicyCheck check_policy_text(const std::string& text, const std::string& name) 
     c.guard([&] { parse_into(c, text, out.policy, class_line); });
     // Warnings are about a policy that loads: only computed when there is no error.
     if (out.errors() == 0) policy_warnings(c, out.policy, class_line);
+    if (out.errors() == 0) trust_notes(out.policy, out.notes);
     // By line; findings about the file as a whole (line 0) last.
     auto key = [](const PolicyDiag& d) { return d.line > 0 ? d.line : INT32_MAX; };
     std::stable_sort(out.diags.begin(), out.diags.end(), [&](const PolicyDiag& a, const PolicyDiag& b) { return key(a) < key(b); });

@@ -118,7 +118,7 @@ const std::string* guarded_note(const KeyNotes& notes, const std::string& key);
 
 /// One finding of the policy checker.
 struct PolicyDiag {
-    enum Level { Error, Warning } level = Error;
+    enum Level { Error, Warning, Note } level = Error;  ///< Note: information only (PolicyCheck::notes)
     int line = 0;          ///< 1-based line in the policy file; 0 = the file as a whole
     std::string message;   ///< one line, without the file name
 };
@@ -127,12 +127,16 @@ struct PolicyDiag {
 struct PolicyCheck {
     Policy policy;                    ///< usable only when errors() == 0
     std::vector<PolicyDiag> diags;    ///< errors and warnings, ordered by line
+    /// Information (level Note), never in `diags`: per raising fact the policy uses, whether its
+    /// annotation keys are trusted and which [guarded] declaration unlocks the seed system's full
+    /// behaviour (issue #19). Only for a policy without errors.
+    std::vector<PolicyDiag> notes;
     size_t errors() const;
     size_t warnings() const;
 };
 
-/// "<file>:<line>: <message>" for an error, "<file>:<line>: warning: <message>" for a warning
-/// (no ":<line>" when line is 0).
+/// "<file>:<line>: <message>" for an error, "<file>:<line>: warning: <message>" for a warning,
+/// "<file>: note: <message>" for a note (no ":<line>" when line is 0).
 std::string format_diag(const std::string& file, const PolicyDiag& d);
 
 /// Validate all of a policy text, collecting every error instead of stopping at the first: each

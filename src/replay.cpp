@@ -117,6 +117,8 @@ Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayR
         FactState fstate(state.path());
         FactInput fin;
         fin.req = &r;
+        fin.policy = &policy;
+        fin.kube_qos = facts.kube_qos;
         fin.paths = paths;
         fin.layout = pin.layout;
         fin.kernel = &kernel;

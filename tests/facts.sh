@@ -15,6 +15,14 @@ command -v jq >/dev/null || { fail "jq missing (scripts/deps.sh test)"; finish; 
 
 CT0=$(cat "$FIX/requests/containerd-1.6.20/container-create.json")
 
+# The bundled policy with each seed system's annotation declared in [guarded.annotations] (its
+# commented line uncommented): the facts get the node agents' full behaviour (issue #19).
+TRUSTED=$(scratch)/trusted.toml
+sed -E 's/^# ("(node\.koordinator\.sh\/|scheduling\.koordinator\.sh\/|katalyst\.kubewharf\.io\/|volcano\.sh\/enable-quota-burst|volcano\.sh\/quota-burst-time)[^"]*" = )/\1/' \
+  "$BUNDLED" > "$TRUSTED"
+check "trusted policy: every raising fact of the bundled classes trusted (check notes)" \
+  "$("$BIN" check "$TRUSTED" 2>&1 | grep -c 'note:.*untrusted')" 0
+
 # A scratch sysfs: CPUs 0-15, node0 = 0-7, node1 = 8-15.
 mk_sysfs() {
   local s=$1/sys
@@ -108,7 +116,7 @@ podp=$(jq -r .pod.linux.cgroup_parent "$K/RunPodSandbox.json" | sed 's#^/##')
 mk_v1_dir "$E/cg" "$podp"; echo 0-15 > "$E/cg/cpuset/$podp/cpuset.cpus"
 # node0 has a CPU kubelet's static CPU manager gave another pod
 echo '{"policyName":"static","defaultCpuSet":"0-2,4-15","entries":{"other":{"c":"3"}},"checksum":1}' > "$E/cpu_manager_state"
-eval_ev() { "$BIN" nri-eval --policy "$BUNDLED" --cgroup-root "$E/cg" --cgroup-layout v1 --proc-root "$E/proc" --state-dir "$E/state" \
+eval_ev() { "$BIN" nri-eval --policy "${EVPOL:-$TRUSTED}" --cgroup-root "$E/cg" --cgroup-layout v1 --proc-root "$E/proc" --state-dir "$E/state" \
               --cache-dir "" --sysfs-root "$E/sys" --kubelet-cpu-state "$E/cpu_manager_state" < "$1"; }
 eval_ev "$K/RunPodSandbox.json" >/dev/null
 OUT=$(eval_ev "$K/stress-CreateContainer.json")
@@ -116,18 +124,31 @@ check "nri-eval: Katalyst exclusive: adjustment cpus (node1, node0 holds CPU 3)"
 check "nri-eval: Katalyst exclusive: adjustment mems" "$(jq_get "$OUT" .adjustment.linux.resources.cpu.mems)" 1
 OUT=$(eval_ev "$K/stress-StartContainer.json")
 check "nri-eval: StartContainer: the recorded placement, nothing written again" "$(jq_get "$OUT" '[.writes[]|select(.knob|startswith("cpuset"))]|length')" 0
+# Untrusted (bundled policy as shipped): a pod-written numa_binding reserves nothing
+E=$(scratch); mk_sysfs "$E"; mk_v1_dir "$E/cg" "$podp"; echo 0-15 > "$E/cg/cpuset/$podp/cpuset.cpus"
+EVPOL=$BUNDLED eval_ev "$K/RunPodSandbox.json" >/dev/null
+OUT=$(EVPOL=$BUNDLED eval_ev "$K/stress-CreateContainer.json")
+check "nri-eval untrusted Katalyst: no cpuset in the adjustment" "$(jq_get "$OUT" '.adjustment.linux.resources.cpu.cpus // "none"')" none
+check_contains "nri-eval untrusted Katalyst: refused, naming the keys" "$(jq_get "$OUT" .metadata.failed)" \
+  "cpuset_cpus: fact katalyst.numa_cpus refused: would reserve CPUs of a NUMA node"
+check "nri-eval untrusted Katalyst: no NUMA record" "$(ls "$E/state/facts/numa" 2>/dev/null | wc -l)" 0
 
 # ---- explain: the calculation ------------------------------------------------------------------
 KB=$TOP/tests/conformance/cases/koordinator/be-colocation-profile/requests/v01
 X=$(scratch)
-EXP=$("$BIN" explain --policy "$BUNDLED" --cgroup-root "$X" --cgroup-layout v1 --state-dir "$X/state" --cache-dir "" < "$KB/app-create.json")
+EXP=$("$BIN" explain --policy "$TRUSTED" --cgroup-root "$X" --cgroup-layout v1 --state-dir "$X/state" --cache-dir "" < "$KB/app-create.json")
 check_contains "explain: class" "$EXP" "class:    KOORD-BE (rule koordinator-be, kube QoS besteffort)"
 check_contains "explain: quota calculation" "$EXP" \
   "fact:     container cpu.cfs_quota_us = 100000 = batch-cpu limit 1k (1000m) × period 100000 / 1000 [koordinator.batch_cfs_quota]"
 check_contains "explain: shares calculation" "$EXP" \
-  "fact:     container cpu.shares = 1024 = MilliCPUToShares(batch-cpu request 1k (1000m)) = 1000 × 1024 / 1000 [koordinator.batch_cpu_shares]"
+  "fact:     container cpu.shares = 1024 = MilliCPUToShares(batch-cpu request 1k (1000m)) = 1000 × 1024 / 1000 [koordinator.batch_cpu_shares]; trusted: annotation node.koordinator.sh/extended-resource-spec is guarded"
+EXPU=$("$BIN" explain --policy "$BUNDLED" --cgroup-root "$X" --cgroup-layout v1 --state-dir "$X/state" --cache-dir "" < "$KB/app-create.json")
+check_contains "explain untrusted: batch shares above kubelet's 2 refused" "$EXPU" \
+  "cpu_shares: fact koordinator.batch_cpu_shares refused: would raise cpu.shares (kubelet's cpu.shares 2 → 1024); untrusted annotation node.koordinator.sh/extended-resource-spec (declare it in [guarded.annotations] to trust it)"
+check_contains "explain untrusted: the batch quota only restricts: applied" "$EXPU" \
+  "[koordinator.batch_cfs_quota]; untrusted, applied: does not raise (kubelet set no CFS quota: a quota only restricts)"
 check_contains "explain: memory calculation" "$EXP" "fact:     container memory.limit_in_bytes = 3623878656 = batch-memory limit 3456Mi [koordinator.batch_memory_limit]"
-EXPJ=$("$BIN" explain --format json --policy "$BUNDLED" --cgroup-root "$X" --cgroup-layout v2 --state-dir "$X/state" --cache-dir "" < "$KB/sandbox-create.json")
+EXPJ=$("$BIN" explain --format json --policy "$TRUSTED" --cgroup-root "$X" --cgroup-layout v2 --state-dir "$X/state" --cache-dir "" < "$KB/sandbox-create.json")
 check "explain json: pod facts" "$(jq_get "$EXPJ" '.facts|length')" 3
 check_contains "explain json: the write notes the calculation" "$(jq_get "$EXPJ" '.writes[]|select(.file|endswith("cpu.max"))|.note')" \
   "Σ batch-cpu limits (1000m = 1000m) × period 100000 / 1000 [koordinator.pod_batch_cfs_quota]"
@@ -205,11 +226,47 @@ mk_v1_dir "$P/cg" "$GP/c1"; echo 200000 > "$P/cg/cpu/$GP/c1/cpu.cfs_quota_us"; e
 OUT=$(jq -c --arg p "/$GP/c1" '.spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="LSR" | .spec.resources.cpu.quota=200000
         | .spec.annotations["scheduling.koordinator.sh/resource-status"]="{\"cpuset\":\"0-15\"}"' <<<"$CT0" | hook "$P" "$BUNDLED")
 check "bundled: a wide pod-written cpuset does not lift the quota" "$(cat "$P/cg/cpu/$GP/c1/cpu.cfs_quota_us")" 200000
-check_contains "bundled: ... and says why" "$(jq_get "$OUT" .metadata.skipped)" "is wider than the container's CFS quota 200000: quota kept"
+check "bundled: ... nor binds the container" "$(cat "$P/cg/cpuset/$GP/c1/cpuset.cpus")" ""
+check_contains "bundled: ... and says why" "$(jq_get "$OUT" .metadata.failed)" \
+  "cpu_quota_us: fact koordinator.cpuset_quota refused: would lift the CFS quota (kubelet's CFS quota 200000 → max); untrusted annotation scheduling.koordinator.sh/resource-status (declare it in [guarded.annotations] to trust it)"
 OUT=$(jq -c --arg p "/$GP/c1" '.spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="LSR" | .spec.resources.cpu.quota=200000
         | .spec.annotations["scheduling.koordinator.sh/resource-status"]="{\"cpuset\":\"2-3\"}"' <<<"$CT0" | hook "$P" "$BUNDLED")
 check "bundled: a cpuset within the quota lifts it (koordlet's cpuset hook)" "$(cat "$P/cg/cpu/$GP/c1/cpu.cfs_quota_us")" -1
 check "bundled: ... and binds the container" "$(cat "$P/cg/cpuset/$GP/c1/cpuset.cpus")" 2-3
+# A user policy without the kube_qos condition: the batch facts refuse a non-BestEffort pod
+# themselves, the key declared or not (koord-manager writes batch resources on BestEffort pods)
+cat > "$P/koord.toml" <<'EOF'
+version = 1
+[settings]
+default_class = "BE"
+[guarded.annotations]
+"node.koordinator.sh/extended-resource-spec" = "koord-manager webhook"
+[classes.BE.container]
+cpu_shares = { fact = "koordinator.batch_cpu_shares" }
+cpu_quota_us = { fact = "koordinator.batch_cfs_quota" }
+EOF
+echo 512 > "$P/cg/cpu/$BP/c1/cpu.shares"; echo 150000 > "$P/cg/cpu/$BP/c1/cpu.cfs_quota_us"
+OUT=$(jq -c --arg p "/$BP/c1" '.spec.cgroupsPath=$p | .spec.resources.cpu.quota=150000 | .spec.resources.cpu.period=100000
+        | .spec.annotations["node.koordinator.sh/extended-resource-spec"]="{\"containers\":{\"cgfs-ctr\":{\"requests\":{\"kubernetes.io/batch-cpu\":\"256k\"}}}}"' <<<"$CT0" | hook "$P" "$P/koord.toml")
+check "trust: batch shares on a Burstable pod (user policy): cpu.shares kept" "$(cat "$P/cg/cpu/$BP/c1/cpu.shares")" 512
+check "trust: ... CFS quota kept (no batch limit = max)" "$(cat "$P/cg/cpu/$BP/c1/cpu.cfs_quota_us")" 150000
+check_contains "trust: ... refused with the reason" "$(jq_get "$OUT" .metadata.failed)" \
+  "cpu_shares: fact koordinator.batch_cpu_shares refused: koord-manager gives batch resources only to BestEffort pods, this pod is burstable"
+# BestEffort pod, the annotation undeclared: shares above kubelet's 2 refused, the quota (a restriction) applied
+sed -i '/^\[guarded.annotations\]/,+1d' "$P/koord.toml"
+EP=kubepods/besteffort/pode
+mk_v1_dir "$P/cg" "$EP/c1"; echo 2 > "$P/cg/cpu/$EP/c1/cpu.shares"
+OUT=$(jq -c --arg p "/$EP/c1" '.spec.cgroupsPath=$p | .spec.resources.cpu.shares=2
+        | .spec.annotations["node.koordinator.sh/extended-resource-spec"]="{\"containers\":{\"cgfs-ctr\":{\"requests\":{\"kubernetes.io/batch-cpu\":\"256k\"},\"limits\":{\"kubernetes.io/batch-cpu\":\"2k\"}}}}"' <<<"$CT0" | hook "$P" "$P/koord.toml" --event-log "$P/events.log")
+check "trust: untrusted batch shares on a BestEffort pod: cpu.shares kept at 2" "$(cat "$P/cg/cpu/$EP/c1/cpu.shares")" 2
+check "trust: ... the batch quota (a restriction) applied" "$(cat "$P/cg/cpu/$EP/c1/cpu.cfs_quota_us")" 200000
+check_contains "trust: ... the refusal names the key to declare" "$(jq_get "$OUT" .metadata.failed)" \
+  "would raise cpu.shares (kubelet's cpu.shares 2 → 262144); untrusted annotation node.koordinator.sh/extended-resource-spec (declare it in [guarded.annotations] to trust it)"
+check "trust: ... the event record carries the refusal" "$(grep -c 'koordinator.batch_cpu_shares refused' "$P/events.log" 2>/dev/null)" 1
+mk_v1_dir "$P/cg" "kubepods/podq/c1"
+OUT=$(jq -c '.spec.cgroupsPath="/kubepods/podq/c1"' <<<"$CT0" | hook "$P" "$BUNDLED")
+check "bundled: an unclassified Guaranteed pod: nothing written" "$(jq_get "$OUT" '[.writes[]|select(.status=="applied")]|length')" 0
+check "bundled: ... and no fact state kept" "$(ls "$P/state" 2>/dev/null | grep -c facts)" 0
 
 # ---- issue #19 §1: a cpuset from an annotation, written by a hostile pod author ---------------
 # Each case pays for its cpuset with the quota (so the old "wider than the quota" rule does not

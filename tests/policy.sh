@@ -20,7 +20,7 @@ S=$(scratch)
 REQ=$FIX/requests/containerd-1.6.20
 # A Koordinator batch pod (BestEffort, batch-cpu request 2m: the bundled KOORD-BE class gives it
 # MilliCPUToShares(2) = 2 shares); the test policies below class it by the label alone.
-CT=$(jq -c '.labels["koordinator.sh/qosClass"]="BE" | del(.conf) | .spec.cgroupsPath |= sub("/burstable/"; "/besteffort/")
+CT=$(jq -c '.labels["koordinator.sh/qosClass"]="BE" | del(.conf) | .spec.cgroupsPath |= sub("/burstable/"; "/besteffort/") | del(.spec.resources.memory)
       | .spec.annotations["node.koordinator.sh/extended-resource-spec"]="{\"containers\":{\"cgfs-ctr\":{\"requests\":{\"kubernetes.io/batch-cpu\":\"2\"}}}}"' \
    "$REQ/container-create.json")
 CTR_REL=$(jq -r '.spec.cgroupsPath' <<<"$CT" | sed 's|^/||')

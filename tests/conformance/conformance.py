@@ -339,6 +339,20 @@ def merge_adjustment(oci, oom, adj):
     return oci, oom
 
 
+# The annotations the seed systems' own controllers write, declared in [guarded.annotations] for
+# the trusted run (the bundled policy's commented lines; nri-qos.toml(5) FACTS, Trust): their
+# facts then get the node agents' full behaviour. The untrusted column runs the policy as given.
+SEED_KEYS = {
+    "node.koordinator.sh/extended-resource-spec": "koord-manager webhook (conformance: trusted run)",
+    "scheduling.koordinator.sh/resource-status": "koord-scheduler (conformance: trusted run)",
+    "volcano.sh/enable-quota-burst": "VAP volcano-burst (conformance: trusted run)",
+    "volcano.sh/quota-burst-time": "VAP volcano-burst (conformance: trusted run)",
+    "katalyst.kubewharf.io/qos_level": "katalyst webhook (conformance: trusted run)",
+    "katalyst.kubewharf.io/memory_enhancement": "katalyst webhook (conformance: trusted run)",
+    "katalyst.kubewharf.io/cpu_enhancement": "katalyst webhook (conformance: trusted run)",
+}
+
+
 class Run:
     def __init__(self, opts, case, layout, wire):
         self.o, self.case, self.layout, self.wire = opts, case, layout, wire
@@ -352,15 +366,19 @@ class Run:
         guarded (case.json "policy_guarded": {"labels"|"annotations": {key: note}}): the entries
         go below the policy's own [guarded.labels] / [guarded.annotations] table (appended when
         it has none). Shows a promotion an operator admits (nri-qos.toml(5), trust model)."""
-        g = self.case.get("policy_guarded")
+        g = {k: dict(v) for k, v in self.case.get("policy_guarded", {}).items()}
+        if self.o.trust == "seed":
+            g.setdefault("annotations", {}).update(SEED_KEYS)
         if not g:
             return self.o.policy
         path = os.path.join(self.root, "policy.toml")
         if not os.path.exists(path):
             with open(self.o.policy) as fh:
                 lines = fh.read().split("\n")
+            declared = {l.split("=")[0].strip() for l in lines if l.startswith('"')}
             for kind in ("labels", "annotations"):
-                entries = ["%s = %s" % (json.dumps(k), json.dumps(v)) for k, v in sorted(g.get(kind, {}).items())]
+                entries = ["%s = %s" % (json.dumps(k), json.dumps(v)) for k, v in sorted(g.get(kind, {}).items())
+                           if json.dumps(k) not in declared]
                 if not entries:
                     continue
                 head = "[guarded.%s]" % kind
@@ -570,6 +588,9 @@ def main(argv=None):
     ap.add_argument("--policy", default=os.environ.get("NRI_QOS_POLICY", os.path.join(TOP, "conf/nri.d/nri-qos.toml")))
     ap.add_argument("--bin", default=os.environ.get("NRI_QOS_BIN", os.path.join(TOP, "build/nri-qos")))
     ap.add_argument("--differences", default=os.path.join(HERE, "differences.json"))
+    ap.add_argument("--trust", choices=["seed", "none"], default="seed",
+                    help="seed (default): declare the seed systems' annotations in [guarded.annotations] (SEED_KEYS); "
+                         "none: the policy as given. A run with seed also fills the untrusted column (v1/invoke, the policy as given)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch trees")
     ap.add_argument("--verbose", "-v", action="store_true", help="print every compared file and the hook output of failing runs")
     ap.add_argument("--no-table", action="store_true")
@@ -654,6 +675,33 @@ def main(argv=None):
                 if o.verbose and run_failed:
                     for line in run.log:
                         print("    | " + line.replace("\n", "\n    | "))
+    # The untrusted column: v1/invoke with the policy as given (issue #19): "ok" where the node
+    # agent's values come out anyway, "refused" where a raising fact from an undeclared annotation
+    # was refused (the difference is the trust model's, never a failure of this suite).
+    untrusted = {}
+    if o.trust == "seed" and o.layout in (None, "v1") and o.path in (None, "invoke"):
+        uo = argparse.Namespace(**vars(o))
+        uo.trust = "none"
+        for case in load_cases(o.case):
+            if "v1" not in case.get("layouts", ["v1", "v2"]):
+                continue
+            system = case["system"] + ("*" if case.get("proxy") else "")
+            by_b = {}
+            for r in Run(uo, case, "v1", "invoke").execute():
+                by_b.setdefault(r["behaviour"], []).append(r)
+            for b, rs in by_b.items():
+                st = untrusted.setdefault((system, b), set())
+                diffs = [r for r in rs if r["status"] == "diff" and not explained(docs, case, "v1", "invoke", r)]
+                if diffs:
+                    st.add("refused")
+                    print("NOTE conformance %s v1 invoke untrusted: %s: %s" % (case["id"], b, "; ".join(describe(r) for r in diffs[:2])))
+                elif any(r["status"] == "diff" for r in rs):
+                    st.add("expl")
+                elif any(r["status"] == "unknowable" for r in rs):
+                    st.add("n/r")
+                else:
+                    st.add("ok")
+    o.untrusted = untrusted
     ran = {(c["system"], c["id"].split("/", 1)[1]) for c in load_cases(o.case)}
     for d in docs:
         if not d.get("_used") and any(fnmatch.fnmatch(s, d.get("system", "*")) and fnmatch.fnmatch(n, d.get("case", "*")) for s, n in ran):
@@ -696,16 +744,29 @@ def markdown(table, reasons, cols, o, cases, docs, percase):
            "<!-- generated by tests/conformance/conformance.py --markdown docs/conformance.md; do not edit -->", "",
            "What the cgroup files of a pod and its containers end up as when the pod comes from a",
            "colocation system's own published manifest, compared with what that system's node agent",
-           "(plus kubelet and runc) writes. Policy: `%s`. Each case runs on scratch cgroup v1 and v2" % pol,
+           "(plus kubelet and runc) writes. Policy: `%s`%s. Each case runs on scratch cgroup v1 and v2" % (
+               pol, " with the seed systems' annotations declared in `[guarded.annotations]` (trusted: their facts get the node agents'"
+               " full behaviour)" if o.trust == "seed" else ""),
            "trees through NRI v0.1 (`invoke`) and native NRI (`nri-eval`); `make check` runs it",
-           "(`tests/conformance/run.sh`) and fails on any difference not explained below.", "",
+           "(`tests/conformance/run.sh`) and fails on any difference not explained below.",
+           "The last column, **untrusted**, is v1/invoke with the policy as shipped (nothing declared):",
+           "`refused` where a fact from an undeclared annotation would raise the pod above its Kubernetes spec and",
+           "is refused (nri-qos.toml(5) FACTS, Trust; docs/bad-inputs.md), so kubelet's value stays.", "",
            "`ok` every case matches · `DIFF` differs, unexplained · `expl` differs for a reason listed below ·",
            "`n/r` not reproducible from the request (node-agent state) · `n/a` layout the system does not",
            "support · `X+` X in some cases, ok in the others · `*` proxy expectations (source not public).", "",
-           "| system | behaviour | " + " | ".join("%s/%s" % c for c in cols) + " |",
-           "|---|---|" + "---|" * len(cols)]
+           "| system | behaviour | " + " | ".join("%s/%s" % c for c in cols) + " | untrusted |",
+           "|---|---|" + "---|" * (len(cols) + 1)]
+    unt = getattr(o, "untrusted", {})
+    def ucell(st):
+        if not st:
+            return "–"
+        for k in ("refused", "expl", "n/r"):
+            if k in st:
+                return k if len(st) == 1 else k + "+"
+        return "ok"
     for (sy, b) in sorted(table):
-        out.append("| %s | %s | %s |" % (sy, b, " | ".join(cell(table[(sy, b)].get(c)) for c in cols)))
+        out.append("| %s | %s | %s | %s |" % (sy, b, " | ".join(cell(table[(sy, b)].get(c)) for c in cols), ucell(unt.get((sy, b)))))
     out += ["", "## Explained differences and what cannot be reproduced", ""]
     for (sy, b) in sorted(reasons):
         items = [(t, w) for t, w in reasons[(sy, b)].items() if not t.startswith("differs: ")]

@@ -462,15 +462,26 @@ ClassDef class_of(const std::string& toml_knobs) {
     return p.classes.at("C");
 }
 
+/// A policy whose [guarded.annotations] declares `keys` (the facts reading them are trusted).
+Policy guarding(std::initializer_list<const char*> keys) {
+    Policy p;
+    for (const char* k : keys) p.guarded_annotations.emplace_back(k, "test: only its system writes it");
+    std::sort(p.guarded_annotations.begin(), p.guarded_annotations.end());
+    return p;
+}
+
 struct Env {
     Tmp t;
     FsKernel kernel;
     FactState state;
+    const Policy* policy = nullptr;  ///< [guarded] tables (nullptr: nothing trusted)
     Env() : kernel(t.path + "/cg", t.path + "/proc", t.path + "/rc"), state(t.path + "/state") {}
     FactPlan run(const ClassDef& cls, const Request& r, Layout lay = Layout::V1, bool dry = false) {
         FactInput in;
         in.req = &r;
+        in.policy = policy;
         if (r.cgroups_path) in.paths = resolve_cgroups_path(*r.cgroups_path);
+        if (in.paths) in.kube_qos = kube_qos_from_path(in.paths->pod);
         in.layout = lay;
         in.kernel = &kernel;
         in.cgroup_root = t.path + "/cg";
@@ -503,17 +514,28 @@ memory_limit = { fact = "koordinator.pod_batch_memory_limit" }
         R"({"containers":{"cgfs-ctr":{"limits":{"kubernetes.io/batch-cpu":"1k","kubernetes.io/batch-memory":"3456Mi"},"requests":{"kubernetes.io/batch-cpu":"1k"}},)"
         R"("other":{"requests":{"kubernetes.io/batch-cpu":"25"}}}})";
     Env e;
+    const Policy trust = guarding({"node.koordinator.sh/extended-resource-spec"});
+    e.policy = &trust;  // koord-manager's webhook owns the annotation
+    // batch pods are BestEffort (the fixture pod is Burstable)
+    auto req_from = [](const char* file, json patch) {
+        json j = json::parse(slurp(std::string(NRI_QOS_SRCDIR "/tests/fixtures/requests/containerd-1.6.20/") + file));
+        if (patch.is_object()) j.merge_patch(patch);
+        std::string cp = j["spec"]["cgroupsPath"];
+        j["spec"]["cgroupsPath"] = "/kubepods/besteffort/" + cp.substr(std::string("/kubepods/burstable/").size());
+        return parse_v01_request(j.dump());
+    };
     Request c = req_from("container-create.json", {{"spec", {{"annotations", {{"node.koordinator.sh/extended-resource-spec", spec}}}}}});
     FactPlan p = e.run(cls, c);
     REQUIRE(knob(p.cls.container, KnobId::CpuShares));
     CHECK(knob(p.cls.container, KnobId::CpuShares)->value.num == 1024);
     CHECK(knob(p.cls.container, KnobId::CpuQuota)->value.num == 100000);
     CHECK(knob(p.cls.container, KnobId::CpuQuota)->note ==
-          "batch-cpu limit 1k (1000m) × period 100000 / 1000 [koordinator.batch_cfs_quota]");
+          "batch-cpu limit 1k (1000m) × period 100000 / 1000 [koordinator.batch_cfs_quota]; trusted: annotation "
+          "node.koordinator.sh/extended-resource-spec is guarded (test: only its system writes it)");
     CHECK(knob(p.cls.container, KnobId::MemoryLimit)->value.num == 3623878656);
     CHECK(p.cls.pod.empty());  // pod facts are for the sandbox event
     REQUIRE(p.calcs.size() == 3);
-    CHECK(p.calcs[1] == "container cpu.cfs_quota_us = 100000 = batch-cpu limit 1k (1000m) × period 100000 / 1000 [koordinator.batch_cfs_quota]");
+    CHECK(p.calcs[1].rfind("container cpu.cfs_quota_us = 100000 = batch-cpu limit 1k (1000m) × period 100000 / 1000 [koordinator.batch_cfs_quota]", 0) == 0);
 
     Request s = req_from("sandbox-create.json", {{"spec", {{"annotations", {{"node.koordinator.sh/extended-resource-spec", spec}}}}}});
     p = e.run(cls, s);
@@ -552,6 +574,8 @@ TEST_CASE("facts: a value outside the knob's range is refused", "[facts]") {
     ClassDef cls = class_of("[classes.C.container]\ncpu_qos_level = { fact = \"volcano.qos_level\" }\n");
     Env e;
     Request r = req_from("container-create.json", {{"spec", {{"annotations", {{"volcano.sh/qos-level", "HLS"}}}}}});
+    const Policy trust = guarding({"volcano.sh/qos-level"});
+    e.policy = &trust;
     FactPlan p = e.run(cls, r);
     CHECK(knob(p.cls.container, KnobId::CpuQosLevel)->value.num == 2);
     r = req_from("container-create.json", {{"spec", {{"annotations", {{"volcano.sh/qos-level", "weird"}}}}}});
@@ -575,11 +599,21 @@ cpu_quota_us = { fact = "koordinator.cpuset_quota" }
     CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "2-3");
     CHECK(knob(p.cls.container, KnobId::CpuQuota)->needs_cpuset == "2-3");  // the lift waits for the cpuset
     CHECK(knob(p.cls.container, KnobId::CpuQuota)->value.kind == KnobValue::Max);
-    p = e.run(cls, with("0-63", 200000));  // a pod-written wide cpuset: bound, but the quota stays
+    CHECK(json(p.calcs).dump().find("untrusted, applied: does not raise (2 CPUs (2-3) × period 100000 ≤ kubelet's CFS quota 200000)") != std::string::npos);
+    p = e.run(cls, with("0-63", 200000));  // a pod-written wide cpuset: neither bound nor lifted
+    CHECK(p.cls.container.empty());
+    REQUIRE(p.refused.size() == 2);
+    std::sort(p.refused.begin(), p.refused.end());
+    CHECK(p.refused[1] == "cpuset_cpus: fact koordinator.cpuset refused: would pin to 64 CPUs (0-63) × period 100000, more than kubelet's "
+                          "CFS quota 200000 pays for; untrusted annotation scheduling.koordinator.sh/resource-status (declare it in "
+                          "[guarded.annotations] to trust it)");
+    CHECK(p.refused[0].rfind("cpu_quota_us: fact koordinator.cpuset_quota refused: would lift the CFS quota (kubelet's CFS quota 200000 → max)", 0) == 0);
+    // koord-scheduler declared as the annotation's owner: koordlet's behaviour, the lift included
+    const Policy trust = guarding({"scheduling.koordinator.sh/resource-status"});
+    e.policy = &trust;
+    p = e.run(cls, with("0-63", 200000));
     CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-63");
-    CHECK_FALSE(knob(p.cls.container, KnobId::CpuQuota));
-    REQUIRE(p.skipped.size() == 1);
-    CHECK(p.skipped[0].find("is wider than the container's CFS quota 200000: quota kept") != std::string::npos);
+    CHECK(knob(p.cls.container, KnobId::CpuQuota)->value.kind == KnobValue::Max);
 }
 
 TEST_CASE("facts: CPU burst by carrier (Volcano agent vs rubik) and the pod sum ledger", "[facts]") {
@@ -649,6 +683,8 @@ cpuset_mems = { fact = "katalyst.numa_mems" }
     e.t.put("cpu_manager_state", R"({"policyName":"static","entries":{"podX":{"ctr":"2"}}})");  // kubelet gave CPU 2 to pod X
     const json ann = {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"},
                       {"katalyst.kubewharf.io/memory_enhancement", R"({"numa_binding":"true","numa_exclusive":"true"})"}};
+    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement"});
+    e.policy = &trust;
     Request r = req_from("container-create.json", {{"spec", {{"annotations", ann}}}});
     FactPlan p = e.run(cls, r);
     CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "4-7");
@@ -1024,6 +1060,150 @@ TEST_CASE("sink: a quota lift waits for the cpuset, written and read back", "[fa
 }
 
 TEST_CASE("Katalyst numa_exclusive: sized from the CPU request, across nodes", "[facts][numa][cpuset-trust]") {
+
+// ---- trust (issue #19): a hostile pod author per raising fact -----------------------------------
+
+namespace {
+/// The fixture container create, in pod cgroup kubepods/<qos>/podt (qos "" = Guaranteed), with
+/// `ann` as its annotations and `cpu` as its OCI CPU resources.
+Request hostile_req(const std::string& qos, const json& ann, const json& cpu = json::object(), const char* file = "container-create.json") {
+    json patch = {{"spec", {{"annotations", ann}, {"cgroupsPath", "/kubepods/" + (qos.empty() ? "" : qos + "/") + "podt/" + (std::string(file) == "sandbox-create.json" ? "sb" : "c1")}}}};
+    if (!cpu.empty()) patch["spec"]["resources"] = {{"cpu", cpu}};
+    if (qos == "besteffort") patch["spec"]["resources"]["memory"] = nullptr;  // kubelet: no limit
+    return req_from(file, patch);
+}
+}  // namespace
+
+TEST_CASE("trust: Koordinator batch facts apply only to BestEffort pods", "[facts][trust]") {
+    ClassDef cls = class_of(R"([classes.C.container]
+cpu_shares = { fact = "koordinator.batch_cpu_shares" }
+cpu_quota_us = { fact = "koordinator.batch_cfs_quota" }
+memory_limit = { fact = "koordinator.batch_memory_limit" }
+)");
+    const json ann = {{"node.koordinator.sh/extended-resource-spec",
+                       R"({"containers":{"cgfs-ctr":{"limits":{"kubernetes.io/batch-cpu":"64k","kubernetes.io/batch-memory":"64Gi"},"requests":{"kubernetes.io/batch-cpu":"64k"}}}})"}};
+    Env e;
+    const Policy trust = guarding({"node.koordinator.sh/extended-resource-spec"});
+    e.policy = &trust;  // even declared: koord-manager never writes it on a non-BestEffort pod
+    for (const char* qos : {"burstable", ""}) {
+        INFO(qos);
+        FactPlan p = e.run(cls, hostile_req(qos, ann));
+        CHECK(p.cls.container.empty());
+        REQUIRE(p.refused.size() == 3);
+        CHECK(p.refused[0] == std::string("cpu_shares: fact koordinator.batch_cpu_shares refused: koord-manager gives batch resources only to "
+                                          "BestEffort pods, this pod is ") + (*qos ? "burstable" : "guaranteed") + " (kubelet's values stay)");
+    }
+    FactPlan p = e.run(cls, hostile_req("besteffort", ann, {{"shares", 2}}));
+    CHECK(knob(p.cls.container, KnobId::CpuShares)->value.num == milli_cpu_to_shares(64000));
+    CHECK(p.refused.empty());
+}
+
+TEST_CASE("trust: untrusted batch resources apply only where they lower", "[facts][trust]") {
+    ClassDef cls = class_of(R"([classes.C.container]
+cpu_shares = { fact = "koordinator.batch_cpu_shares" }
+cpu_quota_us = { fact = "koordinator.batch_cfs_quota" }
+memory_limit = { fact = "koordinator.batch_memory_limit" }
+[classes.C.pod]
+cpu_shares = { fact = "koordinator.pod_batch_cpu_shares" }
+cpu_quota_us = { fact = "koordinator.pod_batch_cfs_quota" }
+memory_limit = { fact = "koordinator.pod_batch_memory_limit" }
+)");
+    const json ann = {{"node.koordinator.sh/extended-resource-spec",
+                       R"({"containers":{"cgfs-ctr":{"limits":{"kubernetes.io/batch-cpu":"2k","kubernetes.io/batch-memory":"1Gi"},"requests":{"kubernetes.io/batch-cpu":"64k"}}}})"}};
+    Env e;  // nothing guarded: a pod author wrote the annotation
+    FactPlan p = e.run(cls, hostile_req("besteffort", ann, {{"shares", 2}}));
+    CHECK_FALSE(knob(p.cls.container, KnobId::CpuShares));  // 64 CPUs of shares above kubelet's 2: refused
+    REQUIRE(p.refused.size() == 1);
+    CHECK(p.refused[0] == "cpu_shares: fact koordinator.batch_cpu_shares refused: would raise cpu.shares (kubelet's cpu.shares 2 → 65536); "
+                          "untrusted annotation node.koordinator.sh/extended-resource-spec (declare it in [guarded.annotations] to trust it)");
+    CHECK(knob(p.cls.container, KnobId::CpuQuota)->value.num == 200000);  // BestEffort has no quota: a quota restricts
+    CHECK(knob(p.cls.container, KnobId::MemoryLimit)->value.num == 1073741824);
+    CHECK(knob(p.cls.container, KnobId::CpuQuota)->note.find("; untrusted, applied: does not raise (kubelet set no CFS quota: a quota only restricts)") != std::string::npos);
+    // pod level at the sandbox event: kubelet's BestEffort pod cgroup (shares 2, no quota, no limit)
+    e.t.put("cg/cpu/kubepods/besteffort/podt/cpu.shares", "2\n");
+    e.t.put("cg/cpu/kubepods/besteffort/podt/cpu.cfs_quota_us", "-1\n");
+    e.t.put("cg/memory/kubepods/besteffort/podt/memory.limit_in_bytes", "9223372036854771712\n");
+    p = e.run(cls, hostile_req("besteffort", ann, json::object(), "sandbox-create.json"));
+    INFO(json(p.refused).dump());
+    CHECK_FALSE(knob(p.cls.pod, KnobId::CpuShares));
+    REQUIRE(p.refused.size() == 1);
+    CHECK(p.refused[0].rfind("pod:cpu_shares: fact koordinator.pod_batch_cpu_shares refused: would raise cpu.shares (the pod's cpu.shares 2 → 65536)", 0) == 0);
+    CHECK(knob(p.cls.pod, KnobId::CpuQuota)->value.num == 200000);
+    CHECK(knob(p.cls.pod, KnobId::MemoryLimit)->value.num == 1073741824);
+    // a memory limit above a Burstable-like pod's own limit (the container's OCI limit 64Mi)
+    ClassDef mem = class_of("[classes.C.container]\nmemory_limit = { fact = \"koordinator.batch_memory_limit\" }\n");
+    Request lim = hostile_req("besteffort", ann);
+    lim.resources.mem_limit = 67108864;  // as if the container had a 64 MiB limit
+    p = e.run(mem, lim);
+    REQUIRE(p.refused.size() == 1);
+    CHECK(p.refused[0].find("would set memory_limit 1073741824 above the container's memory limit 67108864") != std::string::npos);
+}
+
+TEST_CASE("trust: a CPU burst above kubelet's quota needs a trusted annotation", "[facts][trust]") {
+    // container: the class raises the quota to 300 % and the pod opts into a burst = quota
+    ClassDef cls = class_of(R"([classes.C.container]
+cpu_quota_us = 300000
+cpu_burst_us = { fact = "volcano.cpu_burst_us" }
+[classes.C.pod]
+cpu_burst_us = { fact = "volcano.pod_cpu_burst_us" }
+)");
+    Env e;
+    make_sysfs(e.t, "0-7", {{0, "0-7"}});
+    e.t.put("cg/cpu/kubepods/burstable/podt/cpu.cfs_quota_us", "100000\n");  // kubelet's pod quota: 1 CPU
+    e.t.put("cg/cpu/kubepods/burstable/podt/cpu.cfs_period_us", "100000\n");
+    const json ann = {{"volcano.sh/enable-quota-burst", "true"}};
+    FactPlan p = e.run(cls, hostile_req("burstable", ann, {{"quota", 100000}, {"period", 100000}}));
+    CHECK_FALSE(knob(p.cls.container, KnobId::CpuBurst));
+    REQUIRE_FALSE(p.refused.empty());
+    CHECK(p.refused[0] == "cpu_burst_us: fact volcano.cpu_burst_us refused: would set a CFS burst 300000 above kubelet's CFS quota 100000; "
+                          "untrusted annotation volcano.sh/enable-quota-burst, volcano.sh/quota-burst-time (declare it in [guarded.annotations] to trust it)");
+    // pod: the ledger sums two containers' bursts within their own quotas, above the pod's quota
+    ClassDef plain = class_of(R"([classes.C.container]
+cpu_burst_us = { fact = "volcano.cpu_burst_us" }
+[classes.C.pod]
+cpu_burst_us = { fact = "volcano.pod_cpu_burst_us" }
+)");
+    auto ctr = [&](const char* id) {
+        Request r = hostile_req("burstable", ann, {{"quota", 100000}, {"period", 100000}});
+        r.id = id;
+        return r;
+    };
+    p = e.run(plain, ctr("c1"));
+    CHECK(knob(p.cls.container, KnobId::CpuBurst)->value.num == 100000);  // ≤ its quota: applied untrusted
+    CHECK(knob(p.pod_refresh, KnobId::CpuBurst)->value.num == 100000);
+    p = e.run(plain, ctr("c2"));
+    CHECK_FALSE(knob(p.pod_refresh, KnobId::CpuBurst));  // Σ 200000 above the pod's 100000
+    REQUIRE(p.refused.size() == 1);
+    CHECK(p.refused[0].rfind("pod:cpu_burst_us: fact volcano.pod_cpu_burst_us refused: would set a CFS burst 200000 above the pod's cpu.cfs_quota_us 100000", 0) == 0);
+    // declared: Volcano's behaviour
+    const Policy trust = guarding({"volcano.sh/enable-quota-burst", "volcano.sh/quota-burst-time"});
+    e.policy = &trust;
+    CHECK(knob(e.run(plain, ctr("c2")).pod_refresh, KnobId::CpuBurst)->value.num == 200000);
+    CHECK(knob(e.run(cls, hostile_req("burstable", ann, {{"quota", 100000}, {"period", 100000}})).cls.container, KnobId::CpuBurst)->value.num == 300000);
+}
+
+TEST_CASE("trust: volcano.sh/qos-level raises cpu.qos_level only when trusted", "[facts][trust]") {
+    ClassDef cls = class_of("[classes.C.container]\ncpu_qos_level = { fact = \"volcano.qos_level\" }\n"
+                            "[classes.C.pod]\ncpu_qos_level = { fact = \"volcano.qos_level\" }\n");
+    Env e;
+    FactPlan p = e.run(cls, hostile_req("burstable", {{"volcano.sh/qos-level", "HLS"}}));
+    CHECK(p.cls.container.empty());
+    REQUIRE(p.refused.size() == 1);
+    CHECK(p.refused[0] == "cpu_qos_level: fact volcano.qos_level refused: would raise cpu_qos_level to 2 (unclassified pods have 0); "
+                          "untrusted annotation volcano.sh/qos-level (declare it in [guarded.annotations] to trust it)");
+    CHECK(knob(e.run(cls, hostile_req("burstable", {{"volcano.sh/qos-level", "BE"}})).cls.container, KnobId::CpuQosLevel)->value.num == -1);
+    // trusted by namespace: the class's gate.namespaces lists the pod's namespace
+    ClassDef gated = class_of("[classes.C.container]\ncpu_qos_level = { fact = \"volcano.qos_level\" }\n");
+    gated.gate.enabled = true;
+    gated.gate.namespaces = {"default"};
+    Request r = hostile_req("burstable", {{"volcano.sh/qos-level", "HLS"}});
+    REQUIRE(r.pod_namespace == "default");
+    p = e.run(gated, r);
+    CHECK(knob(p.cls.container, KnobId::CpuQosLevel)->value.num == 2);
+    CHECK(p.calcs[0].find("trusted: namespace \"default\" is in classes.C.gate.namespaces") != std::string::npos);
+}
+
+TEST_CASE("trust: an untrusted Katalyst NUMA binding reserves nothing", "[facts][trust][numa]") {
     ClassDef cls = class_of(R"([classes.C.container]
 cpuset_cpus = { fact = "katalyst.numa_cpus" }
 cpuset_mems = { fact = "katalyst.numa_mems" }
@@ -1097,4 +1277,56 @@ cpuset_mems = { fact = "numa.exclusive_mems" }
     FactPlan p = e.run(cls, r);
     CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-3");  // placed on the pool's node, as Katalyst does
     CHECK(p.calcs[0].find("held CPUs: none") != std::string::npos);
+
+    Env e;
+    make_sysfs(e.t, "0-7", {{0, "0-3"}, {1, "4-7"}});
+    e.t.put("cg/cpuset/kubepods/burstable/podt/cpuset.cpus", "0-7\n");
+    const json ann = {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"},
+                      {"katalyst.kubewharf.io/memory_enhancement", R"({"numa_binding":"true","numa_exclusive":"true"})"}};
+    FactPlan p = e.run(cls, hostile_req("burstable", ann));
+    CHECK(p.cls.container.empty());
+    REQUIRE(p.refused.size() == 2);
+    CHECK(p.refused[0].rfind("cpuset_cpus: fact katalyst.numa_cpus refused: would reserve CPUs of a NUMA node (katalyst dedicated_cores numa_binding + "
+                             "numa_exclusive); untrusted annotation katalyst.kubewharf.io/memory_enhancement, katalyst.kubewharf.io/qos_level", 0) == 0);
+    CHECK(e.state.numa_records().empty());  // nothing recorded
+    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement"});
+    e.policy = &trust;
+    p = e.run(cls, hostile_req("burstable", ann));
+    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-3");
+    CHECK(e.state.numa_records().size() == 1);
+}
+
+TEST_CASE("trust: the registry declares what each fact raises and the keys it trusts", "[facts][trust]") {
+    for (const auto& f : fact_table()) {
+        INFO(f.name);
+        // a fact that reads a pod-written annotation and can raise names its keys, and vice versa
+        if (std::string(f.name).rfind("numa.", 0) != 0 && std::string(f.name) != "rubik.qos_level" && std::string(f.name) != "volcano.memory_qos_level") {
+            CHECK(f.raises != 0);
+            CHECK(*f.trust_keys);
+        }
+        CHECK(f.besteffort_only == (std::string(f.name).rfind("koordinator.", 0) == 0 && std::string(f.name).find("batch") != std::string::npos));
+    }
+    CHECK(raise_names(find_fact("katalyst.numa_cpus")->raises) == "cpuset pin, NUMA reservation");
+}
+
+TEST_CASE("trust: check notes which declaration unlocks which behaviour, never a warning", "[facts][trust][policy]") {
+    const std::string bundled = slurp(NRI_QOS_SRCDIR "/conf/nri.d/nri-qos.toml");
+    PolicyCheck chk = check_policy_text(bundled, "b.toml");
+    CHECK(chk.diags.empty());  // the safe default: notes only
+    REQUIRE(chk.notes.size() == 13);
+    for (const auto& n : chk.notes) {
+        INFO(n.message);
+        CHECK(n.level == PolicyDiag::Note);
+        CHECK(n.message.find("untrusted: applied only where it does not raise; declaring \"") != std::string::npos);
+    }
+    CHECK(format_diag("b.toml", chk.notes[0]).rfind("b.toml: note: fact koordinator.batch_cpu_shares (class KOORD-BE) can raise: shares above "
+                                                    "kubelet's (BestEffort pods only); untrusted", 0) == 0);
+    // declared: trusted, the seed system's full behaviour
+    std::string declared = bundled;
+    const std::string line = "# \"node.koordinator.sh/extended-resource-spec\" = ";
+    declared.replace(declared.find(line), 2, "");
+    chk = check_policy_text(declared, "b.toml");
+    CHECK(chk.diags.empty());
+    CHECK(chk.notes[0].message.find("trusted: [guarded.annotations] declares \"node.koordinator.sh/extended-resource-spec\": "
+                                    "koordinator-sh/koordinator's full behaviour") != std::string::npos);
 }
