@@ -94,12 +94,27 @@ std::string num_or(const Resolved& r, const char* max_word) {
 /// memory_swap = 0 means "unset" (runc: Resources.MemorySwap 0 is not written, on v1 and v2).
 bool swap_unset(const Resolved& r) { return r.ok && !r.is_max && !r.is_text && r.num == 0; }
 
+/// "20" → 20; nullopt for anything that is not a plain integer in [1, 10000] (cpu.weight's range).
+std::optional<uint64_t> read_weight(Kernel* k, const std::string& rel) {
+    if (!k) return std::nullopt;
+    auto t = k->read(Root::Cgroup, rel);
+    if (!t) return std::nullopt;
+    uint64_t v = 0;
+    size_t i = 0;
+    while (i < t->size() && (*t)[i] >= '0' && (*t)[i] <= '9' && i < 6) v = v * 10 + static_cast<uint64_t>((*t)[i++] - '0');
+    if (i == 0 || v < 1 || v > 10000) return std::nullopt;
+    while (i < t->size() && ((*t)[i] == '\n' || (*t)[i] == ' ')) ++i;
+    if (i != t->size()) return std::nullopt;
+    return v;
+}
+
 struct Builder {
     const PlanInput& in;
     Plan& plan;
     Mode mode;
     bool v2;
     bool nri08;
+    std::optional<WeightChoice>* weight;  ///< the event's formula, decided at the first conversion (shared by the pod builder)
 
     static std::string label(const std::string& knob, const std::string& scope) { return (scope == "pod" ? "pod:" : "") + knob; }
 
@@ -126,6 +141,37 @@ struct Builder {
         if (v2) return dir.empty() ? file : dir + "/" + file;
         std::string base = ctrl;
         return base + (dir.empty() ? "" : "/" + dir) + "/" + file;
+    }
+
+    /// The formula of this event's cpu.shares → cpu.weight conversions: the policy's, or (auto)
+    /// decide_weight_formula on the request, its pod and the runtime probe; decided once, at the
+    /// first conversion (no kernel read for events that convert nothing).
+    const WeightChoice& weight_choice() {
+        if (*weight) return **weight;
+        WeightChoice c;
+        const WeightFormula pf = in.policy ? in.policy->cpu_weight_formula : WeightFormula::Auto;
+        if (pf != WeightFormula::Auto) {
+            c.formula = pf;
+            c.why = "settings.cpu_weight_formula";
+            weight->emplace(std::move(c));
+            return **weight;
+        }
+        const Request& req = *in.req;
+        std::optional<WeightPair> own;
+        std::string own_none;
+        if (!in.own_weight_evidence) {
+            own_none = "the container's own cpu.weight is the value checked, not evidence";
+        } else if (!req.resources.cpu_shares || *req.resources.cpu_shares <= 0) {
+            own_none = "no OCI shares in the request: no evidence of its own";
+        } else if (!in.paths) {
+            own_none = "no cgroupsPath: no evidence of its own";
+        } else if (auto w = read_weight(in.kernel, cg_file("", in.paths->container, "cpu.weight"))) {
+            own = WeightPair{static_cast<uint64_t>(*req.resources.cpu_shares), *w, req.is_sandbox ? "sandbox's own" : "container's own"};
+        } else {
+            own_none = "no cpu.weight of its own yet";
+        }
+        weight->emplace(decide_weight_formula(own, own_none, in.sibling_weights, in.runtime_formula));
+        return **weight;
     }
 
     bool pod_has(const std::string& file) const {
@@ -234,7 +280,9 @@ struct Builder {
             switch (k.id) {
                 case KnobId::CpuShares: {
                     uint64_t s = static_cast<uint64_t>(r.num);
-                    value = std::to_string(in.policy->linear_weight ? shares_to_weight_linear(s) : shares_to_weight(s));
+                    const WeightChoice& wc = weight_choice();
+                    value = std::to_string(shares_to_weight(s, wc.formula));
+                    plan.weight_formula = wc.text();
                     break;
                 }
                 case KnobId::CpuQuota: case KnobId::CpuPeriod: {
@@ -289,7 +337,9 @@ struct Builder {
                     value = r.is_text ? r.text : num_or(r, "max");
             }
         }
-        add(key, k.id, scope, Root::Cgroup, cg_file(d.v1_ctrl ? d.v1_ctrl : "", dir, file), value).note = note;
+        Write& added = add(key, k.id, scope, Root::Cgroup, cg_file(d.v1_ctrl ? d.v1_ctrl : "", dir, file), value);
+        added.note = note;
+        if (v2 && k.id == KnobId::CpuShares) added.from_shares = static_cast<uint64_t>(r.num);
 
         // opencontainers/cgroups fs/memory.go setMemoryAndSwap and utils.go
         // ConvertMemorySwapToCgroupV2Value: an unlimited memory limit without an explicit swap
@@ -491,7 +541,8 @@ Plan build_plan(const PlanInput& in) {
         case Event::UpdatePodSandbox: pod_knobs = true; break;  // kubelet rewrote the pod cgroup
         default: break;
     }
-    Builder b{in, plan, mode, in.layout == Layout::V2, plan.nri_api == "0.8+"};
+    std::optional<WeightChoice> weight;
+    Builder b{in, plan, mode, in.layout == Layout::V2, plan.nri_api == "0.8+", &weight};
     const ClassDef& cls = *in.decision.cls;
     if (pod_knobs && !cls.pod.empty()) {
         auto key = [](const KnobSetting& k) { return k.id == KnobId::Raw ? "raw:" + k.raw_file : std::string(knob_def(k.id).key); };
@@ -502,7 +553,7 @@ Plan build_plan(const PlanInput& in) {
             // apply to every process on the node.
             for (const auto& k : cls.pod) b.refuse(key(k), "pod", in.paths->no_pod + " (pod knobs are never written there)");
         } else {
-            Builder pb{in, plan, Mode::Direct, b.v2, b.nri08};
+            Builder pb{in, plan, Mode::Direct, b.v2, b.nri08, &weight};
             pb.knobs(cls.pod, "pod", &in.paths->pod);
         }
     }
@@ -515,7 +566,7 @@ Plan build_plan(const PlanInput& in) {
         } else if (!in.paths->no_pod.empty()) {
             for (const auto& k : in.pod_refresh) b.refuse(knob_def(k.id).key, "pod", in.paths->no_pod + " (pod knobs are never written there)");
         } else {
-            Builder pb{in, plan, Mode::Direct, b.v2, b.nri08};
+            Builder pb{in, plan, Mode::Direct, b.v2, b.nri08, &weight};
             pb.knobs(in.pod_refresh, "pod", &in.paths->pod);
         }
     }
@@ -548,6 +599,66 @@ bool settle_adjusted_percentages(ClassDef& cls, const Request& r) {
         changed = true;
     }
     return changed;
+}
+
+WeightChoice decide_weight_formula(const std::optional<WeightPair>& own, const std::string& own_none,
+                                   const std::function<std::vector<WeightPair>()>& siblings,
+                                   const std::function<std::optional<RuntimeFormula>()>& runtime_of) {
+    WeightChoice c;
+    std::vector<std::string> nots;  // evidence looked at that decided nothing, in order
+    auto fits = [&](const WeightPair& p) -> WeightFit {
+        WeightFit f = weight_fit(p.shares, p.weight);
+        if (f == WeightFit::Both)
+            nots.push_back(p.what + " cpu.weight " + std::to_string(p.weight) + " of shares " + std::to_string(p.shares) + " fits both formulas");
+        else if (f == WeightFit::None)
+            nots.push_back(p.what + " cpu.weight " + std::to_string(p.weight) + " fits no formula of shares " + std::to_string(p.shares) +
+                           " (written by someone else)");
+        return f;
+    };
+    auto decided = [&](const WeightPair& p, WeightFit f) {
+        c.formula = f == WeightFit::Linear ? WeightFormula::Linear : WeightFormula::LogQuadratic;
+        c.why = p.what + " cpu.weight " + std::to_string(p.weight) + " = " + weight_formula_name(c.formula) + " of OCI shares " +
+                std::to_string(p.shares);
+        return c;
+    };
+    auto with_nots = [&](std::string why) {
+        for (const auto& n : nots) why += "; " + n;
+        return why;
+    };
+    if (own) {
+        WeightFit f = fits(*own);
+        if (f == WeightFit::Linear || f == WeightFit::LogQuadratic) return decided(*own, f);
+    } else if (!own_none.empty()) {
+        nots.push_back(own_none);
+    }
+    if (siblings) {
+        std::vector<WeightPair> sib = siblings();
+        const WeightPair *lin = nullptr, *lq = nullptr;
+        for (const auto& p : sib) {
+            WeightFit f = weight_fit(p.shares, p.weight);
+            if (f == WeightFit::Linear && !lin) lin = &p;
+            if (f == WeightFit::LogQuadratic && !lq) lq = &p;
+        }
+        if (lin && lq) {
+            nots.push_back(lin->what + " (linear) and " + lq->what + " (log-quadratic) disagree");
+        } else if (lin || lq) {
+            decided(lin ? *lin : *lq, lin ? WeightFit::Linear : WeightFit::LogQuadratic);
+            c.why = with_nots(c.why);
+            return c;
+        } else if (!sib.empty()) {
+            nots.push_back("the pod's " + std::to_string(sib.size()) + " other pair(s) fit both formulas or none");
+        }
+    }
+    std::optional<RuntimeFormula> runtime = runtime_of ? runtime_of() : std::nullopt;
+    if (runtime && runtime->formula != WeightFormula::Auto) {
+        c.formula = runtime->formula;
+        c.why = with_nots(runtime->version + " (" + runtime->binary + " --version, cached in the state dir runc-formula)");
+        return c;
+    }
+    c.formula = WeightFormula::LogQuadratic;
+    c.why = with_nots(runtime ? "default (runtime " + runtime->binary + " reported no known version)"
+                              : "default (no pair decided, runtime not probed: run nri-qos check or register)");
+    return c;
 }
 
 void finalize_adjustment(Plan& plan) {

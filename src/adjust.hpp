@@ -3,6 +3,8 @@
 // ContainerAdjustment those settings correspond to.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,9 @@ struct Write {
     /// (KnobSetting::needs_cpuset: a quota lift the cpuset pays for); else Failed with
     /// "cpuset not applied: quota kept (...)". "" for every other write.
     std::string needs_cpuset;
+    /// cgroup v2 cpu.weight written for a cpu_shares knob: the shares it was converted from
+    /// (0 otherwise); `status` names the scale of a drifted weight with it. Not printed.
+    uint64_t from_shares = 0;
     std::string nri_ptr;  ///< JSON pointer of the NRI ContainerAdjustment field it corresponds to ("" none)
     nlohmann::json nri_value;
 };
@@ -52,6 +57,41 @@ struct Step {
     std::vector<size_t> w;  ///< indices into Plan::writes, in plan order
 };
 
+/// One (OCI cpu.shares, cgroup v2 cpu.weight) pair seen on the node: evidence of the formula the
+/// runtime converted with, when the runtime wrote that weight from those shares.
+struct WeightPair {
+    uint64_t shares = 0;  ///< OCI linux.resources.cpu.shares (2..262144; 0: none)
+    uint64_t weight = 0;  ///< cpu.weight read from the kernel (1..10000)
+    std::string what;     ///< whose: "container's own", "pod sandbox 1a2b3c4d5e6f", "sibling container 1a2b3c4d5e6f"
+};
+
+/// The cpu.shares → cpu.weight formula of one event's cgroup v2 writes, and why (one line, for
+/// the Result metadata cpu_weight_formula, the record, explain and the writes' notes):
+///   "linear: container's own cpu.weight 20 = linear of OCI shares 512".
+struct WeightChoice {
+    WeightFormula formula = WeightFormula::LogQuadratic;  ///< never Auto
+    std::string why;
+    std::string text() const { return std::string(weight_formula_name(formula)) + ": " + why; }
+};
+
+/// settings.cpu_weight_formula = "auto" (issue #24): the formula the node's runtime uses, from
+/// the first evidence that decides, in this order —
+///  1. `own`: the request's OCI shares and the cpu.weight the runtime wrote for that container
+///     (or sandbox) — when exactly one formula maps the one to the other (weight_fit); `own_none`
+///     says why there is no such pair ("" = nothing to say);
+///  2. `siblings()` (called only when 1 decides nothing): the pod-level pairs — the pod's sandbox
+///     (pause container) and its other containers, as recorded in the state dir, each with the
+///     weight runc wrote for it (replay.hpp sibling_weight_pairs); they decide when at least one
+///     fits one formula and none fits the other. The pod cgroup's own weight is not used: kubelet
+///     writes it with its own vendored converter (not runc's), and the pod's shares would come
+///     from an annotation a pod author can pass through containerd's allow-list;
+///  3. `runtime()`: the runtime's version, as probed and cached (nullopt: never probed);
+///  4. else log-quadratic (runc >= 1.3.2, crun >= 1.23, Kubernetes >= 1.35).
+/// A pair that fits both formulas or neither is no evidence, and the reason says so.
+WeightChoice decide_weight_formula(const std::optional<WeightPair>& own, const std::string& own_none,
+                                   const std::function<std::vector<WeightPair>()>& siblings,
+                                   const std::function<std::optional<RuntimeFormula>()>& runtime);
+
 /// Everything nri-qos decided for one request.
 struct Plan {
     Decision decision;
@@ -66,6 +106,9 @@ struct Plan {
     std::vector<std::string> skipped;  ///< knobs not applicable here, with the reason ("memory_low: no cgroup v1 file")
     std::vector<std::string> refused;  ///< knobs the class sets that cannot be applied to this request, with the
                                        ///< reason ("oom_score_adj: no pid in the request"): failures, like a failed write
+    /// A cgroup v2 cpu.shares write was converted to cpu.weight: the formula and why
+    /// (WeightChoice::text()); "" when no conversion was planned.
+    std::string weight_formula;
 };
 
 /// Inputs the plan builder needs besides the decision.
@@ -80,6 +123,14 @@ struct PlanInput {
     /// Pod knobs to write at a container event: pod-level sums over the pod's containers that
     /// change as containers start and stop (facts.hpp FactPlan::pod_refresh), already resolved.
     std::vector<KnobSetting> pod_refresh;
+    /// settings.cpu_weight_formula = "auto" (decide_weight_formula): the runtime probe's cached
+    /// result (nullopt: never probed), and the pod's other containers' (shares, weight) pairs
+    /// (each called at most once, only when the evidence before it decided nothing; empty: none).
+    std::function<std::optional<RuntimeFormula>()> runtime_formula;
+    std::function<std::vector<WeightPair>()> sibling_weights;
+    /// false for replays (status, reconcile): the container's own cpu.weight is the value being
+    /// checked (nri-qos may have written it), so it is no evidence of the runtime's formula.
+    bool own_weight_evidence = true;
 };
 
 /// Build the plan for the request's event:

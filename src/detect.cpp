@@ -1,14 +1,25 @@
 #include "detect.hpp"
 
 #include <cctype>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
 #include <toml.hpp>
+
+#include "publish.hpp"
+#include "state.hpp"
 
 namespace nriqos {
 
@@ -45,7 +56,22 @@ void read_nri_config(const std::string& text, RuntimeInfo& info) {
         toml::value v = toml::parse(in, info.config.empty() ? "config.toml" : info.config);
         if (!v.is_table() || !v.contains("plugins")) return;
         const toml::value& plugins = v.at("plugins");
-        if (!plugins.is_table() || !plugins.contains("io.containerd.nri.v1.nri")) return;
+        if (!plugins.is_table()) return;
+        // The CRI default runtime's binary (containerd docs/cri/config.md: runtimes.<name>.options.BinaryName).
+        for (const char* cri : {"io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime"}) {
+            if (!plugins.contains(cri) || !plugins.at(cri).is_table() || !plugins.at(cri).contains("containerd")) continue;
+            const toml::value& ctd = plugins.at(cri).at("containerd");
+            if (!ctd.is_table() || !ctd.contains("runtimes") || !ctd.at("runtimes").is_table()) continue;
+            std::string name = "runc";
+            if (ctd.contains("default_runtime_name") && ctd.at("default_runtime_name").is_string())
+                name = ctd.at("default_runtime_name").as_string().str;
+            const toml::value& rts = ctd.at("runtimes");
+            if (!rts.contains(name) || !rts.at(name).is_table() || !rts.at(name).contains("options")) continue;
+            const toml::value& opt = rts.at(name).at("options");
+            if (opt.is_table() && opt.contains("BinaryName") && opt.at("BinaryName").is_string())
+                info.runtime_binary = opt.at("BinaryName").as_string().str;
+        }
+        if (!plugins.contains("io.containerd.nri.v1.nri")) return;
         const toml::value& nri = plugins.at("io.containerd.nri.v1.nri");
         if (!nri.is_table()) return;
         if (nri.contains("disable") && nri.at("disable").is_boolean()) info.nri_disable = nri.at("disable").as_boolean();
@@ -132,6 +158,112 @@ RuntimeInfo detect_runtime(const std::string& config_override, const std::string
         closedir(d);
     }
     return r;
+}
+
+RuntimeFormula probe_runtime_formula(const std::string& binary, std::string& why, int timeout_ms) {
+    RuntimeFormula f;
+    f.binary = binary.empty() ? "runc" : binary;
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        why = std::string("pipe: ") + std::strerror(errno);
+        return f;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        why = std::string("fork: ") + std::strerror(errno);
+        close(fds[0]), close(fds[1]);
+        return f;
+    }
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null >= 0) dup2(null, STDIN_FILENO), dup2(null, STDERR_FILENO);
+        dup2(fds[1], STDOUT_FILENO);
+        char* const argv[] = {const_cast<char*>(f.binary.c_str()), const_cast<char*>("--version"), nullptr};
+        if (f.binary.find('/') == std::string::npos && !getenv("PATH"))
+            setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    std::string out;
+    const int64_t until = monotonic_ns() + int64_t(timeout_ms) * 1000000;
+    bool timed_out = false;
+    while (out.size() < 4096) {
+        int64_t left = (until - monotonic_ns()) / 1000000;
+        if (left <= 0) { timed_out = true; break; }
+        struct pollfd p {fds[0], POLLIN, 0};
+        int n = poll(&p, 1, static_cast<int>(left));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) { timed_out = n == 0; break; }
+        char buf[512];
+        ssize_t r = read(fds[0], buf, sizeof buf);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        out.append(buf, static_cast<size_t>(r));
+    }
+    close(fds[0]);
+    if (timed_out) kill(pid, SIGKILL);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (timed_out) {
+        why = f.binary + " --version did not answer within " + std::to_string(timeout_ms) + " ms";
+        return f;
+    }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && out.empty()) {
+        why = "cannot run " + f.binary + " (not found on PATH?)";
+        return f;
+    }
+    f.formula = runtime_version_formula(out, f.version);
+    if (f.formula == WeightFormula::Auto) {
+        std::string line = out.substr(0, out.find('\n')).substr(0, 80);
+        why = f.binary + " --version named no runc/crun version (\"" + line + "\")";
+    }
+    return f;
+}
+
+std::string refresh_runtime_formula(const std::string& state_dir, const std::string& binary, int timeout_ms) {
+    std::string why;
+    RuntimeFormula f = probe_runtime_formula(binary, why, timeout_ms);
+    // A runtime too slow to answer this time is asked again next time: nothing is cached.
+    if (why.find("did not answer") != std::string::npos) return "cannot read the runtime's version: " + why + " (not cached; asked again next time)";
+    nlohmann::json j = {{"v", 1}, {"binary", f.binary}, {"version", f.version}, {"formula", weight_formula_name(f.formula)}, {"note", why}};
+    StateDir st(state_dir);
+    std::string e = st.write_file(kRuntimeFormulaFile, j.dump() + "\n");
+    if (!e.empty()) return "cannot cache the runtime's cpu.weight formula: " + e;
+    if (f.formula == WeightFormula::Auto)
+        return "runtime probe: " + why + "; settings.cpu_weight_formula = \"auto\" falls back to log-quadratic (cached in " + state_dir + "/" +
+               kRuntimeFormulaFile + ")";
+    return f.version + " (" + f.binary + " --version): " + weight_formula_name(f.formula) + " cpu.weight formula, cached in " + state_dir + "/" +
+           kRuntimeFormulaFile;
+}
+
+std::string implicit_runtime_probe(const std::string& state_dir, const std::string& default_state_dir, bool only_if_missing, int timeout_ms) {
+    const char* env = getenv("NRI_QOS_RUNTIME_BINARY");
+    if (env && std::strcmp(env, "none") == 0) return "";
+    if (!env && state_dir != default_state_dir) return "";
+    StateDir st(state_dir);
+    std::optional<std::string> cached = st.read_file(kRuntimeFormulaFile);
+    if (only_if_missing && cached) return "";
+    std::string binary = env && *env ? env : "";
+    if (binary.empty() && cached)
+        if (auto f = load_runtime_formula(*cached)) binary = f->binary;
+    return refresh_runtime_formula(state_dir, binary, timeout_ms);
+}
+
+std::optional<RuntimeFormula> load_runtime_formula(const std::string& text) {
+    try {
+        nlohmann::json j = nlohmann::json::parse(text);
+        if (!j.is_object() || j.value("v", 0) != 1) return std::nullopt;
+        RuntimeFormula f;
+        f.binary = j.at("binary").get<std::string>().substr(0, 256);
+        f.version = j.at("version").get<std::string>().substr(0, 64);
+        const std::string n = j.at("formula").get<std::string>();
+        f.formula = n == "linear" ? WeightFormula::Linear : n == "log-quadratic" ? WeightFormula::LogQuadratic : WeightFormula::Auto;
+        return f;
+    } catch (...) {
+        return std::nullopt;
+    }
 }
 
 HookMode mode_called(const RuntimeInfo& r) {

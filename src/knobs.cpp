@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <climits>
+#include <cstdio>
 
 namespace nriqos {
 
@@ -179,6 +180,50 @@ uint64_t shares_to_weight_linear(uint64_t shares) {
     if (shares < 2) shares = 2;
     if (shares > 262144) shares = 262144;
     return 1 + ((shares - 2) * 9999) / 262142;
+}
+
+const char* weight_formula_name(WeightFormula f) {
+    switch (f) {
+        case WeightFormula::LogQuadratic: return "log-quadratic";
+        case WeightFormula::Linear: return "linear";
+        case WeightFormula::Auto: break;
+    }
+    return "auto";
+}
+
+uint64_t shares_to_weight(uint64_t shares, WeightFormula f) {
+    return f == WeightFormula::Linear ? shares_to_weight_linear(shares) : shares_to_weight(shares);
+}
+
+WeightFit weight_fit(uint64_t shares, uint64_t weight) {
+    if (shares < 2 || shares > 262144) return WeightFit::None;
+    const bool lq = shares_to_weight(shares) == weight, lin = shares_to_weight_linear(shares) == weight;
+    return lq && lin ? WeightFit::Both : lq ? WeightFit::LogQuadratic : lin ? WeightFit::Linear : WeightFit::None;
+}
+
+WeightFormula runtime_version_formula(const std::string& out, std::string& version) {
+    version.clear();
+    std::string line = out.substr(0, out.find('\n'));
+    for (const char* name : {"runc", "crun"}) {
+        const std::string key = std::string(name) + " version ";
+        size_t at = line.find(key);
+        if (at == std::string::npos) continue;
+        unsigned maj = 0, min = 0, patch = 0;
+        const char* v = line.c_str() + at + key.size();
+        if (*v == 'v') ++v;
+        int n = std::sscanf(v, "%u.%u.%u", &maj, &min, &patch);
+        if (n < 2) return WeightFormula::Auto;
+        char buf[48];
+        if (n == 3) std::snprintf(buf, sizeof buf, "%s %u.%u.%u", name, maj, min, patch);
+        else std::snprintf(buf, sizeof buf, "%s %u.%u", name, maj, min);
+        version = buf;
+        if (name[0] == 'r') {
+            const bool lq = maj > 1 || (maj == 1 && (min > 3 || (min == 3 && patch >= 2)));
+            return lq ? WeightFormula::LogQuadratic : WeightFormula::Linear;
+        }
+        return maj > 1 || (maj == 1 && min >= 23) ? WeightFormula::LogQuadratic : WeightFormula::Linear;
+    }
+    return WeightFormula::Auto;
 }
 
 uint64_t blkio_to_io_weight(uint64_t w) {

@@ -85,12 +85,46 @@ KnobValue parse_knob_value(const KnobDef& def, const std::string* s, const int64
 /// Validate a cpuset list (cpuset(7) "List format"): "0-3,8,10-11", ascending ranges, ≤ 8192.
 bool valid_cpuset(const std::string& s);
 
+/// Which cpu.shares → cpu.weight conversion (cgroup v2) a write uses: settings.cpu_weight_formula
+/// of the policy (man 5 nri-qos.toml). Auto: the node runtime's own formula, detected per event
+/// (adjust.hpp WeightChoice; the order of evidence is issue #24's).
+enum class WeightFormula : uint8_t { Auto = 0, LogQuadratic = 1, Linear = 2 };
+/// "auto", "log-quadratic", "linear".
+const char* weight_formula_name(WeightFormula f);
+
 /// runc/crun/Kubernetes (2025) cgroup v1 cpu.shares → v2 cpu.weight, log-quadratic form:
 /// L = log2(shares), weight = ceil(10^((L² + 125 L)/612 − 7/34)); shares clamped to [2, 262144];
 /// 0 means unset. Source: opencontainers/cgroups PR #20 (runc ≥ 1.3.2), crun ≥ 1.23.
 uint64_t shares_to_weight(uint64_t shares);
-/// The older linear form: weight = 1 + (shares − 2) × 9999 / 262142 (runc < 1.3.2).
+/// The older linear form: weight = 1 + (shares − 2) × 9999 / 262142 (runc < 1.3.2; integer
+/// division). Source: opencontainers/cgroups utils.go ConvertCPUSharesToCgroupV2Value before
+/// PR #20, runc 1.1's libcontainer/cgroups/utils.go.
 uint64_t shares_to_weight_linear(uint64_t shares);
+/// `shares` (0 = unset → 0) converted with `f`; Auto converts like LogQuadratic (the default
+/// when nothing on the node says otherwise).
+uint64_t shares_to_weight(uint64_t shares, WeightFormula f);
+
+/// Which formula maps `shares` to exactly `weight`: the evidence a (shares, cpu.weight) pair
+/// the runtime wrote gives about its formula. Both: the two formulas agree there (shares 2 → 1,
+/// 262144 → 10000, ...): no evidence. None: neither does (someone else wrote the weight), or
+/// shares outside [2, 262144] (runc refuses or clamps them: no evidence either).
+enum class WeightFit { None, LogQuadratic, Linear, Both };
+WeightFit weight_fit(uint64_t shares, uint64_t weight);
+
+/// The node's runtime as last probed (`<runtime> --version`, run outside the hook's sandbox:
+/// detect.hpp refresh_runtime_formula), cached in the state dir file runc-formula.
+struct RuntimeFormula {
+    WeightFormula formula = WeightFormula::Auto;  ///< Auto: the output named no known version
+    std::string version;                           ///< "runc 1.1.5" ("" unknown)
+    std::string binary;                            ///< the binary run ("runc", "/usr/sbin/runc")
+};
+
+/// The formula of a runtime from the first line of its `--version` output: "runc version 1.1.5"
+/// → Linear (runc < 1.3.2), "runc version 1.3.2" → LogQuadratic (runc PR #4785 vendors
+/// opencontainers/cgroups PR #20 from 1.3.2 on); "crun version 1.23" → LogQuadratic (crun ≥ 1.23,
+/// crun issue #1721), older crun → Linear. Anything else (no version found): Auto (= unknown).
+/// `version` gets "runc 1.1.5" (name and version) when one is found.
+WeightFormula runtime_version_formula(const std::string& version_output, std::string& version);
 /// runc's blkio.weight (10–1000) → io.weight (1–10000): 1 + (w − 10) × 9999 / 990.
 uint64_t blkio_to_io_weight(uint64_t w);
 

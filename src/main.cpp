@@ -16,6 +16,7 @@
 #include "pipeline.hpp"
 #include "publish.hpp"
 #include "record.hpp"
+#include "detect.hpp"
 #include "register.hpp"
 #include "replay.hpp"
 #include "status.hpp"
@@ -116,6 +117,11 @@ int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool poli
     }
     nriqos::arm_deadline(mode, o.deadline_ms);
     nriqos::prepare_deadline_record(mode, o);
+    // settings.cpu_weight_formula = "auto": the runtime's version is read by exec, which the
+    // sandbox forbids — so here, before it, and only once (the cache in the state dir missing).
+    if (mode == nriqos::Mode::Invoke)
+        if (std::string l = nriqos::implicit_runtime_probe(o.state_dir, nriqos::defaults::kStateDir, true, 500); l.rfind("cannot", 0) == 0)
+            write_all(STDERR_FILENO, "nri-qos: " + l + "\n");
     // Confine the process before any untrusted byte is parsed (src/sandbox.hpp). The policy and
     // the compiled cache are read later: reads are not restricted; the cache dir is writable.
     if (!nriqos::sandbox_disabled_by_env()) {
@@ -353,6 +359,11 @@ int main(int argc, char** argv) {
             return 2;
         }
         std::string out;
+        // reconcile reads the runtime's version again (settings.cpu_weight_formula = "auto"): a
+        // runtime upgraded since the last probe changes the formula in force from now on.
+        if (reconcile->parsed() && !so.dry_run)
+            if (std::string l = nriqos::implicit_runtime_probe(so.state_dir, nriqos::defaults::kStateDir, false); !l.empty())
+                out += "runtime  " + l + "\n";
         int rc = status->parsed() ? nriqos::run_status(so, out) : nriqos::run_reconcile(so, out);
         write_all(STDOUT_FILENO, out);
         return rc;

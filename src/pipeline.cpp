@@ -310,6 +310,8 @@ void note_pod_class(Ctx& c, const Policy& policy, Request& r, const Facts& facts
 
 std::string render(Ctx& c, const Request* req, int& exit_code) {
     exit_code = 0;
+    // Which cpu.shares → cpu.weight formula the event's cgroup v2 writes used, and why (issue #24).
+    if (c.have_plan && !c.plan.weight_formula.empty()) c.metadata["cpu_weight_formula"] = c.plan.weight_formula;
     if (c.mode == Mode::Explain) {
         json j;
         if (!c.error.empty()) j["error"] = c.error;
@@ -595,6 +597,10 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         d.cls = &fplan.cls;  // same name, fail mode and gate; fact knobs resolved
         pin.decision = d;
         pin.pod_refresh = fplan.pod_refresh;
+        // settings.cpu_weight_formula = "auto": evidence beyond the request's own pair, read only
+        // when that decides nothing (adjust.hpp decide_weight_formula).
+        pin.runtime_formula = [&state] { return cached_runtime_formula(state); };
+        pin.sibling_weights = [&] { return sibling_weight_pairs(state, r, facts.kube_qos, kernel); };
         c.fact_calcs = fplan.calcs;
         for (const auto& w : fplan.warnings) {
             log_line(w);

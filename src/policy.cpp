@@ -713,8 +713,10 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
             c.guard([&] {
                 if (const TV* x = get(*s, "cpu_weight_formula")) {
                     std::string f = str(c, *x, "settings.cpu_weight_formula");
-                    if (f == "linear") p.linear_weight = true;
-                    else if (f != "log-quadratic") c.fail(*x, "settings.cpu_weight_formula: expected \"log-quadratic\" or \"linear\"");
+                    if (f == "linear") p.cpu_weight_formula = WeightFormula::Linear;
+                    else if (f == "log-quadratic") p.cpu_weight_formula = WeightFormula::LogQuadratic;
+                    else if (f == "auto") p.cpu_weight_formula = WeightFormula::Auto;
+                    else c.fail(*x, "settings.cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
                 }
             });
             // The hook's own sinks (src/record.hpp, src/metrics.hpp): absolute paths or "" (off).
@@ -979,7 +981,7 @@ json policy_to_json(const Policy& p) {
     j["version"] = p.version;
     j["default_class"] = p.default_class;
     j["fail_closed"] = p.fail_closed;
-    j["linear_weight"] = p.linear_weight;
+    j["cpu_weight_formula"] = weight_formula_name(p.cpu_weight_formula);
     j["source"] = p.source;
     j["sinks"] = {p.sinks.metrics_file_set, p.sinks.metrics_file, p.sinks.event_log_set, p.sinks.event_log, p.sinks.event_log_max_bytes};
     json rules = json::array();
@@ -1010,7 +1012,13 @@ Policy policy_from_json(const json& j) {
         if (p.version != kPolicyVersion) throw InputError("compiled policy: wrong version");
         p.default_class = j.at("default_class").get<std::string>();
         p.fail_closed = j.at("fail_closed").get<bool>();
-        p.linear_weight = j.at("linear_weight").get<bool>();
+        {
+            const std::string f = j.at("cpu_weight_formula").get<std::string>();
+            if (f == "linear") p.cpu_weight_formula = WeightFormula::Linear;
+            else if (f == "log-quadratic") p.cpu_weight_formula = WeightFormula::LogQuadratic;
+            else if (f == "auto") p.cpu_weight_formula = WeightFormula::Auto;
+            else throw InputError("compiled policy: bad cpu_weight_formula");
+        }
         p.source = j.at("source").get<std::string>();
         if (j.contains("sinks")) {
             const json& s = j.at("sinks");

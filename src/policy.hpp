@@ -97,7 +97,9 @@ struct Policy {
     int version = kPolicyVersion;
     std::string default_class;
     bool fail_closed = false;      ///< errors before a class is known (bad request/policy)
-    bool linear_weight = false;    ///< cpu.shares→cpu.weight formula: false = log-quadratic (runc ≥ 1.3.2)
+    /// settings.cpu_weight_formula: the cgroup v2 cpu.shares→cpu.weight conversion of writes
+    /// (knobs.hpp WeightFormula); Auto (the default) detects the node runtime's own per event.
+    WeightFormula cpu_weight_formula = WeightFormula::Auto;
     std::vector<Rule> rules;
     std::map<std::string, ClassDef> classes;
     KeyNotes guarded_labels;       ///< [guarded.labels]: keys an admission policy controls

@@ -624,7 +624,7 @@ std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t
     w.u32(static_cast<uint32_t>(p.version));
     w.str(p.default_class);
     w.u8(p.fail_closed);
-    w.u8(p.linear_weight);
+    w.u8(static_cast<uint8_t>(p.cpu_weight_formula));
     w.str(p.source);
     w.globs(p.guarded_labels);
     w.globs(p.guarded_annotations);
@@ -736,7 +736,11 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
     if (p.version != kPolicyVersion) return Decoded::Invalid;
     p.default_class = rd.str();
     p.fail_closed = rd.u8() != 0;
-    p.linear_weight = rd.u8() != 0;
+    {
+        const uint8_t f = rd.u8();
+        if (f > static_cast<uint8_t>(WeightFormula::Linear)) return Decoded::Invalid;
+        p.cpu_weight_formula = static_cast<WeightFormula>(f);
+    }
     p.source = rd.str();
     p.guarded_labels = rd.globs();
     p.guarded_annotations = rd.globs();

@@ -177,6 +177,7 @@ EventRecord make_record(const EventOutcome& o) {
         r.applied = s.applied;
         r.skipped = s.skipped;
         r.failed = s.failed;
+        r.weight_formula = o.plan->weight_formula;
     }
     if (o.policy) set_record_policy(r, *o.policy);
     r.message = !o.error.empty() ? o.error : o.early_error;

@@ -44,6 +44,9 @@ struct EventRecord {
     std::string cls, rule;      ///< QoS class and the rule that chose it
     std::string applied, skipped, failed;  ///< "cpu.shares=2 pod:cpu.idle=1" summaries (sinks.hpp)
     std::string drift;          ///< reconcile: "cpu.shares 512->2 ..." (what was corrected)
+    /// cgroup v2 cpu.shares → cpu.weight formula of the event's writes and why (adjust.hpp
+    /// Plan::weight_formula); "" when nothing was converted.
+    std::string weight_formula;
     int64_t duration_us = -1;   ///< -1: unknown
     /// "ok" (every knob applied or skipped with a reason), "partial" (a knob failed, fail-open:
     /// the container runs with the rest), "refused" (error returned to the runtime: fail-closed),

@@ -1,7 +1,11 @@
 #include "replay.hpp"
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
 #include <set>
+
+#include "detect.hpp"
 
 #include "facts.hpp"
 #include "fact_state.hpp"
@@ -67,6 +71,42 @@ std::vector<LastRequest> find_last(const std::vector<LastRequest>& all, const st
     if (!exact.empty()) return exact;
     std::stable_sort(out.begin(), out.end(), [](const LastRequest& a, const LastRequest& b) { return !a.sandbox && b.sandbox; });
     return out;
+}
+
+std::vector<WeightPair> sibling_weight_pairs(StateDir& state, const Request& r, KubeQos kube_qos, Kernel& kernel) {
+    std::vector<WeightPair> out;
+    if (kube_qos == KubeQos::BestEffort || r.sandbox_id.empty()) return out;
+    for (const auto& f : state.list_last_of(r.sandbox_id, 32)) {
+        if (f.id == r.id) continue;
+        std::optional<LastRequest> lr = parse_last(f);
+        if (!lr || lr->request.empty()) continue;
+        bool rewritten = false;
+        for (const auto& w : lr->writes) {
+            const std::string file = w.is_object() && w.contains("file") && w["file"].is_string() ? w["file"].get<std::string>() : "";
+            if (file.size() >= 11 && file.compare(file.size() - 11, 11, "/cpu.weight") == 0) rewritten = true;
+        }
+        if (rewritten) continue;
+        try {
+            Request q = lr->source == "nri-eval" ? parse_nri_event(lr->request) : parse_v01_request(lr->request);
+            if (!q.resources.cpu_shares || *q.resources.cpu_shares <= 0 || !q.cgroups_path) continue;
+            CgroupPaths p = resolve_cgroups_path(*q.cgroups_path);
+            auto t = kernel.read(Root::Cgroup, p.container + "/cpu.weight");
+            if (!t) continue;
+            int64_t w = 0;
+            if (std::sscanf(t->c_str(), "%" SCNd64, &w) != 1 || w < 1 || w > 10000) continue;
+            out.push_back({static_cast<uint64_t>(*q.resources.cpu_shares), static_cast<uint64_t>(w),
+                           std::string(q.is_sandbox ? "pod sandbox " : "sibling container ") + q.id.substr(0, 12)});
+        } catch (const std::exception&) {
+            continue;  // not replayable: no evidence
+        }
+    }
+    return out;
+}
+
+std::optional<RuntimeFormula> cached_runtime_formula(StateDir& state) {
+    auto text = state.read_file(kRuntimeFormulaFile);
+    if (!text) return std::nullopt;
+    return load_runtime_formula(*text);
 }
 
 Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayRoots& roots, StateDir& state) {
@@ -137,6 +177,11 @@ Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayR
         dec.cls = d.resolved_cls.get();  // same name, fail mode and gate; fact knobs resolved
         pin.decision = dec;
         pin.pod_refresh = fplan.pod_refresh;
+        // The formula in force for the node (status flags a weight on another scale): the
+        // container's own weight is what is checked, so the pod, its siblings and the runtime decide.
+        pin.own_weight_evidence = false;
+        pin.runtime_formula = [&state] { return cached_runtime_formula(state); };
+        pin.sibling_weights = [&] { return sibling_weight_pairs(state, r, facts.kube_qos, kernel); };
         d.plan = build_plan(pin);
         for (auto& s : fplan.skipped) d.plan.skipped.push_back(std::move(s));
         for (auto& s : fplan.refused) d.plan.refused.push_back(std::move(s));

@@ -65,6 +65,17 @@ struct Desired {
 /// sandbox memo like the hook does. Reads the kernel only for plan inputs (cpu.max on v2).
 Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayRoots& roots, StateDir& state);
 
+/// settings.cpu_weight_formula = "auto", the pod-level evidence (adjust.hpp decide_weight_formula): the
+/// (OCI shares, cpu.weight) pairs of the other sandboxes/containers of `r`'s pod recorded in the
+/// state dir — their stored request's shares and their cgroup's cpu.weight now. Left out: `r`
+/// itself, records without shares or cgroupsPath, and those whose recorded writes include a
+/// cpu.weight (nri-qos rewrote it: not the runtime's). A BestEffort pod gives none (kubelet gives
+/// each of its containers shares 2, which both formulas map to 1). At most 32 records are read.
+std::vector<WeightPair> sibling_weight_pairs(StateDir& state, const Request& r, KubeQos kube_qos, Kernel& kernel);
+
+/// The runtime probe's cache in the state dir (detect.hpp), or nullopt.
+std::optional<RuntimeFormula> cached_runtime_formula(StateDir& state);
+
 /// True when the kernel's `actual` content satisfies the written `wanted` value for `file`
 /// (whitespace trimmed; memory limits rounded to the page size by the kernel; "-1" ≡ unlimited
 /// on v1; cpu.max "Q" ≡ "Q <period>"; cpuset lists compared as sets; resctrl tasks: pid listed).

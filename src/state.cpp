@@ -98,6 +98,28 @@ std::string StateDir::store(const std::string& id, const Memo& m) {
     return "";
 }
 
+std::optional<std::string> StateDir::read_file(const std::string& name, size_t max) {
+    int dfd = open_dir(false);
+    if (dfd < 0) return std::nullopt;
+    return read_small_beneath(dfd, name, max);
+}
+
+std::string StateDir::write_file(const std::string& name, const std::string& text) {
+    int dfd = open_dir(true);
+    if (dfd < 0) return "state dir " + dir_ + ": " + std::strerror(-dfd);
+    std::string tmp = "." + name + "." + std::to_string(getpid()) + ".tmp";
+    int fd = open_beneath(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
+    if (fd < 0) return "state " + dir_ + "/" + tmp + ": " + std::strerror(-fd);
+    bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ok = close(fd) == 0 && ok;
+    if (!ok || renameat(dfd, tmp.c_str(), dfd, name.c_str()) != 0) {
+        std::string e = std::strerror(errno);
+        unlinkat(dfd, tmp.c_str(), 0);
+        return "state " + dir_ + ": cannot write " + name + ": " + e;
+    }
+    return "";
+}
+
 std::string StateDir::remove(const std::string& id) {
     int dfd = open_dir(false);
     if (dfd < 0) return "";
@@ -194,11 +216,18 @@ std::string StateDir::remove_last_sandbox(const std::string& sandbox_id) {
     return "";
 }
 
-std::vector<StateDir::LastFile> StateDir::list_last(size_t max) {
+std::vector<StateDir::LastFile> StateDir::list_last_of(const std::string& sandbox_id, size_t max) {
+    if (!safe_id(sandbox_id)) return {};
+    return list_last_in(max, &sandbox_id);
+}
+
+std::vector<StateDir::LastFile> StateDir::list_last(size_t max) { return list_last_in(max, nullptr); }
+
+std::vector<StateDir::LastFile> StateDir::list_last_in(size_t max, const std::string* only) {
     std::vector<LastFile> out;
     int dfd = open_dir(false);
     if (dfd < 0) return out;
-    for (const auto& sb : list_dir(dfd, "last", max)) {
+    for (const auto& sb : only ? std::vector<std::string>{*only} : list_dir(dfd, "last", max)) {
         if (!safe_id(sb)) continue;
         for (const auto& f : list_dir(dfd, "last/" + sb, max)) {
             if (out.size() >= max) return out;

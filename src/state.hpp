@@ -54,14 +54,23 @@ public:
     /// All records (at most `max`; files larger than kMaxLastBytes are skipped), sorted by
     /// sandbox id then id.
     std::vector<LastFile> list_last(size_t max = 65536);
+    /// The records of one sandbox (its own and its containers'), at most `max`, sorted by id.
+    std::vector<LastFile> list_last_of(const std::string& sandbox_id, size_t max = 64);
     /// Largest record stored (bytes); a larger request is recorded without its body.
     static constexpr size_t kMaxLastBytes = 512u << 10;
+
+    /// A small file of the state dir itself (not a memo: `name` has no ".json"), e.g. the runtime
+    /// probe's cache "runc-formula" (detect.hpp). nullopt: absent, unreadable or above `max` bytes.
+    std::optional<std::string> read_file(const std::string& name, size_t max = 4096);
+    /// Replace it atomically (temp file + rename, mode 0600; the dir is created). "" or an error.
+    std::string write_file(const std::string& name, const std::string& text);
 
     /// The directory as configured.
     const std::string& path() const { return dir_; }
 
 private:
     int open_dir(bool create);
+    std::vector<LastFile> list_last_in(size_t max, const std::string* only_sandbox);
     std::string dir_;
     int fd_ = -1;
 };

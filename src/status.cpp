@@ -158,18 +158,36 @@ int run_status(const StateCommandOptions& o, std::string& out) {
             } else {
                 if (d.plan.decision.cls && d.plan.decision.cls->name != r.cls) e["class_now"] = d.plan.decision.cls->name;
                 FsKernel k(d.cgroup_root, d.proc_root, d.resctrl_root);
+                if (!d.plan.weight_formula.empty()) {
+                    e["cpu_weight_formula"] = d.plan.weight_formula;
+                    text += "    cpu.weight formula in force: " + d.plan.weight_formula + "\n";
+                }
                 for (const auto& w : d.plan.writes) {
                     auto cur = k.read(w.root, w.rel);
                     std::string file = (w.root == Root::Proc ? "proc:" : w.root == Root::Resctrl ? "resctrl:" : "") + w.rel;
                     bool drift = !cur || !kernel_value_matches(w.rel, w.value, *cur);
                     std::string shown = cur ? one_line(*cur) : "(missing)";
                     while (!shown.empty() && (shown.back() == ' ')) shown.pop_back();
-                    knobs.push_back({{"knob", w.knob}, {"scope", w.scope}, {"file", file}, {"value", w.value},
-                                     {"kernel", cur ? json(shown) : json(nullptr)}, {"drift", drift && cur.has_value()}});
+                    json kj = {{"knob", w.knob}, {"scope", w.scope}, {"file", file}, {"value", w.value},
+                               {"kernel", cur ? json(shown) : json(nullptr)}, {"drift", drift && cur.has_value()}};
+                    // A cpu.weight on the other formula's scale for the class's shares: written
+                    // under another runtime's formula (a runc upgrade left a mixed node).
+                    std::string scale;
+                    if (drift && cur && w.from_shares) {
+                        const std::string other = std::string(d.plan.weight_formula.rfind("linear", 0) == 0 ? "log-quadratic" : "linear");
+                        if (shown == std::to_string(shares_to_weight(w.from_shares, other == "linear" ? WeightFormula::Linear : WeightFormula::LogQuadratic))) {
+                            scale = other;
+                            kj["scale"] = other;
+                        }
+                    }
+                    knobs.push_back(std::move(kj));
                     if (drift && cur) ++drifted;
                     const std::string want = want_as_kernel(w.rel, w.value, cur);
-                    snprintf(buf, sizeof buf, "    %-28s want %-16s kernel %-16s%s\n", label(w).c_str(), want.c_str(), shown.c_str(),
-                             !cur ? "  (not present)" : drift ? "  DRIFT" : "");
+                    const std::string flag = !cur ? "  (not present)"
+                                             : !drift ? ""
+                                             : scale.empty() ? "  DRIFT"
+                                                             : "  DRIFT (" + scale + " of shares " + std::to_string(w.from_shares) + ": another formula than the one in force)";
+                    snprintf(buf, sizeof buf, "    %-28s want %-16s kernel %-16s%s\n", label(w).c_str(), want.c_str(), shown.c_str(), flag.c_str());
                     text += buf;
                 }
             }

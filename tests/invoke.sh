@@ -100,6 +100,43 @@ check "v2 BE sandbox: pod cpu.idle left alone" "$(cat "$R/$pod_rel/cpu.idle")" "
 LAYOUT=v2 run_hook "$R" "$R/state" < <(jq -c '.labels["koordinator.sh/qosClass"]="BE"' <<<"$CT")
 check "v2 BE: cpu.weight (shares 2)" "$(cat "$R/$ctr_rel/cpu.weight")" 1
 
+# --- cgroup v2, settings.cpu_weight_formula = "auto" (issue #24) ------------------------------
+# The weight nri-qos writes is on the scale of the one runc wrote beside it. runc 1.1 (linear)
+# wrote the container's cpu.weight 20 for its OCI shares 512; the class's shares 256 must become
+# 10 (linear), below that burstable 20 — not log-quadratic's 35.
+R=$(scratch); mk_v2_dir "$R" "$pod_rel"; mk_v2_dir "$R" "$ctr_rel"
+printf 'version = 1\n[settings]\ndefault_class = "B"\n[classes.B.container]\ncpu_shares = 256\n[classes.B.pod]\ncpu_shares = 256\n' > "$R/auto.toml"
+echo 20 > "$R/$ctr_rel/cpu.weight"
+NRI_QOS_RUNTIME_BINARY=none HOOK_POLICY=$R/auto.toml LAYOUT=v2 run_hook "$R" "$R/state" <<<"$CT"
+check "v2 auto: runc 1.1's weight 20 of shares 512 -> the class's 256 linear" "$(cat "$R/$ctr_rel/cpu.weight")" 10
+check "v2 auto: metadata says which formula and why" "$(jq_get "$OUT" .metadata.cpu_weight_formula)" \
+  "linear: container's own cpu.weight 20 = linear of OCI shares 512"
+check_contains "v2 auto: the record says it too" "$(cat "$R/stderr")" 'weight_formula="linear: container'"'"'s own cpu.weight 20'
+echo 59 > "$R/$ctr_rel/cpu.weight"   # runc >= 1.3.2 wrote log-quadratic's 59
+NRI_QOS_RUNTIME_BINARY=none HOOK_POLICY=$R/auto.toml LAYOUT=v2 run_hook "$R" "$R/state" <<<"$CT"
+check "v2 auto: runc 1.3's weight 59 -> log-quadratic 35" "$(cat "$R/$ctr_rel/cpu.weight")" 35
+echo 59 > "$R/$ctr_rel/cpu.weight"   # as runc left it (the invoke above wrote 35 over it)
+EXPL=$(NRI_QOS_RUNTIME_BINARY=none "$BIN" explain --policy "$R/auto.toml" --cgroup-root "$R" --cgroup-layout v2 --state-dir "$R/state" --cache-dir "" <<<"$CT")
+check_contains "v2 auto: explain shows the formula and why" "$EXPL" "cpu_weight_formula: log-quadratic: container's own cpu.weight 59 = log-quadratic of OCI shares 512"
+# no evidence of its own (BestEffort: shares 2 -> 1 in both formulas): the runtime's version,
+# probed by invoke itself before its sandbox when the state dir has no runc-formula yet
+printf '#!/bin/sh\necho "runc version 1.1.5+ds1"\necho "commit: 1.1.5+ds1-1+deb12u1"\n' > "$R/fake-runc"; chmod +x "$R/fake-runc"
+echo 1 > "$R/$ctr_rel/cpu.weight"
+NRI_QOS_RUNTIME_BINARY=$R/fake-runc HOOK_POLICY=$R/auto.toml LAYOUT=v2 run_hook "$R" "$R/state2" < <(jq -c '.spec.resources.cpu.shares=2' <<<"$CT")
+check "v2 auto: probe cached in the state dir" "$(jq -r '.formula + " " + .version' "$R/state2/runc-formula")" "linear runc 1.1.5"
+check "v2 auto: ambiguous pair, runc 1.1.5 -> linear" "$(cat "$R/$ctr_rel/cpu.weight")" 10
+check "v2 auto: why (ambiguous own pair, then the runtime)" "$(jq_get "$OUT" .metadata.cpu_weight_formula)" \
+  "linear: runc 1.1.5 ($R/fake-runc --version, cached in the state dir runc-formula); container's own cpu.weight 1 of shares 2 fits both formulas"
+# the pod level follows the same rule (sandbox: its own pair 2 -> 1 is no evidence; the cache is)
+NRI_QOS_RUNTIME_BINARY=none HOOK_POLICY=$R/auto.toml LAYOUT=v2 run_hook "$R" "$R/state2" <<<"$SB"
+check "v2 auto: pod cgroup cpu.weight, linear too" "$(cat "$R/$pod_rel/cpu.weight")" 10
+# the explicit setting still wins (the Koordinator pod-level exception is an explicit setting)
+printf 'version = 1\n[settings]\ndefault_class = "B"\ncpu_weight_formula = "log-quadratic"\n[classes.B.container]\ncpu_shares = 256\n' > "$R/lq.toml"
+echo 20 > "$R/$ctr_rel/cpu.weight"
+NRI_QOS_RUNTIME_BINARY=none HOOK_POLICY=$R/lq.toml LAYOUT=v2 run_hook "$R" "$R/state" <<<"$CT"
+check "v2 explicit log-quadratic: 35 whatever runc wrote" "$(cat "$R/$ctr_rel/cpu.weight")" 35
+check "v2 explicit: metadata" "$(jq_get "$OUT" .metadata.cpu_weight_formula)" "log-quadratic: settings.cpu_weight_formula"
+
 # --- systemd cgroup driver: slice expansion ------------------------------------------------
 uid=$(jq -r '.spec.annotations["io.kubernetes.cri.sandbox-uid"]' <<<"$CT" | tr - _)
 cid=$(jq -r .id <<<"$CT")

@@ -15,6 +15,32 @@ PY=/usr/bin/python3
 F16=$FIX/requests/containerd-1.6.20
 N=${NRI_QOS_OPS_N:-300}
 
+# --- status on cgroup v2: a cpu.weight on another formula's scale (issue #24; no prometheus needed) ---
+# runc 1.1 (linear) started the container: its own cpu.weight 20 of shares 512 made nri-qos write
+# the class's 256 as 10. After a runc upgrade (the probe now says runc 1.3.3: log-quadratic) that
+# weight is on the old scale: status flags it, reconcile re-reads the runtime and writes 35.
+W=$(scratch); WR=$W/cg
+w_ctr=$(jq -r '.spec.cgroupsPath' "$F16/container-create.json" | sed 's|^/||')
+mk_v2_dir "$WR" "${w_ctr%/*}"; mk_v2_dir "$WR" "$w_ctr"; echo 20 > "$WR/$w_ctr/cpu.weight"
+printf 'version = 1\n[settings]\ndefault_class = "B"\n[classes.B.container]\ncpu_shares = 256\n' > "$W/auto.toml"
+printf '#!/bin/sh\necho "runc version 1.1.5"\n' > "$W/runc-1.1"; printf '#!/bin/sh\necho "runc version 1.3.3"\n' > "$W/runc-1.3"; chmod +x "$W"/runc-*
+NRI_QOS_RUNTIME_BINARY=none "$BIN" invoke --policy "$W/auto.toml" --cgroup-root "$WR" --cgroup-layout v2 --state-dir "$W/state" --cache-dir "" \
+  --metrics-file "" --event-log "" < "$F16/container-create.json" >/dev/null 2>&1
+check "v2 weight: written on runc 1.1's scale" "$(cat "$WR/$w_ctr/cpu.weight")" 10
+wstatus() { "$BIN" status --state-dir "$W/state" --cache-dir "" --cgroup-layout v2 "$@"; }
+NRI_QOS_RUNTIME_BINARY=$W/runc-1.1 "$BIN" reconcile --state-dir "$W/state" --cache-dir "" --cgroup-layout v2 --metrics-file "" --event-log "" >/dev/null 2>&1
+WS=$(wstatus)
+check "status v2: runc 1.1 probed, the weight in force" "$(grep 'cpu.weight  *want' <<<"$WS" | tr -s ' ' | sed 's/ *$//')" " cpu.weight want 10 kernel 10"
+check_contains "status v2: the formula in force and why" "$WS" "cpu.weight formula in force: linear: runc 1.1.5 ($W/runc-1.1 --version"
+printf '{"v":1,"binary":"%s","version":"runc 1.3.3","formula":"log-quadratic","note":""}\n' "$W/runc-1.3" > "$W/state/runc-formula"
+WS=$(wstatus)
+check "status v2: after the runc upgrade, the old-scale weight is flagged" "$(grep 'cpu.weight  *want' <<<"$WS" | tr -s ' ')" \
+  " cpu.weight want 35 kernel 10 DRIFT (linear of shares 256: another formula than the one in force)"
+check "status v2 json: scale of the drifted weight" "$(wstatus --format json | jq -r '.entries[0].knobs[0] | [.drift, .scale] | join(" ")')" "true linear"
+WREC=$(NRI_QOS_RUNTIME_BINARY=$W/runc-1.3 "$BIN" reconcile --state-dir "$W/state" --cache-dir "" --cgroup-layout v2 --metrics-file "" --event-log "" 2>/dev/null)
+check_contains "reconcile v2: re-reads the runtime first" "$WREC" "runtime  runc 1.3.3 ($W/runc-1.3 --version): log-quadratic cpu.weight formula"
+check "reconcile v2: the weight of the formula in force" "$(cat "$WR/$w_ctr/cpu.weight")" 35
+
 if ! $PY -c 'import prometheus_client' 2>/dev/null; then
   skip "ops: python3-prometheus-client not installed (scripts/deps.sh test)"; finish
 fi

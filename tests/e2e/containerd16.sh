@@ -26,6 +26,7 @@ up() {
   grep -aq /etc/nri/conf.json "$CONTAINERD" || { skip "$S" "$CONTAINERD has no NRI v0.1 support"; return 2; }
   if [ ! -x "$NRI_QOS_BIN" ]; then fail "$S-setup" "$NRI_QOS_BIN missing: run make"; return 1; fi
   install_test_policy "$D/policy/nri-qos.toml" || { fail "$S-setup" "test policy $TEST_POLICY unusable"; return 1; }
+  BUNDLED_COPY=$D/policy/bundled.toml; install -D -m 0644 "$BUNDLED_POLICY" "$BUNDLED_COPY"
   write_fail_closed_policy "$D/policy/fail-closed.toml"
   rm -rf /opt/nri/bin /etc/nri/conf.json
   install -D -m 0755 "$NRI_QOS_BIN" /opt/nri/bin/nri-qos
@@ -48,6 +49,8 @@ scenarios() {
   sc_knobs "$S-v2-knobs" knobs
   # 6. kubelet-style UpdateContainerResources undoes cpu.shares; nri-qos reconcile restores it
   sc_reconcile "$S-reconcile"
+  # 6b. cgroup v2: nri-qos's weights on the scale of runc's (issue #24; bundled policy, auto)
+  [ "$LAYOUT" = v2 ] && sc_weight_order "$S-weight-order"
   # 7. fail-closed class with a knob the kernel rejects -> StartContainer fails
   set_v01_conf "$D/policy/fail-closed.toml"
   sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"

@@ -794,6 +794,38 @@ sc_koord_batch() {
   verdict "$name"
 }
 
+# sc_weight_order NAME (issue #24; cgroup v2, NRI v0.1): under the bundled policy
+# (settings.cpu_weight_formula = "auto"), a Koordinator batch pod (BestEffort, CRI shares 2,
+# batch-cpu request 250 -> koordlet's cpu.shares 256, written by nri-qos) and a burstable pod
+# without a colocation class (CRI shares 512, converted by runc itself) end with container
+# weights in the order of their shares — and the batch weight is the value runc's own formula
+# gives for 256: the formula the burstable pod's weight shows (bookworm's runc 1.1.5: linear,
+# 10 < 20; runc >= 1.3.2: log-quadratic, 35 < 59).
+sc_weight_order() {
+  local name=$1 b=wo-batch u=wo-burst wb wu want lin lq
+  local spec='{"containers":{"wo-batch-c":{"limits":{"kubernetes.io/batch-cpu":"1k"},"requests":{"kubernetes.io/batch-cpu":"250"}}}}'
+  set_v01_conf "$BUNDLED_COPY"
+  run_pod "$b" "$b" "$(kube_parent besteffort)" --cpu-shares 2 --label koordinator.sh/qosClass=BE \
+    --annotation "node.koordinator.sh/extended-resource-spec=$spec" || { fail "$name" "CRI: $(first_error "$b")"; stop_pod "$b"; set_v01_conf "$D/policy/nri-qos.toml"; return; }
+  run_pod "$u" "$u" "$(kube_parent burstable)" --cpu-shares 512 || { fail "$name" "CRI: $(first_error "$u")"; stop_pod "$b"; stop_pod "$u"; set_v01_conf "$D/policy/nri-qos.toml"; return; }
+  set_v01_conf "$D/policy/nri-qos.toml"
+  wb=$(cat "$(cg_dir "$b" ctr)/cpu.weight" 2>/dev/null); wu=$(cat "$(cg_dir "$u" ctr)/cpu.weight" 2>/dev/null)
+  lin=$((1 + ((512 - 2) * 9999) / 262142))
+  case $wu in
+    "$lin") want=$((1 + ((256 - 2) * 9999) / 262142)) ;;   # runc < 1.3.2: linear
+    59) want=35 ;;                                         # runc >= 1.3.2: log-quadratic of 512 / 256
+    *) want="?" ;;
+  esac
+  log "  $name: batch (shares 256) cpu.weight $wb, burstable (shares 512) cpu.weight $wu (runc wrote it); want batch $want;" \
+      "runtime probe: $(cat /run/nri-qos/runc-formula 2>/dev/null || echo none)"
+  MISMATCH=""
+  [ "$want" != "?" ] || MISMATCH="burstable cpu.weight $wu is neither formula's value of 512"
+  [ "$wb" = "$want" ] || MISMATCH="${MISMATCH:+$MISMATCH; }batch cpu.weight $wb want $want"
+  [ -n "$wb" ] && [ -n "$wu" ] && [ "$wb" -lt "$wu" ] 2>/dev/null || MISMATCH="${MISMATCH:+$MISMATCH; }batch $wb not below burstable $wu"
+  stop_pod "$b"; stop_pod "$u"
+  verdict "$name"
+}
+
 # sc_fail_closed NAME POLICY: with the fail-closed policy active, CreateContainer or
 # StartContainer must fail with nri-qos's message naming the broken knob's file.
 sc_fail_closed() {

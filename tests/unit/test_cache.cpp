@@ -155,6 +155,17 @@ TEST_CASE("cache: the flat form round-trips the bundled policy", "[cache]") {
     CHECK(info.text_hash == 7);
 }
 
+TEST_CASE("cache: settings.cpu_weight_formula survives the flat form, all three values", "[cache][weight]") {
+    for (WeightFormula f : {WeightFormula::Auto, WeightFormula::LogQuadratic, WeightFormula::Linear}) {
+        Policy p = load_policy_toml(kBundled);
+        p.cpu_weight_formula = f;
+        std::string blob = pc::compile(p, "key", false, 1, "s");
+        Policy q;
+        REQUIRE(pc::decode(blob, "key", nullptr, q, nullptr) == pc::Decoded::Ok);
+        CHECK(q.cpu_weight_formula == f);
+    }
+}
+
 TEST_CASE("cache: a broken entry carries the error, and is never trusted when damaged", "[cache]") {
     std::string blob = pc::compile_broken("key", false, 9, "feed", "p.toml:3: unknown knob \"x\"");
     Policy q;

@@ -561,3 +561,203 @@ TEST_CASE("Result metadata is always strings", "[sinks]") {
     json bad = {{"metadata", {{"m", std::string("\xff\xfe")}}}};
     CHECK_NOTHROW(json::parse(dump_result(bad)));
 }
+
+// ---- issue #24: cpu.weight on the scale of the runtime's own weights ---------------------------
+
+TEST_CASE("cpu.weight formulas at their boundary values", "[knobs][weight]") {
+    // linear: opencontainers/cgroups utils.go ConvertCPUSharesToCgroupV2Value before PR #20 (runc < 1.3.2)
+    CHECK(shares_to_weight(2, WeightFormula::Linear) == 1);
+    CHECK(shares_to_weight(3, WeightFormula::Linear) == 1);  // 1 + 9999 / 262142 (integer division)
+    CHECK(shares_to_weight(1024, WeightFormula::Linear) == 39);
+    CHECK(shares_to_weight(262144, WeightFormula::Linear) == 10000);
+    // log-quadratic: PR #20 (runc >= 1.3.2): ceil(10^((L^2 + 125 L)/612 - 7/34)), L = log2(shares)
+    CHECK(shares_to_weight(2, WeightFormula::LogQuadratic) == 1);
+    CHECK(shares_to_weight(3, WeightFormula::LogQuadratic) == 2);
+    CHECK(shares_to_weight(1024, WeightFormula::LogQuadratic) == 100);
+    CHECK(shares_to_weight(262144, WeightFormula::LogQuadratic) == 10000);
+    // Auto converts like log-quadratic; 0 is "unset" in both
+    CHECK(shares_to_weight(1024, WeightFormula::Auto) == 100);
+    CHECK(shares_to_weight(0, WeightFormula::Linear) == 0);
+    CHECK(shares_to_weight(0, WeightFormula::LogQuadratic) == 0);
+    // the issue's pods: Koordinator batch (shares 256) and burstable (512)
+    CHECK(shares_to_weight(256, WeightFormula::Linear) == 10);
+    CHECK(shares_to_weight(256, WeightFormula::LogQuadratic) == 35);
+    CHECK(shares_to_weight(512, WeightFormula::Linear) == 20);
+    CHECK(shares_to_weight(512, WeightFormula::LogQuadratic) == 59);
+}
+
+TEST_CASE("cpu.weight evidence: a (shares, weight) pair fits one formula, both or none", "[knobs][weight]") {
+    CHECK(weight_fit(512, 20) == WeightFit::Linear);
+    CHECK(weight_fit(512, 59) == WeightFit::LogQuadratic);
+    CHECK(weight_fit(3, 1) == WeightFit::Linear);
+    CHECK(weight_fit(3, 2) == WeightFit::LogQuadratic);
+    CHECK(weight_fit(2, 1) == WeightFit::Both);          // ambiguous: no evidence
+    CHECK(weight_fit(262144, 10000) == WeightFit::Both);
+    CHECK(weight_fit(512, 21) == WeightFit::None);       // written by someone else
+    CHECK(weight_fit(1, 1) == WeightFit::None);          // shares out of range
+    CHECK(weight_fit(262145, 10000) == WeightFit::None);
+}
+
+TEST_CASE("cpu.weight formula of a runtime from its --version output", "[knobs][weight]") {
+    std::string v;
+    CHECK(runtime_version_formula("runc version 1.1.5+ds1\ncommit: 1.1.5+ds1-1+deb12u1\nspec: 1.0.2-dev\n", v) == WeightFormula::Linear);
+    CHECK(v == "runc 1.1.5");
+    CHECK(runtime_version_formula("runc version 1.3.1\n", v) == WeightFormula::Linear);
+    CHECK(runtime_version_formula("runc version 1.3.2\n", v) == WeightFormula::LogQuadratic);
+    CHECK(runtime_version_formula("runc version 1.4.0-rc.1\n", v) == WeightFormula::LogQuadratic);
+    CHECK(v == "runc 1.4.0");
+    CHECK(runtime_version_formula("crun version 1.23\ncommit: x\n", v) == WeightFormula::LogQuadratic);
+    CHECK(runtime_version_formula("crun version 1.21\n", v) == WeightFormula::Linear);
+    CHECK(runtime_version_formula("youki 0.5\n", v) == WeightFormula::Auto);
+    CHECK(v.empty());
+    CHECK(runtime_version_formula("", v) == WeightFormula::Auto);
+}
+
+TEST_CASE("cpu.weight formula detection: own pair, pod-level pairs, runtime, default", "[adjust][weight]") {
+    auto rt = [](WeightFormula f) {
+        return std::function<std::optional<RuntimeFormula>()>([f] { return RuntimeFormula{f, "runc 1.1.5", "runc"}; });
+    };
+    bool sib_called = false;
+    std::function<std::vector<WeightPair>()> sibs_linear = [&] {
+        sib_called = true;
+        return std::vector<WeightPair>{{2, 1, "pod sandbox aaaa"}, {512, 20, "sibling container bbbb"}};
+    };
+    // 1. the container's own pair decides; nothing after it is looked at
+    WeightChoice c = decide_weight_formula(WeightPair{512, 20, "container's own"}, "", sibs_linear, rt(WeightFormula::LogQuadratic));
+    CHECK(c.formula == WeightFormula::Linear);
+    CHECK(c.text() == "linear: container's own cpu.weight 20 = linear of OCI shares 512");
+    CHECK_FALSE(sib_called);
+    c = decide_weight_formula(WeightPair{512, 59, "container's own"}, "", nullptr, rt(WeightFormula::Linear));
+    CHECK(c.text() == "log-quadratic: container's own cpu.weight 59 = log-quadratic of OCI shares 512");
+    // 2. an ambiguous own pair (shares 2 → 1 in both formulas) is no evidence: the pod's pairs decide
+    //    (the sandbox's 2 → 1 is ambiguous too; the sibling's 512 → 20 is linear)
+    c = decide_weight_formula(WeightPair{2, 1, "container's own"}, "", sibs_linear, rt(WeightFormula::LogQuadratic));
+    CHECK(sib_called);
+    CHECK(c.formula == WeightFormula::Linear);
+    CHECK(c.why == "sibling container bbbb cpu.weight 20 = linear of OCI shares 512; container's own cpu.weight 1 of shares 2 fits both formulas");
+    // pod-level pairs that disagree decide nothing: 3. the runtime's version does
+    std::function<std::vector<WeightPair>()> mixed = [] {
+        return std::vector<WeightPair>{{512, 20, "sibling container a"}, {512, 59, "sibling container b"}};
+    };
+    c = decide_weight_formula(std::nullopt, "no OCI shares in the request: no evidence of its own", mixed, rt(WeightFormula::Linear));
+    CHECK(c.formula == WeightFormula::Linear);
+    CHECK(c.why == "runc 1.1.5 (runc --version, cached in the state dir runc-formula); no OCI shares in the request: no evidence of its own; "
+                   "sibling container a (linear) and sibling container b (log-quadratic) disagree");
+    // a pair no formula gives (someone else wrote the weight) is no evidence either
+    c = decide_weight_formula(WeightPair{512, 21, "container's own"}, "", nullptr, rt(WeightFormula::Linear));
+    CHECK(c.formula == WeightFormula::Linear);
+    CHECK(c.why.find("container's own cpu.weight 21 fits no formula of shares 512 (written by someone else)") != std::string::npos);
+    // 4. nothing at all: log-quadratic, and the reason says the runtime was never probed
+    c = decide_weight_formula(std::nullopt, "", nullptr, nullptr);
+    CHECK(c.formula == WeightFormula::LogQuadratic);
+    CHECK(c.why.rfind("default (no pair decided, runtime not probed", 0) == 0);
+    // a runtime that named no known version: still log-quadratic, and said so
+    c = decide_weight_formula(std::nullopt, "", nullptr, rt(WeightFormula::Auto));
+    CHECK(c.formula == WeightFormula::LogQuadratic);
+    CHECK(c.why == "default (runtime runc reported no known version)");
+}
+
+namespace {
+/// A cgroup tree in memory: path → content.
+struct MapKernel : Kernel {
+    std::map<std::string, std::string> files;
+    IoResult write(Root, const std::string&, std::string_view) override { return {}; }
+    std::optional<std::string> read(Root, const std::string& rel) override {
+        auto it = files.find(rel);
+        if (it == files.end()) return std::nullopt;
+        return it->second;
+    }
+    bool exists(Root, const std::string& rel) override { return files.count(rel) > 0; }
+};
+
+Plan weight_plan(const std::string& formula, MapKernel& k, const std::string& req_text,
+                 std::function<std::optional<RuntimeFormula>()> runtime = nullptr) {
+    static Policy p;
+    static Request r;
+    p = parse_policy_toml("version = 1\n[settings]\ndefault_class = \"X\"\n" + formula +
+                              "[classes.X.container]\ncpu_shares = 256\n[classes.X.pod]\ncpu_shares = 256\n",
+                          "w.toml");
+    r = parse_v01_request(req_text);
+    PlanInput in;
+    in.req = &r;
+    in.policy = &p;
+    in.paths = resolve_cgroups_path(*r.cgroups_path);
+    in.kube_qos = kube_qos_from_path(in.paths->pod);
+    Facts f{&r, in.kube_qos};
+    in.decision = classify(p, f);
+    in.layout = Layout::V2;
+    in.kernel = &k;
+    in.runtime_formula = std::move(runtime);
+    return build_plan(in);
+}
+const std::string kCtrDir = "kubepods/burstable/pod0e2e0000-6edd-4127-830b-934cae53b469/f9159d083de20134b90778a5c6d8ee69ecb3b500f2ef34976b11b59554b7bc8e";
+}  // namespace
+
+TEST_CASE("cgroup v2 writes convert shares with the formula runc used for the container", "[adjust][weight]") {
+    const std::string req = v01(json::object());  // OCI shares 512
+    MapKernel k;
+    // runc 1.1 wrote the container's weight from shares 512 with the linear formula: 20
+    k.files[kCtrDir + "/cpu.weight"] = "20\n";
+    Plan p = weight_plan("", k, req);
+    CHECK(writes_of(p)["cpu.weight"] == "10");  // the class's 256, linear, below the burstable 20
+    CHECK(p.weight_formula == "linear: container's own cpu.weight 20 = linear of OCI shares 512");
+    REQUIRE(!p.writes.empty());
+    CHECK(p.writes[0].from_shares == 256);
+    // runc >= 1.3.2 wrote 59: log-quadratic
+    k.files[kCtrDir + "/cpu.weight"] = "59\n";
+    p = weight_plan("", k, req);
+    CHECK(writes_of(p)["cpu.weight"] == "35");
+    CHECK(p.weight_formula == "log-quadratic: container's own cpu.weight 59 = log-quadratic of OCI shares 512");
+    // the policy's explicit formula wins over the evidence
+    k.files[kCtrDir + "/cpu.weight"] = "20\n";
+    p = weight_plan("cpu_weight_formula = \"log-quadratic\"\n", k, req);
+    CHECK(writes_of(p)["cpu.weight"] == "35");
+    CHECK(p.weight_formula == "log-quadratic: settings.cpu_weight_formula");
+    // no evidence of its own (no OCI shares): the runtime probe's cache decides
+    json noshares = json::parse(req);
+    noshares["spec"]["resources"]["cpu"].erase("shares");
+    p = weight_plan("", k, noshares.dump(), [] { return RuntimeFormula{WeightFormula::Linear, "runc 1.1.5", "runc"}; });
+    CHECK(writes_of(p)["cpu.weight"] == "10");
+    CHECK(p.weight_formula ==
+          "linear: runc 1.1.5 (runc --version, cached in the state dir runc-formula); no OCI shares in the request: no evidence of its own");
+    // cgroup v1: nothing is converted, nothing is said
+    CHECK(plan_for("version = 1\n[settings]\ndefault_class = \"X\"\n[classes.X.container]\ncpu_shares = 256\n", req, Layout::V1).weight_formula.empty());
+}
+
+TEST_CASE("pod-level writes follow the same rule: the sandbox's own pair, then the runtime", "[adjust][weight]") {
+    std::string sb = fixture("requests/containerd-1.6.20/sandbox-create.json");  // OCI shares 2
+    const std::string pod = "kubepods/burstable/pod0e2e0000-6edd-4127-830b-934cae53b469";
+    const std::string sbdir = pod + "/97f836f797313b8c1bbda96922a46fc700e505e212b0350c0b7e3d951d01c666";
+    MapKernel k;
+    k.files[sbdir + "/cpu.weight"] = "1\n";  // shares 2 → 1 in both formulas: no evidence
+    k.files[pod + "/cpu.weight"] = "39\n";   // kubelet's pod weight: never used as evidence
+    Plan p = weight_plan("", k, sb, [] { return RuntimeFormula{WeightFormula::Linear, "runc 1.1.5", "/usr/sbin/runc"}; });
+    CHECK(writes_of(p)["cpu.weight@pod"] == "10");
+    CHECK(p.weight_formula ==
+          "linear: runc 1.1.5 (/usr/sbin/runc --version, cached in the state dir runc-formula); sandbox's own cpu.weight 1 of shares 2 fits both formulas");
+    // a sandbox with pod-level shares runc converted (containerd with pod resources): its own pair decides
+    json j = json::parse(sb);
+    j["spec"]["resources"]["cpu"]["shares"] = 1024;
+    k.files[sbdir + "/cpu.weight"] = "100\n";
+    p = weight_plan("", k, j.dump(), [] { return RuntimeFormula{WeightFormula::Linear, "runc 1.1.5", "runc"}; });
+    CHECK(writes_of(p)["cpu.weight@pod"] == "35");
+    CHECK(p.weight_formula == "log-quadratic: sandbox's own cpu.weight 100 = log-quadratic of OCI shares 1024");
+    // nothing decides and no probe: log-quadratic
+    k.files[sbdir + "/cpu.weight"] = "1\n";
+    p = weight_plan("", k, sb);
+    CHECK(writes_of(p)["cpu.weight@pod"] == "35");
+    CHECK(p.weight_formula.rfind("log-quadratic: default (no pair decided, runtime not probed", 0) == 0);
+}
+
+TEST_CASE("settings.cpu_weight_formula: auto by default, round-trips, rejects others", "[policy][weight]") {
+    Policy p = parse_policy_toml("version = 1\n[settings]\ndefault_class = \"X\"\n[classes.X]\n", "a.toml");
+    CHECK(p.cpu_weight_formula == WeightFormula::Auto);
+    CHECK(bundled().cpu_weight_formula == WeightFormula::Auto);
+    for (const char* f : {"auto", "log-quadratic", "linear"}) {
+        Policy q = parse_policy_toml(std::string("version = 1\n[settings]\ndefault_class = \"X\"\ncpu_weight_formula = \"") + f + "\"\n[classes.X]\n", "f.toml");
+        CHECK(weight_formula_name(q.cpu_weight_formula) == std::string(f));
+        CHECK(weight_formula_name(policy_from_json(policy_to_json(q)).cpu_weight_formula) == std::string(f));
+    }
+    CHECK(error_of([] { parse_policy_toml("version = 1\n[settings]\ndefault_class = \"X\"\ncpu_weight_formula = \"runc\"\n[classes.X]\n", "b.toml"); })
+              .find("settings.cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"") != std::string::npos);
+}
