@@ -19,6 +19,8 @@
 #                         nri_qos_events_total{outcome="failed"} and nri_qos_relay_failures_total
 #   relay-records-after-answer  an ordinary event's records (event-log line, metrics count, last
 #                         request) are all written although the evaluator answers first (issue #13)
+#   relay-sync            Synchronize of 20 containers in 2 parts (issue #20): every update comes
+#                         back, each pod's class memo and every item's record exist
 #   relay-answer-before-records*  an event log that hangs (a FIFO nobody reads) does not delay the
 #                         answer: the real adjustment comes back at once; past the deadline the
 #                         relay records records-cut (relay log, metrics, event log)
@@ -200,6 +202,30 @@ if [ "$n" -ge 5 ] && grep -q 'nri_qos_events_total{event="CreateContainer"' "$TM
   pass "relay-record-paths-moved: $n of 6 events recorded in the policy's event log and metrics"
 else
   fail "relay-record-paths-moved: $n of 6 events in $TMP/s5/rec/events.log (want >= 5)"; tail -n 5 "$TMP/s5/load.log"
+fi
+
+# 7. Synchronize at registration (issue #20): the real binary, 20 running containers in 10 pods
+#    sent in 2 parts. Every container's update comes back in the last part's reply; each pod's
+#    class memo exists afterwards (status/reconcile know the pod); every pod and container has
+#    its "Synchronize" record. (Before: an empty reply, no memo, no record.)
+mkdir -p "$TMP/sy/cg" "$TMP/sy/state" "$TMP/sy/cache" "$TMP/sy/proc/4242"
+echo 0 > "$TMP/sy/proc/4242/oom_score_adj"
+CMD="$BIN relay --policy $PWD/bench/sync-policy.toml --cgroup-root $TMP/sy/cg --cgroup-layout v1 --proc-root $TMP/sy/proc"
+CMD="$CMD --state-dir $TMP/sy/state --cache-dir $TMP/sy/cache --event-log $TMP/sy/events.log --metrics-file $TMP/sy/m.prom"
+#    A generous runtime timeout (30 s): a loaded CI machine must not turn this into a speed test
+#    (bench/sync.sh measures the time against containerd's 2 s).
+if NRI_SYNC_CMD="$CMD" NRI_SYNC_CONTAINERS=20 NRI_SYNC_PER_POD=2 NRI_SYNC_PARTS=2 NRI_SYNC_CGROUP_ROOT="$TMP/sy/cg" NRI_SYNC_TIMEOUT_MS=30000 \
+     "$UT" "[.nri-sync]" >"$TMP/sy/out.log" 2>&1; then
+  memos=$(ls "$TMP/sy/state"/sb*.json 2>/dev/null | wc -l)
+  recs=$(grep -c '"event":"Synchronize"' "$TMP/sy/events.log" 2>/dev/null); recs=${recs:-0}
+  burst=$(cat "$TMP/sy/cg/cpu/kubepods/burstable/pod9/c9-1/cpu.cfs_burst_us" 2>/dev/null)
+  if [ "$memos" = 10 ] && [ "$recs" = 30 ] && [ "$burst" = 5000 ]; then
+    pass "relay-sync: $(grep -o 'sync: .*first part' "$TMP/sy/out.log"); 10 pod memos, 30 records"
+  else
+    fail "relay-sync: $memos pod memos (want 10), $recs Synchronize records (want 30), burst '$burst' (want 5000)"
+  fi
+else
+  fail "relay-sync (see below)"; tail -n 20 "$TMP/sy/out.log"
 fi
 
 [ "$FAILS" = 0 ]
