@@ -97,6 +97,7 @@ else
            /usr/share/man/man8/nri-qos.8.gz /usr/share/man/man5/nri-qos.toml.5.gz \
            /usr/share/doc/nri-qos/copyright /usr/share/doc/nri-qos/install.md /usr/sbin/nri-qos \
            /lib/systemd/system/nri-qos-reconcile.service /lib/systemd/system/nri-qos-reconcile.timer \
+           /lib/systemd/system/nri-qos-relay.service \
            /etc/logrotate.d/nri-qos; do
     grep -qxE "$f(\.gz)?" "$SCRATCH/deb.list" || { ok=0; echo "# deb: $f missing"; }   # dh_compress
   done
@@ -254,6 +255,7 @@ if [ -z "$missing" ]; then
 /usr/sbin/nri-qos
 /usr/lib/systemd/system/nri-qos-reconcile.service
 /usr/lib/systemd/system/nri-qos-reconcile.timer
+/usr/lib/systemd/system/nri-qos-relay.service
 EOF
     sort -o "$SCRATCH/rpm.want" "$SCRATCH/rpm.want"
     check rpm-files diff -u "$SCRATCH/rpm.want" "$SCRATCH/rpm.list"

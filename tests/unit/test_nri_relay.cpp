@@ -36,6 +36,7 @@
 #include "nri/mux.hpp"
 #include "nri/nri.pb.h"
 #include "nri/relay.hpp"
+#include "nri/service.hpp"
 #include "nri/sync.hpp"
 #include "nri/ttrpc.hpp"
 #include "sandbox.hpp"
@@ -116,6 +117,8 @@ class FakeRuntime {
     close(sv[1]);
     fd_ = sv[0];
   }
+  // The runtime's end of a connection the plugin made itself (external plugin, nri.sock).
+  explicit FakeRuntime(int accepted_fd) : fd_(accepted_fd) {}
   // Launch an nri-qos binary the way containerd does: trunk on fd 3, NRI_PLUGIN_* env.
   explicit FakeRuntime(const std::vector<std::string>& exec_argv) {
     int sv[2];
@@ -819,6 +822,96 @@ TEST_CASE("relay: Synchronize evaluates every pod and container; updates in the 
   CHECK_THAT(log, Catch::Contains("ctr-b2") && Catch::Contains("stopped (no cgroup to write)"));
   CHECK_THAT(log, Catch::Contains("sb-gone is not in the runtime's list"));
   CHECK_THAT(log, Catch::Contains("2 pods, 4 containers (2 part(s)): 4 evaluated, 0 failed (open), 2 not evaluated; 2 container updates"));
+}
+
+// Issue #20 §2: `nri-qos relay --socket` as a service. The runtime goes away (the connection
+// closes) and the service connects again, with a fresh relay: a full registration and
+// Synchronize; its liveness is on record (status file, metrics textfile with build info).
+// Old code: the relay exited with the connection, nothing kept it up or on record.
+TEST_CASE("relay service: reconnects after the runtime goes away; liveness on record", "[nri][relay][service]") {
+  TempDir t;
+  std::string sock = t.path + "/nri.sock";
+  int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(lfd >= 0);
+  struct sockaddr_un a {};
+  a.sun_family = AF_UNIX;
+  REQUIRE(sock.size() < sizeof a.sun_path);
+  std::strcpy(a.sun_path, sock.c_str());
+  REQUIRE(bind(lfd, reinterpret_cast<struct sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(listen(lfd, 4) == 0);
+  nri::RelayOptions o = child_opts(t.path);
+  o.socket_path = sock;
+  nri::ServiceOptions so;
+  so.status_file = t.path + "/state/relay.json";
+  so.metrics_file = t.path + "/prom/nri_qos_relay.prom";
+  so.version = "9.9.9";
+  so.policy_sha256 = "abc123";
+  so.backoff_min_ms = 50;
+  so.backoff_max_ms = 200;
+  pid_t svc = fork();
+  REQUIRE(svc >= 0);
+  if (svc == 0) {
+    int fd = open((t.path + "/service.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) dup2(fd, 2);
+    _exit(nri::run_relay_service(o, so));
+  }
+  auto accept_one = [&]() {
+    struct pollfd p = {lfd, POLLIN, 0};
+    REQUIRE(poll(&p, 1, 5000) == 1);
+    int c = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+    REQUIRE(c >= 0);
+    return c;
+  };
+  auto status_when = [&](const std::function<bool(const json&)>& ok) {
+    json st;
+    for (int64_t end = mono_ms() + 3000; mono_ms() < end; usleep(10000)) {
+      st = nri::read_service_status(so.status_file);
+      if (st.is_object() && !st.contains("error") && ok(st)) break;
+    }
+    return st;
+  };
+  {
+    FakeRuntime rt(accept_one());
+    rt.handshake("", "2.1.9~ds1");
+    json st = status_when([](const json& j) { return j.value("registered", false); });
+    CHECK(st.value("registered", false));
+    CHECK(st.value("runtime", "") == "containerd");
+    CHECK(st.value("runtime_version", "") == "2.1.9~ds1");
+    CHECK(st.value("reconnects", -1) == 0);
+    CHECK(st.value("relay_pid", 0) > 0);
+    CHECK(st.value("pid", 0) == svc);
+  }  // the runtime goes away (containerd restarted)
+  FakeRuntime rt(accept_one());  // the service came back by itself
+  rt.handshake("", "2.1.9~ds1");
+  pb::SynchronizeRequest sync;
+  *sync.add_pods() = make_pod("a");
+  *sync.add_containers() = sync_ctr("ctr-a1", "sb-a", pb::CONTAINER_RUNNING);
+  rt.request(3, "Synchronize", sync.SerializeAsString());
+  nri::ResponseEnvelope r = rt.reply(3, 5000);
+  REQUIRE(r.code == 0);
+  pb::SynchronizeResponse rsp;
+  REQUIRE(rsp.ParseFromString(r.payload));
+  CHECK(rsp.update_size() == 1);  // a full Synchronize on the new connection
+  json st = status_when([](const json& j) { return j.value("last_sync", 0) > 0; });
+  CHECK(st.value("reconnects", -1) == 1);
+  CHECK(st.value("registered", false));
+  CHECK(st.value("last_sync", 0) > 0);
+  CHECK_THAT(slurp(so.metrics_file), Catch::Contains("nri_qos_relay_up 1") && Catch::Contains("nri_qos_relay_reconnects_total 1") &&
+                                         Catch::Contains("nri_qos_build_info{version=\"9.9.9\",policy_sha256=\"abc123\"} 1"));
+  // SIGTERM: forwarded to the relay; the service exits 0 and says the relay is down
+  kill(svc, SIGTERM);
+  int stw = 0;
+  pid_t w = 0;
+  for (int64_t end = mono_ms() + 3000; mono_ms() < end && (w = waitpid(svc, &stw, WNOHANG)) == 0;) usleep(10000);
+  REQUIRE(w == svc);
+  CHECK(WIFEXITED(stw));
+  CHECK(WEXITSTATUS(stw) == 0);
+  st = nri::read_service_status(so.status_file);
+  CHECK_FALSE(st.value("registered", true));
+  CHECK_FALSE(st.value("up", true));  // the service is gone
+  CHECK_THAT(slurp(so.metrics_file), Catch::Contains("nri_qos_relay_up 0"));
+  CHECK_THAT(slurp(t.path + "/service.log"), Catch::Contains("connecting to " + sock + " again (reconnect 1)"));
+  close(lfd);
 }
 
 TEST_CASE("relay: unsolicited UpdateContainers only on NRI v0.12.1+ (containerd/containerd#13733)", "[nri][sync]") {
