@@ -220,7 +220,7 @@ if NRI_SYNC_CMD="$CMD" NRI_SYNC_CONTAINERS=20 NRI_SYNC_PER_POD=2 NRI_SYNC_PARTS=
   recs=$(grep -c '"event":"Synchronize"' "$TMP/sy/events.log" 2>/dev/null); recs=${recs:-0}
   burst=$(cat "$TMP/sy/cg/cpu/kubepods/burstable/pod9/c9-1/cpu.cfs_burst_us" 2>/dev/null)
   if [ "$memos" = 10 ] && [ "$recs" = 30 ] && [ "$burst" = 5000 ]; then
-    pass "relay-sync: $(grep -o 'sync: .*first part' "$TMP/sy/out.log"); 10 pod memos, 30 records"
+    pass "relay-sync: $(tr -s ' \n' ' ' < "$TMP/sy/out.log" | grep -o 'sync: [^:]*: [0-9]* updates, last reply [0-9]* ms'); 10 pod memos, 30 records"
   else
     fail "relay-sync: $memos pod memos (want 10), $recs Synchronize records (want 30), burst '$burst' (want 5000)"
   fi
