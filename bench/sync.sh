@@ -37,7 +37,7 @@ for run in $(seq 1 "$RUNS"); do
     tail -n 20 "$d/out.log" >&2
     exit 1
   fi
-  ms=$(grep -o 'last reply [0-9]* ms' "$d/out.log" | grep -o '[0-9]*')
+  ms=$(tr -s ' \n' ' ' < "$d/out.log" | grep -o 'last reply [0-9]* ms' | grep -o '[0-9]*')  # Catch wraps its lines
   echo "pass $run (load $(cut -d' ' -f1 /proc/loadavg)): $N containers, $PARTS parts: reply after $ms ms" >&2
   times+=("$ms")
 done
