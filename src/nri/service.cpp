@@ -92,7 +92,7 @@ void publish(const ServiceOptions& so, const RelayOptions& o, const State& s) {
   m += "# HELP nri_qos_relay_up 1 while the external NRI relay is registered with the runtime.\n";
   m += "# TYPE nri_qos_relay_up gauge\n";
   m += "nri_qos_relay_up " + std::string(s.registered ? "1" : "0") + "\n";
-  m += "# HELP nri_qos_relay_reconnects_total Connections to the runtime after the first one.\n";
+  m += "# HELP nri_qos_relay_reconnects_total Attempts to connect to the runtime after the first one (a runtime restart, a socket not there yet).\n";
   m += "# TYPE nri_qos_relay_reconnects_total counter\n";
   m += "nri_qos_relay_reconnects_total " + std::to_string(s.reconnects) + "\n";
   m += "# HELP nri_qos_relay_start_time_seconds Start time of the relay service (unix seconds).\n";

@@ -19,7 +19,7 @@ struct ServiceOptions {
   /// `<state_dir>/relay.json`, rewritten atomically (temporary file + rename) at each change:
   /// {"pid": service pid, "started": unix s, "relay_pid": pid of the connected relay or 0,
   ///  "connected": bool, "registered": bool (Configure received on this connection),
-  ///  "runtime": name, "runtime_version", "nri_version", "reconnects": connections after the
+  ///  "runtime": name, "runtime_version", "nri_version", "reconnects": connection attempts after the
   ///  first, "connected_since": unix s or 0, "last_sync": unix s of the last Synchronize reply or 0,
   ///  "socket": path}. Empty: none.
   std::string status_file;
