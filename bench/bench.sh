@@ -6,19 +6,20 @@
 #   2. native    bench/native.sh    nri-qos relay vs a Go pkg/stub plugin doing the same work, driven
 #                                   by containerd/nri pkg/adaptation; latency, CPU, RSS
 #   3. podstart  bench/podstart.sh  pod start latency on real containerd 1.7 and 2.1 through CRI
+#   4. sync      bench/sync.sh      Synchronize of a 250-container node through the real relay (issue #20)
 # Full run: about 5-6 minutes on the 2-CPU machine; take the numbers for the record on an idle
 # machine (the load average at start is printed and recorded).
 #
 # Env: BENCH_QUICK=1   short runs (one-shot 200 runs, scaling 10 and 1,000 rules, native 200
 #                      pods per peer, 10 pods per containerd configuration), about 1-2 minutes;
 #                      the results block says so
-#      BENCH_PARTS     subset of "oneshot native podstart" (default: all)
+#      BENCH_PARTS     subset of "oneshot native podstart sync" (default: all)
 #      BENCH_WRITE=0   leave BENCHMARKS.md alone (results stay in build/bench/)
 #      plus each part's own variables (BENCH_N, BENCH_SCALE, BENCH_NATIVE_N, BENCH_PODS, ...).
 set -uo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BB=$TOP/build/bench
-PARTS=${BENCH_PARTS:-oneshot native podstart}
+PARTS=${BENCH_PARTS:-oneshot native podstart sync}
 MODE=full
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
   MODE=quick
@@ -28,7 +29,7 @@ fi
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "make bench ($MODE): parts: $PARTS; load average at start: $LOAD0" >&2
 mkdir -p "$BB"
-rm -f "$BB"/{results.md,native.md,native.json,podstart.md,podstart.json,oneshot-latency.txt,oneshot-instructions.txt}
+rm -f "$BB"/{results.md,sync.md,native.md,native.json,podstart.md,podstart.json,oneshot-latency.txt,oneshot-instructions.txt}
 rc=0
 for p in $PARTS; do
   t=$SECONDS
@@ -36,7 +37,9 @@ for p in $PARTS; do
     oneshot) bash "$TOP/bench/run.sh" || { echo "make bench: one-shot benchmark failed" >&2; rc=1; } ;;
     native) bash "$TOP/bench/native.sh" || { echo "make bench: native benchmark failed" >&2; rc=1; } ;;
     podstart) bash "$TOP/bench/podstart.sh" || { echo "make bench: pod start benchmark failed" >&2; rc=1; } ;;
-    *) echo "make bench: unknown part '$p' (oneshot native podstart)" >&2; exit 2 ;;
+    sync) BENCH_SYNC_RUNS=${BENCH_SYNC_RUNS:-$([ $MODE = quick ] && echo 2 || echo 5)} bash "$TOP/bench/sync.sh" >/dev/null ||
+            { echo "make bench: Synchronize benchmark failed" >&2; rc=1; } ;;
+    *) echo "make bench: unknown part '$p' (oneshot native podstart sync)" >&2; exit 2 ;;
   esac
   echo "make bench: $p took $((SECONDS - t)) s" >&2
 done

@@ -167,7 +167,7 @@ def main():
     ap.add_argument("bb")
     ap.add_argument("--mode", default="full")
     ap.add_argument("--load-start", default="?")
-    ap.add_argument("--parts", default="oneshot native podstart")
+    ap.add_argument("--parts", default="oneshot native podstart sync")
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args()
     try:
@@ -201,6 +201,9 @@ def main():
     b += section("Pod start on real containerd 1.7 and 2.1 (what a user feels)",
                  rd(os.path.join(a.bb, "podstart.md")) if "podstart" in parts else None,
                  skipped if "podstart" not in parts else "(no results: bench/podstart.sh failed)")
+    b += section("Synchronize at registration: a whole node through the real relay (issue #20)",
+                 rd(os.path.join(a.bb, "sync.md")) if "sync" in parts else None,
+                 skipped if "sync" not in parts else "(no results: bench/sync.sh failed)")
     b += [END]
     block = "\n".join(b) + "\n"
     if not a.write:

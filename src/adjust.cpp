@@ -21,7 +21,10 @@ std::string nri_api_level(const std::string& name, const std::string& version) {
 
 namespace {
 
-enum class Mode { None, Direct, NriCreate, NriStart, NriUpdate };
+// NriSync: an existing container at Synchronize: what NRI can carry goes into `update` (the
+// runtime applies it after the reply, like UpdateContainer's), the rest is written directly (as
+// StartContainer writes it).
+enum class Mode { None, Direct, NriCreate, NriStart, NriUpdate, NriSync };
 
 /// A knob resolved for this request: integer (or "max") or text.
 struct Resolved {
@@ -408,7 +411,7 @@ struct Builder {
     }
 
     void knobs(const std::vector<KnobSetting>& list, const std::string& scope, const std::string* dir) {
-        const bool nri_mode = mode == Mode::NriCreate || mode == Mode::NriStart || mode == Mode::NriUpdate;
+        const bool nri_mode = mode == Mode::NriCreate || mode == Mode::NriStart || mode == Mode::NriUpdate || mode == Mode::NriSync;
         json adj = json::object();
         for (const auto& k : list) {
             const KnobDef& d = knob_def(k.id);
@@ -456,7 +459,7 @@ struct Builder {
         }
         if (scope == "container" && mode == Mode::NriUpdate) lower_burst_first(list, dir);
         if (scope != "container" || adj.empty()) return;
-        if (mode == Mode::NriUpdate) {
+        if (mode == Mode::NriUpdate || mode == Mode::NriSync) {
             if (adj.contains("linux") && adj["linux"].contains("resources")) plan.update = adj["linux"]["resources"];
             return;
         }
@@ -539,6 +542,12 @@ Plan build_plan(const PlanInput& in) {
         // cpu.weight from the spec's shares): what StartContainer writes, on the updated values.
         case Event::PostUpdateContainer: mode = Mode::NriStart; break;
         case Event::UpdatePodSandbox: pod_knobs = true; break;  // kubelet rewrote the pod cgroup
+        // Registration/reconnect: a pod as at RunPodSandbox (its pod knobs), a container as
+        // UpdateContainer (NRI fields, applied by the runtime) plus StartContainer (the rest).
+        case Event::Synchronize:
+            if (req.is_sandbox) pod_knobs = true;
+            else mode = Mode::NriSync;
+            break;
         default: break;
     }
     std::optional<WeightChoice> weight;

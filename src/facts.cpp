@@ -93,6 +93,7 @@ bool is_container_start(Event e, bool sandbox) {
     switch (e) {
         case Event::Create: case Event::Update: return !sandbox;
         case Event::CreateContainer: case Event::StartContainer: case Event::UpdateContainer: return true;
+        case Event::Synchronize: return !sandbox;  // an existing container, evaluated like an update
         default: return false;
     }
 }
@@ -103,7 +104,10 @@ bool is_container_end(Event e, bool sandbox) {
         default: return false;
     }
 }
-bool is_pod_start(Event e, bool sandbox) { return (e == Event::Create && sandbox) || e == Event::RunPodSandbox; }
+bool is_pod_start(Event e, bool sandbox) {
+    // Synchronize of a pod: all its pod knobs, as at RunPodSandbox
+    return (e == Event::Create && sandbox) || e == Event::RunPodSandbox || (e == Event::Synchronize && sandbox);
+}
 bool is_pod_end(Event e, bool sandbox) {
     return (e == Event::Delete && sandbox) || e == Event::StopPodSandbox || e == Event::RemovePodSandbox;
 }

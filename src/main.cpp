@@ -13,6 +13,9 @@
 #include "arena.hpp"
 #include "nri/eval_pipeline.hpp"
 #include "nri/relay.hpp"
+#include "nri/service.hpp"
+#include "policy_store.hpp"
+#include "record.hpp"
 #include "pipeline.hpp"
 #include "publish.hpp"
 #include "record.hpp"
@@ -235,6 +238,7 @@ int main(int argc, char** argv) {
     CLI::App* check = nullptr;
     nri::RelayOptions ro;
     std::string evaluator = "fork";
+    bool relay_once = false;
     std::string explain_container;
     CLI::App* status = nullptr;
     CLI::App* reconcile = nullptr;
@@ -270,6 +274,8 @@ int main(int argc, char** argv) {
         relay->add_option("--log-file", ro.log_file, "append the relay's log here (containerd gives launched plugins stderr = /dev/null)");
         relay->add_option("--evaluator", evaluator, "fork (default: a spare evaluator forked ahead of each event) or exec (nri-eval exec'd per event)")
             ->check(CLI::IsMember({"fork", "exec"}));
+        relay->add_flag("--once", relay_once,
+                        "with --socket: serve one connection and exit (default: reconnect with back-off when the runtime goes away)");
 
         nriqos::add_register_commands(app);
 
@@ -392,7 +398,32 @@ int main(int argc, char** argv) {
             o.policy_from_flag = relay->count("--policy") > 0;
             ro.inproc = nri::pipeline_evaluator(o);
         }
-        return nri::run_relay(ro);
+        if (ro.fd >= 0 || relay_once) return nri::run_relay(ro);
+        // External plugin (--socket): a service that reconnects (issue #20), its liveness in
+        // <state_dir>/relay.json and a textfile next to the hook's metrics.
+        nri::ServiceOptions sv;
+        sv.status_file = o.state_dir + "/relay.json";
+        const std::string mf = o.metrics_file ? *o.metrics_file : std::string(nriqos::defaults::kMetricsFile);
+        if (!mf.empty()) sv.metrics_file = nriqos::dir_name(mf) + "/nri_qos_relay.prom";
+        sv.version = NRI_QOS_VERSION;
+        try {  // read only: which policy is in force now (policy_store.hpp)
+            nriqos::PolicyInfo info;
+            nriqos::PolicyPlaces w;
+            w.cache_dir = o.cache_dir;
+            w.last_good_dir = nriqos::last_good_dir_of(o);
+            w.write = w.save_last_good = false;
+            nriqos::effective_policy(o.policy, o.policy == nriqos::defaults::kPolicy, w, nullptr, info);
+            sv.policy_sha256 = info.sha256;
+        } catch (...) {
+        }
+        if (!ro.log_file.empty()) {  // the service's own lines go to the relay's log too
+            int lfd = open(ro.log_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+            if (lfd >= 0) {
+                dup2(lfd, 2);
+                close(lfd);
+            }
+        }
+        return nri::run_relay_service(ro, sv);
     }
     if (check && check->parsed()) {
         std::string out, err;

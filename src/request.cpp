@@ -47,6 +47,7 @@ const char* event_name(Event e) {
         case Event::RemoveContainer: return "RemoveContainer";
         case Event::PostUpdateContainer: return "PostUpdateContainer";
         case Event::UpdatePodSandbox: return "UpdatePodSandbox";
+        case Event::Synchronize: return "Synchronize";
         case Event::Other: break;
     }
     return "other";
@@ -661,7 +662,7 @@ Request parse_nri_event(std::string_view text) {
         {"StartContainer", Event::StartContainer}, {"UpdateContainer", Event::UpdateContainer},
         {"StopContainer", Event::StopContainer}, {"RemoveContainer", Event::RemoveContainer},
         {"PostUpdateContainer", Event::PostUpdateContainer}, {"UpdatePodSandbox", Event::UpdatePodSandbox},
-        {"Synchronize", Event::Other},
+        {"Synchronize", Event::Synchronize},
     };
     std::string ev = get_string(s.event, {"/event"}, true);
     bool known = false;

@@ -41,6 +41,10 @@ enum class Event {
     RunPodSandbox, StopPodSandbox, RemovePodSandbox,
     CreateContainer, StartContainer, UpdateContainer, StopContainer, RemoveContainer,
     PostUpdateContainer, UpdatePodSandbox,  // native NRI: after a container update; pod resize (NRI v0.10+)
+    /// Native NRI Synchronize (registration, reconnect): one existing pod (sandbox: pod knobs and
+    /// the class memo, as RunPodSandbox) or one existing container (NRI fields in `update`,
+    /// the rest written directly, as UpdateContainer + StartContainer). docs/native-nri.md.
+    Synchronize,
     Other,
 };
 const char* event_name(Event e);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "kernel.hpp"
+#include "nri/service.hpp"
 #include "pipeline.hpp"
 #include "policy_cache.hpp"
 #include "policy_store.hpp"
@@ -198,8 +199,33 @@ int run_status(const StateCommandOptions& o, std::string& out) {
     if (all.empty()) text += "(no pods or containers recorded in " + o.state_dir + "/last)\n";
     else text += std::to_string(all.size()) + " recorded, " + std::to_string(drifted) + " knob(s) drifted" +
                  (drifted ? ": run `nri-qos reconcile` to restore them\n" : "\n");
+    // The external relay service's liveness (src/nri/service.hpp), when it runs on this state dir.
+    json relay = nri::read_service_status(o.state_dir + "/relay.json");
+    if (relay.is_object()) {
+        if (relay.contains("error")) {
+            text += "relay: " + relay["error"].get<std::string>() + "\n";
+        } else {
+            auto num = [&relay](const char* k) { return relay.value(k, int64_t(0)); };
+            auto when = [](int64_t t) {
+                char b[64] = "-";
+                struct tm tm {};
+                time_t tt = static_cast<time_t>(t);
+                if (t > 0) strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&tt, &tm));
+                return std::string(b);
+            };
+            std::string line = std::string("relay: ") + (relay.value("up", false) ? "up" : "DOWN") + " (service pid " +
+                               std::to_string(num("pid")) + ", started " + when(num("started")) + "), " +
+                               (relay.value("registered", false)
+                                    ? "registered with " + relay.value("runtime", std::string("?")) + " " + relay.value("runtime_version", std::string()) +
+                                          " (relay pid " + std::to_string(num("relay_pid")) + ", since " + when(num("connected_since")) + ")"
+                                    : std::string("not registered")) +
+                               ", " + std::to_string(num("reconnects")) + " reconnect(s), last Synchronize " + when(num("last_sync"));
+            text += line + "\n";
+        }
+    }
     if (o.format == "json") {
         json j = {{"state_dir", o.state_dir}, {"entries", arr}, {"drifted", drifted}};
+        if (!relay.is_null()) j["relay"] = relay;
         out = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
     } else {
         out = text;

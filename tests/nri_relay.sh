@@ -25,6 +25,8 @@
 #                         one line each in the relay log, events counted, no records-cut
 #   relay-respawn*        SIGKILLed zygotes and keepers are replaced: later events are really
 #                         evaluated; each loss is in the event log and the metrics (issue 19 §2)
+#   relay-sync            Synchronize of 20 containers in 2 parts (issue #20): every update comes
+#                         back, each pod's class memo and every item's record exist
 # Env: NRI_QOS_BIN (default build/nri-qos), NRI_RELAY_LOAD_EVENTS (default 2000; 10000 for the
 # full memory check, ~10 s).
 # Output: PASS/FAIL/SKIP lines; exit status 1 when a check failed.
@@ -229,6 +231,30 @@ if [ "$k" = 2 ] && [ "$z" = 3 ] && [ "${mk:-0}" = 2 ] && [ "${mz:-0}" = 3 ] && !
 else
   fail "relay-respawn-recorded: event log keeper-lost $k (want 2), zygote-lost $z (want 3); metrics '${mk:-}' / '${mz:-}'"
   grep -h 'lost\|relay' "$RLOG" "$RPROM" 2>/dev/null | head -n 10
+fi
+
+# 8. Synchronize at registration (issue #20): the real binary, 20 running containers in 10 pods
+#    sent in 2 parts. Every container's update comes back in the last part's reply; each pod's
+#    class memo exists afterwards (status/reconcile know the pod); every pod and container has
+#    its "Synchronize" record. (Before: an empty reply, no memo, no record.)
+mkdir -p "$TMP/sy/cg" "$TMP/sy/state" "$TMP/sy/cache" "$TMP/sy/proc/4242"
+echo 0 > "$TMP/sy/proc/4242/oom_score_adj"
+CMD="$BIN relay --policy $PWD/bench/sync-policy.toml --cgroup-root $TMP/sy/cg --cgroup-layout v1 --proc-root $TMP/sy/proc"
+CMD="$CMD --state-dir $TMP/sy/state --cache-dir $TMP/sy/cache --event-log $TMP/sy/events.log --metrics-file $TMP/sy/m.prom"
+#    A generous runtime timeout (30 s): a loaded CI machine must not turn this into a speed test
+#    (bench/sync.sh measures the time against containerd's 2 s).
+if NRI_SYNC_CMD="$CMD" NRI_SYNC_CONTAINERS=20 NRI_SYNC_PER_POD=2 NRI_SYNC_PARTS=2 NRI_SYNC_CGROUP_ROOT="$TMP/sy/cg" NRI_SYNC_TIMEOUT_MS=30000 \
+     "$UT" "[.nri-sync]" >"$TMP/sy/out.log" 2>&1; then
+  memos=$(ls "$TMP/sy/state"/sb*.json 2>/dev/null | wc -l)
+  recs=$(grep -c '"event":"Synchronize"' "$TMP/sy/events.log" 2>/dev/null); recs=${recs:-0}
+  burst=$(cat "$TMP/sy/cg/cpu/kubepods/burstable/pod9/c9-1/cpu.cfs_burst_us" 2>/dev/null)
+  if [ "$memos" = 10 ] && [ "$recs" = 30 ] && [ "$burst" = 5000 ]; then
+    pass "relay-sync: $(tr -s ' \n' ' ' < "$TMP/sy/out.log" | grep -o 'sync: [^:]*: [0-9]* updates, last reply [0-9]* ms'); 10 pod memos, 30 records"
+  else
+    fail "relay-sync: $memos pod memos (want 10), $recs Synchronize records (want 30), burst '$burst' (want 5000)"
+  fi
+else
+  fail "relay-sync (see below)"; tail -n 20 "$TMP/sy/out.log"
 fi
 
 [ "$FAILS" = 0 ]

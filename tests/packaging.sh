@@ -98,6 +98,7 @@ else
            /usr/share/doc/nri-qos/copyright /usr/share/doc/nri-qos/install.md /usr/sbin/nri-qos \
            /usr/share/doc/nri-qos/operations.md /usr/share/doc/nri-qos/README.md \
            /lib/systemd/system/nri-qos-reconcile.service /lib/systemd/system/nri-qos-reconcile.timer \
+           /lib/systemd/system/nri-qos-relay.service \
            /etc/logrotate.d/nri-qos; do
     grep -qxE "$f(\.gz)?" "$SCRATCH/deb.list" || { ok=0; echo "# deb: $f missing"; }   # dh_compress
   done
@@ -267,6 +268,7 @@ if [ -z "$missing" ]; then
 /usr/sbin/nri-qos
 /usr/lib/systemd/system/nri-qos-reconcile.service
 /usr/lib/systemd/system/nri-qos-reconcile.timer
+/usr/lib/systemd/system/nri-qos-relay.service
 EOF
     sort -o "$SCRATCH/rpm.want" "$SCRATCH/rpm.want"
     check rpm-files diff -u "$SCRATCH/rpm.want" "$SCRATCH/rpm.list"

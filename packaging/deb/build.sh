@@ -24,6 +24,7 @@ cp -a packaging/deb/debian "$SRC/debian"
 # dh_installsystemd --name=nri-qos-reconcile picks these up (one source for rpm and deb)
 cp packaging/systemd/nri-qos-reconcile.service "$SRC/debian/nri-qos.nri-qos-reconcile.service"
 cp packaging/systemd/nri-qos-reconcile.timer "$SRC/debian/nri-qos.nri-qos-reconcile.timer"
+cp packaging/systemd/nri-qos-relay.service "$SRC/debian/nri-qos.nri-qos-relay.service"
 # dh_installlogrotate installs debian/nri-qos.logrotate as /etc/logrotate.d/nri-qos (a conffile)
 cp packaging/logrotate/nri-qos "$SRC/debian/nri-qos.logrotate"
 sed -i "1s/^nri-qos ([^)]*)/nri-qos ($VERSION)/" "$SRC/debian/changelog"

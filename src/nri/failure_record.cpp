@@ -23,7 +23,7 @@ constexpr size_t kMaxReason = 512;
 
 const char* const kEvents[] = {"RunPodSandbox",   "RemovePodSandbox",    "CreateContainer", "StartContainer",
                                "UpdateContainer", "PostUpdateContainer", "UpdatePodSandbox", "StateChange",
-                               "unknown",         "relay"};
+                               "Synchronize",     "unknown",             "relay"};
 const char* const kKinds[] = {"timeout",  "crash",      "bad-output",     "unavailable", "malformed",
                               "overloaded", "unknown-method", "shutdown", "records-cut", "died-after-answer",
                               "keeper-lost", "zygote-lost"};

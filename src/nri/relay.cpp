@@ -20,6 +20,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@
 #include "nri/mux.hpp"
 #include "nri/nri.pb.h"
 #include "nri/nri_json.hpp"
+#include "nri/sync.hpp"
 #include "nri/ttrpc.hpp"
 #include "record.hpp"
 #include "kernel.hpp"
@@ -51,6 +53,9 @@ constexpr size_t kMaxQueued = 64;
 constexpr size_t kMaxQueuedBytes = 8u << 20;
 // Unsent bytes toward the runtime before we consider it gone.
 constexpr size_t kMaxOutq = 8u << 20;
+// The runtime's request timeout when Configure does not say (NRI < v0.8): containerd's default
+// plugin_request_timeout, 2 s.
+constexpr int64_t kDefaultRequestTimeoutMs = 2000;
 
 void redirect_log(const std::string& path);
 
@@ -154,6 +159,10 @@ struct Pending {
   std::string payload;
   int64_t timeout_nano = 0;
   int64_t arrival_ms = 0;
+  // One evaluation of a Synchronize pass (method "Synchronize", stream 0: no reply of its own;
+  // `item` indexes sync->items), or the pass's reply (item -1) after its last evaluation.
+  std::shared_ptr<SyncPass> sync;
+  int item = -1;
 };
 
 // The event being evaluated (the request's identity; the process is the supervisor's).
@@ -165,6 +174,7 @@ struct Current {
   std::string container_id;  // UpdateContainer reply target
   std::string ns, pod, container, sandbox_id;  // for the failure record
   std::string input;         // child contract JSON
+  std::shared_ptr<SyncPass> sync;  // a Synchronize evaluation: its update goes into the pass's reply
 };
 
 SupervisorOptions supervisor_options(const RelayOptions& o) {
@@ -193,6 +203,9 @@ class Relay {
   void handle_message(uint32_t conn, TtrpcMessage& m);
   void handle_request(uint32_t stream, RequestEnvelope& req);
   void on_configure(uint32_t stream, const std::string& payload);
+  void on_synchronize(uint32_t stream, const RequestEnvelope& req);
+  void reply_sync(SyncPass& pass);
+  bool call_runtime(const char* method, const std::string& payload);
   void start_next();
   void confine();
   bool prepare(Pending& p, Current& c);
@@ -205,6 +218,8 @@ class Relay {
                       bool replaced = false);
   void refuse(uint32_t stream, int code, const std::string& message, const char* kind, const std::string& reason);
   int64_t budget_ms(const Pending& p) const;
+  int64_t wait_limit_ms(const Pending& p) const;
+  std::deque<Pending>& next_queue() { return syncq_.empty() ? queue_ : syncq_; }
 
   const RelayOptions& o_;
   int fd_ = -1;
@@ -219,13 +234,17 @@ class Relay {
   }};
   StreamIds client_ids_;
   uint32_t register_stream_ = 0;
-  std::string runtime_name_, runtime_version_;
+  std::string runtime_name_, runtime_version_, nri_version_;
   int64_t request_timeout_ms_ = 0;
   int nri_minor_ = 6;
   std::vector<std::string> config_flags_;
   bool fail_closed_ = false;  // cached on_child_failure ("open" by default)
   std::deque<Pending> queue_;
   size_t queued_bytes_ = 0;
+  // Synchronize: the parts received so far (until the one with more = false), then the pass's
+  // evaluations and its reply, served before queue_ (the runtime holds its events meanwhile).
+  std::shared_ptr<SyncPass> sync_parts_;
+  std::deque<Pending> syncq_;
   Supervisor sup_;
   Current cur_;
   // Who the evaluations that answered and still write their records were for (Outcome::id ->
@@ -284,10 +303,12 @@ void Relay::send_message(uint32_t conn, uint32_t stream, uint8_t type, const std
 }
 
 void Relay::reply_ok(uint32_t stream, const std::string& payload) {
+  if (stream == 0) return;  // a Synchronize evaluation: the pass replies once (reply_sync)
   send_message(kPluginServiceConn, stream, kTtrpcResponse, encode_ok_response(payload));
 }
 
 void Relay::reply_error(uint32_t stream, int code, const std::string& message) {
+  if (stream == 0) return;
   send_message(kPluginServiceConn, stream, kTtrpcResponse, encode_error_response(code, message));
 }
 
@@ -389,12 +410,7 @@ void Relay::handle_request(uint32_t stream, RequestEnvelope& req) {
   if (m == "Configure") {
     on_configure(stream, req.payload);
   } else if (m == "Synchronize") {
-    // Never evaluated (NRI v0.6 does not even send it to launched plugins). With split state
-    // (NRI v0.8+ `more`), the reply must echo `more` and carry no updates.
-    pb::SynchronizeRequest sreq;
-    pb::SynchronizeResponse srsp;
-    if (sreq.ParseFromString(req.payload)) srsp.set_more(sreq.more());
-    reply_ok(stream, srsp.SerializeAsString());
+    on_synchronize(stream, req);
   } else if (m == "Shutdown") {
     if (o_.debug) logf("Shutdown requested by the runtime");
     reply_ok(stream, std::string());
@@ -426,6 +442,7 @@ void Relay::on_configure(uint32_t stream, const std::string& payload) {
   }
   runtime_name_ = req.runtime_name();
   runtime_version_ = req.runtime_version();
+  nri_version_ = req.nri_version();
   nri_minor_ = runtime_nri_minor(runtime_name_, runtime_version_, req.nri_version());
   request_timeout_ms_ = req.request_timeout();
   config_flags_.clear();
@@ -483,10 +500,114 @@ void Relay::on_configure(uint32_t stream, const std::string& payload) {
   pb::ConfigureResponse rsp;
   rsp.set_events(int32_t(subscription_mask(nri_minor_)));
   reply_ok(stream, rsp.SerializeAsString());
+  if (o_.status_fd >= 0) {  // the service's liveness record (service.hpp); a full pipe only loses a line
+    std::string line = "configured\t" + runtime_name_ + "\t" + runtime_version_ + "\t" + nri_version_ + "\n";
+    for (char& ch : line)
+      if (ch != '\n' && ch != '\t' && (ch < 32 || ch == 127)) ch = '?';
+    ssize_t w = write(o_.status_fd, line.data(), line.size());
+    (void)w;
+  }
   if (o_.debug) {
     logf("configured by %s %s (NRI v0.%d), events 0x%x", runtime_name_.c_str(), runtime_version_.c_str(), nri_minor_,
          subscription_mask(nri_minor_));
   }
+}
+
+// The relay's one path to the runtime's own service (conn 2). An unsolicited UpdateContainers
+// is refused here below NRI v0.12.1: it can deadlock containerd (containerd/containerd#13733;
+// sync.hpp unsolicited_updates_safe). nri-qos sends none today — Synchronize carries its updates
+// in the reply — and this guard keeps it so for any runtime that could deadlock.
+bool Relay::call_runtime(const char* method, const std::string& payload) {
+  if (std::strcmp(method, "UpdateContainers") == 0 && !unsolicited_updates_safe(nri_version_)) {
+    logf("UpdateContainers not sent: the runtime's NRI (%s) is older than v0.12.1, where an unsolicited update can "
+         "deadlock containerd (containerd/containerd#13733)", nri_version_.empty() ? "before v0.12" : nri_version_.c_str());
+    return false;
+  }
+  uint32_t id = client_ids_.next();
+  if (std::strcmp(method, "RegisterPlugin") == 0) register_stream_ = id;
+  send_message(kRuntimeServiceConn, id, kTtrpcRequest, encode_request(kRuntimeService, method, payload));
+  return true;
+}
+
+// Synchronize (issue #20): the runtime's existing pods and containers, at registration (NRI
+// v0.7+; v0.6 only for external plugins) and at every reconnect. A part with more = true is
+// collected and acknowledged at once with an empty reply that echoes `more` (NRI pkg/stub
+// collectSync; the runtime closes a plugin whose reply to such a part carries an update). The
+// last part starts the pass: every pod, then every container, each evaluated in an evaluator
+// process of its own like an event ("Synchronize"), ahead of any event the runtime sends
+// meanwhile; the last part's reply carries the containers' updates (reply_sync). Nothing here
+// can fail the runtime: an error reply to Synchronize closes the plugin, so a failure is
+// recorded and the item answered without an update (fail-open).
+void Relay::on_synchronize(uint32_t stream, const RequestEnvelope& req) {
+  pb::SynchronizeRequest part;
+  if (!part.ParseFromString(req.payload)) {
+    logf("Synchronize: malformed request; answered without evaluating the existing containers");
+    sync_parts_.reset();
+    reply_ok(stream, std::string());
+    record_failure("malformed", "Synchronize", false, "open", "malformed Synchronize request: existing pods and containers not evaluated",
+                   nullptr, -1);
+    return;
+  }
+  if (!sync_parts_) {
+    sync_parts_ = std::make_shared<SyncPass>();
+    sync_parts_->started_ms = now_ms();
+  }
+  const bool more = part.more();
+  sync_add_part(*sync_parts_, part);
+  if (more) {
+    pb::SynchronizeResponse rsp;
+    rsp.set_more(true);
+    reply_ok(stream, rsp.SerializeAsString());
+    return;
+  }
+  std::shared_ptr<SyncPass> pass = std::move(sync_parts_);
+  pass->stream = stream;
+  // One deadline for the whole pass: the runtime's context spans every part (NRI pkg/adaptation
+  // plugin.go synchronize: the plugin request timeout), so the last part's timeout_nano is what
+  // is left of it.
+  const int64_t now = now_ms();
+  int64_t limit = pass->started_ms + (request_timeout_ms_ > 0 ? request_timeout_ms_ : kDefaultRequestTimeoutMs);
+  if (req.timeout_nano > 0) limit = std::min<int64_t>(limit, now + req.timeout_nano / 1000000);
+  pass->deadline_ms = limit - kReplyMarginMs;
+  sync_plan(*pass);
+  for (const std::string& why : pass->skipped) logf("Synchronize %s: not evaluated", why.c_str());
+  if (pass->dropped > 0) {
+    std::string why = std::to_string(pass->dropped) + " pods/containers past the relay's bounds (" +
+                      std::to_string(kMaxSyncObjects) + " objects, " + std::to_string(kMaxSyncBytes >> 20) + " MiB) not evaluated";
+    logf("Synchronize: %s", why.c_str());
+    record_failure("overloaded", "Synchronize", false, "open", why, nullptr, -1);
+  }
+  if (o_.debug) {
+    logf("Synchronize: %zu pods, %zu containers in %u part(s); %zu evaluations within %lld ms", pass->pods.size(),
+         pass->containers.size(), pass->parts, pass->items.size(), (long long)(pass->deadline_ms - now));
+  }
+  for (size_t i = 0; i < pass->items.size(); ++i) {
+    Pending p;
+    p.method = "Synchronize";
+    p.arrival_ms = now;
+    p.sync = pass;
+    p.item = int(i);
+    syncq_.push_back(std::move(p));
+  }
+  Pending last;  // the reply, once every evaluation ended
+  last.method = "Synchronize";
+  last.sync = std::move(pass);
+  syncq_.push_back(std::move(last));
+}
+
+void Relay::reply_sync(SyncPass& pass) {
+  logf("Synchronize: %zu pods, %zu containers (%u part(s)): %zu evaluated, %zu failed (open), %zu not evaluated; "
+       "%d container updates; %lld ms",
+       pass.pods.size(), pass.containers.size(), pass.parts, pass.evaluated, pass.failed,
+       pass.skipped.size() + pass.dropped, pass.response.update_size(), (long long)(now_ms() - pass.started_ms));
+  reply_ok(pass.stream, pass.response.SerializeAsString());
+  if (o_.status_fd >= 0) {
+    ssize_t w = write(o_.status_fd, "synced\n", 7);
+    (void)w;
+  }
+  // The pods and containers are no longer needed (evaluations still finishing keep the pass).
+  std::vector<pb::PodSandbox>().swap(pass.pods);
+  std::vector<pb::Container>().swap(pass.containers);
 }
 
 // ------------------------------------------------------------------ evaluation
@@ -496,6 +617,12 @@ int64_t Relay::budget_ms(const Pending& p) const {
   if (p.timeout_nano > 0) b = std::min<int64_t>(b, p.timeout_nano / 1000000 - kReplyMarginMs);
   if (request_timeout_ms_ > 0) b = std::min<int64_t>(b, request_timeout_ms_ - kReplyMarginMs);
   return std::max<int64_t>(b, kMinBudgetMs);
+}
+
+// Until when a request may wait for its evaluator: its own deadline, or for a Synchronize
+// evaluation the pass's.
+int64_t Relay::wait_limit_ms(const Pending& p) const {
+  return p.sync ? p.sync->deadline_ms : p.arrival_ms + budget_ms(p);
 }
 
 // A relay-level failure on the operator's record (event log + metrics, issue #11), written by
@@ -534,6 +661,7 @@ void Relay::refuse(uint32_t stream, int code, const std::string& message, const 
 void Relay::fail_event(uint32_t stream, const std::string& event, const std::string& subject,
                        const std::string& reason, const char* kind, const Current* who, int64_t took_ms) {
   bool closed = fail_closed_ && is_admission(event);
+  if (who && who->sync) ++who->sync->failed;  // an existing container: always open, no reply of its own
   logf("%s%s%s: evaluation failed: %s; failing %s", event.c_str(), subject.empty() ? "" : " ",
        subject.c_str(), reason.c_str(), closed ? "closed" : "open");
   if (closed) {
@@ -581,6 +709,12 @@ bool Relay::prepare(Pending& p, Current& c) {
     c.event = "UpdatePodSandbox";
     pod = &preq.pod();
     if (ok && preq.has_linux_resources()) linux_resources = &preq.linux_resources();
+  } else if (p.sync) {  // one pod or container of a Synchronize pass (decoded already)
+    const SyncPass::Item& it = p.sync->items[size_t(p.item)];
+    c.event = "Synchronize";
+    c.sync = p.sync;
+    pod = &p.sync->pods[size_t(it.pod)];
+    ctr = it.ctr >= 0 ? &p.sync->containers[size_t(it.ctr)] : nullptr;
   } else {  // StateChange
     ok = sc.ParseFromString(p.payload);
     const char* name = ok ? state_change_name(sc.event()) : "StateChange";
@@ -616,22 +750,31 @@ bool Relay::prepare(Pending& p, Current& c) {
 void Relay::start_next() {
   // A spare the zygote is still cloning arrives within a fraction of a millisecond: wait for it
   // (the poll loop wakes on its answer) rather than fork another.
-  while (!sup_.busy() && !queue_.empty() && !closed_ && !shutdown_) {
+  // A Synchronize pass (syncq_) goes before the events queued meanwhile.
+  while (!sup_.busy() && !next_queue().empty() && !closed_ && !shutdown_) {
+    std::deque<Pending>& q = next_queue();
+    if (q.front().sync && q.front().item < 0) {  // the pass's evaluations all ended: its reply
+      std::shared_ptr<SyncPass> pass = std::move(q.front().sync);
+      q.pop_front();
+      reply_sync(*pass);
+      continue;
+    }
     if (!sup_.ready_to_start()) {
       // Waiting for the spare: but never past the request's own deadline.
-      Pending& f = queue_.front();
-      if (now_ms() < f.arrival_ms + budget_ms(f) - kMinBudgetMs) break;
-      Pending p = std::move(queue_.front());
-      queue_.pop_front();
-      queued_bytes_ -= p.payload.size();
+      Pending& f = q.front();
+      if (now_ms() < wait_limit_ms(f) - kMinBudgetMs) break;
+      Pending p = std::move(q.front());
+      q.pop_front();
+      if (!p.sync) queued_bytes_ -= p.payload.size();
       if (prepare(p, cur_)) fail_event(p.stream, cur_.event, cur_.subject, "no evaluator became ready in time", "unavailable", &cur_);
       continue;
     }
-    Pending p = std::move(queue_.front());
-    queue_.pop_front();
-    queued_bytes_ -= p.payload.size();
+    Pending p = std::move(q.front());
+    q.pop_front();
+    if (!p.sync) queued_bytes_ -= p.payload.size();
     if (!prepare(p, cur_)) continue;
-    int64_t deadline = p.arrival_ms + budget_ms(p);
+    // A Synchronize evaluation: its own budget, within what is left of the pass's.
+    int64_t deadline = p.sync ? std::min(now_ms() + budget_ms(p), p.sync->deadline_ms) : p.arrival_ms + budget_ms(p);
     ++events_;
     if (!sup_.can_evaluate()) {
       fail_event(p.stream, cur_.event, cur_.subject, "no evaluation command configured", "unavailable", &cur_);
@@ -710,6 +853,28 @@ void Relay::finish_event(Outcome& oc) {
 
   if (!failure.empty()) {
     fail_event(c.stream, c.event, c.subject, failure, kind.c_str(), &c, oc.took_ms);
+    return;
+  }
+  if (c.sync) {  // a Synchronize evaluation: its update joins the pass's reply (reply_sync)
+    auto e = out.find("error");
+    if (e != out.end() && e->is_string() && !e->get_ref<const std::string&>().empty()) {
+      // A running container cannot be refused: the evaluator's error is on its record; said here too.
+      logf("Synchronize %s: %s (the container already runs: nothing to refuse)", c.subject.c_str(),
+           e->get_ref<const std::string&>().c_str());
+    }
+    auto u = out.find("update");
+    if (!c.container_id.empty() && u != out.end() && !u->is_null()) {
+      pb::ContainerUpdate up;
+      up.set_container_id(c.container_id);
+      std::string err;
+      if (!resources_from_json(*u, *up.mutable_linux()->mutable_resources(), err)) {
+        fail_event(c.stream, c.event, c.subject, "bad child output: " + err, "bad-output", &c, oc.took_ms);
+        return;
+      }
+      *c.sync->response.add_update() = std::move(up);
+    }
+    ++c.sync->evaluated;
+    if (o_.debug) logf("Synchronize %s: answered in %lld ms", c.subject.c_str(), (long long)oc.took_ms);
     return;
   }
   auto e = out.find("error");
@@ -891,12 +1056,10 @@ int Relay::run() {
   signal(SIGPIPE, SIG_IGN);  // peer/child gone: handled as EPIPE, never a signal death
   // Register first: containerd 1.7 (NRI v0.6) exits fatally when a launched plugin does not
   // register within 5 s. The write is buffered by the kernel even before containerd reads.
-  register_stream_ = client_ids_.next();
   pb::RegisterPluginRequest reg;
   reg.set_plugin_name(o_.plugin_name);
   reg.set_plugin_idx(o_.plugin_idx);
-  send_message(kRuntimeServiceConn, register_stream_, kTtrpcRequest,
-               encode_request(kRuntimeService, "RegisterPlugin", reg.SerializeAsString()));
+  call_runtime("RegisterPlugin", reg.SerializeAsString());
   setup_process();
   if (!o_.log_file.empty()) redirect_log(o_.log_file);
   else if (stderr_is_devnull()) redirect_log(kDefaultRelayLog);
@@ -932,9 +1095,9 @@ int Relay::run() {
     pfd[0] = {fd_, short(POLLIN | (out_off_ < outq_.size() ? POLLOUT : 0)), 0};
     int n = 1 + sup_.add_pollfds(pfd + 1);
     int timeout = sup_.poll_timeout(now_ms());
-    if (!sup_.busy() && !queue_.empty()) {  // a request waits for its spare: wake at its deadline
-      const Pending& f = queue_.front();
-      int64_t left = std::max<int64_t>(0, f.arrival_ms + budget_ms(f) - kMinBudgetMs - now_ms());
+    if (!sup_.busy() && !next_queue().empty()) {  // a request waits for its spare: wake at its deadline
+      const Pending& f = next_queue().front();
+      int64_t left = std::max<int64_t>(0, wait_limit_ms(f) - kMinBudgetMs - now_ms());
       timeout = timeout < 0 ? int(left) : std::min<int>(timeout, int(left));
     }
     if (shutdown_) timeout = timeout < 0 ? 50 : std::min(timeout, 50);

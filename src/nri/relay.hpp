@@ -52,6 +52,11 @@ struct RelayOptions {
   std::function<void()> after_confine;
   /// Log every event (one line each) to stderr, not just warnings.
   bool debug = false;
+  /// Service mode (service.hpp): the write end of a pipe to the service, which keeps the
+  /// relay's liveness on record. One line per change, tab-separated:
+  /// "configured\t<runtime name>\t<runtime version>\t<NRI version>" after Configure, "synced"
+  /// after each Synchronize reply. -1: none.
+  int status_fd = -1;
   /// Append the relay's stderr (and its children's) to this file; empty = keep stderr
   /// (/dev/null for a plugin launched by containerd). The plugin config key "log_file" sets it
   /// when this is empty.
@@ -69,7 +74,8 @@ void relay_options_from_env(RelayOptions& o, const char* argv0);
 /// step that could block or fail), then serves the NRI Plugin service in one single-threaded
 /// poll() loop: Configure (subscribes RunPodSandbox, RemovePodSandbox, CreateContainer,
 /// StartContainer, UpdateContainer, PostUpdateContainer = mask 0x1ad, plus UpdatePodSandbox
-/// 0x800 on NRI v0.10+ runtimes), Synchronize (empty update), Shutdown, CreateContainer,
+/// 0x800 on NRI v0.10+ runtimes), Synchronize (every existing pod and container evaluated, the
+/// updates in the reply to the last part: src/nri/sync.hpp), Shutdown, CreateContainer,
 /// UpdateContainer, UpdatePodSandbox, StateChange; any other method/service gets status 12
 /// UNIMPLEMENTED. Each event is evaluated in a process of its own (evaluator.hpp; see
 /// docs/native-nri.md for the JSON contract), one at a time, with a hard deadline (SIGKILL to

@@ -1,0 +1,257 @@
+// The external relay as a service: reconnect with back-off, liveness on record. See service.hpp.
+#include "nri/service.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "nri/evaluator.hpp"
+#include "record.hpp"
+
+namespace nri {
+
+namespace {
+
+using nlohmann::json;
+
+volatile sig_atomic_t g_stop = 0;
+void on_stop(int) { g_stop = 1; }
+
+int64_t mono_ms() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+// Write `text` to `path` atomically (a temporary file in the same directory, then rename).
+void write_atomic(const std::string& path, const std::string& text) {
+  if (path.empty()) return;
+  if (path[0] == '/') nriqos::make_dirs(nriqos::dir_name(path), 0755);
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    static int warned = 0;
+    if (warned++ == 0) logf("service: cannot write %s: %s", path.c_str(), strerror(errno));
+    return;
+  }
+  size_t off = 0;
+  while (off < text.size()) {
+    ssize_t n = write(fd, text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    off += size_t(n);
+  }
+  bool ok = off == text.size() && close(fd) == 0;
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) unlink(tmp.c_str());
+}
+
+std::string prom_label(const std::string& v) {
+  std::string r;
+  for (char c : v) {
+    if (c == '\\' || c == '"') r.push_back('\\');
+    if (c == '\n') {
+      r += "\\n";
+      continue;
+    }
+    r.push_back(c);
+  }
+  return r;
+}
+
+struct State {
+  int64_t started = 0;
+  pid_t relay_pid = 0;
+  bool connected = false, registered = false;
+  std::string runtime, runtime_version, nri_version;
+  unsigned long reconnects = 0;
+  int64_t connected_since = 0, last_sync = 0;
+};
+
+void publish(const ServiceOptions& so, const RelayOptions& o, const State& s) {
+  json j = {{"pid", int64_t(getpid())}, {"started", s.started}, {"relay_pid", int64_t(s.relay_pid)},
+            {"connected", s.connected}, {"registered", s.registered}, {"runtime", s.runtime},
+            {"runtime_version", s.runtime_version}, {"nri_version", s.nri_version}, {"reconnects", s.reconnects},
+            {"connected_since", s.connected_since}, {"last_sync", s.last_sync}, {"socket", o.socket_path}};
+  write_atomic(so.status_file, j.dump() + "\n");
+  if (so.metrics_file.empty()) return;
+  std::string m;
+  m += "# HELP nri_qos_relay_up 1 while the external NRI relay is registered with the runtime.\n";
+  m += "# TYPE nri_qos_relay_up gauge\n";
+  m += "nri_qos_relay_up " + std::string(s.registered ? "1" : "0") + "\n";
+  m += "# HELP nri_qos_relay_reconnects_total Attempts to connect to the runtime after the first one (a runtime restart, a socket not there yet).\n";
+  m += "# TYPE nri_qos_relay_reconnects_total counter\n";
+  m += "nri_qos_relay_reconnects_total " + std::to_string(s.reconnects) + "\n";
+  m += "# HELP nri_qos_relay_start_time_seconds Start time of the relay service (unix seconds).\n";
+  m += "# TYPE nri_qos_relay_start_time_seconds gauge\n";
+  m += "nri_qos_relay_start_time_seconds " + std::to_string(s.started) + "\n";
+  m += "# HELP nri_qos_build_info The nri-qos build and the policy in force when the relay service started.\n";
+  m += "# TYPE nri_qos_build_info gauge\n";
+  m += "nri_qos_build_info{version=\"" + prom_label(so.version) + "\",policy_sha256=\"" + prom_label(so.policy_sha256) + "\"} 1\n";
+  write_atomic(so.metrics_file, m);
+}
+
+// One line of the connected relay's status pipe (RelayOptions::status_fd).
+void take_line(const std::string& line, State& s) {
+  std::vector<std::string> f;
+  std::istringstream in(line);
+  std::string x;
+  while (std::getline(in, x, '\t')) f.push_back(x);
+  if (f.empty()) return;
+  if (f[0] == "configured") {
+    s.registered = true;
+    s.runtime = f.size() > 1 ? f[1] : "";
+    s.runtime_version = f.size() > 2 ? f[2] : "";
+    s.nri_version = f.size() > 3 ? f[3] : "";
+  } else if (f[0] == "synced") {
+    s.last_sync = int64_t(::time(nullptr));
+  }
+}
+
+// Sleep `ms`, waking early on SIGTERM/SIGINT.
+void nap(int ms) {
+  int64_t end = mono_ms() + ms;
+  while (!g_stop) {
+    int64_t left = end - mono_ms();
+    if (left <= 0) break;
+    poll(nullptr, 0, int(std::min<int64_t>(left, 200)));
+  }
+}
+
+}  // namespace
+
+int run_relay_service(RelayOptions opts, const ServiceOptions& so) {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  State s;
+  s.started = int64_t(::time(nullptr));
+  int backoff = so.backoff_min_ms;
+  bool first = true;
+  publish(so, opts, s);
+  while (!g_stop) {
+    int sp[2];
+    if (pipe2(sp, O_CLOEXEC) != 0) {
+      logf("service: pipe: %s", strerror(errno));
+      nap(backoff);
+      continue;
+    }
+    if (!first) {
+      ++s.reconnects;
+      logf("service: connecting to %s again (reconnect %lu)", opts.socket_path.c_str(), s.reconnects);
+    }
+    first = false;
+    int64_t t0 = mono_ms();
+    pid_t pid = fork();
+    if (pid < 0) {
+      logf("service: fork: %s", strerror(errno));
+      close(sp[0]);
+      close(sp[1]);
+      nap(backoff);
+      continue;
+    }
+    if (pid == 0) {
+      close(sp[0]);
+      signal(SIGTERM, SIG_DFL);
+      signal(SIGINT, SIG_DFL);
+      prctl(PR_SET_PDEATHSIG, SIGTERM);  // the service gone (killed): so is its relay
+      fcntl(sp[1], F_SETFL, O_NONBLOCK);  // a full pipe loses a line, never blocks the relay
+      opts.status_fd = sp[1];
+      _exit(run_relay(opts));
+    }
+    close(sp[1]);
+    s.relay_pid = pid;
+    s.connected = true;
+    s.registered = false;
+    s.connected_since = int64_t(::time(nullptr));
+    publish(so, opts, s);
+    std::string buf;
+    int status = 0;
+    bool reaped = false, forwarded = false;
+    while (!reaped) {
+      if (g_stop && !forwarded) {
+        kill(pid, SIGTERM);
+        forwarded = true;
+      }
+      struct pollfd p = {sp[0], POLLIN, 0};
+      int r = poll(&p, sp[0] >= 0 ? 1 : 0, 200);
+      if (r > 0 && sp[0] >= 0) {
+        char tmp[512];
+        ssize_t n = read(sp[0], tmp, sizeof tmp);
+        if (n > 0) {
+          buf.append(tmp, size_t(n));
+          size_t nl;
+          bool changed = false;
+          while ((nl = buf.find('\n')) != std::string::npos) {
+            take_line(buf.substr(0, nl), s);
+            buf.erase(0, nl + 1);
+            changed = true;
+          }
+          if (buf.size() > 4096) buf.clear();
+          if (changed) publish(so, opts, s);
+        } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+          close(sp[0]);
+          sp[0] = -1;
+        }
+      }
+      pid_t w = waitpid(pid, &status, WNOHANG);
+      if (w == pid) reaped = true;
+    }
+    if (sp[0] >= 0) close(sp[0]);
+    const int64_t lasted = mono_ms() - t0;
+    s.relay_pid = 0;
+    s.connected = s.registered = false;
+    s.connected_since = 0;
+    publish(so, opts, s);
+    if (g_stop) break;
+    if (lasted >= so.stable_after_ms) backoff = so.backoff_min_ms;
+    std::string how = WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
+                                        : "signal " + std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    logf("service: connection to %s ended after %lld ms (%s); next attempt in %d ms", opts.socket_path.c_str(),
+         (long long)lasted, how.c_str(), backoff);
+    nap(backoff);
+    backoff = std::min(backoff * 2, so.backoff_max_ms);
+  }
+  logf("service: stopping");
+  return 0;
+}
+
+json read_service_status(const std::string& path, const std::string& proc_root) {
+  std::ifstream f(path);
+  if (!f) {
+    if (errno == ENOENT) return nullptr;
+    return json{{"error", "cannot read " + path + ": " + strerror(errno)}};
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  json j = json::parse(ss.str(), nullptr, false);
+  if (!j.is_object()) return json{{"error", path + ": not a JSON object"}};
+  bool up = false;
+  auto p = j.find("pid");
+  if (p != j.end() && p->is_number_integer() && p->get<int64_t>() > 0) {
+    // alive, and an nri-qos process (a pid reused by something else is not the relay)
+    std::ifstream cmd(proc_root + "/" + std::to_string(p->get<int64_t>()) + "/cmdline");
+    std::string argv0;
+    std::getline(cmd, argv0, '\0');
+    up = argv0.find("nri-qos") != std::string::npos;
+  }
+  j["up"] = up;
+  return j;
+}
+
+}  // namespace nri

@@ -1,0 +1,50 @@
+// nri-qos as an external NRI plugin run as a service (issue #20 §2): `nri-qos relay --socket
+// PATH` keeps a relay connected to the runtime. Each connection is a relay process of its own
+// (run_relay in a forked child: it registers, gets a full Synchronize, confines itself); when
+// it ends — containerd restarted, the socket is not there yet — the service connects again with
+// back-off. It also keeps the relay's liveness on record: a status file in the state directory
+// (`nri-qos status` shows it) and a metrics file next to the hook's (node_exporter textfile).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "nri/relay.hpp"
+
+namespace nri {
+
+/// Where the service keeps the relay's liveness, and what goes into it.
+struct ServiceOptions {
+  /// `<state_dir>/relay.json`, rewritten atomically (temporary file + rename) at each change:
+  /// {"pid": service pid, "started": unix s, "relay_pid": pid of the connected relay or 0,
+  ///  "connected": bool, "registered": bool (Configure received on this connection),
+  ///  "runtime": name, "runtime_version", "nri_version", "reconnects": connection attempts after the
+  ///  first, "connected_since": unix s or 0, "last_sync": unix s of the last Synchronize reply or 0,
+  ///  "socket": path}. Empty: none.
+  std::string status_file;
+  /// Prometheus textfile (e.g. .../textfile_collector/nri_qos_relay.prom), rewritten atomically:
+  /// nri_qos_relay_up (1 while registered), nri_qos_relay_reconnects_total,
+  /// nri_qos_relay_start_time_seconds, nri_qos_build_info{version,policy_sha256} 1. Empty: none.
+  std::string metrics_file;
+  std::string version;        ///< build version (nri_qos_build_info)
+  std::string policy_sha256;  ///< of the policy in force when the service started ("" unknown)
+  int backoff_min_ms = 500;   ///< first retry delay; doubled per failure up to backoff_max_ms
+  int backoff_max_ms = 5000;
+  /// A connection that lasted this long resets the back-off to backoff_min_ms.
+  int stable_after_ms = 10000;
+};
+
+/// Run the relay as a service: connect (RelayOptions::socket_path), serve until the connection
+/// ends, then reconnect after the back-off — forever, until SIGTERM/SIGINT (forwarded to the
+/// connected relay; returns 0). Every connection gets a fresh relay process, hence a full
+/// registration and Synchronize. Writes one log line per connection lost and per reconnect
+/// attempt on stderr (the relay's log). Never throws.
+int run_relay_service(RelayOptions opts, const ServiceOptions& so);
+
+/// Read a service status file (ServiceOptions::status_file) for `nri-qos status`. Returns the
+/// parsed object with "up" added (the service pid is alive and is an nri-qos process), or null
+/// when the file does not exist; an unreadable or malformed file gives {"error": "..."}.
+nlohmann::json read_service_status(const std::string& path, const std::string& proc_root = "/proc");
+
+}  // namespace nri
