@@ -729,6 +729,15 @@ TEST_CASE("containerd config: import order, relative paths, cycles, last definer
     CHECK(*info.pod_annotations == std::vector<std::string>{"volcano.sh/*"});
     CHECK(info.nri_file == t / "extra.toml");
 
+    // A drop-in that sets one CRI key replaces the main file's whole CRI section (mergeConfig),
+    // so the main file's pod_annotations no longer apply: a key-level merge would keep them.
+    spit(t / "conf.d/20-cri.toml", "[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  snapshotter = \"native\"\n");
+    info = nriqos::detect_runtime(t / "config.toml", "1.6.20");
+    CHECK(info.cri_file == t / "conf.d/20-cri.toml");
+    CHECK(info.runtime_name == "runc");
+    CHECK_FALSE(info.runtime_table);
+    CHECK_FALSE(info.pod_annotations);
+
     // Version 3 (containerd 2.x): the runtime's table is under io.containerd.cri.v1.runtime.
     spit(t / "v3.toml", "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"
                         "  pod_annotations = [\"node.koordinator.sh/*\"]\n"
