@@ -1,5 +1,6 @@
 #include "detect.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <csignal>
@@ -10,7 +11,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
+#include <fnmatch.h>
 #include <fstream>
+#include <glob.h>
+#include <map>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -102,6 +106,8 @@ std::string slurp(const std::string& path) {
     return s.str();
 }
 
+void read_containerd_config(RuntimeInfo& r);
+
 }  // namespace
 
 RuntimeInfo detect_runtime(const std::string& config_override, const std::string& version_override) {
@@ -148,7 +154,7 @@ RuntimeInfo detect_runtime(const std::string& config_override, const std::string
     struct stat st {};
     if (stat(r.config.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
         r.config_found = true;
-        read_nri_config(slurp(r.config), r);
+        read_containerd_config(r);
     }
     if (DIR* d = opendir(r.plugin_path.c_str())) {
         while (struct dirent* e = readdir(d)) {
@@ -302,6 +308,277 @@ std::string never_called_warning(const RuntimeInfo& r, HookMode reg) {
         return "warning: " + rt + ": the v010-adapter already passes every event to the conf.json plugins; use `nri-qos register` "
                "(conf.json) or remove the adapter, never both (every event would be handled twice)";
     return "warning: " + rt + ": the native plugin in " + r.plugin_path + " is never started; run `nri-qos register` (conf.json)";
+}
+
+// ---- containerd config `imports`, iSulad, CRI-O ----
+
+namespace {
+
+std::string dir_name(const std::string& p) {
+    size_t k = p.find_last_of('/');
+    if (k == std::string::npos) return ".";
+    return k == 0 ? "/" : p.substr(0, k);
+}
+
+/// Go's filepath.Clean for absolute or relative paths: "." and empty elements dropped, ".."
+/// removes the element before it (lexically).
+std::string clean_path(const std::string& p) {
+    const bool abs = !p.empty() && p[0] == '/';
+    std::vector<std::string> parts;
+    std::istringstream in(p);
+    std::string el;
+    while (std::getline(in, el, '/')) {
+        if (el.empty() || el == ".") continue;
+        if (el == "..") {
+            if (!parts.empty() && parts.back() != "..") parts.pop_back();
+            else if (!abs) parts.push_back(el);
+            continue;
+        }
+        parts.push_back(el);
+    }
+    std::string out = abs ? "/" : "";
+    for (size_t i = 0; i < parts.size(); ++i) out += (i ? "/" : "") + parts[i];
+    return out.empty() ? "." : out;
+}
+
+/// The first process whose /proc/PID/comm is `comm` (exe path in `exe`); false when none.
+bool find_process(const std::string& comm, std::string& exe) {
+    bool found = false;
+    if (DIR* d = opendir("/proc")) {
+        while (struct dirent* e = readdir(d)) {
+            if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+            std::string base = std::string("/proc/") + e->d_name;
+            if (slurp(base + "/comm") != comm + "\n") continue;
+            char buf[4096];
+            ssize_t n = readlink((base + "/exe").c_str(), buf, sizeof buf - 1);
+            if (n > 0) exe = std::string(buf, static_cast<size_t>(n));
+            found = true;
+            break;
+        }
+        closedir(d);
+    }
+    return found;
+}
+
+bool regular_file(const std::string& p) {
+    struct stat st {};
+    return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+const toml::value* table_at(const toml::value& v, const std::string& key) {
+    if (!v.is_table() || !v.contains(key)) return nullptr;
+    const toml::value& x = v.at(key);
+    return x.is_table() ? &x : nullptr;
+}
+
+void read_containerd_config(RuntimeInfo& r) {
+    std::vector<std::string> texts;
+    std::string err;
+    std::vector<std::string> files = containerd_config_files(r.config, texts, err);
+    std::vector<std::pair<std::string, std::string>> layers;
+    for (size_t i = 0; i < files.size() && i < texts.size(); ++i) layers.emplace_back(files[i], texts[i]);
+    read_containerd_layers(layers, r);
+    if (!err.empty() && r.error.empty()) r.error = err;
+}
+
+}  // namespace
+
+std::vector<std::string> containerd_config_files(const std::string& main_path, std::vector<std::string>& texts, std::string& error) {
+    std::vector<std::string> out, pending{main_path};
+    texts.clear();
+    while (!pending.empty()) {
+        std::string path = pending.front();
+        pending.erase(pending.begin());
+        if (std::find(out.begin(), out.end(), path) != out.end()) continue;  // circular imports
+        if (!regular_file(path)) {
+            error = "cannot read " + path + (path == main_path ? "" : " (imported)");
+            return out;
+        }
+        std::string text = slurp(path);
+        std::vector<std::string> imports;
+        try {
+            std::istringstream in(text);
+            toml::value v = toml::parse(in, path);
+            if (v.is_table() && v.contains("imports") && v.at("imports").is_array())
+                for (const auto& x : v.at("imports").as_array())
+                    if (x.is_string()) imports.push_back(x.as_string().str);
+        } catch (const std::exception& e) {
+            std::string w = e.what();
+            error = "cannot parse " + path + ": " + w.substr(0, w.find('\n'));
+            out.push_back(path);
+            texts.push_back(text);
+            return out;
+        }
+        out.push_back(path);
+        texts.push_back(text);
+        for (const std::string& imp : imports) {
+            if (imp.find('*') != std::string::npos) {
+                glob_t g{};
+                if (glob(imp.c_str(), 0, nullptr, &g) == 0)
+                    for (size_t i = 0; i < g.gl_pathc; ++i) pending.push_back(g.gl_pathv[i]);
+                globfree(&g);
+            } else {
+                pending.push_back(clean_path(!imp.empty() && imp[0] == '/' ? imp : dir_name(path) + "/" + imp));
+            }
+        }
+    }
+    return out;
+}
+
+void read_containerd_layers(const std::vector<std::pair<std::string, std::string>>& files, RuntimeInfo& info) {
+    info.config_files.clear();
+    info.nri_disable.reset();
+    info.plugin_path = "/opt/nri/plugins";
+    info.nri_file.clear();
+    info.cri_file.clear();
+    info.runtime_name = "runc";
+    info.runtime_table = false;
+    info.pod_annotations.reset();
+    info.dropin_dir.clear();
+    info.config_version = 0;
+    std::map<std::string, std::pair<toml::value, std::string>> plugins;  // id → (section, file)
+    for (const auto& [path, text] : files) {
+        info.config_files.push_back(path);
+        try {
+            std::istringstream in(text);
+            toml::value v = toml::parse(in, path);
+            if (!v.is_table()) continue;
+            if (v.contains("version") && v.at("version").is_integer() && v.at("version").as_integer() != 0)
+                info.config_version = static_cast<int>(v.at("version").as_integer());
+            if (info.dropin_dir.empty() && v.contains("imports") && v.at("imports").is_array())
+                for (const auto& x : v.at("imports").as_array()) {
+                    if (!x.is_string()) continue;
+                    const std::string& imp = x.as_string().str;
+                    const std::string tail = "/*.toml";
+                    if (imp.size() > tail.size() && imp[0] == '/' && imp.compare(imp.size() - tail.size(), tail.size(), tail) == 0 &&
+                        imp.find('*') == imp.size() - tail.size() + 1) {
+                        info.dropin_dir = imp.substr(0, imp.size() - tail.size());
+                        break;
+                    }
+                }
+            if (const toml::value* p = table_at(v, "plugins"))
+                for (const auto& [id, section] : p->as_table()) plugins[id] = {section, path};
+        } catch (const std::exception& e) {
+            std::string w = e.what();
+            info.error = "cannot parse " + path + ": " + w.substr(0, w.find('\n'));
+            return;
+        }
+    }
+    if (auto it = plugins.find("io.containerd.nri.v1.nri"); it != plugins.end() && it->second.first.is_table()) {
+        const toml::value& nri = it->second.first;
+        info.nri_file = it->second.second;
+        if (nri.contains("disable") && nri.at("disable").is_boolean()) info.nri_disable = nri.at("disable").as_boolean();
+        if (nri.contains("plugin_path") && nri.at("plugin_path").is_string()) info.plugin_path = nri.at("plugin_path").as_string().str;
+    }
+    const std::string cri_id = info.config_version >= 3 ? "io.containerd.cri.v1.runtime" : "io.containerd.grpc.v1.cri";
+    if (auto it = plugins.find(cri_id); it != plugins.end()) {
+        info.cri_file = it->second.second;
+        if (const toml::value* c = table_at(it->second.first, "containerd")) {
+            if (c->contains("default_runtime_name") && c->at("default_runtime_name").is_string())
+                info.runtime_name = c->at("default_runtime_name").as_string().str;
+            if (const toml::value* rts = table_at(*c, "runtimes"))
+                if (const toml::value* rt = table_at(*rts, info.runtime_name)) {
+                    info.runtime_table = true;
+                    if (rt->contains("pod_annotations") && rt->at("pod_annotations").is_array()) {
+                        std::vector<std::string> pats;
+                        for (const auto& x : rt->at("pod_annotations").as_array())
+                            if (x.is_string()) pats.push_back(x.as_string().str);
+                        info.pod_annotations = pats;
+                    }
+                }
+        }
+    }
+}
+
+bool annotation_passed(const std::vector<std::string>& patterns, const std::string& key) {
+    for (const auto& p : patterns)
+        if (fnmatch(p.c_str(), key.c_str(), FNM_PATHNAME) == 0) return true;
+    return false;
+}
+
+void read_isulad_config(const std::string& json_text, NativeRuntimeInfo& info) {
+    try {
+        nlohmann::json j = nlohmann::json::parse(json_text);
+        if (!j.is_object()) {
+            info.error = "daemon.json is not a JSON object";
+            return;
+        }
+        if (j.contains("nri-support") && j["nri-support"].is_boolean()) info.nri_enabled = j["nri-support"].get<bool>();
+        if (j.contains("plugin_path") && j["plugin_path"].is_string()) info.plugin_path = j["plugin_path"].get<std::string>();
+    } catch (const std::exception& e) {
+        std::string w = e.what();
+        info.error = "cannot parse daemon.json: " + w.substr(0, w.find('\n'));
+    }
+}
+
+void read_crio_configs(const std::vector<std::pair<std::string, std::string>>& files, NativeRuntimeInfo& info) {
+    for (const auto& [path, text] : files) {
+        info.config_files.push_back(path);
+        try {
+            std::istringstream in(text);
+            toml::value v = toml::parse(in, path);
+            const toml::value* crio = table_at(v, "crio");
+            const toml::value* nri = crio ? table_at(*crio, "nri") : nullptr;
+            if (!nri) continue;
+            if (nri->contains("enable_nri") && nri->at("enable_nri").is_boolean()) info.nri_enabled = nri->at("enable_nri").as_boolean();
+            if (nri->contains("nri_plugin_dir") && nri->at("nri_plugin_dir").is_string())
+                info.plugin_path = nri->at("nri_plugin_dir").as_string().str;
+        } catch (const std::exception& e) {
+            std::string w = e.what();
+            info.error = "cannot parse " + path + ": " + w.substr(0, w.find('\n'));
+            return;
+        }
+    }
+}
+
+NativeRuntimeInfo detect_isulad(const std::string& config) {
+    NativeRuntimeInfo r;
+    r.name = "iSulad";
+    r.running = find_process("isulad", r.binary);
+    if (r.binary.empty())
+        for (const char* p : {"/usr/bin/isulad", "/usr/local/bin/isulad"})
+            if (access(p, X_OK) == 0) {
+                r.binary = p;
+                break;
+            }
+    const std::string cfg = config.empty() ? "/etc/isulad/daemon.json" : config;
+    if (regular_file(cfg)) {
+        r.config_files.push_back(cfg);
+        read_isulad_config(slurp(cfg), r);
+    }
+    r.found = !r.binary.empty() || r.running || !r.config_files.empty();
+    return r;
+}
+
+NativeRuntimeInfo detect_crio(const std::string& config) {
+    NativeRuntimeInfo r;
+    r.name = "CRI-O";
+    r.running = find_process("crio", r.binary);
+    if (r.binary.empty())
+        for (const char* p : {"/usr/bin/crio", "/usr/local/bin/crio"})
+            if (access(p, X_OK) == 0) {
+                r.binary = p;
+                break;
+            }
+    const std::string cfg = config.empty() ? "/etc/crio/crio.conf" : config;
+    std::vector<std::pair<std::string, std::string>> files;
+    if (regular_file(cfg)) files.emplace_back(cfg, slurp(cfg));
+    glob_t g{};
+    if (glob((cfg + ".d/*.conf").c_str(), 0, nullptr, &g) == 0)
+        for (size_t i = 0; i < g.gl_pathc; ++i) files.emplace_back(g.gl_pathv[i], slurp(g.gl_pathv[i]));
+    globfree(&g);
+    read_crio_configs(files, r);
+    r.found = !r.binary.empty() || r.running || !r.config_files.empty();
+    return r;
+}
+
+std::string describe_native(const NativeRuntimeInfo& r) {
+    std::string s = r.name + " (" + (r.binary.empty() ? "binary not found" : r.binary) + (r.running ? ", running" : "") + ")";
+    std::string where = r.config_files.empty() ? "no configuration file" : r.config_files.back();
+    if (r.nri_enabled) s += std::string(", native NRI ") + (*r.nri_enabled ? "enabled" : "disabled") + " in " + where;
+    else s += ", native NRI not enabled (" + std::string(r.name == "iSulad" ? "\"nri-support\"" : "[crio.nri] enable_nri") + " not set in " + where + ")";
+    if (!r.error.empty()) s += "; " + r.error;
+    return s;
 }
 
 }  // namespace nriqos

@@ -8,6 +8,8 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "knobs.hpp"
 
@@ -32,6 +34,27 @@ struct RuntimeInfo {
     /// .BinaryName of plugins."io.containerd.grpc.v1.cri".containerd (1.x) or
     /// "io.containerd.cri.v1.runtime".containerd (2.x)); "" = not configured: "runc" on PATH.
     std::string runtime_binary;
+    // Filled by read_containerd_layers (the main config and its `imports`, issue #20 §4):
+    std::vector<std::string> config_files;  ///< files loaded, in containerd's load order
+    int config_version = 0;                 ///< top-level `version` (2: 1.6/1.7, 3: 2.x; 0 = unset)
+    std::string nri_file;          ///< last loaded file defining [plugins."io.containerd.nri.v1.nri"] ("" = none)
+    std::string cri_file;          ///< last loaded file defining the CRI plugin section ("" = none)
+    std::string runtime_name = "runc";      ///< CRI default_runtime_name
+    bool runtime_table = false;    ///< the CRI section has a table for runtime_name
+    std::optional<std::vector<std::string>> pod_annotations;  ///< its pod_annotations, if set
+    std::string dropin_dir;        ///< a directory an `imports` glob `<dir>/*.toml` covers ("" = none)
+};
+
+/// A runtime other than containerd that only runs native NRI (ttrpc) plugins: iSulad or CRI-O.
+struct NativeRuntimeInfo {
+    std::string name;              ///< "iSulad" or "CRI-O"
+    bool found = false;            ///< binary, running process or config file present
+    std::string binary;            ///< executable found ("" = none)
+    bool running = false;
+    std::vector<std::string> config_files;  ///< configuration files read, in order
+    std::optional<bool> nri_enabled;        ///< the NRI switch, when a file sets it
+    std::string plugin_path = "/opt/nri/plugins";
+    std::string error;             ///< a configuration file could not be parsed
 };
 
 /// "1.6.20" from `containerd --version` output ("containerd github.com/containerd/containerd
@@ -86,5 +109,53 @@ std::string describe(const RuntimeInfo& r);
 
 /// Warning (with what to do) when `registered` will never be called on this node; "" otherwise.
 std::string never_called_warning(const RuntimeInfo& r, HookMode registered);
+
+// ---- containerd config `imports`, iSulad, CRI-O (issue #20 §4, issue #25 §1) ----
+
+/// The files containerd loads for config `main_path`, in its order: the main file, then its
+/// `imports` breadth-first, each file once (containerd services/server/config/config.go
+/// LoadConfig + resolveImports: an entry containing `*` is a glob (filepath.Glob, sorted, used
+/// as written); any other relative path is relative to the importing file's directory).
+/// `texts` gets each file's content; a file that cannot be read or parsed sets `error` (one line)
+/// and stops there, as containerd would refuse to start.
+std::vector<std::string> containerd_config_files(const std::string& main_path, std::vector<std::string>& texts, std::string& error);
+
+/// Apply containerd's merge of `files` (path, TOML text; load order) to `info`: each file's
+/// `[plugins."<id>"]` section REPLACES that plugin's whole section from earlier files
+/// (config.go mergeConfig: "Maps merged by keys, but values are replaced entirely"), so the
+/// last file defining a plugin decides all of its keys. Sets nri_disable / plugin_path (from the
+/// NRI plugin section), config_version, nri_file, cri_file, runtime_name (CRI
+/// `containerd.default_runtime_name`, default "runc"), runtime_table, pod_annotations (of that
+/// runtime: version 3 `plugins."io.containerd.cri.v1.runtime"`, else
+/// `plugins."io.containerd.grpc.v1.cri"`), config_files and dropin_dir (the directory of an
+/// absolute `imports` glob ending in "/*.toml"). A parse error sets `error`.
+void read_containerd_layers(const std::vector<std::pair<std::string, std::string>>& files, RuntimeInfo& info);
+
+/// containerd matches pod_annotations patterns with Go path.Match (pkg/cri/server/helpers.go
+/// getPassthroughAnnotations): `*` and `?` never match '/', so "*" does not cover
+/// "volcano.sh/qos-level" but "volcano.sh/*" does. True when some pattern passes `key`.
+bool annotation_passed(const std::vector<std::string>& patterns, const std::string& key);
+
+/// iSulad's daemon.json (JSON): "nri-support" (bool) switches NRI on, "plugin_path" is the plugin
+/// directory (iSulad docs/design/detailed/NRI/nri_design.md). Fills nri_enabled, plugin_path;
+/// invalid JSON sets `error`.
+void read_isulad_config(const std::string& json_text, NativeRuntimeInfo& info);
+
+/// CRI-O's crio.conf and crio.conf.d drop-ins (TOML, load order; a later file overrides the keys
+/// it sets): `[crio.nri] enable_nri`, `nri_plugin_dir` (crio.conf(5), CRIO.NRI TABLE; defaults
+/// false and /opt/nri/plugins in that page). A parse error sets `error`.
+void read_crio_configs(const std::vector<std::pair<std::string, std::string>>& files, NativeRuntimeInfo& info);
+
+/// Look for iSulad: /usr/bin/isulad (or /usr/local/bin), a running `isulad`, `config` (default
+/// /etc/isulad/daemon.json).
+NativeRuntimeInfo detect_isulad(const std::string& config = "");
+
+/// Look for CRI-O: /usr/bin/crio (or /usr/local/bin), a running `crio`, `config` (default
+/// /etc/crio/crio.conf) and the *.conf files of `<config>.d`, sorted.
+NativeRuntimeInfo detect_crio(const std::string& config = "");
+
+/// One line describing an iSulad/CRI-O found, e.g. "iSulad (/usr/bin/isulad), native NRI
+/// enabled in /etc/isulad/daemon.json".
+std::string describe_native(const NativeRuntimeInfo& r);
 
 }  // namespace nriqos

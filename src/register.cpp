@@ -9,8 +9,13 @@
 #include <cctype>
 #include <cerrno>
 #include <climits>
+#include <ctime>
+#include <set>
+#include <sstream>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -20,6 +25,9 @@
 #include <CLI/CLI.hpp>
 
 #include "detect.hpp"
+#include "facts.hpp"
+#include "policy.hpp"
+#include "policy_builtin.hpp"
 #include "policy_store.hpp"
 
 namespace nriqos {
@@ -525,6 +533,569 @@ RegisterResult disable_native(const std::string& plugins_dir, const std::string&
     }
 }
 
+// ---- Reading the node's runtime (issue #20 §4, issue #25 §1) ----
+
+namespace {
+
+/// "prefix.domain/name" tokens of a FactDef::reads text (annotation keys; "node*/cpulist" and
+/// other sysfs paths have no dotted prefix right before the '/').
+std::vector<std::string> annotation_tokens(const std::string& text) {
+    std::vector<std::string> out;
+    auto left_ok = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-'; };
+    auto right_ok = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_'; };
+    for (size_t slash = text.find('/'); slash != std::string::npos; slash = text.find('/', slash + 1)) {
+        size_t a = slash;
+        while (a > 0 && left_ok(text[a - 1])) --a;
+        size_t b = slash + 1;
+        while (b < text.size() && right_ok(text[b])) ++b;
+        std::string prefix = text.substr(a, slash - a);
+        if (prefix.find('.') == std::string::npos || b == slash + 1) continue;
+        out.push_back(text.substr(a, b - a));
+    }
+    return out;
+}
+
+/// Annotation keys each fact reads, by fact name (see policy_annotation_keys).
+std::map<std::string, std::vector<std::string>> fact_annotation_keys() {
+    std::map<std::string, std::vector<std::string>> m;
+    std::vector<std::string> prev;
+    for (const FactDef& f : fact_table()) {
+        std::string reads = f.reads ? f.reads : "";
+        std::vector<std::string> keys = annotation_tokens(reads);
+        if (reads.find("the same annotations") != std::string::npos) keys.insert(keys.end(), prev.begin(), prev.end());
+        if (!keys.empty()) prev = keys;
+        m[f.name] = keys;
+    }
+    return m;
+}
+
+}  // namespace
+
+std::vector<std::string> policy_annotation_keys(const Policy& policy) {
+    std::set<std::string> keys;
+    for (const Rule& r : policy.rules) {
+        for (const auto& kv : r.match.annotations) keys.insert(kv.first);
+        for (const auto& kv : r.match.labels_or_annotations) keys.insert(kv.first);
+    }
+    const auto facts = fact_annotation_keys();
+    for (const auto& [name, cls] : policy.classes)
+        for (const auto* list : {&cls.container, &cls.pod})
+            for (const KnobSetting& k : *list)
+                if (k.value.kind == KnobValue::Fact)
+                    if (auto it = facts.find(k.value.text); it != facts.end()) keys.insert(it->second.begin(), it->second.end());
+    return {keys.begin(), keys.end()};
+}
+
+namespace {
+
+std::string join_list(const std::vector<std::string>& v, const std::string& sep = ", ") {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+    return s;
+}
+
+std::string cri_plugin_id(const RuntimeInfo& c) {
+    return c.config_version >= 3 ? "io.containerd.cri.v1.runtime" : "io.containerd.grpc.v1.cri";
+}
+
+bool containerd_known(const RuntimeInfo& c) { return !c.version.empty(); }
+bool containerd_native_capable(const RuntimeInfo& c) { return c.major > 1 || (c.major == 1 && c.minor >= 7); }
+
+}  // namespace
+
+RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad, const NativeRuntimeInfo& crio,
+                           const std::string& requested, const std::vector<std::string>& needed) {
+    RegisterPlan p;
+    const NativeRuntimeInfo* other = isulad.found ? &isulad : crio.found ? &crio : nullptr;
+    const HookMode called = mode_called(c);
+    // The mode.
+    if (requested == "v01" || requested == "native") {
+        p.mode = requested;
+    } else if (containerd_known(c)) {
+        p.mode = called == HookMode::V01 ? "v01" : "native";
+        if (called == HookMode::None && c.adapter) p.mode = "v01";
+    } else if (other) {
+        p.mode = "native";
+    } else {
+        p.mode = "v01";
+    }
+    if (containerd_known(c)) {
+        p.notes.push_back(describe(c) + ": registering the " +
+                          (p.mode == "native" ? "native NRI plugin" : "NRI v0.1 hook (conf.json)") +
+                          (c.config_files.size() > 1 ? " (config files read: " + join_list(c.config_files) + ")" : ""));
+        if (called == HookMode::None) {
+            p.warnings.push_back(
+                "containerd " + c.version + " has native NRI DISABLED (" +
+                (c.nri_disable ? "[plugins.\"io.containerd.nri.v1.nri\"] disable = true in " + c.nri_file
+                               : std::string("the default of containerd 1.7, not set in ") +
+                                     (c.config_found ? join_list(c.config_files) : c.config + " (absent)")) +
+                ").\n"
+                "nri-qos will NEVER be called until NRI is enabled: no QoS knob is applied to any pod.\n"
+                "Fix: nri-qos register --enable-nri   (writes the NRI section after a backup), then restart containerd.");
+        } else if (called == HookMode::V01 && p.mode == "native") {
+            p.warnings.push_back("containerd " + c.version + " (" + c.binary + ") calls only NRI v0.1 hooks (/etc/nri/conf.json)" +
+                                 (c.adapter ? " through the v010-adapter" : "") + ":\nthe native plugin in " +
+                                 c.plugin_path + " is never started. Fix: nri-qos register --mode v01");
+        } else if (called == HookMode::Native && p.mode == "v01") {
+            p.warnings.push_back("containerd " + c.version + " has native NRI and no v010-adapter in " + c.plugin_path +
+                                 ":\n/etc/nri/conf.json is never read, nri-qos is never called. Fix: nri-qos register --native, "
+                                 "then restart containerd");
+        }
+        if (p.mode == "native" && c.adapter && called != HookMode::None)
+            p.warnings.push_back("the v010-adapter in " + c.plugin_path +
+                                 " already passes every event to the conf.json plugins:\nuse conf.json (nri-qos register --mode v01) "
+                                 "or remove the adapter, never both (every event would be handled twice)");
+        // containerd < 1.7 hands an NRI v0.1 hook only the pod annotations its default runtime's
+        // pod_annotations allow (issue #25); native NRI passes all of them.
+        if (p.mode == "v01" && !containerd_native_capable(c)) {
+            const std::vector<std::string> pats = c.pod_annotations ? *c.pod_annotations : std::vector<std::string>{};
+            for (const auto& k : needed)
+                if (!annotation_passed(pats, k)) p.missing_annotations.push_back(k);
+            if (!p.missing_annotations.empty()) {
+                std::string table = "[plugins.\"" + cri_plugin_id(c) + "\".containerd.runtimes." + c.runtime_name + "] pod_annotations";
+                p.warnings.push_back(
+                    "containerd " + c.version + " passes NRI v0.1 hooks only the pod annotations listed in\n" + table + " (" +
+                    (c.pod_annotations ? "[" + join_list(*c.pod_annotations) + "]" : std::string("not set")) + " in " +
+                    (c.cri_file.empty() ? (c.config_found ? join_list(c.config_files) : c.config + " (absent)") : c.cri_file) +
+                    ").\nThe policy reads these annotations, which nri-qos will NOT see (their rules and facts are skipped):\n  " +
+                    join_list(p.missing_annotations) +
+                    "\nFix: nri-qos register --pass-annotations   (adds them after a backup), then restart containerd.");
+            }
+        }
+        return p;
+    }
+    if (other) {
+        p.notes.push_back(describe_native(*other) + ": registering the " +
+                          (p.mode == "native" ? "native NRI plugin" : "NRI v0.1 hook (conf.json)"));
+        if (p.mode == "v01")
+            p.warnings.push_back(other->name + " runs only native NRI (ttrpc) plugins: /etc/nri/conf.json is never read,\n"
+                                 "nri-qos is never called. Fix: nri-qos register --native");
+        if (!other->nri_enabled || !*other->nri_enabled) {
+            std::string how = other->name == "iSulad" ? "set \"nri-support\": true in /etc/isulad/daemon.json"
+                                                      : "set enable_nri = true in [crio.nri] (/etc/crio/crio.conf or a crio.conf.d drop-in)";
+            p.warnings.push_back(other->name + " native NRI is " + (other->nri_enabled ? "DISABLED" : "NOT ENABLED (switch not set)") +
+                                 ": nri-qos will NEVER be called.\nFix: " + how + ", then restart " + other->name +
+                                 " (nri-qos does not edit " + other->name + "'s configuration).");
+        }
+        if (p.mode == "native" && other->plugin_path != kDefaultPluginsDir)
+            p.notes.push_back(other->name + " loads plugins from " + other->plugin_path + ": use --plugins-dir " + other->plugin_path);
+        return p;
+    }
+    if (requested != "native") {
+        p.warnings.push_back(
+            "no container runtime found (no containerd with a known version, no iSulad, no CRI-O):\n"
+            "registered NRI v0.1 in /etc/nri/conf.json, which only containerd 1.5/1.6 (or 1.7+ with the v010-adapter) reads.\n"
+            "Nothing calls nri-qos until such a runtime runs. Once the runtime is installed, run nri-qos register again\n"
+            "(or --containerd-version V / --mode native to say which one this node runs).");
+    } else {
+        p.warnings.push_back("no container runtime found: the native plugin is started only by containerd >= 1.7 with NRI "
+                             "enabled, iSulad or CRI-O with NRI enabled");
+    }
+    return p;
+}
+
+namespace {
+
+// ---- textual TOML edits (comments and layout kept; the result is verified by parsing) ----
+
+std::vector<std::string> split_lines(const std::string& text) {
+    std::vector<std::string> out;
+    std::string cur;
+    for (char ch : text) {
+        if (ch == '\n') {
+            out.push_back(cur);
+            cur.clear();
+        } else {
+            cur += ch;
+        }
+    }
+    if (!cur.empty()) out.push_back(cur);
+    return out;
+}
+
+std::string join_lines(const std::vector<std::string>& lines) {
+    std::string s;
+    for (const auto& l : lines) s += l + "\n";
+    return s;
+}
+
+std::string trim_left(const std::string& s) {
+    size_t a = s.find_first_not_of(" \t");
+    return a == std::string::npos ? "" : s.substr(a);
+}
+
+/// Keys of a standard table header line "[a."b".c]  # x"; nullopt when the line is not one.
+std::optional<std::vector<std::string>> header_keys(const std::string& line) {
+    std::string t = trim_left(line);
+    if (t.size() < 2 || t[0] != '[' || t[1] == '[') return std::nullopt;
+    std::vector<std::string> keys;
+    size_t i = 1;
+    for (;;) {
+        while (i < t.size() && (t[i] == ' ' || t[i] == '\t')) ++i;
+        if (i >= t.size()) return std::nullopt;
+        std::string k;
+        if (t[i] == '"' || t[i] == '\'') {
+            char q = t[i++];
+            while (i < t.size() && t[i] != q) {
+                if (q == '"' && t[i] == '\\' && i + 1 < t.size()) ++i;
+                k += t[i++];
+            }
+            if (i >= t.size()) return std::nullopt;
+            ++i;
+        } else {
+            while (i < t.size() && (std::isalnum(static_cast<unsigned char>(t[i])) || t[i] == '_' || t[i] == '-')) k += t[i++];
+            if (k.empty()) return std::nullopt;
+        }
+        keys.push_back(k);
+        while (i < t.size() && (t[i] == ' ' || t[i] == '\t')) ++i;
+        if (i < t.size() && t[i] == '.') {
+            ++i;
+            continue;
+        }
+        if (i < t.size() && t[i] == ']') return keys;
+        return std::nullopt;
+    }
+}
+
+bool is_header(const std::string& line) {
+    std::string t = trim_left(line);
+    return !t.empty() && t[0] == '[';
+}
+
+/// Line index of the header [keys] in `lines`, or -1.
+long find_table(const std::vector<std::string>& lines, const std::vector<std::string>& keys) {
+    for (size_t i = 0; i < lines.size(); ++i)
+        if (auto k = header_keys(lines[i]); k && *k == keys) return static_cast<long>(i);
+    return -1;
+}
+
+/// End (exclusive) of the table body starting after `header`.
+size_t table_end(const std::vector<std::string>& lines, size_t header) {
+    size_t i = header + 1;
+    while (i < lines.size() && !is_header(lines[i])) ++i;
+    return i;
+}
+
+/// Line of `key = ...` in [from, to), or -1.
+long find_key(const std::vector<std::string>& lines, size_t from, size_t to, const std::string& key) {
+    for (size_t i = from; i < to; ++i) {
+        std::string t = trim_left(lines[i]);
+        if (t.compare(0, key.size(), key) != 0) continue;
+        std::string rest = trim_left(t.substr(key.size()));
+        if (!rest.empty() && rest[0] == '=') return static_cast<long>(i);
+    }
+    return -1;
+}
+
+/// Last line of the (possibly multi-line) array value starting on line `at` ("key = [ ...").
+size_t array_value_end(const std::vector<std::string>& lines, size_t at) {
+    int depth = 0;
+    bool seen = false;
+    for (size_t i = at; i < lines.size(); ++i) {
+        const std::string& l = lines[i];
+        size_t j = i == at ? l.find('=') + 1 : 0;
+        for (; j < l.size(); ++j) {
+            char ch = l[j];
+            if (ch == '#') break;
+            if (ch == '"' || ch == '\'') {
+                for (++j; j < l.size() && l[j] != ch; ++j)
+                    if (ch == '"' && l[j] == '\\') ++j;
+                continue;
+            }
+            if (ch == '[') {
+                ++depth;
+                seen = true;
+            } else if (ch == ']') {
+                --depth;
+            }
+        }
+        if (seen && depth <= 0) return i;
+        if (!seen && i == at) return i;  // not an array: one line
+    }
+    return lines.size() - 1;
+}
+
+std::string toml_quote(const std::string& key) {
+    std::string s = "\"";
+    for (char ch : key) {
+        if (ch == '"' || ch == '\\') s += '\\';
+        s += ch;
+    }
+    return s + "\"";
+}
+
+std::string header_text(const std::vector<std::string>& keys) {
+    std::string s = "[";
+    for (size_t i = 0; i < keys.size(); ++i) {
+        bool bare = !keys[i].empty();
+        for (unsigned char ch : keys[i])
+            if (!(std::isalnum(ch) || ch == '_' || ch == '-')) bare = false;
+        s += (i ? "." : "") + (bare ? keys[i] : toml_quote(keys[i]));
+    }
+    return s + "]";
+}
+
+std::string backup_name(const std::string& file, const std::string& stamp) {
+    std::string base = file + ".nri-qos.bak." + stamp;
+    std::string name = base;
+    struct stat st {};
+    for (int n = 1; ::lstat(name.c_str(), &st) == 0; ++n) name = base + "." + std::to_string(n);
+    return name;
+}
+
+/// One planned file change: new text for `path` (exists = it is rewritten, else created).
+struct FileEdit {
+    std::string path, text;
+    bool exists = false;
+};
+
+/// Re-read containerd's config with `edit` applied; "" when it parses.
+std::string simulate(const RuntimeInfo& info, const FileEdit& edit, RuntimeInfo& out) {
+    std::vector<std::pair<std::string, std::string>> layers;
+    bool placed = false;
+    for (const auto& f : info.config_files) {
+        if (f == edit.path) {
+            layers.emplace_back(f, edit.text);
+            placed = true;
+        } else {
+            ReadOutcome in = read_file(f);
+            if (!in.error.empty()) return in.error;
+            layers.emplace_back(f, in.text);
+        }
+    }
+    if (!placed) layers.emplace_back(edit.path, edit.text);  // a new drop-in, read last
+    out = info;
+    out.error.clear();
+    read_containerd_layers(layers, out);
+    return out.error;
+}
+
+/// Back up (when the file exists) and write `edit`; returns "" or an error, and the backup path.
+std::string apply_edit(const FileEdit& edit, const std::string& stamp, std::string& backup) {
+    const std::string target = write_target(edit.path);
+    ReadOutcome in = read_file(target);
+    if (!in.error.empty()) return in.error;
+    mode_t mode = 0644;
+    uid_t uid = static_cast<uid_t>(-1);
+    gid_t gid = static_cast<gid_t>(-1);
+    if (in.st.st_mode) {
+        mode = in.st.st_mode & 07777;
+        uid = in.st.st_uid;
+        gid = in.st.st_gid;
+        backup = backup_name(target, stamp);
+        if (std::string e = atomic_write(backup, in.text, mode, uid, gid); !e.empty()) return "backup failed: " + e;
+    } else if (std::string e = make_dirs(dir_of(target)); !e.empty()) {
+        return e;
+    }
+    return atomic_write(target, edit.text, mode, uid, gid);
+}
+
+/// Where a new section goes: a new drop-in in info.dropin_dir, else the main config (appended).
+FileEdit new_section_edit(const RuntimeInfo& info, const std::string& section, const std::string& stamp,
+                          const std::string& why) {
+    FileEdit e;
+    const std::string comment = "# Added by `nri-qos register " + why + "` (" + stamp + ").\n";
+    if (!info.dropin_dir.empty()) {
+        e.path = info.dropin_dir + "/90-nri-qos.toml";
+        ReadOutcome in = read_file(e.path);
+        if (in.exists) {
+            e.exists = true;
+            e.text = in.text + (in.text.back() == '\n' ? "" : "\n") + "\n" + comment + section;
+        } else {
+            e.text = (info.config_version ? "version = " + std::to_string(info.config_version) + "\n\n" : std::string()) + comment + section;
+        }
+        return e;
+    }
+    e.path = info.config_files.empty() ? info.config : info.config_files.front();
+    ReadOutcome in = read_file(e.path);
+    if (in.exists) {
+        e.exists = true;
+        e.text = in.text + (in.text.back() == '\n' ? "" : "\n") + "\n" + comment + section;
+    } else {
+        int v = info.config_version ? info.config_version : info.major >= 2 ? 3 : 2;
+        e.text = "version = " + std::to_string(v) + "\n\n" + comment + section;
+    }
+    return e;
+}
+
+RegisterResult write_verified(const RuntimeInfo& info, const FileEdit& edit, const std::string& stamp,
+                              const std::function<std::string(const RuntimeInfo&)>& check, const std::string& done) {
+    RuntimeInfo after;
+    if (std::string e = simulate(info, edit, after); !e.empty())
+        return fail_result("the edit of " + edit.path + " would not parse (" + e + "); nothing written: edit it by hand");
+    if (std::string e = check(after); !e.empty())
+        return fail_result("after editing " + edit.path + " containerd would still " + e + "; nothing written: edit it by hand");
+    std::string backup;
+    if (std::string e = apply_edit(edit, stamp, backup); !e.empty()) return fail_result(e);
+    return ok_result(true, done + " in " + edit.path + (backup.empty() ? " (new file)" : " (backup: " + backup + ")") +
+                               "; restart containerd to apply it");
+}
+
+}  // namespace
+
+RegisterResult enable_containerd_nri(const RuntimeInfo& info, const std::string& stamp) {
+    try {
+        if (!info.version.empty() && !containerd_native_capable(info))
+            return fail_result("--enable-nri: containerd " + info.version + " has no native NRI (1.7 or later needed); "
+                               "it calls NRI v0.1 hooks from /etc/nri/conf.json");
+        if (!info.error.empty()) return fail_result("--enable-nri: " + info.error + "; nothing written");
+        const bool disabled = info.nri_disable ? *info.nri_disable : (info.major < 2);
+        if (!disabled)
+            return ok_result(false, "native NRI already enabled " +
+                                        (info.nri_disable ? "in " + info.nri_file : std::string("(the default of containerd 2.x)")) +
+                                        " (unchanged)");
+        const std::vector<std::string> keys{"plugins", "io.containerd.nri.v1.nri"};
+        FileEdit edit;
+        if (!info.nri_file.empty()) {
+            ReadOutcome in = read_file(info.nri_file);
+            if (!in.error.empty()) return fail_result(in.error);
+            std::vector<std::string> lines = split_lines(in.text);
+            long h = find_table(lines, keys);
+            if (h < 0)
+                return fail_result(info.nri_file + " sets the NRI plugin without a [plugins.\"io.containerd.nri.v1.nri\"] table "
+                                   "header (dotted keys or an inline table); edit it by hand: disable = false");
+            size_t end = table_end(lines, static_cast<size_t>(h));
+            std::string indent = "  ";
+            if (static_cast<size_t>(h) + 1 < end) {
+                const std::string& l = lines[static_cast<size_t>(h) + 1];
+                indent = l.substr(0, l.find_first_not_of(" \t") == std::string::npos ? 0 : l.find_first_not_of(" \t"));
+            }
+            std::vector<std::string> add;
+            long d = find_key(lines, static_cast<size_t>(h) + 1, end, "disable");
+            if (d >= 0) lines[static_cast<size_t>(d)] = lines[static_cast<size_t>(d)].substr(0, lines[static_cast<size_t>(d)].find('d')) +
+                                                       "disable = false  # nri-qos register --enable-nri (" + stamp + ")";
+            else add.push_back(indent + "disable = false");
+            if (find_key(lines, static_cast<size_t>(h) + 1, end, "plugin_request_timeout") < 0)
+                add.push_back(indent + "plugin_request_timeout = \"2s\"");
+            lines.insert(lines.begin() + h + 1, add.begin(), add.end());
+            edit.path = info.nri_file;
+            edit.exists = true;
+            edit.text = join_lines(lines);
+        } else {
+            edit = new_section_edit(info,
+                                    "[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n  plugin_request_timeout = \"2s\"\n",
+                                    stamp, "--enable-nri");
+        }
+        return write_verified(
+            info, edit, stamp,
+            [](const RuntimeInfo& a) {
+                return a.nri_disable && !*a.nri_disable ? std::string() : std::string("read NRI as disabled");
+            },
+            "enabled containerd's native NRI ([plugins.\"io.containerd.nri.v1.nri\"] disable = false)");
+    } catch (const std::exception& e) {
+        return fail_result(std::string("--enable-nri: ") + e.what());
+    }
+}
+
+RegisterResult pass_annotations(const RuntimeInfo& info, const std::vector<std::string>& keys, const std::string& stamp) {
+    try {
+        if (!info.error.empty()) return fail_result("--pass-annotations: " + info.error + "; nothing written");
+        const std::vector<std::string> have = info.pod_annotations ? *info.pod_annotations : std::vector<std::string>{};
+        std::vector<std::string> missing;
+        for (const auto& k : keys)
+            if (!annotation_passed(have, k)) missing.push_back(k);
+        const std::string table_name = "[plugins.\"" + cri_plugin_id(info) + "\".containerd.runtimes." + info.runtime_name + "]";
+        if (missing.empty())
+            return ok_result(false, "every annotation the policy reads is already in " + table_name + " pod_annotations (unchanged)");
+        std::vector<std::string> all = have;
+        all.insert(all.end(), missing.begin(), missing.end());
+        std::string value = "pod_annotations = [";
+        for (size_t i = 0; i < all.size(); ++i) value += (i ? ", " : "") + toml_quote(all[i]);
+        value += "]";
+        const std::vector<std::string> tkeys{"plugins", cri_plugin_id(info), "containerd", "runtimes", info.runtime_name};
+        auto new_table = [&]() -> std::optional<std::string> {
+            if (info.runtime_name != "runc") return std::nullopt;
+            return header_text(tkeys) + "\n  runtime_type = \"io.containerd.runc.v2\"\n  " + value + "\n";
+        };
+        FileEdit edit;
+        if (!info.cri_file.empty()) {
+            ReadOutcome in = read_file(info.cri_file);
+            if (!in.error.empty()) return fail_result(in.error);
+            std::vector<std::string> lines = split_lines(in.text);
+            long h = find_table(lines, tkeys);
+            if (h >= 0) {
+                size_t end = table_end(lines, static_cast<size_t>(h));
+                long at = find_key(lines, static_cast<size_t>(h) + 1, end, "pod_annotations");
+                const std::string note = "  # nri-qos register --pass-annotations (" + stamp + ")";
+                if (at >= 0) {
+                    size_t last = array_value_end(lines, static_cast<size_t>(at));
+                    std::string indent = lines[static_cast<size_t>(at)].substr(0, lines[static_cast<size_t>(at)].find('p'));
+                    lines.erase(lines.begin() + at, lines.begin() + static_cast<long>(last) + 1);
+                    lines.insert(lines.begin() + at, indent + value + note);
+                } else {
+                    std::string indent = "  ";
+                    if (static_cast<size_t>(h) + 1 < end) {
+                        const std::string& l = lines[static_cast<size_t>(h) + 1];
+                        size_t k = l.find_first_not_of(" \t");
+                        indent = l.substr(0, k == std::string::npos ? 0 : k);
+                    }
+                    lines.insert(lines.begin() + h + 1, indent + value + note);
+                }
+                edit.path = info.cri_file;
+                edit.exists = true;
+                edit.text = join_lines(lines);
+            } else {
+                auto t = new_table();
+                if (!t)
+                    return fail_result(info.cri_file + " has no " + table_name + " table; add pod_annotations = [" +
+                                       join_list(missing) + "] to the runtime's table by hand");
+                edit.path = info.cri_file;
+                edit.exists = true;
+                edit.text = in.text + (in.text.empty() || in.text.back() == '\n' ? "" : "\n") + "\n# Added by `nri-qos register "
+                            "--pass-annotations` (" + stamp + ").\n" + *t;
+            }
+        } else {
+            auto t = new_table();
+            if (!t) return fail_result("no " + table_name + " table in containerd's config; add pod_annotations by hand");
+            edit = new_section_edit(info, *t, stamp, "--pass-annotations");
+        }
+        return write_verified(
+            info, edit, stamp,
+            [keys](const RuntimeInfo& a) {
+                std::vector<std::string> still;
+                for (const auto& k : keys)
+                    if (!a.pod_annotations || !annotation_passed(*a.pod_annotations, k)) still.push_back(k);
+                return still.empty() ? std::string() : "drop " + join_list(still);
+            },
+            "added " + join_list(missing) + " to " + table_name + " pod_annotations");
+    } catch (const std::exception& e) {
+        return fail_result(std::string("--pass-annotations: ") + e.what());
+    }
+}
+
+namespace {
+
+/// Local time "YYYYmmddTHHMMSS" for backup names.
+std::string backup_stamp() {
+    char buf[32];
+    std::time_t t = std::time(nullptr);
+    struct tm tmv {};
+    localtime_r(&t, &tmv);
+    std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%S", &tmv);
+    return buf;
+}
+
+/// Annotation keys of the policy at `path` ("" = /etc/nri/nri-qos.toml); the built-in policy's
+/// when the file is absent or invalid (`note` then says so).
+std::vector<std::string> needed_annotations(const std::string& path, std::string& note) {
+    const std::string p = path.empty() ? "/etc/nri/nri-qos.toml" : path;
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) {
+        if (!path.empty()) note = "policy " + p + " not found: checking the annotations of the built-in policy";
+        return policy_annotation_keys(builtin_policy());
+    }
+    try {
+        PolicyCheck c = check_policy_text(read_policy_file(p), p);
+        if (c.errors() == 0) return policy_annotation_keys(c.policy);
+        note = "policy " + p + " has errors (nri-qos check " + p + "): checking the annotations of the built-in policy";
+    } catch (const std::exception& e) {
+        note = std::string(e.what()) + ": checking the annotations of the built-in policy";
+    }
+    return policy_annotation_keys(builtin_policy());
+}
+
+}  // namespace
+
 void add_register_commands(CLI::App& app) {
     struct Opts {
         std::string conf_json = kDefaultConfJson;
@@ -536,6 +1107,8 @@ void add_register_commands(CLI::App& app) {
         std::string binary = kDefaultBinary;
         std::string mode = "auto";
         std::string containerd_config, containerd_version;
+        bool enable_nri = false, pass_annotations = false;
+        std::string policy, isulad_config, crio_config;
     };
     // Shared by both subcommands; CLI11 keeps the callbacks alive as long as `app`.
     auto reg = std::make_shared<Opts>();
@@ -570,6 +1143,13 @@ void add_register_commands(CLI::App& app) {
         ->capture_default_str();
     r->add_option("--containerd-config", reg->containerd_config, "containerd config.toml to inspect (default: the running containerd's, else /etc/containerd/config.toml)");
     r->add_option("--containerd-version", reg->containerd_version, "containerd version to assume instead of asking `containerd --version`");
+    r->add_flag("--enable-nri", reg->enable_nri,
+                "enable containerd's native NRI in its config (disable = false, plugin_request_timeout = \"2s\"), after a backup");
+    r->add_flag("--pass-annotations", reg->pass_annotations,
+                "add the pod annotations the policy reads to containerd 1.6's pod_annotations allow-list, after a backup");
+    r->add_option("--policy", reg->policy, "policy whose annotations must reach the hook (default: --plugin-conf's policy, else /etc/nri/nri-qos.toml, else the built-in one)");
+    r->add_option("--isulad-config", reg->isulad_config, "iSulad daemon.json to inspect (default /etc/isulad/daemon.json)");
+    r->add_option("--crio-config", reg->crio_config, "CRI-O crio.conf to inspect, with its <file>.d/*.conf drop-ins (default /etc/crio/crio.conf)");
     r->callback([reg, pc, finish]() {
         // A bad --plugin-conf is refused whatever the mode turns out to be (before detection).
         nlohmann::ordered_json conf;
@@ -589,19 +1169,53 @@ void add_register_commands(CLI::App& app) {
                 return;
             }
         }
-        // Which mode will the runtime call? Register that one (auto) and warn when the one
-        // registered will never be called (issue #11 §6).
+        // Which runtime runs here, which mode will it call, what does it drop? Register the mode
+        // it calls (auto), warn loudly about everything that keeps nri-qos from being called or
+        // from seeing the annotations its policy reads (issues #11 §6, #20 §4, #25 §1).
         RuntimeInfo info = detect_runtime(reg->containerd_config, reg->containerd_version);
-        HookMode called = mode_called(info);
-        if (reg->native) reg->mode = "native";
-        if (reg->mode == "auto") {
-            reg->mode = called == HookMode::Native ? "native" : "v01";
-            std::cerr << "nri-qos: " << describe(info) << ": registering the "
-                      << (reg->mode == "native" ? "native NRI plugin" : "NRI v0.1 hook (conf.json)")
-                      << (called == HookMode::Unknown ? " (no containerd found: the default)" : "") << std::endl;
+        const std::string stamp = backup_stamp();
+        if (reg->enable_nri) {
+            if (info.version.empty() && !info.config_found)
+                return finish(fail_result("--enable-nri: no containerd found (give --containerd-config / --containerd-version)"));
+            RegisterResult e = enable_containerd_nri(info, stamp);
+            if (!e.ok()) {
+                finish(e);
+                return;
+            }
+            std::cerr << e.message << std::endl;
+            if (e.changed) info = detect_runtime(reg->containerd_config, reg->containerd_version);
         }
-        std::string warn = never_called_warning(info, reg->mode == "native" ? HookMode::Native : HookMode::V01);
-        if (!warn.empty()) std::cerr << "nri-qos: " << warn << std::endl;
+        const NativeRuntimeInfo isulad = detect_isulad(reg->isulad_config);
+        const NativeRuntimeInfo crio = detect_crio(reg->crio_config);
+        std::string policy_path = reg->policy;
+        if (policy_path.empty() && conf.is_object() && conf.contains("policy") && conf["policy"].is_string())
+            policy_path = conf["policy"].get<std::string>();
+        std::string policy_note;
+        const std::vector<std::string> needed = needed_annotations(policy_path, policy_note);
+        if (reg->native) reg->mode = "native";
+        RegisterPlan plan = plan_register(info, isulad, crio, reg->mode, needed);
+        if (reg->pass_annotations && !plan.missing_annotations.empty()) {
+            RegisterResult e = pass_annotations(info, plan.missing_annotations, stamp);
+            if (!e.ok()) {
+                finish(e);
+                return;
+            }
+            std::cerr << e.message << std::endl;
+            info = detect_runtime(reg->containerd_config, reg->containerd_version);
+            plan = plan_register(info, isulad, crio, reg->mode, needed);
+        } else if (reg->pass_annotations) {
+            std::cerr << "nri-qos: --pass-annotations: nothing to add (the runtime passes every annotation the policy reads"
+                      << (info.version.empty() || containerd_native_capable(info) ? ", or is not an NRI v0.1 containerd" : "")
+                      << ")" << std::endl;
+        }
+        if (!policy_note.empty()) std::cerr << "nri-qos: " << policy_note << std::endl;
+        for (const auto& n : plan.notes) std::cerr << "nri-qos: " << n << std::endl;
+        for (const auto& w : plan.warnings) {
+            std::istringstream lines(w);
+            std::string line;
+            while (std::getline(lines, line)) std::cerr << "nri-qos: WARNING: " << line << std::endl;
+        }
+        reg->mode = plan.mode;
         if (reg->mode == "native") {
             finish(enable_native(reg->plugins_dir, reg->index, reg->binary, reg->type));
             return;

@@ -27,8 +27,11 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "detect.hpp"
 
 namespace CLI {
 class App;
@@ -122,10 +125,70 @@ RegisterResult enable_native(const std::string& plugins_dir, const std::string& 
 RegisterResult disable_native(const std::string& plugins_dir, const std::string& idx,
                               const std::string& binary_path, const std::string& name = kDefaultType);
 
+struct Policy;
+
+// ---- Reading the node's runtime (issue #20 §4, issue #25 §1) ----
+
+/// Pod annotation keys `policy` reads: the keys of its rules' match.annotations and
+/// match.labels_or_annotations, plus the annotations read by the facts its classes use
+/// (FactDef::reads, src/fact_table.cpp: every "prefix.domain/name" token; "the same
+/// annotations" means those of the fact listed before it). Sorted, unique.
+std::vector<std::string> policy_annotation_keys(const Policy& policy);
+
+/// What `register` will do on this node, decided before anything is written.
+///   mode:     "v01" (conf.json) or "native" (plugin symlink).
+///   warnings: each one multi-line text (lines without prefix) the CLI prints to stderr as
+///             "nri-qos: WARNING: <line>"; registration still goes ahead (exit 0).
+///   notes:    one line each, informational (stderr, "nri-qos: <note>").
+///   missing_annotations: keys `needed` that the runtime drops before an NRI v0.1 hook sees them
+///             (containerd < 1.7 passes only the default runtime's pod_annotations).
+struct RegisterPlan {
+    std::string mode;
+    std::vector<std::string> warnings, notes;
+    std::vector<std::string> missing_annotations;
+};
+
+/// Decide the mode and the warnings. `requested`: "auto", "v01" or "native". Auto picks, in
+/// this order: containerd (version known) → the mode it calls (native when NRI is disabled on
+/// ≥ 1.7 without the v010-adapter: what it will call once NRI is enabled); else iSulad, else
+/// CRI-O found → native (they run only native NRI plugins); else nothing found → v01 with a
+/// warning (the packages and the Kubernetes installer rely on conf.json being written; it is
+/// harmless when no runtime reads it). Every case where the registered mode is not called is a
+/// warning: NRI disabled, v0.1 on a native-only runtime, native on containerd 1.6, no runtime
+/// found, annotations `needed` that containerd 1.6 does not pass to v0.1 hooks.
+RegisterPlan plan_register(const RuntimeInfo& containerd, const NativeRuntimeInfo& isulad,
+                           const NativeRuntimeInfo& crio, const std::string& requested,
+                           const std::vector<std::string>& needed);
+
+/// `register --enable-nri`: make containerd's config enable native NRI
+/// ([plugins."io.containerd.nri.v1.nri"] disable = false, plugin_request_timeout = "2s" unless
+/// already set). Where: the file that defines that section (edited in place), else a new
+/// drop-in `<dropin_dir>/90-nri-qos.toml` when an `imports` glob covers such a directory, else
+/// the main config (appended; created with `version` when absent). An edited file is first
+/// copied to `<file>.nri-qos.bak.<stamp>` (same mode). The edit is textual (comments and layout
+/// are kept); the result is re-read through read_containerd_layers and written only when
+/// containerd would then read NRI as enabled, else refused (exit 1, nothing written).
+/// Already enabled → exit 0, nothing changed. containerd < 1.7 (no native NRI) → exit 1.
+/// `info` must come from detect_runtime / read_containerd_layers. Never throws.
+RegisterResult enable_containerd_nri(const RuntimeInfo& info, const std::string& stamp);
+
+/// `register --pass-annotations`: add `keys` missing from the default runtime's pod_annotations
+/// (existing patterns kept, in order) in the file defining the CRI plugin section
+/// (version 3: plugins."io.containerd.cri.v1.runtime", else plugins."io.containerd.grpc.v1.cri"),
+/// or a drop-in / the main config as for enable_containerd_nri. A missing runtime table is added
+/// only for the runtime "runc" (with runtime_type = "io.containerd.runc.v2", containerd's default
+/// for it), else refused. Backup, textual edit and verification as for enable_containerd_nri.
+/// Nothing missing → exit 0, nothing changed. Never throws.
+RegisterResult pass_annotations(const RuntimeInfo& info, const std::vector<std::string>& keys,
+                                const std::string& stamp);
+
 /// Add the `register` and `unregister` subcommands to `app`.
 ///
 ///   register   [--conf-json F] [--type T] [--plugin-conf JSON]
 ///   register   --native [--plugins-dir D] [--index NN] [--binary B] [--type T]
+///   register   ... [--mode auto|v01|native] [--enable-nri] [--pass-annotations] [--policy F]
+///              [--containerd-config F] [--containerd-version V] [--isulad-config F]
+///              [--crio-config F]
 ///   unregister [--conf-json F] [--type T]
 ///   unregister --native [--plugins-dir D] [--index NN] [--binary B] [--type T]
 ///

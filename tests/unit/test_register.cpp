@@ -17,6 +17,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "detect.hpp"
+#include "policy.hpp"
+#include "policy_builtin.hpp"
 #include "register.hpp"
 
 namespace {
@@ -471,4 +474,350 @@ TEST_CASE("add_register_commands: CLI wiring and exit codes", "[register]") {
     CHECK(slurp(t / "bad.json") == "nope");
     CHECK(run({"unregister", "--conf-json", p}) == 0);
     CHECK_FALSE(exists(p));
+}
+
+// ---- register reads real nodes (issue #20 §4, issue #25 §1): containerd `imports`, iSulad,
+// CRI-O, NRI disabled, --enable-nri, the pod_annotations allow-list, --pass-annotations. The
+// CLI cases use only the `register` command, so they also run against the code before the
+// change (where they fail). Fixture configs are written to scratch directories.
+
+namespace {
+
+/// Run `nri-qos ARGS`; stdout+stderr of the command in `out`, the exit status returned.
+int run_cli(std::vector<std::string> args, std::string& out) {
+    CLI::App app{"nri-qos"};
+    nriqos::add_register_commands(app);
+    std::vector<const char*> argv{"nri-qos"};
+    for (auto& a : args) argv.push_back(a.c_str());
+    std::ostringstream cap;
+    auto* old_err = std::cerr.rdbuf(cap.rdbuf());
+    auto* old_out = std::cout.rdbuf(cap.rdbuf());
+    int rc = 0;
+    try {
+        app.parse(static_cast<int>(argv.size()), const_cast<char**>(argv.data()));
+    } catch (const CLI::ParseError& e) {
+        rc = app.exit(e, cap, cap);
+    }
+    std::cerr.rdbuf(old_err);
+    std::cout.rdbuf(old_out);
+    out = cap.str();
+    return rc;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+/// Backup files `<base>.nri-qos.bak.*` next to `file`.
+std::vector<std::string> backups(const std::string& dir, const std::string& base) {
+    std::vector<std::string> out;
+    for (const auto& e : entries(dir))
+        if (e.rfind(base + ".nri-qos.bak.", 0) == 0) out.push_back(dir + "/" + e);
+    return out;
+}
+
+const char* kPolicyFixture =
+    "version = 1\n"
+    "[settings]\n"
+    "default_class = \"BE\"\n"
+    "[[rules]]\n"
+    "name = \"tier\"\n"
+    "class = \"BE\"\n"
+    "match.annotations = { \"example.com/tier\" = \"batch\" }\n"
+    "[classes.BE]\n"
+    "description = \"batch\"\n"
+    "[classes.BE.container]\n"
+    "cpu_shares = { fact = \"koordinator.batch_cpu_shares\" }\n";
+
+}  // namespace
+
+TEST_CASE("register: containerd config imports are followed (drop-in enables NRI)", "[register][node]") {
+    TempDir t;
+    ::mkdir((t / "conf.d").c_str(), 0755);
+    spit(t / "config.toml", "version = 2\nimports = [\"" + t.path + "/conf.d/*.toml\"]\n"
+                            "[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true\n");
+    spit(t / "conf.d/50-nri.toml", "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n"
+                                   "  plugin_path = \"" + t.path + "/plugins\"\n");
+    std::string out;
+    int rc = run_cli({"register", "--containerd-config", t / "config.toml", "--containerd-version", "1.7.20",
+                      "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh",
+                      "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"},
+                     out);
+    INFO(out);
+    CHECK(rc == 0);
+    // The drop-in's section replaces the main file's: native NRI is on, the plugin is linked.
+    CHECK(exists(t / "plugins/10-nri-qos"));
+    CHECK_FALSE(exists(t / "conf.json"));
+    CHECK_FALSE(has(out, "WARNING"));
+}
+
+TEST_CASE("register: no runtime found registers v0.1 with a loud warning", "[register][node]") {
+    TempDir t;
+    std::string out;
+    int rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none",
+                      "--conf-json", t / "conf.json", "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"},
+                     out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(exists(t / "conf.json"));
+    CHECK(has(out, "nri-qos: WARNING: no container runtime found"));
+    CHECK(has(out, "nri-qos: WARNING: Nothing calls nri-qos"));
+}
+
+TEST_CASE("register: iSulad with nri-support gets the native plugin, never conf.json", "[register][node]") {
+    TempDir t;
+    spit(t / "daemon.json", R"({"group": "isula", "nri-support": true, "plugin_path": ")" + t.path + R"(/plugins"})");
+    std::string out;
+    int rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none",
+                      "--conf-json", t / "conf.json", "--isulad-config", t / "daemon.json", "--crio-config", t / "none.conf",
+                      "--plugins-dir", t / "plugins", "--binary", "/bin/sh"},
+                     out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(exists(t / "plugins/10-nri-qos"));
+    CHECK_FALSE(exists(t / "conf.json"));
+    CHECK(has(out, "iSulad"));
+    CHECK_FALSE(has(out, "WARNING"));
+    // nri-support off: still the native plugin (the only kind iSulad runs), and a warning.
+    spit(t / "daemon.json", R"({"nri-support": false})");
+    rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none",
+                  "--conf-json", t / "conf.json", "--isulad-config", t / "daemon.json", "--crio-config", t / "none.conf",
+                  "--plugins-dir", t / "plugins", "--binary", "/bin/sh"},
+                 out);
+    CHECK(rc == 0);
+    CHECK(has(out, "nri-qos: WARNING: iSulad native NRI is DISABLED: nri-qos will NEVER be called."));
+    CHECK(has(out, "\"nri-support\": true"));
+    CHECK_FALSE(exists(t / "conf.json"));
+}
+
+TEST_CASE("register: CRI-O drop-ins are read (crio.conf.d enables NRI)", "[register][node]") {
+    TempDir t;
+    ::mkdir((t / "crio.conf.d").c_str(), 0755);
+    spit(t / "crio.conf", "[crio.nri]\nenable_nri = false\n");
+    spit(t / "crio.conf.d/10-nri.conf", "[crio.nri]\nenable_nri = true\n");
+    std::string out;
+    int rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none",
+                      "--conf-json", t / "conf.json", "--isulad-config", t / "none.json", "--crio-config", t / "crio.conf",
+                      "--plugins-dir", t / "plugins", "--binary", "/bin/sh"},
+                     out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(exists(t / "plugins/10-nri-qos"));
+    CHECK_FALSE(exists(t / "conf.json"));
+    CHECK_FALSE(has(out, "WARNING"));
+    nriqos::NativeRuntimeInfo crio = nriqos::detect_crio(t / "crio.conf");
+    CHECK(crio.config_files == std::vector<std::string>{t / "crio.conf", t / "crio.conf.d/10-nri.conf"});
+    REQUIRE(crio.nri_enabled);
+    CHECK(*crio.nri_enabled);
+}
+
+TEST_CASE("register: NRI disabled on containerd 1.7 is a loud warning, --enable-nri fixes it after a backup",
+          "[register][node]") {
+    TempDir t;
+    const std::string orig =
+        "version = 2\n"
+        "# site settings\n"
+        "[plugins.\"io.containerd.nri.v1.nri\"]\n"
+        "  disable = true  # the 1.7 default\n"
+        "  plugin_path = \"" + t.path + "/plugins\"\n"
+        "[plugins.\"io.containerd.grpc.v1.cri\"]\n"
+        "  sandbox_image = \"pause:3.9\"\n";
+    spit(t / "config.toml", orig);
+    std::vector<std::string> common{"--containerd-config", t / "config.toml", "--containerd-version", "1.7.20",
+                                    "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh",
+                                    "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"};
+    std::string out;
+    std::vector<std::string> args{"register"};
+    args.insert(args.end(), common.begin(), common.end());
+    int rc = run_cli(args, out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(has(out, "nri-qos: WARNING: containerd 1.7.20 has native NRI DISABLED"));
+    CHECK(has(out, "nri-qos: WARNING: nri-qos will NEVER be called until NRI is enabled"));
+    CHECK(has(out, "nri-qos register --enable-nri"));
+    CHECK(slurp(t / "config.toml") == orig);  // nothing edited unless asked
+    CHECK_FALSE(exists(t / "conf.json"));     // conf.json is never read on 1.7 without the adapter
+
+    args.push_back("--enable-nri");
+    rc = run_cli(args, out);
+    INFO(out);
+    CHECK(rc == 0);
+    auto b = backups(t.path, "config.toml");
+    REQUIRE(b.size() == 1);
+    CHECK(slurp(b[0]) == orig);
+    const std::string now = slurp(t / "config.toml");
+    CHECK(has(now, "# site settings"));
+    CHECK(has(now, "plugin_request_timeout = \"2s\""));
+    nriqos::RuntimeInfo ri;
+    ri.config = t / "config.toml";
+    nriqos::read_nri_config(now, ri);
+    REQUIRE(ri.error.empty());
+    REQUIRE(ri.nri_disable);
+    CHECK_FALSE(*ri.nri_disable);
+    CHECK(has(out, "restart containerd"));
+    CHECK(exists(t / "plugins/10-nri-qos"));
+    CHECK_FALSE(has(out, "WARNING"));
+    // Idempotent: nothing more to change, no second backup.
+    rc = run_cli(args, out);
+    CHECK(rc == 0);
+    CHECK(backups(t.path, "config.toml").size() == 1);
+    CHECK(slurp(t / "config.toml") == now);
+}
+
+TEST_CASE("enable_containerd_nri: a drop-in in the imports directory, else appended to config.toml",
+          "[register][node]") {
+    TempDir t;
+    ::mkdir((t / "conf.d").c_str(), 0755);
+    // imports cover conf.d and nobody defines the NRI section: a new drop-in, config.toml untouched.
+    const std::string main = "version = 2\nimports = [\"" + t.path + "/conf.d/*.toml\"]\n";
+    spit(t / "config.toml", main);
+    nriqos::RuntimeInfo info = nriqos::detect_runtime(t / "config.toml", "1.7.20");
+    CHECK(info.dropin_dir == t / "conf.d");
+    RegisterResult r = nriqos::enable_containerd_nri(info, "STAMP");
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    CHECK(r.changed);
+    CHECK(slurp(t / "config.toml") == main);
+    CHECK(backups(t.path, "config.toml").empty());
+    nriqos::RuntimeInfo after = nriqos::detect_runtime(t / "config.toml", "1.7.20");
+    CHECK(after.nri_file == t / "conf.d/90-nri-qos.toml");
+    REQUIRE(after.nri_disable);
+    CHECK_FALSE(*after.nri_disable);
+    CHECK(nriqos::mode_called(after) == nriqos::HookMode::Native);
+
+    // No imports: the section is appended to config.toml after a backup.
+    const std::string plain = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"pause\"\n";
+    spit(t / "plain.toml", plain);
+    info = nriqos::detect_runtime(t / "plain.toml", "1.7.20");
+    r = nriqos::enable_containerd_nri(info, "STAMP");
+    CHECK(r.exit_code == 0);
+    CHECK(slurp(t / "plain.toml.nri-qos.bak.STAMP") == plain);
+    nriqos::RuntimeInfo ri;
+    nriqos::read_nri_config(slurp(t / "plain.toml"), ri);
+    REQUIRE(ri.nri_disable);
+    CHECK_FALSE(*ri.nri_disable);
+    CHECK(has(slurp(t / "plain.toml"), "sandbox_image = \"pause\""));
+
+    // containerd 1.6 has no native NRI: refused, nothing written.
+    info = nriqos::detect_runtime(t / "plain.toml", "1.6.20");
+    r = nriqos::enable_containerd_nri(info, "STAMP2");
+    CHECK(r.exit_code == 1);
+    CHECK_FALSE(exists(t / "plain.toml.nri-qos.bak.STAMP2"));
+}
+
+TEST_CASE("containerd config: import order, relative paths, cycles, last definer of a plugin wins (v2, v3)",
+          "[register][node]") {
+    TempDir t;
+    ::mkdir((t / "conf.d").c_str(), 0755);
+    spit(t / "config.toml",
+         "version = 2\nimports = [\"" + t.path + "/conf.d/*.toml\", \"extra.toml\"]\n"
+         "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n"
+         "  pod_annotations = [\"a.example/*\"]\n");
+    spit(t / "conf.d/20-cri.toml",
+         "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  default_runtime_name = \"crun\"\n"
+         "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.crun]\n  pod_annotations = [\"volcano.sh/*\"]\n");
+    spit(t / "conf.d/10-x.toml", "imports = [\"../config.toml\"]\n");  // a cycle back to the main file
+    spit(t / "extra.toml", "[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n");
+    std::vector<std::string> texts;
+    std::string err;
+    auto files = nriqos::containerd_config_files(t / "config.toml", texts, err);
+    CHECK(err.empty());
+    CHECK(files == std::vector<std::string>{t / "config.toml", t / "conf.d/10-x.toml", t / "conf.d/20-cri.toml", t / "extra.toml"});
+    nriqos::RuntimeInfo info = nriqos::detect_runtime(t / "config.toml", "1.6.20");
+    CHECK(info.error.empty());
+    CHECK(info.cri_file == t / "conf.d/20-cri.toml");
+    CHECK(info.runtime_name == "crun");
+    REQUIRE(info.pod_annotations);
+    CHECK(*info.pod_annotations == std::vector<std::string>{"volcano.sh/*"});
+    CHECK(info.nri_file == t / "extra.toml");
+
+    // A drop-in that sets one CRI key replaces the main file's whole CRI section (mergeConfig),
+    // so the main file's pod_annotations no longer apply: a key-level merge would keep them.
+    spit(t / "conf.d/20-cri.toml", "[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  snapshotter = \"native\"\n");
+    info = nriqos::detect_runtime(t / "config.toml", "1.6.20");
+    CHECK(info.cri_file == t / "conf.d/20-cri.toml");
+    CHECK(info.runtime_name == "runc");
+    CHECK_FALSE(info.runtime_table);
+    CHECK_FALSE(info.pod_annotations);
+
+    // Version 3 (containerd 2.x): the runtime's table is under io.containerd.cri.v1.runtime.
+    spit(t / "v3.toml", "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"
+                        "  pod_annotations = [\"node.koordinator.sh/*\"]\n"
+                        "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  pod_annotations = [\"x/*\"]\n");
+    info = nriqos::detect_runtime(t / "v3.toml", "2.0.0");
+    REQUIRE(info.pod_annotations);
+    CHECK(*info.pod_annotations == std::vector<std::string>{"node.koordinator.sh/*"});
+    RegisterResult r = nriqos::pass_annotations(info, {"volcano.sh/qos-level"}, "S3");
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    info = nriqos::detect_runtime(t / "v3.toml", "2.0.0");
+    CHECK(*info.pod_annotations == std::vector<std::string>{"node.koordinator.sh/*", "volcano.sh/qos-level"});
+    CHECK(slurp(t / "v3.toml.nri-qos.bak.S3").find("x/*") != std::string::npos);
+}
+
+TEST_CASE("annotation_passed follows containerd's path.Match: * never crosses '/'", "[register][node]") {
+    CHECK_FALSE(nriqos::annotation_passed({"*"}, "volcano.sh/qos-level"));
+    CHECK(nriqos::annotation_passed({"volcano.sh/*"}, "volcano.sh/qos-level"));
+    CHECK(nriqos::annotation_passed({"*/*"}, "volcano.sh/qos-level"));
+    CHECK(nriqos::annotation_passed({"qos.class"}, "qos.class"));
+    CHECK_FALSE(nriqos::annotation_passed({}, "qos.class"));
+}
+
+TEST_CASE("policy_annotation_keys: rules' annotation keys and the facts' annotations", "[register][node]") {
+    nriqos::PolicyCheck c = nriqos::check_policy_text(kPolicyFixture, "p.toml");
+    REQUIRE(c.errors() == 0);
+    CHECK(nriqos::policy_annotation_keys(c.policy) ==
+          std::vector<std::string>{"example.com/tier", "node.koordinator.sh/extended-resource-spec"});
+    // The bundled policy: Koordinator, Volcano (rules and burst facts), Katalyst keys.
+    auto keys = nriqos::policy_annotation_keys(nriqos::builtin_policy());
+    for (const char* k : {"node.koordinator.sh/extended-resource-spec", "volcano.sh/qos-level", "volcano.sh/preemptable",
+                          "volcano.sh/enable-quota-burst", "volcano.sh/quota-burst-time", "katalyst.kubewharf.io/qos_level"})
+        CHECK(std::find(keys.begin(), keys.end(), k) != keys.end());
+}
+
+TEST_CASE("register: containerd 1.6 pod_annotations missing the policy's keys warn; --pass-annotations adds them",
+          "[register][node]") {
+    TempDir t;
+    spit(t / "policy.toml", kPolicyFixture);
+    const std::string orig =
+        "version = 2\n"
+        "[plugins.\"io.containerd.grpc.v1.cri\"]\n"
+        "  sandbox_image = \"pause:3.9\"\n"
+        "  [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n"
+        "    runtime_type = \"io.containerd.runc.v2\"\n"
+        "    pod_annotations = [\n"
+        "      \"example.com/*\",  # site\n"
+        "    ]\n"
+        "  [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n"
+        "    SystemdCgroup = true\n";
+    spit(t / "config.toml", orig);
+    std::vector<std::string> args{"register", "--containerd-config", t / "config.toml", "--containerd-version", "1.6.20",
+                                  "--conf-json", t / "conf.json", "--policy", t / "policy.toml",
+                                  "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"};
+    std::string out;
+    int rc = run_cli(args, out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(exists(t / "conf.json"));
+    CHECK(has(out, "nri-qos: WARNING: containerd 1.6.20 passes NRI v0.1 hooks only the pod annotations listed in"));
+    CHECK(has(out, "nri-qos: WARNING:   node.koordinator.sh/extended-resource-spec\n"));  // example.com/tier passes
+    CHECK(has(out, "--pass-annotations"));
+    CHECK(slurp(t / "config.toml") == orig);
+
+    args.push_back("--pass-annotations");
+    rc = run_cli(args, out);
+    INFO(out);
+    CHECK(rc == 0);
+    auto b = backups(t.path, "config.toml");
+    REQUIRE(b.size() == 1);
+    CHECK(slurp(b[0]) == orig);
+    nriqos::RuntimeInfo info = nriqos::detect_runtime(t / "config.toml", "1.6.20");
+    REQUIRE(info.error.empty());
+    REQUIRE(info.pod_annotations);
+    CHECK(*info.pod_annotations == std::vector<std::string>{"example.com/*", "node.koordinator.sh/extended-resource-spec"});
+    CHECK(has(slurp(t / "config.toml"), "SystemdCgroup = true"));
+    CHECK_FALSE(has(out, "WARNING"));
+    // Now nothing is missing: no warning, no second backup.
+    rc = run_cli(args, out);
+    CHECK(rc == 0);
+    CHECK_FALSE(has(out, "WARNING"));
+    CHECK(backups(t.path, "config.toml").size() == 1);
 }
