@@ -314,7 +314,7 @@ std::string never_called_warning(const RuntimeInfo& r, HookMode reg) {
 
 namespace {
 
-std::string dir_name(const std::string& p) {
+std::string config_dir_of(const std::string& p) {
     size_t k = p.find_last_of('/');
     if (k == std::string::npos) return ".";
     return k == 0 ? "/" : p.substr(0, k);
@@ -418,7 +418,7 @@ std::vector<std::string> containerd_config_files(const std::string& main_path, s
                     for (size_t i = 0; i < g.gl_pathc; ++i) pending.push_back(g.gl_pathv[i]);
                 globfree(&g);
             } else {
-                pending.push_back(clean_path(!imp.empty() && imp[0] == '/' ? imp : dir_name(path) + "/" + imp));
+                pending.push_back(clean_path(!imp.empty() && imp[0] == '/' ? imp : config_dir_of(path) + "/" + imp));
             }
         }
     }

@@ -409,8 +409,13 @@ struct Ctx {
                     bool max = false;
                     if (in.layout == Layout::V2) {
                         if (auto w = pod_file("cpu", "cpu.weight", max)) {
-                            uint64_t fw = in.policy && in.policy->linear_weight ? shares_to_weight_linear(static_cast<uint64_t>(std::max<int64_t>(v.num, 2)))
-                                                                                 : shares_to_weight(static_cast<uint64_t>(std::max<int64_t>(v.num, 2)));
+                            // The weight it would be written as: the policy's formula, or under
+                            // "auto" (decided per write, knobs.hpp) the larger of the two, so that no
+                            // formula the node may use lets an untrusted value raise the pod.
+                            const uint64_t sh = static_cast<uint64_t>(std::max<int64_t>(v.num, 2));
+                            const WeightFormula wf = in.policy ? in.policy->cpu_weight_formula : WeightFormula::Auto;
+                            uint64_t fw = wf == WeightFormula::Auto ? std::max(shares_to_weight_linear(sh), shares_to_weight(sh))
+                                                                    : shares_to_weight(sh, wf);
                             if (static_cast<int64_t>(fw) > *w) return "would raise the pod's cpu.weight (" + std::to_string(*w) + " → " + std::to_string(fw) + ")";
                             proof = "cpu.weight " + std::to_string(fw) + " ≤ the pod's " + std::to_string(*w);
                             return "";

@@ -411,7 +411,7 @@ int main(int argc, char** argv) {
             nriqos::PolicyPlaces w;
             w.cache_dir = o.cache_dir;
             w.last_good_dir = nriqos::last_good_dir_of(o);
-            w.write = w.save_last_good = false;
+            w.write = false;
             nriqos::effective_policy(o.policy, o.policy == nriqos::defaults::kPolicy, w, nullptr, info);
             sv.policy_sha256 = info.sha256;
         } catch (...) {

@@ -1060,6 +1060,80 @@ TEST_CASE("sink: a quota lift waits for the cpuset, written and read back", "[fa
 }
 
 TEST_CASE("Katalyst numa_exclusive: sized from the CPU request, across nodes", "[facts][numa][cpuset-trust]") {
+    ClassDef cls = class_of(R"([classes.C.container]
+cpuset_cpus = { fact = "katalyst.numa_cpus" }
+cpuset_mems = { fact = "katalyst.numa_mems" }
+)");
+    const json ann = {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"},
+                      {"katalyst.kubewharf.io/memory_enhancement", R"({"numa_binding":"true","numa_exclusive":"true"})"}};
+    auto ctr = [&](const std::string& id, const std::string& pod, int64_t shares) {
+        return req_from("container-create.json", {{"id", id}, {"sandboxID", "sb-" + pod},
+                                                  {"spec", {{"cgroupsPath", "/kubepods/" + pod + "/" + id}, {"annotations", ann},
+                                                            {"resources", {{"cpu", {{"shares", shares}}}}}}}});
+    };
+    Env e;
+    make_sysfs(e.t, "0-15", {{0, "0-3"}, {1, "4-7"}, {2, "8-11"}, {3, "12-15"}});
+    for (const char* p : {"podA", "podB", "podC"}) e.t.mkdir(std::string("cg/cpuset/kubepods/") + p);
+    // 6 CPUs on 4-CPU nodes: two nodes, all their CPUs, mems of both
+    FactPlan p = e.run(cls, ctr("a1", "podA", 6144));
+    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-7");
+    CHECK(knob(p.cls.container, KnobId::CpusetMems)->value.text == "0-1");
+    CHECK(p.calcs[0].find("ceil(shares 6144 / 1024) = 6 CPU(s)") != std::string::npos);
+    // a later container of the pod: the same nodes
+    p = e.run(cls, ctr("a2", "podA", 1024));
+    CHECK(knob(p.cls.container, KnobId::CpusetMems)->value.text == "0-1");
+    // kubelet holds CPU 9: node2 is not free, the next pair is skipped past it
+    e.t.put("cpu_manager_state", R"({"policyName":"static","entries":{"podZ":{"c":"9"}}})");
+    p = e.run(cls, ctr("b1", "podB", 5120), Layout::V1, true);
+    CHECK_FALSE(knob(p.cls.container, KnobId::CpusetCpus));
+    CHECK(refused_with(p, "no NUMA node fits exclusive placement of 5 CPU(s)"));
+    p = e.run(cls, ctr("b1", "podB", 4096));  // one free node is enough
+    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "12-15");
+    CHECK(knob(p.cls.container, KnobId::CpusetMems)->value.text == "3");
+}
+
+TEST_CASE("NUMA: a BestEffort pod, or one without a CPU request, never reserves a node", "[facts][numa][cpuset-trust]") {
+    ClassDef cls = class_of(R"([classes.C.container]
+cpuset_cpus = { fact = "numa.exclusive_cpus" }
+cpuset_mems = { fact = "numa.exclusive_mems" }
+)");
+    Env e;
+    make_sysfs(e.t, "0-7", {{0, "0-3"}, {1, "4-7"}});
+    auto ctr = [&](const std::string& path, const json& cpu) {
+        return req_from("container-create.json", {{"spec", {{"cgroupsPath", path}, {"resources", {{"cpu", cpu}}}}}});
+    };
+    e.t.mkdir("cg/cpuset/kubepods/besteffort/podbe");
+    FactPlan p = e.run(cls, ctr("/kubepods/besteffort/podbe/c1", {{"shares", 2}}));
+    CHECK(p.cls.container.empty());
+    REQUIRE(p.skipped.size() == 2);
+    CHECK(p.skipped[0].find("a BestEffort pod has no CPU request: no exclusive NUMA placement") != std::string::npos);
+    // even with shares forged into the spec: the BestEffort tier decides
+    p = e.run(cls, ctr("/kubepods/besteffort/podbe/c1", {{"shares", 8192}}));
+    CHECK(p.cls.container.empty());
+    e.t.mkdir("cg/cpuset/kubepods/burstable/podnr");
+    p = e.run(cls, ctr("/kubepods/burstable/podnr/c1", {{"shares", 2}, {"quota", 800000}, {"period", 100000}}));
+    CHECK(p.cls.container.empty());  // a limit is no request
+    CHECK(p.skipped[0].find("the container has no CPU request (shares 2)") != std::string::npos);
+    CHECK(e.state.numa_records().empty());
+    struct stat st {};
+    CHECK(stat((e.t.path + "/state/facts").c_str(), &st) != 0);  // no lock, no state for them
+}
+
+TEST_CASE("NUMA: the shared_cores pool is not held", "[facts][numa][cpuset-trust]") {
+    ClassDef cls = class_of(R"([classes.C.container]
+cpuset_cpus = { fact = "numa.exclusive_cpus" }
+cpuset_mems = { fact = "numa.exclusive_mems" }
+)");
+    Env e;
+    make_sysfs(e.t, "0-7", {{0, "0-3"}, {1, "4-7"}});
+    // a Guaranteed shared_cores pod on Katalyst's share pool 0-3 (no Burstable pod shows the pool)
+    e.t.put("cg/cpuset/kubepods/podshared/app/cpuset.cpus", "0-3\n");
+    e.t.mkdir("cg/cpuset/kubepods/poddedicated");
+    Request r = req_from("container-create.json", {{"spec", {{"cgroupsPath", "/kubepods/poddedicated/c1"}, {"resources", {{"cpu", {{"shares", 4096}}}}}}}});
+    FactPlan p = e.run(cls, r);
+    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-3");  // placed on the pool's node, as Katalyst does
+    CHECK(p.calcs[0].find("held CPUs: none") != std::string::npos);
+}
 
 // ---- trust (issue #19): a hostile pod author per raising fact -----------------------------------
 
@@ -1208,76 +1282,6 @@ TEST_CASE("trust: an untrusted Katalyst NUMA binding reserves nothing", "[facts]
 cpuset_cpus = { fact = "katalyst.numa_cpus" }
 cpuset_mems = { fact = "katalyst.numa_mems" }
 )");
-    const json ann = {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"},
-                      {"katalyst.kubewharf.io/memory_enhancement", R"({"numa_binding":"true","numa_exclusive":"true"})"}};
-    auto ctr = [&](const std::string& id, const std::string& pod, int64_t shares) {
-        return req_from("container-create.json", {{"id", id}, {"sandboxID", "sb-" + pod},
-                                                  {"spec", {{"cgroupsPath", "/kubepods/" + pod + "/" + id}, {"annotations", ann},
-                                                            {"resources", {{"cpu", {{"shares", shares}}}}}}}});
-    };
-    Env e;
-    make_sysfs(e.t, "0-15", {{0, "0-3"}, {1, "4-7"}, {2, "8-11"}, {3, "12-15"}});
-    for (const char* p : {"podA", "podB", "podC"}) e.t.mkdir(std::string("cg/cpuset/kubepods/") + p);
-    // 6 CPUs on 4-CPU nodes: two nodes, all their CPUs, mems of both
-    FactPlan p = e.run(cls, ctr("a1", "podA", 6144));
-    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-7");
-    CHECK(knob(p.cls.container, KnobId::CpusetMems)->value.text == "0-1");
-    CHECK(p.calcs[0].find("ceil(shares 6144 / 1024) = 6 CPU(s)") != std::string::npos);
-    // a later container of the pod: the same nodes
-    p = e.run(cls, ctr("a2", "podA", 1024));
-    CHECK(knob(p.cls.container, KnobId::CpusetMems)->value.text == "0-1");
-    // kubelet holds CPU 9: node2 is not free, the next pair is skipped past it
-    e.t.put("cpu_manager_state", R"({"policyName":"static","entries":{"podZ":{"c":"9"}}})");
-    p = e.run(cls, ctr("b1", "podB", 5120), Layout::V1, true);
-    CHECK_FALSE(knob(p.cls.container, KnobId::CpusetCpus));
-    CHECK(refused_with(p, "no NUMA node fits exclusive placement of 5 CPU(s)"));
-    p = e.run(cls, ctr("b1", "podB", 4096));  // one free node is enough
-    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "12-15");
-    CHECK(knob(p.cls.container, KnobId::CpusetMems)->value.text == "3");
-}
-
-TEST_CASE("NUMA: a BestEffort pod, or one without a CPU request, never reserves a node", "[facts][numa][cpuset-trust]") {
-    ClassDef cls = class_of(R"([classes.C.container]
-cpuset_cpus = { fact = "numa.exclusive_cpus" }
-cpuset_mems = { fact = "numa.exclusive_mems" }
-)");
-    Env e;
-    make_sysfs(e.t, "0-7", {{0, "0-3"}, {1, "4-7"}});
-    auto ctr = [&](const std::string& path, const json& cpu) {
-        return req_from("container-create.json", {{"spec", {{"cgroupsPath", path}, {"resources", {{"cpu", cpu}}}}}});
-    };
-    e.t.mkdir("cg/cpuset/kubepods/besteffort/podbe");
-    FactPlan p = e.run(cls, ctr("/kubepods/besteffort/podbe/c1", {{"shares", 2}}));
-    CHECK(p.cls.container.empty());
-    REQUIRE(p.skipped.size() == 2);
-    CHECK(p.skipped[0].find("a BestEffort pod has no CPU request: no exclusive NUMA placement") != std::string::npos);
-    // even with shares forged into the spec: the BestEffort tier decides
-    p = e.run(cls, ctr("/kubepods/besteffort/podbe/c1", {{"shares", 8192}}));
-    CHECK(p.cls.container.empty());
-    e.t.mkdir("cg/cpuset/kubepods/burstable/podnr");
-    p = e.run(cls, ctr("/kubepods/burstable/podnr/c1", {{"shares", 2}, {"quota", 800000}, {"period", 100000}}));
-    CHECK(p.cls.container.empty());  // a limit is no request
-    CHECK(p.skipped[0].find("the container has no CPU request (shares 2)") != std::string::npos);
-    CHECK(e.state.numa_records().empty());
-    struct stat st {};
-    CHECK(stat((e.t.path + "/state/facts").c_str(), &st) != 0);  // no lock, no state for them
-}
-
-TEST_CASE("NUMA: the shared_cores pool is not held", "[facts][numa][cpuset-trust]") {
-    ClassDef cls = class_of(R"([classes.C.container]
-cpuset_cpus = { fact = "numa.exclusive_cpus" }
-cpuset_mems = { fact = "numa.exclusive_mems" }
-)");
-    Env e;
-    make_sysfs(e.t, "0-7", {{0, "0-3"}, {1, "4-7"}});
-    // a Guaranteed shared_cores pod on Katalyst's share pool 0-3 (no Burstable pod shows the pool)
-    e.t.put("cg/cpuset/kubepods/podshared/app/cpuset.cpus", "0-3\n");
-    e.t.mkdir("cg/cpuset/kubepods/poddedicated");
-    Request r = req_from("container-create.json", {{"spec", {{"cgroupsPath", "/kubepods/poddedicated/c1"}, {"resources", {{"cpu", {{"shares", 4096}}}}}}}});
-    FactPlan p = e.run(cls, r);
-    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-3");  // placed on the pool's node, as Katalyst does
-    CHECK(p.calcs[0].find("held CPUs: none") != std::string::npos);
-
     Env e;
     make_sysfs(e.t, "0-7", {{0, "0-3"}, {1, "4-7"}});
     e.t.put("cg/cpuset/kubepods/burstable/podt/cpuset.cpus", "0-7\n");
