@@ -296,6 +296,8 @@ int main(int argc, char** argv) {
         status = app.add_subcommand("status", "table of the pods and containers nri-qos handled: class, rule, last event, wanted vs kernel values");
         state_cmd(status);
         status->add_option("--format", so.format, "text|json")->check(CLI::IsMember({"text", "json"}));
+        status->add_flag("--relay", so.relay_only,
+                         "only the external relay's liveness (<state-dir>/relay.json); exit 1 unless up and registered (a liveness probe)");
         reconcile = app.add_subcommand("reconcile", "re-apply the current policy to every live container nri-qos knows; drop the gone ones");
         state_cmd(reconcile);
         reconcile->add_flag("--dry-run", so.dry_run, "report drift, write nothing");
@@ -370,7 +372,8 @@ int main(int argc, char** argv) {
         if (reconcile->parsed() && !so.dry_run)
             if (std::string l = nriqos::implicit_runtime_probe(so.state_dir, nriqos::defaults::kStateDir, false); !l.empty())
                 out += "runtime  " + l + "\n";
-        int rc = status->parsed() ? nriqos::run_status(so, out) : nriqos::run_reconcile(so, out);
+        int rc = status->parsed() ? (so.relay_only ? nriqos::relay_liveness(so, out) : nriqos::run_status(so, out))
+                                  : nriqos::run_reconcile(so, out);
         write_all(STDOUT_FILENO, out);
         return rc;
     }

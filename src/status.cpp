@@ -121,6 +121,37 @@ std::optional<bool> cgroup_exists(const Desired& d) {
 
 }  // namespace
 
+/// The external relay service's liveness line ("relay: up (service pid …), registered with …"),
+/// "" when no service writes <state_dir>/relay.json; `ok`: up and registered.
+static std::string relay_line(const StateCommandOptions& o, bool* ok = nullptr) {
+    if (ok) *ok = false;
+    json relay = nri::read_service_status(o.state_dir + "/relay.json");
+    if (relay.is_object()) {
+        if (ok) *ok = !relay.contains("error") && relay.value("up", false) && relay.value("registered", false);
+        if (relay.contains("error")) {
+            return "relay: " + relay["error"].get<std::string>() + "\n";
+        } else {
+            auto num = [&relay](const char* k) { return relay.value(k, int64_t(0)); };
+            auto when = [](int64_t t) {
+                char b[64] = "-";
+                struct tm tm {};
+                time_t tt = static_cast<time_t>(t);
+                if (t > 0) strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&tt, &tm));
+                return std::string(b);
+            };
+            std::string line = std::string("relay: ") + (relay.value("up", false) ? "up" : "DOWN") + " (service pid " +
+                               std::to_string(num("pid")) + ", started " + when(num("started")) + "), " +
+                               (relay.value("registered", false)
+                                    ? "registered with " + relay.value("runtime", std::string("?")) + " " + relay.value("runtime_version", std::string()) +
+                                          " (relay pid " + std::to_string(num("relay_pid")) + ", since " + when(num("connected_since")) + ")"
+                                    : std::string("not registered")) +
+                               ", " + std::to_string(num("reconnects")) + " reconnect(s), last Synchronize " + when(num("last_sync"));
+            return line + "\n";
+        }
+    }
+    return "";
+}
+
 int run_status(const StateCommandOptions& o, std::string& out) {
     StateDir st(o.state_dir);
     std::vector<LastRequest> all = load_last(st);
@@ -200,31 +231,10 @@ int run_status(const StateCommandOptions& o, std::string& out) {
     else text += std::to_string(all.size()) + " recorded, " + std::to_string(drifted) + " knob(s) drifted" +
                  (drifted ? ": run `nri-qos reconcile` to restore them\n" : "\n");
     // The external relay service's liveness (src/nri/service.hpp), when it runs on this state dir.
-    json relay = nri::read_service_status(o.state_dir + "/relay.json");
-    if (relay.is_object()) {
-        if (relay.contains("error")) {
-            text += "relay: " + relay["error"].get<std::string>() + "\n";
-        } else {
-            auto num = [&relay](const char* k) { return relay.value(k, int64_t(0)); };
-            auto when = [](int64_t t) {
-                char b[64] = "-";
-                struct tm tm {};
-                time_t tt = static_cast<time_t>(t);
-                if (t > 0) strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&tt, &tm));
-                return std::string(b);
-            };
-            std::string line = std::string("relay: ") + (relay.value("up", false) ? "up" : "DOWN") + " (service pid " +
-                               std::to_string(num("pid")) + ", started " + when(num("started")) + "), " +
-                               (relay.value("registered", false)
-                                    ? "registered with " + relay.value("runtime", std::string("?")) + " " + relay.value("runtime_version", std::string()) +
-                                          " (relay pid " + std::to_string(num("relay_pid")) + ", since " + when(num("connected_since")) + ")"
-                                    : std::string("not registered")) +
-                               ", " + std::to_string(num("reconnects")) + " reconnect(s), last Synchronize " + when(num("last_sync"));
-            text += line + "\n";
-        }
-    }
+    text += relay_line(o);
     if (o.format == "json") {
         json j = {{"state_dir", o.state_dir}, {"entries", arr}, {"drifted", drifted}};
+        json relay = nri::read_service_status(o.state_dir + "/relay.json");
         if (!relay.is_null()) j["relay"] = relay;
         out = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
     } else {
@@ -387,6 +397,13 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
         }
     }
     return rc;
+}
+
+int relay_liveness(const StateCommandOptions& o, std::string& out) {
+    bool ok = false;
+    out = relay_line(o, &ok);
+    if (out.empty()) out = "relay: not running here (no " + o.state_dir + "/relay.json)\n";
+    return ok ? 0 : 1;
 }
 
 }  // namespace nriqos

@@ -15,6 +15,7 @@ struct StateCommandOptions {
     std::string last_good_dir;               ///< last good policy copies (policy_store.hpp; "" = none)
     ReplayRoots roots;
     std::string format = "text";             ///< status: "text" or "json"
+    bool relay_only = false;                 ///< status --relay: only the relay service's liveness; exit 1 unless up and registered
     bool dry_run = false;                    ///< reconcile: report drift, write nothing
     std::optional<std::string> metrics_file, event_log;  ///< reconcile's sinks (as the hook's)
     size_t max_entries = 4096;               ///< bound on the records read
@@ -25,6 +26,11 @@ struct StateCommandOptions {
 /// wants next to the value the kernel holds now (read back; "DRIFT" marked). Returns the exit
 /// status: 0, or 1 when the state dir cannot be read.
 int run_status(const StateCommandOptions& o, std::string& out);
+
+/// `status --relay`: the external relay service's liveness line from <state_dir>/relay.json
+/// (src/nri/service.hpp) and the exit status a liveness probe wants: 0 when the service's pid is
+/// alive and it is registered with the runtime, 1 otherwise (no file: "relay: not running here").
+int relay_liveness(const StateCommandOptions& o, std::string& out);
 
 /// `reconcile`: re-apply the current policy to every container in the state dir whose cgroup
 /// still exists; containers that are gone are dropped from the state. Writes only what drifted

@@ -229,4 +229,11 @@ check "status: cpu.max wanted in the kernel's form" "$(st2 | grep ' cpu.max ' | 
 printf '# a comment long enough that the error line is well over sixty characters\ncpu_quota_us = [\n' >> "$V2/p.toml"
 perr=$(st2 | grep '(policy: ')
 check_contains "status: the whole policy error, not cut" "$perr" "value having invalid format appeared in an array; applying the last good copy"
+# --- status --relay: the DaemonSet's liveness probe (issue #20 §2/§3) -------------------------
+RS=$(scratch)
+"$BIN" status --relay --state-dir "$RS" >"$RS/out" 2>&1; rc=$?
+check "status --relay: no relay here → exit 1, says so" "$rc $(cut -c1-25 "$RS/out")" "1 relay: not running here"
+echo '{"pid":999999,"registered":true,"runtime":"containerd","runtime_version":"2.1.9","started":1}' > "$RS/relay.json"
+"$BIN" status --relay --state-dir "$RS" >"$RS/out" 2>&1; rc=$?
+check "status --relay: a dead service pid → DOWN, exit 1" "$rc $(cut -c1-12 "$RS/out")" "1 relay: DOWN"
 finish

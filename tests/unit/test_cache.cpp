@@ -406,7 +406,9 @@ TEST_CASE("store_file: a deadline during the write leaves no temporary file", "[
         sa.sa_handler = [](int) { _exit(3); };
         sigaction(SIGALRM, &sa, nullptr);
         struct itimerval it {};
-        it.it_value.tv_usec = 2000;
+        // 20 ms: past the child's start (2 ms was spent before store_file began on a loaded or
+        // THP-compacting machine: no file at all), well inside the 256 MiB write (≥ 50 ms on tmpfs).
+        it.it_value.tv_usec = 20000;
         setitimer(ITIMER_REAL, &it, nullptr);
         pc::store_file(dir, "entry.bin", big);
         pause();

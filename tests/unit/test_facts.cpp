@@ -823,7 +823,6 @@ TEST_CASE("facts: NRI UpdatePodSandbox recomputes the fact-valued pod knobs; one
 cpu_burst_us = { fact = "volcano.cpu_burst_us" }
 [classes.C.pod]
 cpu_idle = 1
-cpu_shares = { fact = "koordinator.pod_batch_cpu_shares" }
 cpu_burst_us = { fact = "volcano.pod_cpu_burst_us" }
 cpu_qos_level = { fact = "volcano.qos_level", if_absent = "fail" }
 )");
@@ -833,6 +832,7 @@ cpu_qos_level = { fact = "volcano.qos_level", if_absent = "fail" }
     const std::string pod = "kubepods/burstable/pod0e2e0000-0000-4000-8000-000000000000";
     e.t.put("cg/cpu/" + pod + "/cpu.cfs_quota_us", "400000\n");
     e.t.put("cg/cpu/" + pod + "/cpu.cfs_period_us", "100000\n");
+    e.t.put("cg/cpuset/" + pod + "/cpuset.effective_cpus", "0-7\n");  // the cpuset is validated against it
     const json ann = {{"volcano.sh/enable-quota-burst", "true"},
                       {"scheduling.koordinator.sh/resource-status", R"({"cpuset":"2-3"})"},
                       {"node.koordinator.sh/extended-resource-spec", R"({"containers":{"app":{"requests":{"kubernetes.io/batch-cpu":"1k"}}}})"}};
@@ -851,8 +851,6 @@ cpu_qos_level = { fact = "volcano.qos_level", if_absent = "fail" }
     Request u = parse_nri_event(pe.dump());
     FactPlan p = e.run(cls, u);
     REQUIRE(knob(p.cls.pod, KnobId::CpuIdle));  // literal: kept, as before
-    REQUIRE(knob(p.cls.pod, KnobId::CpuShares));
-    CHECK(knob(p.cls.pod, KnobId::CpuShares)->value.num == milli_cpu_to_shares(1000));
     REQUIRE(knob(p.cls.pod, KnobId::CpuBurst));
     CHECK(knob(p.cls.pod, KnobId::CpuBurst)->value.num == 200000);  // Σ of the ledger
     // the one it cannot recompute (no volcano.sh/qos-level annotation): reported, with the reason
@@ -1072,6 +1070,9 @@ cpuset_mems = { fact = "katalyst.numa_mems" }
                                                             {"resources", {{"cpu", {{"shares", shares}}}}}}}});
     };
     Env e;
+    // Katalyst's annotations declared (trusted): the placement itself is under test here
+    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement"});
+    e.policy = &trust;
     make_sysfs(e.t, "0-15", {{0, "0-3"}, {1, "4-7"}, {2, "8-11"}, {3, "12-15"}});
     for (const char* p : {"podA", "podB", "podC"}) e.t.mkdir(std::string("cg/cpuset/kubepods/") + p);
     // 6 CPUs on 4-CPU nodes: two nodes, all their CPUs, mems of both
