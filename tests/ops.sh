@@ -232,7 +232,7 @@ check_contains "status: the whole policy error, not cut" "$perr" "value having i
 # --- status --relay: the DaemonSet's liveness probe (issue #20 §2/§3) -------------------------
 RS=$(scratch)
 "$BIN" status --relay --state-dir "$RS" >"$RS/out" 2>&1; rc=$?
-check "status --relay: no relay here → exit 1, says so" "$rc $(cut -c1-24 "$RS/out")" "1 relay: not running here"
+check "status --relay: no relay here → exit 1, says so" "$rc $(cut -c1-23 "$RS/out")" "1 relay: not running here"
 echo '{"pid":999999,"registered":true,"runtime":"containerd","runtime_version":"2.1.9","started":1}' > "$RS/relay.json"
 "$BIN" status --relay --state-dir "$RS" >"$RS/out" 2>&1; rc=$?
 check "status --relay: a dead service pid → DOWN, exit 1" "$rc $(cut -c1-11 "$RS/out")" "1 relay: DOWN"
