@@ -107,9 +107,9 @@ std::optional<std::string> StateDir::read_file(const std::string& name, size_t m
 std::string StateDir::write_file(const std::string& name, const std::string& text) {
     int dfd = open_dir(true);
     if (dfd < 0) return "state dir " + dir_ + ": " + std::strerror(-dfd);
-    std::string tmp = "." + name + "." + std::to_string(getpid()) + ".tmp";
-    int fd = open_beneath(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
-    if (fd < 0) return "state " + dir_ + "/" + tmp + ": " + std::strerror(-fd);
+    std::string tmp, why;
+    int fd = create_temp(dfd, "." + name, 0600, tmp, why);  // O_EXCL, no symlink (issue 19 §2)
+    if (fd < 0) return "state " + dir_ + ": ." + name + ".*.tmp: " + why;
     bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
     ok = close(fd) == 0 && ok;
     if (!ok || renameat(dfd, tmp.c_str(), dfd, name.c_str()) != 0) {

@@ -1,6 +1,8 @@
 // The external relay as a service: reconnect with back-off, liveness on record. See service.hpp.
 #include "nri/service.hpp"
 
+#include "kernel.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -41,11 +43,12 @@ int64_t mono_ms() {
 void write_atomic(const std::string& path, const std::string& text) {
   if (path.empty()) return;
   if (path[0] == '/') nriqos::make_dirs(nriqos::dir_name(path), 0755);
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A new temporary file: O_EXCL, never through a symlink (kernel.hpp create_temp; issue 19 §2).
+  std::string tmp, why;
+  int fd = nriqos::create_temp(-1, path, 0644, tmp, why);
   if (fd < 0) {
     static int warned = 0;
-    if (warned++ == 0) logf("service: cannot write %s: %s", path.c_str(), strerror(errno));
+    if (warned++ == 0) logf("service: cannot write %s: %s", path.c_str(), why.c_str());
     return;
   }
   size_t off = 0;
