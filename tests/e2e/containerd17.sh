@@ -236,8 +236,9 @@ native_builtin() {
   ver=$("$RELAY" --version 2>&1 | grep '^policy:')
   log "  $RELAY --version: $ver"
   [ "$ver" = "policy: builtin (no /etc/nri/nri-qos.toml)" ] || { fail "$name" "--version says '$ver'"; return; }
-  # The compiled-in policy is the bundled one: a Koordinator batch pod gets what koordlet's
-  # batchresource hook writes (issue #10 §4; sc_koord_batch in lib.sh).
+  # The compiled-in policy is the bundled one, which trusts no pod-writable annotation: a
+  # Koordinator batch pod gets koordlet's batch limits, kubelet's cpu.shares stays (issue #19;
+  # sc_koord_batch in lib.sh).
   OCI_CHECKS=1 sc_koord_batch "$name"
 }
 
@@ -247,10 +248,12 @@ native_builtin() {
 # policy (tests/fixtures/policy/classic.toml), so they do not depend on the bundled defaults.
 native_bundled() {
   local name=$S-koord-batch
-  install -m 0644 "$REPO/conf/nri.d/nri-qos.toml" "$D/policy/bundled.toml"
+  # With the operator's declaration that koord-manager owns the batch annotation (issue #19):
+  # koordlet's full values, cpu.shares 512 included.
+  declare_koordinator "$REPO/conf/nri.d/nri-qos.toml" "$D/policy/bundled.toml"
   set_native_policy "$D/policy/bundled.toml"
   stop_containerd; start_containerd || { fail "$name" "containerd did not restart with the bundled policy"; return; }
-  OCI_CHECKS=1 sc_koord_batch "$name"
+  KOORD_TRUSTED=1 OCI_CHECKS=1 sc_koord_batch "$name"
   set_native_policy "$D/policy/nri-qos.toml"
   stop_containerd; start_containerd || fail "$S-setup" "containerd did not restart with the test policy"
 }
