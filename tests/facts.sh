@@ -263,10 +263,6 @@ check "trust: ... the batch quota (a restriction) applied" "$(cat "$P/cg/cpu/$EP
 check_contains "trust: ... the refusal names the key to declare" "$(jq_get "$OUT" .metadata.failed)" \
   "would raise cpu.shares (kubelet's cpu.shares 2 → 262144); untrusted annotation node.koordinator.sh/extended-resource-spec (declare it in [guarded.annotations] to trust it)"
 check "trust: ... the event record carries the refusal" "$(grep -c 'koordinator.batch_cpu_shares refused' "$P/events.log" 2>/dev/null)" 1
-mk_v1_dir "$P/cg" "kubepods/podq/c1"
-OUT=$(jq -c '.spec.cgroupsPath="/kubepods/podq/c1"' <<<"$CT0" | hook "$P" "$BUNDLED")
-check "bundled: an unclassified Guaranteed pod: nothing written" "$(jq_get "$OUT" '[.writes[]|select(.status=="applied")]|length')" 0
-check "bundled: ... and no fact state kept" "$(ls "$P/state" 2>/dev/null | grep -c facts)" 0
 
 # ---- issue #19 §1: a cpuset from an annotation, written by a hostile pod author ---------------
 # Each case pays for its cpuset with the quota (so the old "wider than the quota" rule does not
@@ -328,7 +324,7 @@ kat() { # kat POD CTR SHARES: a Katalyst dedicated_cores numa_exclusive containe
   jq -c --arg p "/kubepods/$1/$2" --arg id "$2" --arg sb "sb-$1" --arg m "$KAT" --argjson s "$3" \
     '.id=$id | .sandboxID=$sb | .spec.cgroupsPath=$p | .spec.resources.cpu={"shares":$s,"quota":($s/1024*100000),"period":100000}
      | .spec.annotations["katalyst.kubewharf.io/qos_level"]="dedicated_cores"
-     | .spec.annotations["katalyst.kubewharf.io/memory_enhancement"]=$m' <<<"$CT0" | hook "$N4" "$BUNDLED"
+     | .spec.annotations["katalyst.kubewharf.io/memory_enhancement"]=$m' <<<"$CT0" | hook "$N4" "$TRUSTED"
 }
 mk_v1_dir "$N4/cg" kubepods/podk6/c1
 mk_v1_dir "$N4/cg" kubepods/podpool/app; echo 0-3 > "$N4/cg/cpuset/kubepods/podpool/app/cpuset.cpus"   # a shared_cores pod on the share pool
@@ -339,7 +335,7 @@ check_contains "numa sizing: the shared_cores pool is not held" "$(jq_get "$OUT"
 mk_v1_dir "$N4/cg" kubepods/besteffort/podbe/c1
 OUT=$(jq -c '.spec.cgroupsPath="/kubepods/besteffort/podbe/c1" | .id="be1" | .sandboxID="sb-be" | .spec.resources.cpu={"shares":2}
        | .spec.annotations["katalyst.kubewharf.io/qos_level"]="dedicated_cores"
-       | .spec.annotations["katalyst.kubewharf.io/memory_enhancement"]="{\"numa_binding\":\"true\",\"numa_exclusive\":\"true\"}"' <<<"$CT0" | hook "$N4" "$BUNDLED")
+       | .spec.annotations["katalyst.kubewharf.io/memory_enhancement"]="{\"numa_binding\":\"true\",\"numa_exclusive\":\"true\"}"' <<<"$CT0" | hook "$N4" "$TRUSTED")
 check "numa sizing: a BestEffort pod reserves no node" "$(cat "$N4/cg/cpuset/kubepods/besteffort/podbe/c1/cpuset.cpus")" ""
 check_contains "numa sizing: ... and says why" "$(jq_get "$OUT" .metadata.skipped)" "a BestEffort pod has no CPU request: no exclusive NUMA placement"
 check "numa sizing: ... nothing recorded for it" "$(test -e "$N4/state/facts/numa/be1.json" && echo recorded || echo none)" none
@@ -386,14 +382,15 @@ check_contains "adjusted percentages: reconcile finds it in force" "$REC" "1 in 
 
 # ---- native UpdatePodSandbox (NRI v0.10+) writes the fact-valued pod knobs again (issue 19) ---
 # kubelet resizes the pod in place and rewrites the pod cgroup; the Koordinator batch values of
-# the pod come back (they were dropped: only literal pod knobs were kept).
+# the pod come back (they were dropped: only literal pod knobs were kept). The bundled policy
+# with koord-manager's annotation declared (TRUSTED): koordlet's full pod values.
 U=$(scratch); UP=kubepods/besteffort/podu1; mk_v1_dir "$U/cg" "$UP"; mk_v1_dir "$U/cg" "$UP/s1"
 USPEC='{"containers":{"app":{"limits":{"kubernetes.io/batch-cpu":"1k","kubernetes.io/batch-memory":"1Gi"},"requests":{"kubernetes.io/batch-cpu":"500"}}}}'
 pod_ev() { jq -nc --arg ev "$1" --arg p "/$UP/s1" --arg s "$USPEC" '{event: $ev, runtime: {name: "containerd", version: "2.2.0"},
     pod: {id: "s1", name: "batch", uid: "u1", namespace: "default", labels: {"koordinator.sh/qosClass": "BE"},
           annotations: {"node.koordinator.sh/extended-resource-spec": $s}, linux: {cgroups_path: $p}}}
     + (if $ev == "UpdatePodSandbox" then {linux_resources: {cpu: {shares: {value: 2}}}} else {} end)' |
-  "$BIN" nri-eval --policy "$BUNDLED" --cgroup-root "$U/cg" --cgroup-layout v1 --proc-root "$U/proc" --state-dir "$U/state" \
+  "$BIN" nri-eval --policy "$TRUSTED" --cgroup-root "$U/cg" --cgroup-layout v1 --proc-root "$U/proc" --state-dir "$U/state" \
     --cache-dir "" --event-log "" --metrics-file "" 2>/dev/null; }
 OUT=$(pod_ev RunPodSandbox)
 check "UpdatePodSandbox facts: RunPodSandbox wrote the pod batch values" \
