@@ -234,27 +234,4 @@ int run_relay_service(RelayOptions opts, const ServiceOptions& so) {
   return 0;
 }
 
-json read_service_status(const std::string& path, const std::string& proc_root) {
-  std::ifstream f(path);
-  if (!f) {
-    if (errno == ENOENT) return nullptr;
-    return json{{"error", "cannot read " + path + ": " + strerror(errno)}};
-  }
-  std::stringstream ss;
-  ss << f.rdbuf();
-  json j = json::parse(ss.str(), nullptr, false);
-  if (!j.is_object()) return json{{"error", path + ": not a JSON object"}};
-  bool up = false;
-  auto p = j.find("pid");
-  if (p != j.end() && p->is_number_integer() && p->get<int64_t>() > 0) {
-    // alive, and an nri-qos process (a pid reused by something else is not the relay)
-    std::ifstream cmd(proc_root + "/" + std::to_string(p->get<int64_t>()) + "/cmdline");
-    std::string argv0;
-    std::getline(cmd, argv0, '\0');
-    up = argv0.find("nri-qos") != std::string::npos;
-  }
-  j["up"] = up;
-  return j;
-}
-
 }  // namespace nri
