@@ -1,6 +1,6 @@
 #!/bin/sh
 # nri-qos node installer: the init step of the nri-qos DaemonSet (deploy/kubernetes/).
-# POSIX sh + coreutils/busybox only (cp, cmp, mkdir, mv, rm, chmod, ln, readlink).
+# POSIX sh + coreutils/busybox only (cp, cmp, mkdir, mv, rm, chmod, ln, readlink, md5sum, sleep).
 #
 # Usage: install.sh [install|relay|sync-policy|uninstall]        (default: install)
 #
@@ -157,7 +157,7 @@ sync-policy)
   rejected=""
   while :; do
     if [ -f "$POLICY_SRC" ] && ! cmp -s "$POLICY_SRC" "$DST_POLICY"; then
-      sum=$(cksum < "$POLICY_SRC")
+      sum=$(md5sum < "$POLICY_SRC")   # busybox has no cksum
       if [ "$sum" != "$rejected" ]; then
         if install_policy; then rejected=""; else rejected=$sum; fi
       fi

@@ -35,6 +35,8 @@ CXX_FUZZ=${CXX_FUZZ:-clang++}
 VERSION=$(cat VERSION 2>/dev/null || echo 0.0.0)
 ALL_TARGETS=(request policy cgroups_path pipeline fact_readers numa framing nri_json)
 NRI_SRCS=(src/nri/mux.cpp src/nri/ttrpc.cpp src/nri/nri_json.cpp src/nri/service_status.cpp build/gen/nri/nri.pb.cc)
+# status.cpp (every target links the library) reads the relay service's liveness file.
+NRI_ALL_TARGETS_OBJ=service_status.o
 
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 CXXFLAGS_F="-std=c++17 -g -O1 $SAN ${OVERLAY:+-I$OVERLAY} -Isrc -I$OUT/gen -Ibuild/gen -D_GNU_SOURCE -DNRI_QOS_VERSION=\"$VERSION\" -DNRI_QOS_FUZZ=1 -w"
@@ -79,7 +81,7 @@ build() {
     for t in "${ALL_TARGETS[@]}"; do
         bin="$OUT/fuzz_$t"
         extra=()
-        case $t in framing|nri_json) extra=("${nri_objs[@]}" -lprotobuf-lite) ;; esac
+        case $t in framing|nri_json) extra=("${nri_objs[@]}" -lprotobuf-lite) ;; *) extra=("$OUT/obj/nri/$NRI_ALL_TARGETS_OBJ") ;; esac
         if [ ! -f "$bin" ] || [ "tests/fuzz/fuzz_$t.cpp" -nt "$bin" ] || [ -n "$(find "$OUT/obj" tests/fuzz/fuzz_common.hpp -newer "$bin" -print -quit)" ]; then
             echo "  LINK(fuzz) $bin" >&2
             $CXX_FUZZ $CXXFLAGS_F -fsanitize=fuzzer "tests/fuzz/fuzz_$t.cpp" "${objs[@]}" "${extra[@]}" -lnettle -o "$bin" || die "link $bin failed"
