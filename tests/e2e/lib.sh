@@ -782,7 +782,7 @@ sc_koord_batch() {
   local name=$1 out=koord-batch shares=2
   [ "${KOORD_TRUSTED:-}" = 1 ] && shares=512
   local spec='{"containers":{"koord-batch-c":{"limits":{"kubernetes.io/batch-cpu":"1k","kubernetes.io/batch-memory":"256Mi"},"requests":{"kubernetes.io/batch-cpu":"500","kubernetes.io/batch-memory":"256Mi"}}}}'
-  run_pod "$out" "$out" "$(kube_parent besteffort)" --label koordinator.sh/qosClass=BE \
+  run_pod "$out" "$out" "$(kube_parent besteffort)" --cpu-shares 2 --label koordinator.sh/qosClass=BE \
     --annotation "node.koordinator.sh/extended-resource-spec=$spec" || { fail "$name" "CRI: $(first_error "$out")"; stop_pod "$out"; return; }
   MISMATCH=""
   expect_shape "$out"
