@@ -96,17 +96,10 @@ std::string FactState::lock() {
 }
 
 std::string FactState::write_file(int dfd, const std::string& name, const std::string& text) {
-    std::string tmp, why;
-    int fd = create_temp(dfd, "." + name, 0600, tmp, why);  // O_EXCL, no symlink
-    if (fd < 0) return "state " + dir_ + ": ." + name + ".*.tmp: " + why;
-    bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    ok = close(fd) == 0 && ok;
-    if (!ok || renameat(dfd, tmp.c_str(), dfd, name.c_str()) != 0) {
-        std::string e = std::strerror(errno);
-        unlinkat(dfd, tmp.c_str(), 0);
-        return "state " + dir_ + ": cannot write " + name + ": " + e;
-    }
-    return "";
+    std::string why;
+    bool temp_failed;
+    if (replace_file(dfd, name, text, 0600, why, temp_failed)) return "";
+    return temp_failed ? "state " + dir_ + ": ." + name + ".*.tmp: " + why : "state " + dir_ + ": cannot write " + name + ": " + why;
 }
 
 std::optional<std::string> FactState::read_file(int dfd, const std::string& name) {

@@ -130,6 +130,22 @@ int create_temp(int dirfd, const std::string& prefix, mode_t mode, std::string& 
     return fd;
 }
 
+bool replace_file(int dirfd, const std::string& name, const std::string& text, mode_t mode, std::string& why, bool& temp_failed) {
+    std::string tmp;
+    temp_failed = false;
+    int fd = create_temp(dirfd, "." + name, mode, tmp, why);
+    if (fd < 0) {
+        temp_failed = true;
+        return false;
+    }
+    bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ok = close(fd) == 0 && ok;
+    if (ok && renameat(dirfd, tmp.c_str(), dirfd, name.c_str()) == 0) return true;
+    why = std::strerror(errno);
+    unlinkat(dirfd, tmp.c_str(), 0);
+    return false;
+}
+
 std::optional<std::string> read_small_beneath(int dirfd, const std::string& rel, size_t max_bytes) {
     int fd = open_beneath(dirfd, rel, O_RDONLY | O_NONBLOCK);
     if (fd < 0) return std::nullopt;

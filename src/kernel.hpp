@@ -97,6 +97,13 @@ int open_record(int dirfd, const std::string& rel, int flags, mode_t mode, std::
 /// path to rename and unlink), or -1 and `why` (one line).
 int create_temp(int dirfd, const std::string& prefix, mode_t mode, std::string& name, std::string& why);
 
+/// Replace file `name` beneath `dirfd` with `text` atomically: a new temporary file beside it
+/// (create_temp: O_EXCL, no symlink), written, closed and renamed over `name`; on a failure the
+/// temporary file is removed. Returns true when the new file is in place. Otherwise `temp_failed`
+/// says which step failed — the temporary file's creation (`why` = create_temp's reason) or the
+/// write, close or rename (`why` = strerror) — so that callers word their own one-line error.
+bool replace_file(int dirfd, const std::string& name, const std::string& text, mode_t mode, std::string& why, bool& temp_failed);
+
 /// "a FIFO", "a directory", "a socket", "a character device"... for messages (st_mode).
 const char* file_kind(mode_t m);
 

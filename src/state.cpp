@@ -84,18 +84,11 @@ std::string StateDir::store(const std::string& id, const Memo& m) {
         j["annotations"] = json::object();  // keep the class, drop what does not fit
         text = j.dump();
     }
-    std::string tmp, why;
-    int fd = create_temp(dfd, "." + memo_name(id), 0600, tmp, why);  // O_EXCL, no symlink
-    if (fd < 0) return "state " + dir_ + "/." + memo_name(id) + ".*.tmp: " + why;
-    bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    ok = close(fd) == 0 && ok;
     // dfd is O_PATH: renameat works on it. Rename is atomic: readers see the old or the new file.
-    if (!ok || renameat(dfd, tmp.c_str(), dfd, memo_name(id).c_str()) != 0) {
-        std::string e = std::strerror(errno);
-        unlinkat(dfd, tmp.c_str(), 0);
-        return "state " + dir_ + ": cannot write memo: " + e;
-    }
-    return "";
+    std::string why;
+    bool temp_failed;
+    if (replace_file(dfd, memo_name(id), text, 0600, why, temp_failed)) return "";
+    return temp_failed ? "state " + dir_ + "/." + memo_name(id) + ".*.tmp: " + why : "state " + dir_ + ": cannot write memo: " + why;
 }
 
 std::optional<std::string> StateDir::read_file(const std::string& name, size_t max) {
@@ -107,17 +100,10 @@ std::optional<std::string> StateDir::read_file(const std::string& name, size_t m
 std::string StateDir::write_file(const std::string& name, const std::string& text) {
     int dfd = open_dir(true);
     if (dfd < 0) return "state dir " + dir_ + ": " + std::strerror(-dfd);
-    std::string tmp, why;
-    int fd = create_temp(dfd, "." + name, 0600, tmp, why);  // O_EXCL, no symlink (issue 19 §2)
-    if (fd < 0) return "state " + dir_ + ": ." + name + ".*.tmp: " + why;
-    bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    ok = close(fd) == 0 && ok;
-    if (!ok || renameat(dfd, tmp.c_str(), dfd, name.c_str()) != 0) {
-        std::string e = std::strerror(errno);
-        unlinkat(dfd, tmp.c_str(), 0);
-        return "state " + dir_ + ": cannot write " + name + ": " + e;
-    }
-    return "";
+    std::string why;
+    bool temp_failed;
+    if (replace_file(dfd, name, text, 0600, why, temp_failed)) return "";
+    return temp_failed ? "state " + dir_ + ": ." + name + ".*.tmp: " + why : "state " + dir_ + ": cannot write " + name + ": " + why;
 }
 
 std::string StateDir::remove(const std::string& id) {
@@ -177,19 +163,11 @@ std::string StateDir::store_last(const std::string& sandbox_id, const std::strin
     int sb = open_subdir(last, sandbox_id, true);
     close(last);
     if (sb < 0) return "state " + dir_ + "/last/" + sandbox_id + ": " + std::strerror(-sb);
-    std::string name = id + ".json", tmp, why;
-    int fd = create_temp(sb, "." + name, 0600, tmp, why);  // O_EXCL, no symlink
-    if (fd < 0) {
-        close(sb);
-        return "state " + dir_ + "/last: " + why;
-    }
-    bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    ok = close(fd) == 0 && ok;
-    std::string err;
-    if (!ok || renameat(sb, tmp.c_str(), sb, name.c_str()) != 0) {
-        err = "state " + dir_ + "/last: cannot write " + name + ": " + std::strerror(errno);
-        unlinkat(sb, tmp.c_str(), 0);
-    }
+    const std::string name = id + ".json";
+    std::string why, err;
+    bool temp_failed;
+    if (!replace_file(sb, name, text, 0600, why, temp_failed))
+        err = temp_failed ? "state " + dir_ + "/last: " + why : "state " + dir_ + "/last: cannot write " + name + ": " + why;
     close(sb);
     return err;
 }
