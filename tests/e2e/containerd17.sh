@@ -260,30 +260,30 @@ native_bundled() {
 
 scenarios() {
   if [ "$MODE" = adapter ]; then
-    sc_be "$S-be-label" be-label burstable --label koordinator.sh/qosClass=BE
+    want be-label && sc_be "$S-be-label" be-label burstable --label koordinator.sh/qosClass=BE
     set_v01_conf "$D/policy/fail-closed.toml"
-    sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"
+    want fail-closed && sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"
     set_v01_conf "$D/policy/nri-qos.toml"
     return
   fi
-  host_only && native_register
+  want register && host_only && native_register
   OCI_CHECKS=1
-  sc_be "$S-be-label" be-label burstable --label koordinator.sh/qosClass=BE
-  sc_ls "$S-ls-burst" ls-burst
-  sc_be "$S-be-kube" be-kube besteffort
+  want be-label && sc_be "$S-be-label" be-label burstable --label koordinator.sh/qosClass=BE
+  want ls-burst && sc_ls "$S-ls-burst" ls-burst
+  want be-kube && sc_be "$S-be-kube" be-kube besteffort
   OCI_CHECKS=""
-  sc_knobs "$S-v2-knobs" knobs
-  sc_update_be "$S-update-be"
-  sc_update_ls "$S-update-ls"
+  want v2-knobs && sc_knobs "$S-v2-knobs" knobs
+  want update-be && sc_update_be "$S-update-be"
+  want update-ls && sc_update_ls "$S-update-ls"
   host_only || return 0   # the node VM: the rest is protocol-level, covered on the host
-  native_child_crash
-  native_restart
-  native_last_good
-  native_bundled
-  native_builtin
+  want child-crash && native_child_crash
+  want restart && native_restart
+  want last-good && native_last_good
+  want bundled && native_bundled
+  want builtin && native_builtin
   set_native_policy "$D/policy/fail-closed.toml"
   stop_containerd; start_containerd || fail "$S-setup" "containerd did not restart with the fail-closed policy"
-  containerd_alive && sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"
+  want fail-closed && containerd_alive && sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"
 }
 
 if [ "$MODE" = prepare ]; then

@@ -601,6 +601,9 @@ expect_oci() { # OUT FILTER WANT
 }
 # host_only: true unless running the node VM's subset (scenario lists: `host_only && sc_...`)
 host_only() { [ -z "$E2E_NODE_SUBSET" ]; }
+# want NAME: true unless E2E_ONLY (an extended regex over scenario names, e.g. 'sync|relay-back')
+# is set and NAME does not match it. Scenario lists: `want be-label && sc_be ...`.
+want() { [ -z "${E2E_ONLY:-}" ] || [[ $1 =~ $E2E_ONLY ]]; }
 verdict() { # NAME: PASS when no mismatch was collected
   if [ -z "$MISMATCH" ]; then pass "$1"; else fail "$1" "$MISMATCH"; fi
 }

@@ -173,10 +173,10 @@ write_inner() { # FILE
 cd /root/in/repo || exit 1
 echo "node: $(uname -r); PID 1 $(cat /proc/1/comm); $(stat -fc %T /sys/fs/cgroup)" >&2
 export E2E_CGROUP_DRIVER=systemd E2E_PREFIX=vm- E2E_NODE_SUBSET=1 NRI_QOS_BIN=/root/in/repo/build/nri-qos \
-       E2E_CACHE=/root/in/cache E2E_WORK=/root/in/work E2E_OFFLINE=1 E2E_C21_SUITE=@C21@
+       E2E_CACHE=/root/in/cache E2E_WORK=/root/in/work E2E_OFFLINE=1 E2E_C21_SUITE=@C21@ E2E_ONLY='@ONLY@'
 exec bash tests/e2e/run.sh $E2E_VM_SUITES
 SH
-  sed -i "s|\$E2E_VM_SUITES|${E2E_VM_SUITES:-16 native21}|; s|@C21@|$C21_SUITE|" "$1"
+  sed -i "s|\$E2E_VM_SUITES|${E2E_VM_SUITES:-16 native21}|; s|@C21@|$C21_SUITE|; s/@ONLY@/${E2E_ONLY:-}/" "$1"
   chmod 0755 "$1"
 }
 
