@@ -20,10 +20,14 @@ set -euo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${NRI_QOS_BIN:-$TOP/build/nri-qos}
 N=${BENCH_NATIVE_N:-1000}
+# `native.sh storm`: the pod storm instead (issue #22 §3; bench/nridriver/storm.go): BENCH_STORM_PODS
+# pods at once (default 100), BENCH_STORM_INFLIGHT requests in flight (default 16),
+# BENCH_STORM_RUNS runs per peer (default 5); output build/bench/storm.md and storm.json.
+PART=${1:-native}
 W=${BENCH_NATIVE_WARMUP:-20}
 BB=$TOP/build/bench
-OUT=${OUT:-$BB/native.md}
-skip() { echo "SKIP native: $*" | tee "$OUT"; exit 0; }
+OUT=${OUT:-$BB/$PART.md}
+skip() { echo "SKIP $PART: $*" | tee "$OUT"; exit 0; }
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$TOP/bench/lib.sh"
 
@@ -55,7 +59,8 @@ echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); nri-qos: $BIN ($("$BIN" --version 
 echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg); scratch on $(stat -f -c %T "$S")"
 echo
 "$BB/nridriver" -fixtures "$TOP/tests/fixtures/requests/containerd-1.7.24-adapter" -scratch "$S" \
-  -policy "$S/policy.toml" -rounds "$N" -warmup "$W" -json "$BB/native.json" -ref go-stub \
+  -policy "$S/policy.toml" -rounds "$N" -warmup "$W" -json "$BB/$PART.json" -ref go-stub \
+  $([ "$PART" = storm ] && echo "-storm ${BENCH_STORM_PODS:-100} -inflight ${BENCH_STORM_INFLIGHT:-16} -storm-runs ${BENCH_STORM_RUNS:-5}") \
   -nri-version "${NRI_VER:-?}" \
   -peer "nri-qos=$BIN" -peer "go-stub=$BB/gostub" -peer "go-null=$BB/gostub,mode=null" \
   -peer "relay-floor=$FLOOR_BIN,_work=none"

@@ -69,31 +69,32 @@ def status(ok):
 
 
 def goals(bb):
-    """(goal, measured, ok) rows for issue 13, from this run's raw numbers."""
+    """(goal, measured, ok) rows for issue 22 (performance restated), from this run's raw numbers."""
     rows = []
     nat = rd(os.path.join(bb, "native.json"))
     if nat:
         peers = {p["name"]: p for p in json.loads(nat)}
         q, g = peers.get("nri-qos"), peers.get("go-stub")
         if q and g:
-            for ev in ("CreateContainer", "RunPodSandbox", "StartContainer"):
-                a, b = pct(q["latency_us"].get(ev), .5), pct(g["latency_us"].get(ev), .5)
-                rows.append(("native %s p50 ≤ Go stub's" % ev,
-                             "%.0f µs vs %.0f µs (%.2f×)" % (a, b, a / b), a <= b))
             def per_pod(peer):  # mean CPU of the three timed events, summed: µs per pod
                 return sum(mean(peer["cpu_us"].get(e, [])) for e in ("RunPodSandbox", "CreateContainer", "StartContainer"))
-            cq, cg = per_pod(q), per_pod(g)
-            rows.append(("native CPU per event ≤ 2× Go stub's",
-                         "%.0f µs vs %.0f µs per pod (3 events) (%.2f×)" % (cq, cg, cq / cg), cq <= 2 * cg))
             f = peers.get("relay-floor")
+            cq, cg = per_pod(q), per_pod(g)
             if f:
-                # nri-qos's process-per-event floor (bench/relay-floor.cpp): what the issue's own
-                # constraint costs with no evaluation at all, next to the goals it bounds.
-                lat = ", ".join("%s %.2f×" % (ev, pct(f["latency_us"].get(ev), .5) / pct(g["latency_us"].get(ev), .5))
-                                for ev in ("CreateContainer", "RunPodSandbox", "StartContainer"))
+                # Issue #22: the design keeps one sandboxed process per event; the goals are
+                # against that floor (bench/relay-floor.cpp: the same relay answering without
+                # evaluating).
+                for ev in ("RunPodSandbox", "CreateContainer", "StartContainer"):
+                    a, b = pct(q["latency_us"].get(ev), .5), pct(f["latency_us"].get(ev), .5)
+                    rows.append(("native %s p50 ≤ 1.15× relay-floor" % ev,
+                                 "%.0f µs vs %.0f µs (%.2f×)" % (a, b, a / b), a <= 1.15 * b))
                 cf = per_pod(f)
-                rows.append(("floor: one process per event answering without evaluating (bench/relay-floor.cpp), p50 and CPU vs Go stub (report)",
-                             "p50 %s; CPU %.0f µs per pod (%.2f×)" % (lat, cf, cf / cg), None))
+                rows.append(("native CPU per pod ≤ 1.5× relay-floor",
+                             "%.0f µs vs %.0f µs per pod (3 events) (%.2f×)" % (cq, cf, cq / cf), cq <= 1.5 * cf))
+            lat = ", ".join("%s %.2f×" % (ev, pct(q["latency_us"].get(ev), .5) / pct(g["latency_us"].get(ev), .5))
+                            for ev in ("RunPodSandbox", "CreateContainer", "StartContainer"))
+            rows.append(("native p50 and CPU vs the resident Go stub (report)",
+                         "p50 %s; CPU %.0f µs vs %.0f µs per pod (%.2f×)" % (lat, cq, cg, cq / cg), None))
             rq, rg = q["rss_tree_max_kib"], g["rss_tree_max_kib"]
             rows.append(("native RSS (relay + any spare process) ≤ 0.5× Go stub's",
                          "%.2f MiB vs %.2f MiB (%.2f×)" % (rq / 1024, rg / 1024, rq / rg), rq <= 0.5 * rg))
@@ -103,8 +104,20 @@ def goals(bb):
         fl, hit = by.get("floor"), by.get("hit:1.6-container-create")
         if fl and hit:
             a, b = float(hit["p50_us"]), float(fl["p50_us"])
-            rows.append(("one-shot cache hit p50 ≤ 1.25× the static-C floor",
-                         "%.0f µs vs %.0f µs (%.2f×)" % (a, b, a / b), a <= 1.25 * b))
+            rows.append(("one-shot cache hit p50 ≤ 1.5× the static-C floor, sandbox on",
+                         "%.0f µs vs %.0f µs (%.2f×)" % (a, b, a / b), a <= 1.5 * b))
+            ho = by.get("hit-options:1.6-container-create")
+            for bad in ("bad:malformed-json", "bad:unknown-conf-key"):
+                x = by.get(bad)
+                if x and ho:  # same options as the hit-options row
+                    c, d = float(x["p50_us"]), float(ho["p50_us"])
+                    rows.append(("one-shot %s p50 ≤ a hit's (same options)" % bad,
+                                 "%.0f µs vs %.0f µs (%.2f×)" % (c, d, c / d), c <= d * 1.05))
+            bi = by.get("builtin-nocache:1.6-container-create")
+            if bi and ho:
+                c, d = float(bi["p50_us"]), float(ho["p50_us"])
+                rows.append(("one-shot first invocation, built-in policy, no cache, p50 ≤ 3× a hit",
+                             "%.0f µs vs %.0f µs (%.2f×)" % (c, d, c / d), c <= 3 * d))
             ns = by.get("hit-nosandbox:1.6-container-create")
             if ns:
                 # The same hit with NRI_QOS_NO_SANDBOX=1 (set by the driver, no extra exec): what
@@ -125,6 +138,28 @@ def goals(bb):
         if h.isdigit():
             rows.append(("one-shot ≤ 0.35 M instructions per cache hit", "%.2f M (1.6 container create)" % (int(h) / 1e6),
                          int(h) <= 350000))
+        ho = by.get("hit-options:1.6-container-create", {}).get("ir", "")
+        for bad in ("bad:malformed-json", "bad:unknown-conf-key", "builtin-nocache:1.6-container-create"):
+            x = by.get(bad, {}).get("ir", "")
+            if x.isdigit() and ho.isdigit():
+                lim = 3 if bad.startswith("builtin") else 1.05
+                rows.append(("one-shot %s instructions ≤ %s× a hit's (same options)" % (bad, lim),
+                             "%.2f M vs %.2f M (%.2f×)" % (int(x) / 1e6, int(ho) / 1e6, int(x) / int(ho)),
+                             int(x) <= lim * int(ho)))
+    st = rd(os.path.join(bb, "storm.json"))
+    if st:
+        peers = {p["name"]: p for p in json.loads(st)}
+        q, g = peers.get("nri-qos"), peers.get("go-stub")
+        if q:
+            rows.append(("storm: 0 failures and 0 timeouts (100 pods, 16 in flight, 2 s NRI timeout)",
+                         "%d failures, %d timeouts in %d requests" % (q["failures"], q["timeouts"], len(q["latency_us"])),
+                         q["failures"] == 0 and q["timeouts"] == 0))
+            if g:
+                a, b = pct(q["latency_us"], .99), pct(g["latency_us"], .99)
+                rows.append(("storm: nri-qos p99 ≤ 1.5× the Go stub's p99", "%.0f µs vs %.0f µs (%.2f×)" % (a, b, a / b),
+                             a <= 1.5 * b))
+            rows.append(("storm: relay's peak processes and RSS (report)",
+                         "%d processes, %.2f MiB" % (q["peak_processes"], q["peak_rss_kib"] / 1024), None))
     ps = rd(os.path.join(bb, "podstart.json"))
     if ps:
         d = json.loads(ps)
@@ -167,7 +202,7 @@ def main():
     ap.add_argument("bb")
     ap.add_argument("--mode", default="full")
     ap.add_argument("--load-start", default="?")
-    ap.add_argument("--parts", default="oneshot native podstart sync")
+    ap.add_argument("--parts", default="oneshot native podstart sync storm")
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args()
     try:
@@ -183,7 +218,7 @@ def main():
           "- machine: %s" % machine(),
           "- load average (1, 5, 15 min) at start: %s; at end: %s" % (a.load_start, load_end), ""]
     rows = goals(a.bb)
-    b += ["### Issue 13 goals, this run", ""]
+    b += ["### Issue 22 goals, this run", ""]
     if rows:
         b += ["| goal | this run | status |", "|---|---|---|"]
         b += ["| %s | %s | %s |" % (g, m, status(ok)) for g, m, ok in rows]
@@ -195,6 +230,9 @@ def main():
     b += section("One-shot (NRI v0.1 hook): nri-qos invoke vs the static-C exec floor and the Go clearcfs peer",
                  rd(os.path.join(a.bb, "results.md")) if "oneshot" in parts else None,
                  skipped if "oneshot" not in parts else "(no results: bench/run.sh failed)")
+    b += section("Pod storm: nri-qos relay vs the Go stub, 100 pods at once",
+                 rd(os.path.join(a.bb, "storm.md")) if "storm" in parts else None,
+                 skipped if "storm" not in parts else "(no results: bench/native.sh storm failed)")
     b += section("Native NRI: nri-qos relay vs the Go stub plugin (containerd/nri pkg/stub), the protocol floor and the process-per-event floor",
                  rd(os.path.join(a.bb, "native.md")) if "native" in parts else None,
                  skipped if "native" not in parts else "(no results: bench/native.sh failed)")

@@ -76,6 +76,11 @@ for f in "$REQ_CT" "$REQ_SB" "$REQ_CT17"; do
   done
 done
 cp "$TOP/conf/nri.d/nri-qos.toml" "$S/pol/bundled.toml"
+# Bad requests (issue #22: one costs no more than a hit): malformed JSON, and the 1.6 container
+# create with an unknown key in the v0.1 conf.
+printf '{"cniVersion": "0.4.0", "conf": {"policy": ' > "$S/bad-json.json"
+sed 's/"conf":{"policy"/"conf":{"polcy": "x", "policy"/' "$REQ_CT" > "$S/bad-conf.json"
+grep -q '"polcy"' "$S/bad-conf.json" || { echo "bench: cannot derive the unknown-conf-key request" >&2; exit 1; }
 cp "$TOP/conf/nri.d/nri-qos.toml" "$S/etc/nri/nri-qos.toml"  # /etc/nri/nri-qos.toml of the private root
 for n in $SCALE; do "$TOP/bench/gen-policy.sh" "$n" "$S/pol/bundled.toml" >"$S/pol/rules-$n.toml"; done
 sleep 2.2  # policies older than the cache's racy window (policy_cache.hpp kRacySeconds)
@@ -137,6 +142,9 @@ echo
 echo "## 1. Latency and memory: floor vs nri-qos invoke (bundled policy), $N runs each, interleaved" | tee -a "$OUT"
 inv "$S/pol/bundled.toml" "$S/cache"; HIT=("${CMD[@]}")
 inv "$S/pol/bundled.toml" ""; NOC=("${CMD[@]}")
+# A node with no policy file (the built-in policy) and no compiled-policy cache: the first
+# invocation after boot (issue #22: ≤ 3× a hit).
+inv "$S/pol/absent.toml" ""; BUILTIN=("${CMD[@]}")
 GOPEER=()
 [ -n "$CLEARCFS" ] && GOPEER=(--- go-clearcfs:1.6-container-create "$CLEARCFS" invoke --cgroup-root "$S/cgroup")
 if [ "$PLAIN" = 1 ]; then
@@ -148,6 +156,9 @@ if [ "$PLAIN" = 1 ]; then
     --- hit:1.7-container-create "<$REQ_CT17" "$BIN" invoke \
     --- hit-options:1.6-container-create "${HIT[@]}" \
     --- nocache:1.6-container-create "${NOC[@]}" \
+    --- bad:malformed-json "<$S/bad-json.json" "${HIT[@]}" \
+    --- bad:unknown-conf-key "<$S/bad-conf.json" "${HIT[@]}" \
+    --- builtin-nocache:1.6-container-create "${BUILTIN[@]}" \
     "${GOPEER[@]}")
 else  # no namespaces here: the hit rows with options
   echo "(no mount/pid namespaces: plain \`invoke\` not measured; the hit rows use options)" | tee -a "$OUT"
@@ -158,6 +169,9 @@ else  # no namespaces here: the hit rows with options
     --- hit:1.6-sandbox-create "<$REQ_SB" "${HIT[@]}" \
     --- hit:1.7-container-create "<$REQ_CT17" "${HIT[@]}" \
     --- nocache:1.6-container-create "${NOC[@]}" \
+    --- bad:malformed-json "<$S/bad-json.json" "${HIT[@]}" \
+    --- bad:unknown-conf-key "<$S/bad-conf.json" "${HIT[@]}" \
+    --- builtin-nocache:1.6-container-create "${BUILTIN[@]}" \
     "${GOPEER[@]}")
 fi
 FL=$(grep '^floor ' <<<"$LAT")
@@ -196,8 +210,11 @@ else
   IR_HIT17=$(callgrind_ir "$REQ_CT17" "${HIT[@]}")
 fi
 IR_NOC=$(callgrind_ir "$REQ_CT" "${NOC[@]}" --deadline-ms 0)  # under valgrind a compile can outlast the deadline
-printf 'floor ir=%s\nhit:1.6-container-create ir=%s\nhit:1.6-sandbox-create ir=%s\nhit:1.7-container-create ir=%s\nhit-options:1.6-container-create ir=%s\n' \
-  "$IR_FLOOR" "$IR_HIT" "$IR_HIT_SB" "$IR_HIT17" "$IR_OPT" > "$BB/oneshot-instructions.txt"
+IR_BADJ=$(callgrind_ir "$S/bad-json.json" "${HIT[@]}")
+IR_BADC=$(callgrind_ir "$S/bad-conf.json" "${HIT[@]}")
+IR_BUILTIN=$(callgrind_ir "$REQ_CT" "${BUILTIN[@]}")
+printf 'floor ir=%s\nhit:1.6-container-create ir=%s\nhit:1.6-sandbox-create ir=%s\nhit:1.7-container-create ir=%s\nhit-options:1.6-container-create ir=%s\nbad:malformed-json ir=%s\nbad:unknown-conf-key ir=%s\nbuiltin-nocache:1.6-container-create ir=%s\n' \
+  "$IR_FLOOR" "$IR_HIT" "$IR_HIT_SB" "$IR_HIT17" "$IR_OPT" "$IR_BADJ" "$IR_BADC" "$IR_BUILTIN" > "$BB/oneshot-instructions.txt"
 PERF_FLOOR=$(perf_ir "$REQ_CT" "$FLOOR")
 PERF_HIT=$(perf_ir "$REQ_CT" "${HIT[@]}")
 {
@@ -210,6 +227,9 @@ echo "| hit:1.6-sandbox-create | $IR_HIT_SB | $(ratio "$IR_HIT_SB" "$IR_FLOOR") 
 echo "| hit:1.7-container-create | $IR_HIT17 | $(ratio "$IR_HIT17" "$IR_FLOOR") | |"
 echo "| hit-options:1.6-container-create | $IR_OPT | $(ratio "$IR_OPT" "$IR_FLOOR") | |"
 echo "| nocache:1.6-container-create | $IR_NOC | $(ratio "$IR_NOC" "$IR_FLOOR") | |"
+echo "| bad:malformed-json (options) | $IR_BADJ | $(ratio "$IR_BADJ" "$IR_FLOOR") | |"
+echo "| bad:unknown-conf-key (options) | $IR_BADC | $(ratio "$IR_BADC" "$IR_FLOOR") | |"
+echo "| builtin-nocache:1.6-container-create (options) | $IR_BUILTIN | $(ratio "$IR_BUILTIN" "$IR_FLOOR") | |"
 echo
 echo "Where a cache hit spends its instructions (callgrind, inclusive, top entries):"
 echo

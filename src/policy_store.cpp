@@ -134,6 +134,7 @@ std::string plugin_conf_error(const nlohmann::json& conf) {
             std::string hint = closest_name(k, {"policy"});
             e = "unknown key \"" + k.substr(0, 64) + "\" (" + (hint.empty() ? "" : "did you mean \"" + hint + "\"?; ") + "known: policy)";
         }
+        if (e.empty()) continue;  // a valid "policy" next to a bad key adds no separator
         out += (out.empty() ? "" : "; ") + e;
     }
     return out;

@@ -25,6 +25,13 @@ skip() { echo "SKIP $*"; }
 
 [ -x "$BIN" ] || { fail "hostile: binary $BIN missing (run make)"; exit 1; }
 command -v python3 >/dev/null || { fail "hostile: python3 missing (scripts/deps.sh test)"; exit 1; }
+# A bad request is handled by throwing InputError. In a static binary that first throw must not
+# sort every FDE of the binary (libgcc's frame registry: ~25 M instructions, issue #22): the
+# binary carries the linker's sorted table (PT_GNU_EH_FRAME, Makefile: src/static-eh.specs).
+if command -v readelf >/dev/null; then
+  if readelf -lW "$BIN" | grep -q 'GNU_EH_FRAME'; then pass "hostile: binary has PT_GNU_EH_FRAME (a throw costs no FDE sort)"
+  else fail "hostile: binary has no PT_GNU_EH_FRAME: its first exception sorts every FDE (link with src/static-eh.specs)"; fi
+else skip "hostile: readelf missing: PT_GNU_EH_FRAME not checked"; fi
 STRACE=$(command -v strace || true)
 [ -n "$STRACE" ] || skip "hostile: strace missing: writes outside the scratch root are checked only through the sentinel files"
 

@@ -66,6 +66,9 @@ var (
 	nriVer     = flag.String("nri-version", "?", "version of the containerd/nri library built in (for the report)")
 	jsonOut    = flag.String("json", "", "write raw results here")
 	verbose    = flag.Bool("v", false, "print where the driver's own time goes")
+	stormN     = flag.Int("storm", 0, "pod storm (storm.go): this many pods at once instead of the rounds")
+	inflight   = flag.Int("inflight", 16, "storm: requests in flight at most")
+	stormRuns  = flag.Int("storm-runs", 3, "storm: runs per peer (interleaved)")
 	peersFlag  multi
 	labelsFlag multi
 )
@@ -693,6 +696,10 @@ func main() {
 		p.start(i)
 		peers = append(peers, p)
 		fmt.Fprintf(os.Stderr, "nridriver: %s registered (pid %d, cgroup %s)\n", p.name, p.pid, p.cpu.dir)
+	}
+	if *stormN > 0 {
+		storm(peers, *stormN, *inflight, *stormRuns, sbx, ctx, labels)
+		return
 	}
 	t0 := time.Now()
 	total := *warmup + *rounds

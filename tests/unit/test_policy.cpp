@@ -383,6 +383,8 @@ TEST_CASE("plugin conf: unknown keys are errors, with the closest known key", "[
     CHECK(plugin_conf_error({{"polcy", "/x"}}) == "unknown key \"polcy\" (did you mean \"policy\"?; known: policy)");
     CHECK(plugin_conf_error({{"Policy", "/x"}}) == "unknown key \"Policy\" (did you mean \"policy\"?; known: policy)");
     CHECK(plugin_conf_error({{"debug", true}}) == "unknown key \"debug\" (known: policy)");
+    // a valid "policy" beside the bad key: one message, no dangling "; "
+    CHECK(plugin_conf_error({{"polcy", "x"}, {"policy", "/p"}}) == "unknown key \"polcy\" (did you mean \"policy\"?; known: policy)");
     CHECK(plugin_conf_error({{"policy", ""}}) == "\"policy\": expected a non-empty path string");
     CHECK(plugin_conf_error({{"policy", 1}, {"x", 1}}) == "\"policy\": expected a non-empty path string; unknown key \"x\" (known: policy)");
     CHECK(plugin_conf_error(json::array()) == "expected a JSON object, got array");
