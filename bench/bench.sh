@@ -9,6 +9,8 @@
 #   4. sync      bench/sync.sh      Synchronize of a 250-container node through the real relay (issue #20)
 #   5. storm     bench/native.sh storm  100 pods at once, 16 requests in flight, nri-qos vs the Go stub
 #                                   and relay-floor (issue #22 §3)
+#   6. fullnode  bench/fullnode.sh  status / status --format json / reconcile --dry-run on 100, 1,000
+#                                   and 5,000 containers (issue #22 §4)
 # Full run: about 5-6 minutes on the 2-CPU machine; take the numbers for the record on an idle
 # machine (the load average at start is printed and recorded).
 #
@@ -21,17 +23,18 @@
 set -uo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BB=$TOP/build/bench
-PARTS=${BENCH_PARTS:-oneshot native podstart sync storm}
+PARTS=${BENCH_PARTS:-oneshot native podstart sync storm fullnode}
 MODE=full
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
   MODE=quick
   export BENCH_N=${BENCH_N:-200} BENCH_SCALE=${BENCH_SCALE:-10 1000} BENCH_NATIVE_N=${BENCH_NATIVE_N:-200} \
-         BENCH_PODS=${BENCH_PODS:-10} BENCH_STORM_RUNS=${BENCH_STORM_RUNS:-1}
+         BENCH_PODS=${BENCH_PODS:-10} BENCH_STORM_RUNS=${BENCH_STORM_RUNS:-1} \
+         BENCH_FULLNODE_SIZES=${BENCH_FULLNODE_SIZES:-100 1000} BENCH_FULLNODE_RUNS=${BENCH_FULLNODE_RUNS:-2}
 fi
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "make bench ($MODE): parts: $PARTS; load average at start: $LOAD0" >&2
 mkdir -p "$BB"
-rm -f "$BB"/{results.md,sync.md,native.md,native.json,storm.md,storm.json,podstart.md,podstart.json,oneshot-latency.txt,oneshot-instructions.txt}
+rm -f "$BB"/{results.md,sync.md,native.md,native.json,storm.md,storm.json,fullnode.md,fullnode.json,podstart.md,podstart.json,oneshot-latency.txt,oneshot-instructions.txt}
 rc=0
 for p in $PARTS; do
   t=$SECONDS
@@ -42,7 +45,8 @@ for p in $PARTS; do
     sync) BENCH_SYNC_RUNS=${BENCH_SYNC_RUNS:-$([ $MODE = quick ] && echo 2 || echo 5)} bash "$TOP/bench/sync.sh" >/dev/null ||
             { echo "make bench: Synchronize benchmark failed" >&2; rc=1; } ;;
     storm) bash "$TOP/bench/native.sh" storm || { echo "make bench: pod storm benchmark failed" >&2; rc=1; } ;;
-    *) echo "make bench: unknown part '$p' (oneshot native podstart sync storm)" >&2; exit 2 ;;
+    fullnode) bash "$TOP/bench/fullnode.sh" >/dev/null || { echo "make bench: full-node benchmark failed" >&2; rc=1; } ;;
+    *) echo "make bench: unknown part '$p' (oneshot native podstart sync storm fullnode)" >&2; exit 2 ;;
   esac
   echo "make bench: $p took $((SECONDS - t)) s" >&2
 done

@@ -160,6 +160,14 @@ def goals(bb):
                              a <= 1.5 * b))
             rows.append(("storm: relay's peak processes and RSS (report)",
                          "%d processes, %.2f MiB" % (q["peak_processes"], q["peak_rss_kib"] / 1024), None))
+    fn = rd(os.path.join(bb, "fullnode.json"))
+    if fn:
+        for r in json.loads(fn):
+            w = max(r["status_ms"], r["status_json_ms"], r["reconcile_dry_run_ms"])
+            rows.append(("full node, %d containers: status, status --format json, reconcile --dry-run ≤ 1 s%s" %
+                         (r["containers"], "" if r["containers"] == 1000 else " (growth, report)"),
+                         "%d / %d / %d ms" % (r["status_ms"], r["status_json_ms"], r["reconcile_dry_run_ms"]),
+                         (w <= 1000) if r["containers"] == 1000 else None))
     ps = rd(os.path.join(bb, "podstart.json"))
     if ps:
         d = json.loads(ps)
@@ -202,7 +210,7 @@ def main():
     ap.add_argument("bb")
     ap.add_argument("--mode", default="full")
     ap.add_argument("--load-start", default="?")
-    ap.add_argument("--parts", default="oneshot native podstart sync storm")
+    ap.add_argument("--parts", default="oneshot native podstart sync storm fullnode")
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args()
     try:
@@ -230,6 +238,9 @@ def main():
     b += section("One-shot (NRI v0.1 hook): nri-qos invoke vs the static-C exec floor and the Go clearcfs peer",
                  rd(os.path.join(a.bb, "results.md")) if "oneshot" in parts else None,
                  skipped if "oneshot" not in parts else "(no results: bench/run.sh failed)")
+    b += section("A full node: status and reconcile at 100, 1,000 and 5,000 containers",
+                 rd(os.path.join(a.bb, "fullnode.md")) if "fullnode" in parts else None,
+                 skipped if "fullnode" not in parts else "(no results: bench/fullnode.sh failed)")
     b += section("Pod storm: nri-qos relay vs the Go stub, 100 pods at once",
                  rd(os.path.join(a.bb, "storm.md")) if "storm" in parts else None,
                  skipped if "storm" not in parts else "(no results: bench/native.sh storm failed)")

@@ -298,10 +298,13 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
             Desired d = desired_plan(r, *pol, o.roots, st);
             std::optional<bool> exists = d.error.empty() ? cgroup_exists(d) : std::nullopt;
             if (exists && !*exists) {
-                std::string e = r.sandbox ? st.remove_last_sandbox(r.sandbox_dir) : st.remove_last(r.sandbox_dir, r.file_id);
+                // --dry-run writes nothing, the state dir included: it only says what a pass would drop.
+                std::string e;
+                if (!o.dry_run) e = r.sandbox ? st.remove_last_sandbox(r.sandbox_dir) : st.remove_last(r.sandbox_dir, r.file_id);
                 rec.outcome = m.outcome = "gone";
                 rec.cls = m.cls = r.cls;
-                out += "gone     " + subject + ": cgroup no longer exists; dropped from the state" + (e.empty() ? "" : " (" + e + ")") + "\n";
+                out += "gone     " + subject + ": cgroup no longer exists; " + (o.dry_run ? "would be dropped from the state" : "dropped from the state") +
+                       (e.empty() ? "" : " (" + e + ")") + "\n";
                 ++n_gone;
             } else if (!d.error.empty()) {
                 rec.outcome = m.outcome = "error";

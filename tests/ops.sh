@@ -117,6 +117,10 @@ hook < "$F16/container-delete.json" >/dev/null 2>&1
 check "last request: removed at container delete" "$(ls "$ST/last/$sid")" "$sid.json"
 BE "$F16/container-create.json" | hook >/dev/null 2>&1
 rmdir "$R/cpu/$ctr_rel" 2>/dev/null || rm -rf "$R/cpu/$ctr_rel"
+# --dry-run reports the gone container and writes nothing: its record stays
+RECD=$("$BIN" reconcile --dry-run --state-dir "$ST" --cache-dir "" --cgroup-layout v1 --metrics-file "$PROM" --event-log "$LOG" 2>/dev/null)
+check_contains "reconcile --dry-run: a gone container is reported" "$RECD" "gone     default/cgfs-pod/cgfs-ctr (f9159d083de2): cgroup no longer exists; would be dropped from the state"
+check "reconcile --dry-run: its record is kept" "$(ls "$ST/last/$sid" | sort | tr '\n' ' ')" "$(printf '%s\n' "$sid.json" f9159d083de20134b90778a5c6d8ee69ecb3b500f2ef34976b11b59554b7bc8e.json | sort | tr '\n' ' ')"
 REC3=$("$BIN" reconcile --state-dir "$ST" --cache-dir "" --cgroup-layout v1 --metrics-file "$PROM" --event-log "$LOG" 2>/dev/null)
 check_contains "reconcile: a gone container is dropped" "$REC3" "gone     default/cgfs-pod/cgfs-ctr (f9159d083de2): cgroup no longer exists"
 check "reconcile: its record is gone" "$(ls "$ST/last/$sid")" "$sid.json"
