@@ -397,6 +397,23 @@ ext_relay_back() {
   verdict "$name"
 }
 
+# relay-back-child: kill -9 of the connected relay process alone (the service stays, as when an
+# evaluation bug or the OOM killer takes the relay): the service connects again by itself (back-off
+# 0.5 s), with the same service pid, one more reconnect and a new Synchronize.
+ext_relay_child_back() {
+  local name=$S-relay-back-child svc rp rc0 before took
+  ext_ensure "$name" || return
+  svc=$(rj .pid); rp=$(rj .relay_pid); rc0=$(rj .reconnects); before=$(ext_syncs)
+  kill -9 "$rp"
+  took=$(ext_wait 30 "" "$before") || { fail "$name" "not registered again within 30 s of killing relay $rp"; return; }
+  log "  killed relay $rp of service $svc; back after ${took} s: $("$NRI_QOS_BIN" status --relay 2>&1 | head -1)"
+  MISMATCH=""
+  [ "$(rj .pid)" = "$svc" ] || MISMATCH="service pid $svc -> $(rj .pid) (the service itself restarted)"
+  [ "$(rj .relay_pid)" != "$rp" ] || MISMATCH="${MISMATCH:+$MISMATCH; }relay pid unchanged ($rp)"
+  [ "$(rj .reconnects)" -gt "$rc0" ] 2>/dev/null || MISMATCH="${MISMATCH:+$MISMATCH; }reconnects $rc0 -> $(rj .reconnects)"
+  verdict "$name"
+}
+
 # containerd-restart: with the external relay registered and a BE pod classified by its events,
 # cpu.shares is put back to CRI's value by hand; containerd restarts; the relay reconnects (the
 # reconnect counter in relay.json and the metrics goes up) and its Synchronize restores the value.
@@ -499,7 +516,7 @@ native_sync_launched() {
 # back to the launched relay for the scenarios after them.
 external_scenarios() {
   local n any=""
-  for n in sync-existing relay-back containerd-restart daemonset-style; do want "$n" && any=1; done
+  for n in sync-existing relay-back relay-back-child containerd-restart daemonset-style; do want "$n" && any=1; done
   [ -n "$any" ] || return 0
   stop_containerd
   rm -f "$RELAY" "$RELAY_CONF"
@@ -507,6 +524,7 @@ external_scenarios() {
   [ -z "$(relay_pids)" ] || { fail "$S-setup" "a launched relay runs although $RELAY was removed"; return; }
   want sync-existing && ext_sync_existing
   want relay-back && ext_relay_back
+  want relay-back-child && ext_relay_child_back
   want containerd-restart && ext_containerd_restart
   want daemonset-style && ext_daemonset
   ext_stop
