@@ -6,7 +6,7 @@
 #   2. native    bench/native.sh    nri-qos relay vs a Go pkg/stub plugin doing the same work, driven
 #                                   by containerd/nri pkg/adaptation; latency, CPU, RSS
 #   3. podstart  bench/podstart.sh  pod start latency on real containerd 1.7 and 2.1 through CRI
-#   4. sync      bench/sync.sh      Synchronize of a 250-container node through the real relay (issue #20)
+#   4. sync      bench/sync.sh      Synchronize of 50, 250 and 1000 containers through the real relay (issue #20)
 #   5. storm     bench/native.sh storm  100 pods at once, 16 requests in flight, nri-qos vs the Go stub
 #                                   and relay-floor (issue #22 §3)
 #   6. fullnode  bench/fullnode.sh  status / status --format json / reconcile --dry-run on 100, 1,000
@@ -34,7 +34,7 @@ fi
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "make bench ($MODE): parts: $PARTS; load average at start: $LOAD0" >&2
 mkdir -p "$BB"
-rm -f "$BB"/{results.md,sync.md,native.md,native.json,storm.md,storm.json,fullnode.md,fullnode.json,podstart.md,podstart.json,oneshot-latency.txt,oneshot-instructions.txt}
+rm -f "$BB"/{results.md,sync.md,sync.json,native.md,native.json,storm.md,storm.json,fullnode.md,fullnode.json,podstart.md,podstart.json,oneshot-latency.txt,oneshot-instructions.txt}
 rc=0
 for p in $PARTS; do
   t=$SECONDS

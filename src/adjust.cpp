@@ -432,7 +432,10 @@ struct Builder {
                 // shows the container's cpuset.cpus as asked (sinks.hpp apply_plan).
                 if (mode == Mode::NriCreate) skip(key, scope, "written at StartContainer, after the container's cpuset " + k.needs_cpuset + " is read back");
                 if (mode != Mode::NriStart) continue;
-            } else if (nri_mode && scope == "container" && field && nri_capable(k)) {
+            } else if (nri_mode && scope == "container" && field && nri_capable(k) &&
+                       !(mode == Mode::NriSync && field->first.rfind("/linux/resources/", 0) != 0)) {
+                // (At Synchronize the container runs and NRI's ContainerUpdate carries only
+                // linux.resources: oom_score_adj is written directly below, never dropped.)
                 // The runtime applies it from the adjustment; at StartContainer it is already there.
                 if (mode != Mode::NriStart) adj[json::json_pointer(field->first)] = field->second;
                 continue;

@@ -258,6 +258,282 @@ native_bundled() {
   stop_containerd; start_containerd || fail "$S-setup" "containerd did not restart with the test policy"
 }
 
+# ---------------------------------------------------------------------------------------------
+# The relay as an external NRI plugin (issue #20): `nri-qos relay --socket <containerd's NRI
+# socket>` ($D/nri.sock, nri_block: disable_connections = false), the shape of the packages'
+# nri-qos-relay.service and of the DaemonSet's relay container. It runs under a restart
+# supervisor that behaves like systemd's Restart=always (RestartSec=1) or the kubelet restarting
+# the DaemonSet's container: a bash loop here (ext_supervise; the node VM has systemd, the host
+# does not). Its liveness is read from /run/nri-qos/relay.json (`nri-qos status --relay`) and its
+# metrics from $D/metrics/nri_qos_relay.prom. The launched relay (/opt/nri/plugins/10-nri-qos)
+# is removed first: the runtime must never see two plugins 10-nri-qos.
+EXT_LOG=$D/logs/ext-relay.log
+EXT_SUP=$D/relay-sup.pid                 # the supervisor's pid (teardown_all kills it)
+EXT_HOLD=$D/relay-hold                   # while it exists the supervisor does not restart the relay
+EXT_METRICS=$D/metrics/nri_qos.prom      # the relay's textfile: $D/metrics/nri_qos_relay.prom
+EXT_STATUS=/run/nri-qos/relay.json       # the relay's state dir is the default one
+EXT_RESTART_SEC=${EXT_RESTART_SEC:-1}
+
+ext_supervise() { # POLICY: Restart=always, RestartSec=$EXT_RESTART_SEC (runs until killed)
+  while :; do
+    while [ -e "$EXT_HOLD" ]; do sleep 0.2; done
+    "$NRI_QOS_BIN" relay --socket "$D/nri.sock" --policy "$1" --log-file "$EXT_LOG" \
+      --metrics-file "$EXT_METRICS" </dev/null >>"$EXT_LOG" 2>&1
+    printf '[%(%T)T] supervisor: relay exited (status %s); restart in %s s\n' -1 "$?" "$EXT_RESTART_SEC" >>"$EXT_LOG"
+    sleep "$EXT_RESTART_SEC"
+  done
+}
+ext_start() { # POLICY
+  mkdir -p "$(dirname "$EXT_METRICS")"
+  rm -f "$EXT_HOLD"
+  ( exec 9>&-; ext_supervise "$1" ) </dev/null &   # fd 9 (the suite lock) is not inherited
+  echo $! > "$EXT_SUP"
+  log "  external relay: supervisor pid $(cat "$EXT_SUP"), policy $1"
+}
+ext_stop() { # the supervisor, then every relay process on our socket (service, relay, keeper, zygote)
+  local p; p=$(cat "$EXT_SUP" 2>/dev/null)
+  [ -n "$p" ] && kill -9 "$p" 2>/dev/null
+  rm -f "$EXT_SUP"
+  # shellcheck disable=SC2046
+  kill $(pids_with_arg "$D/nri.sock") 2>/dev/null
+  local _; for _ in $(seq 1 30); do [ -z "$(pids_with_arg "$D/nri.sock")" ] && break; sleep 0.1; done
+  # shellcheck disable=SC2046
+  kill_pids $(pids_with_arg "$D/nri.sock")
+}
+rj() { jq -r "$1" "$EXT_STATUS" 2>/dev/null; }   # rj FILTER: the relay's liveness file
+# Synchronize passes the relay logged (one summary line per pass: docs/native-nri.md)
+ext_syncs() { local n; n=$(grep -c 'Synchronize: [0-9]* pods, [0-9]* containers .*evaluated' "$EXT_LOG" 2>/dev/null); echo "${n:-0}"; }
+# ext_wait SECONDS [NOT_PID] [SYNCS_BEFORE]: until `nri-qos status --relay` says up and
+# registered, with a service pid other than NOT_PID, and more Synchronize passes logged than
+# SYNCS_BEFORE. Prints the seconds it took; non-zero on timeout.
+ext_wait() {
+  local t=$1 not=${2:-} before=${3:-0} t0=$EPOCHREALTIME
+  local end=$((SECONDS + t))
+  while [ $SECONDS -lt $end ]; do
+    if "$NRI_QOS_BIN" status --relay >/dev/null 2>&1 && [ "$(rj .pid)" != "$not" ] && [ "$(ext_syncs)" -gt "$before" ]; then
+      awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f\n", b - a }'; return 0
+    fi
+    sleep 0.2
+  done
+  log "  relay not back within $t s: $("$NRI_QOS_BIN" status --relay 2>&1 | head -1); $(tail -3 "$EXT_LOG" 2>/dev/null | tr '\n' '|')"
+  return 1
+}
+ext_running() { [ -n "$(cat "$EXT_SUP" 2>/dev/null)" ] && kill -0 "$(cat "$EXT_SUP")" 2>/dev/null && "$NRI_QOS_BIN" status --relay >/dev/null 2>&1; }
+ext_ensure() { # NAME: an external relay on the test policy, registered
+  ext_running && return 0
+  ext_stop; ext_start "$D/policy/nri-qos.toml"
+  ext_wait 30 >/dev/null || { fail "$1" "the external relay did not register within 30 s (see $EXT_LOG)"; return 1; }
+}
+# `nri-qos status` knows the pod OUT and classes it CLASS (the memo written at Synchronize)
+expect_status_class() { # OUT CLASS
+  local got; got=$("$NRI_QOS_BIN" status --format json 2>/dev/null |
+    jq -r --arg p "$1" '[.entries[] | select(.pod == $p) | "\(if .sandbox then "sandbox" else .container end)=\(.class)/\(.last_event)"] | join(" ")')
+  log "  status: $1: ${got:-not listed}"
+  case " $got " in *" sandbox=$2/"*" $1-c=$2/"*|*" $1-c=$2/"*" sandbox=$2/"*) ;;
+    *) MISMATCH="${MISMATCH:+$MISMATCH; }nri-qos status: pod $1 is '${got:-not listed}', want sandbox and $1-c class $2" ;; esac
+}
+# kernel values of OUT before any nri-qos saw it (CRI's own: shares 512, no burst): a check
+# that the scenario tests something
+expect_untouched() { # OUT
+  expect_knob "$1" ctr cpu.shares 512
+  expect_knob "$1" ctr cpu.cfs_burst_us 0
+}
+
+# sync-existing: a BE and an LS pod start while no nri-qos is registered (CRI's values); then
+# the external relay connects: its Synchronize gives them their class's values (kernel) and
+# `status` lists them with their class (the memo rebuilt by the pass).
+ext_sync_existing() {
+  local name=$S-sync-existing before
+  ext_stop
+  start_or_fail "$name" sx-be burstable --label koordinator.sh/qosClass=BE || return
+  start_or_fail "$name" sx-ls burstable || { stop_pod sx-be; return; }
+  MISMATCH=""; expect_untouched sx-be; expect_untouched sx-ls
+  [ -z "$MISMATCH" ] || { fail "$name" "before the relay (not CRI's values: is a plugin registered?): $MISMATCH"; stop_pod sx-be; stop_pod sx-ls; return; }
+  before=$(ext_syncs)
+  ext_start "$D/policy/nri-qos.toml"
+  local took; took=$(ext_wait 30 "" "$before") || { fail "$name" "the external relay did not register and synchronize within 30 s"; stop_pod sx-be; stop_pod sx-ls; return; }
+  log "  registered and synchronized ${took} s after start: $(grep 'Synchronize: [0-9]* pods' "$EXT_LOG" | tail -1)"
+  MISMATCH=""
+  expect_be sx-be
+  expect_ls sx-ls 50000 $((64 * MIB))
+  expect_status_class sx-be BE
+  expect_status_class sx-ls LS
+  stop_pod sx-be; stop_pod sx-ls
+  verdict "$name"
+}
+
+# relay-back: kill -9 the relay service; the supervisor holds the restart while a BE pod is
+# created (no nri-qos registered: CRI's values), then lets it go; within 30 s of the kill the
+# relay is registered again (status --relay, containerd's log) and its Synchronize has given the
+# gap pod the BE values.
+ext_relay_back() {
+  local name=$S-relay-back old rp before t0 took reg0
+  ext_ensure "$name" || return
+  old=$(rj .pid); rp=$(rj .relay_pid); before=$(ext_syncs); reg0=$(grep -c 'registered as \\\?"10-nri-qos' "$D/logs/containerd.log")
+  touch "$EXT_HOLD"
+  t0=$EPOCHREALTIME
+  kill -9 "$old"
+  # its connected relay follows (PR_SET_PDEATHSIG): the runtime has no nri-qos from then on
+  local _; for _ in $(seq 1 50); do kill -0 "$rp" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$rp" 2>/dev/null && log "  the relay $rp of the killed service $old still runs"
+  log "  killed the relay service $old (kill -9; its relay $rp gone); relay.json: $("$NRI_QOS_BIN" status --relay 2>&1 | head -1)"
+  if ! start_or_fail "$name" rb-gap burstable --label koordinator.sh/qosClass=BE; then rm -f "$EXT_HOLD"; return; fi
+  MISMATCH=""; expect_untouched rb-gap
+  [ -z "$MISMATCH" ] || { fail "$name" "the gap pod was classified while no relay ran: $MISMATCH"; rm -f "$EXT_HOLD"; stop_pod rb-gap; return; }
+  rm -f "$EXT_HOLD"
+  ext_wait 30 "$old" "$before" >/dev/null
+  took=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  log "  back after ${took} s (from the kill; the restart was held while the gap pod was created):" \
+      "$("$NRI_QOS_BIN" status --relay 2>&1 | head -1)"
+  MISMATCH=""
+  "$NRI_QOS_BIN" status --relay >/dev/null 2>&1 && [ "$(rj .pid)" != "$old" ] || MISMATCH="not registered again: $("$NRI_QOS_BIN" status --relay 2>&1 | head -1)"
+  awk -v t="$took" 'BEGIN { exit !(t <= 30) }' || MISMATCH="${MISMATCH:+$MISMATCH; }back after $took s (> 30 s)"
+  [ "$(grep -c 'registered as \\\?"10-nri-qos' "$D/logs/containerd.log")" -gt "$reg0" ] ||
+    MISMATCH="${MISMATCH:+$MISMATCH; }containerd did not log a new registration of 10-nri-qos"
+  log "  containerd: $(grep -o 'plugin [^ ]* registered as [^ ]*' "$D/logs/containerd.log" | tail -1)"
+  expect_be rb-gap
+  expect_status_class rb-gap BE
+  stop_pod rb-gap
+  verdict "$name"
+}
+
+# relay-back-child: kill -9 of the connected relay process alone (the service stays, as when an
+# evaluation bug or the OOM killer takes the relay): the service connects again by itself (back-off
+# 0.5 s), with the same service pid, one more reconnect and a new Synchronize.
+ext_relay_child_back() {
+  local name=$S-relay-back-child svc rp rc0 before took
+  ext_ensure "$name" || return
+  svc=$(rj .pid); rp=$(rj .relay_pid); rc0=$(rj .reconnects); before=$(ext_syncs)
+  kill -9 "$rp"
+  took=$(ext_wait 30 "" "$before") || { fail "$name" "not registered again within 30 s of killing relay $rp"; return; }
+  log "  killed relay $rp of service $svc; back after ${took} s: $("$NRI_QOS_BIN" status --relay 2>&1 | head -1)"
+  MISMATCH=""
+  [ "$(rj .pid)" = "$svc" ] || MISMATCH="service pid $svc -> $(rj .pid) (the service itself restarted)"
+  [ "$(rj .relay_pid)" != "$rp" ] || MISMATCH="${MISMATCH:+$MISMATCH; }relay pid unchanged ($rp)"
+  [ "$(rj .reconnects)" -gt "$rc0" ] 2>/dev/null || MISMATCH="${MISMATCH:+$MISMATCH; }reconnects $rc0 -> $(rj .reconnects)"
+  verdict "$name"
+}
+
+# containerd-restart: with the external relay registered and a BE pod classified by its events,
+# cpu.shares is put back to CRI's value by hand; containerd restarts; the relay reconnects (the
+# reconnect counter in relay.json and the metrics goes up) and its Synchronize restores the value.
+ext_containerd_restart() {
+  local name=$S-containerd-restart rc0 before f rc1 m
+  ext_ensure "$name" || return
+  start_or_fail "$name" cr-be burstable --label koordinator.sh/qosClass=BE || return
+  MISMATCH=""; expect_knob cr-be ctr cpu.shares 2
+  [ -z "$MISMATCH" ] || { fail "$name" "not classified at its events: $MISMATCH"; stop_pod cr-be; return; }
+  f=$(cg_dir cr-be ctr cpu.shares)/cpu.shares; [ "$LAYOUT" = v2 ] && f=$(cg_dir cr-be ctr)/cpu.weight
+  want_knob cpu.shares 512 > "$f"
+  log "  reset by hand: $f = $(cat "$f")"
+  rc0=$(rj .reconnects); before=$(ext_syncs)
+  stop_containerd; start_containerd || { fail "$name" "containerd did not restart"; stop_pod cr-be; return; }
+  local took; took=$(ext_wait 30 "" "$before") || { fail "$name" "no reconnect + Synchronize within 30 s of containerd's start"; stop_pod cr-be; return; }
+  rc1=$(rj .reconnects)
+  m=$(sed -n 's/^nri_qos_relay_reconnects_total //p' "$(dirname "$EXT_METRICS")/nri_qos_relay.prom" 2>/dev/null)
+  log "  reconnected ${took} s after containerd started: reconnects $rc0 -> $rc1 (metrics: ${m:-none});" \
+      "$(grep 'Synchronize: [0-9]* pods' "$EXT_LOG" | tail -1)"
+  MISMATCH=""
+  [ "$rc1" -gt "$rc0" ] 2>/dev/null || MISMATCH="relay.json reconnects $rc0 -> $rc1"
+  [ "$m" = "$rc1" ] || MISMATCH="${MISMATCH:+$MISMATCH; }nri_qos_relay_reconnects_total '${m}' != relay.json's $rc1"
+  expect_be cr-be
+  stop_pod cr-be
+  verdict "$name"
+}
+
+# daemonset-style: the relay's policy is a file in a directory laid out as the kubelet mounts a
+# ConfigMap (nri-qos.toml -> ..data/nri-qos.toml, ..data -> ..<timestamp>/), updated the way the
+# kubelet does it (a new timestamped directory, a ..data_tmp symlink renamed over ..data). A BE pod
+# gets cpu.shares 2; after the edit (BE cpu_shares 64) the next BE pod gets 64, from the same relay
+# process (no restart).
+cm_publish() { # DIR POLICY-FILE VERSION: kubelet's atomic writer, as far as the reader can tell
+  local dir=$1 ts=..2026_11_27_00_00_0$3.e2e old
+  mkdir -p "$dir/$ts"; cp "$2" "$dir/$ts/nri-qos.toml"
+  old=$(readlink "$dir/..data" 2>/dev/null)
+  ln -sfn "$ts" "$dir/..data_tmp" && mv -T "$dir/..data_tmp" "$dir/..data"
+  [ -L "$dir/nri-qos.toml" ] || ln -s ..data/nri-qos.toml "$dir/nri-qos.toml"
+  [ -n "$old" ] && [ "$old" != "$ts" ] && rm -rf "${dir:?}/$old"
+  return 0
+}
+ext_daemonset() {
+  local name=$S-daemonset-style cm=$D/configmap pid
+  rm -rf "$cm"; mkdir -p "$cm"
+  sed 's/^cpu_shares = 2 .*/cpu_shares = 64/' "$D/policy/nri-qos.toml" > "$D/policy/edited.toml"
+  grep -q '^cpu_shares = 64$' "$D/policy/edited.toml" || { fail "$name" "could not derive the edited policy"; return; }
+  cm_publish "$cm" "$D/policy/nri-qos.toml" 1
+  ext_stop; ext_start "$cm/nri-qos.toml"
+  ext_wait 30 >/dev/null || { fail "$name" "the external relay did not register within 30 s"; return; }
+  pid=$(rj .relay_pid)
+  start_or_fail "$name" ds-before burstable --label koordinator.sh/qosClass=BE || return
+  MISMATCH=""; expect_knob ds-before ctr cpu.shares 2
+  stop_pod ds-before
+  [ -z "$MISMATCH" ] || { fail "$name" "before the edit: $MISMATCH"; return; }
+  cm_publish "$cm" "$D/policy/edited.toml" 2
+  log "  ConfigMap updated: ..data -> $(readlink "$cm/..data"); $(grep -c '^cpu_shares = 64$' "$cm/nri-qos.toml") line(s) 'cpu_shares = 64'"
+  start_or_fail "$name" ds-after burstable --label koordinator.sh/qosClass=BE || return
+  MISMATCH=""
+  expect_knob ds-after ctr cpu.shares 64
+  [ "$(rj .relay_pid)" = "$pid" ] || MISMATCH="${MISMATCH:+$MISMATCH; }the relay restarted (pid $pid -> $(rj .relay_pid))"
+  stop_pod ds-after
+  verdict "$name"
+}
+
+# sync-launched: the same for the launched relay (/opt/nri/plugins) installed on a node whose BE
+# pod already runs, then a containerd restart (what the packages' `register --native` asks for).
+# NRI 0.8+ (containerd 2.x) synchronizes launched plugins at start-up; NRI 0.6 (containerd
+# 1.7.0-1.7.25) does not (docs/native-nri.md): there the pod keeps CRI's values until the
+# external relay (sync-existing) or `nri-qos reconcile`, so 1.7 reports SKIP with that reason.
+native_sync_launched() {
+  local name=$S-sync-launched n
+  if [ "$RT" = 1.7 ]; then
+    skip "$name" "containerd 1.7.24 (NRI 0.6) does not synchronize launched plugins at start-up: covered by the external relay's sync-existing"
+    return
+  fi
+  stop_containerd; rm -f "$RELAY"
+  start_containerd || { fail "$name" "containerd did not start without the relay"; return; }
+  if start_or_fail "$name" sl-be burstable --label koordinator.sh/qosClass=BE; then
+    MISMATCH=""; expect_untouched sl-be
+    [ -n "$MISMATCH" ] && MISMATCH="before the relay (not CRI's values): $MISMATCH"
+    n=$(grep -c 'Synchronize: [0-9]* pods' "$D/logs/relay.log" 2>/dev/null)
+    stop_containerd
+    install -m 0755 "$NRI_QOS_BIN" "$RELAY"; set_native_policy "$D/policy/nri-qos.toml"
+    if start_containerd; then
+      local _; for _ in $(seq 1 50); do [ "$(grep -c 'Synchronize: [0-9]* pods' "$D/logs/relay.log" 2>/dev/null)" -gt "${n:-0}" ] && break; sleep 0.2; done
+      log "  relay: $(grep 'Synchronize: [0-9]* pods' "$D/logs/relay.log" | tail -1)"
+      log "  containerd: $(grep -o 'pre-installed NRI plugin [^ ]* synchronization success' "$D/logs/containerd.log" | tail -1)"
+      if [ -z "$MISMATCH" ]; then expect_be sl-be; expect_status_class sl-be BE; fi
+      stop_pod sl-be
+      verdict "$name"
+      return
+    fi
+    fail "$name" "containerd did not restart with the relay"; stop_pod sl-be
+  fi
+  [ -x "$RELAY" ] || { stop_containerd; install -m 0755 "$NRI_QOS_BIN" "$RELAY"; set_native_policy "$D/policy/nri-qos.toml"; start_containerd; }
+}
+
+# The external-relay scenarios, host only: containerd without the launched relay (and without
+# its conf.d file: the relay's command line is all its configuration, as in the DaemonSet), then
+# back to the launched relay for the scenarios after them.
+external_scenarios() {
+  local n any=""
+  for n in sync-existing relay-back relay-back-child containerd-restart daemonset-style; do want "$n" && any=1; done
+  [ -n "$any" ] || return 0
+  stop_containerd
+  rm -f "$RELAY" "$RELAY_CONF"
+  start_containerd || { fail "$S-setup" "containerd did not start without the launched relay"; return; }
+  [ -z "$(relay_pids)" ] || { fail "$S-setup" "a launched relay runs although $RELAY was removed"; return; }
+  want sync-existing && ext_sync_existing
+  want relay-back && ext_relay_back
+  want relay-back-child && ext_relay_child_back
+  want containerd-restart && ext_containerd_restart
+  want daemonset-style && ext_daemonset
+  ext_stop
+  stop_containerd
+  install -m 0755 "$NRI_QOS_BIN" "$RELAY"
+  set_native_policy "$D/policy/nri-qos.toml"
+  start_containerd || fail "$S-setup" "containerd did not restart with the launched relay"
+}
+
 scenarios() {
   if [ "$MODE" = adapter ]; then
     want be-label && sc_be "$S-be-label" be-label burstable --label koordinator.sh/qosClass=BE
@@ -278,6 +554,8 @@ scenarios() {
   host_only || return 0   # the node VM: the rest is protocol-level, covered on the host
   want child-crash && native_child_crash
   want restart && native_restart
+  want sync-launched && native_sync_launched
+  external_scenarios
   want last-good && native_last_good
   want bundled && native_bundled
   want builtin && native_builtin

@@ -387,6 +387,12 @@ our_pod_cgroups() {
 # Stop everything this suite started, by PID. Idempotent; never fails.
 teardown_all() {
   set +e
+  # the external relay's restart supervisor (containerd17.sh ext_start), then the relay
+  # processes on our NRI socket: before containerd goes, so that nothing reconnects
+  [ -f "$D/relay-sup.pid" ] && kill_pids "$(cat "$D/relay-sup.pid")"
+  rm -f "$D/relay-sup.pid"
+  # shellcheck disable=SC2046
+  kill_pids $(pids_with_arg "$D/nri.sock")
   if containerd_alive && [ -S "$D/containerd.sock" ]; then
     local c
     for c in $("$CTR" -a "$D/containerd.sock" -n k8s.io containers ls -q 2>/dev/null); do

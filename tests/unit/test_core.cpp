@@ -542,6 +542,29 @@ TEST_CASE("native NRI: CreateContainer adjusts, StartContainer writes the rest",
     CHECK(u.writes.empty());
 }
 
+// Issue #20: at Synchronize the container already runs, and NRI's ContainerUpdate carries only
+// linux.resources (NRI pkg/api ContainerUpdate{linux{resources}}): oom_score_adj, which NRI 0.8+
+// carries in a CreateContainer adjustment, must be written to /proc/<pid>/oom_score_adj by the
+// evaluator, never dropped (found by the e2e c21-native-sync-existing: the running BE container
+// kept oom_score_adj 0).
+TEST_CASE("native NRI: Synchronize writes what ContainerUpdate cannot carry (oom_score_adj)", "[adjust][nri][sync]") {
+    json ev = {{"event", "Synchronize"},
+               {"runtime", {{"name", "containerd"}, {"version", "2.1.9"}}},
+               {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
+               {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"}, {"pid", 4242},
+                              {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"},
+                                         {"resources", {{"cpu", {{"quota", {{"value", 100000}}}}}, {"memory", {{"limit", {{"value", 128 << 20}}}}}}}}}}}};
+    for (const char* version : {"2.1.9", "1.7.24~ds1"}) {
+        CAPTURE(version);
+        ev["runtime"]["version"] = version;
+        Plan p = plan_for(kAllKnobs, ev.dump(), Layout::V1, nullptr, true);
+        auto w = writes_of(p);
+        CHECK(w["oom_score_adj"] == "500");                // /proc/4242/oom_score_adj, written now
+        CHECK(p.update["cpu"]["shares"]["value"] == 1024);  // the runtime applies this one
+        CHECK_FALSE(p.update.contains("oom_score_adj"));
+    }
+}
+
 TEST_CASE("NRI API level from the runtime version", "[adjust][nri]") {
     CHECK(nri_api_level("containerd", "1.7.24~ds1") == "0.6");
     CHECK(nri_api_level("containerd", "1.7.25") == "0.6");
