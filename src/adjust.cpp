@@ -283,6 +283,16 @@ struct Builder {
             switch (k.id) {
                 case KnobId::CpuShares: {
                     uint64_t s = static_cast<uint64_t>(r.num);
+                    // A class's pod_cpu_weight_formula: the pod-level conversion of the node agent
+                    // that writes the pod cgroup itself (koordlet's linear ConvertCPUSharesToWeight);
+                    // container knobs keep the runtime's (settings.cpu_weight_formula).
+                    const ClassDef* cls = in.decision.cls;
+                    if (scope == "pod" && cls && cls->pod_weight_formula_set && cls->pod_weight_formula != WeightFormula::Auto) {
+                        value = std::to_string(shares_to_weight(s, cls->pod_weight_formula));
+                        note = std::string(weight_formula_name(cls->pod_weight_formula)) + " of shares " + std::to_string(s) +
+                               " (classes." + cls->name + ".pod_cpu_weight_formula)";
+                        break;
+                    }
                     const WeightChoice& wc = weight_choice();
                     value = std::to_string(shares_to_weight(s, wc.formula));
                     plan.weight_formula = wc.text();

@@ -2,6 +2,8 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
+
 namespace nriqos {
 
 bool glob_match(const std::string& glob, const std::string& value) {
@@ -142,11 +144,14 @@ Decision classify(const Policy& policy, const Facts& facts) {
     d.rule = "default";
     std::string cls = policy.default_class;
     const Rule* matched = nullptr;
-    for (const auto& rule : policy.rules) {
+    size_t at = policy.rules.size();
+    for (size_t i = 0; i < policy.rules.size(); ++i) {
+        const Rule& rule = policy.rules[i];
         if (rule_matches(rule.match, facts)) {
             d.rule = rule.name;
             cls = rule.cls;
             matched = &rule;
+            at = i;
             break;
         }
     }
@@ -163,7 +168,74 @@ Decision classify(const Policy& policy, const Facts& facts) {
         }
     }
     d.cls = c;
+    // Later rules with merge = true that match too (classify.hpp merge order).
+    for (size_t i = at + 1; i < policy.rules.size(); ++i) {
+        const Rule& rule = policy.rules[i];
+        if (!rule.merge || !rule_matches(rule.match, facts)) continue;
+        Decision::Merge m;
+        m.rule = rule.name;
+        m.cls = rule.cls;
+        const ClassDef& mc = policy.classes.at(rule.cls);
+        if (!d.cls->accept_merge) {
+            m.note = "class " + d.cls->name + " takes no merges (accept_merge = false)";
+        } else if (rule.cls == d.cls->name || std::any_of(d.merges.begin(), d.merges.end(), [&](const Decision::Merge& o) { return o.applied && o.cls == rule.cls; })) {
+            m.note = "class " + rule.cls + " already applies";
+        } else if (mc.gate.enabled) {
+            std::string why_not;
+            if (gate_pass(policy, mc.gate, &rule, *facts.req, why_not).empty()) m.note = "class " + rule.cls + " is gated: " + why_not + "; not merged";
+            else m.applied = true;
+        } else {
+            m.applied = true;
+        }
+        d.merges.push_back(std::move(m));
+    }
+    merge_classes(policy, d);
     return d;
+}
+
+bool merge_classes(const Policy& policy, Decision& d) {
+    if (d.merged) return true;
+    const bool any = std::any_of(d.merges.begin(), d.merges.end(), [](const Decision::Merge& m) { return m.applied; });
+    if (!any) return true;
+    if (d.cls->knobs_pending()) return false;
+    for (const auto& m : d.merges)
+        if (m.applied && policy.classes.at(m.cls).knobs_pending()) return false;
+    auto out = std::make_shared<ClassDef>(*d.cls);
+    auto same = [](const KnobSetting& a, const KnobSetting& b) { return a.id == b.id && (a.id != KnobId::Raw || (a.raw_file == b.raw_file && a.raw_ctrl == b.raw_ctrl)); };
+    auto key = [](const KnobSetting& k, const char* scope) { return std::string(scope) + (k.id == KnobId::Raw ? "raw:" + k.raw_file : std::string(knob_def(k.id).key)); };
+    for (auto& m : d.merges) {
+        if (!m.applied) continue;
+        const ClassDef& mc = policy.classes.at(m.cls);
+        std::string added;
+        auto take = [&](std::vector<KnobSetting>& into, const std::vector<KnobSetting>& from, const char* scope) {
+            const size_t before = into.size();
+            for (const auto& k : from) {
+                bool have = false;
+                for (size_t i = 0; i < before && !have; ++i) have = same(into[i], k);
+                if (have) continue;
+                into.push_back(k);
+                added += (added.empty() ? "" : " ") + key(k, scope);
+            }
+        };
+        take(out->container, mc.container, "");
+        take(out->pod, mc.pod, "pod:");
+        out->fail_closed = out->fail_closed || mc.fail_closed;
+        if (!out->pod_weight_formula_set && mc.pod_weight_formula_set) {
+            out->pod_weight_formula_set = true;
+            out->pod_weight_formula = mc.pod_weight_formula;
+        }
+        m.note = added.empty() ? "nothing new (every knob of " + m.cls + " is set by an earlier class)" : added;
+    }
+    d.merged = out;
+    d.cls = out.get();
+    return true;
+}
+
+std::string Decision::merge_text() const {
+    std::string t;
+    for (const auto& m : merges)
+        t += (t.empty() ? "" : "; ") + m.cls + " (rule " + m.rule + "): " + (m.note.empty() ? "pending" : m.note);
+    return t;
 }
 
 }  // namespace nriqos

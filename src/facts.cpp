@@ -128,6 +128,7 @@ struct Ctx {
     const Request& r;
     const std::vector<KnobSetting>* ctr_knobs = nullptr;  ///< container knobs resolved so far
     const std::vector<KnobSetting>* pod_knobs = nullptr;  ///< pod knobs (literal part)
+    const ClassDef* cls = nullptr;                        ///< the class being resolved (its pod_cpu_weight_formula)
     bool record = false;                                  ///< container start event, not dry run
     bool ledger_dropped = false;                          ///< container end: own entry removed
     std::optional<int64_t> own_burst;                     ///< this container's burst (for the pod sum)
@@ -413,7 +414,9 @@ struct Ctx {
                             // "auto" (decided per write, knobs.hpp) the larger of the two, so that no
                             // formula the node may use lets an untrusted value raise the pod.
                             const uint64_t sh = static_cast<uint64_t>(std::max<int64_t>(v.num, 2));
-                            const WeightFormula wf = in.policy ? in.policy->cpu_weight_formula : WeightFormula::Auto;
+                            const WeightFormula wf = cls && cls->pod_weight_formula_set ? cls->pod_weight_formula
+                                                     : in.policy                                ? in.policy->cpu_weight_formula
+                                                                                                : WeightFormula::Auto;
                             uint64_t fw = wf == WeightFormula::Auto ? std::max(shares_to_weight_linear(sh), shares_to_weight(sh))
                                                                     : shares_to_weight(sh, wf);
                             if (static_cast<int64_t>(fw) > *w) return "would raise the pod's cpu.weight (" + std::to_string(*w) + " → " + std::to_string(fw) + ")";
@@ -663,10 +666,12 @@ Outcome koord_cpuset(Ctx& c, uint8_t) {
     std::string set;
     return koord_cpuset_read(c, set);
 }
-/// The quota lift of a pod bound to a scheduler cpuset. koordlet lifts it unconditionally; nri-qos
-/// lifts it only when the cpuset holds no more CPUs than the quota pays for (quota ≥ CPUs ×
-/// period) or the quota is unlimited already: the annotation can be written by the pod author,
-/// and a lifted quota on a wide cpuset would buy CPU time.
+/// The quota lift of a pod bound to a scheduler cpuset. koordlet lifts it whenever the pod has a
+/// cpuset (pkg/util/pod_qos_utils.go IsPodCfsQuotaNeedUnset): settings.koordinator_quota_lift =
+/// "cpuset", the default. A cpuset wider than the quota pays for (CPUs × period > quota) is a
+/// raise: refused unless the annotation is trusted (the pod author can write it, and a lifted
+/// quota on a wide cpuset buys CPU time). With "fits" a wider cpuset keeps the quota (absent,
+/// trusted or not); within the quota both lift.
 Outcome koord_cpuset_quota(Ctx& c, uint8_t scope) {
     std::string set;
     Outcome o = koord_cpuset_read(c, set);
@@ -691,6 +696,9 @@ Outcome koord_cpuset_quota(Ctx& c, uint8_t scope) {
     // bounded by its containers' quotas, each kept until its own cpuset holds.
     std::string fits = std::to_string(n) + " CPUs × " + std::to_string(period) + " ≤ " + how;
     if (static_cast<int64_t>(n) * period > *quota) {
+        if (c.in.policy && c.in.policy->koordinator_quota_lift == Policy::QuotaLift::Fits)
+            return absent("cpuset " + set + " (" + std::to_string(n) + " CPUs × " + std::to_string(period) + ") is wider than " + how +
+                          ": quota kept (settings.koordinator_quota_lift = \"fits\")");
         Outcome wide = value_max(calc + "; cpuset " + set + " is wider than " + how);
         if (scope != kFactPod) wide.needs_cpuset = set;
         return wide;
@@ -985,6 +993,7 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
     out.cls = cls;
     const Request& r = *in.req;
     Ctx c{in, state, r};
+    c.cls = &cls;
     const bool ctr_start = is_container_start(r.event, r.is_sandbox);
     const bool ctr_end = is_container_end(r.event, r.is_sandbox);
     const bool pod_start = is_pod_start(r.event, r.is_sandbox);

@@ -340,6 +340,7 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
             Summary s = summarize(c.plan);
             if (!s.skipped.empty()) md["skipped"] = s.skipped;
             if (!c.plan.decision.gate_note.empty()) md["gate"] = c.plan.decision.gate_note;
+            if (!c.plan.decision.merges.empty()) md["merged"] = c.plan.decision.merge_text();
             j["metadata"] = md;
             j["skipped"] = c.plan.skipped;
         }
@@ -352,6 +353,8 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
             t += "class:    " + c.plan.decision.cls->name + " (rule " + c.plan.decision.rule + ", kube QoS " + kube_qos_name(c.plan.kube_qos) + ")\n";
             if (!c.plan.decision.gate_note.empty()) t += "gate:     " + c.plan.decision.gate_note + "\n";
             else if (!c.plan.decision.gate_pass.empty()) t += "gate:     " + c.plan.decision.gate_pass + "\n";
+            for (const auto& m : c.plan.decision.merges)
+                t += "merge:    " + m.cls + " (rule " + m.rule + "): " + m.note + "\n";
             t += std::string("cgroups:  ") + layout_name(c.plan.layout) + (c.plan.nri_api.empty() ? "" : ", runtime NRI API " + c.plan.nri_api) + "\n";
             for (const auto& w : c.plan.writes)
                 t += "write:    " + w.scope + " " + (w.root == Root::Proc ? "/proc/" : w.root == Root::Resctrl ? "resctrl:" : "") + w.rel + " = " + w.value + "\n";
@@ -375,6 +378,7 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
         if (!s.skipped.empty()) c.metadata["skipped"] = s.skipped;
         if (!s.failed.empty()) c.metadata["failed"] = s.failed;
         if (!c.plan.decision.gate_note.empty()) c.metadata["gate"] = c.plan.decision.gate_note;
+        if (!c.plan.decision.merges.empty()) c.metadata["merged"] = c.plan.decision.merge_text();
         if (s.n_failed > 0) {
             std::string what = "class " + c.plan.decision.cls->name + ": " + std::to_string(s.n_failed) + " knob(s) failed: " + s.failed +
                                "; applied: " + (s.applied.empty() ? "none" : s.applied);
@@ -554,7 +558,14 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         // (policy_cache.hpp decode_knobs). Lists that do not decode: the policy is loaded again
         // without the filter, which checks every list and ignores and rebuilds a damaged entry
         // from the TOML, exactly as an entry found damaged at load; no knob of it is used.
-        if (!policy_cache::decode_knobs(policy, d.cls->name)) {
+        // Rules with merge = true (classify.hpp merge order): their classes' lists too, then combined.
+        auto decode_all = [&] {
+            if (!policy_cache::decode_knobs(policy, d.cls->name)) return false;
+            for (const auto& m : d.merges)
+                if (m.applied && !policy_cache::decode_knobs(policy, m.cls)) return false;
+            return merge_classes(policy, d);
+        };
+        if (!decode_all()) {
             use_policy(nullptr);
             d = classify(policy, facts);
         }

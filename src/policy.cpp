@@ -627,9 +627,10 @@ void trust_notes(const Policy& p, std::vector<PolicyDiag>& notes) {
 }
 
 void policy_warnings(const Ctx& c, const Policy& p, const std::map<std::string, int>& class_line) {
-    // A rule made unreachable by an earlier one that matches everything it matches.
+    // A rule made unreachable by an earlier one that matches everything it matches (a merge
+    // rule still adds its class after an earlier match: never unreachable that way).
     for (size_t j = 1; j < p.rules.size(); ++j)
-        for (size_t i = 0; i < j; ++i)
+        for (size_t i = 0; i < j && !p.rules[j].merge; ++i)
             if (match_covers(p.rules[i].match, p.rules[j].match)) {
                 c.add(PolicyDiag::Warning, p.rules[j].line,
                       "rules: \"" + p.rules[j].name + "\" can never match: rule \"" + p.rules[i].name + "\" (line " +
@@ -702,7 +703,7 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
     int default_line = 0;
     if (const TV* s = get(root, "settings")) {
         c.guard([&] {
-            check_keys(c, *s, "settings", {"default_class", "fail", "cpu_weight_formula", "metrics_file", "event_log", "event_log_max_bytes"});
+            check_keys(c, *s, "settings", {"default_class", "fail", "cpu_weight_formula", "koordinator_quota_lift", "metrics_file", "event_log", "event_log_max_bytes"});
             c.guard([&] {
                 if (const TV* x = get(*s, "default_class")) {
                     default_line = Ctx::line_of(*x);
@@ -717,6 +718,14 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
                     else if (f == "log-quadratic") p.cpu_weight_formula = WeightFormula::LogQuadratic;
                     else if (f == "auto") p.cpu_weight_formula = WeightFormula::Auto;
                     else c.fail(*x, "settings.cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
+                }
+            });
+            c.guard([&] {
+                if (const TV* x = get(*s, "koordinator_quota_lift")) {
+                    std::string f = str(c, *x, "settings.koordinator_quota_lift");
+                    if (f == "cpuset") p.koordinator_quota_lift = Policy::QuotaLift::Cpuset;
+                    else if (f == "fits") p.koordinator_quota_lift = Policy::QuotaLift::Fits;
+                    else c.fail(*x, "settings.koordinator_quota_lift: expected \"cpuset\" (koordlet: lift whenever bound to a cpuset) or \"fits\" (only when the quota pays for the cpuset)");
                 }
             });
             // The hook's own sinks (src/record.hpp, src/metrics.hpp): absolute paths or "" (off).
@@ -772,9 +781,25 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
             class_line[cname] = Ctx::line_of(cv);
             c.guard([&] {
                 if (!valid_name(cname)) c.fail(cv, w + ": class names are 1-63 characters [A-Za-z0-9_.-]");
-                check_keys(c, cv, w, {"description", "fail", "container", "pod", "gate"});
+                check_keys(c, cv, w, {"description", "fail", "container", "pod", "gate", "pod_cpu_weight_formula", "accept_merge"});
                 c.guard([&] { if (const TV* x = get(cv, "description")) cd.description = str(c, *x, w + ".description", 1024); });
                 c.guard([&] { if (const TV* x = get(cv, "fail")) cd.fail_closed = fail_mode(c, *x, w + ".fail"); });
+                c.guard([&] {
+                    if (const TV* x = get(cv, "pod_cpu_weight_formula")) {
+                        std::string f = str(c, *x, w + ".pod_cpu_weight_formula");
+                        if (f == "linear") cd.pod_weight_formula = WeightFormula::Linear;
+                        else if (f == "log-quadratic") cd.pod_weight_formula = WeightFormula::LogQuadratic;
+                        else if (f == "auto") cd.pod_weight_formula = WeightFormula::Auto;
+                        else c.fail(*x, w + ".pod_cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
+                        cd.pod_weight_formula_set = true;
+                    }
+                });
+                c.guard([&] {
+                    if (const TV* x = get(cv, "accept_merge")) {
+                        if (!x->is_boolean()) c.fail(*x, w + ".accept_merge: expected true or false");
+                        cd.accept_merge = x->as_boolean();
+                    }
+                });
                 c.guard([&] { if (const TV* x = get(cv, "container")) cd.container = parse_knobs(c, *x, w + ".container", kFactContainer); });
                 c.guard([&] {
                     if (const TV* x = get(cv, "pod")) {
@@ -840,7 +865,7 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
                 bool ok = true;
                 c.guard([&] {
                     ok = false;
-                    check_keys(c, rv, "rules", {"name", "class", "match"});
+                    check_keys(c, rv, "rules", {"name", "class", "match", "merge"});
                     r.line = Ctx::line_of(rv);
                     c.guard([&] {
                         if (const TV* n = get(rv, "name")) r.name = str(c, *n, "rules.name", 128);
@@ -848,6 +873,12 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
                     if (r.name.empty()) r.name = "rule@" + std::to_string(r.line);
                     if (!names.insert(r.name).second) c.error(rv, "rules.name: duplicate rule name \"" + r.name + "\"");
                     c.guard([&] { if (const TV* m = get(rv, "match")) r.match = parse_match(c, *m); });
+                    c.guard([&] {
+                        if (const TV* m = get(rv, "merge")) {
+                            if (!m->is_boolean()) c.fail(*m, "rules.merge: expected true or false");
+                            r.merge = m->as_boolean();
+                        }
+                    });
                     const TV* cl = get(rv, "class");
                     if (!cl) c.fail(rv, "rules: every rule needs class = \"<class>\"");
                     r.cls = str(c, *cl, "rules.class", 63);
@@ -982,13 +1013,14 @@ json policy_to_json(const Policy& p) {
     j["default_class"] = p.default_class;
     j["fail_closed"] = p.fail_closed;
     j["cpu_weight_formula"] = weight_formula_name(p.cpu_weight_formula);
+    j["koordinator_quota_lift"] = p.koordinator_quota_lift == Policy::QuotaLift::Fits ? "fits" : "cpuset";
     j["source"] = p.source;
     j["sinks"] = {p.sinks.metrics_file_set, p.sinks.metrics_file, p.sinks.event_log_set, p.sinks.event_log, p.sinks.event_log_max_bytes};
     json rules = json::array();
     for (const auto& r : p.rules) {
         json kq = json::array();
         for (auto q : r.match.kube_qos) kq.push_back(static_cast<int>(q));
-        rules.push_back({{"n", r.name}, {"c", r.cls}, {"l", r.line},
+        rules.push_back({{"n", r.name}, {"c", r.cls}, {"l", r.line}, {"merge", r.merge},
                          {"m", {globmap_json(r.match.labels), globmap_json(r.match.annotations), globmap_json(r.match.labels_or_annotations),
                                 r.match.namespaces, r.match.pod_names, r.match.container_names, r.match.kind, kq}}});
     }
@@ -997,7 +1029,9 @@ json policy_to_json(const Policy& p) {
     for (const auto& [n, c] : p.classes) {
         if (c.knobs_pending()) throw std::logic_error("policy_to_json: class " + n + ": knob lists not decoded (policy_cache::decode_knobs)");
         classes[n] = {{"d", c.description}, {"f", c.fail_closed}, {"c", knobs_json(c.container)}, {"p", knobs_json(c.pod)},
-                      {"g", {c.gate.enabled, c.gate.namespaces, globmap_json(c.gate.labels), c.gate.fallback}}};
+                      {"g", {c.gate.enabled, c.gate.namespaces, globmap_json(c.gate.labels), c.gate.fallback}},
+                      {"pwf", c.pod_weight_formula_set ? json(weight_formula_name(c.pod_weight_formula)) : json(nullptr)},
+                      {"am", c.accept_merge}};
     }
     j["classes"] = std::move(classes);
     j["guarded_labels"] = globmap_json(p.guarded_labels);
@@ -1019,6 +1053,11 @@ Policy policy_from_json(const json& j) {
             else if (f == "auto") p.cpu_weight_formula = WeightFormula::Auto;
             else throw InputError("compiled policy: bad cpu_weight_formula");
         }
+        if (j.contains("koordinator_quota_lift")) {
+            const std::string f = j.at("koordinator_quota_lift").get<std::string>();
+            if (f == "fits") p.koordinator_quota_lift = Policy::QuotaLift::Fits;
+            else if (f != "cpuset") throw InputError("compiled policy: bad koordinator_quota_lift");
+        }
         p.source = j.at("source").get<std::string>();
         if (j.contains("sinks")) {
             const json& s = j.at("sinks");
@@ -1033,6 +1072,7 @@ Policy policy_from_json(const json& j) {
             x.name = r.at("n").get<std::string>();
             x.cls = r.at("c").get<std::string>();
             x.line = r.at("l").get<int>();
+            if (r.contains("merge")) x.merge = r.at("merge").get<bool>();
             const json& m = r.at("m");
             x.match.labels = globmap_from(m.at(0));
             x.match.annotations = globmap_from(m.at(1));
@@ -1056,6 +1096,15 @@ Policy policy_from_json(const json& j) {
             cd.gate.namespaces = g.at(1).get<std::vector<std::string>>();
             cd.gate.labels = globmap_from(g.at(2));
             cd.gate.fallback = g.at(3).get<std::string>();
+            if (c.contains("am")) cd.accept_merge = c.at("am").get<bool>();
+            if (c.contains("pwf") && !c.at("pwf").is_null()) {
+                const std::string f = c.at("pwf").get<std::string>();
+                cd.pod_weight_formula_set = true;
+                if (f == "linear") cd.pod_weight_formula = WeightFormula::Linear;
+                else if (f == "log-quadratic") cd.pod_weight_formula = WeightFormula::LogQuadratic;
+                else if (f == "auto") cd.pod_weight_formula = WeightFormula::Auto;
+                else throw InputError("compiled policy: bad pod_cpu_weight_formula");
+            }
             p.classes.emplace(n, std::move(cd));
         }
         p.guarded_labels = globmap_from(j.at("guarded_labels"));

@@ -54,6 +54,11 @@ struct Rule {
     Match match;
     std::string cls;  ///< class name (validated to exist)
     int line = 0;     ///< line in the policy file, for explain
+    /// `merge = true` (issue #21 §3): when an earlier rule already gave the pod its class, this
+    /// rule, if it matches too, adds its class's knobs to that class — each knob the classes
+    /// before it do not set (per scope; the earlier rule wins a knob both set). A merge rule
+    /// that is the first to match gives the class like any rule. classify.hpp merge order.
+    bool merge = false;
 };
 
 /// Who may enter a class that raises priority (promotion gate). A pod qualifies when its
@@ -73,6 +78,16 @@ struct ClassDef {
     std::vector<KnobSetting> container;    ///< knobs on the container's own cgroup/process
     std::vector<KnobSetting> pod;          ///< knobs on the pod (parent) cgroup
     Gate gate;
+    /// `pod_cpu_weight_formula` of the class: the cgroup v2 cpu.shares→cpu.weight conversion of
+    /// its pod-level cpu_shares (a node agent that writes the pod cgroup itself converts with its
+    /// own formula: koordlet's linear ConvertCPUSharesToWeight, koordinator-sh/koordinator@v1.8.0
+    /// pkg/koordlet/util/system/cgroup2.go). `pod_weight_formula_set` false: the policy's
+    /// settings.cpu_weight_formula, as for container knobs.
+    bool pod_weight_formula_set = false;
+    WeightFormula pod_weight_formula = WeightFormula::Auto;
+    /// `accept_merge = false`: rules with merge = true add nothing to this class when it is the
+    /// one the first matching rule gave (SYSTEM: system pods are left alone whatever they carry).
+    bool accept_merge = true;
     /// Lazy decode only (policy_cache::decode with a request filter): `container` and `pod` are
     /// still in the compiled cache's encoding, at byte offsets [packed_at, packed_end) of
     /// Policy::packed_knobs, and empty until policy_cache::decode_knobs decodes them. Both 0
@@ -100,6 +115,14 @@ struct Policy {
     /// settings.cpu_weight_formula: the cgroup v2 cpu.shares→cpu.weight conversion of writes
     /// (knobs.hpp WeightFormula); Auto (the default) detects the node runtime's own per event.
     WeightFormula cpu_weight_formula = WeightFormula::Auto;
+    /// settings.koordinator_quota_lift: when koordinator.cpuset_quota lifts the CFS quota of a
+    /// pod bound to a koord-scheduler cpuset. Cpuset (the default): whenever the pod has a
+    /// cpuset, as koordlet does (koordinator-sh/koordinator@v1.8.0 pkg/util/pod_qos_utils.go
+    /// IsPodCfsQuotaNeedUnset); Fits: only when the cpuset holds no more CPUs than the quota pays
+    /// for (CPUs × period ≤ quota), a wider cpuset keeps the quota (skipped, trusted or not).
+    /// Both follow the facts' trust rule (a lift beyond what the quota paid needs trust).
+    enum class QuotaLift : uint8_t { Cpuset = 0, Fits = 1 };
+    QuotaLift koordinator_quota_lift = QuotaLift::Cpuset;
     std::vector<Rule> rules;
     std::map<std::string, ClassDef> classes;
     KeyNotes guarded_labels;       ///< [guarded.labels]: keys an admission policy controls

@@ -220,6 +220,11 @@ Rule read_rule(Reader& rd) {
     r.name = rd.str();
     r.cls = rd.str();
     r.line = static_cast<int>(rd.u32());
+    {
+        const uint8_t m = rd.u8();
+        if (m > 1) rd.ok = false;
+        r.merge = m == 1;
+    }
     r.match.labels = rd.globs();
     r.match.annotations = rd.globs();
     r.match.labels_or_annotations = rd.globs();
@@ -625,6 +630,7 @@ std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t
     w.str(p.default_class);
     w.u8(p.fail_closed);
     w.u8(static_cast<uint8_t>(p.cpu_weight_formula));
+    w.u8(static_cast<uint8_t>(p.koordinator_quota_lift));
     w.str(p.source);
     w.globs(p.guarded_labels);
     w.globs(p.guarded_annotations);
@@ -643,6 +649,8 @@ std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t
         w.strs(c.gate.namespaces);
         w.globs(c.gate.labels);
         w.str(c.gate.fallback);
+        w.u8(static_cast<uint8_t>(c.pod_weight_formula_set ? 1 + static_cast<unsigned>(c.pod_weight_formula) : 0));
+        w.u8(c.accept_merge);
     }
     w.u32(static_cast<uint32_t>(p.rules.size()));
     size_t index_at = w.b.size();
@@ -662,6 +670,7 @@ std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t
         w.str(r.name);
         w.str(r.cls);
         w.u32(static_cast<uint32_t>(r.line));
+        w.u8(r.merge);
         w.globs(r.match.labels);
         w.globs(r.match.annotations);
         w.globs(r.match.labels_or_annotations);
@@ -740,6 +749,9 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
         const uint8_t f = rd.u8();
         if (f > static_cast<uint8_t>(WeightFormula::Linear)) return Decoded::Invalid;
         p.cpu_weight_formula = static_cast<WeightFormula>(f);
+        const uint8_t q = rd.u8();
+        if (q > static_cast<uint8_t>(Policy::QuotaLift::Fits)) return Decoded::Invalid;
+        p.koordinator_quota_lift = static_cast<Policy::QuotaLift>(q);
     }
     p.source = rd.str();
     p.guarded_labels = rd.globs();
@@ -774,6 +786,15 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
         c.gate.namespaces = rd.strs();
         c.gate.labels = rd.globs();
         c.gate.fallback = rd.str();
+        {
+            const uint8_t f = rd.u8();  // 0: settings' formula; 1 + WeightFormula
+            if (f > 1 + static_cast<uint8_t>(WeightFormula::Linear)) return Decoded::Invalid;
+            c.pod_weight_formula_set = f != 0;
+            if (f) c.pod_weight_formula = static_cast<WeightFormula>(f - 1);
+            const uint8_t am = rd.u8();
+            if (am > 1) return Decoded::Invalid;
+            c.accept_merge = am == 1;
+        }
         std::string n = c.name;
         p.classes.emplace_hint(p.classes.end(), std::move(n), std::move(c));
     }

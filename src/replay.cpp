@@ -277,16 +277,17 @@ void explain_trace(const Policy& p, const Facts& f, const Decision& d, std::stri
     text += "rules:    (in policy order, until the first match)\n";
     bool matched = false;
     for (const auto& rule : p.rules) {
-        std::string why = rule_mismatch(rule, f);
+        // After the first match only the merge rules that match too (classify.hpp merge order).
+        std::string why = matched && !rule.merge ? "after the first match" : rule_mismatch(rule, f);
+        if (matched && !why.empty()) continue;
         json e = {{"rule", rule.name}, {"line", rule.line}, {"class", rule.cls}, {"matched", why.empty()}};
+        if (matched) e["merge"] = true;
         if (!why.empty()) e["why_not"] = why;
         rules.push_back(e);
-        text += "  " + std::string(why.empty() ? "MATCH " : "no    ") + rule.name + " (line " + std::to_string(rule.line) + ", class " + rule.cls + ")" +
+        const char* tag = why.empty() ? (matched ? "MERGE " : "MATCH ") : "no    ";
+        text += "  " + std::string(tag) + rule.name + " (line " + std::to_string(rule.line) + ", class " + rule.cls + ")" +
                 (why.empty() ? "" : ": " + why) + "\n";
-        if (why.empty()) {
-            matched = true;
-            break;
-        }
+        if (why.empty()) matched = true;
     }
     if (!matched) text += "  -> no rule matched: default class " + p.default_class + "\n";
     if (!d.gate_note.empty()) text += "  gate: " + d.gate_note + "\n";

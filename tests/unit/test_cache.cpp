@@ -309,7 +309,7 @@ TEST_CASE("cache: load_policy builds, hits, invalidates and rebuilds", "[cache]"
     // entry), so the next event gets it without parsing the TOML again.
     spit(policy, "version = 1\n[classes.A]\ncolour = 1\n");
     std::string want = error_of_load(policy, "");
-    CHECK(want == policy + ":3: classes.A: unknown key \"colour\" (allowed: description, fail, container, pod, gate) (+1 more error: run nri-qos check)");
+    CHECK(want == policy + ":3: classes.A: unknown key \"colour\" (allowed: description, fail, container, pod, gate, pod_cpu_weight_formula, accept_merge) (+1 more error: run nri-qos check)");
     FileLoad f = load_policy_file(policy, cache, nullptr);
     CHECK_FALSE(f.ok);
     CHECK_FALSE(f.from_cache);
@@ -702,4 +702,44 @@ TEST_CASE("cache: an event whose class's knob lists do not decode reads the poli
     CHECK(pc::read_file(cache, name, pc::cache_key(policy, st), nullptr, again, nullptr) != pc::Decoded::Invalid);
     // And with the rebuilt entry (a hit, decoded lazily) the answer is the same again.
     CHECK(run(cache, "rebuilt") == want);
+}
+
+TEST_CASE("cache: merge rules, pod_cpu_weight_formula, accept_merge and koordinator_quota_lift survive the flat form (format 5)", "[cache][merge]") {
+    Policy p = load_policy_toml(kBundled);
+    p.koordinator_quota_lift = Policy::QuotaLift::Fits;
+    std::string blob = pc::compile(p, "key", false, 1, "s");
+    Policy q;
+    REQUIRE(pc::decode(blob, "key", nullptr, q, nullptr) == pc::Decoded::Ok);
+    CHECK(dump(q) == dump(p));
+    CHECK(q.koordinator_quota_lift == Policy::QuotaLift::Fits);
+    CHECK(q.classes.at("KOORD-BE").pod_weight_formula_set);
+    CHECK(q.classes.at("KOORD-BE").pod_weight_formula == WeightFormula::Linear);
+    CHECK(!q.classes.at("SYSTEM").accept_merge);
+    CHECK(q.classes.at("OFFLINE").accept_merge);
+    size_t merges = 0;
+    for (const auto& r : q.rules) merges += r.merge;
+    CHECK(merges == 4);  // rubik-offline, volcano-be, openfuyao-be and its doc spelling
+    // One event's filtered decode: the merge rule is among the rules that can match, and the
+    // merged class's lists decode on demand (pipeline.cpp), giving the same class as a full load.
+    Request r = parse_v01_request([] {
+        nlohmann::json j = nlohmann::json::parse(slurp_file(NRI_QOS_SRCDIR "/tests/fixtures/requests/containerd-1.6.20/container-create.json"));
+        j["spec"]["cgroupsPath"] = "/kubepods/besteffort/pod0e2e0000-6edd-4127-830b-934cae53b469/f9159d083de2";
+        j["labels"]["koordinator.sh/qosClass"] = "BE";
+        j["spec"]["annotations"]["volcano.sh/qos-level"] = "BE";
+        return j.dump();
+    }());
+    Policy f;
+    REQUIRE(pc::decode(blob, "key", &r, f, nullptr) == pc::Decoded::Ok);
+    Facts facts{&r, KubeQos::BestEffort};
+    Decision d = classify(f, facts);
+    REQUIRE(d.merges.size() == 1);
+    CHECK(d.merges[0].note.empty());  // lists still encoded: not combined yet
+    CHECK(!merge_classes(f, d));
+    REQUIRE(pc::decode_knobs(f, d.cls->name));
+    REQUIRE(pc::decode_knobs(f, d.merges[0].cls));
+    REQUIRE(merge_classes(f, d));
+    Decision full = classify(p, facts);
+    CHECK(policy_to_json([&] { Policy x; x.default_class = "A"; x.classes["A"] = *d.cls; return x; }()).dump() ==
+          policy_to_json([&] { Policy x; x.default_class = "A"; x.classes["A"] = *full.cls; return x; }()).dump());
+    CHECK(d.merge_text() == full.merge_text());
 }

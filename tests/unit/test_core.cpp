@@ -220,7 +220,7 @@ TEST_CASE("policy errors are one line with file:line", "[policy]") {
     CHECK(err(head + "[classes.A.container]\nfoo = 2\n") == "p.toml:6: classes.A.container: unknown knob \"foo\" (see nri-qos.toml(5))");
     CHECK(err(head + "[classes.A.container]\ncpu_shares = 1\n") == "p.toml:6: classes.A.container.cpu_shares: 1 out of range [2, 262144] or \"N%\"");
     CHECK(err(head + "[classes.A.container]\ncpu_shares = true\n") == "p.toml:6: classes.A.container.cpu_shares: expected an integer, a string or { fact = \"...\" }, got boolean");
-    CHECK(err(head + "bogus = 1\n") == "p.toml:5: classes.A: unknown key \"bogus\" (allowed: description, fail, container, pod, gate)");
+    CHECK(err(head + "bogus = 1\n") == "p.toml:5: classes.A: unknown key \"bogus\" (allowed: description, fail, container, pod, gate, pod_cpu_weight_formula, accept_merge)");
     CHECK(err(head + "[[rules]]\nclass = \"B\"\n") == "p.toml:6: rules.class: unknown class \"B\"");
     CHECK(err(head + "[[rules]]\nclass = \"A\"\nmatch.kind = \"pod\"\n") == "p.toml:7: match.kind: expected \"sandbox\" or \"container\", got \"pod\"");
     CHECK(err(head + "[classes.A.container]\nraw = [{file = \"cgroup.procs\", value = \"1\"}]\n").find("is not an allowed kernel file name") != std::string::npos);
@@ -783,4 +783,144 @@ TEST_CASE("settings.cpu_weight_formula: auto by default, round-trips, rejects ot
     }
     CHECK(error_of([] { parse_policy_toml("version = 1\n[settings]\ndefault_class = \"X\"\ncpu_weight_formula = \"runc\"\n[classes.X]\n", "b.toml"); })
               .find("settings.cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"") != std::string::npos);
+}
+
+// ---- issue #21: seed fidelity round 3 ----------------------------------------------------------
+
+namespace {
+/// The captured container (or sandbox) request as a kube-BestEffort pod's, with `labels` and
+/// `annotations` added.
+std::string be_request(const char* file, const json& labels, const json& annotations) {
+    json j = json::parse(fixture(std::string("requests/containerd-1.6.20/") + file));
+    std::string cp = j["spec"]["cgroupsPath"];
+    j["spec"]["cgroupsPath"] = "/kubepods/besteffort/" + cp.substr(std::string("/kubepods/burstable/").size());
+    j.merge_patch({{"labels", labels}, {"spec", {{"annotations", annotations}}}});
+    return j.dump();
+}
+}  // namespace
+
+TEST_CASE("adjustment: a class's pod_cpu_weight_formula converts its pod-level shares; containers keep the settings' formula", "[adjust][weight]") {
+    // koordlet writes the pod-level cpu.shares itself with its linear ConvertCPUSharesToWeight
+    // (koordinator-sh/koordinator pkg/koordlet/util/system/cgroup2.go); runc converts the
+    // containers' (log-quadratic, runc >= 1.3.2).
+    const std::string pol = "version = 1\n[settings]\ndefault_class = \"X\"\ncpu_weight_formula = \"log-quadratic\"\n"
+                            "[classes.X]\npod_cpu_weight_formula = \"linear\"\n[classes.X.container]\ncpu_shares = 1536\n"
+                            "[classes.X.pod]\ncpu_shares = 1536\n";
+    Plan sb = plan_for(pol, fixture("requests/containerd-1.6.20/sandbox-create.json"), Layout::V2);
+    CHECK(writes_of(sb)["cpu.weight@pod"] == "59");  // 1 + (1536 - 2) × 9999 / 262142
+    REQUIRE(sb.writes.size() == 1);
+    CHECK(sb.writes[0].note == "linear of shares 1536 (classes.X.pod_cpu_weight_formula)");
+    Plan ct = plan_for(pol, v01(json::object()), Layout::V2);
+    CHECK(writes_of(ct)["cpu.weight"] == "138");  // log-quadratic, as runc writes it
+    // without the class setting the pod follows settings.cpu_weight_formula
+    std::string plain = pol;
+    plain.erase(plain.find("pod_cpu_weight_formula = \"linear\"\n"), std::string("pod_cpu_weight_formula = \"linear\"\n").size());
+    CHECK(writes_of(plan_for(plain, fixture("requests/containerd-1.6.20/sandbox-create.json"), Layout::V2))["cpu.weight@pod"] == "138");
+    // v1: no conversion
+    CHECK(writes_of(plan_for(pol, fixture("requests/containerd-1.6.20/sandbox-create.json"), Layout::V1))["cpu.shares@pod"] == "1536");
+    CHECK(error_of([] { parse_policy_toml("version = 1\n[settings]\ndefault_class = \"X\"\n[classes.X]\npod_cpu_weight_formula = \"lin\"\n", "t.toml"); }) ==
+          "t.toml:5: classes.X.pod_cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
+}
+
+TEST_CASE("bundled policy: Koordinator classes convert pod-level shares linearly (koordlet) on cgroup v2", "[adjust][weight][bundled]") {
+    Policy p = bundled();
+    CHECK(p.classes.at("KOORD-BE").pod_weight_formula_set);
+    CHECK(p.classes.at("KOORD-BE").pod_weight_formula == WeightFormula::Linear);
+    CHECK(p.classes.at("KOORD-LSR").pod_weight_formula == WeightFormula::Linear);
+    CHECK(!p.classes.at("DEFAULT").pod_weight_formula_set);
+    CHECK(p.koordinator_quota_lift == Policy::QuotaLift::Cpuset);
+}
+
+TEST_CASE("merge: a pod labelled for Koordinator BE and Volcano BE gets both agents' knobs, in rule order", "[classify][merge]") {
+    Policy p = bundled();
+    Request r = parse_v01_request(be_request("container-create.json", {{"koordinator.sh/qosClass", "BE"}}, {{"volcano.sh/qos-level", "BE"}}));
+    Facts f{&r, KubeQos::BestEffort};
+    Decision d = classify(p, f);
+    CHECK(d.cls->name == "KOORD-BE");
+    CHECK(d.rule == "koordinator-be");
+    REQUIRE(d.merges.size() == 1);
+    CHECK(d.merges[0].rule == "volcano-be");
+    CHECK(d.merges[0].cls == "OFFLINE");
+    CHECK(d.merges[0].applied);
+    CHECK(d.merges[0].note == "cpu_qos_level memory_qos_level pod:cpu_qos_level pod:memory_qos_level");
+    CHECK(d.merge_text() == "OFFLINE (rule volcano-be): cpu_qos_level memory_qos_level pod:cpu_qos_level pod:memory_qos_level");
+    auto has = [](const std::vector<KnobSetting>& l, KnobId id) { return std::any_of(l.begin(), l.end(), [&](const KnobSetting& k) { return k.id == id; }); };
+    CHECK(has(d.cls->container, KnobId::CpuShares));    // KOORD-BE's batch facts
+    CHECK(has(d.cls->container, KnobId::CpuQosLevel));  // OFFLINE's -1
+    CHECK(has(d.cls->pod, KnobId::MemoryQosLevel));
+    CHECK(d.cls->fail_closed == false);
+    // the burst both classes set stays KOORD-BE's, once
+    CHECK(std::count_if(d.cls->container.begin(), d.cls->container.end(), [](const KnobSetting& k) { return k.id == KnobId::CpuBurst; }) == 1);
+    // the policy's own class is untouched
+    CHECK(!has(p.classes.at("KOORD-BE").container, KnobId::CpuQosLevel));
+    // a pod with only one carrier: no merge
+    Request only = parse_v01_request(be_request("container-create.json", {{"koordinator.sh/qosClass", "BE"}}, json::object()));
+    Facts fo{&only, KubeQos::BestEffort};
+    CHECK(classify(p, fo).merges.empty());
+    // rubik's offline label too (merge rule rubik-offline), and SYSTEM takes no merges
+    Request rb = parse_v01_request(be_request("container-create.json", {{"koordinator.sh/qosClass", "BE"}, {"volcano.sh/preemptable", "true"}}, json::object()));
+    Facts fr{&rb, KubeQos::BestEffort};
+    Decision dr = classify(p, fr);
+    REQUIRE(dr.merges.size() == 1);
+    CHECK(dr.merges[0].rule == "rubik-offline");
+    json sys = json::parse(be_request("container-create.json", json::object(), {{"volcano.sh/qos-level", "BE"}}));
+    sys["spec"]["annotations"]["io.kubernetes.cri.sandbox-namespace"] = "kube-system";
+    Request rs = parse_v01_request(sys.dump());
+    Facts fs{&rs, KubeQos::BestEffort};
+    Decision ds = classify(p, fs);
+    CHECK(ds.cls->name == "SYSTEM");
+    REQUIRE(ds.merges.size() == 1);
+    CHECK(!ds.merges[0].applied);
+    CHECK(ds.merges[0].note == "class SYSTEM takes no merges (accept_merge = false)");
+    CHECK(ds.cls->container.empty());
+}
+
+TEST_CASE("merge: a gated class merges only when the pod passes its gate; check does not call merge rules unreachable", "[classify][merge]") {
+    const char* pol = R"(version = 1
+[settings]
+default_class = "D"
+[[rules]]
+name = "base"
+class = "B"
+match.labels = { "a" = "1" }
+[[rules]]
+name = "up"
+class = "UP"
+merge = true
+match.labels = { "a" = "1" }
+[[rules]]
+name = "down"
+class = "DOWN"
+merge = true
+match.labels = { "a" = "*" }
+[classes.D]
+[classes.B.container]
+cpu_shares = 100
+[classes.UP]
+gate.namespaces = ["trusted"]
+gate.fallback = "D"
+[classes.UP.container]
+cpu_qos_level = 2
+[classes.DOWN]
+fail = "closed"
+[classes.DOWN.container]
+cpu_shares = 2
+memory_qos_level = -1
+)";
+    CHECK(check_policy_text(pol, "t.toml").diags.empty());
+    Policy p = parse_policy_toml(pol, "t.toml");
+    Request r = parse_v01_request(v01({{"labels", {{"a", "1"}}}}));
+    Facts f{&r, KubeQos::Burstable};
+    Decision d = classify(p, f);
+    CHECK(d.cls->name == "B");
+    REQUIRE(d.merges.size() == 2);
+    CHECK(!d.merges[0].applied);
+    CHECK(d.merges[0].note.rfind("class UP is gated: namespace \"default\" does not qualify", 0) == 0);
+    CHECK(d.merges[1].applied);
+    CHECK(d.merges[1].note == "memory_qos_level");  // cpu_shares: B's 100 wins
+    REQUIRE(d.cls->container.size() == 2);
+    CHECK(d.cls->container[0].value.num == 100);
+    CHECK(d.cls->fail_closed);  // DOWN says closed
+    CHECK(error_of([] { parse_policy_toml("version = 1\n[settings]\ndefault_class = \"D\"\n[classes.D]\n[[rules]]\nclass = \"D\"\nmerge = 1\n", "t.toml"); }) ==
+          "t.toml:7: rules.merge: expected true or false");
 }

@@ -1335,3 +1335,53 @@ TEST_CASE("trust: check notes which declaration unlocks which behaviour, never a
     CHECK(chk.notes[0].message.find("trusted: [guarded.annotations] declares \"node.koordinator.sh/extended-resource-spec\": "
                                     "koordinator-sh/koordinator's full behaviour") != std::string::npos);
 }
+
+TEST_CASE("facts: settings.koordinator_quota_lift — \"cpuset\" (koordlet) lifts for any cpuset, \"fits\" keeps the quota of a wider one", "[facts][trust]") {
+    // koordinator-sh/koordinator@v1.8.0 pkg/util/pod_qos_utils.go IsPodCfsQuotaNeedUnset: any cpuset.
+    ClassDef cls = class_of(R"([classes.C.container]
+cpuset_cpus = { fact = "koordinator.cpuset" }
+cpu_quota_us = { fact = "koordinator.cpuset_quota" }
+[classes.C.pod]
+cpu_quota_us = { fact = "koordinator.cpuset_quota" }
+)");
+    Env e;
+    auto with = [&](const char* file, const std::string& cpuset, int64_t quota) {
+        return req_from(file, {{"spec", {{"annotations", {{"scheduling.koordinator.sh/resource-status", "{\"cpuset\":\"" + cpuset + "\"}"}}},
+                                         {"resources", {{"cpu", {{"quota", quota}, {"period", 100000}}}}}}}});
+    };
+    make_sysfs(e.t, "0-63", {{0, "0-63"}});
+    const std::string pod = resolve_cgroups_path(*with("container-create.json", "2-3", 1).cgroups_path).pod;
+    e.t.put("cg/cpuset/" + pod + "/cpuset.effective_cpus", "0-63\n");
+    e.t.put("cg/cpu/" + pod + "/cpu.cfs_quota_us", "200000\n");
+    e.t.put("cg/cpu/" + pod + "/cpu.cfs_period_us", "100000\n");
+    Policy trust = guarding({"scheduling.koordinator.sh/resource-status"});
+    e.policy = &trust;
+    // default "cpuset": 4 CPUs for a 2-CPU quota, trusted: lifted (container and pod)
+    FactPlan p = e.run(cls, with("container-create.json", "2-5", 200000));
+    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "2-5");
+    REQUIRE(knob(p.cls.container, KnobId::CpuQuota));
+    CHECK(knob(p.cls.container, KnobId::CpuQuota)->value.kind == KnobValue::Max);
+    p = e.run(cls, with("sandbox-create.json", "2-5", 200000));
+    REQUIRE(knob(p.cls.pod, KnobId::CpuQuota));
+    CHECK(knob(p.cls.pod, KnobId::CpuQuota)->value.kind == KnobValue::Max);
+    // "fits": the cpuset applies, the quota stays (skipped with the reason, not a failure), trusted or not
+    trust.koordinator_quota_lift = Policy::QuotaLift::Fits;
+    p = e.run(cls, with("container-create.json", "2-5", 200000));
+    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "2-5");
+    CHECK(!knob(p.cls.container, KnobId::CpuQuota));
+    CHECK(p.refused.empty());
+    REQUIRE(p.skipped.size() == 1);
+    CHECK(p.skipped[0] == "cpu_quota_us: fact koordinator.cpuset_quota absent: cpuset 2-5 (4 CPUs × 100000) is wider than the container's CFS "
+                          "quota 200000: quota kept (settings.koordinator_quota_lift = \"fits\")");
+    p = e.run(cls, with("sandbox-create.json", "2-5", 200000));
+    CHECK(!knob(p.cls.pod, KnobId::CpuQuota));
+    // within the quota both lift
+    p = e.run(cls, with("container-create.json", "2-3", 200000));
+    CHECK(knob(p.cls.container, KnobId::CpuQuota)->value.kind == KnobValue::Max);
+    // the setting parses, round-trips and is refused when misspelt
+    Policy f = parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkoordinator_quota_lift = \"fits\"\n[classes.C]\n", "t.toml");
+    CHECK(f.koordinator_quota_lift == Policy::QuotaLift::Fits);
+    CHECK(policy_from_json(policy_to_json(f)).koordinator_quota_lift == Policy::QuotaLift::Fits);
+    CHECK_THROWS_WITH(parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkoordinator_quota_lift = \"always\"\n[classes.C]\n", "t.toml"),
+                      Catch::Contains("t.toml:4: settings.koordinator_quota_lift: expected \"cpuset\""));
+}
