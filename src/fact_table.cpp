@@ -71,6 +71,10 @@ const std::vector<FactDef>& fact_table() {
         {"rubik.qos_level", kFactBoth, B(KnobId::CpuQosLevel) | B(KnobId::MemoryQosLevel), "level", "volcano.sh/preemptable (annotation or label)",
           "openeuler-mirror/rubik@v2.0.1:pkg/services/preemption/preemption.go SetQoSLevel (pkg/core/typedef/podinfo.go Offline)",
           "-1 when volcano.sh/preemptable is \"true\"; absent for online pods", false, false, 0, "", false},
+        {"rubik.cache_limit", kFactContainer, B(KnobId::ResctrlGroup), "group", "volcano.sh/cache-limit (annotation), volcano.sh/preemptable",
+          "openeuler-mirror/rubik@v2.0.1:pkg/services/dyncache/sync.go syncLevel, writeTasksToResctrl",
+          "rubik_<level> of an offline pod: its cache-limit level, at most the class's default (default = \"<level>\", else max)",
+          false, false, 0, "", false},
         {"volcano.cpu_burst_us", kFactContainer, B(KnobId::CpuBurst), "us", "volcano.sh/enable-quota-burst, volcano.sh/quota-burst-time; the effective CFS quota",
           "volcano-sh/volcano@v1.15.1:pkg/agent/events/handlers/cpuburst/cpu_burst_linux.go walkFunc; "
           "openeuler-mirror/rubik@v2.0.1:pkg/services/quotaburst/quotaburst.go setQuotaBurst",

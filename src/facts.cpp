@@ -138,6 +138,7 @@ struct Ctx {
     bool trusted = true;
     uint32_t raises = 0;         ///< its FactDef::raises
     std::string untrusted_keys;  ///< its undeclared annotation keys, for the refusal
+    int64_t param = 0;           ///< the knob's fact parameter (KnobValue::num >> 4; rubik.cache_limit: default level)
 
     // caches
     bool ers_read = false;
@@ -731,6 +732,34 @@ Outcome rubik_level(Ctx& c, uint8_t) {
     return value_int(-1, std::string(kPreemptable) + " = \"true\" → offline -1 (SetQoSLevel)");
 }
 
+/// rubik dynCache's level of an offline pod (openeuler-mirror/rubik pkg/services/dyncache/sync.go
+/// syncLevel, writeTasksToResctrl): volcano.sh/cache-limit = low | middle | high | max | dynamic
+/// picks the group rubik_<level>; without it rubik's defaultLimitMode "static" gives max. The
+/// annotation is the pod author's: it may only choose a level at or below the class's default
+/// (`default = "<level>"`, else max) — a level above it is held at the default, said in the note.
+/// Ranks: low 1, middle 2, dynamic 3 (rubik moves it between the low and high percentages,
+/// dynamic.go flush), high 3, max 4. Only offline pods (volcano.sh/preemptable = "true", rubik's
+/// listOfflinePods): absent for the others.
+Outcome rubik_cache_limit(Ctx& c, uint8_t) {
+    static const char* const kLevels[] = {"", "max", "high", "middle", "low", "dynamic"};
+    static const int kRank[] = {4, 4, 3, 2, 1, 3};
+    const std::string* off = c.label_or_ann(kPreemptable);
+    if (!off || *off != "true") return absent(std::string(kPreemptable) + " is not \"true\": online, rubik's dynCache leaves the pod");
+    const int64_t d = c.param >= 1 && c.param <= 5 ? c.param : 1;
+    const std::string def = kLevels[d];
+    const std::string dflt_how = c.param ? "the class's default " + def : std::string("rubik's defaultLimitMode static → max");
+    const std::string* a = c.ann("volcano.sh/cache-limit");
+    if (!a || a->empty()) return value_text("rubik_" + def, "no volcano.sh/cache-limit: " + dflt_how);
+    int lv = 0;
+    for (int i = 1; i <= 5; ++i)
+        if (*a == kLevels[i]) lv = i;
+    if (!lv) return error("volcano.sh/cache-limit " + q(*a) + " is not low, middle, high, max or dynamic (rubik: invalid cache limit level)");
+    if (kRank[lv] > kRank[d])
+        return value_text("rubik_" + def, "volcano.sh/cache-limit " + q(*a) + " is above " + dflt_how +
+                                              ": a pod-written annotation only lowers, kept " + def);
+    return value_text("rubik_" + *a, "volcano.sh/cache-limit " + q(*a) + " → rubik_" + *a);
+}
+
 /// The container's CFS burst by the pod's carrier (see the registry entry).
 Outcome burst_container(Ctx& c, uint8_t) {
     const std::string* en = c.ann(kBurstEnable);
@@ -907,6 +936,7 @@ const std::vector<Entry>& entries() {
         {"volcano.qos_level", volcano_level, 0},
         {"volcano.memory_qos_level", volcano_mem_level, 0},
         {"rubik.qos_level", rubik_level, 0},
+        {"rubik.cache_limit", rubik_cache_limit, 0},
         {"volcano.cpu_burst_us", burst_container, 1},
         {"volcano.pod_cpu_burst_us", burst_pod, 1},
         {"katalyst.numa_cpus", katalyst_cpus, 1},
@@ -1026,6 +1056,7 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
                 c.trusted = trust.trusted;
                 c.raises = fd->raises;
                 c.untrusted_keys = trust.undeclared;
+                c.param = k.value.num >> 4;
                 Outcome o = e->fn(c, scope);
                 std::string trust_note;
                 // Koordinator batch resources: koord-manager writes them on BestEffort pods only.
@@ -1065,7 +1096,7 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
                 } else {
                     drop[i] = true;
                     std::string line = key + ": fact " + e->name + (o.s == Outcome::Absent ? " absent: " : o.untrusted ? " " : ": ") + o.why;
-                    if (o.s == Outcome::Error || k.value.num == 1) out.refused.push_back(line);
+                    if (o.s == Outcome::Error || (k.value.num & 1)) out.refused.push_back(line);
                     else out.skipped.push_back(line);
                 }
                 if (e->fn == burst_container) {

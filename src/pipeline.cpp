@@ -21,6 +21,7 @@
 #include "policy_store.hpp"
 #include "publish.hpp"
 #include "replay.hpp"
+#include "resctrl.hpp"
 #include "request.hpp"
 #include "sandbox.hpp"
 #include "sinks.hpp"
@@ -623,6 +624,9 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         for (auto& s : fplan.refused) c.plan.refused.push_back(std::move(s));
         c.have_plan = true;
         if (opt.explain_trace) explain_calculations(policy, d, r, c.plan, c.trace, c.trace_json);
+        // Declared resctrl groups exist (created, under the mount's lock) before a container is
+        // handed to one: in the adjustment (the runtime joins it at create) or the tasks write.
+        ensure_plan_groups(c.plan, policy, opt.resctrl_root, opt.state_dir, mode == Mode::Explain);
         if (mode != Mode::Explain) apply_plan(c.plan, kernel);
         if (r.wire == Request::Wire::V01) finalize_adjustment(c.plan);
         if (mode != Mode::Explain) {

@@ -19,6 +19,38 @@ using nlohmann::json;
 
 namespace nriqos {
 
+std::string resctrl_group_name_error(const std::string& name) {
+    if (name.empty() || name.size() > 64) return "group names are 1-64 characters [A-Za-z0-9_.-]";
+    for (unsigned char c : name)
+        if (!(isalnum(c) || c == '_' || c == '-' || c == '.')) return "group names are 1-64 characters [A-Za-z0-9_.-]";
+    if (name == "." || name == ".." || name == "info" || name == "mon_groups" || name == "mon_data")
+        return "\"" + name + "\" is an entry of the resctrl mount itself, not a group name";
+    return "";
+}
+
+std::string resctrl_line_error(const std::string& line, const char* prefix) {
+    const std::string p = std::string(prefix) + ":";
+    if (line.compare(0, p.size(), p) != 0) return "expected a schemata line \"" + p + "<id>=<value>;...\"";
+    std::string rest = line.substr(p.size());
+    if (rest.empty()) return "no <id>=<value> entry";
+    const bool is_hex = std::string(prefix) == "L3";
+    size_t at = 0;
+    while (at <= rest.size()) {
+        size_t semi = rest.find(';', at);
+        std::string e = rest.substr(at, semi == std::string::npos ? std::string::npos : semi - at);
+        at = semi == std::string::npos ? rest.size() + 1 : semi + 1;
+        size_t eq = e.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == e.size()) return "entry \"" + e + "\" is not <id>=<value>";
+        for (size_t i = 0; i < eq; ++i)
+            if (!isdigit(static_cast<unsigned char>(e[i]))) return "entry \"" + e + "\": the id is a decimal number";
+        for (size_t i = eq + 1; i < e.size(); ++i)
+            if (!(is_hex ? isxdigit(static_cast<unsigned char>(e[i])) : isdigit(static_cast<unsigned char>(e[i]))))
+                return "entry \"" + e + "\": the value is " + (is_hex ? "a hex cache bit mask" : "a decimal number");
+    }
+    return "";
+}
+
+
 namespace {
 
 using TV = toml::value;
@@ -225,7 +257,7 @@ void warn_knob(const Ctx& c, const TV& v, const std::string& what, const KnobDef
 /// kFactContainer or kFactPod: the section the knob is in.
 KnobValue parse_fact_value(const Ctx& c, const TV& val, const KnobDef& def, const std::string& what, uint8_t scope) {
     const std::string w = what + "." + def.key;
-    check_keys(c, val, w, {"fact", "if_absent"});
+    check_keys(c, val, w, {"fact", "if_absent", "default"});
     const TV* f = get(val, "fact");
     if (!f) c.fail(val, w + ": an inline table value needs fact = \"<name>\" (see FACTS in nri-qos.toml(5))");
     std::string name = str(c, *f, w + ".fact", 64);
@@ -243,6 +275,17 @@ KnobValue parse_fact_value(const Ctx& c, const TV& val, const KnobDef& def, cons
         std::string s = str(c, *a, w + ".if_absent");
         if (s == "fail") v.num = 1;
         else if (s != "skip") c.fail(*a, w + ".if_absent: expected \"skip\" or \"fail\", got \"" + s + "\"");
+    }
+    if (const TV* d = get(val, "default")) {
+        // rubik.cache_limit only: the class's level, the ceiling of the pod's own annotation.
+        if (name != "rubik.cache_limit") c.fail(*d, w + ".default: only rubik.cache_limit takes a default");
+        std::string s = str(c, *d, w + ".default");
+        static const char* const levels[] = {"max", "high", "middle", "low", "dynamic"};
+        int64_t i = 0;
+        for (int n = 0; n < 5; ++n)
+            if (s == levels[n]) i = n + 1;
+        if (!i) c.fail(*d, w + ".default: expected \"max\", \"high\", \"middle\", \"low\" or \"dynamic\"");
+        v.num |= i << 4;
     }
     return v;
 }
@@ -692,7 +735,7 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
         c.fail_top("cannot parse: " + std::string(e.what()).substr(0, 200));
     }
     p.source = c.file;
-    check_keys(c, root, "policy", {"version", "settings", "guarded", "rules", "classes"});
+    check_keys(c, root, "policy", {"version", "settings", "guarded", "resctrl", "rules", "classes"});
     c.guard([&] {
         const TV* ver = get(root, "version");
         if (!ver) c.fail_top("missing \"version = " + std::to_string(kPolicyVersion) + "\"");
@@ -763,6 +806,66 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
             check_keys(c, *g, "guarded", {"labels", "annotations"});
             c.guard([&] { if (const TV* x = get(*g, "labels")) p.guarded_labels = key_notes(c, *x, "guarded.labels"); });
             c.guard([&] { if (const TV* x = get(*g, "annotations")) p.guarded_annotations = key_notes(c, *x, "guarded.annotations"); });
+        });
+    }
+
+    if (const TV* rg = get(root, "resctrl")) {
+        c.guard([&] {
+            const auto& t = as_table(c, *rg, "resctrl");
+            if (t.size() > 64) c.fail(*rg, "resctrl: more than 64 groups");
+            for (const auto& [gname, gv] : t) c.guard([&, &gname = gname, &gv = gv] {
+                const std::string w = "resctrl." + gname;
+                ResctrlGroupDef g;
+                g.name = gname;
+                g.line = Ctx::line_of(gv);
+                std::string why = resctrl_group_name_error(gname);
+                if (!why.empty()) c.fail(gv, w + ": " + why);
+                check_keys(c, gv, w, {"l3", "mb", "l3_percent", "l3_start_percent", "l3_round", "mb_percent", "manage"});
+                auto pct = [&](const char* key, int lo) {
+                    const TV* x = get(gv, key);
+                    if (!x) return -1;
+                    if (!x->is_integer() || x->as_integer() < lo || x->as_integer() > 100)
+                        c.fail(*x, w + "." + key + ": expected an integer from " + std::to_string(lo) + " to 100");
+                    return static_cast<int>(x->as_integer());
+                };
+                auto line = [&](const char* key, const char* prefix) {
+                    const TV* x = get(gv, key);
+                    if (!x) return std::string();
+                    std::string v = str(c, *x, w + "." + key, 1024);
+                    std::string e = resctrl_line_error(v, prefix);
+                    if (!e.empty()) c.fail(*x, w + "." + key + ": " + e);
+                    return v;
+                };
+                c.guard([&] { g.l3 = line("l3", "L3"); });
+                c.guard([&] { g.mb = line("mb", "MB"); });
+                c.guard([&] { g.l3_percent = pct("l3_percent", 1); });
+                c.guard([&] {
+                    int v = pct("l3_start_percent", 0);
+                    if (v >= 0) g.l3_start_percent = v;
+                });
+                c.guard([&] { g.mb_percent = pct("mb_percent", 1); });
+                c.guard([&] {
+                    if (const TV* x = get(gv, "l3_round")) {
+                        std::string r = str(c, *x, w + ".l3_round");
+                        if (r == "down") g.l3_round_down = true;
+                        else if (r != "up") c.fail(*x, w + ".l3_round: expected \"up\" (koordlet) or \"down\" (rubik)");
+                    }
+                });
+                c.guard([&] {
+                    if (const TV* x = get(gv, "manage")) {
+                        if (!x->is_boolean()) c.fail(*x, w + ".manage: expected true or false");
+                        g.manage = x->as_boolean();
+                    }
+                });
+                if (!g.l3.empty() && g.l3_percent >= 0) c.error(gv, w + ": give l3 or l3_percent, not both");
+                if (!g.mb.empty() && g.mb_percent >= 0) c.error(gv, w + ": give mb or mb_percent, not both");
+                if (g.l3_percent >= 0 && g.l3_start_percent >= g.l3_percent)
+                    c.error(gv, w + ": l3_start_percent must be below l3_percent");
+                if (g.l3_round_down && g.l3_start_percent > 0) c.error(gv, w + ": l3_round = \"down\" counts ways from way 0 (no l3_start_percent)");
+                if (g.l3.empty() && g.mb.empty() && g.l3_percent < 0 && g.mb_percent < 0)
+                    c.error(gv, w + ": declares no schemata (l3, l3_percent, mb or mb_percent)");
+                p.resctrl_groups.emplace(gname, std::move(g));
+            });
         });
     }
 
@@ -1036,6 +1139,10 @@ json policy_to_json(const Policy& p) {
     j["classes"] = std::move(classes);
     j["guarded_labels"] = globmap_json(p.guarded_labels);
     j["guarded_annotations"] = globmap_json(p.guarded_annotations);
+    json groups = json::object();
+    for (const auto& [n, g] : p.resctrl_groups)
+        groups[n] = {g.l3, g.mb, g.l3_percent, g.l3_start_percent, g.mb_percent, g.l3_round_down, g.manage, g.line};
+    j["resctrl"] = std::move(groups);
     return j;
 }
 
@@ -1109,6 +1216,20 @@ Policy policy_from_json(const json& j) {
         }
         p.guarded_labels = globmap_from(j.at("guarded_labels"));
         p.guarded_annotations = globmap_from(j.at("guarded_annotations"));
+        if (j.contains("resctrl"))
+            for (const auto& [n, g] : j.at("resctrl").items()) {
+                ResctrlGroupDef d;
+                d.name = n;
+                d.l3 = g.at(0).get<std::string>();
+                d.mb = g.at(1).get<std::string>();
+                d.l3_percent = g.at(2).get<int>();
+                d.l3_start_percent = g.at(3).get<int>();
+                d.mb_percent = g.at(4).get<int>();
+                d.l3_round_down = g.at(5).get<bool>();
+                d.manage = g.at(6).get<bool>();
+                d.line = g.at(7).get<int>();
+                p.resctrl_groups.emplace(n, std::move(d));
+            }
         if (!p.classes.count(p.default_class)) throw InputError("compiled policy: unknown default class");
         for (const auto& r : p.rules)
             if (!p.classes.count(r.cls)) throw InputError("compiled policy: unknown class in rule");

@@ -97,6 +97,40 @@ struct ClassDef {
     bool knobs_pending() const { return packed_end != 0; }
 };
 
+/// A resctrl group the policy declares (`[resctrl.<name>]`, man nri-qos.toml(5) RESCTRL GROUPS):
+/// nri-qos creates it under the resctrl mount when missing and writes its schemata (resctrl.hpp
+/// ensure_group). Each resource is given either as a raw schemata line or as a percentage:
+///  * `l3` — a raw line ("L3:0=ff;1=ff"), written as given; or `l3_percent` (1..100) of the
+///    cache ways of info/L3/cbm_mask, from way ceil(ways × l3_start_percent / 100) up to way
+///    ceil(ways × l3_percent / 100) (koordlet pkg/koordlet/util/system/resctrl.go
+///    CalculateCatL3MaskValue), or with `l3_round = "down"` floor(ways × l3_percent / 100) ways
+///    from way 0, at least 1 (rubik pkg/services/dyncache/dyncache_init.go calcLimitedCacheValue);
+///    never fewer than info/L3/min_cbm_bits; the same mask on every cache id of the root's L3 line;
+///  * `mb` — a raw line ("MB:0=50;1=50"); or `mb_percent` (1..100), rounded up to a step of
+///    info/MB/bandwidth_gran and at least info/MB/min_bandwidth (kernel resctrl.rst "Memory
+///    bandwidth Allocation"; koordlet calculateIntel rounds up to 10), on every MB domain.
+/// `manage`: the group may already exist without nri-qos having made it; by default its schemata
+/// is then left alone (joined only); manage = true writes it anyway.
+struct ResctrlGroupDef {
+    std::string name;            ///< directory name under the resctrl mount ([A-Za-z0-9_.-]{1,64})
+    std::string l3, mb;          ///< raw schemata lines ("" = not given)
+    int l3_percent = -1;         ///< -1 = not given
+    int l3_start_percent = 0;
+    bool l3_round_down = false;  ///< rubik's floor rule instead of koordlet's ceil rule
+    int mb_percent = -1;         ///< -1 = not given
+    bool manage = false;
+    int line = 0;                ///< line in the policy file (diagnostics)
+};
+
+/// "" when `name` may name a resctrl group directory: 1-64 characters [A-Za-z0-9_.-], not "."
+/// or "..", and not one of the kernel's own entries of the mount ("info", "mon_groups",
+/// "mon_data"); else the one-line reason.
+std::string resctrl_group_name_error(const std::string& name);
+
+/// "" when `line` is a schemata line of resource `prefix` ("L3" or "MB"): "<prefix>:<id>=<value>"
+/// pairs separated by ';', ids decimal, values hex (L3) or decimal (MB); else the reason.
+std::string resctrl_line_error(const std::string& line, const char* prefix);
+
 /// Where the hook's own sinks write (settings.metrics_file, settings.event_log,
 /// settings.event_log_max_bytes; man nri-qos.toml(5)). Unset fields fall back to the command
 /// line and then to the defaults of src/pipeline.hpp; an empty path disables that sink.
@@ -129,6 +163,8 @@ struct Policy {
     KeyNotes guarded_annotations;  ///< [guarded.annotations]
     std::string source;            ///< path it was loaded from ("builtin" for the built-in one)
     SinkSettings sinks;            ///< settings.metrics_file / event_log / event_log_max_bytes
+    /// [resctrl.<name>]: the groups nri-qos creates and keeps (ResctrlGroupDef), by name.
+    std::map<std::string, ResctrlGroupDef> resctrl_groups;
     /// Lazy decode only: the classes' knob lists as the compiled cache encodes them (a copy of
     /// that part of the cache entry; ClassDef::packed_at); "" otherwise.
     std::string packed_knobs;

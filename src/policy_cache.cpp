@@ -638,6 +638,17 @@ std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t
     w.str(p.sinks.metrics_file);
     w.str(p.sinks.event_log);
     w.u64(p.sinks.event_log_max_bytes);
+    w.u32(static_cast<uint32_t>(p.resctrl_groups.size()));
+    for (const auto& [n, g] : p.resctrl_groups) {
+        w.str(n);
+        w.str(g.l3);
+        w.str(g.mb);
+        w.i64(g.l3_percent);
+        w.i64(g.l3_start_percent);
+        w.i64(g.mb_percent);
+        w.u8(static_cast<uint8_t>((g.l3_round_down ? 1 : 0) | (g.manage ? 2 : 0)));
+        w.u32(static_cast<uint32_t>(g.line));
+    }
     w.u32(static_cast<uint32_t>(p.classes.size()));
     for (const auto& [n, c] : p.classes) {
         w.str(n);
@@ -762,6 +773,24 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
     p.sinks.metrics_file = rd.str();
     p.sinks.event_log = rd.str();
     p.sinks.event_log_max_bytes = rd.u64();
+    {
+        uint32_t ngroups = rd.count(16);
+        for (uint32_t i = 0; i < ngroups && rd.ok; ++i) {
+            ResctrlGroupDef g;
+            g.name = rd.str();
+            g.l3 = rd.str();
+            g.mb = rd.str();
+            g.l3_percent = static_cast<int>(rd.i64());
+            g.l3_start_percent = static_cast<int>(rd.i64());
+            g.mb_percent = static_cast<int>(rd.i64());
+            uint8_t f = rd.u8();
+            g.l3_round_down = f & 1;
+            g.manage = (f & 2) != 0;
+            g.line = static_cast<int>(rd.u32());
+            std::string n = g.name;
+            p.resctrl_groups.emplace(std::move(n), std::move(g));
+        }
+    }
     uint32_t nclasses = rd.count(16);
     // With a filter (one event), each class's knob lists are only stepped over here and decoded
     // by decode_knobs for the class the event uses (classify picks one of ~10): their bytes are

@@ -13,6 +13,7 @@
 #include "policy_cache.hpp"
 #include "policy_store.hpp"
 #include "publish.hpp"
+#include "resctrl.hpp"
 #include "sinks.hpp"
 
 using nlohmann::json;
@@ -252,6 +253,8 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
     // deadline (a large policy cannot be: BENCHMARKS.md "cold path"). The policy files the
     // containers name are compiled as they come, below.
     pols.get(o.roots.policy ? *o.roots.policy : std::string(defaults::kPolicy));
+    std::set<std::string> used_policies{o.roots.policy ? *o.roots.policy : std::string(defaults::kPolicy)};
+    std::string resctrl_root;  // the containers' own (their last event's), unless --resctrl-root
     int rc = 0;
     size_t n_ok = 0, n_fixed = 0, n_knobs = 0, n_gone = 0, n_failed = 0;
     std::vector<MetricsEvent> mev;
@@ -274,6 +277,7 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
         m.event = "reconcile";
         std::string subject = r.ns + "/" + r.pod + (r.sandbox ? " (sandbox " : "/" + r.container + " (") + short_id(r.id) + ")";
         const std::string ppath = policy_for(o, r);
+        used_policies.insert(ppath);
         const PolicySet::Entry& pe = pols.get(ppath);
         const Policy* pol = pe.policy.get();
         if (pol) {
@@ -315,6 +319,10 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
                 rec.cls = m.cls = d.plan.decision.cls->name;
                 rec.rule = d.plan.decision.rule;
                 FsKernel k(d.cgroup_root, d.proc_root, d.resctrl_root);
+                // A declared group that went missing is made again before its tasks write is
+                // checked (resctrl.hpp); one that cannot be made fails that knob with the reason.
+                ensure_plan_groups(d.plan, *pol, d.resctrl_root, o.state_dir, o.dry_run);
+                if (resctrl_root.empty()) resctrl_root = d.resctrl_root;
                 std::string drift, failed;
                 // What the kernel holds now: files in force are settled (Applied) before the
                 // writer runs; the drifted ones stay Planned and go through the hook's own writer
@@ -322,6 +330,7 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
                 std::vector<std::optional<std::string>> was(d.plan.writes.size());
                 for (size_t i = 0; i < d.plan.writes.size(); ++i) {
                     Write& w = d.plan.writes[i];
+                    if (w.id == KnobId::ResctrlGroup && w.status != Write::Planned) continue;  // settled by ensure_plan_groups
                     auto cur = k.read(w.root, w.rel);
                     if (!cur) {
                         w.status = Write::Skipped;
@@ -340,6 +349,11 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
                         w.status = Write::Applied;
                     }
                 }
+                for (const Write& w : d.plan.writes)  // its group could not be made: said, never silent
+                    if (w.id == KnobId::ResctrlGroup && w.status == Write::Failed) {
+                        failed += (failed.empty() ? "" : " ") + label(w) + " (" + w.reason + ")";
+                        m.failed_knobs.push_back(w.knob);
+                    }
                 if (!o.dry_run) {
                     apply_plan(d.plan, k);
                     // Reported in the order written.
@@ -379,6 +393,23 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
         if (!o.dry_run) {
             mev.push_back(m);
             recs.push_back(rec);
+        }
+    }
+    // resctrl groups nri-qos made that no class of the policies in use names any more: removed
+    // when empty of tasks (resctrl.hpp cleanup_resctrl_groups).
+    {
+        std::set<std::string> in_use;
+        for (const auto& pp : used_policies)
+            if (const Policy* pl = pols.get(pp).policy.get())
+                for (const auto& g : resctrl_groups_in_use(*pl)) in_use.insert(g);
+        if (o.roots.resctrl_root) resctrl_root = *o.roots.resctrl_root;
+        if (resctrl_root.empty()) resctrl_root = defaults::kResctrlRoot;
+        bool broken = false;
+        for (const auto& pp : used_policies) broken = broken || !pols.get(pp).policy || pols.get(pp).info.broken();
+        if (broken) {
+            if (!created_resctrl_groups(o.state_dir).empty()) out += "kept     resctrl groups: a policy is broken, none removed\n";
+        } else if (cleanup_resctrl_groups(in_use, resctrl_root, o.state_dir, o.dry_run, out) > 0) {
+            rc = 1;
         }
     }
     out += "reconcile: " + std::to_string(all.size()) + " recorded, " + std::to_string(n_ok) + " in force, " + std::to_string(n_fixed) +

@@ -345,6 +345,63 @@ HOOK_POLICY=$R/p.toml run_hook "$R" "$R/state" < <(jq -c 'del(.pid)' <<<"$CT")
 check "fail-closed, no pid in the request: exit 1" "$RC" 1
 check_contains "fail-closed, no pid in the request: error" "$(jq_get "$OUT" .error)" "resctrl_group: no pid in the request"
 
+# ==== issue 21 §4: declared resctrl groups are created, then joined (scratch resctrl tree) =====
+mk_resctrl() { # ROOT CLOSIDS: the kernel's shape (Documentation/arch/x86/resctrl.rst), 20 ways, 2 domains
+  mkdir -p "$1/info/L3" "$1/info/MB"
+  echo fffff > "$1/info/L3/cbm_mask"; echo 1 > "$1/info/L3/min_cbm_bits"; echo "$2" > "$1/info/L3/num_closids"
+  echo 10 > "$1/info/MB/bandwidth_gran"; echo 10 > "$1/info/MB/min_bandwidth"; echo "$2" > "$1/info/MB/num_closids"
+  printf '    L3:0=fffff;1=fffff\n    MB:0=100;1=100\n' > "$1/schemata"; : > "$1/tasks"
+}
+R=$(scratch); mk_v1_dir "$R" "$ctr_rel"; mkdir -p "$R/proc/2529"; : > "$R/proc/2529/oom_score_adj"
+pol "$R/p.toml" 'resctrl_group = "BE"\n[resctrl.BE]\nl3_percent = 30\nmb_percent = 100\n' 'fail = "closed"\n'
+mkdir -p "$R/resctrl"   # no schemata: resctrl is not mounted here
+HOOK_POLICY=$R/p.toml run_hook "$R" "$R/state" <<<"$CT"
+check "declared resctrl group, no resctrl mount: exit 0 (skipped, not failed)" "$RC" 0
+check_contains "declared resctrl group, no resctrl mount: skipped with the reason" "$(jq_get "$OUT" .metadata.skipped)" "resctrl is not mounted at $R/resctrl"
+check "declared resctrl group, no resctrl mount: nothing made" "$(ls "$R/resctrl")" ""
+mk_resctrl "$R/resctrl" 4
+HOOK_POLICY=$R/p.toml run_hook "$R" "$R/state" <<<"$CT"
+check "declared resctrl group: exit 0" "$RC" 0
+check "declared resctrl group: created with koordlet BE's schemata" "$(cat "$R/resctrl/BE/schemata")" "$(printf 'L3:0=3f;1=3f\nMB:0=100;1=100')"
+check "declared resctrl group: the container's pid joined it" "$(cat "$R/resctrl/BE/tasks")" 2529
+check_contains "declared resctrl group: applied" "$(jq_get "$OUT" .metadata.applied)" "tasks=2529"
+check_contains "declared resctrl group: the write says it was created" "$(wnote BE/tasks)" "resctrl group BE created; L3 30% of 20 ways"
+check "declared resctrl group: remembered in the state dir" "$(cat "$R/state/resctrl-groups")" BE
+HOOK_POLICY=$R/p.toml run_hook "$R" "$R/state" <<<"$CT"
+check_contains "declared resctrl group, again: in force, not made twice" "$(wnote BE/tasks)" "resctrl group BE in force (made by nri-qos)"
+# reconcile: a group nri-qos made and no class uses any more goes once empty; others stay
+pol "$R/p3.toml" 'cpu_shares = 2\n'
+mkdir "$R/resctrl/foreign"; : > "$R/resctrl/foreign/tasks"
+rec() { "$BIN" reconcile --policy "$1" --cgroup-root "$R" --proc-root "$R/proc" --resctrl-root "$R/resctrl" --state-dir "$R/state" \
+          --cache-dir "" --cgroup-layout v1 --metrics-file "" --event-log "" 2>/dev/null; }
+REC=$(rec "$R/p.toml")
+check "reconcile: a group a class still uses stays" "$([ -d "$R/resctrl/BE" ] && echo kept)" kept
+REC=$(rec "$R/p3.toml")
+check_contains "reconcile: unused group with tasks kept, said" "$REC" "kept     resctrl group BE: no class uses it, but it holds 1 task(s)"
+: > "$R/resctrl/BE/tasks"
+REC=$(rec "$R/p3.toml")
+check_contains "reconcile: unused empty group nri-qos made removed" "$REC" "removed  resctrl group BE: made by nri-qos, no class uses it, no tasks"
+check "reconcile: removed, foreign group untouched" "$([ -d "$R/resctrl/BE" ] && echo BE) $([ -d "$R/resctrl/foreign" ] && echo foreign)" " foreign"
+check "reconcile: dropped from the state" "$(cat "$R/state/resctrl-groups")" ""
+rm -r "$R/resctrl/foreign"
+# out of CLOSIDs (3 groups + the default use all 4): a failure with the reason, nothing half made
+mkdir "$R/resctrl/g1" "$R/resctrl/g2" "$R/resctrl/g3"
+pol "$R/p2.toml" 'resctrl_group = "LS"\n[resctrl.LS]\nl3_percent = 100\n' 'fail = "closed"\n'
+HOOK_POLICY=$R/p2.toml run_hook "$R" "$R/state" <<<"$CT"
+check "no free CLOSID: fail-closed exit 1" "$RC" 1
+check_contains "no free CLOSID: the reason" "$(jq_get "$OUT" .error)" "no free CLOSID (4 groups incl. the default use all num_closids 4): not created"
+check "no free CLOSID: no group made" "$([ -e "$R/resctrl/LS" ] && echo made || echo none)" none
+# native NRI CreateContainer: the group exists before the answer that names it (rdt_class)
+NCT=$(cat "$FIX/requests/nri-events/create-container.json")
+check "nri CreateContainer fixture" "$(jq_get "$NCT" .event)" CreateContainer
+{
+  rmdir "$R/resctrl/g1" "$R/resctrl/g2" "$R/resctrl/g3"
+  OUT=$("$BIN" nri-eval --policy "$R/p.toml" --cgroup-root "$R" --cgroup-layout v1 --proc-root "$R/proc" --resctrl-root "$R/resctrl" \
+        --state-dir "$R/state" --cache-dir "" <<<"$NCT" 2>"$R/stderr")
+  check "nri CreateContainer: rdt_class in the adjustment" "$(jq_get "$OUT" .adjustment.linux.resources.rdt_class.value)" BE
+  check "nri CreateContainer: group created before the answer" "$(cat "$R/resctrl/BE/schemata" 2>&1)" "$(printf 'L3:0=3f;1=3f\nMB:0=100;1=100')"
+}
+
 # the self-imposed deadline answers with the class's fail mode (a write held up by strace)
 if command -v strace >/dev/null; then
   R=$(scratch); mk_v1_dir "$R" "$ctr_rel"; mkdir -p "$R/proc/2529"; : > "$R/proc/2529/oom_score_adj"

@@ -369,12 +369,21 @@ class Run:
         g = {k: dict(v) for k, v in self.case.get("policy_guarded", {}).items()}
         if self.o.trust == "seed":
             g.setdefault("annotations", {}).update(SEED_KEYS)
-        if not g:
+        enable = self.case.get("policy_enable", [])
+        if not g and not enable:
             return self.o.policy
         path = os.path.join(self.root, "policy.toml")
         if not os.path.exists(path):
             with open(self.o.policy) as fh:
                 lines = fh.read().split("\n")
+            # case.json "policy_enable": commented lines of the policy the operator turns on
+            # (the bundled resctrl_group lines: koordlet's resctrlQOS, rubik's dynCache)
+            for want in enable:
+                at = [i for i, l in enumerate(lines) if l.lstrip().startswith("# " + want)]
+                if not at:
+                    self.errors.append(("policy", "policy_enable: no commented line %r in %s" % (want, self.o.policy)))
+                    continue
+                lines[at[0]] = want
             declared = {l.split("=")[0].strip() for l in lines if l.startswith('"')}
             for kind in ("labels", "annotations"):
                 entries = ["%s = %s" % (json.dumps(k), json.dumps(v)) for k, v in sorted(g.get(kind, {}).items())
@@ -428,6 +437,7 @@ class Run:
         try:
             t = self.tree = Tree(root, lay, self.node)
             t.make_sysfs()
+            self.make_resctrl(os.path.join(root, "resctrl"))
             sb_rel = rel_of(k["paths"]["sandbox"])
             self.pod_rel = pod_rel = os.path.dirname(sb_rel)
             self.ctr_rel = {n: rel_of(p) for n, p in k["paths"]["containers"].items()}
@@ -482,6 +492,14 @@ class Run:
                     for e in errs:
                         self.errors.append(("runtime accepts the adjustment", "%s: %s" % (n, e)))
                     t.set_oom(kc["pid"], oom)
+                    rdt = (((adj or {}).get("linux") or {}).get("resources") or {}).get("rdt_class")
+                    if rdt:                           # runc intelrdt Apply: the pid into the group's tasks
+                        tasks = os.path.join(root, "resctrl", rdt["value"], "tasks")
+                        if os.path.isfile(tasks):
+                            with open(tasks, "a") as fh:
+                                fh.write("%d\n" % kc["pid"])
+                        else:
+                            self.errors.append(("runtime accepts the adjustment", "%s: rdt_class %s: no such resctrl group (the container would fail to start)" % (n, rdt["value"])))
                     self.hook("nri-eval", os.path.join(req, "nri", n + "-StartContainer.json"))
             return self.compare(base, names)
         finally:
@@ -489,6 +507,25 @@ class Run:
                 print("# kept scratch tree %s" % root, file=sys.stderr)
             else:
                 shutil.rmtree(root, ignore_errors=True)
+
+    def make_resctrl(self, d):
+        """case.json node.resctrl {"cbm_mask", "num_closids", "l3_ids", "mb"}: a scratch tree shaped
+        like the kernel's resctrl mount (Documentation/arch/x86/resctrl.rst: info/L3, info/MB, the
+        default group's schemata and tasks); none: no resctrl on the node (an empty directory)."""
+        os.makedirs(d, exist_ok=True)
+        r = self.node.get("resctrl")
+        if not r:
+            return
+        ids = r.get("l3_ids", ["0"])
+        files = {"info/L3/cbm_mask": r["cbm_mask"], "info/L3/min_cbm_bits": "1", "info/L3/num_closids": str(r.get("num_closids", 16)),
+                 "tasks": "", "schemata": "    L3:" + ";".join("%s=%s" % (i, r["cbm_mask"]) for i in ids) + "\n"}
+        if r.get("mb", True):
+            files.update({"info/MB/bandwidth_gran": "10", "info/MB/min_bandwidth": "10", "info/MB/num_closids": str(r.get("num_closids", 16))})
+            files["schemata"] += "    MB:" + ";".join("%s=100" % i for i in ids) + "\n"
+        for f, v in files.items():
+            os.makedirs(os.path.dirname(os.path.join(d, f)), exist_ok=True)
+            with open(os.path.join(d, f), "w") as fh:
+                fh.write(v + ("\n" if v and not v.endswith("\n") else ""))
 
     def compare(self, base, names):
         """-> list of dict(behaviour, scope, file, want, got, status, why)."""
@@ -532,6 +569,18 @@ class Run:
             ok = got in [list(a) for a in j["allowed"]]
             results.append({"behaviour": j["behaviour"], "scope": names_, "file": "", "want": " or ".join("(" + ", ".join(a) + ")" for a in j["allowed"]),
                             "got": "(" + ", ".join(str(g) for g in got) + ")", "status": "ok" if ok else "diff", "why": j["why"]})
+        for g, e in sorted(self.case["expect"].get("resctrl", {}).items()):
+            # case.json expect.resctrl.<group>: the group's schemata and the containers in its tasks
+            d = os.path.join(self.root, "resctrl", g)
+            got = open(os.path.join(d, "schemata")).read().strip() if os.path.isfile(os.path.join(d, "schemata")) else None
+            results.append({"behaviour": e["behaviour"], "scope": "resctrl " + g, "file": "schemata", "want": e["schemata"], "got": got,
+                            "status": "ok" if got == e["schemata"] else "diff", "why": e["why"]})
+            pids = open(os.path.join(d, "tasks")).read().split() if os.path.isfile(os.path.join(d, "tasks")) else None
+            for n in e.get("tasks", []):
+                pid = str(self.k["containers"][n]["pid"])
+                ok = pids is not None and pid in pids
+                results.append({"behaviour": e["behaviour"], "scope": "resctrl " + g, "file": "tasks", "want": "container %s (%s)" % (n, pid),
+                                "got": " ".join(pids) if pids is not None else None, "status": "ok" if ok else "diff", "why": e["why"]})
         for b, reason in self.errors:
             results.append({"behaviour": b, "scope": "", "file": "", "want": None, "got": None, "status": "diff",
                             "why": reason, "error": True})

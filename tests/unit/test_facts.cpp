@@ -1305,7 +1305,8 @@ TEST_CASE("trust: the registry declares what each fact raises and the keys it tr
     for (const auto& f : fact_table()) {
         INFO(f.name);
         // a fact that reads a pod-written annotation and can raise names its keys, and vice versa
-        if (std::string(f.name).rfind("numa.", 0) != 0 && std::string(f.name) != "rubik.qos_level" && std::string(f.name) != "volcano.memory_qos_level") {
+        if (std::string(f.name).rfind("numa.", 0) != 0 && std::string(f.name) != "rubik.qos_level" && std::string(f.name) != "volcano.memory_qos_level" &&
+            std::string(f.name) != "rubik.cache_limit") {  // held at the class's level by construction: only lowers
             CHECK(f.raises != 0);
             CHECK(*f.trust_keys);
         }
@@ -1384,4 +1385,36 @@ cpu_quota_us = { fact = "koordinator.cpuset_quota" }
     CHECK(policy_from_json(policy_to_json(f)).koordinator_quota_lift == Policy::QuotaLift::Fits);
     CHECK_THROWS_WITH(parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkoordinator_quota_lift = \"always\"\n[classes.C]\n", "t.toml"),
                       Catch::Contains("t.toml:4: settings.koordinator_quota_lift: expected \"cpuset\""));
+TEST_CASE("facts: rubik dynCache level from volcano.sh/cache-limit, never above the class's default", "[facts][resctrl]") {
+    // openeuler-mirror/rubik pkg/services/dyncache/sync.go syncLevel: no annotation -> max (static
+    // mode); the annotation names the level; only offline pods (volcano.sh/preemptable).
+    auto level = [](const std::string& dflt, json ann) {
+        Env e;
+        ClassDef cls = class_of("[classes.C.container]\nresctrl_group = { fact = \"rubik.cache_limit\"" +
+                                (dflt.empty() ? std::string() : ", default = \"" + dflt + "\"") + " }\n");
+        Request r = req_from("container-create.json", {{"spec", {{"annotations", ann}}}});
+        FactPlan p = e.run(cls, r);
+        const KnobSetting* k = knob(p.cls.container, KnobId::ResctrlGroup);
+        return k ? k->value.text + " | " + k->note : "none | " + (p.skipped.empty() ? std::string() : p.skipped[0]) + (p.refused.empty() ? std::string() : p.refused[0]);
+    };
+    const json off = {{"volcano.sh/preemptable", "true"}};
+    CHECK(level("", off).rfind("rubik_max | no volcano.sh/cache-limit: rubik's defaultLimitMode static", 0) == 0);
+    json low = off;
+    low["volcano.sh/cache-limit"] = "low";
+    CHECK(level("", low).rfind("rubik_low | ", 0) == 0);
+    json mx = off;
+    mx["volcano.sh/cache-limit"] = "max";
+    CHECK(level("middle", mx).rfind("rubik_middle | volcano.sh/cache-limit \"max\" is above the class's default middle", 0) == 0);
+    json dyn = off;
+    dyn["volcano.sh/cache-limit"] = "dynamic";
+    CHECK(level("middle", dyn).rfind("rubik_middle | ", 0) == 0);  // dynamic reaches high's percentages
+    CHECK(level("high", dyn).rfind("rubik_dynamic | ", 0) == 0);
+    json bad = off;
+    bad["volcano.sh/cache-limit"] = "huge";
+    CHECK(level("", bad).find("not low, middle, high, max or dynamic") != std::string::npos);
+    CHECK(level("", json::object()).find("online, rubik's dynCache leaves the pod") != std::string::npos);
+    CHECK(check_policy_text("version = 1\n[settings]\ndefault_class = \"C\"\n[classes.C.container]\n"
+                            "cpu_shares = { fact = \"koordinator.batch_cpu_shares\", default = \"low\" }\n", "p").errors() == 1);
+    CHECK(check_policy_text("version = 1\n[settings]\ndefault_class = \"C\"\n[classes.C.container]\n"
+                            "resctrl_group = { fact = \"rubik.cache_limit\", default = \"lowest\" }\n", "p").errors() == 1);
 }
