@@ -109,6 +109,10 @@ struct Plan {
     /// A cgroup v2 cpu.shares write was converted to cpu.weight: the formula and why
     /// (WeightChoice::text()); "" when no conversion was planned.
     std::string weight_formula;
+    /// Pod annotation keys the class's facts needed that the runtime does not pass to this hook
+    /// (facts.hpp FactPlan::not_passed; issue #25 §1): Result metadata not_passed, the record's
+    /// not_passed (level warn), nri_qos_annotation_not_passed_total{key}.
+    std::vector<std::string> not_passed;
 };
 
 /// Inputs the plan builder needs besides the decision.

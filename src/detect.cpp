@@ -496,6 +496,94 @@ bool annotation_passed(const std::vector<std::string>& patterns, const std::stri
     return false;
 }
 
+namespace {
+int64_t mtime_ns_of(const std::string& path) {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) return -1;
+    return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+}  // namespace
+
+std::optional<AnnotationPasslist> annotation_passlist_of(const RuntimeInfo& info) {
+    if (info.version.empty()) return std::nullopt;
+    AnnotationPasslist p;
+    p.runtime = "containerd " + info.version;
+    // containerd ≥ 1.7 calls v0.1 hooks only through the v010-adapter, a native NRI plugin that
+    // receives every annotation; < 1.7 passes the default runtime's pod_annotations only
+    // (pkg/cri/server/helpers.go getPassthroughAnnotations).
+    p.passes_all = info.major > 1 || (info.major == 1 && info.minor >= 7);
+    if (info.pod_annotations) {
+        p.set = true;
+        p.patterns = *info.pod_annotations;
+    }
+    const std::string cri = info.config_version >= 3 ? "io.containerd.cri.v1.runtime" : "io.containerd.grpc.v1.cri";
+    std::string file = !info.cri_file.empty() ? info.cri_file : info.config_found ? info.config : info.config + " (absent)";
+    p.where = "[plugins.\"" + cri + "\".containerd.runtimes." + info.runtime_name + "] pod_annotations in " + file;
+    if (!info.binary.empty()) p.files.emplace_back(info.binary, mtime_ns_of(info.binary));
+    p.files.emplace_back(info.config, mtime_ns_of(info.config));
+    for (const auto& f : info.config_files)
+        if (f != info.config) p.files.emplace_back(f, mtime_ns_of(f));
+    return p;
+}
+
+std::string record_annotation_passlist(const std::string& state_dir, const AnnotationPasslist& p) {
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& [f, t] : p.files) files.push_back({{"path", f}, {"mtime_ns", t}});
+    nlohmann::json j = {{"v", 1},          {"runtime", p.runtime}, {"passes_all", p.passes_all}, {"set", p.set},
+                        {"patterns", p.patterns}, {"where", p.where},     {"files", files}};
+    StateDir st(state_dir);
+    std::string e = st.write_file(kAnnotationPasslistFile, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    return e.empty() ? e : "cannot record the annotations the runtime passes: " + e;
+}
+
+std::optional<AnnotationPasslist> load_annotation_passlist(const std::string& text) {
+    try {
+        nlohmann::json j = nlohmann::json::parse(text);
+        if (!j.is_object() || j.value("v", 0) != 1) return std::nullopt;
+        AnnotationPasslist p;
+        p.runtime = j.at("runtime").get<std::string>().substr(0, 64);
+        p.passes_all = j.at("passes_all").get<bool>();
+        p.set = j.at("set").get<bool>();
+        for (const auto& x : j.at("patterns")) p.patterns.push_back(x.get<std::string>());
+        p.where = j.at("where").get<std::string>().substr(0, 512);
+        for (const auto& f : j.at("files")) p.files.emplace_back(f.at("path").get<std::string>(), f.at("mtime_ns").get<int64_t>());
+        return p;
+    } catch (...) {
+        return std::nullopt;
+    }
+}
+
+bool annotation_passlist_stale(const AnnotationPasslist& p) {
+    for (const auto& [f, t] : p.files)
+        if (mtime_ns_of(f) != t) return true;
+    return false;
+}
+
+std::string refresh_annotation_passlist(const std::string& state_dir, const std::string& default_state_dir) {
+    const char* cfg = getenv("NRI_QOS_CONTAINERD_CONFIG");
+    const char* ver = getenv("NRI_QOS_CONTAINERD_VERSION");
+    if (!cfg && state_dir != default_state_dir) return "";
+    StateDir st(state_dir);
+    if (auto text = st.read_file(kAnnotationPasslistFile, 65536))
+        if (auto p = load_annotation_passlist(*text); p && !annotation_passlist_stale(*p)) return "";
+    RuntimeInfo info = detect_runtime(cfg ? cfg : "", ver ? ver : "");
+    std::optional<AnnotationPasslist> p = annotation_passlist_of(info);
+    if (!p) return "";  // no containerd here: nothing to record
+    if (std::string e = record_annotation_passlist(state_dir, *p); !e.empty()) return e;
+    std::string what = p->passes_all ? "all" : p->set ? "" : "none (pod_annotations not set)";
+    if (!p->passes_all && p->set) {
+        for (const auto& x : p->patterns) what += (what.empty() ? "[" : ", ") + x;
+        what += what.empty() ? "[]" : "]";
+    }
+    return "annotations  " + p->runtime + " passes to v0.1 hooks: " + what + " (recorded in " + state_dir + "/" + kAnnotationPasslistFile + ")";
+}
+
+std::string annotation_not_passed_reason(const std::optional<AnnotationPasslist>& p, const std::string& key) {
+    if (!p) return "containerd may not pass it: check pod_annotations; nri-qos register records what it passes";
+    if (p->passes_all || annotation_passed(p->patterns, key)) return "";
+    return "not passed by " + p->runtime + ": add " + key + " to pod_annotations (" + p->where + "; nri-qos register --pass-annotations)";
+}
+
 void read_isulad_config(const std::string& json_text, NativeRuntimeInfo& info) {
     try {
         nlohmann::json j = nlohmann::json::parse(json_text);

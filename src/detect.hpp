@@ -136,6 +136,58 @@ void read_containerd_layers(const std::vector<std::pair<std::string, std::string
 /// "volcano.sh/qos-level" but "volcano.sh/*" does. True when some pattern passes `key`.
 bool annotation_passed(const std::vector<std::string>& patterns, const std::string& key);
 
+// ---- What the runtime passes to an NRI v0.1 hook, recorded for the events (issue #25 §1) ----
+
+/// Name of the record in the state dir (`--state-dir`, /run/nri-qos): small JSON, replaced
+/// atomically (StateDir::write_file: kernel.hpp replace_file).
+constexpr const char* kAnnotationPasslistFile = "annotation-passlist";
+
+/// The pod annotations the node's runtime hands an NRI v0.1 hook, as `register` (and reconcile,
+/// when the record is missing or containerd's config changed since) read them from containerd's
+/// config (read_containerd_layers, following `imports`). The event path reads it only when an
+/// annotation a fact needs is absent (facts.hpp FactInput::not_passed): no cost otherwise.
+struct AnnotationPasslist {
+    std::string runtime;          ///< "containerd 1.6.20"
+    /// true: every pod annotation reaches the hook (containerd ≥ 1.7 through the v010-adapter,
+    /// which gets them from native NRI); false: only those `patterns` match.
+    bool passes_all = false;
+    std::vector<std::string> patterns;  ///< the default runtime's pod_annotations (Go path.Match patterns; empty = unset)
+    bool set = false;                   ///< pod_annotations is set in the config
+    std::string where;            ///< "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc] pod_annotations in /etc/containerd/config.toml"
+    /// The config files read and their mtimes (ns), and containerd's binary: a change makes
+    /// reconcile read the config again.
+    std::vector<std::pair<std::string, int64_t>> files;
+};
+
+/// The record of `info` (a containerd found by detect_runtime). nullopt: no containerd version
+/// known (nothing honest to record).
+std::optional<AnnotationPasslist> annotation_passlist_of(const RuntimeInfo& info);
+
+/// Write `p` to STATE_DIR/annotation-passlist. "" or a one-line error.
+std::string record_annotation_passlist(const std::string& state_dir, const AnnotationPasslist& p);
+
+/// Parse the record (nullopt: not ours / unreadable).
+std::optional<AnnotationPasslist> load_annotation_passlist(const std::string& text);
+
+/// True when a file the record names changed since (mtime differs, or it is gone): the record is
+/// stale. A record naming no file is never stale.
+bool annotation_passlist_stale(const AnnotationPasslist& p);
+
+/// Reconcile's refresh: for the default state dir only (as implicit_runtime_probe; a relocated
+/// one — a test, a second instance — only when NRI_QOS_CONTAINERD_CONFIG names the config to
+/// read), write the record when it is missing or stale. "" when nothing was done, else one line
+/// (what was recorded, or the error).
+std::string refresh_annotation_passlist(const std::string& state_dir, const std::string& default_state_dir);
+
+/// Why annotation `key`, absent from a v0.1 request, is absent, given the record (nullopt: no
+/// record): "" when the runtime passes it (a plain absence: the pod does not carry it), else the
+/// reason: either one that replaces "no <key> annotation" (the runtime drops it; the pod may
+/// well carry it)
+///   "not passed by containerd 1.6.20: add <key> to pod_annotations (<where>; nri-qos register --pass-annotations)"
+/// or, with no record (nothing known), one added to it in parentheses
+///   "containerd may not pass it: check pod_annotations; nri-qos register records what it passes"
+std::string annotation_not_passed_reason(const std::optional<AnnotationPasslist>& p, const std::string& key);
+
 /// iSulad's daemon.json (JSON): "nri-support" (bool) switches NRI on, "plugin_path" is the plugin
 /// directory (iSulad docs/design/detailed/NRI/nri_design.md). Fills nri_enabled, plugin_path;
 /// invalid JSON sets `error`.

@@ -39,6 +39,9 @@ struct Outcome {
     /// ≤ the container's CFS quota 200000"), which the generic trust check then accepts.
     std::string no_raise;
     bool untrusted = false;  ///< Error: refused by the trust rule (the line says "refused: ...")
+    /// Absent because this pod annotation is not in the request (the runtime may not pass it:
+    /// FactInput::not_passed decides what the reason says).
+    std::string missing_key;
 };
 
 Outcome value_int(int64_t n, std::string calc) {
@@ -68,6 +71,12 @@ Outcome absent(std::string why) {
     Outcome o;
     o.s = Outcome::Absent;
     o.why = std::move(why);
+    return o;
+}
+/// Absent: the request has no annotation `key` ("no <key> annotation<tail>").
+Outcome absent_ann(const char* key, const std::string& tail = "") {
+    Outcome o = absent(std::string("no ") + key + " annotation" + tail);
+    o.missing_key = key;
     return o;
 }
 Outcome error(std::string why) {
@@ -212,7 +221,7 @@ struct Ctx {
             }
         }
         if (!ers_error.empty()) return error(ers_error);
-        if (!ann(kExtRes)) return absent(std::string("no ") + kExtRes + " annotation (koordlet keeps kubelet's values)");
+        if (!ann(kExtRes)) return absent_ann(kExtRes, " (koordlet keeps kubelet's values)");
         if (!ers.present) return absent(std::string(kExtRes) + " lists no containers (koordlet keeps kubelet's values)");
         return std::nullopt;
     }
@@ -651,7 +660,7 @@ Outcome koord_pod_memory(Ctx& c, uint8_t) { return koord_pod_limit(c, false); }
 
 Outcome koord_cpuset_read(Ctx& c, std::string& set) {
     const std::string* a = c.ann(kResStatus);
-    if (!a) return absent(std::string("no ") + kResStatus + " annotation (not bound by koord-scheduler)");
+    if (!a) return absent_ann(kResStatus, " (not bound by koord-scheduler)");
     try {
         set = parse_resource_status_cpuset(*a);
     } catch (const InputError& e) {
@@ -714,7 +723,7 @@ Outcome koord_cpuset_quota(Ctx& c, uint8_t scope) {
 
 Outcome volcano_level(Ctx& c, uint8_t) {
     const std::string* a = c.ann(kVolcanoLevel);
-    if (!a) return absent(std::string("no ") + kVolcanoLevel + " annotation");
+    if (!a) return absent_ann(kVolcanoLevel);
     int v = *a == "LC" || *a == "HLS" ? 2 : *a == "LS" ? 1 : *a == "BE" ? -1 : 0;
     return value_int(v, std::string(kVolcanoLevel) + " " + q(*a) + " → " + std::to_string(v) + " (GetQosLevel: LC/HLS 2, LS 1, BE -1, other 0)");
 }
@@ -854,7 +863,7 @@ Outcome burst_pod(Ctx& c, uint8_t) {
 
 Outcome katalyst_numa(Ctx& c, bool mems) {
     const std::string* a = c.ann(kKatalystMem);
-    if (!a) return absent(std::string("no ") + kKatalystMem + " annotation");
+    if (!a) return absent_ann(kKatalystMem);
     std::string why;
     auto m = parse_string_map(*a, &why);
     if (!m) return error(std::string(kKatalystMem) + ": " + why);
@@ -880,7 +889,7 @@ Outcome katalyst_numa(Ctx& c, bool mems) {
 Outcome katalyst_burst(Ctx& c, uint8_t) {
     constexpr const char* kKatalystCpu = "katalyst.kubewharf.io/cpu_enhancement";
     const std::string* a = c.ann(kKatalystCpu);
-    if (!a) return absent(std::string("no ") + kKatalystCpu + " annotation (Katalyst: no change)");
+    if (!a) return absent_ann(kKatalystCpu, " (Katalyst: no change)");
     std::string why;
     auto m = parse_string_map(*a, &why);
     if (!m) return error(std::string(kKatalystCpu) + ": " + why);
@@ -1095,6 +1104,17 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
                     k.needs_cpuset = o.needs_cpuset;
                 } else {
                     drop[i] = true;
+                    // An annotation the runtime may not hand this hook (issue #25 §1): said so,
+                    // not reported as a plain absence.
+                    std::string np;
+                    if (o.s == Outcome::Absent && !o.missing_key.empty() && in.not_passed) np = in.not_passed(o.missing_key);
+                    if (np.rfind("not passed", 0) == 0) {
+                        o.why = np;
+                        if (std::find(out.not_passed.begin(), out.not_passed.end(), o.missing_key) == out.not_passed.end())
+                            out.not_passed.push_back(o.missing_key);
+                    } else if (!np.empty()) {
+                        o.why = "no " + o.missing_key + " annotation (" + np + ")";
+                    }
                     std::string line = key + ": fact " + e->name + (o.s == Outcome::Absent ? " absent: " : o.untrusted ? " " : ": ") + o.why;
                     if (o.s == Outcome::Error || (k.value.num & 1)) out.refused.push_back(line);
                     else out.skipped.push_back(line);

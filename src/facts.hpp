@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -102,6 +103,11 @@ struct FactInput {
     /// kubelet's CPU manager checkpoint: CPUs held exclusively by other pods (numa.hpp; "" none).
     std::string kubelet_cpu_state = "/var/lib/kubelet/cpu_manager_state";
     bool dry_run = false;           ///< explain: compute, record nothing, take no lock
+    /// What the runtime hands the hook (issue #25 §1): called with the key of a pod annotation a
+    /// fact needs and the request lacks; returns "" for a plain absence (the runtime passes it:
+    /// the pod does not carry it), else the reason that replaces "no <key> annotation" (detect.hpp
+    /// annotation_not_passed_reason). Unset (native NRI, which passes every annotation): plain.
+    std::function<std::string(const std::string&)> not_passed;
 };
 
 /// The class with its fact values resolved for this request, and what the fact layer reports.
@@ -113,6 +119,9 @@ struct FactPlan {
                                            ///< "cpu_quota_us: fact X refused: would lift ... (declare ...)"
     std::vector<std::string> calcs;        ///< explain: "container cpu_quota_us = 100000 = ... [fact]"
     std::vector<std::string> warnings;     ///< state-dir problems (ledger/record writes), reported, not failures
+    /// Pod annotation keys facts needed that the runtime may not pass (FactInput::not_passed gave
+    /// a reason): Result metadata not_passed, the record, nri_qos_annotation_not_passed_total{key}.
+    std::vector<std::string> not_passed;
 };
 
 /// Resolve the facts of `cls` for `in.req`'s event:

@@ -370,8 +370,13 @@ int main(int argc, char** argv) {
         // reconcile reads the runtime's version again (settings.cpu_weight_formula = "auto"): a
         // runtime upgraded since the last probe changes the formula in force from now on.
         if (reconcile->parsed() && !so.dry_run)
+        {
             if (std::string l = nriqos::implicit_runtime_probe(so.state_dir, nriqos::defaults::kStateDir, false); !l.empty())
                 out += "runtime  " + l + "\n";
+            // the annotations containerd passes to v0.1 hooks, when the record is missing (a
+            // reboot emptied /run) or containerd's config changed since (issue #25 §1)
+            if (std::string l = nriqos::refresh_annotation_passlist(so.state_dir, nriqos::defaults::kStateDir); !l.empty()) out += l + "\n";
+        }
         int rc = status->parsed() ? (so.relay_only ? nriqos::relay_liveness(so, out) : nriqos::run_status(so, out))
                                   : nriqos::run_reconcile(so, out);
         write_all(STDOUT_FILENO, out);

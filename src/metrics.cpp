@@ -22,6 +22,7 @@ namespace nriqos {
 namespace {
 
 constexpr size_t kNBuckets = sizeof kDurationBucketsUs / sizeof kDurationBucketsUs[0];
+constexpr size_t kNRBuckets = sizeof kReconcileBucketsUs / sizeof kReconcileBucketsUs[0];
 constexpr size_t kMaxSeries = 2048;  // per family; beyond, labels fold into "_overflow"
 constexpr size_t kMaxStateBytes = 1u << 20;
 constexpr const char* kStateMagic = "nri-qos-metrics 1";
@@ -58,12 +59,20 @@ void num_to(std::string& out, uint64_t v) {
 struct State {
     std::map<std::tuple<std::string, std::string, std::string>, uint64_t> events;
     std::map<std::string, uint64_t> knob_failures, drift;
+    std::map<std::string, uint64_t> not_passed;  // nri_qos_annotation_not_passed_total{key}
     std::map<std::pair<std::string, std::string>, uint64_t> relay_failures;  // {event, reason}
     uint64_t buckets[kNBuckets + 1] = {};  // per bucket (not cumulative); last = +Inf
     uint64_t sum_us = 0, count = 0;
     uint64_t policy_errors = 0;
     int64_t last_event = 0;
     std::string p_path, p_source, p_sha;  // nri_qos_policy_info of the last event
+    // Reconcile passes (nri_qos_reconcile_*; the C, CH and CF lines, written once a pass counted)
+    uint64_t r_passes = 0, r_containers = 0, r_drift = 0, r_corrected = 0, r_errors = 0, r_gone = 0;
+    uint64_t r_broken = 0;
+    int64_t r_last = 0;
+    uint64_t r_buckets[kNRBuckets + 1] = {};
+    uint64_t r_sum_us = 0, r_count = 0;
+    std::map<std::string, uint64_t> r_knob_failures;
 };
 
 /// The tab-separated fields of `line` (views into it). More than kMaxFields fields: the count is
@@ -119,6 +128,7 @@ void load_state(std::string_view text, State& st) {
         if (t == "E" && f.size() == 5) st.events[{std::string(f[1]), std::string(f[2]), std::string(f[3])}] = num(f[4]);
         else if (t == "K" && f.size() == 3) st.knob_failures[std::string(f[1])] = num(f[2]);
         else if (t == "D" && f.size() == 3) st.drift[std::string(f[1])] = num(f[2]);
+        else if (t == "A" && f.size() == 3) st.not_passed[std::string(f[1])] = num(f[2]);
         else if (t == "R" && f.size() == 4) st.relay_failures[{std::string(f[1]), std::string(f[2])}] = num(f[3]);
         else if (t == "H" && f.size() == 3 + kNBuckets + 1) {
             st.sum_us = num(f[1]);
@@ -126,6 +136,15 @@ void load_state(std::string_view text, State& st) {
             for (size_t i = 0; i <= kNBuckets; ++i) st.buckets[i] = num(f[3 + i]);
         } else if (t == "P" && f.size() == 2) st.policy_errors = num(f[1]);
         else if (t == "T" && f.size() == 2) st.last_event = static_cast<int64_t>(num(f[1]));
+        else if (t == "C" && f.size() == 9) {
+            st.r_passes = num(f[1]), st.r_containers = num(f[2]), st.r_drift = num(f[3]), st.r_corrected = num(f[4]);
+            st.r_errors = num(f[5]), st.r_gone = num(f[6]), st.r_broken = num(f[7]) ? 1 : 0;
+            st.r_last = static_cast<int64_t>(num(f[8]));
+        } else if (t == "CH" && f.size() == 3 + kNRBuckets + 1) {
+            st.r_sum_us = num(f[1]);
+            st.r_count = num(f[2]);
+            for (size_t i = 0; i <= kNRBuckets; ++i) st.r_buckets[i] = num(f[3 + i]);
+        } else if (t == "CF" && f.size() == 3) st.r_knob_failures[std::string(f[1])] = num(f[2]);
         else if (t == "I" && (f.size() == 4 || f.size() == 5)) {  // 5: an older build's file-identity field
             st.p_path = f[1];
             st.p_source = f[2];
@@ -154,6 +173,7 @@ std::string dump_state(const State& st) {
     }
     for (const auto& [k, v] : st.knob_failures) s += 'K', field(k), count(v);
     for (const auto& [k, v] : st.drift) s += 'D', field(k), count(v);
+    for (const auto& [k, v] : st.not_passed) s += 'A', field(k), count(v);
     for (const auto& [k, v] : st.relay_failures) s += 'R', field(k.first), field(k.second), count(v);
     s += "H\t";
     num_to(s, st.sum_us);
@@ -170,6 +190,19 @@ std::string dump_state(const State& st) {
         s += 'I';
         field(st.p_path), field(st.p_source), field(st.p_sha);
         s += '\n';
+    }
+    if (st.r_passes) {
+        s += 'C';
+        for (uint64_t v : {st.r_passes, st.r_containers, st.r_drift, st.r_corrected, st.r_errors, st.r_gone, st.r_broken}) s += '\t', num_to(s, v);
+        s += '\t';
+        num_to(s, static_cast<uint64_t>(std::max<int64_t>(st.r_last, 0)));
+        s += "\nCH\t";
+        num_to(s, st.r_sum_us);
+        s += '\t';
+        num_to(s, st.r_count);
+        for (uint64_t b : st.r_buckets) s += '\t', num_to(s, b);
+        s += '\n';
+        for (const auto& [k, v] : st.r_knob_failures) s += "CF", field(k), count(v);
     }
     return s;
 }
@@ -252,6 +285,60 @@ std::string render(const State& st) {
     if (st.last_event < 0) s += '-', num_to(s, 0 - static_cast<uint64_t>(st.last_event));
     else num_to(s, static_cast<uint64_t>(st.last_event));
     s += '\n';
+    if (!st.not_passed.empty()) {
+        s += "# HELP nri_qos_annotation_not_passed_total Events whose facts needed a pod annotation the runtime does not pass to the hook (containerd < 1.7: add it to pod_annotations), by annotation key.\n"
+             "# TYPE nri_qos_annotation_not_passed_total counter\n";
+        for (const auto& [k, v] : st.not_passed) series("nri_qos_annotation_not_passed_total", {{"key", k}}, v);
+    }
+    if (st.r_passes) {  // reconcile passes: their own series (issue #25 §4), once one was counted
+        auto counter = [&s](const char* name, const char* help, uint64_t v) {
+            s += "# HELP ";
+            s += name;
+            s += ' ';
+            s += help;
+            s += "\n# TYPE ";
+            s += name;
+            s += " counter\n";
+            s += name;
+            s += ' ';
+            num_to(s, v);
+            s += '\n';
+        };
+        counter("nri_qos_reconcile_passes_total", "Reconcile passes run (nri-qos reconcile, the reconcile timer).", st.r_passes);
+        counter("nri_qos_reconcile_containers_total", "Containers and sandboxes reconcile passes examined.", st.r_containers);
+        counter("nri_qos_reconcile_drift_found_total", "Knobs reconcile found unlike the value the policy wants.", st.r_drift);
+        counter("nri_qos_reconcile_corrected_total", "Knobs reconcile wrote back (by knob: nri_qos_drift_corrected_total).", st.r_corrected);
+        s += "# HELP nri_qos_reconcile_knob_failures_total Knobs reconcile could not write back, by policy knob.\n"
+             "# TYPE nri_qos_reconcile_knob_failures_total counter\n";
+        for (const auto& [k, v] : st.r_knob_failures) series("nri_qos_reconcile_knob_failures_total", {{"knob", k}}, v);
+        counter("nri_qos_reconcile_errors_total", "Containers whose wanted values reconcile could not compute (policy, request or cgroup path).", st.r_errors);
+        counter("nri_qos_reconcile_gone_total", "Containers reconcile dropped from the state because their cgroup is gone.", st.r_gone);
+        s += "# HELP nri_qos_reconcile_duration_seconds Time one reconcile pass took.\n"
+             "# TYPE nri_qos_reconcile_duration_seconds histogram\n";
+        uint64_t rc = 0;
+        for (size_t i = 0; i < kNRBuckets; ++i) {
+            rc += st.r_buckets[i];
+            s += "nri_qos_reconcile_duration_seconds_bucket{le=\"";
+            seconds_to(s, uint64_t(kReconcileBucketsUs[i]), true);
+            s += "\"} ";
+            num_to(s, rc);
+            s += '\n';
+        }
+        rc += st.r_buckets[kNRBuckets];
+        s += "nri_qos_reconcile_duration_seconds_bucket{le=\"+Inf\"} ";
+        num_to(s, rc);
+        s += "\nnri_qos_reconcile_duration_seconds_sum ";
+        seconds_to(s, st.r_sum_us, false);
+        s += "\nnri_qos_reconcile_duration_seconds_count ";
+        num_to(s, st.r_count);
+        s += "\n# HELP nri_qos_reconcile_policy_broken 1 when the last reconcile pass found a policy file broken and applied its last good copy or the built-in policy.\n"
+             "# TYPE nri_qos_reconcile_policy_broken gauge\nnri_qos_reconcile_policy_broken ";
+        num_to(s, st.r_broken);
+        s += "\n# HELP nri_qos_reconcile_last_pass_timestamp_seconds Unix time of the last reconcile pass.\n"
+             "# TYPE nri_qos_reconcile_last_pass_timestamp_seconds gauge\nnri_qos_reconcile_last_pass_timestamp_seconds ";
+        num_to(s, static_cast<uint64_t>(std::max<int64_t>(st.r_last, 0)));
+        s += '\n';
+    }
     return s;
 }
 
@@ -290,11 +377,23 @@ std::string pending_lines(const MetricsEvent& e) {
     for (const auto& k : e.failed_knobs) s += "K\t" + clean(k) + "\n";
     for (const auto& k : e.drift_knobs) s += "D\t" + clean(k) + "\n";
     if (!e.relay_failure.empty()) s += "R\t" + clean(e.relay_failure) + "\n";
+    for (const auto& k : e.not_passed) s += "A\t" + clean(k) + "\n";
+    return s;
+}
+/// Pending-file lines of a reconcile pass: its C line (containers, drift found, errors, gone,
+/// duration µs, policy broken 0/1), then one CD line per knob corrected and one CF line per knob
+/// that failed (they belong to the C line before them).
+std::string pending_pass_lines(const ReconcilePass& p) {
+    std::string s = "C\t" + std::to_string(p.containers) + "\t" + std::to_string(p.drift_found) + "\t" + std::to_string(p.errors) + "\t" +
+                    std::to_string(p.gone) + "\t" + std::to_string(std::max<int64_t>(p.duration_us, 0)) + "\t" + (p.policy_broken ? "1" : "0") + "\n";
+    for (const auto& k : p.corrected_knobs) s += "CD\t" + clean(k) + "\n";
+    for (const auto& k : p.failed_knobs) s += "CF\t" + clean(k) + "\n";
     return s;
 }
 }  // namespace
 
-std::string update_metrics(const std::string& prom_path, const std::vector<MetricsEvent>& events, const PolicyIdentity& policy, int wait_ms) {
+std::string update_metrics(const std::string& prom_path, const std::vector<MetricsEvent>& events, const PolicyIdentity& policy, int wait_ms,
+                           const ReconcilePass* pass) {
     if (prom_path.empty()) return "";
     const std::string dir = dir_name(prom_path);
     const std::string base = prom_path.substr(prom_path.find_last_of('/') + 1);
@@ -317,6 +416,8 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
     if (fd < 0) return "metrics: " + state_path + ": " + why + "; this event is not counted";
     const std::string pending_path = dir + "/." + base + ".pending";
     std::vector<MetricsEvent> all = events;
+    std::vector<ReconcilePass> passes;
+    if (pass) passes.push_back(*pass);
     if (!lock_within(fd, wait_ms)) {
         // Another updater holds the counters (a burst of events). Queue this event in the pending
         // file instead of dropping it, then try once more to become the updater. No event is left
@@ -325,6 +426,7 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
         // when we try again has yet to read the queue (tests/ops.sh: exact totals).
         std::string lines;
         for (const auto& e : events) lines += pending_lines(e);
+        if (pass) lines += pending_pass_lines(*pass);
         int q = open_record(-1, pending_path, O_WRONLY | O_APPEND | O_CREAT, 0600, why);
         bool queued = q >= 0 && lock_within(q, wait_ms) && write_all(q, lines);
         if (q >= 0 && !queued) why = std::strerror(errno);
@@ -339,6 +441,7 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
             return "";
         }
         all.clear();  // in the queue now: folded below
+        passes.clear();
     }
     State st;
     struct stat sst {};
@@ -365,8 +468,24 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
                         if (b == std::string::npos) break;
                         Fields f = split_tabs(std::string_view(text).substr(a, b - a));
                         a = b + 1;
+                        if (f.size() == 7 && f[0] == "C") {  // a reconcile pass (pending_pass_lines)
+                            ReconcilePass p;
+                            p.containers = num(f[1]), p.drift_found = num(f[2]), p.errors = num(f[3]), p.gone = num(f[4]);
+                            p.duration_us = static_cast<int64_t>(num(f[5]));
+                            p.policy_broken = f[6] == "1";
+                            passes.push_back(std::move(p));
+                            continue;
+                        }
+                        if (f.size() == 2 && (f[0] == "CD" || f[0] == "CF")) {
+                            if (!passes.empty()) (f[0] == "CD" ? passes.back().corrected_knobs : passes.back().failed_knobs).emplace_back(f[1]);
+                            continue;
+                        }
                         if (f.size() == 2 && (f[0] == "K" || f[0] == "D") && !all.empty()) {
                             (f[0] == "K" ? all.back().failed_knobs : all.back().drift_knobs).emplace_back(f[1]);
+                            continue;
+                        }
+                        if (f.size() == 2 && f[0] == "A" && !all.empty()) {  // annotation not passed, of the E line before
+                            all.back().not_passed.emplace_back(f[1]);
                             continue;
                         }
                         if (f.size() == 2 && f[0] == "R" && !all.empty()) {  // relay failure kind of the E line before
@@ -395,6 +514,7 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
         }
         for (const auto& k : e.failed_knobs) bump(st.knob_failures, clean(k), std::string("_overflow"));
         for (const auto& k : e.drift_knobs) bump(st.drift, clean(k), std::string("_overflow"));
+        for (const auto& k : e.not_passed) bump(st.not_passed, clean(k), std::string("_overflow"));
         if (!e.relay_failure.empty())
             bump(st.relay_failures, std::make_pair(clean(e.event), clean(e.relay_failure)), std::make_pair(std::string("_overflow"), std::string("_overflow")));
         if (e.duration_us >= 0) {
@@ -405,6 +525,24 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
             ++st.count;
         }
         if (e.policy_error) ++st.policy_errors;
+    }
+    for (const auto& p : passes) {
+        ++st.r_passes;
+        st.r_containers += p.containers;
+        st.r_drift += p.drift_found;
+        st.r_corrected += p.corrected_knobs.size();
+        st.r_errors += p.errors;
+        st.r_gone += p.gone;
+        st.r_broken = p.policy_broken ? 1 : 0;
+        st.r_last = now.tv_sec;
+        for (const auto& k : p.corrected_knobs) bump(st.drift, clean(k), std::string("_overflow"));
+        for (const auto& k : p.failed_knobs) bump(st.r_knob_failures, clean(k), std::string("_overflow"));
+        size_t i = 0;
+        const int64_t d = std::max<int64_t>(p.duration_us, 0);
+        while (i < kNRBuckets && d > kReconcileBucketsUs[i]) ++i;
+        ++st.r_buckets[i];
+        st.r_sum_us += static_cast<uint64_t>(d);
+        ++st.r_count;
     }
     if (!policy.source.empty()) {
         st.p_path = clean(policy.path);

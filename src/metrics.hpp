@@ -12,7 +12,7 @@
 // Series (docs/operations.md has alert rules):
 //   nri_qos_events_total{event,class,outcome}      counter
 //   nri_qos_knob_failures_total{knob}               counter
-//   nri_qos_drift_corrected_total{knob}             counter (reconcile)
+//   nri_qos_drift_corrected_total{knob}             counter (reconcile: knobs written back)
 //   nri_qos_relay_failures_total{event,reason}      counter (native relay: events the relay failed
 //                                                   itself, src/nri/failure_record.hpp kinds)
 //   nri_qos_event_duration_seconds                  histogram (per invocation, µs resolution)
@@ -20,7 +20,23 @@
 //                                                   source file / last-good / builtin, policy_store.hpp)
 //   nri_qos_policy_errors_total                     counter (events at which the configured policy
 //                                                   file was broken and a fallback applied)
-//   nri_qos_last_event_timestamp_seconds            gauge
+//   nri_qos_last_event_timestamp_seconds            gauge (runtime events only: never reconcile)
+//   nri_qos_annotation_not_passed_total{key}        counter (events whose facts needed a pod
+//                                                   annotation the runtime does not pass to the
+//                                                   hook; printed once counted)
+// Reconcile passes (issue #25 §4: apart from the runtime events, whose counters, histogram and
+// last-event time they do not touch; printed once a pass has been counted):
+//   nri_qos_reconcile_passes_total                  counter
+//   nri_qos_reconcile_containers_total              counter (containers examined)
+//   nri_qos_reconcile_drift_found_total             counter (knobs found unlike the wanted value)
+//   nri_qos_reconcile_corrected_total               counter (knobs written back; by knob: drift_corrected)
+//   nri_qos_reconcile_knob_failures_total{knob}     counter (knobs whose write back failed)
+//   nri_qos_reconcile_errors_total                  counter (containers whose values could not be computed)
+//   nri_qos_reconcile_gone_total                    counter (containers dropped: cgroup gone)
+//   nri_qos_reconcile_duration_seconds              histogram (per pass)
+//   nri_qos_reconcile_policy_broken                 gauge 0/1 (the last pass ran on a last good
+//                                                   copy or the built-in policy: the file is broken)
+//   nri_qos_reconcile_last_pass_timestamp_seconds   gauge
 #pragma once
 
 #include <cstdint>
@@ -44,6 +60,23 @@ struct MetricsEvent {
     /// false: count only relay_failure, not nri_qos_events_total nor the last-event time (a
     /// relay failure after the evaluator's answer: the event may be counted by its evaluator).
     bool count_event = true;
+    /// Pod annotation keys the event's facts needed and the runtime does not pass to the hook
+    /// (nri_qos_annotation_not_passed_total{key}; keys come from the fact registry, never from
+    /// the pod: bounded cardinality).
+    std::vector<std::string> not_passed;
+};
+
+/// What one reconcile pass adds to the metrics (the nri_qos_reconcile_* series above). Counts
+/// are of knobs (drift found, corrected, failed) or of containers (examined, errors, gone).
+struct ReconcilePass {
+    uint64_t containers = 0;                   ///< containers (and sandboxes) examined
+    uint64_t drift_found = 0;                  ///< knobs whose kernel value differed from the wanted one
+    std::vector<std::string> corrected_knobs;  ///< policy knob keys written back (one per write)
+    std::vector<std::string> failed_knobs;     ///< policy knob keys whose write back failed
+    uint64_t errors = 0;                       ///< containers whose wanted values could not be computed
+    uint64_t gone = 0;                         ///< containers dropped from the state (cgroup gone)
+    int64_t duration_us = 0;                   ///< the whole pass, µs
+    bool policy_broken = false;                ///< a policy file was broken: its fallback applied
 };
 
 /// Identity of the policy in force, for nri_qos_policy_info: taken from the event's
@@ -55,10 +88,11 @@ struct PolicyIdentity {
     std::string sha256;   ///< hex SHA-256 of the policy text in force
 };
 
-/// Add `events` to the metrics behind `prom_path` and rewrite it. `prom_path` "" = disabled
-/// (returns ""). Waits at most `wait_ms` for the lock. Returns "" or a one-line error; never throws.
+/// Add `events` (and the reconcile pass `pass`, nullptr = none) to the metrics behind
+/// `prom_path` and rewrite it. `prom_path` "" = disabled (returns ""). Waits at most `wait_ms`
+/// for the lock. Returns "" or a one-line error; never throws.
 std::string update_metrics(const std::string& prom_path, const std::vector<MetricsEvent>& events, const PolicyIdentity& policy,
-                           int wait_ms = 500);
+                           int wait_ms = 500, const ReconcilePass* pass = nullptr);
 
 /// One line of the pending file (<dir>/.<name>.pending) for an event recorded without the lock
 /// (the deadline handler); folded into the counters by the next update_metrics.
@@ -68,5 +102,7 @@ std::string metrics_pending_line(const std::string& event, const std::string& cl
 
 /// Bucket upper bounds of nri_qos_event_duration_seconds, in µs.
 inline constexpr int64_t kDurationBucketsUs[] = {250, 500, 1000, 2000, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000};
+/// Bucket upper bounds of nri_qos_reconcile_duration_seconds (a whole pass), in µs.
+inline constexpr int64_t kReconcileBucketsUs[] = {1000, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 30000000};
 
 }  // namespace nriqos

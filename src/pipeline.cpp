@@ -13,6 +13,7 @@
 
 #include "adjust.hpp"
 #include "classify.hpp"
+#include "detect.hpp"
 #include "fact_state.hpp"
 #include "facts.hpp"
 #include "kernel.hpp"
@@ -380,6 +381,11 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
         if (!s.failed.empty()) c.metadata["failed"] = s.failed;
         if (!c.plan.decision.gate_note.empty()) c.metadata["gate"] = c.plan.decision.gate_note;
         if (!c.plan.decision.merges.empty()) c.metadata["merged"] = c.plan.decision.merge_text();
+        if (!c.plan.not_passed.empty()) {
+            std::string keys;
+            for (const auto& k : c.plan.not_passed) keys += (keys.empty() ? "" : " ") + k;
+            c.metadata["not_passed"] = keys;
+        }
         if (s.n_failed > 0) {
             std::string what = "class " + c.plan.decision.cls->name + ": " + std::to_string(s.n_failed) + " knob(s) failed: " + s.failed +
                                "; applied: " + (s.applied.empty() ? "none" : s.applied);
@@ -599,6 +605,19 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         fin.sysfs_root = opt.sysfs_root;
         fin.kubelet_cpu_state = opt.kubelet_cpu_state;
         fin.dry_run = mode == Mode::Explain;
+        // NRI v0.1 (containerd 1.5/1.6; 1.7+ through the v010-adapter): the runtime may drop pod
+        // annotations (containerd < 1.7: pod_annotations allow-list). The record `register`
+        // (or reconcile) left in the state dir says which; read only when a fact's annotation is
+        // absent, once per event (issue #25 §1). Native NRI passes all of them: a plain absence.
+        std::optional<std::optional<AnnotationPasslist>> passlist;
+        if (r.wire == Request::Wire::V01)
+            fin.not_passed = [&passlist, &state](const std::string& key) {
+                if (!passlist) {
+                    auto text = state.read_file(kAnnotationPasslistFile, 65536);
+                    passlist.emplace(text ? load_annotation_passlist(*text) : std::nullopt);
+                }
+                return annotation_not_passed_reason(*passlist, key);
+            };
         // Percentages of the value in force where the request already holds our adjustment.
         ClassDef settled;
         const ClassDef* base = d.cls;
@@ -622,6 +641,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         c.plan = build_plan(pin);
         for (auto& s : fplan.skipped) c.plan.skipped.push_back(std::move(s));
         for (auto& s : fplan.refused) c.plan.refused.push_back(std::move(s));
+        c.plan.not_passed = fplan.not_passed;
         c.have_plan = true;
         if (opt.explain_trace) explain_calculations(policy, d, r, c.plan, c.trace, c.trace_json);
         // Declared resctrl groups exist (created, under the mount's lock) before a container is

@@ -178,6 +178,7 @@ EventRecord make_record(const EventOutcome& o) {
         r.skipped = s.skipped;
         r.failed = s.failed;
         r.weight_formula = o.plan->weight_formula;
+        for (const auto& k : o.plan->not_passed) r.not_passed += (r.not_passed.empty() ? "" : " ") + k;
     }
     if (o.policy) set_record_policy(r, *o.policy);
     r.message = !o.error.empty() ? o.error : o.early_error;
@@ -440,6 +441,7 @@ void publish_event(const EventOutcome& o, const SinkPaths& paths) {
     if (o.plan)
         for (const auto& w : o.plan->writes)
             if (w.status == Write::Failed) m.failed_knobs.push_back(w.knob);
+    if (o.plan) m.not_passed = o.plan->not_passed;
     if (o.start_ns > 0) m.duration_us = (monotonic_ns() - o.start_ns) / 1000;
     r.duration_us = m.duration_us;
     std::string e1;

@@ -68,7 +68,7 @@ std::string rfc3339_utc(int64_t ns) {
 namespace {
 
 const char* level_of(const EventRecord& r) {
-    return r.policy_error.empty() && (r.outcome.empty() || r.outcome == "ok" || r.outcome == "gone") ? "info" : "warn";
+    return r.policy_error.empty() && r.not_passed.empty() && (r.outcome.empty() || r.outcome == "ok" || r.outcome == "gone") ? "info" : "warn";
 }
 
 /// True when `v` has a byte that makes a logfmt value quoted: <= ' ', '=', '"', '\\', DEL (bytes
@@ -152,6 +152,7 @@ void record_logfmt_part(std::string& out, const EventRecord& r, RecordPart part)
         kv(out, " skipped=", r.skipped);
         kv(out, " failed=", r.failed);
         kv(out, " drift=", r.drift);
+        kv(out, " not_passed=", r.not_passed);
         kv(out, " weight_formula=", r.weight_formula);
         return;
     case RecordPart::Policy:
@@ -168,7 +169,7 @@ namespace {
 size_t record_text_size(const EventRecord& r) {
     return r.source.size() + r.event.size() + r.ns.size() + r.pod.size() + r.container.size() + r.id.size() + r.sandbox_id.size() +
            r.cls.size() + r.rule.size() + r.outcome.size() + r.failure.size() + r.fail_mode.size() + r.applied.size() + r.skipped.size() +
-           r.failed.size() + r.drift.size() + r.weight_formula.size() + r.policy.size() + r.policy_sha256.size() + r.policy_error.size() + r.message.size();
+           r.failed.size() + r.drift.size() + r.not_passed.size() + r.weight_formula.size() + r.policy.size() + r.policy_sha256.size() + r.policy_error.size() + r.message.size();
 }
 constexpr RecordPart kParts[] = {RecordPart::Head, RecordPart::Who, RecordPart::Class, RecordPart::Outcome, RecordPart::Policy, RecordPart::Message};
 }  // namespace
@@ -228,6 +229,7 @@ void record_json_part(std::string& out, const EventRecord& r, RecordPart part) {
         put("skipped", r.skipped);
         put("failed", r.failed);
         put("drift", r.drift);
+        put("not_passed", r.not_passed);
         put("weight_formula", r.weight_formula);
         return;
     case RecordPart::Policy:

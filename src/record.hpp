@@ -44,6 +44,10 @@ struct EventRecord {
     std::string cls, rule;      ///< QoS class and the rule that chose it
     std::string applied, skipped, failed;  ///< "cpu.shares=2 pod:cpu.idle=1" summaries (sinks.hpp)
     std::string drift;          ///< reconcile: "cpu.shares 512->2 ..." (what was corrected)
+    /// Pod annotation keys the class's facts needed that the runtime does not pass to the hook
+    /// ("node.koordinator.sh/extended-resource-spec ...", adjust.hpp Plan::not_passed; issue
+    /// #25 §1): the record's level is then "warn" whatever the outcome.
+    std::string not_passed;
     /// cgroup v2 cpu.shares → cpu.weight formula of the event's writes and why (adjust.hpp
     /// Plan::weight_formula); "" when nothing was converted.
     std::string weight_formula;

@@ -1109,6 +1109,7 @@ void add_register_commands(CLI::App& app) {
         std::string containerd_config, containerd_version;
         bool enable_nri = false, pass_annotations = false;
         std::string policy, isulad_config, crio_config;
+        std::string state_dir = "/run/nri-qos";
     };
     // Shared by both subcommands; CLI11 keeps the callbacks alive as long as `app`.
     auto reg = std::make_shared<Opts>();
@@ -1149,6 +1150,9 @@ void add_register_commands(CLI::App& app) {
                 "add the pod annotations the policy reads to containerd 1.6's pod_annotations allow-list, after a backup");
     r->add_option("--policy", reg->policy, "policy whose annotations must reach the hook (default: --plugin-conf's policy, else /etc/nri/nri-qos.toml, else the built-in one)");
     r->add_option("--isulad-config", reg->isulad_config, "iSulad daemon.json to inspect (default /etc/isulad/daemon.json)");
+    r->add_option("--state-dir", reg->state_dir,
+                  "where the hook keeps its state: the annotations the runtime passes to v0.1 hooks are recorded there (annotation-passlist)")
+        ->capture_default_str();
     r->add_option("--crio-config", reg->crio_config, "CRI-O crio.conf to inspect, with its <file>.d/*.conf drop-ins (default /etc/crio/crio.conf)");
     r->callback([reg, pc, finish]() {
         // A bad --plugin-conf is refused whatever the mode turns out to be (before detection).
@@ -1208,6 +1212,13 @@ void add_register_commands(CLI::App& app) {
                       << (info.version.empty() || containerd_native_capable(info) ? ", or is not an NRI v0.1 containerd" : "")
                       << ")" << std::endl;
         }
+        // What the runtime passes to a v0.1 hook, for the events to say "not passed by
+        // containerd" instead of "no ... annotation" (issue #25 §1; detect.hpp).
+        if (plan.mode == "v01")
+            if (auto pl = annotation_passlist_of(info)) {
+                std::string e = record_annotation_passlist(reg->state_dir, *pl);
+                if (!e.empty()) std::cerr << "nri-qos: " << e << std::endl;
+            }
         if (!policy_note.empty()) std::cerr << "nri-qos: " << policy_note << std::endl;
         for (const auto& n : plan.notes) std::cerr << "nri-qos: " << n << std::endl;
         for (const auto& w : plan.warnings) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <unistd.h>
 
+#include "detect.hpp"
 #include "kernel.hpp"
 #include "nri/service.hpp"
 #include "pipeline.hpp"
@@ -14,6 +15,7 @@
 #include "policy_store.hpp"
 #include "publish.hpp"
 #include "resctrl.hpp"
+#include "register.hpp"
 #include "sinks.hpp"
 
 using nlohmann::json;
@@ -118,6 +120,29 @@ std::optional<bool> cgroup_exists(const Desired& d) {
     for (const char* ctrl : {"cpu", "memory", "pids", "cpuset"})
         if (k.exists(Root::Cgroup, ctrl)) return k.exists(Root::Cgroup, std::string(ctrl) + "/" + p.container);
     return std::nullopt;
+}
+
+/// The pod annotations the policy at `ppath` reads that the runtime does not pass to the v0.1
+/// hook, by the record `register`/reconcile left in the state dir (detect.hpp
+/// AnnotationPasslist; issue #25 §1); `line` gets the status line naming them and the fix, ""
+/// when there is none (no record, a runtime passing all of them, nothing missing).
+std::vector<std::string> annotations_not_passed(const StateCommandOptions& o, PolicySet& pols, const std::string& ppath, std::string& line) {
+    std::vector<std::string> missing;
+    line.clear();
+    StateDir st(o.state_dir);
+    auto text = st.read_file(kAnnotationPasslistFile, 65536);
+    std::optional<AnnotationPasslist> pl = text ? load_annotation_passlist(*text) : std::nullopt;
+    if (!pl || pl->passes_all) return missing;
+    const PolicySet::Entry& pe = pols.get(ppath);
+    if (!pe.policy) return missing;
+    for (const auto& k : policy_annotation_keys(*pe.policy))
+        if (!annotation_passed(pl->patterns, k)) missing.push_back(k);
+    if (missing.empty()) return missing;
+    std::string keys;
+    for (const auto& k : missing) keys += (keys.empty() ? "" : ", ") + k;
+    line = "annotations: " + pl->runtime + " does not pass " + keys + " to the hook (the rules and facts reading them see nothing): add them to " +
+           pl->where + " (nri-qos register --pass-annotations), then restart containerd\n";
+    return missing;
 }
 
 }  // namespace
@@ -233,10 +258,15 @@ int run_status(const StateCommandOptions& o, std::string& out) {
                  (drifted ? ": run `nri-qos reconcile` to restore them\n" : "\n");
     // The external relay service's liveness (src/nri/service.hpp), when it runs on this state dir.
     text += relay_line(o);
+    std::string np_line;
+    const std::vector<std::string> np =
+        annotations_not_passed(o, pols, o.roots.policy ? *o.roots.policy : std::string(defaults::kPolicy), np_line);
+    text += np_line;
     if (o.format == "json") {
         json j = {{"state_dir", o.state_dir}, {"entries", arr}, {"drifted", drifted}};
         json relay = nri::read_service_status(o.state_dir + "/relay.json");
         if (!relay.is_null()) j["relay"] = relay;
+        if (!np.empty()) j["annotations_not_passed"] = np;
         out = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
     } else {
         out = text;
@@ -255,9 +285,15 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
     pols.get(o.roots.policy ? *o.roots.policy : std::string(defaults::kPolicy));
     std::set<std::string> used_policies{o.roots.policy ? *o.roots.policy : std::string(defaults::kPolicy)};
     std::string resctrl_root;  // the containers' own (their last event's), unless --resctrl-root
+    const int64_t pass_t0 = monotonic_ns();
     int rc = 0;
     size_t n_ok = 0, n_fixed = 0, n_knobs = 0, n_gone = 0, n_failed = 0;
-    std::vector<MetricsEvent> mev;
+    // The pass's own metrics (issue #25 §4): not runtime events — no nri_qos_events_total, no
+    // event-latency observation, no last-event time.
+    ReconcilePass pass;
+    pass.containers = all.size();
+    // Records only for what changed or failed: drift found (and corrected), gone, errors. A
+    // container already in force leaves no record and no journal line.
     std::vector<EventRecord> recs;
     PolicyIdentity pid;
     const PolicySet::Entry* last_pe = nullptr;  // policy of the last container (sink settings)
@@ -273,8 +309,7 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
         rec.id = r.id;
         rec.sandbox_id = r.sandbox_id;
         rec.sandbox = r.sandbox;
-        MetricsEvent m;
-        m.event = "reconcile";
+        MetricsEvent m;  // what this container adds to the pass
         std::string subject = r.ns + "/" + r.pod + (r.sandbox ? " (sandbox " : "/" + r.container + " (") + short_id(r.id) + ")";
         const std::string ppath = policy_for(o, r);
         used_policies.insert(ppath);
@@ -286,10 +321,12 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
             last_pe = &pe;
             pid = policy_identity(&pe.info);
             set_record_policy(rec, pe.info);
-            m.policy_error = pe.info.broken();
             if (pe.info.broken()) {
-                rc = 1;
-                if (said.insert(ppath).second) out += "policy   " + whole_line(pe.info.error_line()) + "\n";
+                // Not a failure of the pass: the copy in force is what the hook applies too. One
+                // warning line per broken file; exit 0 (a unit left "failed" every 30 s hides
+                // real failures); nri_qos_reconcile_policy_broken 1.
+                pass.policy_broken = true;
+                if (said.insert(ppath).second) out += "warning: policy " + whole_line(pe.info.error_line()) + "\n";
             }
         }
         if (!pol) {
@@ -344,6 +381,7 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
                     std::string v = one_line(*cur);
                     while (!v.empty() && v.back() == ' ') v.pop_back();
                     was[i] = v;
+                    ++pass.drift_found;
                     if (o.dry_run) {
                         drift += (drift.empty() ? "" : " ") + label(w) + " " + v + "->" + w.value;
                         w.status = Write::Applied;
@@ -389,11 +427,13 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
                 if (o.dry_run) n_knobs += std::count(drift.begin(), drift.end(), '>');
             }
         }
-        rec.duration_us = m.duration_us = (monotonic_ns() - t0) / 1000;
-        if (!o.dry_run) {
-            mev.push_back(m);
-            recs.push_back(rec);
-        }
+        rec.duration_us = (monotonic_ns() - t0) / 1000;
+        if (m.outcome == "error") ++pass.errors;
+        if (m.outcome == "gone") ++pass.gone;
+        for (auto& k : m.drift_knobs) pass.corrected_knobs.push_back(std::move(k));
+        for (auto& k : m.failed_knobs) pass.failed_knobs.push_back(std::move(k));
+        const bool quiet = m.outcome == "ok" && rec.drift.empty() && rec.failed.empty();
+        if (!o.dry_run && !quiet) recs.push_back(rec);
     }
     // resctrl groups nri-qos made that no class of the policies in use names any more: removed
     // when empty of tasks (resctrl.hpp cleanup_resctrl_groups).
@@ -426,7 +466,8 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
             if (!e.empty()) out += "warning: " + e + "\n";
         }
         {  // also folds in events counted by deadline handlers since the last update
-            std::string e = update_metrics(paths.metrics_file, mev, pid);
+            pass.duration_us = (monotonic_ns() - pass_t0) / 1000;
+            std::string e = update_metrics(paths.metrics_file, {}, pid, 500, &pass);
             if (!e.empty()) out += "warning: " + e + "\n";
         }
     }

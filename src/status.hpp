@@ -38,11 +38,18 @@ int relay_liveness(const StateCommandOptions& o, std::string& out);
 /// apply_plan: runc's memory+swap order, the CFS writes refused with EINVAL retried after the
 /// others) on the plan the hook builds (adjust.hpp build_plan: percentages of the class's own
 /// value, else the request's); prints one line per container changed or failed (its knobs in
-/// the order written) and a summary, records a "reconcile" event per container (record + metrics).
+/// the order written) and a summary. Quiet (issue #25 §4): an event record (stderr logfmt line +
+/// event log) only for a container whose knobs drifted (corrected or not), that failed, could not
+/// be evaluated or is gone — none for a container already in force. The pass is counted in its
+/// own metrics (metrics.hpp ReconcilePass: nri_qos_reconcile_*, nri_qos_drift_corrected_total),
+/// never as a runtime event: nri_qos_events_total, the event-latency histogram and
+/// nri_qos_last_event_timestamp_seconds are left as they are.
 /// The policy is resolved as the hook resolves it (policy_store.hpp): while a policy file is
-/// broken its last good copy (else the built-in policy) is restored, and the error is printed
-/// ("policy   <error>") and recorded with every reconcile event.
-/// Exit status: 0; 1 when a policy file is broken or cannot be resolved, or a knob of a
+/// broken its last good copy (else the built-in policy) is restored, one line
+/// "warning: policy <error>" is printed per broken file, the records of the pass carry the error
+/// and nri_qos_reconcile_policy_broken is 1 — and the exit status stays 0 (the hook applies the
+/// same copy; a timer unit left failed every 30 s would hide real failures).
+/// Exit status: 0; 1 when a policy cannot be resolved at all (internal error), or a knob of a
 /// fail-closed class failed.
 int run_reconcile(const StateCommandOptions& o, std::string& out);
 

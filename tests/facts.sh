@@ -403,4 +403,62 @@ check "UpdatePodSandbox facts: class" "$(jq_get "$OUT" .metadata.class)" KOORD-B
 check_contains "UpdatePodSandbox facts: the pod burst it cannot compute is reported" "$(jq_get "$OUT" .metadata.skipped)" \
   "pod:cpu_burst_us: fact volcano.pod_cpu_burst_us absent"
 
+
+# ---- annotations the runtime does not pass to a v0.1 hook (issue #25 §1) -----------------------
+# containerd 1.6 hands NRI v0.1 hooks only the pod annotations its runtime's pod_annotations
+# allow-list passes. register records that list in the state dir; a fact whose annotation is
+# absent then says "not passed by containerd", in the Result, the record and the metrics —
+# not "no ... annotation" (the pod may well carry it).
+A=$(scratch); AP=kubepods/besteffort/poda1; mk_v1_dir "$A/cg" "$AP"; mk_v1_dir "$A/cg" "$AP/a1"; mkdir -p "$A/proc"
+printf 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\nruntime_type = "io.containerd.runc.v2"\n' > "$A/config.toml"
+areg() { "$BIN" register --conf-json "$A/conf.json" --containerd-config "$A/config.toml" --containerd-version 1.6.20 --mode v01 \
+           --policy "$BUNDLED" --state-dir "$A/state" 2>"$A/reg.err" >/dev/null; }
+areg
+check "not passed: register records the allow-list (unset) in the state dir" \
+  "$(jq -r '[.runtime, .passes_all, .set, (.patterns|length)] | join(" ")' "$A/state/annotation-passlist")" "containerd 1.6.20 false false 0"
+check_contains "not passed: register warns" "$(cat "$A/reg.err")" "node.koordinator.sh/extended-resource-spec"
+BEREQ=$(jq -c --arg p "/$AP/a1" '.id="a1" | .sandboxID="sb-a1" | .spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="BE"' <<<"$CT0")
+ahook() { "$BIN" invoke --policy "$BUNDLED" --cgroup-root "$A/cg" --cgroup-layout v1 --proc-root "$A/proc" --state-dir "$A/state" \
+            --cache-dir "" --metrics-file "$A/m.prom" --event-log "$A/events.log" 2>"$A/hook.err" <<<"$BEREQ"; }
+OUT=$(ahook)
+check "not passed: class" "$(jq_get "$OUT" .metadata.class)" KOORD-BE
+check_contains "not passed: the Result says containerd does not pass it, and the fix" "$(jq_get "$OUT" .metadata.skipped)" \
+  "cpu_shares: fact koordinator.batch_cpu_shares absent: not passed by containerd 1.6.20: add node.koordinator.sh/extended-resource-spec to pod_annotations ([plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc] pod_annotations in $A/config.toml; nri-qos register --pass-annotations)"
+check "not passed: never \"no ... annotation\" then" "$(jq_get "$OUT" .metadata.skipped | grep -c 'no node.koordinator.sh/extended-resource-spec annotation')" 0
+check "not passed: Result metadata not_passed" "$(jq_get "$OUT" .metadata.not_passed)" "node.koordinator.sh/extended-resource-spec"
+check "not passed: the record (level warn, not_passed)" "$(tail -1 "$A/events.log" | jq -r '[.level, .outcome, .not_passed] | join(" ")')" \
+  "warn ok node.koordinator.sh/extended-resource-spec"
+check_contains "not passed: the stderr record" "$(grep '^nri-qos: time=' "$A/hook.err")" "not_passed=node.koordinator.sh/extended-resource-spec"
+check "not passed: counted by key" "$(grep '^nri_qos_annotation_not_passed_total' "$A/m.prom")" \
+  'nri_qos_annotation_not_passed_total{key="node.koordinator.sh/extended-resource-spec"} 1'
+ST=$("$BIN" status --state-dir "$A/state" --policy "$BUNDLED" --cache-dir "" --cgroup-layout v1 --cgroup-root "$A/cg" 2>&1)
+check_contains "not passed: status names the keys" "$(grep '^annotations: containerd 1.6.20 does not pass ' <<<"$ST")" \
+  "node.koordinator.sh/extended-resource-spec"
+check_contains "not passed: ... and the fix" "$(grep '^annotations: ' <<<"$ST")" \
+  "to the hook (the rules and facts reading them see nothing): add them to [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc] pod_annotations in $A/config.toml (nri-qos register --pass-annotations), then restart containerd"
+# No record (never registered, or /run emptied and no reconcile pass yet): nothing is known —
+# the absence says the runtime may not pass it, and nothing is counted as not passed.
+rm -f "$A/state/annotation-passlist"
+OUT=$(ahook)
+check_contains "no record: the absence says containerd may not pass it" "$(jq_get "$OUT" .metadata.skipped)" \
+  "cpu_shares: fact koordinator.batch_cpu_shares absent: no node.koordinator.sh/extended-resource-spec annotation (containerd may not pass it: check pod_annotations"
+check "no record: no not_passed claim" "$(jq_get "$OUT" '.metadata.not_passed // "none"')" none
+# reconcile records it again when it is missing (the timer's first pass after a reboot), and when
+# containerd's config changed since (its mtime); a relocated state dir only when
+# NRI_QOS_CONTAINERD_CONFIG names the config (as here).
+arec() { NRI_QOS_CONTAINERD_CONFIG="$A/config.toml" NRI_QOS_CONTAINERD_VERSION=1.6.20 NRI_QOS_RUNTIME_BINARY=none \
+           "$BIN" reconcile --state-dir "$A/state" --policy "$BUNDLED" --cache-dir "" --cgroup-layout v1 --metrics-file "" --event-log "" 2>/dev/null; }
+REC=$(arec)
+check_contains "reconcile: records the allow-list when it is missing" "$REC" "annotations  containerd 1.6.20 passes to v0.1 hooks: none (pod_annotations not set)"
+check "reconcile: a fresh record is not rewritten" "$(arec | grep -c '^annotations ')" 0
+# The allow-list now passes Koordinator's annotations: a plain absence (this pod has none).
+printf 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\nruntime_type = "io.containerd.runc.v2"\npod_annotations = ["node.koordinator.sh/*", "scheduling.koordinator.sh/*"]\n' > "$A/config.toml"
+touch -d '+1 minute' "$A/config.toml"
+check_contains "reconcile: records it again after containerd's config changed" "$(arec)" \
+  "passes to v0.1 hooks: [node.koordinator.sh/*, scheduling.koordinator.sh/*]"
+OUT=$(ahook)
+check_contains "passed: a plain absence" "$(jq_get "$OUT" .metadata.skipped)" \
+  "cpu_shares: fact koordinator.batch_cpu_shares absent: no node.koordinator.sh/extended-resource-spec annotation (koordlet keeps kubelet's values)"
+check "passed: no not_passed, level info" "$(jq_get "$OUT" '.metadata.not_passed // "none"') $(tail -1 "$A/events.log" | jq -r .level)" "none info"
+
 finish

@@ -82,14 +82,43 @@ check "status json: Result field names" "$(jq -r '.entries[] | select(.sandbox|n
 DRY=$("$BIN" reconcile --dry-run --state-dir "$ST" --cache-dir "" --cgroup-layout v1 --metrics-file "$PROM" --event-log "$LOG")
 check "reconcile --dry-run: writes nothing" "$(cat "$R/cpu/$ctr_rel/cpu.shares")" 512
 check_contains "reconcile --dry-run: reports" "$DRY" "drift    default/cgfs-pod/cgfs-ctr (f9159d083de2) class BE: cpu.shares 512->2"
+# the runtime-event metrics before the pass: an old last-event time (as if the runtime had stopped
+# calling the hook an hour ago), the event counts and the latency histogram
+sed -i "s/^T\t.*/T\t1000/" "$S/textfile/.nri_qos.prom.state"
+prom() { $PY - "$PROM" "$@" <<'PYEOF'
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+v = {}
+for f in text_string_to_metric_families(open(sys.argv[1]).read()):
+    for s in f.samples:
+        if "le" not in s.labels: v[s.name + ("{" + ",".join(f"{k}={s.labels[k]}" for k in sorted(s.labels)) + "}" if s.labels else "")] = s.value
+print(" ".join(str(int(v[n])) if n in v else "-" for n in sys.argv[2:]))
+PYEOF
+}
+EV0=$(prom nri_qos_event_duration_seconds_count 'nri_qos_events_total{class=BE,event=create,outcome=ok}')
+LOG0=$(stat -c %s "$LOG")
 REC=$("$BIN" reconcile --state-dir "$ST" --cache-dir "" --cgroup-layout v1 --metrics-file "$PROM" --event-log "$LOG" 2>"$S/rec.err"); rc=$?
 check "reconcile: exit 0" "$rc" 0
+# quiet reconcile (issue #25 §4): the drifted container's record only, none for the sandbox in force
+check "reconcile: exactly the drift record is written (event log)" "$(tail -c +$((LOG0 + 1)) "$LOG" | jq -r '[.source, .event, .outcome, .drift] | join(" ")')" \
+  "reconcile reconcile ok cpu.shares 512->2"
+check "reconcile: one journal line, the drift's" "$(grep -c '^nri-qos: time=' "$S/rec.err") $(grep -c 'drift="cpu.shares 512->2"' "$S/rec.err")" "1 1"
+check "reconcile: runtime-event metrics untouched (last-event time, latency count, events)" \
+  "$(prom nri_qos_last_event_timestamp_seconds nri_qos_event_duration_seconds_count 'nri_qos_events_total{class=BE,event=create,outcome=ok}' 'nri_qos_events_total{class=BE,event=reconcile,outcome=ok}')" "1000 $EV0 -"
+check "reconcile: its own metrics (passes, examined, drift found, corrected, failed, policy broken)" \
+  "$(prom nri_qos_reconcile_passes_total nri_qos_reconcile_containers_total nri_qos_reconcile_drift_found_total nri_qos_reconcile_corrected_total nri_qos_reconcile_errors_total nri_qos_reconcile_policy_broken nri_qos_reconcile_duration_seconds_count 'nri_qos_drift_corrected_total{knob=cpu_shares}')" \
+  "1 2 1 1 0 0 1 1"
+check "reconcile: last-pass time set" "$(prom nri_qos_reconcile_last_pass_timestamp_seconds | awk '{print ($1 > 1000000000)}')" 1
 check "reconcile: restores cpu.shares" "$(cat "$R/cpu/$ctr_rel/cpu.shares")" 2
 check_contains "reconcile: reports the drift it fixed" "$REC" "restored default/cgfs-pod/cgfs-ctr (f9159d083de2) class BE: cpu.shares 512->2"
 check_contains "reconcile: summary" "$REC" "reconcile: 2 recorded, 1 in force, 1 restored (1 knobs), 0 gone, 0 failed"
 check "reconcile: event recorded" "$(jq -r 'select(.source=="reconcile" and .drift != null) | .drift' "$LOG")" "cpu.shares 512->2"
-REC2=$("$BIN" reconcile --state-dir "$ST" --cache-dir "" --cgroup-layout v1 --metrics-file "$PROM" --event-log "$LOG" 2>/dev/null)
+LOG1=$(stat -c %s "$LOG")
+REC2=$("$BIN" reconcile --state-dir "$ST" --cache-dir "" --cgroup-layout v1 --metrics-file "$PROM" --event-log "$LOG" 2>"$S/rec2.err")
 check_contains "reconcile: idempotent" "$REC2" "2 in force, 0 restored"
+check "reconcile, nothing drifted: zero event-log bytes, no journal line" "$(($(stat -c %s "$LOG") - LOG1)) $(wc -c < "$S/rec2.err")" "0 0"
+check "reconcile, nothing drifted: counted as a pass, last-event time still untouched" \
+  "$(prom nri_qos_reconcile_passes_total nri_qos_reconcile_drift_found_total nri_qos_last_event_timestamp_seconds nri_qos_event_duration_seconds_count)" "2 1 1000 ${EV0%% *}"
 
 # --- explain --container ------------------------------------------------------------------------
 EXP=$("$BIN" explain --container f9159d08 --state-dir "$ST" --cache-dir "" --cgroup-layout v1 2>&1)
@@ -215,9 +244,14 @@ check_contains "record: ... and on stderr" "$(grep '^nri-qos: time=' "$S/lg.err"
 # reconcile restores what the hook applies (the copy) and says the file is broken.
 echo 512 > "$R/cpu/$ctr_rel/cpu.shares"
 PREC=$("$BIN" reconcile --state-dir "$PS" --cache-dir "$S/cache" --cgroup-layout v1 --metrics-file "$PM" --event-log "$PL" 2>/dev/null); rc=$?
-check "reconcile, broken policy: exit 1, the copy's value restored" "$rc $(cat "$R/cpu/$ctr_rel/cpu.shares")" "1 2"
-check_contains "reconcile, broken policy: says so" "$PREC" "policy   $S/site.toml:"
-check "reconcile, broken policy: counted, source last-good" "$(pinfo)" "1 last-good $SITE_SHA $((E0 + 3))"
+# issue #25 §4: the pass did what the hook does (the copy): exit 0, so the timer unit is not left
+# failed every 30 s; one warning line; visible in the metrics.
+check "reconcile, broken policy: exit 0, the copy's value restored" "$rc $(cat "$R/cpu/$ctr_rel/cpu.shares")" "0 2"
+check "reconcile, broken policy: one warning line" "$(grep -c '^warning: policy '"$S"'/site.toml:[0-9]*: .*applying the last good copy' <<<"$PREC") $(grep -c 'policy' <<<"$PREC")" "1 1"
+check "reconcile, broken policy: not a runtime event (errors_total as it was), source last-good" "$(pinfo)" "1 last-good $SITE_SHA $((E0 + 2))"
+check "reconcile, broken policy: nri_qos_reconcile_policy_broken 1" "$(grep '^nri_qos_reconcile_policy_broken ' "$PM")" "nri_qos_reconcile_policy_broken 1"
+check "reconcile, broken policy: the drift record carries the error" "$(tail -1 "$PL" | jq -r '[.source, .drift, .policy, (.policy_error != null)] | join(" ")')" \
+  "reconcile cpu.shares 512->2 last-good true"
 check "status, broken policy: which policy, and the error" \
   "$("$BIN" status --state-dir "$PS" --cache-dir "$S/cache" --cgroup-layout v1 --format json | jq -r '.entries[0] | [.policy, (.policy_error != null)] | join(" ")')" "last-good true"
 # --- status text: wanted and kernel values in one form; the whole policy error (issue #25 §5) ---

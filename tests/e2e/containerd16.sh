@@ -51,6 +51,9 @@ scenarios() {
   want reconcile && sc_reconcile "$S-reconcile"
   # 6b. cgroup v2: nri-qos's weights on the scale of runc's (issue #24; bundled policy, auto)
   want weight-order && [ "$LAYOUT" = v2 ] && sc_weight_order "$S-weight-order"
+  # 6c. containerd without the pod_annotations allow-list: the batch pod's record says the
+  #     annotation is not passed (issue #25 §1); containerd restarted, host only
+  want not-passed && host_only && sc_not_passed "$S-not-passed"
   # 7. fail-closed class with a knob the kernel rejects -> StartContainer fails
   set_v01_conf "$D/policy/fail-closed.toml"
   want fail-closed && sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"

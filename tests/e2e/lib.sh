@@ -274,7 +274,9 @@ nri_block() {
 TOML
 }
 
-# write_config_common NRI_BLOCK: containerd config v2 with everything private under $D.
+# write_config_common NRI_BLOCK [POD_ANNOTATIONS_LINE]: containerd config v2 with everything
+# private under $D; the second argument replaces the pod_annotations line ("" = none: what
+# Debian's containerd 1.6 does by default, sc_not_passed).
 # pod_annotations: CRI copies only allow-listed pod annotations into the OCI spec (and so into
 # v0.1 requests); containerd matches them with Go's filepath.Match, where "*" does not match "/",
 # so "*" alone would not pass "openfuyao.com/qos-level": "*/*" does. runc Root under $D;
@@ -284,6 +286,7 @@ write_config_common() {
   rm -rf "$D/logs"
   mkdir -p "$D"/{root,state,runc,cni/net.d,cni/bin,opt,logs}
   local sd=false; [ "$E2E_CGROUP_DRIVER" = systemd ] && sd=true
+  local pa=${2-'pod_annotations = ["*", "*/*"]'}
   cat > "$D/config.toml" <<TOML
 version = 2
 root = "$D/root"
@@ -314,7 +317,7 @@ $1
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      pod_annotations = ["*", "*/*"]
+      $pa
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         BinaryName = "/usr/bin/runc"
         Root = "$D/runc"
@@ -816,6 +819,55 @@ declare_koordinator() {
   grep -q '^"node.koordinator.sh/extended-resource-spec"' "$2" || log "  declare_koordinator: no Koordinator [guarded] line in $1"
 }
 
+# sc_not_passed NAME (issue #25 §1; NRI v0.1 on containerd < 1.7, host only): containerd
+# restarted without the pod_annotations allow-list, as Debian's package leaves it, so no pod
+# annotation reaches the hook. `nri-qos register` records that in the hook's state dir; a
+# Koordinator batch pod (label koordinator.sh/qosClass=BE plus the extended-resource-spec
+# annotation, which it does carry) under the bundled policy must then get a record saying the
+# annotation is "not passed by containerd ...: add ... to pod_annotations" (level warn,
+# not_passed=...) — not "no ... annotation" — and the metric counts it. Its CFS quota stays
+# kubelet's (-1): the batch limit never reached the hook. containerd gets its allow-list back
+# afterwards, and the record is refreshed.
+sc_not_passed() {
+  local name=$1 out=np-batch line q prom
+  local spec='{"containers":{"np-batch-c":{"limits":{"kubernetes.io/batch-cpu":"1k","kubernetes.io/batch-memory":"256Mi"},"requests":{"kubernetes.io/batch-cpu":"500"}}}}'
+  local reg=("$NRI_QOS_BIN" register --conf-json "$D/register-conf.json" --containerd-config "$D/config.toml" --mode v01 --policy "$BUNDLED_COPY")
+  MISMATCH=""
+  stop_containerd
+  write_config_common "" ""
+  start_containerd || { fail "$name" "containerd did not restart without pod_annotations"; return; }
+  "${reg[@]}" >/dev/null 2>"$D/register.err"
+  log "  register: $(grep -c WARNING "$D/register.err") warning line(s); record: $(cat /run/nri-qos/annotation-passlist 2>/dev/null | head -c 300)"
+  grep -q 'WARNING: .*node.koordinator.sh/extended-resource-spec' "$D/register.err" || MISMATCH="register did not warn about the annotation"
+  set_v01_conf "$BUNDLED_COPY"
+  if run_pod "$out" "$out" "$(kube_parent besteffort)" --cpu-shares 2 --label koordinator.sh/qosClass=BE \
+       --annotation "node.koordinator.sh/extended-resource-spec=$spec"; then
+    line=$(grep "nri-qos: time=.* container=$out-c " "$D/logs/containerd.log" | tail -1)
+    log "  record: ${line:0:900}"
+    case $line in *"level=warn "*) ;; *) MISMATCH="${MISMATCH:+$MISMATCH; }record level is not warn" ;; esac
+    case $line in *"not_passed=node.koordinator.sh/extended-resource-spec"*) ;; *) MISMATCH="${MISMATCH:+$MISMATCH; }no not_passed=... in the record" ;; esac
+    case $line in *"not passed by containerd 1."*": add node.koordinator.sh/extended-resource-spec to pod_annotations"*) ;;
+      *) MISMATCH="${MISMATCH:+$MISMATCH; }the record does not say containerd does not pass the annotation" ;; esac
+    case $line in *"no node.koordinator.sh/extended-resource-spec annotation"*) MISMATCH="${MISMATCH:+$MISMATCH; }the record calls it absent" ;; esac
+    q=$(read_knob ctr "$out" cpu.cfs_quota_us); log "  container CFS quota (the batch limit never arrived): $q"
+    prom=$(grep -h '^nri_qos_annotation_not_passed_total' /var/lib/node_exporter/textfile_collector/nri_qos.prom /var/lib/prometheus/node-exporter/nri_qos.prom 2>/dev/null | head -1)
+    log "  metrics: ${prom:-none}"
+    case $prom in *'key="node.koordinator.sh/extended-resource-spec"'*) ;; *) MISMATCH="${MISMATCH:+$MISMATCH; }not counted in nri_qos_annotation_not_passed_total" ;; esac
+    "$NRI_QOS_BIN" status 2>/dev/null | grep '^annotations: ' | head -1 | grep -q 'extended-resource-spec' ||
+      MISMATCH="${MISMATCH:+$MISMATCH; }status does not name the annotation"
+  else
+    MISMATCH="${MISMATCH:+$MISMATCH; }CRI: $(first_error "$out")"
+  fi
+  stop_pod "$out"
+  set_v01_conf "$D/policy/nri-qos.toml"
+  # the allow-list back (the other scenarios pass annotations), and the record with it
+  stop_containerd
+  write_config_common ""
+  start_containerd || MISMATCH="${MISMATCH:+$MISMATCH; }containerd did not restart with pod_annotations"
+  "${reg[@]}" >/dev/null 2>>"$D/register.err"
+  verdict "$name"
+}
+
 # sc_weight_order NAME (issue #24; cgroup v2, NRI v0.1): under the bundled policy
 # (settings.cpu_weight_formula = "auto"), a Koordinator batch pod (BestEffort, CRI shares 2,
 # batch-cpu request 250 -> koordlet's cpu.shares 256, written by nri-qos) and a burstable pod
@@ -995,6 +1047,18 @@ sc_reconcile() {
   # reconcile names the kernel file it restored: cpu.shares (v1), cpu.weight (v2)
   case $rec in *"restored default/$out/$out-c (${cid:0:12}) class BE: cpu.shares "*"->"*|*"restored default/$out/$out-c (${cid:0:12}) class BE: cpu.weight "*"->"*) ;;
     *) MISMATCH="${MISMATCH:+$MISMATCH; }reconcile did not report the drift: $(head -c 300 <<<"$rec")" ;; esac
+  # Quiet reconcile (issue #25 §4): the drift pass recorded the drift; a pass with nothing
+  # drifted writes no event-log byte and no journal (stderr) line, and exits 0.
+  grep -q "\"source\":\"reconcile\".*\"id\":\"$cid\".*\"drift\":\"cpu\.\(shares\|weight\) " "$E2E_EVENT_LOG" 2>/dev/null ||
+    MISMATCH="${MISMATCH:+$MISMATCH; }no reconcile drift record for the container in $E2E_EVENT_LOG"
+  local size0 size1 err rc=0
+  size0=$(stat -c %s "$E2E_EVENT_LOG" 2>/dev/null || echo 0)
+  rec=$("$NRI_QOS_BIN" reconcile 2>"$D/logs/reconcile2.err") || rc=$?
+  size1=$(stat -c %s "$E2E_EVENT_LOG" 2>/dev/null || echo 0); err=$(grep -c '^nri-qos: time=' "$D/logs/reconcile2.err")
+  log "  quiet pass: exit $rc, event log +$((size1 - size0)) bytes, $err record line(s): $(tr '\n' '|' <<<"$rec")"
+  [ "$rc" = 0 ] && [ "$size1" = "$size0" ] && [ "$err" = 0 ] ||
+    MISMATCH="${MISMATCH:+$MISMATCH; }a pass with nothing drifted: exit $rc, event log +$((size1 - size0)) bytes, $err record line(s)"
+  case $rec in *" 0 restored (0 knobs)"*) ;; *) MISMATCH="${MISMATCH:+$MISMATCH; }second pass restored something: $(head -c 300 <<<"$rec")" ;; esac
   stop_pod "$out"
   verdict "$name"
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cpuset.hpp"
+#include "detect.hpp"
 #include "fact_readers.hpp"
 #include "fact_state.hpp"
 #include "facts.hpp"
@@ -475,6 +476,7 @@ struct Env {
     FsKernel kernel;
     FactState state;
     const Policy* policy = nullptr;  ///< [guarded] tables (nullptr: nothing trusted)
+    std::function<std::string(const std::string&)> not_passed;  ///< FactInput::not_passed
     Env() : kernel(t.path + "/cg", t.path + "/proc", t.path + "/rc"), state(t.path + "/state") {}
     FactPlan run(const ClassDef& cls, const Request& r, Layout lay = Layout::V1, bool dry = false) {
         FactInput in;
@@ -488,6 +490,7 @@ struct Env {
         in.sysfs_root = t.path + "/sys";
         in.kubelet_cpu_state = t.path + "/cpu_manager_state";
         in.dry_run = dry;
+        in.not_passed = not_passed;
         return resolve_facts(cls, in, state);
     }
 };
@@ -566,6 +569,84 @@ memory_limit = { fact = "koordinator.pod_batch_memory_limit" }
     REQUIRE(p.refused.size() == 1);
     CHECK(p.refused[0] == "cpu_shares: fact koordinator.batch_cpu_shares absent: no node.koordinator.sh/extended-resource-spec annotation "
                           "(koordlet keeps kubelet's values)");
+}
+
+TEST_CASE("facts: an annotation the runtime does not pass is not reported as absent (issue #25 §1)", "[facts][not-passed]") {
+    ClassDef cls = class_of("[classes.C.container]\ncpu_shares = { fact = \"koordinator.batch_cpu_shares\" }\n"
+                            "cpu_quota_us = { fact = \"koordinator.batch_cfs_quota\" }\n");
+    json j = json::parse(slurp(NRI_QOS_SRCDIR "/tests/fixtures/requests/containerd-1.6.20/container-create.json"));
+    Request none = parse_v01_request(j.dump());
+    // containerd 1.6.20 with pod_annotations unset: nothing passes
+    AnnotationPasslist pl;
+    pl.runtime = "containerd 1.6.20";
+    pl.where = "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc] pod_annotations in /etc/containerd/config.toml";
+    std::optional<AnnotationPasslist> rec = pl;
+    int asked = 0;
+    Env e;
+    e.not_passed = [&](const std::string& k) {
+        ++asked;
+        return annotation_not_passed_reason(rec, k);
+    };
+    FactPlan p = e.run(cls, none);
+    REQUIRE(p.skipped.size() == 2);
+    CHECK(p.skipped[0] == "cpu_shares: fact koordinator.batch_cpu_shares absent: not passed by containerd 1.6.20: add "
+                          "node.koordinator.sh/extended-resource-spec to pod_annotations ([plugins.\"io.containerd.grpc.v1.cri\"."
+                          "containerd.runtimes.runc] pod_annotations in /etc/containerd/config.toml; nri-qos register --pass-annotations)");
+    CHECK(p.not_passed == std::vector<std::string>{"node.koordinator.sh/extended-resource-spec"});  // once per key
+    // passed by a pattern (Go path.Match: "node.koordinator.sh/*"): a plain absence
+    rec->patterns = {"node.koordinator.sh/*"};
+    p = e.run(cls, none);
+    CHECK(p.skipped[0] == "cpu_shares: fact koordinator.batch_cpu_shares absent: no node.koordinator.sh/extended-resource-spec annotation "
+                          "(koordlet keeps kubelet's values)");
+    CHECK(p.not_passed.empty());
+    // a runtime passing all of them (containerd >= 1.7 through the v010-adapter): plain
+    rec->patterns.clear();
+    rec->passes_all = true;
+    p = e.run(cls, none);
+    CHECK(p.not_passed.empty());
+    // nothing recorded: the absence says the runtime may not pass it; no not-passed claim
+    rec.reset();
+    p = e.run(cls, none);
+    CHECK(p.skipped[0] == "cpu_shares: fact koordinator.batch_cpu_shares absent: no node.koordinator.sh/extended-resource-spec annotation "
+                          "(containerd may not pass it: check pod_annotations; nri-qos register records what it passes)");
+    CHECK(p.not_passed.empty());
+    // the annotation present: never asked (no cost on the hot path)
+    asked = 0;
+    json with = j;
+    with["spec"]["annotations"]["node.koordinator.sh/extended-resource-spec"] = R"({"containers":{"cgfs-ctr":{}}})";
+    Request has = parse_v01_request(with.dump());
+    e.run(cls, has);
+    CHECK(asked == 0);
+    // native NRI (no callback): a plain absence
+    Env native;
+    p = native.run(cls, none);
+    CHECK(p.skipped[0].find("no node.koordinator.sh/extended-resource-spec annotation (koordlet keeps kubelet's values)") != std::string::npos);
+}
+
+TEST_CASE("annotation passlist record: round trip, staleness", "[facts][not-passed]") {
+    Tmp t;
+    t.put("config.toml", "version = 2\n");
+    AnnotationPasslist p;
+    p.runtime = "containerd 1.6.20";
+    p.set = true;
+    p.patterns = {"volcano.sh/*"};
+    p.where = "somewhere";
+    struct stat st {};
+    REQUIRE(stat((t.path + "/config.toml").c_str(), &st) == 0);
+    p.files = {{t.path + "/config.toml", static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec}};
+    REQUIRE(record_annotation_passlist(t.path + "/state", p) == "");
+    auto back = load_annotation_passlist(t.get("state/" + std::string(kAnnotationPasslistFile)));
+    REQUIRE(back);
+    CHECK(back->runtime == p.runtime);
+    CHECK(back->patterns == p.patterns);
+    CHECK(back->set);
+    CHECK_FALSE(annotation_passlist_stale(*back));
+    CHECK(annotation_not_passed_reason(back, "volcano.sh/qos-level") == "");
+    CHECK(annotation_not_passed_reason(back, "node.koordinator.sh/extended-resource-spec").rfind("not passed by containerd 1.6.20: add ", 0) == 0);
+    std::system(("touch -d '+1 minute' '" + t.path + "/config.toml'").c_str());
+    CHECK(annotation_passlist_stale(*back));
+    CHECK_FALSE(load_annotation_passlist("{\"v\":2}"));
+    CHECK_FALSE(load_annotation_passlist("not json"));
 }
 
 TEST_CASE("facts: a value outside the knob's range is refused", "[facts]") {

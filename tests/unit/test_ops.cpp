@@ -153,6 +153,70 @@ TEST_CASE("metrics: an event that does not get the lock in time is queued, not d
     rmrf(d);
 }
 
+TEST_CASE("metrics: a reconcile pass has its own series, never a runtime event's (issue #25 §4)", "[ops][reconcile]") {
+    std::string d = tmpdir();
+    std::string prom = d + "/m.prom";
+    REQUIRE(nriqos::update_metrics(prom, {{"create", "BE", "ok", {}, {}, 300, false}}, {"", "file", "abc"}) == "");
+    // the runtime's last event, an hour ago
+    std::string st = slurp(d + "/.m.prom.state");
+    size_t t = st.find("\nT\t");
+    REQUIRE(t != std::string::npos);
+    st = st.substr(0, t) + "\nT\t1000" + st.substr(st.find('\n', t + 1));
+    { FILE* f = fopen((d + "/.m.prom.state").c_str(), "w"); REQUIRE(f); fputs(st.c_str(), f); fclose(f); }
+    nriqos::ReconcilePass pass;
+    pass.containers = 30;
+    pass.drift_found = 2;
+    pass.corrected_knobs = {"cpu_shares"};
+    pass.failed_knobs = {"memory_limit"};
+    pass.duration_us = 7000;
+    pass.policy_broken = true;
+    REQUIRE(nriqos::update_metrics(prom, {}, {"", "last-good", "abc"}, 500, &pass) == "");
+    std::string text = slurp(prom);
+    CHECK(text.find("nri_qos_last_event_timestamp_seconds 1000\n") != std::string::npos);  // not refreshed
+    CHECK(text.find("nri_qos_event_duration_seconds_count 1\n") != std::string::npos);     // not observed
+    CHECK(text.find("event=\"reconcile\"") == std::string::npos);                        // not an event
+    CHECK(text.find("nri_qos_policy_errors_total 0\n") != std::string::npos);
+    CHECK(text.find("nri_qos_reconcile_passes_total 1\n") != std::string::npos);
+    CHECK(text.find("nri_qos_reconcile_containers_total 30\n") != std::string::npos);
+    CHECK(text.find("nri_qos_reconcile_drift_found_total 2\n") != std::string::npos);
+    CHECK(text.find("nri_qos_reconcile_corrected_total 1\n") != std::string::npos);
+    CHECK(text.find("nri_qos_drift_corrected_total{knob=\"cpu_shares\"} 1\n") != std::string::npos);
+    CHECK(text.find("nri_qos_reconcile_knob_failures_total{knob=\"memory_limit\"} 1\n") != std::string::npos);
+    CHECK(text.find("nri_qos_knob_failures_total{knob=\"memory_limit\"}") == std::string::npos);
+    CHECK(text.find("nri_qos_reconcile_duration_seconds_bucket{le=\"0.01\"} 1\n") != std::string::npos);
+    CHECK(text.find("nri_qos_reconcile_duration_seconds_count 1\n") != std::string::npos);
+    CHECK(text.find("nri_qos_reconcile_policy_broken 1\n") != std::string::npos);
+    // the next pass, queued behind a held lock, folds in later and clears the gauge
+    int holder = open((d + "/.m.prom.state").c_str(), O_RDWR | O_CLOEXEC);
+    REQUIRE(holder >= 0);
+    REQUIRE(flock(holder, LOCK_EX) == 0);
+    nriqos::ReconcilePass ok;
+    ok.containers = 30;
+    ok.corrected_knobs = {"cpu_shares", "cpu_quota_us"};
+    ok.drift_found = 2;
+    CHECK(nriqos::update_metrics(prom, {}, {}, 5, &ok) == "");
+    close(holder);
+    REQUIRE(nriqos::update_metrics(prom, {}, {}) == "");
+    text = slurp(prom);
+    CHECK(text.find("nri_qos_reconcile_passes_total 2\n") != std::string::npos);
+    CHECK(text.find("nri_qos_reconcile_containers_total 60\n") != std::string::npos);
+    CHECK(text.find("nri_qos_drift_corrected_total{knob=\"cpu_shares\"} 2\n") != std::string::npos);
+    CHECK(text.find("nri_qos_drift_corrected_total{knob=\"cpu_quota_us\"} 1\n") != std::string::npos);
+    CHECK(text.find("nri_qos_reconcile_policy_broken 0\n") != std::string::npos);
+    CHECK(text.find("nri_qos_last_event_timestamp_seconds 1000\n") != std::string::npos);
+    rmrf(d);
+}
+
+TEST_CASE("metrics: annotations the runtime does not pass, by key (issue #25 §1)", "[ops][not-passed]") {
+    std::string d = tmpdir();
+    std::string prom = d + "/m.prom";
+    nriqos::MetricsEvent e{"create", "KOORD-BE", "ok", {}, {}, 300, false};
+    e.not_passed = {"node.koordinator.sh/extended-resource-spec"};
+    REQUIRE(nriqos::update_metrics(prom, {e, e}, {"", "file", "abc"}) == "");
+    CHECK(slurp(prom).find("nri_qos_annotation_not_passed_total{key=\"node.koordinator.sh/extended-resource-spec\"} 2\n") != std::string::npos);
+    rmrf(d);
+}
+
 TEST_CASE("metrics: relay failures by event and reason, also through the pending queue", "[ops][record]") {
     std::string d = tmpdir();
     std::string prom = d + "/m.prom";

@@ -86,6 +86,21 @@ const char* kOther =
     "{\"version\":\"0.1\",\"plugins\":[{\"type\":\"other\",\"conf\":{\"b\":1,\"a\":[1,2]}}],"
     "\"zeta\":{\"y\":1,\"x\":2}}";
 
+/// A scratch state dir for `register` (it records the annotations the runtime passes there:
+/// never the host's /run/nri-qos from a unit test).
+std::string register_state_dir() {
+    static std::string d = [] {
+        char t[] = "/tmp/nri-qos-register-state.XXXXXX";
+        return std::string(mkdtemp(t) ? t : "/nonexistent-nri-qos-test");
+    }();
+    return d;
+}
+/// `args` with --state-dir register_state_dir() after a leading "register".
+std::vector<std::string> with_scratch_state(std::vector<std::string> args) {
+    if (!args.empty() && args[0] == "register") args.insert(args.begin() + 1, {"--state-dir", register_state_dir()});
+    return args;
+}
+
 }  // namespace
 
 TEST_CASE("register_v01: absent file and directories are created", "[register]") {
@@ -443,6 +458,7 @@ TEST_CASE("add_register_commands: CLI wiring and exit codes", "[register]") {
     // --mode v01: the conf.json contract under test; auto would detect a containerd >= 1.7
     // running on this host (an e2e suite) and register natively instead.
     auto run = [](std::vector<std::string> args) {
+        args = with_scratch_state(std::move(args));
         CLI::App app{"nri-qos"};
         nriqos::add_register_commands(app);
         std::vector<const char*> argv{"nri-qos"};
@@ -485,6 +501,7 @@ namespace {
 
 /// Run `nri-qos ARGS`; stdout+stderr of the command in `out`, the exit status returned.
 int run_cli(std::vector<std::string> args, std::string& out) {
+    args = with_scratch_state(std::move(args));
     CLI::App app{"nri-qos"};
     nriqos::add_register_commands(app);
     std::vector<const char*> argv{"nri-qos"};
