@@ -114,7 +114,7 @@ $(CRI_PB) $(CRI_GEN)/cri.pb.h $(CRI_GEN)/cri.grpc.pb.h &: src/cri/cri.proto | bu
 	$(PROTOC) --proto_path=src/cri --cpp_out=$(CRI_GEN) --grpc_out=$(CRI_GEN) --plugin=protoc-gen-grpc=$(GRPC_PLUGIN) $<
 $(BUILD)/nri-qos-cri: src/cri/nri-qos-cri.cpp $(CRI_PB)
 	$(CXX) $(filter-out -DNRI_QOS_METRICS_FILE=%,$(CPPFLAGS)) -I$(CRI_GEN) $(filter-out -ffunction-sections -fdata-sections,$(CXXFLAGS)) -w \
-		$< $(CRI_PB) $(shell pkg-config --cflags --libs grpc++ protobuf) -o $@
+		$(filter-out -static,$(LDFLAGS)) -Wl,--as-needed $< $(CRI_PB) $(shell pkg-config --cflags --libs grpc++ protobuf) -o $@
 cri: $(BUILD)/nri-qos-cri
 
 # The native-mode benchmark's process-per-event floor (bench/relay-floor.cpp, bench/native.sh):

@@ -278,7 +278,7 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
         rec.sandbox_id = r.sandbox_id;
         rec.sandbox = r.sandbox;
         MetricsEvent m;
-        m.event = rec.event;
+        m.event = "reconcile";  // an adoption is part of the pass (the record says "discover")
         std::string subject = r.ns + "/" + r.pod + (r.sandbox ? " (sandbox " : "/" + r.container + " (") + short_id(r.id) + ")";
         const std::string ppath = policy_for(o, r);
         const PolicySet::Entry& pe = pols.get(ppath);
