@@ -51,6 +51,8 @@ scenarios() {
   want reconcile && sc_reconcile "$S-reconcile"
   # 6b. cgroup v2: nri-qos's weights on the scale of runc's (issue #24; bundled policy, auto)
   want weight-order && [ "$LAYOUT" = v2 ] && sc_weight_order "$S-weight-order"
+  # 6c. a pod started before nri-qos was registered, adopted by reconcile --discover over CRI
+  want discover && sc_discover "$S-discover"
   # 7. fail-closed class with a knob the kernel rejects -> StartContainer fails
   set_v01_conf "$D/policy/fail-closed.toml"
   want fail-closed && sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"

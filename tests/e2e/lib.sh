@@ -992,3 +992,32 @@ sc_reconcile() {
   stop_pod "$out"
   verdict "$name"
 }
+
+# sc_discover NAME (issue #25 §3): a BE pod started while nri-qos is not registered keeps the
+# runtime's values; after registering, `nri-qos reconcile --discover` over the runtime's CRI socket
+# adopts it: the BE class's kernel values on the container and pod cgroups, and `status` marks
+# the pod's sandbox and container "discovered".
+sc_discover() {
+  local name=$1 out=discover cid sid rec st
+  printf '{"version": "0.1", "plugins": []}\n' > /etc/nri/conf.json   # not registered
+  start_or_fail "$name" "$out" burstable --label koordinator.sh/qosClass=BE || { set_v01_conf "$D/policy/nri-qos.toml"; return; }
+  set_v01_conf "$D/policy/nri-qos.toml"
+  cid=$(j "$out" .ctr_id); sid=$(j "$out" .pod_id)
+  MISMATCH=""
+  local before; before=$(read_knob ctr "$out" cpu.shares)
+  log "  before discovery: container cpu.shares = $before"
+  [ "$before" = "$(want_knob cpu.shares 512)" ] || MISMATCH="the pod was adjusted before discovery (cpu.shares $before): the scenario tests nothing"
+  rec=$("$NRI_QOS_BIN" reconcile --discover --cri-socket "$D/containerd.sock" 2>>"$D/logs/discover.err"); local rc=$?
+  log "  reconcile --discover (exit $rc): $(tr '\n' '|' <<<"$rec")"
+  [ "$rc" = 0 ] || MISMATCH="${MISMATCH:+$MISMATCH; }reconcile --discover exited $rc"
+  case $rec in *"adopted  default/$out/$out-c (${cid:0:12}) class BE"*) ;;
+    *) MISMATCH="${MISMATCH:+$MISMATCH; }no adopted line for the container: $(head -c 400 <<<"$rec")" ;; esac
+  expect_be "$out"
+  st=$("$NRI_QOS_BIN" status --format json 2>/dev/null)
+  local origins; origins=$(jq -r --arg c "$cid" --arg s "$sid" '[.entries[] | select(.id == $c or .id == $s) | "\(.sandbox) \(.origin)"] | sort | join(",")' <<<"$st")
+  log "  status: $origins"
+  [ "$origins" = "false discovered,true discovered" ] || MISMATCH="${MISMATCH:+$MISMATCH; }status origin: '$origins'"
+  stop_pod "$out"
+  verdict "$name"
+}
+
