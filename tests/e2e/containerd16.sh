@@ -57,6 +57,8 @@ scenarios() {
   set_v01_conf "$D/policy/fail-closed.toml"
   want fail-closed && sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"
   set_v01_conf "$D/policy/nri-qos.toml"
+  # 8. node VM only: the .deb's lifecycle with a pod already running (install adopts, purge cleans)
+  want pkg-lifecycle && [ -n "$E2E_NODE_SUBSET" ] && sc_pkg_lifecycle "$S-pkg-lifecycle"
 }
 
 suite_main up scenarios
