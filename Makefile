@@ -49,8 +49,8 @@ MAIN_OBJ  := $(BUILD)/obj/src/main.o
 TEST_SRCS := $(wildcard tests/unit/*.cpp)
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/obj/%.o)
 
-.PHONY: all deps build-deps demo check test unit e2e bench bench-quick fuzz fuzz-smoke dist rpm deb install clean
-all: $(BUILD)/nri-qos
+.PHONY: cri all deps build-deps demo check test unit e2e bench bench-quick fuzz fuzz-smoke dist rpm deb install clean
+all: $(BUILD)/nri-qos $(BUILD)/nri-qos-cri
 
 deps:
 	scripts/deps.sh build test
@@ -60,7 +60,8 @@ deps:
 BUILD_DEP_ITEMS ?= nlohmann/json.hpp:nlohmann-json3-dev CLI/CLI.hpp:libcli11-dev toml.hpp:libtoml11-dev \
                    seccomp.h:libseccomp-dev libseccomp.a:libseccomp-dev \
                    google/protobuf/message_lite.h:libprotobuf-dev libprotobuf-lite.a:libprotobuf-dev \
-                   nettle/sha2.h:nettle-dev libnettle.a:nettle-dev
+                   nettle/sha2.h:nettle-dev libnettle.a:nettle-dev \
+                   grpcpp/grpcpp.h:libgrpc++-dev
 build-deps:
 	@scripts/check-build-deps.sh "$(CXX)" "$(PROTOC)" $(BUILD_DEP_ITEMS)
 
@@ -108,6 +109,20 @@ HOT_LD    := $(wildcard src/hot-text.ld)
 $(BUILD)/nri-qos: $(MAIN_OBJ) $(BUILD)/libnriqos.a $(HOT_LD) src/static-eh.specs
 	$(CXX) $(CXXFLAGS) $(LDFLAGS) $(IOS_WRAP) $(if $(HOT_LD),-Wl$(comma)-T$(comma)$(HOT_LD)) -Wl,-Map=$@.map \
 		$(MAIN_OBJ) $(BUILD)/libnriqos.a $(LDLIBS) -o $@
+
+# The CRI client of `reconcile --discover` (src/cri/): a separate, dynamically linked executable
+# with Debian's gRPC (libgrpc++-dev, protobuf-compiler-grpc), so that the static hook carries no
+# gRPC. Installed as /usr/libexec/nri-qos/nri-qos-cri; `nri-qos reconcile --discover` execs it.
+GRPC_PLUGIN ?= $(shell command -v grpc_cpp_plugin 2>/dev/null || echo /usr/bin/grpc_cpp_plugin)
+CRI_GEN   := $(BUILD)/gen/cri
+CRI_PB    := $(CRI_GEN)/cri.pb.cc $(CRI_GEN)/cri.grpc.pb.cc
+$(CRI_PB) $(CRI_GEN)/cri.pb.h $(CRI_GEN)/cri.grpc.pb.h &: src/cri/cri.proto | build-deps
+	@mkdir -p $(CRI_GEN)
+	$(PROTOC) --proto_path=src/cri --cpp_out=$(CRI_GEN) --grpc_out=$(CRI_GEN) --plugin=protoc-gen-grpc=$(GRPC_PLUGIN) $<
+$(BUILD)/nri-qos-cri: src/cri/nri-qos-cri.cpp $(CRI_PB)
+	$(CXX) $(filter-out -DNRI_QOS_METRICS_FILE=%,$(CPPFLAGS)) -I$(CRI_GEN) $(filter-out -ffunction-sections -fdata-sections,$(CXXFLAGS)) -w \
+		$(filter-out -static,$(LDFLAGS)) -Wl,--as-needed $< $(CRI_PB) $(shell pkg-config --cflags --libs grpc++ protobuf) -o $@
+cri: $(BUILD)/nri-qos-cri
 
 # The native-mode benchmark's process-per-event floor (bench/relay-floor.cpp, bench/native.sh):
 # build/nri-qos with an evaluator that answers without evaluating. Never installed.
@@ -170,6 +185,7 @@ deb:
 
 install: all
 	install -D -m 0755 $(BUILD)/nri-qos $(DESTDIR)/opt/nri/bin/nri-qos
+	install -D -m 0755 $(BUILD)/nri-qos-cri $(DESTDIR)$(PREFIX)/libexec/nri-qos/nri-qos-cri
 	install -D -m 0644 conf/nri.d/nri-qos.toml $(DESTDIR)/etc/nri/nri-qos.toml
 	install -D -m 0644 man/nri-qos.8 $(DESTDIR)$(PREFIX)/share/man/man8/nri-qos.8
 	install -D -m 0644 man/nri-qos.toml.5 $(DESTDIR)$(PREFIX)/share/man/man5/nri-qos.toml.5

@@ -23,6 +23,7 @@
 #include "register.hpp"
 #include "replay.hpp"
 #include "status.hpp"
+#include "discover.hpp"
 #include "request.hpp"
 #include "sandbox.hpp"
 
@@ -243,6 +244,8 @@ int main(int argc, char** argv) {
     CLI::App* status = nullptr;
     CLI::App* reconcile = nullptr;
     nriqos::StateCommandOptions so;
+    nriqos::DiscoverOptions dopt;
+    bool discover = false;
     so.state_dir = nriqos::defaults::kStateDir;
     so.roots.cache_dir = nriqos::defaults::kCacheDir;
     std::string check_path = nriqos::defaults::kPolicy;
@@ -303,6 +306,13 @@ int main(int argc, char** argv) {
         reconcile->add_flag("--dry-run", so.dry_run, "report drift, write nothing");
         reconcile->add_option_function<std::string>("--metrics-file", [&so](const std::string& v) { so.metrics_file = v; }, "as for invoke");
         reconcile->add_option_function<std::string>("--event-log", [&so](const std::string& v) { so.event_log = v; }, "as for invoke");
+        reconcile->add_flag("--discover", discover,
+                            "first list the runtime's live pods and containers through CRI and record those nri-qos has not seen (adopt them)");
+        reconcile->add_option("--cri-socket", dopt.cri_socket,
+                              "with --discover: the runtime's CRI endpoint (default unix:///run/containerd/containerd.sock; CRI-O /var/run/crio/crio.sock, iSulad /var/run/isulad.sock)");
+        reconcile->add_option("--cri-client", dopt.cri_client,
+                              "with --discover: the CRI client (default nri-qos-cri beside this binary, else /usr/libexec/nri-qos/nri-qos-cri)");
+        reconcile->add_option("--nri-conf", dopt.nri_conf, "with --discover: NRI v0.1 conf.json whose nri-qos conf the requests get (default /etc/nri/conf.json)");
 
         check = app.add_subcommand("check", "validate a policy file (and precompile it)");
         check->add_option("policy", check_path, "policy file (default /etc/nri/nri-qos.toml)");
@@ -378,6 +388,7 @@ int main(int argc, char** argv) {
             if (std::string l = nriqos::refresh_annotation_passlist(so.state_dir, nriqos::defaults::kStateDir); !l.empty()) out += l + "\n";
         }
         int rc = status->parsed() ? (so.relay_only ? nriqos::relay_liveness(so, out) : nriqos::run_status(so, out))
+                 : discover       ? nriqos::run_discover(so, dopt, out)
                                   : nriqos::run_reconcile(so, out);
         write_all(STDOUT_FILENO, out);
         return rc;

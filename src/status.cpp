@@ -187,10 +187,13 @@ int run_status(const StateCommandOptions& o, std::string& out) {
     char buf[512];
     snprintf(buf, sizeof buf, "%-36s %-20s %-12s %-10s %-22s %-16s %s\n", "NAMESPACE/POD", "CONTAINER", "ID", "CLASS", "RULE", "LAST EVENT", "TIME");
     text += buf;
-    size_t drifted = 0;
+    size_t drifted = 0, discovered = 0;
     for (const auto& r : all) {
         json e = {{"namespace", r.ns}, {"pod", r.pod}, {"container", r.sandbox ? "" : r.container}, {"id", r.id}, {"sandbox_id", r.sandbox_id},
-                  {"sandbox", r.sandbox}, {"class", r.cls}, {"rule", r.rule}, {"last_event", r.event}, {"time", r.time}, {"outcome", r.outcome}};
+                  {"sandbox", r.sandbox}, {"class", r.cls}, {"rule", r.rule}, {"last_event", r.event}, {"time", r.time}, {"outcome", r.outcome},
+                  // where the record came from: the runtime's events, or `reconcile --discover`
+                  {"origin", r.source == "discover" ? "discovered" : "event"}};
+        if (r.source == "discover") ++discovered;
         snprintf(buf, sizeof buf, "%-36s %-20s %-12s %-10s %-22s %-16s %s\n", (r.ns + "/" + r.pod).c_str(), r.sandbox ? "(sandbox)" : r.container.c_str(),
                  short_id(r.id).c_str(), r.cls.c_str(), r.rule.c_str(), r.event.c_str(), r.time.c_str());
         text += buf;
@@ -254,7 +257,9 @@ int run_status(const StateCommandOptions& o, std::string& out) {
         arr.push_back(std::move(e));
     }
     if (all.empty()) text += "(no pods or containers recorded in " + o.state_dir + "/last)\n";
-    else text += std::to_string(all.size()) + " recorded, " + std::to_string(drifted) + " knob(s) drifted" +
+    else text += std::to_string(all.size()) + " recorded" +
+                 (discovered ? " (" + std::to_string(discovered) + " discovered by `reconcile --discover`, the rest from runtime events)" : std::string()) +
+                 ", " + std::to_string(drifted) + " knob(s) drifted" +
                  (drifted ? ": run `nri-qos reconcile` to restore them\n" : "\n");
     // The external relay service's liveness (src/nri/service.hpp), when it runs on this state dir.
     text += relay_line(o);
@@ -263,7 +268,7 @@ int run_status(const StateCommandOptions& o, std::string& out) {
         annotations_not_passed(o, pols, o.roots.policy ? *o.roots.policy : std::string(defaults::kPolicy), np_line);
     text += np_line;
     if (o.format == "json") {
-        json j = {{"state_dir", o.state_dir}, {"entries", arr}, {"drifted", drifted}};
+        json j = {{"state_dir", o.state_dir}, {"entries", arr}, {"drifted", drifted}, {"discovered", discovered}};
         json relay = nri::read_service_status(o.state_dir + "/relay.json");
         if (!relay.is_null()) j["relay"] = relay;
         if (!np.empty()) j["annotations_not_passed"] = np;
@@ -300,9 +305,11 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
     std::set<std::string> said;                 // broken policy files reported
     for (const auto& r : all) {
         const int64_t t0 = monotonic_ns();
+        // Adopted by this discovery (discover.hpp): the first application of its class.
+        const bool adopted = o.discovered.count(r.id) > 0;
         EventRecord rec;
         rec.source = "reconcile";
-        rec.event = "reconcile";
+        rec.event = adopted ? "discover" : "reconcile";
         rec.ns = r.ns;
         rec.pod = r.pod;
         rec.container = r.sandbox ? "" : r.container;
@@ -419,9 +426,10 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
                     out += "failed   " + subject + " class " + rec.cls + ": " + failed + (drift.empty() ? "" : "; corrected " + drift) + "\n";
                 } else if (!drift.empty()) {
                     ++n_fixed;
-                    out += std::string(o.dry_run ? "drift    " : "restored ") + subject + " class " + rec.cls + ": " + drift + "\n";
+                    out += std::string(o.dry_run ? "drift    " : adopted ? "adopted  " : "restored ") + subject + " class " + rec.cls + ": " + drift + "\n";
                 } else {
                     ++n_ok;
+                    if (adopted) out += "adopted  " + subject + " class " + rec.cls + ": already in force\n";
                 }
                 n_knobs += m.drift_knobs.size();
                 if (o.dry_run) n_knobs += std::count(drift.begin(), drift.end(), '>');

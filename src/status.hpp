@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 
 #include "replay.hpp"
@@ -19,6 +20,9 @@ struct StateCommandOptions {
     bool dry_run = false;                    ///< reconcile: report drift, write nothing
     std::optional<std::string> metrics_file, event_log;  ///< reconcile's sinks (as the hook's)
     size_t max_entries = 4096;               ///< bound on the records read
+    /// reconcile --discover (discover.hpp): ids recorded by this discovery; their reconcile
+    /// records are event "discover" and their lines say "adopted"
+    std::set<std::string> discovered;
 };
 
 /// `status`: a table (or JSON) of the pods and containers in the state dir: namespace/pod,

@@ -93,7 +93,7 @@ else
   pass deb-build
   dpkg-deb -c "$DEB" | awk '{print $6}' | sed 's|^\./|/|; s|/$||' | grep -v '^$' | sort > "$SCRATCH/deb.list"
   ok=1
-  for f in /opt/nri/bin/nri-qos /opt/nri/plugins /etc/nri/nri-qos.toml \
+  for f in /opt/nri/bin/nri-qos /usr/libexec/nri-qos/nri-qos-cri /opt/nri/plugins /etc/nri/nri-qos.toml \
            /usr/share/man/man8/nri-qos.8.gz /usr/share/man/man5/nri-qos.toml.5.gz \
            /usr/share/doc/nri-qos/copyright /usr/share/doc/nri-qos/install.md /usr/sbin/nri-qos \
            /usr/share/doc/nri-qos/operations.md /usr/share/doc/nri-qos/README.md \
@@ -257,6 +257,8 @@ if [ -z "$missing" ]; then
 /opt/nri/bin
 /opt/nri/bin/nri-qos
 /opt/nri/plugins
+/usr/libexec/nri-qos
+/usr/libexec/nri-qos/nri-qos-cri
 /usr/share/doc/nri-qos-$VERSION
 /usr/share/doc/nri-qos-$VERSION/install.md
 /usr/share/doc/nri-qos-$VERSION/operations.md

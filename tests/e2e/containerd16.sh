@@ -54,10 +54,14 @@ scenarios() {
   # 6c. containerd without the pod_annotations allow-list: the batch pod's record says the
   #     annotation is not passed (issue #25 §1); containerd restarted, host only
   want not-passed && host_only && sc_not_passed "$S-not-passed"
+  # 6d. a pod started before nri-qos was registered, adopted by reconcile --discover over CRI
+  want discover && sc_discover "$S-discover"
   # 7. fail-closed class with a knob the kernel rejects -> StartContainer fails
   set_v01_conf "$D/policy/fail-closed.toml"
   want fail-closed && sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"
   set_v01_conf "$D/policy/nri-qos.toml"
+  # 8. node VM only: the .deb's lifecycle with a pod already running (install adopts, purge cleans)
+  want pkg-lifecycle && [ -n "$E2E_NODE_SUBSET" ] && sc_pkg_lifecycle "$S-pkg-lifecycle"
 }
 
 suite_main up scenarios

@@ -1062,3 +1062,87 @@ sc_reconcile() {
   stop_pod "$out"
   verdict "$name"
 }
+
+# sc_discover NAME (issue #25 §3): a BE pod started while nri-qos is not registered keeps the
+# runtime's values; after registering, `nri-qos reconcile --discover` over the runtime's CRI socket
+# adopts it: the BE class's kernel values on the container and pod cgroups, and `status` marks
+# the pod's sandbox and container "discovered".
+sc_discover() {
+  local name=$1 out=discover cid sid rec st
+  printf '{"version": "0.1", "plugins": []}\n' > /etc/nri/conf.json   # not registered
+  start_or_fail "$name" "$out" burstable --label koordinator.sh/qosClass=BE || { set_v01_conf "$D/policy/nri-qos.toml"; return; }
+  set_v01_conf "$D/policy/nri-qos.toml"
+  cid=$(j "$out" .ctr_id); sid=$(j "$out" .pod_id)
+  MISMATCH=""
+  local before; before=$(read_knob ctr "$out" cpu.shares)
+  log "  before discovery: container cpu.shares = $before"
+  [ "$before" = "$(want_knob cpu.shares 512)" ] || MISMATCH="the pod was adjusted before discovery (cpu.shares $before): the scenario tests nothing"
+  rec=$("$NRI_QOS_BIN" reconcile --discover --cri-socket "$D/containerd.sock" 2>>"$D/logs/discover.err"); local rc=$?
+  log "  reconcile --discover (exit $rc): $(tr '\n' '|' <<<"$rec")"
+  [ "$rc" = 0 ] || MISMATCH="${MISMATCH:+$MISMATCH; }reconcile --discover exited $rc"
+  case $rec in *"adopted  default/$out/$out-c (${cid:0:12}) class BE"*) ;;
+    *) MISMATCH="${MISMATCH:+$MISMATCH; }no adopted line for the container: $(head -c 400 <<<"$rec")" ;; esac
+  expect_be "$out"
+  st=$("$NRI_QOS_BIN" status --format json 2>/dev/null)
+  local origins; origins=$(jq -r --arg c "$cid" --arg s "$sid" '[.entries[] | select(.id == $c or .id == $s) | "\(.sandbox) \(.origin)"] | sort | join(",")' <<<"$st")
+  log "  status: $origins"
+  [ "$origins" = "false discovered,true discovered" ] || MISMATCH="${MISMATCH:+$MISMATCH; }status origin: '$origins'"
+  stop_pod "$out"
+  verdict "$name"
+}
+
+# sc_pkg_lifecycle NAME (node VM only, issue #25 §3/§5): the project's .deb ($E2E_DEB, staged by
+# nodevm.sh) on a node where a Koordinator batch pod already runs and nri-qos is not installed.
+# `dpkg -i`: the postinst adopts the pod (reconcile --discover over containerd's CRI socket, here
+# /run/containerd/containerd.sock linked to the suite's) — the bundled policy's batch values are
+# read back from the pod's and the container's cgroups — and register warns that containerd's
+# pod_annotations (the node's /etc/containerd config: not set) does not pass the annotations the
+# policy reads. `dpkg --purge`: nothing is left (state, records, metrics textfile, registration,
+# binaries). The suite's own hook is put back afterwards.
+sc_pkg_lifecycle() {
+  local name=$1 out=pkg-batch deb=${E2E_DEB:-} log=$D/logs/dpkg.log rc
+  [ -n "$deb" ] && [ -f "$deb" ] || { skip "$name" "no .deb staged (make deb before the VM run)"; return; }
+  local spec='{"containers":{"pkg-batch-c":{"limits":{"kubernetes.io/batch-cpu":"1k","kubernetes.io/batch-memory":"256Mi"},"requests":{"kubernetes.io/batch-cpu":"500","kubernetes.io/batch-memory":"256Mi"}}}}'
+  # a node before the install: no hook registered, no state of nri-qos
+  rm -rf /opt/nri/bin/nri-qos /etc/nri/conf.json /run/nri-qos /var/lib/nri-qos /var/log/nri-qos
+  mkdir -p /run/containerd && ln -sfn "$D/containerd.sock" /run/containerd/containerd.sock
+  run_pod "$out" "$out" "$(kube_parent besteffort)" --cpu-shares 2 --label koordinator.sh/qosClass=BE \
+    --annotation "node.koordinator.sh/extended-resource-spec=$spec" || { fail "$name" "CRI: $(first_error "$out")"; stop_pod "$out"; pkg_restore_hook; return; }
+  MISMATCH=""
+  expect_shape "$out"
+  log "  before install: ctr cpu.max quota $(read_knob ctr "$out" cpu.cfs_quota_us), memory.max $(read_knob ctr "$out" memory.limit_in_bytes)"
+  [ "$(read_knob ctr "$out" cpu.cfs_quota_us)" = max ] || MISMATCH="the container had a CPU limit before the install: the scenario tests nothing"
+  DEBIAN_FRONTEND=noninteractive dpkg -i "$deb" > "$log" 2>&1; rc=$?
+  log "  dpkg -i (exit $rc): $(tr '\n' '|' < "$log" | tail -c 1500)"
+  [ $rc = 0 ] || MISMATCH="${MISMATCH:+$MISMATCH; }dpkg -i exited $rc"
+  grep -q 'pod_annotations' "$log" || MISMATCH="${MISMATCH:+$MISMATCH; }no pod_annotations allow-list warning at install"
+  grep -q 'nri-qos: discover: 1 sandbox(es) and 1 container(s) live in containerd' "$log" || MISMATCH="${MISMATCH:+$MISMATCH; }the postinst did not adopt the pod"
+  # the bundled policy's Koordinator batch values (koordlet's batchresource), adopted
+  expect_knob "$out" ctr cpu.cfs_quota_us 100000
+  expect_knob "$out" pod cpu.cfs_quota_us 100000
+  expect_knob "$out" ctr memory.limit_in_bytes $((256 * MIB))
+  expect_knob "$out" pod memory.limit_in_bytes $((256 * MIB))
+  local cid origin; cid=$(j "$out" .ctr_id)
+  origin=$(nri-qos status --format json 2>/dev/null | jq -r --arg c "$cid" '.entries[] | select(.id == $c) | .origin')
+  log "  status: container origin $origin"
+  [ "$origin" = discovered ] || MISMATCH="${MISMATCH:+$MISMATCH; }status origin of the container: '$origin'"
+  log "  after install: $(ls -d /var/lib/nri-qos /var/log/nri-qos/* /var/lib/prometheus/node-exporter/*nri_qos* /etc/nri/* 2>/dev/null | tr '\n' ' ')"
+  DEBIAN_FRONTEND=noninteractive dpkg --purge nri-qos >> "$log" 2>&1 || MISMATCH="${MISMATCH:+$MISMATCH; }dpkg --purge failed"
+  local left="" p
+  for p in /var/lib/nri-qos /var/log/nri-qos /run/nri-qos /etc/nri/nri-qos.toml /opt/nri/bin/nri-qos /usr/libexec/nri-qos \
+           /usr/sbin/nri-qos /lib/systemd/system/nri-qos-reconcile.timer \
+           /var/lib/prometheus/node-exporter/nri_qos.prom /var/lib/prometheus/node-exporter/.nri_qos.prom.state; do
+    [ -e "$p" ] || [ -L "$p" ] && left="$left $p"
+  done
+  [ -f /etc/nri/conf.json ] && grep -q '"nri-qos"' /etc/nri/conf.json && left="$left /etc/nri/conf.json(nri-qos entry)"
+  systemctl list-timers --all 2>/dev/null | grep -q nri-qos && left="$left (timer still listed)"
+  log "  after purge, left:${left:- nothing}"
+  [ -z "$left" ] || MISMATCH="${MISMATCH:+$MISMATCH; }left after purge:$left"
+  stop_pod "$out"
+  pkg_restore_hook
+  verdict "$name"
+}
+pkg_restore_hook() { # the suite's hook again, for the scenarios after sc_pkg_lifecycle
+  install -D -m 0755 "$NRI_QOS_BIN" /opt/nri/bin/nri-qos
+  set_v01_conf "$D/policy/nri-qos.toml"
+}

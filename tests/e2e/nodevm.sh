@@ -174,10 +174,42 @@ cd /root/in/repo || exit 1
 echo "node: $(uname -r); PID 1 $(cat /proc/1/comm); $(stat -fc %T /sys/fs/cgroup)" >&2
 export E2E_CGROUP_DRIVER=systemd E2E_PREFIX=vm- E2E_NODE_SUBSET=1 NRI_QOS_BIN=/root/in/repo/build/nri-qos \
        E2E_CACHE=/root/in/cache E2E_WORK=/root/in/work E2E_OFFLINE=1 E2E_C21_SUITE=@C21@ E2E_ONLY='@ONLY@'
+# The .deb (pkg-lifecycle) and the libraries its CRI client needs that the image lacks (what apt
+# would pull in on a node with a network); the libraries also serve build/nri-qos-cri (discover).
+if [ -d /root/in/pkg ]; then
+  if ls /root/in/pkg/deps/*.deb >/dev/null 2>&1; then
+    dpkg -i /root/in/pkg/deps/*.deb > /root/in/pkg/deps.log 2>&1 || echo "dpkg -i of the CRI client's libraries failed: $(tail -2 /root/in/pkg/deps.log)" >&2
+  fi
+  export E2E_DEB=/root/in/pkg/nri-qos.deb
+fi
 exec bash tests/e2e/run.sh $E2E_VM_SUITES
 SH
   sed -i "s|\$E2E_VM_SUITES|${E2E_VM_SUITES:-16 native21}|; s|@C21@|$C21_SUITE|; s/@ONLY@/${E2E_ONLY:-}/" "$1"
   chmod 0755 "$1"
+}
+
+# stage_deb DIR: the project's .deb (E2E_DEB, else the newest build/deb/nri-qos_*.deb: `make deb`)
+# into DIR/pkg, with the .debs of its dependencies that the node image lacks (their closure by
+# apt-cache, downloaded once with apt-get download into $E2E_CACHE/nodevm-debs): the VM has no
+# network, so this is what `apt install ./nri-qos.deb` would fetch. No .deb: nothing staged.
+stage_deb() {
+  local in=$1 deb=${E2E_DEB:-}
+  [ -n "$deb" ] || deb=$(ls -t "$REPO"/build/deb/nri-qos_*.deb 2>/dev/null | head -1)
+  [ -n "$deb" ] && [ -f "$deb" ] || { vm_log "no .deb to stage (make deb): pkg-lifecycle will SKIP"; return 0; }
+  mkdir -p "$in/pkg/deps" "$VMC/../nodevm-debs" && cp -a "$deb" "$in/pkg/nri-qos.deb" || return 1
+  local want have missing p
+  want=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/(.*//; s/|.*//; s/[[:space:]]//g' | grep -v '^$')
+  # shellcheck disable=SC2086
+  want=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces --no-enhances $want 2>/dev/null |
+         grep -v '^[[:space:]<]' | sort -u)
+  have=$(debugfs -R 'cat /var/lib/dpkg/status' "$BASE" 2>/dev/null | awk '/^Package: /{p=$2} /^Status: install ok installed/{print p}' | sort -u)
+  missing=$(comm -23 <(echo "$want") <(echo "$have"))
+  vm_log "staging $(basename "$deb") and the packages the image lacks: ${missing//$'\n'/ }"
+  for p in $missing; do
+    ls "$VMC/../nodevm-debs/${p}_"*.deb >/dev/null 2>&1 ||
+      (cd "$VMC/../nodevm-debs" && apt-get download "$p" >&2) || { vm_log "apt-get download $p failed"; return 1; }
+    cp -a "$VMC/../nodevm-debs/${p}_"*.deb "$in/pkg/deps/"
+  done
 }
 
 # The tree under test, self-contained: tests/e2e, the bundled and the test policy, the binary, the generated
@@ -190,6 +222,8 @@ stage_input() { # DIR
   cp -a "$BUNDLED_POLICY" "$in/repo/conf/nri.d/nri-qos.toml"
   mkdir -p "$in/repo/tests/fixtures/policy" && cp -a "$TEST_POLICY" "$in/repo/tests/fixtures/policy/classic.toml"
   cp -a "$NRI_QOS_BIN" "$in/repo/build/nri-qos"
+  [ -x "$(dirname "$NRI_QOS_BIN")/nri-qos-cri" ] && cp -a "$(dirname "$NRI_QOS_BIN")/nri-qos-cri" "$in/repo/build/"
+  stage_deb "$in" || return 1
   local b
   for b in containerd containerd-shim-runc-v2 ctr; do
     cp -a "$E2E_CACHE/$C21_SUITE-root/usr/bin/$b" "$in/cache/$C21_SUITE-root/usr/bin/" || return 1
