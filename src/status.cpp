@@ -440,7 +440,8 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
         if (m.outcome == "gone") ++pass.gone;
         for (auto& k : m.drift_knobs) pass.corrected_knobs.push_back(std::move(k));
         for (auto& k : m.failed_knobs) pass.failed_knobs.push_back(std::move(k));
-        const bool quiet = m.outcome == "ok" && rec.drift.empty() && rec.failed.empty();
+        // an adoption (reconcile --discover) is always recorded: the pod is new to the state
+        const bool quiet = !adopted && m.outcome == "ok" && rec.drift.empty() && rec.failed.empty();
         if (!o.dry_run && !quiet) recs.push_back(rec);
     }
     // resctrl groups nri-qos made that no class of the policies in use names any more: removed

@@ -1466,6 +1466,8 @@ cpu_quota_us = { fact = "koordinator.cpuset_quota" }
     CHECK(policy_from_json(policy_to_json(f)).koordinator_quota_lift == Policy::QuotaLift::Fits);
     CHECK_THROWS_WITH(parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkoordinator_quota_lift = \"always\"\n[classes.C]\n", "t.toml"),
                       Catch::Contains("t.toml:4: settings.koordinator_quota_lift: expected \"cpuset\""));
+}
+
 TEST_CASE("facts: rubik dynCache level from volcano.sh/cache-limit, never above the class's default", "[facts][resctrl]") {
     // openeuler-mirror/rubik pkg/services/dyncache/sync.go syncLevel: no annotation -> max (static
     // mode); the annotation names the level; only offline pods (volcano.sh/preemptable).
