@@ -12,11 +12,15 @@ StopPodSandbox + RemovePodSandbox (not timed). The CRI calls are those of the e2
               --image IMG --uid-prefix P [--label k=v]... --baseline LABEL=BASELINE_LABEL ...
               [--compare LABEL=LABEL]... [--json FILE]
 
-Prints a markdown table; exit 1 if a CRI call failed or a check did not hold.
+Prints a markdown table; for every configuration with a baseline, the median and p90 difference
+to the baseline with a bootstrap 95% confidence interval (bench/stats.py diff_ci: 2000 resamples,
+fixed seed); exit 1 if a CRI call failed or a check did not hold.
 """
-import argparse, json, math, os, sys, time, uuid
+import argparse, json, os, sys, time, uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from stats import RESAMPLES, diff_ci, pct  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e", "cri"))
 import criclient as cc  # noqa: E402  (generates/loads the CRI stubs)
 import grpc  # noqa: E402
@@ -24,13 +28,6 @@ import grpc  # noqa: E402
 pb, pbg = cc.pb, cc.pbg
 STEPS = ("RunPodSandbox", "CreateContainer", "StartContainer")
 CG = "/sys/fs/cgroup/cpu" if os.path.exists("/sys/fs/cgroup/cpu/cpu.shares") else "/sys/fs/cgroup"
-
-
-def pct(v, q):
-    if not v:
-        return float("nan")
-    s = sorted(v)
-    return s[max(0, math.ceil(q * len(s)) - 1)]
 
 
 def read(path):
@@ -102,7 +99,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", action="append", required=True)
     ap.add_argument("--baseline", action="append", default=[], help="LABEL=BASELINE_LABEL")
-    ap.add_argument("--pods", type=int, default=50)
+    ap.add_argument("--pods", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--image", required=True)
     ap.add_argument("--uid-prefix", default="0e2e0000")
@@ -123,23 +120,31 @@ def main():
           "in rotating order; %.0f s.%s\n"
           % (a.pods, a.warmup, time.time() - t0,
              " With fewer than 100 pods, p99 is the slowest pod." if a.pods < 100 else ""))
-    print("| containerd | configuration | pods | p50 ms | p90 ms | p99 ms | mean ms | added p50 ms | added p99 ms "
-          "| RunPodSandbox p50 | CreateContainer p50 | StartContainer p50 | checks |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    added = {}
+    print("| containerd | configuration | pods | p50 ms | p90 ms | p99 ms | mean ms | added p50 ms (95% CI) "
+          "| added p90 ms (95% CI) | added p99 ms | RunPodSandbox p50 | CreateContainer p50 | StartContainer p50 | checks |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    added, vs = {}, {}
+    ci = lambda d: "%+.1f [%+.1f, %+.1f]" % tuple(x * 1000 for x in d)  # noqa: E731
     for c in cfgs:
         b = by.get(base.get(c.label, ""))
-        ap50 = pct(c.total, .5) - pct(b.total, .5) if b else float("nan")
         ap99 = pct(c.total, .99) - pct(b.total, .99) if b else float("nan")
-        added[c.label] = ap50
+        if b:
+            vs[c.label] = {"baseline": b.label, "p50_ms": [x * 1000 for x in diff_ci(c.total, b.total, .5)],
+                           "p90_ms": [x * 1000 for x in diff_ci(c.total, b.total, .9)]}
+        added[c.label] = pct(c.total, .5) - pct(b.total, .5) if b else float("nan")
         checks = "%d errors, %d wrong" % (len(c.errors), len(c.bad)) if c.errors or c.bad else \
             ("ok" if c.expect else "-")
-        print("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        print("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             c.version, c.label, len(c.total), ms(pct(c.total, .5)), ms(pct(c.total, .9)),
             ms(pct(c.total, .99)), ms(sum(c.total) / max(1, len(c.total))),
-            ms(ap50) if b else "-", ms(ap99) if b else "-",
+            ci([x / 1000 for x in vs[c.label]["p50_ms"]]) if b else "-",
+            ci([x / 1000 for x in vs[c.label]["p90_ms"]]) if b else "-", ms(ap99) if b else "-",
             ms(pct(c.steps["RunPodSandbox"], .5)), ms(pct(c.steps["CreateContainer"], .5)),
             ms(pct(c.steps["StartContainer"], .5)), checks))
+    if vs:
+        print("\nAdded = the configuration's percentile minus its baseline's (no plugin, same containerd); "
+              "95%% CI: percentile bootstrap, %d resamples of each configuration's pods, fixed seed "
+              "(bench/stats.py). An interval that contains 0 is no measurable difference." % RESAMPLES)
     for cmp in a.compare:
         x, y = cmp.split("=", 1)
         if x in added and y in added:
@@ -153,8 +158,9 @@ def main():
             print("\n%s: %s" % (c.label, m), file=sys.stderr)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({c.label: {"version": c.version, "total_s": c.total, "steps_s": c.steps,
-                                 "errors": c.errors, "wrong": c.bad} for c in cfgs}, f, indent=1)
+            json.dump({c.label: dict({"version": c.version, "total_s": c.total, "steps_s": c.steps,
+                                      "errors": c.errors, "wrong": c.bad},
+                                     **({"added": vs[c.label]} if c.label in vs else {})) for c in cfgs}, f, indent=1)
     print()
     return 1 if any(c.errors or c.bad for c in cfgs) else 0
 

@@ -2,7 +2,7 @@
 # Pod start latency on real containerd (part of `make bench`; issue 13, "what a user feels"):
 # RunPodSandbox + CreateContainer + StartContainer per pod through CRI, on
 #   containerd 1.7.24 (Debian trixie): no plugin | nri-qos native | the Go stub plugin (bench/gostub)
-#   containerd 2.1.x  (Debian sid):    no plugin | nri-qos native
+#   containerd 2.1.x  (Debian sid):    no plugin | nri-qos native | the Go stub plugin
 # Every configuration is its own isolated containerd (private root, state, sockets, NRI plugin
 # directory and config directory under $E2E_WORK/containerd-bench-<cfg>; nothing in /opt/nri or
 # /etc/nri), all running at once; bench/podstart.py starts one pod at a time, configurations
@@ -16,7 +16,7 @@
 # by PID; trixie/sid packages from the e2e recipe and cache, bench/lib.sh). Prints "SKIP podstart:
 # reason" and exits 0 when the machine cannot run it.
 # Output: markdown on stdout and in $OUT (default build/bench/podstart.md), samples in
-# build/bench/podstart.json. Env: BENCH_PODS (default 50), BENCH_PODS_WARMUP (default 3),
+# build/bench/podstart.json. Env: BENCH_PODS (default 200: a 1 ms difference is measurable), BENCH_PODS_WARMUP (default 3),
 # NRI_QOS_BIN, E2E_CACHE, E2E_WORK.
 # shellcheck disable=SC2034  # CONTAINERD, CTR, SHIM_PATH are read by lib.sh
 set -uo pipefail
@@ -27,7 +27,7 @@ TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$TOP/bench/lib.sh"
 BB=$TOP/build/bench
 OUT=${OUT:-$BB/podstart.md}
-PODS=${BENCH_PODS:-50}
+PODS=${BENCH_PODS:-200}
 WARM=${BENCH_PODS_WARMUP:-3}
 mkdir -p "$BB"
 skip_all() { echo "SKIP podstart: $*" | tee "$OUT"; exit 0; }
@@ -42,7 +42,7 @@ bench_go_build "$TOP/bench/gostub" "$GOSTUB" || skip_all "cannot build bench/gos
 
 # configurations: name containerd-root plugin
 CFGS=("c17-none trixie -" "c17-nri-qos trixie nri-qos" "c17-go-stub trixie go-stub")
-[ -n "$C21" ] && CFGS+=("c21-none $BENCH_C21_SUITE -" "c21-nri-qos $BENCH_C21_SUITE nri-qos")
+[ -n "$C21" ] && CFGS+=("c21-none $BENCH_C21_SUITE -" "c21-nri-qos $BENCH_C21_SUITE nri-qos" "c21-go-stub $BENCH_C21_SUITE go-stub")
 
 use() { # use NAME ROOT: lib.sh globals for this configuration
   D=$E2E_WORK/containerd-bench-$1
@@ -108,7 +108,7 @@ args=() ; for c in "${CFGS[@]}"; do
   args+=(--config "$name=$D/containerd.sock$exp")
 done
 args+=(--baseline c17-nri-qos=c17-none --baseline c17-go-stub=c17-none --compare c17-nri-qos=c17-go-stub)
-[ -n "$C21" ] && args+=(--baseline c21-nri-qos=c21-none)
+[ -n "$C21" ] && args+=(--baseline c21-nri-qos=c21-none --baseline c21-go-stub=c21-none --compare c21-nri-qos=c21-go-stub)
 
 {
 echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); nri-qos: $NRI_QOS_BIN ($("$NRI_QOS_BIN" --version 2>/dev/null | head -1)); runc $(/usr/bin/runc --version | awk 'NR==1 {print $3}') (bookworm); cgroup $(cgroup_layout), cgroupfs driver"

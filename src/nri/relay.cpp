@@ -47,9 +47,14 @@ using nlohmann::json;
 // the head start the child's own deadline gets before our SIGKILL.
 constexpr int64_t kReplyMarginMs = 250;
 constexpr int64_t kMinBudgetMs = 50;
-// Queued event requests while a child runs (containerd sends them one at a time).
+// Overload bound (docs/native-nri.md "Overload"). The relay evaluates one event at a time;
+// event requests that arrive meanwhile (containerd serialises events per runtime, but several
+// ttrpc streams may be open at once) wait in queue_, at most kMaxQueued requests and
+// kMaxQueuedBytes request bytes. A request past either limit is answered at once with its
+// event's fail mode and recorded (kind "overloaded": nri_qos_relay_failures_total{reason=
+// "overloaded"}); a queued one is answered within its own deadline (start_next). Synchronize
+// evaluations have bounds of their own (sync.hpp kMaxSyncObjects, kMaxSyncBytes).
 constexpr size_t kMaxQueued = 64;
-// Total request bytes queued while a child runs.
 constexpr size_t kMaxQueuedBytes = 8u << 20;
 // Unsent bytes toward the runtime before we consider it gone.
 constexpr size_t kMaxOutq = 8u << 20;
@@ -207,6 +212,7 @@ class Relay {
   void reply_sync(SyncPass& pass);
   bool call_runtime(const char* method, const std::string& payload);
   void start_next();
+  void expire_queued();
   void confine();
   bool prepare(Pending& p, Current& c);
   void finish_event(Outcome& oc);
@@ -424,7 +430,17 @@ void Relay::handle_request(uint32_t stream, RequestEnvelope& req) {
     p.timeout_nano = req.timeout_nano;
     p.arrival_ms = now_ms();
     if (queue_.size() >= kMaxQueued || queued_bytes_ + p.payload.size() > kMaxQueuedBytes) {
-      fail_event(stream, m, "", "relay overloaded (" + std::to_string(queue_.size()) + " requests queued)", "overloaded");
+      // Answered at once with the fail mode of the event it carries (a StateChange is decoded:
+      // RunPodSandbox and StartContainer are admission events, refused under "closed"), named
+      // on the record like an evaluated event. prepare() answers itself what needs no
+      // evaluation (an unsubscribed StateChange, a malformed request).
+      Current c;
+      if (prepare(p, c)) {
+        fail_event(stream, c.event, c.subject,
+                   "relay overloaded (" + std::to_string(queue_.size()) + " requests, " + std::to_string(queued_bytes_) +
+                       " bytes queued; limits " + std::to_string(kMaxQueued) + ", " + std::to_string(kMaxQueuedBytes) + ")",
+                   "overloaded", &c);
+      }
       return;
     }
     queued_bytes_ += p.payload.size();
@@ -793,6 +809,31 @@ void Relay::start_next() {
   }
 }
 
+// Queued events whose deadline comes while the evaluation ahead of them still runs (a later
+// request with a shorter timeout_nano, or a long queue behind slow evaluations): answered now,
+// with their fail mode, not after the runtime gave up on them (containerd disconnects a plugin
+// that misses plugin_request_timeout). Recorded as "overloaded". Synchronize evaluations are
+// not here (syncq_: the pass has one deadline and one reply, reply_sync).
+void Relay::expire_queued() {
+  const int64_t now = now_ms();
+  for (size_t i = 0; i < queue_.size();) {
+    if (wait_limit_ms(queue_[i]) - now >= kMinBudgetMs / 2) {
+      ++i;
+      continue;
+    }
+    Pending p = std::move(queue_[i]);
+    queue_.erase(queue_.begin() + std::ptrdiff_t(i));
+    queued_bytes_ -= p.payload.size();
+    Current c;
+    if (prepare(p, c)) {
+      fail_event(p.stream, c.event, c.subject,
+                 "relay overloaded: waited " + std::to_string(now - p.arrival_ms) + " ms in the queue behind an evaluation and " +
+                     std::to_string(i) + " requests; no time left before the runtime's deadline",
+                 "overloaded", &c);
+    }
+  }
+}
+
 // Evaluators that answered, then ended (their records written) or not as they should: the answer
 // was replied and stands; a records-cut or died-after-answer goes on the record (outcome
 // "answered"), so that a missing event-log line or count has a trace.
@@ -1100,6 +1141,12 @@ int Relay::run() {
       int64_t left = std::max<int64_t>(0, wait_limit_ms(f) - kMinBudgetMs - now_ms());
       timeout = timeout < 0 ? int(left) : std::min<int>(timeout, int(left));
     }
+    if (sup_.busy()) {  // queued events wait behind the evaluation: wake at the first one's deadline
+      for (const Pending& q : queue_) {
+        int64_t left = std::max<int64_t>(0, wait_limit_ms(q) - kMinBudgetMs / 2 - now_ms());
+        timeout = timeout < 0 ? int(left) : std::min<int>(timeout, int(left));
+      }
+    }
     if (shutdown_) timeout = timeout < 0 ? 50 : std::min(timeout, 50);
     int r = poll(pfd, nfds_t(n), timeout);
     if (r < 0 && errno != EINTR) {
@@ -1119,6 +1166,7 @@ int Relay::run() {
       if (o_.debug || fail_closed_) logf("policy fail mode: %s (reported by the evaluator zygote)", fail_closed_ ? "closed" : "open");
     }
     if (ended) finish_event(oc);
+    if (sup_.busy()) expire_queued();
     after_answer();
   }
   // Evaluators still writing their records get a moment (they need ~1 ms), then are killed and

@@ -79,7 +79,10 @@ void relay_options_from_env(RelayOptions& o, const char* argv0);
 /// UpdateContainer, UpdatePodSandbox, StateChange; any other method/service gets status 12
 /// UNIMPLEMENTED. Each event is evaluated in a process of its own (evaluator.hpp; see
 /// docs/native-nri.md for the JSON contract), one at a time, with a hard deadline (SIGKILL to
-/// the evaluator's process group); every child is reaped.
+/// the evaluator's process group); every child is reaped. Requests arriving meanwhile wait in a
+/// bounded queue (64 requests, 8 MiB): past it, or at its own deadline while still queued, a
+/// request is answered at once with its event's fail mode and recorded as "overloaded"
+/// (docs/native-nri.md "Overload").
 /// Writes only to stderr (never stdout). Returns 0 on EOF / connection close / Shutdown, 1
 /// when no connection could be obtained (bad fd, connect failure) or on a fatal protocol error
 /// (mux frame > 16 MiB). Never throws.

@@ -2297,6 +2297,137 @@ TEST_CASE("relay (fork): relay-level failures are handed to the keeper's recorde
   CHECK(rt.close_and_wait() == 0);
 }
 
+// Overload (issue 22 §3, docs/native-nri.md "Overload"): one evaluation runs at a time, at most
+// 64 event requests wait behind it (src/nri/relay.cpp kMaxQueued); the requests past that are
+// answered at once with their event's fail mode and recorded; every queued one is answered too.
+TEST_CASE("relay (fork): overload: past 64 queued requests answered at once with the fail mode, none hangs",
+          "[nri][relay][overload]") {
+  const bool closed = GENERATE(false, true);
+  CAPTURE(closed);
+  TempDir t;
+  FakeRuntime rt(child_opts(t.path, 800, true), t.path + "/relay.log");
+  rt.handshake();
+  uint32_t s = 1;
+  if (closed) {  // the policy says "closed": cached from this answer
+    rt.request(s += 2, "CreateContainer", create_request("closed"));
+    REQUIRE(rt.reply(s).code == 0);
+  }
+  // one evaluation that runs until the relay kills it at its deadline (800 ms)...
+  const uint32_t hang = s += 2;
+  rt.request(hang, "CreateContainer", create_request("hang"));
+  REQUIRE_FALSE(wait_file(t.path + "/hang.pid").empty());
+  // ...64 requests queued behind it (the bound), then 3 more CreateContainer and a RunPodSandbox
+  // (a StateChange: an admission event, refused under "closed" like CreateContainer), all in one write.
+  std::vector<uint32_t> queued, excess;
+  std::string burst;
+  auto add = [&](const std::string& method, const std::string& payload) {
+    s += 2;
+    nri::mux_encode(nri::kPluginServiceConn,
+                    nri::ttrpc_encode(s, nri::kTtrpcRequest, 0, nri::encode_request(nri::kPluginService, method, payload, 2000000000)),
+                    burst);
+    return s;
+  };
+  for (int i = 0; i < 64; ++i) queued.push_back(add("CreateContainer", create_request("")));
+  for (int i = 0; i < 3; ++i) excess.push_back(add("CreateContainer", create_request("over")));
+  pb::StateChangeEvent run;
+  run.set_event(pb::RUN_POD_SANDBOX);
+  *run.mutable_pod() = make_pod("overpod");
+  excess.push_back(add("StateChange", run.SerializeAsString()));
+  const int64_t sent = mono_ms();
+  rt.send_raw(burst);
+  // The excess is answered first, while the evaluation still runs: no wait for a queue slot.
+  for (size_t i = 0; i < excess.size(); ++i) {
+    nri::ResponseEnvelope r = rt.reply(excess[i], 500);
+    if (closed) {
+      CHECK(r.code == 2);
+      CHECK_THAT(r.message, Catch::Contains("relay overloaded") && Catch::Contains("on_child_failure=closed") &&
+                                Catch::Contains(i < 3 ? "CreateContainer" : "RunPodSandbox"));
+    } else {
+      CHECK(r.code == 0);
+      CHECK(r.payload.empty());  // fail-open: the empty reply, nothing adjusted
+    }
+  }
+  CHECK(mono_ms() - sent < 500);
+  // Everything else is answered (evaluated, or failed at its deadline): nothing hangs.
+  std::map<uint32_t, int> codes;
+  nri::TtrpcMessage m;
+  while (codes.size() < queued.size() + 1 && rt.next(nri::kPluginServiceConn, m, 3000)) {
+    nri::ResponseEnvelope r;
+    REQUIRE(nri::decode_response(m.payload, r));
+    codes[m.stream_id] = r.code;
+  }
+  CHECK(codes.size() == queued.size() + 1);
+  CHECK(codes.count(hang) == 1);
+  for (uint32_t q : queued) CHECK(codes.count(q) == 1);
+  CHECK(mono_ms() - sent < 2500);
+  // On the record: one "overloaded" failure per refused request, named like an evaluated event
+  // (queued requests that reached their deadline behind a slow evaluation may be recorded as
+  // "overloaded" too, with a reason of their own: not counted here).
+  std::vector<json> over;
+  for (int i = 0; i < 300 && over.size() < excess.size(); ++i, usleep(10000)) {
+    over.clear();
+    for (const json& r : wait_records(t.path, 1))
+      if (r.is_object() && r.value("kind", "") == "overloaded" &&
+          r.value("reason", "").rfind("relay overloaded (", 0) == 0)
+        over.push_back(r);
+  }
+  REQUIRE(over.size() == excess.size());
+  for (size_t i = 0; i < over.size(); ++i) {
+    CHECK(over[i]["event"] == (i < 3 ? "CreateContainer" : "RunPodSandbox"));
+    CHECK(over[i]["pod"] == (i < 3 ? "pod-over" : "pod-overpod"));
+    CHECK(over[i]["outcome"] == (closed ? "refused" : "failed"));
+    CHECK(over[i]["fail_mode"] == (closed ? "closed" : "open"));
+    CHECK_THAT(over[i]["reason"].get<std::string>(), Catch::Contains("relay overloaded (64 requests"));
+    // counted as nri_qos_relay_failures_total{event=...,reason="overloaded"}
+    nri::RelayFailure f;
+    std::string err;
+    REQUIRE(nri::parse_failure_message(over[i].dump(), f, err));
+    CHECK(nri::failure_metrics(f).relay_failure == "overloaded");
+  }
+  CHECK(rt.close_and_wait() == 0);
+}
+
+TEST_CASE("relay (fork): overload: a queued request is answered at its own deadline, not after the evaluation ahead",
+          "[nri][relay][overload]") {
+  const bool closed = GENERATE(false, true);
+  CAPTURE(closed);
+  TempDir t;
+  FakeRuntime rt(child_opts(t.path, 800, true), t.path + "/relay.log");
+  rt.handshake();
+  uint32_t s = 1;
+  if (closed) {
+    rt.request(s += 2, "CreateContainer", create_request("closed"));
+    REQUIRE(rt.reply(s).code == 0);
+  }
+  const uint32_t hang = s += 2;
+  rt.request(hang, "CreateContainer", create_request("hang"));  // killed at 800 ms
+  REQUIRE_FALSE(wait_file(t.path + "/hang.pid").empty());
+  // A request with a 400 ms timeout (budget 150 ms after the 250 ms reply margin) behind it.
+  const uint32_t late = s += 2;
+  const int64_t sent = mono_ms();
+  rt.request(late, "CreateContainer", create_request("late"), 400000000);
+  nri::ResponseEnvelope r = rt.reply(late, 400);  // before the runtime's 400 ms, not at ~800 ms
+  CHECK(mono_ms() - sent < 400);
+  if (closed) {
+    CHECK(r.code == 2);
+    CHECK_THAT(r.message, Catch::Contains("relay overloaded: waited") && Catch::Contains("on_child_failure=closed"));
+  } else {
+    CHECK(r.code == 0);
+    CHECK(r.payload.empty());
+  }
+  CHECK(rt.reply(hang, 2000).code == (closed ? 2 : 0));  // the evaluation ahead: killed at its deadline
+  std::vector<json> over;
+  for (int i = 0; i < 300 && over.empty(); ++i, usleep(10000))
+    for (const json& x : wait_records(t.path, 1))
+      if (x.is_object() && x.value("kind", "") == "overloaded") over.push_back(x);
+  REQUIRE(over.size() == 1);
+  CHECK(over[0]["event"] == "CreateContainer");
+  CHECK(over[0]["pod"] == "pod-late");
+  CHECK(over[0]["fail_mode"] == (closed ? "closed" : "open"));
+  CHECK_THAT(over[0]["reason"].get<std::string>(), Catch::Contains("in the queue behind an evaluation and 0 requests"));
+  CHECK(rt.close_and_wait() == 0);
+}
+
 TEST_CASE("relay (fork): the answer is replied before the evaluator's records; what happens to them after is recorded",
           "[nri][relay][record]") {
   TempDir t;
