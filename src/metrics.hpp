@@ -44,6 +44,10 @@ struct MetricsEvent {
     /// false: count only relay_failure, not nri_qos_events_total nor the last-event time (a
     /// relay failure after the evaluator's answer: the event may be counted by its evaluator).
     bool count_event = true;
+    /// A container nri-qos adjusted that the runtime undid (failure_record.hpp
+    /// "adjustment-rejected"): the other NRI plugin's name, or "unknown". Counted in
+    /// nri_qos_adjustment_rejected_total{other}. "" = none.
+    std::string rejected_by;
 };
 
 /// Identity of the policy in force, for nri_qos_policy_info: taken from the event's
