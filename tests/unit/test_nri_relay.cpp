@@ -2696,12 +2696,16 @@ TEST_CASE("relay of the real binary: an adjusted container removed unstarted is 
   rt.handshake();
   uint32_t s = 1;
   for (const char* mode : {"fine", "conflict"}) {
-    rt.request(s += 2, "CreateContainer", create_request(mode));
+    pb::CreateContainerRequest creq;
+    REQUIRE(creq.ParseFromString(create_request(mode)));
+    (*creq.mutable_pod()->mutable_labels())["koordinator.sh/qosClass"] = "BE";  // BE: cpu.shares 2
+    creq.mutable_container()->mutable_linux()->set_cgroups_path(std::string("/kubepods/besteffort/pod-") + mode + "/ctr-" + mode);
+    rt.request(s += 2, "CreateContainer", creq.SerializeAsString());
     nri::ResponseEnvelope r = rt.reply(s, 5000);
     REQUIRE(r.code == 0);
     pb::CreateContainerResponse rsp;
     REQUIRE(rsp.ParseFromString(r.payload));
-    REQUIRE(rsp.has_adjust());  // the fixture policy adjusts every container
+    REQUIRE(rsp.has_adjust());
     pb::StateChangeEvent ev;
     *ev.mutable_pod() = make_pod(mode);
     ev.mutable_container()->set_id(std::string("ctr-") + mode);
