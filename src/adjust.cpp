@@ -111,6 +111,11 @@ std::optional<uint64_t> read_weight(Kernel* k, const std::string& rel) {
     return v;
 }
 
+/// The reason of a knob left to another plugin (skipped lines, explain, records).
+std::string left_reason(const LeftField& lf) {
+    return "left to " + lf.plugin + " (settings.leave_to_others: " + lf.field + ")";
+}
+
 struct Builder {
     const PlanInput& in;
     Plan& plan;
@@ -357,7 +362,7 @@ struct Builder {
         // opencontainers/cgroups fs/memory.go setMemoryAndSwap and utils.go
         // ConvertMemorySwapToCgroupV2Value: an unlimited memory limit without an explicit swap
         // limit makes swap unlimited too (on v1 the kernel would refuse memory above memsw).
-        if (k.id == KnobId::MemoryLimit && r.is_max) {
+        if (k.id == KnobId::MemoryLimit && r.is_max && !left(KnobId::MemorySwap)) {
             for (const auto& o : all)
                 if (o.id == KnobId::MemorySwap && !swap_unset(resolve(o, req.resources, all))) return;
             const std::string sw = cg_file("memory", dir, v2 ? "memory.swap.max" : "memory.memsw.limit_in_bytes");
@@ -391,7 +396,7 @@ struct Builder {
     /// cause. Nothing happens when the new quota is unlimited (any burst is valid then) or the
     /// burst is already within it.
     void lower_burst_first(const std::vector<KnobSetting>& list, const std::string* dir) {
-        if (!dir || !in.kernel) return;
+        if (!dir || !in.kernel || left(KnobId::CpuBurst)) return;  // another plugin's burst: never written
         const KnobDef& d = knob_def(KnobId::CpuBurst);
         const KnobSetting* burst = nullptr;
         std::optional<int64_t> quota = in.req->resources.cpu_quota;
@@ -420,12 +425,25 @@ struct Builder {
             "lowered before the runtime's update: " + what + " (runc writes the quota without the burst)";
     }
 
+    /// The settings.leave_to_others entry owning knob `id` (nullptr: nri-qos's to set).
+    const LeftField* left(KnobId id) const {
+        if (!in.policy) return nullptr;
+        KnobSetting k;
+        k.id = id;
+        return left_to_other(in.policy->leave_to_others, k);
+    }
+
     void knobs(const std::vector<KnobSetting>& list, const std::string& scope, const std::string* dir) {
         const bool nri_mode = mode == Mode::NriCreate || mode == Mode::NriStart || mode == Mode::NriUpdate || mode == Mode::NriSync;
         json adj = json::object();
         for (const auto& k : list) {
             const KnobDef& d = knob_def(k.id);
             const std::string key = k.id == KnobId::Raw ? "raw:" + k.raw_file : std::string(d.key);
+            // Another NRI plugin owns it: neither in the adjustment/update nor written.
+            if (const LeftField* lf = in.policy ? left_to_other(in.policy->leave_to_others, k) : nullptr) {
+                skip(key, scope, left_reason(*lf));
+                continue;
+            }
             Resolved r = resolve(k, in.req->resources, list);
             if (!r.ok) {
                 skip(key, scope, r.why);
@@ -594,6 +612,26 @@ Plan build_plan(const PlanInput& in) {
     }
     sequence(plan, b.v2);
     return plan;
+}
+
+std::vector<std::string> leave_to_others(ClassDef& cls, const Policy& p) {
+    std::vector<std::string> skipped;
+    if (p.leave_to_others.empty()) return skipped;
+    for (auto* list : {&cls.container, &cls.pod}) {
+        const std::string prefix = list == &cls.pod ? "pod:" : "";
+        auto keep = list->begin();
+        for (auto it = list->begin(); it != list->end(); ++it) {
+            if (const LeftField* lf = left_to_other(p.leave_to_others, *it)) {
+                const std::string key = it->id == KnobId::Raw ? "raw:" + it->raw_file : std::string(knob_def(it->id).key);
+                skipped.push_back(prefix + key + ": " + left_reason(*lf));
+                continue;
+            }
+            if (keep != it) *keep = std::move(*it);
+            ++keep;
+        }
+        list->erase(keep, list->end());
+    }
+    return skipped;
 }
 
 bool resources_adjusted(const Request& r) {

@@ -150,6 +150,14 @@ struct PlanInput {
 /// without a pod cgroup) go to `refused`; `steps` groups the writes the sink must sequence.
 Plan build_plan(const PlanInput& in);
 
+/// settings.leave_to_others: remove from `cls` (a class's copy) the container and pod knobs
+/// another NRI plugin owns (policy.hpp LeftField), before its facts are resolved — a fact for a
+/// field nri-qos leaves is never computed, so it can neither fail nor refuse the container.
+/// Returns one skipped line per knob removed: "cpu_shares: left to koordlet
+/// (settings.leave_to_others: cpu.shares)" ("pod:" before a pod knob), for Plan::skipped.
+/// build_plan skips such knobs the same way when they reach it (replays, explain).
+std::vector<std::string> leave_to_others(ClassDef& cls, const Policy& p);
+
 /// True for a native StartContainer / PostUpdateContainer: the container's resources in the
 /// request are the runtime's, which already hold nri-qos's adjustment (CreateContainer) or update
 /// (UpdateContainer) — containerd reports the container's OCI spec as it was created/updated.

@@ -1,5 +1,6 @@
 #include "knobs.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <climits>
 #include <cstdio>
@@ -161,6 +162,93 @@ KnobValue parse_knob_value(const KnobDef& def, const std::string* s, const int64
     if (n < def.min || n > def.max) throw InputError(k + ": " + std::to_string(n) + " out of range " + range());
     v.num = n;
     return v;
+}
+
+namespace {
+// NRI ContainerAdjustment fields (containerd/nri pkg/api: LinuxResources, LinuxCPU, LinuxMemory,
+// LinuxPids, ContainerAdjustment) → the knobs that set the same thing. The kernel file decides
+// what "the same" is: cpu.shares becomes cpu.weight on cgroup v2 (runc), so it covers the
+// cpu_weight knob too; OCI memory.reservation is memory.soft_limit_in_bytes on v1 and memory.low
+// on v2 (runc fs2 setMemory); blockio_class sets blkio/io weights (goresctrl blockio classes).
+struct NriField {
+    const char* name;
+    std::vector<KnobId> knobs;  // empty: nri-qos never sets this field
+};
+const std::vector<NriField>& nri_fields() {
+    static const std::vector<NriField> k = {
+        {"cpu.shares", {KnobId::CpuShares, KnobId::CpuWeight}},
+        {"cpu.quota", {KnobId::CpuQuota}},
+        {"cpu.period", {KnobId::CpuPeriod}},
+        {"cpu.cpus", {KnobId::CpusetCpus}},
+        {"cpuset.cpus", {KnobId::CpusetCpus}},
+        {"cpu.mems", {KnobId::CpusetMems}},
+        {"cpuset.mems", {KnobId::CpusetMems}},
+        {"cpu.realtime_runtime", {}},
+        {"cpu.realtime_period", {}},
+        {"memory.limit", {KnobId::MemoryLimit}},
+        {"memory.swap", {KnobId::MemorySwap}},
+        {"memory.reservation", {KnobId::MemorySoftLimit, KnobId::MemoryLow}},
+        {"memory.kernel", {}},
+        {"memory.kernel_tcp", {}},
+        {"memory.swappiness", {}},
+        {"memory.disable_oom_killer", {}},
+        {"memory.use_hierarchy", {}},
+        {"pids.limit", {KnobId::PidsMax}},
+        {"rdt_class", {KnobId::ResctrlGroup}},
+        {"blockio_class", {KnobId::BlkioWeight}},
+        {"oom_score_adj", {KnobId::OomScoreAdj}},
+        {"hugepage_limits", {}},
+        {"devices", {}},
+        {"annotations", {}},
+        {"mounts", {}},
+        {"env", {}},
+        {"hooks", {}},
+        {"rlimits", {}},
+        {"cgroups_path", {}},
+        {"seccomp_policy", {}},
+        {"namespaces", {}},
+        {"args", {}},
+    };
+    return k;
+}
+}  // namespace
+
+bool field_knobs(const std::string& field, FieldKnobs& out, std::string& err) {
+    out = FieldKnobs();
+    if (field.rfind("raw:", 0) == 0) {
+        const std::string f = field.substr(4);
+        bool ok = !f.empty() && f.size() <= 64 && f != "." && f != "..";
+        for (unsigned char c : f)
+            if (!(isalnum(c) || c == '_' || c == '-' || c == '.')) ok = false;
+        if (!ok) {
+            err = "\"" + field.substr(0, 80) + "\": expected raw:<kernel file name>";
+            return false;
+        }
+        out.raw_file = f;
+        return true;
+    }
+    if (const KnobDef* d = find_knob(field)) {
+        out.knobs = knob_bit(d->id);
+        return true;
+    }
+    for (const auto& f : nri_fields()) {
+        if (field != f.name) continue;
+        for (KnobId id : f.knobs) out.knobs |= knob_bit(id);
+        out.never_set = f.knobs.empty();
+        return true;
+    }
+    if (field.rfind("unified.", 0) == 0) {  // a cgroup v2 file through linux.resources.unified
+        const std::string f = field.substr(8);
+        for (const auto& d : kTable)
+            if (d.v2_file && f == d.v2_file) out.knobs |= knob_bit(d.id);
+        if (f == "io.bfq.weight") out.knobs |= knob_bit(KnobId::BlkioWeight);
+        if (f == "cpu.max") out.knobs |= knob_bit(KnobId::CpuQuota) | knob_bit(KnobId::CpuPeriod);
+        if (out.knobs) return true;
+        err = "\"" + field.substr(0, 80) + "\": no knob of nri-qos writes the cgroup v2 file " + f.substr(0, 64);
+        return false;
+    }
+    err = "\"" + field.substr(0, 80) + "\" is neither a knob of nri-qos nor an NRI adjustment field";
+    return false;
 }
 
 uint64_t shares_to_weight(uint64_t shares) {

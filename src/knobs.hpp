@@ -52,6 +52,25 @@ const std::vector<KnobDef>& knob_table();
 const KnobDef* find_knob(const std::string& key);
 const KnobDef& knob_def(KnobId id);
 
+/// What a field name of settings.leave_to_others (man 5 nri-qos.toml, LIVING BESIDE OTHER NRI
+/// PLUGINS) stands for. The vocabulary is nri-qos's own knob keys ("cpu_shares") and NRI's
+/// ContainerAdjustment fields below linux.resources, as containerd/nri pkg/api adjustment.go
+/// names them ("cpu.shares", "memory.limit", "unified.memory.high", "rdt_class",
+/// "oom_score_adj", ... and "cpuset.cpus"/"cpuset.mems" for "cpu.cpus"/"cpu.mems"), plus
+/// "raw:<file>" for a raw knob.
+struct FieldKnobs {
+    uint64_t knobs = 0;    ///< bit (1 << int(KnobId)) of each knob the field covers
+    std::string raw_file;  ///< "raw:<file>": the raw knob's kernel file name ("" otherwise)
+    /// An NRI field nri-qos never sets (annotations, mounts, env, hugepage_limits, ...): valid,
+    /// nothing to leave (knobs 0, raw_file ""). `check` says so.
+    bool never_set = false;
+};
+/// Resolve a leave_to_others field name. Returns false (with `err`: one line, with the closest
+/// known name when there is one) for an unknown name.
+bool field_knobs(const std::string& field, FieldKnobs& out, std::string& err);
+/// Bit of `id` in FieldKnobs::knobs.
+inline uint64_t knob_bit(KnobId id) { return uint64_t(1) << static_cast<int>(id); }
+
 /// A knob value as written in the policy.
 ///  * Int, Max ("max"/-1), Percent ("N%" of the effective base value), Text (cpuset list, name);
 ///  * Fact ({ fact = "NAME" }): computed per request by the fact readers (facts.hpp); `text` is

@@ -99,6 +99,8 @@ void add_eval_options(CLI::App* app, Options& o, std::string& layout) {
                     "last good policy copies (default /var/lib/nri-qos, or STATE_DIR/last-good with --state-dir; \"\" disables)");
     app->add_option("--deadline-ms", o.deadline_ms, "self-imposed deadline in ms (default 1000; 0 disables)");
     app->add_flag("--debug", o.debug, "log skipped knobs to stderr");
+    app->add_option("--runtime-log", o.runtime_log,
+                    "relay: where the runtime logs NRI plugin conflicts: FILE, journal:UNIT or none; unset: journal:containerd under systemd");
     app->add_option_function<std::string>("--metrics-file", [&o](const std::string& v) { o.metrics_file = v; },
                                           "Prometheus textfile (default " NRI_QOS_METRICS_FILE "; \"\" disables)");
     app->add_option_function<std::string>("--event-log", [&o](const std::string& v) { o.event_log = v; },
@@ -177,6 +179,7 @@ std::vector<std::string> eval_argv(CLI::App* relay, const Options& o, const std:
     pass("--last-good-dir", o.last_good_dir);
     pass("--metrics-file", o.metrics_file.value_or(""));
     pass("--event-log", o.event_log.value_or(""));
+    pass("--runtime-log", o.runtime_log);
     if (o.debug) a.emplace_back("--debug");
     return a;
 }
@@ -301,6 +304,8 @@ int main(int argc, char** argv) {
         status->add_option("--format", so.format, "text|json")->check(CLI::IsMember({"text", "json"}));
         status->add_flag("--relay", so.relay_only,
                          "only the external relay's liveness (<state-dir>/relay.json); exit 1 unless up and registered (a liveness probe)");
+        status->add_option_function<std::string>("--metrics-file", [&so](const std::string& v) { so.metrics_file = v; },
+                                                  "metrics textfile to read adjustments undone by the runtime from; as for invoke");
         reconcile = app.add_subcommand("reconcile", "re-apply the current policy to every live container nri-qos knows; drop the gone ones");
         state_cmd(reconcile);
         reconcile->add_flag("--dry-run", so.dry_run, "report drift, write nothing");

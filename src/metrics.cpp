@@ -61,6 +61,7 @@ struct State {
     std::map<std::string, uint64_t> knob_failures, drift;
     std::map<std::string, uint64_t> not_passed;  // nri_qos_annotation_not_passed_total{key}
     std::map<std::pair<std::string, std::string>, uint64_t> relay_failures;  // {event, reason}
+    std::map<std::string, uint64_t> rejected;  // nri_qos_adjustment_rejected_total{other}
     uint64_t buckets[kNBuckets + 1] = {};  // per bucket (not cumulative); last = +Inf
     uint64_t sum_us = 0, count = 0;
     uint64_t policy_errors = 0;
@@ -130,6 +131,7 @@ void load_state(std::string_view text, State& st) {
         else if (t == "D" && f.size() == 3) st.drift[std::string(f[1])] = num(f[2]);
         else if (t == "A" && f.size() == 3) st.not_passed[std::string(f[1])] = num(f[2]);
         else if (t == "R" && f.size() == 4) st.relay_failures[{std::string(f[1]), std::string(f[2])}] = num(f[3]);
+        else if (t == "X" && f.size() == 3) st.rejected[std::string(f[1])] = num(f[2]);
         else if (t == "H" && f.size() == 3 + kNBuckets + 1) {
             st.sum_us = num(f[1]);
             st.count = num(f[2]);
@@ -175,6 +177,7 @@ std::string dump_state(const State& st) {
     for (const auto& [k, v] : st.drift) s += 'D', field(k), count(v);
     for (const auto& [k, v] : st.not_passed) s += 'A', field(k), count(v);
     for (const auto& [k, v] : st.relay_failures) s += 'R', field(k.first), field(k.second), count(v);
+    for (const auto& [k, v] : st.rejected) s += 'X', field(k), count(v);
     s += "H\t";
     num_to(s, st.sum_us);
     s += '\t';
@@ -254,6 +257,9 @@ std::string render(const State& st) {
     s += "# HELP nri_qos_relay_failures_total Events the native NRI relay failed itself (evaluator crashed, killed or timed out, request refused), by event and reason.\n"
          "# TYPE nri_qos_relay_failures_total counter\n";
     for (const auto& [k, v] : st.relay_failures) series("nri_qos_relay_failures_total", {{"event", k.first}, {"reason", k.second}}, v);
+    s += "# HELP nri_qos_adjustment_rejected_total Containers nri-qos adjusted that the runtime removed without starting them (another NRI plugin set the same field), by that plugin (\"unknown\" when the runtime's log did not name it).\n"
+         "# TYPE nri_qos_adjustment_rejected_total counter\n";
+    for (const auto& [k, v] : st.rejected) series("nri_qos_adjustment_rejected_total", {{"other", k}}, v);
     s += "# HELP nri_qos_event_duration_seconds Time one nri-qos invocation took, from start to its result.\n"
          "# TYPE nri_qos_event_duration_seconds histogram\n";
     uint64_t cum = 0;
@@ -378,6 +384,7 @@ std::string pending_lines(const MetricsEvent& e) {
     for (const auto& k : e.drift_knobs) s += "D\t" + clean(k) + "\n";
     if (!e.relay_failure.empty()) s += "R\t" + clean(e.relay_failure) + "\n";
     for (const auto& k : e.not_passed) s += "A\t" + clean(k) + "\n";
+    if (!e.rejected_by.empty()) s += "X\t" + clean(e.rejected_by) + "\n";
     return s;
 }
 /// Pending-file lines of a reconcile pass: its C line (containers, drift found, errors, gone,
@@ -492,6 +499,10 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
                             all.back().relay_failure = f[1];
                             continue;
                         }
+                        if (f.size() == 2 && f[0] == "X" && !all.empty()) {  // the other plugin of a rejected adjustment
+                            all.back().rejected_by = f[1];
+                            continue;
+                        }
                         if ((f.size() != 5 && f.size() != 6) || f[0] != "E") continue;
                         MetricsEvent e;
                         e.event = f[1];
@@ -517,6 +528,7 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
         for (const auto& k : e.not_passed) bump(st.not_passed, clean(k), std::string("_overflow"));
         if (!e.relay_failure.empty())
             bump(st.relay_failures, std::make_pair(clean(e.event), clean(e.relay_failure)), std::make_pair(std::string("_overflow"), std::string("_overflow")));
+        if (!e.rejected_by.empty()) bump(st.rejected, clean(e.rejected_by), std::string("_overflow"));
         if (e.duration_us >= 0) {
             size_t i = 0;
             while (i < kNBuckets && e.duration_us > kDurationBucketsUs[i]) ++i;

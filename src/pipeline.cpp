@@ -621,8 +621,16 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         // Percentages of the value in force where the request already holds our adjustment.
         ClassDef settled;
         const ClassDef* base = d.cls;
-        if (resources_adjusted(r)) {
+        // Knobs another NRI plugin owns (settings.leave_to_others) leave the class first: never
+        // computed, planned or written; each is reported skipped, "left to <plugin>".
+        std::vector<std::string> left;
+        if (!policy.leave_to_others.empty()) {
             settled = *d.cls;
+            left = leave_to_others(settled, policy);
+            if (!left.empty()) base = &settled;
+        }
+        if (resources_adjusted(r)) {
+            if (base != &settled) settled = *d.cls;
             if (settle_adjusted_percentages(settled, r)) base = &settled;
         }
         fplan = resolve_facts(*base, fin, *fstate);
@@ -639,6 +647,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             c.metadata["warning"] = w;
         }
         c.plan = build_plan(pin);
+        for (auto& s : left) c.plan.skipped.push_back(std::move(s));
         for (auto& s : fplan.skipped) c.plan.skipped.push_back(std::move(s));
         for (auto& s : fplan.refused) c.plan.refused.push_back(std::move(s));
         c.plan.not_passed = fplan.not_passed;

@@ -40,6 +40,10 @@ struct Options {
     std::string last_good_dir = defaults::kLastGoodDir;  ///< last good policy copies, when last_good_dir_set ("" disables)
     bool last_good_dir_set = false;                      ///< --last-good-dir given; else last_good_dir_of() decides
     std::optional<Layout> layout;                 ///< nullopt: detect with statfs
+    /// Native relay only (its failure recorder, src/nri/failure_record.hpp runtime_log_excerpt):
+    /// where the runtime logs NRI ownership conflicts — a file path, "journal:<unit>", "none";
+    /// "" = journal:containerd when systemd's journal runs. Read, never written.
+    std::string runtime_log;
     bool debug = false;
     int deadline_ms = defaults::kDeadlineMs;      ///< self-imposed; 0 disables
     bool explain_json = false;

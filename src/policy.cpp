@@ -669,6 +669,27 @@ void trust_notes(const Policy& p, std::vector<PolicyDiag>& notes) {
     }
 }
 
+/// The notes of `check` for settings.leave_to_others: per entry, the knobs nri-qos leaves and the
+/// classes that set them (or that nri-qos never sets that field).
+void leave_notes(const Policy& p, std::vector<PolicyDiag>& notes) {
+    for (const auto& lf : p.leave_to_others) {
+        std::string knobs, classes;
+        for (const auto& d : knob_table())
+            if (lf.covers.knobs & knob_bit(d.id)) knobs += std::string(knobs.empty() ? "" : ", ") + d.key;
+        if (!lf.covers.raw_file.empty()) knobs = "raw:" + lf.covers.raw_file;
+        for (const auto& [n, cd] : p.classes)
+            for (const auto* ks : {&cd.container, &cd.pod})
+                if (std::any_of(ks->begin(), ks->end(), [&](const KnobSetting& k) { return left_to_other({lf}, k) != nullptr; })) {
+                    classes += std::string(classes.empty() ? "" : ", ") + n;
+                    break;
+                }
+        std::string msg = "settings.leave_to_others: " + lf.field + " left to " + lf.plugin + ": ";
+        if (lf.covers.never_set) msg += "nri-qos never sets this NRI field";
+        else msg += "nri-qos never sets " + knobs + (classes.empty() ? " (no class sets it)" : " (set by class " + classes + ": skipped, \"left to " + lf.plugin + "\")");
+        notes.push_back({PolicyDiag::Note, 0, msg});
+    }
+}
+
 void policy_warnings(const Ctx& c, const Policy& p, const std::map<std::string, int>& class_line) {
     // A rule made unreachable by an earlier one that matches everything it matches (a merge
     // rule still adds its class after an earlier match: never unreachable that way).
@@ -719,6 +740,65 @@ KeyNotes key_notes(const Ctx& c, const TV& v, const std::string& what) {
     return out;
 }
 
+/// A plugin name of settings.leave_to_others: 1-64 characters [A-Za-z0-9_.-] (an NRI plugin's
+/// name, with or without its index: containerd/nri pkg/api/plugin.go ParsePluginName).
+bool plugin_name_ok(const std::string& n) {
+    if (n.empty() || n.size() > 64) return false;
+    for (unsigned char ch : n)
+        if (!(isalnum(ch) || ch == '_' || ch == '-' || ch == '.')) return false;
+    return true;
+}
+
+/// Parse settings.leave_to_others: an array of inline tables {field = "<name>" or ["<name>",
+/// ...], plugin = "<name>"}. Each field is validated against the knob table and NRI's adjustment
+/// fields (knobs.hpp field_knobs); a field given twice is an error (one owner per field).
+std::vector<LeftField> leave_to_others(const Ctx& c, const TV& v) {
+    const std::string what = "settings.leave_to_others";
+    if (!v.is_array()) c.fail(v, what + ": expected an array of {field = \"...\", plugin = \"...\"}");
+    const auto& arr = v.as_array();
+    if (arr.size() > 256) c.fail(v, what + ": more than 256 entries");
+    std::vector<LeftField> out;
+    std::vector<std::string> known;
+    for (const auto& d : knob_table()) known.push_back(d.key);
+    for (const char* n : {"cpu.shares", "cpu.quota", "cpu.period", "cpu.cpus", "cpu.mems", "memory.limit", "memory.swap",
+                          "memory.reservation", "pids.limit", "rdt_class", "blockio_class", "oom_score_adj"})
+        known.push_back(n);
+    for (size_t i = 0; i < arr.size(); ++i)
+        c.guard([&, i] {
+            const TV& e = arr[i];
+            const std::string at = what + "[" + std::to_string(i) + "]";
+            if (!e.is_table()) c.fail(e, at + ": expected {field = \"...\", plugin = \"...\"}");
+            check_keys(c, e, at, {"field", "plugin"});
+            const TV* pl = get(e, "plugin");
+            const TV* f = get(e, "field");
+            if (!pl || !f) c.fail(e, at + ": needs both field and plugin");
+            std::string plugin = str(c, *pl, at + ".plugin", 64);
+            if (!plugin_name_ok(plugin)) c.fail(*pl, at + ".plugin: expected a plugin name of 1-64 characters [A-Za-z0-9_.-]");
+            std::vector<const TV*> fields;
+            if (f->is_array()) {
+                if (f->as_array().empty()) c.fail(*f, at + ".field: an empty list");
+                for (const auto& x : f->as_array()) fields.push_back(&x);
+            } else {
+                fields.push_back(f);
+            }
+            for (const TV* x : fields)
+                c.guard([&, x] {
+                    LeftField lf;
+                    lf.field = str(c, *x, at + ".field", 80);
+                    lf.plugin = plugin;
+                    std::string err;
+                    if (!field_knobs(lf.field, lf.covers, err)) {
+                        std::string hint = closest_name(lf.field, known);
+                        c.fail(*x, at + ".field: " + err + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
+                    }
+                    for (const auto& o : out)
+                        if (o.field == lf.field) c.fail(*x, at + ".field: \"" + lf.field + "\" is already left to " + o.plugin);
+                    out.push_back(std::move(lf));
+                });
+        });
+    return out;
+}
+
 /// Parse and validate `text` into `p`, recording every error; `class_line` gets the line of each
 /// class (for warnings).
 void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::string, int>& class_line) {
@@ -746,7 +826,7 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
     int default_line = 0;
     if (const TV* s = get(root, "settings")) {
         c.guard([&] {
-            check_keys(c, *s, "settings", {"default_class", "fail", "cpu_weight_formula", "koordinator_quota_lift", "metrics_file", "event_log", "event_log_max_bytes"});
+            check_keys(c, *s, "settings", {"default_class", "fail", "cpu_weight_formula", "koordinator_quota_lift", "metrics_file", "event_log", "event_log_max_bytes", "leave_to_others"});
             c.guard([&] {
                 if (const TV* x = get(*s, "default_class")) {
                     default_line = Ctx::line_of(*x);
@@ -800,6 +880,9 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
             });
         });
     }
+
+    if (const TV* s = get(root, "settings"))
+        if (const TV* x = get(*s, "leave_to_others")) c.guard([&] { p.leave_to_others = leave_to_others(c, *x); });
 
     if (const TV* g = get(root, "guarded")) {
         c.guard([&] {
@@ -998,6 +1081,14 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
 
 std::string closest_name(const std::string& word, const std::vector<std::string>& known) { return closest(word, known); }
 
+const LeftField* left_to_other(const std::vector<LeftField>& leave, const KnobSetting& k) {
+    for (const auto& lf : leave) {
+        if (k.id == KnobId::Raw ? (!lf.covers.raw_file.empty() && lf.covers.raw_file == k.raw_file) : (lf.covers.knobs & knob_bit(k.id)) != 0)
+            return &lf;
+    }
+    return nullptr;
+}
+
 const std::string* guarded_note(const KeyNotes& notes, const std::string& key) {
     auto it = std::lower_bound(notes.begin(), notes.end(), key, [](const auto& e, const std::string& k) { return e.first < k; });
     return it != notes.end() && it->first == key ? &it->second : nullptr;
@@ -1023,6 +1114,7 @@ PolicyCheck check_policy_text(const std::string& text, const std::string& name) 
     // Warnings are about a policy that loads: only computed when there is no error.
     if (out.errors() == 0) policy_warnings(c, out.policy, class_line);
     if (out.errors() == 0) trust_notes(out.policy, out.notes);
+    if (out.errors() == 0) leave_notes(out.policy, out.notes);
     // By line; findings about the file as a whole (line 0) last.
     auto key = [](const PolicyDiag& d) { return d.line > 0 ? d.line : INT32_MAX; };
     std::stable_sort(out.diags.begin(), out.diags.end(), [&](const PolicyDiag& a, const PolicyDiag& b) { return key(a) < key(b); });
@@ -1143,6 +1235,9 @@ json policy_to_json(const Policy& p) {
     for (const auto& [n, g] : p.resctrl_groups)
         groups[n] = {g.l3, g.mb, g.l3_percent, g.l3_start_percent, g.mb_percent, g.l3_round_down, g.manage, g.line};
     j["resctrl"] = std::move(groups);
+    json leave = json::array();
+    for (const auto& lf : p.leave_to_others) leave.push_back({lf.field, lf.plugin});
+    j["leave_to_others"] = std::move(leave);
     return j;
 }
 
@@ -1229,6 +1324,15 @@ Policy policy_from_json(const json& j) {
                 d.manage = g.at(6).get<bool>();
                 d.line = g.at(7).get<int>();
                 p.resctrl_groups.emplace(n, std::move(d));
+            }
+        if (j.contains("leave_to_others"))
+            for (const auto& e : j.at("leave_to_others")) {
+                LeftField lf;
+                lf.field = e.at(0).get<std::string>();
+                lf.plugin = e.at(1).get<std::string>();
+                std::string err;
+                if (!field_knobs(lf.field, lf.covers, err)) throw InputError("compiled policy: leave_to_others: " + err);
+                p.leave_to_others.push_back(std::move(lf));
             }
         if (!p.classes.count(p.default_class)) throw InputError("compiled policy: unknown default class");
         for (const auto& r : p.rules)

@@ -142,6 +142,21 @@ struct SinkSettings {
     uint64_t event_log_max_bytes = 0; ///< rotate beyond this size (bytes); 0 = default
 };
 
+/// One entry of settings.leave_to_others: a field another NRI plugin owns. nri-qos never sets
+/// the knobs it covers (neither in an NRI adjustment/update nor by a file write) and reports each
+/// as skipped, "left to <plugin>" (adjust.hpp leave_to_others). Why: containerd refuses a
+/// container when two plugins set the same adjustment field (containerd/nri
+/// pkg/adaptation/result.go: "plugins %q and %q both tried to set %s"), and two writers of one
+/// kernel file undo each other.
+struct LeftField {
+    std::string field;   ///< as written: a knob key or an NRI field name (knobs.hpp field_knobs)
+    std::string plugin;  ///< the owner's name, for the reports ("koordlet", "05-balloons")
+    FieldKnobs covers;   ///< what it stands for (recomputed from `field` when a cache is loaded)
+};
+
+/// The entry of `p.leave_to_others` that covers knob `k` (a raw knob by its file), or nullptr.
+const LeftField* left_to_other(const std::vector<LeftField>& leave, const KnobSetting& k);
+
 struct Policy {
     int version = kPolicyVersion;
     std::string default_class;
@@ -165,6 +180,9 @@ struct Policy {
     SinkSettings sinks;            ///< settings.metrics_file / event_log / event_log_max_bytes
     /// [resctrl.<name>]: the groups nri-qos creates and keeps (ResctrlGroupDef), by name.
     std::map<std::string, ResctrlGroupDef> resctrl_groups;
+    /// settings.leave_to_others, in policy order (one entry per field; an entry with a list of
+    /// fields is flattened).
+    std::vector<LeftField> leave_to_others;
     /// Lazy decode only: the classes' knob lists as the compiled cache encodes them (a copy of
     /// that part of the cache entry; ClassDef::packed_at); "" otherwise.
     std::string packed_knobs;

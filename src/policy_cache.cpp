@@ -634,6 +634,11 @@ std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t
     w.str(p.source);
     w.globs(p.guarded_labels);
     w.globs(p.guarded_annotations);
+    {
+        GlobMap leave;  // (field, plugin) pairs; what a field covers is recomputed on load
+        for (const auto& lf : p.leave_to_others) leave.emplace_back(lf.field, lf.plugin);
+        w.globs(leave);
+    }
     w.u8(static_cast<uint8_t>((p.sinks.metrics_file_set ? 1 : 0) | (p.sinks.event_log_set ? 2 : 0)));
     w.str(p.sinks.metrics_file);
     w.str(p.sinks.event_log);
@@ -767,6 +772,14 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
     p.source = rd.str();
     p.guarded_labels = rd.globs();
     p.guarded_annotations = rd.globs();
+    for (auto& [field, plugin] : rd.globs()) {
+        LeftField lf;
+        std::string err;
+        if (!field_knobs(field, lf.covers, err)) return Decoded::Invalid;  // a field this build does not know
+        lf.field = std::move(field);
+        lf.plugin = std::move(plugin);
+        p.leave_to_others.push_back(std::move(lf));
+    }
     uint8_t sink_flags = rd.u8();
     p.sinks.metrics_file_set = sink_flags & 1;
     p.sinks.event_log_set = (sink_flags & 2) != 0;

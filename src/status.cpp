@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <memory>
@@ -147,6 +148,39 @@ std::vector<std::string> annotations_not_passed(const StateCommandOptions& o, Po
 
 }  // namespace
 
+/// Adjustments the runtime undid (nri_qos_adjustment_rejected_total{other} in the metrics
+/// textfile, src/nri/failure_record.hpp "adjustment-rejected"): one line naming the other NRI
+/// plugins, "" when there are none (or no metrics file). `j` gets {plugin: count}.
+static std::string rejected_line(const StateCommandOptions& o, json& j) {
+    SinkPaths p = sink_paths_before_parse(o.metrics_file, o.event_log, o.state_dir);
+    if (p.metrics_file.empty()) return "";
+    std::string text;
+    if (FILE* f = fopen(p.metrics_file.c_str(), "re")) {
+        char buf[8192];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0 && text.size() < (4u << 20)) text.append(buf, n);
+        fclose(f);
+    }
+    const std::string key = "nri_qos_adjustment_rejected_total{other=\"";
+    uint64_t total = 0;
+    std::string who;
+    j = json::object();
+    for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + 1)) {
+        if (at > 0 && text[at - 1] != '\n') continue;
+        size_t q = text.find('"', at + key.size());
+        if (q == std::string::npos || text.compare(q, 3, "\"} ") != 0) continue;
+        std::string other = text.substr(at + key.size(), q - at - key.size());
+        unsigned long long v = std::strtoull(text.c_str() + q + 3, nullptr, 10);
+        if (v == 0) continue;
+        j[other] = v;
+        total += v;
+        who += (who.empty() ? "" : ", ") + other + ": " + std::to_string(v);
+    }
+    if (total == 0) return "";
+    return "adjustments undone by the runtime: " + std::to_string(total) + " (" + who +
+           "): another NRI plugin set the same field; see the event log (failure=adjustment-rejected) and settings.leave_to_others\n";
+}
+
 /// The external relay service's liveness line ("relay: up (service pid …), registered with …"),
 /// "" when no service writes <state_dir>/relay.json; `ok`: up and registered.
 static std::string relay_line(const StateCommandOptions& o, bool* ok = nullptr) {
@@ -267,8 +301,11 @@ int run_status(const StateCommandOptions& o, std::string& out) {
     const std::vector<std::string> np =
         annotations_not_passed(o, pols, o.roots.policy ? *o.roots.policy : std::string(defaults::kPolicy), np_line);
     text += np_line;
+    json rejected;
+    text += rejected_line(o, rejected);
     if (o.format == "json") {
         json j = {{"state_dir", o.state_dir}, {"entries", arr}, {"drifted", drifted}, {"discovered", discovered}};
+        if (!rejected.empty()) j["adjustment_rejected"] = rejected;
         json relay = nri::read_service_status(o.state_dir + "/relay.json");
         if (!relay.is_null()) j["relay"] = relay;
         if (!np.empty()) j["annotations_not_passed"] = np;

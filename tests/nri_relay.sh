@@ -27,6 +27,11 @@
 #                         evaluated; each loss is in the event log and the metrics (issue 19 §2)
 #   relay-sync            Synchronize of 20 containers in 2 parts (issue #20): every update comes
 #                         back, each pod's class memo and every item's record exist
+#   relay-conflict        a container the relay adjusted and the runtime removed without starting it
+#                         (containerd's undo of a create another NRI plugin conflicted with, issue
+#                         #20 item 5): one event-log record (failure adjustment-rejected, the other
+#                         plugin named from the runtime's log file), nri_qos_adjustment_rejected_total
+#                         {other="05-gostub"} 1, and `status` names it; a started container: nothing
 # Env: NRI_QOS_BIN (default build/nri-qos), NRI_RELAY_LOAD_EVENTS (default 2000; 10000 for the
 # full memory check, ~10 s).
 # Output: PASS/FAIL/SKIP lines; exit status 1 when a check failed.
@@ -255,6 +260,40 @@ if NRI_SYNC_CMD="$CMD" NRI_SYNC_CONTAINERS=20 NRI_SYNC_PER_POD=2 NRI_SYNC_PARTS=
   fi
 else
   fail "relay-sync (see below)"; tail -n 20 "$TMP/sy/out.log"
+fi
+
+# 9. A conflicting second NRI plugin (issue #20 item 5): containerd refuses the create and undoes
+#    it (RemoveContainer, never StartContainer). The runtime's log is a file here, holding the
+#    line containerd's CRI writes for that failure.
+C=$TMP/cf
+mkdir -p "$C/cg" "$C/state" "$C/cache"
+printf '%s\n' 'time="2026-11-27T10:00:00Z" level=info msg="starting containerd"' \
+  'time="2026-11-27T10:00:01Z" level=error msg="CreateContainer within sandbox \"sb-conflict\" for &ContainerMetadata{Name:app,Attempt:0,} failed" error="failed to create containerd container: plugins \"10-nri-qos\" and \"05-gostub\" both tried to set CPU shares"' \
+  > "$C/containerd.log"
+CMD="$BIN relay --policy $PWD/tests/fixtures/policy/classic.toml --cgroup-root $C/cg --cgroup-layout v1"
+CMD="$CMD --state-dir $C/state --cache-dir $C/cache --event-log $C/log/events.log --metrics-file $C/prom/nri_qos.prom"
+CMD="$CMD --runtime-log $C/containerd.log"
+if NRI_RELAY_CONFLICT_CMD="$CMD" "$UT" "[.nri-conflict]" >"$C/out.log" 2>&1 &&
+   out=$(/usr/bin/python3 - "$C/log/events.log" "$C/prom/nri_qos.prom" <<'PY' 2>&1
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rej = [r for r in recs if r.get("failure") == "adjustment-rejected"]
+assert len(rej) == 1, rej
+r = rej[0]
+assert r["source"] == "relay" and r["event"] == "CreateContainer" and r["outcome"] == "undone", r
+assert r["pod"] == "pod-conflict" and r["id"] == "ctr-conflict" and r["container"] == "app", r
+assert 'plugins "10-nri-qos" and "05-gostub" both tried to set CPU shares' in r["message"], r
+prom = open(sys.argv[2]).read()
+assert 'nri_qos_adjustment_rejected_total{other="05-gostub"} 1' in prom, prom
+assert 'nri_qos_relay_failures_total{event="CreateContainer",reason="adjustment-rejected"} 1' in prom, prom
+print(r["message"])
+PY
+   ) &&
+   st=$("$BIN" status --state-dir "$C/state" --metrics-file "$C/prom/nri_qos.prom" 2>&1) &&
+   grep -q "adjustments undone by the runtime: 1 (05-gostub: 1)" <<<"$st"; then
+  pass "relay-conflict: $out"
+else
+  fail "relay-conflict: ${out:-} ${st:-} (see below)"; tail -n 20 "$C/out.log"
 fi
 
 [ "$FAILS" = 0 ]

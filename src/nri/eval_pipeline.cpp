@@ -92,6 +92,8 @@ std::string apply_eval_flags(nriqos::Options& o, const std::vector<std::string>&
       o.metrics_file = v;
     } else if (f == "--event-log") {
       o.event_log = v;
+    } else if (f == "--runtime-log") {
+      o.runtime_log = v;  // the failure recorder's only (failure_record.hpp runtime_log_excerpt)
     } else if (f == "--cgroup-layout") {
       try {
         o.layout = nriqos::parse_layout(v);
@@ -148,6 +150,21 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
     apply_eval_flags(o, flags);  // a refused flag is reported by the zygote
     std::string note;
     nriqos::SinkPaths paths = nriqos::sink_paths_before_parse(o.metrics_file, o.event_log, o.state_dir);
+    // An adjustment the runtime undid: the runtime's log names the other NRI plugin. Read here,
+    // before the sandbox (journalctl is an exec), from our configured place only; the message is
+    // not parsed for it (a substring test of its kind only picks the records that need it).
+    // containerd logs the failed create after it undid it (the RemoveContainer that caused this
+    // record came first), so the log is read after a short wait, and once more if it had nothing.
+    std::string excerpt, excerpt_why;
+    if (msg.find("\"adjustment-rejected\"") != std::string::npos) {
+      usleep(300 * 1000);
+      excerpt = nri::runtime_log_excerpt(o.runtime_log, 400, excerpt_why);
+      if (excerpt.empty()) {
+        usleep(400 * 1000);
+        excerpt = nri::runtime_log_excerpt(o.runtime_log, 400, excerpt_why);
+      }
+      if (excerpt.empty()) logf("failure recorder: runtime log: %s", excerpt_why.c_str());
+    }
     if (!nriqos::sandbox_disabled_by_env()) {
       nriqos::SandboxRoots roots;
       roots.sink_dirs = nriqos::sink_dirs_before_parse(o.metrics_file, o.event_log, o.state_dir);
@@ -155,7 +172,7 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
       if (!sb.seccomp) note += (note.empty() ? "" : "; ") + std::string("sandbox: ") + sb.summary();
     }
     if (!note.empty()) logf("failure recorder: %s", note.c_str());
-    return publish_relay_failure(msg, paths);
+    return publish_relay_failure(msg, paths, excerpt, o.runtime_log.empty() ? "journal:containerd" : o.runtime_log);
   };
   e.roots_signature = [opts](const std::vector<std::string>& flags) -> std::string {
     nriqos::Options o = *opts;

@@ -51,8 +51,9 @@ constexpr const char* kNameZygote = "nri-qos-zygote";
 constexpr const char* kNameEval = "nri-qos-eval";
 constexpr const char* kNameRecord = "nri-qos-record";
 // A failure recorder that has not finished within this time is killed (SIGALRM): its locks wait
-// at most 300 ms (event log) and 500 ms (metrics).
-constexpr unsigned kRecordSeconds = 2;
+// at most 300 ms (event log) and 500 ms (metrics); an adjustment-rejected record first reads the
+// runtime's log for up to 1.5 s (eval_pipeline.cpp).
+constexpr unsigned kRecordSeconds = 3;
 // A prober (zygote_main) that has not loaded and compiled the policy within this time is killed
 // (SIGALRM): a 10,000-rule policy compiles in about a second (BENCHMARKS.md "cold path").
 constexpr int kProbeSeconds = 120;

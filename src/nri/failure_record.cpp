@@ -1,9 +1,17 @@
 // Relay-level failures on the operator's record, see failure_record.hpp.
 #include "nri/failure_record.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstring>
+#include <deque>
 
 #include <nlohmann/json.hpp>
 
@@ -20,14 +28,23 @@ using nlohmann::json;
 constexpr size_t kMaxName = 253;
 constexpr size_t kMaxId = 128;
 constexpr size_t kMaxReason = 512;
+constexpr size_t kMaxPlugin = 64;
+
+// An NRI plugin name ("10-nri-qos"): [A-Za-z0-9_.-], 1-64 bytes.
+bool plugin_name(const std::string& v) {
+  if (v.empty() || v.size() > kMaxPlugin) return false;
+  for (unsigned char c : v)
+    if (!(isalnum(c) || c == '_' || c == '-' || c == '.')) return false;
+  return true;
+}
 
 const char* const kEvents[] = {"RunPodSandbox",   "RemovePodSandbox",    "CreateContainer", "StartContainer",
                                "UpdateContainer", "PostUpdateContainer", "UpdatePodSandbox", "StateChange",
                                "Synchronize",     "unknown",             "relay"};
 const char* const kKinds[] = {"timeout",  "crash",      "bad-output",     "unavailable", "malformed",
                               "overloaded", "unknown-method", "shutdown", "records-cut", "died-after-answer",
-                              "keeper-lost", "zygote-lost"};
-const char* const kOutcomes[] = {"failed", "refused", "answered", "replaced"};
+                              "keeper-lost", "zygote-lost", "adjustment-rejected"};
+const char* const kOutcomes[] = {"failed", "refused", "answered", "replaced", "undone"};
 const char* const kFailModes[] = {"", "open", "closed"};
 
 template <size_t N>
@@ -85,6 +102,9 @@ std::string failure_message(const RelayFailure& f) {
   put("container", f.container, kMaxName);
   put("id", f.id, kMaxId);
   put("sandbox_id", f.sandbox_id, kMaxId);
+  put("self", f.self, kMaxPlugin);
+  put("fields", f.fields, kMaxName);
+  put("other", f.other, kMaxPlugin);
   if (f.duration_us >= 0) j["duration_us"] = f.duration_us;
   // Worst case (all fields at their bounds, every byte escaped as \u00XX) stays below
   // kMaxFailureMsg only for plain text; the replace handler keeps invalid UTF-8 from throwing.
@@ -137,6 +157,14 @@ bool parse_failure_message(const std::string& msg, RelayFailure& f, std::string&
     } else if (k == "sandbox_id") {
       dst = &f.sandbox_id;
       max = kMaxId;
+    } else if (k == "self") {
+      dst = &f.self;
+      max = kMaxPlugin;
+    } else if (k == "other") {
+      dst = &f.other;
+      max = kMaxPlugin;
+    } else if (k == "fields") {
+      dst = &f.fields;
     }
     if (!dst) {
       err = "unknown key \"" + cut(k, 40) + "\"";
@@ -158,6 +186,8 @@ bool parse_failure_message(const std::string& msg, RelayFailure& f, std::string&
   else if (!one_of(f.kind, kKinds)) err = "kind \"" + f.kind + "\" is not a relay failure kind";
   else if (!one_of(f.fail_mode, kFailModes)) err = "fail_mode \"" + f.fail_mode + "\" is not open/closed";
   else if (f.reason.empty()) err = "no reason";
+  else if ((!f.self.empty() && !plugin_name(f.self)) || (!f.other.empty() && !plugin_name(f.other)))
+    err = "self/other is not an NRI plugin name";
   // The reason is free text: one line (record_logfmt/record_json escape the rest).
   for (char& c : f.reason)
     if (c == '\n' || c == '\r') c = ' ';
@@ -182,13 +212,199 @@ nriqos::EventRecord failure_record(const RelayFailure& f) {
   return r;
 }
 
+namespace {
+
+const char kConflictMark[] = "both tried to set";
+
+int64_t mono_ms() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+// The lines of `text` holding kConflictMark, the last `max` of them.
+std::string conflict_lines(const std::string& text, size_t max) {
+  std::deque<std::string> keep;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t nl = text.find('\n', at);
+    size_t end = nl == std::string::npos ? text.size() : nl;
+    std::string line = text.substr(at, end - at);
+    if (line.find(kConflictMark) != std::string::npos) {
+      keep.push_back(cut(line, 4096));
+      if (keep.size() > max) keep.pop_front();
+    }
+    at = end + 1;
+  }
+  std::string out;
+  for (const auto& l : keep) out += l + "\n";
+  return out;
+}
+
+// The last `max` bytes of a regular file.
+bool tail_file(const std::string& path, size_t max, std::string& out, std::string& why) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    why = path + ": " + strerror(errno);
+    return false;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    why = path + ": not a regular file";
+    close(fd);
+    return false;
+  }
+  off_t from = st.st_size > off_t(max) ? st.st_size - off_t(max) : 0;
+  out.resize(size_t(st.st_size - from));
+  ssize_t n = pread(fd, &out[0], out.size(), from);
+  close(fd);
+  out.resize(n > 0 ? size_t(n) : 0);
+  return true;
+}
+
+// journalctl's output for `unit`, killed at `deadline` (monotonic ms).
+bool journal_lines(const std::string& unit, int64_t deadline, std::string& out, std::string& why) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) {
+    why = std::string("pipe: ") + strerror(errno);
+    return false;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    why = std::string("fork: ") + strerror(errno);
+    close(p[0]);
+    close(p[1]);
+    return false;
+  }
+  if (pid == 0) {
+    dup2(p[1], STDOUT_FILENO);
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull >= 0) {
+      dup2(devnull, STDIN_FILENO);
+      dup2(devnull, STDERR_FILENO);
+    }
+    const char* argv[] = {"journalctl", "-q", "--no-pager", "-o", "cat", "-u", unit.c_str(), "--since", "-5min",
+                          "-g", kConflictMark, "-n", "64", nullptr};
+    for (const char* bin : {"/usr/bin/journalctl", "/bin/journalctl"}) execv(bin, const_cast<char* const*>(argv));
+    _exit(127);
+  }
+  close(p[1]);
+  char buf[8192];
+  bool timed_out = false;
+  for (;;) {
+    int64_t left = deadline - mono_ms();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    struct pollfd pf = {p[0], POLLIN, 0};
+    int r = poll(&pf, 1, int(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      timed_out = r == 0;
+      break;
+    }
+    ssize_t n = read(p[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (out.size() < (1u << 20)) out.append(buf, size_t(n));
+  }
+  close(p[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) why = "journalctl -u " + unit + ": no answer in time";
+  else if (WIFEXITED(st) && WEXITSTATUS(st) == 127) why = "journalctl: not found";
+  // exit 1 with no output: no matching entry (journalctl -g), not an error
+  return !timed_out;
+}
+
+}  // namespace
+
+std::string runtime_log_excerpt(const std::string& spec_in, int budget_ms, std::string& why) {
+  std::string spec = spec_in;
+  if (spec.empty()) {
+    struct stat st;
+    spec = stat("/run/systemd/journal/socket", &st) == 0 ? "journal:containerd" : "none";
+  }
+  if (spec == "none") {
+    why = "no runtime log configured (plugin config runtime_log)";
+    return "";
+  }
+  std::string text;
+  if (spec.rfind("journal:", 0) == 0) {
+    const std::string unit = spec.substr(8);
+    if (!plugin_name(unit)) {
+      why = "runtime_log \"" + cut(spec, 80) + "\": expected journal:<unit name>";
+      return "";
+    }
+    if (!journal_lines(unit, mono_ms() + budget_ms, text, why)) return "";
+  } else if (spec[0] == '/') {
+    if (!tail_file(spec, 1u << 20, text, why)) return "";
+  } else {
+    why = "runtime_log \"" + cut(spec, 80) + "\": expected a file path, journal:<unit> or none";
+    return "";
+  }
+  std::string lines = conflict_lines(text, 64);
+  if (lines.empty() && why.empty()) why = "no \"" + std::string(kConflictMark) + "\" line in " + spec;
+  return lines;
+}
+
+RuntimeConflict runtime_conflict(const std::string& excerpt, const std::string& sandbox_id, const std::string& container,
+                                 const std::string& self) {
+  RuntimeConflict c;
+  if (sandbox_id.empty()) return c;
+  // Lines from the last: the newest report wins.
+  size_t end = excerpt.size();
+  while (end > 0) {
+    size_t start = excerpt.rfind('\n', end - 1);
+    start = start == std::string::npos ? 0 : start + 1;
+    std::string line = excerpt.substr(start, end - start);
+    end = start == 0 ? 0 : start - 1;
+    // Unescape \" (logfmt, JSON) so that the quotes are plain.
+    std::string plain;
+    for (size_t i = 0; i < line.size(); ++i) {
+      if (line[i] == '\\' && i + 1 < line.size() && (line[i + 1] == '"' || line[i + 1] == '\\')) continue;
+      plain.push_back(line[i]);
+    }
+    if (plain.find("sandbox \"" + sandbox_id + "\"") == std::string::npos) continue;
+    // the container's CRI metadata: "&ContainerMetadata{Name:app,Attempt:0,}" (gogo String(),
+    // containerd 1.7/2.x) or protobuf text "name:\"app\""
+    if (!container.empty() && plain.find("Name:" + container + ",") == std::string::npos &&
+        plain.find("name:\"" + container + "\"") == std::string::npos)
+      continue;
+    size_t mark = plain.rfind(kConflictMark);
+    size_t pl = plain.rfind("plugins \"", mark);
+    if (mark == std::string::npos || pl == std::string::npos) continue;
+    // plugins "A" and "B" both tried to set <subject>
+    size_t a0 = pl + 9, a1 = plain.find('"', a0);
+    if (a1 == std::string::npos) continue;
+    size_t b0 = plain.find("\" and \"", a1);
+    if (b0 != a1) continue;
+    b0 += 7;
+    size_t b1 = plain.find('"', b0);
+    if (b1 == std::string::npos || b1 > mark) continue;
+    std::string a = plain.substr(a0, a1 - a0), b = plain.substr(b0, b1 - b0);
+    if (!plugin_name(a) || !plugin_name(b)) continue;
+    c.other = a == self ? b : b == self ? a : (a.find("nri-qos") != std::string::npos ? b : a);
+    std::string subject = plain.substr(mark + sizeof kConflictMark);
+    size_t q = subject.find_first_of("\"\n");
+    c.subject = printable(cut(subject.substr(0, q), 128), 128);
+    while (!c.subject.empty() && c.subject.back() == ' ') c.subject.pop_back();
+    return c;
+  }
+  return c;
+}
+
 nriqos::MetricsEvent failure_metrics(const RelayFailure& f) {
   nriqos::MetricsEvent m;
   m.event = f.event;
   m.outcome = f.outcome;  // class "none": the relay never knows one
   m.relay_failure = f.kind;
   m.duration_us = f.duration_us;
-  if (f.outcome == "answered" || f.outcome == "replaced") {
+  if (f.kind == "adjustment-rejected") m.rejected_by = f.other.empty() ? "unknown" : f.other;
+  if (f.outcome == "answered" || f.outcome == "replaced" || f.outcome == "undone") {
     // The evaluator answered and may have counted the event itself before its records were cut:
     // only nri_qos_relay_failures_total counts it here, never the event or its duration twice.
     m.count_event = false;
@@ -197,12 +413,26 @@ nriqos::MetricsEvent failure_metrics(const RelayFailure& f) {
   return m;
 }
 
-int publish_relay_failure(const std::string& msg, const nriqos::SinkPaths& paths) {
+int publish_relay_failure(const std::string& msg, const nriqos::SinkPaths& paths, const std::string& excerpt,
+                          const std::string& log_spec) {
   RelayFailure f;
   std::string err;
   if (!parse_failure_message(msg, f, err)) {
     say("relay failure record refused: " + err);
     return 2;
+  }
+  if (f.kind == "adjustment-rejected") {
+    // The other plugin, from the runtime's own words (never from the relay's message).
+    f.other.clear();
+    RuntimeConflict rc = runtime_conflict(excerpt, f.sandbox_id, f.container, f.self);
+    f.other = rc.other;
+    const std::string where = log_spec.empty() ? "the runtime's log" : log_spec;
+    if (!rc.other.empty())
+      f.reason += "; the runtime's log (" + where + "): plugins \"" + f.self + "\" and \"" + rc.other + "\" both tried to set " + rc.subject +
+                  "; to run beside it, name its fields in settings.leave_to_others";
+    else
+      f.reason += "; the other plugin is not known (" + (excerpt.empty() ? std::string("nothing read from ") + where
+                                                                        : "no matching line in " + where) + ")";
   }
   nriqos::EventRecord r = failure_record(f);
   std::string line = nriqos::record_logfmt(r);

@@ -50,6 +50,16 @@ constexpr size_t kMaxFailureMsg = 4096;
 ///   "keeper-lost"    the keeper died (OOM kill, stray kill) or broke its protocol; its reserve
 ///                    took over (or, without one, no zygote can be made once the current one is gone)
 ///   "zygote-lost"    the zygote died, closed its socket or stopped answering; the keeper makes another
+/// and, about a container nri-qos adjusted (event "CreateContainer", outcome "undone"):
+///   "adjustment-rejected" the runtime removed it without ever starting it, right after nri-qos
+///                    answered its CreateContainer with an adjustment: containerd undoes a create
+///                    that failed after the NRI call (internal/cri/nri nri_api_linux.go
+///                    UndoCreateContainer: StopContainer then RemoveContainer to the plugins),
+///                    most often because another NRI plugin set one of the same fields
+///                    (containerd/nri pkg/adaptation/result.go: "plugins %q and %q both tried to
+///                    set %s"). The recorder names the other plugin from the runtime's log when
+///                    it can (runtime_conflict below); also counted in
+///                    nri_qos_adjustment_rejected_total{other}.
 struct RelayFailure {
   std::string event;      ///< child-contract event ("CreateContainer", ...), "unknown" or "relay"
   /// "refused" (error returned to the runtime), "failed" (answered empty: fail-open),
@@ -61,7 +71,35 @@ struct RelayFailure {
   std::string reason;     ///< the relay's one-line reason (as in its log)
   std::string ns, pod, container, id, sandbox_id;  ///< what the request named ("" = unknown)
   int64_t duration_us = -1;  ///< time the evaluation ran (-1: none ran)
+  /// adjustment-rejected only: nri-qos's registered plugin name ("10-nri-qos"), the fields its
+  /// adjustment set, in containerd's words ("CPU shares, memory limit"), and the other plugin
+  /// (filled by the recorder from the runtime's log; "" unknown). Names: at most 64 bytes.
+  std::string self, fields, other;
 };
+
+/// What the runtime's log says about a conflict (runtime_conflict).
+struct RuntimeConflict {
+  std::string other;    ///< the other plugin, as NRI names it ("05-gostub"); "" not found
+  std::string subject;  ///< the field, in containerd's words ("CPU shares")
+};
+
+/// The recent lines of the runtime's log that report an NRI ownership conflict ("both tried to
+/// set"), from `spec`: an absolute file path (its last 1 MiB is read), "journal:<unit>"
+/// (`journalctl -u <unit> --since -5min -g "both tried to set" -o cat`, killed after
+/// `budget_ms`), "none", or "" (journal:containerd when systemd's journal runs, else none).
+/// Never reads anything the relay sent. Returns at most 64 lines; "" on any failure (`why`
+/// says it in one line).
+std::string runtime_log_excerpt(const std::string& spec, int budget_ms, std::string& why);
+
+/// The conflict about the container `container` of sandbox `sandbox_id` in `excerpt` (the last
+/// matching line wins): containerd's CRI logs the failed create as
+///   ... CreateContainer within sandbox \"<sandbox id>\" for &ContainerMetadata{Name:<name>,...}
+///   failed" error="... plugins \"10-nri-qos\" and \"05-other\" both tried to set CPU shares"
+/// (internal/cri/instrument/instrumented_service.go; the quotes may be escaped). The other plugin
+/// is the one of the two that is not `self`. Names are checked: [A-Za-z0-9_.-], 1-64 bytes.
+RuntimeConflict runtime_conflict(const std::string& excerpt, const std::string& sandbox_id, const std::string& container,
+                                 const std::string& self);
+
 
 /// The message the relay sends (a JSON object; strings cut to their bounds so that it always
 /// fits kMaxFailureMsg).
@@ -82,6 +120,9 @@ nriqos::MetricsEvent failure_metrics(const RelayFailure& f);
 /// JSON line to `paths.event_log` and count it in `paths.metrics_file`. Returns 0 when
 /// everything was written, 1 when a sink failed, 2 when the message was refused (each problem
 /// one line on stderr).
-int publish_relay_failure(const std::string& msg, const nriqos::SinkPaths& paths);
+/// `excerpt` (runtime_log_excerpt, gathered before the recorder confined itself; `log_spec` names
+/// where from) is searched for an adjustment-rejected failure's other plugin.
+int publish_relay_failure(const std::string& msg, const nriqos::SinkPaths& paths, const std::string& excerpt = "",
+                          const std::string& log_spec = "");
 
 }  // namespace nri

@@ -96,13 +96,17 @@ int runtime_nri_minor(const std::string& name, const std::string& version, const
 //   StartContainer(6)       knobs written by nri-qos after start
 //   UpdateContainer(8)      the class's values again, on the updated resources
 //   PostUpdateContainer(9)  knobs written by nri-qos again (the runtime's update may undo them)
+//   RemoveContainer(11)     not evaluated: a container nri-qos adjusted at CreateContainer and
+//                           the runtime removes without a StartContainer was undone — most often
+//                           another NRI plugin set the same field (Relay::on_removed)
 //   UpdatePodSandbox(12)    pod knobs again (NRI v0.10+ only: v0.6-v0.9 runtimes reject bits
 //                           >= 0x800 in Configure, fatal on containerd 1.7.0-1.7.25)
-// = 0x1ad (0x9ad with UpdatePodSandbox).
+// = 0x5ad (0xdad with UpdatePodSandbox).
 constexpr int kUpdatePodSandboxEvent = 12;
 uint32_t subscription_mask(int nri_minor) {
   uint32_t m = event_bit(pb::RUN_POD_SANDBOX) | event_bit(pb::REMOVE_POD_SANDBOX) | event_bit(pb::CREATE_CONTAINER) |
-               event_bit(pb::START_CONTAINER) | event_bit(pb::UPDATE_CONTAINER) | event_bit(pb::POST_UPDATE_CONTAINER);
+               event_bit(pb::START_CONTAINER) | event_bit(pb::UPDATE_CONTAINER) | event_bit(pb::POST_UPDATE_CONTAINER) |
+               event_bit(pb::REMOVE_CONTAINER);
   if (nri_minor >= 10) m |= 1u << (kUpdatePodSandboxEvent - 1);
   return m;
 }
@@ -149,6 +153,38 @@ pb::LinuxResources updated_resources(const pb::LinuxResources& cur, const pb::Li
   for (const auto& kv : req.unified()) (*r.mutable_unified())[kv.first] = kv.second;
   if (req.hugepage_limits_size() > 0) *r.mutable_hugepage_limits() = req.hugepage_limits();
   return r;
+}
+
+// The fields an adjustment sets, in containerd's words (containerd/nri pkg/adaptation/result.go,
+// the subjects of its "both tried to set" conflicts), comma-separated; "" when it sets nothing.
+std::string adjusted_fields(const pb::ContainerAdjustment& a) {
+  std::string out;
+  auto add = [&out](const std::string& w) { out += (out.empty() ? "" : ", ") + w; };
+  for (const auto& kv : a.annotations()) add("annotation " + kv.first);
+  if (a.has_linux()) {
+    const pb::LinuxContainerAdjustment& l = a.linux();
+    if (l.has_resources()) {
+      const pb::LinuxResources& r = l.resources();
+      if (r.has_memory()) {
+        if (r.memory().has_limit()) add("memory limit");
+        if (r.memory().has_reservation()) add("memory reservation");
+        if (r.memory().has_swap()) add("memory swap limit");
+      }
+      if (r.has_cpu()) {
+        if (r.cpu().has_shares()) add("CPU shares");
+        if (r.cpu().has_quota()) add("CPU quota");
+        if (r.cpu().has_period()) add("CPU period");
+        if (!r.cpu().cpus().empty()) add("CPU pinning");
+        if (!r.cpu().mems().empty()) add("memory pinning");
+      }
+      if (r.has_pids()) add("pids limit");
+      if (r.has_blockio_class()) add("block I/O class");
+      if (r.has_rdt_class()) add("RDT class");
+      for (const auto& kv : r.unified()) add("unified resource " + kv.first);
+    }
+    if (l.has_oom_score_adj()) add("oom_score_adj");
+  }
+  return out;
 }
 
 std::string snippet(const std::string& s) {
@@ -217,6 +253,7 @@ class Relay {
   bool prepare(Pending& p, Current& c);
   void finish_event(Outcome& oc);
   void after_answer();
+  void on_removed(const pb::StateChangeEvent& sc);
   void fail_event(uint32_t stream, const std::string& event, const std::string& subject,
                   const std::string& reason, const char* kind, const Current* who = nullptr, int64_t took_ms = -1);
   void record_failure(const char* kind, const std::string& event, bool refused, const std::string& fail_mode,
@@ -260,6 +297,15 @@ class Relay {
   bool confine_done_ = false;
   uint64_t events_ = 0;
   uint64_t unrecorded_ = 0;  // failure records that could not be handed over
+  // Containers whose CreateContainer nri-qos answered with an adjustment and that have not been
+  // started yet (container id -> who, what was set). A RemoveContainer for one of them means the
+  // runtime undid its creation (on_removed). Bounded: the oldest go first.
+  struct Adjusted {
+    std::string ns, pod, container, sandbox_id, fields;
+  };
+  static constexpr size_t kMaxAdjusted = 1024;
+  std::map<std::string, Adjusted> adjusted_;
+  std::deque<std::string> adjusted_order_;
 };
 
 // ------------------------------------------------------------------ trunk
@@ -478,6 +524,7 @@ void Relay::on_configure(uint32_t stream, const std::string& payload) {
           {"state_dir", "state-dir", "--state-dir"},
           {"cache_dir", "cache-dir", "--cache-dir"},
           {"last_good_dir", "last-good-dir", "--last-good-dir"},
+          {"runtime_log", "runtime-log", "--runtime-log"},
           {"debug", "debug", "--debug"},
           {"log_file", "log-file", ""},  // the relay's own option, see below
       };
@@ -734,10 +781,16 @@ bool Relay::prepare(Pending& p, Current& c) {
   } else {  // StateChange
     ok = sc.ParseFromString(p.payload);
     const char* name = ok ? state_change_name(sc.event()) : "StateChange";
+    if (ok && sc.event() == pb::REMOVE_CONTAINER) {  // never evaluated: see on_removed
+      reply_ok(p.stream, std::string());
+      on_removed(sc);
+      return false;
+    }
     if (!name) {  // not subscribed (e.g. POST_* events): nothing to evaluate
       reply_ok(p.stream, std::string());
       return false;
     }
+    if (sc.event() == pb::START_CONTAINER && sc.has_container()) adjusted_.erase(sc.container().id());
     c.event = name;
     pod = &sc.pod();
     ctr = sc.has_container() ? &sc.container() : nullptr;
@@ -856,6 +909,38 @@ void Relay::after_answer() {
   }
 }
 
+// RemoveContainer of a container nri-qos adjusted and that never started: the runtime undid its
+// creation after the NRI call (containerd's CRI: UndoCreateContainer sends StopContainer and
+// RemoveContainer to the plugins, internal/cri/nri/nri_api_linux.go; pkg/cri/nri on 1.7). The
+// usual cause is another NRI plugin that set one of the same fields: containerd/nri
+// pkg/adaptation/result.go refuses the create with "plugins %q and %q both tried to set %s". On
+// the record (event log, nri_qos_relay_failures_total and nri_qos_adjustment_rejected_total); the
+// recorder names the other plugin from the runtime's log (failure_record.hpp runtime_conflict).
+void Relay::on_removed(const pb::StateChangeEvent& sc) {
+  if (!sc.has_container()) return;
+  auto it = adjusted_.find(sc.container().id());
+  if (it == adjusted_.end()) return;
+  Adjusted a = std::move(it->second);
+  adjusted_.erase(it);
+  RelayFailure f;
+  f.event = "CreateContainer";
+  f.outcome = "undone";
+  f.kind = "adjustment-rejected";
+  f.reason = "the runtime removed the container without starting it, after nri-qos's CreateContainer adjustment set " + a.fields +
+             ": the create failed after the NRI call, most often because another NRI plugin set one of these fields";
+  f.ns = a.ns;
+  f.pod = a.pod;
+  f.container = a.container;
+  f.id = sc.container().id();
+  f.sandbox_id = a.sandbox_id;
+  f.self = o_.plugin_idx + "-" + o_.plugin_name;
+  f.fields = a.fields;
+  logf("CreateContainer %s/%s/%s: %s", a.ns.c_str(), a.pod.c_str(), a.container.c_str(), f.reason.c_str());
+  std::string why = sup_.record_failure(failure_message(f));
+  if (!why.empty() && unrecorded_++ % 100 == 0)
+    logf("CreateContainer: adjustment-rejected not written to the event log or the metrics: %s", why.c_str());
+}
+
 void Relay::finish_event(Outcome& oc) {
   Current& c = cur_;
   if (oc.after_answer) {  // its evaluator still writes the event's records (or ended badly after)
@@ -946,6 +1031,16 @@ void Relay::finish_event(Outcome& oc) {
       if (!adjustment_from_json(*a, *rsp.mutable_adjust(), err)) {
         fail_event(c.stream, c.event, c.subject, "bad child output: " + err, "bad-output", &c, oc.took_ms);
         return;
+      }
+    }
+    // Remembered until it starts: a removal before that is the runtime undoing the create.
+    std::string fields = rsp.has_adjust() ? adjusted_fields(rsp.adjust()) : std::string();
+    if (!fields.empty() && !c.container_id.empty()) {
+      if (!adjusted_.count(c.container_id)) adjusted_order_.push_back(c.container_id);
+      adjusted_[c.container_id] = Adjusted{c.ns, c.pod, c.container, c.sandbox_id, fields};
+      while (adjusted_order_.size() > kMaxAdjusted || (!adjusted_order_.empty() && !adjusted_.count(adjusted_order_.front()))) {
+        if (adjusted_order_.size() > kMaxAdjusted) adjusted_.erase(adjusted_order_.front());
+        adjusted_order_.pop_front();
       }
     }
     reply = rsp.SerializeAsString();

@@ -73,6 +73,20 @@ build_adapter() {
   mv -f "$ADAPTER.tmp" "$ADAPTER"
 }
 
+# The second NRI plugin of plugin-conflict: bench/gostub (containerd/nri pkg/stub), built the same
+# way. For a Koordinator BE pod it sets CPU shares 2 at CreateContainer, as nri-qos's BE class does.
+GOSTUB=$E2E_CACHE/bin/gostub
+build_gostub() {
+  [ -x "$GOSTUB" ] && [ "$GOSTUB" -nt "$REPO/bench/gostub/main.go" ] && return 0
+  log "building bench/gostub offline with $(go_bin)"
+  mkdir -p "$E2E_CACHE/bin" "$E2E_CACHE/gocache"
+  local gb; gb=$(go_bin)
+  (cd "$REPO/bench/gostub" && env -i PATH="$(dirname "$gb"):/usr/bin:/bin" HOME="$E2E_CACHE" \
+      GO111MODULE=off GOPATH="$TR/usr/share/gocode" GOCACHE="$E2E_CACHE/gocache" GOTOOLCHAIN=local \
+      GOPROXY=off GOFLAGS= CGO_ENABLED=0 "$gb" build -o "$GOSTUB.tmp" . >&2) || return 1
+  mv -f "$GOSTUB.tmp" "$GOSTUB"
+}
+
 # ---------------------------------------------------------------------------------------------
 RELAY=/opt/nri/plugins/10-nri-qos
 RELAY_CONF=/etc/nri/conf.d/10-nri-qos.conf
@@ -88,10 +102,11 @@ relay_pids() { # live (not zombie) relay processes that are children of our cont
   done
 }
 
-# native: point the relay at policy $1 (read at Configure, so containerd is (re)started after)
+# native: point the relay at policy $1 (read at Configure, so containerd is (re)started after);
+# the runtime's log, where the relay's recorder looks for NRI ownership conflicts, is ours.
 set_native_policy() {
   mkdir -p /etc/nri/conf.d
-  printf '{"policy": "%s", "log_file": "%s"}\n' "$1" "$D/logs/relay.log" > "$RELAY_CONF"
+  printf '{"policy": "%s", "log_file": "%s", "runtime_log": "%s"}\n' "$1" "$D/logs/relay.log" "$D/logs/containerd.log" > "$RELAY_CONF"
 }
 
 up() {
@@ -192,6 +207,73 @@ native_restart() {
   [ -n "$new" ] && [ "$new" != "$old" ] || { fail "$name" "no new relay after restart (old $old, new '${new}')"; return; }
   log "  relay relaunched: $old -> $new"
   sc_be "$name" after-restart burstable --label koordinator.sh/qosClass=BE
+}
+
+# Issue 20 item 5: another NRI plugin sets the same field. bench/gostub as 05-gostub sets CPU
+# shares for a Koordinator BE pod, as nri-qos's BE class does: containerd refuses the container
+# ("plugins \"10-nri-qos\" and \"05-gostub\" both tried to set CPU shares") and undoes the create
+# (RemoveContainer, never StartContainer). nri-qos must record it with the other plugin's name:
+# the event log (failure adjustment-rejected), nri_qos_adjustment_rejected_total{other="05-gostub"}
+# and `status`. Then, with settings.leave_to_others naming CPU shares and 05-gostub, the pod
+# starts, gets gostub's shares, and nri-qos's record says "left to 05-gostub".
+# The scenario's own metrics file (settings.metrics_file of its policies): the shared default
+# file is also written by other nri-qos builds on a test host, which keep only the series they know.
+PROM=$D/logs/nri_qos.prom
+rejected_count() { sed -n 's/^nri_qos_adjustment_rejected_total{other="05-gostub"} //p' "$PROM" 2>/dev/null | tail -1; }
+native_plugin_conflict() {
+  local name=$S-plugin-conflict msg rec before after st pol=$D/policy/leave.toml cpol=$D/policy/conflict.toml
+  fetch_go || { skip "$name" "cannot fetch trixie's Go packages for bench/gostub"; return; }
+  build_gostub || { fail "$name" "bench/gostub build failed"; return; }
+  install -m 0755 "$GOSTUB" /opt/nri/plugins/05-gostub
+  echo '{}' > /etc/nri/conf.d/05-gostub.conf
+  sed "s|^\\[settings\\]\$|[settings]\\nmetrics_file = \"$PROM\"|" "$D/policy/nri-qos.toml" > "$cpol"
+  set_native_policy "$cpol"
+  stop_containerd; start_containerd || { fail "$name" "containerd did not restart with 05-gostub"; return; }
+  before=$(rejected_count); before=${before:-0}
+  local seen; seen=$(wc -l < "$E2E_EVENT_LOG" 2>/dev/null || echo 0)   # records of earlier runs: not this one's
+  if run_pod conflict conflict "$(kube_parent burstable)" "${RES[@]}" --label koordinator.sh/qosClass=BE; then
+    fail "$name" "the pod started: containerd did not refuse two plugins setting CPU shares"
+    stop_pod conflict
+  else
+    msg=$(first_error conflict); stop_pod conflict
+    log "  CRI: $msg"
+    sleep 2.5   # the relay's recorder waits for containerd's log line, then writes
+    MISMATCH=""
+    [[ $msg == *'both tried to set'* ]] || MISMATCH="CRI error is not containerd's ownership conflict: $msg"
+    rec=$(tail -n +"$((seen + 1))" "$E2E_EVENT_LOG" 2>/dev/null | jq -c 'select(.failure == "adjustment-rejected" and .pod == "conflict")' 2>/dev/null | tail -1)
+    log "  record: ${rec:-none in $E2E_EVENT_LOG}"
+    [[ $rec == *'\"05-gostub\" both tried to set CPU shares'* ]] ||
+      MISMATCH="${MISMATCH:+$MISMATCH; }no adjustment-rejected record naming 05-gostub in $E2E_EVENT_LOG"
+    after=$(rejected_count); after=${after:-0}
+    log "  nri_qos_adjustment_rejected_total{other=\"05-gostub\"}: $before -> $after"
+    [ "$after" -gt "$before" ] || MISMATCH="${MISMATCH:+$MISMATCH; }nri_qos_adjustment_rejected_total{other=\"05-gostub\"} did not grow ($before -> $after) in $PROM"
+    st=$("$NRI_QOS_BIN" status 2>&1 | grep 'adjustments undone by the runtime')
+    log "  status: ${st:-no line}"
+    [[ $st == *05-gostub* ]] || MISMATCH="${MISMATCH:+$MISMATCH; }status does not name 05-gostub"
+    verdict "$name"
+  fi
+  # The same pod with CPU shares left to 05-gostub.
+  name=$S-leave-to-others
+  sed 's/^\[settings\]$/[settings]\nleave_to_others = [{field = "cpu.shares", plugin = "05-gostub"}]/' "$cpol" > "$pol"
+  if ! msg=$("$NRI_QOS_BIN" check "$pol" 2>&1) || [[ $msg != *"cpu.shares left to 05-gostub"* ]]; then
+    fail "$name" "nri-qos check: $(tr '\n' ' ' <<<"$msg")"
+  else
+    set_native_policy "$pol"
+    stop_containerd; start_containerd || { fail "$name" "containerd did not restart"; return; }
+    if start_or_fail "$name" leave burstable --label koordinator.sh/qosClass=BE; then
+      MISMATCH=""
+      expect_knob leave ctr cpu.shares 2    # gostub's
+      expect_knob leave ctr cpu.cfs_burst_us 0
+      rec=$(jq -c --arg id "$(j leave .ctr_id)" 'select(.id == $id and .event == "CreateContainer")' "$E2E_EVENT_LOG" 2>/dev/null | tail -1)
+      log "  record: ${rec:-none}"
+      [[ $rec == *'cpu_shares: left to 05-gostub'* ]] || MISMATCH="${MISMATCH:+$MISMATCH; }the CreateContainer record does not say cpu_shares left to 05-gostub"
+      stop_pod leave
+      verdict "$name"
+    fi
+  fi
+  rm -f /opt/nri/plugins/05-gostub /etc/nri/conf.d/05-gostub.conf
+  set_native_policy "$D/policy/nri-qos.toml"
+  stop_containerd; start_containerd || fail "$S-setup" "containerd did not restart without 05-gostub"
 }
 
 # Issue 9 §4 (pol): a policy broken by an edit keeps the node on its last good version. A site
@@ -558,6 +640,7 @@ scenarios() {
   external_scenarios
   want last-good && native_last_good
   want bundled && native_bundled
+  want plugin-conflict && native_plugin_conflict
   want builtin && native_builtin
   set_native_policy "$D/policy/fail-closed.toml"
   stop_containerd; start_containerd || fail "$S-setup" "containerd did not restart with the fail-closed policy"

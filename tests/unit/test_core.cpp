@@ -1,6 +1,8 @@
 // Unit tests of the pipeline stages: request, model, knobs, policy, classify, adjustment.
 #include <catch2/catch.hpp>
 
+#include <cstring>
+
 #include <algorithm>
 #include <fstream>
 #include <functional>
@@ -923,4 +925,52 @@ memory_qos_level = -1
     CHECK(d.cls->fail_closed);  // DOWN says closed
     CHECK(error_of([] { parse_policy_toml("version = 1\n[settings]\ndefault_class = \"D\"\n[classes.D]\n[[rules]]\nclass = \"D\"\nmerge = 1\n", "t.toml"); }) ==
           "t.toml:7: rules.merge: expected true or false");
+TEST_CASE("leave_to_others: knobs another NRI plugin owns are never set, each skipped 'left to <plugin>'", "[adjust][nri][leave]") {
+    // The same class as kAllKnobs, with settings.leave_to_others.
+    std::string text = kAllKnobs;
+    text.replace(text.find("default_class = \"X\"\n"), std::strlen("default_class = \"X\"\n"),
+                 "default_class = \"X\"\nleave_to_others = [{field = \"cpu.shares\", plugin = \"koordlet\"},\n"
+                 "  {field = [\"memory_limit\", \"raw:cpu.bvt_warp_ns\", \"cpu_idle\"], plugin = \"05-balloons\"}]\n");
+    json ev = {{"event", "CreateContainer"},
+               {"runtime", {{"name", "containerd"}, {"version", "2.1.0"}}},
+               {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
+               {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"}, {"pid", 4242},
+                              {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"},
+                                         {"resources", {{"cpu", {{"quota", {{"value", 100000}}}}}}}}}}}};
+    Plan c = plan_for(text, ev.dump(), Layout::V1, nullptr, true);
+    const json& res = c.adjustment["linux"]["resources"];
+    CHECK_FALSE(res["cpu"].contains("shares"));     // koordlet's
+    CHECK_FALSE((res.contains("memory") && res["memory"].contains("limit")));
+    CHECK(res["cpu"]["quota"]["value"] == 50000);   // still nri-qos's
+    auto skipped = [&](const Plan& p, const std::string& line) {
+        return std::find(p.skipped.begin(), p.skipped.end(), line) != p.skipped.end();
+    };
+    CHECK(skipped(c, "cpu_shares: left to koordlet (settings.leave_to_others: cpu.shares)"));
+    CHECK(skipped(c, "memory_limit: left to 05-balloons (settings.leave_to_others: memory_limit)"));
+    ev["event"] = "StartContainer";
+    Plan s = plan_for(text, ev.dump(), Layout::V1, nullptr, true);
+    auto w = writes_of(s);
+    CHECK(w.count("cpu.bvt_warp_ns") == 0);  // raw knob, by file
+    CHECK(w.count("cpu.idle") == 0);
+    CHECK(w.count("cpu.shares") == 0);
+    CHECK(w["cpu.cfs_burst_us"] == "1000");
+    CHECK(skipped(s, "raw:cpu.bvt_warp_ns: left to 05-balloons (settings.leave_to_others: raw:cpu.bvt_warp_ns)"));
+    CHECK(skipped(s, "cpu_idle: left to 05-balloons (settings.leave_to_others: cpu_idle)"));
+    // cgroup v2: cpu.shares covers the cpu_weight knob's file too; UpdateContainer carries neither
+    ev["event"] = "UpdateContainer";
+    Plan u = plan_for(text, ev.dump(), Layout::V2, nullptr, true);
+    CHECK_FALSE(u.update["cpu"].contains("shares"));
+    CHECK(skipped(u, "cpu_shares: left to koordlet (settings.leave_to_others: cpu.shares)"));
+
+    // The pipeline's own strip (before facts): pod knobs too, with the "pod:" prefix.
+    Policy p = parse_policy_toml(text, "t.toml");
+    ClassDef cls = p.classes.at("X");
+    std::vector<std::string> left = leave_to_others(cls, p);
+    CHECK(std::find(left.begin(), left.end(), "pod:cpu_idle: left to 05-balloons (settings.leave_to_others: cpu_idle)") != left.end());
+    CHECK(cls.pod.empty());
+    for (const auto& k : cls.container) {
+        CHECK(k.id != KnobId::CpuShares);
+        CHECK(k.id != KnobId::MemoryLimit);
+        CHECK(k.id != KnobId::Raw);
+    }
 }

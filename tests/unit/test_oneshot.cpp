@@ -586,6 +586,8 @@ nri_qos_drift_corrected_total{knob="memory.high"} 5
 # TYPE nri_qos_relay_failures_total counter
 nri_qos_relay_failures_total{event="CreateContainer",reason="timeout"} 4
 nri_qos_relay_failures_total{event="StopPodSandbox",reason="crash"} 1
+# HELP nri_qos_adjustment_rejected_total Containers nri-qos adjusted that the runtime removed without starting them (another NRI plugin set the same field), by that plugin ("unknown" when the runtime's log did not name it).
+# TYPE nri_qos_adjustment_rejected_total counter
 # HELP nri_qos_event_duration_seconds Time one nri-qos invocation took, from start to its result.
 # TYPE nri_qos_event_duration_seconds histogram
 nri_qos_event_duration_seconds_bucket{le="0.00025"} 1
@@ -649,6 +651,8 @@ nri_qos_drift_corrected_total{knob="x"} 1
 nri_qos_relay_failures_total{event="CreateContainer",reason="timeout"} 4
 nri_qos_relay_failures_total{event="StartContainer",reason="crash"} 1
 nri_qos_relay_failures_total{event="StopPodSandbox",reason="crash"} 1
+# HELP nri_qos_adjustment_rejected_total Containers nri-qos adjusted that the runtime removed without starting them (another NRI plugin set the same field), by that plugin ("unknown" when the runtime's log did not name it).
+# TYPE nri_qos_adjustment_rejected_total counter
 # HELP nri_qos_event_duration_seconds Time one nri-qos invocation took, from start to its result.
 # TYPE nri_qos_event_duration_seconds histogram
 nri_qos_event_duration_seconds_bucket{le="0.00025"} 1

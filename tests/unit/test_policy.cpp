@@ -93,6 +93,8 @@ match.kind = "pod"
     CHECK(has(f, "3:E:settings.default_class: unknown class \"Ls\" (did you mean \"LS\"?)"));
     CHECK(has(f, "4:E:settings: unknown key \"fial\" (did you mean \"fail\"? allowed: default_class, fail, cpu_weight_formula, koordinator_quota_lift, metrics_file, event_log, "
                   "event_log_max_bytes)"));
+    CHECK(has(f, "4:E:settings: unknown key \"fial\" (did you mean \"fail\"? allowed: default_class, fail, cpu_weight_formula, metrics_file, event_log, "
+                  "event_log_max_bytes, leave_to_others)"));
     CHECK(has(f, "6:E:classes.LS.container: unknown knob \"cpu_sharez\" (did you mean \"cpu_shares\"? see nri-qos.toml(5))"));
     CHECK(has(f, "7:E:classes.LS.container.memory_limit: 1 out of range"));
     CHECK(has(f, "8:E:classes.LS.container.oom_score_adj: 5000 out of range [-1000, 1000]"));
@@ -409,4 +411,52 @@ TEST_CASE("relay evaluator flags: --last-good-dir, and --state-dir keeps the cop
     nriqos::Options q;
     CHECK(nri::apply_eval_flags(q, {"--last-good-dir", ""}) == "");
     CHECK(last_good_dir_of(q) == "");  // disabled
+}
+
+TEST_CASE("settings.leave_to_others: parsed, validated, cached and noted by check", "[policy][leave]") {
+    const std::string head = "version = 1\n[settings]\ndefault_class = \"LS\"\n";
+    const std::string tail = "[classes.LS.container]\ncpu_shares = 512\nmemory_high = \"90%\"\n";
+    PolicyCheck ok = check_policy_text(head +
+                                           "leave_to_others = [{field = \"cpu.shares\", plugin = \"koordlet\"},\n"
+                                           "  {field = [\"unified.memory.high\", \"annotations\"], plugin = \"05-balloons\"}]\n" + tail,
+                                       "p.toml");
+    REQUIRE(ok.errors() == 0);
+    REQUIRE(ok.policy.leave_to_others.size() == 3);
+    CHECK(ok.policy.leave_to_others[0].plugin == "koordlet");
+    CHECK((ok.policy.leave_to_others[0].covers.knobs & knob_bit(KnobId::CpuShares)) != 0);
+    CHECK((ok.policy.leave_to_others[0].covers.knobs & knob_bit(KnobId::CpuWeight)) != 0);
+    CHECK((ok.policy.leave_to_others[1].covers.knobs & knob_bit(KnobId::MemoryHigh)) != 0);
+    CHECK(ok.policy.leave_to_others[2].covers.never_set);
+    std::string notes;
+    for (const auto& n : ok.notes) notes += n.message + "\n";
+    CHECK(notes.find("settings.leave_to_others: cpu.shares left to koordlet: nri-qos never sets cpu_shares, cpu_weight (set by class LS") != std::string::npos);
+    CHECK(notes.find("annotations left to 05-balloons: nri-qos never sets this NRI field") != std::string::npos);
+
+    // Through the compiled forms (JSON and the flat cache): the same entries.
+    Policy back = policy_from_json(policy_to_json(ok.policy));
+    REQUIRE(back.leave_to_others.size() == 3);
+    CHECK(back.leave_to_others[1].field == "unified.memory.high");
+    CHECK(back.leave_to_others[1].covers.knobs == ok.policy.leave_to_others[1].covers.knobs);
+    TempDir d;
+    spit(d.path + "/p.toml", head + "leave_to_others = [{field = \"cpu_quota_us\", plugin = \"rubik\"}]\n" + tail);
+    FileLoad first = load_policy_file(d.path + "/p.toml", d.path + "/cache", nullptr);
+    REQUIRE(first.ok);
+    FileLoad hit = load_policy_file(d.path + "/p.toml", d.path + "/cache", nullptr);
+    REQUIRE(hit.ok);
+    CHECK(hit.from_cache);
+    REQUIRE(hit.policy.leave_to_others.size() == 1);
+    CHECK(hit.policy.leave_to_others[0].plugin == "rubik");
+    CHECK((hit.policy.leave_to_others[0].covers.knobs & knob_bit(KnobId::CpuQuota)) != 0);
+
+    // Errors: unknown field (with a hint), bad plugin name, missing keys, a field owned twice.
+    auto f = findings(head + "leave_to_others = [{field = \"cpu.share\", plugin = \"koordlet\"},\n"
+                             "  {field = \"cpu_quota_us\", plugin = \"bad name!\"},\n"
+                             "  {field = \"memory_limit\"},\n"
+                             "  {field = \"cpu.shares\", plugin = \"x\"}, {field = \"cpu.shares\", plugin = \"y\"}]\n" + tail);
+    CHECK(has(f, "4:E:settings.leave_to_others[0].field: \"cpu.share\" is neither a knob of nri-qos nor an NRI adjustment field (did you mean \"cpu.shares\"?)"));
+    CHECK(has(f, "5:E:settings.leave_to_others[1].plugin: expected a plugin name"));
+    CHECK(has(f, "6:E:settings.leave_to_others[2]: needs both field and plugin"));
+    CHECK(has(f, "7:E:settings.leave_to_others[4].field: \"cpu.shares\" is already left to x"));
+    CHECK(has(findings(head + "leave_to_others = [{field = \"unified.cpu.pressure\", plugin = \"x\"}]\n" + tail),
+              "4:E:settings.leave_to_others[0].field: \"unified.cpu.pressure\": no knob of nri-qos writes the cgroup v2 file cpu.pressure"));
 }
