@@ -74,7 +74,7 @@ $(BUILD)/obj/src/sandbox.o: $(SECCOMP_H)
 # The built-in policy: conf/nri.d/nri-qos.toml validated (no error, no warning) and compiled at
 # build time into the flat compiled form, linked in as a byte array (src/policy_builtin.*).
 POLICY_INC  := $(BUILD)/gen/policy_builtin.inc
-POLICY_GEN_OBJS := $(addprefix $(BUILD)/obj/src/,policy.o policy_cache.o knobs.o sha256.o fact_table.o)
+POLICY_GEN_OBJS := $(addprefix $(BUILD)/obj/src/,policy.o policy_cache.o knobs.o sha256.o fact_table.o cpuset.o)
 $(BUILD)/policy-builtin-gen: src/tools/policy-builtin-gen.cpp $(POLICY_GEN_OBJS)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $< $(POLICY_GEN_OBJS) -lnettle -o $@
 $(POLICY_INC): $(BUILD)/policy-builtin-gen conf/nri.d/nri-qos.toml

@@ -100,6 +100,11 @@ struct Policy {
     /// settings.cpu_weight_formula: the cgroup v2 cpu.shares→cpu.weight conversion of writes
     /// (knobs.hpp WeightFormula); Auto (the default) detects the node runtime's own per event.
     WeightFormula cpu_weight_formula = WeightFormula::Auto;
+    /// settings.katalyst_reserved_cpus: the CPUs Katalyst's QRM CPU plugin reserves for the system
+    /// (never handed to dedicated_cores pods; numa.hpp choose_numa): a canonical cpuset list
+    /// ("0-1"), or "" with katalyst_reserved_count, the count form (0: none).
+    std::string katalyst_reserved_cpus;
+    unsigned katalyst_reserved_count = 0;
     std::vector<Rule> rules;
     std::map<std::string, ClassDef> classes;
     KeyNotes guarded_labels;       ///< [guarded.labels]: keys an admission policy controls

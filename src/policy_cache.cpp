@@ -632,6 +632,8 @@ std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t
     w.str(p.sinks.metrics_file);
     w.str(p.sinks.event_log);
     w.u64(p.sinks.event_log_max_bytes);
+    w.str(p.katalyst_reserved_cpus);
+    w.u32(p.katalyst_reserved_count);
     w.u32(static_cast<uint32_t>(p.classes.size()));
     for (const auto& [n, c] : p.classes) {
         w.str(n);
@@ -750,6 +752,8 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
     p.sinks.metrics_file = rd.str();
     p.sinks.event_log = rd.str();
     p.sinks.event_log_max_bytes = rd.u64();
+    p.katalyst_reserved_cpus = rd.str();
+    p.katalyst_reserved_count = rd.u32();
     uint32_t nclasses = rd.count(16);
     // With a filter (one event), each class's knob lists are only stepped over here and decoded
     // by decode_knobs for the class the event uses (classify picks one of ~10): their bytes are

@@ -103,7 +103,7 @@ Policy load_policy_for(const std::string& path, const std::string& cache_dir, co
 /// Building blocks, exposed for tests and the benchmark.
 namespace policy_cache {
 
-constexpr uint32_t kFormatVersion = 4;         ///< 2: SHA-256, broken entries, [guarded] (pol) / sink settings (ops); 3: both; 4: cpu_weight_formula 0 auto / 1 log-quadratic / 2 linear (was a bool: 1 meant linear)
+constexpr uint32_t kFormatVersion = 5;         ///< 2: SHA-256, broken entries, [guarded] (pol) / sink settings (ops); 3: both; 4: cpu_weight_formula 0 auto / 1 log-quadratic / 2 linear (was a bool: 1 meant linear); 5: settings.katalyst_reserved_cpus (list, count)
 constexpr int kRacySeconds = 2;                 ///< policy younger than this: store as racy
 constexpr size_t kMaxCacheBytes = 64u << 20;    ///< larger cache files are not read
 
