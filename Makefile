@@ -27,7 +27,7 @@ LDFLAGS   += -static -Wl,--gc-sections -Wl,-O1
 # The static std::ios_base::Init objects (<iostream>: CLI11, protobuf-lite, the relay) are
 # no-ops in the hook; main.cpp starts the standard streams on every path but plain `invoke`.
 IOS_WRAP  := -Wl,--wrap=_ZNSt8ios_base4InitC1Ev -Wl,--wrap=_ZNSt8ios_base4InitD1Ev
-LDLIBS    += -lprotobuf-lite -lnettle -pthread
+LDLIBS    += -lprotobuf-lite -lnettle -lyaml-cpp -pthread
 
 PROTO_SRC := src/nri/nri.proto
 PROTO_CC  := $(BUILD)/gen/nri/nri.pb.cc
@@ -53,7 +53,8 @@ deps:
 BUILD_DEP_ITEMS ?= nlohmann/json.hpp:nlohmann-json3-dev CLI/CLI.hpp:libcli11-dev toml.hpp:libtoml11-dev \
                    seccomp.h:libseccomp-dev libseccomp.a:libseccomp-dev \
                    google/protobuf/message_lite.h:libprotobuf-dev libprotobuf-lite.a:libprotobuf-dev \
-                   nettle/sha2.h:nettle-dev libnettle.a:nettle-dev
+                   nettle/sha2.h:nettle-dev libnettle.a:nettle-dev \
+                   yaml-cpp/yaml.h:libyaml-cpp-dev libyaml-cpp.a:libyaml-cpp-dev
 build-deps:
 	@scripts/check-build-deps.sh "$(CXX)" "$(PROTOC)" $(BUILD_DEP_ITEMS)
 

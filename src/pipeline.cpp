@@ -516,7 +516,8 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
     try {
         Request& r = *req;
         // The pid is known now: shrink the sandbox's procfs write access to /proc/<pid>.
-        if (std::string e = narrow_installed_sandbox(r.pid ? static_cast<long>(*r.pid) : 0L); !e.empty()) log_line("sandbox: " + e);
+        if (!opt.sandbox_keep_wide)
+            if (std::string e = narrow_installed_sandbox(r.pid ? static_cast<long>(*r.pid) : 0L); !e.empty()) log_line("sandbox: " + e);
         ppath = policy_path_for(opt, &r);
         // The sandbox memo is merged first: the compiled policy then materialises only the
         // rules that can match this request (policy_cache.hpp load_policy_for).
@@ -586,7 +587,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         fin.cgroup_root = opt.cgroup_root;
         fin.sysfs_root = opt.sysfs_root;
         fin.kubelet_cpu_state = opt.kubelet_cpu_state;
-        fin.dry_run = mode == Mode::Explain;
+        fin.dry_run = mode == Mode::Explain && !opt.explain_simulate;
         // Percentages of the value in force where the request already holds our adjustment.
         ClassDef settled;
         const ClassDef* base = d.cls;
@@ -612,9 +613,10 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         for (auto& s : fplan.refused) c.plan.refused.push_back(std::move(s));
         c.have_plan = true;
         if (opt.explain_trace) explain_calculations(policy, d, r, c.plan, c.trace, c.trace_json);
-        if (mode != Mode::Explain) apply_plan(c.plan, kernel);
+        const bool applies = mode != Mode::Explain || opt.explain_simulate;  // explain --pod: its scratch node
+        if (applies) apply_plan(c.plan, kernel);
         if (r.wire == Request::Wire::V01) finalize_adjustment(c.plan);
-        if (mode != Mode::Explain) {
+        if (applies) {
             if (is_pod_start(r)) {
                 Memo m;
                 for (const auto& [k, v] : r.annotations)
