@@ -34,7 +34,7 @@ LDFLAGS   += -Wl,--eh-frame-hdr -specs=src/static-eh.specs
 # The static std::ios_base::Init objects (<iostream>: CLI11, protobuf-lite, the relay) are
 # no-ops in the hook; main.cpp starts the standard streams on every path but plain `invoke`.
 IOS_WRAP  := -Wl,--wrap=_ZNSt8ios_base4InitC1Ev -Wl,--wrap=_ZNSt8ios_base4InitD1Ev
-LDLIBS    += -lprotobuf-lite -lnettle -pthread
+LDLIBS    += -lprotobuf-lite -lnettle -lyaml-cpp -pthread
 
 PROTO_SRC := src/nri/nri.proto
 PROTO_CC  := $(BUILD)/gen/nri/nri.pb.cc
@@ -62,6 +62,7 @@ BUILD_DEP_ITEMS ?= nlohmann/json.hpp:nlohmann-json3-dev CLI/CLI.hpp:libcli11-dev
                    google/protobuf/message_lite.h:libprotobuf-dev libprotobuf-lite.a:libprotobuf-dev \
                    nettle/sha2.h:nettle-dev libnettle.a:nettle-dev \
                    grpcpp/grpcpp.h:libgrpc++-dev
+                   yaml-cpp/yaml.h:libyaml-cpp-dev libyaml-cpp.a:libyaml-cpp-dev
 build-deps:
 	@scripts/check-build-deps.sh "$(CXX)" "$(PROTOC)" $(BUILD_DEP_ITEMS)
 
@@ -82,7 +83,7 @@ $(BUILD)/obj/src/sandbox.o: $(SECCOMP_H)
 # The built-in policy: conf/nri.d/nri-qos.toml validated (no error, no warning) and compiled at
 # build time into the flat compiled form, linked in as a byte array (src/policy_builtin.*).
 POLICY_INC  := $(BUILD)/gen/policy_builtin.inc
-POLICY_GEN_OBJS := $(addprefix $(BUILD)/obj/src/,policy.o policy_cache.o knobs.o sha256.o fact_table.o)
+POLICY_GEN_OBJS := $(addprefix $(BUILD)/obj/src/,policy.o policy_cache.o knobs.o sha256.o fact_table.o cpuset.o)
 $(BUILD)/policy-builtin-gen: src/tools/policy-builtin-gen.cpp $(POLICY_GEN_OBJS)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $< $(POLICY_GEN_OBJS) -lnettle -o $@
 $(POLICY_INC): $(BUILD)/policy-builtin-gen conf/nri.d/nri-qos.toml

@@ -47,7 +47,11 @@ std::string clip(std::string_view s) {
 
 }  // namespace
 
-std::optional<int64_t> parse_quantity(std::string_view s, std::string* why) {
+std::optional<int64_t> parse_quantity(std::string_view s, std::string* why) { return parse_quantity_scaled(s, 0, why); }
+
+std::optional<int64_t> parse_quantity_milli(std::string_view s, std::string* why) { return parse_quantity_scaled(s, 3, why); }
+
+std::optional<int64_t> parse_quantity_scaled(std::string_view s, int scale10, std::string* why) {
     auto bad = [&](const std::string& m) -> std::optional<int64_t> {
         if (why) *why = "quantity \"" + clip(s) + "\": " + m;
         return std::nullopt;
@@ -102,6 +106,7 @@ std::optional<int64_t> parse_quantity(std::string_view s, std::string* why) {
     } else {
         return bad("unknown suffix \"" + clip(suffix) + "\" (Ki Mi Gi Ti Pi Ei, m k M G T P E, or e<N>)");
     }
+    exp10 += scale10;
     // value = D × 10^(exp10 - |frac|) × 2^shift2, D = int_digits ‖ frac_digits
     std::string digits = std::string(int_digits) + std::string(frac_digits);
     int64_t point = exp10 - static_cast<int64_t>(frac_digits.size());  // decimal exponent of D

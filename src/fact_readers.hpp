@@ -37,6 +37,14 @@ constexpr int64_t kMaxQuantityValue = int64_t(1) << 62;
 /// fraction digits is refused rather than rounded (no published manifest comes near it).
 std::optional<int64_t> parse_quantity(std::string_view s, std::string* why);
 
+/// Quantity.MilliValue() (apimachinery quantity.go: ScaledValue(Milli), rounded up): "500m" =
+/// 500, "0.5" = 500, "2" = 2000, "1k" = 1000000 — a CPU quantity in millicores. Errors as
+/// parse_quantity (the bound applies to the millicore value).
+std::optional<int64_t> parse_quantity_milli(std::string_view s, std::string* why);
+
+/// The value × 10^scale10, rounded up as Value(): parse_quantity is scale 0, parse_quantity_milli 3.
+std::optional<int64_t> parse_quantity_scaled(std::string_view s, int scale10, std::string* why);
+
 /// A Quantity as it appears in JSON (Quantity.UnmarshalJSON): a string (surrounding spaces
 /// trimmed), an integer, a float (its shortest decimal form), or null (zero).
 std::optional<int64_t> quantity_from_json(const nlohmann::json& v, std::string* why);

@@ -551,7 +551,8 @@ struct Ctx {
     }
 
     /// The container's NUMA placement in `mode` (computed once per request).
-    Outcome numa_place(NumaMode mode, bool mems, const std::string& because) {
+    /// `katalyst`: a Katalyst placement (settings.katalyst_reserved_cpus apply).
+    Outcome numa_place(NumaMode mode, bool mems, const std::string& because, bool katalyst = false) {
         if (!trusted && (raises & kRaiseNumaReservation)) return untrusted_refusal("would reserve CPUs of a NUMA node (" + because + ")");
         if (numa_done && numa_mode != numa_mode_name(mode)) return error("one NUMA placement per container: the class mixes NUMA modes");
         if (!numa_done) {
@@ -561,6 +562,10 @@ struct Ctx {
             NumaRequest rq = numa_request();
             rq.mode = mode;
             rq.need = mode == NumaMode::Shared ? cpus_needed(how) : cpus_requested(how);
+            if (katalyst && in.policy) {
+                if (!in.policy->katalyst_reserved_cpus.empty()) rq.reserved_cpus = CpuSet::parse(in.policy->katalyst_reserved_cpus);
+                rq.reserved_count = in.policy->katalyst_reserved_count;
+            }
             if (!in.paths) {
                 numa_error = "no cgroupsPath in the request";
             } else if (rq.need == 0) {
@@ -876,7 +881,7 @@ Outcome katalyst_numa(Ctx& c, bool mems) {
     bool exclusive = x != m->end() && x->second == "true" && level == "dedicated_cores";
     NumaMode mode = level == "dedicated_cores" ? (exclusive ? NumaMode::Exclusive : NumaMode::Bound) : NumaMode::Shared;
     std::string because = "katalyst " + level + " numa_binding" + (exclusive ? " + numa_exclusive" : "");
-    return c.numa_place(mode, mems, because);
+    return c.numa_place(mode, mems, because, true);
 }
 /// katalyst.kubewharf.io/cpu_enhancement cpu_burst_policy (katalyst-core@v0.5.47
 /// pkg/agent/qrm-plugins/cpu/dynamicpolicy/cpuburst/manager.go UpdateCPUBurst,

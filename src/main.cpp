@@ -17,6 +17,7 @@
 #include "policy_store.hpp"
 #include "record.hpp"
 #include "pipeline.hpp"
+#include "pod_preview.hpp"
 #include "publish.hpp"
 #include "record.hpp"
 #include "detect.hpp"
@@ -244,6 +245,7 @@ int main(int argc, char** argv) {
     std::string evaluator = "fork";
     bool relay_once = false;
     std::string explain_container;
+    std::string explain_pod_file, explain_driver;
     CLI::App* status = nullptr;
     CLI::App* reconcile = nullptr;
     nriqos::StateCommandOptions so;
@@ -264,6 +266,10 @@ int main(int argc, char** argv) {
         explain->add_option("--format", format, "text|json")->check(CLI::IsMember({"text", "json"}));
         explain->add_option("--container", explain_container,
                             "replay the last request of this live container (id, id prefix, pod or namespace/pod) from the state dir, with a rule trace");
+        explain->add_option("--pod", explain_pod_file,
+                            "preview a Kubernetes Pod manifest (YAML or JSON; - for stdin): kubelet's requests for it through the policy, and the end state of its cgroups");
+        explain->add_option("--cgroup-driver", explain_driver, "with --pod: systemd|cgroupfs (default: the node's)")
+            ->check(CLI::IsMember({"systemd", "cgroupfs"}));
     }
     if (full || first == "nri-eval") {
         eval = app.add_subcommand("nri-eval", "evaluate one native NRI event (the relay's child)");
@@ -338,6 +344,30 @@ int main(int argc, char** argv) {
     if (explain && explain->parsed()) {
         note_last_good_dir(explain, o);
         o.explain_json = format == "json";
+        if (explain->count("--pod") > 0) {
+            if (explain->count("--container") > 0) {
+                write_all(STDERR_FILENO, "nri-qos: explain: --pod and --container exclude each other\n");
+                return 2;
+            }
+            nriqos::PodPreviewOptions po;
+            po.eval = o;
+            po.eval.policy_from_flag = explain->count("--policy") > 0;
+            try {
+                po.eval.layout = nriqos::parse_layout(layout);
+            } catch (const nriqos::InputError& e) {
+                write_all(STDERR_FILENO, std::string("nri-qos: ") + e.what() + "\n");
+                return 2;
+            }
+            po.manifest = explain_pod_file;
+            if (!explain_driver.empty())
+                po.driver = explain_driver == "systemd" ? nriqos::CgroupDriver::Systemd : nriqos::CgroupDriver::Cgroupfs;
+            po.json = o.explain_json;
+            return nriqos::explain_pod(po);
+        }
+        if (explain->count("--cgroup-driver") > 0) {
+            write_all(STDERR_FILENO, "nri-qos: explain: --cgroup-driver goes with --pod\n");
+            return 2;
+        }
         if (explain->count("--container") == 0) return run_mode(nriqos::Mode::Explain, o, layout, explain->count("--policy") > 0);
         // Replay the container's last request (state dir) with the current policy.
         nriqos::StateDir st(o.state_dir);

@@ -243,9 +243,30 @@ CpuSet single(unsigned id) {
 }
 }  // namespace
 
-std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& held, NumaMode mode, unsigned need,
-                                      std::optional<unsigned> prefer, std::string& why) {
+CpuSet katalyst_reserved_by_count(const NumaTopology& topo, unsigned count) {
+    CpuSet out;
+    std::vector<std::vector<unsigned>> free;
+    for (const auto& n : topo.nodes) free.push_back(n.cpus.ids());
+    std::vector<size_t> next(free.size(), 0);
+    unsigned got = 0;
+    bool progress = true;
+    while (got < count && progress) {
+        progress = false;
+        for (size_t i = 0; i < free.size() && got < count; ++i) {
+            if (next[i] >= free[i].size()) continue;
+            out.add(free[i][next[i]++]);
+            ++got;
+            progress = true;
+        }
+    }
+    return out;
+}
+
+std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& held_in, NumaMode mode, unsigned need,
+                                      std::optional<unsigned> prefer, std::string& why, const CpuSet& reserved) {
     if (need == 0) need = 1;
+    // Bound and shared placements never take a reserved CPU: they are unavailable like held ones.
+    const CpuSet held = mode == NumaMode::Exclusive ? held_in : held_in | reserved;
     std::vector<const NumaNode*> order;
     if (prefer)
         for (const auto& n : topo.nodes)
@@ -261,11 +282,13 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
             if (prefer)  // a later container of the same pod: the pod's nodes
                 for (const NumaNode* n : order)
                     if (n->id == *prefer) {
-                        NumaChoice c{n->id, n->cpus, CpuSet(), "node" + std::to_string(n->id) + ": the node of the pod's other containers"};
+                        NumaChoice c{n->id, n->cpus - reserved, CpuSet(), "node" + std::to_string(n->id) + ": the node of the pod's other containers"};
                         c.nodes.add(n->id);
                         return c;
                     }
-            std::vector<const NumaNode*> free;
+            // The nodes without held CPUs, each with its CPUs that are not reserved (Katalyst's
+            // GetAvailableCPUSet(reservedCPUs)); reserved CPUs alone never disqualify a node.
+            std::vector<NumaNode> avail;
             unsigned total = 0;
             for (const auto& n : topo.nodes) {
                 total += n.cpus.count();
@@ -274,8 +297,12 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
                     note(n, "has held CPUs " + busy.str());
                     continue;
                 }
-                free.push_back(&n);
+                CpuSet r = n.cpus & reserved;
+                if (!r.empty()) note(n, "has reserved CPUs " + r.str() + " (not handed out, not disqualifying)");
+                avail.push_back({n.id, n.cpus - reserved});
             }
+            std::vector<const NumaNode*> free;
+            for (const auto& n : avail) free.push_back(&n);
             // util.GetNUMANodesCountToFitCPUReq: CPUs per node = all CPUs / nodes
             const unsigned per = std::max(1u, total / static_cast<unsigned>(std::max<size_t>(1, topo.nodes.size())));
             const unsigned min_nodes = (need + per - 1) / per;
@@ -399,8 +426,13 @@ NumaChoice place_numa(const NumaRequest& rq, FactState& state) {
         if (!seen && by.size() < 16) by.push_back(r.cpus + " (nri-qos " + r.mode + " " + r.container_id.substr(0, 12) + ")");
     }
     std::string why;
-    auto c = pod_nodes ? pod_nodes : choose_numa(topo, held, rq.mode, rq.need, prefer, why);
+    CpuSet reserved;
+    if (rq.reserved_cpus) reserved = *rq.reserved_cpus & topo.online;
+    else if (rq.reserved_count > 0) reserved = katalyst_reserved_by_count(topo, rq.reserved_count);
+    auto c = pod_nodes ? pod_nodes : choose_numa(topo, held, rq.mode, rq.need, prefer, why, reserved);
     std::string detail = held_detail(held, by);
+    if (!reserved.empty())
+        detail += "; Katalyst reserved CPUs " + reserved.str() + (rq.reserved_cpus ? " (settings.katalyst_reserved_cpus)" : " (settings.katalyst_reserved_cpus = " + std::to_string(rq.reserved_count) + ", taken as TakeHTByNUMABalance does)");
     if (!c) throw InputError(why + "; " + detail);
     c->why += "; " + detail;
     if (!rq.dry_run) {

@@ -88,8 +88,24 @@ struct NumaChoice {
 
 /// The pure choice (no I/O): `held` CPUs are unavailable; `prefer` is a node a sibling container
 /// of the same pod already uses. Returns nullopt with `why` when no node fits.
+/// `reserved` (Katalyst's reserved CPUs, katalyst_reserved_cpus) are never handed out and do not
+/// count as available, but — unlike held CPUs — they do not disqualify a node for an exclusive
+/// placement: katalyst-core calculateHints gives a numa_exclusive request 0 CPUs on a node only
+/// when its AllocatedCPUSet is not empty, and otherwise counts GetAvailableCPUSet(reservedCPUs)
+/// (the node's CPUs minus the allocated and the reserved ones); allocateNumaBindingCPUs hands out
+/// those available CPUs. The nodes needed are still counted over all CPUs
+/// (GetNUMANodesCountToFitCPUReq: CPUs / nodes).
 std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& held, NumaMode mode, unsigned need,
-                                      std::optional<unsigned> prefer, std::string& why);
+                                      std::optional<unsigned> prefer, std::string& why, const CpuSet& reserved = CpuSet());
+
+/// Katalyst's reserved CPUs given as a count (`--cpu-resource-plugin-reserved`, or the kubelet
+/// reserved quantity rounded up): katalyst-core pkg/agent/qrm-plugins/cpu/util/util.go
+/// GetCoresReservedForSystem → calculator TakeHTByNUMABalance — round after round over the NUMA
+/// nodes in id order, one CPU of each node (its lowest free CPU id) until `count` are taken.
+/// Katalyst's accumulator orders a node's CPUs by its own topology sort; on machines whose
+/// thread siblings are not numbered next to each other give the list Katalyst logs ("take
+/// reservedCPUs: ...") instead of the count. More than the online CPUs: all of them.
+CpuSet katalyst_reserved_by_count(const NumaTopology& topo, unsigned count);
 
 /// Inputs of a placement.
 struct NumaRequest {
@@ -100,6 +116,10 @@ struct NumaRequest {
     NumaMode mode = NumaMode::Exclusive;
     unsigned need = 1;   ///< CPUs the container requests (≥ 1): exclusive sizes the nodes by it
     bool dry_run = false;  ///< explain: choose, do not record or prune
+    /// Katalyst placements only (settings.katalyst_reserved_cpus): the reserved CPUs as a list,
+    /// or a count resolved with katalyst_reserved_by_count; see choose_numa.
+    std::optional<CpuSet> reserved_cpus;
+    unsigned reserved_count = 0;
 };
 
 /// Place (or return the recorded placement of) a container. The caller holds state.lock()

@@ -527,7 +527,8 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
     try {
         Request& r = *req;
         // The pid is known now: shrink the sandbox's procfs write access to /proc/<pid>.
-        if (std::string e = narrow_installed_sandbox(r.pid ? static_cast<long>(*r.pid) : 0L); !e.empty()) log_line("sandbox: " + e);
+        if (!opt.sandbox_keep_wide)
+            if (std::string e = narrow_installed_sandbox(r.pid ? static_cast<long>(*r.pid) : 0L); !e.empty()) log_line("sandbox: " + e);
         ppath = policy_path_for(opt, &r);
         // The sandbox memo is merged first: the compiled policy then materialises only the
         // rules that can match this request (policy_cache.hpp load_policy_for).
@@ -604,7 +605,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         fin.cgroup_root = opt.cgroup_root;
         fin.sysfs_root = opt.sysfs_root;
         fin.kubelet_cpu_state = opt.kubelet_cpu_state;
-        fin.dry_run = mode == Mode::Explain;
+        fin.dry_run = mode == Mode::Explain && !opt.explain_simulate;
         // NRI v0.1 (containerd 1.5/1.6; 1.7+ through the v010-adapter): the runtime may drop pod
         // annotations (containerd < 1.7: pod_annotations allow-list). The record `register`
         // (or reconcile) left in the state dir says which; read only when a fact's annotation is
@@ -656,9 +657,10 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         // Declared resctrl groups exist (created, under the mount's lock) before a container is
         // handed to one: in the adjustment (the runtime joins it at create) or the tasks write.
         ensure_plan_groups(c.plan, policy, opt.resctrl_root, opt.state_dir, mode == Mode::Explain);
-        if (mode != Mode::Explain) apply_plan(c.plan, kernel);
+        const bool applies = mode != Mode::Explain || opt.explain_simulate;  // explain --pod: its scratch node
+        if (applies) apply_plan(c.plan, kernel);
         if (r.wire == Request::Wire::V01) finalize_adjustment(c.plan);
-        if (mode != Mode::Explain) {
+        if (applies) {
             if (is_pod_start(r)) {
                 Memo m;
                 for (const auto& [k, v] : r.annotations)

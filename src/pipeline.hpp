@@ -57,6 +57,15 @@ struct Options {
     bool explain_trace = false;
     /// explain of a native NRI event (the relay child's input shape) instead of a v0.1 request.
     bool explain_nri_event = false;
+    /// explain --pod (pod_preview.hpp): the event runs against the preview's scratch node — the
+    /// plan is applied to its scratch cgroup/procfs/resctrl trees, the sandbox memo and the fact
+    /// state (ledger, NUMA records) are recorded in its scratch state dir — so that the pod's
+    /// later events see what the earlier ones did. Explain's output and no records otherwise.
+    bool explain_simulate = false;
+    /// Keep the sandbox's first layer as installed: no narrowing of procfs writes to the
+    /// request's pid (explain --pod runs all the pod's events, with their made-up pids below a
+    /// scratch procfs, in one sandboxed process).
+    bool sandbox_keep_wide = false;
     /// NriEval only (the relay's evaluator, src/nri/eval_pipeline.cpp): deliver the answer as
     /// soon as it is final — knobs applied, the sandbox memo stored (the pod's next event reads
     /// it), the policy's record paths remembered (the relay replaces its evaluators by them right

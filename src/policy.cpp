@@ -13,6 +13,7 @@
 
 #include <toml.hpp>
 
+#include "cpuset.hpp"
 #include "facts.hpp"
 
 using nlohmann::json;
@@ -826,7 +827,8 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
     int default_line = 0;
     if (const TV* s = get(root, "settings")) {
         c.guard([&] {
-            check_keys(c, *s, "settings", {"default_class", "fail", "cpu_weight_formula", "koordinator_quota_lift", "metrics_file", "event_log", "event_log_max_bytes", "leave_to_others"});
+            check_keys(c, *s, "settings", {"default_class", "fail", "cpu_weight_formula", "koordinator_quota_lift", "metrics_file", "event_log", "event_log_max_bytes", "leave_to_others",
+                                           "katalyst_reserved_cpus"});
             c.guard([&] {
                 if (const TV* x = get(*s, "default_class")) {
                     default_line = Ctx::line_of(*x);
@@ -869,6 +871,24 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
                 if (const TV* x = get(*s, "event_log")) {
                     p.sinks.event_log = sink_path(*x, "event_log");
                     p.sinks.event_log_set = true;
+                }
+            });
+            // Katalyst's reserved CPUs (katalyst-core GetCoresReservedForSystem): the list it
+            // logs / its ReservedCPUList, or the count (--cpu-resource-plugin-reserved).
+            c.guard([&] {
+                if (const TV* x = get(*s, "katalyst_reserved_cpus")) {
+                    if (x->is_integer()) {
+                        if (x->as_integer() < 0 || x->as_integer() > CpuSet::kMaxId + 1)
+                            c.fail(*x, "settings.katalyst_reserved_cpus: a count from 0 to " + std::to_string(CpuSet::kMaxId + 1));
+                        p.katalyst_reserved_count = static_cast<unsigned>(x->as_integer());
+                    } else if (x->is_string()) {
+                        std::string why;
+                        auto set = x->as_string().str.empty() ? std::optional<CpuSet>(CpuSet()) : CpuSet::parse(x->as_string().str, &why);
+                        if (!set) c.fail(*x, "settings.katalyst_reserved_cpus: " + why);
+                        p.katalyst_reserved_cpus = set->str();
+                    } else {
+                        c.fail(*x, "settings.katalyst_reserved_cpus: expected a CPU list (\"0-1\") or a count (2)");
+                    }
                 }
             });
             c.guard([&] {
@@ -1209,6 +1229,7 @@ json policy_to_json(const Policy& p) {
     j["fail_closed"] = p.fail_closed;
     j["cpu_weight_formula"] = weight_formula_name(p.cpu_weight_formula);
     j["koordinator_quota_lift"] = p.koordinator_quota_lift == Policy::QuotaLift::Fits ? "fits" : "cpuset";
+    j["katalyst_reserved"] = {p.katalyst_reserved_cpus, p.katalyst_reserved_count};
     j["source"] = p.source;
     j["sinks"] = {p.sinks.metrics_file_set, p.sinks.metrics_file, p.sinks.event_log_set, p.sinks.event_log, p.sinks.event_log_max_bytes};
     json rules = json::array();
@@ -1261,6 +1282,10 @@ Policy policy_from_json(const json& j) {
             else if (f != "cpuset") throw InputError("compiled policy: bad koordinator_quota_lift");
         }
         p.source = j.at("source").get<std::string>();
+        if (j.contains("katalyst_reserved")) {
+            p.katalyst_reserved_cpus = j.at("katalyst_reserved").at(0).get<std::string>();
+            p.katalyst_reserved_count = j.at("katalyst_reserved").at(1).get<unsigned>();
+        }
         if (j.contains("sinks")) {
             const json& s = j.at("sinks");
             p.sinks.metrics_file_set = s.at(0).get<bool>();

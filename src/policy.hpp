@@ -172,6 +172,11 @@ struct Policy {
     /// Both follow the facts' trust rule (a lift beyond what the quota paid needs trust).
     enum class QuotaLift : uint8_t { Cpuset = 0, Fits = 1 };
     QuotaLift koordinator_quota_lift = QuotaLift::Cpuset;
+    /// settings.katalyst_reserved_cpus: the CPUs Katalyst's QRM CPU plugin reserves for the system
+    /// (never handed to dedicated_cores pods; numa.hpp choose_numa): a canonical cpuset list
+    /// ("0-1"), or "" with katalyst_reserved_count, the count form (0: none).
+    std::string katalyst_reserved_cpus;
+    unsigned katalyst_reserved_count = 0;
     std::vector<Rule> rules;
     std::map<std::string, ClassDef> classes;
     KeyNotes guarded_labels;       ///< [guarded.labels]: keys an admission policy controls

@@ -654,6 +654,8 @@ std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t
         w.u8(static_cast<uint8_t>((g.l3_round_down ? 1 : 0) | (g.manage ? 2 : 0)));
         w.u32(static_cast<uint32_t>(g.line));
     }
+    w.str(p.katalyst_reserved_cpus);
+    w.u32(p.katalyst_reserved_count);
     w.u32(static_cast<uint32_t>(p.classes.size()));
     for (const auto& [n, c] : p.classes) {
         w.str(n);
@@ -804,6 +806,8 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
             p.resctrl_groups.emplace(std::move(n), std::move(g));
         }
     }
+    p.katalyst_reserved_cpus = rd.str();
+    p.katalyst_reserved_count = rd.u32();
     uint32_t nclasses = rd.count(16);
     // With a filter (one event), each class's knob lists are only stepped over here and decoded
     // by decode_knobs for the class the event uses (classify picks one of ~10): their bytes are

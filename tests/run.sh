@@ -66,7 +66,7 @@ else
 fi
 [ "$rc" != 0 ] && [ "$FAILED" = 0 ] && FAILED=1
 
-for s in invoke cgroup_real hostile cache policy facts nri_relay sandbox ops discover packaging hygiene docs; do
+for s in invoke cgroup_real hostile cache policy facts explain_pod nri_relay sandbox ops discover packaging hygiene docs; do
   [ -f "tests/$s.sh" ] && suite "$s" bash "tests/$s.sh"
 done
 # The bundled policy against the seed systems' node agents (issue #10; docs/conformance.md).

@@ -10,7 +10,8 @@
 # and nri-eval mode against a scratch root), fact_readers (the annotation readers of the facts and
 # the CPU list format), numa (NUMA placement choice on arbitrary topologies), and the relay's
 # parsers: framing (mux frames → ttrpc messages → request/response envelopes), nri_json (NRI
-# protobuf events → NRI JSON → the child's parser; the child's JSON answer → protobuf).
+# protobuf events → NRI JSON → the child's parser; the child's JSON answer → protobuf), and
+# pod_manifest (`explain --pod`'s YAML/JSON Pod manifest reader, the kubelet layout and NRI events).
 # Env: FUZZ_SECONDS, FUZZ_PARALLEL (targets run at once, default 1), CXX_FUZZ (default clang++),
 #      FUZZ_SCRATCH (where the pipeline target makes its scratch root, default /tmp),
 #      FUZZ_NO_CACHE=1 (pipeline target without the compiled-policy cache),
@@ -33,7 +34,7 @@ OVERLAY=${FUZZ_OVERLAY:-}
 if [ -n "$OVERLAY" ]; then OVERLAY=$(cd "$OVERLAY" && pwd) || exit 2; OUT=build/fuzz-overlay; fi
 CXX_FUZZ=${CXX_FUZZ:-clang++}
 VERSION=$(cat VERSION 2>/dev/null || echo 0.0.0)
-ALL_TARGETS=(request policy cgroups_path pipeline fact_readers numa framing nri_json)
+ALL_TARGETS=(request policy cgroups_path pipeline fact_readers numa framing nri_json pod_manifest)
 NRI_SRCS=(src/nri/mux.cpp src/nri/ttrpc.cpp src/nri/nri_json.cpp src/nri/service_status.cpp build/gen/nri/nri.pb.cc)
 # status.cpp (every target links the library) reads the relay service's liveness file.
 NRI_ALL_TARGETS_OBJ=service_status.o
@@ -84,7 +85,7 @@ build() {
         case $t in framing|nri_json) extra=("${nri_objs[@]}" -lprotobuf-lite) ;; *) extra=("$OUT/obj/nri/$NRI_ALL_TARGETS_OBJ") ;; esac
         if [ ! -f "$bin" ] || [ "tests/fuzz/fuzz_$t.cpp" -nt "$bin" ] || [ -n "$(find "$OUT/obj" tests/fuzz/fuzz_common.hpp -newer "$bin" -print -quit)" ]; then
             echo "  LINK(fuzz) $bin" >&2
-            $CXX_FUZZ $CXXFLAGS_F -fsanitize=fuzzer "tests/fuzz/fuzz_$t.cpp" "${objs[@]}" "${extra[@]}" -lnettle -o "$bin" || die "link $bin failed"
+            $CXX_FUZZ $CXXFLAGS_F -fsanitize=fuzzer "tests/fuzz/fuzz_$t.cpp" "${objs[@]}" "${extra[@]}" -lnettle -lyaml-cpp -o "$bin" || die "link $bin failed"
         fi
     done
 }
@@ -100,6 +101,7 @@ opts_for() {
         numa) echo "-max_len=8192" ;;
         framing) echo "-max_len=65536" ;;
         nri_json) echo "-max_len=65536 -dict=tests/fuzz/json.dict" ;;
+        pod_manifest) echo "-max_len=65536" ;;
     esac
 }
 

@@ -1174,6 +1174,110 @@ cpuset_mems = { fact = "katalyst.numa_mems" }
     CHECK(knob(p.cls.container, KnobId::CpusetMems)->value.text == "3");
 }
 
+TEST_CASE("Katalyst reserved CPUs: never handed out, never disqualifying (settings.katalyst_reserved_cpus)", "[facts][numa][katalyst-reserved]") {
+    // katalyst-core pkg/agent/qrm-plugins/cpu/dynamicpolicy/policy_hint_handlers.go calculateHints:
+    // a numa_exclusive request sees 0 CPUs only on a node with allocated CPUs; elsewhere
+    // GetAvailableCPUSet(reservedCPUs) = the node's CPUs minus the reserved ones;
+    // allocateNumaBindingCPUs hands out those.
+    NumaTopology t;
+    t.nodes = {{0, *CpuSet::parse("0-3")}, {1, *CpuSet::parse("4-7")}};
+    t.online = *CpuSet::parse("0-7");
+    std::string why;
+    const CpuSet reserved = *CpuSet::parse("0-1");
+    auto c = choose_numa(t, CpuSet(), NumaMode::Exclusive, 2, std::nullopt, why, reserved);
+    REQUIRE(c);
+    CHECK(c->node == 0);            // node0 still qualifies
+    CHECK(c->cpus.str() == "2-3");  // but its reserved CPUs are not handed out
+    CHECK(c->why.find("node0 has reserved CPUs 0-1 (not handed out, not disqualifying)") != std::string::npos);
+    // 6 CPUs on 4-CPU nodes with 2 reserved: 2 + 4 available on the two nodes — enough
+    c = choose_numa(t, CpuSet(), NumaMode::Exclusive, 6, std::nullopt, why, reserved);
+    REQUIRE(c);
+    CHECK(c->cpus.str() == "2-7");
+    CHECK(c->nodes.str() == "0-1");
+    // 7 CPUs: only 6 available: refused (without the reserve it fits)
+    CHECK_FALSE(choose_numa(t, CpuSet(), NumaMode::Exclusive, 7, std::nullopt, why, reserved));
+    CHECK(choose_numa(t, CpuSet(), NumaMode::Exclusive, 7, std::nullopt, why));
+    // a held CPU still disqualifies; a reserved one is never given to bound/shared placements
+    c = choose_numa(t, *CpuSet::parse("4"), NumaMode::Exclusive, 2, std::nullopt, why, reserved);
+    REQUIRE(c);
+    CHECK(c->cpus.str() == "2-3");
+    c = choose_numa(t, CpuSet(), NumaMode::Bound, 2, std::nullopt, why, reserved);
+    REQUIRE(c);
+    CHECK(c->cpus.str() == "2-3");
+    c = choose_numa(t, CpuSet(), NumaMode::Shared, 1, std::nullopt, why, *CpuSet::parse("4-6"));
+    REQUIRE(c);
+    CHECK(c->cpus.str() == "0-3");
+    // the count form: TakeHTByNUMABalance, one CPU of each node per round
+    CHECK(katalyst_reserved_by_count(t, 2).str() == "0,4");
+    CHECK(katalyst_reserved_by_count(t, 3).str() == "0-1,4");
+    CHECK(katalyst_reserved_by_count(t, 0).str() == "");
+    CHECK(katalyst_reserved_by_count(t, 100).str() == "0-7");
+}
+
+TEST_CASE("Katalyst reserved CPUs through the policy and the katalyst.numa_* facts", "[facts][numa][katalyst-reserved]") {
+    auto text = [](const std::string& settings) {
+        return "version = 1\n[settings]\ndefault_class = \"C\"\n" + settings +
+               "[guarded.annotations]\n\"katalyst.kubewharf.io/qos_level\" = \"t\"\n"
+               "\"katalyst.kubewharf.io/memory_enhancement\" = \"t\"\n"
+               "[classes.C.container]\ncpuset_cpus = { fact = \"katalyst.numa_cpus\" }\n"
+               "cpuset_mems = { fact = \"katalyst.numa_mems\" }\n";
+    };
+    auto policy = [&](const std::string& settings) {
+        PolicyCheck chk = check_policy_text(text(settings), "p.toml");
+        INFO(settings);
+        REQUIRE(chk.errors() == 0);
+        return chk.policy;
+    };
+    const Policy list = policy("katalyst_reserved_cpus = \"1,0\"\n");
+    CHECK(list.katalyst_reserved_cpus == "0-1");
+    const Policy count = policy("katalyst_reserved_cpus = 2\n");
+    CHECK(count.katalyst_reserved_count == 2);
+    const Policy none = policy("");
+    for (const char* bad : {"katalyst_reserved_cpus = \"x\"\n", "katalyst_reserved_cpus = -1\n", "katalyst_reserved_cpus = true\n"}) {
+        INFO(bad);
+        PolicyCheck chk = check_policy_text(text(bad), "p.toml");
+        REQUIRE(chk.errors() == 1);
+        CHECK(format_diag("p.toml", chk.diags[0]).find("settings.katalyst_reserved_cpus") != std::string::npos);
+    }
+    // the compiled forms keep it
+    CHECK(policy_from_json(policy_to_json(list)).katalyst_reserved_cpus == "0-1");
+    CHECK(policy_from_json(policy_to_json(count)).katalyst_reserved_count == 2);
+
+    const json ann = {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"},
+                      {"katalyst.kubewharf.io/memory_enhancement", R"({"numa_binding":"true","numa_exclusive":"true"})"}};
+    auto ctr = [&](const std::string& id, const std::string& pod, int64_t shares) {
+        return req_from("container-create.json", {{"id", id}, {"sandboxID", "sb-" + pod},
+                                                  {"spec", {{"cgroupsPath", "/kubepods/" + pod + "/" + id}, {"annotations", ann},
+                                                            {"resources", {{"cpu", {{"shares", shares}}}}}}}});
+    };
+    for (const Policy* p : {&list, &count, &none}) {
+        Env e;
+        e.policy = p;
+        make_sysfs(e.t, "0-7", {{0, "0-3"}, {1, "4-7"}});
+        e.t.mkdir("cg/cpuset/kubepods/podA");
+        FactPlan r = e.run(p->classes.at("C"), ctr("a1", "podA", 2048), Layout::V1, true);
+        const KnobSetting* k = knob(r.cls.container, KnobId::CpusetCpus);
+        REQUIRE(k);
+        if (p == &list) {
+            CHECK(k->value.text == "2-3");  // node0, without its reserved CPUs
+            CHECK(r.calcs[0].find("Katalyst reserved CPUs 0-1 (settings.katalyst_reserved_cpus)") != std::string::npos);
+        } else if (p == &count) {
+            CHECK(k->value.text == "1-3");  // 2 reserved by NUMA balance: 0 and 4
+            CHECK(r.calcs[0].find("Katalyst reserved CPUs 0,4") != std::string::npos);
+        } else {
+            CHECK(k->value.text == "0-3");
+        }
+    }
+    // generic numa.* placements are not Katalyst's: the reserve does not apply to them
+    Env e;
+    e.policy = &list;
+    make_sysfs(e.t, "0-7", {{0, "0-3"}, {1, "4-7"}});
+    e.t.mkdir("cg/cpuset/kubepods/podG");
+    FactPlan g = e.run(class_of("[classes.C.container]\ncpuset_cpus = { fact = \"numa.exclusive_cpus\" }\n"),
+                       req_from("container-create.json", {{"spec", {{"cgroupsPath", "/kubepods/podG/c1"}, {"resources", {{"cpu", {{"shares", 2048}}}}}}}}), Layout::V1, true);
+    CHECK(knob(g.cls.container, KnobId::CpusetCpus)->value.text == "0-3");
+}
+
 TEST_CASE("NUMA: a BestEffort pod, or one without a CPU request, never reserves a node", "[facts][numa][cpuset-trust]") {
     ClassDef cls = class_of(R"([classes.C.container]
 cpuset_cpus = { fact = "numa.exclusive_cpus" }
