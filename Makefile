@@ -43,7 +43,7 @@ TEST_SRCS := $(wildcard tests/unit/*.cpp)
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/obj/%.o)
 
 .PHONY: all deps build-deps demo check test unit e2e bench bench-quick fuzz fuzz-smoke dist rpm deb install clean
-all: $(BUILD)/nri-qos
+all: $(BUILD)/nri-qos $(BUILD)/nri-qos-systemd
 
 deps:
 	scripts/deps.sh build test
@@ -53,7 +53,7 @@ deps:
 BUILD_DEP_ITEMS ?= nlohmann/json.hpp:nlohmann-json3-dev CLI/CLI.hpp:libcli11-dev toml.hpp:libtoml11-dev \
                    seccomp.h:libseccomp-dev libseccomp.a:libseccomp-dev \
                    google/protobuf/message_lite.h:libprotobuf-dev libprotobuf-lite.a:libprotobuf-dev \
-                   nettle/sha2.h:nettle-dev libnettle.a:nettle-dev
+                   nettle/sha2.h:nettle-dev libnettle.a:nettle-dev systemd/sd-bus.h:libsystemd-dev
 build-deps:
 	@scripts/check-build-deps.sh "$(CXX)" "$(PROTOC)" $(BUILD_DEP_ITEMS)
 
@@ -101,6 +101,14 @@ HOT_LD    := $(wildcard src/hot-text.ld)
 $(BUILD)/nri-qos: $(MAIN_OBJ) $(BUILD)/libnriqos.a $(HOT_LD)
 	$(CXX) $(CXXFLAGS) $(LDFLAGS) $(IOS_WRAP) $(if $(HOT_LD),-Wl$(comma)-T$(comma)$(HOT_LD)) -Wl,-Map=$@.map \
 		$(MAIN_OBJ) $(BUILD)/libnriqos.a $(LDLIBS) -o $@
+
+# The companion that sets systemd unit properties (src/helper/nri-qos-systemd.cpp,
+# src/systemd_unit.hpp): dynamically linked with Debian's libsystemd (sd-bus), which has no static
+# library. Installed in /usr/libexec/nri-qos/; the hook runs it only on the systemd cgroup driver.
+LIBEXECDIR ?= $(PREFIX)/libexec/nri-qos
+$(BUILD)/nri-qos-systemd: src/helper/nri-qos-systemd.cpp | build-deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(filter-out -static,$(LDFLAGS)) $< $$(pkg-config --cflags --libs libsystemd) -o $@
 
 # The native-mode benchmark's process-per-event floor (bench/relay-floor.cpp, bench/native.sh):
 # build/nri-qos with an evaluator that answers without evaluating. Never installed.
@@ -163,6 +171,7 @@ deb:
 
 install: all
 	install -D -m 0755 $(BUILD)/nri-qos $(DESTDIR)/opt/nri/bin/nri-qos
+	install -D -m 0755 $(BUILD)/nri-qos-systemd $(DESTDIR)$(LIBEXECDIR)/nri-qos-systemd
 	install -D -m 0644 conf/nri.d/nri-qos.toml $(DESTDIR)/etc/nri/nri-qos.toml
 	install -D -m 0644 man/nri-qos.8 $(DESTDIR)$(PREFIX)/share/man/man8/nri-qos.8
 	install -D -m 0644 man/nri-qos.toml.5 $(DESTDIR)$(PREFIX)/share/man/man5/nri-qos.toml.5

@@ -374,6 +374,7 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
         if (!s.applied.empty()) c.metadata["applied"] = s.applied;
         if (!s.skipped.empty()) c.metadata["skipped"] = s.skipped;
         if (!s.failed.empty()) c.metadata["failed"] = s.failed;
+        if (std::string sd = systemd_summary(c.plan); !sd.empty()) c.metadata["systemd"] = sd;
         if (!c.plan.decision.gate_note.empty()) c.metadata["gate"] = c.plan.decision.gate_note;
         if (s.n_failed > 0) {
             std::string what = "class " + c.plan.decision.cls->name + ": " + std::to_string(s.n_failed) + " knob(s) failed: " + s.failed +
@@ -612,7 +613,20 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         for (auto& s : fplan.refused) c.plan.refused.push_back(std::move(s));
         c.have_plan = true;
         if (opt.explain_trace) explain_calculations(policy, d, r, c.plan, c.trace, c.trace_json);
-        if (mode != Mode::Explain) apply_plan(c.plan, kernel);
+        if (mode != Mode::Explain) {
+            // systemd driver, cgroup v2: unit properties first (systemd_unit.hpp), then the files.
+            HelperSetter setter(opt.systemd_helper);
+            SystemdSink sd;
+            if (c.plan.driver == CgroupDriver::Systemd) {
+                sd.setter = &setter;
+                sd.off = mode == Mode::NriEval
+                             ? "native NRI evaluator: unit properties not set (its sandbox runs no program); runc registers the "
+                               "CreateContainer adjustment itself; reconcile reapplies the rest after a daemon-reload"
+                             : systemd_sink_off(opt.systemd_helper, opt.cgroup_root);
+            }
+            apply_plan(c.plan, kernel, &sd);
+            if (setter.last_us > 0) c.metadata["systemd_helper_us"] = std::to_string(setter.last_us);
+        }
         if (r.wire == Request::Wire::V01) finalize_adjustment(c.plan);
         if (mode != Mode::Explain) {
             if (is_pod_start(r)) {

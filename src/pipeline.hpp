@@ -40,6 +40,9 @@ struct Options {
     std::string last_good_dir = defaults::kLastGoodDir;  ///< last good policy copies, when last_good_dir_set ("" disables)
     bool last_good_dir_set = false;                      ///< --last-good-dir given; else last_good_dir_of() decides
     std::optional<Layout> layout;                 ///< nullopt: detect with statfs
+    /// The companion that sets unit properties on the systemd cgroup driver (systemd_unit.hpp;
+    /// --systemd-helper; "" disables).
+    std::string systemd_helper = "/usr/libexec/nri-qos/nri-qos-systemd";
     bool debug = false;
     int deadline_ms = defaults::kDeadlineMs;      ///< self-imposed; 0 disables
     bool explain_json = false;

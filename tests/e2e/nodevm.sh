@@ -190,6 +190,8 @@ stage_input() { # DIR
   cp -a "$BUNDLED_POLICY" "$in/repo/conf/nri.d/nri-qos.toml"
   mkdir -p "$in/repo/tests/fixtures/policy" && cp -a "$TEST_POLICY" "$in/repo/tests/fixtures/policy/classic.toml"
   cp -a "$NRI_QOS_BIN" "$in/repo/build/nri-qos"
+  # the companion that sets systemd unit properties (dynamically linked: libsystemd0 is in the image)
+  [ -x "$(dirname "$NRI_QOS_BIN")/nri-qos-systemd" ] && cp -a "$(dirname "$NRI_QOS_BIN")/nri-qos-systemd" "$in/repo/build/"
   local b
   for b in containerd containerd-shim-runc-v2 ctr; do
     cp -a "$E2E_CACHE/$C21_SUITE-root/usr/bin/$b" "$in/cache/$C21_SUITE-root/usr/bin/" || return 1
