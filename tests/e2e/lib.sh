@@ -1020,7 +1020,14 @@ TOML
     unit=$(basename "$(cg_dir "$out" "$kind")")
     log "  $name: systemctl show $unit: $(systemctl show -p CPUWeight -p CPUQuotaPerSecUSec -p CPUQuotaPeriodUSec -p MemoryMax "$unit" 2>&1 | tr '\n' ' ')"
   done
-  log "  $name: the Result's systemd outcomes: $(grep -o '"systemd":"[^"]*"' "$D/logs/containerd.log" 2>/dev/null | tail -2 | tr '\n' ' ' | head -c 1500)"
+  # what each write's record says of its property (event log: writes[].systemd), the events'
+  # durations, and the companion's own cost: one run on the container's scope, timed
+  log "  $name: records: $(jq -c 'select(.event == "create") | {id: .id[0:12], duration_us, systemd: [.writes[]? | select(.systemd) | "\(.scope) \(.file | split("/") | last): \(.systemd)"]}' \
+      /var/log/nri-qos/events.log 2>/dev/null | tail -2 | tr '\n' ' ' | head -c 3000)"
+  unit=$(basename "$(cg_dir "$out" ctr)")
+  local t0=$EPOCHREALTIME
+  v=$(printf '%s\tCPUWeight\tt\t1\n' "$unit" | /usr/libexec/nri-qos/nri-qos-systemd 2>&1)
+  log "  $name: companion run by hand on $unit: '$v' in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f ms", (b - a) * 1000 }')"
   systemctl daemon-reload || MISMATCH="${MISMATCH:+$MISMATCH; }systemctl daemon-reload failed"
   sleep 2
   for k in ctr:cpu.weight ctr:cpu.max ctr:memory.max pod:cpu.weight pod:cpu.max pod:memory.max; do
