@@ -28,6 +28,11 @@
 
 namespace {
 
+/// Per D-Bus call: well inside the hook's own deadline (1 s, pipeline.hpp kDeadlineMs), so that a
+/// busy or hung systemd (a daemon-reload in progress) fails the property ("Connection timed out"),
+/// not the event; the file writes follow either way.
+constexpr uint64_t kCallTimeoutUs = 300000;
+
 struct Prop {
     std::string unit, name;
     bool bytes = false;
@@ -97,7 +102,7 @@ std::string set(sd_bus* bus, const std::vector<Prop>& props, const std::vector<s
     if (r >= 0) r = sd_bus_message_close_container(m);
     std::string out;
     if (r < 0) out = std::string("cannot build the D-Bus message: ") + std::strerror(-r);
-    else if ((r = sd_bus_call(bus, m, 1000000 /* µs */, &e, &reply)) < 0) out = errtext(e, r);
+    else if ((r = sd_bus_call(bus, m, kCallTimeoutUs, &e, &reply)) < 0) out = errtext(e, r);
     sd_bus_error_free(&e);
     sd_bus_message_unref(reply);
     sd_bus_message_unref(m);
