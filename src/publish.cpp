@@ -178,6 +178,7 @@ EventRecord make_record(const EventOutcome& o) {
         r.skipped = s.skipped;
         r.failed = s.failed;
         r.weight_formula = o.plan->weight_formula;
+        r.systemd = systemd_summary(*o.plan);
     }
     if (o.policy) set_record_policy(r, *o.policy);
     r.message = !o.error.empty() ? o.error : o.early_error;

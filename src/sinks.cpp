@@ -233,20 +233,20 @@ Summary summarize(const Plan& plan) {
 }
 
 std::string systemd_summary(const Plan& plan) {
-    // "applied: cpu.weight memory.max; failed: pod:cpu.max (why); skipped: cpu.max.burst" — the
-    // reasons of the skipped ones are in writes[].systemd (repeating them here made it long).
+    // "applied: cpu.weight memory.max; failed: pod:cpu.max (why); skipped: cpu.max.burst (why)":
+    // the event log's record has no writes, so every failure and skip keeps its reason here.
     std::string applied, failed, skipped;
     for (const auto& w : plan.writes) {
         if (w.systemd.empty()) continue;
         const std::string name = (w.scope == "pod" ? "pod:" : "") + file_of(w.rel);
         if (w.systemd.rfind("applied:", 0) == 0) applied += (applied.empty() ? "" : " ") + name;
         else if (w.systemd.rfind("failed:", 0) == 0) failed += (failed.empty() ? "" : " ") + name + " (" + w.systemd.substr(8) + ")";
-        else skipped += (skipped.empty() ? "" : " ") + name;
+        else skipped += (skipped.empty() ? "" : " ") + name + " (" + w.systemd.substr(w.systemd.find(' ') + 1) + ")";
     }
     std::string out;
     if (!applied.empty()) out += "applied: " + applied;
     if (!failed.empty()) out += (out.empty() ? "" : "; ") + std::string("failed: ") + failed;
-    if (!skipped.empty()) out += (out.empty() ? "" : "; ") + std::string("skipped: ") + skipped + " (why: writes[].systemd)";
+    if (!skipped.empty()) out += (out.empty() ? "" : "; ") + std::string("skipped: ") + skipped;
     return out;
 }
 

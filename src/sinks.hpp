@@ -40,7 +40,8 @@ Summary summarize(const Plan& plan);
 
 /// The writes' unit-property outcomes (Write::systemd) for the Result metadata "systemd":
 /// "applied: cpu.weight pod:cpu.max; failed: memory.max (MemoryMax=… (why) on <unit>); skipped:
-/// cpu.max.burst (why: writes[].systemd)". "" when no write has one (cgroupfs driver).
+/// cpu.max.burst (why)" — for the Result and the event record (which has no writes). "" when no
+/// write has one (cgroupfs driver).
 std::string systemd_summary(const Plan& plan);
 
 /// The JSON list of writes (knob, scope, file, value, status, reason, note, seq), for the
