@@ -1028,9 +1028,8 @@ TOML
     unit=$(basename "$(cg_dir "$out" "$kind")")
     log "  $name: systemctl show $unit: $(systemctl show -p CPUWeight -p CPUQuotaPerSecUSec -p CPUQuotaPeriodUSec -p MemoryMax "$unit" 2>&1 | tr '\n' ' ')"
   done
-  # what each write's record says of its property (event log: writes[].systemd), the events'
-  # durations, and the companion's own cost: one run on the container's scope, timed
-  log "  $name: records: $(jq -c 'select(.event == "create") | {id: .id[0:12], duration_us, systemd: [.writes[]? | select(.systemd) | "\(.scope) \(.file | split("/") | last): \(.systemd)"]}' \
+  # what the records say of the properties (event log: systemd), the events' durations, and the companion's own cost: one run on the container's scope, timed
+  log "  $name: records: $(jq -c 'select(.event == "create") | {id: .id[0:12], duration_us, systemd}' \
       /var/log/nri-qos/events.log 2>/dev/null | tail -2 | tr '\n' ' ' | head -c 3000)"
   unit=$(basename "$(cg_dir "$out" ctr)")
   local t0=$EPOCHREALTIME
