@@ -50,7 +50,7 @@ TEST_SRCS := $(wildcard tests/unit/*.cpp)
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/obj/%.o)
 
 .PHONY: cri all deps build-deps demo check test unit e2e bench bench-quick fuzz fuzz-smoke dist rpm deb install clean
-all: $(BUILD)/nri-qos $(BUILD)/nri-qos-cri
+all: $(BUILD)/nri-qos $(BUILD)/nri-qos-cri $(BUILD)/nri-qos-systemd
 
 deps:
 	scripts/deps.sh build test
@@ -60,8 +60,8 @@ deps:
 BUILD_DEP_ITEMS ?= nlohmann/json.hpp:nlohmann-json3-dev CLI/CLI.hpp:libcli11-dev toml.hpp:libtoml11-dev \
                    seccomp.h:libseccomp-dev libseccomp.a:libseccomp-dev \
                    google/protobuf/message_lite.h:libprotobuf-dev libprotobuf-lite.a:libprotobuf-dev \
-                   nettle/sha2.h:nettle-dev libnettle.a:nettle-dev \
-                   grpcpp/grpcpp.h:libgrpc++-dev
+                   nettle/sha2.h:nettle-dev libnettle.a:nettle-dev systemd/sd-bus.h:libsystemd-dev \
+                   grpcpp/grpcpp.h:libgrpc++-dev \
                    yaml-cpp/yaml.h:libyaml-cpp-dev libyaml-cpp.a:libyaml-cpp-dev
 build-deps:
 	@scripts/check-build-deps.sh "$(CXX)" "$(PROTOC)" $(BUILD_DEP_ITEMS)
@@ -124,6 +124,13 @@ $(BUILD)/nri-qos-cri: src/cri/nri-qos-cri.cpp $(CRI_PB)
 	$(CXX) $(filter-out -DNRI_QOS_METRICS_FILE=%,$(CPPFLAGS)) -I$(CRI_GEN) $(filter-out -ffunction-sections -fdata-sections,$(CXXFLAGS)) -w \
 		$(filter-out -static,$(LDFLAGS)) -Wl,--as-needed $< $(CRI_PB) $(shell pkg-config --cflags --libs grpc++ protobuf) -o $@
 cri: $(BUILD)/nri-qos-cri
+# The companion that sets systemd unit properties (src/helper/nri-qos-systemd.cpp,
+# src/systemd_unit.hpp): dynamically linked with Debian's libsystemd (sd-bus), which has no static
+# library. Installed in /usr/libexec/nri-qos/; the hook runs it only on the systemd cgroup driver.
+LIBEXECDIR ?= $(PREFIX)/libexec/nri-qos
+$(BUILD)/nri-qos-systemd: src/helper/nri-qos-systemd.cpp | build-deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(filter-out -static,$(LDFLAGS)) $< $$(pkg-config --cflags --libs libsystemd) -o $@
 
 # The native-mode benchmark's process-per-event floor (bench/relay-floor.cpp, bench/native.sh):
 # build/nri-qos with an evaluator that answers without evaluating. Never installed.
@@ -186,7 +193,8 @@ deb:
 
 install: all
 	install -D -m 0755 $(BUILD)/nri-qos $(DESTDIR)/opt/nri/bin/nri-qos
-	install -D -m 0755 $(BUILD)/nri-qos-cri $(DESTDIR)$(PREFIX)/libexec/nri-qos/nri-qos-cri
+	install -D -m 0755 $(BUILD)/nri-qos-cri $(DESTDIR)$(LIBEXECDIR)/nri-qos-cri
+	install -D -m 0755 $(BUILD)/nri-qos-systemd $(DESTDIR)$(LIBEXECDIR)/nri-qos-systemd
 	install -D -m 0644 conf/nri.d/nri-qos.toml $(DESTDIR)/etc/nri/nri-qos.toml
 	install -D -m 0644 man/nri-qos.8 $(DESTDIR)$(PREFIX)/share/man/man8/nri-qos.8
 	install -D -m 0644 man/nri-qos.toml.5 $(DESTDIR)$(PREFIX)/share/man/man5/nri-qos.toml.5

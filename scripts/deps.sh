@@ -4,7 +4,7 @@
 # Runs apt-get only when something is missing; needs root for that.
 set -euo pipefail
 declare -A SETS=(
-  [build]="g++ make pkg-config nlohmann-json3-dev libcli11-dev libtoml11-dev libseccomp-dev libprotobuf-dev protobuf-compiler nettle-dev libgrpc++-dev protobuf-compiler-grpc libyaml-cpp-dev"
+  [build]="g++ make pkg-config nlohmann-json3-dev libcli11-dev libtoml11-dev libseccomp-dev libprotobuf-dev protobuf-compiler nettle-dev libgrpc++-dev protobuf-compiler-grpc libyaml-cpp-dev libsystemd-dev"
   [test]="catch2 python3 jq strace python3-prometheus-client"
   [fuzz]="clang libclang-rt-14-dev"
   [e2e]="containerd runc python3-grpcio python3-grpc-tools busybox-static jq debian-archive-keyring"

@@ -549,6 +549,7 @@ Plan build_plan(const PlanInput& in) {
     plan.decision = in.decision;
     plan.kube_qos = in.kube_qos;
     plan.layout = in.layout;
+    if (in.paths) plan.driver = in.paths->driver;
     plan.adjustment = nullptr;
     plan.update = nullptr;
     const Request& req = *in.req;

@@ -36,6 +36,10 @@ struct Write {
     /// cgroup v2 cpu.weight written for a cpu_shares knob: the shares it was converted from
     /// (0 otherwise); `status` names the scale of a drifted weight with it. Not printed.
     uint64_t from_shares = 0;
+    /// systemd cgroup driver, cgroup v2: what became of the unit property this write has
+    /// (systemd_unit.hpp set_systemd_properties): "applied: CPUWeight=1 on <unit>", "failed: ...",
+    /// "skipped: <why>"; "" on the cgroupfs driver and for writes not of a cgroup.
+    std::string systemd;
     std::string nri_ptr;  ///< JSON pointer of the NRI ContainerAdjustment field it corresponds to ("" none)
     nlohmann::json nri_value;
 };
@@ -97,6 +101,7 @@ struct Plan {
     Decision decision;
     KubeQos kube_qos = KubeQos::Unknown;
     Layout layout = Layout::V1;
+    CgroupDriver driver = CgroupDriver::Cgroupfs;  ///< of the request's cgroupsPath
     std::string nri_api;               ///< native NRI: "0.6" or "0.8+" (what the runtime can take)
     std::vector<Write> writes;         ///< direct kernel writes, in plan order
     std::vector<Step> steps;           ///< how the sink applies `writes` (each write in one step);

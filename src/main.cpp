@@ -21,12 +21,15 @@
 #include "publish.hpp"
 #include "record.hpp"
 #include "detect.hpp"
+#include "sandbox.hpp"
+#include "systemd_unit.hpp"
 #include "register.hpp"
 #include "replay.hpp"
 #include "status.hpp"
 #include "discover.hpp"
 #include "request.hpp"
 #include "sandbox.hpp"
+#include "systemd_unit.hpp"
 
 // ---- standard streams, started on demand -------------------------------------------------
 // Every object file that includes <iostream> — CLI11, our relay files and all 27 objects of
@@ -98,6 +101,9 @@ void add_eval_options(CLI::App* app, Options& o, std::string& layout) {
     app->add_option("--cache-dir", o.cache_dir, "compiled policy cache (default /run/nri-qos/cache; \"\" disables)");
     app->add_option("--last-good-dir", o.last_good_dir,
                     "last good policy copies (default /var/lib/nri-qos, or STATE_DIR/last-good with --state-dir; \"\" disables)");
+    app->add_option("--systemd-helper", o.systemd_helper,
+                    "companion that sets systemd unit properties on the systemd cgroup driver "
+                    "(default /usr/libexec/nri-qos/nri-qos-systemd; \"\" disables)");
     app->add_option("--deadline-ms", o.deadline_ms, "self-imposed deadline in ms (default 1000; 0 disables)");
     app->add_flag("--debug", o.debug, "log skipped knobs to stderr");
     app->add_option("--runtime-log", o.runtime_log,
@@ -143,7 +149,14 @@ int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool poli
             // copy, as an event does (policy_store.hpp PolicyPlaces::write); without a cache, neither.
             roots.last_good_dir = nriqos::last_good_dir_of(o);
         }
-        nriqos::SandboxStatus sb = nriqos::install_sandbox(roots);
+        // A systemd node (systemd_unit.hpp): the hook may run the companion that sets unit
+        // properties, and only that (with its ELF interpreter).
+        nriqos::SandboxProfile profile = nriqos::SandboxProfile::Evaluator;
+        if (mode == nriqos::Mode::Invoke && nriqos::systemd_sink_off(o.systemd_helper, o.cgroup_root).empty()) {
+            profile = nriqos::SandboxProfile::EvaluatorSystemd;
+            roots.exec_files = {o.systemd_helper, nriqos::elf_interpreter(o.systemd_helper)};
+        }
+        nriqos::SandboxStatus sb = nriqos::install_sandbox(roots, profile);
         if (o.debug || !sb.seccomp) write_all(STDERR_FILENO, "nri-qos: sandbox: " + sb.summary() + "\n");
     }
     std::string input;
@@ -178,6 +191,7 @@ std::vector<std::string> eval_argv(CLI::App* relay, const Options& o, const std:
     pass("--state-dir", o.state_dir);
     pass("--cache-dir", o.cache_dir);
     pass("--last-good-dir", o.last_good_dir);
+    pass("--systemd-helper", o.systemd_helper);
     pass("--metrics-file", o.metrics_file.value_or(""));
     pass("--event-log", o.event_log.value_or(""));
     pass("--runtime-log", o.runtime_log);

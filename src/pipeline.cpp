@@ -379,6 +379,7 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
         if (!s.applied.empty()) c.metadata["applied"] = s.applied;
         if (!s.skipped.empty()) c.metadata["skipped"] = s.skipped;
         if (!s.failed.empty()) c.metadata["failed"] = s.failed;
+        if (std::string sd = systemd_summary(c.plan); !sd.empty()) c.metadata["systemd"] = sd;
         if (!c.plan.decision.gate_note.empty()) c.metadata["gate"] = c.plan.decision.gate_note;
         if (!c.plan.decision.merges.empty()) c.metadata["merged"] = c.plan.decision.merge_text();
         if (!c.plan.not_passed.empty()) {
@@ -658,7 +659,21 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         // handed to one: in the adjustment (the runtime joins it at create) or the tasks write.
         ensure_plan_groups(c.plan, policy, opt.resctrl_root, opt.state_dir, mode == Mode::Explain);
         const bool applies = mode != Mode::Explain || opt.explain_simulate;  // explain --pod: its scratch node
-        if (applies) apply_plan(c.plan, kernel);
+        if (applies) {
+            // systemd driver, cgroup v2: unit properties first (systemd_unit.hpp), then the files.
+            // explain --pod's scratch node is never a systemd unit.
+            HelperSetter setter(opt.systemd_helper);
+            SystemdSink sd;
+            if (c.plan.driver == CgroupDriver::Systemd && mode != Mode::Explain) {
+                sd.setter = &setter;
+                sd.off = mode == Mode::NriEval
+                             ? "native NRI evaluator: unit properties not set (its sandbox runs no program); runc registers the "
+                               "CreateContainer adjustment itself; reconcile reapplies the rest after a daemon-reload"
+                             : systemd_sink_off(opt.systemd_helper, opt.cgroup_root);
+            }
+            apply_plan(c.plan, kernel, mode != Mode::Explain ? &sd : nullptr);
+            if (setter.last_us > 0) c.metadata["systemd_helper_us"] = std::to_string(setter.last_us);
+        }
         if (r.wire == Request::Wire::V01) finalize_adjustment(c.plan);
         if (applies) {
             if (is_pod_start(r)) {

@@ -44,6 +44,9 @@ struct Options {
     /// where the runtime logs NRI ownership conflicts — a file path, "journal:<unit>", "none";
     /// "" = journal:containerd when systemd's journal runs. Read, never written.
     std::string runtime_log;
+    /// The companion that sets unit properties on the systemd cgroup driver (systemd_unit.hpp;
+    /// --systemd-helper; "" disables).
+    std::string systemd_helper = "/usr/libexec/nri-qos/nri-qos-systemd";
     bool debug = false;
     int deadline_ms = defaults::kDeadlineMs;      ///< self-imposed; 0 disables
     bool explain_json = false;

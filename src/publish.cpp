@@ -179,6 +179,7 @@ EventRecord make_record(const EventOutcome& o) {
         r.failed = s.failed;
         r.weight_formula = o.plan->weight_formula;
         for (const auto& k : o.plan->not_passed) r.not_passed += (r.not_passed.empty() ? "" : " ") + k;
+        r.systemd = systemd_summary(*o.plan);
     }
     if (o.policy) set_record_policy(r, *o.policy);
     r.message = !o.error.empty() ? o.error : o.early_error;

@@ -154,6 +154,7 @@ void record_logfmt_part(std::string& out, const EventRecord& r, RecordPart part)
         kv(out, " drift=", r.drift);
         kv(out, " not_passed=", r.not_passed);
         kv(out, " weight_formula=", r.weight_formula);
+        kv(out, " systemd=", r.systemd);
         return;
     case RecordPart::Policy:
         kv(out, " policy=", r.policy);
@@ -169,7 +170,7 @@ namespace {
 size_t record_text_size(const EventRecord& r) {
     return r.source.size() + r.event.size() + r.ns.size() + r.pod.size() + r.container.size() + r.id.size() + r.sandbox_id.size() +
            r.cls.size() + r.rule.size() + r.outcome.size() + r.failure.size() + r.fail_mode.size() + r.applied.size() + r.skipped.size() +
-           r.failed.size() + r.drift.size() + r.not_passed.size() + r.weight_formula.size() + r.policy.size() + r.policy_sha256.size() + r.policy_error.size() + r.message.size();
+           r.failed.size() + r.drift.size() + r.not_passed.size() + r.weight_formula.size() + r.systemd.size() + r.policy.size() + r.policy_sha256.size() + r.policy_error.size() + r.message.size();
 }
 constexpr RecordPart kParts[] = {RecordPart::Head, RecordPart::Who, RecordPart::Class, RecordPart::Outcome, RecordPart::Policy, RecordPart::Message};
 }  // namespace
@@ -231,6 +232,7 @@ void record_json_part(std::string& out, const EventRecord& r, RecordPart part) {
         put("drift", r.drift);
         put("not_passed", r.not_passed);
         put("weight_formula", r.weight_formula);
+        put("systemd", r.systemd);
         return;
     case RecordPart::Policy:
         j.resume();

@@ -51,6 +51,9 @@ struct EventRecord {
     /// cgroup v2 cpu.shares → cpu.weight formula of the event's writes and why (adjust.hpp
     /// Plan::weight_formula); "" when nothing was converted.
     std::string weight_formula;
+    /// systemd cgroup driver: the writes' unit-property outcomes (sinks.hpp systemd_summary);
+    /// "" on the cgroupfs driver.
+    std::string systemd;
     int64_t duration_us = -1;   ///< -1: unknown
     /// "ok" (every knob applied or skipped with a reason), "partial" (a knob failed, fail-open:
     /// the container runs with the rest), "refused" (error returned to the runtime: fail-closed),

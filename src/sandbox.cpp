@@ -113,6 +113,13 @@ std::string add_beneath(int abi, int rfd, int dirfd, const std::string& name) {
     return "landlock_add_rule(" + name + "): " + errno_name(errno);
 }
 
+/// Allow executing the file `fd` (O_PATH) in ruleset `rfd`: a rule on a file, execute only.
+std::string add_exec(int rfd, int fd, const std::string& name) {
+    PathBeneathAttr pb{kFsExecute, fd};
+    if (syscall(__NR_landlock_add_rule, rfd, 1 /* LANDLOCK_RULE_PATH_BENEATH */, &pb, 0) == 0) return "";
+    return "landlock_add_rule(execute " + name + "): " + errno_name(errno);
+}
+
 /// Enforce ruleset `rfd` on the calling thread (a new layer: Landlock layers only narrow) and
 /// close it. Returns "" or why not.
 std::string restrict_and_close(int rfd) {
@@ -125,12 +132,20 @@ std::string restrict_and_close(int rfd) {
 /// Apply a Landlock ruleset allowing writes beneath the directories `fds` (names for messages)
 /// only; -1 entries are skipped (absent root: nothing can be written there anyway). The fds stay
 /// open. Returns "" or why not.
-std::string apply_landlock(int abi, const std::vector<int>& fds, const std::vector<std::string>& names) {
+std::string apply_landlock(int abi, const std::vector<int>& fds, const std::vector<std::string>& names,
+                           const std::vector<int>& exec_fds = {}, const std::vector<std::string>& exec_names = {}) {
     int rfd = new_ruleset(abi);
     if (rfd < 0) return "landlock_create_ruleset: " + errno_name(-rfd);
     for (size_t i = 0; i < fds.size(); ++i) {
         if (fds[i] < 0) continue;
         if (std::string e = add_beneath(abi, rfd, fds[i], names[i]); !e.empty()) {
+            close(rfd);
+            return e;
+        }
+    }
+    for (size_t i = 0; i < exec_fds.size(); ++i) {
+        if (exec_fds[i] < 0) continue;
+        if (std::string e = add_exec(rfd, exec_fds[i], exec_names[i]); !e.empty()) {
             close(rfd);
             return e;
         }
@@ -148,6 +163,8 @@ struct Held {
     int abi = 0;
     std::vector<int> fds;            ///< static writable roots (cgroup, resctrl, state, cache, last good, sinks)
     std::vector<std::string> names;  ///< their paths, for messages
+    std::vector<int> exec_fds;       ///< files that may be executed (SandboxRoots::exec_files)
+    std::vector<std::string> exec_names;
     int proc_fd = -1;                ///< the procfs root, or -1
     int ready = -1;                  ///< prepared narrowing ruleset (static rules only), or -1
 };
@@ -162,6 +179,12 @@ int static_ruleset(const Held& h, std::string& why) {
     for (size_t i = 0; i < h.fds.size(); ++i) {
         if (h.fds[i] < 0) continue;
         if ((why = add_beneath(h.abi, rfd, h.fds[i], h.names[i])).empty()) continue;
+        close(rfd);
+        return -1;
+    }
+    for (size_t i = 0; i < h.exec_fds.size(); ++i) {
+        if (h.exec_fds[i] < 0) continue;
+        if ((why = add_exec(rfd, h.exec_fds[i], h.exec_names[i])).empty()) continue;
         close(rfd);
         return -1;
     }
@@ -219,6 +242,8 @@ std::string load_program(const struct sock_filter* src, size_t n, bool patch_pid
 }
 
 std::string install_seccomp(SandboxProfile profile) {
+    if (profile == SandboxProfile::EvaluatorSystemd)
+        return load_program(kSeccompSystemdBpf, sizeof kSeccompSystemdBpf / sizeof kSeccompSystemdBpf[0], true);
     if (profile == SandboxProfile::Zygote)
         return load_program(kSeccompZygoteBpf, sizeof kSeccompZygoteBpf / sizeof kSeccompZygoteBpf[0], true);
     return load_program(kSeccompBpf, sizeof kSeccompBpf / sizeof kSeccompBpf[0], true);
@@ -254,9 +279,13 @@ std::string narrow_sandbox(const SandboxStatus& st, const SandboxRoots& roots, l
     for (const std::string* d : {&roots.cgroup_root, &roots.resctrl_root, &roots.state_dir, &roots.cache_dir, &roots.last_good_dir})
         if (!d->empty()) h.fds.push_back(open_root(*d, false, 0)), h.names.push_back(*d);
     for (const auto& d : roots.sink_dirs) h.fds.push_back(open_root(d, false, 0)), h.names.push_back(d);
+    for (const auto& f : roots.exec_files)
+        if (!f.empty()) h.exec_fds.push_back(open(f.c_str(), O_PATH | O_CLOEXEC)), h.exec_names.push_back(f);
     if (!roots.proc_root.empty()) h.proc_fd = open_root(roots.proc_root, false, 0);
     std::string why = narrow_held(h, roots.proc_root, pid);
     for (int fd : h.fds)
+        if (fd >= 0) close(fd);
+    for (int fd : h.exec_fds)
         if (fd >= 0) close(fd);
     if (h.proc_fd >= 0) close(h.proc_fd);
     return why;
@@ -327,27 +356,36 @@ SandboxStatus install_sandbox(const SandboxRoots& roots, SandboxProfile profile)
         for (const std::string* d : {&roots.state_dir, &roots.cache_dir, &roots.last_good_dir}) keep(*d, true, 0700);
         for (const auto& d : roots.sink_dirs) keep(d, true, 0755);
         if (!roots.proc_root.empty()) h.proc_fd = open_root(roots.proc_root, false, 0);
+        for (const auto& f : roots.exec_files) {
+            if (f.empty()) continue;
+            h.exec_fds.push_back(open(f.c_str(), O_PATH | O_CLOEXEC));
+            h.exec_names.push_back(f);
+        }
         std::vector<int> fds = h.fds;
         std::vector<std::string> names = h.names;
         fds.push_back(h.proc_fd);
         names.push_back(roots.proc_root);
-        why = apply_landlock(st.landlock_abi, fds, names);
+        why = apply_landlock(st.landlock_abi, fds, names, h.exec_fds, h.exec_names);
         st.landlock = why.empty();
         if (st.landlock) {
             // An evaluator narrows once the request is parsed: its ruleset is readied now. The
             // zygote's never is (a ruleset fd is one kernel object, shared by every process
             // that inherits it): each of its spares readies its own (prepare_narrowing).
-            if (profile == SandboxProfile::Evaluator) {
+            if (profile == SandboxProfile::Evaluator || profile == SandboxProfile::EvaluatorSystemd) {
                 std::string later;  // on failure narrow_installed_sandbox tries again and says why
                 h.ready = static_ruleset(h, later);
             }
             for (int fd : g_held.fds)  // a second install (tests): the first one's are unused now
+                if (fd >= 0) close(fd);
+            for (int fd : g_held.exec_fds)
                 if (fd >= 0) close(fd);
             if (g_held.proc_fd >= 0) close(g_held.proc_fd);
             if (g_held.ready >= 0) close(g_held.ready);
             g_held = std::move(h);
         } else {
             for (int fd : fds)
+                if (fd >= 0) close(fd);
+            for (int fd : h.exec_fds)
                 if (fd >= 0) close(fd);
         }
     }

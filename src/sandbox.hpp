@@ -40,6 +40,10 @@ struct SandboxRoots {
     /// Directories of the hook's own sinks (event log, metrics file: publish.hpp
     /// sink_dirs_before_parse), created (0755) when missing and writable beneath.
     std::vector<std::string> sink_dirs;
+    /// Files the sandboxed process may execute (Landlock execute right on each file; nothing
+    /// else is executable): with SandboxProfile::EvaluatorSystemd, the systemd companion and its
+    /// ELF interpreter (systemd_unit.hpp). Symlinks followed; missing files are skipped.
+    std::vector<std::string> exec_files;
 };
 
 /// What install_sandbox achieved.
@@ -58,6 +62,13 @@ struct SandboxStatus {
 /// Which seccomp program install_sandbox loads (src/sandbox_syscalls.hpp).
 enum class SandboxProfile {
     Evaluator,  ///< the hook / an evaluator: kSandboxAllowed
+    /// The one-shot hook on a systemd node (systemd_unit.hpp systemd_sink_off says yes): the
+    /// evaluator's list plus what running the companion nri-qos-systemd needs — vfork, execve,
+    /// wait4, pipe2, the dynamic loader's calls, and for its sd-bus connection socket(AF_UNIX,
+    /// SOCK_STREAM) only, connect, send/recvmsg, get/setsockopt, ppoll, prctl(PR_CAPBSET_READ)
+    /// only (sandbox_syscalls.hpp kSystemdExtra). With Landlock, execute is allowed for
+    /// SandboxRoots::exec_files only.
+    EvaluatorSystemd,
     Zygote,     ///< the relay's evaluator zygote: kSandboxAllowed + kZygoteExtra + checked
                 ///< clone(CLONE_PARENT|SIGCHLD), prctl(PR_SET_PDEATHSIG | PR_SET_NAME),
                 ///< seccomp(SET_MODE_FILTER)

@@ -50,12 +50,26 @@ inline constexpr const char* kSandboxAllowed[] = {
 /// report the pid, and clone. The generator adds three argument-checked rules besides these names:
 /// clone only with flags == CLONE_PARENT|SIGCHLD, prctl only PR_SET_PDEATHSIG or PR_SET_NAME, seccomp only
 /// SECCOMP_SET_MODE_FILTER (the spare's own, narrower filter, kZygoteDrop).
+/// SandboxProfile::EvaluatorSystemd (the one-shot hook on a systemd node): what running the
+/// companion nri-qos-systemd adds (src/systemd_unit.cpp HelperSetter; strace -f of the companion,
+/// dynamically linked, talking sd-bus to systemd's private socket): spawning and reaping it, the
+/// dynamic loader, and the D-Bus connection. The generator adds two argument-checked rules:
+/// socket only with domain AF_UNIX and type SOCK_STREAM (flags aside), prctl only PR_CAPBSET_READ
+/// (libsystemd's cap_last_cap). The companion inherits this filter (and Landlock).
+inline constexpr const char* kSystemdExtra[] = {
+    "vfork", "execve", "wait4", "pipe2",
+    "arch_prctl", "set_tid_address", "prlimit64", "uname", "sysinfo",
+    "connect", "getsockopt", "setsockopt", "sendmsg", "recvmsg", "getsockname", "getpeername", "shutdown",
+    "poll", "ppoll",
+    nullptr,
+};
+
 inline constexpr const char* kZygoteExtra[] = {"recvmsg", "sendto", "sendmsg", "getppid", nullptr};
 
 /// What a spare cloned by the zygote gives up at once (a second filter, default allow, these
 /// fail with EPERM), so that its effective list is the evaluator's (kSandboxAllowed) again.
 inline constexpr const char* kZygoteDrop[] = {"clone", "clone3", "fork", "vfork", "recvmsg", "sendto", "sendmsg",
-                                              "prctl", "seccomp", "getppid", nullptr};
+                                              "prctl", "seccomp", "getppid", "execve", nullptr};
 
 /// What the native NRI relay still calls once it is confined (src/nri/relay.cpp, after
 /// Configure and the keeper's fork; strace of the relay under load): I/O on the fds it already

@@ -187,7 +187,8 @@ struct Applier {
 
 }  // namespace
 
-void apply_plan(Plan& plan, Kernel& kernel) {
+void apply_plan(Plan& plan, Kernel& kernel, const SystemdSink* systemd) {
+    if (systemd) set_systemd_properties(plan, *systemd, &kernel);  // runc's order: unit properties, then files
     Applier{plan, kernel}.run();
 }
 
@@ -231,6 +232,24 @@ Summary summarize(const Plan& plan) {
     return s;
 }
 
+std::string systemd_summary(const Plan& plan) {
+    // "applied: cpu.weight memory.max; failed: pod:cpu.max (why); skipped: cpu.max.burst (why)":
+    // the event log's record has no writes, so every failure and skip keeps its reason here.
+    std::string applied, failed, skipped;
+    for (const auto& w : plan.writes) {
+        if (w.systemd.empty()) continue;
+        const std::string name = (w.scope == "pod" ? "pod:" : "") + file_of(w.rel);
+        if (w.systemd.rfind("applied:", 0) == 0) applied += (applied.empty() ? "" : " ") + name;
+        else if (w.systemd.rfind("failed:", 0) == 0) failed += (failed.empty() ? "" : " ") + name + " (" + w.systemd.substr(8) + ")";
+        else skipped += (skipped.empty() ? "" : " ") + name + " (" + w.systemd.substr(w.systemd.find(' ') + 1) + ")";
+    }
+    std::string out;
+    if (!applied.empty()) out += "applied: " + applied;
+    if (!failed.empty()) out += (out.empty() ? "" : "; ") + std::string("failed: ") + failed;
+    if (!skipped.empty()) out += (out.empty() ? "" : "; ") + std::string("skipped: ") + skipped;
+    return out;
+}
+
 namespace {
 /// The members of one entry of the Result's "writes" list, in key order (the order the DOM prints
 /// them in, which the DOM-free printer below relies on): v.str(key, string), v.num(key, int).
@@ -245,6 +264,7 @@ void visit_write(const Write& w, V& v) {
     v.str("scope", w.scope);
     if (w.seq > 0) v.num("seq", w.seq);
     v.str("status", kStatus[w.status]);
+    if (!w.systemd.empty()) v.str("systemd", w.systemd);
     v.str("value", w.value);
 }
 }  // namespace

@@ -9,6 +9,7 @@
 #include "adjust.hpp"
 #include "json_print.hpp"
 #include "kernel.hpp"
+#include "systemd_unit.hpp"
 
 namespace nriqos {
 
@@ -23,7 +24,11 @@ namespace nriqos {
 /// alone, and a step runs over its Planned writes only (reconcile marks the files already in
 /// force Applied first; a MemorySwap step with one write left is a single write). The one writer
 /// of kernel files: the hook (invoke, nri-eval) and reconcile.
-void apply_plan(Plan& plan, Kernel& kernel);
+/// With `systemd` (the systemd cgroup driver on cgroup v2), the writes that have a unit property
+/// are first set as properties of the scope/slice (systemd_unit.hpp set_systemd_properties:
+/// runc's order, properties then files); each says so in Write::systemd. The file writes happen
+/// whatever the property's outcome.
+void apply_plan(Plan& plan, Kernel& kernel, const SystemdSink* systemd = nullptr);
 
 /// Summaries for Result metadata: "cpu.shares=2 pod:cpu.idle=1" style, one line each. The plan's
 /// `refused` knobs count as failed, its `skipped` (not applicable) knobs as skipped.
@@ -32,6 +37,12 @@ struct Summary {
     int n_applied = 0, n_skipped = 0, n_failed = 0;
 };
 Summary summarize(const Plan& plan);
+
+/// The writes' unit-property outcomes (Write::systemd) for the Result metadata "systemd":
+/// "applied: cpu.weight pod:cpu.max; failed: memory.max (MemoryMax=… (why) on <unit>); skipped:
+/// cpu.max.burst (why)" — for the Result and the event record (which has no writes). "" when no
+/// write has one (cgroupfs driver).
+std::string systemd_summary(const Plan& plan);
 
 /// The JSON list of writes (knob, scope, file, value, status, reason, note, seq), for the
 /// Result's "writes" key and explain.

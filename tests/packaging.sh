@@ -99,13 +99,15 @@ else
            /usr/share/doc/nri-qos/operations.md /usr/share/doc/nri-qos/README.md \
            /lib/systemd/system/nri-qos-reconcile.service /lib/systemd/system/nri-qos-reconcile.timer \
            /lib/systemd/system/nri-qos-relay.service \
-           /etc/logrotate.d/nri-qos; do
+           /etc/logrotate.d/nri-qos /usr/libexec/nri-qos/nri-qos-systemd; do
     grep -qxE "$f(\.gz)?" "$SCRATCH/deb.list" || { ok=0; echo "# deb: $f missing"; }   # dh_compress
   done
   check deb-files [ $ok = 1 ]
   { [ "$(dpkg-deb -f "$DEB" Package)" = nri-qos ] && \
     [ "$(dpkg-deb --ctrl-tarfile "$DEB" | tar -xO ./conffiles | sort | tr '\n' ' ')" = "/etc/logrotate.d/nri-qos /etc/nri/nri-qos.toml " ]; }; verdict deb-conffiles
   mkdir -p "$SCRATCH/debx" && dpkg-deb -x "$DEB" "$SCRATCH/debx"
+  # the companion that sets systemd unit properties links libsystemd (issue #25 §2)
+  check deb-depends-libsystemd sh -c "dpkg-deb -f '$DEB' Depends | grep -q 'libsystemd0'"
   check deb-static-binary sh -c "! readelf -l '$SCRATCH/debx/opt/nri/bin/nri-qos' | grep -q 'program interpreter'"
   if lintian --suppress-tags-from-file /dev/null "$DEB" >"$SCRATCH/lintian.log" 2>&1 && \
      ! grep -qE '^(E|W):' "$SCRATCH/lintian.log"; then
@@ -268,6 +270,8 @@ if [ -z "$missing" ]; then
 /usr/share/man/man5/nri-qos.toml.5
 /usr/share/man/man8/nri-qos.8
 /usr/sbin/nri-qos
+/usr/libexec/nri-qos
+/usr/libexec/nri-qos/nri-qos-systemd
 /usr/lib/systemd/system/nri-qos-reconcile.service
 /usr/lib/systemd/system/nri-qos-reconcile.timer
 /usr/lib/systemd/system/nri-qos-relay.service

@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <vector>
 
@@ -72,7 +73,7 @@ int emit(scmp_filter_ctx ctx, const char* name, int placeholders) {
 
 /// Deny-by-default list: `names` (kSandboxAllowed unless given), tgkill of our own pid, plus the
 /// zygote's extras.
-scmp_filter_ctx allow_list(bool zygote, int& rc, const char* const* names = kSandboxAllowed) {
+scmp_filter_ctx allow_list(bool zygote, int& rc, const char* const* names = kSandboxAllowed, bool systemd = false) {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
     if (!ctx) {
         rc = -ENOMEM;
@@ -89,6 +90,13 @@ scmp_filter_ctx allow_list(bool zygote, int& rc, const char* const* names = kSan
     int tg = seccomp_syscall_resolve_name("tgkill");
     if (rc == 0 && tg != __NR_SCMP_ERROR)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, tg, 1, SCMP_A0(SCMP_CMP_EQ, kTgkillPidPlaceholder));
+    if (systemd) {
+        if (rc == 0) rc = add_names(ctx, SCMP_ACT_ALLOW, kSystemdExtra);
+        int so = seccomp_syscall_resolve_name("socket");
+        if (rc == 0 && so != __NR_SCMP_ERROR)
+            rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, so, 2, SCMP_A0(SCMP_CMP_EQ, AF_UNIX), SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_STREAM));
+        if (rc == 0) rc = add_cond(ctx, "prctl", PR_CAPBSET_READ);
+    }
     if (zygote) {
         if (rc == 0) rc = add_names(ctx, SCMP_ACT_ALLOW, kZygoteExtra);
         if (rc == 0) rc = add_cond(ctx, "clone", CLONE_PARENT | SIGCHLD);
@@ -109,6 +117,11 @@ int main() {
     scmp_filter_ctx ctx = allow_list(false, rc);
     if (rc == 0) rc = emit(ctx, "kSeccompBpf", 1);
     if (ctx) seccomp_release(ctx);
+    if (rc == 0) {
+        ctx = allow_list(false, rc, kSandboxAllowed, true);
+        if (rc == 0) rc = emit(ctx, "kSeccompSystemdBpf", 1);
+        if (ctx) seccomp_release(ctx);
+    }
     if (rc == 0) {
         ctx = allow_list(true, rc);
         if (rc == 0) rc = emit(ctx, "kSeccompZygoteBpf", 1);

@@ -30,6 +30,10 @@ up() {
   write_fail_closed_policy "$D/policy/fail-closed.toml"
   rm -rf /opt/nri/bin /etc/nri/conf.json
   install -D -m 0755 "$NRI_QOS_BIN" /opt/nri/bin/nri-qos
+  # systemd driver: the companion that sets unit properties, where the hook looks for it
+  if [ "$E2E_CGROUP_DRIVER" = systemd ] && [ -x "$(dirname "$NRI_QOS_BIN")/nri-qos-systemd" ]; then
+    install -D -m 0755 "$(dirname "$NRI_QOS_BIN")/nri-qos-systemd" /usr/libexec/nri-qos/nri-qos-systemd
+  fi
   set_v01_conf "$D/policy/nri-qos.toml"
   write_config_common ""
   start_containerd || { fail "$S-setup" "containerd did not start (see $D/logs/containerd.log)"; return 1; }
@@ -56,6 +60,8 @@ scenarios() {
   want not-passed && host_only && sc_not_passed "$S-not-passed"
   # 6d. a pod started before nri-qos was registered, adopted by reconcile --discover over CRI
   want discover && sc_discover "$S-discover"
+  # 6c. systemd driver: nri-qos's values survive `systemctl daemon-reload` (issue #25 §2)
+  want daemon-reload && [ "$E2E_CGROUP_DRIVER" = systemd ] && sc_daemon_reload "$S-daemon-reload"
   # 7. fail-closed class with a knob the kernel rejects -> StartContainer fails
   set_v01_conf "$D/policy/fail-closed.toml"
   want fail-closed && sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"

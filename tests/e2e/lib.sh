@@ -1027,6 +1027,84 @@ sc_update_ls() {
 # calling the v0.1 hook, putting cpu.shares back to the CRI value 512. `nri-qos reconcile` (state
 # dir /run/nri-qos, the hook's default) must restore 2 and report the drift it fixed. Also checks
 # that containerd's log carries the hook's record line for the container (v0.1 stderr).
+# sc_daemon_reload NAME (issue #25 §2; systemd cgroup driver, cgroup v2, NRI v0.1): a BestEffort
+# pod of class DR (a policy of its own: container cpu.weight 1, cpu.max 20000, memory.max 32 MiB;
+# pod slice cpu.weight 1, cpu.max 30000, memory.max 48 MiB; runc registered weight-of-512, 50000
+# and 64 MiB for the container and nothing for the slice). With the reconcile timer stopped,
+# `systemctl daemon-reload` makes systemd re-apply the units' properties: the kernel must still
+# hold nri-qos's values, which it set as unit properties (SetUnitProperties, runtime) before
+# writing the files. Logs the values read before and after and what systemd shows.
+sc_daemon_reload() {
+  local name=$1 out=daemon-reload kind f k v unit
+  [ "$LAYOUT" = v2 ] || { skip "$name" "cgroup v2 only"; return; }
+  local pol=$D/policy/daemon-reload.toml
+  cat > "$pol" <<'TOML'
+# e2e (tests/e2e/lib.sh sc_daemon_reload): values runc did not register
+version = 1
+[settings]
+default_class = "none"
+[classes.none]
+description = "everything else: nothing"
+[classes.DR]
+description = "e2e: values that must survive systemctl daemon-reload"
+[classes.DR.container]
+cpu_shares = 2
+cpu_quota_us = 20000
+memory_limit = "32Mi"
+[classes.DR.pod]
+cpu_shares = 2
+cpu_quota_us = 30000
+memory_limit = "48Mi"
+[[rules]]
+name = "e2e-daemon-reload"
+class = "DR"
+match.labels = { "e2e.nri-qos/class" = "daemon-reload" }
+TOML
+  set_v01_conf "$pol"
+  # The node VM runs under TCG: on a loaded machine an event takes longer than the hook's own 1 s
+  # deadline (then it answers fail-open before the knobs: nothing to test). This scenario tests
+  # daemon-reload, not the deadline: the hook runs with --deadline-ms 0 here (a wrapper, removed
+  # after the pod started).
+  local hook=/opt/nri/bin/nri-qos
+  mv "$hook" "$hook.under-test" && printf '#!/bin/sh\nexec %s "$@" --deadline-ms 0\n' "$hook.under-test" > "$hook" && chmod 0755 "$hook"
+  run_pod "$out" "$out" "$(kube_parent besteffort)" "${RES[@]}" --label e2e.nri-qos/class=daemon-reload
+  local rc=$?
+  mv -f "$hook.under-test" "$hook"
+  set_v01_conf "$D/policy/nri-qos.toml"
+  [ $rc = 0 ] || { fail "$name" "CRI: $(first_error "$out")"; stop_pod "$out"; return; }
+  systemctl stop nri-qos-reconcile.timer >/dev/null 2>&1 || true
+  declare -A want=([ctr:cpu.weight]=1 [ctr:cpu.max]="20000 100000" [ctr:memory.max]=$((32 * MIB))
+                   [pod:cpu.weight]=1 [pod:cpu.max]="30000 100000" [pod:memory.max]=$((48 * MIB)))
+  declare -A before=()
+  MISMATCH=""
+  for k in ctr:cpu.weight ctr:cpu.max ctr:memory.max pod:cpu.weight pod:cpu.max pod:memory.max; do
+    kind=${k%%:*} f=${k#*:}
+    before[$k]=$(cat "$(cg_dir "$out" "$kind")/$f" 2>/dev/null || echo "<missing>")
+    [ "${before[$k]}" = "${want[$k]}" ] || MISMATCH="${MISMATCH:+$MISMATCH; }before daemon-reload: $kind $f=${before[$k]} want ${want[$k]}"
+  done
+  for kind in ctr pod; do
+    unit=$(basename "$(cg_dir "$out" "$kind")")
+    log "  $name: systemctl show $unit: $(systemctl show -p CPUWeight -p CPUQuotaPerSecUSec -p CPUQuotaPeriodUSec -p MemoryMax "$unit" 2>&1 | tr '\n' ' ')"
+  done
+  # what the records say of the properties (event log: systemd), the events' durations, and the companion's own cost: one run on the container's scope, timed
+  log "  $name: records: $(jq -c 'select(.event == "create") | {id: .id[0:12], duration_us, systemd}' \
+      /var/log/nri-qos/events.log 2>/dev/null | tail -2 | tr '\n' ' ' | head -c 3000)"
+  unit=$(basename "$(cg_dir "$out" ctr)")
+  local t0=$EPOCHREALTIME
+  v=$(printf '%s\tCPUWeight\tt\t1\n' "$unit" | /usr/libexec/nri-qos/nri-qos-systemd 2>&1)
+  log "  $name: companion run by hand on $unit: '$v' in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f ms", (b - a) * 1000 }')"
+  systemctl daemon-reload || MISMATCH="${MISMATCH:+$MISMATCH; }systemctl daemon-reload failed"
+  sleep 2
+  for k in ctr:cpu.weight ctr:cpu.max ctr:memory.max pod:cpu.weight pod:cpu.max pod:memory.max; do
+    kind=${k%%:*} f=${k#*:}
+    v=$(cat "$(cg_dir "$out" "$kind")/$f" 2>/dev/null || echo "<missing>")
+    log "  $name: $kind $f before daemon-reload '${before[$k]}', after '$v' (nri-qos's: '${want[$k]}')"
+    [ "$v" = "${want[$k]}" ] || MISMATCH="${MISMATCH:+$MISMATCH; }after daemon-reload: $kind $f=$v want ${want[$k]}"
+  done
+  stop_pod "$out"
+  verdict "$name"
+}
+
 sc_reconcile() {
   local name=$1 out=reconcile cid got rec
   start_or_fail "$name" "$out" burstable --label koordinator.sh/qosClass=BE || return

@@ -224,6 +224,8 @@ stage_input() { # DIR
   cp -a "$NRI_QOS_BIN" "$in/repo/build/nri-qos"
   [ -x "$(dirname "$NRI_QOS_BIN")/nri-qos-cri" ] && cp -a "$(dirname "$NRI_QOS_BIN")/nri-qos-cri" "$in/repo/build/"
   stage_deb "$in" || return 1
+  # the companion that sets systemd unit properties (dynamically linked: libsystemd0 is in the image)
+  [ -x "$(dirname "$NRI_QOS_BIN")/nri-qos-systemd" ] && cp -a "$(dirname "$NRI_QOS_BIN")/nri-qos-systemd" "$in/repo/build/"
   local b
   for b in containerd containerd-shim-runc-v2 ctr; do
     cp -a "$E2E_CACHE/$C21_SUITE-root/usr/bin/$b" "$in/cache/$C21_SUITE-root/usr/bin/" || return 1

@@ -23,6 +23,7 @@
 #include "pipeline.hpp"
 #include "policy_store.hpp"
 #include "sandbox.hpp"
+#include "systemd_unit.hpp"
 
 namespace {
 
@@ -150,6 +151,60 @@ TEST_CASE("sandbox: before install, the forbidden calls work (control)", "[sandb
     });
     CHECK(r["exit"] == "0");
     CHECK(r["socket"] == "ok");
+}
+
+TEST_CASE("sandbox: the systemd profile runs only its companion and opens only AF_UNIX stream sockets", "[sandbox][systemd]") {
+    // issue #25 §2: on a systemd node the one-shot hook runs nri-qos-systemd (dynamically linked:
+    // its ELF interpreter must be executable too). /bin/true stands in for the companion.
+    Tree t;
+    const std::string interp = nriqos::elf_interpreter("/bin/true");
+    REQUIRE_FALSE(interp.empty());
+    t.roots.exec_files = {"/bin/true", interp};
+    auto r = in_child([&](const Report& report) {
+        nriqos::SandboxStatus st = nriqos::install_sandbox(t.roots, nriqos::SandboxProfile::EvaluatorSystemd);
+        report("seccomp", st.seccomp ? "on" : "off: " + st.error);
+        report("landlock", st.landlock ? "on" : "off");
+        nriqos::narrow_installed_sandbox(123);  // the second layer keeps the execute rules
+        auto run = [](const char* path) -> std::string {
+            char* argv[] = {const_cast<char*>(path), nullptr};
+            char* envp[] = {nullptr};
+            int fds[2];
+            if (pipe2(fds, O_CLOEXEC) != 0) return std::string("pipe2: ") + std::strerror(errno);
+            pid_t pid = vfork();
+            if (pid == 0) {
+                execve(path, argv, envp);
+                int e = errno;
+                ssize_t w = write(fds[1], &e, sizeof e);
+                (void)w;
+                _exit(127);
+            }
+            if (pid < 0) return std::string("vfork: ") + std::strerror(errno);
+            close(fds[1]);
+            int e = 0;
+            ssize_t n = read(fds[0], &e, sizeof e);
+            close(fds[0]);
+            int status = 0;
+            waitpid(pid, &status, 0);
+            if (n == static_cast<ssize_t>(sizeof e)) return std::strerror(e);
+            return WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status)) : "signal";
+        };
+        report("run_companion", run("/bin/true"));
+        report("run_other", run("/bin/false"));
+        report("socket_inet", err_of(socket(AF_INET, SOCK_STREAM, 0)));
+        report("socket_unix_dgram", err_of(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)));
+        report("socket_unix_stream", err_of(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)));
+        report("ptrace", err_of(ptrace(PTRACE_TRACEME, 0, nullptr, nullptr)));
+        report("fork", err_of(fork()));
+    });
+    CHECK(r["exit"] == "0");
+    CHECK(r["seccomp"] == "on");
+    CHECK(r["run_companion"] == "exit 0");
+    if (r["landlock"] == "on") CHECK(r["run_other"] == kEACCES);
+    CHECK(r["socket_inet"] == kEPERM);
+    CHECK(r["socket_unix_dgram"] == kEPERM);
+    CHECK(r["socket_unix_stream"] == "ok");
+    CHECK(r["ptrace"] == kEPERM);
+    CHECK(r["fork"] == kEPERM);
 }
 
 TEST_CASE("sandbox: after install, execve, socket and ptrace fail with EPERM", "[sandbox]") {
