@@ -30,7 +30,7 @@ LDFLAGS   += -static -Wl,--gc-sections -Wl,-O1
 # crtbegin.o instead (no registration) and --eh-frame-hdr gives the unwinder the linker's sorted
 # PT_GNU_EH_FRAME table, found through dl_iterate_phdr as in dynamic and static-pie binaries
 # (libgcc unwind-dw2-fde-dip.c). tests/hygiene.sh checks the header is there.
-LDFLAGS   += -Wl,--eh-frame-hdr -specs=src/static-eh.specs
+STATIC_EH := -Wl,--eh-frame-hdr -specs=src/static-eh.specs   # the static links only (nri-qos, relay-floor)
 # The static std::ios_base::Init objects (<iostream>: CLI11, protobuf-lite, the relay) are
 # no-ops in the hook; main.cpp starts the standard streams on every path but plain `invoke`.
 IOS_WRAP  := -Wl,--wrap=_ZNSt8ios_base4InitC1Ev -Wl,--wrap=_ZNSt8ios_base4InitD1Ev
@@ -108,7 +108,7 @@ $(BUILD)/libnriqos.a: $(LIB_OBJS)
 # few 64 KiB fault-around windows; the link map is what the script reads.
 HOT_LD    := $(wildcard src/hot-text.ld)
 $(BUILD)/nri-qos: $(MAIN_OBJ) $(BUILD)/libnriqos.a $(HOT_LD) src/static-eh.specs
-	$(CXX) $(CXXFLAGS) $(LDFLAGS) $(IOS_WRAP) $(if $(HOT_LD),-Wl$(comma)-T$(comma)$(HOT_LD)) -Wl,-Map=$@.map \
+	$(CXX) $(CXXFLAGS) $(LDFLAGS) $(STATIC_EH) $(IOS_WRAP) $(if $(HOT_LD),-Wl$(comma)-T$(comma)$(HOT_LD)) -Wl,-Map=$@.map \
 		$(MAIN_OBJ) $(BUILD)/libnriqos.a $(LDLIBS) -o $@
 
 # The CRI client of `reconcile --discover` (src/cri/): a separate, dynamically linked executable
@@ -136,7 +136,7 @@ $(BUILD)/nri-qos-systemd: src/helper/nri-qos-systemd.cpp | build-deps
 # build/nri-qos with an evaluator that answers without evaluating. Never installed.
 $(BUILD)/bench/nri-qos-relay-floor: bench/relay-floor.cpp $(MAIN_OBJ) $(BUILD)/libnriqos.a
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(LDFLAGS) $(IOS_WRAP) $< $(MAIN_OBJ) $(BUILD)/libnriqos.a $(LDLIBS) -o $@
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(LDFLAGS) $(STATIC_EH) $(IOS_WRAP) $< $(MAIN_OBJ) $(BUILD)/libnriqos.a $(LDLIBS) -o $@
 
 # Unit tests link the same library (dynamically linked, faster to build).
 $(BUILD)/unit-tests: $(TEST_OBJS) $(BUILD)/libnriqos.a

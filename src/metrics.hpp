@@ -64,6 +64,10 @@ struct MetricsEvent {
     /// (nri_qos_annotation_not_passed_total{key}; keys come from the fact registry, never from
     /// the pod: bounded cardinality).
     std::vector<std::string> not_passed;
+    /// A container nri-qos adjusted that the runtime undid (failure_record.hpp
+    /// "adjustment-rejected"): the other NRI plugin's name, or "unknown". Counted in
+    /// nri_qos_adjustment_rejected_total{other}. "" = none.
+    std::string rejected_by;
 };
 
 /// What one reconcile pass adds to the metrics (the nri_qos_reconcile_* series above). Counts
@@ -77,10 +81,6 @@ struct ReconcilePass {
     uint64_t gone = 0;                         ///< containers dropped from the state (cgroup gone)
     int64_t duration_us = 0;                   ///< the whole pass, µs
     bool policy_broken = false;                ///< a policy file was broken: its fallback applied
-    /// A container nri-qos adjusted that the runtime undid (failure_record.hpp
-    /// "adjustment-rejected"): the other NRI plugin's name, or "unknown". Counted in
-    /// nri_qos_adjustment_rejected_total{other}. "" = none.
-    std::string rejected_by;
 };
 
 /// Identity of the policy in force, for nri_qos_policy_info: taken from the event's

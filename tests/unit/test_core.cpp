@@ -925,6 +925,8 @@ memory_qos_level = -1
     CHECK(d.cls->fail_closed);  // DOWN says closed
     CHECK(error_of([] { parse_policy_toml("version = 1\n[settings]\ndefault_class = \"D\"\n[classes.D]\n[[rules]]\nclass = \"D\"\nmerge = 1\n", "t.toml"); }) ==
           "t.toml:7: rules.merge: expected true or false");
+}
+
 TEST_CASE("leave_to_others: knobs another NRI plugin owns are never set, each skipped 'left to <plugin>'", "[adjust][nri][leave]") {
     // The same class as kAllKnobs, with settings.leave_to_others.
     std::string text = kAllKnobs;
