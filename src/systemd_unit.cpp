@@ -1,5 +1,7 @@
 #include "systemd_unit.hpp"
 
+#include <csignal>
+
 #include <cerrno>
 #include <cinttypes>
 #include <climits>
@@ -196,6 +198,13 @@ std::vector<std::string> HelperSetter::set(const std::vector<UnitProp>& props) {
         return fail_all("cannot run " + path_ + ": vfork: " + std::strerror(spawn_err));
     }
     // The input is a few hundred bytes: it fits the pipe, no deadlock with the child's output.
+    // A companion that is gone (execve failed, crashed) must give EPIPE, never kill the event
+    // process with SIGPIPE: ignored while writing only (set after vfork, so the companion keeps
+    // the default disposition across its execve), then restored.
+    struct sigaction ign{}, old_pipe{};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    const bool restore = sigaction(SIGPIPE, &ign, &old_pipe) == 0;
     size_t off = 0;
     while (off < input.size()) {
         ssize_t n = write(in[1], input.data() + off, input.size() - off);
@@ -203,6 +212,7 @@ std::vector<std::string> HelperSetter::set(const std::vector<UnitProp>& props) {
         if (n <= 0) break;
         off += static_cast<size_t>(n);
     }
+    if (restore) sigaction(SIGPIPE, &old_pipe, nullptr);
     close(in[1]);
     std::string got;
     char buf[4096];

@@ -3,6 +3,7 @@
 // (opencontainers/cgroups systemd/common.go addCpuQuota, systemd/cpuset.go RangeToBits,
 // systemd/v2.go unifiedResToSystemdProps), the unit names from the cgroupsPath, and the order
 // (properties first, then the files) and outcomes through apply_plan with a fake setter.
+#include <csignal>
 #include <catch2/catch.hpp>
 
 #include <climits>
@@ -276,8 +277,12 @@ TEST_CASE("systemd: HelperSetter runs the companion and reads one answer a line"
     CHECK(r[0].empty());
     CHECK(r[1] == "MemoryMax refused on x.scope");
     CHECK(hs.last_us > 0);
+    // A companion that cannot run is an error line, never a SIGPIPE death of the event process:
+    // with SIGPIPE at its default (as in the hook), the write to the gone child must give EPIPE.
+    auto old_pipe = std::signal(SIGPIPE, SIG_DFL);
     HelperSetter missing(dir + "/absent");
     r = missing.set({a});
+    CHECK(std::signal(SIGPIPE, old_pipe) == SIG_DFL);  // set() put the disposition back
     REQUIRE(r.size() == 1);
     CHECK(r[0].find("cannot run " + dir + "/absent") == 0);
     std::string cmd = "rm -rf '" + dir + "'";
