@@ -1146,7 +1146,15 @@ sc_reconcile() {
 # adopts it: the BE class's kernel values on the container and pod cgroups, and `status` marks
 # the pod's sandbox and container "discovered".
 sc_discover() {
-  local name=$1 out=discover cid sid rec st
+  local name=$1 out=discover cid sid rec st cri missing
+  # The CRI client is linked with Debian's gRPC: a node without its libraries (the node VM's image
+  # has none unless the .deb's dependencies were staged) cannot run it — a SKIP with the reason.
+  cri=$(dirname "$NRI_QOS_BIN")/nri-qos-cri
+  [ -x "$cri" ] || cri=/usr/libexec/nri-qos/nri-qos-cri
+  missing=$(ldd "$cri" 2>/dev/null | awk '/not found/ {print $1}' | tr '\n' ' ')
+  if [ ! -x "$cri" ] || [ -n "$missing" ]; then
+    skip "$name" "the CRI client $cri cannot run here (missing: ${missing:-the binary}; install the .deb's dependencies)"; return
+  fi
   printf '{"version": "0.1", "plugins": []}\n' > /etc/nri/conf.json   # not registered
   start_or_fail "$name" "$out" burstable --label koordinator.sh/qosClass=BE || { set_v01_conf "$D/policy/nri-qos.toml"; return; }
   set_v01_conf "$D/policy/nri-qos.toml"
