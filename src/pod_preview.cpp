@@ -277,7 +277,9 @@ void Preview::runc_create(const Cg& c, const Resources& r, const json& unified, 
         }
     }
     if (!v2) mkdirs(cgp("cpuset", c.dir, ""));
-    for (const auto& [f, val] : v) {
+    for (const auto& fv : v) {
+        const std::string& f = fv.first;  // not a structured binding: C++17 lambdas cannot capture those (clang)
+        const auto& val = fv.second;
         bool known = std::any_of(files_.begin(), files_.end(), [&](const KnobFile& k) { return k.file == f && tpl_.has(k); });
         if (!known) note("container " + c.label + ": " + f + " = " + val + " not previewed (the node has no such file; runc would refuse a unified file it lacks)");
     }

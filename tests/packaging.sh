@@ -270,7 +270,6 @@ if [ -z "$missing" ]; then
 /usr/share/man/man5/nri-qos.toml.5
 /usr/share/man/man8/nri-qos.8
 /usr/sbin/nri-qos
-/usr/libexec/nri-qos
 /usr/libexec/nri-qos/nri-qos-systemd
 /usr/lib/systemd/system/nri-qos-reconcile.service
 /usr/lib/systemd/system/nri-qos-reconcile.timer
