@@ -481,13 +481,18 @@ func (p *peer) charge(ev string, measured bool) {
 	p.lastU, p.lastEv, p.lastMeas = u, ev, measured
 }
 
-func (p *peer) sampleRSS() {
-	sum, n := 0, 0
+// treeRSS is the VmRSS sum (KiB) and the number of the processes in the peer's cgroup now.
+func (p *peer) treeRSS() (sum, n int) {
 	for _, q := range p.cpu.pids() {
 		r, _ := procStatus(q)
 		sum += r
 		n++
 	}
+	return sum, n
+}
+
+func (p *peer) sampleRSS() {
+	sum, n := p.treeRSS()
 	if sum > p.rssMax {
 		p.rssMax = sum
 	}

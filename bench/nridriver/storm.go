@@ -83,12 +83,7 @@ func (p *peer) stormOnce(res *stormResult, run, n, k int, sbx, ctx *v01, labels 
 	go func() { // peak processes and RSS of the plugin's tree
 		defer close(sampled)
 		for {
-			sum, np := 0, 0
-			for _, q := range p.cpu.pids() {
-				r, _ := procStatus(q)
-				sum += r
-				np++
-			}
+			sum, np := p.treeRSS()
 			if np > res.PeakProcs {
 				res.PeakProcs = np
 			}
