@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include <sstream>
+
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "fact_readers.hpp"
@@ -100,6 +103,10 @@ std::map<std::string, std::string> string_map(const YAML::Node& n, const std::st
     size_t total = 0;
     for (const auto& kv : n) {
         std::string k = scalar(kv.first, where, limits::kMaxKeyBytes);
+        // Kubernetes keys are qualified names; the NRI request parser (request.cpp key_problem)
+        // refuses a key with a control character, so the manifest reader refuses it first.
+        for (unsigned char ch : k)
+            if (ch < 0x20 || ch == 0x7f) bad(where, "key \"" + clip(k) + "\": contains a control character");
         std::string v = scalar(kv.second, where + "." + clip(k), limits::kMaxValueBytes);
         total += k.size() + v.size();
         if (total > limits::kMaxValueBytes) bad(where, "more than " + std::to_string(limits::kMaxValueBytes) + " bytes in all (Kubernetes' limit)");
@@ -145,11 +152,44 @@ ManifestContainer container(const YAML::Node& n, const std::string& where, bool 
     return c;
 }
 
+/// Counts the documents of a YAML stream without building nodes. yaml-cpp 0.7 (Debian bookworm)
+/// never gets past a flow token at the top level (a stray "," or "]"): each HandleNextDocument
+/// returns one more empty document without consuming it, so YAML::LoadAll loops for ever,
+/// allocating (found by fuzz-pod_manifest). Counting first, and stopping at kMaxDocs, bounds that.
+class DocumentCounter final : public YAML::EventHandler {
+public:
+    static constexpr size_t kMaxDocs = 16;
+    void OnDocumentStart(const YAML::Mark& m) override {
+        if (++docs_ > kMaxDocs)
+            bad("manifest", "more than " + std::to_string(kMaxDocs) + " YAML documents (the next starts at line " + std::to_string(m.line + 1) +
+                                ", column " + std::to_string(m.column + 1) + "; a stray ',' or ']' reads as endless empty documents): give one pod");
+    }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+
+private:
+    size_t docs_ = 0;
+};
+
 YAML::Node load(std::string_view text) {
     if (text.size() > manifest_limits::kMaxBytes) bad("manifest", "larger than " + std::to_string(manifest_limits::kMaxBytes) + " bytes");
     if (text.find('\0') != std::string_view::npos) bad("manifest", "contains a NUL byte");
     try {
-        std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
+        std::string owned(text);
+        {
+            std::istringstream in(owned);
+            YAML::Parser parser(in);
+            DocumentCounter counter;
+            while (parser.HandleNextDocument(counter)) {
+            }
+        }
+        std::vector<YAML::Node> docs = YAML::LoadAll(owned);
         docs.erase(std::remove_if(docs.begin(), docs.end(), [](const YAML::Node& d) { return !d || d.IsNull(); }), docs.end());
         if (docs.empty()) bad("manifest", "empty");
         if (docs.size() > 1) bad("manifest", std::to_string(docs.size()) + " YAML documents: give one pod");
