@@ -10,10 +10,10 @@
 #   e2e       tests/e2e/run.sh          (real containerd; skip: NRI_QOS_SKIP_E2E=1; it SKIPs
 #                                        itself where the machine does not allow it). Its
 #                                        node-VM suite (qemu, minutes) shares nothing with the
-#                                        other suites: it starts first, in the background, beside
-#                                        the unit tests and the first suite (suite() waits for all
-#                                        jobs), and is counted at the end (skip only it:
-#                                        NRI_QOS_SKIP_VM=1)
+#                                        other suites: it starts in the background after the
+#                                        packaging suite (which builds the .deb it installs), runs
+#                                        beside the other suites (suite() waits for all jobs), and
+#                                        is counted at the end (skip only it: NRI_QOS_SKIP_VM=1)
 # Prints one closing line "check: N passed, N failed, N skipped"; exits 1 when anything failed.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -40,17 +40,19 @@ suite() { # suite NAME CMD...
 }
 
 # The node VM (tests/e2e/nodevm.sh) touches nothing the other suites use (not /etc/nri, not the
-# host's cgroups): start it now, count it at the end.
+# host's cgroups): started right after the packaging suite, whose `make deb` gives it the .deb its
+# package-lifecycle scenarios install, upgrade and purge; counted at the end.
 E2E=0; [ -x tests/e2e/run.sh ] && [ "${NRI_QOS_SKIP_E2E:-0}" != 1 ] && E2E=1
 VM_PID=""
-if [ $E2E = 1 ] && [ "${NRI_QOS_SKIP_VM:-0}" != 1 ]; then
+start_vm() {
+  [ $E2E = 1 ] && [ "${NRI_QOS_SKIP_VM:-0}" != 1 ] || return 0
   echo "== e2e-vm: tests/e2e/run.sh vm (in the background)"
   rm -f "$LOG/e2e-vm.rc"
   # Its status goes to a file: suite()'s `wait` (for its tee process substitutions) also waits
   # for this job and reaps it, after which `wait $VM_PID` could only say 127.
   { tests/e2e/run.sh vm </dev/null > "$LOG/e2e-vm.log" 2> "$LOG/e2e-vm.err"; echo $? > "$LOG/e2e-vm.rc"; } &
   VM_PID=$!
-fi
+}
 
 # Catch2: translate its summary into the same counts.
 echo "== unit: build/unit-tests"
@@ -66,7 +68,9 @@ else
 fi
 [ "$rc" != 0 ] && [ "$FAILED" = 0 ] && FAILED=1
 
-for s in invoke cgroup_real hostile cache policy facts explain_pod nri_relay sandbox ops discover packaging hygiene docs; do
+[ -f tests/packaging.sh ] && suite packaging bash tests/packaging.sh
+start_vm
+for s in invoke cgroup_real hostile cache policy facts explain_pod nri_relay sandbox ops discover hygiene docs; do
   [ -f "tests/$s.sh" ] && suite "$s" bash "tests/$s.sh"
 done
 # The bundled policy against the seed systems' node agents (issue #10; docs/conformance.md).

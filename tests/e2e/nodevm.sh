@@ -180,7 +180,7 @@ if [ -d /root/in/pkg ]; then
   if ls /root/in/pkg/deps/*.deb >/dev/null 2>&1; then
     dpkg -i /root/in/pkg/deps/*.deb > /root/in/pkg/deps.log 2>&1 || echo "dpkg -i of the CRI client's libraries failed: $(tail -2 /root/in/pkg/deps.log)" >&2
   fi
-  export E2E_DEB=/root/in/pkg/nri-qos.deb
+  export E2E_DEB=/root/in/pkg/nri-qos.deb E2E_DEB_UPGRADE=/root/in/pkg/nri-qos-upgrade.deb
 fi
 exec bash tests/e2e/run.sh $E2E_VM_SUITES
 SH
@@ -197,6 +197,15 @@ stage_deb() {
   [ -n "$deb" ] || deb=$(ls -t "$REPO"/build/deb/nri-qos_*.deb 2>/dev/null | head -1)
   [ -n "$deb" ] && [ -f "$deb" ] || { vm_log "no .deb to stage (make deb): pkg-lifecycle will SKIP"; return 0; }
   mkdir -p "$in/pkg/deps" "$VMC/../nodevm-debs" && cp -a "$deb" "$in/pkg/nri-qos.deb" || return 1
+  # The upgrade: the same package under a higher version (VERSION+e2eupgrade1), repacked with
+  # dpkg-deb, so that `dpkg -i` of it runs the maintainer scripts' upgrade path (prerm upgrade,
+  # unpack over the old files, postinst configure <old version>) without a second source build.
+  local x=$in/pkg/upgrade-root v
+  rm -rf "$x" && dpkg-deb -R "$deb" "$x" || return 1
+  v=$(dpkg-deb -f "$deb" Version)+e2eupgrade1
+  sed -i "s/^Version: .*/Version: $v/" "$x/DEBIAN/control"
+  dpkg-deb --root-owner-group -b "$x" "$in/pkg/nri-qos-upgrade.deb" >/dev/null || return 1
+  rm -rf "$x"
   local want have missing p
   want=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/(.*//; s/|.*//; s/[[:space:]]//g' | grep -v '^$')
   # shellcheck disable=SC2086
