@@ -580,6 +580,12 @@ Plan build_plan(const PlanInput& in) {
             if (req.is_sandbox) pod_knobs = true;
             else mode = Mode::NriSync;
             break;
+        // After the relay answered the pass (its deadline came first): no reply can carry an
+        // update any more, so every knob of the container is written directly, in runc's order.
+        case Event::SynchronizeLate:
+            if (req.is_sandbox) pod_knobs = true;
+            else mode = Mode::Direct;
+            break;
         default: break;
     }
     std::optional<WeightChoice> weight;

@@ -102,7 +102,7 @@ bool is_container_start(Event e, bool sandbox) {
     switch (e) {
         case Event::Create: case Event::Update: return !sandbox;
         case Event::CreateContainer: case Event::StartContainer: case Event::UpdateContainer: return true;
-        case Event::Synchronize: return !sandbox;  // an existing container, evaluated like an update
+        case Event::Synchronize: case Event::SynchronizeLate: return !sandbox;  // an existing container, evaluated like an update
         default: return false;
     }
 }
@@ -115,7 +115,8 @@ bool is_container_end(Event e, bool sandbox) {
 }
 bool is_pod_start(Event e, bool sandbox) {
     // Synchronize of a pod: all its pod knobs, as at RunPodSandbox
-    return (e == Event::Create && sandbox) || e == Event::RunPodSandbox || (e == Event::Synchronize && sandbox);
+    return (e == Event::Create && sandbox) || e == Event::RunPodSandbox ||
+           ((e == Event::Synchronize || e == Event::SynchronizeLate) && sandbox);
 }
 bool is_pod_end(Event e, bool sandbox) {
     return (e == Event::Delete && sandbox) || e == Event::StopPodSandbox || e == Event::RemovePodSandbox;

@@ -259,7 +259,8 @@ PolicyPlaces places_for(const Options& opt, Mode mode, const std::function<void(
 
 bool is_pod_start(const Request& r) {
     // Synchronize of a pod (registration, reconnect): its class memo is rebuilt from this pass.
-    return (r.event == Event::Create && r.is_sandbox) || r.event == Event::RunPodSandbox || (r.event == Event::Synchronize && r.is_sandbox);
+    return (r.event == Event::Create && r.is_sandbox) || r.event == Event::RunPodSandbox ||
+           ((r.event == Event::Synchronize || r.event == Event::SynchronizeLate) && r.is_sandbox);
 }
 bool is_pod_end(const Request& r) {
     return (r.event == Event::Delete && r.is_sandbox) || r.event == Event::StopPodSandbox || r.event == Event::RemovePodSandbox;
@@ -537,7 +538,8 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         std::optional<Memo> memo;
         if (!r.is_sandbox && (r.event == Event::Create || r.event == Event::Update || r.event == Event::CreateContainer ||
                               r.event == Event::StartContainer || r.event == Event::UpdateContainer ||
-                              r.event == Event::PostUpdateContainer || r.event == Event::Synchronize)) {
+                              r.event == Event::PostUpdateContainer || r.event == Event::Synchronize ||
+                              r.event == Event::SynchronizeLate)) {
             if ((memo = state.load(r.sandbox_id))) {
                 for (auto& [k, v] : memo->annotations) r.annotations.emplace(k, v);  // the request's own win
                 if (r.pod_namespace.empty()) r.pod_namespace = memo->pod_namespace;

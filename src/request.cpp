@@ -48,6 +48,7 @@ const char* event_name(Event e) {
         case Event::PostUpdateContainer: return "PostUpdateContainer";
         case Event::UpdatePodSandbox: return "UpdatePodSandbox";
         case Event::Synchronize: return "Synchronize";
+        case Event::SynchronizeLate: return "SynchronizeLate";
         case Event::Other: break;
     }
     return "other";
@@ -662,7 +663,7 @@ Request parse_nri_event(std::string_view text) {
         {"StartContainer", Event::StartContainer}, {"UpdateContainer", Event::UpdateContainer},
         {"StopContainer", Event::StopContainer}, {"RemoveContainer", Event::RemoveContainer},
         {"PostUpdateContainer", Event::PostUpdateContainer}, {"UpdatePodSandbox", Event::UpdatePodSandbox},
-        {"Synchronize", Event::Synchronize},
+        {"Synchronize", Event::Synchronize}, {"SynchronizeLate", Event::SynchronizeLate},
     };
     std::string ev = get_string(s.event, {"/event"}, true);
     bool known = false;

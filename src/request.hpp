@@ -45,6 +45,10 @@ enum class Event {
     /// the class memo, as RunPodSandbox) or one existing container (NRI fields in `update`,
     /// the rest written directly, as UpdateContainer + StartContainer). docs/native-nri.md.
     Synchronize,
+    /// A Synchronize item the relay evaluates after it answered the runtime (the pass's deadline
+    /// came first, src/nri/relay.cpp): nothing can go into the reply any more, so a container's
+    /// knobs are all written directly (as a v0.1 create), a pod's as at Synchronize.
+    SynchronizeLate,
     Other,
 };
 const char* event_name(Event e);

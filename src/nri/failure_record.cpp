@@ -40,7 +40,7 @@ bool plugin_name(const std::string& v) {
 
 const char* const kEvents[] = {"RunPodSandbox",   "RemovePodSandbox",    "CreateContainer", "StartContainer",
                                "UpdateContainer", "PostUpdateContainer", "UpdatePodSandbox", "StateChange",
-                               "Synchronize",     "unknown",             "relay"};
+                               "Synchronize",     "SynchronizeLate",     "unknown",         "relay"};
 const char* const kKinds[] = {"timeout",  "crash",      "bad-output",     "unavailable", "malformed",
                               "overloaded", "unknown-method", "shutdown", "records-cut", "died-after-answer",
                               "keeper-lost", "zygote-lost", "adjustment-rejected"};

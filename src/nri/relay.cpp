@@ -216,6 +216,7 @@ struct Current {
   std::string ns, pod, container, sandbox_id;  // for the failure record
   std::string input;         // child contract JSON
   std::shared_ptr<SyncPass> sync;  // a Synchronize evaluation: its update goes into the pass's reply
+  int item = -1;                   // its index in sync->items
 };
 
 SupervisorOptions supervisor_options(const RelayOptions& o) {
@@ -262,7 +263,15 @@ class Relay {
   void refuse(uint32_t stream, int code, const std::string& message, const char* kind, const std::string& reason);
   int64_t budget_ms(const Pending& p) const;
   int64_t wait_limit_ms(const Pending& p) const;
-  std::deque<Pending>& next_queue() { return syncq_.empty() ? queue_ : syncq_; }
+  // A Synchronize pass goes before the events queued meanwhile, until its reply went out: what
+  // it evaluates after that (SynchronizeLate) waits behind the runtime's events.
+  std::deque<Pending>& next_queue() {
+    if (syncq_.empty() || (syncq_.front().sync->replied && !queue_.empty())) return queue_;
+    return syncq_;
+  }
+  void sync_go_late(SyncPass& pass);
+  SyncPass* unreplied_pass();
+  int64_t sync_budget_ms() const { return o_.child_deadline_ms > 0 ? o_.child_deadline_ms : 1500; }
 
   const RelayOptions& o_;
   int fd_ = -1;
@@ -659,18 +668,38 @@ void Relay::on_synchronize(uint32_t stream, const RequestEnvelope& req) {
 }
 
 void Relay::reply_sync(SyncPass& pass) {
-  logf("Synchronize: %zu pods, %zu containers (%u part(s)): %zu evaluated, %zu failed (open), %zu not evaluated; "
+  logf("Synchronize: %zu pods, %zu containers (%u part(s)): %zu evaluated, %zu failed (open), %zu not evaluated%s; "
        "%d container updates; %lld ms",
-       pass.pods.size(), pass.containers.size(), pass.parts, pass.evaluated, pass.failed,
-       pass.skipped.size() + pass.dropped, pass.response.update_size(), (long long)(now_ms() - pass.started_ms));
+       pass.pods.size(), pass.containers.size(), pass.parts, pass.evaluated, pass.failed, pass.skipped.size() + pass.dropped,
+       pass.late ? (", " + std::to_string(pass.late) + " evaluated after this reply (SynchronizeLate)").c_str() : "",
+       pass.response.update_size(), (long long)(now_ms() - pass.started_ms));
   reply_ok(pass.stream, pass.response.SerializeAsString());
+  pass.replied = true;
+  pb::SynchronizeResponse().Swap(&pass.response);
   if (o_.status_fd >= 0) {
     ssize_t w = write(o_.status_fd, "synced\n", 7);
     (void)w;
   }
-  // The pods and containers are no longer needed (evaluations still finishing keep the pass).
-  std::vector<pb::PodSandbox>().swap(pass.pods);
-  std::vector<pb::Container>().swap(pass.containers);
+}
+
+// The pass's deadline comes before its last evaluation: answer the runtime now with the updates
+// gathered so far (a late reply would only make containerd close the plugin), and evaluate the
+// rest after the reply, every knob written directly (SynchronizeLate), so that on a node too
+// large or too slow for one request timeout every existing container still gets its class.
+void Relay::sync_go_late(SyncPass& pass) {
+  for (const Pending& q : syncq_)
+    if (q.sync.get() == &pass && q.item >= 0) ++pass.late;
+  // the container being evaluated now: its update can no longer be answered (evaluated again, late)
+  if (sup_.busy() && cur_.sync.get() == &pass && !cur_.container_id.empty()) ++pass.late;
+  reply_sync(pass);
+}
+
+// The Synchronize pass whose reply has not gone out yet: being evaluated, or next in syncq_.
+SyncPass* Relay::unreplied_pass() {
+  if (sup_.busy() && cur_.sync && !cur_.sync->replied) return cur_.sync.get();
+  for (const Pending& q : syncq_)
+    if (q.sync && !q.sync->replied) return q.sync.get();
+  return nullptr;
 }
 
 // ------------------------------------------------------------------ evaluation
@@ -685,6 +714,7 @@ int64_t Relay::budget_ms(const Pending& p) const {
 // Until when a request may wait for its evaluator: its own deadline, or for a Synchronize
 // evaluation the pass's.
 int64_t Relay::wait_limit_ms(const Pending& p) const {
+  if (p.sync && p.sync->replied) return now_ms() + sync_budget_ms();  // SynchronizeLate: no runtime waits on it
   return p.sync ? p.sync->deadline_ms : p.arrival_ms + budget_ms(p);
 }
 
@@ -774,8 +804,9 @@ bool Relay::prepare(Pending& p, Current& c) {
     if (ok && preq.has_linux_resources()) linux_resources = &preq.linux_resources();
   } else if (p.sync) {  // one pod or container of a Synchronize pass (decoded already)
     const SyncPass::Item& it = p.sync->items[size_t(p.item)];
-    c.event = "Synchronize";
+    c.event = p.sync->replied ? "SynchronizeLate" : "Synchronize";
     c.sync = p.sync;
+    c.item = p.item;
     pod = &p.sync->pods[size_t(it.pod)];
     ctr = it.ctr >= 0 ? &p.sync->containers[size_t(it.ctr)] : nullptr;
   } else {  // StateChange
@@ -825,13 +856,30 @@ void Relay::start_next() {
     if (q.front().sync && q.front().item < 0) {  // the pass's evaluations all ended: its reply
       std::shared_ptr<SyncPass> pass = std::move(q.front().sync);
       q.pop_front();
-      reply_sync(*pass);
+      if (!pass->replied) {
+        reply_sync(*pass);
+      } else {
+        logf("Synchronize (after the reply): %zu pods/containers evaluated late, %zu evaluated in all, %zu failed (open); %lld ms",
+             pass->late, pass->evaluated, pass->failed, (long long)(now_ms() - pass->started_ms));
+      }
+      // The pods and containers are no longer needed (evaluations still finishing keep the pass).
+      std::vector<pb::PodSandbox>().swap(pass->pods);
+      std::vector<pb::Container>().swap(pass->containers);
+      continue;
+    }
+    // No time left for this pass's next evaluation before the runtime's deadline: reply now.
+    if (q.front().sync && !q.front().sync->replied && q.front().sync->deadline_ms - now_ms() < kMinBudgetMs / 2) {
+      sync_go_late(*q.front().sync);
       continue;
     }
     if (!sup_.ready_to_start()) {
       // Waiting for the spare: but never past the request's own deadline.
       Pending& f = q.front();
       if (now_ms() < wait_limit_ms(f) - kMinBudgetMs) break;
+      if (f.sync && !f.sync->replied) {  // the pass's deadline: reply, evaluate the rest after it
+        sync_go_late(*f.sync);
+        continue;
+      }
       Pending p = std::move(q.front());
       q.pop_front();
       if (!p.sync) queued_bytes_ -= p.payload.size();
@@ -843,7 +891,9 @@ void Relay::start_next() {
     if (!p.sync) queued_bytes_ -= p.payload.size();
     if (!prepare(p, cur_)) continue;
     // A Synchronize evaluation: its own budget, within what is left of the pass's.
-    int64_t deadline = p.sync ? std::min(now_ms() + budget_ms(p), p.sync->deadline_ms) : p.arrival_ms + budget_ms(p);
+    // A Synchronize evaluation has an event's budget of its own: the pass's reply goes out at the
+    // pass's deadline whether it ended or not (the poll loop, sync_go_late).
+    int64_t deadline = p.sync ? now_ms() + sync_budget_ms() : p.arrival_ms + budget_ms(p);
     ++events_;
     if (!sup_.can_evaluate()) {
       fail_event(p.stream, cur_.event, cur_.subject, "no evaluation command configured", "unavailable", &cur_);
@@ -989,6 +1039,18 @@ void Relay::finish_event(Outcome& oc) {
            e->get_ref<const std::string&>().c_str());
     }
     auto u = out.find("update");
+    if (!c.container_id.empty() && c.event == "Synchronize" && c.sync->replied) {
+      // Evaluated for the reply, which went out meanwhile (the pass's deadline): what NRI would
+      // have carried was not written; the container is evaluated again, late (writes directly).
+      if (o_.debug) logf("Synchronize %s: ended after the pass's reply; evaluated again after it", c.subject.c_str());
+      Pending again;
+      again.method = "Synchronize";
+      again.arrival_ms = now_ms();
+      again.sync = c.sync;
+      again.item = c.item;
+      syncq_.push_front(std::move(again));
+      return;
+    }
     if (!c.container_id.empty() && u != out.end() && !u->is_null()) {
       pb::ContainerUpdate up;
       up.set_container_id(c.container_id);
@@ -1242,6 +1304,10 @@ int Relay::run() {
         timeout = timeout < 0 ? int(left) : std::min<int>(timeout, int(left));
       }
     }
+    if (SyncPass* sp = unreplied_pass()) {  // the pass's reply is due at its deadline, evaluation or not
+      int64_t left = std::max<int64_t>(0, sp->deadline_ms - kMinBudgetMs / 2 - now_ms());
+      timeout = timeout < 0 ? int(left) : std::min<int>(timeout, int(left));
+    }
     if (shutdown_) timeout = timeout < 0 ? 50 : std::min(timeout, 50);
     int r = poll(pfd, nfds_t(n), timeout);
     if (r < 0 && errno != EINTR) {
@@ -1261,6 +1327,7 @@ int Relay::run() {
       if (o_.debug || fail_closed_) logf("policy fail mode: %s (reported by the evaluator zygote)", fail_closed_ ? "closed" : "open");
     }
     if (ended) finish_event(oc);
+    if (SyncPass* sp = unreplied_pass(); sp && sp->deadline_ms - now_ms() < kMinBudgetMs / 2) sync_go_late(*sp);
     if (sup_.busy()) expire_queued();
     after_answer();
   }

@@ -38,6 +38,11 @@ struct SyncPass {
   int64_t started_ms = 0;            ///< CLOCK_MONOTONIC ms of the first part
   int64_t deadline_ms = 0;           ///< reply by then (CLOCK_MONOTONIC ms)
   size_t evaluated = 0, failed = 0;  ///< items answered by an evaluator / failed (fail-open)
+  /// The reply went out before every item was evaluated (the deadline came first): the rest is
+  /// evaluated after it as "SynchronizeLate" (every knob written directly), behind the
+  /// runtime's events, each with an event's own budget.
+  bool replied = false;
+  size_t late = 0;  ///< items handed to the evaluators after the reply
 };
 
 /// Add one part's pods and containers to `pass` (moved out of `part`), within kMaxSyncBytes and

@@ -25,6 +25,7 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -1618,6 +1619,68 @@ TEST_CASE("relay (real pipeline): Synchronize of 20 containers in 2 parts", "[nr
   CHECK(pod_recs == 10);
   CHECK(ctr_recs == 20);
   CHECK_THAT(slurp(rr.t.path + "/relay.log"), Catch::Contains("30 evaluated, 0 failed (open), 0 not evaluated; 20 container updates"));
+}
+
+// Issue #20/#22: a node too large (or too slow) for one request timeout. The relay answers the
+// pass by its deadline with the updates it has, and evaluates the rest after the reply as
+// "SynchronizeLate": every knob of those containers written directly (cpu.shares in the file,
+// not in an update nobody would read), each on record. Old code: the rest failed open, never
+// classified until the container's next event.
+TEST_CASE("relay (real pipeline): a Synchronize pass past its deadline answers in time and classifies the rest after the reply", "[nri][relay][sync]") {
+  const std::string policy =
+      "version = 1\n[settings]\ndefault_class = \"C\"\n[classes.C.container]\ncpu_shares = 2\ncpu_burst_us = 5000\n"
+      "[classes.C.pod]\ncpu_shares = 3\n";
+  std::vector<pb::PodSandbox> pods;
+  std::vector<pb::Container> ctrs;
+  std::vector<std::string> files;
+  const int kPods = 40;
+  sync_node(kPods, 2, pods, ctrs, &files);
+  for (const auto& c : ctrs) {
+    std::string d = "cpu/kubepods/burstable/pod" + c.pod_sandbox_id().substr(2) + "/" + c.id();
+    files.push_back(d + "/cpu.shares");
+  }
+  // containerd's request timeout 400 ms: the relay's cut is 150 ms after the first part, far
+  // less than 120 sandboxed evaluations take.
+  RealRelay rr(policy, nriqos::Layout::V1, files, "2.1.9~ds1", 400);
+  int64_t took = 0;
+  pb::SynchronizeResponse rsp = sync_node_in_parts(*rr.rt, pods, ctrs, 2, took, 400);
+  CHECK(took < 400 + 100);  // answered by the runtime's deadline (a little slack for the poll loop)
+  CHECK(rsp.update_size() < 2 * kPods);
+  std::set<std::string> updated;
+  for (int i = 0; i < rsp.update_size(); ++i) updated.insert(rsp.update(i).container_id());
+  // the late evaluations end with one log line; then everything is on file
+  std::string log;
+  for (int64_t end = mono_ms() + 60000; mono_ms() < end; usleep(20000)) {
+    log = slurp(rr.t.path + "/relay.log");
+    if (log.find("evaluated late") != std::string::npos) break;
+  }
+  INFO(log);
+  REQUIRE_THAT(log, Catch::Contains("evaluated after this reply (SynchronizeLate)") && Catch::Contains("evaluated late"));
+  CHECK(rr.rt->close_and_wait() == 0);
+  int late_direct = 0;
+  for (int i = 0; i < kPods; ++i) {
+    std::string n = std::to_string(i);
+    CHECK(rr.cg("cpu/kubepods/burstable/pod" + n + "/cpu.shares") == "3");
+    for (int j = 0; j < 2; ++j) {
+      std::string id = "c" + n + "-" + std::to_string(j);
+      CHECK(rr.cg("cpu/kubepods/burstable/pod" + n + "/" + id + "/cpu.cfs_burst_us") == "5000");
+      if (!updated.count(id)) {  // not in the reply: its shares written by nri-qos itself
+        CHECK(rr.cg("cpu/kubepods/burstable/pod" + n + "/" + id + "/cpu.shares") == "2");
+        ++late_direct;
+      }
+    }
+  }
+  CHECK(late_direct > 0);
+  std::istringstream events(slurp(rr.t.path + "/events.log"));
+  std::string line;
+  int sync_recs = 0, late_recs = 0;
+  while (std::getline(events, line)) {
+    json j = json::parse(line);
+    if (j.value("event", "") == "Synchronize") ++sync_recs;
+    if (j.value("event", "") == "SynchronizeLate") ++late_recs;
+  }
+  CHECK(late_recs > 0);
+  CHECK(sync_recs + late_recs == 3 * kPods);
 }
 
 // A resize below the container's CFS burst: the kernel refuses a limited quota below the
