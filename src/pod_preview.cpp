@@ -494,6 +494,11 @@ std::string Preview::run(const std::string& text, int& code) {
     const std::string pod_dir = k.pod_dir;
     cgs.push_back({"pod " + m.ns + "/" + m.name, pod_dir, std::nullopt, false});
     make_cgroup(pod_dir, pod_vals, "kubelet (ResourceConfigForPod)");
+    // The pod cgroup's effective cpuset, which a cpuset from an annotation is checked against
+    // (numa.hpp check_pinned_cpuset): a new pod cgroup's is the node's online CPUs (the
+    // kubepods cpuset spans them; kubelet writes none of its own).
+    if (auto online = get(o_.eval.sysfs_root + "/devices/system/cpu/online"))
+        put(layout_ == Layout::V2 ? cgp("", pod_dir, "cpuset.cpus.effective") : cgp("cpuset", pod_dir, "cpuset.effective_cpus"), *online + "\n");
     // resctrl: the node's group names, each with an empty task list
     if (DIR* d = opendir(o_.eval.resctrl_root.c_str())) {
         while (dirent* e = readdir(d)) {
