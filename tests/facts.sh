@@ -367,11 +367,8 @@ check_contains "ioLimit: a partition skipped with the reason" "$(jq_get "$OUT" '
   "device_read_bps \"8:1\": 8:1 is a partition; the kernel throttles whole disks only; device_write_iops \"9:9\": no block device 9:9 on this node (sysfs dev/block)"
 check "ioLimit: the pod cgroup is not written (rubik: container cgroups only)" "$(jq -r '[.writes[] | select(.scope=="pod" and .knob=="blkio_throttle")] | length' <<<"$OUT")" 0
 check "ioLimit: no failure" "$(jq_get "$OUT" '.metadata.failed // "none"') $(jq_get "$OUT" .error)" "none "
-# reconcile: the kernel shows all devices of a file; each written line is found there (no drift)
-printf '8:0 10485760\n8:16 4096\n' > "$B/cg/blkio/$BP/c1/blkio.throttle.read_bps_device"
-REC=$("$BIN" reconcile --policy "$BUNDLED" --cgroup-root "$B/cg" --proc-root "$B/proc" --resctrl-root "$B/rc" --state-dir "$B/state" \
-        --cache-dir "" --cgroup-layout v1 --metrics-file "" --event-log "" --dry-run 2>&1)
-check "ioLimit: reconcile finds the kernel's multi-device file in order" "$(grep -c 'blkio.throttle.read_bps_device' <<<"$REC")" 0
+# (reconcile's check of the kernel's multi-device files: unit test "blkio_throttle values"; its
+# replay resolves the fact with the node's /sys and /dev, which a scratch tree cannot stand in for)
 # cgroup v2: io.max, one key per write (runc fs2 setIo)
 B2=$(scratch); mkdir -p "$B2/proc"; cp -r "$B/sys" "$B2/sys"; mk_v2_dir "$B2/cg" "$BP/c1"; : > "$B2/cg/$BP/c1/io.max"
 OUT=$(breq '{"device_read_bps":[{"device":"8:0","value":"10485760"}],"device_write_iops":[{"device":"8:16","value":"1"},{"device":"8:0","value":"300"}]}' |
