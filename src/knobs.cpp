@@ -127,7 +127,9 @@ bool parse_throttle(const std::string& s, std::vector<ThrottleEntry>& out, std::
         pos = comma == std::string::npos ? s.size() + 1 : comma + 1;
         while (!item.empty() && item.front() == ' ') item.erase(0, 1);
         while (!item.empty() && item.back() == ' ') item.pop_back();
-        const std::string shown = "\"" + item.substr(0, 40) + "\"";
+        std::string shown = "\"";  // one line: control characters and quotes as '?'
+        for (char ch : item.substr(0, 40)) shown += (static_cast<unsigned char>(ch) < 0x20 || ch == '"' || ch == 0x7f) ? '?' : ch;
+        shown += item.size() > 40 ? "...\"" : "\"";
         if (out.size() >= kMaxThrottleEntries) {
             err = "more than " + std::to_string(kMaxThrottleEntries) + " device limits";
             return false;
