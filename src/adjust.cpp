@@ -276,6 +276,23 @@ struct Builder {
             case KnobId::Raw:
                 add(key, k.id, scope, Root::Cgroup, cg_file(k.raw_ctrl.c_str(), dir, k.raw_file), r.text);
                 return;
+            case KnobId::BlkioThrottle: {
+                // One write per device and limit, as runc writes OCI throttle devices
+                // (opencontainers/cgroups fs/blkio.go Set: "MAJ:MIN RATE" to the key's
+                // blkio.throttle.*_device file; fs2/io.go setIo: "MAJ:MIN rbps=RATE" etc. to
+                // io.max — the kernel parses one device per write, other limits of the device
+                // and other devices keep theirs). Nothing is cleared first (rubik's
+                // clearAllBlkioThrottleFiles sets every listed device to 0 = unlimited).
+                std::vector<ThrottleEntry> list;
+                std::string err;
+                if (!parse_throttle(r.text, list, err)) return refuse(key, scope, err);
+                for (const auto& e : list) {
+                    const std::string dev = std::to_string(e.major) + ":" + std::to_string(e.minor);
+                    if (v2) add(key, k.id, scope, Root::Cgroup, cg_file("", dir, "io.max"), dev + " " + throttle_key_name(e.key) + "=" + std::to_string(e.rate));
+                    else add(key, k.id, scope, Root::Cgroup, cg_file("blkio", dir, throttle_v1_file(e.key)), dev + " " + std::to_string(e.rate));
+                }
+                return;
+            }
             default: break;
         }
         const char* f = v2 ? d.v2_file : d.v1_file;

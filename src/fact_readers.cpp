@@ -1,5 +1,6 @@
 #include "fact_readers.hpp"
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -334,6 +335,49 @@ std::optional<std::map<std::string, std::string>> parse_string_map(std::string_v
         else if (skipped.empty()) skipped = "value of \"" + clip(k) + "\" is a " + v.type_name() + ", not a string (ignored, as Katalyst does)";
     }
     if (why) *why = skipped;
+    return out;
+}
+
+BlkioLimit parse_blkio_limit(std::string_view text) {
+    static const char* const kWhat = "volcano.sh/blkio-limit";
+    static const char* const kLists[] = {"device_read_bps", "device_write_bps", "device_read_iops", "device_write_iops"};
+    json j = parse_doc(text, kWhat);
+    // json.NewDecoder(...).Decode(&BlkConfig{}): null is "no config" for Go too (all lists empty)
+    if (j.is_null()) return {};
+    if (!j.is_object()) throw InputError(std::string(kWhat) + ": expected a JSON object, got " + j.type_name());
+    auto fold = [](std::string s) {  // encoding/json field matching is case-insensitive
+        for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        return s;
+    };
+    BlkioLimit out;
+    for (const auto& [k, v] : j.items()) {
+        int idx = -1;
+        for (int i = 0; i < 4; ++i)
+            if (fold(k) == kLists[i]) idx = i;
+        if (idx < 0 || v.is_null()) continue;  // other keys: ignored, as Go does
+        const std::string where = std::string(kWhat) + ": " + kLists[idx];
+        if (!v.is_array()) throw InputError(where + ": expected a list, got " + v.type_name());
+        if (v.size() > kMaxBlkioDevices)
+            throw InputError(where + ": more than " + std::to_string(kMaxBlkioDevices) + " devices");
+        auto& list = out.lists[idx];
+        list.clear();  // a key given twice (other case): the last wins, as in Go
+        for (const auto& e : v) {
+            BlkioDeviceValue dv;
+            if (e.is_null()) {
+                list.push_back(dv);
+                continue;
+            }
+            if (!e.is_object()) throw InputError(where + ": expected {\"device\": ..., \"value\": ...}, got " + e.type_name());
+            for (const auto& [ek, ev] : e.items()) {
+                const std::string f = fold(ek);
+                if (f != "device" && f != "value") continue;
+                if (ev.is_null()) continue;
+                if (!ev.is_string()) throw InputError(where + ": " + f + " must be a string, got " + ev.type_name());
+                (f == "device" ? dv.device : dv.value) = ev.get<std::string>();
+            }
+            list.push_back(std::move(dv));
+        }
+    }
     return out;
 }
 

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -103,6 +104,27 @@ std::string parse_resource_status_cpuset(std::string_view text);
 /// object of string values. nullopt with `why` when it is not one (Katalyst then ignores the
 /// whole annotation), including any non-string value.
 std::optional<std::map<std::string, std::string>> parse_string_map(std::string_view text, std::string* why);
+
+/// rubik's volcano.sh/blkio-limit (openeuler-mirror/rubik@1b6fece7a319ebed2ece3dd74ae873633262ce41
+/// pkg/services/iolimit/iolimit.go BlkConfig, DeviceConfig, parseIOLimitConfig): a JSON object
+///     {"device_read_bps": [{"device": "/dev/sda", "value": "10485760"}, ...],
+///      "device_write_bps": [...], "device_read_iops": [...], "device_write_iops": [...]}
+/// decoded as Go's encoding/json decodes it into BlkConfig: keys matched case-insensitively,
+/// other keys ignored, a list or member that is null left empty, "device" and "value" strings
+/// (absent: ""). Throws InputError (one line) when the document is malformed or a type is wrong
+/// (rubik then applies nothing: "parse blkio config ... failed"), or a list has more than
+/// kMaxBlkioDevices entries (a bound of nri-qos's own). Checking the entries is the caller's.
+struct BlkioDeviceValue {
+    std::string device;  ///< "/dev/sda" or "8:0", as written
+    std::string value;   ///< the rate, as written ("10485760")
+};
+constexpr size_t kMaxBlkioDevices = 16;
+struct BlkioLimit {
+    /// Indexed by ThrottleEntry::Key: device_read_bps, device_write_bps, device_read_iops,
+    /// device_write_iops.
+    std::vector<BlkioDeviceValue> lists[4];
+};
+BlkioLimit parse_blkio_limit(std::string_view text);
 
 /// kubelet's CPU manager checkpoint (kubernetes pkg/kubelet/cm/cpumanager/state/checkpoint.go
 /// CPUManagerCheckpointV2, written to /var/lib/kubelet/cpu_manager_state):

@@ -75,6 +75,15 @@ const std::vector<FactDef>& fact_table() {
           "openeuler-mirror/rubik@v2.0.1:pkg/services/dyncache/sync.go syncLevel, writeTasksToResctrl",
           "rubik_<level> of an offline pod: its cache-limit level, at most the class's default (default = \"<level>\", else max)",
           false, false, 0, "", false},
+        // A throttle only lowers (it caps the container's block I/O below what it had: nothing),
+        // so the pod's own annotation needs no trust: raises 0, no trust keys (issue #21).
+        {"rubik.blkio_limit", kFactContainer, B(KnobId::BlkioThrottle), "devices",
+          "volcano.sh/blkio-limit (annotation); the device nodes below /dev (--dev-root), sysfs dev/block",
+          "openeuler-mirror/rubik@1b6fece7a319ebed2ece3dd74ae873633262ce41:pkg/services/iolimit/iolimit.go configIOLimit, "
+          "parseIOLimitConfig, applyDeviceConfig, convertToMajorMinorImpl",
+          "the annotation's device_{read,write}_{bps,iops} limits, each device a whole block disk of the node "
+          "(MAJ:MIN, or /dev/<name> resolved by stat); unusable entries skipped with the reason",
+          false, true, 0, "", false},
         {"volcano.cpu_burst_us", kFactContainer, B(KnobId::CpuBurst), "us", "volcano.sh/enable-quota-burst, volcano.sh/quota-burst-time; the effective CFS quota",
           "volcano-sh/volcano@v1.15.1:pkg/agent/events/handlers/cpuburst/cpu_burst_linux.go walkFunc; "
           "openeuler-mirror/rubik@v2.0.1:pkg/services/quotaburst/quotaburst.go setQuotaBurst",

@@ -4,9 +4,13 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <functional>
 #include <stdexcept>
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "classify.hpp"
 #include "cpuset.hpp"
@@ -775,6 +779,143 @@ Outcome rubik_cache_limit(Ctx& c, uint8_t) {
     return value_text("rubik_" + *a, "volcano.sh/cache-limit " + q(*a) + " → rubik_" + *a);
 }
 
+/// rubik's convertToMajorMinorImpl (openeuler-mirror/rubik@1b6fece7a319ebed2ece3dd74ae873633262ce41
+/// pkg/services/iolimit/iolimit.go) made strict: "MAJ:MIN" in decimal is taken as is; a path
+/// "/dev/<name>" is stat(2)ed (symlinks followed, as Go's os.Stat) below `dev_root` and must be
+/// a block device (rubik accepts any device node; the kernel refuses a character device). Then
+/// the device must be a whole disk of this node: <sysfs>/dev/block/MAJ:MIN exists and has no
+/// "partition" file (blk-throttle refuses partitions with ENODEV: block/blk-cgroup.c
+/// blkcg_conf_open_bdev; rubik's docs: only whole-disk devices take effect). Returns the device
+/// or nullopt with `why` (one line).
+std::optional<std::pair<uint32_t, uint32_t>> block_device(const std::string& dev, const std::string& dev_root,
+                                                          const std::string& sysfs_root, std::string& why) {
+    uint64_t ma = 0, mi = 0;
+    auto digits = [](const std::string& t, uint64_t maxv, uint64_t& v) {
+        if (t.empty() || t.size() > 7) return false;
+        v = 0;
+        for (char ch : t) {
+            if (ch < '0' || ch > '9') return false;
+            v = v * 10 + static_cast<uint64_t>(ch - '0');
+        }
+        return v <= maxv;
+    };
+    const size_t colon = dev.find(':');
+    if (colon != std::string::npos && dev.find(':', colon + 1) == std::string::npos && dev.rfind("/dev/", 0) != 0) {
+        if (!digits(dev.substr(0, colon), 4095, ma) || !digits(dev.substr(colon + 1), (1u << 20) - 1, mi)) {
+            why = q(dev) + ": not MAJ:MIN in decimal";
+            return std::nullopt;
+        }
+    } else if (dev.rfind("/dev/", 0) == 0) {
+        const std::string rest = dev.substr(5);
+        if (dev.size() > 255 || rest.empty() || ("/" + rest + "/").find("/../") != std::string::npos) {
+            why = q(dev) + ": not a device path below /dev";
+            return std::nullopt;
+        }
+        struct stat st {};
+        if (::stat((dev_root + "/" + rest).c_str(), &st) != 0) {
+            why = q(dev) + ": " + std::strerror(errno);
+            return std::nullopt;
+        }
+        if (!S_ISBLK(st.st_mode)) {
+            why = q(dev) + ": not a block device";
+            return std::nullopt;
+        }
+        ma = major(st.st_rdev);
+        mi = minor(st.st_rdev);
+    } else {
+        why = q(dev) + ": neither MAJ:MIN nor a /dev/ path (rubik: unsupported device name format)";
+        return std::nullopt;
+    }
+    const std::string mm = std::to_string(ma) + ":" + std::to_string(mi);
+    const std::string sys = sysfs_root + "/dev/block/" + mm;
+    struct stat st {};
+    if (::stat(sys.c_str(), &st) != 0) {
+        why = q(dev) + ": no block device " + mm + " on this node (sysfs dev/block)";
+        return std::nullopt;
+    }
+    if (::stat((sys + "/partition").c_str(), &st) == 0) {
+        why = q(dev) + ": " + mm + " is a partition; the kernel throttles whole disks only";
+        return std::nullopt;
+    }
+    return std::make_pair(static_cast<uint32_t>(ma), static_cast<uint32_t>(mi));
+}
+
+/// rubik ioLimit (openeuler-mirror/rubik@1b6fece7a319ebed2ece3dd74ae873633262ce41
+/// pkg/services/iolimit/iolimit.go configIOLimit → parseIOLimitConfig, applyIOLimitConfig,
+/// applyDeviceConfig): every pod carrying volcano.sh/blkio-limit, online or offline, gets the
+/// listed per-device limits in each container's cgroup (never the pod's: "blkio cgroup
+/// hierarchical is not enabled default, only set container cgroups"). As in applyDeviceConfig an
+/// entry without device or value, or whose device does not resolve, is skipped and the others
+/// apply; here also a rate that is not a decimal integer 1..2^63-1 (0 would lift a limit: rubik's
+/// documented "set 0 to cancel" is not honoured from a pod-written annotation) and, on cgroup v2,
+/// a rate of 1 (io.max refuses it: block/blk-throttle.c tg_set_limit). Malformed JSON: error
+/// (rubik applies nothing). Order: all read_bps, write_bps, read_iops, write_iops (rubik's and
+/// runc's order).
+Outcome rubik_blkio_limit(Ctx& c, uint8_t) {
+    constexpr const char* kKey = "volcano.sh/blkio-limit";
+    const std::string* a = c.ann(kKey);
+    if (!a || a->empty()) return absent(std::string("no ") + kKey + " annotation (rubik: no I/O limit)");
+    BlkioLimit cfg;
+    try {
+        cfg = parse_blkio_limit(*a);
+    } catch (const InputError& e) {
+        return error(e.what());
+    }
+    static const char* const kList[] = {"device_read_bps", "device_write_bps", "device_read_iops", "device_write_iops"};
+    std::vector<ThrottleEntry> out;
+    std::string skipped, calc;
+    size_t nskipped = 0;
+    for (int k = 0; k < 4; ++k) {
+        for (const auto& dv : cfg.lists[k]) {
+            const std::string where = std::string(kList[k]) + " " + q(dv.device);
+            auto skip = [&](const std::string& why) {  // the first 4 reasons, then a count
+                if (++nskipped <= 4) skipped += (skipped.empty() ? "" : "; ") + why;
+            };
+            if (dv.device.empty() || dv.value.empty()) {
+                skip(std::string(kList[k]) + ": an entry without device or value");
+                continue;
+            }
+            std::string why;
+            auto d = block_device(dv.device, c.in.dev_root, c.in.sysfs_root, why);
+            if (!d) {
+                skip(std::string(kList[k]) + " " + why);
+                continue;
+            }
+            uint64_t rate = 0;
+            bool ok = !dv.value.empty() && dv.value.size() <= 19;
+            for (char ch : dv.value) {
+                if (ch < '0' || ch > '9') ok = false;
+                else rate = rate * 10 + static_cast<uint64_t>(ch - '0');
+            }
+            if (!ok || rate > static_cast<uint64_t>(INT64_MAX)) {
+                skip(where + ": value " + q(dv.value) + " is not an integer 1..2^63-1");
+                continue;
+            }
+            if (rate == 0) {
+                skip(where + ": value 0 would lift a limit, not set one (not taken from a pod annotation)");
+                continue;
+            }
+            if (rate == 1 && c.in.layout == Layout::V2) {
+                skip(where + ": value 1: cgroup v2 io.max takes rates from 2");
+                continue;
+            }
+            ThrottleEntry e;
+            e.key = static_cast<ThrottleEntry::Key>(k);
+            e.major = d->first;
+            e.minor = d->second;
+            e.rate = rate;
+            if (out.size() >= kMaxThrottleEntries) break;
+            out.push_back(e);
+            calc += (calc.empty() ? "" : ", ") + where + " → " + std::to_string(e.major) + ":" + std::to_string(e.minor) + " " +
+                    throttle_key_name(e.key) + "=" + dv.value;
+        }
+    }
+    if (nskipped > 4) skipped += "; " + std::to_string(nskipped - 4) + " more";
+    if (out.empty())
+        return absent(std::string(kKey) + ": no usable device limit" + (skipped.empty() ? "" : " (" + skipped + ")"));
+    return value_text(throttle_text(out), std::string(kKey) + ": " + calc + (skipped.empty() ? "" : "; skipped: " + skipped));
+}
+
 /// The container's CFS burst by the pod's carrier (see the registry entry).
 Outcome burst_container(Ctx& c, uint8_t) {
     const std::string* en = c.ann(kBurstEnable);
@@ -952,6 +1093,7 @@ const std::vector<Entry>& entries() {
         {"volcano.memory_qos_level", volcano_mem_level, 0},
         {"rubik.qos_level", rubik_level, 0},
         {"rubik.cache_limit", rubik_cache_limit, 0},
+        {"rubik.blkio_limit", rubik_blkio_limit, 0},
         {"volcano.cpu_burst_us", burst_container, 1},
         {"volcano.pod_cpu_burst_us", burst_pod, 1},
         {"katalyst.numa_cpus", katalyst_cpus, 1},
@@ -977,6 +1119,7 @@ const Entry* find_entry(std::string_view name) {
 /// µs, bytes; on cgroup v2 the write line shows the converted cpu.weight / cpu.max), else the
 /// v2 file, else the policy key.
 std::string file_of(KnobId id) {
+    if (id == KnobId::BlkioThrottle) return "blkio.throttle.*_device / io.max";
     const KnobDef& d = knob_def(id);
     return d.v1_file ? d.v1_file : d.v2_file ? d.v2_file : d.key;
 }
@@ -1100,6 +1243,9 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
                         bad = std::string("\"max\" is not a value of ") + d.key;
                     else if (o.v.kind == KnobValue::Text && d.kind == ValueKind::Cpuset && !valid_cpuset(o.v.text))
                         bad = "\"" + o.v.text + "\" is not a cpuset list";
+                    else if (std::vector<ThrottleEntry> te; d.kind == ValueKind::Throttle &&
+                             (o.v.kind != KnobValue::Text || !parse_throttle(o.v.text, te, bad)))
+                        bad = "not a device limit list: " + bad;
                     if (!bad.empty()) o = error(bad);
                 }
                 if (o.s == Outcome::Value) {

@@ -100,6 +100,9 @@ struct FactInput {
     Kernel* kernel = nullptr;       ///< reads of the pod cgroup (its CFS quota)
     std::string cgroup_root;        ///< for the NUMA scan of the kubepods hierarchy
     std::string sysfs_root = "/sys";
+    /// Where the device nodes of /dev are (rubik.blkio_limit resolves "/dev/<name>" as
+    /// <dev_root>/<name>); read only, stat(2) only. Tests point it at a scratch directory.
+    std::string dev_root = "/dev";
     /// kubelet's CPU manager checkpoint: CPUs held exclusively by other pods (numa.hpp; "" none).
     std::string kubelet_cpu_state = "/var/lib/kubelet/cpu_manager_state";
     bool dry_run = false;           ///< explain: compute, record nothing, take no lock

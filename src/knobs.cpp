@@ -4,6 +4,7 @@
 #include <cmath>
 #include <climits>
 #include <cstdio>
+#include <map>
 
 namespace nriqos {
 
@@ -31,6 +32,10 @@ const std::vector<KnobDef> kTable = {
     {KnobId::MemoryQosLevel, "memory_qos_level",ValueKind::Int,    -1,    0,        false, false, PctBase::None,      "memory",  "memory.qos_level",             "memory.qos_level","level"},
     {KnobId::PidsMax,        "pids_max",        ValueKind::Int,    1,     4194304,  true,  false, PctBase::PidsLimit, "pids",    "pids.max",                     "pids.max",        "tasks"},
     {KnobId::BlkioWeight,    "blkio_weight",    ValueKind::Int,    10,    1000,     false, false, PctBase::None,      "blkio",   "blkio.weight",                 "io.weight",       "weight"},
+    // blk-throttle: cgroup v1 writes one "MAJ:MIN RATE" line per device to the key's
+    // blkio.throttle.*_device file, v2 one "MAJ:MIN KEY=RATE" line to io.max (runc fs/blkio.go,
+    // fs2/io.go setIo); the v1 file named here is the first of the four.
+    {KnobId::BlkioThrottle,  "blkio_throttle",  ValueKind::Throttle, 0,   0,        false, false, PctBase::None,      "blkio",   "blkio.throttle.read_bps_device", "io.max",        "devices"},
     {KnobId::OomScoreAdj,    "oom_score_adj",   ValueKind::Int,    -1000, 1000,     false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "score"},
     {KnobId::ResctrlGroup,   "resctrl_group",   ValueKind::Name,   0,     0,        false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "group"},
 };
@@ -89,9 +94,157 @@ bool valid_cpuset(const std::string& s) {
     return true;
 }
 
+const char* throttle_key_name(ThrottleEntry::Key k) {
+    static const char* const n[] = {"rbps", "wbps", "riops", "wiops"};
+    return n[k & 3];
+}
+
+const char* throttle_v1_file(ThrottleEntry::Key k) {
+    static const char* const n[] = {"blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device",
+                                    "blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device"};
+    return n[k & 3];
+}
+
+bool parse_throttle(const std::string& s, std::vector<ThrottleEntry>& out, std::string& err) {
+    out.clear();
+    if (s.empty() || s.size() > 4096) {
+        err = s.empty() ? "empty device list" : "device list longer than 4096 characters";
+        return false;
+    }
+    auto num = [](const std::string& t, uint64_t maxv, uint64_t& v) {
+        if (t.empty() || t.size() > 19) return false;
+        v = 0;
+        for (char c : t) {
+            if (c < '0' || c > '9') return false;
+            v = v * 10 + static_cast<uint64_t>(c - '0');
+        }
+        return v <= maxv;
+    };
+    size_t pos = 0;
+    while (pos <= s.size()) {
+        size_t comma = s.find(',', pos);
+        std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        pos = comma == std::string::npos ? s.size() + 1 : comma + 1;
+        while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+        while (!item.empty() && item.back() == ' ') item.pop_back();
+        std::string shown = "\"";  // one line: control characters and quotes as '?'
+        for (char ch : item.substr(0, 40)) shown += (static_cast<unsigned char>(ch) < 0x20 || ch == '"' || ch == 0x7f) ? '?' : ch;
+        shown += item.size() > 40 ? "...\"" : "\"";
+        if (out.size() >= kMaxThrottleEntries) {
+            err = "more than " + std::to_string(kMaxThrottleEntries) + " device limits";
+            return false;
+        }
+        size_t sp = item.find(' '), colon = item.find(':'), eq = item.find('=');
+        if (sp == std::string::npos || colon == std::string::npos || colon > sp || eq == std::string::npos || eq < sp) {
+            err = shown + ": expected \"MAJ:MIN KEY=RATE\"";
+            return false;
+        }
+        ThrottleEntry e;
+        uint64_t ma = 0, mi = 0, rate = 0;
+        if (!num(item.substr(0, colon), (1u << 12) - 1, ma) || !num(item.substr(colon + 1, sp - colon - 1), (1u << 20) - 1, mi)) {
+            err = shown + ": device must be MAJ:MIN (decimal, major < 4096, minor < 2^20)";
+            return false;
+        }
+        const size_t ks = item.find_first_not_of(' ', sp);  // "8:0  rbps=1": spaces between are one
+        const std::string key = item.substr(ks, eq - ks);
+        int k = -1;
+        for (int i = 0; i < 4; ++i)
+            if (key == throttle_key_name(static_cast<ThrottleEntry::Key>(i))) k = i;
+        if (k < 0) {
+            err = shown + ": key must be rbps, wbps, riops or wiops";
+            return false;
+        }
+        if (!num(item.substr(eq + 1), static_cast<uint64_t>(INT64_MAX), rate) || rate == 0) {
+            err = shown + ": rate must be an integer 1..2^63-1 (0 would remove a limit)";
+            return false;
+        }
+        e.key = static_cast<ThrottleEntry::Key>(k);
+        e.major = static_cast<uint32_t>(ma);
+        e.minor = static_cast<uint32_t>(mi);
+        e.rate = rate;
+        out.push_back(e);
+    }
+    return true;
+}
+
+std::string throttle_text(const std::vector<ThrottleEntry>& list) {
+    std::string o;
+    for (const auto& e : list)
+        o += (o.empty() ? "" : ",") + std::to_string(e.major) + ":" + std::to_string(e.minor) + " " + throttle_key_name(e.key) + "=" +
+             std::to_string(e.rate);
+    return o;
+}
+
+bool is_throttle_file(const std::string& file) {
+    auto ends = [&](const std::string& suf) { return file.size() >= suf.size() && file.compare(file.size() - suf.size(), suf.size(), suf) == 0; };
+    const size_t slash = file.rfind('/');
+    const std::string base = slash == std::string::npos ? file : file.substr(slash + 1);
+    return base == "io.max" || (base.rfind("blkio.throttle.", 0) == 0 && ends("_device"));
+}
+
+std::string merge_throttle_file(const std::string& file, const std::string& current, const std::string& written) {
+    const bool v2 = file.size() >= 6 && file.compare(file.size() - 6, 6, "io.max") == 0;
+    // device → v1: the rate; v2: the four keys in io.max order
+    std::map<std::pair<uint64_t, uint64_t>, std::vector<std::string>> dev;
+    auto apply = [&](const std::string& line) {
+        std::vector<std::string> tok;
+        size_t p = 0;
+        while (p < line.size()) {
+            size_t q = line.find_first_of(" \t", p);
+            if (q != p) tok.push_back(line.substr(p, q == std::string::npos ? std::string::npos : q - p));
+            if (q == std::string::npos) break;
+            p = q + 1;
+        }
+        unsigned long long ma = 0, mi = 0;
+        if (tok.size() < 2 || std::sscanf(tok[0].c_str(), "%llu:%llu", &ma, &mi) != 2) return;
+        auto& v = dev[{ma, mi}];
+        if (v.empty()) v = v2 ? std::vector<std::string>{"max", "max", "max", "max"} : std::vector<std::string>{"0"};
+        if (!v2) {
+            v[0] = tok[1];
+            return;
+        }
+        for (size_t i = 1; i < tok.size(); ++i) {
+            size_t eq = tok[i].find('=');
+            if (eq == std::string::npos) continue;
+            for (int k = 0; k < 4; ++k)
+                if (tok[i].compare(0, eq, throttle_key_name(static_cast<ThrottleEntry::Key>(k))) == 0 &&
+                    eq == std::char_traits<char>::length(throttle_key_name(static_cast<ThrottleEntry::Key>(k))))
+                    v[static_cast<size_t>(k)] = tok[i].substr(eq + 1);
+        }
+    };
+    size_t p = 0;
+    const std::string all = current + "\n" + written;
+    while (p <= all.size()) {
+        size_t e = all.find('\n', p);
+        apply(all.substr(p, e == std::string::npos ? std::string::npos : e - p));
+        if (e == std::string::npos) break;
+        p = e + 1;
+    }
+    std::string out;
+    for (const auto& [d, v] : dev) {
+        const std::string mm = std::to_string(d.first) + ":" + std::to_string(d.second);
+        if (!v2) {
+            if (v[0] != "0") out += mm + " " + v[0] + "\n";
+            continue;
+        }
+        if (v[0] == "max" && v[1] == "max" && v[2] == "max" && v[3] == "max") continue;
+        out += mm + " rbps=" + v[0] + " wbps=" + v[1] + " riops=" + v[2] + " wiops=" + v[3] + "\n";
+    }
+    return out;
+}
+
 KnobValue parse_knob_value(const KnobDef& def, const std::string* s, const int64_t* i) {
     KnobValue v;
     std::string k = def.key;
+    if (def.kind == ValueKind::Throttle) {
+        std::vector<ThrottleEntry> e;
+        std::string err;
+        if (!s) throw InputError(k + ": expected a string \"MAJ:MIN KEY=RATE[,...]\" (KEY rbps, wbps, riops, wiops)");
+        if (!parse_throttle(*s, e, err)) throw InputError(k + ": " + err);
+        v.kind = KnobValue::Text;
+        v.text = throttle_text(e);
+        return v;
+    }
     auto range = [&]() {
         std::string r = "[" + std::to_string(def.min) + ", " + (def.max == I64 ? std::string("2^63-1") : std::to_string(def.max)) + "]";
         if (def.allow_max) r += " or \"max\"";

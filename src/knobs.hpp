@@ -18,6 +18,7 @@ enum class KnobId {
     PidsMax, BlkioWeight,
     CpuQosLevel, MemoryQosLevel,
     OomScoreAdj, ResctrlGroup,
+    BlkioThrottle,
     Raw,
 };
 
@@ -29,6 +30,7 @@ enum class ValueKind {
     Int,     ///< integer (bytes accept Ki/Mi/Gi/Ti and K/M/G/T suffixes), optionally "max"
     Cpuset,  ///< cpuset list "0-3,8"
     Name,    ///< identifier [A-Za-z0-9_.-]{1,64} (resctrl group)
+    Throttle,  ///< block I/O throttle list "MAJ:MIN KEY=RATE[,...]" (parse_throttle)
 };
 
 /// Static description of a knob (see knobs.cpp for the table and man/nri-qos.toml.5).
@@ -100,6 +102,37 @@ struct KnobSetting {
 /// Parse a policy value for `def` (from TOML: integer or string). Throws InputError with a
 /// message that names the knob and the accepted range.
 KnobValue parse_knob_value(const KnobDef& def, const std::string* s, const int64_t* i);
+
+/// One device limit of a blkio_throttle value: the kernel's blk-throttle limits, named as
+/// cgroup v2 io.max names them (Documentation/admin-guide/cgroup-v2.rst "IO Interface Files").
+struct ThrottleEntry {
+    enum Key : uint8_t { Rbps = 0, Wbps = 1, Riops = 2, Wiops = 3 } key = Rbps;
+    uint32_t major = 0, minor = 0;
+    uint64_t rate = 0;  ///< bytes/s (rbps, wbps) or I/O operations/s (riops, wiops); 1..2^63-1
+};
+/// At most this many entries in one blkio_throttle value (hostile annotations are bounded).
+constexpr size_t kMaxThrottleEntries = 64;
+/// "rbps", "wbps", "riops", "wiops".
+const char* throttle_key_name(ThrottleEntry::Key k);
+/// The cgroup v1 file of a key: "blkio.throttle.read_bps_device", "..write_bps_device",
+/// "..read_iops_device", "..write_iops_device" (Documentation/admin-guide/cgroup-v1/blkio-controller.rst).
+const char* throttle_v1_file(ThrottleEntry::Key k);
+/// Parse a blkio_throttle value: comma-separated "MAJ:MIN KEY=RATE" (KEY rbps|wbps|riops|wiops,
+/// MAJ and MIN decimal < 2^20 (the kernel's MINORBITS), RATE decimal 1..2^63-1; 0 is refused:
+/// the kernel reads it as "no limit", which would lift a limit set by others). At most
+/// kMaxThrottleEntries entries, 4096 characters. false with a one-line `err` otherwise.
+bool parse_throttle(const std::string& s, std::vector<ThrottleEntry>& out, std::string& err);
+/// The canonical text of `e` (parse_throttle's syntax), in the given order.
+std::string throttle_text(const std::vector<ThrottleEntry>& e);
+/// True for the kernel files blk-throttle keys by device: io.max and blkio.throttle.*_device
+/// (`file` may be a path).
+bool is_throttle_file(const std::string& file);
+/// What such a file shows after `written` (one device line, as a write of nri-qos or runc) is
+/// written while it shows `current`: the kernel keeps one line per device, lines sorted here by
+/// device. v1 ("MAJ:MIN RATE"; RATE 0 removes the device), v2 io.max ("MAJ:MIN rbps=.. wbps=..
+/// riops=.. wiops=..", unset keys "max", a device with all four "max" not shown). For previews
+/// on plain files (explain --pod), which store each write verbatim; the real kernel merges itself.
+std::string merge_throttle_file(const std::string& file, const std::string& current, const std::string& written);
 
 /// Validate a cpuset list (cpuset(7) "List format"): "0-3,8,10-11", ascending ranges, ≤ 8192.
 bool valid_cpuset(const std::string& s);

@@ -94,7 +94,8 @@ void add_eval_options(CLI::App* app, Options& o, std::string& layout) {
     app->add_option("--cgroup-layout", layout, "auto|v1|hybrid|v2 (default auto: detect with statfs)");
     app->add_option("--proc-root", o.proc_root, "procfs root (default /proc)");
     app->add_option("--resctrl-root", o.resctrl_root, "resctrl root (default /sys/fs/resctrl)");
-    app->add_option("--sysfs-root", o.sysfs_root, "sysfs root for NUMA topology, read only (default /sys)");
+    app->add_option("--sysfs-root", o.sysfs_root, "sysfs root for NUMA topology and block devices, read only (default /sys)");
+    app->add_option("--dev-root", o.dev_root, "where /dev/<name> device paths of blkio limits are looked up, stat only (default /dev)");
     app->add_option("--kubelet-cpu-state", o.kubelet_cpu_state,
                     "kubelet's CPU manager checkpoint, read only (default /var/lib/kubelet/cpu_manager_state; \"\" none)");
     app->add_option("--state-dir", o.state_dir, "per-sandbox memo directory (default /run/nri-qos)");
@@ -187,6 +188,7 @@ std::vector<std::string> eval_argv(CLI::App* relay, const Options& o, const std:
     pass("--proc-root", o.proc_root);
     pass("--resctrl-root", o.resctrl_root);
     pass("--sysfs-root", o.sysfs_root);
+    pass("--dev-root", o.dev_root);
     pass("--kubelet-cpu-state", o.kubelet_cpu_state);
     pass("--state-dir", o.state_dir);
     pass("--cache-dir", o.cache_dir);

@@ -607,6 +607,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         fin.kernel = &kernel;
         fin.cgroup_root = opt.cgroup_root;
         fin.sysfs_root = opt.sysfs_root;
+        fin.dev_root = opt.dev_root;
         fin.kubelet_cpu_state = opt.kubelet_cpu_state;
         fin.dry_run = mode == Mode::Explain && !opt.explain_simulate;
         // NRI v0.1 (containerd 1.5/1.6; 1.7+ through the v010-adapter): the runtime may drop pod

@@ -33,7 +33,8 @@ struct Options {
     std::string cgroup_root = defaults::kCgroupRoot;
     std::string proc_root = defaults::kProcRoot;
     std::string resctrl_root = defaults::kResctrlRoot;
-    std::string sysfs_root = defaults::kSysfsRoot;  ///< read only: devices/system/{node,cpu}
+    std::string sysfs_root = defaults::kSysfsRoot;  ///< read only: devices/system/{node,cpu}, dev/block
+    std::string dev_root = "/dev";  ///< read only (stat): device nodes of blkio_throttle paths (facts.hpp FactInput)
     std::string kubelet_cpu_state = defaults::kKubeletCpuState;  ///< read only; "" = no kubelet CPU manager state
     std::string state_dir = defaults::kStateDir;
     std::string cache_dir = defaults::kCacheDir;  ///< "" disables the compiled-policy cache

@@ -84,6 +84,8 @@ std::string kernel_default(const std::string& f) {
         {"memory.soft_limit_in_bytes", "9223372036854771712"}, {"memory.max", "max"}, {"memory.high", "max"},
         {"memory.swap.max", "max"}, {"memory.low", "0"}, {"memory.min", "0"}, {"pids.max", "max"},
         {"blkio.weight", "500"}, {"io.weight", "default 100"}, {"io.bfq.weight", "default 100"},
+        {"io.max", ""}, {"blkio.throttle.read_bps_device", ""}, {"blkio.throttle.write_bps_device", ""},
+        {"blkio.throttle.read_iops_device", ""}, {"blkio.throttle.write_iops_device", ""},
     };
     auto it = d.find(f);
     return it == d.end() ? "0" : it->second;
@@ -105,6 +107,7 @@ std::vector<KnobFile> layout_files(Layout l) {
     if (l == Layout::V2) add(nullptr, "io.bfq.weight");
     else {
         add("memory", "memory.high");  // openEuler's v1 memory.high (knob table); only where the node has it
+        for (auto k : {ThrottleEntry::Wbps, ThrottleEntry::Riops, ThrottleEntry::Wiops}) add("blkio", throttle_v1_file(k));
     }
     return out;
 }
@@ -205,6 +208,7 @@ private:
     Layout layout_ = Layout::V1;
     NodeTemplate tpl_;
     std::vector<KnobFile> files_;
+    std::map<std::string, std::string> throttle_;  ///< blk-throttle file (rel path) → merged content
     std::map<std::string, std::string> who_;  ///< rel path (cgroup "", proc "proc:", resctrl "resctrl:") → who set it
     std::vector<std::string> notes_;
     std::string text_;
@@ -313,8 +317,18 @@ json Preview::event(const json& ev, const std::string& what) {
     // who set each applied write
     const std::string cls = j.value("class", "");
     if (j.contains("writes") && j["writes"].is_array())
-        for (const auto& w : j["writes"])
-            if (w.value("status", "") == "applied") who_[w.value("file", "")] = "nri-qos " + j["event"].get<std::string>() + " (class " + cls + ")";
+        for (const auto& w : j["writes"]) {
+            if (w.value("status", "") != "applied") continue;
+            const std::string f = w.value("file", "");
+            who_[f] = "nri-qos " + j["event"].get<std::string>() + " (class " + cls + ")";
+            // blk-throttle files keep one line per device; the scratch file stored only the last
+            // write: show what the kernel would (knobs.hpp merge_throttle_file)
+            if (is_throttle_file(f) && f.find("..") == std::string::npos) {
+                std::string& m = throttle_[f];
+                m = merge_throttle_file(f, m, w.value("value", ""));
+                put(scratch_ + "/cgroup/" + f, m);
+            }
+        }
     // text
     text_ += "\n== " + j["event"].get<std::string>() + " " + what + "\n";
     if (j.contains("class")) {
@@ -480,6 +494,11 @@ std::string Preview::run(const std::string& text, int& code) {
     const std::string pod_dir = k.pod_dir;
     cgs.push_back({"pod " + m.ns + "/" + m.name, pod_dir, std::nullopt, false});
     make_cgroup(pod_dir, pod_vals, "kubelet (ResourceConfigForPod)");
+    // The pod cgroup's effective cpuset, which a cpuset from an annotation is checked against
+    // (numa.hpp check_pinned_cpuset): a new pod cgroup's is the node's online CPUs (the
+    // kubepods cpuset spans them; kubelet writes none of its own).
+    if (auto online = get(o_.eval.sysfs_root + "/devices/system/cpu/online"))
+        put(layout_ == Layout::V2 ? cgp("", pod_dir, "cpuset.cpus.effective") : cgp("cpuset", pod_dir, "cpuset.effective_cpus"), *online + "\n");
     // resctrl: the node's group names, each with an empty task list
     if (DIR* d = opendir(o_.eval.resctrl_root.c_str())) {
         while (dirent* e = readdir(d)) {

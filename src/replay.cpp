@@ -164,6 +164,7 @@ Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayR
         fin.kernel = &kernel;
         fin.cgroup_root = d.cgroup_root;
         fin.sysfs_root = roots.sysfs_root;
+        fin.dev_root = roots.dev_root;
         fin.kubelet_cpu_state = roots.kubelet_cpu_state;
         fin.dry_run = true;
         ClassDef settled;
@@ -249,6 +250,25 @@ bool kernel_value_matches(const std::string& file, const std::string& wanted_in,
         while (p < a.size()) {
             size_t e = a.find('\n', p);
             if (trim(a.substr(p, e == std::string::npos ? std::string::npos : e - p)) == w) return true;
+            if (e == std::string::npos) break;
+            p = e + 1;
+        }
+        return false;
+    }
+    if (ends_with(file, "io.max") || (file.find("blkio.throttle.") != std::string::npos && ends_with(file, "_device"))) {
+        // keyed by device, one line each (blk-throttle): v1 "MAJ:MIN RATE" must be a line; v2
+        // "MAJ:MIN KEY=RATE" must be a token of the device's line ("8:0 rbps=2 wbps=max ...")
+        const size_t sp = w.find(' ');
+        if (sp == std::string::npos) return false;
+        const std::string dev = w.substr(0, sp + 1), rest = w.substr(sp + 1);
+        size_t p = 0;
+        while (p < a.size()) {
+            size_t e = a.find('\n', p);
+            const std::string line = trim(a.substr(p, e == std::string::npos ? std::string::npos : e - p));
+            if (line.rfind(dev, 0) == 0) {
+                if (!ends_with(file, "io.max")) return trim(line.substr(dev.size())) == rest;
+                return (" " + line + " ").find(" " + rest + " ") != std::string::npos;
+            }
             if (e == std::string::npos) break;
             p = e + 1;
         }

@@ -43,7 +43,8 @@ struct ReplayRoots {
     std::optional<std::string> policy, cgroup_root, proc_root, resctrl_root;
     std::optional<Layout> layout;
     std::string cache_dir;
-    std::string sysfs_root = "/sys";  ///< NUMA topology (fact knobs numa.*)
+    std::string sysfs_root = "/sys";  ///< NUMA topology (fact knobs numa.*), block devices
+    std::string dev_root = "/dev";    ///< device nodes of blkio limits (rubik.blkio_limit)
     /// kubelet's CPU manager checkpoint (numa.hpp held CPUs; "" none)
     std::string kubelet_cpu_state = "/var/lib/kubelet/cpu_manager_state";
 };
@@ -78,7 +79,8 @@ std::optional<RuntimeFormula> cached_runtime_formula(StateDir& state);
 
 /// True when the kernel's `actual` content satisfies the written `wanted` value for `file`
 /// (whitespace trimmed; memory limits rounded to the page size by the kernel; "-1" ≡ unlimited
-/// on v1; cpu.max "Q" ≡ "Q <period>"; cpuset lists compared as sets; resctrl tasks: pid listed).
+/// on v1; cpu.max "Q" ≡ "Q <period>"; cpuset lists compared as sets; resctrl tasks: pid listed;
+/// blkio.throttle.*_device and io.max: the written device's line holds the written limit).
 bool kernel_value_matches(const std::string& file, const std::string& wanted, const std::string& actual);
 
 /// explain --container: the rule trace (every rule until the match: which, line, why not) and,

@@ -1,5 +1,5 @@
 #!/bin/bash
-# `nri-qos explain --pod` end to end (issue #21 §5): the manifests of tests/fixtures/pods (shaped
+# `nri-qos explain --pod` end to end (issue #21 §5; rubik ioLimit, §3): the manifests of tests/fixtures/pods (shaped
 # like the seed systems' published examples; README there cites each), read as YAML, JSON and
 # from stdin, laid out by kubelet's rules, run through the bundled policy (with the seed systems'
 # annotations declared, as an operator whose admission policies own them does) against a scratch
@@ -90,6 +90,31 @@ RES=$(scratch)/reserved.toml
 sed 's/^\[settings\]$/[settings]\nkatalyst_reserved_cpus = "0-1"/' "$TRUSTED" > "$RES"
 OUT=$(POL=$RES preview v1 "$PODS/katalyst-dedicated-numa.json" --format json)
 check "katalyst reserved 0-1: node 0 without its reserved CPUs" "$(end_value "$OUT" "container stress" cpuset.cpus)" "2-3 | runc, from nri-qos's CreateContainer adjustment"
+
+# --- rubik ioLimit, two devices in one list: the blk-throttle files end as the kernel shows them ------
+# (one line per device, sorted; the preview's plain files would keep only the last write)
+for d in 8:0 8:16; do mkdir -p "$S/dev/block/$d"; done
+touch "$N/v2/kubepods.slice/io.max"
+for f in read_bps write_bps read_iops write_iops; do touch "$N/v1/blkio/kubepods/blkio.throttle.${f}_device"; done
+IOM=$(scratch)/iolimit.yaml
+cat > "$IOM" <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: iolimit
+  annotations:
+    volcano.sh/blkio-limit: '{"device_read_bps":[{"device":"8:16","value":"2097152"},{"device":"8:0","value":"1048576"}],"device_write_iops":[{"device":"8:0","value":"300"}]}'
+spec:
+  containers:
+  - name: app
+    image: nginx
+EOF
+OUT=$(preview v2 "$IOM" --format json)
+check "ioLimit v2: io.max of both devices, all keys" "$(end_value "$OUT" "container app" io.max)" \
+  "$(printf '8:0 rbps=1048576 wbps=max riops=max wiops=300\n8:16 rbps=2097152 wbps=max riops=max wiops=max') | nri-qos StartContainer (class DEFAULT)"
+OUT=$(preview v1 "$IOM" --format json)
+check "ioLimit v1: read_bps of both devices" "$(end_value "$OUT" "container app" blkio.throttle.read_bps_device)" \
+  "$(printf '8:0 1048576\n8:16 2097152') | nri-qos StartContainer (class DEFAULT)"
 
 # --- writes nothing outside its scratch directory, which it removes ----------------------------------
 check "nothing left in TMPDIR" "$(ls -A "$TMPD")" ""

@@ -79,6 +79,8 @@ std::string apply_eval_flags(nriqos::Options& o, const std::vector<std::string>&
       o.resctrl_root = v;
     } else if (f == "--sysfs-root") {
       o.sysfs_root = v;  // read only (facts.hpp NUMA topology): no sandbox root
+    } else if (f == "--dev-root") {
+      o.dev_root = v;  // read only (facts.hpp rubik.blkio_limit: stat): no sandbox root
     } else if (f == "--kubelet-cpu-state") {
       o.kubelet_cpu_state = v;  // read only (numa.hpp held CPUs): no sandbox root
     } else if (f == "--state-dir") {

@@ -529,6 +529,7 @@ void Relay::on_configure(uint32_t stream, const std::string& payload) {
           {"proc_root", "proc-root", "--proc-root"},
           {"resctrl_root", "resctrl-root", "--resctrl-root"},
           {"sysfs_root", "sysfs-root", "--sysfs-root"},
+          {"dev_root", "dev-root", "--dev-root"},
           {"kubelet_cpu_state", "kubelet-cpu-state", "--kubelet-cpu-state"},
           {"state_dir", "state-dir", "--state-dir"},
           {"cache_dir", "cache-dir", "--cache-dir"},

@@ -45,6 +45,7 @@ CASES = os.path.join(HERE, "cases")
 UNL = "9223372036854771712"  # what cgroup v1 shows for an unlimited memory limit (PAGE_COUNTER_MAX pages)
 SYSFS_OPT = "--sysfs-root"   # the root option of the NUMA placement work (issue #10 §2)
 KCPU_OPT = "--kubelet-cpu-state"   # kubelet's CPU manager checkpoint (issue #19 §1): none on the scratch node
+DEV_OPT = "--dev-root"             # device nodes of blkio limits (issue #21): the scratch node's /dev
 
 # Kernel defaults of a fresh cgroup. Superset kernel: mainline files plus openEuler's
 # cpu.qos_level / memory.qos_level (and memory.high on v1), so a write nobody expects shows.
@@ -54,12 +55,14 @@ V1_DEFAULTS = {
     "memory.limit_in_bytes": UNL, "memory.soft_limit_in_bytes": UNL, "memory.memsw.limit_in_bytes": UNL,
     "memory.high": "max", "memory.qos_level": "0",
     "pids.max": "max", "blkio.weight": "100",
+    "blkio.throttle.read_bps_device": "", "blkio.throttle.write_bps_device": "",
+    "blkio.throttle.read_iops_device": "", "blkio.throttle.write_iops_device": "",
     "cpuset.cpus": None, "cpuset.mems": None,   # filled from the node
 }
 V2_DEFAULTS = {
     "cpu.weight": "100", "cpu.max": "max 100000", "cpu.max.burst": "0", "cpu.idle": "0", "cpu.qos_level": "0",
     "memory.max": "max", "memory.high": "max", "memory.low": "0", "memory.min": "0", "memory.swap.max": "max",
-    "memory.qos_level": "0", "pids.max": "max", "io.weight": "default 100",
+    "memory.qos_level": "0", "pids.max": "max", "io.weight": "default 100", "io.max": "",
     "cpuset.cpus": "", "cpuset.mems": "",
 }
 
@@ -89,8 +92,45 @@ GROUPS = {
     "memory.memsw.limit_in_bytes": "memory swap", "memory.swap.max": "memory swap",
     "memory.low": "memory protection", "memory.min": "memory protection", "memory.soft_limit_in_bytes": "memory protection",
     "blkio.weight": "io weight", "io.weight": "io weight",
+    "blkio.throttle.read_bps_device": "io limit", "blkio.throttle.write_bps_device": "io limit",
+    "blkio.throttle.read_iops_device": "io limit", "blkio.throttle.write_iops_device": "io limit", "io.max": "io limit",
     "cpuset.cpus": "cpuset", "cpuset.mems": "cpuset",
 }
+
+
+def is_throttle_file(f):
+    return f.endswith("/io.max") or ("/blkio.throttle." in f and f.endswith("_device"))
+
+
+def merge_throttle(f, current, written):
+    """What a blk-throttle file shows after a one-device write (src/knobs.hpp merge_throttle_file):
+    one line per device, sorted by device here; v1 "MAJ:MIN RATE" (0 removes the device), v2 io.max
+    "MAJ:MIN rbps=.. wbps=.. riops=.. wiops=.." with "max" for unset keys."""
+    v2 = f.endswith("io.max")
+    keys = ["rbps", "wbps", "riops", "wiops"]
+    dev = {}
+    for line in (current + "\n" + written).split("\n"):
+        tok = line.split()
+        if len(tok) < 2 or ":" not in tok[0]:
+            continue
+        d = tuple(int(x) for x in tok[0].split(":"))
+        if not v2:
+            dev[d] = tok[1]
+            continue
+        cur = dev.setdefault(d, {k: "max" for k in keys})
+        for t in tok[1:]:
+            k, _, v = t.partition("=")
+            if k in cur:
+                cur[k] = v
+    out = []
+    for d in sorted(dev):
+        mm = "%d:%d" % d
+        if not v2:
+            if dev[d] != "0":
+                out.append("%s %s" % (mm, dev[d]))
+        elif any(v != "max" for v in dev[d].values()):
+            out.append(mm + " " + " ".join("%s=%s" % (k, dev[d][k]) for k in keys))
+    return "\n".join(out)
 
 
 def shares_to_weight(s):
@@ -223,6 +263,29 @@ class Tree:
         for name in ("online", "possible", "present"):
             with open(os.path.join(cd, name), "w") as fh:
                 fh.write(self.node["cpus"] + "\n")
+        # case.json node.block: {"MAJ:MIN": "disk" | "partition"}: <sysfs>/dev/block/MAJ:MIN as the
+        # kernel shows block devices (a partition has a "partition" file)
+        for mm, kind in self.node.get("block", {}).items():
+            d = os.path.join(self.sys, "dev", "block", mm)
+            os.makedirs(d, exist_ok=True)
+            if kind == "partition":
+                with open(os.path.join(d, "partition"), "w") as fh:
+                    fh.write("1\n")
+
+    def make_dev(self):
+        """case.json node.dev: {"sda": "8:0"}: block device nodes below the scratch /dev
+        (mknod: needs CAP_MKNOD). Returns "" or why they could not be made."""
+        d = os.path.join(self.root, "dev")
+        os.makedirs(d, exist_ok=True)
+        for name, mm in self.node.get("dev", {}).items():
+            ma, mi = (int(x) for x in mm.split(":"))
+            p = os.path.join(d, name)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            try:
+                os.mknod(p, 0o600 | __import__("stat").S_IFBLK, os.makedev(ma, mi))
+            except OSError as e:
+                return "mknod %s: %s (block device nodes need root)" % (name, e.strerror)
+        return ""
 
     def snapshot_cpu_max(self):
         out = {}
@@ -360,6 +423,7 @@ class Run:
         self.node = dict({"cpus": "0-7", "numa": {"0": "0-3", "1": "4-7"}}, **case.get("node", {}))
         self.errors = []    # (behaviour, reason)
         self.log = []
+        self.throttle = {}  # blk-throttle file (below the cgroup root) -> what the kernel shows
 
     def policy_file(self):
         """The policy under test, or a copy with the keys the case says the operator declared
@@ -409,6 +473,8 @@ class Run:
             args += [SYSFS_OPT, t.sys]
         if getattr(self.o, "kcpu_ok", False):
             args += [KCPU_OPT, os.path.join(t.root, "cpu_manager_state")]
+        if getattr(self.o, "dev_ok", False):
+            args += [DEV_OPT, os.path.join(t.root, "dev")]
         with open(reqfile, "rb") as fh:
             data = fh.read()
         before = t.snapshot_cpu_max()
@@ -428,6 +494,13 @@ class Run:
             return None
         if p.returncode != 0 or out.get("error"):
             self.errors.append(("hook runs cleanly", "%s: exit %d, error %r" % (name, p.returncode, out.get("error"))))
+        # blk-throttle files keep one line per device; the scratch file holds the last write only
+        for w in out.get("writes") or []:
+            f = w.get("file", "")
+            if w.get("status") == "applied" and is_throttle_file("/" + f) and ".." not in f:
+                self.throttle[f] = merge_throttle(f, self.throttle.get(f, ""), w.get("value", ""))
+                with open(os.path.join(t.cg, f), "w") as fh:
+                    fh.write(self.throttle[f])
         return out
 
     def execute(self):
@@ -437,6 +510,10 @@ class Run:
         try:
             t = self.tree = Tree(root, lay, self.node)
             t.make_sysfs()
+            why = t.make_dev()
+            if why:
+                return [{"behaviour": "block device nodes", "scope": "", "file": "", "want": None, "got": None,
+                         "status": "unknowable", "why": why}]
             self.make_resctrl(os.path.join(root, "resctrl"))
             sb_rel = rel_of(k["paths"]["sandbox"])
             self.pod_rel = pod_rel = os.path.dirname(sb_rel)
@@ -501,12 +578,87 @@ class Run:
                         else:
                             self.errors.append(("runtime accepts the adjustment", "%s: rdt_class %s: no such resctrl group (the container would fail to start)" % (n, rdt["value"])))
                     self.hook("nri-eval", os.path.join(req, "nri", n + "-StartContainer.json"))
-            return self.compare(base, names)
+            results = self.compare(base, names)
+            if self.wire == "nri" and getattr(self.o, "explain_pod", True):
+                results += self.explain_pod(names)
+            return results
         finally:
             if self.o.keep:
                 print("# kept scratch tree %s" % root, file=sys.stderr)
             else:
                 shutil.rmtree(root, ignore_errors=True)
+
+    def explain_pod(self, names):
+        """`nri-qos explain --pod manifest.json` (the case's pod as a Pod manifest, gen.py) against
+        the same scratch node, policy and roots (issue #21): its END state must equal the tree this
+        nri run ended with — explain --pod replays the native events (RunPodSandbox, then
+        CreateContainer and StartContainer per container) from the manifest alone, computing
+        kubelet's values itself. Checked here rather than in tests/explain_pod.sh because the
+        runner owns the cases' scratch nodes and end states; one preview per case and layout (the
+        nri run). Every file the preview shows is compared, and every file the case expects (a
+        file it does not show is at its kernel default: the run must have left it at its own).
+        Cases whose values need node-agent state a manifest does not carry are SKIPped with the
+        reason (case.json "explain_pod_skip"). Resctrl groups are not compared (the preview's
+        resctrl tree is its own copy)."""
+        B = "explain --pod end state"
+        skip = self.case.get("explain_pod_skip")
+        if skip:
+            return [{"behaviour": B, "scope": "", "file": "", "want": None, "got": None, "status": "unknowable", "why": skip}]
+        t = self.tree
+        man = os.path.join(self.case["dir"], "manifest.json")
+        os.makedirs(os.path.join(self.root, "explain-tmp"), exist_ok=True)
+        with open(os.path.join(t.proc, "meminfo"), "w") as fh:   # gen.py: the node's 16 GiB (oom_score_adj)
+            fh.write("MemTotal:       16777216 kB\n")
+        args = [self.o.bin, "explain", "--pod", man, "--format", "json", "--policy", self.policy_file(), "--cgroup-root", t.cg,
+                "--cgroup-layout", self.layout, "--proc-root", t.proc, "--resctrl-root", os.path.join(self.root, "resctrl"),
+                "--cache-dir", "", SYSFS_OPT, t.sys,
+                KCPU_OPT, os.path.join(self.root, "cpu_manager_state")]
+        if getattr(self.o, "dev_ok", False):
+            args += [DEV_OPT, os.path.join(self.root, "dev")]
+        env = dict(os.environ, TMPDIR=os.path.join(self.root, "explain-tmp"))
+        try:
+            p = subprocess.run(args, capture_output=True, timeout=30, env=env)
+            out = json.loads(p.stdout.decode())
+        except (subprocess.TimeoutExpired, ValueError) as e:
+            return [{"behaviour": B, "scope": "", "file": "", "want": None, "got": None, "status": "diff", "error": True,
+                     "why": "explain --pod %s: %s %s" % (man, e, p.stderr.decode(errors="replace")[:200] if "p" in dir() else "")}]
+        self.log.append("$ %s\n%s" % (" ".join(args[:4]), p.stderr.decode(errors="replace")))
+        shown = {}
+        for e in out.get("end_state", []):
+            lab = e.get("cgroup", "")
+            scope = "pod" if lab.startswith("pod ") else lab[len("container "):] if lab.startswith("container ") else None
+            if scope is None:
+                continue
+            shown[scope] = {f["file"]: f for f in e.get("files", []) if f.get("file") != "resctrl group"}
+        exp = self.case["expect"].get(self.layout, {})
+        results = []
+        for scope, rel in [("pod", self.pod_rel)] + [(n, self.ctr_rel[n]) for n in names]:
+            files = dict(shown.get(scope, {}))
+            spec = exp.get("pod", {}) if scope == "pod" else exp.get("containers", {}).get(scope, {})
+            label = "pod" if scope == "pod" else "container " + scope
+            for f in sorted(set(files) | set(spec)):
+                if f not in t.files() and f != "oom_score_adj":
+                    continue
+                got_run = t.read(rel, f) if f != "oom_score_adj" else t.oom(self.k["containers"][scope]["pid"]) if scope != "pod" else None
+                if f in files:
+                    want, why = files[f]["value"], "explain --pod shows %s (set by %s)" % (files[f]["value"], files[f]["set_by"])
+                    # the preview's scratch files hold what was written; the kernel read-back rules
+                    # of kernel_fixups (v2 cpu.max "QUOTA" keeps the period, v1 -1 limits)
+                    if f == "cpu.max" and len(want.split()) == 1 and got_run and len(got_run.split()) == 2:
+                        want += " " + got_run.split()[1]
+                    if self.layout == "v1" and f.startswith("memory.") and f.endswith("limit_in_bytes") and want == "-1":
+                        want = UNL
+                    ok = got_run == want
+                else:   # not shown: at the preview's kernel default; the run must have left it too
+                    want, why = "(kernel default)", "explain --pod does not show it: untouched"
+                    base = t.defaults().get(f) if f != "oom_score_adj" else None
+                    ok = got_run == base or (got_run == "" and base is None)
+                results.append({"behaviour": B, "scope": label, "file": f, "want": want, "got": got_run,
+                                "status": "ok" if ok else "diff", "why": why})
+        if not out.get("end_state"):
+            results.append({"behaviour": B, "scope": "", "file": "", "want": None, "got": None, "status": "diff", "error": True,
+                            "why": "explain --pod %s: no end state (exit %d): %s" % (man, p.returncode, (out.get("error") or p.stderr.decode(errors="replace"))[:200])})
+        return results
 
     def make_resctrl(self, d):
         """case.json node.resctrl {"cbm_mask", "num_closids", "l3_ids", "mb"}: a scratch tree shaped
@@ -654,8 +806,9 @@ def main(argv=None):
         h = subprocess.run([o.bin, "invoke", "--help"], capture_output=True, timeout=10)
         o.sysfs_ok = SYSFS_OPT in (h.stdout + h.stderr).decode(errors="replace")
         o.kcpu_ok = KCPU_OPT in (h.stdout + h.stderr).decode(errors="replace")
+        o.dev_ok = DEV_OPT in (h.stdout + h.stderr).decode(errors="replace")
     except (OSError, subprocess.TimeoutExpired):
-        o.sysfs_ok = o.kcpu_ok = False
+        o.sysfs_ok = o.kcpu_ok = o.dev_ok = False
     with open(o.differences) as fh:
         docs = json.load(fh)["differences"]
 

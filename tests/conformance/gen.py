@@ -13,6 +13,9 @@ kubelet and containerd hand to the runtime and writes, next to case.json:
   requests/nri/<ctr>-StartContainer.json
                                 native NRI events as the relay hands them to `nri-eval`
                                 (NRI Go JSON, src/nri/nri_json.hpp)
+  manifest.json                 the case's pod as a Kubernetes Pod manifest (v1 Pod, JSON is
+                                YAML), with the uid kubelet.json uses: what `nri-qos explain
+                                --pod` reads (the runner checks its end state, issue #21)
 
 Kubelet rules reproduced here (read from kubernetes/kubernetes, 1.33+ forms):
   * pkg/apis/core/v1/helper/qos GetPodQOS: BestEffort without cpu/memory requests and limits,
@@ -289,6 +292,18 @@ def build(case_dir):
         files["requests/nri/%s-StartContainer.json" % c["name"]] = {
             "event": "StartContainer", "runtime": RUNTIME, "pod": nri_pod, "container": started}
     files["kubelet.json"] = k
+    meta = {"name": pname, "namespace": ns, "uid": uid}
+    if labels:
+        meta["labels"] = labels
+    if annotations:
+        meta["annotations"] = annotations
+    ctrs = []
+    for c in pod["containers"]:
+        mc = {"name": c["name"], "image": c.get("image", "busybox:latest")}
+        if c.get("resources"):
+            mc["resources"] = c["resources"]
+        ctrs.append(mc)
+    files["manifest.json"] = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": ctrs}}
     return files
 
 

@@ -1,5 +1,6 @@
 // libFuzzer target: the fact readers (src/fact_readers.hpp) and the CPU-set list format
-// (src/cpuset.hpp) on hostile annotation values. The first byte picks the reader, the rest is the
+// (src/cpuset.hpp) on hostile annotation values, rubik's volcano.sh/blkio-limit and the
+// blkio_throttle value syntax (src/knobs.hpp). The first byte picks the reader, the rest is the
 // value. Oracles: every error is one non-empty line; values stay within their bounds; a CPU set
 // prints in canonical form and parses back to itself; an integer quantity equals its digits.
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include "cpuset.hpp"
 #include "fact_readers.hpp"
 #include "fuzz_common.hpp"
+#include "knobs.hpp"
 #include "request.hpp"
 
 namespace {
@@ -20,7 +22,7 @@ void one_line(const std::string& m, const char* what) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size == 0) return 0;
-    const unsigned sel = data[0] % 6;
+    const unsigned sel = data[0] % 7;
     std::string in(reinterpret_cast<const char*>(data + 1), size - 1);
     using namespace nriqos;
     try {
@@ -81,6 +83,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     if (k == in.size() || in.find_first_not_of("0123456789", k) != std::string::npos) fuzz::die("ParseInt accepted non-digits", in);
                     if ((*i < 0) != (in[0] == '-' && in.find_first_not_of("0", 1) != std::string::npos)) fuzz::die("ParseInt sign", in);
                 }
+                break;
+            }
+            case 6: {  // rubik volcano.sh/blkio-limit; the throttle list syntax round trip
+                try {
+                    BlkioLimit b = parse_blkio_limit(in);
+                    for (const auto& l : b.lists)
+                        if (l.size() > kMaxBlkioDevices) fuzz::die("more blkio devices than the bound");
+                } catch (const InputError& x) {
+                    one_line(x.what(), "blkio-limit error");
+                }
+                std::vector<ThrottleEntry> e, again;
+                std::string err;
+                if (!parse_throttle(in, e, err)) {
+                    one_line(err, "throttle error");
+                    break;
+                }
+                if (e.size() > kMaxThrottleEntries) fuzz::die("more throttle entries than the bound");
+                if (!parse_throttle(throttle_text(e), again, err) || throttle_text(again) != throttle_text(e)) fuzz::die("throttle does not round-trip", in);
+                for (const auto& t : e)
+                    if (t.rate == 0 || t.rate > static_cast<uint64_t>(INT64_MAX)) fuzz::die("throttle rate out of range", in);
                 break;
             }
         }

@@ -844,8 +844,8 @@ TEST_CASE("merge: a pod labelled for Koordinator BE and Volcano BE gets both age
     CHECK(d.merges[0].rule == "volcano-be");
     CHECK(d.merges[0].cls == "OFFLINE");
     CHECK(d.merges[0].applied);
-    CHECK(d.merges[0].note == "cpu_qos_level memory_qos_level pod:cpu_qos_level pod:memory_qos_level");
-    CHECK(d.merge_text() == "OFFLINE (rule volcano-be): cpu_qos_level memory_qos_level pod:cpu_qos_level pod:memory_qos_level");
+    CHECK(d.merges[0].note == "cpu_qos_level memory_qos_level blkio_throttle pod:cpu_qos_level pod:memory_qos_level");
+    CHECK(d.merge_text() == "OFFLINE (rule volcano-be): cpu_qos_level memory_qos_level blkio_throttle pod:cpu_qos_level pod:memory_qos_level");
     auto has = [](const std::vector<KnobSetting>& l, KnobId id) { return std::any_of(l.begin(), l.end(), [&](const KnobSetting& k) { return k.id == id; }); };
     CHECK(has(d.cls->container, KnobId::CpuShares));    // KOORD-BE's batch facts
     CHECK(has(d.cls->container, KnobId::CpuQosLevel));  // OFFLINE's -1

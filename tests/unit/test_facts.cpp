@@ -8,6 +8,7 @@
 #include <functional>
 #include <set>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "cpuset.hpp"
@@ -19,6 +20,7 @@
 #include "numa.hpp"
 #include "policy.hpp"
 #include "policy_cache.hpp"
+#include "replay.hpp"
 #include "request.hpp"
 #include "sinks.hpp"
 
@@ -488,6 +490,7 @@ struct Env {
         in.kernel = &kernel;
         in.cgroup_root = t.path + "/cg";
         in.sysfs_root = t.path + "/sys";
+        in.dev_root = t.path + "/dev";
         in.kubelet_cpu_state = t.path + "/cpu_manager_state";
         in.dry_run = dry;
         in.not_passed = not_passed;
@@ -1491,7 +1494,8 @@ TEST_CASE("trust: the registry declares what each fact raises and the keys it tr
         INFO(f.name);
         // a fact that reads a pod-written annotation and can raise names its keys, and vice versa
         if (std::string(f.name).rfind("numa.", 0) != 0 && std::string(f.name) != "rubik.qos_level" && std::string(f.name) != "volcano.memory_qos_level" &&
-            std::string(f.name) != "rubik.cache_limit") {  // held at the class's level by construction: only lowers
+            std::string(f.name) != "rubik.cache_limit" &&  // held at the class's level by construction: only lowers
+            std::string(f.name) != "rubik.blkio_limit") {  // a throttle only lowers (issue #21)
             CHECK(f.raises != 0);
             CHECK(*f.trust_keys);
         }
@@ -1604,4 +1608,129 @@ TEST_CASE("facts: rubik dynCache level from volcano.sh/cache-limit, never above 
                             "cpu_shares = { fact = \"koordinator.batch_cpu_shares\", default = \"low\" }\n", "p").errors() == 1);
     CHECK(check_policy_text("version = 1\n[settings]\ndefault_class = \"C\"\n[classes.C.container]\n"
                             "resctrl_group = { fact = \"rubik.cache_limit\", default = \"lowest\" }\n", "p").errors() == 1);
+}
+
+// ---- rubik ioLimit (issue #21) ---------------------------------------------------------------
+
+TEST_CASE("volcano.sh/blkio-limit: rubik's BlkConfig as Go's encoding/json decodes it", "[facts][readers][blkio]") {
+    // openeuler-mirror/rubik@1b6fece pkg/services/iolimit/iolimit_test.go TestConfigIOLimit "valid config"
+    BlkioLimit b = parse_blkio_limit(R"({"device_read_bps": [{"device": "/dev/sda", "value": "1048576"}],
+        "device_write_bps": [{"device": "8:16", "value": "2097152"}],
+        "device_read_iops": [{"device": "/dev/nvme0n1", "value": "1000"}],
+        "device_write_iops": [{"device": "253:1", "value": "2000"}]})");
+    REQUIRE(b.lists[0].size() == 1);
+    CHECK(b.lists[0][0].device == "/dev/sda");
+    CHECK(b.lists[0][0].value == "1048576");
+    CHECK(b.lists[1][0].device == "8:16");
+    CHECK(b.lists[2][0].value == "1000");
+    CHECK(b.lists[3][0].device == "253:1");
+    // keys match case-insensitively, other keys are ignored, null is empty, absent members are ""
+    b = parse_blkio_limit(R"({"Device_Read_BPS": [{"Device": "8:0", "VALUE": "5"}, {"device": "8:16"}, null], "x": 1, "device_write_bps": null})");
+    REQUIRE(b.lists[0].size() == 3);
+    CHECK(b.lists[0][0].device == "8:0");
+    CHECK(b.lists[0][0].value == "5");
+    CHECK(b.lists[0][1].value.empty());
+    CHECK(b.lists[1].empty());
+    CHECK(parse_blkio_limit("null").lists[2].empty());
+    // what fails rubik's json Decode fails here: the whole annotation (one line)
+    CHECK_THROWS_WITH(parse_blkio_limit("invalid json"), Catch::StartsWith("volcano.sh/blkio-limit: "));
+    CHECK_THROWS_WITH(parse_blkio_limit(R"({"device_read_bps": {"device": "8:0"}})"), Catch::Contains("device_read_bps: expected a list, got object"));
+    CHECK_THROWS_WITH(parse_blkio_limit(R"({"device_read_bps": [{"device": "8:0", "value": 1048576}]})"),
+                      Catch::Contains("value must be a string, got number"));
+    CHECK_THROWS_WITH(parse_blkio_limit("[]"), Catch::Contains("expected a JSON object, got array"));
+}
+
+TEST_CASE("blkio_throttle values: syntax, bounds, the kernel's keyed files", "[facts][blkio]") {
+    std::vector<ThrottleEntry> e;
+    std::string err;
+    REQUIRE(parse_throttle("8:0 rbps=1048576,8:16 wbps=2097152, 259:0 riops=1000,253:1 wiops=2000", e, err));
+    REQUIRE(e.size() == 4);
+    CHECK(e[1].major == 8);
+    CHECK(e[1].minor == 16);
+    CHECK(e[2].key == ThrottleEntry::Riops);
+    CHECK(throttle_text(e) == "8:0 rbps=1048576,8:16 wbps=2097152,259:0 riops=1000,253:1 wiops=2000");
+    for (const char* bad : {"", "8:0 rbps=0", "8:0 rbps=-1", "8:0 rbps=1.5", "8:0 xbps=1", "8 rbps=1", "a:0 rbps=1", "4096:0 rbps=1",
+                            "8:1048576 rbps=1", "8:0 rbps=99999999999999999999", "8:0 rbps=1,", "8:0=1 rbps"}) {
+        INFO(bad);
+        CHECK_FALSE(parse_throttle(bad, e, err));
+        CHECK(err.find('\n') == std::string::npos);
+    }
+    std::string many;
+    for (int i = 0; i <= static_cast<int>(kMaxThrottleEntries); ++i) many += (i ? "," : "") + std::string("8:0 rbps=2");
+    CHECK_FALSE(parse_throttle(many, e, err));
+    CHECK(err == "more than 64 device limits");
+    // a policy literal takes the same syntax, canonicalised
+    Policy p = parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\n[classes.C.container]\nblkio_throttle = \"8:0  rbps=10\"\n", "t.toml");
+    CHECK(p.classes.at("C").container.at(0).value.text == "8:0 rbps=10");
+    CHECK_THROWS_WITH(parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\n[classes.C.container]\nblkio_throttle = \"8:0 rbps=0\"\n", "t.toml"),
+                      Catch::Contains("blkio_throttle: \"8:0 rbps=0\": rate must be an integer 1..2^63-1"));
+    // what the kernel shows after several one-device writes (explain --pod's scratch tree)
+    std::string v2 = merge_throttle_file("kubepods/pod1/c/io.max", "", "8:16 wbps=2097152");
+    v2 = merge_throttle_file("kubepods/pod1/c/io.max", v2, "8:0 rbps=1048576");
+    v2 = merge_throttle_file("kubepods/pod1/c/io.max", v2, "8:0 riops=1000");
+    CHECK(v2 == "8:0 rbps=1048576 wbps=max riops=1000 wiops=max\n8:16 rbps=max wbps=2097152 riops=max wiops=max\n");
+    std::string v1 = merge_throttle_file("blkio/c/blkio.throttle.read_bps_device", "8:16 5\n", "8:0 7");
+    CHECK(v1 == "8:0 7\n8:16 5\n");
+    CHECK(merge_throttle_file("blkio/c/blkio.throttle.read_bps_device", v1, "8:16 0") == "8:0 7\n");
+    CHECK(is_throttle_file("blkio/x/blkio.throttle.write_iops_device"));
+    CHECK(is_throttle_file("x/io.max"));
+    CHECK_FALSE(is_throttle_file("x/io.weight"));
+    // status/reconcile: the written device's limit is in the kernel's line
+    CHECK(kernel_value_matches("c/io.max", "8:0 rbps=1048576", v2));
+    CHECK_FALSE(kernel_value_matches("c/io.max", "8:0 wbps=1048576", v2));
+    CHECK(kernel_value_matches("blkio/c/blkio.throttle.read_bps_device", "8:16 5", "8:0 7\n8:16 5\n"));
+    CHECK_FALSE(kernel_value_matches("blkio/c/blkio.throttle.read_bps_device", "8:16 6", "8:0 7\n8:16 5\n"));
+}
+
+TEST_CASE("facts: rubik ioLimit from volcano.sh/blkio-limit, devices checked against the node", "[facts][blkio]") {
+    // openeuler-mirror/rubik@1b6fece pkg/services/iolimit/iolimit.go configIOLimit, applyDeviceConfig,
+    // convertToMajorMinorImpl: MAJ:MIN as is, /dev/<name> by stat; bad entries skipped.
+    ClassDef cls = class_of("[classes.C.container]\nblkio_throttle = { fact = \"rubik.blkio_limit\" }\n");
+    auto run = [&](Env& e, const std::string& ann, Layout lay = Layout::V1) {
+        json a = ann.empty() ? json::object() : json{{"volcano.sh/blkio-limit", ann}};
+        FactPlan p = e.run(cls, req_from("container-create.json", {{"spec", {{"annotations", a}}}}), lay);
+        const KnobSetting* k = knob(p.cls.container, KnobId::BlkioThrottle);
+        return k ? k->value.text + " | " + k->note
+                 : "none | " + (p.skipped.empty() ? std::string() : p.skipped[0]) + (p.refused.empty() ? std::string() : "refused " + p.refused[0]);
+    };
+    Env e;
+    for (const char* d : {"8:0", "8:16", "253:1", "259:0"}) e.t.mkdir(std::string("sys/dev/block/") + d);
+    e.t.put("sys/dev/block/8:17/partition", "1\n");
+    e.t.mkdir("dev");
+    const bool nodes = mknod((e.t.path + "/dev/sda").c_str(), S_IFBLK | 0600, makedev(8, 0)) == 0 &&
+                       mknod((e.t.path + "/dev/nvme0n1").c_str(), S_IFBLK | 0600, makedev(259, 0)) == 0;
+    e.t.put("dev/null-ish", "");
+    const std::string fixture = R"({"device_read_bps": [{"device": "/dev/sda", "value": "1048576"}],
+        "device_write_bps": [{"device": "8:16", "value": "2097152"}],
+        "device_read_iops": [{"device": "/dev/nvme0n1", "value": "1000"}],
+        "device_write_iops": [{"device": "253:1", "value": "2000"}]})";
+    if (nodes) {
+        CHECK(run(e, fixture).rfind("8:0 rbps=1048576,8:16 wbps=2097152,259:0 riops=1000,253:1 wiops=2000 | volcano.sh/blkio-limit: "
+                                    "device_read_bps \"/dev/sda\" → 8:0 rbps=1048576, ", 0) == 0);
+    } else {
+        WARN("mknod refused (not root): device paths not checked");
+    }
+    // MAJ:MIN only: no device node needed
+    CHECK(run(e, R"({"device_write_iops":[{"device":"8:0","value":"1000"}]})").rfind("8:0 wiops=1000 | ", 0) == 0);
+    // entries skipped with the reason, the others apply (applyDeviceConfig)
+    std::string r = run(e, R"({"device_read_bps":[{"device":"8:17","value":"5"},{"device":"9:9","value":"5"},{"device":"/dev/null-ish","value":"5"},
+        {"device":"8:0","value":"0"},{"device":"8:16","value":"12x"},{"device":"sda","value":"5"},{"device":"8:0"},{"device":"8:16","value":"7"}]})");
+    CHECK(r.rfind("8:16 rbps=7 | ", 0) == 0);
+    CHECK(r.find("skipped: device_read_bps \"8:17\": 8:17 is a partition; the kernel throttles whole disks only; "
+                 "device_read_bps \"9:9\": no block device 9:9 on this node (sysfs dev/block); "
+                 "device_read_bps \"/dev/null-ish\": not a block device; device_read_bps \"8:0\": value 0 would lift a limit") != std::string::npos);
+    CHECK(r.find("; 3 more") != std::string::npos);
+    // nothing usable: absent (skipped), never a failure
+    CHECK(run(e, R"({"device_read_bps":[{"device":"/dev/../etc/passwd","value":"5"}]})") ==
+          "none | blkio_throttle: fact rubik.blkio_limit absent: volcano.sh/blkio-limit: no usable device limit (device_read_bps "
+          "\"/dev/../etc/passwd\": not a device path below /dev)");
+    CHECK(run(e, "").find("absent: no volcano.sh/blkio-limit annotation") != std::string::npos);
+    // cgroup v2 io.max refuses a rate of 1 (blk-throttle tg_set_limit); v1 takes it
+    CHECK(run(e, R"({"device_read_bps":[{"device":"8:0","value":"1"}]})").rfind("8:0 rbps=1 | ", 0) == 0);
+    CHECK(run(e, R"({"device_read_bps":[{"device":"8:0","value":"1"}]})", Layout::V2).find("value 1: cgroup v2 io.max takes rates from 2") != std::string::npos);
+    // malformed JSON: refused (a failure, one line), as rubik applies nothing
+    CHECK(run(e, "{").rfind("none | refused blkio_throttle: fact rubik.blkio_limit: volcano.sh/blkio-limit: ", 0) == 0);
+    // trust: no declaration needed (a throttle only lowers)
+    CHECK(find_fact("rubik.blkio_limit")->raises == 0);
+    CHECK(std::string(find_fact("rubik.blkio_limit")->trust_keys).empty());
 }

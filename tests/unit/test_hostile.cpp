@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fact_readers.hpp"
+#include "knobs.hpp"
 #include "policy.hpp"
 #include "request.hpp"
 
@@ -183,4 +185,36 @@ TEST_CASE("hostile policy: a '''it's''' string does not hide what follows from t
                      "[classes.A]\ndescription = \"\"\"\"\"This,\" she said, \"is just a pointless statement.\"\"\"\"\"\n"
                      "[classes.B]\ndescription = \"x\\\\\"\n[classes.C]\ndescription = '[[[[ # not a comment'\n";
     CHECK(policy_outcome(ok) == "ok");
+}
+
+TEST_CASE("hostile volcano.sh/blkio-limit: bounded device lists, deep or huge documents refused", "[hostile][blkio]") {
+    using namespace nriqos;
+    // 17 devices in one list: refused (rubik writes them all; nri-qos bounds a pod's own input)
+    std::string many = "{\"device_read_bps\":[";
+    for (int i = 0; i < 17; ++i) many += std::string(i ? "," : "") + "{\"device\":\"8:0\",\"value\":\"1\"}";
+    many += "]}";
+    CHECK(in_child([&] { parse_blkio_limit(many); }, 5) == "error: volcano.sh/blkio-limit: device_read_bps: more than 16 devices");
+    // 100,000 entries: refused quickly, one line
+    std::string huge = "{\"device_read_bps\":[";
+    for (int i = 0; i < 100000; ++i) huge += std::string(i ? "," : "") + "{\"device\":\"8:0\",\"value\":\"1\"}";
+    huge += "]}";
+    std::string r = in_child([&] { parse_blkio_limit(huge); }, 5);
+    CHECK(r.rfind("error: volcano.sh/blkio-limit: ", 0) == 0);
+    CHECK(r.find('\n') == std::string::npos);
+    // nesting beyond the fact readers' depth
+    std::string deep = "{\"device_read_bps\":" + std::string(200, '[') + std::string(200, ']') + "}";
+    CHECK(in_child([&] { parse_blkio_limit(deep); }, 5).rfind("error: volcano.sh/blkio-limit: ", 0) == 0);
+    // a device or value string of 200 KiB: parsed, then refused by the fact per entry (no crash)
+    std::string big = "{\"device_read_bps\":[{\"device\":\"" + std::string(200000, 'x') + "\",\"value\":\"" + std::string(10, '9') + "\"}]}";
+    CHECK(in_child([&] { parse_blkio_limit(big); }, 5) == "ok");
+    // the knob's own syntax: rates beyond 2^63-1, a million commas
+    std::vector<ThrottleEntry> e;
+    std::string err;
+    CHECK_FALSE(parse_throttle("8:0 rbps=18446744073709551616", e, err));
+    // a control character in the item stays out of the one-line error (fuzz-fact_readers finding)
+    CHECK_FALSE(parse_throttle(std::string("8:0 rbp\n\0x=1", 12), e, err));
+    CHECK(err.find('\n') == std::string::npos);
+    CHECK(err.find('\0') == std::string::npos);
+    CHECK(in_child([&] { if (!parse_throttle(std::string(1000000, ','), e, err)) throw InputError(err); }, 5) ==
+          "error: device list longer than 4096 characters");
 }
