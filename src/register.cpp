@@ -26,6 +26,7 @@
 
 #include "detect.hpp"
 #include "facts.hpp"
+#include "nri/service.hpp"
 #include "policy.hpp"
 #include "policy_builtin.hpp"
 #include "policy_store.hpp"
@@ -530,6 +531,20 @@ RegisterResult disable_native(const std::string& plugins_dir, const std::string&
                                    " (restart the runtime to stop the running relay)");
     } catch (const std::exception& e) {
         return fail_result(std::string("unregister --native: ") + e.what());
+    }
+}
+
+std::string external_relay_serving(const std::string& state_dir, const std::string& proc_root) {
+    try {
+        nlohmann::json st = nri::read_service_status(state_dir + "/relay.json", proc_root);
+        if (!st.is_object() || !st.value("up", false)) return "";
+        std::string s = "nri-qos relay service (pid " + std::to_string(st.value("pid", int64_t(0)));
+        if (st.value("registered", false) && st.contains("runtime") && st["runtime"].is_string())
+            s += ", registered with " + st["runtime"].get<std::string>().substr(0, 64) + " " +
+                 st.value("runtime_version", std::string()).substr(0, 64);
+        return s + ")";
+    } catch (...) {
+        return "";
     }
 }
 
@@ -1197,6 +1212,7 @@ void add_register_commands(CLI::App& app) {
         std::string policy_note;
         const std::vector<std::string> needed = needed_annotations(policy_path, policy_note);
         if (reg->native) reg->mode = "native";
+        const bool asked_native = reg->mode == "native";
         RegisterPlan plan = plan_register(info, isulad, crio, reg->mode, needed);
         if (reg->pass_annotations && !plan.missing_annotations.empty()) {
             RegisterResult e = pass_annotations(info, plan.missing_annotations, stamp);
@@ -1228,6 +1244,28 @@ void add_register_commands(CLI::App& app) {
         }
         reg->mode = plan.mode;
         if (reg->mode == "native") {
+            // The external relay serves the runtime already (the operator switched to it, and a
+            // package upgrade's postinst runs `register` again): a launched plugin beside it would
+            // be a second 10-nri-qos at the runtime's next start (issue #20 §2: never both).
+            const std::string serving = external_relay_serving(reg->state_dir);
+            if (!serving.empty()) {
+                const std::string link = reg->plugins_dir + "/" + reg->index + "-" + reg->type;
+                struct stat lst {};
+                const bool have_link = ::lstat(link.c_str(), &lst) == 0;
+                const std::string what = "the " + serving + " serves the runtime as an external NRI plugin (" +
+                                         reg->state_dir + "/relay.json)";
+                if (asked_native) {
+                    finish(fail_result(what + ": not installing the launched plugin " + link +
+                                       " beside it (the runtime would see two " + reg->index + "-" + reg->type +
+                                       "); stop it first: systemctl disable --now nri-qos-relay"));
+                    return;
+                }
+                if (have_link)
+                    std::cerr << "nri-qos: WARNING: " << link << " exists as well: the runtime will start it beside "
+                              << "the relay service at its next start. Fix: nri-qos unregister --native" << std::endl;
+                finish(ok_result(false, "native NRI: " + what + "; no launched plugin installed in " + reg->plugins_dir));
+                return;
+            }
             finish(enable_native(reg->plugins_dir, reg->index, reg->binary, reg->type));
             return;
         }

@@ -125,6 +125,15 @@ RegisterResult enable_native(const std::string& plugins_dir, const std::string& 
 RegisterResult disable_native(const std::string& plugins_dir, const std::string& idx,
                               const std::string& binary_path, const std::string& name = kDefaultType);
 
+/// The external relay that serves the runtime on this node, or "" when none does: the relay
+/// service (`nri-qos relay --socket`, packaged as nri-qos-relay.service; the DaemonSet's relay)
+/// whose liveness file `<state_dir>/relay.json` names a live nri-qos process (src/nri/service.hpp
+/// read_service_status: "up"). Returned as one line: "nri-qos relay service (pid N, registered
+/// with containerd 2.1.9)". `register` never installs the launched plugin beside it: the runtime
+/// would see two plugins `10-nri-qos` at its next start (issue #20 §2, "never both",
+/// docs/native-nri.md). `proc_root` is for tests. Never throws.
+std::string external_relay_serving(const std::string& state_dir, const std::string& proc_root = "/proc");
+
 struct Policy;
 
 // ---- Reading the node's runtime (issue #20 §4, issue #25 §1) ----

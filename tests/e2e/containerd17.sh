@@ -30,6 +30,10 @@ case $RT in
   1.7) DEB_SUITE=trixie; S=c17-$MODE; D=$E2E_WORK/containerd17-$MODE ;;
   2.1) DEB_SUITE=$C21_SUITE; S=c21-$MODE; D=$E2E_WORK/containerd21-$MODE; OCI_OOM=1 ;;
 esac
+# The external relay's supervisor (ext_start): a bash loop on the host, the .deb's systemd unit in
+# the node VM, which listens where the unit connects: NRI's default socket.
+EXT_SUPERVISOR=loop
+if ! host_only && [ "$MODE" = native ]; then EXT_SUPERVISOR=systemd; E2E_NRI_SOCK=/var/run/nri/nri.sock; fi
 RTROOT=$E2E_CACHE/$DEB_SUITE-root
 CONTAINERD=$RTROOT/usr/bin/containerd
 CTR=$RTROOT/usr/bin/ctr
@@ -85,6 +89,13 @@ build_gostub() {
       GO111MODULE=off GOPATH="$TR/usr/share/gocode" GOCACHE="$E2E_CACHE/gocache" GOTOOLCHAIN=local \
       GOPROXY=off GOFLAGS= CGO_ENABLED=0 "$gb" build -o "$GOSTUB.tmp" . >&2) || return 1
   mv -f "$GOSTUB.tmp" "$GOSTUB"
+}
+
+# gostub built, or already there (the node VM has no Go: nodevm.sh stages the host's build)
+gostub_ready() { # 0 ready; 1 (SKIP) no Go to build it with; 2 (FAIL) the build failed. Reason in GOSTUB_WHY.
+  [ -x "$GOSTUB" ] && [ "$GOSTUB" -nt "$REPO/bench/gostub/main.go" ] && return 0
+  fetch_go || { GOSTUB_WHY="cannot fetch trixie's Go packages for bench/gostub"; return 1; }
+  build_gostub || { GOSTUB_WHY="bench/gostub build failed"; return 2; }
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -220,15 +231,35 @@ native_restart() {
 # file is also written by other nri-qos builds on a test host, which keep only the series they know.
 PROM=$D/logs/nri_qos.prom
 rejected_count() { sed -n 's/^nri_qos_adjustment_rejected_total{other="05-gostub"} //p' "$PROM" 2>/dev/null | tail -1; }
+# The relay's policy for the conflict scenario: the launched relay's conf.d file, or (EXTERNAL=1:
+# the node VM's packaged service) the service's /etc/nri/nri-qos.toml, read per event.
+conflict_policy() { if [ -n "${EXTERNAL:-}" ]; then install -m 0644 "$1" "$EXT_POLICY_FILE"; else set_native_policy "$1"; fi; }
+# The external relay reconnects after containerd's restart: wait for its Synchronize.
+conflict_restart() { # NAME WHAT
+  local before; [ -n "${EXTERNAL:-}" ] && before=$(ext_syncs)
+  stop_containerd; start_containerd || { fail "$1" "containerd did not restart $2"; return 1; }
+  [ -z "${EXTERNAL:-}" ] && return 0
+  ext_wait 60 "" "$before" >/dev/null || { fail "$1" "the relay did not reconnect after containerd's restart $2"; return 1; }
+}
+# the relay's recorder waits for containerd's log line, then writes: poll for its record
+conflict_record() { # SEEN
+  local rec _
+  for _ in $(seq 1 40); do
+    rec=$(tail -n +"$(($1 + 1))" "$E2E_EVENT_LOG" 2>/dev/null | jq -c 'select(.failure == "adjustment-rejected" and .pod == "conflict")' 2>/dev/null | tail -1)
+    [ -n "$rec" ] && break
+    sleep 0.5
+  done
+  echo "$rec"
+}
 native_plugin_conflict() {
   local name=$S-plugin-conflict msg rec before after st pol=$D/policy/leave.toml cpol=$D/policy/conflict.toml
-  fetch_go || { skip "$name" "cannot fetch trixie's Go packages for bench/gostub"; return; }
-  build_gostub || { fail "$name" "bench/gostub build failed"; return; }
+  local g=0; gostub_ready || g=$?
+  [ $g = 0 ] || { if [ $g = 2 ]; then fail "$name" "$GOSTUB_WHY"; else skip "$name" "$GOSTUB_WHY (the node VM: none staged)"; fi; return; }
   install -m 0755 "$GOSTUB" /opt/nri/plugins/05-gostub
   echo '{}' > /etc/nri/conf.d/05-gostub.conf
   sed "s|^\\[settings\\]\$|[settings]\\nmetrics_file = \"$PROM\"|" "$D/policy/nri-qos.toml" > "$cpol"
-  set_native_policy "$cpol"
-  stop_containerd; start_containerd || { fail "$name" "containerd did not restart with 05-gostub"; return; }
+  conflict_policy "$cpol"
+  conflict_restart "$name" "with 05-gostub" || return
   before=$(rejected_count); before=${before:-0}
   local seen; seen=$(wc -l < "$E2E_EVENT_LOG" 2>/dev/null || echo 0)   # records of earlier runs: not this one's
   if run_pod conflict conflict "$(kube_parent burstable)" "${RES[@]}" --label koordinator.sh/qosClass=BE; then
@@ -237,10 +268,9 @@ native_plugin_conflict() {
   else
     msg=$(first_error conflict); stop_pod conflict
     log "  CRI: $msg"
-    sleep 2.5   # the relay's recorder waits for containerd's log line, then writes
     MISMATCH=""
     [[ $msg == *'both tried to set'* ]] || MISMATCH="CRI error is not containerd's ownership conflict: $msg"
-    rec=$(tail -n +"$((seen + 1))" "$E2E_EVENT_LOG" 2>/dev/null | jq -c 'select(.failure == "adjustment-rejected" and .pod == "conflict")' 2>/dev/null | tail -1)
+    rec=$(conflict_record "$seen")
     log "  record: ${rec:-none in $E2E_EVENT_LOG}"
     [[ $rec == *'\"05-gostub\" both tried to set CPU shares'* ]] ||
       MISMATCH="${MISMATCH:+$MISMATCH; }no adjustment-rejected record naming 05-gostub in $E2E_EVENT_LOG"
@@ -251,6 +281,13 @@ native_plugin_conflict() {
     log "  status: ${st:-no line}"
     [[ $st == *05-gostub* ]] || MISMATCH="${MISMATCH:+$MISMATCH; }status does not name 05-gostub"
     verdict "$name"
+  fi
+  if [ -n "${EXTERNAL:-}" ]; then
+    # the node VM: the conflict only (leave-to-others is the host's), and its last scenario:
+    # 05-gostub goes with containerd at teardown, no restart here (minutes under TCG)
+    rm -f /opt/nri/plugins/05-gostub /etc/nri/conf.d/05-gostub.conf
+    conflict_policy "$D/policy/nri-qos.toml"
+    return
   fi
   # The same pod with CPU shares left to 05-gostub.
   name=$S-leave-to-others
@@ -342,49 +379,82 @@ native_bundled() {
 
 # ---------------------------------------------------------------------------------------------
 # The relay as an external NRI plugin (issue #20): `nri-qos relay --socket <containerd's NRI
-# socket>` ($D/nri.sock, nri_block: disable_connections = false), the shape of the packages'
-# nri-qos-relay.service and of the DaemonSet's relay container. It runs under a restart
-# supervisor that behaves like systemd's Restart=always (RestartSec=1) or the kubelet restarting
-# the DaemonSet's container: a bash loop here (ext_supervise; the node VM has systemd, the host
-# does not). Its liveness is read from /run/nri-qos/relay.json (`nri-qos status --relay`) and its
-# metrics from $D/metrics/nri_qos_relay.prom. The launched relay (/opt/nri/plugins/10-nri-qos)
-# is removed first: the runtime must never see two plugins 10-nri-qos.
+# socket>` (nri_block: disable_connections = false), the shape of the packages'
+# nri-qos-relay.service and of the DaemonSet's relay container. Its supervisor (EXT_SUPERVISOR):
+#   loop     (the host, whose PID 1 is not systemd; the DaemonSet-style scenario everywhere):
+#            `nri-qos relay --socket $D/nri.sock --policy FILE` under a bash loop that behaves like
+#            systemd's Restart=always (RestartSec=1) or the kubelet restarting the DaemonSet's
+#            container (ext_supervise);
+#   systemd  (the node VM): the project's .deb ($E2E_DEB) installed with dpkg, its
+#            nri-qos-relay.service enabled as docs/native-nri.md says (`nri-qos unregister
+#            --native; systemctl enable --now nri-qos-relay`), unchanged: it connects to NRI's
+#            default socket /var/run/nri/nri.sock (E2E_NRI_SOCK, where the suite's containerd
+#            listens) and reads /etc/nri/nri-qos.toml, where the test policy is installed as an
+#            operator edits that file; systemd restarts it. containerd runs as containerd.service
+#            there (lib.sh ctd_unit_on), so that the relay's recorder finds the runtime's log
+#            where it looks by default (journal:containerd). The package is purged afterwards.
+# Its liveness is read from /run/nri-qos/relay.json (`nri-qos status --relay`), its metrics from
+# nri_qos_relay.prom, its Synchronize passes from its log (file or journal). The launched relay
+# (/opt/nri/plugins/10-nri-qos) is removed first: the runtime must never see two plugins 10-nri-qos.
 EXT_LOG=$D/logs/ext-relay.log
 EXT_SUP=$D/relay-sup.pid                 # the supervisor's pid (teardown_all kills it)
 EXT_HOLD=$D/relay-hold                   # while it exists the supervisor does not restart the relay
-EXT_METRICS=$D/metrics/nri_qos.prom      # the relay's textfile: $D/metrics/nri_qos_relay.prom
 EXT_STATUS=/run/nri-qos/relay.json       # the relay's state dir is the default one
 EXT_RESTART_SEC=${EXT_RESTART_SEC:-1}
+EXT_UNIT=nri-qos-relay.service
+EXT_DROPIN=/run/systemd/system/$EXT_UNIT.d/50-nri-qos-e2e.conf   # the test's hold (ExecStartPre)
+EXT_POLICY_FILE=/etc/nri/nri-qos.toml    # the packaged service's policy (its default --policy)
+EXT_PKG=$D/pkg-installed                 # the suite installed the .deb (teardown purges it)
+if [ "$EXT_SUPERVISOR" = systemd ]; then
+  # packaging/deb/debian/rules: METRICS_FILE; the relay's textfile is nri_qos_relay.prom beside it
+  EXT_METRICS=/var/lib/prometheus/node-exporter/nri_qos.prom
+else
+  EXT_METRICS=$D/metrics/nri_qos.prom    # the relay's textfile: $D/metrics/nri_qos_relay.prom
+fi
+EXT_CUR=$EXT_SUPERVISOR                  # the supervisor of the relay started last (ext_start)
 
 ext_supervise() { # POLICY: Restart=always, RestartSec=$EXT_RESTART_SEC (runs until killed)
   while :; do
     while [ -e "$EXT_HOLD" ]; do sleep 0.2; done
-    "$NRI_QOS_BIN" relay --socket "$D/nri.sock" --policy "$1" --log-file "$EXT_LOG" \
-      --metrics-file "$EXT_METRICS" </dev/null >>"$EXT_LOG" 2>&1
+    "$NRI_QOS_BIN" relay --socket "$(nri_sock)" --policy "$1" --log-file "$EXT_LOG" \
+      --metrics-file "$D/metrics/nri_qos.prom" </dev/null >>"$EXT_LOG" 2>&1
     printf '[%(%T)T] supervisor: relay exited (status %s); restart in %s s\n' -1 "$?" "$EXT_RESTART_SEC" >>"$EXT_LOG"
     sleep "$EXT_RESTART_SEC"
   done
 }
-ext_start() { # POLICY
-  mkdir -p "$(dirname "$EXT_METRICS")"
+ext_main_pid() { systemctl show -P MainPID "$EXT_UNIT" 2>/dev/null; }
+ext_start() { # POLICY [loop|systemd]
+  EXT_CUR=${2:-$EXT_SUPERVISOR}
   rm -f "$EXT_HOLD"
+  if [ "$EXT_CUR" = systemd ]; then
+    install -m 0644 "$1" "$EXT_POLICY_FILE"
+    systemctl enable --now "$EXT_UNIT" >&2 || log "  systemctl enable --now $EXT_UNIT failed"
+    log "  external relay: $EXT_UNIT MainPID $(ext_main_pid), policy $1 (installed as $EXT_POLICY_FILE)"
+    return
+  fi
+  mkdir -p "$D/metrics"
   ( exec 9>&-; ext_supervise "$1" ) </dev/null &   # fd 9 (the suite lock) is not inherited
   echo $! > "$EXT_SUP"
   log "  external relay: supervisor pid $(cat "$EXT_SUP"), policy $1"
 }
-ext_stop() { # the supervisor, then every relay process on our socket (service, relay, keeper, zygote)
+ext_stop() { # the service or the supervisor, then every relay process on our socket (service, relay, keeper, zygote)
+  [ -f "$EXT_PKG" ] && systemctl stop "$EXT_UNIT" 2>/dev/null
   local p; p=$(cat "$EXT_SUP" 2>/dev/null)
   [ -n "$p" ] && kill -9 "$p" 2>/dev/null
   rm -f "$EXT_SUP"
   # shellcheck disable=SC2046
-  kill $(pids_with_arg "$D/nri.sock") 2>/dev/null
-  local _; for _ in $(seq 1 30); do [ -z "$(pids_with_arg "$D/nri.sock")" ] && break; sleep 0.1; done
+  kill $(pids_with_arg "$(nri_sock)") 2>/dev/null
+  local _; for _ in $(seq 1 30); do [ -z "$(pids_with_arg "$(nri_sock)")" ] && break; sleep 0.1; done
   # shellcheck disable=SC2046
-  kill_pids $(pids_with_arg "$D/nri.sock")
+  kill_pids $(pids_with_arg "$(nri_sock)")
 }
 rj() { jq -r "$1" "$EXT_STATUS" 2>/dev/null; }   # rj FILTER: the relay's liveness file
+ext_log_text() { # the relay's log: its file, or the service's journal
+  if [ "$EXT_CUR" = systemd ]; then journalctl -q -u "$EXT_UNIT" -o cat --no-pager 2>/dev/null
+  else cat "$EXT_LOG" 2>/dev/null; fi
+}
 # Synchronize passes the relay logged (one summary line per pass: docs/native-nri.md)
-ext_syncs() { local n; n=$(grep -c 'Synchronize: [0-9]* pods, [0-9]* containers .*evaluated' "$EXT_LOG" 2>/dev/null); echo "${n:-0}"; }
+ext_syncs() { local n; n=$(ext_log_text | grep -c 'Synchronize: [0-9]* pods, [0-9]* containers .*evaluated'); echo "${n:-0}"; }
 # ext_wait SECONDS [NOT_PID] [SYNCS_BEFORE]: until `nri-qos status --relay` says up and
 # registered, with a service pid other than NOT_PID, and more Synchronize passes logged than
 # SYNCS_BEFORE. Prints the seconds it took; non-zero on timeout.
@@ -397,15 +467,62 @@ ext_wait() {
     fi
     sleep 0.2
   done
-  log "  relay not back within $t s: $("$NRI_QOS_BIN" status --relay 2>&1 | head -1); $(tail -3 "$EXT_LOG" 2>/dev/null | tr '\n' '|')"
+  log "  relay not back within $t s: $("$NRI_QOS_BIN" status --relay 2>&1 | head -1); $(ext_log_text | tail -3 | tr '\n' '|')"
   return 1
 }
-ext_running() { [ -n "$(cat "$EXT_SUP" 2>/dev/null)" ] && kill -0 "$(cat "$EXT_SUP")" 2>/dev/null && "$NRI_QOS_BIN" status --relay >/dev/null 2>&1; }
-ext_ensure() { # NAME: an external relay on the test policy, registered
-  ext_running && return 0
-  ext_stop; ext_start "$D/policy/nri-qos.toml"
-  ext_wait 30 >/dev/null || { fail "$1" "the external relay did not register within 30 s (see $EXT_LOG)"; return 1; }
+ext_running() {
+  if [ "$EXT_CUR" = systemd ]; then systemctl is-active -q "$EXT_UNIT" 2>/dev/null
+  else [ -n "$(cat "$EXT_SUP" 2>/dev/null)" ] && kill -0 "$(cat "$EXT_SUP")" 2>/dev/null; fi &&
+    "$NRI_QOS_BIN" status --relay >/dev/null 2>&1
 }
+ext_ensure() { # NAME: an external relay on the test policy, registered
+  EXT_CUR=$EXT_SUPERVISOR
+  ext_running && return 0
+  ext_pkg_install "$1" || return 1
+  ext_stop; ext_start "$D/policy/nri-qos.toml"
+  ext_wait 30 >/dev/null || { fail "$1" "the external relay did not register within 30 s"; return 1; }
+}
+
+# systemd: the .deb installed as an operator does it on a node (nothing to do for the loop). The
+# c16 part of the node VM may have left a package behind: purged first. The test's drop-in
+# holds a restart while $EXT_HOLD exists (an ExecStartPre that waits), the unit stays the package's.
+ext_pkg_install() { # NAME
+  [ "$EXT_SUPERVISOR" = systemd ] || return 0
+  [ -f "$EXT_PKG" ] && return 0
+  local deb=${E2E_DEB:-} log=$D/logs/dpkg.log rc=0
+  if dpkg-query -W -f='${Status}' nri-qos 2>/dev/null | grep -q 'ok installed'; then
+    log "  nri-qos $(dpkg-query -W -f='${Version}' nri-qos) already installed (left by an earlier suite): dpkg --purge"
+    dpkg --purge nri-qos >&2
+  fi
+  rm -f "$EXT_POLICY_FILE"   # the node before the install: no policy of an earlier suite
+  touch "$EXT_PKG"           # before dpkg: a half-done install is purged at teardown too
+  DEBIAN_FRONTEND=noninteractive dpkg -i "$deb" </dev/null >"$log" 2>&1 || rc=$?
+  log "  dpkg -i $(basename "$deb") (exit $rc): $(tr '\n' '|' < "$log" | tail -c 800)"
+  [ $rc = 0 ] || { fail "$1" "dpkg -i exited $rc: $(tail -2 "$log" | tr '\n' ' ')"; return 1; }
+  # docs/native-nri.md: the service instead of the launched plugin (postinst registered one)
+  log "  nri-qos unregister --native: $(/usr/sbin/nri-qos unregister --native 2>&1 | tr '\n' ' ')"
+  # The package's reconcile timer (every 30 s) would restore what these scenarios want the
+  # relay's Synchronize to restore: stopped, so that a value is the relay's own work.
+  systemctl stop nri-qos-reconcile.timer 2>/dev/null
+  mkdir -p "$(dirname "$EXT_DROPIN")"
+  printf '[Service]\n# e2e (tests/e2e/containerd17.sh): a restart waits while %s exists\nExecStartPre=/bin/sh -c "while [ -e %s ]; do sleep 0.2; done"\nTimeoutStartSec=300\n' \
+    "$EXT_HOLD" "$EXT_HOLD" > "$EXT_DROPIN"
+  systemctl daemon-reload
+}
+ext_pkg_purge() {
+  [ -f "$EXT_PKG" ] || return 0
+  systemctl disable --now "$EXT_UNIT" >/dev/null 2>&1
+  rm -f "$EXT_DROPIN"; rmdir "$(dirname "$EXT_DROPIN")" 2>/dev/null
+  DEBIAN_FRONTEND=noninteractive dpkg --purge nri-qos >> "$D/logs/dpkg.log" 2>&1 || log "dpkg --purge nri-qos failed: $(tail -2 "$D/logs/dpkg.log" | tr '\n' ' ')"
+  systemctl daemon-reload
+  rm -f "$EXT_PKG"
+  local left=""
+  [ -e "/lib/systemd/system/$EXT_UNIT" ] && left="$left /lib/systemd/system/$EXT_UNIT"
+  systemctl is-active -q "$EXT_UNIT" 2>/dev/null && left="$left (the service still runs)"
+  [ -e /usr/sbin/nri-qos ] || [ -L /usr/sbin/nri-qos ] && left="$left /usr/sbin/nri-qos"
+  log "  dpkg --purge nri-qos: left${left:- nothing}"
+}
+suite_teardown() { ext_pkg_purge; }   # lib.sh teardown_all
 # `nri-qos status` knows the pod OUT and classes it CLASS (the memo written at Synchronize)
 expect_status_class() { # OUT CLASS
   local got; got=$("$NRI_QOS_BIN" status --format json 2>/dev/null |
@@ -423,18 +540,25 @@ expect_untouched() { # OUT
 
 # sync-existing: a BE and an LS pod start while no nri-qos is registered (CRI's values); then
 # the external relay connects: its Synchronize gives them their class's values (kernel) and
-# `status` lists them with their class (the memo rebuilt by the pass).
+# `status` lists them with their class (the memo rebuilt by the pass). systemd: the .deb is
+# installed only now, on the node with the two pods running, then its service enabled.
 ext_sync_existing() {
   local name=$S-sync-existing before
+  EXT_CUR=$EXT_SUPERVISOR
   ext_stop
   start_or_fail "$name" sx-be burstable --label koordinator.sh/qosClass=BE || return
   start_or_fail "$name" sx-ls burstable || { stop_pod sx-be; return; }
   MISMATCH=""; expect_untouched sx-be; expect_untouched sx-ls
   [ -z "$MISMATCH" ] || { fail "$name" "before the relay (not CRI's values: is a plugin registered?): $MISMATCH"; stop_pod sx-be; stop_pod sx-ls; return; }
+  if [ "$EXT_SUPERVISOR" = systemd ]; then
+    ext_pkg_install "$name" || { stop_pod sx-be; stop_pod sx-ls; return; }
+    MISMATCH=""; expect_untouched sx-be
+    [ -z "$MISMATCH" ] || { fail "$name" "the install itself changed the pod (the service is not started by the package): $MISMATCH"; stop_pod sx-be; stop_pod sx-ls; return; }
+  fi
   before=$(ext_syncs)
   ext_start "$D/policy/nri-qos.toml"
   local took; took=$(ext_wait 30 "" "$before") || { fail "$name" "the external relay did not register and synchronize within 30 s"; stop_pod sx-be; stop_pod sx-ls; return; }
-  log "  registered and synchronized ${took} s after start: $(grep 'Synchronize: [0-9]* pods' "$EXT_LOG" | tail -1)"
+  log "  registered and synchronized ${took} s after start: $(ext_log_text | grep 'Synchronize: [0-9]* pods' | tail -1)"
   MISMATCH=""
   expect_be sx-be
   expect_ls sx-ls 50000 $((64 * MIB))
@@ -449,9 +573,13 @@ ext_sync_existing() {
 # relay is registered again (status --relay, containerd's log) and its Synchronize has given the
 # gap pod the BE values.
 ext_relay_back() {
-  local name=$S-relay-back old rp before t0 took reg0
+  local name=$S-relay-back old rp before t0 took reg0 nr0="" held
   ext_ensure "$name" || return
   old=$(rj .pid); rp=$(rj .relay_pid); before=$(ext_syncs); reg0=$(grep -c 'registered as \\\?"10-nri-qos' "$D/logs/containerd.log")
+  if [ "$EXT_CUR" = systemd ]; then
+    nr0=$(systemctl show -P NRestarts "$EXT_UNIT")
+    [ "$(ext_main_pid)" = "$old" ] || log "  relay.json pid $old is not $EXT_UNIT's MainPID $(ext_main_pid)"
+  fi
   touch "$EXT_HOLD"
   t0=$EPOCHREALTIME
   kill -9 "$old"
@@ -462,14 +590,26 @@ ext_relay_back() {
   if ! start_or_fail "$name" rb-gap burstable --label koordinator.sh/qosClass=BE; then rm -f "$EXT_HOLD"; return; fi
   MISMATCH=""; expect_untouched rb-gap
   [ -z "$MISMATCH" ] || { fail "$name" "the gap pod was classified while no relay ran: $MISMATCH"; rm -f "$EXT_HOLD"; stop_pod rb-gap; return; }
+  held=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
   rm -f "$EXT_HOLD"
   ext_wait 30 "$old" "$before" >/dev/null
   took=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
-  log "  back after ${took} s (from the kill; the restart was held while the gap pod was created):" \
+  log "  back after ${took} s (from the kill; the restart was held ${held} s while the gap pod was created):" \
       "$("$NRI_QOS_BIN" status --relay 2>&1 | head -1)"
   MISMATCH=""
   "$NRI_QOS_BIN" status --relay >/dev/null 2>&1 && [ "$(rj .pid)" != "$old" ] || MISMATCH="not registered again: $("$NRI_QOS_BIN" status --relay 2>&1 | head -1)"
-  awk -v t="$took" 'BEGIN { exit !(t <= 30) }' || MISMATCH="${MISMATCH:+$MISMATCH; }back after $took s (> 30 s)"
+  if [ "$EXT_CUR" = systemd ]; then
+    # systemd brought it back (Restart=always): one more restart, its new MainPID is the service
+    # in relay.json. Under TCG creating the gap pod alone takes longer than 30 s: the 30 s count
+    # from the moment the test stopped holding the restart.
+    local nr1 mp; nr1=$(systemctl show -P NRestarts "$EXT_UNIT"); mp=$(ext_main_pid)
+    log "  systemd: NRestarts $nr0 -> $nr1, MainPID $old -> $mp ($(readlink "/proc/$mp/exe"))"
+    [ "$nr1" -gt "$nr0" ] 2>/dev/null || MISMATCH="${MISMATCH:+$MISMATCH; }systemd did not restart $EXT_UNIT (NRestarts $nr0 -> $nr1)"
+    [ "$mp" = "$(rj .pid)" ] || MISMATCH="${MISMATCH:+$MISMATCH; }MainPID $mp is not relay.json's service pid $(rj .pid)"
+    awk -v t="$took" -v h="$held" 'BEGIN { exit !(t - h <= 30) }' || MISMATCH="${MISMATCH:+$MISMATCH; }back $took s after the kill, $held s of it held (> 30 s)"
+  else
+    awk -v t="$took" 'BEGIN { exit !(t <= 30) }' || MISMATCH="${MISMATCH:+$MISMATCH; }back after $took s (> 30 s)"
+  fi
   [ "$(grep -c 'registered as \\\?"10-nri-qos' "$D/logs/containerd.log")" -gt "$reg0" ] ||
     MISMATCH="${MISMATCH:+$MISMATCH; }containerd did not log a new registration of 10-nri-qos"
   log "  containerd: $(grep -o 'plugin [^ ]* registered as [^ ]*' "$D/logs/containerd.log" | tail -1)"
@@ -514,13 +654,51 @@ ext_containerd_restart() {
   rc1=$(rj .reconnects)
   m=$(sed -n 's/^nri_qos_relay_reconnects_total //p' "$(dirname "$EXT_METRICS")/nri_qos_relay.prom" 2>/dev/null)
   log "  reconnected ${took} s after containerd started: reconnects $rc0 -> $rc1 (metrics: ${m:-none});" \
-      "$(grep 'Synchronize: [0-9]* pods' "$EXT_LOG" | tail -1)"
+      "$(ext_log_text | grep 'Synchronize: [0-9]* pods' | tail -1)"
   MISMATCH=""
   [ "$rc1" -gt "$rc0" ] 2>/dev/null || MISMATCH="relay.json reconnects $rc0 -> $rc1"
   [ "$m" = "$rc1" ] || MISMATCH="${MISMATCH:+$MISMATCH; }nri_qos_relay_reconnects_total '${m}' != relay.json's $rc1"
   expect_be cr-be
   stop_pod cr-be
   verdict "$name"
+}
+
+# deb-upgrade (systemd only): `dpkg -i $E2E_DEB_UPGRADE` (the same build repacked as a higher
+# version: nodevm.sh stage_deb) while the service serves. The package restarts the service
+# (dh_installsystemd --restart-after-upgrade): a new MainPID whose /proc/PID/exe is the upgraded
+# package's /opt/nri/bin/nri-qos (same inode; not "(deleted)"), registered and synchronized again
+# within 30 s; the upgrade's postinst (`nri-qos register`) must not install the launched plugin
+# beside the service (the runtime would see two 10-nri-qos at its next start); the next BE pod
+# gets every BE value.
+ext_deb_upgrade() {
+  local name=$S-deb-upgrade deb=${E2E_DEB_UPGRADE:-} log=$D/logs/dpkg-upgrade.log old before v0 v1 rc=0 new exe took
+  [ -n "$deb" ] && [ -f "$deb" ] || { skip "$name" "no upgrade .deb staged (nodevm.sh stage_deb: make deb)"; return; }
+  ext_ensure "$name" || return
+  old=$(ext_main_pid); before=$(ext_syncs); v0=$(dpkg-query -W -f='${Version}' nri-qos)
+  DEBIAN_FRONTEND=noninteractive dpkg -i "$deb" </dev/null >"$log" 2>&1 || rc=$?
+  log "  dpkg -i $(basename "$deb") (exit $rc): $(tr '\n' '|' < "$log" | tail -c 800)"
+  systemctl stop nri-qos-reconcile.timer 2>/dev/null   # started again by the upgrade (ext_pkg_install)
+  took=$(ext_wait 30 "$old" "$before") || took=""
+  new=$(ext_main_pid); exe=$(readlink "/proc/$new/exe" 2>/dev/null); v1=$(dpkg-query -W -f='${Version}' nri-qos)
+  log "  nri-qos $v0 -> $v1; $EXT_UNIT MainPID $old -> $new, exe $exe; registered again after ${took:-?} s: $("$NRI_QOS_BIN" status --relay 2>&1 | head -1)"
+  MISMATCH=""
+  [ $rc = 0 ] || MISMATCH="dpkg -i exited $rc"
+  [ "$v1" = "$(dpkg-deb -f "$deb" Version)" ] || MISMATCH="${MISMATCH:+$MISMATCH; }installed version $v1, not $(dpkg-deb -f "$deb" Version)"
+  [ -n "$took" ] || MISMATCH="${MISMATCH:+$MISMATCH; }not registered and synchronized again within 30 s"
+  [ -n "$new" ] && [ "$new" != 0 ] && [ "$new" != "$old" ] || MISMATCH="${MISMATCH:+$MISMATCH; }the service was not restarted (MainPID $old -> $new)"
+  [ "$(rj .pid)" = "$new" ] || MISMATCH="${MISMATCH:+$MISMATCH; }relay.json's service pid $(rj .pid) is not MainPID $new"
+  if [[ $exe == *deleted* ]] || [ "$(stat -Lc %d:%i "/proc/$new/exe" 2>/dev/null)" != "$(stat -Lc %d:%i /opt/nri/bin/nri-qos 2>/dev/null)" ]; then
+    MISMATCH="${MISMATCH:+$MISMATCH; }the service runs '$exe', not the upgraded /opt/nri/bin/nri-qos"
+  fi
+  if [ -e "$RELAY" ] || [ -L "$RELAY" ]; then
+    MISMATCH="${MISMATCH:+$MISMATCH; }the upgrade installed the launched plugin $RELAY -> $(readlink "$RELAY") beside the running service"
+    rm -f "$RELAY"
+  fi
+  if start_or_fail "$name" du-be burstable --label koordinator.sh/qosClass=BE; then
+    expect_be du-be
+    stop_pod du-be
+    verdict "$name"
+  fi
 }
 
 # daemonset-style: the relay's policy is a file in a directory laid out as the kubelet mounts a
@@ -543,7 +721,7 @@ ext_daemonset() {
   sed 's/^cpu_shares = 2 .*/cpu_shares = 64/' "$D/policy/nri-qos.toml" > "$D/policy/edited.toml"
   grep -q '^cpu_shares = 64$' "$D/policy/edited.toml" || { fail "$name" "could not derive the edited policy"; return; }
   cm_publish "$cm" "$D/policy/nri-qos.toml" 1
-  ext_stop; ext_start "$cm/nri-qos.toml"
+  ext_stop; ext_start "$cm/nri-qos.toml" loop   # the DaemonSet's container: restarted by the kubelet, not systemd
   ext_wait 30 >/dev/null || { fail "$name" "the external relay did not register within 30 s"; return; }
   pid=$(rj .relay_pid)
   start_or_fail "$name" ds-before burstable --label koordinator.sh/qosClass=BE || return
@@ -593,22 +771,41 @@ native_sync_launched() {
   [ -x "$RELAY" ] || { stop_containerd; install -m 0755 "$NRI_QOS_BIN" "$RELAY"; set_native_policy "$D/policy/nri-qos.toml"; start_containerd; }
 }
 
-# The external-relay scenarios, host only: containerd without the launched relay (and without
-# its conf.d file: the relay's command line is all its configuration, as in the DaemonSet), then
-# back to the launched relay for the scenarios after them.
+# The external-relay scenarios: containerd without the launched relay (and without its conf.d
+# file: the relay's command line is all its configuration, as in the DaemonSet), then back to the
+# launched relay for the scenarios after them. In the node VM (EXT_SUPERVISOR=systemd) containerd
+# runs as containerd.service, the relay is the .deb's service (installed by sync-existing, or the
+# first scenario that needs it), plus deb-upgrade and plugin-conflict against that service; the
+# package is purged at the end.
 external_scenarios() {
   local n any=""
-  for n in sync-existing relay-back relay-back-child containerd-restart daemonset-style; do want "$n" && any=1; done
+  for n in sync-existing relay-back relay-back-child containerd-restart daemonset-style deb-upgrade plugin-conflict; do
+    want "$n" && any=1
+  done
   [ -n "$any" ] || return 0
+  if [ "$EXT_SUPERVISOR" = systemd ] && [ ! -f "${E2E_DEB:-}" ]; then
+    for n in sync-existing relay-back relay-back-child containerd-restart deb-upgrade plugin-conflict; do
+      want "$n" && skip "$S-$n" "no .deb staged (make deb before the VM run): the node's relay is the packaged nri-qos-relay.service"
+    done
+    return 0
+  fi
   stop_containerd
   rm -f "$RELAY" "$RELAY_CONF"
+  [ "$EXT_SUPERVISOR" = systemd ] && ctd_unit_on
   start_containerd || { fail "$S-setup" "containerd did not start without the launched relay"; return; }
   [ -z "$(relay_pids)" ] || { fail "$S-setup" "a launched relay runs although $RELAY was removed"; return; }
   want sync-existing && ext_sync_existing
   want relay-back && ext_relay_back
   want relay-back-child && ext_relay_child_back
   want containerd-restart && ext_containerd_restart
+  [ "$EXT_SUPERVISOR" = systemd ] && want deb-upgrade && ext_deb_upgrade
   want daemonset-style && ext_daemonset
+  if [ "$EXT_SUPERVISOR" = systemd ]; then   # the node VM's last: nothing runs after it
+    want plugin-conflict && ext_ensure "$S-plugin-conflict" && EXTERNAL=1 native_plugin_conflict
+    ext_stop
+    ext_pkg_purge
+    return 0   # teardown stops containerd.service and restores /etc/nri, /opt/nri
+  fi
   ext_stop
   stop_containerd
   install -m 0755 "$NRI_QOS_BIN" "$RELAY"
@@ -633,7 +830,13 @@ scenarios() {
   want v2-knobs && sc_knobs "$S-v2-knobs" knobs
   want update-be && sc_update_be "$S-update-be"
   want update-ls && sc_update_ls "$S-update-ls"
-  host_only || return 0   # the node VM: the rest is protocol-level, covered on the host
+  if ! host_only; then
+    # the node VM: the node's life with the relay (issue #20): the launched relay synchronizing a
+    # running pod, then the packaged relay service; the rest is protocol-level, covered on the host
+    want sync-launched && native_sync_launched
+    external_scenarios
+    return 0
+  fi
   want child-crash && native_child_crash
   want restart && native_restart
   want sync-launched && native_sync_launched
@@ -651,6 +854,8 @@ if [ "$MODE" = prepare ]; then
   mkdir -p "$E2E_CACHE"
   fetch_runtime || exit 1
   [ "$RT" = 1.7 ] && { fetch_go && build_adapter || exit 1; }
+  # the node VM's plugin-conflict: bench/gostub, staged by nodevm.sh (best effort: SKIP without)
+  [ "$RT" = 2.1 ] && { gostub_ready || log "no bench/gostub for the node VM: $GOSTUB_WHY"; }
   exit 0
 fi
 suite_main up scenarios

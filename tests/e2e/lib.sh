@@ -270,9 +270,12 @@ nri_block() {
   plugin_path = "/opt/nri/plugins"
   plugin_registration_timeout = "5s"
   plugin_request_timeout = "2s"
-  socket_path = "$D/nri.sock"
+  socket_path = "$(nri_sock)"
 TOML
 }
+# containerd's NRI socket: private under $D, or E2E_NRI_SOCK (the node VM's native suite: NRI's
+# default /var/run/nri/nri.sock, where the packaged nri-qos-relay.service connects)
+nri_sock() { echo "${E2E_NRI_SOCK:-$D/nri.sock}"; }
 
 # write_config_common NRI_BLOCK [POD_ANNOTATIONS_LINE]: containerd config v2 with everything
 # private under $D; the second argument replaces the pod_annotations line ("" = none: what
@@ -328,14 +331,53 @@ TOML
 containerd_pid() { [ -f "$D/containerd.pid" ] && cat "$D/containerd.pid"; }
 containerd_alive() { local p; p=$(containerd_pid) && kill -0 "$p" 2>/dev/null; }
 
+# CTD_UNIT=1 (ctd_unit_on: the node VM's external-relay scenarios): containerd runs as the node's
+# containerd.service, as on a real node (Debian's unit, unmasked, with a runtime drop-in for the
+# suite's binary and config): its log goes to the journal, where the relay's failure recorder
+# reads it by default (journal:containerd). A follower copies it into $D/logs/containerd.log for
+# the scenarios' greps. ctd_unit_off (teardown) removes the drop-in and masks the unit again.
+CTD_UNIT=""
+CTD_DROPIN=/run/systemd/system/containerd.service.d/50-nri-qos-e2e.conf
+ctd_unit_on() {
+  stop_containerd
+  mkdir -p "$(dirname "$CTD_DROPIN")"
+  printf '[Service]\n# e2e (tests/e2e/lib.sh ctd_unit_on): the suite'"'"'s containerd and config\nExecStart=\nExecStart=%s --config %s\nEnvironment=PATH=%s\n' \
+    "$CONTAINERD" "$D/config.toml" "${SHIM_PATH:+$SHIM_PATH:}/usr/sbin:/usr/bin:/sbin:/bin" > "$CTD_DROPIN"
+  if [ "$(systemctl is-enabled containerd.service 2>/dev/null)" = masked ]; then
+    systemctl unmask containerd.service >/dev/null 2>&1 && touch "$D/ctd-unmasked"
+  fi
+  systemctl daemon-reload
+  CTD_UNIT=1
+  ( exec 9>&-; exec journalctl -q -u containerd.service -f -n 0 -o cat --no-pager ) >> "$D/logs/containerd.log" 2>/dev/null </dev/null &
+  echo $! > "$D/ctd-journal.pid"
+  log "containerd as containerd.service (drop-in $CTD_DROPIN; journal copied to $D/logs/containerd.log)"
+}
+ctd_unit_off() {
+  [ -n "$CTD_UNIT" ] || [ -f "$CTD_DROPIN" ] || return 0
+  systemctl stop containerd.service >/dev/null 2>&1
+  rm -f "$CTD_DROPIN"; rmdir "$(dirname "$CTD_DROPIN")" 2>/dev/null
+  [ -f "$D/ctd-unmasked" ] && systemctl mask containerd.service >/dev/null 2>&1
+  rm -f "$D/ctd-unmasked"
+  systemctl daemon-reload
+  [ -f "$D/ctd-journal.pid" ] && kill "$(cat "$D/ctd-journal.pid")" 2>/dev/null
+  rm -f "$D/ctd-journal.pid"
+  CTD_UNIT=""
+}
+
 start_containerd() {
   containerd_alive && return 0
   rm -f "$D/containerd.sock"
-  log "starting $CONTAINERD ($("$CONTAINERD" --version | awk '{print $3}'))"
-  # setsid: own session; PATH decides which containerd-shim-runc-v2 is used
-  PATH="${SHIM_PATH:+$SHIM_PATH:}/usr/sbin:/usr/bin:/sbin:/bin" setsid "$CONTAINERD" \
-    --config "$D/config.toml" </dev/null >>"$D/logs/containerd.log" 2>&1 9>&- &
-  echo $! > "$D/containerd.pid"
+  if [ -n "$CTD_UNIT" ]; then
+    log "starting containerd.service ($CONTAINERD)"
+    systemctl start containerd.service || { journalctl -q -u containerd.service -n 20 --no-pager >&2; log "containerd.service did not start"; return 1; }
+    systemctl show -P MainPID containerd.service > "$D/containerd.pid"
+  else
+    log "starting $CONTAINERD ($("$CONTAINERD" --version | awk '{print $3}'))"
+    # setsid: own session; PATH decides which containerd-shim-runc-v2 is used
+    PATH="${SHIM_PATH:+$SHIM_PATH:}/usr/sbin:/usr/bin:/sbin:/bin" setsid "$CONTAINERD" \
+      --config "$D/config.toml" </dev/null >>"$D/logs/containerd.log" 2>&1 9>&- &
+    echo $! > "$D/containerd.pid"
+  fi
   local _; for _ in $(seq 1 300); do
     [ -S "$D/containerd.sock" ] && cri version >/dev/null 2>&1 && return 0
     containerd_alive || { tail -20 "$D/logs/containerd.log" >&2; log "containerd exited"; return 1; }
@@ -344,7 +386,8 @@ start_containerd() {
   tail -20 "$D/logs/containerd.log" >&2; log "containerd did not come up"; return 1
 }
 
-stop_containerd() { # TERM, KILL after 5 s; by PID
+stop_containerd() { # TERM, KILL after 5 s; by PID (containerd.service: systemctl stop)
+  if [ -n "$CTD_UNIT" ]; then systemctl stop containerd.service; rm -f "$D/containerd.pid"; return 0; fi
   local pid; pid=$(containerd_pid) || return 0
   if kill -0 "$pid" 2>/dev/null; then
     kill "$pid" 2>/dev/null || true
@@ -390,12 +433,14 @@ our_pod_cgroups() {
 # Stop everything this suite started, by PID. Idempotent; never fails.
 teardown_all() {
   set +e
+  # what the suite script adds (containerd17.sh: the packaged relay service, the .deb)
+  declare -F suite_teardown >/dev/null && suite_teardown
   # the external relay's restart supervisor (containerd17.sh ext_start), then the relay
   # processes on our NRI socket: before containerd goes, so that nothing reconnects
   [ -f "$D/relay-sup.pid" ] && kill_pids "$(cat "$D/relay-sup.pid")"
   rm -f "$D/relay-sup.pid"
   # shellcheck disable=SC2046
-  kill_pids $(pids_with_arg "$D/nri.sock")
+  kill_pids $(pids_with_arg "$(nri_sock)")
   if containerd_alive && [ -S "$D/containerd.sock" ]; then
     local c
     for c in $("$CTR" -a "$D/containerd.sock" -n k8s.io containers ls -q 2>/dev/null); do
@@ -408,6 +453,7 @@ teardown_all() {
     done
   fi
   stop_containerd
+  ctd_unit_off
   # shims carry "-address $D/containerd.sock"; NRI plugins we installed are named below
   # shellcheck disable=SC2046  # pid lists: word splitting wanted
   kill_pids $(pids_with_arg "$D/containerd.sock")

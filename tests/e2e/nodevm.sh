@@ -4,7 +4,9 @@
 # systemd and its cgroups are v1 hybrid), so this suite boots Debian bookworm under qemu and runs
 # the e2e suites *inside* it, with the very same scenario code (lib.sh):
 #   vm-c16-*         containerd 1.6.20 (the VM's bookworm package), nri-qos as NRI v0.1 hook
-#   vm-c21-native-*  containerd 2.1 (sid's binaries, copied in from $E2E_CACHE/sid-root), relay
+#   vm-c21-native-*  containerd 2.1 (sid's binaries, copied in from $E2E_CACHE/sid-root), relay;
+#                    then the .deb's nri-qos-relay.service under systemd, containerd as
+#                    containerd.service (the node's life: containerd17.sh external_scenarios)
 # Every value is read back from the VM's cgroup v2 files under kubepods.slice/... (slices for
 # pods, cri-containerd-<id>.scope for containers).
 #
@@ -239,6 +241,9 @@ stage_input() { # DIR
   for b in containerd containerd-shim-runc-v2 ctr; do
     cp -a "$E2E_CACHE/$C21_SUITE-root/usr/bin/$b" "$in/cache/$C21_SUITE-root/usr/bin/" || return 1
   done
+  # bench/gostub (static), the second NRI plugin of vm-c21-native-plugin-conflict: built on the
+  # host by `containerd17.sh prepare 2.1` (the VM has no Go); none: that scenario SKIPs
+  if [ -x "$E2E_CACHE/bin/gostub" ]; then mkdir -p "$in/cache/bin" && cp -a "$E2E_CACHE/bin/gostub" "$in/cache/bin/"; fi
   image_tar && cp -a "$E2E_CACHE/image.tar" "$in/cache/" || return 1
   "$PY" "$E2E_HERE/cri/criclient.py" --gen-only >/dev/null 2>&1 || true
   [ -d "$CRI_PYGEN_DIR" ] && cp -a "$CRI_PYGEN_DIR" "$in/cache/cri-pygen"

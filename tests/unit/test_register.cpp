@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -564,6 +566,52 @@ TEST_CASE("register: containerd config imports are followed (drop-in enables NRI
     CHECK(exists(t / "plugins/10-nri-qos"));
     CHECK_FALSE(exists(t / "conf.json"));
     CHECK_FALSE(has(out, "WARNING"));
+}
+
+TEST_CASE("register: never the launched plugin beside a running relay service (a package upgrade's postinst)",
+          "[register][node]") {
+    // The node VM's deb-upgrade (tests/e2e/containerd17.sh): the operator switched to
+    // nri-qos-relay.service (unregister --native); the upgrade's postinst ran `nri-qos register`,
+    // which linked /opt/nri/plugins/10-nri-qos again: a second 10-nri-qos at containerd's next start.
+    TempDir t;
+    spit(t / "config.toml", "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n"
+                            "  plugin_path = \"" + t.path + "/plugins\"\n");
+    // the service as read_service_status sees it: a live process whose argv[0] names nri-qos
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        ::execl("/bin/sleep", "nri-qos-relay-test", "30", static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    REQUIRE(pid > 0);
+    const std::string status = register_state_dir() + "/relay.json";
+    spit(status, "{\"pid\":" + std::to_string(pid) +
+                     ",\"registered\":true,\"runtime\":\"containerd\",\"runtime_version\":\"2.1.9\",\"started\":1}\n");
+    const std::vector<std::string> reg{"register", "--containerd-config", t / "config.toml", "--containerd-version", "2.1.9",
+                                       "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh",
+                                       "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"};
+    std::string out;
+    for (int i = 0; i < 200 && slurp("/proc/" + std::to_string(pid) + "/cmdline").rfind("nri-qos-relay-test", 0) != 0; ++i)
+        ::usleep(10000);  // until the child has exec'd
+    int rc = run_cli(reg, out);  // auto mode, as the postinst runs it
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK_FALSE(exists(t / "plugins/10-nri-qos"));
+    CHECK(has(out, "nri-qos relay service (pid " + std::to_string(pid) + ", registered with containerd 2.1.9) serves the runtime"));
+    std::vector<std::string> native = reg;
+    native.push_back("--native");
+    rc = run_cli(native, out);  // asked for by hand: refused, with what to do
+    INFO(out);
+    CHECK(rc == 1);
+    CHECK(has(out, "systemctl disable --now nri-qos-relay"));
+    CHECK_FALSE(exists(t / "plugins/10-nri-qos"));
+    // the service gone (its relay.json stays): the launched plugin is installed again
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    rc = run_cli(reg, out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(exists(t / "plugins/10-nri-qos"));
+    ::unlink(status.c_str());
 }
 
 TEST_CASE("register: no runtime found registers v0.1 with a loud warning", "[register][node]") {
