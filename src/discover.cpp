@@ -87,8 +87,9 @@ std::string one_line(std::string s) {
     return s;
 }
 
-/// Build and check the v0.1 request of one item. `pod_labels`: the sandbox's CRI labels.
-void build_request(DiscoveredEntry& e, const json& item, const json& pod_labels, const json& conf) {
+/// Build and check the v0.1 request of one item. `pod_labels`, `pod_annotations`: the sandbox's
+/// CRI labels and annotations (string maps).
+void build_request(DiscoveredEntry& e, const json& item, const json& pod_labels, const json& pod_annotations, const json& conf) {
     const json& info = verbose_info(item);
     const json& spec = sub(info, "runtimeSpec");
     const json& linux = sub(spec, "linux");
@@ -102,6 +103,17 @@ void build_request(DiscoveredEntry& e, const json& item, const json& pod_labels,
     if (!resources.is_object()) resources = e.sandbox ? json::object() : oci_resources_from_cri(sub(item, "resources"));
     json annotations = sub(spec, "annotations");
     if (!annotations.is_object()) annotations = json::object();
+    // The pod's annotations as CRI reports them (PodSandbox.annotations: every one the kubelet
+    // gave the sandbox). containerd < 1.7 copies into the OCI spec, and so into a v0.1 request,
+    // only those its runtime's pod_annotations allow-list passes (pkg/cri/server
+    // getPassthroughAnnotations; Debian's containerd 1.6 sets none): a pod that ran before the
+    // install would be adopted without the annotations its class's facts read, although it
+    // carries them (issue #25 §1/§3). Discovery asks CRI itself, so it adds them; the runtime
+    // spec's own value wins for a key in both. Trust is unchanged: [guarded] decides what a
+    // pod-written annotation may buy, whichever way it arrived.
+    if (pod_annotations.is_object())
+        for (auto it = pod_annotations.begin(); it != pod_annotations.end(); ++it)
+            if (it->is_string() && !annotations.contains(it.key())) annotations[it.key()] = *it;
     const json& pid = sub(info, "pid");
     json req = {{"conf", conf},
                 {"version", "0.1"},
@@ -139,6 +151,7 @@ Discovery discovery_from_cri_json(const std::string& text, const json& conf) {
     for (const json& e : sub(doc, "errors").is_array() ? sub(doc, "errors") : json::array())
         if (e.is_string()) d.errors.push_back(one_line(e.get<std::string>()));
     std::map<std::string, json> pod_labels;      // sandbox id -> its CRI labels
+    std::map<std::string, json> pod_annots;      // sandbox id -> its CRI annotations
     std::map<std::string, std::pair<std::string, std::string>> pod_names;  // sandbox id -> ns, name
     const json& sbs = sub(doc, "sandboxes");
     if (sbs.is_array())
@@ -151,8 +164,9 @@ Discovery discovery_from_cri_json(const std::string& text, const json& conf) {
             e.pod = str_of(md, "name");
             if (e.id.empty()) continue;
             pod_labels[e.id] = string_map(sub(sb, "labels"));
+            pod_annots[e.id] = string_map(sub(sb, "annotations"));
             pod_names[e.id] = {e.ns, e.pod};
-            build_request(e, sb, pod_labels[e.id], conf);
+            build_request(e, sb, pod_labels[e.id], pod_annots[e.id], conf);
             d.entries.push_back(std::move(e));
         }
     const json& cs = sub(doc, "containers");
@@ -168,7 +182,7 @@ Discovery discovery_from_cri_json(const std::string& text, const json& conf) {
             if (e.sandbox_id.empty() || pn == pod_names.end()) {
                 e.skip = "its pod sandbox " + e.sandbox_id.substr(0, 12) + " is not ready or not listed";
             } else {
-                build_request(e, c, pod_labels[e.sandbox_id], conf);
+                build_request(e, c, pod_labels[e.sandbox_id], pod_annots[e.sandbox_id], conf);
             }
             d.entries.push_back(std::move(e));
         }

@@ -45,7 +45,9 @@ struct DiscoveredEntry {
     /// The v0.1 request document containerd 1.6 would have passed at its create:
     /// {conf, version "0.1", state "create", id, sandboxID, pid, spec{resources, cgroupsPath,
     /// annotations}, labels} — spec fields from the runtime spec, labels the pod's CRI labels
-    /// (containerd's v0.1 client passes the sandbox's labels for both). "" when `skip` is set.
+    /// (containerd's v0.1 client passes the sandbox's labels for both), annotations the runtime
+    /// spec's plus the pod's CRI annotations it lacks (containerd < 1.7 copies into the spec
+    /// only those its pod_annotations allow-list passes). "" when `skip` is set.
     std::string request;
     std::string skip;  ///< not adoptable: why, one line ("no runtimeSpec in the verbose status", a bad field)
 };
@@ -60,7 +62,9 @@ struct Discovery {
 /// Convert the CRI client's document (format: src/cri/nri-qos-cri.cpp) into requests. `conf` is
 /// the plugin conf put in each request. Reads from each item's verbose "info" entry (a JSON
 /// object; containerd and CRI-O name it "info"): "pid" and "runtimeSpec" {annotations,
-/// linux{cgroupsPath, resources}}; a container without a runtimeSpec falls back to the CRI
+/// linux{cgroupsPath, resources}}; the sandbox's CRI "annotations" are added to its own and its
+/// containers' requests for every key the runtime spec lacks (the spec's value wins); a
+/// container without a runtimeSpec falls back to the CRI
 /// status's resources (cpu_*, memory_limit_in_bytes, cpuset_*) but still needs a cgroupsPath.
 /// Each request is checked with parse_v01_request; an entry that fails gets `skip`. Throws
 /// InputError when the document itself is not the client's (not JSON, no "v": 1).

@@ -331,6 +331,9 @@ int main(int argc, char** argv) {
         reconcile = app.add_subcommand("reconcile", "re-apply the current policy to every live container nri-qos knows; drop the gone ones");
         state_cmd(reconcile);
         reconcile->add_flag("--dry-run", so.dry_run, "report drift, write nothing");
+        reconcile->add_option("--systemd-helper", so.systemd_helper,
+                              "systemd cgroup driver: the companion that sets the unit properties of what is written back, before the files "
+                              "(default /usr/libexec/nri-qos/nri-qos-systemd; \"\" disables)");
         reconcile->add_option_function<std::string>("--metrics-file", [&so](const std::string& v) { so.metrics_file = v; }, "as for invoke");
         reconcile->add_option_function<std::string>("--event-log", [&so](const std::string& v) { so.event_log = v; }, "as for invoke");
         reconcile->add_flag("--discover", discover,

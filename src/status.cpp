@@ -337,6 +337,12 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
     // Records only for what changed or failed: drift found (and corrected), gone, errors. A
     // container already in force leaves no record and no journal line.
     std::vector<EventRecord> recs;
+    // The systemd driver: unit properties first, then the files (systemd_unit.hpp), as the hook
+    // sets them — a correction or an adoption written as a file only would be undone by the next
+    // daemon-reload (the postinst's, right after `reconcile --discover`). The companion runs only
+    // for a container with something to write back.
+    HelperSetter helper(o.systemd_helper);
+    UnitSetter* const setter = o.systemd_setter ? o.systemd_setter : &helper;
     PolicyIdentity pid;
     const PolicySet::Entry* last_pe = nullptr;  // policy of the last container (sink settings)
     std::set<std::string> said;                 // broken policy files reported
@@ -437,7 +443,11 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
                         m.failed_knobs.push_back(w.knob);
                     }
                 if (!o.dry_run) {
-                    apply_plan(d.plan, k);
+                    SystemdSink sd;
+                    sd.setter = setter;
+                    if (!o.systemd_setter) sd.off = systemd_sink_off(o.systemd_helper, d.cgroup_root);
+                    apply_plan(d.plan, k, &sd);
+                    rec.systemd = systemd_summary(d.plan);
                     // Reported in the order written.
                     std::vector<size_t> order;
                     for (size_t i = 0; i < d.plan.writes.size(); ++i)

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "replay.hpp"
+#include "systemd_unit.hpp"
 
 namespace nriqos {
 
@@ -23,6 +24,14 @@ struct StateCommandOptions {
     /// reconcile --discover (discover.hpp): ids recorded by this discovery; their reconcile
     /// records are event "discover" and their lines say "adopted"
     std::set<std::string> discovered;
+    /// reconcile on the systemd cgroup driver (cgroup v2): the companion that sets the unit
+    /// properties of what it writes back, before the files, as the hook does (systemd_unit.hpp
+    /// set_systemd_properties; --systemd-helper, "" disables). Without them the next
+    /// `systemctl daemon-reload` undoes its corrections and adoptions again.
+    std::string systemd_helper = kSystemdHelper;
+    /// Sets the unit properties instead of the companion, whatever the node (tests); null: the
+    /// companion, when systemd_sink_off allows it.
+    UnitSetter* systemd_setter = nullptr;
 };
 
 /// `status`: a table (or JSON) of the pods and containers in the state dir: namespace/pod,
@@ -48,6 +57,9 @@ int relay_liveness(const StateCommandOptions& o, std::string& out);
 /// own metrics (metrics.hpp ReconcilePass: nri_qos_reconcile_*, nri_qos_drift_corrected_total),
 /// never as a runtime event: nri_qos_events_total, the event-latency histogram and
 /// nri_qos_last_event_timestamp_seconds are left as they are.
+/// On the systemd driver (cgroup v2) the knobs written back that have a unit property are first
+/// set as properties, as the hook does (StateCommandOptions::systemd_helper; the record's
+/// `systemd` says what became of them), so that the next `systemctl daemon-reload` keeps them.
 /// The policy is resolved as the hook resolves it (policy_store.hpp): while a policy file is
 /// broken its last good copy (else the built-in policy) is restored, one line
 /// "warning: policy <error>" is printed per broken file, the records of the pass carry the error

@@ -66,8 +66,14 @@ scenarios() {
   set_v01_conf "$D/policy/fail-closed.toml"
   want fail-closed && sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"
   set_v01_conf "$D/policy/nri-qos.toml"
-  # 8. node VM only: the .deb's lifecycle with a pod already running (install adopts, purge cleans)
-  want pkg-lifecycle && [ -n "$E2E_NODE_SUBSET" ] && sc_pkg_lifecycle "$S-pkg-lifecycle"
+  # 8. node VM only: the .deb over its life on the node (issue #25, issue #20 "deb upgraded"), in
+  #    this order, each step needing the ones before it (selecting one runs them all): pkg-install
+  #    (allow-list warning, a running pod adopted), pkg-not-passed, pkg-pass-annotations,
+  #    pkg-reconcile (quiet pass, then one correction), pkg-upgrade, pkg-purge
+  if [ -n "$E2E_NODE_SUBSET" ] && { want pkg-install || want pkg-not-passed || want pkg-pass-annotations ||
+       want pkg-reconcile || want pkg-upgrade || want pkg-purge; }; then
+    sc_pkg_lifecycle "$S"
+  fi
 }
 
 suite_main up scenarios

@@ -1223,58 +1223,327 @@ sc_discover() {
   verdict "$name"
 }
 
-# sc_pkg_lifecycle NAME (node VM only, issue #25 §3/§5): the project's .deb ($E2E_DEB, staged by
-# nodevm.sh) on a node where a Koordinator batch pod already runs and nri-qos is not installed.
-# `dpkg -i`: the postinst adopts the pod (reconcile --discover over containerd's CRI socket, here
-# /run/containerd/containerd.sock linked to the suite's) — the bundled policy's batch values are
-# read back from the pod's and the container's cgroups — and register warns that containerd's
-# pod_annotations (the node's /etc/containerd config: not set) does not pass the annotations the
-# policy reads. `dpkg --purge`: nothing is left (state, records, metrics textfile, registration,
-# binaries). The suite's own hook is put back afterwards.
-sc_pkg_lifecycle() {
-  local name=$1 out=pkg-batch deb=${E2E_DEB:-} log=$D/logs/dpkg.log rc
-  [ -n "$deb" ] && [ -f "$deb" ] || { skip "$name" "no .deb staged (make deb before the VM run)"; return; }
-  local spec='{"containers":{"pkg-batch-c":{"limits":{"kubernetes.io/batch-cpu":"1k","kubernetes.io/batch-memory":"256Mi"},"requests":{"kubernetes.io/batch-cpu":"500","kubernetes.io/batch-memory":"256Mi"}}}}'
-  # a node before the install: no hook registered, no state of nri-qos
-  rm -rf /opt/nri/bin/nri-qos /etc/nri/conf.json /run/nri-qos /var/lib/nri-qos /var/log/nri-qos
+# ---------------------------------------------------------------------------------------------
+# The project's .deb over its life on a node (node VM only: systemd as PID 1, so that its units,
+# the postinst's daemon-reload and the reconcile timer are real). Issue #25's points in the order
+# an operator meets them, then issue #20's "deb upgraded" and the purge; each step is one result:
+#   pkg-install           a batch pod already runs; containerd is configured as Debian ships it
+#                         (no pod_annotations). `dpkg -i`: register warns that containerd passes
+#                         none of the annotations the policy reads; the postinst adopts the pod
+#                         (reconcile --discover through the CRI client, /usr/libexec/nri-qos/
+#                         nri-qos-cri): its batch limits are in the kernel after the whole
+#                         postinst, its daemon-reload included
+#   pkg-not-passed        a batch pod created now: its record (the Result's metadata: skipped,
+#                         not_passed) says "not passed by containerd ...: add ... to
+#                         pod_annotations", never "no ... annotation"; the metric and `status`
+#                         name it; no batch limit reached the kernel
+#   pkg-pass-annotations  `nri-qos register --pass-annotations`, containerd restarted: the next
+#                         batch pod gets its limits
+#   pkg-reconcile         nri-qos-reconcile.service run once with nothing drifted: no record (event
+#                         log, journal), its own nri_qos_reconcile_* metrics move, the runtime-event
+#                         ones do not; a value drifted by hand, run again: exactly that correction
+#                         recorded, the kernel value back
+#   pkg-upgrade           `dpkg -i $E2E_DEB_UPGRADE` (the same build as version +e2eupgrade1,
+#                         nodevm.sh stage_deb): the new version installed, its files on disk, the
+#                         timer active, earlier values kept, a pod created afterwards classified
+#   pkg-purge             `dpkg --purge`: no file, registration, unit or metrics file left
+# Selecting any of them (E2E_ONLY) runs them all: each needs the ones before it. Afterwards the
+# suite's own hook and containerd's configuration are put back.
+# ---------------------------------------------------------------------------------------------
+PKG_KEY=node.koordinator.sh/extended-resource-spec
+PKG_PROM=/var/lib/prometheus/node-exporter/nri_qos.prom   # the .deb's metrics file (debian/rules)
+PKG_NQ=/usr/sbin/nri-qos                                  # the packaged binary (link to /opt/nri/bin)
+PKG_INSTALLED=""   # set by sc_pkg_install once dpkg -i succeeded
+PKG_PODS=()
+
+sc_pkg_lifecycle() { # PREFIX
+  local p=$1
+  if [ -z "${E2E_DEB:-}" ] || [ ! -f "${E2E_DEB:-}" ]; then skip "$p-pkg" "no .deb staged (make deb before the VM run)"; return; fi
+  # The node before the install: no hook registered, no state of nri-qos; containerd as Debian's
+  # package configures it (pod_annotations unset: containerd 1.6 passes no pod annotation to a
+  # v0.1 hook), its CRI socket where the postinst looks for it.
+  rm -rf /opt/nri/bin/nri-qos /etc/nri/conf.json /etc/nri/nri-qos.toml /run/nri-qos /var/lib/nri-qos /var/log/nri-qos
+  cp -f "$D/config.toml" "$D/config.toml.suite"
+  sed -i '/^[[:space:]]*pod_annotations[[:space:]]*=/d' "$D/config.toml"
+  stop_containerd
+  if ! start_containerd; then fail "$p-pkg-install" "containerd did not restart without pod_annotations"; pkg_restore; return; fi
   mkdir -p /run/containerd && ln -sfn "$D/containerd.sock" /run/containerd/containerd.sock
+  sc_pkg_install "$p-pkg-install"
+  sc_pkg_not_passed "$p-pkg-not-passed"
+  sc_pkg_pass_annotations "$p-pkg-pass-annotations"
+  sc_pkg_reconcile "$p-pkg-reconcile"
+  sc_pkg_upgrade "$p-pkg-upgrade"
+  sc_pkg_purge "$p-pkg-purge"
+  pkg_restore
+}
+
+pkg_needs() { # NAME: false (and SKIP) when the package is not installed
+  [ -n "$PKG_INSTALLED" ] && return 0
+  skip "$1" "the package is not installed (pkg-install failed)"; return 1
+}
+
+# pkg_batch_pod OUT: a Koordinator batch pod as koord-manager makes it (sc_koord_batch):
+# BestEffort, CRI shares 2, label koordinator.sh/qosClass=BE, the extended-resource-spec
+# annotation for its container OUT-c (batch-cpu 500 / 1k, batch-memory 256Mi).
+pkg_batch_pod() {
+  local out=$1
+  PKG_PODS+=("$out")
   run_pod "$out" "$out" "$(kube_parent besteffort)" --cpu-shares 2 --label koordinator.sh/qosClass=BE \
-    --annotation "node.koordinator.sh/extended-resource-spec=$spec" || { fail "$name" "CRI: $(first_error "$out")"; stop_pod "$out"; pkg_restore_hook; return; }
-  MISMATCH=""
-  expect_shape "$out"
-  log "  before install: ctr cpu.max quota $(read_knob ctr "$out" cpu.cfs_quota_us), memory.max $(read_knob ctr "$out" memory.limit_in_bytes)"
-  [ "$(read_knob ctr "$out" cpu.cfs_quota_us)" = max ] || MISMATCH="the container had a CPU limit before the install: the scenario tests nothing"
-  DEBIAN_FRONTEND=noninteractive dpkg -i "$deb" > "$log" 2>&1; rc=$?
-  log "  dpkg -i (exit $rc): $(tr '\n' '|' < "$log" | tail -c 1500)"
-  [ $rc = 0 ] || MISMATCH="${MISMATCH:+$MISMATCH; }dpkg -i exited $rc"
-  grep -q 'pod_annotations' "$log" || MISMATCH="${MISMATCH:+$MISMATCH; }no pod_annotations allow-list warning at install"
-  grep -q 'nri-qos: discover: 1 sandbox(es) and 1 container(s) live in containerd' "$log" || MISMATCH="${MISMATCH:+$MISMATCH; }the postinst did not adopt the pod"
-  # the bundled policy's Koordinator batch values (koordlet's batchresource), adopted
-  expect_knob "$out" ctr cpu.cfs_quota_us 100000
-  expect_knob "$out" pod cpu.cfs_quota_us 100000
-  expect_knob "$out" ctr memory.limit_in_bytes $((256 * MIB))
-  expect_knob "$out" pod memory.limit_in_bytes $((256 * MIB))
-  local cid origin; cid=$(j "$out" .ctr_id)
-  origin=$(nri-qos status --format json 2>/dev/null | jq -r --arg c "$cid" '.entries[] | select(.id == $c) | .origin')
-  log "  status: container origin $origin"
-  [ "$origin" = discovered ] || MISMATCH="${MISMATCH:+$MISMATCH; }status origin of the container: '$origin'"
-  log "  after install: $(ls -d /var/lib/nri-qos /var/log/nri-qos/* /var/lib/prometheus/node-exporter/*nri_qos* /etc/nri/* 2>/dev/null | tr '\n' ' ')"
-  DEBIAN_FRONTEND=noninteractive dpkg --purge nri-qos >> "$log" 2>&1 || MISMATCH="${MISMATCH:+$MISMATCH; }dpkg --purge failed"
-  local left="" p
-  for p in /var/lib/nri-qos /var/log/nri-qos /run/nri-qos /etc/nri/nri-qos.toml /opt/nri/bin/nri-qos /usr/libexec/nri-qos \
-           /usr/sbin/nri-qos /lib/systemd/system/nri-qos-reconcile.timer \
-           /var/lib/prometheus/node-exporter/nri_qos.prom /var/lib/prometheus/node-exporter/.nri_qos.prom.state; do
-    [ -e "$p" ] || [ -L "$p" ] && left="$left $p"
+    --annotation "$PKG_KEY={\"containers\":{\"$out-c\":{\"limits\":{\"kubernetes.io/batch-cpu\":\"1k\",\"kubernetes.io/batch-memory\":\"256Mi\"},\"requests\":{\"kubernetes.io/batch-cpu\":\"500\",\"kubernetes.io/batch-memory\":\"256Mi\"}}}}" ||
+    { MISMATCH="${MISMATCH:+$MISMATCH; }CRI: $(first_error "$out")"; return 1; }
+  cg_prime "$out"
+}
+# The bundled policy's values for it (koordlet's batchresource hook): container and pod CFS
+# quota 100000 and memory limit 256 MiB; the batch shares are refused while the annotation is not
+# declared in [guarded.annotations] (issue #19), so the container keeps kubelet's 2 (weight 1).
+expect_batch() { # OUT
+  expect_knob "$1" ctr cpu.cfs_quota_us 100000
+  expect_knob "$1" pod cpu.cfs_quota_us 100000
+  expect_knob "$1" ctr memory.limit_in_bytes $((256 * MIB))
+  expect_knob "$1" pod memory.limit_in_bytes $((256 * MIB))
+  expect_knob "$1" ctr cpu.shares 2
+}
+pkg_kernel() { # OUT WHEN: one log line with the container's and the pod's values, as the kernel holds them
+  local k d line=""
+  for k in ctr pod; do
+    d=$(cg_dir "$1" "$k")
+    line="$line $k cpu.weight $(cat "$d/cpu.weight" 2>/dev/null), cpu.max '$(cat "$d/cpu.max" 2>/dev/null)', memory.max $(cat "$d/memory.max" 2>/dev/null);"
   done
-  [ -f /etc/nri/conf.json ] && grep -q '"nri-qos"' /etc/nri/conf.json && left="$left /etc/nri/conf.json(nri-qos entry)"
-  systemctl list-timers --all 2>/dev/null | grep -q nri-qos && left="$left (timer still listed)"
-  log "  after purge, left:${left:- nothing}"
-  [ -z "$left" ] || MISMATCH="${MISMATCH:+$MISMATCH; }left after purge:$left"
-  stop_pod "$out"
-  pkg_restore_hook
+  log "  $1 $2:$line"
+}
+pkg_metric() { # NAME: its value in the .deb's metrics file (summed over labels; 0 when absent)
+  [ -f "$PKG_PROM" ] || { echo 0; return; }
+  awk -v n="$1" '$1 == n || index($1, n "{") == 1 { s += $2 } END { printf "%d\n", s }' "$PKG_PROM"
+}
+pkg_record() { # ID EVENT: the last event-log record of that id and event (JSON, one line)
+  jq -c --arg id "$1" --arg ev "$2" 'select(.id == $id and .event == $ev)' "$E2E_EVENT_LOG" 2>/dev/null | tail -1
+}
+
+sc_pkg_install() {
+  local name=$1 out=pkg-pre rc cid st rec l=$D/logs/pkg-install.log
+  MISMATCH=""
+  pkg_batch_pod "$out" || { fail "$name" "$MISMATCH"; return; }
+  cid=$(j "$out" .ctr_id)
+  expect_shape "$out"
+  pkg_kernel "$out" "before the install"
+  [ "$(read_knob ctr "$out" cpu.cfs_quota_us)" = max ] || MISMATCH="the container had a CPU limit before the install: the scenario tests nothing"
+  DEBIAN_FRONTEND=noninteractive dpkg -i "$E2E_DEB" > "$l" 2>&1; rc=$?
+  log "  dpkg -i $(basename "$E2E_DEB") (exit $rc): $(tr '\n' '|' < "$l" | tail -c 3000)"
+  if [ $rc = 0 ]; then PKG_INSTALLED=1; else MISMATCH="${MISMATCH:+$MISMATCH; }dpkg -i exited $rc"; fi
+  # register's warning: the policy reads annotations containerd's (absent) allow-list drops
+  grep -q '^nri-qos: WARNING: .*pod_annotations' "$l" && grep -q "^nri-qos: WARNING: .*$PKG_KEY" "$l" ||
+    MISMATCH="${MISMATCH:+$MISMATCH; }no pod_annotations allow-list warning naming $PKG_KEY at install"
+  grep -q '^nri-qos: discover: .* live in containerd' "$l" || MISMATCH="${MISMATCH:+$MISMATCH; }the postinst printed no discover line"
+  # adopted: the batch limits, read after the whole postinst (its daemon-reload included)
+  expect_batch "$out"
+  pkg_kernel "$out" "after the install"
+  # adopted through systemd too (what the postinst's daemon-reload, and every later one, re-applies)
+  local k unit props
+  for k in ctr pod; do
+    unit=$(basename "$(cg_dir "$out" "$k")")
+    props=$(systemctl show -p CPUQuotaPerSecUSec -p MemoryMax "$unit" | sort | tr '\n' ' ')
+    log "  systemctl show $unit: $props"
+    [ "$props" = "CPUQuotaPerSecUSec=1s MemoryMax=268435456 " ] || MISMATCH="${MISMATCH:+$MISMATCH; }$k unit properties after the adoption: $props"
+  done
+  st=$("$PKG_NQ" status --format json 2>/dev/null | jq -r --arg c "$cid" '.entries[] | select(.id == $c) | "\(.origin) \(.class)"')
+  rec=$(pkg_record "$cid" discover)
+  log "  status: container $st; record: ${rec:0:1200}"
+  [ "$st" = "discovered KOORD-BE" ] || MISMATCH="${MISMATCH:+$MISMATCH; }status of the container: '$st' (want discovered KOORD-BE)"
+  [ -n "$rec" ] || MISMATCH="${MISMATCH:+$MISMATCH; }no discover record for the container in $E2E_EVENT_LOG"
+  [ "$(systemctl is-active nri-qos-reconcile.timer)" = active ] || MISMATCH="${MISMATCH:+$MISMATCH; }nri-qos-reconcile.timer is not active after the install"
   verdict "$name"
 }
-pkg_restore_hook() { # the suite's hook again, for the scenarios after sc_pkg_lifecycle
+
+sc_pkg_not_passed() {
+  local name=$1 out=pkg-np cid rec line prom st
+  pkg_needs "$name" || return
+  MISMATCH=""
+  pkg_batch_pod "$out" || { fail "$name" "$MISMATCH"; return; }
+  cid=$(j "$out" .ctr_id)
+  rec=$(pkg_record "$cid" create)
+  log "  record: ${rec:0:1500}"
+  [ "$(jq -r .level <<<"$rec")" = warn ] || MISMATCH="the record's level is not warn"
+  [ "$(jq -r .not_passed <<<"$rec")" = "$PKG_KEY" ] || MISMATCH="${MISMATCH:+$MISMATCH; }the record's not_passed is not $PKG_KEY"
+  case $(jq -r '.skipped // ""' <<<"$rec") in
+    *"not passed by containerd 1."*": add $PKG_KEY to pod_annotations"*) ;;
+    *) MISMATCH="${MISMATCH:+$MISMATCH; }the record's skipped does not say containerd does not pass $PKG_KEY" ;;
+  esac
+  case $rec in *"no $PKG_KEY annotation"*) MISMATCH="${MISMATCH:+$MISMATCH; }the record calls the annotation absent" ;; esac
+  line=$(grep "nri-qos: time=.* container=$out-c " "$D/logs/containerd.log" | tail -1)
+  log "  containerd's log: ${line:0:600}"
+  case $line in *"not_passed=$PKG_KEY"*) ;; *) MISMATCH="${MISMATCH:+$MISMATCH; }containerd's log has no record line with not_passed=$PKG_KEY" ;; esac
+  # what the kernel holds: the batch limits never reached the hook
+  expect_knob "$out" ctr cpu.cfs_quota_us max
+  expect_knob "$out" ctr memory.limit_in_bytes max
+  pkg_kernel "$out" "(annotation not passed)"
+  prom=$(grep -F "nri_qos_annotation_not_passed_total{key=\"$PKG_KEY\"}" "$PKG_PROM" 2>/dev/null)
+  st=$("$PKG_NQ" status 2>/dev/null | grep '^annotations: ')
+  log "  metrics: ${prom:-none in $PKG_PROM}; status: ${st:0:400}"
+  [ -n "$prom" ] || MISMATCH="${MISMATCH:+$MISMATCH; }not counted in nri_qos_annotation_not_passed_total"
+  case $st in *"$PKG_KEY"*) ;; *) MISMATCH="${MISMATCH:+$MISMATCH; }status does not name $PKG_KEY" ;; esac
+  verdict "$name"
+}
+
+sc_pkg_pass_annotations() {
+  local name=$1 out=pkg-pass reg rc cid rec
+  pkg_needs "$name" || return
+  MISMATCH=""
+  reg=$("$PKG_NQ" register --pass-annotations 2>&1); rc=$?
+  log "  register --pass-annotations (exit $rc): $(tr '\n' '|' <<<"$reg" | head -c 2000)"
+  log "  containerd's config now: $(grep -m1 'pod_annotations' "$D/config.toml")"
+  [ $rc = 0 ] || MISMATCH="register --pass-annotations exited $rc"
+  grep -q "^[[:space:]]*pod_annotations = \[.*\"$PKG_KEY\"" "$D/config.toml" || MISMATCH="${MISMATCH:+$MISMATCH; }$PKG_KEY not added to pod_annotations in $D/config.toml"
+  local bak; bak=$(grep -o 'backup: [^)]*' <<<"$reg" | head -1); bak=${bak#backup: }
+  [ -n "$bak" ] && [ -f "$bak" ] || MISMATCH="${MISMATCH:+$MISMATCH; }no backup of containerd's config named or found ('$bak')"
+  # the operator restarts containerd (pods keep running)
+  stop_containerd
+  start_containerd || { fail "$name" "containerd did not restart with the new allow-list"; return; }
+  pkg_batch_pod "$out" || { fail "$name" "$MISMATCH"; return; }
+  cid=$(j "$out" .ctr_id)
+  expect_batch "$out"
+  pkg_kernel "$out" "(annotation passed)"
+  rec=$(pkg_record "$cid" create)
+  log "  record: ${rec:0:1200}"
+  [ "$(jq -r '"\(.class) \(.not_passed // "")"' <<<"$rec")" = "KOORD-BE " ] || MISMATCH="${MISMATCH:+$MISMATCH; }record: class/not_passed not 'KOORD-BE' and none"
+  verdict "$name"
+}
+
+sc_pkg_reconcile() {
+  local name=$1 out=pkg-pass cid d n0 n1 n2 k v inv new _
+  pkg_needs "$name" || return
+  cid=$(j "$out" '.ctr_id // empty')
+  [ -n "$cid" ] || { skip "$name" "no pod of pkg-pass-annotations to drift"; return; }
+  MISMATCH=""
+  systemctl stop nri-qos-reconcile.timer
+  for _ in $(seq 1 60); do   # a pass the timer started finishes first (oneshot: activating)
+    [ "$(systemctl show -p ActiveState --value nri-qos-reconcile.service)" = activating ] || break; sleep 1
+  done
+  declare -A m0=() m1=() m2=()
+  local names=(nri_qos_reconcile_passes_total nri_qos_reconcile_containers_total nri_qos_reconcile_drift_found_total
+               nri_qos_reconcile_corrected_total nri_qos_events_total nri_qos_last_event_timestamp_seconds)
+  for k in "${names[@]}"; do m0[$k]=$(pkg_metric "$k"); done
+  n0=$(wc -l < "$E2E_EVENT_LOG")
+  # 1. nothing drifted: a quiet pass
+  systemctl start nri-qos-reconcile.service || MISMATCH="systemctl start nri-qos-reconcile.service failed"
+  inv=$(systemctl show -p InvocationID --value nri-qos-reconcile.service)
+  for k in "${names[@]}"; do m1[$k]=$(pkg_metric "$k"); done
+  n1=$(wc -l < "$E2E_EVENT_LOG")
+  sleep 2   # the journal receives the unit's output asynchronously
+  v=$(journalctl -q -o cat "_SYSTEMD_INVOCATION_ID=$inv" 2>/dev/null)
+  log "  quiet pass ($(systemctl show -p Result --value nri-qos-reconcile.service)): event log $n0 -> $n1 lines; journal: $(tr '\n' '|' <<<"$v")"
+  log "  metrics before/after: $(for k in "${names[@]}"; do printf '%s %s->%s; ' "${k#nri_qos_}" "${m0[$k]}" "${m1[$k]}"; done)"
+  [ "$n1" = "$n0" ] || MISMATCH="${MISMATCH:+$MISMATCH; }the quiet pass wrote $((n1 - n0)) event-log record(s)"
+  grep -q 'nri-qos: time=' <<<"$v" && MISMATCH="${MISMATCH:+$MISMATCH; }the quiet pass wrote a record line to the journal"
+  [ "${m1[nri_qos_reconcile_passes_total]}" = $((m0[nri_qos_reconcile_passes_total] + 1)) ] || MISMATCH="${MISMATCH:+$MISMATCH; }nri_qos_reconcile_passes_total did not move by 1"
+  [ "${m1[nri_qos_reconcile_containers_total]}" -gt "${m0[nri_qos_reconcile_containers_total]}" ] || MISMATCH="${MISMATCH:+$MISMATCH; }nri_qos_reconcile_containers_total did not move"
+  for k in nri_qos_reconcile_drift_found_total nri_qos_events_total nri_qos_last_event_timestamp_seconds; do
+    [ "${m1[$k]}" = "${m0[$k]}" ] || MISMATCH="${MISMATCH:+$MISMATCH; }the quiet pass moved $k"
+  done
+  # 2. a value drifted by hand (the container's CFS quota lifted): exactly that correction
+  d=$(cg_dir "$out" ctr)
+  echo "max 100000" > "$d/cpu.max"
+  log "  drifted by hand: $out ctr cpu.max '$(cat "$d/cpu.max")'"
+  systemctl start nri-qos-reconcile.service || MISMATCH="${MISMATCH:+$MISMATCH; }systemctl start nri-qos-reconcile.service failed"
+  inv=$(systemctl show -p InvocationID --value nri-qos-reconcile.service)
+  for k in "${names[@]}"; do m2[$k]=$(pkg_metric "$k"); done
+  n2=$(wc -l < "$E2E_EVENT_LOG")
+  new=$(tail -n +$((n1 + 1)) "$E2E_EVENT_LOG")
+  sleep 2
+  v=$(journalctl -q -o cat "_SYSTEMD_INVOCATION_ID=$inv" 2>/dev/null)
+  log "  correcting pass: event log $n1 -> $n2 lines: $(tr '\n' '|' <<<"$new" | head -c 1500); journal: $(tr '\n' '|' <<<"$v" | head -c 1500)"
+  log "  metrics before/after: $(for k in "${names[@]}"; do printf '%s %s->%s; ' "${k#nri_qos_}" "${m1[$k]}" "${m2[$k]}"; done)"
+  [ "$n2" = $((n1 + 1)) ] || MISMATCH="${MISMATCH:+$MISMATCH; }the correcting pass wrote $((n2 - n1)) record(s), want 1"
+  [ "$(jq -r '"\(.source) \(.id) \(.outcome)"' <<<"$new" 2>/dev/null)" = "reconcile $cid ok" ] || MISMATCH="${MISMATCH:+$MISMATCH; }the new record is not reconcile's for $out's container"
+  case $(jq -r '.drift // ""' <<<"$new" 2>/dev/null) in "cpu.max max 100000->"*) ;; *) MISMATCH="${MISMATCH:+$MISMATCH; }the record's drift is not the cpu.max correction" ;; esac
+  # set through systemd too, so that the next daemon-reload keeps the correction
+  case $(jq -r '.systemd // ""' <<<"$new" 2>/dev/null) in "applied: cpu.max"*) ;; *) MISMATCH="${MISMATCH:+$MISMATCH; }the correction was not set as a unit property (record systemd: '$(jq -r '.systemd // ""' <<<"$new" 2>/dev/null)')" ;; esac
+  [ "$(grep -c 'nri-qos: time=' <<<"$v")" = 1 ] || MISMATCH="${MISMATCH:+$MISMATCH; }the correcting pass's journal has not exactly one record line"
+  v=$(cat "$d/cpu.max")
+  log "  after the pass: $out ctr cpu.max '$v'"
+  [ "$v" = "100000 100000" ] || MISMATCH="${MISMATCH:+$MISMATCH; }cpu.max '$v' after the pass, want '100000 100000'"
+  [ "${m2[nri_qos_reconcile_drift_found_total]}" -gt "${m1[nri_qos_reconcile_drift_found_total]}" ] &&
+    [ $((m2[nri_qos_reconcile_corrected_total] - m1[nri_qos_reconcile_corrected_total])) = $((m2[nri_qos_reconcile_drift_found_total] - m1[nri_qos_reconcile_drift_found_total])) ] ||
+    MISMATCH="${MISMATCH:+$MISMATCH; }drift_found/corrected metrics did not move together"
+  [ "${m2[nri_qos_last_event_timestamp_seconds]}" = "${m1[nri_qos_last_event_timestamp_seconds]}" ] || MISMATCH="${MISMATCH:+$MISMATCH; }the correcting pass moved the last-event timestamp"
+  systemctl start nri-qos-reconcile.timer
+  verdict "$name"
+}
+
+sc_pkg_upgrade() {
+  local name=$1 out=pkg-upg rc vnew got cid rec l=$D/logs/pkg-upgrade.log
+  pkg_needs "$name" || return
+  [ -f "${E2E_DEB_UPGRADE:-}" ] || { skip "$name" "no upgrade .deb staged (E2E_DEB_UPGRADE)"; return; }
+  MISMATCH=""
+  vnew=$(dpkg-deb -f "$E2E_DEB_UPGRADE" Version)
+  log "  installed: $(dpkg-query -W -f='${Version}' nri-qos); upgrading to $vnew"
+  DEBIAN_FRONTEND=noninteractive dpkg -i "$E2E_DEB_UPGRADE" > "$l" 2>&1; rc=$?
+  log "  dpkg -i $(basename "$E2E_DEB_UPGRADE") (exit $rc): $(tr '\n' '|' < "$l" | tail -c 2000)"
+  [ $rc = 0 ] || MISMATCH="dpkg -i of the upgrade exited $rc"
+  got=$(dpkg-query -W -f='${Version} ${Status}' nri-qos 2>&1)
+  log "  dpkg-query: $got; timer: $(systemctl is-active nri-qos-reconcile.timer) (since $(systemctl show -p ActiveEnterTimestamp --value nri-qos-reconcile.timer))"
+  [ "$got" = "$vnew install ok installed" ] || MISMATCH="${MISMATCH:+$MISMATCH; }dpkg shows '$got'"
+  [ "$(systemctl is-active nri-qos-reconcile.timer)" = active ] || MISMATCH="${MISMATCH:+$MISMATCH; }nri-qos-reconcile.timer not active after the upgrade"
+  # the files on disk are the new package's: its md5sums match and its marker file is there
+  got=$(dpkg --verify nri-qos 2>&1)
+  log "  dpkg --verify: ${got:-clean}; marker: $(cat /usr/share/doc/nri-qos/e2e-upgrade 2>&1); $("$PKG_NQ" --version 2>&1 | head -1)"
+  [ -z "$got" ] || MISMATCH="${MISMATCH:+$MISMATCH; }dpkg --verify: $got"
+  [ "$(cat /usr/share/doc/nri-qos/e2e-upgrade 2>/dev/null)" = "$vnew" ] || MISMATCH="${MISMATCH:+$MISMATCH; }the new package's marker file is missing"
+  jq -e '.plugins[] | select(.type == "nri-qos")' /etc/nri/conf.json >/dev/null 2>&1 || MISMATCH="${MISMATCH:+$MISMATCH; }nri-qos not registered in /etc/nri/conf.json after the upgrade"
+  # the values set before survived the upgrade's daemon-reload
+  [ -n "$(j pkg-pass '.ctr_id // empty')" ] && { expect_batch pkg-pass; pkg_kernel pkg-pass "after the upgrade"; }
+  # the new version serves: a pod created now
+  pkg_batch_pod "$out" || { fail "$name" "$MISMATCH"; return; }
+  cid=$(j "$out" .ctr_id)
+  expect_batch "$out"
+  pkg_kernel "$out" "(created after the upgrade)"
+  rec=$(pkg_record "$cid" create)
+  log "  record: ${rec:0:1000}"
+  [ "$(jq -r .class <<<"$rec")" = KOORD-BE ] || MISMATCH="${MISMATCH:+$MISMATCH; }no create record with class KOORD-BE for $out's container"
+  verdict "$name"
+}
+
+sc_pkg_purge() {
+  local name=$1 l=$D/logs/pkg-purge.log left="" p rc
+  pkg_needs "$name" || return
+  MISMATCH=""
+  log "  before purge: $(ls -d /var/lib/nri-qos /var/log/nri-qos/* /run/nri-qos "$PKG_PROM" /etc/nri/* 2>/dev/null | tr '\n' ' ')"
+  DEBIAN_FRONTEND=noninteractive dpkg --purge nri-qos > "$l" 2>&1; rc=$?
+  log "  dpkg --purge (exit $rc): $(tr '\n' '|' < "$l" | tail -c 1500)"
+  [ $rc = 0 ] || MISMATCH="dpkg --purge exited $rc"
+  PKG_INSTALLED=""
+  for p in /var/lib/nri-qos /var/log/nri-qos /run/nri-qos /etc/nri/nri-qos.toml /opt/nri/bin/nri-qos /usr/libexec/nri-qos \
+           /usr/sbin/nri-qos /usr/share/doc/nri-qos /etc/logrotate.d/nri-qos /usr/share/man/man8/nri-qos.8.gz \
+           /lib/systemd/system/nri-qos-reconcile.timer /lib/systemd/system/nri-qos-reconcile.service /lib/systemd/system/nri-qos-relay.service \
+           /etc/systemd/system/timers.target.wants/nri-qos-reconcile.timer \
+           "$PKG_PROM" "$(dirname "$PKG_PROM")/.nri_qos.prom.state" "$(dirname "$PKG_PROM")/.nri_qos.prom.pending"; do
+    if [ -e "$p" ] || [ -L "$p" ]; then left="$left $p"; fi
+  done
+  # the metrics directory the hook made (this node has no prometheus-node-exporter to own it)
+  for p in "$(dirname "$PKG_PROM")" /var/lib/prometheus; do
+    if [ -d "$p" ] && ! dpkg-query -S "$p" >/dev/null 2>&1; then left="$left $p"; fi
+  done
+  for p in $(find /var/lib/systemd/deb-systemd-helper-enabled /var/lib/systemd/deb-systemd-helper-masked -name '*nri-qos*' 2>/dev/null); do left="$left $p"; done
+  [ -f /etc/nri/conf.json ] && grep -q '"nri-qos"' /etc/nri/conf.json && left="$left /etc/nri/conf.json(nri-qos entry)"
+  dpkg-query -W -f='${Status}' nri-qos 2>/dev/null | grep -q 'installed\|config-files' && left="$left (dpkg: $(dpkg-query -W -f='${Status}' nri-qos))"
+  systemctl list-timers --all 2>/dev/null | grep -q nri-qos && left="$left (timer still listed)"
+  log "  after purge, left:${left:- nothing}; /etc/nri: $(ls -A /etc/nri 2>/dev/null | tr '\n' ' ')"
+  [ -z "$left" ] || MISMATCH="${MISMATCH:+$MISMATCH; }left after purge:$left"
+  verdict "$name"
+}
+
+# The suite as it was: the pods stopped, containerd's own configuration back (restarted), its hook.
+pkg_restore() {
+  local out
+  for out in "${PKG_PODS[@]}"; do stop_pod "$out"; done
+  PKG_PODS=()
+  rm -f /run/containerd/containerd.sock
+  if [ -f "$D/config.toml.suite" ]; then
+    mv -f "$D/config.toml.suite" "$D/config.toml"
+    stop_containerd; start_containerd || log "containerd did not restart with the suite's configuration"
+  fi
   install -D -m 0755 "$NRI_QOS_BIN" /opt/nri/bin/nri-qos
+  if [ "$E2E_CGROUP_DRIVER" = systemd ] && [ -x "$(dirname "$NRI_QOS_BIN")/nri-qos-systemd" ]; then
+    install -D -m 0755 "$(dirname "$NRI_QOS_BIN")/nri-qos-systemd" /usr/libexec/nri-qos/nri-qos-systemd
+  fi
   set_v01_conf "$D/policy/nri-qos.toml"
 }

@@ -176,7 +176,7 @@ cd /root/in/repo || exit 1
 echo "node: $(uname -r); PID 1 $(cat /proc/1/comm); $(stat -fc %T /sys/fs/cgroup)" >&2
 export E2E_CGROUP_DRIVER=systemd E2E_PREFIX=vm- E2E_NODE_SUBSET=1 NRI_QOS_BIN=/root/in/repo/build/nri-qos \
        E2E_CACHE=/root/in/cache E2E_WORK=/root/in/work E2E_OFFLINE=1 E2E_C21_SUITE=@C21@ E2E_ONLY='@ONLY@'
-# The .deb (pkg-lifecycle) and the libraries its CRI client needs that the image lacks (what apt
+# The .deb (pkg-* scenarios) and the libraries its CRI client needs that the image lacks (what apt
 # would pull in on a node with a network); the libraries also serve build/nri-qos-cri (discover).
 if [ -d /root/in/pkg ]; then
   if ls /root/in/pkg/deps/*.deb >/dev/null 2>&1; then
@@ -197,7 +197,7 @@ SH
 stage_deb() {
   local in=$1 deb=${E2E_DEB:-}
   [ -n "$deb" ] || deb=$(ls -t "$REPO"/build/deb/nri-qos_*.deb 2>/dev/null | head -1)
-  [ -n "$deb" ] && [ -f "$deb" ] || { vm_log "no .deb to stage (make deb): pkg-lifecycle will SKIP"; return 0; }
+  [ -n "$deb" ] && [ -f "$deb" ] || { vm_log "no .deb to stage (make deb): the pkg-* scenarios will SKIP"; return 0; }
   mkdir -p "$in/pkg/deps" "$VMC/../nodevm-debs" && cp -a "$deb" "$in/pkg/nri-qos.deb" || return 1
   # The upgrade: the same package under a higher version (VERSION+e2eupgrade1), repacked with
   # dpkg-deb, so that `dpkg -i` of it runs the maintainer scripts' upgrade path (prerm upgrade,
@@ -206,6 +206,8 @@ stage_deb() {
   rm -rf "$x" && dpkg-deb -R "$deb" "$x" || return 1
   v=$(dpkg-deb -f "$deb" Version)+e2eupgrade1
   sed -i "s/^Version: .*/Version: $v/" "$x/DEBIAN/control"
+  # one file only the upgrade has (in its md5sums too): sc_pkg_upgrade's proof that its files are on disk
+  echo "$v" > "$x/usr/share/doc/nri-qos/e2e-upgrade" && (cd "$x" && md5sum usr/share/doc/nri-qos/e2e-upgrade >> DEBIAN/md5sums) || return 1
   dpkg-deb --root-owner-group -b "$x" "$in/pkg/nri-qos-upgrade.deb" >/dev/null || return 1
   rm -rf "$x"
   local want have missing p
