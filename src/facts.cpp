@@ -790,15 +790,7 @@ Outcome rubik_cache_limit(Ctx& c, uint8_t) {
 std::optional<std::pair<uint32_t, uint32_t>> block_device(const std::string& dev, const std::string& dev_root,
                                                           const std::string& sysfs_root, std::string& why) {
     uint64_t ma = 0, mi = 0;
-    auto digits = [](const std::string& t, uint64_t maxv, uint64_t& v) {
-        if (t.empty() || t.size() > 7) return false;
-        v = 0;
-        for (char ch : t) {
-            if (ch < '0' || ch > '9') return false;
-            v = v * 10 + static_cast<uint64_t>(ch - '0');
-        }
-        return v <= maxv;
-    };
+    auto digits = [](const std::string& t, uint64_t maxv, uint64_t& v) { return parse_decimal(t, 7, maxv, v); };
     const size_t colon = dev.find(':');
     if (colon != std::string::npos && dev.find(':', colon + 1) == std::string::npos && dev.rfind("/dev/", 0) != 0) {
         if (!digits(dev.substr(0, colon), 4095, ma) || !digits(dev.substr(colon + 1), (1u << 20) - 1, mi)) {

@@ -105,21 +105,23 @@ const char* throttle_v1_file(ThrottleEntry::Key k) {
     return n[k & 3];
 }
 
+bool parse_decimal(const std::string& t, size_t max_digits, uint64_t maxv, uint64_t& v) {
+    if (t.empty() || t.size() > max_digits) return false;
+    v = 0;
+    for (char c : t) {
+        if (c < '0' || c > '9') return false;
+        v = v * 10 + static_cast<uint64_t>(c - '0');
+    }
+    return v <= maxv;
+}
+
 bool parse_throttle(const std::string& s, std::vector<ThrottleEntry>& out, std::string& err) {
     out.clear();
     if (s.empty() || s.size() > 4096) {
         err = s.empty() ? "empty device list" : "device list longer than 4096 characters";
         return false;
     }
-    auto num = [](const std::string& t, uint64_t maxv, uint64_t& v) {
-        if (t.empty() || t.size() > 19) return false;
-        v = 0;
-        for (char c : t) {
-            if (c < '0' || c > '9') return false;
-            v = v * 10 + static_cast<uint64_t>(c - '0');
-        }
-        return v <= maxv;
-    };
+    auto num = [](const std::string& t, uint64_t maxv, uint64_t& v) { return parse_decimal(t, 19, maxv, v); };
     size_t pos = 0;
     while (pos <= s.size()) {
         size_t comma = s.find(',', pos);

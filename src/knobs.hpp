@@ -122,6 +122,11 @@ const char* throttle_v1_file(ThrottleEntry::Key k);
 /// the kernel reads it as "no limit", which would lift a limit set by others). At most
 /// kMaxThrottleEntries entries, 4096 characters. false with a one-line `err` otherwise.
 bool parse_throttle(const std::string& s, std::vector<ThrottleEntry>& out, std::string& err);
+
+/// `t` as an unsigned decimal: 1..`max_digits` ASCII digits, value ≤ `maxv` (no sign, no
+/// spaces, no leading '+'). The device numbers and rates of blkio_throttle and of the
+/// rubik.blkio_limit fact. False when it is not.
+bool parse_decimal(const std::string& t, size_t max_digits, uint64_t maxv, uint64_t& v);
 /// The canonical text of `e` (parse_throttle's syntax), in the given order.
 std::string throttle_text(const std::vector<ThrottleEntry>& e);
 /// True for the kernel files blk-throttle keys by device: io.max and blkio.throttle.*_device
