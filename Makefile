@@ -1,7 +1,8 @@
 # nri-qos — one-shot NRI QoS hook.  `make` builds build/nri-qos; `make check` runs every test.
 #
-# Layout: src/*.cpp is the pipeline (request → model → classify → adjustment → sinks),
-# src/nri/ the native NRI (ttrpc) relay, tests/unit/*.cpp the Catch2 tests, tests/*.sh the
+# Layout (docs/architecture.md, src/README.md): one folder per stage under src/ (os, model,
+# records, policy, facts, event, nri, cli; includes only go down that stack, tests/layering.sh),
+# tests/unit/<folder>/*.cpp the Catch2 tests, tests/*.sh the
 # shell-level suites run by tests/run.sh.
 
 VERSION   ?= $(shell cat VERSION 2>/dev/null || echo 0.0.0)
@@ -36,17 +37,20 @@ STATIC_EH := -Wl,--eh-frame-hdr -specs=src/static-eh.specs   # the static links 
 IOS_WRAP  := -Wl,--wrap=_ZNSt8ios_base4InitC1Ev -Wl,--wrap=_ZNSt8ios_base4InitD1Ev
 LDLIBS    += -lprotobuf-lite -lnettle -lyaml-cpp -pthread
 
+# The folders of the hook's library, bottom of the stack first (src/README.md); src/tools,
+# src/cri and src/helper are separate programs.
+SRC_DIRS  := os model records policy facts event nri cli
 PROTO_SRC := src/nri/nri.proto
 PROTO_CC  := $(BUILD)/gen/nri/nri.pb.cc
 PROTO_H   := $(BUILD)/gen/nri/nri.pb.h
 
-SRCS      := $(wildcard src/*.cpp src/nri/*.cpp)
-MAIN_SRC  := src/main.cpp
+SRCS      := $(wildcard $(addsuffix /*.cpp,$(addprefix src/,$(SRC_DIRS))))
+MAIN_SRC  := src/cli/main.cpp
 LIB_SRCS  := $(filter-out $(MAIN_SRC),$(SRCS))
 LIB_OBJS  := $(LIB_SRCS:%.cpp=$(BUILD)/obj/%.o) $(if $(wildcard $(PROTO_SRC)),$(BUILD)/obj/gen/nri.pb.o)
-MAIN_OBJ  := $(BUILD)/obj/src/main.o
+MAIN_OBJ  := $(BUILD)/obj/src/cli/main.o
 
-TEST_SRCS := $(wildcard tests/unit/*.cpp)
+TEST_SRCS := $(wildcard tests/unit/*.cpp tests/unit/*/*.cpp)
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/obj/%.o)
 
 .PHONY: cri all deps build-deps demo check test unit e2e bench bench-quick fuzz fuzz-smoke dist rpm deb install clean
@@ -72,24 +76,25 @@ $(PROTO_CC) $(PROTO_H): $(PROTO_SRC) | build-deps
 
 # The seccomp program is compiled by libseccomp at build time (src/tools/seccomp-bpf-gen.cpp).
 SECCOMP_H := $(BUILD)/gen/seccomp_bpf.h
-$(BUILD)/seccomp-bpf-gen: src/tools/seccomp-bpf-gen.cpp src/sandbox_syscalls.hpp | build-deps
+$(BUILD)/seccomp-bpf-gen: src/tools/seccomp-bpf-gen.cpp src/os/sandbox_syscalls.hpp | build-deps
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O1 -Isrc $< -lseccomp -o $@
 $(SECCOMP_H): $(BUILD)/seccomp-bpf-gen
 	@mkdir -p $(dir $@)
 	$< > $@.tmp && mv $@.tmp $@
-$(BUILD)/obj/src/sandbox.o: $(SECCOMP_H)
+$(BUILD)/obj/src/os/sandbox.o: $(SECCOMP_H)
 
 # The built-in policy: conf/nri.d/nri-qos.toml validated (no error, no warning) and compiled at
-# build time into the flat compiled form, linked in as a byte array (src/policy_builtin.*).
+# build time into the flat compiled form, linked in as a byte array (src/policy/policy_builtin.*).
 POLICY_INC  := $(BUILD)/gen/policy_builtin.inc
-POLICY_GEN_OBJS := $(addprefix $(BUILD)/obj/src/,policy.o policy_cache.o knobs.o sha256.o fact_table.o cpuset.o)
+POLICY_GEN_OBJS := $(addprefix $(BUILD)/obj/src/,policy/policy.o policy/policy_cache.o model/knobs.o os/sha256.o \
+                   model/fact_table.o os/cpuset.o)
 $(BUILD)/policy-builtin-gen: src/tools/policy-builtin-gen.cpp $(POLICY_GEN_OBJS)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $< $(POLICY_GEN_OBJS) -lnettle -o $@
 $(POLICY_INC): $(BUILD)/policy-builtin-gen conf/nri.d/nri-qos.toml
 	@mkdir -p $(dir $@)
 	$< conf/nri.d/nri-qos.toml > $@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
-$(BUILD)/obj/src/policy_builtin.o: $(POLICY_INC)
+$(BUILD)/obj/src/policy/policy_builtin.o: $(POLICY_INC)
 
 $(BUILD)/obj/gen/nri.pb.o: $(PROTO_CC)
 	@mkdir -p $(dir $@)
@@ -125,7 +130,7 @@ $(BUILD)/nri-qos-cri: src/cri/nri-qos-cri.cpp $(CRI_PB)
 		$(filter-out -static,$(LDFLAGS)) -Wl,--as-needed $< $(CRI_PB) $(shell pkg-config --cflags --libs grpc++ protobuf) -o $@
 cri: $(BUILD)/nri-qos-cri
 # The companion that sets systemd unit properties (src/helper/nri-qos-systemd.cpp,
-# src/systemd_unit.hpp): dynamically linked with Debian's libsystemd (sd-bus), which has no static
+# src/event/systemd_unit.hpp): dynamically linked with Debian's libsystemd (sd-bus), which has no static
 # library. Installed in /usr/libexec/nri-qos/; the hook runs it only on the systemd cgroup driver.
 LIBEXECDIR ?= $(PREFIX)/libexec/nri-qos
 $(BUILD)/nri-qos-systemd: src/helper/nri-qos-systemd.cpp | build-deps

@@ -77,7 +77,7 @@ bench_policy() {
 }
 
 # The relay's evaluation sandbox learns the directories it may write records into from the sinks
-# memo in its state dir as it is when the relay starts (src/publish.cpp); paths that only the
+# memo in its state dir as it is when the relay starts (src/event/publish.cpp); paths that only the
 # policy's [settings] names are not writable until the relay restarts (seen with nri-qos 0.1.0:
 # "Permission denied" on every event). A node keeps its state dir across relay restarts; the bench
 # starts on an empty one, so it writes the memo first with one one-shot invocation.

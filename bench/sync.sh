@@ -3,7 +3,7 @@
 # the real `nri-qos relay`, launched like containerd launches it, against the runtime's timeouts:
 # registration 5 s (plugin_registration_timeout), and containerd's plugin request timeout (2 s),
 # which spans every part of the pass (the relay answers by 1.75 s and fails the rest open).
-# Driver: the hidden Catch2 test "[.nri-sync]" (tests/unit/test_nri_relay.cpp) plays containerd:
+# Driver: the hidden Catch2 test "[.nri-sync]" (tests/unit/nri/test_nri_relay.cpp) plays containerd:
 # for each size in BENCH_SYNC_SIZES (default "50 250 1000" containers: 250 is the node,
 # 50 and 1000 show the growth), BENCH_SYNC_PER_POD containers per pod (default 2), sent in
 # BENCH_SYNC_PARTS parts (default 4, NRI v0.8+ `more`), BENCH_SYNC_RUNS passes (default 5), each

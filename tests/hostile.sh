@@ -782,7 +782,7 @@ d, name, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
 bad, n = [], 0
 for f in os.listdir(d):
     p = os.path.join(d, f)
-    if f in ("trap.json", "last-good", "sinks") or (f == "last" and os.path.isdir(p)): continue  # last-good: the last good policy copies (--state-dir/last-good); last/: per-container records (src/publish.hpp)
+    if f in ("trap.json", "last-good", "sinks") or (f == "last" and os.path.isdir(p)): continue  # last-good: the last good policy copies (--state-dir/last-good); last/: per-container records (src/event/publish.hpp)
     if f.endswith(".tmp") or f.startswith("."): bad.append("temp file left: " + f); continue
     n += 1
     try:

@@ -3,7 +3,7 @@
 # The protocol itself is covered by the unit tests ([nri] in build/unit-tests); this suite execs
 # the real static binary the way containerd launches /opt/nri/plugins/10-nri-qos (trunk socket on
 # fd 3, environment = NRI_PLUGIN_NAME/IDX/SOCKET only) through the hidden Catch2 test
-# "[.nri-load]" (tests/unit/test_nri_relay.cpp), which plays containerd.
+# "[.nri-load]" (tests/unit/nri/test_nri_relay.cpp), which plays containerd.
 #   relay-launch-no-args  no arguments + NRI_PLUGIN_SOCKET: registers, answers Configure, exits 0 on EOF
 #   relay-real-child      CreateContainer events evaluated by the real `nri-eval` child (private
 #                         cgroup root, the mechanics fixture policy: every event gets an

@@ -41,7 +41,7 @@ fi
 scripts/deps.sh build pkg >/dev/null || { fail deps "scripts/deps.sh build pkg"; exit 1; }
 
 missing=""
-for f in src/main.cpp man/nri-qos.8 man/nri-qos.toml.5 conf/nri.d/nri-qos.toml; do
+for f in src/cli/main.cpp man/nri-qos.8 man/nri-qos.toml.5 conf/nri.d/nri-qos.toml; do
   [ -f "$f" ] || missing="$missing $f"
 done
 
@@ -51,7 +51,7 @@ DIST=dist/nri-qos-$VERSION.tar.gz
 if scripts/dist.sh "$VERSION" >"$SCRATCH/dist.log" 2>&1; then
   tar -tzf "$DIST" | sed "s|^nri-qos-$VERSION/||" | sort > "$SCRATCH/dist.list"
   ok=1
-  for f in VERSION Makefile LICENSE scripts/dist.sh src/register.cpp packaging/rpm/nri-qos.spec \
+  for f in VERSION Makefile LICENSE scripts/dist.sh src/cli/register.cpp packaging/rpm/nri-qos.spec \
            packaging/deb/debian/rules deploy/kubernetes/install.sh tests/packaging.sh; do
     grep -qx "$f" "$SCRATCH/dist.list" || { ok=0; echo "# dist: $f missing"; }
   done

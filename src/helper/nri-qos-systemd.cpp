@@ -5,7 +5,7 @@
 // systemd cgroup manager uses (opencontainers/cgroups systemd/v2.go UnifiedManager.Set: unit
 // properties first, then the fs2 files).
 //
-// Protocol (src/systemd_unit.hpp): stdin holds one property a line,
+// Protocol (src/event/systemd_unit.hpp): stdin holds one property a line,
 //   UNIT <TAB> NAME <TAB> t <TAB> DECIMAL     (D-Bus uint64: CPUWeight, MemoryMax, ...)
 //   UNIT <TAB> NAME <TAB> ay <TAB> HEX        (D-Bus byte array: AllowedCPUs, AllowedMemoryNodes)
 // and stdout gets exactly one line per input line, in the same order: "ok" or "error REASON".

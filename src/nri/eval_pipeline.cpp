@@ -1,7 +1,7 @@
 // In-process pipeline evaluator of the relay, see eval_pipeline.hpp.
 #include "nri/eval_pipeline.hpp"
 
-#include "publish.hpp"
+#include "event/publish.hpp"
 
 #include <sched.h>
 #include <sys/stat.h>
@@ -12,11 +12,11 @@
 #include <cerrno>
 #include <memory>
 
-#include "arena.hpp"
-#include "policy_cache.hpp"
-#include "policy_store.hpp"
-#include "request.hpp"
-#include "sandbox.hpp"
+#include "os/arena.hpp"
+#include "policy/policy_cache.hpp"
+#include "policy/policy_store.hpp"
+#include "model/request.hpp"
+#include "os/sandbox.hpp"
 
 namespace nri {
 
@@ -111,7 +111,7 @@ std::string apply_eval_flags(nriqos::Options& o, const std::vector<std::string>&
 
 InProcessEval pipeline_evaluator(const nriqos::Options& base) {
   auto opts = std::make_shared<nriqos::Options>(base);
-  opts->default_sinks = true;  // event record, metrics, last request (src/publish.hpp), as `nri-eval`
+  opts->default_sinks = true;  // event record, metrics, last request (src/event/publish.hpp), as `nri-eval`
   InProcessEval e;
   // The identity of the policy file the zygote last had probed (and so compiled): a changed file
   // without a compiled entry is probed once, not before every spare while it compiles.
@@ -192,7 +192,7 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
   };
   e.warm = []() {
     // A spare is single-threaded (cloned from the zygote's one thread) and exits after its
-    // event: the one-shot arena serves it (src/arena.hpp), its pages mapped before the event.
+    // event: the one-shot arena serves it (src/os/arena.hpp), its pages mapped before the event.
     nriqos::arena::enable();
     nriqos::arena::prefault(96u << 10);  // a native event uses ~50-80 KiB of it (gdb: arena g_top at exit)
   };

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "nri/evaluator.hpp"
-#include "pipeline.hpp"
+#include "event/pipeline.hpp"
 
 namespace nri {
 
@@ -19,7 +19,7 @@ namespace nri {
 std::string apply_eval_flags(nriqos::Options& o, const std::vector<std::string>& flags);
 
 /// The evaluator of the real binary. prepare(): apply the flags to a copy of `base`, then
-/// install the sandbox (src/sandbox.hpp install_sandbox: seccomp allow-list + Landlock write
+/// install the sandbox (src/os/sandbox.hpp install_sandbox: seccomp allow-list + Landlock write
 /// roots) unless NRI_QOS_NO_SANDBOX is set. evaluate(budget): arm the self-imposed deadline
 /// (pipeline.hpp arm_deadline, NriEval), read the event from stdin, run the pipeline (which loads
 /// the policy now: the file's current contents, through the compiled cache, and narrows the

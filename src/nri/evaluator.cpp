@@ -21,8 +21,8 @@
 
 #include "nri/evaluator_procs.hpp"
 #include "nri/failure_record.hpp"
-#include "pipeline.hpp"
-#include "record.hpp"
+#include "event/pipeline.hpp"
+#include "records/record.hpp"
 
 extern char** environ;
 

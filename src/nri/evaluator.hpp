@@ -43,7 +43,7 @@ struct InProcessEval {
   /// Returns "" or one line for the relay's log.
   std::function<std::string(const std::vector<std::string>& flags, bool zygote)> prepare;
   /// In a spare cloned by the zygote, before the event: give up the zygote's extra system calls
-  /// (src/sandbox.hpp drop_zygote_calls) and ready the spare's own narrowing layer
+  /// (src/os/sandbox.hpp drop_zygote_calls) and ready the spare's own narrowing layer
   /// (prepare_narrowing). Returns "" or why not (the spare then exits unused).
   std::function<std::string()> detach;
   /// In the zygote, before it clones each spare (off the event's critical path): refresh what the
@@ -79,7 +79,7 @@ struct InProcessEval {
   std::function<int(const std::vector<std::string>& flags, const std::string& msg)> record;
   /// In the relay (confined: it may stat, not open): a signature of what `prepare` confines an
   /// evaluator to that can change while the relay runs — the record paths the last policy named
-  /// (<state_dir>/sinks, src/publish.hpp sinks_memo_signature). When it changes, the zygote and
+  /// (<state_dir>/sinks, src/event/publish.hpp sinks_memo_signature). When it changes, the zygote and
   /// the spares made under the old one are replaced (Supervisor::ensure_spare): they could not
   /// write the records. Optional.
   std::function<std::string(const std::vector<std::string>& flags)> roots_signature;

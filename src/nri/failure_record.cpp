@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "publish.hpp"
+#include "event/publish.hpp"
 
 namespace nri {
 

@@ -3,7 +3,7 @@
 // request was malformed, unknown or could not be queued; no evaluator could be started — gets
 // an event-log line and metrics like every evaluated event.
 //
-// The confined relay cannot write /var/log/nri-qos or the metrics file (src/sandbox.hpp
+// The confined relay cannot write /var/log/nri-qos or the metrics file (src/os/sandbox.hpp
 // confine_relay: no filesystem writes). It describes the failure in one bounded message (this
 // file's `failure_message`) and hands it to the keeper (evaluator_procs.cpp), which was forked before
 // the relay confined itself. The keeper forks a short-lived recorder per message; the recorder
@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <string>
 
-#include "metrics.hpp"
-#include "record.hpp"
+#include "records/metrics.hpp"
+#include "records/record.hpp"
 
 namespace nriqos {
 struct SinkPaths;

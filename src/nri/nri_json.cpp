@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "json_print.hpp"
+#include "os/json_print.hpp"
 
 namespace nri {
 

@@ -55,7 +55,7 @@ nlohmann::json event_to_json(const std::string& event, const std::string& runtim
 /// Appends the text of event_to_json(...) to `out`, byte for byte what its dump() prints
 /// (compact, keys sorted bytewise as nlohmann::json's std::map orders them, map entries
 /// sorted the same way, non-ASCII UTF-8 as is), without building the DOM: member by member
-/// through src/json_print.hpp JsonPrinter (one serializer, plain-ASCII strings appended as
+/// through src/os/json_print.hpp JsonPrinter (one serializer, plain-ASCII strings appended as
 /// they are). The relay's per-event input to its evaluator (Relay::prepare). Invalid UTF-8
 /// cannot arrive here from the wire (protobuf rejects it in proto3 string fields while
 /// parsing the request); given anyway it is replaced by U+FFFD where dump() would throw.

@@ -33,9 +33,9 @@
 #include "nri/nri_json.hpp"
 #include "nri/sync.hpp"
 #include "nri/ttrpc.hpp"
-#include "record.hpp"
-#include "kernel.hpp"
-#include "sandbox.hpp"
+#include "records/record.hpp"
+#include "os/kernel.hpp"
+#include "os/sandbox.hpp"
 
 namespace nri {
 

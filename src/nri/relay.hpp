@@ -11,7 +11,7 @@
 
 namespace nri {
 
-/// Settings of the relay. The caller (src/main.cpp) fills them from the command line and
+/// Settings of the relay. The caller (src/cli/main.cpp) fills them from the command line and
 /// from the environment containerd gives a launched plugin (relay_options_from_env()).
 struct RelayOptions {
   /// Pre-connected trunk socket (containerd launch: NRI_PLUGIN_SOCKET=3). Used when >= 0.
@@ -45,7 +45,7 @@ struct RelayOptions {
   /// flag is already in child_argv. See docs/native-nri.md "Plugin configuration".
   bool config_to_child_flags = true;
   /// Fork mode: once configured, fork the keeper (the one process that makes evaluator zygotes)
-  /// and confine the relay (src/sandbox.hpp confine_relay: seccomp allow-list, no filesystem
+  /// and confine the relay (src/os/sandbox.hpp confine_relay: seccomp allow-list, no filesystem
   /// writes, no exec). Off with NRI_QOS_NO_SANDBOX=1. Exec mode is never confined (it execs).
   bool confine = true;
   /// Tests only: called in the relay right after it confined itself.

@@ -1,7 +1,7 @@
 // The external relay as a service: reconnect with back-off, liveness on record. See service.hpp.
 #include "nri/service.hpp"
 
-#include "kernel.hpp"
+#include "os/kernel.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nri/evaluator.hpp"
-#include "record.hpp"
+#include "records/record.hpp"
 
 namespace nri {
 

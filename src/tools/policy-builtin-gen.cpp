@@ -1,14 +1,14 @@
 // Build-time generator: validates the bundled policy (conf/nri.d/nri-qos.toml) with the same
 // checker as `nri-qos check`, compiles it into the flat compiled-policy format
-// (src/policy_cache.hpp, key kBuiltinKey) and prints it as a C++ include: the byte array that
-// src/policy_builtin.cpp links into the hook, so that the binary carries a policy that needs
+// (src/policy/policy_cache.hpp, key kBuiltinKey) and prints it as a C++ include: the byte array that
+// src/policy/policy_builtin.cpp links into the hook, so that the binary carries a policy that needs
 // no TOML parse at run time. The build fails when the bundled policy has an error or a warning.
 // Usage: policy-builtin-gen conf/nri.d/nri-qos.toml > build/gen/policy_builtin.inc
 #include <cstdio>
 
-#include "policy.hpp"
-#include "policy_cache.hpp"
-#include "sha256.hpp"
+#include "policy/policy.hpp"
+#include "policy/policy_cache.hpp"
+#include "os/sha256.hpp"
 
 int main(int argc, char** argv) {
     using namespace nriqos;

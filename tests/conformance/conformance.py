@@ -103,7 +103,7 @@ def is_throttle_file(f):
 
 
 def merge_throttle(f, current, written):
-    """What a blk-throttle file shows after a one-device write (src/knobs.hpp merge_throttle_file):
+    """What a blk-throttle file shows after a one-device write (src/model/knobs.hpp merge_throttle_file):
     one line per device, sorted by device here; v1 "MAJ:MIN RATE" (0 removes the device), v2 io.max
     "MAJ:MIN rbps=.. wbps=.. riops=.. wiops=.." with "max" for unset keys."""
     v2 = f.endswith("io.max")
@@ -157,7 +157,7 @@ def expand_slice(s):
 
 
 def rel_of(cgroups_path):
-    """OCI cgroupsPath -> directory below the hierarchy root (runc rules, as src/model.cpp)."""
+    """OCI cgroupsPath -> directory below the hierarchy root (runc rules, as src/model/model.cpp)."""
     if not cgroups_path.startswith("/") and ":" in cgroups_path:
         slc, prefix, name = cgroups_path.split(":")
         unit = name if name.endswith(".slice") else (prefix + "-" if prefix else "") + name + ".scope"

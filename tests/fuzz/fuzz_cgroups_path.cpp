@@ -6,8 +6,8 @@
 #include <string>
 
 #include "fuzz_common.hpp"
-#include "model.hpp"
-#include "request.hpp"
+#include "model/model.hpp"
+#include "model/request.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string in(reinterpret_cast<const char*>(data), size);

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "model.hpp"
+#include "model/model.hpp"
 
 namespace fuzz {
 

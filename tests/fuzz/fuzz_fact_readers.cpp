@@ -1,6 +1,6 @@
-// libFuzzer target: the fact readers (src/fact_readers.hpp) and the CPU-set list format
-// (src/cpuset.hpp) on hostile annotation values, rubik's volcano.sh/blkio-limit and the
-// blkio_throttle value syntax (src/knobs.hpp). The first byte picks the reader, the rest is the
+// libFuzzer target: the fact readers (src/facts/fact_readers.hpp) and the CPU-set list format
+// (src/os/cpuset.hpp) on hostile annotation values, rubik's volcano.sh/blkio-limit and the
+// blkio_throttle value syntax (src/model/knobs.hpp). The first byte picks the reader, the rest is the
 // value. Oracles: every error is one non-empty line; values stay within their bounds; a CPU set
 // prints in canonical form and parses back to itself; an integer quantity equals its digits.
 #include <cstddef>
@@ -8,11 +8,11 @@
 #include <cstdlib>
 #include <string>
 
-#include "cpuset.hpp"
-#include "fact_readers.hpp"
+#include "os/cpuset.hpp"
+#include "facts/fact_readers.hpp"
 #include "fuzz_common.hpp"
-#include "knobs.hpp"
-#include "request.hpp"
+#include "model/knobs.hpp"
+#include "model/request.hpp"
 
 namespace {
 void one_line(const std::string& m, const char* what) {

@@ -27,7 +27,7 @@
 
 #include "fuzz_common.hpp"
 #include "nri/nri_json.hpp"
-#include "request.hpp"
+#include "model/request.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target: NUMA placement choice (src/numa.hpp choose_numa) on arbitrary topologies and
+// libFuzzer target: NUMA placement choice (src/facts/numa.hpp choose_numa) on arbitrary topologies and
 // held sets. Input lines: "node <id> <cpulist>", "held <cpulist>", "sib <cpu> <cpulist>",
 // "need <n>", "mode e|b|s", "prefer <id>". Oracles: a placement uses only CPUs of its nodes (one
 // node unless exclusive), never a held CPU (except the pod's own node in exclusive mode), exactly
@@ -9,9 +9,9 @@
 #include <sstream>
 #include <string>
 
-#include "cpuset.hpp"
+#include "os/cpuset.hpp"
 #include "fuzz_common.hpp"
-#include "numa.hpp"
+#include "facts/numa.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace nriqos;

@@ -27,9 +27,9 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz_common.hpp"
-#include "knobs.hpp"
-#include "model.hpp"
-#include "pipeline.hpp"
+#include "model/knobs.hpp"
+#include "model/model.hpp"
+#include "event/pipeline.hpp"
 
 using nlohmann::json;
 

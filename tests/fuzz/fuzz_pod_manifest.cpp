@@ -10,9 +10,9 @@
 #include <string_view>
 
 #include "fuzz_common.hpp"
-#include "model.hpp"
-#include "pod_manifest.hpp"
-#include "request.hpp"
+#include "model/model.hpp"
+#include "cli/pod_manifest.hpp"
+#include "model/request.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string_view text(reinterpret_cast<const char*>(data), size);

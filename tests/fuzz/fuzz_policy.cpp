@@ -8,10 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "classify.hpp"
+#include "event/classify.hpp"
 #include "fuzz_common.hpp"
-#include "policy.hpp"
-#include "request.hpp"
+#include "policy/policy.hpp"
+#include "model/request.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string text(reinterpret_cast<const char*>(data), size);

@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "fuzz_common.hpp"
-#include "model.hpp"
-#include "request.hpp"
+#include "model/model.hpp"
+#include "model/request.hpp"
 
 namespace {
 using nriqos::Request;

@@ -15,10 +15,10 @@
 # Env: FUZZ_SECONDS, FUZZ_PARALLEL (targets run at once, default 1), CXX_FUZZ (default clang++),
 #      FUZZ_SCRATCH (where the pipeline target makes its scratch root, default /tmp),
 #      FUZZ_NO_CACHE=1 (pipeline target without the compiled-policy cache),
-#      FUZZ_OVERLAY=DIR (compile DIR/X.cpp / DIR/X.hpp instead of src/X.*: fuzz a proposed fix;
+#      FUZZ_OVERLAY=DIR (compile DIR/X.cpp / DIR/X.hpp instead of src/<folder>/X.*: fuzz a proposed fix;
 #      everything then goes to build/fuzz-overlay/).
 #
-# The library sources (src/*.cpp except main.cpp) are compiled with clang and
+# The library sources (src/<folder>/*.cpp but src/nri and src/cli/main.cpp) are compiled with clang and
 # -fsanitize=address,undefined into build/fuzz/obj, the relay's codec sources (src/nri/mux,
 # ttrpc, nri_json and the protoc output) into build/fuzz/obj/nri; every target is linked with
 # -fsanitize=fuzzer (framing and nri_json also with those and -lprotobuf-lite). Any crash, sanitizer report, leak, timeout or invariant
@@ -35,6 +35,8 @@ if [ -n "$OVERLAY" ]; then OVERLAY=$(cd "$OVERLAY" && pwd) || exit 2; OUT=build/
 CXX_FUZZ=${CXX_FUZZ:-clang++}
 VERSION=$(cat VERSION 2>/dev/null || echo 0.0.0)
 ALL_TARGETS=(request policy cgroups_path pipeline fact_readers numa framing nri_json pod_manifest)
+# The hook library's folders (Makefile SRC_DIRS without nri: its codecs are NRI_SRCS).
+LIB_DIRS=(src/os src/model src/records src/policy src/facts src/event src/cli)
 NRI_SRCS=(src/nri/mux.cpp src/nri/ttrpc.cpp src/nri/nri_json.cpp src/nri/service_status.cpp build/gen/nri/nri.pb.cc)
 # status.cpp (every target links the library) reads the relay service's liveness file.
 NRI_ALL_TARGETS_OBJ=service_status.o
@@ -50,9 +52,9 @@ build() {
     # sandbox.cpp's program, policy_builtin.cpp's compiled-in policy
     make -s build/gen/seccomp_bpf.h build/gen/policy_builtin.inc || die "make build/gen/seccomp_bpf.h build/gen/policy_builtin.inc failed"
     local objs=() src obj newest_hdr
-    newest_hdr=$(ls -t src/*.hpp tests/fuzz/*.hpp ${OVERLAY:+"$OVERLAY"/*.hpp} 2>/dev/null | head -1)
-    for src in src/*.cpp; do
-        [ "$src" = src/main.cpp ] && continue
+    newest_hdr=$(ls -t ${LIB_DIRS[@]/%//*.hpp} tests/fuzz/*.hpp ${OVERLAY:+"$OVERLAY"/*.hpp} 2>/dev/null | head -1)
+    for src in ${LIB_DIRS[@]/%//*.cpp}; do
+        [ "$src" = src/cli/main.cpp ] && continue
         obj="$OUT/obj/$(basename "${src%.cpp}").o"
         [ -n "$OVERLAY" ] && [ -f "$OVERLAY/$(basename "$src")" ] && src="$OVERLAY/$(basename "$src")"
         if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ "$newest_hdr" -nt "$obj" ]; then
@@ -63,7 +65,7 @@ build() {
     done
     # Drop objects of sources that no longer exist.
     for obj in "$OUT"/obj/*.o; do
-        [ -f "src/$(basename "${obj%.o}").cpp" ] || rm -f "$obj"
+        compgen -G "src/*/$(basename "${obj%.o}").cpp" >/dev/null || rm -f "$obj"
     done
     # The relay's codecs (and the protobuf code they need), for the framing and nri_json targets.
     make -s build/gen/nri/nri.pb.cc || die "make build/gen/nri/nri.pb.cc failed"

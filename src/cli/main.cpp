@@ -1,0 +1,512 @@
+// nri-qos: command line. See man/nri-qos.8.
+#include <cerrno>
+#include <fcntl.h>
+#include <cstdlib>
+#include <cstring>
+#include <ios>
+#include <new>
+#include <string>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include "os/arena.hpp"
+#include "nri/eval_pipeline.hpp"
+#include "nri/relay.hpp"
+#include "nri/service.hpp"
+#include "policy/policy_store.hpp"
+#include "records/record.hpp"
+#include "event/pipeline.hpp"
+#include "cli/pod_preview.hpp"
+#include "event/publish.hpp"
+#include "records/record.hpp"
+#include "event/detect.hpp"
+#include "os/sandbox.hpp"
+#include "event/systemd_unit.hpp"
+#include "cli/register.hpp"
+#include "event/replay.hpp"
+#include "cli/status.hpp"
+#include "cli/discover.hpp"
+#include "model/request.hpp"
+#include "os/sandbox.hpp"
+#include "event/systemd_unit.hpp"
+
+// ---- standard streams, started on demand -------------------------------------------------
+// Every object file that includes <iostream> — CLI11, our relay files and all 27 objects of
+// libprotobuf-lite.a — carries a static std::ios_base::Init, and the first one to run builds
+// the standard streams and the whole classic locale: ~44,000 instructions and ~5 page faults
+// before main(), on every container start, for streams the hook's hot path never uses (it
+// writes with write(2)). The static binary is linked with
+//   -Wl,--wrap=_ZNSt8ios_base4InitC1Ev -Wl,--wrap=_ZNSt8ios_base4InitD1Ev
+// (Makefile), so those static objects are no-ops, and start_iostreams() runs the real
+// std::ios_base::Init once, first thing on every path except plain `invoke` (containerd's call
+// for every container), which must therefore never touch std::cout/cerr/clog/cin. The unit-test
+// and fuzz binaries are linked without --wrap and keep the eager initialisation.
+extern "C" {
+void __real__ZNSt8ios_base4InitC1Ev(void*);
+void __real__ZNSt8ios_base4InitD1Ev(void*);
+void __wrap__ZNSt8ios_base4InitC1Ev(void*) {}
+void __wrap__ZNSt8ios_base4InitD1Ev(void*) {}
+}
+
+namespace {
+
+alignas(std::ios_base::Init) unsigned char g_ios_init[sizeof(std::ios_base::Init)];
+
+/// The real std::ios_base::Init, once; its destructor (flush cout/cerr/clog) runs at exit.
+void start_iostreams() {
+    static bool started = false;
+    if (started) return;
+    started = true;
+    __real__ZNSt8ios_base4InitC1Ev(g_ios_init);
+    std::atexit([] { __real__ZNSt8ios_base4InitD1Ev(g_ios_init); });
+}
+
+using nriqos::Options;
+
+/// Read all of stdin, up to the request size limit (+1 byte to detect "too large").
+bool read_stdin(std::string& out) {
+    char buf[65536];
+    while (true) {
+        if (nriqos::deadline_input_cut()) return false;  // run_pipeline answers the deadline
+        ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return false;
+        if (n == 0) return true;
+        out.append(buf, static_cast<size_t>(n));
+        if (out.size() > nriqos::limits::kMaxRequestBytes) return true;  // the parser reports it
+    }
+}
+
+void write_all(int fd, const std::string& s) {
+    size_t off = 0;
+    while (off < s.size()) {
+        ssize_t n = write(fd, s.data() + off, s.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        off += static_cast<size_t>(n);
+    }
+}
+
+void add_eval_options(CLI::App* app, Options& o, std::string& layout) {
+    app->add_option("--policy", o.policy, "policy file (default /etc/nri/nri-qos.toml; overrides conf.policy)");
+    app->add_option("--cgroup-root", o.cgroup_root, "cgroup filesystem root (default /sys/fs/cgroup)");
+    app->add_option("--cgroup-layout", layout, "auto|v1|hybrid|v2 (default auto: detect with statfs)");
+    app->add_option("--proc-root", o.proc_root, "procfs root (default /proc)");
+    app->add_option("--resctrl-root", o.resctrl_root, "resctrl root (default /sys/fs/resctrl)");
+    app->add_option("--sysfs-root", o.sysfs_root, "sysfs root for NUMA topology and block devices, read only (default /sys)");
+    app->add_option("--dev-root", o.dev_root, "where /dev/<name> device paths of blkio limits are looked up, stat only (default /dev)");
+    app->add_option("--kubelet-cpu-state", o.kubelet_cpu_state,
+                    "kubelet's CPU manager checkpoint, read only (default /var/lib/kubelet/cpu_manager_state; \"\" none)");
+    app->add_option("--state-dir", o.state_dir, "per-sandbox memo directory (default /run/nri-qos)");
+    app->add_option("--cache-dir", o.cache_dir, "compiled policy cache (default /run/nri-qos/cache; \"\" disables)");
+    app->add_option("--last-good-dir", o.last_good_dir,
+                    "last good policy copies (default /var/lib/nri-qos, or STATE_DIR/last-good with --state-dir; \"\" disables)");
+    app->add_option("--systemd-helper", o.systemd_helper,
+                    "companion that sets systemd unit properties on the systemd cgroup driver "
+                    "(default /usr/libexec/nri-qos/nri-qos-systemd; \"\" disables)");
+    app->add_option("--deadline-ms", o.deadline_ms, "self-imposed deadline in ms (default 1000; 0 disables)");
+    app->add_flag("--debug", o.debug, "log skipped knobs to stderr");
+    app->add_option("--runtime-log", o.runtime_log,
+                    "relay: where the runtime logs NRI plugin conflicts: FILE, journal:UNIT or none; unset: journal:containerd under systemd");
+    app->add_option_function<std::string>("--metrics-file", [&o](const std::string& v) { o.metrics_file = v; },
+                                          "Prometheus textfile (default " NRI_QOS_METRICS_FILE "; \"\" disables)");
+    app->add_option_function<std::string>("--event-log", [&o](const std::string& v) { o.event_log = v; },
+                                          "JSON-lines event log (default /var/log/nri-qos/events.log; \"\" disables)");
+}
+
+/// Without --last-good-dir, pipeline.hpp last_good_dir_of() decides (STATE_DIR/last-good for a
+/// relocated --state-dir, else /var/lib/nri-qos).
+void note_last_good_dir(CLI::App* app, Options& o) { o.last_good_dir_set = app->count("--last-good-dir") > 0; }
+
+int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool policy_set, const std::string* given_input = nullptr) {
+    nriqos::arena::enable();  // one-shot and single-threaded from here on (arena.hpp)
+    o.policy_from_flag = policy_set;
+    o.default_sinks = true;
+    try {
+        o.layout = nriqos::parse_layout(layout);
+    } catch (const nriqos::InputError& e) {
+        write_all(STDERR_FILENO, std::string("nri-qos: ") + e.what() + "\n");
+        return 2;
+    }
+    nriqos::arm_deadline(mode, o.deadline_ms);
+    nriqos::prepare_deadline_record(mode, o);
+    // settings.cpu_weight_formula = "auto": the runtime's version is read by exec, which the
+    // sandbox forbids — so here, before it, and only once (the cache in the state dir missing).
+    if (mode == nriqos::Mode::Invoke)
+        if (std::string l = nriqos::implicit_runtime_probe(o.state_dir, nriqos::defaults::kStateDir, true, 500); l.rfind("cannot", 0) == 0)
+            write_all(STDERR_FILENO, "nri-qos: " + l + "\n");
+    // Confine the process before any untrusted byte is parsed (src/os/sandbox.hpp). The policy and
+    // the compiled cache are read later: reads are not restricted; the cache dir is writable.
+    if (!nriqos::sandbox_disabled_by_env()) {
+        // explain writes no memo: its sandbox gets no state dir (which would be created).
+        std::string state = mode == nriqos::Mode::Explain ? std::string() : o.state_dir;
+        nriqos::SandboxRoots roots{o.cgroup_root, o.proc_root, o.resctrl_root, state, o.cache_dir, o.policy, {}, {}};
+        if (mode != nriqos::Mode::Explain) {
+            roots.last_good_dir = nriqos::last_good_dir_of(o);
+            roots.sink_dirs = nriqos::sink_dirs_before_parse(o.metrics_file, o.event_log, o.state_dir);
+        } else if (!o.cache_dir.empty()) {
+            // explain compiles an edited policy into the cache and saves it as the last good
+            // copy, as an event does (policy_store.hpp PolicyPlaces::write); without a cache, neither.
+            roots.last_good_dir = nriqos::last_good_dir_of(o);
+        }
+        // A systemd node (systemd_unit.hpp): the hook may run the companion that sets unit
+        // properties, and only that (with its ELF interpreter).
+        nriqos::SandboxProfile profile = nriqos::SandboxProfile::Evaluator;
+        if (mode == nriqos::Mode::Invoke && nriqos::systemd_sink_off(o.systemd_helper, o.cgroup_root).empty()) {
+            profile = nriqos::SandboxProfile::EvaluatorSystemd;
+            roots.exec_files = {o.systemd_helper, nriqos::elf_interpreter(o.systemd_helper)};
+        }
+        nriqos::SandboxStatus sb = nriqos::install_sandbox(roots, profile);
+        if (o.debug || !sb.seccomp) write_all(STDERR_FILENO, "nri-qos: sandbox: " + sb.summary() + "\n");
+    }
+    std::string input;
+    if (given_input) input = *given_input;
+    else {
+        nriqos::deadline_input_begin();
+        if (!read_stdin(input)) input.clear();
+        nriqos::deadline_input_end();
+    }
+    int code = 0;
+    std::string out = nriqos::run_pipeline(mode, o, input, code);
+    write_all(STDOUT_FILENO, out);
+    return code;
+}
+
+/// Child argv for the relay: this binary's nri-eval with the evaluation options given to `relay`.
+std::vector<std::string> eval_argv(CLI::App* relay, const Options& o, const std::string& layout) {
+    std::vector<std::string> a = {"/proc/self/exe", "nri-eval"};
+    auto pass = [&](const char* flag, const std::string& v) {
+        if (relay->count(flag) > 0) {
+            a.emplace_back(flag);
+            a.push_back(v);
+        }
+    };
+    pass("--policy", o.policy);
+    pass("--cgroup-root", o.cgroup_root);
+    pass("--cgroup-layout", layout);
+    pass("--proc-root", o.proc_root);
+    pass("--resctrl-root", o.resctrl_root);
+    pass("--sysfs-root", o.sysfs_root);
+    pass("--dev-root", o.dev_root);
+    pass("--kubelet-cpu-state", o.kubelet_cpu_state);
+    pass("--state-dir", o.state_dir);
+    pass("--cache-dir", o.cache_dir);
+    pass("--last-good-dir", o.last_good_dir);
+    pass("--systemd-helper", o.systemd_helper);
+    pass("--metrics-file", o.metrics_file.value_or(""));
+    pass("--event-log", o.event_log.value_or(""));
+    pass("--runtime-log", o.runtime_log);
+    if (o.debug) a.emplace_back("--debug");
+    return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // A hook started with fd 0-2 closed must not have its first opened file become "stdout".
+    for (int fd = 0; fd <= 2; ++fd)
+        if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) != fd) return 2;
+    // Hot path: containerd (NRI v0.1, /etc/nri/conf.json) runs `nri-qos invoke` with no options
+    // for every sandbox and container. That command line has one meaning — every option at its
+    // default — so it goes straight to the pipeline, without building the CLI11 command tree
+    // (~0.19 M instructions) and without the standard streams. Any other command line, including
+    // `invoke` with options, is parsed by CLI11 below.
+    if (argc == 2 && std::strcmp(argv[1], "invoke") == 0) {
+        int rc;
+        {
+            Options o;
+            rc = run_mode(nriqos::Mode::Invoke, o, "auto", false);
+        }
+        // The Result is out (write(2), no stdio buffer); skip the exit handlers: destructors of
+        // static objects (protobuf defaults, CLI11 validators) that this path never used.
+        _exit(rc);
+    }
+    start_iostreams();
+    // Launched by the runtime from /opt/nri/plugins (no arguments, NRI_PLUGIN_SOCKET set):
+    // register at once — nothing that can fail or take time comes first.
+    if (argc == 1 && getenv("NRI_PLUGIN_SOCKET")) {
+        nri::RelayOptions ro;
+        nri::relay_options_from_env(ro, argv[0]);
+        ro.child_argv = {"/proc/self/exe", "nri-eval"};
+        ro.inproc = nri::pipeline_evaluator(nriqos::Options{});  // forked spare evaluators
+        return nri::run_relay(ro);
+    }
+    CLI::App app{"nri-qos: classify pods into QoS classes with a static TOML policy and apply cgroup knobs (NRI hook)", "nri-qos"};
+    app.set_version_flag("--version", [] {
+        std::string why;
+        int abi = nriqos::landlock_abi_version(&why);
+        return std::string("nri-qos ") + NRI_QOS_VERSION + "\nsandbox: seccomp allow-list (EPERM); " +
+               (abi > 0 ? "landlock ABI " + std::to_string(abi) : "landlock unavailable: " + why + "; seccomp only") + "\n" +
+               nriqos::default_policy_status();
+    });
+    app.require_subcommand(0, 1);
+
+    Options o;
+    std::string layout = "auto";
+    std::string format = "text";
+
+    // CLI11 checks every new option against all existing ones, so building the whole command
+    // tree costs ~0.6 M instructions — half of an invocation. On the hot paths (`invoke`, run by
+    // containerd for every container; `nri-eval`, the relay's child) only that subcommand is
+    // built; anything else (help, other commands) gets the full tree.
+    const std::string first = argc > 1 ? argv[1] : "";
+    const bool full = first != "invoke" && first != "nri-eval";
+    CLI::App* invoke = nullptr;
+    CLI::App* explain = nullptr;
+    CLI::App* eval = nullptr;
+    CLI::App* relay = nullptr;
+    CLI::App* check = nullptr;
+    nri::RelayOptions ro;
+    std::string evaluator = "fork";
+    bool relay_once = false;
+    std::string explain_container;
+    std::string explain_pod_file, explain_driver;
+    CLI::App* status = nullptr;
+    CLI::App* reconcile = nullptr;
+    nriqos::StateCommandOptions so;
+    nriqos::DiscoverOptions dopt;
+    bool discover = false;
+    so.state_dir = nriqos::defaults::kStateDir;
+    so.roots.cache_dir = nriqos::defaults::kCacheDir;
+    std::string check_path = nriqos::defaults::kPolicy;
+    std::string check_cache;
+    std::string check_last_good = nriqos::defaults::kLastGoodDir;
+    if (full || first == "invoke") {
+        invoke = app.add_subcommand("invoke", "NRI v0.1: read a request on stdin, apply, print the Result");
+        add_eval_options(invoke, o, layout);
+    }
+    if (full) {
+        explain = app.add_subcommand("explain", "like invoke, but only print what would be done");
+        add_eval_options(explain, o, layout);
+        explain->add_option("--format", format, "text|json")->check(CLI::IsMember({"text", "json"}));
+        explain->add_option("--container", explain_container,
+                            "replay the last request of this live container (id, id prefix, pod or namespace/pod) from the state dir, with a rule trace");
+        explain->add_option("--pod", explain_pod_file,
+                            "preview a Kubernetes Pod manifest (YAML or JSON; - for stdin): kubelet's requests for it through the policy, and the end state of its cgroups");
+        explain->add_option("--cgroup-driver", explain_driver, "with --pod: systemd|cgroupfs (default: the node's)")
+            ->check(CLI::IsMember({"systemd", "cgroupfs"}));
+    }
+    if (full || first == "nri-eval") {
+        eval = app.add_subcommand("nri-eval", "evaluate one native NRI event (the relay's child)");
+        add_eval_options(eval, o, layout);
+        eval->add_option("--event-deadline-ms", o.deadline_ms, "deadline for this event in ms");
+    }
+    if (full) {
+        relay = app.add_subcommand("relay", "native NRI plugin: relay runtime events to one-shot nri-eval children");
+        add_eval_options(relay, o, layout);
+        relay->add_option("--socket", ro.socket_path, "connect to the runtime's NRI socket (e.g. /var/run/nri/nri.sock) instead of NRI_PLUGIN_SOCKET");
+        relay->add_option("--plugin-name", ro.plugin_name, "plugin name to register (default nri-qos)");
+        relay->add_option("--plugin-idx", ro.plugin_idx, "two-digit plugin index to register (default 10)");
+        relay->add_option("--child-deadline-ms", ro.child_deadline_ms, "hard deadline of one evaluation child (default 1500)");
+        relay->add_option("--log-file", ro.log_file, "append the relay's log here (containerd gives launched plugins stderr = /dev/null)");
+        relay->add_option("--evaluator", evaluator, "fork (default: a spare evaluator forked ahead of each event) or exec (nri-eval exec'd per event)")
+            ->check(CLI::IsMember({"fork", "exec"}));
+        relay->add_flag("--once", relay_once,
+                        "with --socket: serve one connection and exit (default: reconnect with back-off when the runtime goes away)");
+
+        nriqos::add_register_commands(app);
+
+        auto state_cmd = [&](CLI::App* c) {
+            c->add_option("--state-dir", so.state_dir, "state directory of the hook (default /run/nri-qos)");
+            c->add_option_function<std::string>("--policy", [&so](const std::string& v) { so.roots.policy = v; },
+                                                "policy file (default: the one each container's last event used)");
+            c->add_option_function<std::string>("--cgroup-root", [&so](const std::string& v) { so.roots.cgroup_root = v; }, "cgroup root (default: as recorded)");
+            c->add_option_function<std::string>("--proc-root", [&so](const std::string& v) { so.roots.proc_root = v; }, "procfs root (default: as recorded)");
+            c->add_option_function<std::string>("--resctrl-root", [&so](const std::string& v) { so.roots.resctrl_root = v; }, "resctrl root (default: as recorded)");
+            c->add_option("--cgroup-layout", layout, "auto|v1|hybrid|v2 (default auto)");
+            c->add_option("--kubelet-cpu-state", so.roots.kubelet_cpu_state,
+                          "kubelet's CPU manager checkpoint (default /var/lib/kubelet/cpu_manager_state; \"\" none)");
+            c->add_option("--cache-dir", so.roots.cache_dir, "compiled policy cache (default /run/nri-qos/cache)");
+            c->add_option("--last-good-dir", so.last_good_dir,
+                          "last good policy copies (default /var/lib/nri-qos, or STATE_DIR/last-good with --state-dir; \"\" disables)");
+        };
+        status = app.add_subcommand("status", "table of the pods and containers nri-qos handled: class, rule, last event, wanted vs kernel values");
+        state_cmd(status);
+        status->add_option("--format", so.format, "text|json")->check(CLI::IsMember({"text", "json"}));
+        status->add_flag("--relay", so.relay_only,
+                         "only the external relay's liveness (<state-dir>/relay.json); exit 1 unless up and registered (a liveness probe)");
+        status->add_option_function<std::string>("--metrics-file", [&so](const std::string& v) { so.metrics_file = v; },
+                                                  "metrics textfile to read adjustments undone by the runtime from; as for invoke");
+        reconcile = app.add_subcommand("reconcile", "re-apply the current policy to every live container nri-qos knows; drop the gone ones");
+        state_cmd(reconcile);
+        reconcile->add_flag("--dry-run", so.dry_run, "report drift, write nothing");
+        reconcile->add_option("--systemd-helper", so.systemd_helper,
+                              "systemd cgroup driver: the companion that sets the unit properties of what is written back, before the files "
+                              "(default /usr/libexec/nri-qos/nri-qos-systemd; \"\" disables)");
+        reconcile->add_option_function<std::string>("--metrics-file", [&so](const std::string& v) { so.metrics_file = v; }, "as for invoke");
+        reconcile->add_option_function<std::string>("--event-log", [&so](const std::string& v) { so.event_log = v; }, "as for invoke");
+        reconcile->add_flag("--discover", discover,
+                            "first list the runtime's live pods and containers through CRI and record those nri-qos has not seen (adopt them)");
+        reconcile->add_option("--cri-socket", dopt.cri_socket,
+                              "with --discover: the runtime's CRI endpoint (default unix:///run/containerd/containerd.sock; CRI-O /var/run/crio/crio.sock, iSulad /var/run/isulad.sock)");
+        reconcile->add_option("--cri-client", dopt.cri_client,
+                              "with --discover: the CRI client (default nri-qos-cri beside this binary, else /usr/libexec/nri-qos/nri-qos-cri)");
+        reconcile->add_option("--nri-conf", dopt.nri_conf, "with --discover: NRI v0.1 conf.json whose nri-qos conf the requests get (default /etc/nri/conf.json)");
+
+        check = app.add_subcommand("check", "validate a policy file (and precompile it)");
+        check->add_option("policy", check_path, "policy file (default /etc/nri/nri-qos.toml)");
+        check->add_option("--cache-dir", check_cache, "also precompile it there and save it as the last good copy");
+        check->add_option("--last-good-dir", check_last_good, "where --cache-dir saves the last good copy (default /var/lib/nri-qos; \"\" disables)");
+    }
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+
+    if (invoke && invoke->parsed()) {
+        note_last_good_dir(invoke, o);
+        return run_mode(nriqos::Mode::Invoke, o, layout, invoke->count("--policy") > 0);
+    }
+    if (explain && explain->parsed()) {
+        note_last_good_dir(explain, o);
+        o.explain_json = format == "json";
+        if (explain->count("--pod") > 0) {
+            if (explain->count("--container") > 0) {
+                write_all(STDERR_FILENO, "nri-qos: explain: --pod and --container exclude each other\n");
+                return 2;
+            }
+            nriqos::PodPreviewOptions po;
+            po.eval = o;
+            po.eval.policy_from_flag = explain->count("--policy") > 0;
+            try {
+                po.eval.layout = nriqos::parse_layout(layout);
+            } catch (const nriqos::InputError& e) {
+                write_all(STDERR_FILENO, std::string("nri-qos: ") + e.what() + "\n");
+                return 2;
+            }
+            po.manifest = explain_pod_file;
+            if (!explain_driver.empty())
+                po.driver = explain_driver == "systemd" ? nriqos::CgroupDriver::Systemd : nriqos::CgroupDriver::Cgroupfs;
+            po.json = o.explain_json;
+            return nriqos::explain_pod(po);
+        }
+        if (explain->count("--cgroup-driver") > 0) {
+            write_all(STDERR_FILENO, "nri-qos: explain: --cgroup-driver goes with --pod\n");
+            return 2;
+        }
+        if (explain->count("--container") == 0) return run_mode(nriqos::Mode::Explain, o, layout, explain->count("--policy") > 0);
+        // Replay the container's last request (state dir) with the current policy.
+        nriqos::StateDir st(o.state_dir);
+        auto found = nriqos::find_last(nriqos::load_last(st), explain_container);
+        if (found.empty()) {
+            write_all(STDERR_FILENO, "nri-qos: explain: no live container or pod \"" + explain_container + "\" in " + o.state_dir + "/last\n");
+            return 1;
+        }
+        if (found.size() > 1 && found[0].id != explain_container && (found[0].sandbox || !found[1].sandbox)) {
+            std::string m = "nri-qos: explain: \"" + explain_container + "\" is ambiguous:";
+            for (const auto& r : found) m += "\n  " + r.id.substr(0, 12) + " " + r.ns + "/" + r.pod + (r.sandbox ? " (sandbox)" : "/" + r.container);
+            write_all(STDERR_FILENO, m + "\n");
+            return 2;
+        }
+        const nriqos::LastRequest& r = found[0];
+        if (r.request.empty()) {
+            write_all(STDERR_FILENO, "nri-qos: explain: the last request of " + r.id + " was too large to keep\n");
+            return 1;
+        }
+        if (explain->count("--policy") == 0 && !r.policy.empty()) o.policy = r.policy;
+        if (explain->count("--cgroup-root") == 0 && !r.cgroup_root.empty()) o.cgroup_root = r.cgroup_root;
+        if (explain->count("--proc-root") == 0 && !r.proc_root.empty()) o.proc_root = r.proc_root;
+        if (explain->count("--resctrl-root") == 0 && !r.resctrl_root.empty()) o.resctrl_root = r.resctrl_root;
+        o.explain_trace = true;
+        o.explain_nri_event = r.source == "nri-eval";
+        write_all(STDOUT_FILENO, o.explain_json ? "" : "replay:   last request of " + r.id.substr(0, 12) + " (" + r.event + " at " + r.time +
+                                                          ", class then " + r.cls + ") with policy " + o.policy + "\n");
+        // The recorded policy was the one in force: use it as if given with --policy.
+        return run_mode(nriqos::Mode::Explain, o, layout, true, &r.request);
+    }
+    if ((status && status->parsed()) || (reconcile && reconcile->parsed())) {
+        CLI::App* cmd = status->parsed() ? status : reconcile;
+        if (cmd->count("--last-good-dir") == 0) {  // the hook's rule (pipeline.hpp last_good_dir_of)
+            Options lo;
+            lo.state_dir = so.state_dir;
+            so.last_good_dir = nriqos::last_good_dir_of(lo);
+        }
+        try {
+            so.roots.layout = nriqos::parse_layout(layout);
+        } catch (const nriqos::InputError& e) {
+            write_all(STDERR_FILENO, std::string("nri-qos: ") + e.what() + "\n");
+            return 2;
+        }
+        std::string out;
+        // reconcile reads the runtime's version again (settings.cpu_weight_formula = "auto"): a
+        // runtime upgraded since the last probe changes the formula in force from now on.
+        if (reconcile->parsed() && !so.dry_run)
+        {
+            if (std::string l = nriqos::implicit_runtime_probe(so.state_dir, nriqos::defaults::kStateDir, false); !l.empty())
+                out += "runtime  " + l + "\n";
+            // the annotations containerd passes to v0.1 hooks, when the record is missing (a
+            // reboot emptied /run) or containerd's config changed since (issue #25 §1)
+            if (std::string l = nriqos::refresh_annotation_passlist(so.state_dir, nriqos::defaults::kStateDir); !l.empty()) out += l + "\n";
+        }
+        int rc = status->parsed() ? (so.relay_only ? nriqos::relay_liveness(so, out) : nriqos::run_status(so, out))
+                 : discover       ? nriqos::run_discover(so, dopt, out)
+                                  : nriqos::run_reconcile(so, out);
+        write_all(STDOUT_FILENO, out);
+        return rc;
+    }
+    if (eval && eval->parsed()) {
+        note_last_good_dir(eval, o);
+        return run_mode(nriqos::Mode::NriEval, o, layout, eval->count("--policy") > 0);
+    }
+    if (relay && relay->parsed()) {
+        note_last_good_dir(relay, o);  // for the in-process evaluators
+        nri::RelayOptions env;
+        nri::relay_options_from_env(env, argv[0]);
+        if (ro.socket_path.empty()) ro.fd = env.fd;
+        if (relay->count("--plugin-name") == 0) ro.plugin_name = env.plugin_name;
+        if (relay->count("--plugin-idx") == 0) ro.plugin_idx = env.plugin_idx;
+        if (ro.fd < 0 && ro.socket_path.empty()) ro.socket_path = "/var/run/nri/nri.sock";
+        ro.child_argv = eval_argv(relay, o, layout);
+        ro.debug = o.debug;
+        if (evaluator == "fork") {
+            try {
+                o.layout = nriqos::parse_layout(layout);
+            } catch (const nriqos::InputError& e) {
+                write_all(STDERR_FILENO, std::string("nri-qos: ") + e.what() + "\n");
+                return 2;
+            }
+            o.policy_from_flag = relay->count("--policy") > 0;
+            ro.inproc = nri::pipeline_evaluator(o);
+        }
+        if (ro.fd >= 0 || relay_once) return nri::run_relay(ro);
+        // External plugin (--socket): a service that reconnects (issue #20), its liveness in
+        // <state_dir>/relay.json and a textfile next to the hook's metrics.
+        nri::ServiceOptions sv;
+        sv.status_file = o.state_dir + "/relay.json";
+        const std::string mf = o.metrics_file ? *o.metrics_file : std::string(nriqos::defaults::kMetricsFile);
+        if (!mf.empty()) sv.metrics_file = nriqos::dir_name(mf) + "/nri_qos_relay.prom";
+        sv.version = NRI_QOS_VERSION;
+        try {  // read only: which policy is in force now (policy_store.hpp)
+            nriqos::PolicyInfo info;
+            nriqos::PolicyPlaces w;
+            w.cache_dir = o.cache_dir;
+            w.last_good_dir = nriqos::last_good_dir_of(o);
+            w.write = false;
+            nriqos::effective_policy(o.policy, o.policy == nriqos::defaults::kPolicy, w, nullptr, info);
+            sv.policy_sha256 = info.sha256;
+        } catch (...) {
+        }
+        if (!ro.log_file.empty()) {  // the service's own lines go to the relay's log too
+            int lfd = open(ro.log_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+            if (lfd >= 0) {
+                dup2(lfd, 2);
+                close(lfd);
+            }
+        }
+        return nri::run_relay_service(ro, sv);
+    }
+    if (check && check->parsed()) {
+        std::string out, err;
+        int rc = nriqos::check_policy(check_path, check_cache, check_last_good, out, err);
+        write_all(STDERR_FILENO, err);
+        write_all(STDOUT_FILENO, out + "\n");
+        return rc;
+    }
+    // register/unregister did their work in their callbacks (a failure threw CLI::RuntimeError).
+    if (app.got_subcommand("register") || app.got_subcommand("unregister")) return 0;
+    write_all(STDERR_FILENO, app.help());
+    return 2;
+}

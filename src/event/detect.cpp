@@ -1,0 +1,672 @@
+#include "event/detect.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <fnmatch.h>
+#include <fstream>
+#include <glob.h>
+#include <map>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <toml.hpp>
+
+#include "event/publish.hpp"
+#include "records/state.hpp"
+
+namespace nriqos {
+
+const char* hook_mode_name(HookMode m) {
+    switch (m) {
+        case HookMode::V01: return "v0.1 (/etc/nri/conf.json)";
+        case HookMode::Native: return "native NRI plugin";
+        case HookMode::None: return "none";
+        case HookMode::Unknown: break;
+    }
+    return "unknown";
+}
+
+bool parse_containerd_version(const std::string& out, std::string& version, int& major, int& minor) {
+    std::istringstream in(out);
+    std::string tok;
+    while (in >> tok) {
+        std::string t = tok[0] == 'v' ? tok.substr(1) : tok;
+        int a = 0, b = 0, c = 0;
+        if (std::sscanf(t.c_str(), "%d.%d.%d", &a, &b, &c) >= 2 && std::isdigit(static_cast<unsigned char>(t[0]))) {
+            size_t end = t.find_first_not_of("0123456789.");
+            version = t.substr(0, end);
+            major = a;
+            minor = b;
+            return true;
+        }
+    }
+    return false;
+}
+
+void read_nri_config(const std::string& text, RuntimeInfo& info) {
+    try {
+        std::istringstream in(text);
+        toml::value v = toml::parse(in, info.config.empty() ? "config.toml" : info.config);
+        if (!v.is_table() || !v.contains("plugins")) return;
+        const toml::value& plugins = v.at("plugins");
+        if (!plugins.is_table()) return;
+        // The CRI default runtime's binary (containerd docs/cri/config.md: runtimes.<name>.options.BinaryName).
+        for (const char* cri : {"io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime"}) {
+            if (!plugins.contains(cri) || !plugins.at(cri).is_table() || !plugins.at(cri).contains("containerd")) continue;
+            const toml::value& ctd = plugins.at(cri).at("containerd");
+            if (!ctd.is_table() || !ctd.contains("runtimes") || !ctd.at("runtimes").is_table()) continue;
+            std::string name = "runc";
+            if (ctd.contains("default_runtime_name") && ctd.at("default_runtime_name").is_string())
+                name = ctd.at("default_runtime_name").as_string().str;
+            const toml::value& rts = ctd.at("runtimes");
+            if (!rts.contains(name) || !rts.at(name).is_table() || !rts.at(name).contains("options")) continue;
+            const toml::value& opt = rts.at(name).at("options");
+            if (opt.is_table() && opt.contains("BinaryName") && opt.at("BinaryName").is_string())
+                info.runtime_binary = opt.at("BinaryName").as_string().str;
+        }
+        if (!plugins.contains("io.containerd.nri.v1.nri")) return;
+        const toml::value& nri = plugins.at("io.containerd.nri.v1.nri");
+        if (!nri.is_table()) return;
+        if (nri.contains("disable") && nri.at("disable").is_boolean()) info.nri_disable = nri.at("disable").as_boolean();
+        if (nri.contains("plugin_path") && nri.at("plugin_path").is_string()) info.plugin_path = nri.at("plugin_path").as_string().str;
+    } catch (const std::exception& e) {
+        std::string w = e.what();
+        info.error = "cannot parse " + info.config + ": " + w.substr(0, w.find('\n'));
+    }
+}
+
+namespace {
+
+std::string run_version(const std::string& bin) {
+    std::string cmd = "'" + bin + "' --version 2>/dev/null";
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return "";
+    char buf[512];
+    std::string out;
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    pclose(p);
+    return out;
+}
+
+std::string slurp(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+void read_containerd_config(RuntimeInfo& r);
+
+}  // namespace
+
+RuntimeInfo detect_runtime(const std::string& config_override, const std::string& version_override) {
+    RuntimeInfo r;
+    r.config = "/etc/containerd/config.toml";
+    // A running containerd: its own binary and --config/-c.
+    if (DIR* d = opendir("/proc")) {
+        while (struct dirent* e = readdir(d)) {
+            if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+            std::string base = std::string("/proc/") + e->d_name;
+            std::string comm = slurp(base + "/comm");
+            if (comm != "containerd\n") continue;
+            char exe[4096];
+            ssize_t n = readlink((base + "/exe").c_str(), exe, sizeof exe - 1);
+            if (n > 0) r.binary = std::string(exe, static_cast<size_t>(n));
+            std::string cmdline = slurp(base + "/cmdline");
+            std::vector<std::string> args;
+            for (size_t a = 0; a < cmdline.size();) {
+                size_t z = cmdline.find('\0', a);
+                args.push_back(cmdline.substr(a, z - a));
+                if (z == std::string::npos) break;
+                a = z + 1;
+            }
+            for (size_t i = 0; i + 1 < args.size(); ++i)
+                if (args[i] == "--config" || args[i] == "-c") r.config = args[i + 1];
+            for (const auto& a : args)
+                if (a.rfind("--config=", 0) == 0) r.config = a.substr(9);
+            r.running = true;
+            break;
+        }
+        closedir(d);
+    }
+    if (r.binary.empty()) {
+        for (const char* p : {"/usr/bin/containerd", "/usr/local/bin/containerd", "/usr/sbin/containerd", "/bin/containerd"}) {
+            if (access(p, X_OK) == 0) {
+                r.binary = p;
+                break;
+            }
+        }
+    }
+    if (!version_override.empty()) parse_containerd_version(version_override, r.version, r.major, r.minor);
+    else if (!r.binary.empty()) parse_containerd_version(run_version(r.binary), r.version, r.major, r.minor);
+    if (!config_override.empty()) r.config = config_override;
+    struct stat st {};
+    if (stat(r.config.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+        r.config_found = true;
+        read_containerd_config(r);
+    }
+    if (DIR* d = opendir(r.plugin_path.c_str())) {
+        while (struct dirent* e = readdir(d)) {
+            std::string n = e->d_name;
+            if (n.size() > 3 && n.find("v010-adapter") != std::string::npos) r.adapter = true;
+        }
+        closedir(d);
+    }
+    return r;
+}
+
+RuntimeFormula probe_runtime_formula(const std::string& binary, std::string& why, int timeout_ms) {
+    RuntimeFormula f;
+    f.binary = binary.empty() ? "runc" : binary;
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        why = std::string("pipe: ") + std::strerror(errno);
+        return f;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        why = std::string("fork: ") + std::strerror(errno);
+        close(fds[0]), close(fds[1]);
+        return f;
+    }
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null >= 0) dup2(null, STDIN_FILENO), dup2(null, STDERR_FILENO);
+        dup2(fds[1], STDOUT_FILENO);
+        char* const argv[] = {const_cast<char*>(f.binary.c_str()), const_cast<char*>("--version"), nullptr};
+        if (f.binary.find('/') == std::string::npos && !getenv("PATH"))
+            setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    std::string out;
+    const int64_t until = monotonic_ns() + int64_t(timeout_ms) * 1000000;
+    bool timed_out = false;
+    while (out.size() < 4096) {
+        int64_t left = (until - monotonic_ns()) / 1000000;
+        if (left <= 0) { timed_out = true; break; }
+        struct pollfd p {fds[0], POLLIN, 0};
+        int n = poll(&p, 1, static_cast<int>(left));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) { timed_out = n == 0; break; }
+        char buf[512];
+        ssize_t r = read(fds[0], buf, sizeof buf);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        out.append(buf, static_cast<size_t>(r));
+    }
+    close(fds[0]);
+    if (timed_out) kill(pid, SIGKILL);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (timed_out) {
+        why = f.binary + " --version did not answer within " + std::to_string(timeout_ms) + " ms";
+        return f;
+    }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && out.empty()) {
+        why = "cannot run " + f.binary + " (not found on PATH?)";
+        return f;
+    }
+    f.formula = runtime_version_formula(out, f.version);
+    if (f.formula == WeightFormula::Auto) {
+        std::string line = out.substr(0, out.find('\n')).substr(0, 80);
+        why = f.binary + " --version named no runc/crun version (\"" + line + "\")";
+    }
+    return f;
+}
+
+std::string refresh_runtime_formula(const std::string& state_dir, const std::string& binary, int timeout_ms) {
+    std::string why;
+    RuntimeFormula f = probe_runtime_formula(binary, why, timeout_ms);
+    // A runtime too slow to answer this time is asked again next time: nothing is cached.
+    if (why.find("did not answer") != std::string::npos) return "cannot read the runtime's version: " + why + " (not cached; asked again next time)";
+    nlohmann::json j = {{"v", 1}, {"binary", f.binary}, {"version", f.version}, {"formula", weight_formula_name(f.formula)}, {"note", why}};
+    StateDir st(state_dir);
+    std::string e = st.write_file(kRuntimeFormulaFile, j.dump() + "\n");
+    if (!e.empty()) return "cannot cache the runtime's cpu.weight formula: " + e;
+    if (f.formula == WeightFormula::Auto)
+        return "runtime probe: " + why + "; settings.cpu_weight_formula = \"auto\" falls back to log-quadratic (cached in " + state_dir + "/" +
+               kRuntimeFormulaFile + ")";
+    return f.version + " (" + f.binary + " --version): " + weight_formula_name(f.formula) + " cpu.weight formula, cached in " + state_dir + "/" +
+           kRuntimeFormulaFile;
+}
+
+std::string implicit_runtime_probe(const std::string& state_dir, const std::string& default_state_dir, bool only_if_missing, int timeout_ms) {
+    const char* env = getenv("NRI_QOS_RUNTIME_BINARY");
+    if (env && std::strcmp(env, "none") == 0) return "";
+    if (!env && state_dir != default_state_dir) return "";
+    StateDir st(state_dir);
+    std::optional<std::string> cached = st.read_file(kRuntimeFormulaFile);
+    if (only_if_missing && cached) return "";
+    std::string binary = env && *env ? env : "";
+    if (binary.empty() && cached)
+        if (auto f = load_runtime_formula(*cached)) binary = f->binary;
+    return refresh_runtime_formula(state_dir, binary, timeout_ms);
+}
+
+std::optional<RuntimeFormula> load_runtime_formula(const std::string& text) {
+    try {
+        nlohmann::json j = nlohmann::json::parse(text);
+        if (!j.is_object() || j.value("v", 0) != 1) return std::nullopt;
+        RuntimeFormula f;
+        f.binary = j.at("binary").get<std::string>().substr(0, 256);
+        f.version = j.at("version").get<std::string>().substr(0, 64);
+        const std::string n = j.at("formula").get<std::string>();
+        f.formula = n == "linear" ? WeightFormula::Linear : n == "log-quadratic" ? WeightFormula::LogQuadratic : WeightFormula::Auto;
+        return f;
+    } catch (...) {
+        return std::nullopt;
+    }
+}
+
+HookMode mode_called(const RuntimeInfo& r) {
+    if (r.version.empty()) return HookMode::Unknown;
+    if (r.major < 1 || (r.major == 1 && r.minor < 7)) return HookMode::V01;
+    bool disabled = r.nri_disable ? *r.nri_disable : r.major < 2;  // 1.7: off by default; 2.x: on
+    if (disabled) return HookMode::None;
+    return r.adapter ? HookMode::V01 : HookMode::Native;  // the adapter relays native → v0.1
+}
+
+std::string describe(const RuntimeInfo& r) {
+    if (r.version.empty()) return r.binary.empty() ? "no containerd found" : "containerd at " + r.binary + " (version unknown)";
+    std::string s = "containerd " + r.version + " (" + r.binary + (r.running ? ", running" : "") + ")";
+    if (r.major > 1 || (r.major == 1 && r.minor >= 7)) {
+        bool disabled = r.nri_disable ? *r.nri_disable : r.major < 2;
+        s += std::string(", native NRI ") + (disabled ? "disabled" : "enabled") +
+             (r.nri_disable ? " in " + r.config : r.config_found ? " (default; not set in " + r.config + ")" : " (default)");
+        if (r.adapter) s += ", v010-adapter in " + r.plugin_path;
+    } else {
+        s += ", NRI v0.1 only";
+    }
+    if (!r.error.empty()) s += "; " + r.error;
+    return s;
+}
+
+std::string never_called_warning(const RuntimeInfo& r, HookMode reg) {
+    HookMode called = mode_called(r);
+    if (called == HookMode::Unknown || called == reg) return "";
+    const std::string rt = describe(r);
+    if (called == HookMode::None)
+        return "warning: " + rt + ": nri-qos will never be called; enable NRI: set [plugins.\"io.containerd.nri.v1.nri\"] disable = false in " +
+               r.config + ", then `nri-qos register --native` and restart containerd";
+    if (reg == HookMode::V01)
+        return "warning: " + rt + ": /etc/nri/conf.json is never read (no v010-adapter); run `nri-qos register --native` and restart containerd";
+    if (r.adapter)
+        return "warning: " + rt + ": the v010-adapter already passes every event to the conf.json plugins; use `nri-qos register` "
+               "(conf.json) or remove the adapter, never both (every event would be handled twice)";
+    return "warning: " + rt + ": the native plugin in " + r.plugin_path + " is never started; run `nri-qos register` (conf.json)";
+}
+
+// ---- containerd config `imports`, iSulad, CRI-O ----
+
+namespace {
+
+std::string config_dir_of(const std::string& p) {
+    size_t k = p.find_last_of('/');
+    if (k == std::string::npos) return ".";
+    return k == 0 ? "/" : p.substr(0, k);
+}
+
+/// Go's filepath.Clean for absolute or relative paths: "." and empty elements dropped, ".."
+/// removes the element before it (lexically).
+std::string clean_path(const std::string& p) {
+    const bool abs = !p.empty() && p[0] == '/';
+    std::vector<std::string> parts;
+    std::istringstream in(p);
+    std::string el;
+    while (std::getline(in, el, '/')) {
+        if (el.empty() || el == ".") continue;
+        if (el == "..") {
+            if (!parts.empty() && parts.back() != "..") parts.pop_back();
+            else if (!abs) parts.push_back(el);
+            continue;
+        }
+        parts.push_back(el);
+    }
+    std::string out = abs ? "/" : "";
+    for (size_t i = 0; i < parts.size(); ++i) out += (i ? "/" : "") + parts[i];
+    return out.empty() ? "." : out;
+}
+
+/// The first process whose /proc/PID/comm is `comm` (exe path in `exe`); false when none.
+bool find_process(const std::string& comm, std::string& exe) {
+    bool found = false;
+    if (DIR* d = opendir("/proc")) {
+        while (struct dirent* e = readdir(d)) {
+            if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+            std::string base = std::string("/proc/") + e->d_name;
+            if (slurp(base + "/comm") != comm + "\n") continue;
+            char buf[4096];
+            ssize_t n = readlink((base + "/exe").c_str(), buf, sizeof buf - 1);
+            if (n > 0) exe = std::string(buf, static_cast<size_t>(n));
+            found = true;
+            break;
+        }
+        closedir(d);
+    }
+    return found;
+}
+
+bool regular_file(const std::string& p) {
+    struct stat st {};
+    return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+const toml::value* table_at(const toml::value& v, const std::string& key) {
+    if (!v.is_table() || !v.contains(key)) return nullptr;
+    const toml::value& x = v.at(key);
+    return x.is_table() ? &x : nullptr;
+}
+
+void read_containerd_config(RuntimeInfo& r) {
+    std::vector<std::string> texts;
+    std::string err;
+    std::vector<std::string> files = containerd_config_files(r.config, texts, err);
+    std::vector<std::pair<std::string, std::string>> layers;
+    for (size_t i = 0; i < files.size() && i < texts.size(); ++i) layers.emplace_back(files[i], texts[i]);
+    read_containerd_layers(layers, r);
+    if (!err.empty() && r.error.empty()) r.error = err;
+}
+
+}  // namespace
+
+std::vector<std::string> containerd_config_files(const std::string& main_path, std::vector<std::string>& texts, std::string& error) {
+    std::vector<std::string> out, pending{main_path};
+    texts.clear();
+    while (!pending.empty()) {
+        std::string path = pending.front();
+        pending.erase(pending.begin());
+        if (std::find(out.begin(), out.end(), path) != out.end()) continue;  // circular imports
+        if (!regular_file(path)) {
+            error = "cannot read " + path + (path == main_path ? "" : " (imported)");
+            return out;
+        }
+        std::string text = slurp(path);
+        std::vector<std::string> imports;
+        try {
+            std::istringstream in(text);
+            toml::value v = toml::parse(in, path);
+            if (v.is_table() && v.contains("imports") && v.at("imports").is_array())
+                for (const auto& x : v.at("imports").as_array())
+                    if (x.is_string()) imports.push_back(x.as_string().str);
+        } catch (const std::exception& e) {
+            std::string w = e.what();
+            error = "cannot parse " + path + ": " + w.substr(0, w.find('\n'));
+            out.push_back(path);
+            texts.push_back(text);
+            return out;
+        }
+        out.push_back(path);
+        texts.push_back(text);
+        for (const std::string& imp : imports) {
+            if (imp.find('*') != std::string::npos) {
+                glob_t g{};
+                if (glob(imp.c_str(), 0, nullptr, &g) == 0)
+                    for (size_t i = 0; i < g.gl_pathc; ++i) pending.push_back(g.gl_pathv[i]);
+                globfree(&g);
+            } else {
+                pending.push_back(clean_path(!imp.empty() && imp[0] == '/' ? imp : config_dir_of(path) + "/" + imp));
+            }
+        }
+    }
+    return out;
+}
+
+void read_containerd_layers(const std::vector<std::pair<std::string, std::string>>& files, RuntimeInfo& info) {
+    info.config_files.clear();
+    info.nri_disable.reset();
+    info.plugin_path = "/opt/nri/plugins";
+    info.nri_file.clear();
+    info.cri_file.clear();
+    info.runtime_name = "runc";
+    info.runtime_table = false;
+    info.pod_annotations.reset();
+    info.dropin_dir.clear();
+    info.config_version = 0;
+    std::map<std::string, std::pair<toml::value, std::string>> plugins;  // id → (section, file)
+    for (const auto& [path, text] : files) {
+        info.config_files.push_back(path);
+        try {
+            std::istringstream in(text);
+            toml::value v = toml::parse(in, path);
+            if (!v.is_table()) continue;
+            if (v.contains("version") && v.at("version").is_integer() && v.at("version").as_integer() != 0)
+                info.config_version = static_cast<int>(v.at("version").as_integer());
+            if (info.dropin_dir.empty() && v.contains("imports") && v.at("imports").is_array())
+                for (const auto& x : v.at("imports").as_array()) {
+                    if (!x.is_string()) continue;
+                    const std::string& imp = x.as_string().str;
+                    const std::string tail = "/*.toml";
+                    if (imp.size() > tail.size() && imp[0] == '/' && imp.compare(imp.size() - tail.size(), tail.size(), tail) == 0 &&
+                        imp.find('*') == imp.size() - tail.size() + 1) {
+                        info.dropin_dir = imp.substr(0, imp.size() - tail.size());
+                        break;
+                    }
+                }
+            if (const toml::value* p = table_at(v, "plugins"))
+                for (const auto& [id, section] : p->as_table()) plugins[id] = {section, path};
+        } catch (const std::exception& e) {
+            std::string w = e.what();
+            info.error = "cannot parse " + path + ": " + w.substr(0, w.find('\n'));
+            return;
+        }
+    }
+    if (auto it = plugins.find("io.containerd.nri.v1.nri"); it != plugins.end() && it->second.first.is_table()) {
+        const toml::value& nri = it->second.first;
+        info.nri_file = it->second.second;
+        if (nri.contains("disable") && nri.at("disable").is_boolean()) info.nri_disable = nri.at("disable").as_boolean();
+        if (nri.contains("plugin_path") && nri.at("plugin_path").is_string()) info.plugin_path = nri.at("plugin_path").as_string().str;
+    }
+    const std::string cri_id = info.config_version >= 3 ? "io.containerd.cri.v1.runtime" : "io.containerd.grpc.v1.cri";
+    if (auto it = plugins.find(cri_id); it != plugins.end()) {
+        info.cri_file = it->second.second;
+        if (const toml::value* c = table_at(it->second.first, "containerd")) {
+            if (c->contains("default_runtime_name") && c->at("default_runtime_name").is_string())
+                info.runtime_name = c->at("default_runtime_name").as_string().str;
+            if (const toml::value* rts = table_at(*c, "runtimes"))
+                if (const toml::value* rt = table_at(*rts, info.runtime_name)) {
+                    info.runtime_table = true;
+                    if (rt->contains("pod_annotations") && rt->at("pod_annotations").is_array()) {
+                        std::vector<std::string> pats;
+                        for (const auto& x : rt->at("pod_annotations").as_array())
+                            if (x.is_string()) pats.push_back(x.as_string().str);
+                        info.pod_annotations = pats;
+                    }
+                }
+        }
+    }
+}
+
+bool annotation_passed(const std::vector<std::string>& patterns, const std::string& key) {
+    for (const auto& p : patterns)
+        if (fnmatch(p.c_str(), key.c_str(), FNM_PATHNAME) == 0) return true;
+    return false;
+}
+
+namespace {
+int64_t mtime_ns_of(const std::string& path) {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) return -1;
+    return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+}  // namespace
+
+std::optional<AnnotationPasslist> annotation_passlist_of(const RuntimeInfo& info) {
+    if (info.version.empty()) return std::nullopt;
+    AnnotationPasslist p;
+    p.runtime = "containerd " + info.version;
+    // containerd ≥ 1.7 calls v0.1 hooks only through the v010-adapter, a native NRI plugin that
+    // receives every annotation; < 1.7 passes the default runtime's pod_annotations only
+    // (pkg/cri/server/helpers.go getPassthroughAnnotations).
+    p.passes_all = info.major > 1 || (info.major == 1 && info.minor >= 7);
+    if (info.pod_annotations) {
+        p.set = true;
+        p.patterns = *info.pod_annotations;
+    }
+    const std::string cri = info.config_version >= 3 ? "io.containerd.cri.v1.runtime" : "io.containerd.grpc.v1.cri";
+    std::string file = !info.cri_file.empty() ? info.cri_file : info.config_found ? info.config : info.config + " (absent)";
+    p.where = "[plugins.\"" + cri + "\".containerd.runtimes." + info.runtime_name + "] pod_annotations in " + file;
+    if (!info.binary.empty()) p.files.emplace_back(info.binary, mtime_ns_of(info.binary));
+    p.files.emplace_back(info.config, mtime_ns_of(info.config));
+    for (const auto& f : info.config_files)
+        if (f != info.config) p.files.emplace_back(f, mtime_ns_of(f));
+    return p;
+}
+
+std::string record_annotation_passlist(const std::string& state_dir, const AnnotationPasslist& p) {
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& [f, t] : p.files) files.push_back({{"path", f}, {"mtime_ns", t}});
+    nlohmann::json j = {{"v", 1},          {"runtime", p.runtime}, {"passes_all", p.passes_all}, {"set", p.set},
+                        {"patterns", p.patterns}, {"where", p.where},     {"files", files}};
+    StateDir st(state_dir);
+    std::string e = st.write_file(kAnnotationPasslistFile, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    return e.empty() ? e : "cannot record the annotations the runtime passes: " + e;
+}
+
+std::optional<AnnotationPasslist> load_annotation_passlist(const std::string& text) {
+    try {
+        nlohmann::json j = nlohmann::json::parse(text);
+        if (!j.is_object() || j.value("v", 0) != 1) return std::nullopt;
+        AnnotationPasslist p;
+        p.runtime = j.at("runtime").get<std::string>().substr(0, 64);
+        p.passes_all = j.at("passes_all").get<bool>();
+        p.set = j.at("set").get<bool>();
+        for (const auto& x : j.at("patterns")) p.patterns.push_back(x.get<std::string>());
+        p.where = j.at("where").get<std::string>().substr(0, 512);
+        for (const auto& f : j.at("files")) p.files.emplace_back(f.at("path").get<std::string>(), f.at("mtime_ns").get<int64_t>());
+        return p;
+    } catch (...) {
+        return std::nullopt;
+    }
+}
+
+bool annotation_passlist_stale(const AnnotationPasslist& p) {
+    for (const auto& [f, t] : p.files)
+        if (mtime_ns_of(f) != t) return true;
+    return false;
+}
+
+std::string refresh_annotation_passlist(const std::string& state_dir, const std::string& default_state_dir) {
+    const char* cfg = getenv("NRI_QOS_CONTAINERD_CONFIG");
+    const char* ver = getenv("NRI_QOS_CONTAINERD_VERSION");
+    if (!cfg && state_dir != default_state_dir) return "";
+    StateDir st(state_dir);
+    if (auto text = st.read_file(kAnnotationPasslistFile, 65536))
+        if (auto p = load_annotation_passlist(*text); p && !annotation_passlist_stale(*p)) return "";
+    RuntimeInfo info = detect_runtime(cfg ? cfg : "", ver ? ver : "");
+    std::optional<AnnotationPasslist> p = annotation_passlist_of(info);
+    if (!p) return "";  // no containerd here: nothing to record
+    if (std::string e = record_annotation_passlist(state_dir, *p); !e.empty()) return e;
+    std::string what = p->passes_all ? "all" : p->set ? "" : "none (pod_annotations not set)";
+    if (!p->passes_all && p->set) {
+        for (const auto& x : p->patterns) what += (what.empty() ? "[" : ", ") + x;
+        what += what.empty() ? "[]" : "]";
+    }
+    return "annotations  " + p->runtime + " passes to v0.1 hooks: " + what + " (recorded in " + state_dir + "/" + kAnnotationPasslistFile + ")";
+}
+
+std::string annotation_not_passed_reason(const std::optional<AnnotationPasslist>& p, const std::string& key) {
+    if (!p) return "containerd may not pass it: check pod_annotations; nri-qos register records what it passes";
+    if (p->passes_all || annotation_passed(p->patterns, key)) return "";
+    return "not passed by " + p->runtime + ": add " + key + " to pod_annotations (" + p->where + "; nri-qos register --pass-annotations)";
+}
+
+void read_isulad_config(const std::string& json_text, NativeRuntimeInfo& info) {
+    try {
+        nlohmann::json j = nlohmann::json::parse(json_text);
+        if (!j.is_object()) {
+            info.error = "daemon.json is not a JSON object";
+            return;
+        }
+        if (j.contains("nri-support") && j["nri-support"].is_boolean()) info.nri_enabled = j["nri-support"].get<bool>();
+        if (j.contains("plugin_path") && j["plugin_path"].is_string()) info.plugin_path = j["plugin_path"].get<std::string>();
+    } catch (const std::exception& e) {
+        std::string w = e.what();
+        info.error = "cannot parse daemon.json: " + w.substr(0, w.find('\n'));
+    }
+}
+
+void read_crio_configs(const std::vector<std::pair<std::string, std::string>>& files, NativeRuntimeInfo& info) {
+    for (const auto& [path, text] : files) {
+        info.config_files.push_back(path);
+        try {
+            std::istringstream in(text);
+            toml::value v = toml::parse(in, path);
+            const toml::value* crio = table_at(v, "crio");
+            const toml::value* nri = crio ? table_at(*crio, "nri") : nullptr;
+            if (!nri) continue;
+            if (nri->contains("enable_nri") && nri->at("enable_nri").is_boolean()) info.nri_enabled = nri->at("enable_nri").as_boolean();
+            if (nri->contains("nri_plugin_dir") && nri->at("nri_plugin_dir").is_string())
+                info.plugin_path = nri->at("nri_plugin_dir").as_string().str;
+        } catch (const std::exception& e) {
+            std::string w = e.what();
+            info.error = "cannot parse " + path + ": " + w.substr(0, w.find('\n'));
+            return;
+        }
+    }
+}
+
+NativeRuntimeInfo detect_isulad(const std::string& config) {
+    NativeRuntimeInfo r;
+    r.name = "iSulad";
+    r.running = find_process("isulad", r.binary);
+    if (r.binary.empty())
+        for (const char* p : {"/usr/bin/isulad", "/usr/local/bin/isulad"})
+            if (access(p, X_OK) == 0) {
+                r.binary = p;
+                break;
+            }
+    const std::string cfg = config.empty() ? "/etc/isulad/daemon.json" : config;
+    if (regular_file(cfg)) {
+        r.config_files.push_back(cfg);
+        read_isulad_config(slurp(cfg), r);
+    }
+    r.found = !r.binary.empty() || r.running || !r.config_files.empty();
+    return r;
+}
+
+NativeRuntimeInfo detect_crio(const std::string& config) {
+    NativeRuntimeInfo r;
+    r.name = "CRI-O";
+    r.running = find_process("crio", r.binary);
+    if (r.binary.empty())
+        for (const char* p : {"/usr/bin/crio", "/usr/local/bin/crio"})
+            if (access(p, X_OK) == 0) {
+                r.binary = p;
+                break;
+            }
+    const std::string cfg = config.empty() ? "/etc/crio/crio.conf" : config;
+    std::vector<std::pair<std::string, std::string>> files;
+    if (regular_file(cfg)) files.emplace_back(cfg, slurp(cfg));
+    glob_t g{};
+    if (glob((cfg + ".d/*.conf").c_str(), 0, nullptr, &g) == 0)
+        for (size_t i = 0; i < g.gl_pathc; ++i) files.emplace_back(g.gl_pathv[i], slurp(g.gl_pathv[i]));
+    globfree(&g);
+    read_crio_configs(files, r);
+    r.found = !r.binary.empty() || r.running || !r.config_files.empty();
+    return r;
+}
+
+std::string describe_native(const NativeRuntimeInfo& r) {
+    std::string s = r.name + " (" + (r.binary.empty() ? "binary not found" : r.binary) + (r.running ? ", running" : "") + ")";
+    std::string where = r.config_files.empty() ? "no configuration file" : r.config_files.back();
+    if (r.nri_enabled) s += std::string(", native NRI ") + (*r.nri_enabled ? "enabled" : "disabled") + " in " + where;
+    else s += ", native NRI not enabled (" + std::string(r.name == "iSulad" ? "\"nri-support\"" : "[crio.nri] enable_nri") + " not set in " + where + ")";
+    if (!r.error.empty()) s += "; " + r.error;
+    return s;
+}
+
+}  // namespace nriqos

@@ -1,0 +1,213 @@
+// Mode detection for `nri-qos register`: which way will the node's container runtime actually
+// call nri-qos? containerd 1.5/1.6 has only NRI v0.1 (reads /etc/nri/conf.json at every
+// event); containerd 1.7 has native NRI, disabled unless its config enables it; 2.x has it on
+// by default (config key [plugins."io.containerd.nri.v1.nri"] disable, plugin_path). With native
+// NRI on, conf.json is read only through the v010-adapter plugin. Sources: containerd
+// docs/NRI.md and the defaults of containerd's nri plugin config (1.7: Disable true; 2.x false).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/knobs.hpp"
+
+namespace nriqos {
+
+enum class HookMode { Unknown, V01, Native, None };
+const char* hook_mode_name(HookMode m);
+
+/// What was found on the node.
+struct RuntimeInfo {
+    std::string binary;            ///< containerd executable examined ("" = none found)
+    std::string version;           ///< "1.6.20", "2.1.3", "" = unknown
+    int major = 0, minor = 0;
+    bool running = false;          ///< a containerd process runs (its binary and --config used)
+    std::string config;            ///< config.toml examined
+    bool config_found = false;
+    std::optional<bool> nri_disable;  ///< [plugins."io.containerd.nri.v1.nri"] disable, if set
+    std::string plugin_path = "/opt/nri/plugins";
+    bool adapter = false;          ///< a v010-adapter plugin is installed in plugin_path
+    std::string error;             ///< config could not be parsed (then defaults apply)
+    /// The OCI runtime binary of the CRI default runtime (runtimes.<default_runtime_name>.options
+    /// .BinaryName of plugins."io.containerd.grpc.v1.cri".containerd (1.x) or
+    /// "io.containerd.cri.v1.runtime".containerd (2.x)); "" = not configured: "runc" on PATH.
+    std::string runtime_binary;
+    // Filled by read_containerd_layers (the main config and its `imports`, issue #20 §4):
+    std::vector<std::string> config_files;  ///< files loaded, in containerd's load order
+    int config_version = 0;                 ///< top-level `version` (2: 1.6/1.7, 3: 2.x; 0 = unset)
+    std::string nri_file;          ///< last loaded file defining [plugins."io.containerd.nri.v1.nri"] ("" = none)
+    std::string cri_file;          ///< last loaded file defining the CRI plugin section ("" = none)
+    std::string runtime_name = "runc";      ///< CRI default_runtime_name
+    bool runtime_table = false;    ///< the CRI section has a table for runtime_name
+    std::optional<std::vector<std::string>> pod_annotations;  ///< its pod_annotations, if set
+    std::string dropin_dir;        ///< a directory an `imports` glob `<dir>/*.toml` covers ("" = none)
+};
+
+/// A runtime other than containerd that only runs native NRI (ttrpc) plugins: iSulad or CRI-O.
+struct NativeRuntimeInfo {
+    std::string name;              ///< "iSulad" or "CRI-O"
+    bool found = false;            ///< binary, running process or config file present
+    std::string binary;            ///< executable found ("" = none)
+    bool running = false;
+    std::vector<std::string> config_files;  ///< configuration files read, in order
+    std::optional<bool> nri_enabled;        ///< the NRI switch, when a file sets it
+    std::string plugin_path = "/opt/nri/plugins";
+    std::string error;             ///< a configuration file could not be parsed
+};
+
+/// "1.6.20" from `containerd --version` output ("containerd github.com/containerd/containerd
+/// 1.6.20~ds1 ..." or "... v1.7.24 ..."); false when no version is found.
+bool parse_containerd_version(const std::string& out, std::string& version, int& major, int& minor);
+
+/// Read the NRI settings of a containerd config.toml text (toml11). Sets nri_disable, plugin_path;
+/// an unparsable text sets `error`.
+void read_nri_config(const std::string& toml_text, RuntimeInfo& info);
+
+/// Inspect the node: running containerd (via /proc) or the one on PATH, its --version, its config.
+/// `config_override`/`version_override` ("" = detect) replace what is found.
+RuntimeInfo detect_runtime(const std::string& config_override = "", const std::string& version_override = "");
+
+/// Run `binary --version` (no shell; PATH search when it has no '/'; stdout only, at most 4 KiB,
+/// bounded to `timeout_ms`, the child killed after it) and read its formula
+/// (knobs.hpp runtime_version_formula). Never throws; a failure gives formula Auto and an empty
+/// version, with `why` saying what happened.
+RuntimeFormula probe_runtime_formula(const std::string& binary, std::string& why, int timeout_ms = 2000);
+
+/// Name of the runtime probe's cache in the state dir (`--state-dir`, /run/nri-qos).
+constexpr const char* kRuntimeFormulaFile = "runc-formula";
+
+/// Probe `binary` ("" = "runc") and store the result in STATE_DIR/runc-formula, for the events
+/// (sandboxed: they cannot exec) to read — settings.cpu_weight_formula = "auto", adjust.hpp
+/// decide_weight_formula. Run by invoke when the cache is missing (before its sandbox) and by
+/// reconcile (implicit_runtime_probe). A runtime that does not answer within `timeout_ms` is not
+/// cached (the next implicit probe asks again). Returns one line ("runc 1.1.5 (runc --version): linear
+/// cpu.weight formula, cached in /run/nri-qos/runc-formula") or an error line starting "cannot".
+std::string refresh_runtime_formula(const std::string& state_dir, const std::string& binary, int timeout_ms = 2000);
+
+/// The implicit probe of `invoke` (only when the cache is missing: once per boot, the state dir
+/// being on /run; before the sandbox, which forbids exec) and `reconcile` (every run: catches a
+/// runtime upgrade). It probes the binary named by the environment's NRI_QOS_RUNTIME_BINARY
+/// ("none": never probe), else the one the cache names (register's choice), else "runc" on PATH
+/// — and, without NRI_QOS_RUNTIME_BINARY, only for the default state dir `default_state_dir`: a
+/// relocated one (a second instance, a test) is probed only when asked. "" or refresh's line.
+/// `timeout_ms` bounds the runtime's answer (invoke: well inside its own deadline).
+std::string implicit_runtime_probe(const std::string& state_dir, const std::string& default_state_dir, bool only_if_missing,
+                                   int timeout_ms = 2000);
+
+/// The cached probe of STATE_DIR (nullopt: never probed, or the file is not ours).
+std::optional<RuntimeFormula> load_runtime_formula(const std::string& text);
+
+/// The mode the runtime will call: V01, Native, None (native NRI disabled on containerd ≥ 1.7
+/// and no adapter), Unknown (no containerd found).
+HookMode mode_called(const RuntimeInfo& r);
+
+/// One line describing the runtime, e.g. "containerd 1.7.24 (/usr/bin/containerd), NRI disabled
+/// in /etc/containerd/config.toml".
+std::string describe(const RuntimeInfo& r);
+
+/// Warning (with what to do) when `registered` will never be called on this node; "" otherwise.
+std::string never_called_warning(const RuntimeInfo& r, HookMode registered);
+
+// ---- containerd config `imports`, iSulad, CRI-O (issue #20 §4, issue #25 §1) ----
+
+/// The files containerd loads for config `main_path`, in its order: the main file, then its
+/// `imports` breadth-first, each file once (containerd services/server/config/config.go
+/// LoadConfig + resolveImports: an entry containing `*` is a glob (filepath.Glob, sorted, used
+/// as written); any other relative path is relative to the importing file's directory).
+/// `texts` gets each file's content; a file that cannot be read or parsed sets `error` (one line)
+/// and stops there, as containerd would refuse to start.
+std::vector<std::string> containerd_config_files(const std::string& main_path, std::vector<std::string>& texts, std::string& error);
+
+/// Apply containerd's merge of `files` (path, TOML text; load order) to `info`: each file's
+/// `[plugins."<id>"]` section REPLACES that plugin's whole section from earlier files
+/// (config.go mergeConfig: "Maps merged by keys, but values are replaced entirely"), so the
+/// last file defining a plugin decides all of its keys. Sets nri_disable / plugin_path (from the
+/// NRI plugin section), config_version, nri_file, cri_file, runtime_name (CRI
+/// `containerd.default_runtime_name`, default "runc"), runtime_table, pod_annotations (of that
+/// runtime: version 3 `plugins."io.containerd.cri.v1.runtime"`, else
+/// `plugins."io.containerd.grpc.v1.cri"`), config_files and dropin_dir (the directory of an
+/// absolute `imports` glob ending in "/*.toml"). A parse error sets `error`.
+void read_containerd_layers(const std::vector<std::pair<std::string, std::string>>& files, RuntimeInfo& info);
+
+/// containerd matches pod_annotations patterns with Go path.Match (pkg/cri/server/helpers.go
+/// getPassthroughAnnotations): `*` and `?` never match '/', so "*" does not cover
+/// "volcano.sh/qos-level" but "volcano.sh/*" does. True when some pattern passes `key`.
+bool annotation_passed(const std::vector<std::string>& patterns, const std::string& key);
+
+// ---- What the runtime passes to an NRI v0.1 hook, recorded for the events (issue #25 §1) ----
+
+/// Name of the record in the state dir (`--state-dir`, /run/nri-qos): small JSON, replaced
+/// atomically (StateDir::write_file: kernel.hpp replace_file).
+constexpr const char* kAnnotationPasslistFile = "annotation-passlist";
+
+/// The pod annotations the node's runtime hands an NRI v0.1 hook, as `register` (and reconcile,
+/// when the record is missing or containerd's config changed since) read them from containerd's
+/// config (read_containerd_layers, following `imports`). The event path reads it only when an
+/// annotation a fact needs is absent (facts.hpp FactInput::not_passed): no cost otherwise.
+struct AnnotationPasslist {
+    std::string runtime;          ///< "containerd 1.6.20"
+    /// true: every pod annotation reaches the hook (containerd ≥ 1.7 through the v010-adapter,
+    /// which gets them from native NRI); false: only those `patterns` match.
+    bool passes_all = false;
+    std::vector<std::string> patterns;  ///< the default runtime's pod_annotations (Go path.Match patterns; empty = unset)
+    bool set = false;                   ///< pod_annotations is set in the config
+    std::string where;            ///< "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc] pod_annotations in /etc/containerd/config.toml"
+    /// The config files read and their mtimes (ns), and containerd's binary: a change makes
+    /// reconcile read the config again.
+    std::vector<std::pair<std::string, int64_t>> files;
+};
+
+/// The record of `info` (a containerd found by detect_runtime). nullopt: no containerd version
+/// known (nothing honest to record).
+std::optional<AnnotationPasslist> annotation_passlist_of(const RuntimeInfo& info);
+
+/// Write `p` to STATE_DIR/annotation-passlist. "" or a one-line error.
+std::string record_annotation_passlist(const std::string& state_dir, const AnnotationPasslist& p);
+
+/// Parse the record (nullopt: not ours / unreadable).
+std::optional<AnnotationPasslist> load_annotation_passlist(const std::string& text);
+
+/// True when a file the record names changed since (mtime differs, or it is gone): the record is
+/// stale. A record naming no file is never stale.
+bool annotation_passlist_stale(const AnnotationPasslist& p);
+
+/// Reconcile's refresh: for the default state dir only (as implicit_runtime_probe; a relocated
+/// one — a test, a second instance — only when NRI_QOS_CONTAINERD_CONFIG names the config to
+/// read), write the record when it is missing or stale. "" when nothing was done, else one line
+/// (what was recorded, or the error).
+std::string refresh_annotation_passlist(const std::string& state_dir, const std::string& default_state_dir);
+
+/// Why annotation `key`, absent from a v0.1 request, is absent, given the record (nullopt: no
+/// record): "" when the runtime passes it (a plain absence: the pod does not carry it), else the
+/// reason: either one that replaces "no <key> annotation" (the runtime drops it; the pod may
+/// well carry it)
+///   "not passed by containerd 1.6.20: add <key> to pod_annotations (<where>; nri-qos register --pass-annotations)"
+/// or, with no record (nothing known), one added to it in parentheses
+///   "containerd may not pass it: check pod_annotations; nri-qos register records what it passes"
+std::string annotation_not_passed_reason(const std::optional<AnnotationPasslist>& p, const std::string& key);
+
+/// iSulad's daemon.json (JSON): "nri-support" (bool) switches NRI on, "plugin_path" is the plugin
+/// directory (iSulad docs/design/detailed/NRI/nri_design.md). Fills nri_enabled, plugin_path;
+/// invalid JSON sets `error`.
+void read_isulad_config(const std::string& json_text, NativeRuntimeInfo& info);
+
+/// CRI-O's crio.conf and crio.conf.d drop-ins (TOML, load order; a later file overrides the keys
+/// it sets): `[crio.nri] enable_nri`, `nri_plugin_dir` (crio.conf(5), CRIO.NRI TABLE; defaults
+/// false and /opt/nri/plugins in that page). A parse error sets `error`.
+void read_crio_configs(const std::vector<std::pair<std::string, std::string>>& files, NativeRuntimeInfo& info);
+
+/// Look for iSulad: /usr/bin/isulad (or /usr/local/bin), a running `isulad`, `config` (default
+/// /etc/isulad/daemon.json).
+NativeRuntimeInfo detect_isulad(const std::string& config = "");
+
+/// Look for CRI-O: /usr/bin/crio (or /usr/local/bin), a running `crio`, `config` (default
+/// /etc/crio/crio.conf) and the *.conf files of `<config>.d`, sorted.
+NativeRuntimeInfo detect_crio(const std::string& config = "");
+
+/// One line describing an iSulad/CRI-O found, e.g. "iSulad (/usr/bin/isulad), native NRI
+/// enabled in /etc/isulad/daemon.json".
+std::string describe_native(const NativeRuntimeInfo& r);
+
+}  // namespace nriqos

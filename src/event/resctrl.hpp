@@ -1,0 +1,76 @@
+// resctrl groups the policy declares ([resctrl.<name>], policy.hpp ResctrlGroupDef): their
+// schemata computed from the resctrl mount's info files, the group created when missing, and
+// the groups nri-qos made removed again by `reconcile` once no class uses them.
+//
+// The kernel's interface (Documentation/arch/x86/resctrl.rst): the mount (default
+// /sys/fs/resctrl, --resctrl-root) holds info/L3/{cbm_mask,min_cbm_bits,num_closids},
+// info/MB/{bandwidth_gran,min_bandwidth,num_closids}, the default group's `schemata` (one line
+// per resource: "L3:<cache id>=<hex mask>;...", "MB:<domain id>=<percent>;...") and `tasks`.
+// mkdir of a directory there creates a group (its schemata, tasks... appear at once); each group
+// takes a CLOSID, and mkdir fails with ENOSPC when all num_closids are taken (the default group
+// holds one). The documented lock between resctrl users is flock(2) on the mount's root
+// directory ("Examples for RDT allocation usage", "Locking"), LOCK_EX to change groups.
+//
+// Trust: group declarations come from the operator's policy only; a pod can at most pick a
+// group through a fact that may only lower its cache (rubik.cache_limit, facts.hpp).
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "event/adjust.hpp"
+#include "policy/policy.hpp"
+
+namespace nriqos {
+
+/// The schemata nri-qos writes for `g` on the resctrl mount at `root` (only the lines `g`
+/// declares, '\n'-terminated). Percentages are converted with the mount's info files and the
+/// cache ids / domains of the default group's schemata lines (ResctrlGroupDef). Sets `why` and
+/// returns "" when it cannot be computed (no such resource on this node, unreadable info). Each
+/// conversion is described in `notes` ("L3 30% of 20 ways (cbm_mask fffff) = 6 ways: 3f").
+std::string resctrl_schemata(const ResctrlGroupDef& g, const std::string& root, std::string& why, std::vector<std::string>* notes = nullptr);
+
+/// What ensure_resctrl_group did.
+struct GroupOutcome {
+    enum Status { Ready, Skipped, Failed } status = Ready;
+    std::string note;  ///< Ready: "created with schemata ...", "exists (created by nri-qos)", ...;
+                       ///< Skipped/Failed: the one-line reason
+};
+
+/// Make group `g` ready on the mount at `root`, under flock(LOCK_EX) of the mount's root
+/// directory (bounded wait: 500 ms): an existing group nri-qos created (listed in
+/// <state_dir>/resctrl-groups) or that the policy lets it manage (g.manage) gets its schemata
+/// rewritten when it differs; an existing group of someone else is joined as it is. A missing
+/// group is created: schemata computed first, then the free CLOSIDs checked (the groups present
+/// + the default group against the smallest info/<resource>/num_closids: the kernel's ENOSPC
+/// foreseen, so a tree without a kernel behind it reports it the same way), the name recorded in
+/// the state dir, mkdir (ENOSPC: "no free CLOSID"), the schemata written; if a step fails the
+/// group is removed again and the record dropped (never half made). Skipped when there is no
+/// resctrl mount at `root` (no `schemata` file). `dry_run` (explain): computes and checks, changes
+/// nothing. On a directory that is not a resctrl filesystem (a test's scratch tree: statfs magic
+/// differs) the files the kernel would create with the group (schemata, tasks) are created.
+GroupOutcome ensure_resctrl_group(const ResctrlGroupDef& g, const std::string& root, const std::string& state_dir, bool dry_run);
+
+/// For each resctrl_group of `plan` (a direct `tasks` write, or the NRI adjustment's rdt_class)
+/// naming a group `policy` declares: ensure_resctrl_group. A group Skipped or Failed takes its
+/// knob with it: the write is marked Skipped/Failed with the reason (so apply_plan leaves it),
+/// the adjustment's rdt_class removed and the knob listed in plan.skipped / plan.refused — a
+/// container is never handed to a group that is not there. Ready notes go on the write's note.
+void ensure_plan_groups(Plan& plan, const Policy& policy, const std::string& root, const std::string& state_dir, bool dry_run);
+
+/// The declared groups some class of `policy` can put a container in: named by a literal
+/// resctrl_group, or one of the rubik_* groups when a class uses the rubik.cache_limit fact.
+std::set<std::string> resctrl_groups_in_use(const Policy& policy);
+
+/// `reconcile`: remove the groups nri-qos created (<state_dir>/resctrl-groups) that `in_use`
+/// does not name, when their `tasks` is empty (a group with tasks is kept and reported); a group
+/// gone already is dropped from the record. Appends one line per group to `out`. Returns the
+/// number of failures (rmdir refused, unreadable tasks).
+int cleanup_resctrl_groups(const std::set<std::string>& in_use, const std::string& root, const std::string& state_dir, bool dry_run,
+                           std::string& out);
+
+/// The names listed in <state_dir>/resctrl-groups (groups nri-qos created), sorted.
+std::set<std::string> created_resctrl_groups(const std::string& state_dir);
+
+}  // namespace nriqos

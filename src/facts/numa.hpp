@@ -1,0 +1,144 @@
+// NUMA placement from kernel state (issue #10 §2): pick one NUMA node for a container, from what
+// the kernel shows at that moment, and restrict its cpuset.cpus and cpuset.mems to it.
+//
+// Inputs, all read at the time of the event:
+//  * topology: <sysfs>/devices/system/node/online (else the node<N> directories), each node's
+//    node<N>/cpulist, intersected with <sysfs>/devices/system/cpu/online; thread siblings from
+//    cpu/cpu<N>/topology/thread_siblings_list (whole cores are taken first);
+//  * CPUs held exclusively by other pods: the entries of kubelet's static CPU manager checkpoint
+//    (--kubelet-cpu-state, default /var/lib/kubelet/cpu_manager_state; fact_readers.hpp
+//    KubeletCpuState) of pods other than this one, and the exclusive, bound and pinned placements
+//    nri-qos recorded in the state directory (fact_state.hpp). Nothing else: the cpusets seen in
+//    cgroups are not counted, because a shared pool (Katalyst shared_cores pods, whatever their
+//    Kubernetes QoS; kubelet's default set) looks like any other pinned cpuset there, and
+//    Katalyst places a dedicated pod on the pool and shrinks it. A missing checkpoint holds
+//    nothing; an unreadable or malformed one refuses the placement (fail-safe).
+//
+// Modes (the class picks one through the fact it uses; facts.hpp):
+//  * exclusive — sized from the container's CPU request (`need` CPUs): the fewest nodes none of
+//    whose CPUs is held that together have `need` CPUs, at least ceil(need / CPUs per node) of
+//    them, the lowest-numbered combination first; all their online CPUs, and cpuset.mems = those
+//    nodes (katalyst-core pkg/agent/qrm-plugins/cpu/dynamicpolicy/policy_hint_handlers.go
+//    calculateHints: minNUMAsCountNeeded from util.GetNUMANodesCountToFitCPUReq, numa_exclusive
+//    counts a node with allocated CPUs as 0 available, masks iterated by size then node order,
+//    the narrowest sufficient mask preferred; policy_allocation_handlers.go
+//    allocateNumaBindingCPUs: all available CPUs of the hinted nodes). The socket check of
+//    calculateHints (CheckNUMACrossSockets) is not reproduced. A later container of the same pod
+//    gets the same nodes.
+//  * bound — `need` free CPUs of one node, the node of a sibling container first, then the
+//    lowest-numbered node with enough free CPUs (TakeByTopology: whole cores first).
+//  * shared — the free CPUs of the node with the most free CPUs (at least `need`); not held
+//    against later placements (openFuyao-style NUMA affinity: locality, not exclusivity).
+// cpuset.mems is the node (the nodes, for a multi-node exclusive placement). A single-node machine has one node: exclusive needs the whole machine
+// free, bound and shared work as usual (mems "0").
+//
+// Concurrency: the caller holds FactState::lock() around place() (read held → choose → record),
+// so two containers starting at once never get the same CPUs. A placement is recorded under the
+// container id and returned again for its later events; records are dropped when the container
+// or its pod ends, when the pod cgroup no longer exists, or when the container's cgroup no longer
+// exists and the record is older than kFactRecordGraceSeconds (native NRI reports no container
+// removal; a record made at CreateContainer precedes the cgroup).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "os/cpuset.hpp"
+#include "facts/fact_state.hpp"
+#include "model/model.hpp"
+
+namespace nriqos {
+
+struct NumaNode {
+    unsigned id = 0;
+    CpuSet cpus;  ///< online CPUs of the node
+};
+
+struct NumaTopology {
+    std::vector<NumaNode> nodes;  ///< ascending id; nodes without online CPUs are left out
+    CpuSet online;                ///< online CPUs
+    std::vector<CpuSet> siblings; ///< per CPU id: its thread siblings (empty: unknown)
+};
+
+/// Read the topology under `sysfs_root` (default /sys). Throws InputError on unreadable or
+/// malformed files (each ≤ 64 KiB; at most 1024 nodes).
+NumaTopology read_topology(const std::string& sysfs_root);
+
+/// CPUs held exclusively by others (see the header comment).
+struct HeldCpus {
+    CpuSet cpus;
+    std::vector<std::string> by;  ///< "4-5 (kubelet static, pod 1234abcd)" for explain, at most 8 entries
+};
+
+/// CPUs kubelet's static CPU manager holds for pods other than `own_pod_uid` (its checkpoint at
+/// `path`; "" or a missing file: none). Throws InputError when the file is unreadable or malformed.
+HeldCpus kubelet_held_cpus(const std::string& path, const std::string& own_pod_uid);
+
+enum class NumaMode { Exclusive, Bound, Shared };
+const char* numa_mode_name(NumaMode m);
+
+/// A chosen placement.
+struct NumaChoice {
+    unsigned node = 0;  ///< the first (lowest) node
+    CpuSet cpus;
+    CpuSet nodes;       ///< all nodes of the placement: cpuset.mems
+    std::string why;  ///< how it was chosen, for explain
+};
+
+/// The pure choice (no I/O): `held` CPUs are unavailable; `prefer` is a node a sibling container
+/// of the same pod already uses. Returns nullopt with `why` when no node fits.
+/// `reserved` (Katalyst's reserved CPUs, katalyst_reserved_cpus) are never handed out and do not
+/// count as available, but — unlike held CPUs — they do not disqualify a node for an exclusive
+/// placement: katalyst-core calculateHints gives a numa_exclusive request 0 CPUs on a node only
+/// when its AllocatedCPUSet is not empty, and otherwise counts GetAvailableCPUSet(reservedCPUs)
+/// (the node's CPUs minus the allocated and the reserved ones); allocateNumaBindingCPUs hands out
+/// those available CPUs. The nodes needed are still counted over all CPUs
+/// (GetNUMANodesCountToFitCPUReq: CPUs / nodes).
+std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& held, NumaMode mode, unsigned need,
+                                      std::optional<unsigned> prefer, std::string& why, const CpuSet& reserved = CpuSet());
+
+/// Katalyst's reserved CPUs given as a count (`--cpu-resource-plugin-reserved`, or the kubelet
+/// reserved quantity rounded up): katalyst-core pkg/agent/qrm-plugins/cpu/util/util.go
+/// GetCoresReservedForSystem → calculator TakeHTByNUMABalance — round after round over the NUMA
+/// nodes in id order, one CPU of each node (its lowest free CPU id) until `count` are taken.
+/// Katalyst's accumulator orders a node's CPUs by its own topology sort; on machines whose
+/// thread siblings are not numbered next to each other give the list Katalyst logs ("take
+/// reservedCPUs: ...") instead of the count. More than the online CPUs: all of them.
+CpuSet katalyst_reserved_by_count(const NumaTopology& topo, unsigned count);
+
+/// Inputs of a placement.
+struct NumaRequest {
+    std::string sysfs_root, cgroup_root;
+    std::string kubelet_cpu_state;  ///< kubelet's CPU manager checkpoint ("" none)
+    Layout layout = Layout::V1;
+    std::string container_id, sandbox_id, pod_uid, pod_dir, ctr_dir;
+    NumaMode mode = NumaMode::Exclusive;
+    unsigned need = 1;   ///< CPUs the container requests (≥ 1): exclusive sizes the nodes by it
+    bool dry_run = false;  ///< explain: choose, do not record or prune
+    /// Katalyst placements only (settings.katalyst_reserved_cpus): the reserved CPUs as a list,
+    /// or a count resolved with katalyst_reserved_by_count; see choose_numa.
+    std::optional<CpuSet> reserved_cpus;
+    unsigned reserved_count = 0;
+};
+
+/// Place (or return the recorded placement of) a container. The caller holds state.lock()
+/// unless dry_run. Throws InputError with a one-line reason when nothing fits or the kernel
+/// state cannot be read.
+NumaChoice place_numa(const NumaRequest& rq, FactState& state);
+
+/// Validate a cpuset a fact pins from an annotation (koordinator.cpuset: resource-status), for
+/// `rq`'s container (mode and need unused), trusted source or not. Refused (InputError, one line)
+/// unless all of:
+///  * it is a subset of the node's online CPUs (<sysfs>/devices/system/cpu/online);
+///  * it is a subset of the effective cpuset of the pod cgroup (cgroup v1
+///    cpuset/<pod>/cpuset.effective_cpus, v2 <pod>/cpuset.cpus.effective; the nearest existing
+///    ancestor when the pod cgroup is not there), which the kernel would cap it to;
+///  * it overlaps no CPU held exclusively by another pod (kubelet_held_cpus, and nri-qos's
+///    exclusive/bound/pinned records of other pods).
+/// Unreadable inputs refuse too. On success the pin is recorded (mode "pin") unless dry_run, so
+/// that later placements and pins of other pods see it; the caller holds state.lock() then.
+/// Returns how it was checked, for explain.
+std::string check_pinned_cpuset(const NumaRequest& rq, const CpuSet& want, FactState& state);
+
+}  // namespace nriqos

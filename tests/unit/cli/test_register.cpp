@@ -1,0 +1,888 @@
+// Unit tests for src/register.{hpp,cpp}: NRI v0.1 conf.json editing and the native NRI
+// plugin symlink. Every case checks the exact file content / message / exit code.
+#include <catch2/catch.hpp>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "event/detect.hpp"
+#include "policy/policy.hpp"
+#include "policy/policy_builtin.hpp"
+#include "cli/register.hpp"
+
+namespace {
+
+using nriqos::RegisterResult;
+
+/// A fresh scratch directory, removed (recursively) at scope exit.
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char tmpl[] = "/tmp/nri-qos-register-test.XXXXXX";
+        REQUIRE(::mkdtemp(tmpl) != nullptr);
+        path = tmpl;
+    }
+    ~TempDir() {
+        std::string cmd = "rm -rf '" + path + "'";
+        (void)std::system(cmd.c_str());
+    }
+    std::string operator/(const std::string& rel) const { return path + "/" + rel; }
+};
+
+std::string slurp(const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+void spit(const std::string& p, const std::string& text) {
+    std::ofstream f(p, std::ios::binary | std::ios::trunc);
+    f << text;
+}
+
+bool exists(const std::string& p) {
+    struct stat st {};
+    return ::lstat(p.c_str(), &st) == 0;
+}
+
+std::vector<std::string> entries(const std::string& dir) {
+    std::vector<std::string> out;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (struct dirent* e = ::readdir(d)) {
+            std::string n = e->d_name;
+            if (n != "." && n != "..") out.push_back(n);
+        }
+        ::closedir(d);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+const char* kFresh =
+    "{\n"
+    "  \"version\": \"0.1\",\n"
+    "  \"plugins\": [\n"
+    "    {\n"
+    "      \"type\": \"nri-qos\",\n"
+    "      \"conf\": {}\n"
+    "    }\n"
+    "  ]\n"
+    "}\n";
+
+const char* kOther =
+    "{\"version\":\"0.1\",\"plugins\":[{\"type\":\"other\",\"conf\":{\"b\":1,\"a\":[1,2]}}],"
+    "\"zeta\":{\"y\":1,\"x\":2}}";
+
+/// A scratch state dir for `register` (it records the annotations the runtime passes there:
+/// never the host's /run/nri-qos from a unit test).
+std::string register_state_dir() {
+    static std::string d = [] {
+        char t[] = "/tmp/nri-qos-register-state.XXXXXX";
+        return std::string(mkdtemp(t) ? t : "/nonexistent-nri-qos-test");
+    }();
+    return d;
+}
+/// `args` with --state-dir register_state_dir() after a leading "register".
+std::vector<std::string> with_scratch_state(std::vector<std::string> args) {
+    if (!args.empty() && args[0] == "register") args.insert(args.begin() + 1, {"--state-dir", register_state_dir()});
+    return args;
+}
+
+}  // namespace
+
+TEST_CASE("register_v01: absent file and directories are created", "[register]") {
+    TempDir t;
+    std::string p = t / "etc/nri/conf.json";
+    RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
+    CHECK(r.exit_code == 0);
+    CHECK(r.changed);
+    CHECK(r.message == "nri-qos: registered \"nri-qos\" in " + p +
+                           " (new file; NRI v0.1 reads it at every pod/container event)");
+    CHECK(slurp(p) == kFresh);
+    struct stat st {};
+    REQUIRE(::stat(p.c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0644);
+    REQUIRE(::stat((t / "etc/nri").c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0755);
+    CHECK(entries(t / "etc/nri") == std::vector<std::string>{"conf.json"});  // no temp file left
+
+    // Idempotent: second run changes nothing, not even the inode.
+    struct stat before {};
+    ::stat(p.c_str(), &before);
+    r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(r.changed);
+    CHECK(r.message == "nri-qos: \"nri-qos\" already registered in " + p + " (unchanged)");
+    struct stat after {};
+    ::stat(p.c_str(), &after);
+    CHECK(before.st_ino == after.st_ino);
+}
+
+TEST_CASE("register_v01: empty or whitespace-only file is treated as absent, mode kept",
+          "[register]") {
+    TempDir t;
+    std::string p = t / "conf.json";
+    spit(p, GENERATE(std::string(""), std::string(" \n\t\n")));
+    ::chmod(p.c_str(), 0600);
+    RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
+    CHECK(r.exit_code == 0);
+    CHECK(slurp(p) == kFresh);
+    struct stat st {};
+    ::stat(p.c_str(), &st);
+    CHECK((st.st_mode & 07777) == 0600);
+}
+
+TEST_CASE("register_v01: other plugins and keys are kept in order", "[register]") {
+    TempDir t;
+    std::string p = t / "conf.json";
+    spit(p, kOther);
+    ::chmod(p.c_str(), 0640);
+    nlohmann::ordered_json conf = nlohmann::ordered_json::parse(R"({"policy":"/p.toml"})");
+    RegisterResult r = nriqos::register_v01_ordered(p, "nri-qos", conf);
+    CHECK(r.exit_code == 0);
+    CHECK(r.changed);
+    CHECK(r.message == "nri-qos: registered \"nri-qos\" in " + p +
+                           " (NRI v0.1 reads it at every pod/container event)");
+    CHECK(slurp(p) ==
+          "{\n"
+          "  \"version\": \"0.1\",\n"
+          "  \"plugins\": [\n"
+          "    {\n"
+          "      \"type\": \"other\",\n"
+          "      \"conf\": {\n"
+          "        \"b\": 1,\n"
+          "        \"a\": [\n"
+          "          1,\n"
+          "          2\n"
+          "        ]\n"
+          "      }\n"
+          "    },\n"
+          "    {\n"
+          "      \"type\": \"nri-qos\",\n"
+          "      \"conf\": {\n"
+          "        \"policy\": \"/p.toml\"\n"
+          "      }\n"
+          "    }\n"
+          "  ],\n"
+          "  \"zeta\": {\n"
+          "    \"y\": 1,\n"
+          "    \"x\": 2\n"
+          "  }\n"
+          "}\n");
+    struct stat st {};
+    ::stat(p.c_str(), &st);
+    CHECK((st.st_mode & 07777) == 0640);
+
+    // Unregister restores the other plugin and keys (normalised formatting).
+    r = nriqos::unregister_v01(p, "nri-qos");
+    CHECK(r.exit_code == 0);
+    CHECK(r.changed);
+    CHECK(r.message == "nri-qos: unregistered \"nri-qos\" from " + p);
+    CHECK(nlohmann::ordered_json::parse(slurp(p)) == nlohmann::ordered_json::parse(kOther));
+    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() == kOther);  // same key order
+    ::stat(p.c_str(), &st);
+    CHECK((st.st_mode & 07777) == 0640);
+
+    // Nothing left to remove.
+    r = nriqos::unregister_v01(p, "nri-qos");
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(r.changed);
+    CHECK(r.message == "nri-qos: \"nri-qos\" not registered in " + p);
+}
+
+TEST_CASE("register_v01: existing entry is updated in place, duplicates dropped", "[register]") {
+    TempDir t;
+    std::string p = t / "conf.json";
+    const std::string old =
+        R"({"plugins":[{"type":"nri-qos","conf":{"old":1},"extra":"x"},{"type":"other"},)"
+        R"({"type":"nri-qos","conf":{}}],"version":"0.1"})";
+    spit(p, old);
+
+    SECTION("explicit conf replaces the old one, entry's other members kept") {
+        RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json{{"policy", "/new.toml"}});
+        CHECK(r.exit_code == 0);
+        CHECK(r.message == "nri-qos: updated \"nri-qos\" in " + p +
+                               " (NRI v0.1 reads it at every pod/container event)");
+        CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
+              R"({"plugins":[{"type":"nri-qos","conf":{"policy":"/new.toml"},"extra":"x"},{"type":"other"}],"version":"0.1"})");
+    }
+    SECTION("replace_conf=false keeps the administrator's conf (package upgrade)") {
+        RegisterResult r =
+            nriqos::register_v01(p, "nri-qos", nlohmann::json::object(), /*replace_conf=*/false);
+        CHECK(r.exit_code == 0);
+        // ... and says that the hook refuses it (a key other than "policy").
+        CHECK(r.message.find("; warning: its conf has an error the hook reports on every event (unknown key \"old\" (known: policy))") !=
+              std::string::npos);
+        CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
+              R"({"plugins":[{"type":"nri-qos","conf":{"old":1},"extra":"x"},{"type":"other"}],"version":"0.1"})");
+    }
+    SECTION("unregister removes every entry of our type and keeps the file") {
+        RegisterResult r = nriqos::unregister_v01(p, "nri-qos");
+        CHECK(r.exit_code == 0);
+        CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
+              R"({"plugins":[{"type":"other"}],"version":"0.1"})");
+    }
+}
+
+TEST_CASE("register_v01: invalid JSON is refused and the file left untouched", "[register]") {
+    TempDir t;
+    std::string p = t / "conf.json";
+    const std::string bad = "{\"version\":\"0.1\",\n\"plugins\":[{\"type\":\"other\"},]}\n";
+    spit(p, bad);
+    RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
+    CHECK(r.exit_code == 1);
+    CHECK_FALSE(r.changed);
+    CHECK(r.message ==
+          "nri-qos: error: " + p +
+              " is not valid JSON (parse error at line 2, column 29: syntax error while parsing "
+              "value - unexpected ']'; expected '[', '{', or a literal); left untouched");
+    CHECK(slurp(p) == bad);
+    CHECK(entries(t.path) == std::vector<std::string>{"conf.json"});
+
+    r = nriqos::unregister_v01(p, "nri-qos");
+    CHECK(r.exit_code == 1);
+    CHECK(slurp(p) == bad);
+}
+
+TEST_CASE("register_v01: wrong shape is refused and the file left untouched", "[register]") {
+    TempDir t;
+    std::string p = t / "conf.json";
+    struct Case {
+        std::string text, why;
+    };
+    auto c = GENERATE(Case{"[]", "top level is not an object"},
+                      Case{R"({"plugins":{}})", "\"plugins\" is not an array"},
+                      Case{R"({"version":1,"plugins":[]})", "\"version\" is not a string"},
+                      Case{R"({"plugins":["nri-qos"]})", "plugins[0] is not an object"},
+                      Case{R"({"plugins":[{"type":"a"},{"conf":{}}]})",
+                           "plugins[1] has no string \"type\""},
+                      Case{R"({"plugins":[{"type":7}]})", "plugins[0] has no string \"type\""});
+    spit(p, c.text);
+    const std::string want =
+        "nri-qos: error: " + p + " is not an NRI v0.1 config: " + c.why + "; left untouched";
+    RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
+    CHECK(r.exit_code == 1);
+    CHECK(r.message == want);
+    CHECK(slurp(p) == c.text);
+    r = nriqos::unregister_v01(p, "nri-qos");
+    CHECK(r.exit_code == 1);
+    CHECK(r.message == want);
+    CHECK(slurp(p) == c.text);
+}
+
+TEST_CASE("register_v01: missing plugins array is appended, missing version not added",
+          "[register]") {
+    TempDir t;
+    std::string p = t / "conf.json";
+    spit(p, R"({"comment":"site"})");
+    RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
+    CHECK(r.exit_code == 0);
+    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
+          R"({"comment":"site","plugins":[{"type":"nri-qos","conf":{}}]})");
+}
+
+TEST_CASE("register_v01: bad arguments", "[register]") {
+    TempDir t;
+    std::string p = t / "conf.json";
+    RegisterResult r = nriqos::register_v01(p, "../evil", nlohmann::json::object());
+    CHECK(r.exit_code == 2);
+    CHECK(r.message ==
+          "nri-qos: error: invalid plugin type \"../evil\" (allowed: letters, digits, '.', '_', '-')");
+    r = nriqos::register_v01(p, "nri-qos", nlohmann::json::array({1}));
+    CHECK(r.exit_code == 2);
+    CHECK(r.message == "nri-qos: error: plugin conf must be a JSON object, got array");
+    CHECK_FALSE(exists(p));
+}
+
+TEST_CASE("register_v01: unwritable locations give a clear error", "[register]") {
+    TempDir t;
+    SECTION("parent path is a regular file") {
+        spit(t / "file", "x");
+        std::string p = t / "file/nri/conf.json";
+        RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
+        CHECK(r.exit_code == 1);
+        CHECK(r.message == "nri-qos: error: cannot read " + p + ": Not a directory");
+        CHECK(slurp(t / "file") == "x");
+    }
+    SECTION("conf path is a directory") {
+        ::mkdir((t / "conf.json").c_str(), 0755);
+        RegisterResult r = nriqos::register_v01(t / "conf.json", "nri-qos", nlohmann::json::object());
+        CHECK(r.exit_code == 1);
+        CHECK(r.message == "nri-qos: error: cannot read " + (t / "conf.json") + ": Is a directory");
+    }
+    SECTION("read-only file system (tmpfs mounted ro; root bypasses mode bits, not EROFS)") {
+        std::string d = t / "ro";
+        ::mkdir(d.c_str(), 0755);
+        if (::mount("tmpfs", d.c_str(), "tmpfs", 0, "size=64k") != 0) {
+            WARN("cannot mount tmpfs (not root / no CAP_SYS_ADMIN): read-only case not run");
+            return;
+        }
+        struct Unmount {
+            std::string dir;
+            ~Unmount() { ::umount2(dir.c_str(), MNT_DETACH); }
+        } unmount{d};
+        spit(d + "/conf.json", kOther);
+        REQUIRE(::mount("tmpfs", d.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) == 0);
+        RegisterResult r =
+            nriqos::register_v01(d + "/conf.json", "nri-qos", nlohmann::json::object());
+        RegisterResult r2 =
+            nriqos::register_v01(d + "/sub/conf.json", "nri-qos", nlohmann::json::object());
+        RegisterResult r3 = nriqos::unregister_v01(d + "/conf.json", "other");
+        const std::string after = slurp(d + "/conf.json");
+        CHECK(r.exit_code == 1);
+        CHECK(r.message == "nri-qos: error: cannot write " + d +
+                               "/conf.json: cannot create a temporary file in " + d +
+                               ": Read-only file system");
+        CHECK(r2.exit_code == 1);
+        CHECK(r2.message ==
+              "nri-qos: error: cannot create directory " + d + "/sub: Read-only file system");
+        CHECK(r3.exit_code == 1);
+        CHECK(after == kOther);
+    }
+}
+
+TEST_CASE("register_v01: a symlinked conf.json is edited through the link", "[register]") {
+    TempDir t;
+    spit(t / "real.json", kOther);
+    REQUIRE(::symlink((t / "real.json").c_str(), (t / "conf.json").c_str()) == 0);
+    RegisterResult r = nriqos::register_v01(t / "conf.json", "nri-qos", nlohmann::json::object());
+    CHECK(r.exit_code == 0);
+    struct stat st {};
+    ::lstat((t / "conf.json").c_str(), &st);
+    CHECK(S_ISLNK(st.st_mode));
+    CHECK(nlohmann::ordered_json::parse(slurp(t / "real.json"))["plugins"][1]["type"] == "nri-qos");
+}
+
+TEST_CASE("unregister_v01: absent file, and the file created by register is removed",
+          "[register]") {
+    TempDir t;
+    std::string p = t / "nri/conf.json";
+    RegisterResult r = nriqos::unregister_v01(p, "nri-qos");
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(r.changed);
+    CHECK(r.message == "nri-qos: \"nri-qos\" not registered (" + p + " absent or empty)");
+    CHECK_FALSE(exists(p));
+
+    REQUIRE(nriqos::register_v01(p, "nri-qos", nlohmann::json{{"policy", "/a.toml"}}).ok());
+    r = nriqos::unregister_v01(p, "nri-qos");
+    CHECK(r.exit_code == 0);
+    CHECK(r.message == "nri-qos: unregistered \"nri-qos\": removed " + p +
+                           " (it listed no other plugin)");
+    CHECK_FALSE(exists(p));
+    CHECK(exists(t / "nri"));  // the directory is left alone
+
+    // Same plugin list but an extra key: not ours alone → file kept with an empty list.
+    spit(p, R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{}}],"site":1})");
+    r = nriqos::unregister_v01(p, "nri-qos");
+    CHECK(r.exit_code == 0);
+    CHECK(slurp(p) == "{\n  \"version\": \"0.1\",\n  \"plugins\": [],\n  \"site\": 1\n}\n");
+}
+
+TEST_CASE("enable_native / disable_native manage the NN-nri-qos symlink", "[register]") {
+    TempDir t;
+    std::string bin = t / "bin/nri-qos";
+    ::mkdir((t / "bin").c_str(), 0755);
+    spit(bin, "#!/bin/sh\n");
+    ::chmod(bin.c_str(), 0755);
+    std::string dir = t / "plugins";
+
+    RegisterResult r = nriqos::enable_native(dir, "10", bin);
+    CHECK(r.exit_code == 0);
+    CHECK(r.changed);
+    CHECK(r.message == "nri-qos: enabled native NRI plugin " + dir + "/10-nri-qos -> " + bin +
+                           " (restart the runtime, e.g. containerd, to load it)");
+    char buf[4096] = {};
+    REQUIRE(::readlink((dir + "/10-nri-qos").c_str(), buf, sizeof buf - 1) > 0);
+    CHECK(std::string(buf) == bin);
+
+    r = nriqos::enable_native(dir, "10", bin);
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(r.changed);
+    CHECK(r.message == "nri-qos: native NRI plugin " + dir + "/10-nri-qos -> " + bin +
+                           " already in place");
+
+    // Moving the index removes the old link.
+    r = nriqos::enable_native(dir, "05", bin);
+    CHECK(r.exit_code == 0);
+    CHECK(entries(dir) == std::vector<std::string>{"05-nri-qos"});
+    CHECK(r.message == "nri-qos: enabled native NRI plugin " + dir + "/05-nri-qos -> " + bin +
+                           "; removed 10-nri-qos (restart the runtime, e.g. containerd, to load it)");
+
+    // Bad arguments.
+    CHECK(nriqos::enable_native(dir, "5", bin).message ==
+          "nri-qos: error: invalid plugin index \"5\" (need two digits, 00-99)");
+    CHECK(nriqos::enable_native(dir, "10", "bin/nri-qos").exit_code == 2);
+    CHECK(nriqos::enable_native(dir, "10", t / "nope").message ==
+          "nri-qos: error: cannot use " + (t / "nope") + ": No such file or directory");
+    spit(dir + "/20-nri-qos", "copy");
+    CHECK(nriqos::enable_native(dir, "20", bin).message ==
+          "nri-qos: error: " + dir + "/20-nri-qos exists and is not a symlink (remove it first)");
+
+    // disable: only symlinks to our binary go; the foreign copy is reported and kept.
+    r = nriqos::disable_native(dir, "", bin);
+    CHECK(r.exit_code == 1);
+    CHECK(r.message == "nri-qos: error: removed " + dir + "/05-nri-qos; kept " + dir +
+                           "/20-nri-qos: not a symlink to " + bin);
+    CHECK(entries(dir) == std::vector<std::string>{"20-nri-qos"});
+    ::unlink((dir + "/20-nri-qos").c_str());
+    r = nriqos::disable_native(dir, "", bin);
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(r.changed);
+    CHECK(r.message == "nri-qos: no native NRI plugin entry for \"nri-qos\" in " + dir);
+    // A dangling link to our path (binary already removed) is still removed.
+    ::symlink(bin.c_str(), (dir + "/10-nri-qos").c_str());
+    ::unlink(bin.c_str());
+    r = nriqos::disable_native(dir, "10", bin);
+    CHECK(r.exit_code == 0);
+    CHECK(r.message == "nri-qos: disabled native NRI plugin: removed " + dir +
+                           "/10-nri-qos (restart the runtime to stop the running relay)");
+    CHECK(entries(dir).empty());
+}
+
+TEST_CASE("add_register_commands: CLI wiring and exit codes", "[register]") {
+    TempDir t;
+    std::string p = t / "conf.json";
+    // --mode v01: the conf.json contract under test; auto would detect a containerd >= 1.7
+    // running on this host (an e2e suite) and register natively instead.
+    auto run = [](std::vector<std::string> args) {
+        args = with_scratch_state(std::move(args));
+        CLI::App app{"nri-qos"};
+        nriqos::add_register_commands(app);
+        std::vector<const char*> argv{"nri-qos"};
+        for (auto& a : args) argv.push_back(a.c_str());
+        try {
+            app.parse(static_cast<int>(argv.size()), const_cast<char**>(argv.data()));
+        } catch (const CLI::ParseError& e) {
+            return app.exit(e);
+        }
+        return 0;
+    };
+    CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", R"({"policy":"/b.toml"})"}) == 0);
+    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
+          R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"policy":"/b.toml"}}]})");
+    // Without --plugin-conf an existing entry keeps its conf.
+    CHECK(run({"register", "--mode", "v01", "--conf-json", p}) == 0);
+    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
+          R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"policy":"/b.toml"}}]})");
+    // A settings typo is an error (exit 2), never written: the hook would refuse it.
+    CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", R"({"polcy":"/c.toml"})"}) == 2);
+    CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", R"({"policy":"/c.toml","debug":true})"}) == 2);
+    CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", R"({"policy":7})"}) == 2);
+    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
+          R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"policy":"/b.toml"}}]})");
+    CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", "{"}) == 2);
+    CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", "[]"}) == 2);
+    spit(t / "bad.json", "nope");
+    CHECK(run({"register", "--mode", "v01", "--conf-json", t / "bad.json"}) == 1);
+    CHECK(slurp(t / "bad.json") == "nope");
+    CHECK(run({"unregister", "--conf-json", p}) == 0);
+    CHECK_FALSE(exists(p));
+}
+
+// ---- register reads real nodes (issue #20 §4, issue #25 §1): containerd `imports`, iSulad,
+// CRI-O, NRI disabled, --enable-nri, the pod_annotations allow-list, --pass-annotations. The
+// CLI cases use only the `register` command, so they also run against the code before the
+// change (where they fail). Fixture configs are written to scratch directories.
+
+namespace {
+
+/// Run `nri-qos ARGS`; stdout+stderr of the command in `out`, the exit status returned.
+int run_cli(std::vector<std::string> args, std::string& out) {
+    args = with_scratch_state(std::move(args));
+    CLI::App app{"nri-qos"};
+    nriqos::add_register_commands(app);
+    std::vector<const char*> argv{"nri-qos"};
+    for (auto& a : args) argv.push_back(a.c_str());
+    std::ostringstream cap;
+    auto* old_err = std::cerr.rdbuf(cap.rdbuf());
+    auto* old_out = std::cout.rdbuf(cap.rdbuf());
+    int rc = 0;
+    try {
+        app.parse(static_cast<int>(argv.size()), const_cast<char**>(argv.data()));
+    } catch (const CLI::ParseError& e) {
+        rc = app.exit(e, cap, cap);
+    }
+    std::cerr.rdbuf(old_err);
+    std::cout.rdbuf(old_out);
+    out = cap.str();
+    return rc;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+/// Backup files `<base>.nri-qos.bak.*` next to `file`.
+std::vector<std::string> backups(const std::string& dir, const std::string& base) {
+    std::vector<std::string> out;
+    for (const auto& e : entries(dir))
+        if (e.rfind(base + ".nri-qos.bak.", 0) == 0) out.push_back(dir + "/" + e);
+    return out;
+}
+
+const char* kPolicyFixture =
+    "version = 1\n"
+    "[settings]\n"
+    "default_class = \"BE\"\n"
+    "[[rules]]\n"
+    "name = \"tier\"\n"
+    "class = \"BE\"\n"
+    "match.annotations = { \"example.com/tier\" = \"batch\" }\n"
+    "[classes.BE]\n"
+    "description = \"batch\"\n"
+    "[classes.BE.container]\n"
+    "cpu_shares = { fact = \"koordinator.batch_cpu_shares\" }\n";
+
+}  // namespace
+
+TEST_CASE("register: containerd config imports are followed (drop-in enables NRI)", "[register][node]") {
+    TempDir t;
+    ::mkdir((t / "conf.d").c_str(), 0755);
+    spit(t / "config.toml", "version = 2\nimports = [\"" + t.path + "/conf.d/*.toml\"]\n"
+                            "[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true\n");
+    spit(t / "conf.d/50-nri.toml", "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n"
+                                   "  plugin_path = \"" + t.path + "/plugins\"\n");
+    std::string out;
+    int rc = run_cli({"register", "--containerd-config", t / "config.toml", "--containerd-version", "1.7.20",
+                      "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh",
+                      "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"},
+                     out);
+    INFO(out);
+    CHECK(rc == 0);
+    // The drop-in's section replaces the main file's: native NRI is on, the plugin is linked.
+    CHECK(exists(t / "plugins/10-nri-qos"));
+    CHECK_FALSE(exists(t / "conf.json"));
+    CHECK_FALSE(has(out, "WARNING"));
+}
+
+TEST_CASE("register: never the launched plugin beside a running relay service (a package upgrade's postinst)",
+          "[register][node]") {
+    // The node VM's deb-upgrade (tests/e2e/containerd17.sh): the operator switched to
+    // nri-qos-relay.service (unregister --native); the upgrade's postinst ran `nri-qos register`,
+    // which linked /opt/nri/plugins/10-nri-qos again: a second 10-nri-qos at containerd's next start.
+    TempDir t;
+    spit(t / "config.toml", "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n"
+                            "  plugin_path = \"" + t.path + "/plugins\"\n");
+    // the service as read_service_status sees it: a live process whose argv[0] names nri-qos
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        ::execl("/bin/sleep", "nri-qos-relay-test", "30", static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    REQUIRE(pid > 0);
+    const std::string status = register_state_dir() + "/relay.json";
+    spit(status, "{\"pid\":" + std::to_string(pid) +
+                     ",\"registered\":true,\"runtime\":\"containerd\",\"runtime_version\":\"2.1.9\",\"started\":1}\n");
+    const std::vector<std::string> reg{"register", "--containerd-config", t / "config.toml", "--containerd-version", "2.1.9",
+                                       "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh",
+                                       "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"};
+    std::string out;
+    for (int i = 0; i < 200 && slurp("/proc/" + std::to_string(pid) + "/cmdline").rfind("nri-qos-relay-test", 0) != 0; ++i)
+        ::usleep(10000);  // until the child has exec'd
+    int rc = run_cli(reg, out);  // auto mode, as the postinst runs it
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK_FALSE(exists(t / "plugins/10-nri-qos"));
+    CHECK(has(out, "nri-qos relay service (pid " + std::to_string(pid) + ", registered with containerd 2.1.9) serves the runtime"));
+    std::vector<std::string> native = reg;
+    native.push_back("--native");
+    rc = run_cli(native, out);  // asked for by hand: refused, with what to do
+    INFO(out);
+    CHECK(rc == 1);
+    CHECK(has(out, "systemctl disable --now nri-qos-relay"));
+    CHECK_FALSE(exists(t / "plugins/10-nri-qos"));
+    // the service gone (its relay.json stays): the launched plugin is installed again
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    rc = run_cli(reg, out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(exists(t / "plugins/10-nri-qos"));
+    ::unlink(status.c_str());
+}
+
+TEST_CASE("register: no runtime found registers v0.1 with a loud warning", "[register][node]") {
+    TempDir t;
+    std::string out;
+    int rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none",
+                      "--conf-json", t / "conf.json", "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"},
+                     out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(exists(t / "conf.json"));
+    CHECK(has(out, "nri-qos: WARNING: no container runtime found"));
+    CHECK(has(out, "nri-qos: WARNING: Nothing calls nri-qos"));
+}
+
+TEST_CASE("register: iSulad with nri-support gets the native plugin, never conf.json", "[register][node]") {
+    TempDir t;
+    spit(t / "daemon.json", R"({"group": "isula", "nri-support": true, "plugin_path": ")" + t.path + R"(/plugins"})");
+    std::string out;
+    int rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none",
+                      "--conf-json", t / "conf.json", "--isulad-config", t / "daemon.json", "--crio-config", t / "none.conf",
+                      "--plugins-dir", t / "plugins", "--binary", "/bin/sh"},
+                     out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(exists(t / "plugins/10-nri-qos"));
+    CHECK_FALSE(exists(t / "conf.json"));
+    CHECK(has(out, "iSulad"));
+    CHECK_FALSE(has(out, "WARNING"));
+    // nri-support off: still the native plugin (the only kind iSulad runs), and a warning.
+    spit(t / "daemon.json", R"({"nri-support": false})");
+    rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none",
+                  "--conf-json", t / "conf.json", "--isulad-config", t / "daemon.json", "--crio-config", t / "none.conf",
+                  "--plugins-dir", t / "plugins", "--binary", "/bin/sh"},
+                 out);
+    CHECK(rc == 0);
+    CHECK(has(out, "nri-qos: WARNING: iSulad native NRI is DISABLED: nri-qos will NEVER be called."));
+    CHECK(has(out, "\"nri-support\": true"));
+    CHECK_FALSE(exists(t / "conf.json"));
+}
+
+TEST_CASE("register: CRI-O drop-ins are read (crio.conf.d enables NRI)", "[register][node]") {
+    TempDir t;
+    ::mkdir((t / "crio.conf.d").c_str(), 0755);
+    spit(t / "crio.conf", "[crio.nri]\nenable_nri = false\n");
+    spit(t / "crio.conf.d/10-nri.conf", "[crio.nri]\nenable_nri = true\n");
+    std::string out;
+    int rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none",
+                      "--conf-json", t / "conf.json", "--isulad-config", t / "none.json", "--crio-config", t / "crio.conf",
+                      "--plugins-dir", t / "plugins", "--binary", "/bin/sh"},
+                     out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(exists(t / "plugins/10-nri-qos"));
+    CHECK_FALSE(exists(t / "conf.json"));
+    CHECK_FALSE(has(out, "WARNING"));
+    nriqos::NativeRuntimeInfo crio = nriqos::detect_crio(t / "crio.conf");
+    CHECK(crio.config_files == std::vector<std::string>{t / "crio.conf", t / "crio.conf.d/10-nri.conf"});
+    REQUIRE(crio.nri_enabled);
+    CHECK(*crio.nri_enabled);
+}
+
+TEST_CASE("register: NRI disabled on containerd 1.7 is a loud warning, --enable-nri fixes it after a backup",
+          "[register][node]") {
+    TempDir t;
+    const std::string orig =
+        "version = 2\n"
+        "# site settings\n"
+        "[plugins.\"io.containerd.nri.v1.nri\"]\n"
+        "  disable = true  # the 1.7 default\n"
+        "  plugin_path = \"" + t.path + "/plugins\"\n"
+        "[plugins.\"io.containerd.grpc.v1.cri\"]\n"
+        "  sandbox_image = \"pause:3.9\"\n";
+    spit(t / "config.toml", orig);
+    std::vector<std::string> common{"--containerd-config", t / "config.toml", "--containerd-version", "1.7.20",
+                                    "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh",
+                                    "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"};
+    std::string out;
+    std::vector<std::string> args{"register"};
+    args.insert(args.end(), common.begin(), common.end());
+    int rc = run_cli(args, out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(has(out, "nri-qos: WARNING: containerd 1.7.20 has native NRI DISABLED"));
+    CHECK(has(out, "nri-qos: WARNING: nri-qos will NEVER be called until NRI is enabled"));
+    CHECK(has(out, "nri-qos register --enable-nri"));
+    CHECK(slurp(t / "config.toml") == orig);  // nothing edited unless asked
+    CHECK_FALSE(exists(t / "conf.json"));     // conf.json is never read on 1.7 without the adapter
+
+    args.push_back("--enable-nri");
+    rc = run_cli(args, out);
+    INFO(out);
+    CHECK(rc == 0);
+    auto b = backups(t.path, "config.toml");
+    REQUIRE(b.size() == 1);
+    CHECK(slurp(b[0]) == orig);
+    const std::string now = slurp(t / "config.toml");
+    CHECK(has(now, "# site settings"));
+    CHECK(has(now, "plugin_request_timeout = \"2s\""));
+    nriqos::RuntimeInfo ri;
+    ri.config = t / "config.toml";
+    nriqos::read_nri_config(now, ri);
+    REQUIRE(ri.error.empty());
+    REQUIRE(ri.nri_disable);
+    CHECK_FALSE(*ri.nri_disable);
+    CHECK(has(out, "restart containerd"));
+    CHECK(exists(t / "plugins/10-nri-qos"));
+    CHECK_FALSE(has(out, "WARNING"));
+    // Idempotent: nothing more to change, no second backup.
+    rc = run_cli(args, out);
+    CHECK(rc == 0);
+    CHECK(backups(t.path, "config.toml").size() == 1);
+    CHECK(slurp(t / "config.toml") == now);
+}
+
+TEST_CASE("enable_containerd_nri: a drop-in in the imports directory, else appended to config.toml",
+          "[register][node]") {
+    TempDir t;
+    ::mkdir((t / "conf.d").c_str(), 0755);
+    // imports cover conf.d and nobody defines the NRI section: a new drop-in, config.toml untouched.
+    const std::string main = "version = 2\nimports = [\"" + t.path + "/conf.d/*.toml\"]\n";
+    spit(t / "config.toml", main);
+    nriqos::RuntimeInfo info = nriqos::detect_runtime(t / "config.toml", "1.7.20");
+    CHECK(info.dropin_dir == t / "conf.d");
+    RegisterResult r = nriqos::enable_containerd_nri(info, "STAMP");
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    CHECK(r.changed);
+    CHECK(slurp(t / "config.toml") == main);
+    CHECK(backups(t.path, "config.toml").empty());
+    nriqos::RuntimeInfo after = nriqos::detect_runtime(t / "config.toml", "1.7.20");
+    CHECK(after.nri_file == t / "conf.d/90-nri-qos.toml");
+    REQUIRE(after.nri_disable);
+    CHECK_FALSE(*after.nri_disable);
+    CHECK(nriqos::mode_called(after) == nriqos::HookMode::Native);
+
+    // No imports: the section is appended to config.toml after a backup.
+    const std::string plain = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"pause\"\n";
+    spit(t / "plain.toml", plain);
+    info = nriqos::detect_runtime(t / "plain.toml", "1.7.20");
+    r = nriqos::enable_containerd_nri(info, "STAMP");
+    CHECK(r.exit_code == 0);
+    CHECK(slurp(t / "plain.toml.nri-qos.bak.STAMP") == plain);
+    nriqos::RuntimeInfo ri;
+    nriqos::read_nri_config(slurp(t / "plain.toml"), ri);
+    REQUIRE(ri.nri_disable);
+    CHECK_FALSE(*ri.nri_disable);
+    CHECK(has(slurp(t / "plain.toml"), "sandbox_image = \"pause\""));
+
+    // containerd 1.6 has no native NRI: refused, nothing written.
+    info = nriqos::detect_runtime(t / "plain.toml", "1.6.20");
+    r = nriqos::enable_containerd_nri(info, "STAMP2");
+    CHECK(r.exit_code == 1);
+    CHECK_FALSE(exists(t / "plain.toml.nri-qos.bak.STAMP2"));
+}
+
+TEST_CASE("containerd config: import order, relative paths, cycles, last definer of a plugin wins (v2, v3)",
+          "[register][node]") {
+    TempDir t;
+    ::mkdir((t / "conf.d").c_str(), 0755);
+    spit(t / "config.toml",
+         "version = 2\nimports = [\"" + t.path + "/conf.d/*.toml\", \"extra.toml\"]\n"
+         "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n"
+         "  pod_annotations = [\"a.example/*\"]\n");
+    spit(t / "conf.d/20-cri.toml",
+         "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  default_runtime_name = \"crun\"\n"
+         "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.crun]\n  pod_annotations = [\"volcano.sh/*\"]\n");
+    spit(t / "conf.d/10-x.toml", "imports = [\"../config.toml\"]\n");  // a cycle back to the main file
+    spit(t / "extra.toml", "[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n");
+    std::vector<std::string> texts;
+    std::string err;
+    auto files = nriqos::containerd_config_files(t / "config.toml", texts, err);
+    CHECK(err.empty());
+    CHECK(files == std::vector<std::string>{t / "config.toml", t / "conf.d/10-x.toml", t / "conf.d/20-cri.toml", t / "extra.toml"});
+    nriqos::RuntimeInfo info = nriqos::detect_runtime(t / "config.toml", "1.6.20");
+    CHECK(info.error.empty());
+    CHECK(info.cri_file == t / "conf.d/20-cri.toml");
+    CHECK(info.runtime_name == "crun");
+    REQUIRE(info.pod_annotations);
+    CHECK(*info.pod_annotations == std::vector<std::string>{"volcano.sh/*"});
+    CHECK(info.nri_file == t / "extra.toml");
+
+    // A drop-in that sets one CRI key replaces the main file's whole CRI section (mergeConfig),
+    // so the main file's pod_annotations no longer apply: a key-level merge would keep them.
+    spit(t / "conf.d/20-cri.toml", "[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  snapshotter = \"native\"\n");
+    info = nriqos::detect_runtime(t / "config.toml", "1.6.20");
+    CHECK(info.cri_file == t / "conf.d/20-cri.toml");
+    CHECK(info.runtime_name == "runc");
+    CHECK_FALSE(info.runtime_table);
+    CHECK_FALSE(info.pod_annotations);
+
+    // Version 3 (containerd 2.x): the runtime's table is under io.containerd.cri.v1.runtime.
+    spit(t / "v3.toml", "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"
+                        "  pod_annotations = [\"node.koordinator.sh/*\"]\n"
+                        "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  pod_annotations = [\"x/*\"]\n");
+    info = nriqos::detect_runtime(t / "v3.toml", "2.0.0");
+    REQUIRE(info.pod_annotations);
+    CHECK(*info.pod_annotations == std::vector<std::string>{"node.koordinator.sh/*"});
+    RegisterResult r = nriqos::pass_annotations(info, {"volcano.sh/qos-level"}, "S3");
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    info = nriqos::detect_runtime(t / "v3.toml", "2.0.0");
+    CHECK(*info.pod_annotations == std::vector<std::string>{"node.koordinator.sh/*", "volcano.sh/qos-level"});
+    CHECK(slurp(t / "v3.toml.nri-qos.bak.S3").find("x/*") != std::string::npos);
+}
+
+TEST_CASE("annotation_passed follows containerd's path.Match: * never crosses '/'", "[register][node]") {
+    CHECK_FALSE(nriqos::annotation_passed({"*"}, "volcano.sh/qos-level"));
+    CHECK(nriqos::annotation_passed({"volcano.sh/*"}, "volcano.sh/qos-level"));
+    CHECK(nriqos::annotation_passed({"*/*"}, "volcano.sh/qos-level"));
+    CHECK(nriqos::annotation_passed({"qos.class"}, "qos.class"));
+    CHECK_FALSE(nriqos::annotation_passed({}, "qos.class"));
+}
+
+TEST_CASE("policy_annotation_keys: rules' annotation keys and the facts' annotations", "[register][node]") {
+    nriqos::PolicyCheck c = nriqos::check_policy_text(kPolicyFixture, "p.toml");
+    REQUIRE(c.errors() == 0);
+    CHECK(nriqos::policy_annotation_keys(c.policy) ==
+          std::vector<std::string>{"example.com/tier", "node.koordinator.sh/extended-resource-spec"});
+    // The bundled policy: Koordinator, Volcano (rules and burst facts), Katalyst keys.
+    auto keys = nriqos::policy_annotation_keys(nriqos::builtin_policy());
+    for (const char* k : {"node.koordinator.sh/extended-resource-spec", "volcano.sh/qos-level", "volcano.sh/preemptable",
+                          "volcano.sh/enable-quota-burst", "volcano.sh/quota-burst-time", "katalyst.kubewharf.io/qos_level"})
+        CHECK(std::find(keys.begin(), keys.end(), k) != keys.end());
+}
+
+TEST_CASE("register: containerd 1.6 pod_annotations missing the policy's keys warn; --pass-annotations adds them",
+          "[register][node]") {
+    TempDir t;
+    spit(t / "policy.toml", kPolicyFixture);
+    const std::string orig =
+        "version = 2\n"
+        "[plugins.\"io.containerd.grpc.v1.cri\"]\n"
+        "  sandbox_image = \"pause:3.9\"\n"
+        "  [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n"
+        "    runtime_type = \"io.containerd.runc.v2\"\n"
+        "    pod_annotations = [\n"
+        "      \"example.com/*\",  # site\n"
+        "    ]\n"
+        "  [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n"
+        "    SystemdCgroup = true\n";
+    spit(t / "config.toml", orig);
+    std::vector<std::string> args{"register", "--containerd-config", t / "config.toml", "--containerd-version", "1.6.20",
+                                  "--conf-json", t / "conf.json", "--policy", t / "policy.toml",
+                                  "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"};
+    std::string out;
+    int rc = run_cli(args, out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(exists(t / "conf.json"));
+    CHECK(has(out, "nri-qos: WARNING: containerd 1.6.20 passes NRI v0.1 hooks only the pod annotations listed in"));
+    CHECK(has(out, "nri-qos: WARNING:   node.koordinator.sh/extended-resource-spec\n"));  // example.com/tier passes
+    CHECK(has(out, "--pass-annotations"));
+    CHECK(slurp(t / "config.toml") == orig);
+
+    args.push_back("--pass-annotations");
+    rc = run_cli(args, out);
+    INFO(out);
+    CHECK(rc == 0);
+    auto b = backups(t.path, "config.toml");
+    REQUIRE(b.size() == 1);
+    CHECK(slurp(b[0]) == orig);
+    nriqos::RuntimeInfo info = nriqos::detect_runtime(t / "config.toml", "1.6.20");
+    REQUIRE(info.error.empty());
+    REQUIRE(info.pod_annotations);
+    CHECK(*info.pod_annotations == std::vector<std::string>{"example.com/*", "node.koordinator.sh/extended-resource-spec"});
+    CHECK(has(slurp(t / "config.toml"), "SystemdCgroup = true"));
+    CHECK_FALSE(has(out, "WARNING"));
+    // Now nothing is missing: no warning, no second backup.
+    rc = run_cli(args, out);
+    CHECK(rc == 0);
+    CHECK_FALSE(has(out, "WARNING"));
+    CHECK(backups(t.path, "config.toml").size() == 1);
+}
