@@ -1,11 +1,11 @@
-// The fact registry (facts.hpp): every fact's name, scope, the knobs it may feed, what it reads
+// The fact registry (model/fact_table.hpp): every fact's name, scope, the knobs it may feed, what it reads
 // and the seed-system function it reproduces. Data only, so that the policy parser and the
 // build-time compiler of the built-in policy (src/tools/policy-builtin-gen.cpp) link it without
 // the readers; the evaluators are in facts.cpp (a unit test checks both lists agree).
 #include <algorithm>
 #include <vector>
 
-#include "facts/facts.hpp"
+#include "model/fact_table.hpp"
 
 namespace nriqos {
 

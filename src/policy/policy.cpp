@@ -14,7 +14,7 @@
 #include <toml.hpp>
 
 #include "os/cpuset.hpp"
-#include "facts/facts.hpp"
+#include "model/fact_table.hpp"
 
 using nlohmann::json;
 
@@ -254,7 +254,7 @@ void warn_knob(const Ctx& c, const TV& v, const std::string& what, const KnobDef
                   (kv.num > 0 && kv.num < 1024 ? "did you mean \"" + n + "Mi\"?" : std::string("sizes take a unit: \"Ki\", \"Mi\", \"Gi\"")) + ")");
 }
 
-/// A fact value: { fact = "NAME" [, if_absent = "skip" | "fail"] } (facts.hpp). `scope` is
+/// A fact value: { fact = "NAME" [, if_absent = "skip" | "fail"] } (model/fact_table.hpp). `scope` is
 /// kFactContainer or kFactPod: the section the knob is in.
 KnobValue parse_fact_value(const Ctx& c, const TV& val, const KnobDef& def, const std::string& what, uint8_t scope) {
     const std::string w = what + "." + def.key;
@@ -601,7 +601,7 @@ bool match_covers(const Match& a, const Match& b) {
 std::string promotion_of(const ClassDef& cd) {
     for (const auto* ks : {&cd.container, &cd.pod})
         for (const auto& k : *ks) {
-            // A fact raises only for a pod that the fact's own trust rule admits (facts.hpp
+            // A fact raises only for a pod that the fact's own trust rule admits (model/fact_table.hpp
             // FactDef::raises, trust_keys): resolve_facts refuses an untrusted raise per request.
             if (k.value.kind == KnobValue::Fact) continue;
             if (k.id == KnobId::CpuQosLevel && k.value.kind == KnobValue::Int && k.value.num > 0) return "cpu_qos_level = " + std::to_string(k.value.num);

@@ -1,6 +1,6 @@
 #include "policy/policy_cache.hpp"
 
-#include "facts/facts.hpp"
+#include "model/fact_table.hpp"
 #include "os/sha256.hpp"
 
 #include <algorithm>
@@ -141,7 +141,7 @@ struct Reader {
             k.value.text = str();
             k.raw_file = str();
             k.raw_ctrl = str();
-            if (ok && k.value.kind == KnobValue::Fact && !find_fact(k.value.text)) ok = false;  // facts.hpp registry
+            if (ok && k.value.kind == KnobValue::Fact && !find_fact(k.value.text)) ok = false;  // model/fact_table.hpp registry
             v.push_back(std::move(k));
         }
         return v;
