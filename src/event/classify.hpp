@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/model.hpp"
+#include "policy/glob.hpp"
 #include "policy/policy.hpp"
 
 namespace nriqos {
@@ -70,8 +71,5 @@ bool merge_classes(const Policy& policy, Decision& d);
 /// "labels: koordinator.sh/qosClass absent" or "namespace \"default\" not in [kube-system]".
 /// Same conditions and order as classify() (for explain's rule trace).
 std::string rule_mismatch(const Rule& rule, const Facts& facts);
-
-/// True when `value` matches fnmatch(3) `glob`.
-bool glob_match(const std::string& glob, const std::string& value);
 
 }  // namespace nriqos

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
-#include "event/classify.hpp"
+#include "policy/glob.hpp"
 #include "os/cpuset.hpp"
 #include "facts/fact_readers.hpp"
 #include "facts/numa.hpp"

@@ -43,7 +43,7 @@
 // annotation value, a literal namespace / pod name / container name list, a label or annotation
 // key), or under "always". load_policy_for materialises only the rules whose condition can hold
 // for the request, in policy order: a superset of the matching rules, so classify() decides the
-// same as on the full rule list (glob semantics: classify.hpp glob_match — a pattern without
+// same as on the full rule list (glob semantics: policy/glob.hpp glob_match — a pattern without
 // "*?[" is compared literally; change kFormatVersion if that ever changes).
 //
 // Knob lists: an event uses the knobs of one class, so a filtered decode (one event) only steps
