@@ -70,7 +70,7 @@ fi
 
 [ -f tests/packaging.sh ] && suite packaging bash tests/packaging.sh
 start_vm
-for s in invoke cgroup_real hostile cache policy facts explain_pod nri_relay sandbox ops discover hygiene docs; do
+for s in invoke cgroup_real hostile cache policy facts explain_pod nri_relay sandbox ops discover hygiene docs layering; do
   [ -f "tests/$s.sh" ] && suite "$s" bash "tests/$s.sh"
 done
 # The bundled policy against the seed systems' node agents (issue #10; docs/conformance.md).
