@@ -197,7 +197,7 @@ fi
 # 6. A policy that moves the records ([settings] event_log / metrics_file): the evaluators were
 #    confined to the record directories known when they were made. Once the first event under the
 #    policy has remembered the new paths (<state_dir>/sinks), the relay replaces the zygote and
-#    its spares (evaluator.cpp ensure_spare), so the later events' records arrive (before: none
+#    its spares (evaluator_spares.cpp ensure_spare), so the later events' records arrive (before: none
 #    until the relay restarted, "Permission denied" in relay.log for every event).
 mkdir -p "$TMP/s5/state" "$TMP/s5/rec"
 awk -v d="$TMP/s5/rec" '{print} /^\[settings\]/{print "event_log = \"" d "/events.log\""; print "metrics_file = \"" d "/m.prom\""}' \

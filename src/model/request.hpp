@@ -46,7 +46,7 @@ enum class Event {
     /// the rest written directly, as UpdateContainer + StartContainer). docs/native-nri.md.
     Synchronize,
     /// A Synchronize item the relay evaluates after it answered the runtime (the pass's deadline
-    /// came first, src/nri/relay.cpp): nothing can go into the reply any more, so a container's
+    /// came first, src/nri/relay_sync.cpp): nothing can go into the reply any more, so a container's
     /// knobs are all written directly (as a v0.1 create), a pod's as at Synchronize.
     SynchronizeLate,
     Other,

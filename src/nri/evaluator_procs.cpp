@@ -231,7 +231,7 @@ int run_recorder(const InProcessEval& ev, const std::vector<std::string>& flags,
 //    socket protocol) and send back its pid with the relay's end of its control socket. The
 //    confined relay cannot fork a keeper itself: with a reserve, a keeper that dies (OOM kill, a
 //    stray kill) is replaced by the reserve, which the relay then asks for a reserve of its own
-//    (evaluator.cpp lose_keeper, issue 19 §2);
+//    (evaluator_spares.cpp lose_keeper, issue 19 §2);
 //  * "R" + message (at most kMaxFailureMsg bytes, else refused whole): fork a recorder for it
 //    (run_recorder). No answer. The keeper itself never parses the message: it only bounds it.
 // Answers ("Z", "K") are two int32: the request byte, then the pid or -errno (KeeperAnswer).

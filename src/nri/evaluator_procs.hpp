@@ -1,7 +1,8 @@
 // The processes of the relay's evaluation (docs/native-nri.md "Evaluators"), as they run: the
 // spare that evaluates one event, the zygote that clones spares, the keeper that re-forks the
 // zygote and the failure recorders. Their supervision from the relay's side (start, feed, time
-// out, kill, reap) is in evaluator.cpp. Internal to src/nri/.
+// out, kill, reap) is in evaluator.cpp, their making (fork, ask the zygote or the keeper) in
+// evaluator_spares.cpp. Internal to src/nri/.
 #pragma once
 
 #include <sys/types.h>

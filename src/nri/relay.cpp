@@ -1,22 +1,22 @@
-// Native NRI relay: protocol dispatch (trunk socket, mux/ttrpc, NRI methods, child contract
-// JSON in and out). The evaluator processes are supervised in evaluator.cpp. See relay.hpp and
+// Native NRI relay: protocol dispatch. The trunk socket (mux/ttrpc), RegisterPlugin, Configure,
+// the NRI methods and their replies, the queue of event requests and its deadlines, the records
+// of what the relay refuses or fails itself, and the main poll() loop. Synchronize passes are in
+// relay_sync.cpp, the child contract of one event (request in, answer out) in relay_contract.cpp,
+// the process set-up, confinement and log file in relay_process.cpp (relay_internal.hpp lists
+// them). The evaluator processes are supervised in evaluator.cpp. See relay.hpp and
 // docs/native-nri.md.
 #include "nri/relay.hpp"
 
 #include <fcntl.h>
-#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -30,39 +30,15 @@
 #include "nri/failure_record.hpp"
 #include "nri/mux.hpp"
 #include "nri/nri.pb.h"
-#include "nri/nri_json.hpp"
+#include "nri/relay_internal.hpp"
 #include "nri/sync.hpp"
 #include "nri/ttrpc.hpp"
-#include "records/record.hpp"
-#include "os/kernel.hpp"
-#include "os/sandbox.hpp"
 
 namespace nri {
 
 namespace {
 
 using nlohmann::json;
-
-// Reply margin kept between the child's hard deadline and the runtime's request timeout, and
-// the head start the child's own deadline gets before our SIGKILL.
-constexpr int64_t kReplyMarginMs = 250;
-constexpr int64_t kMinBudgetMs = 50;
-// Overload bound (docs/native-nri.md "Overload"). The relay evaluates one event at a time;
-// event requests that arrive meanwhile (containerd serialises events per runtime, but several
-// ttrpc streams may be open at once) wait in queue_, at most kMaxQueued requests and
-// kMaxQueuedBytes request bytes. A request past either limit is answered at once with its
-// event's fail mode and recorded (kind "overloaded": nri_qos_relay_failures_total{reason=
-// "overloaded"}); a queued one is answered within its own deadline (start_next). Synchronize
-// evaluations have bounds of their own (sync.hpp kMaxSyncObjects, kMaxSyncBytes).
-constexpr size_t kMaxQueued = 64;
-constexpr size_t kMaxQueuedBytes = 8u << 20;
-// Unsent bytes toward the runtime before we consider it gone.
-constexpr size_t kMaxOutq = 8u << 20;
-// The runtime's request timeout when Configure does not say (NRI < v0.8): containerd's default
-// plugin_request_timeout, 2 s.
-constexpr int64_t kDefaultRequestTimeoutMs = 2000;
-
-void redirect_log(const std::string& path);
 
 void set_flags(int fd, int fdflags, int flflags) {
   if (fdflags) fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | fdflags);
@@ -111,17 +87,7 @@ uint32_t subscription_mask(int nri_minor) {
   return m;
 }
 
-// Child-contract event name of a StateChange event, or nullptr when not evaluated (not
-// subscribed; a runtime that sends it anyway gets an empty reply).
-const char* state_change_name(pb::Event e) {
-  switch (e) {
-    case pb::RUN_POD_SANDBOX: return "RunPodSandbox";
-    case pb::REMOVE_POD_SANDBOX: return "RemovePodSandbox";
-    case pb::START_CONTAINER: return "StartContainer";
-    case pb::POST_UPDATE_CONTAINER: return "PostUpdateContainer";
-    default: return nullptr;
-  }
-}
+}  // namespace
 
 // Events whose failure may block the workload (on_child_failure "closed" applies). Teardown
 // events (RemovePodSandbox) always fail open: refusing them would wedge pod deletion;
@@ -130,94 +96,6 @@ bool is_admission(const std::string& ev) {
   return ev == "RunPodSandbox" || ev == "CreateContainer" || ev == "StartContainer" ||
          ev == "UpdateContainer" || ev == "UpdatePodSandbox";
 }
-
-// The container's resources as the runtime will have them after an UpdateContainer: the
-// request's values over the current ones, where a zero or empty value means "unchanged"
-// (containerd internal/cri/opts/spec_linux_opts.go WithResources, applied to the OCI spec by
-// CRI UpdateContainerResources; NRI passes the CRI request with zero wrappers, containerd
-// internal/cri/nri/nri_api_linux.go fromCRILinuxResources). Percentage knobs resolve on this.
-pb::LinuxResources updated_resources(const pb::LinuxResources& cur, const pb::LinuxResources& req) {
-  pb::LinuxResources r = cur;
-  const pb::LinuxCPU& c = req.cpu();
-  if (c.shares().value() != 0) r.mutable_cpu()->mutable_shares()->set_value(c.shares().value());
-  if (c.quota().value() != 0) r.mutable_cpu()->mutable_quota()->set_value(c.quota().value());
-  if (c.period().value() != 0) r.mutable_cpu()->mutable_period()->set_value(c.period().value());
-  if (!c.cpus().empty()) r.mutable_cpu()->set_cpus(c.cpus());
-  if (!c.mems().empty()) r.mutable_cpu()->set_mems(c.mems());
-  const pb::LinuxMemory& m = req.memory();
-  if (m.limit().value() != 0) {
-    r.mutable_memory()->mutable_limit()->set_value(m.limit().value());
-    if (m.swap().value() == 0 && r.memory().has_swap()) r.mutable_memory()->mutable_swap()->set_value(m.limit().value());
-  }
-  if (m.swap().value() != 0) r.mutable_memory()->mutable_swap()->set_value(m.swap().value());
-  for (const auto& kv : req.unified()) (*r.mutable_unified())[kv.first] = kv.second;
-  if (req.hugepage_limits_size() > 0) *r.mutable_hugepage_limits() = req.hugepage_limits();
-  return r;
-}
-
-// The fields an adjustment sets, in containerd's words (containerd/nri pkg/adaptation/result.go,
-// the subjects of its "both tried to set" conflicts), comma-separated; "" when it sets nothing.
-std::string adjusted_fields(const pb::ContainerAdjustment& a) {
-  std::string out;
-  auto add = [&out](const std::string& w) { out += (out.empty() ? "" : ", ") + w; };
-  for (const auto& kv : a.annotations()) add("annotation " + kv.first);
-  if (a.has_linux()) {
-    const pb::LinuxContainerAdjustment& l = a.linux();
-    if (l.has_resources()) {
-      const pb::LinuxResources& r = l.resources();
-      if (r.has_memory()) {
-        if (r.memory().has_limit()) add("memory limit");
-        if (r.memory().has_reservation()) add("memory reservation");
-        if (r.memory().has_swap()) add("memory swap limit");
-      }
-      if (r.has_cpu()) {
-        if (r.cpu().has_shares()) add("CPU shares");
-        if (r.cpu().has_quota()) add("CPU quota");
-        if (r.cpu().has_period()) add("CPU period");
-        if (!r.cpu().cpus().empty()) add("CPU pinning");
-        if (!r.cpu().mems().empty()) add("memory pinning");
-      }
-      if (r.has_pids()) add("pids limit");
-      if (r.has_blockio_class()) add("block I/O class");
-      if (r.has_rdt_class()) add("RDT class");
-      for (const auto& kv : r.unified()) add("unified resource " + kv.first);
-    }
-    if (l.has_oom_score_adj()) add("oom_score_adj");
-  }
-  return out;
-}
-
-std::string snippet(const std::string& s) {
-  std::string r;
-  for (char c : s.substr(0, 60)) r.push_back((c >= 32 && c < 127) ? c : '.');
-  if (s.size() > 60) r += "...";
-  return r;
-}
-
-struct Pending {
-  uint32_t stream = 0;
-  std::string method;
-  std::string payload;
-  int64_t timeout_nano = 0;
-  int64_t arrival_ms = 0;
-  // One evaluation of a Synchronize pass (method "Synchronize", stream 0: no reply of its own;
-  // `item` indexes sync->items), or the pass's reply (item -1) after its last evaluation.
-  std::shared_ptr<SyncPass> sync;
-  int item = -1;
-};
-
-// The event being evaluated (the request's identity; the process is the supervisor's).
-struct Current {
-  uint32_t stream = 0;
-  std::string method;
-  std::string event;
-  std::string subject;       // "ns/pod[/container]" for logs
-  std::string container_id;  // UpdateContainer reply target
-  std::string ns, pod, container, sandbox_id;  // for the failure record
-  std::string input;         // child contract JSON
-  std::shared_ptr<SyncPass> sync;  // a Synchronize evaluation: its update goes into the pass's reply
-  int item = -1;                   // its index in sync->items
-};
 
 SupervisorOptions supervisor_options(const RelayOptions& o) {
   SupervisorOptions s;
@@ -228,94 +106,6 @@ SupervisorOptions supervisor_options(const RelayOptions& o) {
   s.debug = o.debug;
   return s;
 }
-
-class Relay {
- public:
-  explicit Relay(const RelayOptions& o) : o_(o), sup_(supervisor_options(o)) {}
-  int run();
-
- private:
-  bool open_trunk();
-  void setup_process();
-  void send_message(uint32_t conn, uint32_t stream, uint8_t type, const std::string& payload);
-  void reply_ok(uint32_t stream, const std::string& payload);
-  void reply_error(uint32_t stream, int code, const std::string& message);
-  void flush_out();
-  void read_trunk();
-  void handle_message(uint32_t conn, TtrpcMessage& m);
-  void handle_request(uint32_t stream, RequestEnvelope& req);
-  void on_configure(uint32_t stream, const std::string& payload);
-  void on_synchronize(uint32_t stream, const RequestEnvelope& req);
-  void reply_sync(SyncPass& pass);
-  bool call_runtime(const char* method, const std::string& payload);
-  void start_next();
-  void expire_queued();
-  void confine();
-  bool prepare(Pending& p, Current& c);
-  void finish_event(Outcome& oc);
-  void after_answer();
-  void on_removed(const pb::StateChangeEvent& sc);
-  void fail_event(uint32_t stream, const std::string& event, const std::string& subject,
-                  const std::string& reason, const char* kind, const Current* who = nullptr, int64_t took_ms = -1);
-  void record_failure(const char* kind, const std::string& event, bool refused, const std::string& fail_mode,
-                      const std::string& reason, const Current* who, int64_t took_ms, bool answered = false,
-                      bool replaced = false);
-  void refuse(uint32_t stream, int code, const std::string& message, const char* kind, const std::string& reason);
-  int64_t budget_ms(const Pending& p) const;
-  int64_t wait_limit_ms(const Pending& p) const;
-  // A Synchronize pass goes before the events queued meanwhile, until its reply went out: what
-  // it evaluates after that (SynchronizeLate) waits behind the runtime's events.
-  std::deque<Pending>& next_queue() {
-    if (syncq_.empty() || (syncq_.front().sync->replied && !queue_.empty())) return queue_;
-    return syncq_;
-  }
-  void sync_go_late(SyncPass& pass);
-  SyncPass* unreplied_pass();
-  int64_t sync_budget_ms() const { return o_.child_deadline_ms > 0 ? o_.child_deadline_ms : 1500; }
-
-  const RelayOptions& o_;
-  int fd_ = -1;
-  bool closed_ = false;     // trunk gone (EOF, error)
-  bool shutdown_ = false;   // Shutdown RPC answered
-  int exit_code_ = 0;
-  std::string outq_;
-  size_t out_off_ = 0;
-  TtrpcReassembler conns_[2];
-  MuxDecoder mux_{[this](uint32_t conn, const char* d, size_t n) {
-    conns_[conn - 1].append(d, n);
-  }};
-  StreamIds client_ids_;
-  uint32_t register_stream_ = 0;
-  std::string runtime_name_, runtime_version_, nri_version_;
-  int64_t request_timeout_ms_ = 0;
-  int nri_minor_ = 6;
-  std::vector<std::string> config_flags_;
-  bool fail_closed_ = false;  // cached on_child_failure ("open" by default)
-  std::deque<Pending> queue_;
-  size_t queued_bytes_ = 0;
-  // Synchronize: the parts received so far (until the one with more = false), then the pass's
-  // evaluations and its reply, served before queue_ (the runtime holds its events meanwhile).
-  std::shared_ptr<SyncPass> sync_parts_;
-  std::deque<Pending> syncq_;
-  Supervisor sup_;
-  Current cur_;
-  // Who the evaluations that answered and still write their records were for (Outcome::id ->
-  // identity, input dropped): their AfterAnswer may need a record. At most kMaxFinishing + 1.
-  std::map<uint64_t, Current> answered_;
-  bool configured_ = false;
-  bool confine_done_ = false;
-  uint64_t events_ = 0;
-  uint64_t unrecorded_ = 0;  // failure records that could not be handed over
-  // Containers whose CreateContainer nri-qos answered with an adjustment and that have not been
-  // started yet (container id -> who, what was set). A RemoveContainer for one of them means the
-  // runtime undid its creation (on_removed). Bounded: the oldest go first.
-  struct Adjusted {
-    std::string ns, pod, container, sandbox_id, fields;
-  };
-  static constexpr size_t kMaxAdjusted = 1024;
-  std::map<std::string, Adjusted> adjusted_;
-  std::deque<std::string> adjusted_order_;
-};
 
 // ------------------------------------------------------------------ trunk
 
@@ -602,107 +392,6 @@ bool Relay::call_runtime(const char* method, const std::string& payload) {
   return true;
 }
 
-// Synchronize (issue #20): the runtime's existing pods and containers, at registration (NRI
-// v0.7+; v0.6 only for external plugins) and at every reconnect. A part with more = true is
-// collected and acknowledged at once with an empty reply that echoes `more` (NRI pkg/stub
-// collectSync; the runtime closes a plugin whose reply to such a part carries an update). The
-// last part starts the pass: every pod, then every container, each evaluated in an evaluator
-// process of its own like an event ("Synchronize"), ahead of any event the runtime sends
-// meanwhile; the last part's reply carries the containers' updates (reply_sync). Nothing here
-// can fail the runtime: an error reply to Synchronize closes the plugin, so a failure is
-// recorded and the item answered without an update (fail-open).
-void Relay::on_synchronize(uint32_t stream, const RequestEnvelope& req) {
-  pb::SynchronizeRequest part;
-  if (!part.ParseFromString(req.payload)) {
-    logf("Synchronize: malformed request; answered without evaluating the existing containers");
-    sync_parts_.reset();
-    reply_ok(stream, std::string());
-    record_failure("malformed", "Synchronize", false, "open", "malformed Synchronize request: existing pods and containers not evaluated",
-                   nullptr, -1);
-    return;
-  }
-  if (!sync_parts_) {
-    sync_parts_ = std::make_shared<SyncPass>();
-    sync_parts_->started_ms = now_ms();
-  }
-  const bool more = part.more();
-  sync_add_part(*sync_parts_, part);
-  if (more) {
-    pb::SynchronizeResponse rsp;
-    rsp.set_more(true);
-    reply_ok(stream, rsp.SerializeAsString());
-    return;
-  }
-  std::shared_ptr<SyncPass> pass = std::move(sync_parts_);
-  pass->stream = stream;
-  // One deadline for the whole pass: the runtime's context spans every part (NRI pkg/adaptation
-  // plugin.go synchronize: the plugin request timeout), so the last part's timeout_nano is what
-  // is left of it.
-  const int64_t now = now_ms();
-  int64_t limit = pass->started_ms + (request_timeout_ms_ > 0 ? request_timeout_ms_ : kDefaultRequestTimeoutMs);
-  if (req.timeout_nano > 0) limit = std::min<int64_t>(limit, now + req.timeout_nano / 1000000);
-  pass->deadline_ms = limit - kReplyMarginMs;
-  sync_plan(*pass);
-  for (const std::string& why : pass->skipped) logf("Synchronize %s: not evaluated", why.c_str());
-  if (pass->dropped > 0) {
-    std::string why = std::to_string(pass->dropped) + " pods/containers past the relay's bounds (" +
-                      std::to_string(kMaxSyncObjects) + " objects, " + std::to_string(kMaxSyncBytes >> 20) + " MiB) not evaluated";
-    logf("Synchronize: %s", why.c_str());
-    record_failure("overloaded", "Synchronize", false, "open", why, nullptr, -1);
-  }
-  if (o_.debug) {
-    logf("Synchronize: %zu pods, %zu containers in %u part(s); %zu evaluations within %lld ms", pass->pods.size(),
-         pass->containers.size(), pass->parts, pass->items.size(), (long long)(pass->deadline_ms - now));
-  }
-  for (size_t i = 0; i < pass->items.size(); ++i) {
-    Pending p;
-    p.method = "Synchronize";
-    p.arrival_ms = now;
-    p.sync = pass;
-    p.item = int(i);
-    syncq_.push_back(std::move(p));
-  }
-  Pending last;  // the reply, once every evaluation ended
-  last.method = "Synchronize";
-  last.sync = std::move(pass);
-  syncq_.push_back(std::move(last));
-}
-
-void Relay::reply_sync(SyncPass& pass) {
-  logf("Synchronize: %zu pods, %zu containers (%u part(s)): %zu evaluated, %zu failed (open), %zu not evaluated%s; "
-       "%d container updates; %lld ms",
-       pass.pods.size(), pass.containers.size(), pass.parts, pass.evaluated, pass.failed, pass.skipped.size() + pass.dropped,
-       pass.late ? (", " + std::to_string(pass.late) + " evaluated after this reply (SynchronizeLate)").c_str() : "",
-       pass.response.update_size(), (long long)(now_ms() - pass.started_ms));
-  reply_ok(pass.stream, pass.response.SerializeAsString());
-  pass.replied = true;
-  pb::SynchronizeResponse().Swap(&pass.response);
-  if (o_.status_fd >= 0) {
-    ssize_t w = write(o_.status_fd, "synced\n", 7);
-    (void)w;
-  }
-}
-
-// The pass's deadline comes before its last evaluation: answer the runtime now with the updates
-// gathered so far (a late reply would only make containerd close the plugin), and evaluate the
-// rest after the reply, every knob written directly (SynchronizeLate), so that on a node too
-// large or too slow for one request timeout every existing container still gets its class.
-void Relay::sync_go_late(SyncPass& pass) {
-  for (const Pending& q : syncq_)
-    if (q.sync.get() == &pass && q.item >= 0) ++pass.late;
-  // the container being evaluated now: its update can no longer be answered (evaluated again, late)
-  if (sup_.busy() && cur_.sync.get() == &pass && !cur_.container_id.empty()) ++pass.late;
-  reply_sync(pass);
-}
-
-// The Synchronize pass whose reply has not gone out yet: being evaluated, or next in syncq_.
-SyncPass* Relay::unreplied_pass() {
-  if (sup_.busy() && cur_.sync && !cur_.sync->replied) return cur_.sync.get();
-  for (const Pending& q : syncq_)
-    if (q.sync && !q.sync->replied) return q.sync.get();
-  return nullptr;
-}
-
 // ------------------------------------------------------------------ evaluation
 
 int64_t Relay::budget_ms(const Pending& p) const {
@@ -766,86 +455,6 @@ void Relay::fail_event(uint32_t stream, const std::string& event, const std::str
     reply_ok(stream, std::string());
   }
   if (kind) record_failure(kind, event, closed, closed ? "closed" : "open", reason, who, took_ms);
-}
-
-// Decode the request, build the child's stdin. Returns false when no child is needed;
-// `answered` tells whether a reply was already sent.
-bool Relay::prepare(Pending& p, Current& c) {
-  c = Current();
-  c.stream = p.stream;
-  c.method = p.method;
-  const pb::PodSandbox* pod = nullptr;
-  const pb::LinuxResources* linux_resources = nullptr;  // "linux_resources" of the input
-  pb::LinuxResources updated;
-  const pb::Container* ctr = nullptr;
-  pb::CreateContainerRequest creq;
-  pb::UpdateContainerRequest ureq;
-  pb::UpdatePodSandboxRequest preq;
-  pb::StateChangeEvent sc;
-  bool ok = true;
-  if (p.method == "CreateContainer") {
-    ok = creq.ParseFromString(p.payload);
-    c.event = "CreateContainer";
-    pod = &creq.pod();
-    ctr = creq.has_container() ? &creq.container() : nullptr;
-  } else if (p.method == "UpdateContainer") {
-    ok = ureq.ParseFromString(p.payload);
-    c.event = "UpdateContainer";
-    pod = &ureq.pod();
-    ctr = ureq.has_container() ? &ureq.container() : nullptr;
-    if (ok && ureq.has_linux_resources()) {
-      updated = updated_resources(ctr && ctr->has_linux() ? ctr->linux().resources() : pb::LinuxResources(),
-                                  ureq.linux_resources());
-      linux_resources = &updated;
-    }
-  } else if (p.method == "UpdatePodSandbox") {
-    ok = preq.ParseFromString(p.payload);
-    c.event = "UpdatePodSandbox";
-    pod = &preq.pod();
-    if (ok && preq.has_linux_resources()) linux_resources = &preq.linux_resources();
-  } else if (p.sync) {  // one pod or container of a Synchronize pass (decoded already)
-    const SyncPass::Item& it = p.sync->items[size_t(p.item)];
-    c.event = p.sync->replied ? "SynchronizeLate" : "Synchronize";
-    c.sync = p.sync;
-    c.item = p.item;
-    pod = &p.sync->pods[size_t(it.pod)];
-    ctr = it.ctr >= 0 ? &p.sync->containers[size_t(it.ctr)] : nullptr;
-  } else {  // StateChange
-    ok = sc.ParseFromString(p.payload);
-    const char* name = ok ? state_change_name(sc.event()) : "StateChange";
-    if (ok && sc.event() == pb::REMOVE_CONTAINER) {  // never evaluated: see on_removed
-      reply_ok(p.stream, std::string());
-      on_removed(sc);
-      return false;
-    }
-    if (!name) {  // not subscribed (e.g. POST_* events): nothing to evaluate
-      reply_ok(p.stream, std::string());
-      return false;
-    }
-    if (sc.event() == pb::START_CONTAINER && sc.has_container()) adjusted_.erase(sc.container().id());
-    c.event = name;
-    pod = &sc.pod();
-    ctr = sc.has_container() ? &sc.container() : nullptr;
-  }
-  c.subject = pod->namespace_() + "/" + pod->name();
-  if (ctr) {
-    c.subject += "/" + ctr->name();
-    c.container_id = ctr->id();
-  }
-  if (!ok) {
-    fail_event(p.stream, c.event, "", "malformed " + p.method + " request", "malformed");
-    return false;
-  }
-  c.ns = pod->namespace_();
-  c.pod = pod->name();
-  c.sandbox_id = pod->id();
-  if (ctr) c.container = ctr->name();
-  // The child contract's input, printed member by member: byte for byte what the DOM of
-  // event_to_json() dumps, without building it (nri_json.hpp print_event).
-  c.input.reserve(2 * p.payload.size() + 256);
-  print_event(c.input, c.event, runtime_name_, runtime_version_, *pod, ctr, linux_resources);
-  c.input.push_back('\n');
-  return true;
 }
 
 void Relay::start_next() {
@@ -960,295 +569,7 @@ void Relay::after_answer() {
   }
 }
 
-// RemoveContainer of a container nri-qos adjusted and that never started: the runtime undid its
-// creation after the NRI call (containerd's CRI: UndoCreateContainer sends StopContainer and
-// RemoveContainer to the plugins, internal/cri/nri/nri_api_linux.go; pkg/cri/nri on 1.7). The
-// usual cause is another NRI plugin that set one of the same fields: containerd/nri
-// pkg/adaptation/result.go refuses the create with "plugins %q and %q both tried to set %s". On
-// the record (event log, nri_qos_relay_failures_total and nri_qos_adjustment_rejected_total); the
-// recorder names the other plugin from the runtime's log (failure_record.hpp runtime_conflict).
-void Relay::on_removed(const pb::StateChangeEvent& sc) {
-  if (!sc.has_container()) return;
-  auto it = adjusted_.find(sc.container().id());
-  if (it == adjusted_.end()) return;
-  Adjusted a = std::move(it->second);
-  adjusted_.erase(it);
-  RelayFailure f;
-  f.event = "CreateContainer";
-  f.outcome = "undone";
-  f.kind = "adjustment-rejected";
-  f.reason = "the runtime removed the container without starting it, after nri-qos's CreateContainer adjustment set " + a.fields +
-             ": the create failed after the NRI call, most often because another NRI plugin set one of these fields";
-  f.ns = a.ns;
-  f.pod = a.pod;
-  f.container = a.container;
-  f.id = sc.container().id();
-  f.sandbox_id = a.sandbox_id;
-  f.self = o_.plugin_idx + "-" + o_.plugin_name;
-  f.fields = a.fields;
-  logf("CreateContainer %s/%s/%s: %s", a.ns.c_str(), a.pod.c_str(), a.container.c_str(), f.reason.c_str());
-  std::string why = sup_.record_failure(failure_message(f));
-  if (!why.empty() && unrecorded_++ % 100 == 0)
-    logf("CreateContainer: adjustment-rejected not written to the event log or the metrics: %s", why.c_str());
-}
-
-void Relay::finish_event(Outcome& oc) {
-  Current& c = cur_;
-  if (oc.after_answer) {  // its evaluator still writes the event's records (or ended badly after)
-    Current& who = answered_[oc.id];
-    who = c;
-    std::string().swap(who.input);
-  }
-  std::string failure = oc.failure;
-  std::string kind = oc.failure.empty() ? std::string() : oc.kind.empty() ? std::string("crash") : oc.kind;
-  json out;
-  bool deadline_answer = false;
-  if (failure.empty()) {
-    out = parse_answer(oc.output);  // the members read below; metadata and writes are skipped
-    // A deadline answer ("deadline": true) is prepared before the policy is known: its
-    // on_child_failure is not the policy's choice and must never change ours (issue #9).
-    if (out.is_object()) {
-      auto d = out.find("deadline");
-      deadline_answer = d != out.end() && d->is_boolean() && d->get<bool>();
-    }
-    if (out.is_object() && !deadline_answer) {  // cache the policy's choice even if the rest is unusable
-      auto f = out.find("on_child_failure");
-      if (f != out.end() && f->is_string()) {
-        if (*f == "open") fail_closed_ = false;
-        else if (*f == "closed") fail_closed_ = true;
-        else logf("child: on_child_failure \"%s\" is neither \"open\" nor \"closed\"; ignored", f->get<std::string>().c_str());
-      }
-    }
-    if (oc.output.empty()) {
-      failure = "child printed nothing";
-    } else if (!out.is_object()) {
-      failure = "child output is not a JSON object: \"" + snippet(oc.output) + "\"";
-    }
-    if (!failure.empty()) kind = "bad-output";
-  }
-  std::string().swap(oc.output);
-
-  if (!failure.empty()) {
-    fail_event(c.stream, c.event, c.subject, failure, kind.c_str(), &c, oc.took_ms);
-    return;
-  }
-  if (c.sync) {  // a Synchronize evaluation: its update joins the pass's reply (reply_sync)
-    auto e = out.find("error");
-    if (e != out.end() && e->is_string() && !e->get_ref<const std::string&>().empty()) {
-      // A running container cannot be refused: the evaluator's error is on its record; said here too.
-      logf("Synchronize %s: %s (the container already runs: nothing to refuse)", c.subject.c_str(),
-           e->get_ref<const std::string&>().c_str());
-    }
-    auto u = out.find("update");
-    if (!c.container_id.empty() && c.event == "Synchronize" && c.sync->replied) {
-      // Evaluated for the reply, which went out meanwhile (the pass's deadline): what NRI would
-      // have carried was not written; the container is evaluated again, late (writes directly).
-      if (o_.debug) logf("Synchronize %s: ended after the pass's reply; evaluated again after it", c.subject.c_str());
-      Pending again;
-      again.method = "Synchronize";
-      again.arrival_ms = now_ms();
-      again.sync = c.sync;
-      again.item = c.item;
-      syncq_.push_front(std::move(again));
-      return;
-    }
-    if (!c.container_id.empty() && u != out.end() && !u->is_null()) {
-      pb::ContainerUpdate up;
-      up.set_container_id(c.container_id);
-      std::string err;
-      if (!resources_from_json(*u, *up.mutable_linux()->mutable_resources(), err)) {
-        fail_event(c.stream, c.event, c.subject, "bad child output: " + err, "bad-output", &c, oc.took_ms);
-        return;
-      }
-      *c.sync->response.add_update() = std::move(up);
-    }
-    ++c.sync->evaluated;
-    if (o_.debug) logf("Synchronize %s: answered in %lld ms", c.subject.c_str(), (long long)oc.took_ms);
-    return;
-  }
-  auto e = out.find("error");
-  if (e != out.end() && !e->is_null()) {
-    if (!e->is_string()) {
-      fail_event(c.stream, c.event, c.subject, "child output: \"error\" is not a string", "bad-output", &c, oc.took_ms);
-      return;
-    }
-    if (!e->get_ref<const std::string&>().empty()) {
-      logf("%s %s: refused: %s", c.event.c_str(), c.subject.c_str(), e->get_ref<const std::string&>().c_str());
-      reply_error(c.stream, kCodeUnknown, e->get<std::string>());
-      return;
-    }
-  }
-  if (deadline_answer && fail_closed_ && is_admission(c.event)) {
-    // The child gave up at its own deadline without an error of its own: under the cached
-    // "closed" this is a failed evaluation like any other.
-    // Not recorded again: the evaluator's deadline handler wrote the record (outcome refused).
-    fail_event(c.stream, c.event, c.subject, "child hit its own deadline", nullptr);
-    return;
-  }
-  std::string reply;
-  std::string err;
-  if (c.method == "CreateContainer") {
-    auto a = out.find("adjustment");
-    pb::CreateContainerResponse rsp;
-    if (a != out.end() && !a->is_null()) {
-      if (!adjustment_from_json(*a, *rsp.mutable_adjust(), err)) {
-        fail_event(c.stream, c.event, c.subject, "bad child output: " + err, "bad-output", &c, oc.took_ms);
-        return;
-      }
-    }
-    // Remembered until it starts: a removal before that is the runtime undoing the create.
-    std::string fields = rsp.has_adjust() ? adjusted_fields(rsp.adjust()) : std::string();
-    if (!fields.empty() && !c.container_id.empty()) {
-      if (!adjusted_.count(c.container_id)) adjusted_order_.push_back(c.container_id);
-      adjusted_[c.container_id] = Adjusted{c.ns, c.pod, c.container, c.sandbox_id, fields};
-      while (adjusted_order_.size() > kMaxAdjusted || (!adjusted_order_.empty() && !adjusted_.count(adjusted_order_.front()))) {
-        if (adjusted_order_.size() > kMaxAdjusted) adjusted_.erase(adjusted_order_.front());
-        adjusted_order_.pop_front();
-      }
-    }
-    reply = rsp.SerializeAsString();
-  } else if (c.method == "UpdateContainer") {
-    auto u = out.find("update");
-    pb::UpdateContainerResponse rsp;
-    if (u != out.end() && !u->is_null()) {
-      pb::ContainerUpdate* up = rsp.add_update();
-      up->set_container_id(c.container_id);
-      if (!resources_from_json(*u, *up->mutable_linux()->mutable_resources(), err)) {
-        fail_event(c.stream, c.event, c.subject, "bad child output: " + err, "bad-output", &c, oc.took_ms);
-        return;
-      }
-    }
-    reply = rsp.SerializeAsString();
-  }
-  if (o_.debug) {
-    logf("%s %s: answered in %lld ms (%zu reply bytes)", c.event.c_str(), c.subject.c_str(),
-         (long long)oc.took_ms, reply.size());
-  }
-  reply_ok(c.stream, reply);
-}
-
 // ------------------------------------------------------------------ main loop
-
-// Drop the page-table entries of our read-only, file-backed mappings (text, rodata) of the
-// executable. Start-up code (static initialisers, command-line parsing) is never run again, but
-// its pages, and their 64 KiB fault-around neighbours, would stay in our RSS for the life of the
-// plugin. MADV_DONTNEED on a private file mapping whose pages were never written only unmaps
-// them: they stay in the page cache and fault back in on use (madvise(2)). A mapping with any
-// anonymous (copy-on-write) page, e.g. RELRO after relocation, is skipped: dropping it would
-// lose the relocated data. Writable mappings are never touched.
-// Called three times: on entry (what main ran), after registration and set-up, and after
-// Configure and the confinement (their code — the config's JSON, the keeper's fork, the
-// sandbox's set-up — runs once: ~0.25-0.3 MiB of the relay's RSS for good). Later calls reuse
-// the ranges the first one found (a confined relay cannot open /proc/self/smaps).
-std::vector<std::pair<unsigned long, unsigned long>> g_text_ranges;
-bool g_text_ranges_known = false;
-
-void drop_resident_text() {
-  if (g_text_ranges_known) {
-    for (const auto& r : g_text_ranges) madvise(reinterpret_cast<void*>(r.first), r.second - r.first, MADV_DONTNEED);
-    return;
-  }
-  g_text_ranges_known = true;
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return;
-  exe[n] = '\0';
-  FILE* f = fopen("/proc/self/smaps", "re");
-  if (!f) return;
-  struct Range {
-    unsigned long lo, hi;
-  };
-  std::vector<Range> drop;
-  char line[4352];
-  bool candidate = false;
-  Range cur = {0, 0};
-  while (fgets(line, sizeof line, f)) {
-    unsigned long lo = 0, hi = 0;
-    char perms[8] = {0};
-    int path_at = 0;
-    if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, perms, &path_at) >= 3 && strchr(line, '-') &&
-        line[0] != ' ' && strlen(perms) == 4) {  // header line of a new mapping
-      char* path = path_at > 0 ? line + path_at : line + strlen(line);
-      path[strcspn(path, "\n")] = '\0';
-      candidate = perms[0] == 'r' && perms[1] == '-' && perms[3] == 'p' && strcmp(path, exe) == 0;
-      cur = {lo, hi};
-      continue;
-    }
-    unsigned long anon_kb = 0;
-    if (candidate && sscanf(line, "Anonymous: %lu kB", &anon_kb) == 1) {
-      if (anon_kb == 0) drop.push_back(cur);
-      candidate = false;
-    }
-  }
-  fclose(f);
-  for (const Range& r : drop) {
-    madvise(reinterpret_cast<void*>(r.lo), r.hi - r.lo, MADV_DONTNEED);
-    g_text_ranges.emplace_back(r.lo, r.hi);
-  }
-}
-
-// Send our stderr (and the children's) to `path`, appending. containerd starts launched plugins
-// with fds 0-2 on /dev/null, so without this nothing the relay logs is visible.
-constexpr const char* kDefaultRelayLog = "/var/log/nri-qos/relay.log";
-
-void redirect_log(const std::string& path) {
-  if (path.empty()) return;
-  if (path[0] == '/') nriqos::make_dirs(nriqos::dir_name(path), 0750);
-  // open_record: a FIFO or device at the log path must not block the relay's start or its
-  // writes (issue 19 §2); stderr stays where it was.
-  std::string why;
-  int fd = nriqos::open_record(-1, path, O_WRONLY | O_APPEND | O_CREAT, 0640, why);
-  if (fd < 0) {
-    logf("cannot open log file %s: %s", path.c_str(), why.c_str());
-    return;
-  }
-  dup2(fd, 2);
-  close(fd);
-}
-
-// stderr is /dev/null (containerd's launch) or closed: then the relay logs to the default file
-// (issue #11: never to /dev/null by default). Its evaluators inherit it, so the log also holds
-// the one record line per event each evaluation writes to stderr.
-bool stderr_is_devnull() {
-  struct stat st, dn;
-  if (fstat(2, &st) != 0) return true;
-  return S_ISCHR(st.st_mode) && stat("/dev/null", &dn) == 0 && st.st_rdev == dn.st_rdev;
-}
-
-void Relay::setup_process() {
-  // fds 0-2 must be open so that pipes never land on them (containerd gives /dev/null).
-  for (int fd = 0; fd <= 2; ++fd) {
-    if (fcntl(fd, F_GETFD) < 0) {
-      int n = open("/dev/null", O_RDWR);
-      if (n >= 0 && n != fd) {
-        dup2(n, fd);
-        close(n);
-      }
-    }
-  }
-  sup_.setup();
-  // Keep the heap small: large blocks go to mmap and are returned on free.
-  mallopt(M_MMAP_THRESHOLD, 64 * 1024);
-  mallopt(M_TRIM_THRESHOLD, 128 * 1024);
-}
-
-// After Configure (the plugin config's flags are final): the keeper is forked while the relay can
-// still fork, then the relay confines itself (issue #12 §5). From then on it only moves bytes
-// between the runtime's socket and its evaluators' pipes.
-void Relay::confine() {
-  confine_done_ = true;
-  if (!sup_.fork_mode()) return;  // exec mode: the relay itself execs every child
-  if (!sup_.start_keeper()) {
-    logf("cannot fork the evaluator keeper: %s; the relay stays unconfined", strerror(errno));
-    return;
-  }
-  if (!o_.confine || nriqos::sandbox_disabled_by_env()) return;
-  std::string why = nriqos::confine_relay();
-  sup_.set_confined();  // attempted: never fork again (a child would inherit what did apply)
-  if (!why.empty()) logf("relay confinement incomplete: %s", why.c_str());
-  else if (o_.debug) logf("confined: seccomp allow-list, no filesystem writes, no exec");
-  if (o_.after_confine) o_.after_confine();
-}
 
 int Relay::run() {
   if (!open_trunk()) return 1;
@@ -1343,28 +664,6 @@ int Relay::run() {
   sup_.stop_all();
   if (o_.debug) logf("exiting after %llu events", (unsigned long long)events_);
   return exit_code_;
-}
-
-}  // namespace
-
-void relay_options_from_env(RelayOptions& o, const char* argv0) {
-  const char* s = getenv("NRI_PLUGIN_SOCKET");
-  if (s && *s) {
-    char* end = nullptr;
-    long v = strtol(s, &end, 10);
-    if (end && *end == '\0' && v >= 0 && v < 65536) o.fd = int(v);
-  }
-  const char* name = getenv("NRI_PLUGIN_NAME");
-  const char* idx = getenv("NRI_PLUGIN_IDX");
-  std::string base = argv0 ? argv0 : "";
-  auto slash = base.rfind('/');
-  if (slash != std::string::npos) base = base.substr(slash + 1);
-  bool nri_form = base.size() > 3 && isdigit((unsigned char)base[0]) && isdigit((unsigned char)base[1]) &&
-                  base[2] == '-';
-  if (name && *name) o.plugin_name = name;
-  else if (nri_form) o.plugin_name = base.substr(3);
-  if (idx && *idx) o.plugin_idx = idx;
-  else if (nri_form) o.plugin_idx = base.substr(0, 2);
 }
 
 int run_relay(const RelayOptions& opts) {

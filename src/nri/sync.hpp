@@ -1,7 +1,7 @@
 // Native NRI Synchronize (issue #20): the runtime's existing pods and containers, sent at
 // registration (and at every reconnect of an external plugin), possibly split over several
 // calls (NRI v0.8+ `more`). The relay collects the parts here, then evaluates every pod and
-// container in an evaluator process of its own (event "Synchronize", src/nri/relay.cpp) and
+// container in an evaluator process of its own (event "Synchronize", src/nri/relay_sync.cpp) and
 // answers the last part with the containers' updates. See docs/native-nri.md "Synchronize".
 #pragma once
 

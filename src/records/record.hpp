@@ -4,7 +4,7 @@
 //  * stderr, logfmt, always (info level for "ok", warn otherwise). In NRI v0.1 mode containerd
 //    copies the hook's stderr into its own log (containerd/nri v0.1 client.go invokePlugin:
 //    cmd.Stderr = os.Stderr), i.e. `journalctl -u containerd`; in native mode the relay's log
-//    (src/nri/relay.cpp) receives the evaluation children's stderr.
+//    (src/nri/relay_process.cpp) receives the evaluation children's stderr.
 //  * a node-local JSON-lines file (default /var/log/nri-qos/events.log; settings.event_log,
 //    --event-log), appended with one write(2) per line under flock(2), size-rotated to
 //    events.log.1 / events.log.2 under the same lock: concurrent hooks never tear or lose a line,

@@ -2361,7 +2361,7 @@ TEST_CASE("relay (fork): relay-level failures are handed to the keeper's recorde
 }
 
 // Overload (issue 22 §3, docs/native-nri.md "Overload"): one evaluation runs at a time, at most
-// 64 event requests wait behind it (src/nri/relay.cpp kMaxQueued); the requests past that are
+// 64 event requests wait behind it (src/nri/relay_internal.hpp kMaxQueued); the requests past that are
 // answered at once with their event's fail mode and recorded; every queued one is answered too.
 TEST_CASE("relay (fork): overload: past 64 queued requests answered at once with the fail mode, none hangs",
           "[nri][relay][overload]") {
