@@ -2,7 +2,8 @@
 // untrusted text (written by the pod author or a webhook), bounds it, parses it with the same
 // semantics as the system's own Go code (cited per function) and returns a plain C++ value or a
 // one-line error. JSON goes through nlohmann (parse_json_limited: depth, size, duplicate keys,
-// UTF-8), never a hand-written parser. Used by facts.cpp; fuzzed by tests/fuzz/fuzz_fact_readers.cpp.
+// UTF-8), never a hand-written parser. Used by the fact evaluators (facts_*.cpp); fuzzed by
+// tests/fuzz/fuzz_fact_readers.cpp.
 #pragma once
 
 #include <cstdint>

@@ -67,7 +67,7 @@ public:
     /// Ledger of one pod: container id → entry. Native NRI does not report container removal
     /// (the relay subscribes to pod events and container create/start/update only), so readers
     /// drop entries whose container cgroup is gone and that are older than
-    /// kFactRecordGraceSeconds (facts.cpp burst_pod); the pod's end drops them all.
+    /// kFactRecordGraceSeconds (facts_volcano.cpp burst_pod); the pod's end drops them all.
     std::map<std::string, LedgerEntry> ledger(const std::string& sandbox_id);
     std::string put_ledger(const std::string& sandbox_id, const std::string& container_id, const std::map<std::string, int64_t>& kv,
                            const std::string& ctr_dir);

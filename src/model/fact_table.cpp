@@ -1,7 +1,8 @@
 // The fact registry (model/fact_table.hpp): every fact's name, scope, the knobs it may feed, what it reads
 // and the seed-system function it reproduces. Data only, so that the policy parser and the
 // build-time compiler of the built-in policy (src/tools/policy-builtin-gen.cpp) link it without
-// the readers; the evaluators are in facts.cpp (a unit test checks both lists agree).
+// the readers; the evaluators are registered in facts.cpp entries() (a unit test checks both
+// lists agree) and written in src/facts/facts_<seed system>.cpp.
 #include <algorithm>
 #include <vector>
 

@@ -1,0 +1,186 @@
+// What `register` will do on this node (issue #23: split out of register.cpp): the pod
+// annotation keys a policy reads (policy_annotation_keys) and the plan — the mode the runtime
+// calls, and every warning and note about what keeps nri-qos from being called or from seeing
+// those annotations (plan_register, register.hpp; issues #20 §4, #25 §1).
+#include "cli/register_internal.hpp"
+
+#include <cctype>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "facts/facts.hpp"
+#include "policy/policy.hpp"
+
+namespace nriqos {
+
+using namespace register_internal;
+
+// ---- Reading the node's runtime (issue #20 §4, issue #25 §1) ----
+
+namespace {
+
+/// "prefix.domain/name" tokens of a FactDef::reads text (annotation keys; "node*/cpulist" and
+/// other sysfs paths have no dotted prefix right before the '/').
+std::vector<std::string> annotation_tokens(const std::string& text) {
+    std::vector<std::string> out;
+    auto left_ok = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-'; };
+    auto right_ok = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_'; };
+    for (size_t slash = text.find('/'); slash != std::string::npos; slash = text.find('/', slash + 1)) {
+        size_t a = slash;
+        while (a > 0 && left_ok(text[a - 1])) --a;
+        size_t b = slash + 1;
+        while (b < text.size() && right_ok(text[b])) ++b;
+        std::string prefix = text.substr(a, slash - a);
+        if (prefix.find('.') == std::string::npos || b == slash + 1) continue;
+        out.push_back(text.substr(a, b - a));
+    }
+    return out;
+}
+
+/// Annotation keys each fact reads, by fact name (see policy_annotation_keys).
+std::map<std::string, std::vector<std::string>> fact_annotation_keys() {
+    std::map<std::string, std::vector<std::string>> m;
+    std::vector<std::string> prev;
+    for (const FactDef& f : fact_table()) {
+        std::string reads = f.reads ? f.reads : "";
+        std::vector<std::string> keys = annotation_tokens(reads);
+        if (reads.find("the same annotations") != std::string::npos) keys.insert(keys.end(), prev.begin(), prev.end());
+        if (!keys.empty()) prev = keys;
+        m[f.name] = keys;
+    }
+    return m;
+}
+
+}  // namespace
+
+std::vector<std::string> policy_annotation_keys(const Policy& policy) {
+    std::set<std::string> keys;
+    for (const Rule& r : policy.rules) {
+        for (const auto& kv : r.match.annotations) keys.insert(kv.first);
+        for (const auto& kv : r.match.labels_or_annotations) keys.insert(kv.first);
+    }
+    const auto facts = fact_annotation_keys();
+    for (const auto& [name, cls] : policy.classes)
+        for (const auto* list : {&cls.container, &cls.pod})
+            for (const KnobSetting& k : *list)
+                if (k.value.kind == KnobValue::Fact)
+                    if (auto it = facts.find(k.value.text); it != facts.end()) keys.insert(it->second.begin(), it->second.end());
+    return {keys.begin(), keys.end()};
+}
+
+namespace register_internal {
+
+std::string join_list(const std::vector<std::string>& v, const std::string& sep) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+    return s;
+}
+
+std::string cri_plugin_id(const RuntimeInfo& c) {
+    return c.config_version >= 3 ? "io.containerd.cri.v1.runtime" : "io.containerd.grpc.v1.cri";
+}
+
+bool containerd_native_capable(const RuntimeInfo& c) { return c.major > 1 || (c.major == 1 && c.minor >= 7); }
+
+}  // namespace register_internal
+
+namespace {
+
+bool containerd_known(const RuntimeInfo& c) { return !c.version.empty(); }
+
+}  // namespace
+
+RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad, const NativeRuntimeInfo& crio,
+                           const std::string& requested, const std::vector<std::string>& needed) {
+    RegisterPlan p;
+    const NativeRuntimeInfo* other = isulad.found ? &isulad : crio.found ? &crio : nullptr;
+    const HookMode called = mode_called(c);
+    // The mode.
+    if (requested == "v01" || requested == "native") {
+        p.mode = requested;
+    } else if (containerd_known(c)) {
+        p.mode = called == HookMode::V01 ? "v01" : "native";
+        if (called == HookMode::None && c.adapter) p.mode = "v01";
+    } else if (other) {
+        p.mode = "native";
+    } else {
+        p.mode = "v01";
+    }
+    if (containerd_known(c)) {
+        p.notes.push_back(describe(c) + ": registering the " +
+                          (p.mode == "native" ? "native NRI plugin" : "NRI v0.1 hook (conf.json)") +
+                          (c.config_files.size() > 1 ? " (config files read: " + join_list(c.config_files) + ")" : ""));
+        if (called == HookMode::None) {
+            p.warnings.push_back(
+                "containerd " + c.version + " has native NRI DISABLED (" +
+                (c.nri_disable ? "[plugins.\"io.containerd.nri.v1.nri\"] disable = true in " + c.nri_file
+                               : std::string("the default of containerd 1.7, not set in ") +
+                                     (c.config_found ? join_list(c.config_files) : c.config + " (absent)")) +
+                ").\n"
+                "nri-qos will NEVER be called until NRI is enabled: no QoS knob is applied to any pod.\n"
+                "Fix: nri-qos register --enable-nri   (writes the NRI section after a backup), then restart containerd.");
+        } else if (called == HookMode::V01 && p.mode == "native") {
+            p.warnings.push_back("containerd " + c.version + " (" + c.binary + ") calls only NRI v0.1 hooks (/etc/nri/conf.json)" +
+                                 (c.adapter ? " through the v010-adapter" : "") + ":\nthe native plugin in " +
+                                 c.plugin_path + " is never started. Fix: nri-qos register --mode v01");
+        } else if (called == HookMode::Native && p.mode == "v01") {
+            p.warnings.push_back("containerd " + c.version + " has native NRI and no v010-adapter in " + c.plugin_path +
+                                 ":\n/etc/nri/conf.json is never read, nri-qos is never called. Fix: nri-qos register --native, "
+                                 "then restart containerd");
+        }
+        if (p.mode == "native" && c.adapter && called != HookMode::None)
+            p.warnings.push_back("the v010-adapter in " + c.plugin_path +
+                                 " already passes every event to the conf.json plugins:\nuse conf.json (nri-qos register --mode v01) "
+                                 "or remove the adapter, never both (every event would be handled twice)");
+        // containerd < 1.7 hands an NRI v0.1 hook only the pod annotations its default runtime's
+        // pod_annotations allow (issue #25); native NRI passes all of them.
+        if (p.mode == "v01" && !containerd_native_capable(c)) {
+            const std::vector<std::string> pats = c.pod_annotations ? *c.pod_annotations : std::vector<std::string>{};
+            for (const auto& k : needed)
+                if (!annotation_passed(pats, k)) p.missing_annotations.push_back(k);
+            if (!p.missing_annotations.empty()) {
+                std::string table = "[plugins.\"" + cri_plugin_id(c) + "\".containerd.runtimes." + c.runtime_name + "] pod_annotations";
+                p.warnings.push_back(
+                    "containerd " + c.version + " passes NRI v0.1 hooks only the pod annotations listed in\n" + table + " (" +
+                    (c.pod_annotations ? "[" + join_list(*c.pod_annotations) + "]" : std::string("not set")) + " in " +
+                    (c.cri_file.empty() ? (c.config_found ? join_list(c.config_files) : c.config + " (absent)") : c.cri_file) +
+                    ").\nThe policy reads these annotations, which nri-qos will NOT see (their rules and facts are skipped):\n  " +
+                    join_list(p.missing_annotations) +
+                    "\nFix: nri-qos register --pass-annotations   (adds them after a backup), then restart containerd.");
+            }
+        }
+        return p;
+    }
+    if (other) {
+        p.notes.push_back(describe_native(*other) + ": registering the " +
+                          (p.mode == "native" ? "native NRI plugin" : "NRI v0.1 hook (conf.json)"));
+        if (p.mode == "v01")
+            p.warnings.push_back(other->name + " runs only native NRI (ttrpc) plugins: /etc/nri/conf.json is never read,\n"
+                                 "nri-qos is never called. Fix: nri-qos register --native");
+        if (!other->nri_enabled || !*other->nri_enabled) {
+            std::string how = other->name == "iSulad" ? "set \"nri-support\": true in /etc/isulad/daemon.json"
+                                                      : "set enable_nri = true in [crio.nri] (/etc/crio/crio.conf or a crio.conf.d drop-in)";
+            p.warnings.push_back(other->name + " native NRI is " + (other->nri_enabled ? "DISABLED" : "NOT ENABLED (switch not set)") +
+                                 ": nri-qos will NEVER be called.\nFix: " + how + ", then restart " + other->name +
+                                 " (nri-qos does not edit " + other->name + "'s configuration).");
+        }
+        if (p.mode == "native" && other->plugin_path != kDefaultPluginsDir)
+            p.notes.push_back(other->name + " loads plugins from " + other->plugin_path + ": use --plugins-dir " + other->plugin_path);
+        return p;
+    }
+    if (requested != "native") {
+        p.warnings.push_back(
+            "no container runtime found (no containerd with a known version, no iSulad, no CRI-O):\n"
+            "registered NRI v0.1 in /etc/nri/conf.json, which only containerd 1.5/1.6 (or 1.7+ with the v010-adapter) reads.\n"
+            "Nothing calls nri-qos until such a runtime runs. Once the runtime is installed, run nri-qos register again\n"
+            "(or --containerd-version V / --mode native to say which one this node runs).");
+    } else {
+        p.warnings.push_back("no container runtime found: the native plugin is started only by containerd >= 1.7 with NRI "
+                             "enabled, iSulad or CRI-O with NRI enabled");
+    }
+    return p;
+}
+
+}  // namespace nriqos
