@@ -87,7 +87,8 @@ $(BUILD)/obj/src/os/sandbox.o: $(SECCOMP_H)
 # The built-in policy: conf/nri.d/nri-qos.toml validated (no error, no warning) and compiled at
 # build time into the flat compiled form, linked in as a byte array (src/policy/policy_builtin.*).
 POLICY_INC  := $(BUILD)/gen/policy_builtin.inc
-POLICY_GEN_OBJS := $(addprefix $(BUILD)/obj/src/,policy/policy.o policy/policy_cache.o model/knobs.o os/sha256.o \
+POLICY_GEN_OBJS := $(addprefix $(BUILD)/obj/src/,policy/policy.o policy/policy_toml.o policy/policy_text.o policy/policy_knobs.o \
+                   policy/policy_check.o policy/policy_cache.o policy/policy_flat.o model/knobs.o os/sha256.o \
                    model/fact_table.o os/cpuset.o)
 $(BUILD)/policy-builtin-gen: src/tools/policy-builtin-gen.cpp $(POLICY_GEN_OBJS)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $< $(POLICY_GEN_OBJS) -lnettle -o $@
