@@ -1,7 +1,7 @@
 #!/bin/bash
 # Regenerate src/hot-text.ld, the linker script that places the code of a plain `nri-qos invoke`
 # (containerd's command line) and of a native evaluation (`nri-eval` on the relay's events)
-# together at the start of the text (BENCHMARKS.md, page faults; arena.cpp prefault).
+# together at the start of the text, followed by the native relay's per-event code (BENCHMARKS.md, page faults; arena.cpp prefault).
 #
 # Builds build/nri-qos (the Makefile writes its link map, build/nri-qos.map), then runs it on the
 # captured containerd requests in a private namespace on a scratch root (scripts/private-root.sh):
@@ -65,6 +65,33 @@ scripts/private-root.sh "$S" bash -c '
     "$trace" "$out/$i.txt" "$lo" "$hi" "$bin" $cmd <"$r" >/dev/null || true
     i=$((i + 1))
   done' hot-text "$BIN" "$TOP/build/hot-trace" "$LO" "$HI" "$S/traces" "${REQS[@]}" "${EVENTS[@]}"
-python3 scripts/hot-text.py "$MAP" "$S"/traces/*.txt > src/hot-text.ld.new
+# The native relay's own per-event code (.text.relay_path): the relay process is sampled with
+# perf (cpu-clock, user space, 25 kHz) while the unit tests' fake runtime sends it CreateContainer
+# events evaluated by the real nri-eval children (tests/nri_relay.sh's load test), after a
+# second of warm-up; the sampled addresses, in first-seen order, are its trace. Single-stepping
+# the relay is not possible (its evaluators answer within deadlines). Without perf this part is
+# left out (the relay's text then lies wherever the linker loads its objects).
+RELAY=()
+if command -v perf >/dev/null 2>&1; then
+  make -s build/unit-tests
+  mkdir -p "$S/relay/cg" "$S/relay/state" "$S/relay/cache"
+  NRI_RELAY_LOAD_CMD="$BIN relay --policy $TOP/tests/fixtures/policy/classic.toml --cgroup-root $S/relay/cg --cgroup-layout v1 --state-dir $S/relay/state --cache-dir $S/relay/cache" \
+    NRI_RELAY_LOAD_EVENTS=3000 "$TOP/build/unit-tests" "[.nri-load]" >"$S/relay/load.log" 2>&1 &
+  load=$!
+  relay=""
+  for _ in $(seq 50); do
+    sleep 0.1
+    relay=$(pgrep -P "$load" -f "$BIN relay" | head -1) && [ -n "$relay" ] && break
+  done
+  if [ -n "$relay" ]; then
+    sleep 1
+    perf record -q -e cpu-clock:u -F 25000 -p "$relay" -o "$S/relay/perf.data" -- sleep 15 >/dev/null 2>&1 || true
+    perf script -i "$S/relay/perf.data" -F ip 2>/dev/null | awk '!seen[$1]++' >"$S/relay/trace.txt" || true
+  fi
+  wait "$load" || true
+  [ -s "$S/relay/trace.txt" ] && RELAY=(--relay "$S/relay/trace.txt")
+  echo "hot-text.sh: relay trace: $(wc -l <"$S/relay/trace.txt" 2>/dev/null || echo 0) addresses" >&2
+fi
+python3 scripts/hot-text.py "$MAP" "$S"/traces/*.txt "${RELAY[@]}" > src/hot-text.ld.new
 mv src/hot-text.ld.new src/hot-text.ld
 echo "hot-text.sh: wrote src/hot-text.ld ($(grep -c '^    ' src/hot-text.ld) patterns); rebuild with make"
