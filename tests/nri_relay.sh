@@ -8,7 +8,8 @@
 #   relay-real-child      CreateContainer events evaluated by the real `nri-eval` child (private
 #                         cgroup root, the mechanics fixture policy: every event gets an
 #                         adjustment, which the bundled policy no longer gives an unclassified
-#                         pod): peak RSS <= 3 MiB, no RSS growth, the relay confined (seccomp
+#                         pod): peak RSS <= 3 MiB, no growth of its anonymous memory (text: at most
+#                         a few 64 KiB windows), the relay confined (seccomp
 #                         mode 2) while it serves
 #   relay-child-deadline-marker  nri-eval's answer to a deadline during the read has the policy's fail mode
 #   relay-record-paths-moved  a policy that moves the event log / metrics file gets new evaluators

@@ -2070,7 +2070,7 @@ TEST_CASE("relay load: peak RSS <= 3 MiB and no growth over many events", "[.nri
   req.mutable_container()->mutable_linux()->mutable_resources()->mutable_cpu()->mutable_shares()->set_value(2);
   req.mutable_container()->mutable_linux()->set_cgroups_path("/kubepods/besteffort/pod-/" + std::string(64, 'c'));
   std::string payload = req.SerializeAsString();
-  long rss_early = 0, codes_ok = 0, adjusted = 0;
+  long rss_early = 0, anon_early = 0, codes_ok = 0, adjusted = 0;
   uint32_t s = 1;
   int64_t t0 = mono_ms();
   for (long i = 0; i < events; ++i) {
@@ -2078,7 +2078,10 @@ TEST_CASE("relay load: peak RSS <= 3 MiB and no growth over many events", "[.nri
     nri::ResponseEnvelope r = rt.reply(s, 5000);
     if (r.code == 0) ++codes_ok;
     if (r.code == 0 && !r.payload.empty()) ++adjusted;
-    if (i == events / 10) rss_early = status_kib(rt.pid(), "VmRSS");
+    if (i == events / 10) {
+      rss_early = status_kib(rt.pid(), "VmRSS");
+      anon_early = status_kib(rt.pid(), "RssAnon");
+    }
   }
   int64_t took = mono_ms() - t0;
   long hwm = status_kib(rt.pid(), "VmHWM");
@@ -2087,11 +2090,16 @@ TEST_CASE("relay load: peak RSS <= 3 MiB and no growth over many events", "[.nri
   long rss_file = status_kib(rt.pid(), "RssFile");
   long seccomp = status_kib(rt.pid(), "Seccomp");  // 2: the relay confined itself (fork mode)
   WARN("events " << events << " (" << codes_ok << " OK, " << adjusted << " with an adjustment) in " << took << " ms; VmHWM " << hwm
-       << " KiB, VmRSS after 10% " << rss_early << " KiB, at end " << rss_end << " KiB (anon "
+       << " KiB, VmRSS after 10% " << rss_early << " KiB (anon " << anon_early << "), at end " << rss_end << " KiB (anon "
        << rss_anon << ", file " << rss_file << "); relay Seccomp " << seccomp);
   CHECK(hwm > 0);
   CHECK(hwm <= 3 * 1024);
-  if (events >= 10) CHECK(rss_end <= rss_early + 64);
+  // No growth: a leak grows the anonymous memory. The file-backed text may still gain a window or
+  // two after event 1,000 (a rarely taken path faulting in 64 KiB of code, bounded by the binary
+  // and by the peak check above): with the relay's per-event code packed in .text.relay_path
+  // (src/hot-text.ld) its steady RSS is ~1.9 MiB, and one such window is +3%.
+  if (events >= 10) CHECK(rss_anon <= anon_early + 64);
+  if (events >= 10) CHECK(rss_end <= rss_early + 256);
   CHECK(rt.close_and_wait() == 0);
 }
 
