@@ -12,14 +12,14 @@ sits in a few 64 KiB fault-around windows instead of being spread over the 2.5 M
 
 Patterns: function sections (ours and libstdc++'s, -ffunction-sections) by section name;
 objects of static archives without function sections (glibc, libgcc, protobuf) by
-archive:member.
+archive:member. glibc picks a string function's variant (sse2, avx2, evex, avx512) by CPU at
+start-up; all variants of a traced family are listed, so other CPUs find theirs here too.
 
 RELAY_TRACEs (after --relay) are the addresses the native relay process ran while it served
 events (sampled with perf by scripts/hot-text.sh): their input sections not already on the hot
 path become a second output section `.text.relay_path`, so that the relay's resident text (its
 RSS: tests/nri_relay.sh holds it under 3 MiB) is a few windows too, whatever order the linker
-happens to load the relay's objects in. glibc picks a string function's variant (sse2, avx2, evex, avx512) by CPU at
-start-up; all variants of a traced family are listed, so other CPUs find theirs here too.
+happens to load the relay's objects in.
 """
 import bisect
 import re
