@@ -75,6 +75,18 @@ if grep -q 'nri-qos register\( \|$\)' packaging/deb/debian/postinst && ! grep -q
     fail "docs-package-mode: postinst registers with mode detection; docs/install.md says otherwise"
   else pass docs-package-mode; fi
 else skip "docs-package-mode (postinst does not run a plain register)"; fi
+#    The package descriptions (what `apt show` / `rpm -qi` print) say the same: detection, both
+#    modes, the relay service; never "native mode is enabled by hand" or iSulad as a v0.1 runtime.
+for desc in packaging/deb/debian/control packaging/rpm/nri-qos.spec; do
+  text=$(sed -n '/^Description:/,/^$/p; /^%description/,/^%prep/p' "$desc" | tr -s ' \n' '  ')
+  if grep -qi 'enabled by hand\|(containerd, iSulad)' <<<"$text"; then
+    fail "docs-package-description ($desc): still says native mode is set up by hand, or iSulad runs v0.1 hooks"
+  elif grep -qi 'detects the runtime' <<<"$text" && grep -q 'nri-qos-relay' <<<"$text" && grep -q '/opt/nri/plugins' <<<"$text"; then
+    pass "docs-package-description ($desc)"
+  else
+    fail "docs-package-description ($desc): does not name the detection, /opt/nri/plugins and the nri-qos-relay service"
+  fi
+done
 auto=$("$BIN" register --help 2>&1 | grep -c -- '--mode .*auto')
 check docs-register-mode-auto-exists "$auto" 1
 

@@ -47,8 +47,10 @@ if ! grep -q "landlock ABI [0-9]* on" "$S/first.err"; then
   skip "sandbox: Landlock is not enforced here ($(grep -m1 'sandbox:' "$S/first.err")): no rulesets to count"; finish
 fi
 
-# check_trace NAME LOG MODE ROOTS...: python over strace -f output (start lines only; a call
-# interrupted by another process's is "PID name(args <unfinished ...>").
+# check_trace NAME LOG MODE ROOTS...: python over strace -f -s 4096 output (start lines only; a
+# call interrupted by another process's is "PID name(args <unfinished ...>"). -s 4096: the relay
+# is found by its argv, which strace cuts at 32 bytes by default, so a checkout at a long path
+# lost it ("no relay process in the trace").
 check_trace() {
   python3 - "$@" <<'PY'
 import os, re, sys
@@ -150,7 +152,7 @@ PY
 }
 
 # ---- one-shot: the second invocation (every directory exists) ------------------------------
-"$STRACE" -f -o "$S/oneshot.trace" "$BIN" "${ARGS[@]}" <"$CT" >"$S/oneshot.out" 2>/dev/null
+"$STRACE" -f -s 4096 -o "$S/oneshot.trace" "$BIN" "${ARGS[@]}" <"$CT" >"$S/oneshot.out" 2>/dev/null
 check "sandbox-oneshot: exit 0" "$?" 0
 check "sandbox-oneshot: oom_score_adj written beneath /proc/$PID" "$(cat "$S/proc/$PID/oom_score_adj")" "$(jq -r '.metadata.applied' "$S/oneshot.out" | grep -o 'oom_score_adj=[-0-9]*' | cut -d= -f2)"
 # shellcheck disable=SC2086
@@ -166,7 +168,7 @@ else
   CMD="$CMD --metrics-file $S/var/lib/textfile/nri_qos.prom --event-log $S/var/log/nri-qos/events.log"
   # 9 events: enough for the per-event counts; fewer than the harness's 10 at which it also checks
   # the relay's RSS growth (a long-run check, meaningless under strace)
-  if NRI_RELAY_LOAD_CMD="$CMD" NRI_RELAY_LOAD_EVENTS=9 "$STRACE" -f -o "$S/native.trace" "$UT" "[.nri-load]" >"$S/native.log" 2>&1; then
+  if NRI_RELAY_LOAD_CMD="$CMD" NRI_RELAY_LOAD_EVENTS=9 "$STRACE" -f -s 4096 -o "$S/native.trace" "$UT" "[.nri-load]" >"$S/native.log" 2>&1; then
     # shellcheck disable=SC2086
     check_trace "sandbox-native-zygote, -spare" "$S/native.trace" native $ROOTS || FAILED=1
   else

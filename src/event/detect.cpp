@@ -374,7 +374,7 @@ const toml::value* table_at(const toml::value& v, const std::string& key) {
 void read_containerd_config(RuntimeInfo& r) {
     std::vector<std::string> texts;
     std::string err;
-    std::vector<std::string> files = containerd_config_files(r.config, texts, err);
+    std::vector<std::string> files = containerd_config_files(r.config, texts, err, r.major);
     std::vector<std::pair<std::string, std::string>> layers;
     for (size_t i = 0; i < files.size() && i < texts.size(); ++i) layers.emplace_back(files[i], texts[i]);
     read_containerd_layers(layers, r);
@@ -383,7 +383,14 @@ void read_containerd_config(RuntimeInfo& r) {
 
 }  // namespace
 
-std::vector<std::string> containerd_config_files(const std::string& main_path, std::vector<std::string>& texts, std::string& error) {
+std::string resolve_import(const std::string& imp, const std::string& importer, int containerd_major) {
+    if (!imp.empty() && imp[0] == '/') return imp.find('*') != std::string::npos ? imp : clean_path(imp);
+    if (imp.find('*') == std::string::npos || containerd_major >= 2) return clean_path(config_dir_of(importer) + "/" + imp);
+    return clean_path("/" + imp);  // 1.x: filepath.Glob as written, from containerd's working directory
+}
+
+std::vector<std::string> containerd_config_files(const std::string& main_path, std::vector<std::string>& texts, std::string& error,
+                                                 int containerd_major) {
     std::vector<std::string> out, pending{main_path};
     texts.clear();
     while (!pending.empty()) {
@@ -412,13 +419,14 @@ std::vector<std::string> containerd_config_files(const std::string& main_path, s
         out.push_back(path);
         texts.push_back(text);
         for (const std::string& imp : imports) {
-            if (imp.find('*') != std::string::npos) {
+            const std::string where = resolve_import(imp, path, containerd_major);
+            if (where.find('*') != std::string::npos) {
                 glob_t g{};
-                if (glob(imp.c_str(), 0, nullptr, &g) == 0)
+                if (glob(where.c_str(), 0, nullptr, &g) == 0)
                     for (size_t i = 0; i < g.gl_pathc; ++i) pending.push_back(g.gl_pathv[i]);
                 globfree(&g);
             } else {
-                pending.push_back(clean_path(!imp.empty() && imp[0] == '/' ? imp : config_dir_of(path) + "/" + imp));
+                pending.push_back(where);
             }
         }
     }
@@ -448,7 +456,7 @@ void read_containerd_layers(const std::vector<std::pair<std::string, std::string
             if (info.dropin_dir.empty() && v.contains("imports") && v.at("imports").is_array())
                 for (const auto& x : v.at("imports").as_array()) {
                     if (!x.is_string()) continue;
-                    const std::string& imp = x.as_string().str;
+                    const std::string imp = resolve_import(x.as_string().str, path, info.major);
                     const std::string tail = "/*.toml";
                     if (imp.size() > tail.size() && imp[0] == '/' && imp.compare(imp.size() - tail.size(), tail.size(), tail) == 0 &&
                         imp.find('*') == imp.size() - tail.size() + 1) {

@@ -112,13 +112,21 @@ std::string never_called_warning(const RuntimeInfo& r, HookMode registered);
 
 // ---- containerd config `imports`, iSulad, CRI-O (issue #20 §4, issue #25 §1) ----
 
+/// Where containerd looks for the `imports` entry `imp` of config file `importer`
+/// (resolveImports): a relative path without `*` is relative to the importer's directory; a
+/// relative glob is too on containerd 2.x (cmd/containerd/server/config/config.go joins before it
+/// globs), while 1.6/1.7 (services/server/config/config.go) glob it as written, from containerd's
+/// working directory: taken as "/", containerd.service's. `containerd_major` 0 = unknown (the 1.x
+/// rule). Absolute entries are returned as written (a glob) or cleaned; the result may hold `*`.
+std::string resolve_import(const std::string& imp, const std::string& importer, int containerd_major);
+
 /// The files containerd loads for config `main_path`, in its order: the main file, then its
-/// `imports` breadth-first, each file once (containerd services/server/config/config.go
-/// LoadConfig + resolveImports: an entry containing `*` is a glob (filepath.Glob, sorted, used
-/// as written); any other relative path is relative to the importing file's directory).
+/// `imports` breadth-first, each file once (containerd LoadConfig + resolveImports; an entry is
+/// resolved by resolve_import for `containerd_major`, a glob expanded sorted as filepath.Glob).
 /// `texts` gets each file's content; a file that cannot be read or parsed sets `error` (one line)
 /// and stops there, as containerd would refuse to start.
-std::vector<std::string> containerd_config_files(const std::string& main_path, std::vector<std::string>& texts, std::string& error);
+std::vector<std::string> containerd_config_files(const std::string& main_path, std::vector<std::string>& texts, std::string& error,
+                                                 int containerd_major = 0);
 
 /// Apply containerd's merge of `files` (path, TOML text; load order) to `info`: each file's
 /// `[plugins."<id>"]` section REPLACES that plugin's whole section from earlier files
@@ -128,7 +136,8 @@ std::vector<std::string> containerd_config_files(const std::string& main_path, s
 /// `containerd.default_runtime_name`, default "runc"), runtime_table, pod_annotations (of that
 /// runtime: version 3 `plugins."io.containerd.cri.v1.runtime"`, else
 /// `plugins."io.containerd.grpc.v1.cri"`), config_files and dropin_dir (the directory of an
-/// absolute `imports` glob ending in "/*.toml"). A parse error sets `error`.
+/// `imports` glob ending in "/*.toml", resolved by resolve_import for info.major). A parse error
+/// sets `error`.
 void read_containerd_layers(const std::vector<std::pair<std::string, std::string>>& files, RuntimeInfo& info);
 
 /// containerd matches pod_annotations patterns with Go path.Match (pkg/cri/server/helpers.go

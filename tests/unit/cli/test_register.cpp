@@ -768,6 +768,33 @@ TEST_CASE("enable_containerd_nri: a drop-in in the imports directory, else appen
     CHECK_FALSE(exists(t / "plain.toml.nri-qos.bak.STAMP2"));
 }
 
+TEST_CASE("containerd config: a relative imports glob is the config directory's on 2.x, containerd's \"/\" on 1.x", "[register][node]") {
+    // containerd 2.x joins a relative entry with the importing file's directory before it globs;
+    // 1.6/1.7 glob it as written, from containerd's working directory ("/" under systemd). The
+    // caller's working directory must play no part (before: the glob ran from nri-qos's cwd).
+    TempDir t;
+    ::mkdir((t / "conf.d").c_str(), 0755);
+    ::mkdir((t / "elsewhere").c_str(), 0755);
+    spit(t / "config.toml", "version = 3\nimports = [\"conf.d/*.toml\"]\n");
+    spit(t / "conf.d/10-nri.toml", "[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n");
+    char old_cwd[4096];
+    REQUIRE(::getcwd(old_cwd, sizeof old_cwd) != nullptr);
+    std::vector<std::string> texts;
+    std::string err;
+    REQUIRE(::chdir((t / "elsewhere").c_str()) == 0);  // not where the glob points
+    auto v2 = nriqos::containerd_config_files(t / "config.toml", texts, err, 2);
+    REQUIRE(::chdir(t.path.c_str()) == 0);  // where a cwd-relative glob would find conf.d
+    auto v1 = nriqos::containerd_config_files(t / "config.toml", texts, err, 1);
+    REQUIRE(::chdir(old_cwd) == 0);
+    CHECK(err.empty());
+    CHECK(v2 == std::vector<std::string>{t / "config.toml", t / "conf.d/10-nri.toml"});
+    CHECK(v1 == std::vector<std::string>{t / "config.toml"});
+    CHECK(nriqos::resolve_import("conf.d/*.toml", "/etc/containerd/config.toml", 2) == "/etc/containerd/conf.d/*.toml");
+    CHECK(nriqos::resolve_import("conf.d/*.toml", "/etc/containerd/config.toml", 1) == "/conf.d/*.toml");
+    CHECK(nriqos::resolve_import("../x.toml", "/etc/containerd/config.toml", 1) == "/etc/x.toml");
+    CHECK(nriqos::resolve_import("/etc/containerd/conf.d/*.toml", "/etc/containerd/config.toml", 1) == "/etc/containerd/conf.d/*.toml");
+}
+
 TEST_CASE("containerd config: import order, relative paths, cycles, last definer of a plugin wins (v2, v3)",
           "[register][node]") {
     TempDir t;
