@@ -269,6 +269,7 @@ void Relay::finish_event(Outcome& oc) {
       again.arrival_ms = now_ms();
       again.sync = c.sync;
       again.item = c.item;
+      ++c.sync->late;
       syncq_.push_front(std::move(again));
       return;
     }

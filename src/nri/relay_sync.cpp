@@ -87,7 +87,10 @@ void Relay::reply_sync(SyncPass& pass) {
   logf("Synchronize: %zu pods, %zu containers (%u part(s)): %zu evaluated, %zu failed (open), %zu not evaluated%s; "
        "%d container updates; %lld ms",
        pass.pods.size(), pass.containers.size(), pass.parts, pass.evaluated, pass.failed, pass.skipped.size() + pass.dropped,
-       pass.late ? (", " + std::to_string(pass.late) + " evaluated after this reply (SynchronizeLate)").c_str() : "",
+       pass.late || pass.in_flight_at_reply
+           ? (", " + std::to_string(pass.late) + (pass.in_flight_at_reply ? " (and the one in flight)" : "") +
+              " evaluated after this reply (SynchronizeLate)").c_str()
+           : "",
        pass.response.update_size(), (long long)(now_ms() - pass.started_ms));
   reply_ok(pass.stream, pass.response.SerializeAsString());
   pass.replied = true;
@@ -105,8 +108,10 @@ void Relay::reply_sync(SyncPass& pass) {
 void Relay::sync_go_late(SyncPass& pass) {
   for (const Pending& q : syncq_)
     if (q.sync.get() == &pass && q.item >= 0) ++pass.late;
-  // the container being evaluated now: its update can no longer be answered (evaluated again, late)
-  if (sup_.busy() && cur_.sync.get() == &pass && !cur_.container_id.empty()) ++pass.late;
+  // The container being evaluated now: its update can no longer be answered. It is counted late
+  // only once it ends and is queued again (relay_contract.cpp finish_event); if its evaluation
+  // fails instead, it is recorded as a failure and never evaluated late.
+  pass.in_flight_at_reply = sup_.busy() && cur_.sync.get() == &pass && !cur_.container_id.empty();
   reply_sync(pass);
 }
 

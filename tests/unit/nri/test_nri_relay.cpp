@@ -1681,6 +1681,8 @@ TEST_CASE("relay (real pipeline): a Synchronize pass past its deadline answers i
   }
   CHECK(late_recs > 0);
   CHECK(sync_recs + late_recs == 3 * kPods);
+  // the end-of-pass line counts exactly the evaluations made late (one SynchronizeLate record each)
+  CHECK_THAT(slurp(rr.t.path + "/relay.log"), Catch::Contains(" " + std::to_string(late_recs) + " pods/containers evaluated late"));
 }
 
 // A resize below the container's CFS burst: the kernel refuses a limited quota below the
