@@ -86,7 +86,8 @@ if [ -n "$missing" ]; then
   skip deb "inputs not there yet:$missing"
   skip rpm "inputs not there yet:$missing"
   DEB=
-elif ! make -s deb >"$SCRATCH/deb.log" 2>&1 || [ ! -f "$DEB" ]; then
+# (with the caller's own parallel=N, as a Debian build farm sets it: build.sh adds none then)
+elif ! DEB_BUILD_OPTIONS="parallel=$(nproc) ${DEB_BUILD_OPTIONS:-}" make -s deb >"$SCRATCH/deb.log" 2>&1 || [ ! -f "$DEB" ]; then
   fail deb-build "$(tail -3 "$SCRATCH/deb.log" | tr '\n' ' ')"
   DEB=
 else

@@ -30,7 +30,10 @@ cp packaging/logrotate/nri-qos "$SRC/debian/nri-qos.logrotate"
 sed -i "1s/^nri-qos ([^)]*)/nri-qos ($VERSION)/" "$SRC/debian/changelog"
 
 ARCH=$(dpkg --print-architecture)
-(cd "$SRC" && DEB_BUILD_OPTIONS="parallel=$(nproc) ${DEB_BUILD_OPTIONS:-}" \
+# the caller's parallel=N wins; otherwise one job per CPU (Debian policy 4.9.1: one parallel=)
+opts=${DEB_BUILD_OPTIONS:-}
+case " $opts " in *" parallel="*) ;; *) opts="parallel=$(nproc) $opts" ;; esac
+(cd "$SRC" && DEB_BUILD_OPTIONS="$opts" \
    dpkg-buildpackage -us -uc -b) > "$OUT/build.log" 2>&1 || {
   tail -n 40 "$OUT/build.log" >&2
   echo "deb/build.sh: dpkg-buildpackage failed, full log: $OUT/build.log" >&2

@@ -295,21 +295,6 @@ std::string describe(const RuntimeInfo& r) {
     return s;
 }
 
-std::string never_called_warning(const RuntimeInfo& r, HookMode reg) {
-    HookMode called = mode_called(r);
-    if (called == HookMode::Unknown || called == reg) return "";
-    const std::string rt = describe(r);
-    if (called == HookMode::None)
-        return "warning: " + rt + ": nri-qos will never be called; enable NRI: set [plugins.\"io.containerd.nri.v1.nri\"] disable = false in " +
-               r.config + ", then `nri-qos register --native` and restart containerd";
-    if (reg == HookMode::V01)
-        return "warning: " + rt + ": /etc/nri/conf.json is never read (no v010-adapter); run `nri-qos register --native` and restart containerd";
-    if (r.adapter)
-        return "warning: " + rt + ": the v010-adapter already passes every event to the conf.json plugins; use `nri-qos register` "
-               "(conf.json) or remove the adapter, never both (every event would be handled twice)";
-    return "warning: " + rt + ": the native plugin in " + r.plugin_path + " is never started; run `nri-qos register` (conf.json)";
-}
-
 // ---- containerd config `imports`, iSulad, CRI-O ----
 
 namespace {

@@ -107,9 +107,6 @@ HookMode mode_called(const RuntimeInfo& r);
 /// in /etc/containerd/config.toml".
 std::string describe(const RuntimeInfo& r);
 
-/// Warning (with what to do) when `registered` will never be called on this node; "" otherwise.
-std::string never_called_warning(const RuntimeInfo& r, HookMode registered);
-
 // ---- containerd config `imports`, iSulad, CRI-O (issue #20 §4, issue #25 §1) ----
 
 /// Where containerd looks for the `imports` entry `imp` of config file `importer`
