@@ -46,6 +46,30 @@ CXXFLAGS_F="-std=c++17 -g -O1 $SAN ${OVERLAY:+-I$OVERLAY} -Isrc -I$OUT/gen -Ibui
 
 die() { echo "fuzz/run.sh: $*" >&2; exit 2; }
 
+# Compiles and links run as up to FUZZ_JOBS (default: one per CPU) background jobs: on a cold CI
+# machine the ASan/UBSan build of every library source was most of the fuzz suite's time.
+JOBS=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
+RUNNING=() JOB_FAILED=0
+job() {  # job LABEL CMD...: run CMD in the background, at most JOBS at a time
+    local label=$1; shift
+    while [ ${#RUNNING[@]} -ge "$JOBS" ]; do
+        wait -n || JOB_FAILED=1
+        local live=() p
+        for p in "${RUNNING[@]}"; do kill -0 "$p" 2>/dev/null && live+=("$p"); done
+        RUNNING=("${live[@]}")
+    done
+    echo "$label" >&2
+    "$@" &
+    RUNNING+=($!)
+}
+compile_job() { job "  CXX(fuzz) $1" $CXX_FUZZ $CXXFLAGS_F -fsanitize=fuzzer-no-link -c "$1" -o "$2"; }
+compile_wait() {  # every job ended; 1 if any failed
+    local p
+    for p in "${RUNNING[@]}"; do wait "$p" || JOB_FAILED=1; done
+    RUNNING=()
+    [ "$JOB_FAILED" = 0 ]
+}
+
 build() {
     command -v "$CXX_FUZZ" >/dev/null || die "$CXX_FUZZ not found (scripts/deps.sh fuzz)"
     mkdir -p "$OUT/obj" "$OUT/artifacts"
@@ -58,11 +82,11 @@ build() {
         obj="$OUT/obj/$(basename "${src%.cpp}").o"
         [ -n "$OVERLAY" ] && [ -f "$OVERLAY/$(basename "$src")" ] && src="$OVERLAY/$(basename "$src")"
         if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ "$newest_hdr" -nt "$obj" ]; then
-            echo "  CXX(fuzz) $src" >&2
-            $CXX_FUZZ $CXXFLAGS_F -fsanitize=fuzzer-no-link -c "$src" -o "$obj" || die "compile $src failed"
+            compile_job "$src" "$obj"
         fi
         objs+=("$obj")
     done
+    compile_wait || die "compile failed (see above)"
     # Drop objects of sources that no longer exist.
     for obj in "$OUT"/obj/*.o; do
         compgen -G "src/*/$(basename "${obj%.o}").cpp" >/dev/null || rm -f "$obj"
@@ -75,21 +99,21 @@ build() {
     for src in "${NRI_SRCS[@]}"; do
         obj="$OUT/obj/nri/$(basename "${src%.cc}" .cpp).o"
         if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ "$newest_hdr" -nt "$obj" ]; then
-            echo "  CXX(fuzz) $src" >&2
-            $CXX_FUZZ $CXXFLAGS_F -fsanitize=fuzzer-no-link -c "$src" -o "$obj" || die "compile $src failed"
+            compile_job "$src" "$obj"
         fi
         nri_objs+=("$obj")
     done
+    compile_wait || die "compile failed (see above)"
     local t bin extra
     for t in "${ALL_TARGETS[@]}"; do
         bin="$OUT/fuzz_$t"
         extra=()
         case $t in framing|nri_json) extra=("${nri_objs[@]}" -lprotobuf-lite) ;; *) extra=("$OUT/obj/nri/$NRI_ALL_TARGETS_OBJ") ;; esac
         if [ ! -f "$bin" ] || [ "tests/fuzz/fuzz_$t.cpp" -nt "$bin" ] || [ -n "$(find "$OUT/obj" tests/fuzz/fuzz_common.hpp -newer "$bin" -print -quit)" ]; then
-            echo "  LINK(fuzz) $bin" >&2
-            $CXX_FUZZ $CXXFLAGS_F -fsanitize=fuzzer "tests/fuzz/fuzz_$t.cpp" "${objs[@]}" "${extra[@]}" -lnettle -lyaml-cpp -o "$bin" || die "link $bin failed"
+            job "  LINK(fuzz) $bin" $CXX_FUZZ $CXXFLAGS_F -fsanitize=fuzzer "tests/fuzz/fuzz_$t.cpp" "${objs[@]}" "${extra[@]}" -lnettle -lyaml-cpp -o "$bin"
         fi
     done
+    compile_wait || die "link failed (see above)"
 }
 
 # Per-target libFuzzer options.
@@ -146,7 +170,9 @@ mkdir -p "$BIN"
 for t in "${ALL_TARGETS[@]}"; do cp -f "$OUT/fuzz_$t" "$BIN/fuzz_$t.new" && mv -f "$BIN/fuzz_$t.new" "$BIN/fuzz_$t"; done
 TARGETS=("$@")
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL_TARGETS[@]}")
-PAR=${FUZZ_PARALLEL:-1}
+# smoke: one target per CPU at a time (each is time-boxed, so the run is as long as a target's
+# budget times the targets over the CPUs); long runs stay one at a time unless asked
+if [ "$MODE" = smoke ]; then PAR=${FUZZ_PARALLEL:-$JOBS}; else PAR=${FUZZ_PARALLEL:-1}; fi
 fail=0
 declare -A PIDS=()
 finish() {  # target pid
