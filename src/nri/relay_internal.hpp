@@ -104,7 +104,9 @@ class Relay {
   void handle_request(uint32_t stream, RequestEnvelope& req);
   void on_configure(uint32_t stream, const std::string& payload);
   void on_synchronize(uint32_t stream, const RequestEnvelope& req);
-  void reply_sync(SyncPass& pass);
+  /// Reply to the pass's runtime request. `in_flight`: a container's evaluation still runs (its
+  /// update misses this reply; counted late if it ends and is queued again), said in the log line.
+  void reply_sync(SyncPass& pass, bool in_flight = false);
   bool call_runtime(const char* method, const std::string& payload);
   void start_next();
   void expire_queued();

@@ -83,12 +83,12 @@ void Relay::on_synchronize(uint32_t stream, const RequestEnvelope& req) {
   syncq_.push_back(std::move(last));
 }
 
-void Relay::reply_sync(SyncPass& pass) {
+void Relay::reply_sync(SyncPass& pass, bool in_flight) {
   logf("Synchronize: %zu pods, %zu containers (%u part(s)): %zu evaluated, %zu failed (open), %zu not evaluated%s; "
        "%d container updates; %lld ms",
        pass.pods.size(), pass.containers.size(), pass.parts, pass.evaluated, pass.failed, pass.skipped.size() + pass.dropped,
-       pass.late || pass.in_flight_at_reply
-           ? (", " + std::to_string(pass.late) + (pass.in_flight_at_reply ? " (and the one in flight)" : "") +
+       pass.late || in_flight
+           ? (", " + std::to_string(pass.late) + (in_flight ? " (and the one in flight)" : "") +
               " evaluated after this reply (SynchronizeLate)").c_str()
            : "",
        pass.response.update_size(), (long long)(now_ms() - pass.started_ms));
@@ -111,8 +111,7 @@ void Relay::sync_go_late(SyncPass& pass) {
   // The container being evaluated now: its update can no longer be answered. It is counted late
   // only once it ends and is queued again (relay_contract.cpp finish_event); if its evaluation
   // fails instead, it is recorded as a failure and never evaluated late.
-  pass.in_flight_at_reply = sup_.busy() && cur_.sync.get() == &pass && !cur_.container_id.empty();
-  reply_sync(pass);
+  reply_sync(pass, sup_.busy() && cur_.sync.get() == &pass && !cur_.container_id.empty());
 }
 
 // The Synchronize pass whose reply has not gone out yet: being evaluated, or next in syncq_.

@@ -43,7 +43,6 @@ struct SyncPass {
   /// runtime's events, each with an event's own budget.
   bool replied = false;
   size_t late = 0;  ///< items handed to the evaluators after the reply (counted when queued late)
-  bool in_flight_at_reply = false;  ///< a container's evaluation ran when the reply went out
 };
 
 /// Add one part's pods and containers to `pass` (moved out of `part`), within kMaxSyncBytes and
