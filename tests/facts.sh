@@ -274,7 +274,7 @@ lsr() { # lsr POD CTR CPUSET QUOTA: a KOORD-LSR container create with a resource
   jq -c --arg p "/kubepods/$1/$2" --arg id "$2" --arg sb "sb-$1" --arg uid "${1#pod}" --arg cs "{\"cpuset\":\"$3\"}" --argjson q "$4" \
     '.id=$id | .sandboxID=$sb | .spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="LSR" | .spec.resources.cpu.quota=$q
      | .spec.resources.cpu.period=100000 | .spec.annotations["io.kubernetes.cri.sandbox-uid"]=$uid
-     | .spec.annotations["scheduling.koordinator.sh/resource-status"]=$cs' <<<"$CT0" | hook "$T" "$BUNDLED"
+     | .spec.annotations["scheduling.koordinator.sh/resource-status"]=$cs' <<<"$CT0" | hook "$T" "${LSRPOL:-$BUNDLED}"
 }
 lsr_pod() { mk_v1_dir "$T/cg" "kubepods/$1/$2"; echo 400000 > "$T/cg/cpu/kubepods/$1/$2/cpu.cfs_quota_us"
             echo "${3:-0-15}" > "$T/cg/cpuset/kubepods/$1/cpuset.effective_cpus"; }
@@ -305,10 +305,19 @@ check "cpuset trust: a valid cpuset is pinned" "$(cat "$T/cg/cpuset/kubepods/pod
 check "cpuset trust: ... and then the quota lifted" "$(cat "$T/cg/cpu/kubepods/podt4/c1/cpu.cfs_quota_us")" -1
 check "cpuset trust: ... cpuset first, quota after its read-back" \
   "$(jq_get "$OUT" '[.writes[]|select(.knob=="cpuset_cpus" or .knob=="cpu_quota_us")]|sort_by(.seq)|map(.knob+":"+(.seq|tostring))|join(" ")')" "cpuset_cpus:1 cpu_quota_us:2"
-check "cpuset trust: ... recorded as nri-qos's pin" "$(jq -r '.mode+" "+.cpus' "$T/state/facts/numa/c1.json")" "pin 4-5"
+# issue #30 §2: an untrusted pin the trust rule lets through is the container's own, recorded as
+# such, never a reservation (the fact table: koordinator.cpuset reserves nothing).
+check "cpuset trust: ... recorded as an untrusted pin (no reservation)" "$(jq -r '.mode+" "+.cpus' "$T/state/facts/numa/c1.json")" "pin-shared 4-5"
+lsr_pod podt7 c3
+OUT=$(lsr podt7 c3 5-6 200000)
+check "cpuset trust: another pod's pin over an untrusted pin's CPUs is pinned" "$(cat "$T/cg/cpuset/kubepods/podt7/c3/cpuset.cpus")" 5-6
+# A trusted pin (resource-status declared: koord-scheduler's allocation) reserves its CPUs.
+lsr_pod podt8 c4
+OUT=$(LSRPOL=$TRUSTED lsr podt8 c4 10-11 200000)
+check "cpuset trust: a trusted pin is recorded as nri-qos's pin" "$(jq -r '.mode+" "+.cpus' "$T/state/facts/numa/c4.json")" "pin 10-11"
 lsr_pod podt5 c2
-OUT=$(lsr podt5 c2 5-6 200000)
-refused_lsr "CPUs nri-qos pinned for another pod" podt5 c2 "$OUT" "cpuset 5-6 overlaps CPUs held exclusively by another pod: 5 (4-5 (nri-qos pin c1))"
+OUT=$(lsr podt5 c2 11-12 200000)
+refused_lsr "CPUs nri-qos pinned for another pod" podt5 c2 "$OUT" "cpuset 11-12 overlaps CPUs held exclusively by another pod: 11 (10-11 (nri-qos pin c4))"
 lsr_pod podt6 c1
 rm -f "$T/cg/cpuset/kubepods/podt6/c1/cpuset.cpus"; mkdir "$T/cg/cpuset/kubepods/podt6/c1/cpuset.cpus"   # the write fails
 OUT=$(lsr podt6 c1 8-9 200000)
@@ -505,5 +514,86 @@ OUT=$(ahook)
 check_contains "passed: a plain absence" "$(jq_get "$OUT" .metadata.skipped)" \
   "cpu_shares: fact koordinator.batch_cpu_shares absent: no node.koordinator.sh/extended-resource-spec annotation (koordlet keeps kubelet's values)"
 check "passed: no not_passed, level info" "$(jq_get "$OUT" '.metadata.not_passed // "none"') $(tail -1 "$A/events.log" | jq -r .level)" "none info"
+
+# ---- issue #30 §2: nothing is recorded before it is accepted ---------------------------------
+# A pod that labels itself LSR and writes a cpuset wider than its quota pays for: refused, and it
+# must leave no record behind — before, the "pin" record stayed for the container's life, so
+# other pods' valid pins failed ("held exclusively by another pod") and numa.exclusive found no
+# free node.
+V=$(scratch); mk_sysfs "$V"; mkdir -p "$V/proc"
+vpin() { # vpin POD CTR CPUSET QUOTA [POLICY]: a KOORD-LSR container create with a resource-status cpuset
+  mk_v1_dir "$V/cg" "kubepods/$1/$2"; echo 0-15 > "$V/cg/cpuset/kubepods/$1/cpuset.effective_cpus"
+  jq -c --arg p "/kubepods/$1/$2" --arg id "$2" --arg sb "sb-$1" --arg cs "{\"cpuset\":\"$3\"}" --argjson q "$4" \
+    '.id=$id | .sandboxID=$sb | .spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="LSR" | .spec.resources.cpu.quota=$q
+     | .spec.resources.cpu.period=100000 | .spec.annotations["scheduling.koordinator.sh/resource-status"]=$cs' <<<"$CT0" |
+    hook "$V" "${5:-$BUNDLED}"
+}
+OUT=$(vpin podv1 w1 0-15 100000)
+check "refused pin: cpuset not written" "$(cat "$V/cg/cpuset/kubepods/podv1/w1/cpuset.cpus")" ""
+check_contains "refused pin: refused by the trust rule" "$(jq_get "$OUT" .metadata.failed)" "cpuset_cpus: fact koordinator.cpuset refused: would pin to 16 CPUs"
+check "refused pin: no record left" "$(ls "$V/state/facts/numa" 2>/dev/null | wc -l)" 0
+OUT=$(vpin podv2 w2 2-3 200000 "$TRUSTED")
+check "refused pin: a later valid pin of another pod is pinned" "$(cat "$V/cg/cpuset/kubepods/podv2/w2/cpuset.cpus")" 2-3
+check "refused pin: ... and its own record kept" "$(jq -r '.mode+" "+.cpus' "$V/state/facts/numa/w2.json")" "pin 2-3"
+printf 'version = 1\n[settings]\ndefault_class = "EXCL"\n[classes.EXCL.container]\ncpuset_cpus = { fact = "numa.exclusive_cpus" }\ncpuset_mems = { fact = "numa.exclusive_mems" }\n' > "$V/excl.toml"
+mk_v1_dir "$V/cg" "kubepods/podv3/w3"; echo 0-15 > "$V/cg/cpuset/kubepods/podv3/cpuset.effective_cpus"
+OUT=$(jq -c '.id="w3" | .sandboxID="sb-podv3" | .spec.cgroupsPath="/kubepods/podv3/w3" | .spec.resources.cpu.quota=400000
+       | .spec.resources.cpu.period=100000 | .spec.resources.cpu.shares=4096' <<<"$CT0" | hook "$V" "$V/excl.toml")
+check "refused pin: a numa.exclusive placement finds node1 free" "$(cat "$V/cg/cpuset/kubepods/podv3/w3/cpuset.cpus")" 8-15
+# A placement whose cpuset write fails is not kept either: its CPUs stay free.
+W=$(scratch); mk_sysfs "$W"; mkdir -p "$W/proc"
+mk_v1_dir "$W/cg" "kubepods/podv4/w4"; echo 0-15 > "$W/cg/cpuset/kubepods/podv4/cpuset.effective_cpus"
+rm -f "$W/cg/cpuset/kubepods/podv4/w4/cpuset.cpus"; mkdir "$W/cg/cpuset/kubepods/podv4/w4/cpuset.cpus"   # the write fails
+OUT=$(jq -c '.id="w4" | .sandboxID="sb-podv4" | .spec.cgroupsPath="/kubepods/podv4/w4" | .spec.resources.cpu.quota=200000
+       | .spec.resources.cpu.period=100000 | .spec.resources.cpu.shares=2048' <<<"$CT0" | hook "$W" "$V/excl.toml")
+check "failed placement: the cpuset write failed" "$(jq_get "$OUT" '.writes[]|select(.knob=="cpuset_cpus")|.status')" failed
+check "failed placement: no record kept" "$(test -e "$W/state/facts/numa/w4.json" && echo kept || echo none)" none
+
+# ---- issue #30 §1: kubelet's partial updates never lift a quota the trust rule refused -------
+# kubelet's static CPU manager sends cpuset-only UpdateContainerResources (cpumanager
+# updateContainerCPUSet); containerd hands NRI UpdateContainer the CRI request's resources, 0 in
+# every field it did not set. Those zeros are "unchanged" (granted_resources), never "kubelet set
+# no CFS quota": an untrusted LSR pod whose wide cpuset was refused at CreateContainer gets no
+# lift from the update, from Synchronize, from an UpdatePodSandbox, nor from reconcile.
+K30=$(scratch); mk_sysfs "$K30"; mkdir -p "$K30/proc"; KP30=kubepods/burstable/podk30
+mk_v1_dir "$K30/cg" "$KP30/k1"; echo 0-15 > "$K30/cg/cpuset/$KP30/cpuset.effective_cpus"
+echo 100000 > "$K30/cg/cpu/$KP30/k1/cpu.cfs_quota_us"; echo 100000 > "$K30/cg/cpu/$KP30/cpu.cfs_quota_us"
+K30ANN='{"scheduling.koordinator.sh/resource-status": "{\"cpuset\":\"0-7\"}"}'
+k30_ev() { # k30_ev EVENT [LINUX_RESOURCES-JSON]
+  jq -nc --arg ev "$1" --arg p "/$KP30/k1" --arg pp "/$KP30" --argjson ann "$K30ANN" --argjson lr "${2:-null}" '{event: $ev,
+    runtime: {name: "containerd", version: "2.2.7"},
+    pod: {id: "sbk30", name: "lsr", uid: "u30", namespace: "default", labels: {"koordinator.sh/qosClass": "LSR"}, annotations: $ann,
+          linux: {cgroups_path: $pp, resources: {cpu: {quota: {value: 100000}, period: {value: 100000}}}}}}
+    + (if $ev == "UpdatePodSandbox" then {} else {container: {id: "k1", pod_sandbox_id: "sbk30", name: "app",
+        linux: {cgroups_path: $p, resources: {cpu: {shares: {value: 1024}, quota: {value: 100000}, period: {value: 100000}},
+                                             memory: {limit: {value: 1073741824}}}}}} end)
+    + (if $lr == null then {} else {linux_resources: $lr} end)' |
+  "$BIN" nri-eval --policy "$BUNDLED" --cgroup-root "$K30/cg" --cgroup-layout v1 --proc-root "$K30/proc" --state-dir "$K30/state" \
+    --sysfs-root "$K30/sys" --kubelet-cpu-state "$K30/none" --cache-dir "" --event-log "" --metrics-file "" 2>>"$K30/stderr"; }
+quota_of() { jq -r '[.adjustment.linux.resources.cpu.quota.value, .update.cpu.quota.value] | map(select(. != null))
+                    | if length == 0 then "none" else map(tostring) | join(" ") end' <<<"$1"; }
+CPUSET_ONLY='{"cpu": {"shares": {"value": 0}, "quota": {"value": 0}, "period": {"value": 0}, "cpus": "0-3"}, "memory": {"limit": {"value": 0}}}'
+OUT=$(k30_ev CreateContainer)
+check "partial update: CreateContainer: class" "$(jq_get "$OUT" .metadata.class)" KOORD-LSR
+check "partial update: CreateContainer: the wide cpuset's quota lift refused" "$(quota_of "$OUT")" none
+OUT=$(k30_ev UpdateContainer "$CPUSET_ONLY")
+check "partial update: UpdateContainer (cpuset only, zeros elsewhere): no quota in the update" "$(quota_of "$OUT")" none
+check_contains "partial update: UpdateContainer: refused against kubelet's quota, not 'no quota'" "$(jq_get "$OUT" .metadata.failed)" \
+  "would lift the CFS quota (kubelet's CFS quota 100000 → max)"
+OUT=$(k30_ev UpdateContainer '{"cpu": {"quota": {"value": 0}}}')
+check "partial update: UpdateContainer (an empty update): no quota in the update" "$(quota_of "$OUT")" none
+OUT=$(k30_ev PostUpdateContainer)
+check "partial update: PostUpdateContainer: the quota file kept" "$(cat "$K30/cg/cpu/$KP30/k1/cpu.cfs_quota_us")" 100000
+OUT=$(k30_ev Synchronize)
+check "partial update: Synchronize: no quota in the update" "$(quota_of "$OUT")" none
+check "partial update: Synchronize: the quota file kept" "$(cat "$K30/cg/cpu/$KP30/k1/cpu.cfs_quota_us")" 100000
+OUT=$(k30_ev UpdatePodSandbox '{"cpu": {"quota": {"value": 0}, "cpus": ""}}')
+check "partial update: UpdatePodSandbox: the pod quota kept" "$(cat "$K30/cg/cpu/$KP30/cpu.cfs_quota_us")" 100000
+# reconcile replays the recorded UpdateContainer request: the same grant, no lift
+k30_ev UpdateContainer "$CPUSET_ONLY" >/dev/null
+"$BIN" reconcile --policy "$BUNDLED" --cgroup-root "$K30/cg" --proc-root "$K30/proc" --resctrl-root "$K30/rc" --state-dir "$K30/state" \
+  --kubelet-cpu-state "$K30/none" --cache-dir "" --cgroup-layout v1 --metrics-file "" --event-log "" >"$K30/rec.out" 2>&1
+check_contains "partial update: reconcile replayed the pod and the container" "$(cat "$K30/rec.out")" "reconcile: 2 recorded, 2 in force, 0 restored"
+check "partial update: reconcile: the quota file kept" "$(cat "$K30/cg/cpu/$KP30/k1/cpu.cfs_quota_us")" 100000
 
 finish

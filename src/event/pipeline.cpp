@@ -404,6 +404,38 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
     return dump_eval_result(c.error, c.fail_closed_policy, c.metadata, c.have_plan ? &c.plan : nullptr);
 }
 
+/// Whether the container knob `id` of `plan` landed: carried to the runtime in the
+/// CreateContainer adjustment or the UpdateContainer/Synchronize update (the runtime applies it),
+/// or written directly and Applied. Only cpuset_cpus / cpuset_mems have fact records.
+bool knob_landed(const Plan& plan, KnobId id) {
+    const char* field = id == KnobId::CpusetMems ? "mems" : "cpus";
+    auto carries = [field](const nlohmann::json& cpu) { return cpu.is_object() && cpu.contains(field); };
+    const nlohmann::json& a = plan.adjustment;
+    if (a.is_object() && a.contains("linux") && a["linux"].contains("resources") && a["linux"]["resources"].contains("cpu") &&
+        carries(a["linux"]["resources"]["cpu"]))
+        return true;
+    if (plan.update.is_object() && plan.update.contains("cpu") && carries(plan.update["cpu"])) return true;
+    for (const Write& w : plan.writes)
+        if (w.id == id && w.scope == "container" && w.status == Write::Applied) return true;
+    return false;
+}
+
+/// Keep the fact records (NUMA placements, pinned cpusets) of values the trust rule accepted
+/// whose write landed (issue #30 §2), under the fact lock still held since their choice. A value
+/// whose write failed or was never made leaves no record: nothing reserves CPUs a container does
+/// not have. A record already kept with the same content is not written again.
+void keep_fact_records(const FactPlan& fplan, const Plan& plan, FactState& fstate, Ctx& c) {
+    for (const FactRecord& fr : fplan.keep) {
+        if (!knob_landed(plan, fr.knob)) continue;
+        auto old = fstate.numa_record(fr.rec.container_id);
+        if (old && old->mode == fr.rec.mode && old->cpus == fr.rec.cpus && old->nodes == fr.rec.nodes && old->pod_dir == fr.rec.pod_dir) continue;
+        if (std::string e = fstate.put_numa(fr.rec); !e.empty()) {
+            log_line("cannot keep the " + fr.rec.mode + " record of " + fr.rec.cpus + ": " + e);
+            c.metadata["warning"] = "cannot keep the " + fr.rec.mode + " record of " + fr.rec.cpus + ": " + e;
+        }
+    }
+}
+
 }  // namespace
 
 std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, int& exit_code) {
@@ -676,6 +708,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             }
             apply_plan(c.plan, kernel, mode != Mode::Explain ? &sd : nullptr);
             if (setter.last_us > 0) c.metadata["systemd_helper_us"] = std::to_string(setter.last_us);
+            if (!fin.dry_run) keep_fact_records(fplan, c.plan, *fstate, c);
         }
         if (r.wire == Request::Wire::V01) finalize_adjustment(c.plan);
         if (applies) {

@@ -145,7 +145,7 @@ std::optional<NumaRecord> record_from(const std::string& text) {
         r.nodes = j.value("nodes", std::string());
         r.cpus = j.at("cpus").get<std::string>();
         r.time = j.at("time").get<int64_t>();
-        if (r.mode != "exclusive" && r.mode != "bound" && r.mode != "shared" && r.mode != "pin") return std::nullopt;
+        if (r.mode != "exclusive" && r.mode != "bound" && r.mode != "shared" && r.mode != "pin" && r.mode != "pin-shared") return std::nullopt;
         return r;
     } catch (...) {
         return std::nullopt;

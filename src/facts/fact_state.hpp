@@ -3,7 +3,9 @@
 //  * lock           — one flock(2) serialising the read-choose-record steps of concurrent hooks
 //                     (NUMA placement, pod-level sums); released when the process exits;
 //  * numa/<id>.json — the NUMA placement of container <id> (numa.hpp), or the cpuset an annotation
-//                     pinned it to (mode "pin"), so that its later events
+//                     pinned it to (mode "pin", or "pin-shared" for an untrusted one), kept only
+//                     once the trust rule accepted the value and its write landed (issue #30 §2:
+//                     the pipeline's keep_fact_records), so that its later events
 //                     (StartContainer, UpdateContainer) and concurrent starts see it before the
 //                     runtime has written cpuset.cpus;
 //  * ledger/<sandbox-id>/<id>.json — per-container contributions to pod-level sums (the CFS
@@ -31,11 +33,19 @@ struct NumaRecord {
     std::string container_id, sandbox_id;
     std::string pod_dir;   ///< pod cgroup directory (relative, as in CgroupPaths::pod)
     std::string ctr_dir;   ///< the container's cgroup directory (CgroupPaths::container)
-    std::string mode;      ///< "exclusive", "bound", "shared", or "pin" (an annotation cpuset, numa.hpp check_pinned_cpuset)
+    /// "exclusive", "bound", "shared", "pin" (an annotation cpuset from a trusted source: koord-
+    /// scheduler's allocation, held exclusively) or "pin-shared" (an untrusted annotation cpuset
+    /// the trust rule let through because it raises nothing: the container's own pin, never a
+    /// reservation against other pods). numa.hpp check_pinned_cpuset, pin_record.
+    std::string mode;
     unsigned node = 0;     ///< NUMA node id (the first one)
     std::string nodes;     ///< all NUMA nodes, a list ("0-1"); "" = just `node` (records before multi-node placements)
     std::string cpus;      ///< cpuset list
     int64_t time = 0;      ///< unix seconds when recorded
+
+    /// Whether the record holds its CPUs against other pods' placements and pins: every mode but
+    /// "shared" (locality) and "pin-shared" (an untrusted pin).
+    bool reserves() const { return mode != "shared" && mode != "pin-shared"; }
 };
 
 /// Access to the fact state beneath one state directory. Not thread-safe; one per process.

@@ -375,6 +375,15 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
                     if (!bad.empty()) o = error(bad);
                 }
                 if (o.s == Outcome::Value) {
+                    // Its placement or pin record, now that the value is accepted (issue #30 §2):
+                    // an untrusted pin is the container's own, never a reservation.
+                    if (c.pending && !c.pending_kept && scope == kFactContainer &&
+                        (k.id == KnobId::CpusetCpus || k.id == KnobId::CpusetMems)) {
+                        FactRecord fr{k.id, *c.pending};
+                        if (c.pending_pin) fr.rec.mode = trust.trusted ? "pin" : "pin-shared";
+                        out.keep.push_back(std::move(fr));
+                        c.pending_kept = true;
+                    }
                     std::string note = o.calc + " [" + e->name + "]" + trust_note;
                     out.calcs.push_back(std::string(scope_name) + " " + file_of(k.id) + " = " + shown(o.v) + " = " + note);
                     k.value = o.v;

@@ -64,6 +64,14 @@ struct FactInput {
 };
 
 /// The class with its fact values resolved for this request, and what the fact layer reports.
+/// A record a fact's value leaves in the fact state (a NUMA placement, a pinned cpuset), to be
+/// kept (FactState::put_numa) only once the value's write landed: in the runtime's adjustment or
+/// update, or written and Applied (event/pipeline.cpp keep_fact_records; issue #30 §2).
+struct FactRecord {
+    KnobId knob = KnobId::CpusetCpus;  ///< the container knob whose value it records
+    NumaRecord rec;
+};
+
 struct FactPlan {
     ClassDef cls;                          ///< fact knobs replaced by their values (absent/error ones removed)
     std::vector<KnobSetting> pod_refresh;  ///< pod knobs (pod_sum facts) to write at this container event
@@ -75,6 +83,9 @@ struct FactPlan {
     /// Pod annotation keys facts needed that the runtime may not pass (FactInput::not_passed gave
     /// a reason): Result metadata not_passed, the record, nri_qos_annotation_not_passed_total{key}.
     std::vector<std::string> not_passed;
+    /// Records of accepted values, kept by the caller only if their write landed (FactRecord); a
+    /// refused value (trust rule, range, another check) never leaves one.
+    std::vector<FactRecord> keep;
 };
 
 /// Resolve the facts of `cls` for `in.req`'s event:

@@ -85,7 +85,12 @@ std::string Ctx::pin_check(const std::string& set) {
             pin_error = lerr;
         } else {
             try {
-                pin_how = check_pinned_cpuset(numa_request(), *CpuSet::parse(set), st);
+                const CpuSet want = *CpuSet::parse(set);
+                pin_how = check_pinned_cpuset(numa_request(), want, st);
+                if (!in.dry_run) {
+                    pending = pin_record(numa_request(), want, true);
+                    pending_pin = true;
+                }
             } catch (const InputError& ex) {
                 pin_error = ex.what();
             }
@@ -298,6 +303,7 @@ Outcome Ctx::numa_place(NumaMode mode, bool mems, const std::string& because, bo
         } else {
             try {
                 numa = place_numa(rq, st);
+                if (numa->record) pending = std::move(numa->record);
                 numa->why = numa_mode + " placement of " + how + " CPU(s): " + numa->why;
                 if (because.size()) numa->why = because + "; " + numa->why;
             } catch (const InputError& ex) {

@@ -89,6 +89,11 @@ struct Ctx {
     std::string numa_mode, numa_error, numa_absent;
     bool pin_done = false;
     std::string pin_error, pin_how;
+    /// The record this request's pin or NUMA placement would keep (numa.hpp pin_record,
+    /// NumaChoice::record): resolve_facts hands it to FactPlan::keep only with an accepted
+    /// cpuset value (issue #30 §2). `pending_pin`: a pin, whose mode follows the trust rule.
+    std::optional<NumaRecord> pending;
+    bool pending_pin = false, pending_kept = false;
 
     /// The NumaRequest fields of this request (mode and need left to the caller).
     NumaRequest numa_request() const;

@@ -420,7 +420,7 @@ NumaChoice place_numa(const NumaRequest& rq, FactState& state) {
                 continue;
             }
         }
-        if (r.mode == "shared") continue;  // locality, not exclusivity
+        if (!r.reserves()) continue;  // locality, or an untrusted pin: not exclusivity
         bool seen = cpus->subset_of(held);
         held |= *cpus;
         if (!seen && by.size() < 16) by.push_back(r.cpus + " (nri-qos " + r.mode + " " + r.container_id.substr(0, 12) + ")");
@@ -435,7 +435,7 @@ NumaChoice place_numa(const NumaRequest& rq, FactState& state) {
         detail += "; Katalyst reserved CPUs " + reserved.str() + (rq.reserved_cpus ? " (settings.katalyst_reserved_cpus)" : " (settings.katalyst_reserved_cpus = " + std::to_string(rq.reserved_count) + ", taken as TakeHTByNUMABalance does)");
     if (!c) throw InputError(why + "; " + detail);
     c->why += "; " + detail;
-    if (!rq.dry_run) {
+    if (!rq.dry_run) {  // kept by the caller once accepted and written (NumaChoice::record)
         NumaRecord rec;
         rec.container_id = rq.container_id;
         rec.sandbox_id = rq.sandbox_id;
@@ -445,10 +445,20 @@ NumaChoice place_numa(const NumaRequest& rq, FactState& state) {
         rec.node = c->node;
         rec.nodes = c->nodes.str();
         rec.cpus = c->cpus.str();
-        std::string e = state.put_numa(rec);
-        if (!e.empty()) throw InputError("cannot record the NUMA placement: " + e);
+        c->record = std::move(rec);
     }
     return *c;
+}
+
+NumaRecord pin_record(const NumaRequest& rq, const CpuSet& want, bool reserves) {
+    NumaRecord rec;
+    rec.container_id = rq.container_id;
+    rec.sandbox_id = rq.sandbox_id;
+    rec.pod_dir = rq.pod_dir;
+    rec.ctr_dir = rq.ctr_dir;
+    rec.mode = reserves ? "pin" : "pin-shared";
+    rec.cpus = want.str();
+    return rec;
 }
 
 std::string check_pinned_cpuset(const NumaRequest& rq, const CpuSet& want, FactState& state) {
@@ -486,7 +496,7 @@ std::string check_pinned_cpuset(const NumaRequest& rq, const CpuSet& want, FactS
     CpuSet held = h.cpus;
     std::vector<std::string> by = h.by;
     for (const auto& r : live_records(rq, state)) {
-        if (r.sandbox_id == rq.sandbox_id || r.mode == "shared") continue;  // the pod's own; locality only
+        if (r.sandbox_id == rq.sandbox_id || !r.reserves()) continue;  // the pod's own; locality or untrusted pins
         auto cpus = CpuSet::parse(r.cpus);
         if (!cpus || !cpus->intersects(want)) continue;
         held |= *cpus;
@@ -498,19 +508,6 @@ std::string check_pinned_cpuset(const NumaRequest& rq, const CpuSet& want, FactS
             if (CpuSet::parse(b.substr(0, b.find(' '))) && CpuSet::parse(b.substr(0, b.find(' ')))->intersects(want))
                 list += (list.empty() ? "" : ", ") + b;
         throw InputError("cpuset " + w + " overlaps CPUs held exclusively by another pod: " + (want & held).str() + " (" + list + ")");
-    }
-    if (!rq.dry_run) {
-        NumaRecord rec;
-        rec.container_id = rq.container_id;
-        rec.sandbox_id = rq.sandbox_id;
-        rec.pod_dir = rq.pod_dir;
-        rec.ctr_dir = rq.ctr_dir;
-        rec.mode = "pin";
-        rec.cpus = w;
-        if (auto old = state.numa_record(rq.container_id); !old || old->mode != "pin" || old->cpus != w || old->pod_dir != rq.pod_dir) {
-            std::string e = state.put_numa(rec);
-            if (!e.empty()) throw InputError("cannot record the pinned cpuset: " + e);
-        }
     }
     return "within the online CPUs " + topo.online.str() + " and " + eff_at + " " + eff->str() + ", no CPU held by another pod (" +
            (held.empty() ? std::string("none held") : "held: " + held.str()) + ")";

@@ -84,6 +84,11 @@ struct NumaChoice {
     CpuSet cpus;
     CpuSet nodes;       ///< all nodes of the placement: cpuset.mems
     std::string why;  ///< how it was chosen, for explain
+    /// A new placement: the record to keep for it (FactState::put_numa), which place_numa does
+    /// not write itself — the caller keeps it once the trust rule accepted the value and its
+    /// cpuset write landed (facts.hpp FactPlan::keep). nullopt: the placement recorded at an
+    /// earlier event of the container, or dry_run.
+    std::optional<NumaRecord> record;
 };
 
 /// The pure choice (no I/O): `held` CPUs are unavailable; `prefer` is a node a sibling container
@@ -123,8 +128,9 @@ struct NumaRequest {
 };
 
 /// Place (or return the recorded placement of) a container. The caller holds state.lock()
-/// unless dry_run. Throws InputError with a one-line reason when nothing fits or the kernel
-/// state cannot be read.
+/// unless dry_run, and keeps it until it has put NumaChoice::record (after the writes), so that
+/// concurrent events never choose the same CPUs. Throws InputError with a one-line reason when
+/// nothing fits or the kernel state cannot be read.
 NumaChoice place_numa(const NumaRequest& rq, FactState& state);
 
 /// Validate a cpuset a fact pins from an annotation (koordinator.cpuset: resource-status), for
@@ -135,10 +141,17 @@ NumaChoice place_numa(const NumaRequest& rq, FactState& state);
 ///    cpuset/<pod>/cpuset.effective_cpus, v2 <pod>/cpuset.cpus.effective; the nearest existing
 ///    ancestor when the pod cgroup is not there), which the kernel would cap it to;
 ///  * it overlaps no CPU held exclusively by another pod (kubelet_held_cpus, and nri-qos's
-///    exclusive/bound/pinned records of other pods).
-/// Unreadable inputs refuse too. On success the pin is recorded (mode "pin") unless dry_run, so
-/// that later placements and pins of other pods see it; the caller holds state.lock() then.
-/// Returns how it was checked, for explain.
+///    records of other pods that reserve: NumaRecord::reserves).
+/// Unreadable inputs refuse too. Records nothing (issue #30 §2: a refused pin reserved CPUs for
+/// the container's life): the caller keeps pin_record once the trust rule accepted the cpuset and
+/// its write landed, holding state.lock() from this check to that write. Returns how it was
+/// checked, for explain.
 std::string check_pinned_cpuset(const NumaRequest& rq, const CpuSet& want, FactState& state);
+
+/// The record of a pinned cpuset `want` for `rq`'s container: mode "pin" when its source is
+/// trusted (`reserves`: koord-scheduler's allocation, held against other pods) or "pin-shared"
+/// (an untrusted pin the trust rule let through: the fact table's koordinator.cpuset makes no
+/// reservation of its own).
+NumaRecord pin_record(const NumaRequest& rq, const CpuSet& want, bool reserves);
 
 }  // namespace nriqos

@@ -602,6 +602,24 @@ void fill_names(Request& r) {
 
 }  // namespace
 
+Resources granted_resources(const Resources& current, const Resources& update) {
+    Resources r = current;
+    auto set = [](const std::optional<int64_t>& v) { return v && *v != 0; };
+    if (set(update.cpu_shares)) r.cpu_shares = update.cpu_shares;
+    if (set(update.cpu_quota)) r.cpu_quota = update.cpu_quota;
+    if (set(update.cpu_period)) r.cpu_period = update.cpu_period;
+    if (update.cpu_cpus && !update.cpu_cpus->empty()) r.cpu_cpus = update.cpu_cpus;
+    if (update.cpu_mems && !update.cpu_mems->empty()) r.cpu_mems = update.cpu_mems;
+    if (set(update.mem_limit)) {
+        if (!set(update.mem_swap) && r.mem_swap) r.mem_swap = update.mem_limit;
+        r.mem_limit = update.mem_limit;
+    }
+    if (set(update.mem_swap)) r.mem_swap = update.mem_swap;
+    if (set(update.mem_reservation)) r.mem_reservation = update.mem_reservation;
+    if (set(update.pids_limit)) r.pids_limit = update.pids_limit;
+    return r;
+}
+
 Request parse_v01_request(std::string_view text) {
     precheck(text);
     V01Stage s;
@@ -710,7 +728,8 @@ Request parse_nri_event(std::string_view text) {
             r.cgroups_path = get_cgroups_path(s.ctr_cgroups_path, {"/container/linux/cgroups_path"});
             r.resources = take_resources(s.ctr_res, "/container/linux/resources", true);
         }
-        if (present(s.linux_res.kind)) r.resources = take_resources(s.linux_res, "/linux_resources", true);
+        // UpdateContainer: the update's set fields over the container's current resources.
+        if (present(s.linux_res.kind)) r.resources = granted_resources(r.resources, take_resources(s.linux_res, "/linux_resources", true));
     } else {
         r.is_sandbox = true;
         r.id = pod_id;
@@ -719,8 +738,8 @@ Request parse_nri_event(std::string_view text) {
             r.cgroups_path = get_cgroups_path(s.pod_cgroups_path, {"/pod/linux/cgroups_path"});
             r.resources = take_resources(s.pod_res, "/pod/linux/resources", true);
         }
-        // UpdatePodSandbox: the pod's new resources
-        if (present(s.linux_res.kind)) r.resources = take_resources(s.linux_res, "/linux_resources", true);
+        // UpdatePodSandbox (pod resize): the update's set fields over the pod's current resources.
+        if (present(s.linux_res.kind)) r.resources = granted_resources(r.resources, take_resources(s.linux_res, "/linux_resources", true));
     }
     if (r.pid && *r.pid == 0) r.pid.reset();
     fill_names(r);

@@ -62,6 +62,24 @@ struct Resources {
     std::optional<int64_t> pids_limit;
 };
 
+/// What kubelet granted the container (or the pod) after an update: `current` (the resources
+/// the runtime holds, the request's /container/linux/resources or /pod/linux/resources) with the
+/// fields the update *sets* laid over it, as containerd merges a CRI UpdateContainerResources
+/// into the OCI spec (containerd internal/cri/server/container_update_resources_linux.go
+/// updateOCIResource with internal/cri/opts/spec_linux_opts.go WithResources): a numeric field of 0 and an empty
+/// cpus/mems string mean "not set by this update" and keep the current value — kubelet's
+/// cpuset-only updates (cpumanager updateContainerCPUSet) reach NRI UpdateContainer with 0 in
+/// every other field (containerd/nri api FromCRILinuxResources). A new memory limit without a new
+/// swap limit takes the swap limit along when the container has one (kubelet's NoSwap sets swap
+/// = limit; on cgroup v1 runc would refuse a memory limit above memsw). pids is taken when
+/// non-zero. Units as in Resources.
+///
+/// The one definition every trust comparison uses (facts.cpp Ctx::raise_of reads
+/// Request::resources): parse_nri_event applies it to UpdateContainer and UpdatePodSandbox, so
+/// Synchronize, reconcile and status (which replay recorded requests through parse_nri_event)
+/// see the same grant as the event did. An update never reads as "kubelet set no CFS quota".
+Resources granted_resources(const Resources& current, const Resources& update);
+
 /// One validated request, whatever wire shape it came in.
 struct Request {
     enum class Wire { V01, NriEvent } wire = Wire::V01;

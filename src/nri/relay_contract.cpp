@@ -35,30 +35,6 @@ const char* state_change_name(pb::Event e) {
 }
 
 
-// The container's resources as the runtime will have them after an UpdateContainer: the
-// request's values over the current ones, where a zero or empty value means "unchanged"
-// (containerd internal/cri/opts/spec_linux_opts.go WithResources, applied to the OCI spec by
-// CRI UpdateContainerResources; NRI passes the CRI request with zero wrappers, containerd
-// internal/cri/nri/nri_api_linux.go fromCRILinuxResources). Percentage knobs resolve on this.
-pb::LinuxResources updated_resources(const pb::LinuxResources& cur, const pb::LinuxResources& req) {
-  pb::LinuxResources r = cur;
-  const pb::LinuxCPU& c = req.cpu();
-  if (c.shares().value() != 0) r.mutable_cpu()->mutable_shares()->set_value(c.shares().value());
-  if (c.quota().value() != 0) r.mutable_cpu()->mutable_quota()->set_value(c.quota().value());
-  if (c.period().value() != 0) r.mutable_cpu()->mutable_period()->set_value(c.period().value());
-  if (!c.cpus().empty()) r.mutable_cpu()->set_cpus(c.cpus());
-  if (!c.mems().empty()) r.mutable_cpu()->set_mems(c.mems());
-  const pb::LinuxMemory& m = req.memory();
-  if (m.limit().value() != 0) {
-    r.mutable_memory()->mutable_limit()->set_value(m.limit().value());
-    if (m.swap().value() == 0 && r.memory().has_swap()) r.mutable_memory()->mutable_swap()->set_value(m.limit().value());
-  }
-  if (m.swap().value() != 0) r.mutable_memory()->mutable_swap()->set_value(m.swap().value());
-  for (const auto& kv : req.unified()) (*r.mutable_unified())[kv.first] = kv.second;
-  if (req.hugepage_limits_size() > 0) *r.mutable_hugepage_limits() = req.hugepage_limits();
-  return r;
-}
-
 // The fields an adjustment sets, in containerd's words (containerd/nri pkg/adaptation/result.go,
 // the subjects of its "both tried to set" conflicts), comma-separated; "" when it sets nothing.
 std::string adjusted_fields(const pb::ContainerAdjustment& a) {
@@ -108,7 +84,6 @@ bool Relay::prepare(Pending& p, Current& c) {
   c.method = p.method;
   const pb::PodSandbox* pod = nullptr;
   const pb::LinuxResources* linux_resources = nullptr;  // "linux_resources" of the input
-  pb::LinuxResources updated;
   const pb::Container* ctr = nullptr;
   pb::CreateContainerRequest creq;
   pb::UpdateContainerRequest ureq;
@@ -125,11 +100,9 @@ bool Relay::prepare(Pending& p, Current& c) {
     c.event = "UpdateContainer";
     pod = &ureq.pod();
     ctr = ureq.has_container() ? &ureq.container() : nullptr;
-    if (ok && ureq.has_linux_resources()) {
-      updated = updated_resources(ctr && ctr->has_linux() ? ctr->linux().resources() : pb::LinuxResources(),
-                                  ureq.linux_resources());
-      linux_resources = &updated;
-    }
+    // The update as containerd passes it (zero wrappers: unchanged); the evaluator lays it over
+    // the container's current resources (model/request.hpp granted_resources).
+    if (ok && ureq.has_linux_resources()) linux_resources = &ureq.linux_resources();
   } else if (p.method == "UpdatePodSandbox") {
     ok = preq.ParseFromString(p.payload);
     c.event = "UpdatePodSandbox";

@@ -367,6 +367,56 @@ TEST_CASE("kubelet cpu_manager_state: held CPUs of other pods", "[facts][numa][c
     CHECK(error_of([&] { kubelet_held_cpus(f, "podA"); }).find("malformed JSON") != std::string::npos);
 }
 
+namespace {
+/// place_numa as an event whose cpuset write landed: its record kept, as the pipeline's
+/// keep_fact_records does (place_numa itself records nothing; issue #30 §2).
+NumaChoice place_kept(const NumaRequest& rq, FactState& st) {
+    NumaChoice c = place_numa(rq, st);
+    if (c.record) REQUIRE(st.put_numa(*c.record).empty());
+    return c;
+}
+}  // namespace
+
+TEST_CASE("NUMA placement: place_numa records nothing itself; the choice carries the record", "[facts][numa]") {
+    Tmp t;
+    make_sysfs(t, "0-7", {{0, "0-3"}, {1, "4-7"}});
+    t.put("cpuset/kubepods/podA/cpuset.cpus", "0-7\n");
+    FactState st(t.path + "/state");
+    REQUIRE(st.lock().empty());
+    NumaRequest r;
+    r.sysfs_root = t.path + "/sys";
+    r.cgroup_root = t.path;
+    r.layout = Layout::V1;
+    r.container_id = "ca";
+    r.sandbox_id = "sa";
+    r.pod_dir = "kubepods/podA";
+    r.mode = NumaMode::Exclusive;
+    NumaChoice a = place_numa(r, st);
+    CHECK(a.cpus.str() == "0-3");
+    CHECK(st.numa_records().empty());  // nothing reserved before the write landed
+    REQUIRE(a.record);
+    CHECK(a.record->mode == "exclusive");
+    CHECK(a.record->cpus == "0-3");
+    // a pin: checked, never recorded by the check; its record's mode follows the trust rule
+    NumaRequest p = r;
+    p.container_id = "cp";
+    p.sandbox_id = "sp";
+    t.put("cpuset/kubepods/podP/cpuset.effective_cpus", "0-7\n");
+    p.pod_dir = "kubepods/podP";
+    CHECK_FALSE(check_pinned_cpuset(p, *CpuSet::parse("4-5"), st).empty());
+    CHECK(st.numa_records().empty());
+    CHECK(pin_record(p, *CpuSet::parse("4-5"), true).mode == "pin");
+    CHECK(pin_record(p, *CpuSet::parse("4-5"), false).mode == "pin-shared");
+    // an untrusted pin reserves nothing: another pod's pin over it passes; a trusted one is held
+    REQUIRE(st.put_numa(pin_record(p, *CpuSet::parse("4-5"), false)).empty());
+    NumaRequest q = p;
+    q.container_id = "cq";
+    q.sandbox_id = "sq";
+    CHECK_NOTHROW(check_pinned_cpuset(q, *CpuSet::parse("5-6"), st));
+    REQUIRE(st.put_numa(pin_record(p, *CpuSet::parse("4-5"), true)).empty());
+    CHECK(error_of([&] { check_pinned_cpuset(q, *CpuSet::parse("5-6"), st); }).find("held exclusively by another pod") != std::string::npos);
+}
+
 TEST_CASE("NUMA placement: records, sibling containers, concurrency state, pruning", "[facts][numa]") {
     Tmp t;
     make_sysfs(t, "0-7", {{0, "0-3"}, {1, "4-7"}});
@@ -384,25 +434,25 @@ TEST_CASE("NUMA placement: records, sibling containers, concurrency state, pruni
         r.mode = NumaMode::Exclusive;
         return r;
     };
-    NumaChoice a = place_numa(rq("ca", "sa", "kubepods/podA"), st);
+    NumaChoice a = place_kept(rq("ca", "sa", "kubepods/podA"), st);
     CHECK(a.cpus.str() == "0-3");
-    NumaChoice a2 = place_numa(rq("ca2", "sa", "kubepods/podA"), st);  // same pod: same node
+    NumaChoice a2 = place_kept(rq("ca2", "sa", "kubepods/podA"), st);  // same pod: same node
     CHECK(a2.cpus.str() == "0-3");
-    NumaChoice b = place_numa(rq("cb", "sb", "kubepods/podB"), st);  // recorded, not yet written: node1
+    NumaChoice b = place_kept(rq("cb", "sb", "kubepods/podB"), st);  // recorded, not yet written: node1
     CHECK(b.cpus.str() == "4-7");
-    CHECK(error_of([&] { place_numa(rq("cc", "sc", "kubepods/podC"), st); }).find("no NUMA node fits exclusive placement") == 0);
+    CHECK(error_of([&] { place_kept(rq("cc", "sc", "kubepods/podC"), st); }).find("no NUMA node fits exclusive placement") == 0);
     // later events of a container get its recorded placement
-    CHECK(place_numa(rq("cb", "sb", "kubepods/podB"), st).why.find("recorded at an earlier event") != std::string::npos);
+    CHECK(place_kept(rq("cb", "sb", "kubepods/podB"), st).why.find("recorded at an earlier event") != std::string::npos);
     auto recs = st.numa_records();
     CHECK(recs.size() == 3);
     // dry run (explain) records nothing
     auto dry = rq("cc", "sc", "kubepods/podC");
     dry.dry_run = true;
-    CHECK_THROWS(place_numa(dry, st));
+    CHECK_THROWS(place_kept(dry, st));
     CHECK(st.numa_records().size() == 3);
     // pod B is gone: its record is pruned and node1 is free again
     t.rm("cpuset/kubepods/podB");
-    NumaChoice c = place_numa(rq("cc", "sc", "kubepods/podC"), st);
+    NumaChoice c = place_kept(rq("cc", "sc", "kubepods/podC"), st);
     CHECK(c.cpus.str() == "4-7");
     CHECK_FALSE(st.numa_record("cb"));
     // the pod ends: its records go
@@ -494,8 +544,14 @@ struct Env {
         in.kubelet_cpu_state = t.path + "/cpu_manager_state";
         in.dry_run = dry;
         in.not_passed = not_passed;
-        return resolve_facts(cls, in, state);
+        FactPlan p = resolve_facts(cls, in, state);
+        // as an event whose writes landed: the accepted values' records kept (the pipeline's
+        // keep_fact_records; resolve_facts records nothing itself, issue #30 §2)
+        if (keep)
+            for (const FactRecord& fr : p.keep) REQUIRE(state.put_numa(fr.rec).empty());
+        return p;
     }
+    bool keep = true;  ///< run(): keep FactPlan::keep as a landed write would
 };
 
 const KnobSetting* knob(const std::vector<KnobSetting>& l, KnobId id) {
@@ -865,17 +921,17 @@ TEST_CASE("NUMA placement: a record whose container cgroup is gone is pruned aft
     r.ctr_dir = "kubepods/podA/c1";
     r.mode = NumaMode::Bound;
     r.need = 4;
-    CHECK(place_numa(r, st).cpus.str() == "0-3");
+    CHECK(place_kept(r, st).cpus.str() == "0-3");
     t.rm("cpuset/kubepods/podA/c1");
     NumaRequest r2 = r;
     r2.container_id = "c2";
     r2.ctr_dir = "kubepods/podA/c2";
-    CHECK(place_numa(r2, st).cpus.str() == "4-7");  // c1's record is young: still held
+    CHECK(place_kept(r2, st).cpus.str() == "4-7");  // c1's record is young: still held
     NumaRecord old = *st.numa_record("c1");
     old.time = 1;
     REQUIRE(st.put_numa(old).empty());
     st.drop_numa("c2");
-    CHECK(place_numa(r2, st).cpus.str() == "0-3");  // c1 pruned: its CPUs are free again
+    CHECK(place_kept(r2, st).cpus.str() == "0-3");  // c1 pruned: its CPUs are free again
     CHECK_FALSE(st.numa_record("c1"));
 }
 
@@ -1031,6 +1087,9 @@ TEST_CASE("annotation cpuset: never on CPUs kubelet's static CPU manager gave an
 TEST_CASE("annotation cpuset: never on CPUs nri-qos pinned or placed for another pod", "[facts][cpuset-trust]") {
     Env e;
     lsr_node(e);
+    // resource-status declared: koord-scheduler's allocation, a pin that reserves its CPUs
+    const Policy trust = guarding({"scheduling.koordinator.sh/resource-status"});
+    e.policy = &trust;
     FactPlan p = e.run(class_of(kLsr), pinned("2-3"));  // pod 1 pins 2-3: recorded
     CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "2-3");
     REQUIRE(e.state.numa_record("c1"));
@@ -1057,7 +1116,31 @@ TEST_CASE("annotation cpuset: never on CPUs nri-qos pinned or placed for another
     // explain (dry run) checks the same and records nothing
     p = e.run(class_of(kLsr), pinned("0-1", "c2", "sb2", "uid2"), Layout::V1, true);
     CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-1");
+    CHECK(p.keep.empty());
     CHECK_FALSE(e.state.numa_record("c2"));
+}
+
+TEST_CASE("annotation cpuset: a refused pin keeps nothing; an untrusted one reserves nothing", "[facts][cpuset-trust][trust]") {
+    Env e;
+    lsr_node(e);  // nothing trusted
+    // 8 CPUs on a quota of 4: the trust rule refuses it (issue #30 §2: it used to stay recorded)
+    FactPlan p = e.run(class_of(kLsr), pinned("0-7"));
+    CHECK_FALSE(knob(p.cls.container, KnobId::CpusetCpus));
+    CHECK(p.keep.empty());
+    CHECK(e.state.numa_records().empty());
+    // so another pod's valid pin on those CPUs goes through; untrusted, it is recorded as the
+    // container's own pin, no reservation
+    p = e.run(class_of(kLsr), pinned("2-3", "c2", "sb2", "uid2"));
+    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "2-3");
+    REQUIRE(p.keep.size() == 1);
+    CHECK(p.keep[0].rec.mode == "pin-shared");
+    p = e.run(class_of(kLsr), pinned("3", "c3", "sb3", "uid3"));
+    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "3");
+    // kept only by the caller once the write landed: resolve_facts itself records nothing
+    e.keep = false;
+    p = e.run(class_of(kLsr), pinned("4-5", "c4", "sb3", "uid3"));
+    REQUIRE(p.keep.size() == 1);
+    CHECK_FALSE(e.state.numa_record("c4"));
 }
 
 TEST_CASE("sink: a quota lift waits for the cpuset, written and read back", "[facts][cpuset-trust]") {

@@ -41,6 +41,7 @@
 #include "nri/sync.hpp"
 #include "nri/ttrpc.hpp"
 #include "event/pipeline.hpp"
+#include "model/request.hpp"
 #include "policy/policy_cache.hpp"
 #include "policy/policy_store.hpp"
 #include "os/sandbox.hpp"
@@ -684,12 +685,20 @@ TEST_CASE("relay: UpdateContainer, StateChange, PostUpdateContainer, Synchronize
   CHECK(ursp.update(0).linux().resources().unified().at("memory.high") == "1000");
   json in = json::parse(slurp(t.path + "/stdin.json"));
   CHECK(in["event"] == "UpdateContainer");
-  // what the resources will be after the update: the request's values over the current ones
+  // the update as containerd sent it, beside the container's current resources: the evaluator
+  // merges the two (model/request.hpp granted_resources, the one definition of kubelet's grant)
   CHECK(in["linux_resources"]["cpu"]["quota"]["value"] == 80000);
-  CHECK(in["linux_resources"]["cpu"]["shares"]["value"] == 2);
-  CHECK(in["linux_resources"]["cpu"]["period"]["value"] == 100000);
+  CHECK(in["linux_resources"]["cpu"]["shares"]["value"] == 0);
+  CHECK(in["linux_resources"]["cpu"]["period"]["value"] == 0);
   CHECK(in["linux_resources"]["memory"]["limit"]["value"] == 128 << 20);
   CHECK(in["container"]["linux"]["resources"]["cpu"]["quota"]["value"] == 50000);
+  {
+    nriqos::Request got = nriqos::parse_nri_event(in.dump());
+    CHECK(got.resources.cpu_quota == 80000);
+    CHECK(got.resources.cpu_shares == 2);
+    CHECK(got.resources.cpu_period == 100000);
+    CHECK(got.resources.mem_limit == int64_t(128 << 20));
+  }
 
   // the static CPU manager's update: cpuset only; everything else stays
   pb::UpdateContainerRequest cpuset = up;
@@ -700,9 +709,13 @@ TEST_CASE("relay: UpdateContainer, StateChange, PostUpdateContainer, Synchronize
   REQUIRE(rt.reply(17).code == 0);
   in = json::parse(slurp(t.path + "/stdin.json"));
   CHECK(in["linux_resources"]["cpu"]["cpus"] == "0-1");
-  CHECK(in["linux_resources"]["cpu"]["shares"]["value"] == 2);
-  CHECK(in["linux_resources"]["cpu"]["quota"]["value"] == 50000);
-  CHECK(in["linux_resources"]["memory"]["limit"]["value"] == 64 << 20);
+  {
+    nriqos::Request got = nriqos::parse_nri_event(in.dump());
+    CHECK(got.resources.cpu_cpus == std::string("0-1"));
+    CHECK(got.resources.cpu_shares == 2);
+    CHECK(got.resources.cpu_quota == 50000);
+    CHECK(got.resources.mem_limit == int64_t(64 << 20));
+  }
 
   pb::StateChangeEvent ev;
   ev.set_event(pb::RUN_POD_SANDBOX);
