@@ -11,7 +11,8 @@
 #  rpm-*        make rpm; -qlp/-qip/-qcp/--scripts; scriptlets run for real by
 #               `rpm --root SCRATCH` (static busybox as the scratch root's /bin/sh)
 #  image-*      deploy/kubernetes/build-image.sh from the .deb; installer run in the image's
-#               root file system (chroot) against a scratch HOST_ROOT
+#               root file system (chroot) against a scratch HOST_ROOT (installer-*: modes, policy
+#               sync, precompile into the node's cache, the relay's arguments)
 #  k8s-*        ConfigMap in sync with conf/nri.d/nri-qos.toml; manifests validated offline
 #               (deploy/kubernetes/validate: Kubernetes schemas + unknown-field check)
 # Needs root (dpkg -i, chroot, unshare) — SKIPs otherwise. Env: KEEP=1 keeps the scratch dir.
@@ -384,7 +385,8 @@ else
   # The relay container execs the relay on the socket (a stand-in binary prints its arguments).
   printf '#!/bin/sh\necho "ARGS $*"\n' > "$RFS/bin/fake-nri-qos" && chmod +x "$RFS/bin/fake-nri-qos"
   out=$(inst2 relay NRI_QOS=/bin/fake-nri-qos 2>&1)
-  check installer-relay-external [ "$(echo "$out" | grep '^ARGS')" = "ARGS relay --socket /var/run/nri/nri.sock" ]
+  # ... with kubelet's CPU manager checkpoint in the node's kubelet directory (issue #30 §3).
+  check installer-relay-external [ "$(echo "$out" | grep '^ARGS')" = "ARGS relay --socket /var/run/nri/nri.sock --kubelet-cpu-state /var/lib/kubelet/cpu_manager_state" ]
   rm -f "$H/var/run/nri/nri.sock"
   out=$(inst2 install 2>&1); rc=$?
   { [ $rc = 0 ] && [ "$(cat "$RFS/run/nri-qos-pod/mode")" = v01 ] && \
@@ -399,6 +401,25 @@ else
   out=$(inst2 sync-policy NRI_QOS_SYNC_ONCE=1 2>&1); rc=$?
   { [ $rc = 0 ] && cmp -s "$H/etc/nri/nri-qos.toml" "$SCRATCH/node-policy3" && \
     echo "$out" | grep -q "rejected by 'nri-qos check'; node left unchanged"; }; verdict installer-sync-policy-rejected
+  # install and policy-sync precompile into the node's cache and last good store (issue #30 §3:
+  # before, `check` ran without --cache-dir, into an emptyDir). Here the node's directories are
+  # under /host; in the DaemonSet they are mounted at their names (the defaults).
+  pc() { inst2 "$1" NODE_POLICY=/host/etc/nri/nri-qos.toml NRI_QOS_CACHE_DIR=/host/run/nri-qos/cache \
+           NRI_QOS_LAST_GOOD_DIR=/host/var/lib/nri-qos NRI_QOS_SYNC_ONCE=1 2>&1; }
+  rm -rf "$H/run/nri-qos" "$H/var/lib/nri-qos"
+  cp "$SCRATCH/node-policy3" "$RFS/etc/nri-qos-policy/nri-qos.toml"   # the ConfigMap valid again
+  out=$(pc install); rc=$?
+  { [ $rc = 0 ] && ls "$H"/run/nri-qos/cache/policy-*.bin >/dev/null 2>&1 && [ -n "$(ls "$H/var/lib/nri-qos")" ] && \
+    echo "$out" | grep -q 'precompiled /host/etc/nri/nri-qos.toml into /host/run/nri-qos/cache'; }; verdict installer-precompile
+  [ $rc = 0 ] || echo "$out" | sed "s/^/# /"
+  rm -rf "$H/run/nri-qos/cache"
+  printf '\n# third site change\n' >> "$RFS/etc/nri-qos-policy/nri-qos.toml"
+  out=$(pc sync-policy); rc=$?
+  { [ $rc = 0 ] && cmp -s "$H/etc/nri/nri-qos.toml" "$RFS/etc/nri-qos-policy/nri-qos.toml" && \
+    ls "$H"/run/nri-qos/cache/policy-*.bin >/dev/null 2>&1; }; verdict installer-sync-policy-precompile
+  # the node's policy out of sight (its /etc/nri not mounted at /etc/nri): said, not silent
+  out=$(inst2 install 2>&1); rc=$?
+  { [ $rc = 0 ] && echo "$out" | grep -q "warning: the node's policy is not at /etc/nri/nri-qos.toml here"; }; verdict installer-precompile-unseen
   out=$(inst2 uninstall 2>&1); rc=$?
   { [ $rc = 0 ] && \
     [ "$(jq -c . "$H/etc/nri/conf.json")" = '{"version":"0.1","plugins":[{"type":"other"}]}' ] && \
