@@ -14,7 +14,9 @@
 #               root file system (chroot) against a scratch HOST_ROOT (installer-*: modes, policy
 #               sync, precompile into the node's cache, the relay's arguments)
 #  k8s-*        ConfigMap in sync with conf/nri.d/nri-qos.toml; manifests validated offline
-#               (deploy/kubernetes/validate: Kubernetes schemas + unknown-field check)
+#               (deploy/kubernetes/validate: Kubernetes schemas + unknown-field check + nri-qos's
+#               node rules: kubelet/resctrl/systemd mounts, the relay's capabilities, the node's
+#               cache for install and policy-sync; k8s-validate-node-rules shows each one refuses)
 # Needs root (dpkg -i, chroot, unshare) — SKIPs otherwise. Env: KEEP=1 keeps the scratch dir.
 set -uo pipefail
 
@@ -467,6 +469,30 @@ else
     done
     { [ $n = 3 ] && grep -q "readOnlyRootFileSystem" "$SCRATCH/bad1.log" && \
       grep -q "runAsUser must be integer" "$SCRATCH/bad2.log" && grep -q "has no volume" "$SCRATCH/bad3.log"; }; verdict k8s-validate-rejects
+    # ... and nri-qos's node rules (issue #30 §3): one defect each, each named.
+    D=$K/nri-qos-daemonset.yaml R=$K/nri-qos-reconcile.yaml
+    sed 's/privileged: false/privileged: true/' $D > "$SCRATCH/node1.yaml"
+    sed 's/add: \["DAC_OVERRIDE", "SYS_RESOURCE"\]/add: ["DAC_OVERRIDE", "SYS_RESOURCE", "SYS_ADMIN"]/' $D > "$SCRATCH/node2.yaml"
+    sed '/mountPath: \/var\/lib\/kubelet$/{n;/readOnly: true/d}' $D > "$SCRATCH/node3.yaml"
+    sed '/name: NRI_QOS_KUBELET_CPU_STATE/,+1d' $D > "$SCRATCH/node4.yaml"
+    sed '0,/mountPath: \/sys\/fs\/resctrl/{/- name: host-resctrl$/,/mountPropagation/d}' $D > "$SCRATCH/node5.yaml"
+    sed 's|path: /var/lib/nri-qos$|path: /tmp/nri-qos|' $D > "$SCRATCH/node6.yaml"
+    sed 's/ --kubelet-cpu-state [^ ]*//' $R > "$SCRATCH/node7.yaml"
+    sed '/path: \/var\/lib\/kubelet$/{n;s/type: Directory$/type: DirectoryOrCreate/}' $R > "$SCRATCH/node8.yaml"
+    ok=1
+    for t in "node1:container relay: privileged must be false (it is true)" \
+             "node2:capabilities.add must be exactly [\"DAC_OVERRIDE\",\"SYS_RESOURCE\"] (docs/install.md), not [\"DAC_OVERRIDE\",\"SYS_ADMIN\",\"SYS_RESOURCE\"]" \
+             "node3:container relay: /var/lib/kubelet must be mounted readOnly" \
+             "node4:container relay: kubelet's CPU manager checkpoint is not given" \
+             "node5:container relay: the node's /sys/fs/resctrl is not mounted" \
+             "node6:container install: /var/lib/nri-qos is the node's /tmp/nri-qos, not its /var/lib/nri-qos" \
+             "node7:container reconcile: kubelet's CPU manager checkpoint is not given (reconcile --kubelet-cpu-state)" \
+             "node8:container reconcile: volume kubelet (/var/lib/kubelet) must be hostPath type Directory, not DirectoryOrCreate"; do
+      if node $V/validate.mjs "$SCRATCH/${t%%:*}.yaml" >"$SCRATCH/${t%%:*}.log" 2>&1 || ! grep -qF -- "${t#*:}" "$SCRATCH/${t%%:*}.log"; then
+        ok=0; echo "# ${t%%:*}: not refused with: ${t#*:}"; sed 's/^/#   /' "$SCRATCH/${t%%:*}.log" | head -4
+      fi
+    done
+    check k8s-validate-node-rules [ $ok = 1 ]
     # gen-configmap.sh round trip on awkward inputs (leading blanks, no/extra final newline).
     ok=1
     for t in '  indented first line\nx = 1\n' 'no final newline' 'two final newlines\n\n' 'tab\there\n\n# c\n'; do
