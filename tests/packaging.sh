@@ -551,6 +551,10 @@ else
     # Bad values are refused with the reason.
     out=$(deploy/helm/render.sh --set mode=bogus 2>&1 >/dev/null); rc=$?
     { [ $rc != 0 ] && echo "$out" | grep -q 'mode must be auto, external, v01, native or both'; }; verdict helm-rejects-bad-mode
+    # resctrl=false (nodes without RDT, where a hostPath of type Directory keeps the pod from
+    # starting) drops the mount and its volume, from --set (a string to the offline renderer) too.
+    { [ "$(deploy/helm/render.sh --set resctrl=false | grep -c 'host-resctrl')" = 0 ] && \
+      [ "$(grep -c 'host-resctrl' "$SCRATCH/helm.yaml")" = 2 ]; }; verdict helm-resctrl-off
   fi
 fi
 if command -v kubectl >/dev/null && kubectl kustomize $K >"$SCRATCH/kustomize.out" 2>&1; then

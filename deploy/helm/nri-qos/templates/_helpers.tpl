@@ -188,7 +188,7 @@ spec:
               mountPath: {{ dir $v.nriSocket }}
             - name: host-cgroup
               mountPath: /sys/fs/cgroup
-            {{- if $v.resctrl }}
+            {{- if ne (toString $v.resctrl) "false" }}
             - name: host-resctrl
               mountPath: /sys/fs/resctrl
               mountPropagation: HostToContainer
@@ -268,7 +268,7 @@ spec:
           hostPath:
             path: /sys/fs/cgroup
             type: Directory
-        {{- if $v.resctrl }}
+        {{- if ne (toString $v.resctrl) "false" }}
         - name: host-resctrl
           hostPath:
             path: /sys/fs/resctrl
