@@ -11,9 +11,12 @@
 #  rpm-*        make rpm; -qlp/-qip/-qcp/--scripts; scriptlets run for real by
 #               `rpm --root SCRATCH` (static busybox as the scratch root's /bin/sh)
 #  image-*      deploy/kubernetes/build-image.sh from the .deb; installer run in the image's
-#               root file system (chroot) against a scratch HOST_ROOT
+#               root file system (chroot) against a scratch HOST_ROOT (installer-*: modes, policy
+#               sync, precompile into the node's cache, the relay's arguments)
 #  k8s-*        ConfigMap in sync with conf/nri.d/nri-qos.toml; manifests validated offline
-#               (deploy/kubernetes/validate: Kubernetes schemas + unknown-field check)
+#               (deploy/kubernetes/validate: Kubernetes schemas + unknown-field check + nri-qos's
+#               node rules: kubelet/resctrl/systemd mounts, the relay's capabilities, the node's
+#               cache for install and policy-sync; k8s-validate-node-rules shows each one refuses)
 # Needs root (dpkg -i, chroot, unshare) — SKIPs otherwise. Env: KEEP=1 keeps the scratch dir.
 set -uo pipefail
 
@@ -384,7 +387,8 @@ else
   # The relay container execs the relay on the socket (a stand-in binary prints its arguments).
   printf '#!/bin/sh\necho "ARGS $*"\n' > "$RFS/bin/fake-nri-qos" && chmod +x "$RFS/bin/fake-nri-qos"
   out=$(inst2 relay NRI_QOS=/bin/fake-nri-qos 2>&1)
-  check installer-relay-external [ "$(echo "$out" | grep '^ARGS')" = "ARGS relay --socket /var/run/nri/nri.sock" ]
+  # ... with kubelet's CPU manager checkpoint in the node's kubelet directory (issue #30 §3).
+  check installer-relay-external [ "$(echo "$out" | grep '^ARGS')" = "ARGS relay --socket /var/run/nri/nri.sock --kubelet-cpu-state /var/lib/kubelet/cpu_manager_state" ]
   rm -f "$H/var/run/nri/nri.sock"
   out=$(inst2 install 2>&1); rc=$?
   { [ $rc = 0 ] && [ "$(cat "$RFS/run/nri-qos-pod/mode")" = v01 ] && \
@@ -399,6 +403,25 @@ else
   out=$(inst2 sync-policy NRI_QOS_SYNC_ONCE=1 2>&1); rc=$?
   { [ $rc = 0 ] && cmp -s "$H/etc/nri/nri-qos.toml" "$SCRATCH/node-policy3" && \
     echo "$out" | grep -q "rejected by 'nri-qos check'; node left unchanged"; }; verdict installer-sync-policy-rejected
+  # install and policy-sync precompile into the node's cache and last good store (issue #30 §3:
+  # before, `check` ran without --cache-dir, into an emptyDir). Here the node's directories are
+  # under /host; in the DaemonSet they are mounted at their names (the defaults).
+  pc() { inst2 "$1" NODE_POLICY=/host/etc/nri/nri-qos.toml NRI_QOS_CACHE_DIR=/host/run/nri-qos/cache \
+           NRI_QOS_LAST_GOOD_DIR=/host/var/lib/nri-qos NRI_QOS_SYNC_ONCE=1 2>&1; }
+  rm -rf "$H/run/nri-qos" "$H/var/lib/nri-qos"
+  cp "$SCRATCH/node-policy3" "$RFS/etc/nri-qos-policy/nri-qos.toml"   # the ConfigMap valid again
+  out=$(pc install); rc=$?
+  { [ $rc = 0 ] && ls "$H"/run/nri-qos/cache/policy-*.bin >/dev/null 2>&1 && [ -n "$(ls "$H/var/lib/nri-qos")" ] && \
+    echo "$out" | grep -q 'precompiled /host/etc/nri/nri-qos.toml into /host/run/nri-qos/cache'; }; verdict installer-precompile
+  [ $rc = 0 ] || echo "$out" | sed "s/^/# /"
+  rm -rf "$H/run/nri-qos/cache"
+  printf '\n# third site change\n' >> "$RFS/etc/nri-qos-policy/nri-qos.toml"
+  out=$(pc sync-policy); rc=$?
+  { [ $rc = 0 ] && cmp -s "$H/etc/nri/nri-qos.toml" "$RFS/etc/nri-qos-policy/nri-qos.toml" && \
+    ls "$H"/run/nri-qos/cache/policy-*.bin >/dev/null 2>&1; }; verdict installer-sync-policy-precompile
+  # the node's policy out of sight (its /etc/nri not mounted at /etc/nri): said, not silent
+  out=$(inst2 install 2>&1); rc=$?
+  { [ $rc = 0 ] && echo "$out" | grep -q "warning: the node's policy is not at /etc/nri/nri-qos.toml here"; }; verdict installer-precompile-unseen
   out=$(inst2 uninstall 2>&1); rc=$?
   { [ $rc = 0 ] && \
     [ "$(jq -c . "$H/etc/nri/conf.json")" = '{"version":"0.1","plugins":[{"type":"other"}]}' ] && \
@@ -446,6 +469,30 @@ else
     done
     { [ $n = 3 ] && grep -q "readOnlyRootFileSystem" "$SCRATCH/bad1.log" && \
       grep -q "runAsUser must be integer" "$SCRATCH/bad2.log" && grep -q "has no volume" "$SCRATCH/bad3.log"; }; verdict k8s-validate-rejects
+    # ... and nri-qos's node rules (issue #30 §3): one defect each, each named.
+    D=$K/nri-qos-daemonset.yaml R=$K/nri-qos-reconcile.yaml
+    sed 's/privileged: false/privileged: true/' $D > "$SCRATCH/node1.yaml"
+    sed 's/add: \["DAC_OVERRIDE", "SYS_RESOURCE"\]/add: ["DAC_OVERRIDE", "SYS_RESOURCE", "SYS_ADMIN"]/' $D > "$SCRATCH/node2.yaml"
+    sed '/mountPath: \/var\/lib\/kubelet$/{n;/readOnly: true/d}' $D > "$SCRATCH/node3.yaml"
+    sed '/name: NRI_QOS_KUBELET_CPU_STATE/,+1d' $D > "$SCRATCH/node4.yaml"
+    sed '0,/mountPath: \/sys\/fs\/resctrl/{/- name: host-resctrl$/,/mountPropagation/d}' $D > "$SCRATCH/node5.yaml"
+    sed 's|path: /var/lib/nri-qos$|path: /tmp/nri-qos|' $D > "$SCRATCH/node6.yaml"
+    sed 's/ --kubelet-cpu-state [^ ]*//' $R > "$SCRATCH/node7.yaml"
+    sed '/path: \/var\/lib\/kubelet$/{n;s/type: Directory$/type: DirectoryOrCreate/}' $R > "$SCRATCH/node8.yaml"
+    ok=1
+    for t in "node1:container relay: privileged must be false (it is true)" \
+             "node2:capabilities.add must be exactly [\"DAC_OVERRIDE\",\"SYS_RESOURCE\"] (docs/install.md), not [\"DAC_OVERRIDE\",\"SYS_ADMIN\",\"SYS_RESOURCE\"]" \
+             "node3:container relay: /var/lib/kubelet must be mounted readOnly" \
+             "node4:container relay: kubelet's CPU manager checkpoint is not given" \
+             "node5:container relay: the node's /sys/fs/resctrl is not mounted" \
+             "node6:container install: /var/lib/nri-qos is the node's /tmp/nri-qos, not its /var/lib/nri-qos" \
+             "node7:container reconcile: kubelet's CPU manager checkpoint is not given (reconcile --kubelet-cpu-state)" \
+             "node8:container reconcile: volume kubelet (/var/lib/kubelet) must be hostPath type Directory, not DirectoryOrCreate"; do
+      if node $V/validate.mjs "$SCRATCH/${t%%:*}.yaml" >"$SCRATCH/${t%%:*}.log" 2>&1 || ! grep -qF -- "${t#*:}" "$SCRATCH/${t%%:*}.log"; then
+        ok=0; echo "# ${t%%:*}: not refused with: ${t#*:}"; sed 's/^/#   /' "$SCRATCH/${t%%:*}.log" | head -4
+      fi
+    done
+    check k8s-validate-node-rules [ $ok = 1 ]
     # gen-configmap.sh round trip on awkward inputs (leading blanks, no/extra final newline).
     ok=1
     for t in '  indented first line\nx = 1\n' 'no final newline' 'two final newlines\n\n' 'tab\there\n\n# c\n'; do
@@ -504,6 +551,10 @@ else
     # Bad values are refused with the reason.
     out=$(deploy/helm/render.sh --set mode=bogus 2>&1 >/dev/null); rc=$?
     { [ $rc != 0 ] && echo "$out" | grep -q 'mode must be auto, external, v01, native or both'; }; verdict helm-rejects-bad-mode
+    # resctrl=false (nodes without RDT, where a hostPath of type Directory keeps the pod from
+    # starting) drops the mount and its volume, from --set (a string to the offline renderer) too.
+    { [ "$(deploy/helm/render.sh --set resctrl=false | grep -c 'host-resctrl')" = 0 ] && \
+      [ "$(grep -c 'host-resctrl' "$SCRATCH/helm.yaml")" = 2 ]; }; verdict helm-resctrl-off
   fi
 fi
 if command -v kubectl >/dev/null && kubectl kustomize $K >"$SCRATCH/kustomize.out" 2>&1; then

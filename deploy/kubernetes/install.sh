@@ -10,7 +10,12 @@
 #   2. validate the policy $POLICY_SRC (`nri-qos check`), then install it as
 #      $HOST_ROOT/etc/nri/nri-qos.toml (temp file + rename). The ConfigMap is the source of
 #      truth: a node-local edit of that file is replaced (the previous file is kept as
-#      nri-qos.toml.bak once);
+#      nri-qos.toml.bak once). Then precompile it into the node's cache and last good store
+#      (`nri-qos check $NODE_POLICY --cache-dir $NRI_QOS_CACHE_DIR --last-good-dir
+#      $NRI_QOS_LAST_GOOD_DIR`), the directories the hook and the relay read, so that no event
+#      waits for the compile of a large policy: the cache is keyed by the policy's path and inode
+#      as the node sees them, so the container must see the node's /etc/nri at /etc/nri, the
+#      node's /run/nri-qos and /var/lib/nri-qos at their names;
 #   3. pick the mode by $NRI_QOS_MODE and write it to $NRI_QOS_MODE_FILE for the containers:
 #        auto   (default) what the node runs: the runtime's NRI socket $HOST_ROOT$NRI_SOCKET
 #               exists (containerd >= 1.7 with NRI enabled, 2.x by default, iSulad with NRI) →
@@ -26,11 +31,12 @@
 #        both   v01 and native. Do not use v01 AND native with the v010-adapter installed:
 #               every event would be handled twice.
 #      If $NRI_QOS_PLUGIN_CONF is set (a JSON object) it is passed as --plugin-conf.
-# relay (the relay container): mode external → exec `nri-qos relay --socket $NRI_SOCKET` (the
-#   container's restart is the relay's restart; its log is `kubectl logs`); other modes → stay
-#   idle (the runtime execs the hook itself).
-# sync-policy (the policy-sync container): every $NRI_QOS_SYNC_SECONDS, install a changed
-#   $POLICY_SRC as step 2 does, so a ConfigMap edit reaches the node (the hook and the relay read
+# relay (the relay container): mode external → exec `nri-qos relay --socket $NRI_SOCKET
+#   --kubelet-cpu-state $NRI_QOS_KUBELET_CPU_STATE` (the container's restart is the relay's
+#   restart; its log is `kubectl logs`); other modes → stay idle (the runtime execs the hook
+#   itself).
+# sync-policy (the policy-sync container): every $NRI_QOS_SYNC_SECONDS, install (and precompile)
+#   a changed $POLICY_SRC as step 2 does, so a ConfigMap edit reaches the node (the hook and the relay read
 #   the policy file at every event) without a pod restart; a policy `nri-qos check` rejects is
 #   reported once and the node keeps its policy.
 # uninstall: unregister from conf.json, remove native symlinks to /opt/nri/bin/nri-qos, remove
@@ -46,6 +52,14 @@
 #   NRI_SOCKET [/var/run/nri/nri.sock]  the runtime's NRI socket as the node sees it
 #   NRI_QOS_MODE_FILE [/run/nri-qos-pod/mode]  mode chosen by install (a pod-local emptyDir)
 #   NRI_QOS_SYNC_SECONDS [10]  NRI_QOS_SYNC_ONCE []  (sync-policy: one pass, for tests)
+#   NODE_POLICY [/etc/nri/nri-qos.toml]  the installed policy at the node's path, as this container
+#                                     sees it (the node's /etc/nri mounted at /etc/nri)
+#   NRI_QOS_CACHE_DIR [/run/nri-qos/cache]  the node's compiled policy cache (the hook's default;
+#                                     "" = do not precompile)
+#   NRI_QOS_LAST_GOOD_DIR [/var/lib/nri-qos]  the node's last good policy store (the hook's default)
+#   NRI_QOS_KUBELET_CPU_STATE [/var/lib/kubelet/cpu_manager_state]  kubelet's CPU manager
+#                                     checkpoint, passed to the relay (the node's kubelet directory
+#                                     mounted read-only at its name; "" = the node has none)
 # Exit status: 0 done, 1 a step failed (message on stderr), 2 bad usage/environment.
 set -eu
 
@@ -59,6 +73,10 @@ NRI_QOS_MODE_FILE=${NRI_QOS_MODE_FILE:-/run/nri-qos-pod/mode}
 NRI_QOS_SYNC_SECONDS=${NRI_QOS_SYNC_SECONDS:-10}
 NRI_QOS_INDEX=${NRI_QOS_INDEX:-10}
 NRI_QOS_PLUGIN_CONF=${NRI_QOS_PLUGIN_CONF:-}
+NODE_POLICY=${NODE_POLICY:-/etc/nri/nri-qos.toml}
+NRI_QOS_CACHE_DIR=${NRI_QOS_CACHE_DIR-/run/nri-qos/cache}
+NRI_QOS_LAST_GOOD_DIR=${NRI_QOS_LAST_GOOD_DIR-/var/lib/nri-qos}
+NRI_QOS_KUBELET_CPU_STATE=${NRI_QOS_KUBELET_CPU_STATE-/var/lib/kubelet/cpu_manager_state}
 ACTION=${1:-install}
 
 # Paths as the node sees them (symlink target, conf.json entry) vs. where we write them.
@@ -86,8 +104,27 @@ install_file() {
   log "installed $2"
 }
 
-# install_policy: step 2 (validate $POLICY_SRC, keep the node's previous file once, install).
-# Returns 1 (message on stderr) when the policy is missing or rejected: the node is unchanged.
+# precompile: compile the installed policy into the node's cache and last good store (step 2).
+# The hook still compiles a policy it finds no cache entry for, so a policy this cannot
+# precompile is a warning on stderr, never a failed install.
+precompile() {
+  if [ -z "$NRI_QOS_CACHE_DIR" ]; then
+    log "NRI_QOS_CACHE_DIR is empty: policy not precompiled (the first event compiles it)"; return 0
+  fi
+  if [ ! -f "$NODE_POLICY" ] || ! cmp -s "$NODE_POLICY" "$DST_POLICY"; then
+    echo "nri-qos-install: warning: the node's policy is not at $NODE_POLICY here (mount the node's /etc/nri at /etc/nri): not precompiled; the first event compiles it" >&2
+    return 0
+  fi
+  if "$NRI_QOS" check "$NODE_POLICY" --cache-dir "$NRI_QOS_CACHE_DIR" --last-good-dir "$NRI_QOS_LAST_GOOD_DIR" >/dev/null; then
+    log "precompiled $NODE_POLICY into $NRI_QOS_CACHE_DIR (last good copy in ${NRI_QOS_LAST_GOOD_DIR:-(none)})"
+  else
+    echo "nri-qos-install: warning: precompiling $NODE_POLICY into $NRI_QOS_CACHE_DIR failed; the first event compiles it" >&2
+  fi
+}
+
+# install_policy: step 2 (validate $POLICY_SRC, keep the node's previous file once, install,
+# precompile). Returns 1 (message on stderr) when the policy is missing or rejected: the node is
+# unchanged.
 install_policy() {
   if [ ! -f "$POLICY_SRC" ]; then
     echo "nri-qos-install: error: policy $POLICY_SRC missing (is the ConfigMap mounted?)" >&2; return 1
@@ -100,6 +137,7 @@ install_policy() {
     log "kept the node's previous policy as $DST_POLICY.bak"
   fi
   install_file "$POLICY_SRC" "$DST_POLICY" 0644
+  precompile
 }
 
 case "$NRI_QOS_MODE" in auto|external|v01|native|both) ;; *) die "NRI_QOS_MODE must be auto, external, v01, native or both (got '$NRI_QOS_MODE')" 2 ;; esac
@@ -144,8 +182,8 @@ install)
 relay)
   mode=$(cat "$NRI_QOS_MODE_FILE" 2>/dev/null) || die "no mode in $NRI_QOS_MODE_FILE (did the install init container run?)" 2
   if [ "$mode" = external ]; then
-    log "mode external: nri-qos relay --socket $NRI_SOCKET"
-    exec "$NRI_QOS" relay --socket "$NRI_SOCKET"
+    log "mode external: nri-qos relay --socket $NRI_SOCKET --kubelet-cpu-state '$NRI_QOS_KUBELET_CPU_STATE'"
+    exec "$NRI_QOS" relay --socket "$NRI_SOCKET" --kubelet-cpu-state "$NRI_QOS_KUBELET_CPU_STATE"
   fi
   log "mode $mode: the runtime runs the hook itself; nothing to serve here"
   trap 'exit 0' TERM INT

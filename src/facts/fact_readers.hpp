@@ -142,9 +142,10 @@ struct KubeletCpuState {
 /// Parse the checkpoint text. Throws InputError (one line) on malformed JSON, wrong types, a bad
 /// CPU list, more than 1 MiB or more than 16384 entries.
 KubeletCpuState parse_kubelet_cpu_state(std::string_view text);
-/// Read and parse the checkpoint at `path`: nullopt when the file does not exist (no static CPU
-/// manager: nothing held); throws InputError naming the path when it cannot be read or parsed
-/// (callers then refuse to pin: fail-safe).
+/// Read and parse the checkpoint at `path`: nullopt when the file does not exist (numa.hpp
+/// kubelet_held_cpus tells "nothing held" from "unknown" by kubelet's directory); throws
+/// InputError naming the path when it cannot be read or parsed (callers then refuse to pin:
+/// fail-safe).
 std::optional<KubeletCpuState> read_kubelet_cpu_state(const std::string& path);
 
 }  // namespace nriqos

@@ -193,8 +193,27 @@ CpuSet take_by_cores(const NumaTopology& t, const CpuSet& free, unsigned need) {
 HeldCpus kubelet_held_cpus(const std::string& path, const std::string& own_pod_uid) {
     HeldCpus h;
     if (path.empty()) return h;
-    auto st = read_kubelet_cpu_state(path);
-    if (!st) return h;
+    std::optional<KubeletCpuState> st;
+    try {
+        st = read_kubelet_cpu_state(path);
+    } catch (const InputError& e) {
+        throw InputError(std::string(kKubeletCpusUnknown) + e.what());
+    }
+    if (!st) {
+        // No checkpoint. kubelet writes it at start under every CPU manager policy (none too), in
+        // its root directory: that directory missing means it is not visible here (a container
+        // without the host's /var/lib/kubelet), not that kubelet holds nothing.
+        const size_t slash = path.rfind('/');
+        const std::string dir = slash == std::string::npos ? std::string(".") : slash == 0 ? std::string("/") : path.substr(0, slash);
+        struct stat sb{};
+        const int r = stat(dir.c_str(), &sb);
+        if (r != 0 || !S_ISDIR(sb.st_mode)) {
+            const std::string what = r != 0 && errno != ENOENT ? std::string(": ") + std::strerror(errno) : std::string(" does not exist here");
+            throw InputError(std::string(kKubeletCpusUnknown) + path + " cannot be read: kubelet's directory " + dir + what +
+                             " (mount the node's kubelet directory read-only; --kubelet-cpu-state \"\" on a node without kubelet)");
+        }
+        return h;
+    }
     for (const auto& [uid, cpus] : st->by_pod) {
         if (!own_pod_uid.empty() && uid == own_pod_uid) continue;  // the pod's own exclusive CPUs
         if (cpus.empty()) continue;

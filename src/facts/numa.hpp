@@ -12,7 +12,9 @@
 //    cgroups are not counted, because a shared pool (Katalyst shared_cores pods, whatever their
 //    Kubernetes QoS; kubelet's default set) looks like any other pinned cpuset there, and
 //    Katalyst places a dedicated pod on the pool and shrinks it. A missing checkpoint holds
-//    nothing; an unreadable or malformed one refuses the placement (fail-safe).
+//    nothing when kubelet's directory exists (kubelet writes one under every policy); when that
+//    directory is missing too, or the checkpoint is unreadable or malformed, kubelet's exclusive
+//    CPUs are unknown and the placement is refused (fail-safe; kubelet_held_cpus).
 //
 // Modes (the class picks one through the fact it uses; facts.hpp):
 //  * exclusive — sized from the container's CPU request (`need` CPUs): the fewest nodes none of
@@ -71,8 +73,23 @@ struct HeldCpus {
     std::vector<std::string> by;  ///< "4-5 (kubelet static, pod 1234abcd)" for explain, at most 8 entries
 };
 
-/// CPUs kubelet's static CPU manager holds for pods other than `own_pod_uid` (its checkpoint at
-/// `path`; "" or a missing file: none). Throws InputError when the file is unreadable or malformed.
+/// The start of every reason kubelet_held_cpus gives when it cannot tell what kubelet holds.
+inline constexpr const char* kKubeletCpusUnknown = "kubelet's exclusive CPUs unknown: ";
+
+/// CPUs kubelet's static CPU manager holds for pods other than `own_pod_uid`, from its checkpoint
+/// at `path` (fact_readers.hpp KubeletCpuState; kubernetes pkg/kubelet/cm/cpumanager/state
+/// checkpoint.go). Three outcomes:
+///  * known, none held: `path` is "" (the operator says the node has no kubelet CPU manager);
+///    the checkpoint says policyName "none" (kubelet's none policy writes one too); or the file
+///    is missing while its directory (kubelet's root, /var/lib/kubelet) exists — kubelet writes
+///    the checkpoint when it starts, under every policy, so a kubelet directory without it is a
+///    kubelet without a CPU manager;
+///  * known, held: the static policy's entries of other pods;
+///  * unknown: throws InputError starting with kKubeletCpusUnknown — the file is missing and so is
+///    its directory (kubelet's directory is not visible here, as in a container that does not
+///    mount it: kubelet may well run the static policy), or the file cannot be read or parsed.
+/// Callers refuse the placement or pin with that reason (fail closed: a pod-written cpuset must
+/// never land on another pod's exclusive CPUs because the checkpoint was out of sight).
 HeldCpus kubelet_held_cpus(const std::string& path, const std::string& own_pod_uid);
 
 enum class NumaMode { Exclusive, Bound, Shared };

@@ -11,6 +11,19 @@
 //  3. Checks the API server does beyond the schema for workloads: selector matches the template
 //     labels, every volumeMount names a declared volume, container names unique, hostPath
 //     absolute.
+//  4. nri-qos's own rules for its node DaemonSets (nodeChecks; issue #30 §3), so that the
+//     Kubernetes install sees what the package install sees:
+//     - the relay container (the installer DaemonSet, static or rendered by the chart) and the
+//       reconcile container mount kubelet's directory read-only from the node (hostPath type
+//       Directory, never created empty) at its name, and are given kubelet's CPU manager
+//       checkpoint in it (relay: env NRI_QOS_KUBELET_CPU_STATE, which install.sh passes as
+//       --kubelet-cpu-state; reconcile: the flag); they mount /sys/fs/cgroup and /sys/fs/resctrl
+//       read-write and /run/systemd read-only from the node;
+//     - the relay is not privileged and has exactly the capabilities docs/install.md lists
+//       (RELAY_CAPABILITIES), everything else dropped, no privilege escalation, hostPID, and
+//       the AppArmor and SELinux settings the writes need;
+//     - install and policy-sync precompile into the node's cache and last good store: the node's
+//       /run/nri-qos, /var/lib/nri-qos and /etc/nri (read-only) at their names, no emptyDir.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -58,6 +71,89 @@ function workloadChecks(obj) {
   return errs;
 }
 
+// The relay container's capabilities, as docs/install.md ("Kubernetes", the relay's
+// capabilities) documents each one. Exactly these: one more or one less is an error.
+const RELAY_CAPABILITIES = ["DAC_OVERRIDE", "SYS_RESOURCE"];
+const KUBELET_CPU_STATE = "cpu_manager_state";
+
+function nodeChecks(obj) {
+  const errs = [];
+  if (obj.kind !== "DaemonSet") return errs;
+  const pod = (obj.spec && obj.spec.template && obj.spec.template.spec) || {};
+  const all = [...(pod.initContainers || []), ...(pod.containers || [])];
+  const byName = (n) => all.find((c) => c.name === n);
+  const relay = byName("relay"), reconcile = byName("reconcile");
+  if (!relay && !reconcile) return errs;
+  const vols = new Map((pod.volumes || []).map((v) => [v.name, v]));
+  // The mount of `path` in container c, from the node's `path` (hostPath at the same name).
+  const hostMount = (c, path, { readOnly, type } = {}) => {
+    const m = (c.volumeMounts || []).find((x) => x.mountPath === path);
+    if (!m) return errs.push(`container ${c.name}: the node's ${path} is not mounted`), null;
+    const v = vols.get(m.name) || {};
+    if (!v.hostPath) return errs.push(`container ${c.name}: ${path} is volume ${m.name}, not the node's ${path} (hostPath)`), null;
+    if (v.hostPath.path !== path) errs.push(`container ${c.name}: ${path} is the node's ${v.hostPath.path}, not its ${path}`);
+    if (type && v.hostPath.type !== type) errs.push(`container ${c.name}: volume ${m.name} (${path}) must be hostPath type ${type}, not ${v.hostPath.type || "unset"}`);
+    if (readOnly === true && m.readOnly !== true) errs.push(`container ${c.name}: ${path} must be mounted readOnly`);
+    if (readOnly === false && m.readOnly === true) errs.push(`container ${c.name}: ${path} must be mounted read-write`);
+    return m;
+  };
+  const dirOf = (p) => p.replace(/\/[^/]*$/, "") || "/";
+  // kubelet's checkpoint: an absolute path named cpu_manager_state in kubelet's directory, which
+  // is mounted read-only (also below: recursiveReadOnly where the runtime can) and never created.
+  const kubeletState = (c, given, how) => {
+    if (given === undefined) return errs.push(`container ${c.name}: kubelet's CPU manager checkpoint is not given (${how})`);
+    if (!String(given).startsWith("/") || !String(given).endsWith("/" + KUBELET_CPU_STATE))
+      return errs.push(`container ${c.name}: ${how} is ${JSON.stringify(given)}, not <kubelet's directory>/${KUBELET_CPU_STATE}`);
+    const m = hostMount(c, dirOf(given), { readOnly: true, type: "Directory" });
+    if (m && m.recursiveReadOnly !== "IfPossible" && m.recursiveReadOnly !== "Enabled")
+      errs.push(`container ${c.name}: ${dirOf(given)} must be recursiveReadOnly (the pods' volumes below it)`);
+  };
+  const nodePaths = (c) => {
+    hostMount(c, "/sys/fs/cgroup", { readOnly: false });
+    hostMount(c, "/sys/fs/resctrl", { readOnly: false });
+    hostMount(c, "/run/systemd", { readOnly: true });
+  };
+  if (relay) {
+    const env = new Map((relay.env || []).map((e) => [e.name, e.value]));
+    kubeletState(relay, env.get("NRI_QOS_KUBELET_CPU_STATE"), "env NRI_QOS_KUBELET_CPU_STATE, install.sh's --kubelet-cpu-state");
+    nodePaths(relay);
+    hostMount(relay, "/run/nri-qos", { readOnly: false });
+    hostMount(relay, "/var/lib/nri-qos", { readOnly: false });
+    const sc = relay.securityContext || {};
+    if (sc.privileged !== false) errs.push(`container relay: privileged must be false (${sc.privileged === true ? "it is true" : "unset"}): it gets the capabilities it needs`);
+    if (sc.allowPrivilegeEscalation !== false) errs.push("container relay: allowPrivilegeEscalation must be false");
+    const caps = sc.capabilities || {};
+    if (JSON.stringify(caps.drop || []) !== JSON.stringify(["ALL"])) errs.push(`container relay: capabilities.drop must be ["ALL"], not ${JSON.stringify(caps.drop || [])}`);
+    const add = [...(caps.add || [])].sort();
+    if (JSON.stringify(add) !== JSON.stringify(RELAY_CAPABILITIES))
+      errs.push(`container relay: capabilities.add must be exactly ${JSON.stringify(RELAY_CAPABILITIES)} (docs/install.md), not ${JSON.stringify(add)}`);
+    // what the capabilities do not cover (docs/install.md): resctrl writes under AppArmor,
+    // cgroup and other containers' /proc writes under SELinux
+    if (!sc.appArmorProfile || sc.appArmorProfile.type !== "Unconfined") errs.push("container relay: appArmorProfile must be Unconfined (the default profile denies writes under /sys/fs/resctrl)");
+    if (!sc.seLinuxOptions || sc.seLinuxOptions.type !== "spc_t") errs.push("container relay: seLinuxOptions.type must be spc_t (container_t writes no cgroup file)");
+    if (pod.hostPID !== true) errs.push("hostPID must be true: the relay writes /proc/<pid>/oom_score_adj of containers");
+    // install and policy-sync: `nri-qos check --cache-dir` into the node's cache and last good
+    // store (install.sh NRI_QOS_CACHE_DIR, NRI_QOS_LAST_GOOD_DIR), the policy at the node's path.
+    for (const n of ["install", "policy-sync"]) {
+      const c = byName(n);
+      if (!c) { errs.push(`no ${n} container`); continue; }
+      const cenv = new Map((c.env || []).map((e) => [e.name, e.value]));
+      for (const [k, dflt] of [["NRI_QOS_CACHE_DIR", "/run/nri-qos/cache"], ["NRI_QOS_LAST_GOOD_DIR", "/var/lib/nri-qos"], ["NODE_POLICY", "/etc/nri/nri-qos.toml"]])
+        if (cenv.has(k) && cenv.get(k) !== dflt) errs.push(`container ${n}: ${k} must be the node's ${dflt} (or unset), not ${JSON.stringify(cenv.get(k))}`);
+      hostMount(c, "/run/nri-qos", { readOnly: false });
+      hostMount(c, "/var/lib/nri-qos", { readOnly: false });
+      hostMount(c, "/etc/nri", { readOnly: true });
+    }
+  }
+  if (reconcile) {
+    const text = [...(reconcile.command || []), ...(reconcile.args || [])].join(" ");
+    const m = text.match(/--kubelet-cpu-state[ =]("[^"]*"|'[^']*'|\S+)/);
+    kubeletState(reconcile, m ? m[1].replace(/^["']|["']$/g, "") : undefined, "reconcile --kubelet-cpu-state");
+    nodePaths(reconcile);
+  }
+  return errs;
+}
+
 const results = []; // {file, id, errors[]}
 const tsSources = []; // [index, source]
 for (const file of files) {
@@ -90,6 +186,7 @@ for (const file of files) {
       continue;
     }
     r.errors.push(...workloadChecks(obj));
+    r.errors.push(...nodeChecks(obj));
     tsSources.push([results.length - 1,
       `import type { ${obj.kind} } from "${typesModule}";\n` +
       `export const o: ${obj.kind} = ${JSON.stringify(obj, null, 1)};\n`]);

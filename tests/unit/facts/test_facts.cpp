@@ -365,6 +365,30 @@ TEST_CASE("kubelet cpu_manager_state: held CPUs of other pods", "[facts][numa][c
     CHECK(h.by[0] == "4-5 (kubelet static, pod podB)");
     t.put("cpu_manager_state", "{\"entries\":");  // malformed: refused, never "nothing held"
     CHECK(error_of([&] { kubelet_held_cpus(f, "podA"); }).find("malformed JSON") != std::string::npos);
+    CHECK(error_of([&] { kubelet_held_cpus(f, "podA"); }).find(kKubeletCpusUnknown) == 0);
+}
+
+TEST_CASE("kubelet cpu_manager_state: out of sight is unknown, not none held (issue #30 §3)", "[facts][numa][cpuset-trust][kubelet-unknown]") {
+    Tmp t;
+    // kubelet's directory missing too (a container without the host's /var/lib/kubelet): unknown
+    const std::string gone = t.path + "/var/lib/kubelet/cpu_manager_state";
+    CHECK(error_of([&] { kubelet_held_cpus(gone, "podA"); }) ==
+          "kubelet's exclusive CPUs unknown: " + gone + " cannot be read: kubelet's directory " + t.path +
+              "/var/lib/kubelet does not exist here (mount the node's kubelet directory read-only; --kubelet-cpu-state \"\" on a node "
+              "without kubelet)");
+    // kubelet's directory there, no checkpoint: kubelet runs no CPU manager, nothing held
+    t.mkdir("var/lib/kubelet");
+    CHECK(kubelet_held_cpus(gone, "podA").cpus.empty());
+    // kubelet's none policy writes a checkpoint too: nothing held, stale entries ignored
+    t.put("var/lib/kubelet/cpu_manager_state", R"({"policyName":"none","defaultCpuSet":"","entries":{"podB":{"c":"4-5"}},"checksum":1})");
+    CHECK(kubelet_held_cpus(gone, "podA").cpus.empty());
+    // "" is the operator's word that the node has no kubelet CPU manager
+    CHECK(kubelet_held_cpus("", "podA").cpus.empty());
+    // a checkpoint that cannot be opened is unknown too
+    t.put("var/lib/kubelet/cpu_manager_state", "{}");
+    REQUIRE(chmod((t.path + "/var/lib/kubelet/cpu_manager_state").c_str(), 0) == 0);
+    if (geteuid() != 0)  // root reads it anyway
+        CHECK(error_of([&] { kubelet_held_cpus(gone, "podA"); }) == "kubelet's exclusive CPUs unknown: kubelet cpu_manager_state " + gone + ": Permission denied");
 }
 
 namespace {
@@ -529,6 +553,7 @@ struct Env {
     FactState state;
     const Policy* policy = nullptr;  ///< [guarded] tables (nullptr: nothing trusted)
     std::function<std::string(const std::string&)> not_passed;  ///< FactInput::not_passed
+    std::optional<std::string> kubelet_cpu_state;  ///< FactInput::kubelet_cpu_state (default: <tmp>/cpu_manager_state)
     Env() : kernel(t.path + "/cg", t.path + "/proc", t.path + "/rc"), state(t.path + "/state") {}
     FactPlan run(const ClassDef& cls, const Request& r, Layout lay = Layout::V1, bool dry = false) {
         FactInput in;
@@ -541,7 +566,7 @@ struct Env {
         in.cgroup_root = t.path + "/cg";
         in.sysfs_root = t.path + "/sys";
         in.dev_root = t.path + "/dev";
-        in.kubelet_cpu_state = t.path + "/cpu_manager_state";
+        in.kubelet_cpu_state = kubelet_cpu_state ? *kubelet_cpu_state : t.path + "/cpu_manager_state";
         in.dry_run = dry;
         in.not_passed = not_passed;
         FactPlan p = resolve_facts(cls, in, state);
@@ -1082,6 +1107,43 @@ TEST_CASE("annotation cpuset: never on CPUs kubelet's static CPU manager gave an
     p = e.run(class_of(kLsr), pinned("0-1", "c9", "sb9", "uid3"));
     CHECK_FALSE(knob(p.cls.container, KnobId::CpusetCpus));
     CHECK(refused_with(p, "kubelet cpu_manager_state: entries.uid2.db"));
+}
+
+TEST_CASE("annotation cpuset: kubelet's exclusive CPUs unknown refuses the pin; policy none allows it (issue #30 §3)", "[facts][cpuset-trust][kubelet-unknown]") {
+    Env e;
+    lsr_node(e);
+    // the checkpoint out of sight (its directory missing: a container without the host's
+    // /var/lib/kubelet): kubelet may hold any CPU, so the pod-written cpuset is refused
+    e.kubelet_cpu_state = e.t.path + "/host/var/lib/kubelet/cpu_manager_state";
+    FactPlan p = e.run(class_of(kLsr), pinned("2-3"));
+    CHECK_FALSE(knob(p.cls.container, KnobId::CpusetCpus));
+    CHECK_FALSE(knob(p.cls.container, KnobId::CpuQuota));
+    CHECK(refused_with(p, "cpuset_cpus: fact koordinator.cpuset: scheduling.koordinator.sh/resource-status: kubelet's exclusive CPUs unknown: " +
+                              *e.kubelet_cpu_state + " cannot be read: kubelet's directory " + e.t.path + "/host/var/lib/kubelet does not exist here"));
+    CHECK(e.state.numa_records().empty());
+    // explain (dry run) says the same
+    p = e.run(class_of(kLsr), pinned("2-3"), Layout::V1, true);
+    CHECK(refused_with(p, "kubelet's exclusive CPUs unknown: "));
+    // a NUMA placement is refused for the same reason
+    NumaRequest rq;
+    rq.sysfs_root = e.t.path + "/sys";
+    rq.cgroup_root = e.t.path + "/cg";
+    rq.kubelet_cpu_state = *e.kubelet_cpu_state;
+    rq.container_id = "n1";
+    rq.sandbox_id = "sbn";
+    rq.pod_uid = "uid3";
+    rq.pod_dir = "kubepods/poduid3";
+    rq.mode = NumaMode::Bound;
+    rq.need = 2;
+    rq.dry_run = true;
+    CHECK(error_of([&] { place_numa(rq, e.state); }).find("kubelet's exclusive CPUs unknown: ") == 0);
+    // kubelet's none policy (its checkpoint written with policyName "none", stale entries and
+    // all): nothing held, the pin applies
+    e.t.put("host/var/lib/kubelet/cpu_manager_state", R"({"policyName":"none","defaultCpuSet":"","entries":{"uid2":{"db":"2-3"}},"checksum":3})");
+    p = e.run(class_of(kLsr), pinned("2-3"));
+    REQUIRE(knob(p.cls.container, KnobId::CpusetCpus));
+    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "2-3");
+    CHECK(place_numa(rq, e.state).cpus.count() == 2);
 }
 
 TEST_CASE("annotation cpuset: never on CPUs nri-qos pinned or placed for another pod", "[facts][cpuset-trust]") {

@@ -127,8 +127,15 @@ spec:
             - name: policy
               mountPath: /etc/nri-qos-policy
               readOnly: true
-            - name: scratch
+            # the policy at the node's path, the node's cache and last good store: `nri-qos
+            # check --cache-dir` precompiles where the hook and the relay read
+            - name: host-etc-nri
+              mountPath: /etc/nri
+              readOnly: true
+            - name: host-state
               mountPath: /run/nri-qos
+            - name: host-last-good
+              mountPath: /var/lib/nri-qos
             - name: host-nri-socket
               mountPath: /host{{ dir $v.nriSocket }}
               readOnly: true
@@ -142,6 +149,9 @@ spec:
           env:
             - name: NRI_SOCKET
               value: {{ $v.nriSocket | quote }}
+            # `nri-qos relay --kubelet-cpu-state` (kubelet's directory mounted read-only below)
+            - name: NRI_QOS_KUBELET_CPU_STATE
+              value: {{ printf "%s/cpu_manager_state" $v.kubeletDir | quote }}
           livenessProbe:
             exec:
               command: ["/bin/sh", "-c", "[ \"$(cat /run/nri-qos-pod/mode)\" != external ] || /opt/nri/bin/nri-qos status --relay >/dev/null"]
@@ -149,8 +159,25 @@ spec:
             periodSeconds: 30
             timeoutSeconds: 5
             failureThreshold: 3
+          # Not privileged (docs/install.md, "Kubernetes", the relay's capabilities): DAC_OVERRIDE
+          # for /proc/<pid>/oom_score_adj of containers of other users and host directories of
+          # other packages; SYS_RESOURCE for an oom_score_adj below the one runc set. AppArmor
+          # unconfined: the default profile denies writes under /sys/fs/resctrl; seccomp
+          # unconfined: the relay confines each evaluation itself (seccomp filter + Landlock);
+          # SELinux spc_t: container_t may write neither cgroups nor other containers' /proc.
           securityContext:
-            privileged: true
+            runAsUser: 0
+            privileged: false
+            allowPrivilegeEscalation: false
+            capabilities:
+              drop: ["ALL"]
+              add: ["DAC_OVERRIDE", "SYS_RESOURCE"]
+            appArmorProfile:
+              type: Unconfined
+            seccompProfile:
+              type: Unconfined
+            seLinuxOptions:
+              type: spc_t
           resources:
             {{- toYaml $v.resources.relay | nindent 12 }}
           volumeMounts:
@@ -161,6 +188,18 @@ spec:
               mountPath: {{ dir $v.nriSocket }}
             - name: host-cgroup
               mountPath: /sys/fs/cgroup
+            {{- if ne (toString $v.resctrl) "false" }}
+            - name: host-resctrl
+              mountPath: /sys/fs/resctrl
+              mountPropagation: HostToContainer
+            {{- end }}
+            - name: host-kubelet
+              mountPath: {{ $v.kubeletDir }}
+              readOnly: true
+              recursiveReadOnly: IfPossible
+            - name: host-systemd
+              mountPath: /run/systemd
+              readOnly: true
             - name: host-state
               mountPath: /run/nri-qos
             - name: host-last-good
@@ -198,8 +237,13 @@ spec:
             - name: policy
               mountPath: /etc/nri-qos-policy
               readOnly: true
-            - name: scratch
+            - name: host-etc-nri
+              mountPath: /etc/nri
+              readOnly: true
+            - name: host-state
               mountPath: /run/nri-qos
+            - name: host-last-good
+              mountPath: /var/lib/nri-qos
       volumes:
         - name: host-opt-nri
           hostPath:
@@ -212,10 +256,6 @@ spec:
         - name: policy
           configMap:
             name: {{ $name }}-policy
-        - name: scratch
-          emptyDir:
-            medium: Memory
-            sizeLimit: 16Mi
         - name: pod-mode
           emptyDir:
             medium: Memory
@@ -228,6 +268,20 @@ spec:
           hostPath:
             path: /sys/fs/cgroup
             type: Directory
+        {{- if ne (toString $v.resctrl) "false" }}
+        - name: host-resctrl
+          hostPath:
+            path: /sys/fs/resctrl
+            type: Directory
+        {{- end }}
+        - name: host-kubelet
+          hostPath:
+            path: {{ $v.kubeletDir }}
+            type: Directory
+        - name: host-systemd
+          hostPath:
+            path: /run/systemd
+            type: DirectoryOrCreate
         - name: host-state
           hostPath:
             path: /run/nri-qos
