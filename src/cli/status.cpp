@@ -408,7 +408,8 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
                 FsKernel k(d.cgroup_root, d.proc_root, d.resctrl_root);
                 // A declared group that went missing is made again before its tasks write is
                 // checked (resctrl.hpp); one that cannot be made fails that knob with the reason.
-                ensure_plan_groups(d.plan, *pol, d.resctrl_root, o.state_dir, o.dry_run);
+                // Its lock is held until this container's writes are done (ResctrlLock).
+                ResctrlLock resctrl_lock = ensure_plan_groups(d.plan, *pol, d.resctrl_root, o.state_dir, o.dry_run);
                 if (resctrl_root.empty()) resctrl_root = d.resctrl_root;
                 std::string drift, failed;
                 // What the kernel holds now: files in force are settled (Applied) before the

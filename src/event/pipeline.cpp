@@ -660,7 +660,10 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         if (opt.explain_trace) explain_calculations(policy, d, r, c.plan, c.trace, c.trace_json);
         // Declared resctrl groups exist (created, under the mount's lock) before a container is
         // handed to one: in the adjustment (the runtime joins it at create) or the tasks write.
-        ensure_plan_groups(c.plan, policy, opt.resctrl_root, opt.state_dir, mode == Mode::Explain);
+        // The mount's lock stays held through the writes when a tasks write joins such a group:
+        // a reconcile cleanup cannot remove the group in between (resctrl.hpp ResctrlLock).
+        ResctrlLock resctrl_lock = ensure_plan_groups(c.plan, policy, opt.resctrl_root, opt.state_dir, mode == Mode::Explain);
+        if (opt.before_writes) opt.before_writes();
         const bool applies = mode != Mode::Explain || opt.explain_simulate;  // explain --pod: its scratch node
         if (applies) {
             // systemd driver, cgroup v2: unit properties first (systemd_unit.hpp), then the files.
@@ -675,6 +678,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
                              : systemd_sink_off(opt.systemd_helper, opt.cgroup_root);
             }
             apply_plan(c.plan, kernel, mode != Mode::Explain ? &sd : nullptr);
+            resctrl_lock.release();
             if (setter.last_us > 0) c.metadata["systemd_helper_us"] = std::to_string(setter.last_us);
         }
         if (r.wire == Request::Wire::V01) finalize_adjustment(c.plan);

@@ -79,6 +79,10 @@ struct Options {
     /// end). From then on the deadline never answers again (on_deadline: kExitRecordsCut).
     /// Empty: run_pipeline's caller writes the returned text (invoke, explain, `nri-eval`).
     std::function<void(const std::string& answer)> deliver;
+    /// Tests only (empty otherwise): called once the plan is built and its declared resctrl
+    /// groups are ready (their mount's lock held when a tasks write joins one), right before the
+    /// first write — where a concurrent `reconcile` could act between the two steps.
+    std::function<void()> before_writes;
 };
 
 /// Exit status of an evaluator whose own deadline fired after it had delivered its answer
