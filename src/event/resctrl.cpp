@@ -495,7 +495,7 @@ std::set<std::string> resctrl_groups_in_use(const Policy& policy) {
 }
 
 int cleanup_resctrl_groups(const std::set<std::string>& in_use, const std::string& root, const std::string& state_dir, bool dry_run,
-                           std::string& out) {
+                           std::string& out, const std::function<bool()>& still_current) {
     Fd st(open_state(state_dir, false));
     std::set<std::string> created = read_created(st.fd);
     if (created.empty()) return 0;
@@ -504,6 +504,10 @@ int cleanup_resctrl_groups(const std::set<std::string>& in_use, const std::strin
     if (!dry_run && r.fd >= 0 && !lock_within(r.fd, kLockWaitMs)) {
         out += "failed   resctrl: mount locked by another process (flock); groups not cleaned up\n";
         return 1;
+    }
+    if (!dry_run && still_current && !still_current()) {
+        out += "kept     resctrl groups: a policy changed during this pass; none removed (the next pass decides)\n";
+        return 0;
     }
     std::set<std::string> keep = created;
     for (const auto& n : created) {

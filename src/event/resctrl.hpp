@@ -15,6 +15,7 @@
 // group through a fact that may only lower its cache (rubik.cache_limit, facts.hpp).
 #pragma once
 
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -112,10 +113,15 @@ std::set<std::string> resctrl_groups_in_use(const Policy& policy);
 /// does not name, when their `tasks` is empty (a group with tasks is kept and reported); a group
 /// gone already is dropped from the record. Under the mount's lock (ResctrlLock; 500 ms at
 /// most, else nothing is removed this pass and that is one failure): an event between its
-/// groups' check and its `tasks` write holds it, so its group is never removed under it. Appends one line per group to `out`. Returns the
+/// groups' check and its `tasks` write holds it, so its group is never removed under it.
+/// `in_use` is what the caller's policies named when it read them; `still_current` (when set;
+/// not on a dry run) is asked under the lock whether they are still the files in force: false
+/// (a policy edited since, which may name a group an event has just made ready for the runtime
+/// to join after its answer — native NRI's rdt_class) removes nothing ("kept", no failure): the
+/// next pass decides with the new policy. Appends one line per group to `out`. Returns the
 /// number of failures (rmdir refused, unreadable tasks).
 int cleanup_resctrl_groups(const std::set<std::string>& in_use, const std::string& root, const std::string& state_dir, bool dry_run,
-                           std::string& out);
+                           std::string& out, const std::function<bool()>& still_current = {});
 
 /// The names listed in <state_dir>/resctrl-groups (groups nri-qos created), sorted.
 std::set<std::string> created_resctrl_groups(const std::string& state_dir);

@@ -5,7 +5,10 @@
 // files the kernel would create with a group, and the CLOSID count stands in for mkdir's ENOSPC.
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <cstdlib>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
@@ -312,6 +315,33 @@ TEST_CASE("resctrl: an event's group survives a reconcile cleanup between its ch
     nlohmann::json r = nlohmann::json::parse(res);
     CHECK(r.value("error", "") == "");
     CHECK(r["metadata"].value("failed", "") == "");
+}
+
+// The native runtime joins the group of a CreateContainer answer's rdt_class after the answer,
+// outside any lock of ours: there the cleanup's rule "never a group a policy in use names"
+// protects it — provided the policy is still the one in use. A reconcile pass that read the
+// policy before an edit which introduced the group would remove it; it asks, under the lock,
+// whether its policies are still current, and removes nothing when not.
+TEST_CASE("resctrl: a cleanup whose policy changed during the pass removes nothing; asked under the lock", "[resctrl][race]") {
+    Tree t;
+    REQUIRE(ensure_resctrl_group(pct("new", 50, -1), t.res, t.state, false).status == GroupOutcome::Ready);
+    std::string out;
+    bool under_lock = false;
+    auto changed = [&] {
+        int fd = open(t.res.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        under_lock = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+        if (fd >= 0) close(fd);
+        return false;
+    };
+    CHECK(cleanup_resctrl_groups({}, t.res, t.state, false, out, changed) == 0);
+    CHECK(under_lock);
+    CHECK(t.has("new"));
+    CHECK(out == "kept     resctrl groups: a policy changed during this pass; none removed (the next pass decides)\n");
+    CHECK(created_resctrl_groups(t.state) == std::set<std::string>{"new"});
+    out.clear();
+    CHECK(cleanup_resctrl_groups({}, t.res, t.state, false, out, [] { return true; }) == 0);
+    CHECK(!t.has("new"));
+    CHECK(out.find("removed  resctrl group new") != std::string::npos);
 }
 
 TEST_CASE("policy: [resctrl.<name>] declarations are checked", "[resctrl][policy]") {
