@@ -199,14 +199,26 @@ cp "$R3/base.toml" "$BIG"
 hook "$R3" invoke --policy "$BIG" <<<"$CT" >/dev/null 2>&1
 bash "$TOP/bench/gen-policy.sh" 10000 "$R3/base.toml" > "$R3/big.tmp" && mv "$R3/big.tmp" "$BIG"
 OUT=$(hook "$R3" invoke --policy "$BIG" --deadline-ms $DL <<<"$CT" 2>/dev/null); RC=$?
-check "large policy: a deadline during its compile answers with the last good copy's mode (closed): exit 1" "$RC" 1
+check "large policy: a deadline during its compile answers with the file's settings.fail (closed; its last good copy's too): exit 1" "$RC" 1
 check_contains "large policy: ... and the Result's error says so" "$(jq_get "$OUT" .error)" \
-  "nri-qos: deadline exceeded after $DL ms while the policy was being compiled: fail-closed (the fail mode of its last good copy; the policy's own is not known yet), container refused"
-# No last good copy: the built-in policy's mode (open), said in the warning.
+  "nri-qos: deadline exceeded after $DL ms while the policy was being compiled: fail-closed (the policy file's settings.fail, read ahead of its compile), container refused"
+# No last good copy: still the file's own settings.fail (closed), read ahead of the compile
+# (issue #30 item 5; before: the built-in policy's, open).
 OUT=$(hook "$R3" invoke --policy "$BIG" --deadline-ms $DL --last-good-dir "" <<<"$CT" 2>/dev/null); RC=$?
-check "large policy: no last good copy: the built-in policy's mode (open)" "$RC/$(jq_get "$OUT" .error)" "0/"
-check_contains "large policy: ... said in the warning" "$(jq_get "$OUT" .metadata.warning)" \
-  "deadline exceeded while the policy was being compiled: nri-qos gave up (fail-open) (the fail mode of the built-in policy"
+check "large policy: no last good copy: the file's own mode (closed): exit 1" "$RC" 1
+check_contains "large policy: ... said in the error" "$(jq_get "$OUT" .error)" \
+  "while the policy was being compiled: fail-closed (the policy file's settings.fail, read ahead of its compile), container refused"
+# Issue #30 item 5: a fail-closed 10,000-rule policy just written on a node that never saw it —
+# no compiled entry, no last good copy (a fresh cache and last-good directory) — fails closed at
+# the deadline of its compile, never open because it is new or large. (Fails on the code before
+# the fix: exit 0 and the built-in policy's fail-open warning.)
+R4=$(tree)
+cp "$BIG" "$R4/new.toml"
+OUT=$(hook "$R4" invoke --policy "$R4/new.toml" --deadline-ms $DL --last-good-dir "$R4/lg" <<<"$CT" 2>/dev/null); RC=$?
+check "new large policy: no cache, no last good copy: a deadline during its compile fails closed (exit 1)" \
+  "$RC/$(ls "$R4/cache" 2>/dev/null | wc -l)/$(ls "$R4/lg" 2>/dev/null | wc -l)" "1/0/0"
+check_contains "new large policy: ... the Result's error says whose mode" "$(jq_get "$OUT" .error)" \
+  "nri-qos: deadline exceeded after $DL ms while the policy was being compiled: fail-closed (the policy file's settings.fail, read ahead of its compile), container refused"
 # Compiled outside the event: a reconcile pass (the timer) compiles the configured policy even with
 # no container known yet (a fresh state dir: after a reboot); the next event finds it compiled.
 "$BIN" reconcile --policy "$BIG" --state-dir "$R3/fresh" --cache-dir "$R3/cache" --cgroup-root "$R3/cg" --cgroup-layout v1 \

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "event/detect.hpp"
@@ -29,18 +30,31 @@ namespace {
 /// (policy_store.hpp effective_policy: the file, else its last good copy, else the built-in
 /// policy), each with what was used and why: status and reconcile compare the kernel with what
 /// the hook applies, also while the file is broken or absent.
+/// The file `path` as it is now (device, inode, size, modification and change times), "" when
+/// it cannot be stat(2)ed: a policy edited (or replaced) since it was read has another one.
+std::string file_identity(const std::string& path) {
+    struct stat s {};
+    if (stat(path.c_str(), &s) != 0) return "";
+    char b[160];
+    snprintf(b, sizeof b, "%llu:%llu:%lld:%lld.%09ld:%lld.%09ld", (unsigned long long)s.st_dev, (unsigned long long)s.st_ino, (long long)s.st_size,
+             (long long)s.st_mtim.tv_sec, s.st_mtim.tv_nsec, (long long)s.st_ctim.tv_sec, s.st_ctim.tv_nsec);
+    return b;
+}
+
 struct PolicySet {
     PolicyPlaces where;
     struct Entry {
         std::shared_ptr<Policy> policy;  // nullptr: internal error (err)
         PolicyInfo info;
         std::string err;
+        std::string identity;  // file_identity(path) before it was loaded
     };
     std::map<std::string, Entry> byPath;
     const Entry& get(const std::string& path) {
         auto it = byPath.find(path);
         if (it == byPath.end()) {
             Entry e;
+            e.identity = file_identity(path);
             try {
                 e.policy = std::make_shared<Policy>(effective_policy(path, path == defaults::kPolicy, where, nullptr, e.info));
             } catch (const std::exception& x) {
@@ -408,7 +422,8 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
                 FsKernel k(d.cgroup_root, d.proc_root, d.resctrl_root);
                 // A declared group that went missing is made again before its tasks write is
                 // checked (resctrl.hpp); one that cannot be made fails that knob with the reason.
-                ensure_plan_groups(d.plan, *pol, d.resctrl_root, o.state_dir, o.dry_run);
+                // Its lock is held until this container's writes are done (ResctrlLock).
+                ResctrlLock resctrl_lock = ensure_plan_groups(d.plan, *pol, d.resctrl_root, o.state_dir, o.dry_run);
                 if (resctrl_root.empty()) resctrl_root = d.resctrl_root;
                 std::string drift, failed;
                 // What the kernel holds now: files in force are settled (Applied) before the
@@ -504,7 +519,14 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
         for (const auto& pp : used_policies) broken = broken || !pols.get(pp).policy || pols.get(pp).info.broken();
         if (broken) {
             if (!created_resctrl_groups(o.state_dir).empty()) out += "kept     resctrl groups: a policy is broken, none removed\n";
-        } else if (cleanup_resctrl_groups(in_use, resctrl_root, o.state_dir, o.dry_run, out) > 0) {
+        } else if (cleanup_resctrl_groups(in_use, resctrl_root, o.state_dir, o.dry_run, out, [&] {
+                       // Under the mount's lock: a policy edited since this pass read it may name a
+                       // group an event has just made ready for the runtime to join (native NRI's
+                       // rdt_class, joined after the answer): none is removed on the old word.
+                       for (const auto& pp : used_policies)
+                           if (file_identity(pp) != pols.get(pp).identity) return false;
+                       return true;
+                   }) > 0) {
             rc = 1;
         }
     }

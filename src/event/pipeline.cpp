@@ -110,12 +110,12 @@ int64_t g_start_ns = 0;
 
 std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const std::string& cls, int ms, int& exit_code, const char* mode_from) {
     // Byte-compatible with nlohmann's dump() of the same object (keys sorted). Class names are
-    // [A-Za-z0-9_.-] (policy.cpp validates them), `mode_from` is one of our fixed phrases:
-    // nothing to escape.
+    // [A-Za-z0-9_.-] (policy.cpp validates them), `mode_from` is one of our fixed phrases
+    // (compile_fail_mode): nothing to escape.
     std::string md;
     if (!cls.empty()) md = "\"class\":\"" + cls + "\"";
     const std::string during = mode_from ? std::string(" while the policy was being compiled") : std::string();
-    const std::string whose = mode_from ? std::string(" (the fail mode of ") + mode_from + "; the policy's own is not known yet)" : std::string();
+    const std::string whose = mode_from ? std::string(" (") + mode_from + ")" : std::string();
     std::string error;
     if (closed) {
         error = "nri-qos: deadline exceeded after " + std::to_string(ms) + " ms" + during + (cls.empty() ? "" : " (class " + cls + ")") +
@@ -130,6 +130,21 @@ std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const st
     // "deadline": true — the mode is not the policy's (see arm_deadline): the relay never caches it.
     return std::string("{\"adjustment\":null,") + (mode_from ? "\"deadline\":true," : "") + "\"error\":\"" + error + "\",\"metadata\":{" + md +
            "},\"on_child_failure\":\"" + (policy_closed ? "closed" : "open") + "\",\"update\":null}\n";
+}
+
+bool compile_fail_mode(std::optional<bool> text_closed, std::optional<bool> last_good_closed, bool builtin_closed, std::string& why) {
+    const bool fb = last_good_closed ? *last_good_closed : builtin_closed;
+    const char* fb_name = last_good_closed ? "its last good copy" : "the built-in policy";
+    if (!text_closed) {
+        why = std::string("the fail mode of ") + fb_name + ", which applies when the compile rejects the file; the file's settings.fail could not be read ahead of its compile";
+        return fb;
+    }
+    if (*text_closed || !fb) {
+        why = "the policy file's settings.fail, read ahead of its compile";
+        return *text_closed;
+    }
+    why = std::string("the fail mode of ") + fb_name + ", which applies if the compile rejects the file; the file's own settings.fail is open";
+    return true;
 }
 
 int64_t invocation_start_ns() { return g_start_ns; }
@@ -528,14 +543,18 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
                        mode_from ? closed : c.fail_closed_policy, cls, mode_from);
     };
     // A policy about to be parsed and compiled (a cache miss: up to seconds for a large policy,
-    // BENCHMARKS.md "cold path"): its own fail mode is known only afterwards, so until then a
-    // deadline answers with the mode of the policy's last good copy (its side file, one small
-    // read), else the built-in policy's — never the unconditional fail-open of arm_deadline.
+    // BENCHMARKS.md "cold path"): the compiled policy's fail mode is known only afterwards. Until
+    // then a deadline answers with compile_fail_mode's: the text's settings.fail read ahead
+    // (policy.hpp read_fail_mode, one linear pass over the text), closed as well when the policy
+    // that applies should the compile reject the file — its last good copy (its side file, one
+    // small read), else the built-in policy — is closed. Never the fail-open of arm_deadline.
     const std::function<void()> before_compile = [&] {
         if (mode == Mode::Explain || g_deadline_ms <= 0 || policy_known) return;
         std::optional<bool> lg = last_good_fail_closed(last_good_dir_of(opt), ppath);
-        const bool closed = lg ? *lg : builtin_policy().fail_closed;
-        prepare_deadline(req ? &*req : nullptr, nullptr, true, closed, "", lg ? "its last good copy" : "the built-in policy");
+        const std::string* text = compiling_policy_text();
+        std::string why;  // deadline_stage copies it into the answer
+        const bool closed = compile_fail_mode(text ? read_fail_mode(*text) : std::nullopt, lg, builtin_policy().fail_closed, why);
+        prepare_deadline(req ? &*req : nullptr, nullptr, true, closed, "", why.c_str());
     };
     try {
         if (deadline_input_cut())
@@ -692,7 +711,10 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         if (opt.explain_trace) explain_calculations(policy, d, r, c.plan, c.trace, c.trace_json);
         // Declared resctrl groups exist (created, under the mount's lock) before a container is
         // handed to one: in the adjustment (the runtime joins it at create) or the tasks write.
-        ensure_plan_groups(c.plan, policy, opt.resctrl_root, opt.state_dir, mode == Mode::Explain);
+        // The mount's lock stays held through the writes when a tasks write joins such a group:
+        // a reconcile cleanup cannot remove the group in between (resctrl.hpp ResctrlLock).
+        ResctrlLock resctrl_lock = ensure_plan_groups(c.plan, policy, opt.resctrl_root, opt.state_dir, mode == Mode::Explain);
+        if (opt.before_writes) opt.before_writes();
         const bool applies = mode != Mode::Explain || opt.explain_simulate;  // explain --pod: its scratch node
         if (applies) {
             // systemd driver, cgroup v2: unit properties first (systemd_unit.hpp), then the files.
@@ -707,6 +729,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
                              : systemd_sink_off(opt.systemd_helper, opt.cgroup_root);
             }
             apply_plan(c.plan, kernel, mode != Mode::Explain ? &sd : nullptr);
+            resctrl_lock.release();
             if (setter.last_us > 0) c.metadata["systemd_helper_us"] = std::to_string(setter.last_us);
             if (!fin.dry_run) keep_fact_records(fplan, c.plan, *fstate, c);
         }

@@ -79,6 +79,10 @@ struct Options {
     /// end). From then on the deadline never answers again (on_deadline: kExitRecordsCut).
     /// Empty: run_pipeline's caller writes the returned text (invoke, explain, `nri-eval`).
     std::function<void(const std::string& answer)> deliver;
+    /// Tests only (empty otherwise): called once the plan is built and its declared resctrl
+    /// groups are ready (their mount's lock held when a tasks write joins one), right before the
+    /// first write — where a concurrent `reconcile` could act between the two steps.
+    std::function<void()> before_writes;
 };
 
 /// Exit status of an evaluator whose own deadline fired after it had delivered its answer
@@ -104,8 +108,8 @@ int64_t invocation_start_ns();
 /// exits — unless the answer was delivered already (Options::deliver): then only a line on
 /// stderr and exit status kExitRecordsCut, no second answer and no "deadline exceeded" record. Call it before reading the request, so a stdin that never closes is bounded too.
 /// Until the policy is loaded the answer is fail-open (nothing says otherwise yet: no request,
-/// no policy); run_pipeline prepares it again with the fail mode of the policy's last good copy
-/// (else the built-in policy's) when the policy must be compiled (a cache miss), with the
+/// no policy); run_pipeline prepares it again with compile_fail_mode's (the file's settings.fail
+/// read ahead, its last good copy's, the built-in policy's) when the policy must be compiled (a cache miss), with the
 /// policy's own fail mode once the policy is loaded, and with the class's once the request is
 /// classified, before any write. No-op for
 /// Explain or ms <= 0.
@@ -122,8 +126,8 @@ inline constexpr int kDeadlineInputGraceMs = 200;
 /// kDeadlineInputGraceMs fallback. run_pipeline then answers "deadline exceeded while reading
 /// the request" with the fail mode of the policy in force (fail-closed refuses the container),
 /// records the event and exits. Closes issue 9's "deadline before the policy" hole. A policy
-/// load that itself exceeds the grace (a compile: no cached entry) answers with the fail mode of
-/// the policy's last good copy, else the built-in policy's (issue 19 §2).
+/// load that itself exceeds the grace (a compile: no cached entry) answers with compile_fail_mode's
+/// (issue 19 §2, issue #30 item 5).
 void deadline_input_begin();
 /// True when the deadline cut the input (the reader stops; see deadline_input_begin()).
 bool deadline_input_cut();
@@ -135,11 +139,26 @@ bool deadline_input_end();
 /// exit status 1); fail-open puts a warning into metadata. nri-eval's on_child_failure is the
 /// policy's mode (`policy_closed`). `cls` ("" unknown) goes into metadata.class. One JSON line.
 /// `mode_from` (nullptr: the mode is the policy's or the class's own): the deadline fired while
-/// the policy was being compiled, and `closed` is the mode of "its last good copy" or of "the
-/// built-in policy" (the phrase, into the error/warning text); nri-eval then also says
-/// "deadline": true, so that the relay does not take that mode for the policy's.
+/// the policy was being compiled, and `closed` is compile_fail_mode's, whose `why` phrase (no
+/// '"' or '\\') goes in parentheses into the error/warning text; nri-eval then also says
+/// "deadline": true, so that the relay does not take that mode for the compiled policy's.
 std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const std::string& cls, int ms, int& exit_code,
                             const char* mode_from = nullptr);
+
+/// The fail mode (true: closed) of a deadline that fires while a policy file is being compiled
+/// (no compiled entry: an edit, a reboot, a new or large file), when neither the compiled
+/// policy's settings.fail nor the request's class is known yet: the deadline answer of the
+/// stage "policy known, request not classified" (settings.fail: what applies when nri-qos
+/// cannot classify, nri-qos.toml(5)), made before the compile. After the compile one of two
+/// policies applies: the file (its settings.fail `text_closed`, read ahead by policy.hpp
+/// read_fail_mode; nullopt when that pass found text the compile will reject), or — should the
+/// compile reject the file — its last good copy (`last_good_closed`, policy_store.hpp
+/// last_good_fail_closed; nullopt: none) else the built-in policy (`builtin_closed`). The
+/// answer is closed when either could apply and is closed, else open: a fail-closed policy
+/// never fails open because it is new or large, and a broken file never turns a closed node
+/// open. `why` gets the phrase deadline_answer puts in parentheses, e.g. "the policy file's
+/// settings.fail, read ahead of its compile".
+bool compile_fail_mode(std::optional<bool> text_closed, std::optional<bool> last_good_closed, bool builtin_closed, std::string& why);
 
 /// Prepare the event record the deadline handler writes if the deadline fires before the
 /// request is even parsed (sandbox set-up, a slow stdin): call right after arm_deadline().

@@ -310,17 +310,37 @@ std::set<std::string> created_resctrl_groups(const std::string& state_dir) {
     return read_created(s.fd);
 }
 
-GroupOutcome ensure_resctrl_group(const ResctrlGroupDef& g, const std::string& root, const std::string& state_dir, bool dry_run) {
+namespace {
+
+GroupOutcome group_fail(const ResctrlGroupDef& g, GroupOutcome::Status st, const std::string& why) {
     GroupOutcome o;
-    auto fail = [&](GroupOutcome::Status st, const std::string& why) {
-        o.status = st;
-        o.note = "resctrl group " + g.name + ": " + why;
-        return o;
-    };
-    Fd r(open_dir(root));
-    if (r.fd < 0 || !read_rel(r.fd, "schemata"))
-        return fail(GroupOutcome::Skipped, "resctrl is not mounted at " + root + " (no schemata file)");
-    if (!dry_run && !lock_within(r.fd, kLockWaitMs)) return fail(GroupOutcome::Failed, "resctrl mount locked by another process (flock) for 500 ms");
+    o.status = st;
+    o.note = "resctrl group " + g.name + ": " + why;
+    return o;
+}
+
+/// The mount at `root` opened into `r` (once) and, unless `dry_run`, locked (once): nullopt when
+/// ready, else the outcome of every group on it (not mounted: Skipped; lock not had: Failed).
+std::optional<GroupOutcome> open_mount(const ResctrlGroupDef& g, const std::string& root, bool dry_run, int& r, bool& locked) {
+    if (r < 0) {
+        r = open_dir(root);
+        if (r >= 0 && !read_rel(r, "schemata")) {
+            close(r);
+            r = -ENOENT;
+        }
+    }
+    if (r < 0) return group_fail(g, GroupOutcome::Skipped, "resctrl is not mounted at " + root + " (no schemata file)");
+    if (!dry_run && !locked) {
+        if (!lock_within(r, kLockWaitMs)) return group_fail(g, GroupOutcome::Failed, "resctrl mount locked by another process (flock) for 500 ms");
+        locked = true;
+    }
+    return std::nullopt;
+}
+
+/// ensure_resctrl_group on the mount open as `rfd` (its lock held unless `dry_run`).
+GroupOutcome ensure_on(const ResctrlGroupDef& g, int rfd, const std::string& root, const std::string& state_dir, bool dry_run) {
+    GroupOutcome o;
+    auto fail = [&](GroupOutcome::Status st, const std::string& why) { return o = group_fail(g, st, why); };
     std::vector<std::string> notes;
     std::string why;
     std::string want = resctrl_schemata(g, root, why, &notes);
@@ -330,7 +350,7 @@ GroupOutcome ensure_resctrl_group(const ResctrlGroupDef& g, const std::string& r
     Fd st(dry_run ? open_state(state_dir, false) : open_state(state_dir, true));
     std::set<std::string> created = read_created(st.fd);
     struct stat sb {};
-    const bool exists = fstatat(r.fd, g.name.c_str(), &sb, AT_SYMLINK_NOFOLLOW) == 0;
+    const bool exists = fstatat(rfd, g.name.c_str(), &sb, AT_SYMLINK_NOFOLLOW) == 0;
     if (exists && !S_ISDIR(sb.st_mode)) return fail(GroupOutcome::Failed, root + "/" + g.name + " is not a directory");
     if (exists) {
         const bool ours = created.count(g.name) != 0;
@@ -338,7 +358,7 @@ GroupOutcome ensure_resctrl_group(const ResctrlGroupDef& g, const std::string& r
             o.note = "resctrl group " + g.name + " exists, not made by nri-qos: joined as it is (manage = true to set its schemata)";
             return o;
         }
-        auto have = read_rel(r.fd, g.name + "/schemata");
+        auto have = read_rel(rfd, g.name + "/schemata");
         if (have && schemata_holds(*have, want)) {
             o.note = "resctrl group " + g.name + " in force (" + (ours ? "made by nri-qos" : "managed") + ")";
             return o;
@@ -347,7 +367,7 @@ GroupOutcome ensure_resctrl_group(const ResctrlGroupDef& g, const std::string& r
             o.note = "resctrl group " + g.name + ": schemata would be rewritten" + how;
             return o;
         }
-        std::string e = write_rel(r.fd, g.name + "/schemata", want, !is_resctrl_fs(r.fd));
+        std::string e = write_rel(rfd, g.name + "/schemata", want, !is_resctrl_fs(rfd));
         if (!e.empty()) return fail(GroupOutcome::Failed, "schemata not written: " + e);
         o.note = "resctrl group " + g.name + ": schemata rewritten" + how;
         return o;
@@ -355,7 +375,7 @@ GroupOutcome ensure_resctrl_group(const ResctrlGroupDef& g, const std::string& r
     // Missing: a free CLOSID first (the default group holds one).
     long long closids = -1;
     for (const char* res : {"L3", "MB", "L2", "L3CODE", "SMBA"})
-        if (auto n = read_num(r.fd, std::string("info/") + res + "/num_closids"))
+        if (auto n = read_num(rfd, std::string("info/") + res + "/num_closids"))
             closids = closids < 0 ? *n : std::min(closids, *n);
     const size_t used = list_groups(root).size() + 1;
     if (closids > 0 && used >= static_cast<size_t>(closids))
@@ -372,22 +392,22 @@ GroupOutcome ensure_resctrl_group(const ResctrlGroupDef& g, const std::string& r
         created.erase(g.name);
         write_created(st.fd, created);
     };
-    if (mkdirat(r.fd, g.name.c_str(), 0755) != 0) {
+    if (mkdirat(rfd, g.name.c_str(), 0755) != 0) {
         int e = errno;
         forget();
         if (e == ENOSPC) return fail(GroupOutcome::Failed, "no free CLOSID (mkdir: " + std::string(std::strerror(e)) + "): not created");
         return fail(GroupOutcome::Failed, "mkdir " + root + "/" + g.name + ": " + std::strerror(e));
     }
-    const bool scratch = !is_resctrl_fs(r.fd);
-    std::string e = scratch ? write_rel(r.fd, g.name + "/tasks", "", true) : "";
-    if (e.empty()) e = write_rel(r.fd, g.name + "/schemata", want, scratch);
+    const bool scratch = !is_resctrl_fs(rfd);
+    std::string e = scratch ? write_rel(rfd, g.name + "/tasks", "", true) : "";
+    if (e.empty()) e = write_rel(rfd, g.name + "/schemata", want, scratch);
     if (!e.empty()) {
         // Never half made: the group goes again (it has no tasks yet).
         if (scratch) {
-            unlinkat(r.fd, (g.name + "/schemata").c_str(), 0);
-            unlinkat(r.fd, (g.name + "/tasks").c_str(), 0);
+            unlinkat(rfd, (g.name + "/schemata").c_str(), 0);
+            unlinkat(rfd, (g.name + "/tasks").c_str(), 0);
         }
-        unlinkat(r.fd, g.name.c_str(), AT_REMOVEDIR);
+        unlinkat(rfd, g.name.c_str(), AT_REMOVEDIR);
         forget();
         return fail(GroupOutcome::Failed, "schemata not written (" + e + "): group removed again");
     }
@@ -395,14 +415,37 @@ GroupOutcome ensure_resctrl_group(const ResctrlGroupDef& g, const std::string& r
     return o;
 }
 
-void ensure_plan_groups(Plan& plan, const Policy& policy, const std::string& root, const std::string& state_dir, bool dry_run) {
-    if (policy.resctrl_groups.empty()) return;
+}  // namespace
+
+void ResctrlLock::unlock() {
+    close(fd_);  // the only fd of its open file description: the flock(2) ends with it
+    fd_ = -1;
+}
+
+GroupOutcome ensure_resctrl_group(const ResctrlGroupDef& g, const std::string& root, const std::string& state_dir, bool dry_run) {
+    int rfd = -1;
+    bool locked = false;
+    std::optional<GroupOutcome> bad = open_mount(g, root, dry_run, rfd, locked);
+    Fd r(rfd);
+    if (bad) return *bad;
+    return ensure_on(g, r.fd, root, state_dir, dry_run);
+}
+
+ResctrlLock ensure_plan_groups(Plan& plan, const Policy& policy, const std::string& root, const std::string& state_dir, bool dry_run) {
+    if (policy.resctrl_groups.empty()) return ResctrlLock();
     std::map<std::string, GroupOutcome> done;
+    // One open of the mount and one lock for all the plan's groups (a second open file
+    // description of the same directory would wait for our own flock).
+    int rfd = -1;
+    bool locked = false, joins = false;
     auto ensure = [&](const std::string& name) -> const GroupOutcome* {
         auto d = policy.resctrl_groups.find(name);
         if (d == policy.resctrl_groups.end()) return nullptr;  // joined as today: the group must exist
         auto it = done.find(name);
-        if (it == done.end()) it = done.emplace(name, ensure_resctrl_group(d->second, root, state_dir, dry_run)).first;
+        if (it == done.end()) {
+            std::optional<GroupOutcome> bad = open_mount(d->second, root, dry_run, rfd, locked);
+            it = done.emplace(name, bad ? *bad : ensure_on(d->second, rfd, root, state_dir, dry_run)).first;
+        }
         return &it->second;
     };
     for (auto& w : plan.writes) {
@@ -411,6 +454,7 @@ void ensure_plan_groups(Plan& plan, const Policy& policy, const std::string& roo
         if (!o) continue;
         if (o->status == GroupOutcome::Ready) {
             w.note = o->note + (w.note.empty() ? "" : "; " + w.note);
+            joins = true;
         } else {
             w.status = o->status == GroupOutcome::Skipped ? Write::Skipped : Write::Failed;
             w.reason = o->note;
@@ -428,6 +472,11 @@ void ensure_plan_groups(Plan& plan, const Policy& policy, const std::string& roo
             (o->status == GroupOutcome::Skipped ? plan.skipped : plan.refused).push_back("resctrl_group: " + o->note);
         }
     }
+    // A tasks write joins a group made ready here: the lock goes to the caller, who holds it
+    // through that write (no cleanup can remove the group in between); else it ends here.
+    if (locked && joins) return ResctrlLock(rfd);
+    if (rfd >= 0) close(rfd);
+    return ResctrlLock();
 }
 
 std::set<std::string> resctrl_groups_in_use(const Policy& policy) {
@@ -446,7 +495,7 @@ std::set<std::string> resctrl_groups_in_use(const Policy& policy) {
 }
 
 int cleanup_resctrl_groups(const std::set<std::string>& in_use, const std::string& root, const std::string& state_dir, bool dry_run,
-                           std::string& out) {
+                           std::string& out, const std::function<bool()>& still_current) {
     Fd st(open_state(state_dir, false));
     std::set<std::string> created = read_created(st.fd);
     if (created.empty()) return 0;
@@ -455,6 +504,10 @@ int cleanup_resctrl_groups(const std::set<std::string>& in_use, const std::strin
     if (!dry_run && r.fd >= 0 && !lock_within(r.fd, kLockWaitMs)) {
         out += "failed   resctrl: mount locked by another process (flock); groups not cleaned up\n";
         return 1;
+    }
+    if (!dry_run && still_current && !still_current()) {
+        out += "kept     resctrl groups: a policy changed during this pass; none removed (the next pass decides)\n";
+        return 0;
     }
     std::set<std::string> keep = created;
     for (const auto& n : created) {

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -239,6 +240,19 @@ std::string read_policy_file(const std::string& path);
 /// /proc files are refused before reading) of at most kMaxPolicyBytes. Throws InputError
 /// "<file>:<line>: <message>".
 Policy load_policy_toml(const std::string& path);
+
+/// settings.fail of a policy text, read ahead of its parse and compile by one linear pass that
+/// follows TOML's structure (table headers, dotted keys, inline tables, strings and their escapes,
+/// comments) without building a document (policy_text.cpp; a few ms per MiB, against about a
+/// second per 10,000 rules for the compile: BENCHMARKS.md "cold path"). What a deadline that
+/// fires during the compile answers with (event/pipeline.cpp; nri-qos(8) --deadline-ms).
+/// true: "closed"; false: "open", or no settings.fail in a document the pass read to its end
+/// (the default is "open"); the pass stops at the first settings.fail. nullopt: the pass lost
+/// the structure (text that is not TOML: unterminated string, bad escape, key without "=", ...)
+/// before finding settings.fail, or settings.fail is not "open"/"closed" — text the compile will
+/// reject, so that the file's own mode will not apply. It is not a validation: a text it reads
+/// may still be rejected by the compile (then its last good copy or the built-in policy applies).
+std::optional<bool> read_fail_mode(const std::string& text);
 
 /// Parse policy text (used by load_policy_toml and the fuzzer). `name` appears in messages.
 /// Throws InputError with the first error ("<name>:<line>: <message>"), followed by

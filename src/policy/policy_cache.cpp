@@ -138,6 +138,10 @@ bool load_trusted(int fd, Blob& blob) {
 
 }  // namespace
 
+namespace {
+const std::string* g_compiling = nullptr;  // compiling_policy_text()
+}  // namespace
+
 FileLoad load_file(const std::string& path, const std::string& cache_dir, const Request* filter, bool write,
                    const std::function<void()>* before_compile) {
     FileLoad r;
@@ -188,7 +192,14 @@ FileLoad load_file(const std::string& path, const std::string& cache_dir, const 
     }
     uint64_t before = hash64(text.data(), text.size());
     r.sha256 = sha256_hex(text);
-    if (before_compile && *before_compile) (*before_compile)();
+    if (before_compile && *before_compile) {
+        // The text is what the hook may read (compiling_policy_text) while it runs.
+        struct Compiling {
+            explicit Compiling(const std::string& t) { g_compiling = &t; }
+            ~Compiling() { g_compiling = nullptr; }
+        } compiling(text);
+        (*before_compile)();
+    }
     bool valid = false;
     try {
         r.policy = parse_policy_toml(text, path);
@@ -337,6 +348,8 @@ bool store_file(const std::string& dir, const std::string& name, const std::stri
 }
 
 }  // namespace policy_cache
+
+const std::string* compiling_policy_text() { return policy_cache::g_compiling; }
 
 FileLoad load_policy_file(const std::string& path, const std::string& cache_dir, const Request* filter, bool write,
                           const std::function<void()>* before_compile) {

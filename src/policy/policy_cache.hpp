@@ -82,10 +82,17 @@ struct FileLoad {
 /// request (see load_policy_for) and leaves the knob lists encoded (policy_cache::decode_knobs).
 /// `before_compile` (when set) is called once the text is read and before it is parsed and
 /// compiled — only on a miss, the slow path (about a second per 10,000 rules: BENCHMARKS.md
-/// "cold path"): the pipeline prepares its deadline answer with a fail mode it already knows
-/// (policy_store.hpp last_good_fail_closed), since the file's own is known only afterwards.
+/// "cold path"): the pipeline prepares its deadline answer from what it can know cheaply (the
+/// text's settings.fail, compiling_policy_text + policy.hpp read_fail_mode; policy_store.hpp
+/// last_good_fail_closed), since the compiled policy's own mode is known only afterwards.
 FileLoad load_policy_file(const std::string& path, const std::string& cache_dir, const Request* filter, bool write = true,
                           const std::function<void()>* before_compile = nullptr);
+
+/// While load_policy_file's `before_compile` runs: the policy text it is about to parse and
+/// compile (valid until the hook returns); nullptr at any other time. (The hook keeps its
+/// signature, and with it the hot path's code layout, src/hot-text.ld: the hook is built on every
+/// event, the text is read only on a miss.) One event per process: not for concurrent loads.
+const std::string* compiling_policy_text();
 
 /// Load the policy at `path`, through the cache in `cache_dir` ("" = no cache). A corrupt,
 /// truncated or foreign cache file is ignored and rebuilt, never trusted. `from_cache` tells

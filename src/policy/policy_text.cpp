@@ -1,8 +1,10 @@
 // The policy text before and around toml11 (private helpers: policy_parse.hpp): the prescan that
 // refuses what toml11 must never see (ill-formed UTF-8, over-long lines, deep nesting, integers
-// beyond 64 bits) and the translation of toml11's syntax errors into one-line diagnostics.
+// beyond 64 bits), the translation of toml11's syntax errors into one-line diagnostics, and
+// read_fail_mode (policy.hpp), settings.fail read ahead of a compile.
 #include "policy/policy_parse.hpp"
 
+#include <cstring>
 #include <sstream>
 
 namespace nriqos {
@@ -128,6 +130,263 @@ void prescan(const Ctx& c, const std::string& text) {
             i = j - 1;
         }
     }
+}
+
+namespace {
+
+/// The first pass of read_fail_mode: a TOML 1.0 reader of keys and strings only. It follows the
+/// document's structure (table headers, dotted keys, inline tables, arrays, the four string forms,
+/// comments) to know the full key of each value, decodes strings (escapes included), and skips
+/// every other value as a run of characters. It is more lenient than toml11 (what it accepts
+/// beyond TOML never matters: the compile rejects such a file), never stricter: it gives up
+/// (`lost`) only on text that is not TOML. One pass, no allocation beyond the current key path
+/// and the strings it decodes; nesting is bounded (32 levels, as the prescan's).
+struct FailScan {
+    const std::string& t;
+    size_t i = 0;
+    bool lost = false;   ///< not TOML from here on
+    bool found = false;  ///< settings.fail seen (`value`, or `bad` when not a string)
+    bool bad = false;
+    std::string value;
+
+    char at(size_t k) const { return k < t.size() ? t[k] : '\0'; }
+    bool end() const { return i >= t.size(); }
+    void ws() {
+        while (!end() && (t[i] == ' ' || t[i] == '\t')) ++i;
+    }
+    /// Whitespace, newlines and comments (between expressions, inside arrays; also inside
+    /// inline tables, which TOML 1.0 keeps on one line: lenient).
+    void ws_nl() {
+        while (!end()) {
+            char c = t[i];
+            if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+                ++i;
+            } else if (c == '#') {
+                while (!end() && t[i] != '\n') ++i;
+            } else {
+                break;
+            }
+        }
+    }
+    bool fail() {
+        lost = true;
+        return false;
+    }
+    static void put_utf8(std::string& out, uint32_t cp) {
+        if (cp < 0x80) {
+            out += char(cp);
+        } else if (cp < 0x800) {
+            out += char(0xC0 | (cp >> 6));
+            out += char(0x80 | (cp & 0x3F));
+        } else if (cp < 0x10000) {
+            out += char(0xE0 | (cp >> 12));
+            out += char(0x80 | ((cp >> 6) & 0x3F));
+            out += char(0x80 | (cp & 0x3F));
+        } else {
+            out += char(0xF0 | (cp >> 18));
+            out += char(0x80 | ((cp >> 12) & 0x3F));
+            out += char(0x80 | ((cp >> 6) & 0x3F));
+            out += char(0x80 | (cp & 0x3F));
+        }
+    }
+    /// One escape of a basic string at t[i] == '\\' (TOML 1.0, and 1.1's \e and \xHH).
+    bool escape(std::string& out) {
+        char c = at(i + 1);
+        static const char kFrom[] = "btnfr\"\\e", kTo[] = "\b\t\n\f\r\"\\\x1b";
+        if (const char* p = c ? std::strchr(kFrom, c) : nullptr) {
+            out += kTo[p - kFrom];
+            i += 2;
+            return true;
+        }
+        size_t digits = c == 'u' ? 4 : c == 'U' ? 8 : c == 'x' ? 2 : 0;
+        if (!digits) return fail();
+        uint32_t cp = 0;
+        for (size_t k = 0; k < digits; ++k) {
+            char h = at(i + 2 + k);
+            if (!isxdigit(static_cast<unsigned char>(h))) return fail();
+            cp = cp * 16 + uint32_t(isdigit(static_cast<unsigned char>(h)) ? h - '0' : tolower(h) - 'a' + 10);
+        }
+        if (cp > 0x10FFFF) return fail();
+        put_utf8(out, cp);
+        i += 2 + digits;
+        return true;
+    }
+    /// A string at t[i] (one of the four forms), decoded into `out`. `key`: single-line only.
+    bool string(std::string& out, bool key) {
+        const char q = t[i];
+        const bool ml = at(i + 1) == q && at(i + 2) == q;
+        if (ml && key) return fail();
+        i += ml ? 3 : 1;
+        if (ml) {  // a newline right after the opening delimiter is trimmed
+            if (at(i) == '\n') ++i;
+            else if (at(i) == '\r' && at(i + 1) == '\n') i += 2;
+        }
+        while (!end()) {
+            char c = t[i];
+            if (c == q) {
+                if (!ml) {
+                    ++i;
+                    return true;
+                }
+                size_t run = 0;
+                while (at(i + run) == q) ++run;
+                if (run >= 3) {  // the last three of a run of 3 to 5 close it
+                    if (run > 5) return fail();
+                    out.append(run - 3, q);
+                    i += run;
+                    return true;
+                }
+                out.append(run, q);
+                i += run;
+                continue;
+            }
+            if (c == '\n' && !ml) return fail();
+            if (c == '\\' && q == '"') {
+                size_t k = i + 1;
+                while (ml && (at(k) == ' ' || at(k) == '\t')) ++k;
+                if (ml && (at(k) == '\n' || (at(k) == '\r' && at(k + 1) == '\n'))) {  // line-ending backslash
+                    i = k;
+                    while (!end() && (t[i] == ' ' || t[i] == '\t' || t[i] == '\r' || t[i] == '\n')) ++i;
+                    continue;
+                }
+                if (!escape(out)) return false;
+                continue;
+            }
+            out += c;
+            ++i;
+        }
+        return fail();  // unterminated
+    }
+    /// A key (bare, quoted or dotted) appended to `path`.
+    bool key(std::vector<std::string>& path) {
+        for (;;) {
+            ws();
+            char c = at(i);
+            if (c == '"' || c == '\'') {
+                std::string k;
+                if (!string(k, true)) return false;
+                path.push_back(std::move(k));
+            } else {
+                size_t b = i;
+                while (!end() && (isalnum(static_cast<unsigned char>(t[i])) || t[i] == '_' || t[i] == '-')) ++i;
+                if (i == b) return fail();
+                path.emplace_back(t, b, i - b);
+            }
+            ws();
+            if (at(i) != '.') return true;
+            ++i;
+        }
+    }
+    static bool is_settings_fail(const std::vector<std::string>& p) { return p.size() == 2 && p[0] == "settings" && p[1] == "fail"; }
+    /// A value at t[i] whose full key is `path` (`in_array`: an element of an array, or inside one).
+    bool val(std::vector<std::string>& path, bool in_array, int depth) {
+        if (depth > 32) return fail();
+        const bool watched = !in_array && is_settings_fail(path);
+        char c = at(i);
+        if (c == '"' || c == '\'') {
+            std::string s;
+            if (!string(s, false)) return false;
+            if (watched) {
+                found = true;
+                value = std::move(s);
+            }
+            return true;
+        }
+        if (watched) {  // settings.fail that is no string: the compile refuses it
+            found = bad = true;
+            return true;
+        }
+        if (c == '[') {
+            ++i;
+            for (;;) {
+                ws_nl();
+                if (at(i) == ']') break;
+                if (!val(path, true, depth + 1)) return false;
+                if (found) return true;
+                ws_nl();
+                if (at(i) == ',') {
+                    ++i;
+                    continue;
+                }
+                if (at(i) != ']') return fail();
+                break;
+            }
+            ++i;
+            return true;
+        }
+        if (c == '{') {
+            ++i;
+            for (;;) {
+                ws_nl();
+                if (at(i) == '}') break;
+                const size_t n = path.size();
+                if (!key(path)) return false;
+                if (at(i) != '=') return fail();
+                ++i;
+                ws();
+                bool ok = val(path, in_array, depth + 1);
+                path.resize(n);
+                if (!ok) return false;
+                if (found) return true;
+                ws_nl();
+                if (at(i) == ',') {
+                    ++i;
+                    continue;
+                }
+                if (at(i) != '}') return fail();
+                break;
+            }
+            ++i;
+            return true;
+        }
+        // Any other value (integer, float, boolean, date-time with its inner space): up to
+        // where the value ends.
+        size_t b = i;
+        while (!end() && !std::strchr(",]}#\r\n", t[i])) ++i;
+        return i > b || fail();
+    }
+    /// The document: each line a table header or a key = value (with its comment).
+    void run() {
+        std::vector<std::string> table, path;
+        if (t.compare(0, 3, "\xEF\xBB\xBF") == 0) i = 3;  // a UTF-8 BOM
+        for (;;) {
+            ws_nl();
+            if (end()) return;
+            if (t[i] == '[') {
+                const bool arr = at(i + 1) == '[';
+                i += arr ? 2 : 1;
+                table.clear();
+                if (!key(table)) return;
+                if (at(i) != ']' || (arr && at(i + 1) != ']')) return void(fail());
+                i += arr ? 2 : 1;
+            } else {
+                path = table;
+                if (!key(path)) return;
+                if (at(i) != '=') return void(fail());
+                ++i;
+                ws();
+                if (!val(path, false, 0)) return;
+                if (found) return;
+            }
+            ws();
+            if (!end() && t[i] != '\n' && t[i] != '\r' && t[i] != '#') return void(fail());
+        }
+    }
+};
+
+}  // namespace
+
+std::optional<bool> read_fail_mode(const std::string& text) {
+    FailScan s{text};
+    s.run();
+    if (s.found) {
+        if (s.bad) return std::nullopt;
+        if (s.value == "closed") return true;
+        if (s.value == "open") return false;
+        return std::nullopt;
+    }
+    if (s.lost) return std::nullopt;
+    return false;  // no settings.fail: the default, "open"
 }
 
 /// toml11's multi-line message ("[error] headline\n --> file\n   |\n 3 | text\n ...") as

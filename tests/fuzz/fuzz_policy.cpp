@@ -1,9 +1,12 @@
 // libFuzzer target: the policy loader (policy.hpp parse_policy_toml). Oracle: InputError with a
 // one-line message, or a Policy that (1) round-trips losslessly through the compiled-cache form
 // (policy_to_json → CBOR → policy_from_json → policy_to_json), and (2) classifies a sample
-// request of every kind without throwing (a gated class's fallback exists, ungated).
+// request of every kind without throwing (a gated class's fallback exists, ungated), and (3)
+// whose settings.fail read_fail_mode (the pass ahead of a compile) reads the same; on any text,
+// read_fail_mode returns (it runs on every text an event compiles).
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +18,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string text(reinterpret_cast<const char*>(data), size);
+    const std::optional<bool> ahead = nriqos::read_fail_mode(text);
     nriqos::Policy p;
     try {
         p = nriqos::parse_policy_toml(text, "fuzz.toml");
@@ -23,6 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (m.empty() || m.find('\n') != std::string::npos) fuzz::die("error message not one line", m);
         return 0;
     }
+    if (ahead != std::optional<bool>(p.fail_closed)) fuzz::die("read_fail_mode disagrees with the compiled settings.fail");
     nlohmann::json j = nriqos::policy_to_json(p);
     nriqos::Policy back;
     try {

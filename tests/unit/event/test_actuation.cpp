@@ -628,22 +628,53 @@ TEST_CASE("deadline answers carry the class's fail mode", "[actuation][deadline]
     CHECK(eval_open["metadata"]["class"] == "LS");
 }
 
-TEST_CASE("deadline answers while the policy is compiled: the mode of its last good copy, said, never cached by the relay",
+TEST_CASE("deadline answers while the policy is compiled: the mode compile_fail_mode chose, said, never cached by the relay",
           "[actuation][deadline]") {
     int code = -1;
-    json closed = json::parse(deadline_answer(Mode::Invoke, true, true, "", 150, code, "its last good copy"));
+    const char* lg = "the fail mode of its last good copy, which applies if the compile rejects the file; the file's own settings.fail is open";
+    json closed = json::parse(deadline_answer(Mode::Invoke, true, true, "", 150, code, lg));
     CHECK(code == 1);
-    CHECK(closed["error"] == "nri-qos: deadline exceeded after 150 ms while the policy was being compiled: fail-closed (the fail mode of its "
-                             "last good copy; the policy's own is not known yet), container refused; knobs may be partly applied");
-    json open = json::parse(deadline_answer(Mode::Invoke, false, false, "", 150, code, "the built-in policy"));
+    CHECK(closed["error"] == std::string("nri-qos: deadline exceeded after 150 ms while the policy was being compiled: fail-closed (") + lg +
+                                 "), container refused; knobs may be partly applied");
+    const char* own = "the policy file's settings.fail, read ahead of its compile";
+    json open = json::parse(deadline_answer(Mode::Invoke, false, false, "", 150, code, own));
     CHECK(code == 0);
     CHECK(open["error"] == "");
-    CHECK(open["metadata"]["warning"] == "deadline exceeded while the policy was being compiled: nri-qos gave up (fail-open) (the fail mode of "
-                                        "the built-in policy; the policy's own is not known yet); knobs may be partly applied");
-    // nri-eval: "deadline": true, so the relay does not take the copy's mode for the policy's.
-    json eval = json::parse(deadline_answer(Mode::NriEval, true, true, "", 150, code, "its last good copy"));
+    CHECK(open["metadata"]["warning"] == std::string("deadline exceeded while the policy was being compiled: nri-qos gave up (fail-open) (") + own +
+                                             "); knobs may be partly applied");
+    // nri-eval: "deadline": true, so that the relay does not take this mode for the compiled policy's.
+    json eval = json::parse(deadline_answer(Mode::NriEval, true, true, "", 150, code, own));
     CHECK(eval["deadline"] == true);
     CHECK(eval["on_child_failure"] == "closed");
     CHECK(eval["error"].get<std::string>().find("fail-closed") != std::string::npos);
     CHECK_FALSE(json::parse(deadline_answer(Mode::NriEval, true, true, "BE", 150, code)).contains("deadline"));
+}
+
+// Issue #30 item 5: the fail mode of a deadline during a compile. Either the file (its
+// settings.fail read ahead) or, should the compile reject it, its last good copy / the built-in
+// policy will apply: closed when either could apply and is closed.
+TEST_CASE("compile_fail_mode: the file's settings.fail read ahead, closed as well when its fallback is", "[actuation][deadline]") {
+    const std::optional<bool> closed(true), open(false), none;
+    std::string why;
+    // A new or large fail-closed file, no last good copy (the built-in policy is open): closed.
+    CHECK(compile_fail_mode(closed, none, false, why));
+    CHECK(why == "the policy file's settings.fail, read ahead of its compile");
+    CHECK(compile_fail_mode(closed, open, false, why));
+    CHECK(compile_fail_mode(closed, closed, false, why));
+    // A fail-open file: open, unless what applies if it proves broken is closed.
+    CHECK_FALSE(compile_fail_mode(open, none, false, why));
+    CHECK(why == "the policy file's settings.fail, read ahead of its compile");
+    CHECK_FALSE(compile_fail_mode(open, open, false, why));
+    CHECK(compile_fail_mode(open, closed, false, why));
+    CHECK(why == "the fail mode of its last good copy, which applies if the compile rejects the file; the file's own settings.fail is open");
+    CHECK(compile_fail_mode(open, none, true, why));
+    CHECK(why == "the fail mode of the built-in policy, which applies if the compile rejects the file; the file's own settings.fail is open");
+    // Text the compile will reject: the fallback's mode, which is what will apply.
+    CHECK(compile_fail_mode(none, closed, false, why));
+    CHECK(why == "the fail mode of its last good copy, which applies when the compile rejects the file; the file's settings.fail could not be "
+                 "read ahead of its compile");
+    CHECK_FALSE(compile_fail_mode(none, open, true, why));
+    CHECK_FALSE(compile_fail_mode(none, none, false, why));
+    CHECK(why.rfind("the fail mode of the built-in policy, ", 0) == 0);
+    CHECK(why.find('"') == std::string::npos);  // goes into the answer's JSON unescaped
 }

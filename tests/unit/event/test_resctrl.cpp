@@ -5,14 +5,22 @@
 // files the kernel would create with a group, and the CLOSID count stands in for mkdir's ENOSPC.
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <cstdlib>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "policy/policy.hpp"
+#include <nlohmann/json.hpp>
+
+#include "event/pipeline.hpp"
 #include "event/resctrl.hpp"
+#include "event/sinks.hpp"
+#include "os/kernel.hpp"
+#include "policy/policy.hpp"
 
 using namespace nriqos;
 
@@ -210,6 +218,130 @@ TEST_CASE("resctrl: reconcile removes the unused empty groups nri-qos made, noth
     CHECK(out.find("removed  resctrl group old") != std::string::npos);
     CHECK(out.find("kept     resctrl group busy") != std::string::npos);
     CHECK(created_resctrl_groups(t.state) == std::set<std::string>{"busy", "used"});
+}
+
+// Issue #30 item 6: reconcile's cleanup must not remove a group between an event's check of it
+// (ensure_plan_groups) and its tasks write. The event holds the mount's lock through the write
+// (ResctrlLock); a cleanup that runs in between (here: with a policy that no longer names the
+// group, as a reconcile pass that loaded the previous version would) waits for it, gives up after
+// 500 ms and removes nothing. Before the fix the lock ended with the check: the cleanup removed
+// the empty group, and the tasks write failed ("resctrl group A does not exist").
+TEST_CASE("resctrl: a cleanup racing an event never removes the group between its check and its tasks write", "[resctrl][race]") {
+    Tree t;
+    Policy p;
+    p.resctrl_groups["A"] = pct("A", 50, -1);
+    Plan plan;
+    Write tw;
+    tw.knob = "resctrl_group";
+    tw.id = KnobId::ResctrlGroup;
+    tw.root = Root::Resctrl;
+    tw.rel = "A/tasks";
+    tw.value = "4242";
+    plan.writes.push_back(tw);
+    ResctrlLock held = ensure_plan_groups(plan, p, t.res, t.state, false);
+    REQUIRE(plan.writes[0].status == Write::Planned);
+    REQUIRE(t.has("A/tasks"));
+    CHECK(held.held());
+    std::string out;
+    CHECK(cleanup_resctrl_groups({}, t.res, t.state, false, out) == 1);
+    CHECK(out == "failed   resctrl: mount locked by another process (flock); groups not cleaned up\n");
+    CHECK(t.has("A"));
+    FsKernel k(t.root + "/cg", t.root + "/proc", t.res);
+    apply_plan(plan, k);
+    CHECK(plan.writes[0].status == Write::Applied);
+    CHECK(t.get("A/tasks") == "4242");
+    held.release();
+    // After the write the group holds a task: kept; unused and empty, it goes.
+    out.clear();
+    CHECK(cleanup_resctrl_groups({}, t.res, t.state, false, out) == 0);
+    CHECK(out.find("kept     resctrl group A") != std::string::npos);
+    t.put("A/tasks", "");
+    out.clear();
+    CHECK(cleanup_resctrl_groups({}, t.res, t.state, false, out) == 0);
+    CHECK(!t.has("A"));
+    // Without a tasks write to protect (only the adjustment's rdt_class, joined by the runtime
+    // later) no lock is handed over.
+    Plan adj;
+    adj.adjustment = {{"linux", {{"resources", {{"rdt_class", {{"value", "A"}}}}}}}};
+    ResctrlLock none = ensure_plan_groups(adj, p, t.res, t.state, false);
+    CHECK_FALSE(none.held());
+    CHECK(t.has("A/schemata"));
+}
+
+// The same race through the event's real path (run_pipeline, an NRI v0.1 create): the test seam
+// Options::before_writes runs a cleanup where a concurrent reconcile could act. The group
+// survives and the container joins it.
+TEST_CASE("resctrl: an event's group survives a reconcile cleanup between its check and its tasks write", "[resctrl][race]") {
+    Tree t;
+    const std::string policy = t.root + "/p.toml";
+    {
+        std::ofstream(policy) << "version = 1\n[settings]\ndefault_class = \"BE\"\n[resctrl.A]\nl3_percent = 50\n"
+                                 "[classes.BE.container]\nresctrl_group = \"A\"\n";
+    }
+    mkdir((t.root + "/proc").c_str(), 0755);
+    mkdir((t.root + "/proc/4242").c_str(), 0755);
+    Options o;
+    o.policy = policy;
+    o.policy_from_flag = true;
+    o.cgroup_root = t.root + "/cg";
+    o.proc_root = t.root + "/proc";
+    o.resctrl_root = t.res;
+    o.sysfs_root = t.root + "/sys";
+    o.state_dir = t.state;
+    o.cache_dir = "";
+    o.last_good_dir_set = true;
+    o.last_good_dir = "";
+    o.event_log = "";
+    o.metrics_file = "";
+    o.layout = Layout::V1;
+    o.systemd_helper = "";
+    std::string cleanup;
+    int failures = -1;
+    bool existed = false;
+    o.before_writes = [&] {
+        existed = t.has("A/tasks");
+        failures = cleanup_resctrl_groups({}, t.res, t.state, false, cleanup);
+    };
+    const std::string req = R"({"version":"0.1","state":"create","id":"c1","sandboxID":"s1","pid":4242,)"
+                            R"("spec":{"cgroupsPath":"/kubepods/besteffort/pod1/c1","annotations":{}}})";
+    int code = -1;
+    std::string res = run_pipeline(Mode::Invoke, o, req, code);
+    CAPTURE(res, cleanup);
+    CHECK(existed);
+    CHECK(failures == 1);
+    CHECK(cleanup.find("mount locked by another process") != std::string::npos);
+    CHECK(t.has("A"));
+    CHECK(t.get("A/tasks") == "4242");
+    nlohmann::json r = nlohmann::json::parse(res);
+    CHECK(r.value("error", "") == "");
+    CHECK(r["metadata"].value("failed", "") == "");
+}
+
+// The native runtime joins the group of a CreateContainer answer's rdt_class after the answer,
+// outside any lock of ours: there the cleanup's rule "never a group a policy in use names"
+// protects it — provided the policy is still the one in use. A reconcile pass that read the
+// policy before an edit which introduced the group would remove it; it asks, under the lock,
+// whether its policies are still current, and removes nothing when not.
+TEST_CASE("resctrl: a cleanup whose policy changed during the pass removes nothing; asked under the lock", "[resctrl][race]") {
+    Tree t;
+    REQUIRE(ensure_resctrl_group(pct("new", 50, -1), t.res, t.state, false).status == GroupOutcome::Ready);
+    std::string out;
+    bool under_lock = false;
+    auto changed = [&] {
+        int fd = open(t.res.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        under_lock = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+        if (fd >= 0) close(fd);
+        return false;
+    };
+    CHECK(cleanup_resctrl_groups({}, t.res, t.state, false, out, changed) == 0);
+    CHECK(under_lock);
+    CHECK(t.has("new"));
+    CHECK(out == "kept     resctrl groups: a policy changed during this pass; none removed (the next pass decides)\n");
+    CHECK(created_resctrl_groups(t.state) == std::set<std::string>{"new"});
+    out.clear();
+    CHECK(cleanup_resctrl_groups({}, t.res, t.state, false, out, [] { return true; }) == 0);
+    CHECK(!t.has("new"));
+    CHECK(out.find("removed  resctrl group new") != std::string::npos);
 }
 
 TEST_CASE("policy: [resctrl.<name>] declarations are checked", "[resctrl][policy]") {

@@ -1413,6 +1413,47 @@ TEST_CASE("relay (fork): the real pipeline reads the policy file's current conte
   CHECK_THAT(slurp(t.path + "/relay.log"), !Catch::Contains("failed"));
 }
 
+// Issue #30 item 5: a fail-closed policy of 10,000 rules, just written (no compiled entry, no
+// last good copy), while the relay runs. The event's evaluator compiles it, and its own deadline
+// (the relay's 1,500 ms less the child margin) fires long before the compile ends (about 4 s
+// for 10,000 rules on an idle machine, BENCHMARKS.md "cold path"; more under load). Its answer
+// must be the file's settings.fail (closed, read ahead of the compile): the container is
+// refused. Before, it was the built-in policy's (open): the container started unadjusted.
+TEST_CASE("relay (real pipeline): a fail-closed 10,000-rule policy just written fails closed at the deadline of its compile",
+          "[nri][relay][policy]") {
+  TempDir t;
+  for (const char* d : {"/cg", "/state", "/cache", "/proc"}) mkdir((t.path + d).c_str(), 0755);
+  const std::string small = "version = 1\n[settings]\ndefault_class = \"BE\"\n[classes.BE.container]\ncpu_shares = 2\n";
+  put_file(t.path + "/p.toml", small);  // fail-open: the relay's own mode stays open
+  nriqos::Options eo = scratch_eval_options(t.path);
+  eo.policy_from_flag = true;
+  eo.layout = nriqos::Layout::V1;
+  eo.last_good_dir_set = true;
+  eo.last_good_dir = "";  // no last good copy
+  nri::RelayOptions o = child_opts(t.path, 1500, true);
+  o.inproc = nri::pipeline_evaluator(eo);
+  FakeRuntime rt(o, t.path + "/relay.log");
+  rt.handshake();
+  rt.request(3, "CreateContainer", create_request(""));
+  REQUIRE(rt.reply(3).code == 0);  // served with the small policy (compiled by the zygote's prober)
+  usleep(20000);  // the spare for the next event is ready and idle when the file changes
+  std::string big = "version = 1\n[settings]\ndefault_class = \"BE\"\nfail = \"closed\"\n[classes.BE.container]\ncpu_shares = 2\n[classes.LS]\n";
+  for (int i = 1; i <= 10000; ++i)
+    big += "[[rules]]\nname = \"gen-" + std::to_string(i) + "\"\nclass = \"LS\"\nmatch.labels = { \"app\" = \"svc-" + std::to_string(i) +
+           "\" }\nmatch.namespace = [\"tenant-" + std::to_string(i) + "\", \"tenant-" + std::to_string(i) + "-staging\"]\n";
+  put_file(t.path + "/p.toml.tmp", big);
+  REQUIRE(rename((t.path + "/p.toml.tmp").c_str(), (t.path + "/p.toml").c_str()) == 0);
+  int64_t t0 = mono_ms();
+  rt.request(5, "CreateContainer", create_request(""));
+  nri::ResponseEnvelope r = rt.reply(5, 5000);
+  CAPTURE(r.message, mono_ms() - t0);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.message, Catch::Contains("while the policy was being compiled: fail-closed (the policy file's settings.fail, read ahead of "
+                                        "its compile), container refused"));
+  CHECK(mono_ms() - t0 < 1500);
+  CHECK(rt.close_and_wait() == 0);
+}
+
 namespace {
 
 // A relay with the real pipeline in fork mode on a scratch tree of `layout`, with `policy`.

@@ -458,3 +458,89 @@ TEST_CASE("settings.leave_to_others: parsed, validated, cached and noted by chec
     CHECK(has(findings(head + "leave_to_others = [{field = \"unified.cpu.pressure\", plugin = \"x\"}]\n" + tail),
               "4:E:settings.leave_to_others[0].field: \"unified.cpu.pressure\": no knob of nri-qos writes the cgroup v2 file cpu.pressure"));
 }
+
+// ---- settings.fail read ahead of a compile (policy.hpp read_fail_mode, issue #30 item 5) ------
+
+namespace {
+// read_fail_mode and the compiled policy's settings.fail agree on every text the policy parser
+// accepts (the first pass is never stricter than toml11 on a valid policy).
+void agrees(const std::string& text) {
+    CAPTURE(text.substr(0, 400));
+    Policy p;
+    try {
+        p = parse_policy_toml(text, "t.toml");
+    } catch (const InputError&) {
+        (void)read_fail_mode(text);  // not a policy: any answer, never a crash
+        return;
+    }
+    CHECK(read_fail_mode(text) == std::optional<bool>(p.fail_closed));
+}
+}  // namespace
+
+TEST_CASE("read_fail_mode: settings.fail in every TOML form, and nothing else", "[policy][failmode]") {
+    const std::string cls = "\n[classes.BE.container]\ncpu_shares = 2\n";
+    auto mode = [&](const std::string& head) { return read_fail_mode("version = 1\n" + head + cls); };
+    const std::optional<bool> closed(true), open(false), unknown;
+    CHECK(mode("[settings]\ndefault_class = \"BE\"\nfail = \"closed\"") == closed);
+    CHECK(mode("[settings]\ndefault_class = \"BE\"\nfail = \"open\"") == open);
+    CHECK(mode("[settings]\ndefault_class = \"BE\"") == open);  // the default
+    CHECK(mode("settings.default_class = \"BE\"\nsettings.fail = \"closed\"") == closed);
+    CHECK(mode("settings = { default_class = \"BE\", fail = \"closed\" }") == closed);
+    CHECK(mode("[ \"settings\" ]\ndefault_class = 'BE'\n'fail' = 'closed'") == closed);
+    CHECK(mode("[settings]\r\ndefault_class = \"BE\"\r\nfail=\"closed\"   # comment\r") == closed);
+    CHECK(mode("[settings]\ndefault_class = \"BE\"\nfail = \"\\u0063losed\"") == closed);          // an escape
+    CHECK(mode("[settings]\ndefault_class = \"BE\"\n\"f\\u0061il\" = \"closed\"") == closed);       // in the key too
+    CHECK(mode("[settings]\ndefault_class = \"BE\"\nfail = \"\"\"\nclosed\"\"\"") == closed);         // multi-line
+    CHECK(mode("[settings]\ndefault_class = \"BE\"\nfail = '''closed'''") == closed);
+    CHECK(read_fail_mode("\xEF\xBB\xBFversion = 1\n[settings]\nfail = \"closed\"\n") == closed);  // BOM
+    // Not settings.fail: other tables, arrays of tables, strings and comments that look like it.
+    CHECK(mode("[settings]\ndefault_class = \"BE\"\n[settings.x]\nfail = \"closed\"") == open);
+    CHECK(mode("[settings]\ndefault_class = \"BE\"\n# fail = \"closed\"\n[classes.LS]\nfail = \"closed\"") == open);
+    CHECK(mode("[[rules]]\nclass = \"BE\"\nsettings.fail = \"closed\"\n[settings]\ndefault_class = \"BE\"") == open);
+    CHECK(mode("x = { settings = { fail = \"closed\" } }\ny = [{ fail = \"closed\" }]\n[settings]\ndefault_class = \"BE\"") == open);
+    CHECK(mode("[classes.LS]\ndescription = \"\"\"\n[settings]\nfail = \"closed\"\n\"\"\"\n[settings]\ndefault_class = \"BE\"") == open);
+    CHECK(mode("[classes.LS]\ndescription = '''it's\n[settings]\nfail = \"closed\"'''\n[settings]\ndefault_class = \"BE\"") == open);
+    CHECK(mode("[classes.LS]\ndescription = \"a \\\" fail = \\\"closed\\\"\"\n[settings]\ndefault_class = \"BE\"") == open);
+    // Found after any amount of text (a date-time with a space, nested arrays and tables first).
+    CHECK(mode("when = 1979-05-27 07:32:00Z\nn = [[1, 2], [\"a\", {b = 'c'}],]\n[settings]\ndefault_class = \"BE\"\nfail = \"closed\"") == closed);
+    // Text the compile will reject: not known (the answer then is the fallback's, pipeline.hpp).
+    CHECK(mode("[settings]\ndefault_class = \"BE\"\nfail = \"maybe\"") == unknown);
+    CHECK(mode("[settings]\ndefault_class = \"BE\"\nfail = true") == unknown);
+    CHECK(mode("[settings]\ndefault_class = \"BE\"\nfail = [\"closed\"]") == unknown);
+    CHECK(mode("description = \"unterminated\n[settings]\nfail = \"closed\"") == unknown);
+    CHECK(mode("[settings\ndefault_class = \"BE\"") == unknown);
+    CHECK(mode("[settings]\ndefault_class \"BE\"") == unknown);
+    CHECK(mode("x = \"\\q\"\n[settings]\nfail = \"open\"") == unknown);
+    CHECK(read_fail_mode("x = " + std::string(40, '[') + std::string(40, ']')) == unknown);  // nesting beyond 32
+    // ... but once settings.fail is read, later damage does not hide it.
+    CHECK(mode("[settings]\ndefault_class = \"BE\"\nfail = \"closed\"\n[oops") == closed);
+}
+
+TEST_CASE("read_fail_mode agrees with the compiled policy on every valid text", "[policy][failmode]") {
+    for (const char* f : {"/conf/nri.d/nri-qos.toml", "/tests/fixtures/policy/classic.toml", "/bench/native-policy.toml",
+                          "/bench/sync-policy.toml", "/deploy/helm/nri-qos/files/nri-qos.toml",
+                          "/tests/conformance/selftest/faithful-offline.toml", "/tests/fuzz/corpus/policy/bundled.toml",
+                          "/tests/fuzz/corpus/policy/gates-raw.toml", "/tests/fuzz/corpus/policy/regress-toml11-utf8-literal.toml",
+                          "/tests/fuzz/corpus/policy/regress-toml11-utf8-ml-literal.toml",
+                          "/tests/fuzz/corpus/policy/regress-quote-desync-nesting.toml", "/tests/fuzz/corpus/policy/regress-quote-desync-int.toml",
+                          "/tests/fuzz/corpus/policy/regress-int-overflow.toml"}) {
+        std::string text = slurp(std::string(NRI_QOS_SRCDIR) + f);
+        CAPTURE(f);
+        REQUIRE(!text.empty());
+        agrees(text);
+        // the same file, fail-closed in each form
+        const size_t at = text.find("\nfail = \"open\"");
+        if (at != std::string::npos) {
+            std::string c = text;
+            c.replace(at, 14, "\nfail = \"closed\"");
+            agrees(c);
+            CHECK(read_fail_mode(c) == std::optional<bool>(true));
+        }
+    }
+    // Every prefix of a policy (an editor's half-written save): never a crash, and where the
+    // prefix is a valid policy, the same mode as its compile.
+    const std::string small = "version = 1 # v\n[settings]\ndefault_class = \"BE\"\nfail = \"closed\"\n"
+                              "[[rules]]\nname = \"a\"\nclass = \"BE\"\nmatch.labels = { \"app\" = \"x\" }\n"
+                              "[classes.BE]\ndescription = '''multi\nline'''\n[classes.BE.container]\ncpu_shares = 2\n";
+    for (size_t n = 0; n <= small.size(); ++n) agrees(small.substr(0, n));
+}
