@@ -2966,6 +2966,22 @@ TEST_CASE("adjustment-rejected: the message, the record, the metrics and the run
   CHECK(c.other == "20-late");  // nri-qos first in the pair when the other plugin runs later
   CHECK(c.subject == "CPU quota");
   CHECK(nri::runtime_conflict(other_pod + "\n", "0123abcd", "app", "10-nri-qos").other.empty());
+  // NRI v0.11+ (containerd 2.2.x, 2.3): the field's enum name and its qualifiers
+  // (pkg/api/owners.go Conflict: Field.String() + " " + qualifiers, so a trailing space), given
+  // in the older words, the ones of the record's `fields`. Old code: subject "CPUShares".
+  const std::string v011 =
+      R"(time="2026-11-29T06:00:00Z" level=error msg="CreateContainer within sandbox \"0123abcd\" for &ContainerMetadata{Name:app,Attempt:0,} failed" error="failed to create containerd container: plugins \"10-nri-qos\" and \"05-gostub\" both tried to set CPUShares ")";
+  c = nri::runtime_conflict(v011 + "\n", "0123abcd", "app", "10-nri-qos");
+  CHECK(c.other == "05-gostub");
+  CHECK(c.subject == "CPU shares");
+  const std::string v012_annotation =
+      R"(time="2026-11-29T06:00:01Z" level=error msg="CreateContainer within sandbox \"0123abcd\" for &ContainerMetadata{Name:app,Attempt:0,} failed" error="plugins \"05-gostub\" and \"10-nri-qos\" both tried to set Annotations nri-qos/class")";
+  c = nri::runtime_conflict(v012_annotation + "\n", "0123abcd", "app", "10-nri-qos");
+  CHECK(c.other == "05-gostub");
+  CHECK(c.subject == "annotation nri-qos/class");
+  const std::string unknown_field =
+      R"(time="2026-11-29T06:00:02Z" level=error msg="CreateContainer within sandbox \"0123abcd\" for &ContainerMetadata{Name:app,Attempt:0,} failed" error="plugins \"05-gostub\" and \"10-nri-qos\" both tried to set LinuxSched ")";
+  CHECK(nri::runtime_conflict(unknown_field + "\n", "0123abcd", "app", "10-nri-qos").subject == "LinuxSched");
   CHECK(nri::runtime_conflict(ours, "", "app", "10-nri-qos").other.empty());
 
   // a log file: its conflict lines only
