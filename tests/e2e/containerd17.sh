@@ -63,8 +63,9 @@ fetch_runtime() {
     [ -f "$src/SHA256SUMS" ] || { RT_WHY="no containerd v$SHARED_RT build: $src/SHA256SUMS absent (E2E_RUNTIMES, ../shared/runtimes beside the checkout)"; return 1; }
     rm -rf "$RTROOT"; mkdir -p "$RTROOT/usr/bin"
     for b in containerd containerd-shim-runc-v2 ctr; do
-      xz -dc "$src/$b.xz" > "$RTROOT/usr/bin/$b" && chmod 755 "$RTROOT/usr/bin/$b" ||
-        { RT_WHY="cannot unpack $src/$b.xz"; return 1; }
+      if ! { xz -dc "$src/$b.xz" > "$RTROOT/usr/bin/$b" && chmod 755 "$RTROOT/usr/bin/$b"; }; then
+        RT_WHY="cannot unpack $src/$b.xz"; return 1
+      fi
     done
     (cd "$RTROOT/usr/bin" && sha256sum --quiet -c "$src/SHA256SUMS" >&2) ||
       { RT_WHY="containerd v$SHARED_RT binaries do not match $src/SHA256SUMS"; rm -rf "$RTROOT"; return 1; }
