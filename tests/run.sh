@@ -70,7 +70,7 @@ if [ -x tests/fuzz/run.sh ] && [ "${NRI_QOS_SKIP_FUZZ:-0}" != 1 ]; then
   suite fuzz-smoke tests/fuzz/run.sh smoke
 fi
 if [ $E2E = 1 ]; then
-  suite e2e tests/e2e/run.sh 16 adapter native native21
+  suite e2e tests/e2e/run.sh 16 adapter native native21 native22 native23
 fi
 echo "check: $PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ "$FAILED" = 0 ]

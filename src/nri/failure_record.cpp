@@ -320,6 +320,41 @@ bool journal_lines(const std::string& unit, int64_t deadline, std::string& out, 
   return !timed_out;
 }
 
+// A conflict's subject in the words of NRI <= v0.10 (pkg/adaptation/result.go conflict():
+// "CPU shares", "annotation <key>"). NRI v0.11+ writes the field's enum name and its qualifiers
+// instead (v0.11.0/v0.12.0 pkg/api/owners.go Conflict/qualify: Field(f).String() + " " +
+// qualifiers, so "CPUShares " with a trailing space, "Annotations nri-qos/class"): those are
+// turned into the older words, the ones RelayFailure::fields uses. An unknown name is kept as
+// written.
+std::string conflict_subject(const std::string& s) {
+  static const struct { const char* field; const char* words; } kFields[] = {
+      {"Annotations", "annotation"},        {"Mounts", "mount"},
+      {"Devices", "device"},                {"CdiDevices", "CDI device"},
+      {"Env", "env"},                       {"MemLimit", "memory limit"},
+      {"MemReservation", "memory reservation"}, {"MemSwapLimit", "memory swap limit"},
+      {"MemKernelLimit", "memory kernel limit"}, {"MemTCPLimit", "memory TCP limit"},
+      {"MemSwappiness", "memory swappiness"}, {"MemDisableOomKiller", "memory disable OOM killer"},
+      {"CPUShares", "CPU shares"},          {"CPUQuota", "CPU quota"},
+      {"CPUPeriod", "CPU period"},          {"CPURealtimeRuntime", "CPU realtime runtime"},
+      {"CPURealtimePeriod", "CPU realtime period"}, {"CPUSetCPUs", "CPU pinning"},
+      {"CPUSetMems", "memory pinning"},     {"PidsLimit", "pids limit"},
+      {"HugepageLimits", "hugepage limit of size"}, {"BlockioClass", "block I/O class"},
+      {"RdtClass", "RDT class"},            {"CgroupsUnified", "unified resource"},
+      {"CgroupsPath", "cgroups path"},      {"OomScoreAdj", "oom score adj"},
+      {"Rlimits", "rlimit"},
+  };
+  size_t sp = s.find(' ');
+  const std::string head = s.substr(0, sp);
+  for (const auto& f : kFields) {
+    if (head != f.field) continue;
+    std::string out = f.words;
+    if (sp != std::string::npos) out += s.substr(sp);
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out;
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string runtime_log_excerpt(const std::string& spec_in, int budget_ms, std::string& why) {
@@ -392,6 +427,7 @@ RuntimeConflict runtime_conflict(const std::string& excerpt, const std::string& 
     size_t q = subject.find_first_of("\"\n");
     c.subject = printable(cut(subject.substr(0, q), 128), 128);
     while (!c.subject.empty() && c.subject.back() == ' ') c.subject.pop_back();
+    c.subject = conflict_subject(c.subject);
     return c;
   }
   return c;

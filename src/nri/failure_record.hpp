@@ -95,8 +95,10 @@ std::string runtime_log_excerpt(const std::string& spec, int budget_ms, std::str
 /// matching line wins): containerd's CRI logs the failed create as
 ///   ... CreateContainer within sandbox \"<sandbox id>\" for &ContainerMetadata{Name:<name>,...}
 ///   failed" error="... plugins \"10-nri-qos\" and \"05-other\" both tried to set CPU shares"
-/// (internal/cri/instrument/instrumented_service.go; the quotes may be escaped). The other plugin
-/// is the one of the two that is not `self`. Names are checked: [A-Za-z0-9_.-], 1-64 bytes.
+/// (internal/cri/instrument/instrumented_service.go; the quotes may be escaped). NRI v0.11+
+/// (containerd 2.2.x, 2.3) names the field by its enum name instead ("... both tried to set
+/// CPUShares", containerd/nri v0.11.0 pkg/api/owners.go Conflict): the subject is given in the
+/// older words either way ("CPU shares"). The other plugin is the one of the two that is not `self`. Names are checked: [A-Za-z0-9_.-], 1-64 bytes.
 RuntimeConflict runtime_conflict(const std::string& excerpt, const std::string& sandbox_id, const std::string& container,
                                  const std::string& self);
 

@@ -266,33 +266,51 @@ void Relay::handle_request(uint32_t stream, RequestEnvelope& req) {
     if (o_.debug) logf("Shutdown requested by the runtime");
     reply_ok(stream, std::string());
     shutdown_ = true;
+  } else if (bool with_container = false; int ev = dedicated_event(m, with_container)) {
+    // NRI v0.12 (containerd 2.3+): one RPC per event. A subscribed one is served like its
+    // StateChange (queued, the same evaluation: Relay::prepare); the others are answered with
+    // their empty response, as containerd/nri's stub does for an event without a handler
+    // (v0.12.0 pkg/stub/stub.go). Never UNIMPLEMENTED: that sends the runtime to its deprecated
+    // StateChange fallback (pkg/adaptation/plugin_type.go), logged as a deprecated interface.
+    if (subscription_mask(nri_minor_) & event_bit(pb::Event(ev))) {
+      enqueue(stream, req);
+    } else {
+      if (o_.debug) logf("%s: not subscribed; answered empty", m.c_str());
+      reply_ok(stream, std::string());
+    }
   } else if (m == "CreateContainer" || m == "UpdateContainer" || m == "StateChange" ||
              (m == "UpdatePodSandbox" && nri_minor_ >= 10)) {
-    Pending p;
-    p.stream = stream;
-    p.method = m;
-    p.payload = std::move(req.payload);
-    p.timeout_nano = req.timeout_nano;
-    p.arrival_ms = now_ms();
-    if (queue_.size() >= kMaxQueued || queued_bytes_ + p.payload.size() > kMaxQueuedBytes) {
-      // Answered at once with the fail mode of the event it carries (a StateChange is decoded:
-      // RunPodSandbox and StartContainer are admission events, refused under "closed"), named
-      // on the record like an evaluated event. prepare() answers itself what needs no
-      // evaluation (an unsubscribed StateChange, a malformed request).
-      Current c;
-      if (prepare(p, c)) {
-        fail_event(stream, c.event, c.subject,
-                   "relay overloaded (" + std::to_string(queue_.size()) + " requests, " + std::to_string(queued_bytes_) +
-                       " bytes queued; limits " + std::to_string(kMaxQueued) + ", " + std::to_string(kMaxQueuedBytes) + ")",
-                   "overloaded", &c);
-      }
-      return;
-    }
-    queued_bytes_ += p.payload.size();
-    queue_.push_back(std::move(p));
+    enqueue(stream, req);
   } else {
     refuse(stream, kCodeUnimplemented, "method " + m, "unknown-method", "method \"" + m + "\" is not served (UNIMPLEMENTED)");
   }
+}
+
+// An event request into the queue (or, past its bounds, answered at once).
+void Relay::enqueue(uint32_t stream, RequestEnvelope& req) {
+  const std::string& m = req.method;
+  Pending p;
+  p.stream = stream;
+  p.method = m;
+  p.payload = std::move(req.payload);
+  p.timeout_nano = req.timeout_nano;
+  p.arrival_ms = now_ms();
+  if (queue_.size() >= kMaxQueued || queued_bytes_ + p.payload.size() > kMaxQueuedBytes) {
+    // Answered at once with the fail mode of the event it carries (a StateChange is decoded:
+    // RunPodSandbox and StartContainer are admission events, refused under "closed"), named
+    // on the record like an evaluated event. prepare() answers itself what needs no
+    // evaluation (an unsubscribed StateChange, a malformed request).
+    Current c;
+    if (prepare(p, c)) {
+      fail_event(stream, c.event, c.subject,
+                 "relay overloaded (" + std::to_string(queue_.size()) + " requests, " + std::to_string(queued_bytes_) +
+                     " bytes queued; limits " + std::to_string(kMaxQueued) + ", " + std::to_string(kMaxQueuedBytes) + ")",
+                 "overloaded", &c);
+    }
+    return;
+  }
+  queued_bytes_ += p.payload.size();
+  queue_.push_back(std::move(p));
 }
 
 void Relay::on_configure(uint32_t stream, const std::string& payload) {
@@ -583,6 +601,7 @@ int Relay::run() {
   pb::RegisterPluginRequest reg;
   reg.set_plugin_name(o_.plugin_name);
   reg.set_plugin_idx(o_.plugin_idx);
+  reg.set_nri_version(kNriProtocolVersion);  // containerd 2.3+ logs it; older runtimes skip it
   call_runtime("RegisterPlugin", reg.SerializeAsString());
   setup_process();
   if (!o_.log_file.empty()) redirect_log(o_.log_file);

@@ -11,6 +11,13 @@
 
 namespace nri {
 
+/// The NRI protocol version this build's copy of the API speaks (src/nri/nri.proto: the
+/// messages and field numbers of containerd/nri v0.12.0 pkg/api/api.proto that nri-qos uses,
+/// the dedicated event RPCs included). Sent as RegisterPluginRequest.NRI_version, as
+/// containerd/nri's own stub does with its module version (v0.12.0 pkg/stub/stub.go register);
+/// containerd >= 2.3 logs it at registration and says "unknown" without it.
+inline constexpr const char kNriProtocolVersion[] = "v0.12.0";
+
 /// Settings of the relay. The caller (src/cli/main.cpp) fills them from the command line and
 /// from the environment containerd gives a launched plugin (relay_options_from_env()).
 struct RelayOptions {
@@ -76,7 +83,9 @@ void relay_options_from_env(RelayOptions& o, const char* argv0);
 /// StartContainer, UpdateContainer, PostUpdateContainer = mask 0x1ad, plus UpdatePodSandbox
 /// 0x800 on NRI v0.10+ runtimes), Synchronize (every existing pod and container evaluated, the
 /// updates in the reply to the last part: src/nri/sync.hpp), Shutdown, CreateContainer,
-/// UpdateContainer, UpdatePodSandbox, StateChange; any other method/service gets status 12
+/// UpdateContainer, UpdatePodSandbox, StateChange, and NRI v0.12's dedicated event RPCs
+/// (RunPodSandbox, StartContainer, ...: the subscribed ones evaluated as their StateChange, the
+/// others answered with their empty response); any other method/service gets status 12
 /// UNIMPLEMENTED. Each event is evaluated in a process of its own (evaluator.hpp; see
 /// docs/native-nri.md for the JSON contract), one at a time, with a hard deadline (SIGKILL to
 /// the evaluator's process group); every child is reaped. Requests arriving meanwhile wait in a

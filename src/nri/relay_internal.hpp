@@ -57,6 +57,8 @@ constexpr const char* kDefaultRelayLog = "/var/log/nri-qos/relay.log";
 // Helpers the files share, documented where they are defined: relay.cpp
 bool is_admission(const std::string& ev);
 SupervisorOptions supervisor_options(const RelayOptions& o);
+// ... relay_contract.cpp
+int dedicated_event(const std::string& method, bool& with_container);
 // ... and relay_process.cpp
 void drop_resident_text();
 void redirect_log(const std::string& path);
@@ -102,6 +104,7 @@ class Relay {
   void read_trunk();
   void handle_message(uint32_t conn, TtrpcMessage& m);
   void handle_request(uint32_t stream, RequestEnvelope& req);
+  void enqueue(uint32_t stream, RequestEnvelope& req);
   void on_configure(uint32_t stream, const std::string& payload);
   void on_synchronize(uint32_t stream, const RequestEnvelope& req);
   /// Reply to the pass's runtime request. `in_flight`: a container's evaluation still runs (its

@@ -1,20 +1,24 @@
 #!/bin/bash
 # nri-qos under an NRI-capable containerd: 1.7 (Debian trixie's 1.7.24, NRI 0.6) or 2.1 (Debian
 # sid's 2.1.x, NRI 0.8), extracted with dpkg -x into $E2E_CACHE/<suite>-root (the system is not
-# changed), with bookworm's runc, NRI enabled.
+# changed); or 2.2 / 2.3 (containerd v2.2.7, NRI 0.11; v2.3.4, NRI 0.12: static builds from
+# ../shared/runtimes, which Debian does not package, unpacked into $E2E_CACHE/containerd-<v>-root
+# and checked against their SHA256SUMS; SKIP when ../shared/runtimes is absent); with
+# bookworm's runc, NRI enabled.
 #
-#   containerd17.sh native [1.7|2.1]  native NRI: build/nri-qos installed as
+#   containerd17.sh native [1.7|2.1|2.2|2.3]  native NRI: build/nri-qos installed as
 #                                     /opt/nri/plugins/10-nri-qos (the ttrpc relay)
 #   containerd17.sh adapter           (1.7 only) v0.1 path: /opt/nri/bin/nri-qos listed in
 #                                     /etc/nri/conf.json, driven by the TEST-ONLY v0.1 adapter
 #                                     (adapter/main.go) in /opt/nri/plugins
-#   containerd17.sh prepare [1.7|2.1] only fetch/extract the packages, build the adapter (cache)
-#   containerd17.sh down MODE [1.7|2.1]  clean up after an E2E_KEEP=1 run
+#   containerd17.sh prepare [1.7|2.1|2.2|2.3] only fetch/extract the runtime, build the adapter (cache)
+#   containerd17.sh down MODE [1.7|2.1|2.2|2.3]  clean up after an E2E_KEEP=1 run
 #
-# Result names: c17-native-*, c17-adapter-*, c21-native-*. Prints PASS/FAIL/SKIP lines on stdout
-# (diagnostics on stderr); exit 1 if anything failed. Env: docs/e2e.md (E2E_CACHE, E2E_WORK,
-# NRI_QOS_BIN, E2E_POLICY, E2E_KEEP=1, E2E_CGROUP_DRIVER, E2E_C21_SUITE = Debian suite of the
-# 2.1 runtime, default sid).
+# Result names: c17-native-*, c17-adapter-*, c21-native-*, c22-native-*, c23-native-*. Prints
+# PASS/FAIL/SKIP lines on stdout (diagnostics on stderr); exit 1 if anything failed. Env:
+# docs/e2e.md (E2E_CACHE, E2E_WORK, NRI_QOS_BIN, E2E_POLICY, E2E_KEEP=1, E2E_CGROUP_DRIVER,
+# E2E_C21_SUITE = Debian suite of the 2.1 runtime, default sid; E2E_RUNTIMES = the folder of the
+# 2.2/2.3 builds, default ../shared/runtimes beside the checkout).
 # shellcheck disable=SC2034  # S, CTR, SHIM_PATH, OCI_CHECKS, OCI_OOM are read by lib.sh
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -23,18 +27,22 @@ set -uo pipefail
 MODE=${1:-native}
 if [ "$MODE" = down ]; then MODE=${2:-native}; DOWN_ONLY=1; shift; fi
 RT=${2:-1.7}
-case $MODE/$RT in native/1.7|native/2.1|adapter/1.7|prepare/1.7|prepare/2.1) ;;
-  *) echo "usage: $0 native [1.7|2.1] | adapter | prepare [1.7|2.1] | down MODE [1.7|2.1]" >&2; exit 2 ;;
+case $MODE/$RT in native/1.7|native/2.1|native/2.2|native/2.3|adapter/1.7|prepare/1.7|prepare/2.1|prepare/2.2|prepare/2.3) ;;
+  *) echo "usage: $0 native [1.7|2.1|2.2|2.3] | adapter | prepare [1.7|2.1|2.2|2.3] | down MODE [1.7|2.1|2.2|2.3]" >&2; exit 2 ;;
 esac
+# SHARED_RT: the containerd build of ../shared/runtimes this suite runs ("" = a Debian package)
+SHARED_RT=""
 case $RT in
   1.7) DEB_SUITE=trixie; S=c17-$MODE; D=$E2E_WORK/containerd17-$MODE ;;
   2.1) DEB_SUITE=$C21_SUITE; S=c21-$MODE; D=$E2E_WORK/containerd21-$MODE; OCI_OOM=1 ;;
+  2.2) SHARED_RT=2.2.7; S=c22-$MODE; D=$E2E_WORK/containerd22-$MODE; OCI_OOM=1 ;;
+  2.3) SHARED_RT=2.3.4; S=c23-$MODE; D=$E2E_WORK/containerd23-$MODE; OCI_OOM=1 ;;
 esac
 # The external relay's supervisor (ext_start): a bash loop on the host, the .deb's systemd unit in
 # the node VM, which listens where the unit connects: NRI's default socket.
 EXT_SUPERVISOR=loop
 if ! host_only && [ "$MODE" = native ]; then EXT_SUPERVISOR=systemd; E2E_NRI_SOCK=/var/run/nri/nri.sock; fi
-RTROOT=$E2E_CACHE/$DEB_SUITE-root
+if [ -n "$SHARED_RT" ]; then DEB_SUITE=""; RTROOT=$E2E_CACHE/containerd-$SHARED_RT-root; else RTROOT=$E2E_CACHE/$DEB_SUITE-root; fi
 CONTAINERD=$RTROOT/usr/bin/containerd
 CTR=$RTROOT/usr/bin/ctr
 SHIM_PATH=$RTROOT/usr/bin                 # containerd finds containerd-shim-runc-v2 via PATH
@@ -43,9 +51,31 @@ ADAPTER=$E2E_CACHE/bin/v010-adapter
 
 # containerd (+ shim, ctr) of the runtime's Debian suite. trixie's and sid's binaries run on
 # bookworm's glibc; their runc does not (trixie's needs GLIBC_2.38), so bookworm's runc is used.
+# 2.2/2.3: the static builds of $E2E_RUNTIMES/containerd-<v>/ (containerd, its runc shim, ctr;
+# xz, SHA256SUMS of the binaries: its README), unpacked once into $RTROOT/usr/bin and checked.
+# RT_WHY: why not, for the SKIP line.
+RT_WHY=""
 fetch_runtime() {
+  if [ -n "$SHARED_RT" ]; then
+    local src=$E2E_RUNTIMES/containerd-$SHARED_RT b
+    [ -x "$CONTAINERD" ] && [ -x "$SHIM_PATH/containerd-shim-runc-v2" ] && [ -f "$RTROOT/.e2e-sha256" ] &&
+      cmp -s "$RTROOT/.e2e-sha256" "$src/SHA256SUMS" 2>/dev/null && return 0
+    [ -f "$src/SHA256SUMS" ] || { RT_WHY="no containerd v$SHARED_RT build: $src/SHA256SUMS absent (E2E_RUNTIMES, ../shared/runtimes beside the checkout)"; return 1; }
+    rm -rf "$RTROOT"; mkdir -p "$RTROOT/usr/bin"
+    for b in containerd containerd-shim-runc-v2 ctr; do
+      if ! { xz -dc "$src/$b.xz" > "$RTROOT/usr/bin/$b" && chmod 755 "$RTROOT/usr/bin/$b"; }; then
+        RT_WHY="cannot unpack $src/$b.xz"; return 1
+      fi
+    done
+    (cd "$RTROOT/usr/bin" && sha256sum --quiet -c "$src/SHA256SUMS" >&2) ||
+      { RT_WHY="containerd v$SHARED_RT binaries do not match $src/SHA256SUMS"; rm -rf "$RTROOT"; return 1; }
+    cp "$src/SHA256SUMS" "$RTROOT/.e2e-sha256"
+    return 0
+  fi
   [ -x "$CONTAINERD" ] && [ -x "$SHIM_PATH/containerd-shim-runc-v2" ] && return 0
-  debian_root "$DEB_SUITE" containerd && [ -x "$CONTAINERD" ]
+  debian_root "$DEB_SUITE" containerd && [ -x "$CONTAINERD" ] && return 0
+  RT_WHY="cannot fetch Debian $DEB_SUITE's containerd (network or apt): $(tail -1 "$E2E_CACHE/$DEB_SUITE.err" 2>/dev/null)"
+  return 1
 }
 
 go_bin() { ls -d "$TR"/usr/lib/go-1.*/bin/go 2>/dev/null | sort -V | tail -1; }
@@ -122,8 +152,9 @@ set_native_policy() {
 
 up() {
   nri_backup
-  fetch_runtime || { skip "$S" "cannot fetch Debian $DEB_SUITE's containerd (network or apt): $(tail -1 "$E2E_CACHE/$DEB_SUITE.err" 2>/dev/null)"; return 2; }
-  log "containerd: $("$CONTAINERD" --version) (Debian $DEB_SUITE $(debian_version "$DEB_SUITE" containerd))"
+  fetch_runtime || { skip "$S" "$RT_WHY"; return 2; }
+  if [ -n "$SHARED_RT" ]; then log "containerd: $("$CONTAINERD" --version) ($E2E_RUNTIMES/containerd-$SHARED_RT, checked against its SHA256SUMS)"
+  else log "containerd: $("$CONTAINERD" --version) (Debian $DEB_SUITE $(debian_version "$DEB_SUITE" containerd))"; fi
   if [ ! -x "$NRI_QOS_BIN" ]; then fail "$S-setup" "$NRI_QOS_BIN missing: run make"; return 1; fi
   install_test_policy "$D/policy/nri-qos.toml" || { fail "$S-setup" "test policy $TEST_POLICY unusable"; return 1; }
   write_fail_closed_policy "$D/policy/fail-closed.toml"
@@ -813,6 +844,29 @@ external_scenarios() {
   start_containerd || fail "$S-setup" "containerd did not restart with the launched relay"
 }
 
+# Issue #31 item 2, containerd 2.3 (NRI v0.12): nri-qos serves the dedicated event RPCs and
+# tells its NRI version at registration. After every other scenario (each event kind has been
+# sent by then), containerd's log must say, for 10-nri-qos: registered "with NRI version
+# v0.12.0", never "with NRI version unknown", and no deprecated-interface warning ("does not
+# implement a dedicated <event> RPC call" from the deprecation service, "uses deprecated
+# StateChange" without it: containerd/nri v0.12.0 pkg/adaptation/plugin.go warnDeprecatedEvent);
+# `ctr deprecations list` names nothing of nri-qos. (05-gostub of plugin-conflict is built on an
+# older NRI and gets those lines: only 10-nri-qos's count.)
+native_nri012() {
+  local name=$S-nri-v012 log=$D/logs/containerd.log bad dep reg
+  MISMATCH=""
+  reg=$(grep -a 'registered as \\\?"10-nri-qos\\\?"' "$log" | tail -1)
+  log "  registration: ${reg:-none}"
+  [[ $reg == *'with NRI version v0.12.0'* ]] || MISMATCH="containerd did not log 10-nri-qos registered with NRI version v0.12.0: ${reg:-no line}"
+  bad=$(grep -a '10-nri-qos' "$log" | grep -a -E 'with NRI version unknown|does not implement a dedicated|uses deprecated StateChange|deprecated interface' | head -3)
+  [ -z "$bad" ] || MISMATCH="${MISMATCH:+$MISMATCH; }containerd's log: $(tr '\n' ' ' <<<"$bad")"
+  log "  deprecation lines about 05-gostub (older NRI, for contrast): $(grep -a '05-gostub' "$log" | grep -a -c -E 'does not implement a dedicated|uses deprecated StateChange|deprecated interface')"
+  dep=$("$CTR" --address "$D/containerd.sock" deprecations list 2>&1)
+  log "  ctr deprecations list: $(head -c 600 <<<"$dep" | tr '\n' '|')"
+  grep -q '10-nri-qos' <<<"$dep" && MISMATCH="${MISMATCH:+$MISMATCH; }ctr deprecations list names 10-nri-qos: $(grep '10-nri-qos' <<<"$dep" | head -2 | tr '\n' ' ')"
+  verdict "$name"
+}
+
 scenarios() {
   if [ "$MODE" = adapter ]; then
     want be-label && sc_be "$S-be-label" be-label burstable --label koordinator.sh/qosClass=BE
@@ -848,11 +902,13 @@ scenarios() {
   set_native_policy "$D/policy/fail-closed.toml"
   stop_containerd; start_containerd || fail "$S-setup" "containerd did not restart with the fail-closed policy"
   want fail-closed && containerd_alive && sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"
+  [ "$RT" = 2.3 ] && want nri-v012 && native_nri012
 }
 
 if [ "$MODE" = prepare ]; then
   mkdir -p "$E2E_CACHE"
-  fetch_runtime || exit 1
+  # 2.2/2.3 without ../shared/runtimes: nothing to prepare (their suites SKIP)
+  fetch_runtime || { log "$RT_WHY"; [ -n "$SHARED_RT" ] && exit 0; exit 1; }
   [ "$RT" = 1.7 ] && { fetch_go && build_adapter || exit 1; }
   # the node VM's plugin-conflict: bench/gostub, staged by nodevm.sh (best effort: SKIP without)
   [ "$RT" = 2.1 ] && { gostub_ready || log "no bench/gostub for the node VM: $GOSTUB_WHY"; }

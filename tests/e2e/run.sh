@@ -4,6 +4,9 @@
 #   adapter   containerd17.sh adapter   containerd 1.7.24 (trixie), v0.1 path via the test-only adapter
 #   native    containerd17.sh native    containerd 1.7.24 native NRI (0.6), the relay in /opt/nri/plugins
 #   native21  containerd17.sh native 2.1  containerd 2.1.x (sid) native NRI (0.8), the relay
+#   native22  containerd17.sh native 2.2  containerd v2.2.7 (../shared/runtimes) native NRI (0.11)
+#   native23  containerd17.sh native 2.3  containerd v2.3.4 (../shared/runtimes) native NRI (0.12:
+#                                         dedicated event RPCs); both SKIP without ../shared/runtimes
 #   vm        nodevm.sh                 a systemd + cgroup v2 node in a qemu VM: 16 and native21
 #                                       inside it, systemd cgroup driver
 # The host suites share /etc/nri and /opt/nri and run one after the other (and take a lock); the
@@ -12,13 +15,13 @@
 # a final `e2e: N passed, N failed` (skips on a line of their own). Exit 1 on any FAIL.
 # Skips cleanly (exit 0) when the machine does not allow it: not root, no cgroup mount, apt
 # unavailable, another containerd running. Diagnostics go to stderr (and $E2E_WORK/<suite>/logs/).
-# Env: docs/e2e.md. Select suites: run.sh [16] [adapter] [native] [native21] [vm].
+# Env: docs/e2e.md. Select suites: run.sh [16] [adapter] [native] [native21] [native22] [native23] [vm].
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
 
-suites=("$@"); [ ${#suites[@]} = 0 ] && suites=(16 adapter native native21 vm)
+suites=("$@"); [ ${#suites[@]} = 0 ] && suites=(16 adapter native native21 native22 native23 vm)
 why=$(preflight)
 if [ -n "$why" ]; then echo "SKIP ${E2E_PREFIX}e2e ($why)"; echo "e2e: 0 passed, 0 failed"; exit 0; fi
 
@@ -28,12 +31,14 @@ suite_cmd() {
     adapter) echo "$HERE/containerd17.sh adapter" ;;
     native) echo "$HERE/containerd17.sh native 1.7" ;;
     native21) echo "$HERE/containerd17.sh native 2.1" ;;
+    native22) echo "$HERE/containerd17.sh native 2.2" ;;
+    native23) echo "$HERE/containerd17.sh native 2.3" ;;
     vm) echo "$HERE/nodevm.sh" ;;
     *) return 1 ;;
   esac
 }
 for s in "${suites[@]}"; do
-  suite_cmd "$s" >/dev/null || { echo "run.sh: unknown suite '$s' (16, adapter, native, native21, vm)" >&2; exit 2; }
+  suite_cmd "$s" >/dev/null || { echo "run.sh: unknown suite '$s' (16, adapter, native, native21, native22, native23, vm)" >&2; exit 2; }
 done
 
 T0=$SECONDS

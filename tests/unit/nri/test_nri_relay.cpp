@@ -426,6 +426,9 @@ TEST_CASE("relay: RegisterPlugin is the first thing on the wire", "[nri][relay]"
   REQUIRE(reg.ParseFromString(req.payload));
   CHECK(reg.plugin_name() == "qos-test");
   CHECK(reg.plugin_idx() == "42");
+  // NRI_version (field 3, NRI v0.12): the protocol this build speaks; containerd 2.3 logs
+  // "(with NRI version unknown)" without it. Old code: empty.
+  CHECK(reg.nri_version() == "v0.12.0");
   CHECK(rt.close_and_wait() == 0);
 }
 
@@ -744,13 +747,16 @@ TEST_CASE("relay: UpdateContainer, StateChange, PostUpdateContainer, Synchronize
   CHECK(slurp(t.path + "/stdin.json").empty());
 
   // not subscribed any more (nothing to do there): StopPodSandbox answered without a child,
-  // StopContainer is not a method nri-qos serves
+  // and so is its dedicated RPC StopContainer (NRI v0.12: an empty StopContainerResponse)
   ev.set_event(pb::STOP_POD_SANDBOX);
   rt.request(19, "StateChange", ev.SerializeAsString());
   CHECK(rt.reply(19).code == 0);
   CHECK(slurp(t.path + "/stdin.json").empty());
   rt.request(21, "StopContainer", "");
-  CHECK(rt.reply(21).code == 12);
+  r = rt.reply(21);
+  CHECK(r.code == 0);
+  CHECK(r.payload.empty());
+  CHECK(slurp(t.path + "/stdin.json").empty());
 
   ev.set_event(pb::POST_UPDATE_CONTAINER);
   ev.mutable_container()->set_id("ctr-postupdate");
@@ -997,15 +1003,138 @@ TEST_CASE("relay: unknown methods and services answer UNIMPLEMENTED", "[nri][rel
   TempDir t;
   FakeRuntime rt(child_opts(t.path));
   rt.handshake();
-  rt.request(3, "RunPodSandbox", "");  // NRI v0.12 dedicated RPC -> runtime falls back
+  rt.request(3, "ValidateContainerAdjustment", "");  // NRI v0.11 validators: nri-qos is none
   nri::ResponseEnvelope r = rt.reply(3);
   CHECK(r.code == 12);
-  CHECK_THAT(r.message, Catch::Contains("RunPodSandbox"));
+  CHECK_THAT(r.message, Catch::Contains("ValidateContainerAdjustment"));
   rt.request(5, "Configure", "", 0, "some.other.Service");
   r = rt.reply(5);
   CHECK(r.code == 12);
   CHECK_THAT(r.message, Catch::Contains("some.other.Service"));
   CHECK(rt.close_and_wait() == 0);
+}
+
+// Issue #31 item 2: NRI v0.12 (containerd 2.3) calls one RPC per event. Each one nri-qos
+// subscribes is evaluated exactly as its StateChange equivalent (same child input, same empty
+// reply); the others get their empty response without a child. Old code: every one answered
+// UNIMPLEMENTED (code 12), which sends containerd 2.3 to its deprecated StateChange fallback
+// ("does not implement a dedicated ... RPC call").
+TEST_CASE("relay: NRI v0.12 dedicated event RPCs are served like their StateChange", "[nri][relay][nri012]") {
+  const bool fork_mode = GENERATE(false, true);
+  CAPTURE(fork_mode);
+  TempDir t;
+  FakeRuntime rt(child_opts(t.path, 1500, fork_mode), t.path + "/relay.log");
+  REQUIRE(rt.handshake("", "v2.3.4", "v0.12.0") == 0xdad);
+  const std::string input = t.path + "/stdin.json";
+  pb::PodSandbox pod = make_pod("");
+  pb::Container ctr;
+  ctr.set_id("ctr-v012");
+  ctr.set_pod_sandbox_id(pod.id());
+  ctr.set_name("app");
+  uint32_t stream = 3;
+
+  // the subscribed events: evaluated, the child sees the event's name, pod and container
+  struct Evaluated {
+    const char* method;
+    bool with_container;
+  } evaluated[] = {{"RunPodSandbox", false}, {"StartContainer", true}, {"PostUpdateContainer", true}, {"RemovePodSandbox", false}};
+  for (const auto& e : evaluated) {
+    CAPTURE(e.method);
+    ::unlink(input.c_str());
+    pb::StartContainerRequest req;  // {pod = 1, container = 2}: the layout of every one
+    *req.mutable_pod() = pod;
+    if (e.with_container) *req.mutable_container() = ctr;
+    rt.request(stream, e.method, e.with_container ? req.SerializeAsString() : [&] {
+      pb::RunPodSandboxRequest p;
+      *p.mutable_pod() = pod;
+      return p.SerializeAsString();
+    }());
+    nri::ResponseEnvelope r = rt.reply(stream);
+    stream += 2;
+    CHECK(r.code == 0);
+    CHECK(r.message.empty());
+    CHECK(r.payload.empty());  // RunPodSandboxResponse{}, StartContainerResponse{}, ...
+    std::string in_text = slurp(input);
+    REQUIRE_FALSE(in_text.empty());
+    json in = json::parse(in_text);
+    CHECK(in["event"] == e.method);
+    CHECK(in["pod"]["name"] == pod.name());
+    CHECK(in["pod"]["id"] == pod.id());
+    if (e.with_container) CHECK(in["container"]["id"] == "ctr-v012");
+    else CHECK_FALSE(in.contains("container"));
+  }
+
+  // the same input as the StateChange of the same event, byte for byte
+  pb::StateChangeEvent sc;
+  sc.set_event(pb::START_CONTAINER);
+  *sc.mutable_pod() = pod;
+  *sc.mutable_container() = ctr;
+  rt.request(stream, "StateChange", sc.SerializeAsString());
+  CHECK(rt.reply(stream).code == 0);
+  stream += 2;
+  const std::string via_state_change = slurp(input);
+  pb::StartContainerRequest start;
+  *start.mutable_pod() = pod;
+  *start.mutable_container() = ctr;
+  rt.request(stream, "StartContainer", start.SerializeAsString());
+  CHECK(rt.reply(stream).code == 0);
+  stream += 2;
+  CHECK(slurp(input) == via_state_change);
+
+  // not subscribed: the empty response at once, no evaluation
+  for (const char* m : {"StopPodSandbox", "PostUpdatePodSandbox", "PostCreateContainer", "PostStartContainer", "StopContainer"}) {
+    CAPTURE(m);
+    ::unlink(input.c_str());
+    rt.request(stream, m, start.SerializeAsString());
+    nri::ResponseEnvelope r = rt.reply(stream);
+    stream += 2;
+    CHECK(r.code == 0);
+    CHECK(r.payload.empty());
+    CHECK(slurp(input).empty());
+  }
+
+  // RemoveContainer: answered empty, never evaluated; a container nri-qos adjusted at create and
+  // that never started is an undone create (Relay::on_removed), as over StateChange
+  rt.request(stream, "CreateContainer", create_request("undo"));
+  REQUIRE(rt.reply(stream).code == 0);
+  stream += 2;
+  ::unlink(input.c_str());
+  pb::RemoveContainerRequest rm;
+  *rm.mutable_pod() = make_pod("undo");
+  rm.mutable_container()->set_id("ctr-undo");
+  rm.mutable_container()->set_name("app");
+  rt.request(stream, "RemoveContainer", rm.SerializeAsString());
+  nri::ResponseEnvelope r = rt.reply(stream);
+  stream += 2;
+  CHECK(r.code == 0);
+  CHECK(r.payload.empty());
+  CHECK(slurp(input).empty());
+  // one that started first (dedicated StartContainer) was not undone
+  rt.request(stream, "CreateContainer", create_request("ran"));
+  REQUIRE(rt.reply(stream).code == 0);
+  stream += 2;
+  pb::StartContainerRequest ran;
+  *ran.mutable_pod() = make_pod("ran");
+  ran.mutable_container()->set_id("ctr-ran");
+  ran.mutable_container()->set_name("app");
+  rt.request(stream, "StartContainer", ran.SerializeAsString());
+  REQUIRE(rt.reply(stream).code == 0);
+  stream += 2;
+  rt.request(stream, "RemoveContainer", ran.SerializeAsString());
+  CHECK(rt.reply(stream).code == 0);
+  stream += 2;
+
+  // a malformed dedicated request: named by its method, answered with the event's fail mode
+  rt.request(stream, "RunPodSandbox", std::string("\x0a\xff", 2));
+  r = rt.reply(stream);
+  CHECK(r.code == 0);  // fail-open (the policy's default)
+  stream += 2;
+  CHECK(rt.close_and_wait() == 0);
+  const std::string log = slurp(t.path + "/relay.log");
+  CHECK_THAT(log, Catch::Contains("CreateContainer default/pod-undo/app: the runtime removed the container without starting it"));
+  CHECK_THAT(log, !Catch::Contains("pod-ran/app: the runtime removed"));
+  CHECK_THAT(log, Catch::Contains("malformed RunPodSandbox request"));
+  CHECK_THAT(log, !Catch::Contains("UNIMPLEMENTED"));
 }
 
 TEST_CASE("relay: requests split into tiny mux frames and queued while a child runs", "[nri][relay]") {
@@ -3020,6 +3149,22 @@ TEST_CASE("adjustment-rejected: the message, the record, the metrics and the run
   CHECK(c.other == "20-late");  // nri-qos first in the pair when the other plugin runs later
   CHECK(c.subject == "CPU quota");
   CHECK(nri::runtime_conflict(other_pod + "\n", "0123abcd", "app", "10-nri-qos").other.empty());
+  // NRI v0.11+ (containerd 2.2.x, 2.3): the field's enum name and its qualifiers
+  // (pkg/api/owners.go Conflict: Field.String() + " " + qualifiers, so a trailing space), given
+  // in the older words, the ones of the record's `fields`. Old code: subject "CPUShares".
+  const std::string v011 =
+      R"(time="2026-11-29T06:00:00Z" level=error msg="CreateContainer within sandbox \"0123abcd\" for &ContainerMetadata{Name:app,Attempt:0,} failed" error="failed to create containerd container: plugins \"10-nri-qos\" and \"05-gostub\" both tried to set CPUShares ")";
+  c = nri::runtime_conflict(v011 + "\n", "0123abcd", "app", "10-nri-qos");
+  CHECK(c.other == "05-gostub");
+  CHECK(c.subject == "CPU shares");
+  const std::string v012_annotation =
+      R"(time="2026-11-29T06:00:01Z" level=error msg="CreateContainer within sandbox \"0123abcd\" for &ContainerMetadata{Name:app,Attempt:0,} failed" error="plugins \"05-gostub\" and \"10-nri-qos\" both tried to set Annotations nri-qos/class")";
+  c = nri::runtime_conflict(v012_annotation + "\n", "0123abcd", "app", "10-nri-qos");
+  CHECK(c.other == "05-gostub");
+  CHECK(c.subject == "annotation nri-qos/class");
+  const std::string unknown_field =
+      R"(time="2026-11-29T06:00:02Z" level=error msg="CreateContainer within sandbox \"0123abcd\" for &ContainerMetadata{Name:app,Attempt:0,} failed" error="plugins \"05-gostub\" and \"10-nri-qos\" both tried to set LinuxSched ")";
+  CHECK(nri::runtime_conflict(unknown_field + "\n", "0123abcd", "app", "10-nri-qos").subject == "LinuxSched");
   CHECK(nri::runtime_conflict(ours, "", "app", "10-nri-qos").other.empty());
 
   // a log file: its conflict lines only
