@@ -78,10 +78,6 @@ std::string join_list(const std::vector<std::string>& v, const std::string& sep)
     return s;
 }
 
-std::string cri_plugin_id(const RuntimeInfo& c) {
-    return c.config_version >= 3 ? "io.containerd.cri.v1.runtime" : "io.containerd.grpc.v1.cri";
-}
-
 bool containerd_native_capable(const RuntimeInfo& c) { return c.major > 1 || (c.major == 1 && c.minor >= 7); }
 
 }  // namespace register_internal
@@ -112,10 +108,11 @@ RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad
         p.notes.push_back(describe(c) + ": registering the " +
                           (p.mode == "native" ? "native NRI plugin" : "NRI v0.1 hook (conf.json)") +
                           (c.config_files.size() > 1 ? " (config files read: " + join_list(c.config_files) + ")" : ""));
+        for (const auto& n : c.config_notes) p.notes.push_back(n);
         if (called == HookMode::None) {
             p.warnings.push_back(
                 "containerd " + c.version + " has native NRI DISABLED (" +
-                (c.nri_disable ? "[plugins.\"io.containerd.nri.v1.nri\"] disable = true in " + c.nri_file
+                (c.nri_disable ? c.nri_section + " disable = true in " + c.nri_file
                                : std::string("the default of containerd 1.7, not set in ") +
                                      (c.config_found ? join_list(c.config_files) : c.config + " (absent)")) +
                 ").\n"
@@ -141,7 +138,7 @@ RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad
             for (const auto& k : needed)
                 if (!annotation_passed(pats, k)) p.missing_annotations.push_back(k);
             if (!p.missing_annotations.empty()) {
-                std::string table = "[plugins.\"" + cri_plugin_id(c) + "\".containerd.runtimes." + c.runtime_name + "] pod_annotations";
+                std::string table = c.runtime_section + " pod_annotations";
                 p.warnings.push_back(
                     "containerd " + c.version + " passes NRI v0.1 hooks only the pod annotations listed in\n" + table + " (" +
                     (c.pod_annotations ? "[" + join_list(*c.pod_annotations) + "]" : std::string("not set")) + " in " +
