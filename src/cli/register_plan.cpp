@@ -109,6 +109,14 @@ RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad
                           (p.mode == "native" ? "native NRI plugin" : "NRI v0.1 hook (conf.json)") +
                           (c.config_files.size() > 1 ? " (config files read: " + join_list(c.config_files) + ")" : ""));
         for (const auto& n : c.config_notes) p.notes.push_back(n);
+        // A backup an earlier register wrote beside a drop-in, which an imports glob loads after
+        // the file it copied (issue #30 §4): its old section can undo the edit.
+        for (const auto& f : c.config_files)
+            if (f.find(".nri-qos.bak.") != std::string::npos)
+                p.warnings.push_back("containerd loads " + f + " (an imports glob matches it): a backup an earlier nri-qos register\n"
+                                     "wrote beside the file it edited. Its sections are read after that file's and can undo the edit.\n"
+                                     "Fix: move it out of that directory (register now keeps its backups in " +
+                                     std::string(kDefaultBackupDir) + ").");
         if (called == HookMode::None) {
             p.warnings.push_back(
                 "containerd " + c.version + " has native NRI DISABLED (" +

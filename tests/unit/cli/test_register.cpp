@@ -1216,6 +1216,14 @@ TEST_CASE("register backups go where no imports glob reads them", "[register][no
     REQUIRE(entries(bdir(t.path) + t.path + "/conf.d").size() == 1);
     CHECK(slurp(bdir(t.path) + t.path + "/conf.d/" + entries(bdir(t.path) + t.path + "/conf.d")[0]) == drop);
 
+    // A backup an older register left beside the drop-in is loaded by the glob: said loudly.
+    spit(t / "conf.d/50-nri.toml.nri-qos.bak.20261101T000000", drop);
+    args.pop_back(), args.pop_back(), args.pop_back();  // no --enable-nri: just read the node
+    rc = run_cli(args, out);
+    CHECK(rc == 0);
+    CHECK(has(out, "nri-qos: WARNING: containerd loads " + t.path + "/conf.d/50-nri.toml.nri-qos.bak.20261101T000000 (an imports glob"));
+    ::unlink((t / "conf.d/50-nri.toml.nri-qos.bak.20261101T000000").c_str());
+
     // A backup directory an imports glob reads is refused, nothing written.
     spit(t / "conf.d/50-nri.toml", drop);
     spit(t / "config.toml", "version = 2\nimports = [\"" + t.path + "/conf.d/*\", \"" + t.path + "/bk/*/*/*/*\"]\n");
