@@ -120,34 +120,6 @@ long find_key(const std::vector<std::string>& lines, size_t from, size_t to, con
     return -1;
 }
 
-/// Last line of the (possibly multi-line) array value starting on line `at` ("key = [ ...").
-size_t array_value_end(const std::vector<std::string>& lines, size_t at) {
-    int depth = 0;
-    bool seen = false;
-    for (size_t i = at; i < lines.size(); ++i) {
-        const std::string& l = lines[i];
-        size_t j = i == at ? l.find('=') + 1 : 0;
-        for (; j < l.size(); ++j) {
-            char ch = l[j];
-            if (ch == '#') break;
-            if (ch == '"' || ch == '\'') {
-                for (++j; j < l.size() && l[j] != ch; ++j)
-                    if (ch == '"' && l[j] == '\\') ++j;
-                continue;
-            }
-            if (ch == '[') {
-                ++depth;
-                seen = true;
-            } else if (ch == ']') {
-                --depth;
-            }
-        }
-        if (seen && depth <= 0) return i;
-        if (!seen && i == at) return i;  // not an array: one line
-    }
-    return lines.size() - 1;
-}
-
 std::string toml_quote(const std::string& key) {
     std::string s = "\"";
     for (char ch : key) {
@@ -589,21 +561,21 @@ RegisterResult pass_annotations(const RuntimeInfo& info, const std::vector<std::
                 return fail_result("--pass-annotations: no " + table_name + " table in containerd's config (the default runtime " +
                                    info.runtime_name + "); nothing written: add pod_annotations = [" + join_list(missing) +
                                    "] to the runtime's table by hand");
-            auto table_text = [&](const std::vector<std::string>& keys) {
-                return toml_header(keys) + "\n  runtime_type = \"io.containerd.runc.v2\"\n  " + value + "\n";
+            auto table_text = [&](const std::vector<std::string>& where) {
+                return toml_header(where) + "\n  runtime_type = \"io.containerd.runc.v2\"\n  " + value + "\n";
             };
             if (cri) {
                 // The CRI section's (last) file: on 1.x a section written anywhere else replaces it.
-                std::vector<std::string> keys = cri->path;
-                if (keys.size() > 2) keys.resize(2);
-                for (const char* k : {"containerd", "runtimes"}) keys.push_back(k);
-                keys.push_back(info.runtime_name);
+                std::vector<std::string> where = cri->path;
+                if (where.size() > 2) where.resize(2);
+                for (const char* k : {"containerd", "runtimes"}) where.push_back(k);
+                where.push_back(info.runtime_name);
                 ReadOutcome in = read_file(cri->file);
                 if (!in.error.empty()) return fail_result(in.error);
                 edit.path = cri->file;
                 edit.exists = true;
                 edit.text = in.text + (in.text.empty() || in.text.back() == '\n' ? "" : "\n") + "\n# Added by `" + note + "`.\n" +
-                            table_text(keys);
+                            table_text(where);
             } else {
                 edit = new_section_edit(
                     info, view,

@@ -1278,3 +1278,34 @@ TEST_CASE("register reads the config again after writing and restores it when co
     CHECK(has(r.message, "restored it from " + bdir(t.path) + t.path + "/conf.d/10-a.toml.S"));
     CHECK(slurp(t / "conf.d/10-a.toml") == a);
 }
+
+TEST_CASE("register --pass-annotations adds runc's table where the release reads it, another runtime's is refused", "[register][node][containerd-config]") {
+    TempDir t;
+    // Version 1 on 1.6: into the file that defines [plugins.cri] (a section elsewhere would replace it).
+    spit(t / "v1.toml", "[plugins.cri]\n  sandbox_image = \"pause:3.9\"  # mirror\n");
+    nriqos::RuntimeInfo i = read_as(t / "v1.toml", "1.6.20");
+    nriqos::RegisterResult r = nriqos::pass_annotations(i, {"x.example/k"}, "S", bdir(t.path));
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    CHECK(slurp(t / "v1.toml") == "[plugins.cri]\n  sandbox_image = \"pause:3.9\"  # mirror\n\n"
+                                  "# Added by `nri-qos register --pass-annotations (S)`.\n"
+                                  "[plugins.cri.containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n"
+                                  "  pod_annotations = [\"x.example/k\"]\n");
+    REQUIRE(read_as(t / "v1.toml", "1.6.20").pod_annotations);
+    // Version 4, no CRI section at all: appended to the main config under the 2.3 name.
+    spit(t / "v4.toml", "version = 4\n");
+    i = read_as(t / "v4.toml", "2.3.4");
+    r = nriqos::pass_annotations(i, {"x.example/k"}, "S", bdir(t.path));
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    CHECK(has(slurp(t / "v4.toml"), "[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"));
+    CHECK(*read_as(t / "v4.toml", "2.3.4").pod_annotations == std::vector<std::string>{"x.example/k"});
+    // Another default runtime without a table: refused, nothing written.
+    const std::string crun = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  default_runtime_name = \"crun\"\n";
+    spit(t / "crun.toml", crun);
+    i = read_as(t / "crun.toml", "1.6.20");
+    r = nriqos::pass_annotations(i, {"x.example/k"}, "S", bdir(t.path));
+    CHECK(r.exit_code == 1);
+    CHECK(has(r.message, "no [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.crun] table"));
+    CHECK(slurp(t / "crun.toml") == crun);
+}
