@@ -443,6 +443,9 @@ RegisterResult enable_containerd_nri(const RuntimeInfo& info, const std::string&
         std::string err;
         const ContainerdConfigView view = view_of(info, err);
         if (std::string e = refuse_unsafe(info, view, err); !e.empty()) return fail_result("--enable-nri: " + e + "; nothing written");
+        if (!info.nri_disabled_in.empty())
+            return fail_result("--enable-nri: " + info.nri_disabled_in + " lists the NRI plugin in disabled_plugins; nothing written: "
+                               "remove it from that list by hand (nri-qos does not edit disabled_plugins)");
         const bool disabled = info.nri_disable ? *info.nri_disable : (info.major < 2);
         if (!disabled)
             return ok_result(false, "native NRI already enabled " +

@@ -120,12 +120,15 @@ RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad
         if (called == HookMode::None) {
             p.warnings.push_back(
                 "containerd " + c.version + " has native NRI DISABLED (" +
-                (c.nri_disable ? c.nri_section + " disable = true in " + c.nri_file
+                (!c.nri_disabled_in.empty() ? "disabled_plugins names it in " + c.nri_disabled_in
+                 : c.nri_disable ? c.nri_section + " disable = true in " + c.nri_file
                                : std::string("the default of containerd 1.7, not set in ") +
                                      (c.config_found ? join_list(c.config_files) : c.config + " (absent)")) +
                 ").\n"
-                "nri-qos will NEVER be called until NRI is enabled: no QoS knob is applied to any pod.\n"
-                "Fix: nri-qos register --enable-nri   (writes the NRI section after a backup), then restart containerd.");
+                "nri-qos will NEVER be called until NRI is enabled: no QoS knob is applied to any pod.\n" +
+                (!c.nri_disabled_in.empty()
+                     ? "Fix: remove the NRI plugin from disabled_plugins in " + c.nri_disabled_in + ", then restart containerd."
+                     : std::string("Fix: nri-qos register --enable-nri   (writes the NRI section after a backup), then restart containerd.")));
         } else if (called == HookMode::V01 && p.mode == "native") {
             p.warnings.push_back("containerd " + c.version + " (" + c.binary + ") calls only NRI v0.1 hooks (/etc/nri/conf.json)" +
                                  (c.adapter ? " through the v010-adapter" : "") + ":\nthe native plugin in " +

@@ -231,6 +231,15 @@ ContainerdConfigView read_containerd_view(const std::vector<std::pair<std::strin
             for (const auto& x : p.value.at("imports").as_array())
                 if (x.is_string()) v.import_patterns.push_back(resolve_import(x.as_string().str, p.path, r.major));
     }
+    // disabled_plugins: appended across files by both merges; which name disables NRI is decided
+    // below, once the release's reading of the names is known.
+    auto disabled_of = [](const Parsed& p) {
+        std::vector<std::string> out;
+        if (p.value.is_table() && p.value.contains("disabled_plugins") && p.value.at("disabled_plugins").is_array())
+            for (const auto& x : p.value.at("disabled_plugins").as_array())
+                if (x.is_string()) out.push_back(x.as_string().str);
+        return out;
+    };
     auto plugins_of = [](const Parsed& p) {
         ConfigNode n;
         n.is_table = true;
@@ -267,6 +276,9 @@ ContainerdConfigView read_containerd_view(const std::vector<std::pair<std::strin
             }
         v.nri_id = v.version == 1 ? "nri" : kNriUri;
         v.cri_runtime_id = v.version == 1 ? "cri" : kCriGrpc;
+        for (const auto& p : parsed)
+            for (const auto& d : disabled_of(p))
+                if (d == v.nri_id) v.nri_disabled_in = p.path;
         if (v.version == 1)
             for (const char* uri : {kNriUri, kCriGrpc, kCriRuntime})
                 if (auto it = v.plugins.kids.find(uri); it != v.plugins.kids.end())
@@ -277,6 +289,9 @@ ContainerdConfigView read_containerd_view(const std::vector<std::pair<std::strin
     }
     v.nri_id = kNriUri;
     v.cri_runtime_id = kCriRuntime;
+    for (const auto& p : parsed)
+        for (const auto& d : disabled_of(p))
+            if ((p.version <= 1 ? v1_plugin_uri(d) : d) == kNriUri) v.nri_disabled_in = p.path;
     if (!at_least(r, 2, 3, 0)) {
         // 2.0 - 2.2: version 0/1 files migrated alone, the merged config by server.New.
         int out_version = 3;

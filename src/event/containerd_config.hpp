@@ -70,6 +70,11 @@ struct ContainerdConfigView {
     std::string nri_id;             ///< key of the NRI plugin in `plugins` ("nri" in a 1.x version-1 config)
     std::string cri_runtime_id;     ///< key of the CRI runtime settings (containerd.runtimes) in `plugins`
     std::vector<std::string> import_patterns;  ///< every `imports` entry resolved (a path or a glob)
+    /// The file whose `disabled_plugins` turns the NRI plugin off ("" = none): 1.x matches the
+    /// merged list by short ID in a version-1 config, by URI otherwise (services/server/server.go
+    /// V1DisabledFilter / V2DisabledFilter); 2.x by URI after a version-1 file's names are
+    /// migrated ("nri" there names io.containerd.grpc.v1.nri: it disables nothing of NRI).
+    std::string nri_disabled_in;
     std::string error;              ///< one line: containerd would refuse to start with these files
     std::vector<std::string> notes;  ///< one line each: settings this release ignores (e.g. [plugins.nri] in a version-1 file on 2.x)
 };

@@ -256,7 +256,7 @@ HookMode mode_called(const RuntimeInfo& r) {
     if (r.version.empty()) return HookMode::Unknown;
     if (r.major < 1 || (r.major == 1 && r.minor < 7)) return HookMode::V01;
     bool disabled = r.nri_disable ? *r.nri_disable : r.major < 2;  // 1.7: off by default; 2.x: on
-    if (disabled) return HookMode::None;
+    if (disabled || !r.nri_disabled_in.empty()) return HookMode::None;
     return r.adapter ? HookMode::V01 : HookMode::Native;  // the adapter relays native → v0.1
 }
 
@@ -265,8 +265,12 @@ std::string describe(const RuntimeInfo& r) {
     std::string s = "containerd " + r.version + " (" + r.binary + (r.running ? ", running" : "") + ")";
     if (r.major > 1 || (r.major == 1 && r.minor >= 7)) {
         bool disabled = r.nri_disable ? *r.nri_disable : r.major < 2;
-        s += std::string(", native NRI ") + (disabled ? "disabled" : "enabled") +
-             (r.nri_disable ? " in " + (r.nri_file.empty() ? r.config : r.nri_file) : r.config_found ? " (default; not set in " + r.config + ")" : " (default)");
+        if (!r.nri_disabled_in.empty())
+            s += ", native NRI disabled (disabled_plugins in " + r.nri_disabled_in + ")";
+        else
+            s += std::string(", native NRI ") + (disabled ? "disabled" : "enabled") +
+                 (r.nri_disable ? " in " + (r.nri_file.empty() ? r.config : r.nri_file)
+                                : r.config_found ? " (default; not set in " + r.config + ")" : " (default)");
         if (r.adapter) s += ", v010-adapter in " + r.plugin_path;
     } else {
         s += ", NRI v0.1 only";
@@ -404,6 +408,7 @@ void read_containerd_layers(const std::vector<std::pair<std::string, std::string
     info.plugin_path = "/opt/nri/plugins";
     info.nri_file.clear();
     info.nri_section.clear();
+    info.nri_disabled_in.clear();
     info.cri_file.clear();
     info.runtime_name = "runc";
     info.runtime_table = false;
@@ -420,6 +425,7 @@ void read_containerd_layers(const std::vector<std::pair<std::string, std::string
     if (!v.error.empty()) info.error = v.error;
     info.config_version = v.version;
     info.import_patterns = v.import_patterns;
+    info.nri_disabled_in = v.nri_disabled_in;
     info.config_notes = v.notes;
     const std::string tail = "/*.toml";
     for (const auto& imp : v.import_patterns)

@@ -42,6 +42,7 @@ struct RuntimeInfo {
     int config_version = 0;
     std::string nri_file;          ///< file whose NRI section sets `disable` (else the last defining the section; "" = none)
     std::string nri_section;       ///< that section as the file names it: [plugins.nri] (1.x, version 1) or [plugins."io.containerd.nri.v1.nri"]
+    std::string nri_disabled_in;   ///< a file whose `disabled_plugins` names the NRI plugin ("" = none): NRI is off whatever `disable` says
     std::string cri_file;          ///< file that sets the runtime's pod_annotations (else defines its table, else the CRI section; "" = none)
     std::string runtime_name = "runc";      ///< CRI default_runtime_name
     bool runtime_table = false;    ///< the CRI section has a table for runtime_name

@@ -1309,3 +1309,19 @@ TEST_CASE("register --pass-annotations adds runc's table where the release reads
     CHECK(has(r.message, "no [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.crun] table"));
     CHECK(slurp(t / "crun.toml") == crun);
 }
+
+TEST_CASE("containerd config: disabled_plugins turns NRI off as each release names it; --enable-nri refuses it", "[register][node][containerd-config]") {
+    TempDir t;
+    spit(t / "v2.toml", "version = 2\ndisabled_plugins = [\"io.containerd.nri.v1.nri\"]\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n");
+    nriqos::RuntimeInfo i = read_as(t / "v2.toml", "1.7.24");
+    CHECK(i.nri_disabled_in == t / "v2.toml");
+    CHECK(nriqos::mode_called(i) == nriqos::HookMode::None);
+    nriqos::RegisterResult r = nriqos::enable_containerd_nri(i, "S", bdir(t.path));
+    CHECK(r.exit_code == 1);
+    CHECK(has(r.message, "lists the NRI plugin in disabled_plugins"));
+    spit(t / "v1.toml", "disabled_plugins = [\"nri\"]\n");  // version 1: the short ID on 1.x ...
+    CHECK(nriqos::mode_called(read_as(t / "v1.toml", "1.7.24")) == nriqos::HookMode::None);
+    CHECK(nriqos::mode_called(read_as(t / "v1.toml", "2.1.9")) == nriqos::HookMode::Native);  // ... io.containerd.grpc.v1.nri on 2.x
+    spit(t / "v3.toml", "version = 3\ndisabled_plugins = [\"io.containerd.nri.v1.nri\"]\n");
+    CHECK(nriqos::mode_called(read_as(t / "v3.toml", "2.1.9")) == nriqos::HookMode::None);
+}
