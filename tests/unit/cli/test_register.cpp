@@ -1011,6 +1011,13 @@ TEST_CASE("containerd config: where NRI and pod_annotations live, per version an
         REQUIRE(i.pod_annotations);
         CHECK(*i.pod_annotations == std::vector<std::string>{"c/*"});
     }
+    // A version-3 file's io.containerd.grpc.v1.cri runtimes: 2.3 migrates them (every file below
+    // 4), 2.0-2.2 do not (as `containerd config dump` of 2.2.7 and 2.3.4 show).
+    spit(t / "v3g.toml", "version = 3\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  pod_annotations = [\"g/*\"]\n");
+    CHECK_FALSE(read_as(t / "v3g.toml", "2.2.7").pod_annotations);
+    CHECK(has(read_as(t / "v3g.toml", "2.2.7").config_notes.at(0), "ignores the runtimes under [plugins.\"io.containerd.grpc.v1.cri\".containerd]"));
+    REQUIRE(read_as(t / "v3g.toml", "2.3.4").pod_annotations);
+    CHECK(*read_as(t / "v3g.toml", "2.3.4").pod_annotations == std::vector<std::string>{"g/*"});
     CHECK(has(read_as(t / "v3.toml", "1.7.24").error, "containerd 1.7.24 refuses config version 3"));
     CHECK(has(read_as(t / "v3.toml", "1.6.20").error, "reads config version 3 as version 2"));
     // Version 4 (containerd 2.3: version/version.go ConfigVersion 4): same plugin names as 3.
