@@ -75,6 +75,7 @@ void add_register_commands(CLI::App& app) {
         bool enable_nri = false, pass_annotations = false;
         std::string policy, isulad_config, crio_config;
         std::string state_dir = "/run/nri-qos";
+        std::string backup_dir = kDefaultBackupDir;
     };
     // Shared by both subcommands; CLI11 keeps the callbacks alive as long as `app`.
     auto reg = std::make_shared<Opts>();
@@ -113,6 +114,10 @@ void add_register_commands(CLI::App& app) {
                 "enable containerd's native NRI in its config (disable = false, plugin_request_timeout = \"2s\"), after a backup");
     r->add_flag("--pass-annotations", reg->pass_annotations,
                 "add the pod annotations the policy reads to containerd 1.6's pod_annotations allow-list, after a backup");
+    r->add_option("--backup-dir", reg->backup_dir,
+                  "where --enable-nri / --pass-annotations copy a containerd config file before editing it "
+                  "(as <dir>/<the file's absolute path>.<stamp>; never where a containerd imports glob reads it)")
+        ->capture_default_str();
     r->add_option("--policy", reg->policy, "policy whose annotations must reach the hook (default: --plugin-conf's policy, else /etc/nri/nri-qos.toml, else the built-in one)");
     r->add_option("--isulad-config", reg->isulad_config, "iSulad daemon.json to inspect (default /etc/isulad/daemon.json)");
     r->add_option("--state-dir", reg->state_dir,
@@ -146,7 +151,7 @@ void add_register_commands(CLI::App& app) {
         if (reg->enable_nri) {
             if (info.version.empty() && !info.config_found)
                 return finish(fail_result("--enable-nri: no containerd found (give --containerd-config / --containerd-version)"));
-            RegisterResult e = enable_containerd_nri(info, stamp);
+            RegisterResult e = enable_containerd_nri(info, stamp, reg->backup_dir);
             if (!e.ok()) {
                 finish(e);
                 return;
@@ -165,7 +170,7 @@ void add_register_commands(CLI::App& app) {
         const bool asked_native = reg->mode == "native";
         RegisterPlan plan = plan_register(info, isulad, crio, reg->mode, needed);
         if (reg->pass_annotations && !plan.missing_annotations.empty()) {
-            RegisterResult e = pass_annotations(info, plan.missing_annotations, stamp);
+            RegisterResult e = pass_annotations(info, plan.missing_annotations, stamp, reg->backup_dir);
             if (!e.ok()) {
                 finish(e);
                 return;

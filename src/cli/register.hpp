@@ -169,40 +169,60 @@ RegisterPlan plan_register(const RuntimeInfo& containerd, const NativeRuntimeInf
                            const NativeRuntimeInfo& crio, const std::string& requested,
                            const std::vector<std::string>& needed);
 
-/// `register --enable-nri`: make containerd's config enable native NRI
-/// ([plugins."io.containerd.nri.v1.nri"] disable = false, plugin_request_timeout = "2s" unless
-/// already set). Where: the file that defines that section (edited in place), else a new
-/// drop-in `<dropin_dir>/90-nri-qos.toml` when an `imports` glob covers such a directory, else
-/// the main config (appended; created with `version` when absent). An edited file is first
-/// copied to `<file>.nri-qos.bak.<stamp>` (same mode). The edit is textual (comments and layout
-/// are kept); the result is re-read through read_containerd_layers and written only when
-/// containerd would then read NRI as enabled, else refused (exit 1, nothing written).
-/// Already enabled → exit 0, nothing changed. containerd < 1.7 (no native NRI) → exit 1.
-/// `info` must come from detect_runtime / read_containerd_layers. Never throws.
-RegisterResult enable_containerd_nri(const RuntimeInfo& info, const std::string& stamp);
+/// Where `register` keeps the copy of a containerd config file before it edits it: a directory of
+/// its own, which no containerd `imports` glob reads (a copy beside a drop-in that `conf.d/*`
+/// matches would be loaded after the edited file and undo the edit, issue #30 §4).
+inline constexpr const char* kDefaultBackupDir = "/var/lib/nri-qos/backup";
 
-/// `register --pass-annotations`: add `keys` missing from the default runtime's pod_annotations
-/// (existing patterns kept, in order) in the file defining the CRI plugin section
-/// (version 3: plugins."io.containerd.cri.v1.runtime", else plugins."io.containerd.grpc.v1.cri"),
-/// or a drop-in / the main config as for enable_containerd_nri. A missing runtime table is added
-/// only for the runtime "runc" (with runtime_type = "io.containerd.runc.v2", containerd's default
-/// for it), else refused. Backup, textual edit and verification as for enable_containerd_nri.
-/// Nothing missing → exit 0, nothing changed. Never throws.
-RegisterResult pass_annotations(const RuntimeInfo& info, const std::vector<std::string>& keys,
-                                const std::string& stamp);
+/// `register --enable-nri`: make containerd's config enable native NRI (`disable = false`,
+/// `plugin_request_timeout = "2s"` unless already set) in the NRI plugin's section as the node's
+/// containerd release reads it (containerd_config.hpp read_containerd_view): [plugins.nri] in a
+/// version-1 config (no `version`) on 1.7, [plugins."io.containerd.nri.v1.nri"] otherwise.
+/// Where: the file and table that set `disable` (the value replaced, the line's comment kept),
+/// else the last file defining the section (1.x replaces a section whole), else a new drop-in
+/// `<dropin_dir>/90-nri-qos.toml` (with the `version` that changes nothing: new_file_version)
+/// when an `imports` glob covers such a directory, else the main config (appended; created with
+/// `version` when absent). An edited file is first copied to `<backup_dir>/<its absolute
+/// path>.<stamp>` (same mode; refused when an `imports` entry would read the copy). The edit is
+/// textual (comments and layout kept); it is written only when the result, re-read through
+/// read_containerd_layers, reads NRI as enabled; after writing, the config is read again from
+/// disk as containerd will (every imports file as it is now) and, when NRI is not enabled then,
+/// the file is restored (or the new file removed) and the command fails saying why.
+/// Refused (exit 1, nothing written): containerd < 1.7 (no native NRI); a config the release
+/// refuses (a version above its highest, a drop-in above the root's version on 2.3, a short
+/// plugin name in a version-2 config on 1.x, a version that is not an integer); a version-1
+/// config when containerd's version is unknown; `disable` set by dotted keys or an inline table.
+/// Already enabled → exit 0, nothing changed. `info` must come from detect_runtime /
+/// read_containerd_layers. Never throws.
+RegisterResult enable_containerd_nri(const RuntimeInfo& info, const std::string& stamp, const std::string& backup_dir);
+
+/// `register --pass-annotations`: add `keys` missing from the default runtime's pod_annotations,
+/// in the runtime's table as the release reads it (RuntimeInfo::runtime_section: 1.x version 1
+/// [plugins.cri.containerd.runtimes.<name>], version 2 plugins."io.containerd.grpc.v1.cri", 2.x
+/// plugins."io.containerd.cri.v1.runtime" or a version 1/2 file's name that containerd migrates).
+/// Where: the file that sets pod_annotations (new elements added to the array, one per line in a
+/// multi-line one; its comments and lines kept), else the file defining the runtime's table, else
+/// a new runtime table for "runc" only (runtime_type = "io.containerd.runc.v2", containerd's
+/// default for it) in the CRI section's file, a drop-in or the main config as for
+/// enable_containerd_nri; another runtime without a table is refused. Backup, refusals, textual
+/// edit, verification before and after writing as for enable_containerd_nri. Nothing missing →
+/// exit 0, nothing changed. Never throws.
+RegisterResult pass_annotations(const RuntimeInfo& info, const std::vector<std::string>& keys, const std::string& stamp,
+                                const std::string& backup_dir);
 
 /// Add the `register` and `unregister` subcommands to `app`.
 ///
 ///   register   [--conf-json F] [--type T] [--plugin-conf JSON]
 ///   register   --native [--plugins-dir D] [--index NN] [--binary B] [--type T]
-///   register   ... [--mode auto|v01|native] [--enable-nri] [--pass-annotations] [--policy F]
+///   register   ... [--mode auto|v01|native] [--enable-nri] [--pass-annotations] [--backup-dir D] [--policy F]
 ///              [--containerd-config F] [--containerd-version V] [--isulad-config F]
 ///              [--crio-config F]
 ///   unregister [--conf-json F] [--type T]
 ///   unregister --native [--plugins-dir D] [--index NN] [--binary B] [--type T]
 ///
 /// Defaults: /etc/nri/conf.json, nri-qos, {} (without --plugin-conf an existing entry keeps its
-/// conf), /opt/nri/plugins, 10 for register / every index for unregister, /opt/nri/bin/nri-qos.
+/// conf), /opt/nri/plugins, 10 for register / every index for unregister, /opt/nri/bin/nri-qos,
+/// kDefaultBackupDir.
 /// --native works on the plugin directory only; conf.json is not touched.
 /// Each callback prints one line (stdout on success, stderr on failure). On failure it throws
 /// CLI::RuntimeError(exit_code); CLI11's App::exit() (used by CLI11_PARSE) turns that into the

@@ -1,17 +1,27 @@
 // Editing containerd's config for `register` (issue #23: split out of register.cpp):
-// --enable-nri (enable_containerd_nri: [plugins."io.containerd.nri.v1.nri"] disable = false) and
-// --pass-annotations (pass_annotations: the default runtime's pod_annotations), both declared in
-// register.hpp. The edit is textual (comments and layout kept), re-read through
-// read_containerd_layers before anything is written, and the edited file is backed up first.
+// --enable-nri (enable_containerd_nri: the NRI plugin's disable = false) and --pass-annotations
+// (pass_annotations: the default runtime's pod_annotations), both declared in register.hpp.
+// Where each lives in a given config version, for the node's containerd release, is
+// event/containerd_config.hpp's (the reader detect uses too). The edit is textual (comments and
+// layout kept), re-read through read_containerd_layers before anything is written and again from
+// disk after (restored when containerd would not read it as intended); the edited file is first
+// copied into a backup directory no `imports` glob reads (issue #30 §4).
 #include "cli/register_internal.hpp"
 
+#include <fnmatch.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <exception>
 #include <functional>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "event/containerd_config.hpp"
 
 namespace nriqos {
 
@@ -110,34 +120,6 @@ long find_key(const std::vector<std::string>& lines, size_t from, size_t to, con
     return -1;
 }
 
-/// Last line of the (possibly multi-line) array value starting on line `at` ("key = [ ...").
-size_t array_value_end(const std::vector<std::string>& lines, size_t at) {
-    int depth = 0;
-    bool seen = false;
-    for (size_t i = at; i < lines.size(); ++i) {
-        const std::string& l = lines[i];
-        size_t j = i == at ? l.find('=') + 1 : 0;
-        for (; j < l.size(); ++j) {
-            char ch = l[j];
-            if (ch == '#') break;
-            if (ch == '"' || ch == '\'') {
-                for (++j; j < l.size() && l[j] != ch; ++j)
-                    if (ch == '"' && l[j] == '\\') ++j;
-                continue;
-            }
-            if (ch == '[') {
-                ++depth;
-                seen = true;
-            } else if (ch == ']') {
-                --depth;
-            }
-        }
-        if (seen && depth <= 0) return i;
-        if (!seen && i == at) return i;  // not an array: one line
-    }
-    return lines.size() - 1;
-}
-
 std::string toml_quote(const std::string& key) {
     std::string s = "\"";
     for (char ch : key) {
@@ -147,23 +129,127 @@ std::string toml_quote(const std::string& key) {
     return s + "\"";
 }
 
-std::string header_text(const std::vector<std::string>& keys) {
-    std::string s = "[";
-    for (size_t i = 0; i < keys.size(); ++i) {
-        bool bare = !keys[i].empty();
-        for (unsigned char ch : keys[i])
-            if (!(std::isalnum(ch) || ch == '_' || ch == '-')) bare = false;
-        s += (i ? "." : "") + (bare ? keys[i] : toml_quote(keys[i]));
+/// Indentation of the first key line of the table whose header is line `h` ("  " when none).
+std::string body_indent(const std::vector<std::string>& lines, size_t h) {
+    size_t end = table_end(lines, h);
+    for (size_t i = h + 1; i < end; ++i) {
+        std::string t = trim_left(lines[i]);
+        if (t.empty() || t[0] == '#') continue;
+        return lines[i].substr(0, lines[i].size() - t.size());
     }
-    return s + "]";
+    return "  ";
 }
 
-std::string backup_name(const std::string& file, const std::string& stamp) {
-    std::string base = file + ".nri-qos.bak." + stamp;
-    std::string name = base;
-    struct stat st {};
-    for (int n = 1; ::lstat(name.c_str(), &st) == 0; ++n) name = base + "." + std::to_string(n);
-    return name;
+/// `key = <value>  # comment` with the value replaced and everything else (indent, spacing,
+/// comment) kept; a line without a comment gets `note` as one.
+std::string replace_scalar(const std::string& line, const std::string& value, const std::string& note) {
+    size_t eq = line.find('=');
+    size_t v = line.find_first_not_of(" \t", eq + 1);
+    if (v == std::string::npos) return line.substr(0, eq + 1) + " " + value + "  # " + note;
+    size_t e = v;
+    if (line[v] == '"' || line[v] == '\'') {
+        for (++e; e < line.size() && line[e] != line[v]; ++e)
+            if (line[v] == '"' && line[e] == '\\') ++e;
+        ++e;
+    } else {
+        while (e < line.size() && line[e] != ' ' && line[e] != '\t' && line[e] != '#') ++e;
+    }
+    std::string rest = line.substr(std::min(e, line.size()));
+    if (rest.find('#') == std::string::npos) rest = "  # " + note;
+    return line.substr(0, v) + value + rest;
+}
+
+/// Where the array value of `key = [ ... ]` starting on line `at` lies, read with TOML's string
+/// and comment rules: '[' and ']' (byte offsets in `text`), the end of the last element and
+/// whether a ',' follows it. false when the value is not an array of strings this can edit.
+struct ArraySpan {
+    size_t open = 0, close = 0;
+    size_t last_end = std::string::npos;  // npos: no element
+    bool trailing_comma = false;
+};
+bool find_array(const std::string& text, size_t line_start, ArraySpan& a) {
+    size_t i = text.find('=', line_start);
+    if (i == std::string::npos) return false;
+    i = text.find_first_not_of(" \t", i + 1);
+    if (i == std::string::npos || text[i] != '[') return false;
+    a.open = i;
+    for (++i; i < text.size(); ++i) {
+        char ch = text[i];
+        if (ch == '#') {
+            i = text.find('\n', i);
+            if (i == std::string::npos) return false;
+            continue;
+        }
+        if (ch == '"' || ch == '\'') {
+            if (text.compare(i, 3, std::string(3, ch)) == 0) return false;  // a multi-line string: not ours to edit
+            size_t j = i + 1;
+            for (; j < text.size() && text[j] != ch && text[j] != '\n'; ++j)
+                if (ch == '"' && text[j] == '\\') ++j;
+            if (j >= text.size() || text[j] != ch) return false;
+            i = j;
+            a.last_end = j + 1;
+            a.trailing_comma = false;
+            continue;
+        }
+        if (ch == ',') {
+            a.trailing_comma = true;
+            continue;
+        }
+        if (ch == ']') {
+            a.close = i;
+            return true;
+        }
+        if (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r') return false;  // a nested array, a number: refuse
+    }
+    return false;
+}
+
+/// Add `items` (quoted) to the array of `key` starting on line `at`, keeping every comment and
+/// line of it: on the line after the last element (a multi-line array, that element's
+/// indentation, each with a trailing ','), else right after the last element.
+bool append_to_array(std::vector<std::string>& lines, size_t at, const std::vector<std::string>& items) {
+    std::string text = join_lines(lines);
+    size_t line_start = 0;
+    for (size_t i = 0; i < at; ++i) line_start += lines[i].size() + 1;
+    ArraySpan a;
+    if (!find_array(text, line_start, a)) return false;
+    auto line_begin = [&](size_t pos) {
+        size_t b = text.rfind('\n', pos == 0 ? 0 : pos - 1);
+        return b == std::string::npos || pos == 0 ? size_t(0) : b + 1;
+    };
+    const size_t close_line = line_begin(a.close);
+    std::string list;
+    if (a.last_end == std::string::npos) {
+        if (line_begin(a.open) == close_line) {  // [] on one line
+            for (size_t i = 0; i < items.size(); ++i) list += (i ? ", " : "") + toml_quote(items[i]);
+            text.insert(a.open + 1, list);
+        } else {
+            std::string ind = lines[at].substr(0, lines[at].size() - trim_left(lines[at]).size()) + "  ";
+            for (const auto& it : items) list += ind + toml_quote(it) + ",\n";
+            text.insert(close_line, list);
+        }
+    } else if (line_begin(a.last_end) != close_line) {  // multi-line: new lines before the ']' line
+        const size_t el_line = line_begin(a.last_end - 1);
+        size_t k = text.find_first_not_of(" \t", el_line);
+        std::string ind = text.substr(el_line, k - el_line);
+        for (const auto& it : items) list += ind + toml_quote(it) + ",\n";
+        text.insert(close_line, list);
+        if (!a.trailing_comma) text.insert(a.last_end, ",");
+    } else {
+        for (const auto& it : items) list += (a.trailing_comma ? " " : ", ") + toml_quote(it) + (a.trailing_comma ? "," : "");
+        size_t pos = a.last_end;
+        if (a.trailing_comma) pos = text.find(',', a.last_end) + 1;
+        text.insert(pos, list);
+    }
+    lines = split_lines(text);
+    return true;
+}
+
+/// Does the file's text hold a table header at or below `keys` ([keys] or [keys.sub])?
+bool has_header_under(const std::vector<std::string>& lines, const std::vector<std::string>& keys) {
+    for (const auto& l : lines)
+        if (auto k = header_keys(l); k && k->size() >= keys.size() && std::equal(keys.begin(), keys.end(), k->begin())) return true;
+    return false;
 }
 
 /// One planned file change: new text for `path` (exists = it is rewritten, else created).
@@ -172,20 +258,27 @@ struct FileEdit {
     bool exists = false;
 };
 
+/// The files of `info` (as read from disk now), for read_containerd_view / read_containerd_layers.
+std::string current_layers(const RuntimeInfo& info, std::vector<std::pair<std::string, std::string>>& layers) {
+    layers.clear();
+    for (const auto& f : info.config_files) {
+        ReadOutcome in = read_file(f);
+        if (!in.error.empty()) return in.error;
+        layers.emplace_back(f, in.text);
+    }
+    return "";
+}
+
 /// Re-read containerd's config with `edit` applied; "" when it parses.
 std::string simulate(const RuntimeInfo& info, const FileEdit& edit, RuntimeInfo& out) {
     std::vector<std::pair<std::string, std::string>> layers;
+    if (std::string e = current_layers(info, layers); !e.empty()) return e;
     bool placed = false;
-    for (const auto& f : info.config_files) {
+    for (auto& [f, text] : layers)
         if (f == edit.path) {
-            layers.emplace_back(f, edit.text);
+            text = edit.text;
             placed = true;
-        } else {
-            ReadOutcome in = read_file(f);
-            if (!in.error.empty()) return in.error;
-            layers.emplace_back(f, in.text);
         }
-    }
     if (!placed) layers.emplace_back(edit.path, edit.text);  // a new drop-in, read last
     out = info;
     out.error.clear();
@@ -193,19 +286,47 @@ std::string simulate(const RuntimeInfo& info, const FileEdit& edit, RuntimeInfo&
     return out.error;
 }
 
-/// Back up (when the file exists) and write `edit`; returns "" or an error, and the backup path.
-std::string apply_edit(const FileEdit& edit, const std::string& stamp, std::string& backup) {
+/// Where the backup of `target` goes: `<backup_dir>/<target's absolute path>.<stamp>` (".N" added
+/// when taken). "" and `error` set when an `imports` entry of the config would read it.
+std::string backup_path(const RuntimeInfo& info, const std::string& target, const std::string& backup_dir,
+                        const std::string& stamp, std::string& error) {
+    std::string abs = target;
+    if (abs.empty() || abs[0] != '/') {
+        char cwd[4096];
+        abs = std::string(::getcwd(cwd, sizeof cwd) ? cwd : "") + "/" + target;
+    }
+    std::string base = backup_dir + abs + "." + stamp;
+    std::string name = base;
+    struct stat st {};
+    for (int n = 1; ::lstat(name.c_str(), &st) == 0; ++n) name = base + "." + std::to_string(n);
+    for (const auto& pat : info.import_patterns)
+        if (pat == name || (pat.find('*') != std::string::npos && ::fnmatch(pat.c_str(), name.c_str(), FNM_PATHNAME) == 0)) {
+            error = "the backup " + name + " would be read by containerd (imports entry " + pat + "); give --backup-dir outside every imports glob";
+            return "";
+        }
+    return name;
+}
+
+/// Back up (when the file exists) and write `edit`; returns "" or an error, the backup path and
+/// the text it replaced (`had`: the file existed).
+std::string apply_edit(const RuntimeInfo& info, const FileEdit& edit, const std::string& stamp, const std::string& backup_dir,
+                       std::string& backup, std::string& old_text, bool& had) {
     const std::string target = write_target(edit.path);
     ReadOutcome in = read_file(target);
     if (!in.error.empty()) return in.error;
     mode_t mode = 0644;
     uid_t uid = static_cast<uid_t>(-1);
     gid_t gid = static_cast<gid_t>(-1);
-    if (in.st.st_mode) {
+    had = in.st.st_mode != 0;
+    old_text = in.text;
+    if (had) {
         mode = in.st.st_mode & 07777;
         uid = in.st.st_uid;
         gid = in.st.st_gid;
-        backup = backup_name(target, stamp);
+        std::string err;
+        backup = backup_path(info, target, backup_dir, stamp, err);
+        if (backup.empty()) return err;
+        if (std::string e = make_dirs(dir_of(backup)); !e.empty()) return "backup failed: " + e;
         if (std::string e = atomic_write(backup, in.text, mode, uid, gid); !e.empty()) return "backup failed: " + e;
     } else if (std::string e = make_dirs(dir_of(target)); !e.empty()) {
         return e;
@@ -214,18 +335,21 @@ std::string apply_edit(const FileEdit& edit, const std::string& stamp, std::stri
 }
 
 /// Where a new section goes: a new drop-in in info.dropin_dir, else the main config (appended).
-FileEdit new_section_edit(const RuntimeInfo& info, const std::string& section, const std::string& stamp,
-                          const std::string& why) {
+/// `section(file_version)` gives the section's text for a file of that version (its plugin names
+/// follow containerd_config.hpp).
+FileEdit new_section_edit(const RuntimeInfo& info, const ContainerdConfigView& view,
+                          const std::function<std::string(int)>& section, const std::string& stamp, const std::string& why) {
     FileEdit e;
     const std::string comment = "# Added by `nri-qos register " + why + "` (" + stamp + ").\n";
     if (!info.dropin_dir.empty()) {
         e.path = info.dropin_dir + "/90-nri-qos.toml";
         ReadOutcome in = read_file(e.path);
+        int fv = new_file_version(view);
         if (in.exists) {
             e.exists = true;
-            e.text = in.text + (in.text.back() == '\n' ? "" : "\n") + "\n" + comment + section;
+            e.text = in.text + (in.text.back() == '\n' ? "" : "\n") + "\n" + comment + section(fv);
         } else {
-            e.text = (info.config_version ? "version = " + std::to_string(info.config_version) + "\n\n" : std::string()) + comment + section;
+            e.text = (fv ? "version = " + std::to_string(fv) + "\n\n" : std::string()) + comment + section(fv);
         }
         return e;
     }
@@ -233,147 +357,237 @@ FileEdit new_section_edit(const RuntimeInfo& info, const std::string& section, c
     ReadOutcome in = read_file(e.path);
     if (in.exists) {
         e.exists = true;
-        e.text = in.text + (in.text.back() == '\n' ? "" : "\n") + "\n" + comment + section;
+        e.text = in.text + (in.text.back() == '\n' ? "" : "\n") + "\n" + comment + section(view.root_version);
     } else {
-        int v = info.config_version ? info.config_version : info.major >= 2 ? 3 : 2;
-        e.text = "version = " + std::to_string(v) + "\n\n" + comment + section;
+        int v = info.major >= 2 ? 3 : 2;
+        e.text = "version = " + std::to_string(v) + "\n\n" + comment + section(v);
     }
     return e;
 }
 
-RegisterResult write_verified(const RuntimeInfo& info, const FileEdit& edit, const std::string& stamp,
+/// containerd's view of the files of `info` as they are on disk now (the release of info.version).
+ContainerdConfigView view_of(const RuntimeInfo& info, std::string& error) {
+    std::vector<std::pair<std::string, std::string>> layers;
+    error = current_layers(info, layers);
+    ContainerdRelease rel;
+    parse_containerd_release(info.version, rel);
+    ContainerdConfigView v = read_containerd_view(layers, rel);
+    if (error.empty()) error = v.error;
+    return v;
+}
+
+/// The edits nri-qos refuses before it plans one: a config containerd would refuse, and a
+/// version-1 config (no `version`) when containerd's release is unknown (1.x reads its short
+/// plugin names, 2.x migrates it: where NRI lives differs).
+std::string refuse_unsafe(const RuntimeInfo& info, const ContainerdConfigView& v, const std::string& err) {
+    if (!err.empty()) return err;
+    if (v.release_inferred && !info.config_files.empty() && v.written_version <= 1)
+        return join_list(info.config_files) + " set no config version above 1 and containerd's version is unknown: containerd 1.x "
+               "reads such a config by short plugin names ([plugins.cri], [plugins.nri]), 2.x migrates it; give "
+               "--containerd-version";
+    return "";
+}
+
+RegisterResult write_verified(const RuntimeInfo& info, const FileEdit& edit, const std::string& stamp, const std::string& backup_dir,
                               const std::function<std::string(const RuntimeInfo&)>& check, const std::string& done) {
     RuntimeInfo after;
     if (std::string e = simulate(info, edit, after); !e.empty())
-        return fail_result("the edit of " + edit.path + " would not parse (" + e + "); nothing written: edit it by hand");
+        return fail_result("the edit of " + edit.path + " would not be read by containerd (" + e + "); nothing written: edit it by hand");
     if (std::string e = check(after); !e.empty())
         return fail_result("after editing " + edit.path + " containerd would still " + e + "; nothing written: edit it by hand");
-    std::string backup;
-    if (std::string e = apply_edit(edit, stamp, backup); !e.empty()) return fail_result(e);
+    std::string backup, old_text;
+    bool had = false;
+    if (std::string e = apply_edit(info, edit, stamp, backup_dir, backup, old_text, had); !e.empty()) return fail_result(e);
+    // Read again what containerd will read at its next start (every imports file as it is now,
+    // in its order): a drop-in that appeared since, a glob that does not cover the new file.
+    RuntimeInfo now = info;
+    now.error.clear();
+    std::vector<std::string> texts;
+    std::string err;
+    std::vector<std::string> files = containerd_config_files(info.config, texts, err, info.major);
+    std::vector<std::pair<std::string, std::string>> layers;
+    for (size_t i = 0; i < files.size() && i < texts.size(); ++i) layers.emplace_back(files[i], texts[i]);
+    read_containerd_layers(layers, now);
+    if (now.error.empty() && !err.empty()) now.error = err;
+    std::string why = !now.error.empty() ? now.error : check(now);
+    if (!why.empty()) {
+        const std::string target = write_target(edit.path);
+        std::string r = had ? atomic_write(target, old_text, 0644, static_cast<uid_t>(-1), static_cast<gid_t>(-1)) : std::string();
+        if (had) {
+            struct stat st {};
+            if (::stat(backup.c_str(), &st) == 0) {
+                ::chmod(target.c_str(), st.st_mode & 07777);
+                if (::chown(target.c_str(), st.st_uid, st.st_gid) != 0) { /* kept as written */ }
+            }
+        } else if (::unlink(target.c_str()) != 0) {
+            r = "cannot remove " + target + ": " + errno_text(errno);
+        }
+        return fail_result("wrote " + edit.path + ", but containerd reading its config now would still " +
+                           (!now.error.empty() ? "fail: " + now.error : why) + "; " +
+                           (r.empty() ? (had ? "restored it from " + backup : "removed it again") : "RESTORE FAILED (" + r + ")" +
+                                                                                           (had ? ": the original is " + backup : "")) +
+                           "; edit it by hand");
+    }
     return ok_result(true, done + " in " + edit.path + (backup.empty() ? " (new file)" : " (backup: " + backup + ")") +
                                "; restart containerd to apply it");
 }
 
 }  // namespace
 
-RegisterResult enable_containerd_nri(const RuntimeInfo& info, const std::string& stamp) {
+RegisterResult enable_containerd_nri(const RuntimeInfo& info, const std::string& stamp, const std::string& backup_dir) {
     try {
         if (!info.version.empty() && !containerd_native_capable(info))
             return fail_result("--enable-nri: containerd " + info.version + " has no native NRI (1.7 or later needed); "
                                "it calls NRI v0.1 hooks from /etc/nri/conf.json");
         if (!info.error.empty()) return fail_result("--enable-nri: " + info.error + "; nothing written");
+        std::string err;
+        const ContainerdConfigView view = view_of(info, err);
+        if (std::string e = refuse_unsafe(info, view, err); !e.empty()) return fail_result("--enable-nri: " + e + "; nothing written");
+        if (!info.nri_disabled_in.empty())
+            return fail_result("--enable-nri: " + info.nri_disabled_in + " lists the NRI plugin in disabled_plugins; nothing written: "
+                               "remove it from that list by hand (nri-qos does not edit disabled_plugins)");
         const bool disabled = info.nri_disable ? *info.nri_disable : (info.major < 2);
         if (!disabled)
             return ok_result(false, "native NRI already enabled " +
                                         (info.nri_disable ? "in " + info.nri_file : std::string("(the default of containerd 2.x)")) +
                                         " (unchanged)");
-        const std::vector<std::string> keys{"plugins", "io.containerd.nri.v1.nri"};
+        const std::string note = "nri-qos register --enable-nri (" + stamp + ")";
+        const ConfigNode* section = view.plugins.at({view.nri_id});
+        if (section && !section->is_table) section = nullptr;
+        const ConfigNode* dis = section ? section->at({"disable"}) : nullptr;
+        const bool has_timeout = section && section->at({"plugin_request_timeout"});
         FileEdit edit;
-        if (!info.nri_file.empty()) {
-            ReadOutcome in = read_file(info.nri_file);
+        if (section) {
+            // The file (and table) that sets `disable`, else the last file defining the section
+            // (on 1.x it replaces the whole section: a key written anywhere else is lost).
+            const std::string file = dis ? dis->file : section->file;
+            std::vector<std::string> table = dis ? dis->path : section->path;
+            if (dis) table.pop_back();
+            ReadOutcome in = read_file(file);
             if (!in.error.empty()) return fail_result(in.error);
             std::vector<std::string> lines = split_lines(in.text);
-            long h = find_table(lines, keys);
-            if (h < 0)
-                return fail_result(info.nri_file + " sets the NRI plugin without a [plugins.\"io.containerd.nri.v1.nri\"] table "
-                                   "header (dotted keys or an inline table); edit it by hand: disable = false");
-            size_t end = table_end(lines, static_cast<size_t>(h));
-            std::string indent = "  ";
-            if (static_cast<size_t>(h) + 1 < end) {
-                const std::string& l = lines[static_cast<size_t>(h) + 1];
-                indent = l.substr(0, l.find_first_not_of(" \t") == std::string::npos ? 0 : l.find_first_not_of(" \t"));
+            long h = find_table(lines, table);
+            if (h < 0 && (dis || !has_header_under(lines, table)))
+                return fail_result("--enable-nri: " + file + " sets the NRI plugin without a " + toml_header(table) +
+                                   " table header (dotted keys or an inline table); nothing written: edit it by hand: disable = false");
+            if (h < 0) {  // only sub-tables of the section have headers: the section's own header goes last
+                lines.push_back("");
+                lines.push_back(toml_header(table) + "  # " + note);
+                h = static_cast<long>(lines.size()) - 1;
             }
+            const size_t hh = static_cast<size_t>(h);
+            const size_t end = table_end(lines, hh);
+            const std::string indent = body_indent(lines, hh);
             std::vector<std::string> add;
-            long d = find_key(lines, static_cast<size_t>(h) + 1, end, "disable");
-            if (d >= 0) lines[static_cast<size_t>(d)] = lines[static_cast<size_t>(d)].substr(0, lines[static_cast<size_t>(d)].find('d')) +
-                                                       "disable = false  # nri-qos register --enable-nri (" + stamp + ")";
-            else add.push_back(indent + "disable = false");
-            if (find_key(lines, static_cast<size_t>(h) + 1, end, "plugin_request_timeout") < 0)
+            long d = find_key(lines, hh + 1, end, "disable");
+            if (d >= 0) lines[static_cast<size_t>(d)] = replace_scalar(lines[static_cast<size_t>(d)], "false", note);
+            else add.push_back(indent + "disable = false  # " + note);
+            if (!has_timeout && find_key(lines, hh + 1, end, "plugin_request_timeout") < 0)
                 add.push_back(indent + "plugin_request_timeout = \"2s\"");
             lines.insert(lines.begin() + h + 1, add.begin(), add.end());
-            edit.path = info.nri_file;
+            edit.path = file;
             edit.exists = true;
             edit.text = join_lines(lines);
         } else {
-            edit = new_section_edit(info,
-                                    "[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n  plugin_request_timeout = \"2s\"\n",
-                                    stamp, "--enable-nri");
+            edit = new_section_edit(
+                info, view,
+                [&](int fv) {
+                    return toml_header({"plugins", nri_id_for_file(view, fv)}) + "\n  disable = false\n  plugin_request_timeout = \"2s\"\n";
+                },
+                stamp, "--enable-nri");
         }
         return write_verified(
-            info, edit, stamp,
+            info, edit, stamp, backup_dir,
             [](const RuntimeInfo& a) {
                 return a.nri_disable && !*a.nri_disable ? std::string() : std::string("read NRI as disabled");
             },
-            "enabled containerd's native NRI ([plugins.\"io.containerd.nri.v1.nri\"] disable = false)");
+            "enabled containerd's native NRI (" + (section ? toml_header(dis ? std::vector<std::string>(dis->path.begin(), dis->path.end() - 1)
+                                                                               : section->path)
+                                                           : toml_header({"plugins", nri_id_for_file(view, new_file_version(view))})) +
+                " disable = false)");
     } catch (const std::exception& e) {
         return fail_result(std::string("--enable-nri: ") + e.what());
     }
 }
 
-RegisterResult pass_annotations(const RuntimeInfo& info, const std::vector<std::string>& keys, const std::string& stamp) {
+RegisterResult pass_annotations(const RuntimeInfo& info, const std::vector<std::string>& keys, const std::string& stamp,
+                                const std::string& backup_dir) {
     try {
         if (!info.error.empty()) return fail_result("--pass-annotations: " + info.error + "; nothing written");
+        std::string err;
+        const ContainerdConfigView view = view_of(info, err);
+        if (std::string e = refuse_unsafe(info, view, err); !e.empty()) return fail_result("--pass-annotations: " + e + "; nothing written");
         const std::vector<std::string> have = info.pod_annotations ? *info.pod_annotations : std::vector<std::string>{};
         std::vector<std::string> missing;
         for (const auto& k : keys)
             if (!annotation_passed(have, k)) missing.push_back(k);
-        const std::string table_name = "[plugins.\"" + cri_plugin_id(info) + "\".containerd.runtimes." + info.runtime_name + "]";
+        const std::string table_name = info.runtime_section;
         if (missing.empty())
             return ok_result(false, "every annotation the policy reads is already in " + table_name + " pod_annotations (unchanged)");
-        std::vector<std::string> all = have;
-        all.insert(all.end(), missing.begin(), missing.end());
+        const std::string note = "nri-qos register --pass-annotations (" + stamp + ")";
         std::string value = "pod_annotations = [";
-        for (size_t i = 0; i < all.size(); ++i) value += (i ? ", " : "") + toml_quote(all[i]);
+        for (size_t i = 0; i < missing.size(); ++i) value += (i ? ", " : "") + toml_quote(missing[i]);
         value += "]";
-        const std::vector<std::string> tkeys{"plugins", cri_plugin_id(info), "containerd", "runtimes", info.runtime_name};
-        auto new_table = [&]() -> std::optional<std::string> {
-            if (info.runtime_name != "runc") return std::nullopt;
-            return header_text(tkeys) + "\n  runtime_type = \"io.containerd.runc.v2\"\n  " + value + "\n";
-        };
+        const ConfigNode* cri = view.plugins.at({view.cri_runtime_id});
+        if (cri && !cri->is_table) cri = nullptr;
+        const ConfigNode* rt = cri ? cri->at({"containerd", "runtimes", info.runtime_name}) : nullptr;
+        if (rt && !rt->is_table) rt = nullptr;
+        const ConfigNode* pa = rt ? rt->at({"pod_annotations"}) : nullptr;
         FileEdit edit;
-        if (!info.cri_file.empty()) {
-            ReadOutcome in = read_file(info.cri_file);
+        if (rt) {
+            const std::string file = pa ? pa->file : rt->file;
+            std::vector<std::string> table = pa ? pa->path : rt->path;
+            if (pa) table.pop_back();
+            ReadOutcome in = read_file(file);
             if (!in.error.empty()) return fail_result(in.error);
             std::vector<std::string> lines = split_lines(in.text);
-            long h = find_table(lines, tkeys);
-            if (h >= 0) {
-                size_t end = table_end(lines, static_cast<size_t>(h));
-                long at = find_key(lines, static_cast<size_t>(h) + 1, end, "pod_annotations");
-                const std::string note = "  # nri-qos register --pass-annotations (" + stamp + ")";
-                if (at >= 0) {
-                    size_t last = array_value_end(lines, static_cast<size_t>(at));
-                    std::string indent = lines[static_cast<size_t>(at)].substr(0, lines[static_cast<size_t>(at)].find('p'));
-                    lines.erase(lines.begin() + at, lines.begin() + static_cast<long>(last) + 1);
-                    lines.insert(lines.begin() + at, indent + value + note);
-                } else {
-                    std::string indent = "  ";
-                    if (static_cast<size_t>(h) + 1 < end) {
-                        const std::string& l = lines[static_cast<size_t>(h) + 1];
-                        size_t k = l.find_first_not_of(" \t");
-                        indent = l.substr(0, k == std::string::npos ? 0 : k);
-                    }
-                    lines.insert(lines.begin() + h + 1, indent + value + note);
-                }
-                edit.path = info.cri_file;
-                edit.exists = true;
-                edit.text = join_lines(lines);
+            long h = find_table(lines, table);
+            if (h < 0)
+                return fail_result("--pass-annotations: " + file + " sets " + toml_header(table) +
+                                   " without its own table header (dotted keys or an inline table); nothing written: add " +
+                                   join_list(missing) + " to its pod_annotations by hand");
+            const size_t hh = static_cast<size_t>(h);
+            const size_t end = table_end(lines, hh);
+            long at = find_key(lines, hh + 1, end, "pod_annotations");
+            if (at >= 0) {
+                if (!append_to_array(lines, static_cast<size_t>(at), missing))
+                    return fail_result("--pass-annotations: the pod_annotations of " + toml_header(table) + " in " + file +
+                                       " is not a plain array of strings; nothing written: add " + join_list(missing) + " by hand");
             } else {
-                auto t = new_table();
-                if (!t)
-                    return fail_result(info.cri_file + " has no " + table_name + " table; add pod_annotations = [" +
-                                       join_list(missing) + "] to the runtime's table by hand");
-                edit.path = info.cri_file;
-                edit.exists = true;
-                edit.text = in.text + (in.text.empty() || in.text.back() == '\n' ? "" : "\n") + "\n# Added by `nri-qos register "
-                            "--pass-annotations` (" + stamp + ").\n" + *t;
+                lines.insert(lines.begin() + h + 1, body_indent(lines, hh) + value + "  # " + note);
             }
+            edit.path = file;
+            edit.exists = true;
+            edit.text = join_lines(lines);
         } else {
-            auto t = new_table();
-            if (!t) return fail_result("no " + table_name + " table in containerd's config; add pod_annotations by hand");
-            edit = new_section_edit(info, *t, stamp, "--pass-annotations");
+            if (info.runtime_name != "runc")
+                return fail_result("--pass-annotations: no " + table_name + " table in containerd's config (the default runtime " +
+                                   info.runtime_name + "); nothing written: add pod_annotations = [" + join_list(missing) +
+                                   "] to the runtime's table by hand");
+            auto table_text = [&](const std::vector<std::string>& where) {
+                return toml_header(where) + "\n  runtime_type = \"io.containerd.runc.v2\"\n  " + value + "\n";
+            };
+            if (cri) {
+                // The CRI section's (last) file: on 1.x a section written anywhere else replaces it.
+                std::vector<std::string> where = cri->path;
+                if (where.size() > 2) where.resize(2);
+                for (const char* k : {"containerd", "runtimes"}) where.push_back(k);
+                where.push_back(info.runtime_name);
+                ReadOutcome in = read_file(cri->file);
+                if (!in.error.empty()) return fail_result(in.error);
+                edit.path = cri->file;
+                edit.exists = true;
+                edit.text = in.text + (in.text.empty() || in.text.back() == '\n' ? "" : "\n") + "\n# Added by `" + note + "`.\n" +
+                            table_text(where);
+            } else {
+                edit = new_section_edit(
+                    info, view,
+                    [&](int fv) { return table_text({"plugins", cri_runtime_id_for_file(view, fv), "containerd", "runtimes", "runc"}); },
+                    stamp, "--pass-annotations");
+            }
         }
         return write_verified(
-            info, edit, stamp,
+            info, edit, stamp, backup_dir,
             [keys](const RuntimeInfo& a) {
                 std::vector<std::string> still;
                 for (const auto& k : keys)

@@ -68,9 +68,6 @@ RegisterResult check_plugin_conf(const ojson& plugin_conf);
 
 /// The items of `v` joined by `sep`.
 std::string join_list(const std::vector<std::string>& v, const std::string& sep = ", ");
-/// The CRI plugin's table name: io.containerd.cri.v1.runtime in a version 3 config, else
-/// io.containerd.grpc.v1.cri.
-std::string cri_plugin_id(const RuntimeInfo& c);
 /// containerd >= 1.7: it has native NRI.
 bool containerd_native_capable(const RuntimeInfo& c);
 

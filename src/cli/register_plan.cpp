@@ -78,10 +78,6 @@ std::string join_list(const std::vector<std::string>& v, const std::string& sep)
     return s;
 }
 
-std::string cri_plugin_id(const RuntimeInfo& c) {
-    return c.config_version >= 3 ? "io.containerd.cri.v1.runtime" : "io.containerd.grpc.v1.cri";
-}
-
 bool containerd_native_capable(const RuntimeInfo& c) { return c.major > 1 || (c.major == 1 && c.minor >= 7); }
 
 }  // namespace register_internal
@@ -112,15 +108,27 @@ RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad
         p.notes.push_back(describe(c) + ": registering the " +
                           (p.mode == "native" ? "native NRI plugin" : "NRI v0.1 hook (conf.json)") +
                           (c.config_files.size() > 1 ? " (config files read: " + join_list(c.config_files) + ")" : ""));
+        for (const auto& n : c.config_notes) p.notes.push_back(n);
+        // A backup an earlier register wrote beside a drop-in, which an imports glob loads after
+        // the file it copied (issue #30 §4): its old section can undo the edit.
+        for (const auto& f : c.config_files)
+            if (f.find(".nri-qos.bak.") != std::string::npos)
+                p.warnings.push_back("containerd loads " + f + " (an imports glob matches it): a backup an earlier nri-qos register\n"
+                                     "wrote beside the file it edited. Its sections are read after that file's and can undo the edit.\n"
+                                     "Fix: move it out of that directory (register now keeps its backups in " +
+                                     std::string(kDefaultBackupDir) + ").");
         if (called == HookMode::None) {
             p.warnings.push_back(
                 "containerd " + c.version + " has native NRI DISABLED (" +
-                (c.nri_disable ? "[plugins.\"io.containerd.nri.v1.nri\"] disable = true in " + c.nri_file
+                (!c.nri_disabled_in.empty() ? "disabled_plugins names it in " + c.nri_disabled_in
+                 : c.nri_disable ? c.nri_section + " disable = true in " + c.nri_file
                                : std::string("the default of containerd 1.7, not set in ") +
                                      (c.config_found ? join_list(c.config_files) : c.config + " (absent)")) +
                 ").\n"
-                "nri-qos will NEVER be called until NRI is enabled: no QoS knob is applied to any pod.\n"
-                "Fix: nri-qos register --enable-nri   (writes the NRI section after a backup), then restart containerd.");
+                "nri-qos will NEVER be called until NRI is enabled: no QoS knob is applied to any pod.\n" +
+                (!c.nri_disabled_in.empty()
+                     ? "Fix: remove the NRI plugin from disabled_plugins in " + c.nri_disabled_in + ", then restart containerd."
+                     : std::string("Fix: nri-qos register --enable-nri   (writes the NRI section after a backup), then restart containerd.")));
         } else if (called == HookMode::V01 && p.mode == "native") {
             p.warnings.push_back("containerd " + c.version + " (" + c.binary + ") calls only NRI v0.1 hooks (/etc/nri/conf.json)" +
                                  (c.adapter ? " through the v010-adapter" : "") + ":\nthe native plugin in " +
@@ -141,7 +149,7 @@ RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad
             for (const auto& k : needed)
                 if (!annotation_passed(pats, k)) p.missing_annotations.push_back(k);
             if (!p.missing_annotations.empty()) {
-                std::string table = "[plugins.\"" + cri_plugin_id(c) + "\".containerd.runtimes." + c.runtime_name + "] pod_annotations";
+                std::string table = c.runtime_section + " pod_annotations";
                 p.warnings.push_back(
                     "containerd " + c.version + " passes NRI v0.1 hooks only the pod annotations listed in\n" + table + " (" +
                     (c.pod_annotations ? "[" + join_list(*c.pod_annotations) + "]" : std::string("not set")) + " in " +

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <toml.hpp>
 
+#include "event/containerd_config.hpp"
 #include "event/publish.hpp"
 #include "records/state.hpp"
 
@@ -55,35 +56,13 @@ bool parse_containerd_version(const std::string& out, std::string& version, int&
 }
 
 void read_nri_config(const std::string& text, RuntimeInfo& info) {
-    try {
-        std::istringstream in(text);
-        toml::value v = toml::parse(in, info.config.empty() ? "config.toml" : info.config);
-        if (!v.is_table() || !v.contains("plugins")) return;
-        const toml::value& plugins = v.at("plugins");
-        if (!plugins.is_table()) return;
-        // The CRI default runtime's binary (containerd docs/cri/config.md: runtimes.<name>.options.BinaryName).
-        for (const char* cri : {"io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime"}) {
-            if (!plugins.contains(cri) || !plugins.at(cri).is_table() || !plugins.at(cri).contains("containerd")) continue;
-            const toml::value& ctd = plugins.at(cri).at("containerd");
-            if (!ctd.is_table() || !ctd.contains("runtimes") || !ctd.at("runtimes").is_table()) continue;
-            std::string name = "runc";
-            if (ctd.contains("default_runtime_name") && ctd.at("default_runtime_name").is_string())
-                name = ctd.at("default_runtime_name").as_string().str;
-            const toml::value& rts = ctd.at("runtimes");
-            if (!rts.contains(name) || !rts.at(name).is_table() || !rts.at(name).contains("options")) continue;
-            const toml::value& opt = rts.at(name).at("options");
-            if (opt.is_table() && opt.contains("BinaryName") && opt.at("BinaryName").is_string())
-                info.runtime_binary = opt.at("BinaryName").as_string().str;
-        }
-        if (!plugins.contains("io.containerd.nri.v1.nri")) return;
-        const toml::value& nri = plugins.at("io.containerd.nri.v1.nri");
-        if (!nri.is_table()) return;
-        if (nri.contains("disable") && nri.at("disable").is_boolean()) info.nri_disable = nri.at("disable").as_boolean();
-        if (nri.contains("plugin_path") && nri.at("plugin_path").is_string()) info.plugin_path = nri.at("plugin_path").as_string().str;
-    } catch (const std::exception& e) {
-        std::string w = e.what();
-        info.error = "cannot parse " + info.config + ": " + w.substr(0, w.find('\n'));
-    }
+    RuntimeInfo one = info;
+    one.error.clear();
+    read_containerd_layers({{info.config.empty() ? "config.toml" : info.config, text}}, one);
+    info.nri_disable = one.nri_disable;
+    info.plugin_path = one.plugin_path;
+    if (!one.runtime_binary.empty()) info.runtime_binary = one.runtime_binary;
+    if (!one.error.empty()) info.error = one.error;
 }
 
 namespace {
@@ -150,6 +129,7 @@ RuntimeInfo detect_runtime(const std::string& config_override, const std::string
     }
     if (!version_override.empty()) parse_containerd_version(version_override, r.version, r.major, r.minor);
     else if (!r.binary.empty()) parse_containerd_version(run_version(r.binary), r.version, r.major, r.minor);
+    if (ContainerdRelease rel; parse_containerd_release(r.version, rel)) r.patch = rel.patch;
     if (!config_override.empty()) r.config = config_override;
     struct stat st {};
     if (stat(r.config.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
@@ -276,7 +256,7 @@ HookMode mode_called(const RuntimeInfo& r) {
     if (r.version.empty()) return HookMode::Unknown;
     if (r.major < 1 || (r.major == 1 && r.minor < 7)) return HookMode::V01;
     bool disabled = r.nri_disable ? *r.nri_disable : r.major < 2;  // 1.7: off by default; 2.x: on
-    if (disabled) return HookMode::None;
+    if (disabled || !r.nri_disabled_in.empty()) return HookMode::None;
     return r.adapter ? HookMode::V01 : HookMode::Native;  // the adapter relays native → v0.1
 }
 
@@ -285,8 +265,12 @@ std::string describe(const RuntimeInfo& r) {
     std::string s = "containerd " + r.version + " (" + r.binary + (r.running ? ", running" : "") + ")";
     if (r.major > 1 || (r.major == 1 && r.minor >= 7)) {
         bool disabled = r.nri_disable ? *r.nri_disable : r.major < 2;
-        s += std::string(", native NRI ") + (disabled ? "disabled" : "enabled") +
-             (r.nri_disable ? " in " + r.config : r.config_found ? " (default; not set in " + r.config + ")" : " (default)");
+        if (!r.nri_disabled_in.empty())
+            s += ", native NRI disabled (disabled_plugins in " + r.nri_disabled_in + ")";
+        else
+            s += std::string(", native NRI ") + (disabled ? "disabled" : "enabled") +
+                 (r.nri_disable ? " in " + (r.nri_file.empty() ? r.config : r.nri_file)
+                                : r.config_found ? " (default; not set in " + r.config + ")" : " (default)");
         if (r.adapter) s += ", v010-adapter in " + r.plugin_path;
     } else {
         s += ", NRI v0.1 only";
@@ -423,64 +407,71 @@ void read_containerd_layers(const std::vector<std::pair<std::string, std::string
     info.nri_disable.reset();
     info.plugin_path = "/opt/nri/plugins";
     info.nri_file.clear();
+    info.nri_section.clear();
+    info.nri_disabled_in.clear();
     info.cri_file.clear();
     info.runtime_name = "runc";
     info.runtime_table = false;
+    info.runtime_section.clear();
     info.pod_annotations.reset();
     info.dropin_dir.clear();
+    info.import_patterns.clear();
+    info.config_notes.clear();
     info.config_version = 0;
-    std::map<std::string, std::pair<toml::value, std::string>> plugins;  // id → (section, file)
-    for (const auto& [path, text] : files) {
-        info.config_files.push_back(path);
-        try {
-            std::istringstream in(text);
-            toml::value v = toml::parse(in, path);
-            if (!v.is_table()) continue;
-            if (v.contains("version") && v.at("version").is_integer() && v.at("version").as_integer() != 0)
-                info.config_version = static_cast<int>(v.at("version").as_integer());
-            if (info.dropin_dir.empty() && v.contains("imports") && v.at("imports").is_array())
-                for (const auto& x : v.at("imports").as_array()) {
-                    if (!x.is_string()) continue;
-                    const std::string imp = resolve_import(x.as_string().str, path, info.major);
-                    const std::string tail = "/*.toml";
-                    if (imp.size() > tail.size() && imp[0] == '/' && imp.compare(imp.size() - tail.size(), tail.size(), tail) == 0 &&
-                        imp.find('*') == imp.size() - tail.size() + 1) {
-                        info.dropin_dir = imp.substr(0, imp.size() - tail.size());
-                        break;
-                    }
-                }
-            if (const toml::value* p = table_at(v, "plugins"))
-                for (const auto& [id, section] : p->as_table()) plugins[id] = {section, path};
-        } catch (const std::exception& e) {
-            std::string w = e.what();
-            info.error = "cannot parse " + path + ": " + w.substr(0, w.find('\n'));
-            return;
+    for (const auto& f : files) info.config_files.push_back(f.first);
+    ContainerdRelease rel;
+    parse_containerd_release(info.version, rel);
+    const ContainerdConfigView v = read_containerd_view(files, rel);
+    if (!v.error.empty()) info.error = v.error;
+    info.config_version = v.version;
+    info.import_patterns = v.import_patterns;
+    info.nri_disabled_in = v.nri_disabled_in;
+    info.config_notes = v.notes;
+    const std::string tail = "/*.toml";
+    for (const auto& imp : v.import_patterns)
+        if (imp.size() > tail.size() && imp[0] == '/' && imp.compare(imp.size() - tail.size(), tail.size(), tail) == 0 &&
+            imp.find('*') == imp.size() - tail.size() + 1) {
+            info.dropin_dir = imp.substr(0, imp.size() - tail.size());
+            break;
         }
-    }
-    if (auto it = plugins.find("io.containerd.nri.v1.nri"); it != plugins.end() && it->second.first.is_table()) {
-        const toml::value& nri = it->second.first;
-        info.nri_file = it->second.second;
-        if (nri.contains("disable") && nri.at("disable").is_boolean()) info.nri_disable = nri.at("disable").as_boolean();
-        if (nri.contains("plugin_path") && nri.at("plugin_path").is_string()) info.plugin_path = nri.at("plugin_path").as_string().str;
-    }
-    const std::string cri_id = info.config_version >= 3 ? "io.containerd.cri.v1.runtime" : "io.containerd.grpc.v1.cri";
-    if (auto it = plugins.find(cri_id); it != plugins.end()) {
-        info.cri_file = it->second.second;
-        if (const toml::value* c = table_at(it->second.first, "containerd")) {
-            if (c->contains("default_runtime_name") && c->at("default_runtime_name").is_string())
-                info.runtime_name = c->at("default_runtime_name").as_string().str;
-            if (const toml::value* rts = table_at(*c, "runtimes"))
-                if (const toml::value* rt = table_at(*rts, info.runtime_name)) {
-                    info.runtime_table = true;
-                    if (rt->contains("pod_annotations") && rt->at("pod_annotations").is_array()) {
-                        std::vector<std::string> pats;
-                        for (const auto& x : rt->at("pod_annotations").as_array())
-                            if (x.is_string()) pats.push_back(x.as_string().str);
-                        info.pod_annotations = pats;
-                    }
-                }
+    info.nri_section = toml_header({"plugins", nri_id_for_file(v, new_file_version(v))});
+    if (const ConfigNode* nri = v.plugins.at({v.nri_id}); nri && nri->is_table) {
+        info.nri_file = nri->file;
+        info.nri_section = toml_header(nri->path);
+        if (const ConfigNode* d = nri->at({"disable"}); d && !d->is_table && d->leaf.is_boolean()) {
+            info.nri_disable = d->leaf.as_boolean();
+            info.nri_file = d->file;
+            std::vector<std::string> table = d->path;
+            table.pop_back();
+            info.nri_section = toml_header(table);
         }
+        if (const ConfigNode* pp = nri->at({"plugin_path"}); pp && !pp->is_table && pp->leaf.is_string())
+            info.plugin_path = pp->leaf.as_string().str;
     }
+    const ConfigNode* cri = v.plugins.at({v.cri_runtime_id});
+    if (cri && cri->is_table) {
+        info.cri_file = cri->file;
+        if (const ConfigNode* n = cri->at({"containerd", "default_runtime_name"}); n && !n->is_table && n->leaf.is_string())
+            info.runtime_name = n->leaf.as_string().str;
+    }
+    std::vector<std::string> rt_path{"plugins", cri_runtime_id_for_file(v, new_file_version(v)), "containerd", "runtimes", info.runtime_name};
+    if (const ConfigNode* rt = cri ? cri->at({"containerd", "runtimes", info.runtime_name}) : nullptr; rt && rt->is_table) {
+        info.runtime_table = true;
+        info.cri_file = rt->file;
+        rt_path = rt->path;
+        if (const ConfigNode* pa = rt->at({"pod_annotations"}); pa && !pa->is_table && pa->leaf.is_array()) {
+            std::vector<std::string> pats;
+            for (const auto& x : pa->leaf.as_array())
+                if (x.is_string()) pats.push_back(x.as_string().str);
+            info.pod_annotations = pats;
+            info.cri_file = pa->file;
+            rt_path = pa->path;
+            rt_path.pop_back();
+        }
+        if (const ConfigNode* b = rt->at({"options", "BinaryName"}); b && !b->is_table && b->leaf.is_string())
+            info.runtime_binary = b->leaf.as_string().str;
+    }
+    info.runtime_section = toml_header(rt_path);
 }
 
 bool annotation_passed(const std::vector<std::string>& patterns, const std::string& key) {
@@ -509,9 +500,8 @@ std::optional<AnnotationPasslist> annotation_passlist_of(const RuntimeInfo& info
         p.set = true;
         p.patterns = *info.pod_annotations;
     }
-    const std::string cri = info.config_version >= 3 ? "io.containerd.cri.v1.runtime" : "io.containerd.grpc.v1.cri";
     std::string file = !info.cri_file.empty() ? info.cri_file : info.config_found ? info.config : info.config + " (absent)";
-    p.where = "[plugins.\"" + cri + "\".containerd.runtimes." + info.runtime_name + "] pod_annotations in " + file;
+    p.where = info.runtime_section + " pod_annotations in " + file;
     if (!info.binary.empty()) p.files.emplace_back(info.binary, mtime_ns_of(info.binary));
     p.files.emplace_back(info.config, mtime_ns_of(info.config));
     for (const auto& f : info.config_files)

@@ -22,11 +22,11 @@ const char* hook_mode_name(HookMode m);
 struct RuntimeInfo {
     std::string binary;            ///< containerd executable examined ("" = none found)
     std::string version;           ///< "1.6.20", "2.1.3", "" = unknown
-    int major = 0, minor = 0;
+    int major = 0, minor = 0, patch = 0;
     bool running = false;          ///< a containerd process runs (its binary and --config used)
     std::string config;            ///< config.toml examined
     bool config_found = false;
-    std::optional<bool> nri_disable;  ///< [plugins."io.containerd.nri.v1.nri"] disable, if set
+    std::optional<bool> nri_disable;  ///< the NRI plugin's `disable`, if set (its section: nri_section)
     std::string plugin_path = "/opt/nri/plugins";
     bool adapter = false;          ///< a v010-adapter plugin is installed in plugin_path
     std::string error;             ///< config could not be parsed (then defaults apply)
@@ -34,15 +34,23 @@ struct RuntimeInfo {
     /// .BinaryName of plugins."io.containerd.grpc.v1.cri".containerd (1.x) or
     /// "io.containerd.cri.v1.runtime".containerd (2.x)); "" = not configured: "runc" on PATH.
     std::string runtime_binary;
-    // Filled by read_containerd_layers (the main config and its `imports`, issue #20 §4):
+    // Filled by read_containerd_layers (the main config and its `imports`, issue #20 §4), read
+    // as this containerd release reads them (containerd_config.hpp read_containerd_view):
     std::vector<std::string> config_files;  ///< files loaded, in containerd's load order
-    int config_version = 0;                 ///< top-level `version` (2: 1.6/1.7, 3: 2.x; 0 = unset)
-    std::string nri_file;          ///< last loaded file defining [plugins."io.containerd.nri.v1.nri"] ("" = none)
-    std::string cri_file;          ///< last loaded file defining the CRI plugin section ("" = none)
+    /// The version containerd reads the plugin names as: 1.x the last non-zero `version` (1 when
+    /// none is set: short plugin IDs), 2.0-2.2 the merged one (3 unless a file says 2), 2.3: 4.
+    int config_version = 0;
+    std::string nri_file;          ///< file whose NRI section sets `disable` (else the last defining the section; "" = none)
+    std::string nri_section;       ///< that section as the file names it: [plugins.nri] (1.x, version 1) or [plugins."io.containerd.nri.v1.nri"]
+    std::string nri_disabled_in;   ///< a file whose `disabled_plugins` names the NRI plugin ("" = none): NRI is off whatever `disable` says
+    std::string cri_file;          ///< file that sets the runtime's pod_annotations (else defines its table, else the CRI section; "" = none)
     std::string runtime_name = "runc";      ///< CRI default_runtime_name
     bool runtime_table = false;    ///< the CRI section has a table for runtime_name
+    std::string runtime_section;   ///< that table as the file names it (or as it would be written): [plugins.cri.containerd.runtimes.runc], ...
     std::optional<std::vector<std::string>> pod_annotations;  ///< its pod_annotations, if set
     std::string dropin_dir;        ///< a directory an `imports` glob `<dir>/*.toml` covers ("" = none)
+    std::vector<std::string> import_patterns;  ///< every `imports` entry of the files read, resolved (path or glob)
+    std::vector<std::string> config_notes;     ///< one line each: settings this release ignores (containerd_config.hpp)
 };
 
 /// A runtime other than containerd that only runs native NRI (ttrpc) plugins: iSulad or CRI-O.
@@ -61,8 +69,9 @@ struct NativeRuntimeInfo {
 /// 1.6.20~ds1 ..." or "... v1.7.24 ..."); false when no version is found.
 bool parse_containerd_version(const std::string& out, std::string& version, int& major, int& minor);
 
-/// Read the NRI settings of a containerd config.toml text (toml11). Sets nri_disable, plugin_path;
-/// an unparsable text sets `error`.
+/// Read the NRI settings of one containerd config.toml text (toml11) as info's release reads it
+/// alone (read_containerd_layers on that file). Sets nri_disable, plugin_path, runtime_binary;
+/// an unparsable text, or one containerd refuses, sets `error`.
 void read_nri_config(const std::string& toml_text, RuntimeInfo& info);
 
 /// Inspect the node: running containerd (via /proc) or the one on PATH, its --version, its config.
@@ -125,16 +134,16 @@ std::string resolve_import(const std::string& imp, const std::string& importer, 
 std::vector<std::string> containerd_config_files(const std::string& main_path, std::vector<std::string>& texts, std::string& error,
                                                  int containerd_major = 0);
 
-/// Apply containerd's merge of `files` (path, TOML text; load order) to `info`: each file's
-/// `[plugins."<id>"]` section REPLACES that plugin's whole section from earlier files
-/// (config.go mergeConfig: "Maps merged by keys, but values are replaced entirely"), so the
-/// last file defining a plugin decides all of its keys. Sets nri_disable / plugin_path (from the
-/// NRI plugin section), config_version, nri_file, cri_file, runtime_name (CRI
-/// `containerd.default_runtime_name`, default "runc"), runtime_table, pod_annotations (of that
-/// runtime: version 3 `plugins."io.containerd.cri.v1.runtime"`, else
-/// `plugins."io.containerd.grpc.v1.cri"`), config_files and dropin_dir (the directory of an
-/// `imports` glob ending in "/*.toml", resolved by resolve_import for info.major). A parse error
-/// sets `error`.
+/// Apply containerd's merge of `files` (path, TOML text; load order) to `info`, with the rules of
+/// the release info.version names (containerd_config.hpp read_containerd_view: 1.x replaces a
+/// plugin's whole section with the last file's and reads a version-1 config by short plugin
+/// IDs; 2.x migrates version 1/2 files and merges plugin sections key by key). Sets nri_disable
+/// / plugin_path (from the NRI plugin section), config_version, nri_file, nri_section, cri_file,
+/// runtime_name (CRI `containerd.default_runtime_name`, default "runc"), runtime_table,
+/// runtime_section, pod_annotations (of that runtime), runtime_binary, config_files,
+/// import_patterns, config_notes and dropin_dir (the directory of an `imports` glob ending in
+/// "/*.toml", resolved by resolve_import for info.major). A parse error, or a config that
+/// containerd release refuses, sets `error`.
 void read_containerd_layers(const std::vector<std::pair<std::string, std::string>>& files, RuntimeInfo& info);
 
 /// containerd matches pod_annotations patterns with Go path.Match (pkg/cri/server/helpers.go

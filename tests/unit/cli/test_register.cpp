@@ -525,11 +525,29 @@ int run_cli(std::vector<std::string> args, std::string& out) {
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-/// Backup files `<base>.nri-qos.bak.*` next to `file`.
+/// The backup directory of a test in scratch dir `dir` (register --backup-dir).
+std::string bdir(const std::string& dir) { return dir + "/backup"; }
+
+/// Backups of `<dir>/<base>`: `<bdir(dir)><dir>/<base>.<stamp>` (register keeps the file's
+/// absolute path under its backup directory).
 std::vector<std::string> backups(const std::string& dir, const std::string& base) {
     std::vector<std::string> out;
-    for (const auto& e : entries(dir))
-        if (e.rfind(base + ".nri-qos.bak.", 0) == 0) out.push_back(dir + "/" + e);
+    for (const auto& e : entries(bdir(dir) + dir))
+        if (e.rfind(base + ".", 0) == 0) out.push_back(bdir(dir) + dir + "/" + e);
+    return out;
+}
+
+/// Any file named like an old-style backup `*.nri-qos.bak.*` below `dir`, but outside bdir(dir).
+std::vector<std::string> stray_backups(const std::string& dir) {
+    std::vector<std::string> out;
+    for (const auto& e : entries(dir)) {
+        const std::string p = dir + "/" + e;
+        if (p == bdir(dir)) continue;
+        struct stat st {};
+        if (::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+            for (const auto& x : stray_backups(p)) out.push_back(x);
+        else if (e.find(".nri-qos.bak.") != std::string::npos) out.push_back(p);
+    }
     return out;
 }
 
@@ -701,7 +719,7 @@ TEST_CASE("register: NRI disabled on containerd 1.7 is a loud warning, --enable-
     CHECK(slurp(t / "config.toml") == orig);  // nothing edited unless asked
     CHECK_FALSE(exists(t / "conf.json"));     // conf.json is never read on 1.7 without the adapter
 
-    args.push_back("--enable-nri");
+    args.insert(args.end(), {"--enable-nri", "--backup-dir", bdir(t.path)});
     rc = run_cli(args, out);
     INFO(out);
     CHECK(rc == 0);
@@ -736,7 +754,7 @@ TEST_CASE("enable_containerd_nri: a drop-in in the imports directory, else appen
     spit(t / "config.toml", main);
     nriqos::RuntimeInfo info = nriqos::detect_runtime(t / "config.toml", "1.7.20");
     CHECK(info.dropin_dir == t / "conf.d");
-    RegisterResult r = nriqos::enable_containerd_nri(info, "STAMP");
+    RegisterResult r = nriqos::enable_containerd_nri(info, "STAMP", bdir(t.path));
     INFO(r.message);
     CHECK(r.exit_code == 0);
     CHECK(r.changed);
@@ -752,9 +770,9 @@ TEST_CASE("enable_containerd_nri: a drop-in in the imports directory, else appen
     const std::string plain = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"pause\"\n";
     spit(t / "plain.toml", plain);
     info = nriqos::detect_runtime(t / "plain.toml", "1.7.20");
-    r = nriqos::enable_containerd_nri(info, "STAMP");
+    r = nriqos::enable_containerd_nri(info, "STAMP", bdir(t.path));
     CHECK(r.exit_code == 0);
-    CHECK(slurp(t / "plain.toml.nri-qos.bak.STAMP") == plain);
+    CHECK(slurp(bdir(t.path) + t.path + "/plain.toml.STAMP") == plain);
     nriqos::RuntimeInfo ri;
     nriqos::read_nri_config(slurp(t / "plain.toml"), ri);
     REQUIRE(ri.nri_disable);
@@ -763,9 +781,9 @@ TEST_CASE("enable_containerd_nri: a drop-in in the imports directory, else appen
 
     // containerd 1.6 has no native NRI: refused, nothing written.
     info = nriqos::detect_runtime(t / "plain.toml", "1.6.20");
-    r = nriqos::enable_containerd_nri(info, "STAMP2");
+    r = nriqos::enable_containerd_nri(info, "STAMP2", bdir(t.path));
     CHECK(r.exit_code == 1);
-    CHECK_FALSE(exists(t / "plain.toml.nri-qos.bak.STAMP2"));
+    CHECK_FALSE(exists(bdir(t.path) + t.path + "/plain.toml.STAMP2"));
 }
 
 TEST_CASE("containerd config: a relative imports glob is the config directory's on 2.x, containerd's \"/\" on 1.x", "[register][node]") {
@@ -837,12 +855,12 @@ TEST_CASE("containerd config: import order, relative paths, cycles, last definer
     info = nriqos::detect_runtime(t / "v3.toml", "2.0.0");
     REQUIRE(info.pod_annotations);
     CHECK(*info.pod_annotations == std::vector<std::string>{"node.koordinator.sh/*"});
-    RegisterResult r = nriqos::pass_annotations(info, {"volcano.sh/qos-level"}, "S3");
+    RegisterResult r = nriqos::pass_annotations(info, {"volcano.sh/qos-level"}, "S3", bdir(t.path));
     INFO(r.message);
     CHECK(r.exit_code == 0);
     info = nriqos::detect_runtime(t / "v3.toml", "2.0.0");
     CHECK(*info.pod_annotations == std::vector<std::string>{"node.koordinator.sh/*", "volcano.sh/qos-level"});
-    CHECK(slurp(t / "v3.toml.nri-qos.bak.S3").find("x/*") != std::string::npos);
+    CHECK(slurp(bdir(t.path) + t.path + "/v3.toml.S3").find("x/*") != std::string::npos);
 }
 
 TEST_CASE("annotation_passed follows containerd's path.Match: * never crosses '/'", "[register][node]") {
@@ -894,7 +912,7 @@ TEST_CASE("register: containerd 1.6 pod_annotations missing the policy's keys wa
     CHECK(has(out, "--pass-annotations"));
     CHECK(slurp(t / "config.toml") == orig);
 
-    args.push_back("--pass-annotations");
+    args.insert(args.end(), {"--pass-annotations", "--backup-dir", bdir(t.path)});
     rc = run_cli(args, out);
     INFO(out);
     CHECK(rc == 0);
@@ -912,4 +930,405 @@ TEST_CASE("register: containerd 1.6 pod_annotations missing the policy's keys wa
     CHECK(rc == 0);
     CHECK_FALSE(has(out, "WARNING"));
     CHECK(backups(t.path, "config.toml").size() == 1);
+}
+
+// ---- containerd config versions 1-4 as each release reads them (issue #30 §4) ----------------
+// Fixtures follow containerd's own layouts: version 1 (no `version`, short plugin IDs, what
+// `containerd config default` printed on 1.x before version 2), 2 (1.6/1.7), 3 (2.0-2.2) and 4
+// (2.3). src/event/containerd_config.hpp cites the containerd functions behind each rule.
+
+namespace {
+
+nriqos::RuntimeInfo read_as(const std::string& config, const std::string& release) {
+    return nriqos::detect_runtime(config, release);
+}
+
+}  // namespace
+
+TEST_CASE("containerd config: where NRI and pod_annotations live, per version and release", "[register][node][containerd-config]") {
+    TempDir t;
+    // Version 1: short IDs on 1.x; long IDs in it are ignored there (and said so).
+    spit(t / "v1.toml",
+         "[plugins.nri]\n  disable = false\n  plugin_path = \"/x/plugins\"\n"
+         "[plugins.cri.containerd.runtimes.runc]\n  pod_annotations = [\"a.example/*\"]\n"
+         "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  pod_annotations = [\"ignored/*\"]\n");
+    for (const char* rel : {"1.6.20", "1.7.24"}) {
+        INFO(rel);
+        nriqos::RuntimeInfo i = read_as(t / "v1.toml", rel);
+        CHECK(i.error.empty());
+        CHECK(i.config_version == 1);
+        REQUIRE(i.nri_disable);
+        CHECK_FALSE(*i.nri_disable);
+        CHECK(i.plugin_path == "/x/plugins");
+        CHECK(i.nri_section == "[plugins.nri]");
+        REQUIRE(i.pod_annotations);
+        CHECK(*i.pod_annotations == std::vector<std::string>{"a.example/*"});
+        CHECK(i.runtime_section == "[plugins.cri.containerd.runtimes.runc]");
+        CHECK(has(nriqos::annotation_passlist_of(i)->where, "[plugins.cri.containerd.runtimes.runc] pod_annotations in " + t / "v1.toml"));
+        REQUIRE(i.config_notes.size() == 1);
+        CHECK(has(i.config_notes[0], "ignores [plugins.\"io.containerd.grpc.v1.cri\"]"));
+    }
+    // 2.x migrates a version-1 file: [plugins.nri] becomes io.containerd.grpc.v1.nri: not NRI
+    // (default: on). [plugins.cri] becomes io.containerd.grpc.v1.cri, which 2.3 migrates into
+    // the runtime plugin's section; 2.0-2.2 give the file the current version (3) first, so the
+    // merged config is version 3 and no CRI migration runs: its runtimes are not read.
+    spit(t / "v1off.toml", "[plugins.nri]\n  disable = true\n[plugins.cri.containerd.runtimes.runc]\n  pod_annotations = [\"a.example/*\"]\n");
+    for (const char* rel : {"2.1.9", "2.3.4"}) {
+        INFO(rel);
+        nriqos::RuntimeInfo i = read_as(t / "v1off.toml", rel);
+        CHECK(i.error.empty());
+        CHECK_FALSE(i.nri_disable);
+        CHECK(nriqos::mode_called(i) == nriqos::HookMode::Native);
+        REQUIRE_FALSE(i.config_notes.empty());
+        CHECK(has(i.config_notes[0], "ignores [plugins.nri]"));
+        if (std::string(rel) == "2.3.4") {
+            REQUIRE(i.pod_annotations);
+            CHECK(*i.pod_annotations == std::vector<std::string>{"a.example/*"});
+            CHECK(i.runtime_section == "[plugins.cri.containerd.runtimes.runc]");
+            CHECK(i.config_notes.size() == 1);
+        } else {
+            CHECK_FALSE(i.pod_annotations);
+            REQUIRE(i.config_notes.size() == 2);
+            CHECK(has(i.config_notes[1], "ignores the runtimes under [plugins.cri.containerd]"));
+            CHECK(i.runtime_section == "[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]");
+        }
+    }
+    // Version 2 on every release: io.containerd.grpc.v1.cri (2.x migrates it).
+    spit(t / "v2.toml", "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  pod_annotations = [\"b/*\"]\n");
+    for (const char* rel : {"1.6.20", "1.7.24", "2.1.9", "2.3.4"}) {
+        INFO(rel);
+        nriqos::RuntimeInfo i = read_as(t / "v2.toml", rel);
+        CHECK(i.error.empty());
+        REQUIRE(i.pod_annotations);
+        CHECK(*i.pod_annotations == std::vector<std::string>{"b/*"});
+        CHECK(i.runtime_section == "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]");
+    }
+    // Version 3: 2.x reads io.containerd.cri.v1.runtime; 1.7.17+ refuses it, 1.6.20 reads it as 2.
+    spit(t / "v3.toml", "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n  pod_annotations = [\"c/*\"]\n");
+    for (const char* rel : {"2.1.9", "2.3.4"}) {
+        nriqos::RuntimeInfo i = read_as(t / "v3.toml", rel);
+        CHECK(i.error.empty());
+        REQUIRE(i.pod_annotations);
+        CHECK(*i.pod_annotations == std::vector<std::string>{"c/*"});
+    }
+    // A version-3 file's io.containerd.grpc.v1.cri runtimes: 2.3 migrates them (every file below
+    // 4), 2.0-2.2 do not (as `containerd config dump` of 2.2.7 and 2.3.4 show).
+    spit(t / "v3g.toml", "version = 3\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  pod_annotations = [\"g/*\"]\n");
+    CHECK_FALSE(read_as(t / "v3g.toml", "2.2.7").pod_annotations);
+    CHECK(has(read_as(t / "v3g.toml", "2.2.7").config_notes.at(0), "ignores the runtimes under [plugins.\"io.containerd.grpc.v1.cri\".containerd]"));
+    REQUIRE(read_as(t / "v3g.toml", "2.3.4").pod_annotations);
+    CHECK(*read_as(t / "v3g.toml", "2.3.4").pod_annotations == std::vector<std::string>{"g/*"});
+    CHECK(has(read_as(t / "v3.toml", "1.7.24").error, "containerd 1.7.24 refuses config version 3"));
+    CHECK(has(read_as(t / "v3.toml", "1.6.20").error, "reads config version 3 as version 2"));
+    // Version 4 (containerd 2.3: version/version.go ConfigVersion 4): same plugin names as 3.
+    spit(t / "v4.toml", "version = 4\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n  pod_annotations = [\"d/*\"]\n"
+                        "[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true\n");
+    nriqos::RuntimeInfo v4 = read_as(t / "v4.toml", "2.3.4");
+    CHECK(v4.error.empty());
+    CHECK(v4.config_version == 4);
+    REQUIRE(v4.pod_annotations);
+    CHECK(*v4.pod_annotations == std::vector<std::string>{"d/*"});
+    REQUIRE(v4.nri_disable);
+    CHECK(*v4.nri_disable);
+    CHECK(has(read_as(t / "v4.toml", "2.2.7").error, "containerd 2.2.7 refuses config version 4"));
+    CHECK(read_as(t / "v4.toml", "none").error.empty());  // unknown release: 2.3's rules for version 4
+    // 2.3 refuses a drop-in above the root's version; 1.x refuses a short name in version 2.
+    ::mkdir((t / "d").c_str(), 0755);
+    spit(t / "root2.toml", "version = 2\nimports = [\"d/*.toml\"]\n");
+    spit(t / "d/10.toml", "version = 3\n");
+    CHECK(has(read_as(t / "root2.toml", "2.3.4").error, "has version 3, above the root config's 2"));
+    CHECK(read_as(t / "root2.toml", "2.1.9").error.empty());
+    spit(t / "short2.toml", "version = 2\n[plugins.cri]\n  sandbox_image = \"p\"\n");
+    CHECK(has(read_as(t / "short2.toml", "1.7.24").error, "plugin name \"cri\""));
+    spit(t / "badver.toml", "version = \"2\"\n");
+    CHECK(has(read_as(t / "badver.toml", "1.7.24").error, "`version` must be a small non-negative integer"));
+}
+
+TEST_CASE("containerd config: 1.x replaces a plugin's section with a drop-in's, 2.x merges it key by key", "[register][node][containerd-config]") {
+    TempDir t;
+    ::mkdir((t / "conf.d").c_str(), 0755);
+    spit(t / "config.toml", "version = 2\nimports = [\"" + t.path + "/conf.d/*.toml\"]\n"
+                            "[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true\n  plugin_path = \"/x\"\n");
+    spit(t / "conf.d/10.toml", "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  plugin_request_timeout = \"5s\"\n");
+    nriqos::RuntimeInfo a = read_as(t / "config.toml", "1.7.24");  // mergeConfig: to.Plugins[k] = v
+    CHECK_FALSE(a.nri_disable);
+    CHECK(a.plugin_path == "/opt/nri/plugins");
+    CHECK(a.nri_file == t / "conf.d/10.toml");
+    nriqos::RuntimeInfo b = read_as(t / "config.toml", "2.1.9");  // mergo.Merge of the plugins map
+    REQUIRE(b.nri_disable);
+    CHECK(*b.nri_disable);
+    CHECK(b.plugin_path == "/x");
+    CHECK(b.nri_file == t / "config.toml");
+    // --enable-nri edits the file that sets `disable` on 2.x (the drop-in's section does not).
+    nriqos::RegisterResult r = nriqos::enable_containerd_nri(b, "S", bdir(t.path));
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    CHECK(has(slurp(t / "config.toml"), "  disable = false  # nri-qos register --enable-nri (S)\n  plugin_path = \"/x\"\n"));
+    nriqos::RuntimeInfo c = read_as(t / "config.toml", "2.1.9");
+    REQUIRE(c.nri_disable);
+    CHECK_FALSE(*c.nri_disable);
+}
+
+TEST_CASE("register --enable-nri on a version-1 config of containerd 1.7 writes [plugins.nri], keeping comments", "[register][node][containerd-config]") {
+    // Before: the long name was written, which 1.7 ignores in a config without `version`; the
+    // check read the long name too and reported success (issue #30 §4).
+    TempDir t;
+    const std::string orig =
+        "# node config (version 1: no version key)\n"
+        "[plugins.nri]\n"
+        "  disable = true  # off until the NRI rollout\n"
+        "  plugin_path = \"" + t.path + "/plugins\"\n"
+        "[plugins.cri]\n"
+        "  sandbox_image = \"pause:3.9\"\n";
+    spit(t / "config.toml", orig);
+    std::string out;
+    int rc = run_cli({"register", "--containerd-config", t / "config.toml", "--containerd-version", "1.7.24",
+                      "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh",
+                      "--isulad-config", t / "none.json", "--crio-config", t / "none.conf", "--enable-nri",
+                      "--backup-dir", bdir(t.path)},
+                     out);
+    INFO(out);
+    CHECK(rc == 0);
+    const std::string now = slurp(t / "config.toml");
+    CHECK(now == "# node config (version 1: no version key)\n"
+                 "[plugins.nri]\n"
+                 "  plugin_request_timeout = \"2s\"\n"
+                 "  disable = false  # off until the NRI rollout\n"
+                 "  plugin_path = \"" + t.path + "/plugins\"\n"
+                 "[plugins.cri]\n"
+                 "  sandbox_image = \"pause:3.9\"\n");
+    CHECK_FALSE(has(now, "io.containerd.nri.v1.nri"));
+    CHECK(has(out, "[plugins.nri] disable = false"));
+    nriqos::RuntimeInfo i = read_as(t / "config.toml", "1.7.24");
+    REQUIRE(i.nri_disable);
+    CHECK_FALSE(*i.nri_disable);
+    CHECK(exists(t / "plugins/10-nri-qos"));
+    REQUIRE(backups(t.path, "config.toml").size() == 1);
+    CHECK(slurp(backups(t.path, "config.toml")[0]) == orig);
+    CHECK(stray_backups(t.path).empty());
+
+    // No NRI section at all: appended with the short name, no `version` added (it would turn
+    // the whole config into version 2, where [plugins.cri] stops containerd 1.7 from starting).
+    spit(t / "bare.toml", "[plugins.cri]\n  sandbox_image = \"pause:3.9\"\n");
+    nriqos::RuntimeInfo bare = read_as(t / "bare.toml", "1.7.24");
+    nriqos::RegisterResult r = nriqos::enable_containerd_nri(bare, "S", bdir(t.path));
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    CHECK(has(slurp(t / "bare.toml"), "\n[plugins.nri]\n  disable = false\n"));
+    CHECK_FALSE(has(slurp(t / "bare.toml"), "version"));
+    nriqos::RuntimeInfo after = read_as(t / "bare.toml", "1.7.24");
+    CHECK(after.error.empty());
+    REQUIRE(after.nri_disable);
+    CHECK_FALSE(*after.nri_disable);
+}
+
+TEST_CASE("register --pass-annotations on a version-1 config of containerd 1.6: [plugins.cri...], the array's comments kept", "[register][node][containerd-config]") {
+    TempDir t;
+    spit(t / "policy.toml", kPolicyFixture);
+    const std::string orig =
+        "[plugins.cri]\n"
+        "  sandbox_image = \"pause:3.9\"\n"
+        "  [plugins.cri.containerd.runtimes.runc]\n"
+        "    runtime_type = \"io.containerd.runc.v2\"\n"
+        "    pod_annotations = [\n"
+        "      # the site's own keys\n"
+        "      \"example.com/*\"  # site\n"
+        "    ]  # keep\n";
+    spit(t / "config.toml", orig);
+    std::vector<std::string> args{"register", "--containerd-config", t / "config.toml", "--containerd-version", "1.6.20",
+                                  "--conf-json", t / "conf.json", "--policy", t / "policy.toml", "--isulad-config", t / "none.json",
+                                  "--crio-config", t / "none.conf", "--pass-annotations", "--backup-dir", bdir(t.path)};
+    std::string out;
+    int rc = run_cli(args, out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(slurp(t / "config.toml") ==
+          "[plugins.cri]\n"
+          "  sandbox_image = \"pause:3.9\"\n"
+          "  [plugins.cri.containerd.runtimes.runc]\n"
+          "    runtime_type = \"io.containerd.runc.v2\"\n"
+          "    pod_annotations = [\n"
+          "      # the site's own keys\n"
+          "      \"example.com/*\",  # site\n"
+          "      \"node.koordinator.sh/extended-resource-spec\",\n"
+          "    ]  # keep\n");
+    nriqos::RuntimeInfo i = read_as(t / "config.toml", "1.6.20");
+    REQUIRE(i.pod_annotations);
+    CHECK(*i.pod_annotations == std::vector<std::string>{"example.com/*", "node.koordinator.sh/extended-resource-spec"});
+    CHECK(has(out, "[plugins.cri.containerd.runtimes.runc] pod_annotations"));
+    CHECK_FALSE(has(out, "WARNING"));
+    CHECK(stray_backups(t.path).empty());
+}
+
+TEST_CASE("register edits keep comments: disable's trailing comment, one-line and multi-line arrays (v2, v3, v4)", "[register][node][containerd-config]") {
+    TempDir t;
+    spit(t / "v2.toml", "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true  # reason: change 1234\n");
+    nriqos::RuntimeInfo i = read_as(t / "v2.toml", "1.7.24");
+    nriqos::RegisterResult r = nriqos::enable_containerd_nri(i, "S", bdir(t.path));
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    CHECK(slurp(t / "v2.toml") == "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  plugin_request_timeout = \"2s\"\n"
+                                  "  disable = false  # reason: change 1234\n");
+    // One-line array with a comment after it (version 3, containerd 2.1).
+    spit(t / "v3.toml", "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"
+                        "  pod_annotations = [\"a/*\"]  # ticket 42\n");
+    i = read_as(t / "v3.toml", "2.1.9");
+    r = nriqos::pass_annotations(i, {"b.example/k", "c.example/k"}, "S", bdir(t.path));
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    CHECK(slurp(t / "v3.toml") == "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"
+                                  "  pod_annotations = [\"a/*\", \"b.example/k\", \"c.example/k\"]  # ticket 42\n");
+    // Multi-line array, trailing comma, comments between elements (version 4, containerd 2.3).
+    const std::string v4 = "version = 4\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"
+                           "  pod_annotations = [\n    \"a/*\",  # first\n    # between\n    \"b/*\",\n  ]\n";
+    spit(t / "v4.toml", v4);
+    i = read_as(t / "v4.toml", "2.3.4");
+    r = nriqos::pass_annotations(i, {"c.example/k"}, "S", bdir(t.path));
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    CHECK(slurp(t / "v4.toml") == "version = 4\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"
+                                  "  pod_annotations = [\n    \"a/*\",  # first\n    # between\n    \"b/*\",\n    \"c.example/k\",\n  ]\n");
+    CHECK(slurp(backups(t.path, "v4.toml").at(0)) == v4);
+    // Version 2 read by containerd 2.3 (migrated): written under the file's own name.
+    spit(t / "v2cri.toml", "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n");
+    i = read_as(t / "v2cri.toml", "2.3.4");
+    r = nriqos::pass_annotations(i, {"c.example/k"}, "S", bdir(t.path));
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    CHECK(has(slurp(t / "v2cri.toml"), "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  pod_annotations = [\"c.example/k\"]"));
+    CHECK(*read_as(t / "v2cri.toml", "2.3.4").pod_annotations == std::vector<std::string>{"c.example/k"});
+}
+
+TEST_CASE("register backups go where no imports glob reads them", "[register][node][containerd-config]") {
+    // Before: <file>.nri-qos.bak.<stamp> beside a drop-in that imports = ["conf.d/*"] matches,
+    // loaded after the edited file: the old section came back (issue #30 §4).
+    TempDir t;
+    ::mkdir((t / "conf.d").c_str(), 0755);
+    spit(t / "config.toml", "version = 2\nimports = [\"" + t.path + "/conf.d/*\"]\n");
+    const std::string drop = "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true\n";
+    spit(t / "conf.d/50-nri.toml", drop);
+    std::string out;
+    std::vector<std::string> args{"register", "--containerd-config", t / "config.toml", "--containerd-version", "1.7.24",
+                                  "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh",
+                                  "--isulad-config", t / "none.json", "--crio-config", t / "none.conf", "--enable-nri",
+                                  "--backup-dir", bdir(t.path)};
+    int rc = run_cli(args, out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(entries(t / "conf.d") == std::vector<std::string>{"50-nri.toml"});
+    nriqos::RuntimeInfo i = read_as(t / "config.toml", "1.7.24");
+    CHECK(i.config_files == std::vector<std::string>{t / "config.toml", t / "conf.d/50-nri.toml"});
+    REQUIRE(i.nri_disable);
+    CHECK_FALSE(*i.nri_disable);
+    REQUIRE(entries(bdir(t.path) + t.path + "/conf.d").size() == 1);
+    CHECK(slurp(bdir(t.path) + t.path + "/conf.d/" + entries(bdir(t.path) + t.path + "/conf.d")[0]) == drop);
+
+    // A backup an older register left beside the drop-in is loaded by the glob: said loudly.
+    spit(t / "conf.d/50-nri.toml.nri-qos.bak.20261101T000000", drop);
+    args.pop_back(), args.pop_back(), args.pop_back();  // no --enable-nri: just read the node
+    rc = run_cli(args, out);
+    CHECK(rc == 0);
+    CHECK(has(out, "nri-qos: WARNING: containerd loads " + t.path + "/conf.d/50-nri.toml.nri-qos.bak.20261101T000000 (an imports glob"));
+    ::unlink((t / "conf.d/50-nri.toml.nri-qos.bak.20261101T000000").c_str());
+
+    // A backup directory an imports glob reads is refused, nothing written.
+    spit(t / "conf.d/50-nri.toml", drop);
+    spit(t / "config.toml", "version = 2\nimports = [\"" + t.path + "/conf.d/*\", \"" + t.path + "/bk/*/*/*/*\"]\n");
+    i = read_as(t / "config.toml", "1.7.24");
+    nriqos::RegisterResult r = nriqos::enable_containerd_nri(i, "S", t / "bk");
+    INFO(r.message);
+    CHECK(r.exit_code == 1);
+    CHECK(has(r.message, "would be read by containerd"));
+    CHECK(slurp(t / "conf.d/50-nri.toml") == drop);
+}
+
+TEST_CASE("register refuses what it cannot edit safely, with one line saying why", "[register][node][containerd-config]") {
+    TempDir t;
+    auto refused = [&](const std::string& text, const std::string& release, const std::string& why, bool nri = true) {
+        spit(t / "c.toml", text);
+        nriqos::RuntimeInfo i = read_as(t / "c.toml", release);
+        nriqos::RegisterResult r = nri ? nriqos::enable_containerd_nri(i, "S", bdir(t.path))
+                                       : nriqos::pass_annotations(i, {"x.example/k"}, "S", bdir(t.path));
+        INFO(text << " on " << release << ": " << r.message);
+        CHECK(r.exit_code == 1);
+        CHECK(has(r.message, why));
+        CHECK(r.message.find('\n') == std::string::npos);
+        CHECK(slurp(t / "c.toml") == text);
+        CHECK(entries(bdir(t.path)).empty());
+    };
+    refused("version = 2\n[plugins]\n  \"io.containerd.nri.v1.nri\".disable = true\n", "1.7.24", "dotted keys or an inline table");
+    refused("version = 2\n[plugins]\n  \"io.containerd.nri.v1.nri\" = { disable = true }\n", "1.7.24", "dotted keys or an inline table");
+    refused("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  runtimes.runc.pod_annotations = [\"a/*\"]\n", "1.6.20",
+            "without its own table header", false);
+    refused("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  pod_annotations = [\"a/*\", 1]\n", "1.6.20",
+            "not a plain array of strings", false);
+    refused("version = 3\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true\n", "1.7.24", "refuses config version 3");
+    refused("version = 7\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true\n", "2.3.4", "refuses config version 7");
+    refused("version = 4\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true\n", "2.2.7", "refuses config version 4");
+    refused("[plugins.nri]\n  disable = true\n", "none", "containerd's version is unknown");
+}
+
+TEST_CASE("register reads the config again after writing and restores it when containerd would not read the edit", "[register][node][containerd-config]") {
+    TempDir t;
+    ::mkdir((t / "conf.d").c_str(), 0755);
+    spit(t / "config.toml", "version = 2\nimports = [\"" + t.path + "/conf.d/*.toml\"]\n");
+    const std::string a = "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true  # a\n";
+    spit(t / "conf.d/10-a.toml", a);
+    nriqos::RuntimeInfo i = read_as(t / "config.toml", "1.7.24");
+    REQUIRE(i.nri_file == t / "conf.d/10-a.toml");
+    // A drop-in that appears after the config was read, and sets NRI again (last loaded wins).
+    spit(t / "conf.d/20-late.toml", "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true\n");
+    nriqos::RegisterResult r = nriqos::enable_containerd_nri(i, "S", bdir(t.path));
+    INFO(r.message);
+    CHECK(r.exit_code == 1);
+    CHECK(has(r.message, "would still read NRI as disabled"));
+    CHECK(has(r.message, "restored it from " + bdir(t.path) + t.path + "/conf.d/10-a.toml.S"));
+    CHECK(slurp(t / "conf.d/10-a.toml") == a);
+}
+
+TEST_CASE("register --pass-annotations adds runc's table where the release reads it, another runtime's is refused", "[register][node][containerd-config]") {
+    TempDir t;
+    // Version 1 on 1.6: into the file that defines [plugins.cri] (a section elsewhere would replace it).
+    spit(t / "v1.toml", "[plugins.cri]\n  sandbox_image = \"pause:3.9\"  # mirror\n");
+    nriqos::RuntimeInfo i = read_as(t / "v1.toml", "1.6.20");
+    nriqos::RegisterResult r = nriqos::pass_annotations(i, {"x.example/k"}, "S", bdir(t.path));
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    CHECK(slurp(t / "v1.toml") == "[plugins.cri]\n  sandbox_image = \"pause:3.9\"  # mirror\n\n"
+                                  "# Added by `nri-qos register --pass-annotations (S)`.\n"
+                                  "[plugins.cri.containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n"
+                                  "  pod_annotations = [\"x.example/k\"]\n");
+    REQUIRE(read_as(t / "v1.toml", "1.6.20").pod_annotations);
+    // Version 4, no CRI section at all: appended to the main config under the 2.3 name.
+    spit(t / "v4.toml", "version = 4\n");
+    i = read_as(t / "v4.toml", "2.3.4");
+    r = nriqos::pass_annotations(i, {"x.example/k"}, "S", bdir(t.path));
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    CHECK(has(slurp(t / "v4.toml"), "[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"));
+    CHECK(*read_as(t / "v4.toml", "2.3.4").pod_annotations == std::vector<std::string>{"x.example/k"});
+    // Another default runtime without a table: refused, nothing written.
+    const std::string crun = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  default_runtime_name = \"crun\"\n";
+    spit(t / "crun.toml", crun);
+    i = read_as(t / "crun.toml", "1.6.20");
+    r = nriqos::pass_annotations(i, {"x.example/k"}, "S", bdir(t.path));
+    CHECK(r.exit_code == 1);
+    CHECK(has(r.message, "no [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.crun] table"));
+    CHECK(slurp(t / "crun.toml") == crun);
+}
+
+TEST_CASE("containerd config: disabled_plugins turns NRI off as each release names it; --enable-nri refuses it", "[register][node][containerd-config]") {
+    TempDir t;
+    spit(t / "v2.toml", "version = 2\ndisabled_plugins = [\"io.containerd.nri.v1.nri\"]\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n");
+    nriqos::RuntimeInfo i = read_as(t / "v2.toml", "1.7.24");
+    CHECK(i.nri_disabled_in == t / "v2.toml");
+    CHECK(nriqos::mode_called(i) == nriqos::HookMode::None);
+    nriqos::RegisterResult r = nriqos::enable_containerd_nri(i, "S", bdir(t.path));
+    CHECK(r.exit_code == 1);
+    CHECK(has(r.message, "lists the NRI plugin in disabled_plugins"));
+    spit(t / "v1.toml", "disabled_plugins = [\"nri\"]\n");  // version 1: the short ID on 1.x ...
+    CHECK(nriqos::mode_called(read_as(t / "v1.toml", "1.7.24")) == nriqos::HookMode::None);
+    CHECK(nriqos::mode_called(read_as(t / "v1.toml", "2.1.9")) == nriqos::HookMode::Native);  // ... io.containerd.grpc.v1.nri on 2.x
+    spit(t / "v3.toml", "version = 3\ndisabled_plugins = [\"io.containerd.nri.v1.nri\"]\n");
+    CHECK(nriqos::mode_called(read_as(t / "v3.toml", "2.1.9")) == nriqos::HookMode::None);
 }
