@@ -448,7 +448,7 @@ ext_supervise() { # POLICY: Restart=always, RestartSec=$EXT_RESTART_SEC (runs un
   while :; do
     while [ -e "$EXT_HOLD" ]; do sleep 0.2; done
     "$NRI_QOS_BIN" relay --socket "$(nri_sock)" --policy "$1" --log-file "$EXT_LOG" \
-      --metrics-file "$D/metrics/nri_qos.prom" </dev/null >>"$EXT_LOG" 2>&1
+      --metrics-file "$D/metrics/nri_qos.prom" ${EXT_KUBELET_STATE:+--kubelet-cpu-state "$EXT_KUBELET_STATE"} </dev/null >>"$EXT_LOG" 2>&1
     printf '[%(%T)T] supervisor: relay exited (status %s); restart in %s s\n' -1 "$?" "$EXT_RESTART_SEC" >>"$EXT_LOG"
     sleep "$EXT_RESTART_SEC"
   done
@@ -737,6 +737,12 @@ ext_deb_upgrade() {
 # kubelet does it (a new timestamped directory, a ..data_tmp symlink renamed over ..data). A BE pod
 # gets cpu.shares 2; after the edit (BE cpu_shares 64) the next BE pod gets 64, from the same relay
 # process (no restart).
+# The relay runs as the DaemonSet's relay container starts it (deploy/kubernetes/install.sh relay:
+# --kubelet-cpu-state at kubelet's checkpoint in the node's kubelet directory, issue #30 §3). On
+# the cgroup v1 host: while that directory is out of sight (a DaemonSet that does not mount it),
+# kubelet's exclusive CPUs are unknown and a pod-written cpuset (resource-status, within the pod's
+# quota, class PIN of a rule the scenario puts first) is refused, not pinned; once the directory is there without a checkpoint (no
+# CPU manager) the same pod is pinned.
 cm_publish() { # DIR POLICY-FILE VERSION: kubelet's atomic writer, as far as the reader can tell
   local dir=$1 ts=..2026_11_27_00_00_0$3.e2e old
   mkdir -p "$dir/$ts"; cp "$2" "$dir/$ts/nri-qos.toml"
@@ -749,16 +755,37 @@ cm_publish() { # DIR POLICY-FILE VERSION: kubelet's atomic writer, as far as the
 ext_daemonset() {
   local name=$S-daemonset-style cm=$D/configmap pid
   rm -rf "$cm"; mkdir -p "$cm"
-  sed 's/^cpu_shares = 2 .*/cpu_shares = 64/' "$D/policy/nri-qos.toml" > "$D/policy/edited.toml"
+  # the suite's policy with a first rule for the pin pods: label e2e.nri-qos/class=pin → class PIN,
+  # koordlet's cpuset from resource-status (koordinator.cpuset, untrusted: applied within the quota)
+  awk '!done && /^\[\[rules\]\]/ { print "[[rules]]\nname = \"e2e-pin\"\nclass = \"PIN\"\nmatch.labels = { \"e2e.nri-qos/class\" = \"pin\" }\n"; done = 1 } { print }' \
+    "$D/policy/nri-qos.toml" > "$D/policy/ds.toml"
+  printf '\n[classes.PIN.container]\ncpuset_cpus = { fact = "koordinator.cpuset" }\n' >> "$D/policy/ds.toml"
+  "$NRI_QOS_BIN" check "$D/policy/ds.toml" >/dev/null 2>&1 || { fail "$name" "could not derive the policy with the pin rule"; return; }
+  sed 's/^cpu_shares = 2 .*/cpu_shares = 64/' "$D/policy/ds.toml" > "$D/policy/edited.toml"
   grep -q '^cpu_shares = 64$' "$D/policy/edited.toml" || { fail "$name" "could not derive the edited policy"; return; }
-  cm_publish "$cm" "$D/policy/nri-qos.toml" 1
-  ext_stop; ext_start "$cm/nri-qos.toml" loop   # the DaemonSet's container: restarted by the kubelet, not systemd
+  cm_publish "$cm" "$D/policy/ds.toml" 1
+  rm -rf "$D/kubelet"
+  ext_stop; EXT_KUBELET_STATE=$D/kubelet/cpu_manager_state ext_start "$cm/nri-qos.toml" loop   # the DaemonSet's container: restarted by the kubelet, not systemd
   ext_wait 30 >/dev/null || { fail "$name" "the external relay did not register within 30 s"; return; }
   pid=$(rj .relay_pid)
   start_or_fail "$name" ds-before burstable --label koordinator.sh/qosClass=BE || return
   MISMATCH=""; expect_knob ds-before ctr cpu.shares 2
   stop_pod ds-before
   [ -z "$MISMATCH" ] || { fail "$name" "before the edit: $MISMATCH"; return; }
+  if [ "$LAYOUT" = v1 ]; then
+    local pin=(--label e2e.nri-qos/class=pin --annotation 'scheduling.koordinator.sh/resource-status={"cpuset":"1"}' --cpu-quota 100000)
+    start_or_fail "$name" ds-pin-unknown burstable "${pin[@]}" || return
+    local got; got=$(read_knob ctr ds-pin-unknown cpuset.cpus)
+    log "  ds-pin-unknown: ctr cpuset.cpus = $got (kubelet's directory $D/kubelet out of sight: not 1)"
+    [ "$got" != 1 ] || MISMATCH="kubelet's exclusive CPUs unknown, yet the pod-written cpuset 1 was pinned"
+    stop_pod ds-pin-unknown
+    mkdir -p "$D/kubelet"
+    start_or_fail "$name" ds-pin-none burstable "${pin[@]}" || return
+    expect_knob ds-pin-none ctr cpuset.cpus 1
+    stop_pod ds-pin-none
+    rm -rf "$D/kubelet"
+    [ -z "$MISMATCH" ] || { fail "$name" "kubelet's checkpoint: $MISMATCH"; return; }
+  fi
   cm_publish "$cm" "$D/policy/edited.toml" 2
   log "  ConfigMap updated: ..data -> $(readlink "$cm/..data"); $(grep -c '^cpu_shares = 64$' "$cm/nri-qos.toml") line(s) 'cpu_shares = 64'"
   start_or_fail "$name" ds-after burstable --label koordinator.sh/qosClass=BE || return
