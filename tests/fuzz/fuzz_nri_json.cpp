@@ -75,14 +75,23 @@ void check_request(const nriqos::Request& r, const pb::PodSandbox& pod, const pb
         if (r.cgroups_path != cg) fuzz::die("pod cgroups path differs");
         if (pod.linux().has_resources()) res = &pod.linux().resources();
     }
-    if (update) res = update;
-    if (res) {
-        const auto& c = res->cpu();
-        if (r.resources.cpu_shares != (c.has_shares() ? std::optional<int64_t>(static_cast<int64_t>(c.shares().value())) : std::nullopt))
-            fuzz::die("cpu shares differ");
-        if (r.resources.cpu_quota != (c.has_quota() ? std::optional<int64_t>(c.quota().value()) : std::nullopt)) fuzz::die("cpu quota differs");
-        const auto& m = res->memory();
-        if (r.resources.mem_limit != (m.has_limit() ? std::optional<int64_t>(m.limit().value()) : std::nullopt)) fuzz::die("memory limit differs");
+    // The resources read: the current ones, with an update's set fields laid over them (the one
+    // definition, model/request.hpp granted_resources: a 0 wrapper is "unchanged").
+    auto read = [](const pb::LinuxResources* p) {
+        nriqos::Resources e;
+        if (!p) return e;
+        const auto& c = p->cpu();
+        if (c.has_shares()) e.cpu_shares = static_cast<int64_t>(c.shares().value());
+        if (c.has_quota()) e.cpu_quota = c.quota().value();
+        if (p->memory().has_limit()) e.mem_limit = p->memory().limit().value();
+        return e;
+    };
+    nriqos::Resources want = read(res);
+    if (update) want = nriqos::granted_resources(want, read(update));
+    if (res || update) {
+        if (r.resources.cpu_shares != want.cpu_shares) fuzz::die("cpu shares differ");
+        if (r.resources.cpu_quota != want.cpu_quota) fuzz::die("cpu quota differs");
+        if (r.resources.mem_limit != want.mem_limit) fuzz::die("memory limit differs");
     }
 }
 
