@@ -3,7 +3,7 @@
 // for the child's answer. The first input byte picks what the rest is:
 //   0-3  a CreateContainer / UpdateContainer / UpdatePodSandbox request or a StateChangeEvent
 //        (protobuf, as containerd sends it): converted like Relay::prepare() does (an update's
-//        linux_resources as sent, not merged with the current ones), printed (json::dump,
+//        linux_resources as sent; the child merges it), printed (json::dump,
 //        strict UTF-8, and print_event, which must give the same bytes), and read by the
 //        child's parser (request.hpp parse_nri_event);
 //   4    a LinuxResources, 5 a ContainerAdjustment (protobuf): to JSON and back;
@@ -13,8 +13,8 @@
 // Oracles: no crash, no exception out of the converters; the printed event is one JSON document
 // the child accepts or refuses with a one-line error; what the child accepts is what the
 // protobuf said (ids, names, labels, annotations with the container's over the pod's,
-// cgroups path, pid, CPU shares/quota, memory limit; an update's linux_resources replace the
-// container's, or the pod's without a container); JSON → protobuf → JSON → protobuf is
+// cgroups path, pid, CPU shares/quota, memory limit; an update's set fields over the
+// container's resources, or the pod's without a container: request.hpp granted_resources); JSON → protobuf → JSON → protobuf is
 // stable (deterministic serialisation compared); the reader refuses the writer's JSON only for
 // values outside a kernel range (oom_score_adj).
 #include <cstddef>
