@@ -402,13 +402,7 @@ RegisterResult write_verified(const RuntimeInfo& info, const FileEdit& edit, con
     // in its order): a drop-in that appeared since, a glob that does not cover the new file.
     RuntimeInfo now = info;
     now.error.clear();
-    std::vector<std::string> texts;
-    std::string err;
-    std::vector<std::string> files = containerd_config_files(info.config, texts, err, info.major);
-    std::vector<std::pair<std::string, std::string>> layers;
-    for (size_t i = 0; i < files.size() && i < texts.size(); ++i) layers.emplace_back(files[i], texts[i]);
-    read_containerd_layers(layers, now);
-    if (now.error.empty() && !err.empty()) now.error = err;
+    read_containerd_config(now);
     std::string why = !now.error.empty() ? now.error : check(now);
     if (!why.empty()) {
         const std::string target = write_target(edit.path);

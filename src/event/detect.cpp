@@ -85,8 +85,6 @@ std::string slurp(const std::string& path) {
     return s.str();
 }
 
-void read_containerd_config(RuntimeInfo& r);
-
 }  // namespace
 
 RuntimeInfo detect_runtime(const std::string& config_override, const std::string& version_override) {
@@ -340,6 +338,8 @@ const toml::value* table_at(const toml::value& v, const std::string& key) {
     return x.is_table() ? &x : nullptr;
 }
 
+}  // namespace
+
 void read_containerd_config(RuntimeInfo& r) {
     std::vector<std::string> texts;
     std::string err;
@@ -349,8 +349,6 @@ void read_containerd_config(RuntimeInfo& r) {
     read_containerd_layers(layers, r);
     if (!err.empty() && r.error.empty()) r.error = err;
 }
-
-}  // namespace
 
 std::string resolve_import(const std::string& imp, const std::string& importer, int containerd_major) {
     if (!imp.empty() && imp[0] == '/') return imp.find('*') != std::string::npos ? imp : clean_path(imp);

@@ -146,6 +146,12 @@ std::vector<std::string> containerd_config_files(const std::string& main_path, s
 /// containerd release refuses, sets `error`.
 void read_containerd_layers(const std::vector<std::pair<std::string, std::string>>& files, RuntimeInfo& info);
 
+/// The config containerd will read at its next start: `r.config` and its `imports`, as they are
+/// on disk now (containerd_config_files, for r.major), through read_containerd_layers into `r`;
+/// an unreadable file sets `r.error` unless a parse error already did. detect_runtime reads the
+/// node's config with it, register re-reads the config after an edit.
+void read_containerd_config(RuntimeInfo& r);
+
 /// containerd matches pod_annotations patterns with Go path.Match (pkg/cri/server/helpers.go
 /// getPassthroughAnnotations): `*` and `?` never match '/', so "*" does not cover
 /// "volcano.sh/qos-level" but "volcano.sh/*" does. True when some pattern passes `key`.

@@ -86,9 +86,10 @@ std::string Ctx::pin_check(const std::string& set) {
         } else {
             try {
                 const CpuSet want = *CpuSet::parse(set);
-                pin_how = check_pinned_cpuset(numa_request(), want, st);
+                const NumaRequest rq = numa_request();
+                pin_how = check_pinned_cpuset(rq, want, st);
                 if (!in.dry_run) {
-                    pending = pin_record(numa_request(), want, true);
+                    pending = pin_record(rq, want, true);
                     pending_pin = true;
                 }
             } catch (const InputError& ex) {
