@@ -131,6 +131,8 @@ Outcome koord_cpuset_quota(Ctx& c, uint8_t scope) {
     Outcome o = koord_cpuset_read(c, set);
     if (o.s == Outcome::Error) return error("cpuset not applied: quota kept (" + o.why + ")");
     if (o.s != Outcome::Value) return o;
+    if (c.in.policy && c.in.policy->koordinator_quota_lift == Policy::QuotaLift::Never)
+        return absent("bound to cpuset " + set + " by koord-scheduler: quota kept (settings.koordinator_quota_lift = \"never\", koordlet --disable-unset-cpu-quota)");
     unsigned n = CpuSet::parse(set) ? CpuSet::parse(set)->count() : 0;
     std::optional<int64_t> quota;
     int64_t period = 100000;

@@ -223,7 +223,8 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
                     std::string f = str(c, *x, "settings.koordinator_quota_lift");
                     if (f == "cpuset") p.koordinator_quota_lift = Policy::QuotaLift::Cpuset;
                     else if (f == "fits") p.koordinator_quota_lift = Policy::QuotaLift::Fits;
-                    else c.fail(*x, "settings.koordinator_quota_lift: expected \"cpuset\" (koordlet: lift whenever bound to a cpuset) or \"fits\" (only when the quota pays for the cpuset)");
+                    else if (f == "never") p.koordinator_quota_lift = Policy::QuotaLift::Never;
+                    else c.fail(*x, "settings.koordinator_quota_lift: expected \"cpuset\" (koordlet: lift whenever bound to a cpuset), \"fits\" (only when the quota pays for the cpuset) or \"never\" (koordlet --disable-unset-cpu-quota)");
                 }
             });
             // The hook's own sinks (src/records/record.hpp, src/records/metrics.hpp): absolute paths or "" (off).

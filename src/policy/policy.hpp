@@ -171,7 +171,10 @@ struct Policy {
     /// IsPodCfsQuotaNeedUnset); Fits: only when the cpuset holds no more CPUs than the quota pays
     /// for (CPUs × period ≤ quota), a wider cpuset keeps the quota (skipped, trusted or not).
     /// Both follow the facts' trust rule (a lift beyond what the quota paid needs trust).
-    enum class QuotaLift : uint8_t { Cpuset = 0, Fits = 1 };
+    /// Never: the quota is never lifted for a cpuset, koordlet's `--disable-unset-cpu-quota`
+    /// (pkg/koordlet/runtimehooks/config.go RuntimeHookDisableUnsetCPUQuota, read by
+    /// hooks/cpuset/cpuset.go UnsetPodCPUQuota / UnsetContainerCPUQuota); the cpuset still applies.
+    enum class QuotaLift : uint8_t { Cpuset = 0, Fits = 1, Never = 2 };
     QuotaLift koordinator_quota_lift = QuotaLift::Cpuset;
     /// settings.katalyst_reserved_cpus: the CPUs Katalyst's QRM CPU plugin reserves for the system
     /// (never handed to dedicated_cores pods; numa.hpp choose_numa): a canonical cpuset list

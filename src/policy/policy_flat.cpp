@@ -416,7 +416,7 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
         if (f > static_cast<uint8_t>(WeightFormula::Linear)) return Decoded::Invalid;
         p.cpu_weight_formula = static_cast<WeightFormula>(f);
         const uint8_t q = rd.u8();
-        if (q > static_cast<uint8_t>(Policy::QuotaLift::Fits)) return Decoded::Invalid;
+        if (q > static_cast<uint8_t>(Policy::QuotaLift::Never)) return Decoded::Invalid;
         p.koordinator_quota_lift = static_cast<Policy::QuotaLift>(q);
     }
     p.source = rd.str();

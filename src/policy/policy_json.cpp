@@ -53,7 +53,9 @@ json policy_to_json(const Policy& p) {
     j["default_class"] = p.default_class;
     j["fail_closed"] = p.fail_closed;
     j["cpu_weight_formula"] = weight_formula_name(p.cpu_weight_formula);
-    j["koordinator_quota_lift"] = p.koordinator_quota_lift == Policy::QuotaLift::Fits ? "fits" : "cpuset";
+    j["koordinator_quota_lift"] = p.koordinator_quota_lift == Policy::QuotaLift::Fits    ? "fits"
+                                  : p.koordinator_quota_lift == Policy::QuotaLift::Never ? "never"
+                                                                                         : "cpuset";
     j["katalyst_reserved"] = {p.katalyst_reserved_cpus, p.katalyst_reserved_count};
     j["source"] = p.source;
     j["sinks"] = {p.sinks.metrics_file_set, p.sinks.metrics_file, p.sinks.event_log_set, p.sinks.event_log, p.sinks.event_log_max_bytes};
@@ -104,6 +106,7 @@ Policy policy_from_json(const json& j) {
         if (j.contains("koordinator_quota_lift")) {
             const std::string f = j.at("koordinator_quota_lift").get<std::string>();
             if (f == "fits") p.koordinator_quota_lift = Policy::QuotaLift::Fits;
+            else if (f == "never") p.koordinator_quota_lift = Policy::QuotaLift::Never;
             else if (f != "cpuset") throw InputError("compiled policy: bad koordinator_quota_lift");
         }
         p.source = j.at("source").get<std::string>();

@@ -434,7 +434,8 @@ class Run:
         if self.o.trust == "seed":
             g.setdefault("annotations", {}).update(SEED_KEYS)
         enable = self.case.get("policy_enable", [])
-        if not g and not enable:
+        settings = self.case.get("policy_settings", {})
+        if not g and not enable and not settings:
             return self.o.policy
         path = os.path.join(self.root, "policy.toml")
         if not os.path.exists(path):
@@ -448,6 +449,21 @@ class Run:
                     self.errors.append(("policy", "policy_enable: no commented line %r in %s" % (want, self.o.policy)))
                     continue
                 lines[at[0]] = want
+            # case.json "policy_settings": {key: TOML value} — the agent started with a non-default
+            # option (koordlet --disable-unset-cpu-quota: koordinator_quota_lift = "never"); the
+            # [settings] line of that key is replaced (added below [settings] when absent)
+            for key, val in sorted(settings.items()):
+                line = "%s = %s" % (key, val)
+                top = [i for i, l in enumerate(lines) if l.strip() == "[settings]"]
+                if not top:
+                    self.errors.append(("policy", "policy_settings: no [settings] table in %s" % self.o.policy))
+                    continue
+                end = next((i for i in range(top[0] + 1, len(lines)) if lines[i].startswith("[")), len(lines))
+                at = [i for i in range(top[0] + 1, end) if lines[i].split("=")[0].strip() == key]
+                if at:
+                    lines[at[0]] = line
+                else:
+                    lines.insert(top[0] + 1, line)
             declared = {l.split("=")[0].strip() for l in lines if l.startswith('"')}
             for kind in ("labels", "annotations"):
                 entries = ["%s = %s" % (json.dumps(k), json.dumps(v)) for k, v in sorted(g.get(kind, {}).items())

@@ -1713,10 +1713,24 @@ cpu_quota_us = { fact = "koordinator.cpuset_quota" }
     // within the quota both lift
     p = e.run(cls, with("container-create.json", "2-3", 200000));
     CHECK(knob(p.cls.container, KnobId::CpuQuota)->value.kind == KnobValue::Max);
+    // "never" (koordlet --disable-unset-cpu-quota, cpuset_test.go "should NOT unset cfs quota when
+    // config is true"): the cpuset applies, no quota is lifted, even within the quota, container and pod
+    trust.koordinator_quota_lift = Policy::QuotaLift::Never;
+    p = e.run(cls, with("container-create.json", "2-3", 200000));
+    CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "2-3");
+    CHECK(!knob(p.cls.container, KnobId::CpuQuota));
+    CHECK(p.refused.empty());
+    REQUIRE(p.skipped.size() == 1);
+    CHECK(p.skipped[0] == "cpu_quota_us: fact koordinator.cpuset_quota absent: bound to cpuset 2-3 by koord-scheduler: quota kept "
+                          "(settings.koordinator_quota_lift = \"never\", koordlet --disable-unset-cpu-quota)");
+    p = e.run(cls, with("sandbox-create.json", "2-5", 200000));
+    CHECK(!knob(p.cls.pod, KnobId::CpuQuota));
     // the setting parses, round-trips and is refused when misspelt
     Policy f = parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkoordinator_quota_lift = \"fits\"\n[classes.C]\n", "t.toml");
     CHECK(f.koordinator_quota_lift == Policy::QuotaLift::Fits);
     CHECK(policy_from_json(policy_to_json(f)).koordinator_quota_lift == Policy::QuotaLift::Fits);
+    f = parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkoordinator_quota_lift = \"never\"\n[classes.C]\n", "t.toml");
+    CHECK(policy_from_json(policy_to_json(f)).koordinator_quota_lift == Policy::QuotaLift::Never);
     CHECK_THROWS_WITH(parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkoordinator_quota_lift = \"always\"\n[classes.C]\n", "t.toml"),
                       Catch::Contains("t.toml:4: settings.koordinator_quota_lift: expected \"cpuset\""));
 }

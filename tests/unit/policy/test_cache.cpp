@@ -718,7 +718,12 @@ TEST_CASE("cache: merge rules, pod_cpu_weight_formula, accept_merge and koordina
     CHECK(q.classes.at("OFFLINE").accept_merge);
     size_t merges = 0;
     for (const auto& r : q.rules) merges += r.merge;
-    CHECK(merges == 4);  // rubik-offline, volcano-be, openfuyao-be and its doc spelling
+    CHECK(merges == 5);  // rubik-offline, volcano-be, openfuyao-be and its doc spelling, koordinator-cpuset
+    // "never" (koordlet --disable-unset-cpu-quota) survives the flat form too
+    p.koordinator_quota_lift = Policy::QuotaLift::Never;
+    Policy n;
+    REQUIRE(pc::decode(pc::compile(p, "key", false, 1, "s"), "key", nullptr, n, nullptr) == pc::Decoded::Ok);
+    CHECK(n.koordinator_quota_lift == Policy::QuotaLift::Never);
     // One event's filtered decode: the merge rule is among the rules that can match, and the
     // merged class's lists decode on demand (pipeline.cpp), giving the same class as a full load.
     Request r = parse_v01_request([] {
