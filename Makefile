@@ -152,9 +152,12 @@ unit: $(BUILD)/unit-tests $(BUILD)/nri-qos
 	NRI_QOS_BIN=$(abspath $(BUILD)/nri-qos) $(BUILD)/unit-tests
 
 # `make demo`: run the hook on a bundled real containerd request with the bundled policy.
+# `make demo` needs only the hook itself: the packages that build nri-qos (not the gRPC client
+# nri-qos-cri nor the sd-bus companion) and jq, and one binary built on every CPU (issue #33 §5).
+DEMO_DEP_ITEMS = $(filter-out systemd/%:libsystemd-dev grpcpp/%:libgrpc++-dev,$(BUILD_DEP_ITEMS))
 demo:
-	scripts/deps.sh build test
-	$(MAKE) all
+	scripts/deps.sh demo
+	$(MAKE) -j$(shell nproc) BUILD_DEP_ITEMS="$(DEMO_DEP_ITEMS)" $(BUILD)/nri-qos
 	scripts/demo.sh
 
 # `make check`: install missing apt dependencies, build, run every suite (unit, binary-level,

@@ -1,10 +1,11 @@
 #!/bin/bash
 # Install the Debian packages nri-qos needs, only those missing (idempotent).
-# Usage: scripts/deps.sh [build|test|fuzz|e2e|pkg ...]   (default: build test)
+# Usage: scripts/deps.sh [build|demo|test|fuzz|e2e|pkg|bench ...]   (demo: what `make demo` needs: build nri-qos, jq)   (default: build test)
 # Runs apt-get only when something is missing; needs root for that.
 set -euo pipefail
 declare -A SETS=(
   [build]="g++ make pkg-config nlohmann-json3-dev libcli11-dev libtoml11-dev libseccomp-dev libprotobuf-dev protobuf-compiler nettle-dev libgrpc++-dev protobuf-compiler-grpc libyaml-cpp-dev libsystemd-dev"
+  [demo]="g++ make pkg-config nlohmann-json3-dev libcli11-dev libtoml11-dev libseccomp-dev libprotobuf-dev protobuf-compiler nettle-dev libyaml-cpp-dev jq"
   [test]="catch2 python3 jq strace python3-prometheus-client"
   [fuzz]="clang libclang-rt-14-dev"
   [e2e]="containerd runc python3-grpcio python3-grpc-tools busybox-static jq debian-archive-keyring"
