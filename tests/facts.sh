@@ -434,6 +434,29 @@ REC=$("$BIN" reconcile --policy "$Q/p.toml" --cgroup-root "$Q/cg" --proc-root "$
 check "adjusted percentages: reconcile keeps the quota in force (not 50 % of it)" "$(cat "$Q/cg/cpu/$QP/c1/cpu.cfs_quota_us")" 100000
 check_contains "adjusted percentages: reconcile finds it in force" "$REC" "1 in force, 0 restored"
 
+# ---- a resize's fact-valued direct knob is written at PostUpdateContainer (issue #31 §3) -------
+# The burst is no NRI field: UpdateContainer leaves it for PostUpdateContainer (after runc wrote
+# the new quota, which must come first when the burst grows). PostUpdateContainer used to drop the
+# class's fact knobs, so a burst recomputed from the resize was never written nor reported (found
+# by the e2e c22/c23-native-resize-recompute: 0 where 70000 was due).
+F=$(scratch); FP=kubepods/burstable/podf1; mk_v1_dir "$F/cg" "$FP/c1"
+printf 'version = 1\n[settings]\ndefault_class = "X"\n[classes.X.container]\ncpu_burst_us = { fact = "volcano.cpu_burst_us" }\n' > "$F/p.toml"
+upd_ev() { jq -nc --arg ev "$1" --argjson q "$2" --arg p "/$FP/c1" '{event: $ev, runtime: {name: "containerd", version: "2.3.4"},
+    pod: {id: "s1", name: "p", uid: "u", namespace: "default", annotations: {"volcano.sh/quota-burst-time": "70000"}},
+    container: {id: "c1", pod_sandbox_id: "s1", name: "app", linux: {cgroups_path: $p,
+      resources: {cpu: {quota: {value: $q}, period: {value: 100000}}}}}}' |
+  "$BIN" nri-eval --policy "$F/p.toml" --cgroup-root "$F/cg" --cgroup-layout v1 --proc-root "$F/proc" --state-dir "$F/state" \
+    --cache-dir "" --event-log "" --metrics-file "" 2>/dev/null; }
+echo 60000 > "$F/cg/cpu/$FP/c1/cpu.cfs_quota_us"; echo 100000 > "$F/cg/cpu/$FP/c1/cpu.cfs_period_us"; echo 0 > "$F/cg/cpu/$FP/c1/cpu.cfs_burst_us"
+OUT=$(upd_ev UpdateContainer 80000)
+check "resize facts: UpdateContainer leaves the grown burst for after the runtime's update" "$(cat "$F/cg/cpu/$FP/c1/cpu.cfs_burst_us")" 0
+echo 80000 > "$F/cg/cpu/$FP/c1/cpu.cfs_quota_us"   # runc update
+OUT=$(upd_ev PostUpdateContainer 80000)
+check "resize facts: PostUpdateContainer writes the burst recomputed from the new quota" "$(cat "$F/cg/cpu/$FP/c1/cpu.cfs_burst_us")" 70000
+OUT=$(upd_ev PostUpdateContainer 60000)
+check_contains "resize facts: PostUpdateContainer says why a burst above the quota is not written" "$(jq_get "$OUT" .metadata.skipped)" \
+  "volcano.sh/quota-burst-time 70000 above the container's CFS quota 60000"
+
 # ---- native UpdatePodSandbox (NRI v0.10+) writes the fact-valued pod knobs again (issue 19) ---
 # kubelet resizes the pod in place and rewrites the pod cgroup; the Koordinator batch values of
 # the pod come back (they were dropped: only literal pod knobs were kept). The bundled policy

@@ -72,7 +72,7 @@ void add_register_commands(CLI::App& app) {
         std::string binary = kDefaultBinary;
         std::string mode = "auto";
         std::string containerd_config, containerd_version;
-        bool enable_nri = false, pass_annotations = false;
+        bool enable_nri = false, pass_annotations = false, require = false;
         std::string policy, isulad_config, crio_config;
         std::string state_dir = "/run/nri-qos";
         std::string backup_dir = kDefaultBackupDir;
@@ -114,8 +114,11 @@ void add_register_commands(CLI::App& app) {
                 "enable containerd's native NRI in its config (disable = false, plugin_request_timeout = \"2s\"), after a backup");
     r->add_flag("--pass-annotations", reg->pass_annotations,
                 "add the pod annotations the policy reads to containerd 1.6's pod_annotations allow-list, after a backup");
+    r->add_flag("--require", reg->require,
+                "containerd >= 2.2: make NRI's default validator refuse containers nri-qos did not see "
+                "(default_validator enable = true, required_plugins += <type>), after a backup");
     r->add_option("--backup-dir", reg->backup_dir,
-                  "where --enable-nri / --pass-annotations copy a containerd config file before editing it "
+                  "where --enable-nri / --pass-annotations / --require copy a containerd config file before editing it "
                   "(as <dir>/<the file's absolute path>.<stamp>; never where a containerd imports glob reads it)")
         ->capture_default_str();
     r->add_option("--policy", reg->policy, "policy whose annotations must reach the hook (default: --plugin-conf's policy, else /etc/nri/nri-qos.toml, else the built-in one)");
@@ -182,6 +185,15 @@ void add_register_commands(CLI::App& app) {
             std::cerr << "nri-qos: --pass-annotations: nothing to add (the runtime passes every annotation the policy reads"
                       << (info.version.empty() || containerd_native_capable(info) ? ", or is not an NRI v0.1 containerd" : "")
                       << ")" << std::endl;
+        }
+        // Runtime-level fail-closed (issue #31 §4): only a native plugin can be required.
+        if (reg->require) {
+            if (plan.mode != "native")
+                return finish(fail_result("--require: nri-qos is registered as an NRI v0.1 hook here (mode " + plan.mode +
+                                          "); required_plugins names native NRI plugins: register --native"));
+            RegisterResult e = require_plugin(info, reg->type, stamp, reg->backup_dir);
+            if (!e.ok()) return finish(e);
+            std::cerr << e.message << std::endl;
         }
         // What the runtime passes to a v0.1 hook, for the events to say "not passed by
         // containerd" instead of "no ... annotation" (issue #25 §1; detect.hpp).

@@ -210,11 +210,29 @@ RegisterResult enable_containerd_nri(const RuntimeInfo& info, const std::string&
 RegisterResult pass_annotations(const RuntimeInfo& info, const std::vector<std::string>& keys, const std::string& stamp,
                                 const std::string& backup_dir);
 
+/// `register --require`: make containerd refuse every container nri-qos did not see, with NRI's
+/// default validator (containerd >= 2.2; containerd/nri v0.11 plugins/default-validator
+/// validateRequiredPlugins, config [plugins."io.containerd.nri.v1.nri".default_validator]):
+/// `enable = true` and `name` added to `required_plugins`. containerd matches an entry against
+/// each plugin that saw the CreateContainer request, by its name ("nri-qos") or its index-name
+/// ("10-nri-qos") (pkg/api/validate.go GetPluginMap): the plain name keeps matching whatever
+/// index the launched or external relay registers with. Where: the file setting those keys
+/// (both must be in one file), else a new [..default_validator] table in the last file defining
+/// the NRI section, else a drop-in / the main config as for enable_containerd_nri; backup,
+/// textual edit and verification before and after writing as there. The validator's
+/// `tolerate_missing_plugins_annotation` is left as it is (docs/native-nri.md: the DaemonSet).
+/// Refused (exit 1, nothing written): containerd's version unknown or below 2.2 (no default
+/// validator), a config the release refuses, the two keys set in different files, dotted keys
+/// or an inline table, a required_plugins that is not a plain array of strings. Already enabled
+/// and listed → exit 0, nothing changed. Never throws.
+RegisterResult require_plugin(const RuntimeInfo& info, const std::string& name, const std::string& stamp,
+                              const std::string& backup_dir);
+
 /// Add the `register` and `unregister` subcommands to `app`.
 ///
 ///   register   [--conf-json F] [--type T] [--plugin-conf JSON]
 ///   register   --native [--plugins-dir D] [--index NN] [--binary B] [--type T]
-///   register   ... [--mode auto|v01|native] [--enable-nri] [--pass-annotations] [--backup-dir D] [--policy F]
+///   register   ... [--mode auto|v01|native] [--enable-nri] [--pass-annotations] [--require] [--backup-dir D] [--policy F]
 ///              [--containerd-config F] [--containerd-version V] [--isulad-config F]
 ///              [--crio-config F]
 ///   unregister [--conf-json F] [--type T]

@@ -595,3 +595,104 @@ RegisterResult pass_annotations(const RuntimeInfo& info, const std::vector<std::
 }
 
 }  // namespace nriqos
+
+namespace nriqos {
+
+RegisterResult require_plugin(const RuntimeInfo& info, const std::string& name, const std::string& stamp,
+                              const std::string& backup_dir) {
+    try {
+        if (info.version.empty())
+            return fail_result("--require: containerd's version is unknown (give --containerd-version): required_plugins needs "
+                               "containerd 2.2 or later (NRI's default validator); nothing written");
+        if (info.major < 2 || (info.major == 2 && info.minor < 2))
+            return fail_result("--require: containerd " + info.version +
+                               " has no NRI default validator (required_plugins needs containerd 2.2 or later); nothing written");
+        if (!info.error.empty()) return fail_result("--require: " + info.error + "; nothing written");
+        std::string err;
+        const ContainerdConfigView view = view_of(info, err);
+        if (std::string e = refuse_unsafe(info, view, err); !e.empty()) return fail_result("--require: " + e + "; nothing written");
+        auto listed = [&name](const RuntimeInfo& a) {
+            return a.required_plugins && std::find(a.required_plugins->begin(), a.required_plugins->end(), name) != a.required_plugins->end();
+        };
+        const bool enabled = info.validator_enable && *info.validator_enable;
+        if (enabled && listed(info))
+            return ok_result(false, "NRI's default validator already requires " + name + " (unchanged)");
+        const std::string note = "nri-qos register --require (" + stamp + ")";
+        const ConfigNode* section = view.plugins.at({view.nri_id});
+        if (section && !section->is_table) section = nullptr;
+        const ConfigNode* val = section ? section->at({"default_validator"}) : nullptr;
+        if (val && !val->is_table) val = nullptr;
+        const ConfigNode* en = val ? val->at({"enable"}) : nullptr;
+        const ConfigNode* rp = val ? val->at({"required_plugins"}) : nullptr;
+        FileEdit edit;
+        std::string where;
+        if (val) {
+            // The file setting the keys (both in one file), else the last file defining the table.
+            if (en && rp && en->file != rp->file)
+                return fail_result("--require: " + en->file + " sets the default validator's enable and " + rp->file +
+                                   " its required_plugins; nothing written: edit them by hand (enable = true, add \"" + name +
+                                   "\" to required_plugins)");
+            const ConfigNode* key = rp ? rp : en;
+            const std::string file = key ? key->file : val->file;
+            std::vector<std::string> table = key ? key->path : val->path;
+            if (key) table.pop_back();
+            ReadOutcome in = read_file(file);
+            if (!in.error.empty()) return fail_result(in.error);
+            std::vector<std::string> lines = split_lines(in.text);
+            const long h = find_table(lines, table);
+            if (h < 0)
+                return fail_result("--require: " + file + " sets " + toml_header(table) +
+                                   " without its own table header (dotted keys or an inline table); nothing written: edit it by hand");
+            const size_t hh = static_cast<size_t>(h);
+            size_t end = table_end(lines, hh);
+            if (long at = find_key(lines, hh + 1, end, "required_plugins"); at >= 0 && !listed(info)) {
+                if (!append_to_array(lines, static_cast<size_t>(at), {name}))
+                    return fail_result("--require: the required_plugins of " + toml_header(table) + " in " + file +
+                                       " is not a plain array of strings; nothing written: add \"" + name + "\" by hand");
+            } else if (at < 0) {
+                lines.insert(lines.begin() + h + 1, body_indent(lines, hh) + "required_plugins = [" + toml_quote(name) + "]  # " + note);
+            }
+            end = table_end(lines, hh);
+            if (long e = find_key(lines, hh + 1, end, "enable"); e >= 0)
+                lines[static_cast<size_t>(e)] = replace_scalar(lines[static_cast<size_t>(e)], "true", note);
+            else
+                lines.insert(lines.begin() + h + 1, body_indent(lines, hh) + "enable = true  # " + note);
+            edit.path = file;
+            edit.exists = true;
+            edit.text = join_lines(lines);
+            where = toml_header(table);
+        } else {
+            auto table_text = [&](const std::vector<std::string>& keys) {
+                return toml_header(keys) + "\n  enable = true\n  required_plugins = [" + toml_quote(name) + "]\n";
+            };
+            if (section) {
+                // A new table beside the NRI section, in the last file that defines it.
+                std::vector<std::string> keys = section->path;
+                keys.push_back("default_validator");
+                ReadOutcome in = read_file(section->file);
+                if (!in.error.empty()) return fail_result(in.error);
+                edit.path = section->file;
+                edit.exists = true;
+                edit.text = in.text + (in.text.empty() || in.text.back() == '\n' ? "" : "\n") + "\n# Added by `" + note + "`.\n" +
+                            table_text(keys);
+                where = toml_header(keys);
+            } else {
+                edit = new_section_edit(
+                    info, view, [&](int fv) { return table_text({"plugins", nri_id_for_file(view, fv), "default_validator"}); }, stamp,
+                    "--require");
+                where = toml_header({"plugins", nri_id_for_file(view, new_file_version(view)), "default_validator"});
+            }
+        }
+        return write_verified(
+            info, edit, stamp, backup_dir,
+            [listed, name](const RuntimeInfo& a) {
+                if (!(a.validator_enable && *a.validator_enable)) return std::string("read the default validator as disabled");
+                return listed(a) ? std::string() : "not list " + name + " in required_plugins";
+            },
+            "NRI's default validator requires " + name + " (" + where + " enable = true, required_plugins)");
+    } catch (const std::exception& e) {
+        return fail_result(std::string("--require: ") + e.what());
+    }
+}
+
+}  // namespace nriqos

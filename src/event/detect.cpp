@@ -407,6 +407,8 @@ void read_containerd_layers(const std::vector<std::pair<std::string, std::string
     info.nri_file.clear();
     info.nri_section.clear();
     info.nri_disabled_in.clear();
+    info.validator_enable.reset();
+    info.required_plugins.reset();
     info.cri_file.clear();
     info.runtime_name = "runc";
     info.runtime_table = false;
@@ -445,6 +447,14 @@ void read_containerd_layers(const std::vector<std::pair<std::string, std::string
         }
         if (const ConfigNode* pp = nri->at({"plugin_path"}); pp && !pp->is_table && pp->leaf.is_string())
             info.plugin_path = pp->leaf.as_string().str;
+        if (const ConfigNode* en = nri->at({"default_validator", "enable"}); en && !en->is_table && en->leaf.is_boolean())
+            info.validator_enable = en->leaf.as_boolean();
+        if (const ConfigNode* rp = nri->at({"default_validator", "required_plugins"}); rp && !rp->is_table && rp->leaf.is_array()) {
+            std::vector<std::string> names;
+            for (const auto& e : rp->leaf.as_array())
+                if (e.is_string()) names.push_back(e.as_string().str);
+            info.required_plugins = names;
+        }
     }
     const ConfigNode* cri = v.plugins.at({v.cri_runtime_id});
     if (cri && cri->is_table) {

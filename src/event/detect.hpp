@@ -43,6 +43,11 @@ struct RuntimeInfo {
     std::string nri_file;          ///< file whose NRI section sets `disable` (else the last defining the section; "" = none)
     std::string nri_section;       ///< that section as the file names it: [plugins.nri] (1.x, version 1) or [plugins."io.containerd.nri.v1.nri"]
     std::string nri_disabled_in;   ///< a file whose `disabled_plugins` names the NRI plugin ("" = none): NRI is off whatever `disable` says
+    /// NRI's default validator (containerd >= 2.2: [plugins."io.containerd.nri.v1.nri".default_validator],
+    /// containerd/nri plugins/default-validator DefaultValidatorConfig): its `enable` and its
+    /// `required_plugins` (plugin names or index-names a container's creation needs), if set.
+    std::optional<bool> validator_enable;
+    std::optional<std::vector<std::string>> required_plugins;
     std::string cri_file;          ///< file that sets the runtime's pod_annotations (else defines its table, else the CRI section; "" = none)
     std::string runtime_name = "runc";      ///< CRI default_runtime_name
     bool runtime_table = false;    ///< the CRI section has a table for runtime_name

@@ -20,10 +20,15 @@ using namespace facts_internal;
 
 namespace {
 
+// Events whose container knobs are planned with the class's facts resolved. PostUpdateContainer
+// too: it writes what StartContainer writes on the updated resources (adjust.cpp build_plan),
+// which for a knob that is no NRI field (the CFS burst) is where a resize's recomputed value is
+// written at all (UpdateContainer leaves it there: the quota must be in force first).
 bool is_container_start(Event e, bool sandbox) {
     switch (e) {
         case Event::Create: case Event::Update: return !sandbox;
-        case Event::CreateContainer: case Event::StartContainer: case Event::UpdateContainer: return true;
+        case Event::CreateContainer: case Event::StartContainer: case Event::UpdateContainer:
+        case Event::PostUpdateContainer: return true;
         case Event::Synchronize: case Event::SynchronizeLate: return !sandbox;  // an existing container, evaluated like an update
         default: return false;
     }

@@ -894,6 +894,65 @@ native_nri012() {
   verdict "$name"
 }
 
+# Issue #31 item 4: runtime-level fail-closed with NRI's default validator (containerd >= 2.2;
+# containerd/nri v0.11 plugins/default-validator validateRequiredPlugins, run at CreateContainer
+# only). `nri-qos register --native --require` writes [plugins."io.containerd.nri.v1.nri"
+# .default_validator] enable = true, required_plugins = ["nri-qos"] into the suite's config (its
+# plugin link into a scratch directory); the exemption key is added by hand, as docs/native-nri.md
+# tells (register never writes it: a pod annotation must not lift the requirement unless the
+# operator chose a key and guards it). Then, with containerd restarted:
+#   PREFIX-refused: relay absent (its binary moved away, so not registered): a BE pod's container
+#                   is refused, the message names nri-qos (`required plugin "nri-qos" not present`)
+#   PREFIX-exempt:  still absent: a pod annotated tolerate-missing-nri-plugins.noderesource.dev=true
+#                   starts, unadjusted (cpu.shares 512: nothing saw it)
+#   PREFIX-running: the relay back: a BE pod starts with the BE class's values (sc_be)
+# Afterwards the suite's config is put back and containerd restarted.
+REQ_TOLERATE=tolerate-missing-nri-plugins.noderesource.dev
+native_required() {
+  local p=$1 cfg=$D/config.toml out msg
+  cp "$cfg" "$D/config.toml.before-require"
+  MISMATCH=""
+  out=$("$NRI_QOS_BIN" register --native --require --containerd-config "$cfg" --containerd-version "$SHARED_RT" \
+          --plugins-dir "$D/require-plugins" --binary "$RELAY" --backup-dir "$D/require-backup" --state-dir "$D/require-state" \
+          --conf-json "$D/require-conf.json" --isulad-config "$D/none.json" --crio-config "$D/none.conf" 2>&1) ||
+    MISMATCH="register --require failed: $(tr '\n' ' ' <<<"$out")"
+  log "  register --require: $(tr '\n' '|' <<<"$out")"
+  grep -q '^  required_plugins = \["nri-qos"\]' "$cfg" || MISMATCH="${MISMATCH:+$MISMATCH; }no required_plugins = [\"nri-qos\"] in $cfg"
+  [ -n "$(ls -A "$D/require-backup" 2>/dev/null)" ] || MISMATCH="${MISMATCH:+$MISMATCH; }register --require left no backup in $D/require-backup"
+  printf '  tolerate_missing_plugins_annotation = "%s"\n' "$REQ_TOLERATE" >> "$cfg"
+  log "  containerd's validator table: $(sed -n '/default_validator\]/,$p' "$cfg" | tr '\n' '|')"
+  stop_containerd
+  mv "$RELAY" "$D/relay.off"
+  start_containerd || MISMATCH="${MISMATCH:+$MISMATCH; }containerd did not start with the validator (see $D/logs/containerd.log)"
+  if [ -z "$MISMATCH" ]; then
+    if run_pod req-refused req-refused "$(kube_parent burstable)" --label koordinator.sh/qosClass=BE "${RES[@]}"; then
+      MISMATCH="the pod started without nri-qos registered"
+    else
+      msg=$(first_error req-refused)
+      log "  refused: $msg"
+      [[ $msg == *'required plugin "nri-qos" not present'* ]] || MISMATCH="the refusal does not name nri-qos: $msg"
+    fi
+    stop_pod req-refused
+  fi
+  verdict "$p-refused"
+  MISMATCH=""
+  if run_pod req-exempt req-exempt "$(kube_parent burstable)" --label koordinator.sh/qosClass=BE \
+       --annotation "$REQ_TOLERATE=true" "${RES[@]}"; then
+    expect_knob req-exempt ctr cpu.shares 512
+  else MISMATCH="the exempt pod was refused: $(first_error req-exempt)"; fi
+  stop_pod req-exempt
+  verdict "$p-exempt"
+  stop_containerd
+  mv "$D/relay.off" "$RELAY"
+  if start_containerd; then
+    local _; for _ in $(seq 1 25); do [ -n "$(relay_pids)" ] && break; sleep 0.2; done
+    sc_be "$p-running" req-running burstable --label koordinator.sh/qosClass=BE
+  else fail "$p-running" "containerd did not restart with the relay"; fi
+  stop_containerd
+  cp "$D/config.toml.before-require" "$cfg"
+  start_containerd || fail "$S-setup" "containerd did not restart without the validator"
+}
+
 scenarios() {
   if [ "$MODE" = adapter ]; then
     want be-label && sc_be "$S-be-label" be-label burstable --label koordinator.sh/qosClass=BE
@@ -911,6 +970,8 @@ scenarios() {
   want v2-knobs && sc_knobs "$S-v2-knobs" knobs
   want update-be && sc_update_be "$S-update-be"
   want update-ls && sc_update_ls "$S-update-ls"
+  # in-place pod resize (UpdatePodSandboxResources): containerd >= 2.2's CRI has the call
+  case $RT in 2.2|2.3) want resize && sc_resize "$S-resize" ;; esac
   if ! host_only; then
     # the node VM: the node's life with the relay (issue #20): the launched relay synchronizing a
     # running pod, then the packaged relay service; the rest is protocol-level, covered on the host
@@ -926,6 +987,7 @@ scenarios() {
   want bundled && native_bundled
   want plugin-conflict && native_plugin_conflict
   want builtin && native_builtin
+  case $RT in 2.2|2.3) want required && native_required "$S-required" ;; esac
   set_native_policy "$D/policy/fail-closed.toml"
   stop_containerd; start_containerd || fail "$S-setup" "containerd did not restart with the fail-closed policy"
   want fail-closed && containerd_alive && sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"

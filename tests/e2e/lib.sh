@@ -670,10 +670,12 @@ verdict() { # NAME: PASS when no mismatch was collected
 # Policies used by the scenarios.
 # ---------------------------------------------------------------------------------------------
 # The test policy (TEST_POLICY), copied so the test never depends on /etc/nri/nri-qos.toml, with
-# two test rules put first: pods labelled e2e.nri-qos/class=knobs get class E2E-KNOBS, which sets
+# test rules put first: pods labelled e2e.nri-qos/class=knobs get class E2E-KNOBS, which sets
 # the cgroup v2 knobs the other classes do not (io.weight, memory.high at another ratio); pods
 # labelled e2e.nri-qos/class=burst get E2E-BURST (burst 100 % of the quota, memory.high 90 %),
-# so that the update scenarios test the burst ordering whatever the policy's LS class sets. Every
+# so that the update scenarios test the burst ordering whatever the policy's LS class sets;
+# e2e.nri-qos/class=resize gets E2E-RESIZE (container cpu.shares 2 and burst from the pod's
+# volcano.sh/quota-burst-time, an untrusted fact; pod cpu.shares 4: sc_resize). Every
 # other pod is classified by the policy's rules exactly as written.
 install_test_policy() { # DEST
   [ -f "$TEST_POLICY" ] || { log "test policy $TEST_POLICY missing"; return 1; }
@@ -684,7 +686,9 @@ install_test_policy() { # DEST
          print "[[rules]]"; print "name = \"e2e-knobs\""; print "class = \"E2E-KNOBS\""
          print "match.labels = { \"e2e.nri-qos/class\" = \"knobs\" }"; print ""
          print "[[rules]]"; print "name = \"e2e-burst\""; print "class = \"E2E-BURST\""
-         print "match.labels = { \"e2e.nri-qos/class\" = \"burst\" }"; print ""; done = 1 }
+         print "match.labels = { \"e2e.nri-qos/class\" = \"burst\" }"; print ""
+         print "[[rules]]"; print "name = \"e2e-resize\""; print "class = \"E2E-RESIZE\""
+         print "match.labels = { \"e2e.nri-qos/class\" = \"resize\" }"; print ""; done = 1 }
        { print }
        END {
          print ""; print "# e2e (tests/e2e/lib.sh): test-only class"
@@ -694,7 +698,12 @@ install_test_policy() { # DEST
          print ""; print "[classes.E2E-BURST]"
          print "description = \"e2e: the LS values the update scenarios check, whatever the bundled LS does\""
          print "[classes.E2E-BURST.container]"
-         print "cpu_burst_us = \"100%\""; print "memory_high = \"90%\"" }' \
+         print "cpu_burst_us = \"100%\""; print "memory_high = \"90%\""
+         print ""; print "[classes.E2E-RESIZE]"
+         print "description = \"e2e: fixed shares on the container and the pod, a pod-written burst (sc_resize)\""
+         print "[classes.E2E-RESIZE.container]"
+         print "cpu_shares = 2"; print "cpu_burst_us = { fact = \"volcano.cpu_burst_us\" }"
+         print "[classes.E2E-RESIZE.pod]"; print "cpu_shares = 4" }' \
     "$TEST_POLICY" > "$1"
 }
 # A fail-closed policy: every container is class FC (fail = "closed") whose only knob is a raw
@@ -1067,6 +1076,119 @@ sc_update_ls() {
     expect_ls "$out" $q $m
   else MISMATCH=$UPDATE_ERR; fi
   verdict "$p-cpuset"
+  stop_pod "$out"
+}
+
+# ---- in-place pod resize as kubelet drives it (issue #31 §3) -------------------------------------
+# kubelet's order (cri-api api.proto: UpdatePodSandboxResources "is called _after_ the Kubelet
+# reconfigures the pod-level cgroups"): it writes the pod cgroup, calls UpdatePodSandboxResources
+# with the pod's new totals, then UpdateContainerResources for each container. containerd v2.3
+# relays the pod call to NRI as UpdatePodSandbox/PostUpdatePodSandbox (internal/cri/server/
+# sandbox_update_resources.go, internal/nri/nri.go UpdatePodSandbox); v2.2.7 answers it
+# UNIMPLEMENTED "not implemented" (internal/cri/instrument/instrumented_service.go at v2.2.7:
+# errdefs.ErrNotImplemented) and sends NRI nothing, so there the pod cgroup keeps
+# kubelet's values until the next pod event.
+# kubelet_pod_write OUT SHARES QUOTA MEM: what kubelet writes to the pod cgroup (cgroupfs driver;
+# v2: cpu.weight by the conversion want_knob uses, cpu.max, memory.max)
+kubelet_pod_write() {
+  local out=$1 sh=$2 q=$3 m=$4
+  if [ "$LAYOUT" = v1 ]; then
+    echo "$q" > "$(cg_dir "$out" pod cpu.cfs_quota_us)/cpu.cfs_quota_us" &&
+    echo "$sh" > "$(cg_dir "$out" pod cpu.shares)/cpu.shares" &&
+    echo "$m" > "$(cg_dir "$out" pod memory.limit_in_bytes)/memory.limit_in_bytes"
+  else
+    echo "$q 100000" > "$(cg_dir "$out" pod)/cpu.max" &&
+    want_knob cpu.shares "$sh" > "$(cg_dir "$out" pod)/cpu.weight" &&
+    echo "$m" > "$(cg_dir "$out" pod)/memory.max"
+  fi
+}
+# resize_values OUT: the kernel's values the resize scenarios check, on one line
+resize_values() {
+  local k out=$1 line=""
+  for k in cpu.shares cpu.cfs_quota_us memory.limit_in_bytes; do line+=" pod $k=$(read_knob pod "$out" $k)"; done
+  for k in cpu.shares cpu.cfs_quota_us cpu.cfs_burst_us memory.limit_in_bytes; do line+=" ctr $k=$(read_knob ctr "$out" $k)"; done
+  echo "${line# }"
+}
+# kubelet_resize OUT STEP SHARES QUOTA MEM: the pod cgroup, UpdatePodSandboxResources, then the
+# container (the pod has one). Sets POD_UPDATE_ERR ("" = the runtime took the pod call) and
+# UPDATE_ERR (the container call; returns 1 when that was refused).
+kubelet_resize() {
+  local out=$1 step=$2 sh=$3 q=$4 m=$5 r rc=0
+  log "  $out: kernel before $step: $(resize_values "$out")"
+  kubelet_pod_write "$out" "$sh" "$q" "$m" || { UPDATE_ERR="could not write the pod cgroup as kubelet"; return 1; }
+  r=$(cri update-pod "$(j "$out" .pod_id)" --cpu-shares "$sh" --cpu-quota "$q" --cpu-period 100000 --memory "$m" 2>&1) || rc=$?
+  log "  $out: UpdatePodSandboxResources $step: $r"
+  POD_UPDATE_ERR=""
+  [ $rc = 0 ] || POD_UPDATE_ERR=$({ jq -r '.error // empty' <<<"$r" 2>/dev/null || echo "$r"; } | tr -s '\n' ' ')
+  update_ctr "$out" "$step" --cpu-shares "$sh" --cpu-quota "$q" --cpu-period 100000 --memory "$m" || return 1
+  log "  $out: kernel after $step: $(resize_values "$out")"
+}
+# the last event-log record of ID and EVENT (one JSON line, "" = none)
+last_record() { jq -c --arg id "$1" --arg ev "$2" 'select(.id == $id and .event == $ev)' "$E2E_EVENT_LOG" 2>/dev/null | tail -1; }
+
+# sc_resize PREFIX: a pod of the test class E2E-RESIZE (container cpu.shares 2, burst from the
+# pod's untrusted annotation volcano.sh/quota-burst-time = 70000 (rubik's reading: applied only
+# within the quota; the trust rule: an untrusted burst never above the quota); pod cpu.shares 4),
+# created with shares 512, quota 50000, 64 MiB, then resized twice as kubelet does:
+#   PREFIX-pod:       resize 1 (pod 1024 shares / quota 60000 / 96 MiB): 2.3: containerd relays
+#                     UpdatePodSandbox, nri-qos writes the pod's cpu.shares 4 over kubelet's 1024
+#                     and records it (event log: UpdatePodSandbox, applied pod:cpu.shares=4); 2.2:
+#                     the call is refused UNIMPLEMENTED, no record, kubelet's 1024 stays
+#   PREFIX-no-lift:   after resize 1, the container: quota 60000 and 96 MiB as resized, shares
+#                     still 2, burst still 0 (the pod asks 70000, above the new quota: a resize
+#                     does not let it in)
+#   PREFIX-recompute: resize 2 (quota 80000, 128 MiB): the burst recomputed from the new quota:
+#                     70000 (within it now), shares 2; pod cpu.shares 4 again (2.3)
+sc_resize() {
+  local p=$1 out=resize m1=$((96 * MIB)) m2=$((128 * MIB)) rec want_pod
+  start_or_fail "$p-pod" "$out" burstable --label e2e.nri-qos/class=resize --annotation volcano.sh/quota-burst-time=70000 ||
+    { skip "$p-no-lift" "pod did not start"; skip "$p-recompute" "pod did not start"; return; }
+  MISMATCH=""
+  expect_knob "$out" ctr cpu.shares 2
+  expect_knob "$out" ctr cpu.cfs_burst_us 0
+  expect_knob "$out" pod cpu.shares 4
+  [ -z "$MISMATCH" ] || MISMATCH="at start: $MISMATCH"
+  if kubelet_resize "$out" resize-1 1024 60000 $m1; then
+    if [ "$RT" = 2.2 ]; then
+      # containerd v2.2.7: no NRI event; the pod cgroup keeps what kubelet wrote
+      [[ $POD_UPDATE_ERR == *"not implemented"* ]] ||
+        MISMATCH="${MISMATCH:+$MISMATCH; }UpdatePodSandboxResources: want containerd 2.2's UNIMPLEMENTED 'not implemented', got '${POD_UPDATE_ERR:-accepted}'"
+      rec=$(last_record "$(j "$out" .pod_id)" UpdatePodSandbox)
+      [ -z "$rec" ] || MISMATCH="${MISMATCH:+$MISMATCH; }an UpdatePodSandbox record on 2.2: $rec"
+      want_pod=1024
+    else
+      [ -z "$POD_UPDATE_ERR" ] || MISMATCH="${MISMATCH:+$MISMATCH; }UpdatePodSandboxResources refused: $POD_UPDATE_ERR"
+      rec=$(last_record "$(j "$out" .pod_id)" UpdatePodSandbox)
+      log "  $out: UpdatePodSandbox record: ${rec:-none in $E2E_EVENT_LOG}"
+      case " $(jq -r '.applied // ""' <<<"$rec" 2>/dev/null) " in
+        *" pod:cpu.shares=4 "*|*" pod:cpu.weight=1 "*) ;;
+        *) MISMATCH="${MISMATCH:+$MISMATCH; }the UpdatePodSandbox record does not list pod:cpu.shares=4 as applied: ${rec:-none}" ;;
+      esac
+      [ "$(jq -r '.class // .metadata.class // empty' <<<"$rec" 2>/dev/null)" = E2E-RESIZE ] ||
+        MISMATCH="${MISMATCH:+$MISMATCH; }the UpdatePodSandbox record's class is not E2E-RESIZE"
+      want_pod=4
+    fi
+    expect_knob "$out" pod cpu.shares $want_pod
+    expect_knob "$out" pod cpu.cfs_quota_us 60000
+  else MISMATCH="${MISMATCH:+$MISMATCH; }$UPDATE_ERR"; fi
+  verdict "$p-pod"
+  MISMATCH=""
+  if [ -z "$UPDATE_ERR" ]; then
+    expect_knob "$out" ctr cpu.cfs_quota_us 60000
+    expect_knob "$out" ctr memory.limit_in_bytes $m1
+    expect_knob "$out" ctr cpu.shares 2
+    expect_knob "$out" ctr cpu.cfs_burst_us 0
+  else MISMATCH=$UPDATE_ERR; fi
+  verdict "$p-no-lift"
+  MISMATCH=""
+  if kubelet_resize "$out" resize-2 1024 80000 $m2; then
+    expect_knob "$out" ctr cpu.cfs_quota_us 80000
+    expect_knob "$out" ctr memory.limit_in_bytes $m2
+    expect_knob "$out" ctr cpu.shares 2
+    expect_knob "$out" ctr cpu.cfs_burst_us 70000
+    [ "$RT" = 2.2 ] || expect_knob "$out" pod cpu.shares 4
+  else MISMATCH=$UPDATE_ERR; fi
+  verdict "$p-recompute"
   stop_pod "$out"
 }
 

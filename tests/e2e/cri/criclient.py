@@ -21,6 +21,13 @@ Python stubs are generated from cri_subset.proto on first use into $CRI_PYGEN_DI
       containerd leaves unchanged (the static CPU manager sends the cpuset alone; an in-place
       resize sends shares, quota, period and memory). Prints {"ok", "seconds", "error"}; exit 1
       when the runtime refused the update.
+  criclient.py -s SOCK update-pod POD_ID [--cpu-shares N] [--cpu-quota N] [--cpu-period N]
+        [--memory BYTES]
+      UpdatePodSandboxResources as the kubelet sends it in an in-place resize, after it rewrote
+      the pod cgroup and before it updates the containers (cri-api: "called _after_ the Kubelet
+      reconfigures the pod-level cgroups"): `resources` = the pod's new totals, no overhead.
+      Prints {"ok", "seconds", "error"}; exit 1 when the runtime refused it (containerd v2.2.7
+      answers every such call UNIMPLEMENTED "not implemented").
   criclient.py --gen-only
       only generate the Python stubs (no socket needed).
 """
@@ -150,6 +157,20 @@ def update(rt, a, T):
     return 0 if res["ok"] else 1
 
 
+def update_pod(rt, a, T):
+    lr = pb.LinuxContainerResources(cpu_shares=a.cpu_shares, cpu_quota=a.cpu_quota,
+                                    cpu_period=a.cpu_period, memory_limit_in_bytes=a.memory)
+    t = time.time()
+    res = {"ok": True}
+    try:
+        rt.UpdatePodSandboxResources(pb.UpdatePodSandboxResourcesRequest(pod_sandbox_id=a.id, resources=lr), timeout=T)
+    except grpc.RpcError as e:
+        res = {"ok": False, "error": "%s: %s" % (e.code(), e.details())}
+    res["seconds"] = round(time.time() - t, 3)
+    print(json.dumps(res))
+    return 0 if res["ok"] else 1
+
+
 def main():
     if sys.argv[1:] == ["--gen-only"]:
         return
@@ -171,6 +192,9 @@ def main():
     p = sub.add_parser("update"); p.add_argument("id"); p.add_argument("--cpuset-cpus", default="")
     for f in ("--cpu-shares", "--cpu-quota", "--cpu-period", "--memory"):
         p.add_argument(f, type=int, default=0)
+    p = sub.add_parser("update-pod"); p.add_argument("id")
+    for f in ("--cpu-shares", "--cpu-quota", "--cpu-period", "--memory"):
+        p.add_argument(f, type=int, default=0)
     a = ap.parse_args()
 
     ch = grpc.insecure_channel("unix://" + os.path.abspath(a.socket))
@@ -186,6 +210,8 @@ def main():
         sys.exit(up_pod(rt, a, T))
     elif a.cmd == "update":
         sys.exit(update(rt, a, T))
+    elif a.cmd == "update-pod":
+        sys.exit(update_pod(rt, a, T))
     elif a.cmd == "down-pod":
         rt.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=a.id), timeout=T)
         rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=a.id), timeout=T)

@@ -1332,3 +1332,138 @@ TEST_CASE("containerd config: disabled_plugins turns NRI off as each release nam
     spit(t / "v3.toml", "version = 3\ndisabled_plugins = [\"io.containerd.nri.v1.nri\"]\n");
     CHECK(nriqos::mode_called(read_as(t / "v3.toml", "2.1.9")) == nriqos::HookMode::None);
 }
+
+// ---- register --require: NRI's default validator (containerd >= 2.2, issue #31 §4) ----------
+// Config keys: containerd v2.2.7 internal/nri/config.go (`default_validator`) and containerd/nri
+// v0.11.0 plugins/default-validator DefaultValidatorConfig (`enable`, `required_plugins`).
+
+TEST_CASE("register --require: a default_validator table beside the NRI section, after a backup (v3, containerd 2.2)",
+          "[register][node][containerd-config][require]") {
+    TempDir t;
+    const std::string orig = "version = 3\n# site\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n"
+                             "[plugins.\"io.containerd.cri.v1.images\"]\n  snapshotter = \"overlayfs\"\n";
+    spit(t / "config.toml", orig);
+    nriqos::RuntimeInfo i = read_as(t / "config.toml", "2.2.7");
+    CHECK_FALSE(i.validator_enable);
+    CHECK_FALSE(i.required_plugins);
+    nriqos::RegisterResult r = nriqos::require_plugin(i, "nri-qos", "S", bdir(t.path));
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    CHECK(r.changed);
+    CHECK(has(r.message, "restart containerd"));
+    const std::string now = slurp(t / "config.toml");
+    CHECK(has(now, "# site\n"));
+    CHECK(has(now, "[plugins.\"io.containerd.nri.v1.nri\".default_validator]\n  enable = true\n  required_plugins = [\"nri-qos\"]\n"));
+    auto b = backups(t.path, "config.toml");
+    REQUIRE(b.size() == 1);
+    CHECK(slurp(b[0]) == orig);
+    nriqos::RuntimeInfo a = read_as(t / "config.toml", "2.2.7");
+    REQUIRE(a.error.empty());
+    REQUIRE(a.validator_enable);
+    CHECK(*a.validator_enable);
+    REQUIRE(a.required_plugins);
+    CHECK(*a.required_plugins == std::vector<std::string>{"nri-qos"});
+    // Again: nothing to change, no second backup.
+    r = nriqos::require_plugin(a, "nri-qos", "S2", bdir(t.path));
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(r.changed);
+    CHECK(has(r.message, "already requires nri-qos"));
+    CHECK(backups(t.path, "config.toml").size() == 1);
+    CHECK(slurp(t / "config.toml") == now);
+}
+
+TEST_CASE("register --require: an existing validator table is edited in place, other plugins kept (v2, containerd 2.3)",
+          "[register][node][containerd-config][require]") {
+    TempDir t;
+    spit(t / "config.toml", "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n"
+                            "  [plugins.\"io.containerd.nri.v1.nri\".default_validator]\n"
+                            "    enable = false  # ticket 7\n    reject_oci_hook_adjustment = true\n"
+                            "    required_plugins = [\"05-dranet\"]\n");
+    nriqos::RuntimeInfo i = read_as(t / "config.toml", "2.3.4");
+    REQUIRE(i.validator_enable);
+    CHECK_FALSE(*i.validator_enable);
+    nriqos::RegisterResult r = nriqos::require_plugin(i, "nri-qos", "S", bdir(t.path));
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    CHECK(slurp(t / "config.toml") ==
+          "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n"
+          "  [plugins.\"io.containerd.nri.v1.nri\".default_validator]\n"
+          "    enable = true  # ticket 7\n    reject_oci_hook_adjustment = true\n"
+          "    required_plugins = [\"05-dranet\", \"nri-qos\"]\n");
+    nriqos::RuntimeInfo a = read_as(t / "config.toml", "2.3.4");
+    REQUIRE(a.required_plugins);
+    CHECK(*a.required_plugins == std::vector<std::string>{"05-dranet", "nri-qos"});
+}
+
+TEST_CASE("register --require: no NRI section: a drop-in of the imports directory, else the main config",
+          "[register][node][containerd-config][require]") {
+    TempDir t;
+    ::mkdir((t / "conf.d").c_str(), 0755);
+    spit(t / "config.toml", "version = 3\nimports = [\"" + t.path + "/conf.d/*.toml\"]\n");
+    nriqos::RuntimeInfo i = read_as(t / "config.toml", "2.2.7");
+    nriqos::RegisterResult r = nriqos::require_plugin(i, "nri-qos", "S", bdir(t.path));
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    CHECK(has(slurp(t / "conf.d/90-nri-qos.toml"),
+              "version = 3\n\n# Added by `nri-qos register --require` (S).\n"
+              "[plugins.\"io.containerd.nri.v1.nri\".default_validator]\n  enable = true\n  required_plugins = [\"nri-qos\"]\n"));
+    nriqos::RuntimeInfo a = read_as(t / "config.toml", "2.2.7");
+    REQUIRE(a.validator_enable);
+    CHECK(*a.validator_enable);
+    spit(t / "plain.toml", "version = 3\n");
+    i = read_as(t / "plain.toml", "2.3.4");
+    r = nriqos::require_plugin(i, "nri-qos", "S", bdir(t.path));
+    INFO(r.message);
+    CHECK(r.exit_code == 0);
+    CHECK(has(slurp(t / "plain.toml"), "[plugins.\"io.containerd.nri.v1.nri\".default_validator]\n  enable = true\n"));
+}
+
+TEST_CASE("register --require is refused, with one line, where containerd has no default validator or the edit is unsafe",
+          "[register][node][containerd-config][require]") {
+    TempDir t;
+    const std::string orig = "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n";
+    spit(t / "config.toml", orig);
+    for (const char* rel : {"2.1.9", "1.7.24"}) {
+        nriqos::RegisterResult r = nriqos::require_plugin(read_as(t / "config.toml", rel), "nri-qos", "S", bdir(t.path));
+        INFO(r.message);
+        CHECK(r.exit_code == 1);
+        CHECK(has(r.message, std::string("--require: containerd ") + rel + " has no NRI default validator (required_plugins needs containerd 2.2 or later)"));
+        CHECK(r.message.find('\n') == std::string::npos);
+    }
+    nriqos::RuntimeInfo unknown = read_as(t / "config.toml", "2.2.7");
+    unknown.version.clear();
+    unknown.major = unknown.minor = 0;
+    nriqos::RegisterResult r = nriqos::require_plugin(unknown, "nri-qos", "S", bdir(t.path));
+    CHECK(r.exit_code == 1);
+    CHECK(has(r.message, "containerd's version is unknown"));
+    // An inline validator table cannot take a key: refused, nothing written.
+    const std::string inl = "version = 3\n[plugins.\"io.containerd.nri.v1.nri\"]\n  default_validator = { enable = false }\n";
+    spit(t / "inline.toml", inl);
+    r = nriqos::require_plugin(read_as(t / "inline.toml", "2.2.7"), "nri-qos", "S", bdir(t.path));
+    INFO(r.message);
+    CHECK(r.exit_code == 1);
+    CHECK(has(r.message, "without its own table header"));
+    CHECK(slurp(t / "inline.toml") == inl);
+    CHECK(slurp(t / "config.toml") == orig);
+    CHECK(backups(t.path, "config.toml").empty());
+    // The CLI: on 2.1 the whole command fails before registering anything.
+    std::string out;
+    int rc = run_cli({"register", "--native", "--require", "--containerd-config", t / "config.toml", "--containerd-version", "2.1.9",
+                      "--plugins-dir", t / "plugins", "--binary", "/bin/sh", "--isulad-config", t / "none.json", "--crio-config",
+                      t / "none.conf", "--backup-dir", bdir(t.path)},
+                     out);
+    INFO(out);
+    CHECK(rc == 1);
+    CHECK(has(out, "--require: containerd 2.1.9 has no NRI default validator"));
+    CHECK_FALSE(exists(t / "plugins/10-nri-qos"));
+    // On 2.2 it writes the validator and installs the plugin.
+    rc = run_cli({"register", "--native", "--require", "--containerd-config", t / "config.toml", "--containerd-version", "2.2.7",
+                  "--plugins-dir", t / "plugins", "--binary", "/bin/sh", "--isulad-config", t / "none.json", "--crio-config",
+                  t / "none.conf", "--backup-dir", bdir(t.path)},
+                 out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(has(out, "NRI's default validator requires nri-qos"));
+    CHECK(exists(t / "plugins/10-nri-qos"));
+    CHECK(backups(t.path, "config.toml").size() == 1);
+}

@@ -59,6 +59,10 @@ spec:
       annotations:
         # A new policy text rolls nothing: policy-sync installs it in place (no pod restart).
         nri-qos.io/mode: {{ $v.mode | quote }}
+        # containerd >= 2.2 requiring nri-qos (default_validator required_plugins): the relay's
+        # own pod must start before nri-qos is registered; only where the runtime's
+        # tolerate_missing_plugins_annotation names this key (docs/native-nri.md).
+        tolerate-missing-nri-plugins.noderesource.dev: "true"
     spec:
       {{- if or $v.nodeSelector .variant }}
       nodeSelector:
