@@ -961,6 +961,9 @@ scenarios() {
     # the node VM: the node's life with the relay (issue #20): the launched relay synchronizing a
     # running pod, then the packaged relay service; the rest is protocol-level, covered on the host
     want sync-launched && native_sync_launched
+    # 2.3.4 (NRI 0.12) runs in the same boot after 2.1, which covers the packaged relay service
+    # on this node; 2.3.4's external relay is the host's (nodevm.sh)
+    if [ "$RT" = 2.3 ]; then want nri-v012 && native_nri012; return 0; fi
     external_scenarios
     return 0
   fi
