@@ -12,8 +12,10 @@
 #                    the same boot after native21: 2.1's containerd stopped, 2.3.4's started, the
 #                    node-shaped scenarios again (create-time values, updates, sync-launched) and
 #                    nri-v012; not the external relay's (2.1 covers the packaged service in the VM,
-#                    2.3.4 the external relay on the host). SKIP vm-c23-native with the reason
-#                    when ../shared/runtimes is absent.
+#                    2.3.4 the external relay on the host). With it, vm-c21-native-* runs only the
+#                    packaged service's scenarios (E2E_VM_C23=1): the node-shaped ones are 2.3.4's.
+#                    SKIP vm-c23-native with the reason when ../shared/runtimes is absent (then
+#                    vm-c21-native-* runs them all, as before).
 # Every value is read back from the VM's cgroup v2 files under kubepods.slice/... (slices for
 # pods, cri-containerd-<id>.scope for containers).
 #
@@ -183,7 +185,7 @@ cd /root/in/repo || exit 1
 echo "node: $(uname -r); PID 1 $(cat /proc/1/comm); $(stat -fc %T /sys/fs/cgroup)" >&2
 export E2E_CGROUP_DRIVER=systemd E2E_PREFIX=vm- E2E_NODE_SUBSET=1 NRI_QOS_BIN=/root/in/repo/build/nri-qos \
        E2E_CACHE=/root/in/cache E2E_WORK=/root/in/work E2E_OFFLINE=1 E2E_C21_SUITE=@C21@ E2E_ONLY='@ONLY@' \
-       E2E_RUNTIMES=/root/in/runtimes
+       E2E_RUNTIMES=/root/in/runtimes E2E_VM_C23=@C23@
 # The .deb (pkg-* scenarios) and the libraries its CRI client needs that the image lacks (what apt
 # would pull in on a node with a network); the libraries also serve build/nri-qos-cri (discover).
 if [ -d /root/in/pkg ]; then
@@ -194,7 +196,8 @@ if [ -d /root/in/pkg ]; then
 fi
 exec bash tests/e2e/run.sh $E2E_VM_SUITES
 SH
-  sed -i "s|\$E2E_VM_SUITES|$VM_SUITES|; s|@C21@|$C21_SUITE|; s/@ONLY@/${E2E_ONLY:-}/" "$1"
+  local c23=""; [[ " $VM_SUITES " == *" native23 "* ]] && c23=1
+  sed -i "s|\$E2E_VM_SUITES|$VM_SUITES|; s|@C21@|$C21_SUITE|; s/@ONLY@/${E2E_ONLY:-}/; s/@C23@/$c23/" "$1"
   chmod 0755 "$1"
 }
 
