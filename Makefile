@@ -102,10 +102,6 @@ $(BUILD)/obj/gen/nri.pb.o: $(PROTO_CC)
 	$(CXX) $(CPPFLAGS) $(filter-out $(WARN) -Wpedantic,$(CXXFLAGS)) -w -c $< -o $@
 
 $(BUILD)/obj/tests/%.o: CPPFLAGS += -DNRI_QOS_SRCDIR='"$(CURDIR)"'
-# The unit tests' own files (Catch2 cases) at -O0: half the compiler time of -O2 (user time of
-# tests/unit/facts/test_facts.cpp 34.6 s -> 16.7 s), the code under test is the library, built
-# with OPT like the binary. Only when CXXFLAGS is not given (it is built from OPT).
-$(BUILD)/obj/tests/%.o: OPT := -O0
 $(BUILD)/obj/%.o: %.cpp $(if $(wildcard $(PROTO_SRC)),$(PROTO_H)) | build-deps
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -MMD -MP -c $< -o $@
