@@ -6,7 +6,7 @@ set -euo pipefail
 declare -A SETS=(
   [build]="g++ make pkg-config nlohmann-json3-dev libcli11-dev libtoml11-dev libseccomp-dev libprotobuf-dev protobuf-compiler nettle-dev libgrpc++-dev protobuf-compiler-grpc libyaml-cpp-dev libsystemd-dev"
   [demo]="g++ make pkg-config nlohmann-json3-dev libcli11-dev libtoml11-dev libseccomp-dev libprotobuf-dev protobuf-compiler nettle-dev libyaml-cpp-dev jq"
-  [test]="catch2 python3 jq strace python3-prometheus-client"
+  [test]="catch2 python3 jq strace python3-prometheus-client ccache"
   [fuzz]="clang libclang-rt-14-dev"
   [e2e]="containerd runc python3-grpcio python3-grpc-tools busybox-static jq debian-archive-keyring"
   [pkg]="rpm debhelper dpkg-dev fakeroot lintian mandoc groff-base busybox-static jq golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev"

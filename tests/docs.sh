@@ -97,4 +97,23 @@ check_contains docs-metrics-default-upstream "$(cat docs/operations.md man/nri-q
 deb=$(sed -n 's/.*METRICS_FILE=\([^ ]*\).*/\1/p' packaging/deb/debian/rules | head -1)
 [ -n "$deb" ] && check_contains docs-metrics-default-deb "$(cat docs/operations.md)" "$deb" \
   || fail "docs-metrics-default-deb: debian/rules sets no METRICS_FILE"
+
+# 6. docs/native-nri.md's runtime matrix names, in its "tested by" column ("suite `X`"), exactly
+#    the suites tests/e2e/run.sh runs by default (its `suites=(...)` list), and tests/run.sh
+#    (make check) runs every one of them: a suite added, renamed or dropped without the matrix
+#    (or the matrix claiming a suite that does not run) fails here.
+e2e_suites=$(sed -n 's/.*\[ \${#suites\[@\]} = 0 \] && suites=(\([^)]*\)).*/\1/p' tests/e2e/run.sh | tr ' ' '\n' | grep . | sort -u)
+matrix=$(awk '/^### Runtime matrix/ {on = 1; next} on && /^#/ {on = 0} on && /^\| /' docs/native-nri.md)
+matrix_suites=$(grep -o 'suite `[a-z0-9]*`' <<<"$matrix" | sed 's/suite `\(.*\)`/\1/' | sort -u)
+check_suites=$( { sed -n 's/.*suite e2e tests\/e2e\/run.sh \(.*\)$/\1/p' tests/run.sh | tr ' ' '\n'
+                  grep -q 'suite e2e-vm tests/e2e/run.sh vm' tests/run.sh && echo vm; } | grep . | sort -u)
+if [ -z "$e2e_suites" ] || [ -z "$matrix" ]; then
+  fail "docs-runtime-matrix: no suite list in tests/e2e/run.sh or no '### Runtime matrix' table in docs/native-nri.md"
+elif [ "$e2e_suites" != "$matrix_suites" ]; then
+  fail "docs-runtime-matrix: run.sh runs '$(echo $e2e_suites)', the matrix names '$(echo $matrix_suites)'"
+elif [ "$e2e_suites" != "$check_suites" ]; then
+  fail "docs-runtime-matrix: run.sh's suites '$(echo $e2e_suites)', make check (tests/run.sh) runs '$(echo $check_suites)'"
+else
+  pass "docs-runtime-matrix ($(echo $e2e_suites))"
+fi
 finish

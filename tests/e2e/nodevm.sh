@@ -7,6 +7,15 @@
 #   vm-c21-native-*  containerd 2.1 (sid's binaries, copied in from $E2E_CACHE/sid-root), relay;
 #                    then the .deb's nri-qos-relay.service under systemd, containerd as
 #                    containerd.service (the node's life: containerd17.sh external_scenarios)
+#   vm-c23-native-*  containerd v2.3.4 (../shared/runtimes, NRI 0.12; unpacked and checked against
+#                    its SHA256SUMS on the host by `containerd17.sh prepare 2.3`, staged unpacked), in
+#                    the same boot after native21: 2.1's containerd stopped, 2.3.4's started, the
+#                    node-shaped scenarios again (create-time values, updates, sync-launched) and
+#                    nri-v012; not the external relay's (2.1 covers the packaged service in the VM,
+#                    2.3.4 the external relay on the host). With it, vm-c21-native-* runs only the
+#                    packaged service's scenarios (E2E_VM_C23=1): the node-shaped ones are 2.3.4's.
+#                    SKIP vm-c23-native with the reason when ../shared/runtimes is absent (then
+#                    vm-c21-native-* runs them all, as before).
 # Every value is read back from the VM's cgroup v2 files under kubepods.slice/... (slices for
 # pods, cri-containerd-<id>.scope for containers).
 #
@@ -27,8 +36,8 @@
 #
 # Env: E2E_CACHE (/var/cache/nri-qos-e2e), E2E_VM_TIMEOUT (s, 2400), E2E_VM_MEM (MiB, 2048),
 #      E2E_VM_CPUS (2), E2E_VM_ACCEL (tcg), E2E_VM_NICE (10), E2E_VM_BOOT_TIMEOUT (s, 600: no
-#      login prompt by then = a failed boot, retried once), E2E_VM_SUITES ("16 native21":
-#      suites run inside).
+#      login prompt by then = a failed boot, retried once), E2E_VM_SUITES ("16 native21
+#      native23", native23 only when ../shared/runtimes has 2.3.4: suites run inside).
 # Prints only result lines on stdout (the inner ones prefixed "vm-"); diagnostics on stderr.
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -175,7 +184,8 @@ write_inner() { # FILE
 cd /root/in/repo || exit 1
 echo "node: $(uname -r); PID 1 $(cat /proc/1/comm); $(stat -fc %T /sys/fs/cgroup)" >&2
 export E2E_CGROUP_DRIVER=systemd E2E_PREFIX=vm- E2E_NODE_SUBSET=1 NRI_QOS_BIN=/root/in/repo/build/nri-qos \
-       E2E_CACHE=/root/in/cache E2E_WORK=/root/in/work E2E_OFFLINE=1 E2E_C21_SUITE=@C21@ E2E_ONLY='@ONLY@'
+       E2E_CACHE=/root/in/cache E2E_WORK=/root/in/work E2E_OFFLINE=1 E2E_C21_SUITE=@C21@ E2E_ONLY='@ONLY@' \
+       E2E_RUNTIMES=/root/in/runtimes E2E_VM_C23=@C23@
 # The .deb (pkg-* scenarios) and the libraries its CRI client needs that the image lacks (what apt
 # would pull in on a node with a network); the libraries also serve build/nri-qos-cri (discover).
 if [ -d /root/in/pkg ]; then
@@ -186,7 +196,8 @@ if [ -d /root/in/pkg ]; then
 fi
 exec bash tests/e2e/run.sh $E2E_VM_SUITES
 SH
-  sed -i "s|\$E2E_VM_SUITES|${E2E_VM_SUITES:-16 native21}|; s|@C21@|$C21_SUITE|; s/@ONLY@/${E2E_ONLY:-}/" "$1"
+  local c23=""; [[ " $VM_SUITES " == *" native23 "* ]] && c23=1
+  sed -i "s|\$E2E_VM_SUITES|$VM_SUITES|; s|@C21@|$C21_SUITE|; s/@ONLY@/${E2E_ONLY:-}/; s/@C23@/$c23/" "$1"
   chmod 0755 "$1"
 }
 
@@ -246,6 +257,15 @@ stage_input() { # DIR
   # bench/gostub (static), the second NRI plugin of vm-c21-native-plugin-conflict: built on the
   # host by `containerd17.sh prepare 2.1` (the VM has no Go); none: that scenario SKIPs
   if [ -x "$E2E_CACHE/bin/gostub" ]; then mkdir -p "$in/cache/bin" && cp -a "$E2E_CACHE/bin/gostub" "$in/cache/bin/"; fi
+  # containerd v2.3.4 (native23 inside): the binaries the host unpacked and checked against the
+  # build's SHA256SUMS, with that file as E2E_RUNTIMES/containerd-2.3.4/SHA256SUMS (fetch_runtime
+  # takes an unpacked root whose recorded sums equal the build's)
+  if [[ " $VM_SUITES " == *" native23 "* ]]; then
+    local r=$E2E_CACHE/containerd-2.3.4-root
+    mkdir -p "$in/cache/containerd-2.3.4-root/usr/bin" "$in/runtimes/containerd-2.3.4" || return 1
+    for b in containerd containerd-shim-runc-v2 ctr; do cp -a "$r/usr/bin/$b" "$in/cache/containerd-2.3.4-root/usr/bin/" || return 1; done
+    cp -a "$r/.e2e-sha256" "$in/cache/containerd-2.3.4-root/" && cp -a "$E2E_RUNTIMES/containerd-2.3.4/SHA256SUMS" "$in/runtimes/containerd-2.3.4/" || return 1
+  fi
   image_tar && cp -a "$E2E_CACHE/image.tar" "$in/cache/" || return 1
   "$PY" "$E2E_HERE/cri/criclient.py" --gen-only >/dev/null 2>&1 || true
   [ -d "$CRI_PYGEN_DIR" ] && cp -a "$CRI_PYGEN_DIR" "$in/cache/cri-pygen"
@@ -263,6 +283,18 @@ suite() {
   # sid's containerd 2.1 (same private-root recipe as the host suite)
   bash "$E2E_HERE/containerd17.sh" prepare 2.1 </dev/null >&2 \
     || { skip vm "cannot fetch Debian sid's containerd: $(tail -1 "$E2E_CACHE/sid.err" 2>/dev/null)"; return 0; }
+  # containerd v2.3.4 from ../shared/runtimes, unpacked and checked on the host (the VM needs
+  # no xz); absent: its scenarios SKIP with the reason
+  VM_SUITES=${E2E_VM_SUITES:-16 native21 native23}
+  if [[ " $VM_SUITES " == *" native23 "* ]]; then
+    if [ ! -f "$E2E_RUNTIMES/containerd-2.3.4/SHA256SUMS" ]; then
+      skip vm-c23-native "no containerd v2.3.4 build: $E2E_RUNTIMES/containerd-2.3.4/SHA256SUMS absent (E2E_RUNTIMES, ../shared/runtimes beside the checkout)"
+      VM_SUITES=${VM_SUITES//native23/}
+    elif ! bash "$E2E_HERE/containerd17.sh" prepare 2.3 </dev/null >&2 || [ ! -f "$E2E_CACHE/containerd-2.3.4-root/.e2e-sha256" ]; then
+      fail vm-c23-native-setup "containerd v2.3.4 could not be unpacked from $E2E_RUNTIMES/containerd-2.3.4 and checked against its SHA256SUMS"
+      VM_SUITES=${VM_SUITES//native23/}
+    fi
+  fi
   local in=$VMC/run
   rm -rf "$in" "$in.img" "$in.result" "$in.console"
   stage_input "$in" || { fail vm-setup "staging the input disk failed"; return 1; }
