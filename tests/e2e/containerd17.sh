@@ -911,6 +911,7 @@ scenarios() {
   want v2-knobs && sc_knobs "$S-v2-knobs" knobs
   want update-be && sc_update_be "$S-update-be"
   want update-ls && sc_update_ls "$S-update-ls"
+  want proc-knobs && sc_proc "$S-proc-knobs"
   if ! host_only; then
     # the node VM: the node's life with the relay (issue #20): the launched relay synchronizing a
     # running pod, then the packaged relay service; the rest is protocol-level, covered on the host
