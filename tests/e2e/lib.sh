@@ -859,7 +859,7 @@ sc_proc() {
   [ -n "$rec" ] || rec='{}'
   sk=$(jq -r '.skipped // ""' <<<"$rec" 2>/dev/null)
   log "  $out: CreateContainer record skipped: ${sk:-none}"
-  log "  $out: CreateContainer record adjustment: $(jq -c '.adjustment.linux // {} | del(.resources)' <<<"$rec" 2>/dev/null)"
+  log "  $out: CreateContainer record runtime: $(jq -r '.runtime // "none"' <<<"$rec" 2>/dev/null)"
   local sched=SCHED_IDLE io=IOPRIO_CLASS_IDLE mpol=MPOL_BIND
   case $RT in
     2.3) ;;
