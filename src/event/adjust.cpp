@@ -19,6 +19,29 @@ std::string nri_api_level(const std::string& name, const std::string& version) {
     return "0.6";
 }
 
+int nri_api_minor(const std::string& name, const std::string& version) {
+    if (name != "containerd") return 6;
+    unsigned maj = 0, min = 0, patch = 0;
+    const char* v = version.c_str();
+    if (*v == 'v') ++v;
+    if (std::sscanf(v, "%u.%u.%u", &maj, &min, &patch) < 2) return 6;
+    // The containerd/nri module each release's go.mod requires (containerd tags v1.7.26,
+    // v2.0.0, v2.1.x: v0.8.0; v2.2.0: v0.10.0; v2.2.1-v2.2.7: v0.11.0; v2.3.x: v0.12.0;
+    // v2.4.0-beta.0: v0.12.1).
+    if (maj > 2 || (maj == 2 && min >= 3)) return 12;
+    if (maj == 2 && min == 2) return patch >= 1 ? 11 : 10;
+    return nri_api_level(name, version) == "0.8+" ? 8 : 6;
+}
+
+const char* process_knob_field(KnobId id, int& min_nri) {
+    switch (id) {
+        case KnobId::IoClass: case KnobId::IoLevel: min_nri = 10; return "io_priority";
+        case KnobId::SchedPolicy: case KnobId::SchedNice: min_nri = 11; return "scheduler";
+        case KnobId::MemoryPolicy: case KnobId::MemoryPolicyNodes: min_nri = 12; return "memory_policy";
+        default: min_nri = 0; return nullptr;
+    }
+}
+
 namespace {
 
 // NriSync: an existing container at Synchronize: what NRI can carry goes into `update` (the
@@ -442,6 +465,67 @@ struct Builder {
             "lowered before the runtime's update: " + what + " (runc writes the quota without the burst)";
     }
 
+    /// Why nri-qos does not set a process knob itself, when the runtime cannot.
+    static std::string no_own_write(KnobId id) {
+        switch (id) {
+            case KnobId::SchedPolicy: case KnobId::SchedNice:
+                return "nri-qos does not call sched_setattr(2) on the container's process itself (not in its hook's seccomp allow-list; "
+                       "threads already running would keep their policy)";
+            case KnobId::IoClass: case KnobId::IoLevel:
+                return "nri-qos does not call ioprio_set(2) on the container's process itself (not in its hook's seccomp allow-list; "
+                       "threads already running would keep their priority)";
+            default:
+                return "no process can set another's memory policy (set_mempolicy(2) acts on the calling thread only)";
+        }
+    }
+
+    /// A process-attribute knob (is_process_knob): into the CreateContainer adjustment when the
+    /// runtime's NRI has the field (nri_api_minor >= process_knob_field's minimum: the runtime
+    /// copies it into the OCI spec, containerd/nri pkg/runtime-tools/generate Generator.Adjust:
+    /// AdjustIOPriority → process.ioPriority, AdjustLinuxScheduler → process.scheduler,
+    /// AdjustMemoryPolicy → linux.memoryPolicy); else skipped with the reason. The two knobs of
+    /// one NRI message are merged into it (class order: the first fills the defaults the second
+    /// overrides): scheduler {policy, nice} (a nice without a policy: SCHED_OTHER), io_priority
+    /// {class, priority} (a level without a class: IOPRIO_CLASS_BE; a class without a level: 4,
+    /// the kernel's IOPRIO_NORM, or 0 for the idle class, which has no levels), memory_policy
+    /// {mode, nodes}.
+    void process_knob(const KnobSetting& k, const Resolved& r, const std::string& scope, json& adj) {
+        const std::string key = knob_def(k.id).key;
+        if (scope != "container") return skip(key, scope, "a process attribute: set under .container");
+        int need = 0;
+        const char* field = process_knob_field(k.id, need);
+        const Request& req = *in.req;
+        const bool nri = req.wire == Request::Wire::NriEvent;
+        const int have = nri ? nri_api_minor(req.runtime_name, req.runtime_version) : 0;
+        const std::string runtime = req.runtime_name.empty() ? std::string("the runtime") : req.runtime_name + " " + req.runtime_version;
+        const std::string needs = std::string("NRI ") + field + " (NRI >= 0." + std::to_string(need) + ", containerd >= " +
+                                  (need == 10 ? "2.2.0" : need == 11 ? "2.2.1" : "2.3.0") + ")";
+        if (!nri) return skip(key, scope, "the v0.1 hook has no NRI adjustment to carry it in " + needs + "; " + no_own_write(k.id));
+        if (have < need)
+            return skip(key, scope, runtime + " speaks NRI 0." + std::to_string(have) + ", which has no " + needs + "; " + no_own_write(k.id));
+        if (mode == Mode::NriStart) return;  // carried in the CreateContainer adjustment: the runtime applied it
+        if (mode != Mode::NriCreate)
+            return skip(key, scope, std::string("set by the runtime at CreateContainer only: an NRI update carries linux.resources, not ") + field +
+                                        "; the running container keeps what it was created with");
+        const auto& ch = knob_choices(k.id);
+        auto name = [&](int64_t i) { return std::string(ch.at(static_cast<size_t>(i)).nri_name); };
+        const std::string shown = r.is_text ? r.text : ch.empty() ? std::to_string(r.num) : std::string(ch.at(static_cast<size_t>(r.num)).name);
+        plan.via_runtime.push_back(key + "=" + shown + " (NRI " + field + (ch.empty() ? "" : " " + name(r.num)) + ")");
+        json& o = adj["linux"][field];
+        switch (k.id) {
+            case KnobId::SchedPolicy: o["policy"] = name(r.num); if (!o.contains("nice")) o["nice"] = 0; break;
+            case KnobId::SchedNice: o["nice"] = r.num; if (!o.contains("policy")) o["policy"] = "SCHED_OTHER"; break;
+            case KnobId::IoClass:
+                o["class"] = name(r.num);
+                if (!o.contains("priority")) o["priority"] = ch.at(static_cast<size_t>(r.num)).nri == 3 ? 0 : 4;
+                break;
+            case KnobId::IoLevel: o["priority"] = r.num; if (!o.contains("class")) o["class"] = "IOPRIO_CLASS_BE"; break;
+            case KnobId::MemoryPolicy: o["mode"] = name(r.num); break;
+            case KnobId::MemoryPolicyNodes: o["nodes"] = r.text; break;
+            default: break;
+        }
+    }
+
     /// The settings.leave_to_others entry owning knob `id` (nullptr: nri-qos's to set).
     const LeftField* left(KnobId id) const {
         if (!in.policy) return nullptr;
@@ -468,6 +552,10 @@ struct Builder {
             }
             if (k.id == KnobId::MemorySwap && swap_unset(r)) {
                 skip(key, scope, "0 means unset (runc): not written");
+                continue;
+            }
+            if (is_process_knob(k.id)) {
+                process_knob(k, r, scope, adj);
                 continue;
             }
             auto field = scope == "container" ? nri_field(k, r) : std::nullopt;

@@ -108,6 +108,10 @@ struct Plan {
                                        ///< empty: one by one in order
     nlohmann::json adjustment;         ///< NRI Go JSON ContainerAdjustment (null when none)
     nlohmann::json update;             ///< NRI Go JSON LinuxResources for UpdateContainer (null when none)
+    /// Process knobs (is_process_knob) put into the CreateContainer adjustment, for the runtime to
+    /// apply: "sched_policy=idle (NRI scheduler SCHED_IDLE)" — explain's "runtime:" lines and the
+    /// record's `runtime`; the other paths are `skipped` with the reason.
+    std::vector<std::string> via_runtime;
     std::vector<std::string> skipped;  ///< knobs not applicable here, with the reason ("memory_low: no cgroup v1 file")
     std::vector<std::string> refused;  ///< knobs the class sets that cannot be applied to this request, with the
                                        ///< reason ("oom_score_adj: no pid in the request"): failures, like a failed write
@@ -188,5 +192,16 @@ void finalize_adjustment(Plan& plan);
 /// containerd 1.7.0–1.7.25 vendor NRI v0.6.x (no oom_score_adj, no pids in adjustments);
 /// 1.7.26+ and 2.x vendor v0.8+. Unknown runtimes (iSulad supports API 0.6.1) → "0.6".
 std::string nri_api_level(const std::string& runtime_name, const std::string& runtime_version);
+
+/// The NRI minor version a runtime speaks, from ConfigureRequest runtime_name/runtime_version:
+/// the containerd/nri module each containerd release requires in its go.mod — 1.7.0-1.7.25: 6,
+/// 1.7.26+, 2.0, 2.1: 8, 2.2.0: 10, 2.2.1+: 11, 2.3 and later: 12. Other runtimes (iSulad: API
+/// 0.6.1) and unparsable versions: 6.
+int nri_api_minor(const std::string& runtime_name, const std::string& runtime_version);
+
+/// The LinuxContainerAdjustment field that carries a process knob (is_process_knob) and the NRI
+/// minor version that added it (containerd/nri pkg/api/api.proto: io_priority = 5 in v0.10.0,
+/// scheduler = 10 in v0.11.0, memory_policy = 12 in v0.12.0); nullptr (min 0) for other knobs.
+const char* process_knob_field(KnobId id, int& min_nri);
 
 }  // namespace nriqos

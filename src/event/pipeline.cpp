@@ -342,6 +342,7 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
             j["layout"] = layout_name(c.plan.layout);
             if (!c.plan.nri_api.empty()) j["nri_api"] = c.plan.nri_api;
             j["writes"] = writes_json(c.plan);
+            j["via_runtime"] = c.plan.via_runtime;
             j["not_applicable"] = c.plan.skipped;
             j["refused"] = c.plan.refused;
             j["facts"] = c.fact_calcs;
@@ -377,6 +378,7 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
             for (const auto& w : c.plan.writes)
                 t += "write:    " + w.scope + " " + (w.root == Root::Proc ? "/proc/" : w.root == Root::Resctrl ? "resctrl:" : "") + w.rel + " = " + w.value + "\n";
             for (const auto& s : c.fact_calcs) t += "fact:     " + s + "\n";
+            for (const auto& s : c.plan.via_runtime) t += "runtime:  " + s + ", applied by the runtime at create\n";
             for (const auto& s : c.plan.skipped) t += "skip:     " + s + "\n";
             for (const auto& s : c.plan.refused) t += "refuse:   " + s + "\n";
             if (!c.plan.adjustment.is_null()) t += "nri:      " + c.plan.adjustment.dump() + "\n";

@@ -175,6 +175,7 @@ EventRecord make_record(const EventOutcome& o) {
         r.rule = o.plan->decision.rule;
         Summary s = summarize(*o.plan);
         r.applied = s.applied;
+        for (const auto& v : o.plan->via_runtime) r.runtime += (r.runtime.empty() ? "" : " ") + v;
         r.skipped = s.skipped;
         r.failed = s.failed;
         r.weight_formula = o.plan->weight_formula;

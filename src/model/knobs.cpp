@@ -38,6 +38,14 @@ const std::vector<KnobDef> kTable = {
     {KnobId::BlkioThrottle,  "blkio_throttle",  ValueKind::Throttle, 0,   0,        false, false, PctBase::None,      "blkio",   "blkio.throttle.read_bps_device", "io.max",        "devices"},
     {KnobId::OomScoreAdj,    "oom_score_adj",   ValueKind::Int,    -1000, 1000,     false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "score"},
     {KnobId::ResctrlGroup,   "resctrl_group",   ValueKind::Name,   0,     0,        false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "group"},
+    // Process attributes: carried only as NRI adjustments (no cgroup file). Ranges: nice
+    // -20..19 (sched(7), setpriority(2)); I/O priority level 0..7 (ioprio_set(2), IOPRIO_NR_LEVELS).
+    {KnobId::SchedPolicy,    "sched_policy",    ValueKind::Choice, 0,     2,        false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "policy"},
+    {KnobId::SchedNice,      "sched_nice",      ValueKind::Int,    -20,   19,       false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "nice"},
+    {KnobId::IoClass,        "io_class",        ValueKind::Choice, 0,     2,        false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "class"},
+    {KnobId::IoLevel,     "io_level",        ValueKind::Int,    0,     7,        false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "level"},
+    {KnobId::MemoryPolicy,   "memory_policy",   ValueKind::Choice, 0,     6,        false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "mode"},
+    {KnobId::MemoryPolicyNodes,"memory_policy_nodes",ValueKind::Cpuset,0, 0,        false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "nodes"},
 };
 const KnobDef kRaw{KnobId::Raw, "raw", ValueKind::Name, 0, 0, false, false, PctBase::None, nullptr, nullptr, nullptr, "text"};
 
@@ -57,6 +65,25 @@ bool parse_i64(const std::string& s, int64_t& out) {
 }  // namespace
 
 const std::vector<KnobDef>& knob_table() { return kTable; }
+
+const std::vector<KnobChoice>& knob_choices(KnobId id) {
+    static const std::vector<KnobChoice> sched = {{"other", 1, "SCHED_OTHER"}, {"batch", 4, "SCHED_BATCH"}, {"idle", 6, "SCHED_IDLE"}};
+    static const std::vector<KnobChoice> io = {{"rt", 1, "IOPRIO_CLASS_RT"}, {"be", 2, "IOPRIO_CLASS_BE"}, {"idle", 3, "IOPRIO_CLASS_IDLE"}};
+    static const std::vector<KnobChoice> mpol = {{"default", 0, "MPOL_DEFAULT"}, {"preferred", 1, "MPOL_PREFERRED"},
+                                                 {"bind", 2, "MPOL_BIND"}, {"interleave", 3, "MPOL_INTERLEAVE"},
+                                                 {"local", 4, "MPOL_LOCAL"}, {"preferred_many", 5, "MPOL_PREFERRED_MANY"},
+                                                 {"weighted_interleave", 6, "MPOL_WEIGHTED_INTERLEAVE"}};
+    static const std::vector<KnobChoice> none;
+    switch (id) {
+        case KnobId::SchedPolicy: return sched;
+        case KnobId::IoClass: return io;
+        case KnobId::MemoryPolicy: return mpol;
+        default: return none;
+    }
+}
+
+bool mempolicy_needs_nodes(int64_t mode) { return mode == 2 || mode == 3 || mode == 5 || mode == 6; }
+bool mempolicy_forbids_nodes(int64_t mode) { return mode == 0 || mode == 4; }
 
 const KnobDef* find_knob(const std::string& key) {
     for (const auto& k : kTable)
@@ -259,6 +286,19 @@ KnobValue parse_knob_value(const KnobDef& def, const std::string* s, const int64
         v.text = *s;
         return v;
     }
+    if (def.kind == ValueKind::Choice) {
+        const auto& ch = knob_choices(def.id);
+        std::string names;
+        for (size_t n = 0; n < ch.size(); ++n) {
+            if (s && *s == ch[n].name) {
+                v.kind = KnobValue::Int;
+                v.num = static_cast<int64_t>(n);
+                return v;
+            }
+            names += std::string(n ? (n + 1 == ch.size() ? " or " : ", ") : "") + "\"" + ch[n].name + "\"";
+        }
+        throw InputError(k + ": expected " + names + (s ? ", got \"" + s->substr(0, 40) + "\"" : ""));
+    }
     if (def.kind == ValueKind::Name) {
         if (!s || s->empty() || s->size() > 64) throw InputError(k + ": expected a name of 1-64 characters [A-Za-z0-9_.-]");
         for (unsigned char c : *s)
@@ -352,6 +392,11 @@ const std::vector<NriField>& nri_fields() {
         {"rdt_class", {KnobId::ResctrlGroup}},
         {"blockio_class", {KnobId::BlkioWeight}},
         {"oom_score_adj", {KnobId::OomScoreAdj}},
+        // NRI v0.10-v0.12 LinuxContainerAdjustment fields (containerd/nri pkg/api/api.proto).
+        {"io_priority", {KnobId::IoClass, KnobId::IoLevel}},
+        {"scheduler", {KnobId::SchedPolicy, KnobId::SchedNice}},
+        {"memory_policy", {KnobId::MemoryPolicy, KnobId::MemoryPolicyNodes}},
+        {"rdt", {KnobId::ResctrlGroup}},
         {"hugepage_limits", {}},
         {"devices", {}},
         {"annotations", {}},
@@ -382,14 +427,15 @@ bool field_knobs(const std::string& field, FieldKnobs& out, std::string& err) {
         out.raw_file = f;
         return true;
     }
-    if (const KnobDef* d = find_knob(field)) {
-        out.knobs = knob_bit(d->id);
-        return true;
-    }
+    // NRI's names first: "memory_policy" (mode and nodes) and "oom_score_adj" are both.
     for (const auto& f : nri_fields()) {
         if (field != f.name) continue;
         for (KnobId id : f.knobs) out.knobs |= knob_bit(id);
         out.never_set = f.knobs.empty();
+        return true;
+    }
+    if (const KnobDef* d = find_knob(field)) {
+        out.knobs = knob_bit(d->id);
         return true;
     }
     if (field.rfind("unified.", 0) == 0) {  // a cgroup v2 file through linux.resources.unified

@@ -19,6 +19,10 @@ enum class KnobId {
     CpuQosLevel, MemoryQosLevel,
     OomScoreAdj, ResctrlGroup,
     BlkioThrottle,
+    // Process attributes the runtime sets at create from an NRI adjustment (NRI >= 0.10/0.11/0.12:
+    // LinuxContainerAdjustment io_priority, scheduler, memory_policy); nri-qos never writes them
+    // itself (adjust.cpp process_knob_skip says why per knob).
+    SchedPolicy, SchedNice, IoClass, IoLevel, MemoryPolicy, MemoryPolicyNodes,
     Raw,
 };
 
@@ -31,6 +35,7 @@ enum class ValueKind {
     Cpuset,  ///< cpuset list "0-3,8"
     Name,    ///< identifier [A-Za-z0-9_.-]{1,64} (resctrl group)
     Throttle,  ///< block I/O throttle list "MAJ:MIN KEY=RATE[,...]" (parse_throttle)
+    Choice,    ///< one of the knob's names (knob_choices); stored as its index in KnobValue::num
 };
 
 /// Static description of a knob (see knobs.cpp for the table and man/nri-qos.toml.5).
@@ -47,6 +52,35 @@ struct KnobDef {
     const char* v2_file;    ///< cgroup v2 file (nullptr: not in v2)
     const char* unit;       ///< for docs/explain: "bytes", "us", "shares", ...
 };
+
+/// The names a Choice knob accepts, in index order (KnobValue::num is the index), each with
+/// the NRI enum value it maps to (containerd/nri pkg/api/api.proto v0.11.0 LinuxSchedulerPolicy,
+/// IOPrioClass; v0.12.0 MpolMode) and that enum's NRI name:
+///  * sched_policy: "other" (SCHED_OTHER 1), "batch" (SCHED_BATCH 4), "idle" (SCHED_IDLE 6) —
+///    sched(7); the realtime and deadline policies are not QoS knobs of nri-qos;
+///  * io_class: "rt" (IOPRIO_CLASS_RT 1), "be" (IOPRIO_CLASS_BE 2), "idle" (IOPRIO_CLASS_IDLE 3)
+///    — ioprio_set(2);
+///  * memory_policy: "default" (MPOL_DEFAULT 0), "preferred" (1), "bind" (2), "interleave" (3),
+///    "local" (4), "preferred_many" (5), "weighted_interleave" (6) — set_mempolicy(2).
+/// Empty for any other knob.
+struct KnobChoice {
+    const char* name;      ///< policy spelling, e.g. "idle"
+    int nri;               ///< NRI enum number
+    const char* nri_name;  ///< NRI enum name, e.g. "SCHED_IDLE"
+};
+const std::vector<KnobChoice>& knob_choices(KnobId id);
+/// The process-attribute knobs (sched_policy, sched_nice, io_class, io_level, memory_policy,
+/// memory_policy_nodes): container-only, applied by the runtime from the NRI adjustment.
+inline bool is_process_knob(KnobId id) {
+    return id == KnobId::SchedPolicy || id == KnobId::SchedNice || id == KnobId::IoClass || id == KnobId::IoLevel ||
+           id == KnobId::MemoryPolicy || id == KnobId::MemoryPolicyNodes;
+}
+/// True when memory_policy mode index `mode` (knob_choices(MemoryPolicy)) needs a non-empty
+/// node list (bind, interleave, preferred_many, weighted_interleave), and `forbids` when it
+/// takes none (default, local): set_mempolicy(2) EINVAL otherwise. "preferred" takes either
+/// (an empty list means local allocation).
+bool mempolicy_needs_nodes(int64_t mode);
+bool mempolicy_forbids_nodes(int64_t mode);
 
 /// All knobs except Raw, in application order.
 const std::vector<KnobDef>& knob_table();

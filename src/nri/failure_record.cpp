@@ -342,6 +342,9 @@ std::string conflict_subject(const std::string& s) {
       {"RdtClass", "RDT class"},            {"CgroupsUnified", "unified resource"},
       {"CgroupsPath", "cgroups path"},      {"OomScoreAdj", "oom score adj"},
       {"Rlimits", "rlimit"},
+      // v0.11/v0.12 Field names of the process knobs (pkg/api/api.proto enum Field 31, 36, 40).
+      {"IoPriority", "I/O priority"},       {"LinuxSched", "scheduling policy"},
+      {"MemoryPolicy", "memory policy"},
   };
   size_t sp = s.find(' ');
   const std::string head = s.substr(0, sp);

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "model/knobs.hpp"
 #include "os/json_print.hpp"
 
 namespace nri {
@@ -18,6 +19,23 @@ using nlohmann::json;
 namespace {
 
 // ------------------------------------------------------------------ writing
+
+// The NRI enum names nri-qos's process knobs use, with their numbers (containerd/nri pkg/api/api.proto
+// IOPrioClass, LinuxSchedulerPolicy v0.11.0, MpolMode v0.12.0).
+struct EnumName {
+  const char* name;
+  int num;
+};
+const char* enum_name(int n, std::initializer_list<EnumName> all) {
+  for (const auto& a : all)
+    if (a.num == n) return a.name;
+  return "unknown";
+}
+const std::initializer_list<EnumName> kIoClasses = {{"IOPRIO_CLASS_RT", 1}, {"IOPRIO_CLASS_BE", 2}, {"IOPRIO_CLASS_IDLE", 3}};
+const std::initializer_list<EnumName> kSchedPolicies = {{"SCHED_OTHER", 1}, {"SCHED_BATCH", 4}, {"SCHED_IDLE", 6}};
+const std::initializer_list<EnumName> kMpolModes = {{"MPOL_DEFAULT", 0}, {"MPOL_PREFERRED", 1}, {"MPOL_BIND", 2}, {"MPOL_INTERLEAVE", 3},
+                                                    {"MPOL_LOCAL", 4}, {"MPOL_PREFERRED_MANY", 5}, {"MPOL_WEIGHTED_INTERLEAVE", 6}};
+
 
 template <typename Map>
 void put_map(json& j, const char* key, const Map& m) {
@@ -346,6 +364,18 @@ nlohmann::json adjustment_to_json(const pb::ContainerAdjustment& a) {
     json o = json::object();
     if (a.linux().has_resources()) o["resources"] = resources_to_json(a.linux().resources());
     if (a.linux().has_oom_score_adj()) o["oom_score_adj"] = {{"value", a.linux().oom_score_adj().value()}};
+    if (a.linux().has_io_priority()) {
+      const auto& p = a.linux().io_priority();
+      o["io_priority"] = {{"class", enum_name(p.class_(), kIoClasses)}, {"priority", p.priority()}};
+    }
+    if (a.linux().has_scheduler()) {
+      const auto& p = a.linux().scheduler();
+      o["scheduler"] = {{"policy", enum_name(p.policy(), kSchedPolicies)}, {"nice", p.nice()}, {"priority", p.priority()}};
+    }
+    if (a.linux().has_memory_policy()) {
+      const auto& p = a.linux().memory_policy();
+      o["memory_policy"] = {{"mode", enum_name(p.mode(), kMpolModes)}, {"nodes", p.nodes()}};
+    }
     j["linux"] = std::move(o);
   }
   return j;
@@ -696,6 +726,59 @@ bool resources_from_json(const nlohmann::json& j, pb::LinuxResources& out, std::
   }
 }
 
+namespace {
+
+// An NRI enum field: its NRI name ("SCHED_IDLE", as protojson and nri-qos's plan write it) or
+// its number, one of `allowed` (the values nri-qos's knobs produce: nriqos::knob_choices).
+int read_enum(const json& v, const std::string& path, std::initializer_list<EnumName> allowed) {
+  std::string names;
+  for (const auto& a : allowed) names += std::string(names.empty() ? "" : ", ") + a.name;
+  for (const auto& a : allowed)
+    if ((v.is_string() && v.get_ref<const std::string&>() == a.name) || (v.is_number_integer() && v.get<int64_t>() == a.num)) return a.num;
+  fail(path, "expected one of " + names + ", got " + describe(v));
+}
+int32_t read_int_in(const json& v, const std::string& path, int64_t lo, int64_t hi) {
+  int64_t n = to_int64(v, path);
+  if (n < lo || n > hi) fail(path, "out of range " + std::to_string(lo) + ".." + std::to_string(hi));
+  return static_cast<int32_t>(n);
+}
+
+// linux.io_priority {class, priority}: ioprio_set(2) classes RT, BE, IDLE, levels 0..7.
+void read_io_priority(const json& j, const std::string& path, pb::LinuxIOPriority* o) {
+  expect_object(j, path, {"class", "priority"});
+  if (const json* c = field(j, "class"))
+    o->set_class_(static_cast<pb::IOPrioClass>(read_enum(*c, join(path, "class"), kIoClasses)));
+  else
+    fail(join(path, "class"), "missing (the runtime ignores an io_priority without a class)");
+  if (const json* p = field(j, "priority")) o->set_priority(read_int_in(*p, join(path, "priority"), 0, 7));
+}
+
+// linux.scheduler {policy, nice, priority}: the non-realtime policies of sched(7); priority 0
+// (their only static priority), nice -20..19.
+void read_scheduler(const json& j, const std::string& path, pb::LinuxScheduler* o) {
+  expect_object(j, path, {"policy", "nice", "priority"});
+  if (const json* c = field(j, "policy"))
+    o->set_policy(static_cast<pb::LinuxSchedulerPolicy>(read_enum(*c, join(path, "policy"), kSchedPolicies)));
+  else
+    fail(join(path, "policy"), "missing (the runtime drops a scheduler without a policy)");
+  if (const json* n = field(j, "nice")) o->set_nice(read_int_in(*n, join(path, "nice"), -20, 19));
+  if (const json* p = field(j, "priority")) o->set_priority(read_int_in(*p, join(path, "priority"), 0, 0));
+}
+
+// linux.memory_policy {mode, nodes}: set_mempolicy(2) modes, nodes a cpuset(7)-style list.
+void read_memory_policy(const json& j, const std::string& path, pb::LinuxMemoryPolicy* o) {
+  expect_object(j, path, {"mode", "nodes"});
+  if (const json* c = field(j, "mode"))
+    o->set_mode(static_cast<pb::MpolMode>(read_enum(*c, join(path, "mode"), kMpolModes)));
+  if (const json* n = field(j, "nodes")) {
+    const std::string& t = to_string(*n, join(path, "nodes"));
+    if (!t.empty() && !nriqos::valid_cpuset(t)) fail(join(path, "nodes"), "expected a node list like \"0-1,3\", got " + describe(*n));
+    o->set_nodes(t);
+  }
+}
+
+}  // namespace
+
 bool adjustment_from_json(const nlohmann::json& j, pb::ContainerAdjustment& out,
                           std::string& err, const std::string& path) {
   out.Clear();
@@ -707,7 +790,7 @@ bool adjustment_from_json(const nlohmann::json& j, pb::ContainerAdjustment& out,
     }
     if (const json* l = field(j, "linux")) {
       std::string lp = join(path, "linux");
-      expect_object(*l, lp, {"resources", "oom_score_adj"});
+      expect_object(*l, lp, {"resources", "oom_score_adj", "io_priority", "scheduler", "memory_policy"});
       auto* lin = out.mutable_linux();
       if (const json* r = field(*l, "resources")) {
         read_resources(*r, join(lp, "resources"), lin->mutable_resources());
@@ -720,6 +803,9 @@ bool adjustment_from_json(const nlohmann::json& j, pb::ContainerAdjustment& out,
         if (v < -1000 || v > 1000) fail(join(op, "value"), "out of range -1000..1000");
         lin->mutable_oom_score_adj()->set_value(v);
       }
+      if (const json* o = field(*l, "io_priority")) read_io_priority(*o, join(lp, "io_priority"), lin->mutable_io_priority());
+      if (const json* o = field(*l, "scheduler")) read_scheduler(*o, join(lp, "scheduler"), lin->mutable_scheduler());
+      if (const json* o = field(*l, "memory_policy")) read_memory_policy(*o, join(lp, "memory_policy"), lin->mutable_memory_policy());
     }
     return true;
   } catch (const std::exception& e) {

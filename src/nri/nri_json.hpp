@@ -40,7 +40,8 @@ nlohmann::json container_to_json(const pb::Container& ctr);
 /// unified{file: value}, devices[{allow, type, major, minor, access}], pids{limit}.
 nlohmann::json resources_to_json(const pb::LinuxResources& res);
 
-/// ContainerAdjustment → JSON object: annotations, linux{resources, oom_score_adj}.
+/// ContainerAdjustment → JSON object: annotations, linux{resources, oom_score_adj, io_priority,
+/// scheduler, memory_policy} (enums by their NRI names).
 nlohmann::json adjustment_to_json(const pb::ContainerAdjustment& adj);
 
 /// The child-contract event document (docs/native-nri.md "Child contract") as a DOM:
@@ -82,7 +83,11 @@ bool resources_from_json(const nlohmann::json& j, pb::LinuxResources& out, std::
                          const std::string& path = "update");
 
 /// JSON (child's "adjustment" object) → ContainerAdjustment. Accepted keys: annotations
-/// {string: string}, linux{resources (as resources_from_json), oom_score_adj {"value": N}}.
+/// {string: string}, linux{resources (as resources_from_json), oom_score_adj {"value": N},
+/// io_priority {class: "IOPRIO_CLASS_RT|BE|IDLE" (or its number; required), priority 0..7},
+/// scheduler {policy: "SCHED_OTHER|BATCH|IDLE" (or its number; required), nice -20..19,
+/// priority 0}, memory_policy {mode: "MPOL_*" (or its number), nodes: "" or a list "0-1,3"}}
+/// (NRI v0.10/v0.11/v0.12 LinuxContainerAdjustment fields 5, 10, 12).
 /// Same error contract as resources_from_json. Never throws.
 bool adjustment_from_json(const nlohmann::json& j, pb::ContainerAdjustment& out,
                           std::string& err, const std::string& path = "adjustment");

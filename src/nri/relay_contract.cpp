@@ -63,6 +63,9 @@ std::string adjusted_fields(const pb::ContainerAdjustment& a) {
       for (const auto& kv : r.unified()) add("unified resource " + kv.first);
     }
     if (l.has_oom_score_adj()) add("oom_score_adj");
+    if (l.has_io_priority()) add("I/O priority");
+    if (l.has_scheduler()) add("scheduling policy");
+    if (l.has_memory_policy()) add("memory policy");
   }
   return out;
 }

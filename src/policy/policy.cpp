@@ -135,7 +135,8 @@ std::vector<LeftField> leave_to_others(const Ctx& c, const TV& v) {
     std::vector<std::string> known;
     for (const auto& d : knob_table()) known.push_back(d.key);
     for (const char* n : {"cpu.shares", "cpu.quota", "cpu.period", "cpu.cpus", "cpu.mems", "memory.limit", "memory.swap",
-                          "memory.reservation", "pids.limit", "rdt_class", "blockio_class", "oom_score_adj"})
+                          "memory.reservation", "pids.limit", "rdt_class", "blockio_class", "oom_score_adj", "io_priority",
+                          "scheduler", "memory_policy", "rdt"})
         known.push_back(n);
     for (size_t i = 0; i < arr.size(); ++i)
         c.guard([&, i] {
@@ -380,12 +381,30 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
                         cd.accept_merge = x->as_boolean();
                     }
                 });
-                c.guard([&] { if (const TV* x = get(cv, "container")) cd.container = parse_knobs(c, *x, w + ".container", kFactContainer); });
+                c.guard([&] {
+                    const TV* x = get(cv, "container");
+                    if (!x) return;
+                    cd.container = parse_knobs(c, *x, w + ".container", kFactContainer);
+                    // set_mempolicy(2): the mode decides whether a node list is needed, allowed or refused.
+                    const KnobSetting *mode = nullptr, *nodes = nullptr;
+                    for (const auto& k : cd.container) {
+                        if (k.id == KnobId::MemoryPolicy) mode = &k;
+                        if (k.id == KnobId::MemoryPolicyNodes) nodes = &k;
+                    }
+                    if (nodes && !mode) c.error(*x, w + ".container: memory_policy_nodes needs memory_policy (the mode)");
+                    if (mode && mode->value.kind == KnobValue::Int) {
+                        const std::string m = knob_choices(KnobId::MemoryPolicy)[static_cast<size_t>(mode->value.num)].name;
+                        if (!nodes && mempolicy_needs_nodes(mode->value.num))
+                            c.error(*x, w + ".container: memory_policy = \"" + m + "\" needs memory_policy_nodes (set_mempolicy(2))");
+                        if (nodes && mempolicy_forbids_nodes(mode->value.num))
+                            c.error(*x, w + ".container: memory_policy = \"" + m + "\" takes no memory_policy_nodes (set_mempolicy(2))");
+                    }
+                });
                 c.guard([&] {
                     if (const TV* x = get(cv, "pod")) {
                         cd.pod = parse_knobs(c, *x, w + ".pod", kFactPod);
                         for (const auto& k : cd.pod)
-                            if (k.id == KnobId::OomScoreAdj || k.id == KnobId::ResctrlGroup)
+                            if (k.id == KnobId::OomScoreAdj || k.id == KnobId::ResctrlGroup || is_process_knob(k.id))
                                 c.error(*x, w + ".pod: " + knob_def(k.id).key + " applies to processes, set it under .container");
                     }
                 });

@@ -77,6 +77,10 @@ std::string promotion_of(const ClassDef& cd) {
             if (k.id == KnobId::OomScoreAdj && k.value.num < 0) return "oom_score_adj = " + std::to_string(k.value.num);
             if ((k.id == KnobId::MemoryMin || k.id == KnobId::MemoryLow) && (k.value.kind == KnobValue::Max || k.value.num > 0))
                 return std::string(knob_def(k.id).key) + " protection";
+            // A negative nice and the realtime I/O class run ahead of ordinary pods (sched(7),
+            // ioprio_set(2)).
+            if (k.id == KnobId::SchedNice && k.value.kind == KnobValue::Int && k.value.num < 0) return "sched_nice = " + std::to_string(k.value.num);
+            if (k.id == KnobId::IoClass && k.value.kind == KnobValue::Int && k.value.num == 0) return "io_class = \"rt\"";
         }
     return "";
 }

@@ -227,6 +227,7 @@ void record_json_part(std::string& out, const EventRecord& r, RecordPart part) {
         put("fail_mode", r.fail_mode);
         if (r.duration_us >= 0) j.key("duration_us").num(r.duration_us);
         put("applied", r.applied);
+        put("runtime", r.runtime);
         put("skipped", r.skipped);
         put("failed", r.failed);
         put("drift", r.drift);

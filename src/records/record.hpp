@@ -43,6 +43,7 @@ struct EventRecord {
     bool sandbox = false;
     std::string cls, rule;      ///< QoS class and the rule that chose it
     std::string applied, skipped, failed;  ///< "cpu.shares=2 pod:cpu.idle=1" summaries (sinks.hpp)
+    std::string runtime;  ///< process knobs handed to the runtime in the NRI adjustment ("sched_policy=idle (NRI scheduler SCHED_IDLE)"; Plan::via_runtime)
     std::string drift;          ///< reconcile: "cpu.shares 512->2 ..." (what was corrected)
     /// Pod annotation keys the class's facts needed that the runtime does not pass to the hook
     /// ("node.koordinator.sh/extended-resource-spec ...", adjust.hpp Plan::not_passed; issue

@@ -1044,6 +1044,7 @@ scenarios() {
   want update-ls && sc_update_ls "$S-update-ls"
   # in-place pod resize (UpdatePodSandboxResources): containerd >= 2.2's CRI has the call
   case $RT in 2.2|2.3) want resize && sc_resize "$S-resize" ;; esac
+  want proc-knobs && sc_proc "$S-proc-knobs"
   if ! host_only; then
     # the node VM: the node's life with the relay (issue #20): the launched relay synchronizing a
     # running pod, then the packaged relay service; the rest is protocol-level, covered on the host

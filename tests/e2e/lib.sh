@@ -675,8 +675,9 @@ verdict() { # NAME: PASS when no mismatch was collected
 # labelled e2e.nri-qos/class=burst get E2E-BURST (burst 100 % of the quota, memory.high 90 %),
 # so that the update scenarios test the burst ordering whatever the policy's LS class sets;
 # e2e.nri-qos/class=resize gets E2E-RESIZE (container cpu.shares 2 and burst from the pod's
-# volcano.sh/quota-burst-time, an untrusted fact; pod cpu.shares 4: sc_resize). Every
-# other pod is classified by the policy's rules exactly as written.
+# volcano.sh/quota-burst-time, an untrusted fact; pod cpu.shares 4: sc_resize);
+# e2e.nri-qos/class=proc gets E2E-PROC (sched_policy idle, io_class idle, memory_policy bind
+# to node 0: sc_proc). Every other pod is classified by the policy's rules exactly as written.
 install_test_policy() { # DEST
   [ -f "$TEST_POLICY" ] || { log "test policy $TEST_POLICY missing"; return 1; }
   grep -q '^\[\[rules\]\]' "$TEST_POLICY" || { log "no [[rules]] in $TEST_POLICY"; return 1; }
@@ -685,6 +686,8 @@ install_test_policy() { # DEST
          print "# e2e (tests/e2e/lib.sh): test-only rule, first"
          print "[[rules]]"; print "name = \"e2e-knobs\""; print "class = \"E2E-KNOBS\""
          print "match.labels = { \"e2e.nri-qos/class\" = \"knobs\" }"; print ""
+         print "[[rules]]"; print "name = \"e2e-proc\""; print "class = \"E2E-PROC\""
+         print "match.labels = { \"e2e.nri-qos/class\" = \"proc\" }"; print ""
          print "[[rules]]"; print "name = \"e2e-burst\""; print "class = \"E2E-BURST\""
          print "match.labels = { \"e2e.nri-qos/class\" = \"burst\" }"; print ""
          print "[[rules]]"; print "name = \"e2e-resize\""; print "class = \"E2E-RESIZE\""
@@ -703,7 +706,12 @@ install_test_policy() { # DEST
          print "description = \"e2e: fixed shares on the container and the pod, a pod-written burst (sc_resize)\""
          print "[classes.E2E-RESIZE.container]"
          print "cpu_shares = 2"; print "cpu_burst_us = { fact = \"volcano.cpu_burst_us\" }"
-         print "[classes.E2E-RESIZE.pod]"; print "cpu_shares = 4" }' \
+         print "[classes.E2E-RESIZE.pod]"; print "cpu_shares = 4"
+         print ""; print "[classes.E2E-PROC]"
+         print "description = \"e2e: the process knobs (NRI io_priority, scheduler, memory_policy)\""
+         print "[classes.E2E-PROC.container]"
+         print "sched_policy = \"idle\""; print "io_class = \"idle\""
+         print "memory_policy = \"bind\""; print "memory_policy_nodes = \"0\"" }' \
     "$TEST_POLICY" > "$1"
 }
 # A fail-closed policy: every container is class FC (fail = "closed") whose only knob is a raw
@@ -833,6 +841,62 @@ sc_knobs() {
   expect_knob "$out" ctr cpu.cfs_quota_us 50000
   expect_knob "$out" ctr cpu.cfs_period_us 100000
   expect_knob "$out" ctr memory.limit_in_bytes $((64 * MIB))
+  stop_pod "$out"
+  verdict "$name"
+}
+
+# sc_proc NAME (issue #31 item 5, native suites): the process knobs of E2E-PROC. containerd
+# copies an NRI adjustment's io_priority (NRI >= 0.10), scheduler (>= 0.11) and memory_policy
+# (>= 0.12) into the OCI spec (containerd/nri pkg/runtime-tools/generate Generator.Adjust), so
+# the bundle's config.json must show process.ioPriority / process.scheduler / linux.memoryPolicy
+# exactly where the runtime's NRI has the field; where it has not, the CreateContainer record
+# must name the knob skipped with the reason (NRI version, and why nri-qos does not set it
+# itself). Whether the kernel then shows them is runc's part: runc applies process.scheduler
+# and process.ioPriority from 1.2.0 (libcontainer/init_linux.go, process.go) and
+# linux.memoryPolicy from 1.4.0 (libcontainer/configs/memorypolicy.go); bookworm's runc 1.1.5
+# ignores all three (Go's JSON decoder drops unknown fields), so with it the kernel must show
+# the defaults (SCHED_OTHER, no I/O class) — asserted, so that the scenario notices a runc that
+# applies them — and with runc >= 1.2 (E2E_RUNC) the applied values.
+sc_proc() {
+  local name=$1 out=proc pid rec sk runc_v chrt_o ion_o
+  start_or_fail "$name" "$out" burstable --label e2e.nri-qos/class=proc || return
+  MISMATCH=""
+  cg_prime "$out"
+  pid=$(ctr_pid "$out")
+  rec=$(jq -c --arg id "$(j "$out" .ctr_id)" 'select(.id == $id and .event == "CreateContainer")' "$E2E_EVENT_LOG" 2>/dev/null | tail -1)
+  [ -n "$rec" ] || rec='{}'
+  sk=$(jq -r '.skipped // ""' <<<"$rec" 2>/dev/null)
+  log "  $out: CreateContainer record skipped: ${sk:-none}"
+  log "  $out: CreateContainer record runtime: $(jq -r '.runtime // "none"' <<<"$rec" 2>/dev/null)"
+  local sched=SCHED_IDLE io=IOPRIO_CLASS_IDLE mpol=MPOL_BIND
+  case $RT in
+    2.3) ;;
+    2.2) mpol=null ;;
+    *) sched=null io=null mpol=null ;;
+  esac
+  expect_oci "$out" .process.scheduler.policy "$sched"
+  expect_oci "$out" .process.ioPriority.class "$io"
+  expect_oci "$out" .linux.memoryPolicy.mode "$mpol"
+  [ "$mpol" = null ] || expect_oci "$out" .linux.memoryPolicy.nodes 0
+  [ "$mpol" = null ] && { [[ $sk == *"memory_policy: containerd "*" which has no NRI memory_policy (NRI >= 0.12, containerd >= 2.3.0); no process can set another's memory policy"* ]] ||
+    MISMATCH="${MISMATCH:+$MISMATCH; }the record does not say why memory_policy was skipped: ${sk:-no record}"; }
+  [ "$sched" = null ] && { [[ $sk == *"sched_policy: containerd "*" which has no NRI scheduler (NRI >= 0.11, containerd >= 2.2.1); nri-qos does not call sched_setattr(2)"* ]] ||
+    MISMATCH="${MISMATCH:+$MISMATCH; }the record does not say why sched_policy was skipped: ${sk:-no record}"; }
+  [ "$io" = null ] && { [[ $sk == *"io_class: containerd "*" which has no NRI io_priority (NRI >= 0.10, containerd >= 2.2.0); nri-qos does not call ioprio_set(2)"* ]] ||
+    MISMATCH="${MISMATCH:+$MISMATCH; }the record does not say why io_class was skipped: ${sk:-no record}"; }
+  # the kernel's view of the container's process
+  runc_v=$("${E2E_RUNC:-runc}" --version 2>/dev/null | sed -n 's/^runc version \([0-9.]*\).*/\1/p')
+  chrt_o=$(chrt -p "$pid" 2>&1 | head -1); ion_o=$(ionice -p "$pid" 2>&1)
+  log "  $out: pid $pid, runc ${runc_v:-?}: chrt -p: $chrt_o; ionice -p: $ion_o; $(grep Mems_allowed_list "/proc/$pid/status" 2>/dev/null); numa_maps: $(head -1 "/proc/$pid/numa_maps" 2>/dev/null)"
+  if [ "$sched" != null ]; then
+    if [ "$(printf '%s\n' "$runc_v" 1.2.0 | sort -V | head -1)" = 1.2.0 ]; then
+      [[ $chrt_o == *SCHED_IDLE* ]] || MISMATCH="${MISMATCH:+$MISMATCH; }runc $runc_v: chrt -p $pid: $chrt_o (want SCHED_IDLE)"
+      [[ $ion_o == idle* ]] || MISMATCH="${MISMATCH:+$MISMATCH; }runc $runc_v: ionice -p $pid: $ion_o (want idle)"
+    else
+      log "  $out: runc ${runc_v:-?} < 1.2.0 does not apply process.scheduler/ioPriority: the kernel keeps the defaults"
+      [[ $chrt_o == *SCHED_OTHER* ]] || MISMATCH="${MISMATCH:+$MISMATCH; }runc $runc_v applied a scheduling policy it is not known to apply: $chrt_o"
+    fi
+  fi
   stop_pod "$out"
   verdict "$name"
 }

@@ -976,3 +976,144 @@ TEST_CASE("leave_to_others: knobs another NRI plugin owns are never set, each sk
         CHECK(k.id != KnobId::Raw);
     }
 }
+
+// Issue #31 item 5: the process-attribute knobs (NRI v0.10-v0.12 LinuxContainerAdjustment
+// io_priority, scheduler, memory_policy): policy syntax, one-line errors, the adjustment per
+// runtime NRI version, and the skip reason on runtimes (and paths) that cannot carry them.
+namespace {
+const char* kProcKnobs = R"(version = 1
+[settings]
+default_class = "X"
+[classes.X.container]
+sched_policy = "idle"
+sched_nice = 19
+io_class = "idle"
+memory_policy = "bind"
+memory_policy_nodes = "0"
+)";
+json proc_event(const char* event, const char* version) {
+    return {{"event", event},
+            {"runtime", {{"name", "containerd"}, {"version", version}}},
+            {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
+            {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"}, {"pid", 4242},
+                           {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"}}}}}};
+}
+std::string skipped_of(const Plan& p, const std::string& knob) {
+    for (const auto& s : p.skipped)
+        if (s.rfind(knob + ": ", 0) == 0) return s;
+    return "";
+}
+}  // namespace
+
+TEST_CASE("process knobs: values and one-line errors", "[knobs][process]") {
+    auto val = [](const char* key, const std::string& s) { return parse_knob_value(*find_knob(key), &s, nullptr); };
+    auto ival = [](const char* key, int64_t i) { return parse_knob_value(*find_knob(key), nullptr, &i); };
+    CHECK(val("sched_policy", "idle").num == 2);
+    CHECK(knob_choices(KnobId::SchedPolicy)[2].nri == 6);  // SCHED_IDLE
+    CHECK(val("io_class", "idle").num == 2);
+    CHECK(knob_choices(KnobId::IoClass)[2].nri == 3);  // IOPRIO_CLASS_IDLE
+    CHECK(val("memory_policy", "weighted_interleave").num == 6);
+    CHECK(ival("sched_nice", -20).num == -20);
+    CHECK_THROWS_WITH(val("sched_policy", "fifo"), "sched_policy: expected \"other\", \"batch\" or \"idle\", got \"fifo\"");
+    CHECK_THROWS_WITH(ival("sched_policy", 6), "sched_policy: expected \"other\", \"batch\" or \"idle\"");
+    CHECK_THROWS_WITH(ival("sched_nice", 20), "sched_nice: 20 out of range [-20, 19]");
+    CHECK_THROWS_WITH(ival("io_level", 8), "io_level: 8 out of range [0, 7]");
+    CHECK_THROWS_WITH(val("io_class", "none"), "io_class: expected \"rt\", \"be\" or \"idle\", got \"none\"");
+    CHECK_THROWS_WITH(val("memory_policy_nodes", "1-0"), Catch::Contains("memory_policy_nodes: expected a cpuset list"));
+
+    auto err = [](const std::string& text) { return error_of([&] { parse_policy_toml(text, "p.toml"); }); };
+    const std::string head = "version = 1\n[settings]\ndefault_class = \"A\"\n[classes.A]\n";
+    CHECK(err(head + "[classes.A.container]\nsched_policy = \"rr\"\n") ==
+          "p.toml:6: classes.A.container.sched_policy: expected \"other\", \"batch\" or \"idle\", got \"rr\"");
+    CHECK(err(head + "[classes.A.container]\nmemory_policy = \"bind\"\n") ==
+          "p.toml:5: classes.A.container: memory_policy = \"bind\" needs memory_policy_nodes (set_mempolicy(2))");
+    CHECK(err(head + "[classes.A.container]\nmemory_policy = \"local\"\nmemory_policy_nodes = \"0\"\n") ==
+          "p.toml:5: classes.A.container: memory_policy = \"local\" takes no memory_policy_nodes (set_mempolicy(2))");
+    CHECK(err(head + "[classes.A.container]\nmemory_policy_nodes = \"0\"\n") ==
+          "p.toml:5: classes.A.container: memory_policy_nodes needs memory_policy (the mode)");
+    CHECK(err(head + "[classes.A.pod]\nsched_policy = \"idle\"\n").find("sched_policy applies to processes, set it under .container") != std::string::npos);
+    CHECK(err(head + "[classes.A.container]\nmemory_policy = \"preferred\"\n") == "");  // empty nodes: local allocation
+    // the compiled form keeps them (knob ids before raw; format version 9)
+    Policy p = parse_policy_toml(kProcKnobs, "t.toml");
+    Policy q = policy_from_json(policy_to_json(p));
+    CHECK(policy_to_json(q) == policy_to_json(p));
+    // leave_to_others: NRI's field names cover both knobs of one message
+    FieldKnobs fk;
+    std::string e;
+    REQUIRE(field_knobs("memory_policy", fk, e));
+    CHECK(fk.knobs == (knob_bit(KnobId::MemoryPolicy) | knob_bit(KnobId::MemoryPolicyNodes)));
+    REQUIRE(field_knobs("scheduler", fk, e));
+    CHECK(fk.knobs == (knob_bit(KnobId::SchedPolicy) | knob_bit(KnobId::SchedNice)));
+    REQUIRE(field_knobs("io_priority", fk, e));
+    CHECK(fk.knobs == (knob_bit(KnobId::IoClass) | knob_bit(KnobId::IoLevel)));
+}
+
+TEST_CASE("NRI minor version from the runtime version", "[adjust][nri][process]") {
+    CHECK(nri_api_minor("containerd", "1.7.24~ds1") == 6);
+    CHECK(nri_api_minor("containerd", "1.7.26") == 8);
+    CHECK(nri_api_minor("containerd", "2.1.9") == 8);
+    CHECK(nri_api_minor("containerd", "v2.2.0") == 10);
+    CHECK(nri_api_minor("containerd", "v2.2.7") == 11);
+    CHECK(nri_api_minor("containerd", "v2.3.4") == 12);
+    CHECK(nri_api_minor("containerd", "v2.4.0-beta.0") == 12);
+    CHECK(nri_api_minor("isulad", "2.3.4") == 6);
+    CHECK(nri_api_minor("containerd", "devel") == 6);
+}
+
+TEST_CASE("process knobs: carried per runtime NRI version, else skipped with the reason", "[adjust][nri][process]") {
+    // containerd 2.3.4 (NRI 0.12): all three messages in the CreateContainer adjustment
+    Plan c = plan_for(kProcKnobs, proc_event("CreateContainer", "v2.3.4").dump(), Layout::V2, nullptr, true);
+    const json& l = c.adjustment["linux"];
+    CHECK(l["scheduler"] == json({{"policy", "SCHED_IDLE"}, {"nice", 19}}));
+    CHECK(l["io_priority"] == json({{"class", "IOPRIO_CLASS_IDLE"}, {"priority", 0}}));
+    CHECK(l["memory_policy"] == json({{"mode", "MPOL_BIND"}, {"nodes", "0"}}));
+    CHECK(c.skipped.empty());
+    CHECK(c.writes.empty());
+    CHECK(c.via_runtime == std::vector<std::string>{"sched_policy=idle (NRI scheduler SCHED_IDLE)", "sched_nice=19 (NRI scheduler)",
+                                                    "io_class=idle (NRI io_priority IOPRIO_CLASS_IDLE)",
+                                                    "memory_policy=bind (NRI memory_policy MPOL_BIND)", "memory_policy_nodes=0 (NRI memory_policy)"});
+    // StartContainer: applied by the runtime already, nothing written, nothing skipped
+    Plan s = plan_for(kProcKnobs, proc_event("StartContainer", "v2.3.4").dump(), Layout::V2, nullptr, true);
+    CHECK(s.writes.empty());
+    CHECK(s.skipped.empty());
+
+    // containerd 2.2.7 (NRI 0.11): scheduler and io_priority; memory policy skipped with why
+    Plan c22 = plan_for(kProcKnobs, proc_event("CreateContainer", "v2.2.7").dump(), Layout::V2, nullptr, true);
+    CHECK(c22.adjustment["linux"].contains("scheduler"));
+    CHECK(c22.adjustment["linux"].contains("io_priority"));
+    CHECK_FALSE(c22.adjustment["linux"].contains("memory_policy"));
+    CHECK(skipped_of(c22, "memory_policy") ==
+          "memory_policy: containerd v2.2.7 speaks NRI 0.11, which has no NRI memory_policy (NRI >= 0.12, containerd >= 2.3.0); "
+          "no process can set another's memory policy (set_mempolicy(2) acts on the calling thread only)");
+
+    // containerd 2.2.0 (NRI 0.10): io_priority only
+    Plan c220 = plan_for(kProcKnobs, proc_event("CreateContainer", "v2.2.0").dump(), Layout::V2, nullptr, true);
+    CHECK(c220.adjustment["linux"].contains("io_priority"));
+    CHECK_FALSE(c220.adjustment["linux"].contains("scheduler"));
+    CHECK(skipped_of(c220, "sched_policy").find("speaks NRI 0.10, which has no NRI scheduler (NRI >= 0.11, containerd >= 2.2.1); "
+                                                "nri-qos does not call sched_setattr(2)") != std::string::npos);
+
+    // containerd 2.1.9 (NRI 0.8): nothing carried, each knob skipped with the reason, at both events
+    for (const char* ev : {"CreateContainer", "StartContainer"}) {
+        CAPTURE(ev);
+        Plan o = plan_for(kProcKnobs, proc_event(ev, "2.1.9").dump(), Layout::V2, nullptr, true);
+        CHECK(o.adjustment.is_null());
+        CHECK(o.writes.empty());
+        CHECK(o.skipped.size() == 5);
+        CHECK(skipped_of(o, "io_class").rfind("io_class: containerd 2.1.9 speaks NRI 0.8, which has no NRI io_priority (NRI >= 0.10, "
+                                              "containerd >= 2.2.0); nri-qos does not call ioprio_set(2)", 0) == 0);
+    }
+    // the v0.1 hook (containerd 1.6/1.7/2.x conf.json): no adjustment to carry them in
+    Plan v = plan_for(kProcKnobs, fixture("requests/containerd-1.6.20/container-create.json"), Layout::V1);
+    CHECK(v.writes.empty());
+    CHECK(skipped_of(v, "sched_policy").rfind("sched_policy: the v0.1 hook has no NRI adjustment to carry it in NRI scheduler", 0) == 0);
+    // an update (or Synchronize) cannot carry them: said so
+    Plan u = plan_for(kProcKnobs, proc_event("UpdateContainer", "v2.3.4").dump(), Layout::V2, nullptr, true);
+    CHECK(u.update.is_null());
+    CHECK(skipped_of(u, "sched_policy").find("set by the runtime at CreateContainer only") != std::string::npos);
+    // a nice alone: SCHED_OTHER with that nice; a level alone: the best-effort class
+    Plan n = plan_for("version = 1\n[settings]\ndefault_class = \"X\"\n[classes.X.container]\nsched_nice = 10\nio_level = 7\n",
+                      proc_event("CreateContainer", "v2.3.4").dump(), Layout::V2, nullptr, true);
+    CHECK(n.adjustment["linux"]["scheduler"] == json({{"policy", "SCHED_OTHER"}, {"nice", 10}}));
+    CHECK(n.adjustment["linux"]["io_priority"] == json({{"class", "IOPRIO_CLASS_BE"}, {"priority", 7}}));
+}

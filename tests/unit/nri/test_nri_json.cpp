@@ -588,3 +588,103 @@ TEST_CASE("json: keys from the input are escaped in errors (one line)", "[nri][j
   CHECK(nriqos::json_quoted("a\nb") == "\"a\\nb\"");
   CHECK(nriqos::json_quoted(std::string(100, 'x'), 10) == "\"xxxxxxxxxx\"...");
 }
+
+// Issue #31 item 5: the process knobs' NRI fields on the wire. The bytes are walked by hand, so
+// the check holds against containerd/nri's numbering (pkg/api/api.proto: ContainerAdjustment
+// linux = 6; LinuxContainerAdjustment io_priority = 5 (v0.10.0), scheduler = 10 (v0.11.0),
+// memory_policy = 12 (v0.12.0); LinuxIOPriority class = 1, priority = 2; LinuxScheduler
+// policy = 1, nice = 2; LinuxMemoryPolicy mode = 1, nodes = 2; enum numbers SCHED_IDLE 6,
+// IOPRIO_CLASS_IDLE 3, MPOL_BIND 2), not against this tree's own .proto.
+namespace {
+struct Field {
+  uint32_t num = 0;
+  uint64_t varint = 0;
+  std::string bytes;
+};
+uint64_t varint(const std::string& b, size_t& i) {
+  uint64_t v = 0;
+  for (int shift = 0; i < b.size(); shift += 7) {
+    uint8_t c = static_cast<uint8_t>(b[i++]);
+    v |= uint64_t(c & 0x7f) << shift;
+    if (!(c & 0x80)) break;
+  }
+  return v;
+}
+std::vector<Field> fields(const std::string& b) {
+  std::vector<Field> out;
+  size_t i = 0;
+  while (i < b.size()) {
+    uint64_t key = varint(b, i);
+    Field f;
+    f.num = static_cast<uint32_t>(key >> 3);
+    if ((key & 7) == 0) {
+      f.varint = varint(b, i);
+    } else if ((key & 7) == 2) {
+      uint64_t n = varint(b, i);
+      f.bytes = b.substr(i, n);
+      i += n;
+    } else {
+      FAIL("unexpected wire type " << (key & 7));
+    }
+    out.push_back(f);
+  }
+  return out;
+}
+const Field* get(const std::vector<Field>& fs, uint32_t n) {
+  for (const auto& f : fs)
+    if (f.num == n) return &f;
+  return nullptr;
+}
+}  // namespace
+
+TEST_CASE("json: process knobs encode with NRI's field numbers", "[nri][json][process]") {
+  pb::ContainerAdjustment a;
+  std::string err;
+  REQUIRE(nri::adjustment_from_json(json::parse(R"({"linux": {
+      "scheduler": {"policy": "SCHED_IDLE", "nice": -5},
+      "io_priority": {"class": "IOPRIO_CLASS_IDLE", "priority": 0},
+      "memory_policy": {"mode": "MPOL_BIND", "nodes": "0-1"}}})"), a, err));
+  INFO(err);
+  std::string wire = a.SerializeAsString();
+  auto top = fields(wire);
+  REQUIRE(get(top, 6));
+  auto lin = fields(get(top, 6)->bytes);
+  REQUIRE(get(lin, 10));
+  auto sch = fields(get(lin, 10)->bytes);
+  CHECK(get(sch, 1)->varint == 6);                                  // SCHED_IDLE
+  CHECK(static_cast<int32_t>(get(sch, 2)->varint) == -5);           // int32 nice, two's complement varint
+  REQUIRE(get(lin, 5));
+  auto io = fields(get(lin, 5)->bytes);
+  CHECK(get(io, 1)->varint == 3);                                   // IOPRIO_CLASS_IDLE
+  CHECK(get(io, 2) == nullptr);                                     // priority 0: proto3 default, not sent
+  REQUIRE(get(lin, 12));
+  auto mp = fields(get(lin, 12)->bytes);
+  CHECK(get(mp, 1)->varint == 2);                                   // MPOL_BIND
+  CHECK(get(mp, 2)->bytes == "0-1");
+  // and back, by NRI's names
+  json back = nri::adjustment_to_json(a);
+  CHECK(back["linux"]["scheduler"]["policy"] == "SCHED_IDLE");
+  CHECK(back["linux"]["io_priority"]["class"] == "IOPRIO_CLASS_IDLE");
+  CHECK(back["linux"]["memory_policy"] == json({{"mode", "MPOL_BIND"}, {"nodes", "0-1"}}));
+  // numbers are accepted as well (Go's encoding/json writes enums as numbers)
+  REQUIRE(nri::adjustment_from_json(json::parse(R"({"linux": {"scheduler": {"policy": 4}}})"), a, err));
+  CHECK(a.linux().scheduler().policy() == 4);
+}
+
+TEST_CASE("json: bad process-knob fields are one-line errors", "[nri][json][process]") {
+  CHECK(map_error(R"({"linux": {"scheduler": {"policy": "SCHED_FIFO"}}})") ==
+        "adjustment.linux.scheduler.policy: expected one of SCHED_OTHER, SCHED_BATCH, SCHED_IDLE, got string \"SCHED_FIFO\"");
+  CHECK(map_error(R"({"linux": {"scheduler": {"nice": 3}}})") ==
+        "adjustment.linux.scheduler.policy: missing (the runtime drops a scheduler without a policy)");
+  CHECK(map_error(R"({"linux": {"scheduler": {"policy": "SCHED_BATCH", "nice": 20}}})") ==
+        "adjustment.linux.scheduler.nice: out of range -20..19");
+  CHECK(map_error(R"({"linux": {"scheduler": {"policy": "SCHED_BATCH", "priority": 5}}})") ==
+        "adjustment.linux.scheduler.priority: out of range 0..0");
+  CHECK(map_error(R"({"linux": {"io_priority": {"class": "IOPRIO_CLASS_BE", "priority": 8}}})") ==
+        "adjustment.linux.io_priority.priority: out of range 0..7");
+  CHECK(map_error(R"({"linux": {"io_priority": {"class": 0}}})") ==
+        "adjustment.linux.io_priority.class: expected one of IOPRIO_CLASS_RT, IOPRIO_CLASS_BE, IOPRIO_CLASS_IDLE, got number 0");
+  CHECK(map_error(R"({"linux": {"memory_policy": {"mode": "MPOL_BIND", "nodes": "1-0"}}})") ==
+        "adjustment.linux.memory_policy.nodes: expected a node list like \"0-1,3\", got string \"1-0\"");
+  CHECK(map_error(R"({"linux": {"memory_policy": {"flags": []}}})") == "adjustment.linux.memory_policy.flags: unknown field");
+}

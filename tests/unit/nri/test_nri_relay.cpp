@@ -3163,8 +3163,12 @@ TEST_CASE("adjustment-rejected: the message, the record, the metrics and the run
   CHECK(c.other == "05-gostub");
   CHECK(c.subject == "annotation nri-qos/class");
   const std::string unknown_field =
+      R"(time="2026-11-29T06:00:02Z" level=error msg="CreateContainer within sandbox \"0123abcd\" for &ContainerMetadata{Name:app,Attempt:0,} failed" error="plugins \"05-gostub\" and \"10-nri-qos\" both tried to set SeccompPolicy ")";
+  CHECK(nri::runtime_conflict(unknown_field + "\n", "0123abcd", "app", "10-nri-qos").subject == "SeccompPolicy");
+  // v0.11's process fields, which nri-qos sets now (sched_policy, issue #31 item 5), in words
+  const std::string sched_field =
       R"(time="2026-11-29T06:00:02Z" level=error msg="CreateContainer within sandbox \"0123abcd\" for &ContainerMetadata{Name:app,Attempt:0,} failed" error="plugins \"05-gostub\" and \"10-nri-qos\" both tried to set LinuxSched ")";
-  CHECK(nri::runtime_conflict(unknown_field + "\n", "0123abcd", "app", "10-nri-qos").subject == "LinuxSched");
+  CHECK(nri::runtime_conflict(sched_field + "\n", "0123abcd", "app", "10-nri-qos").subject == "scheduling policy");
   CHECK(nri::runtime_conflict(ours, "", "app", "10-nri-qos").other.empty());
 
   // a log file: its conflict lines only
