@@ -4,12 +4,14 @@
 # registration 5 s (plugin_registration_timeout), and containerd's plugin request timeout (2 s),
 # which spans every part of the pass (the relay answers by 1.75 s and fails the rest open).
 # Driver: the hidden Catch2 test "[.nri-sync]" (tests/unit/nri/test_nri_relay.cpp) plays containerd:
-# for each size in BENCH_SYNC_SIZES (default "50 250 1000" containers: 250 is the issue's node,
-# 50 and 1000 show the growth), BENCH_SYNC_PER_POD containers per pod (default 2), sent in
+# for each size in BENCH_SYNC_SIZES (default "250 1000 5000" containers: 250 is issue #20's node,
+# 1,000 the size issue #31 §8 asks to answer well inside 2 s, 5,000 the growth), BENCH_SYNC_PER_POD containers per pod (default 2), sent in
 # BENCH_SYNC_PARTS parts (default 4, NRI v0.8+ `more`), BENCH_SYNC_RUNS passes (default 5), each
 # on a fresh relay with a scratch cgroup v1 tree (pod cpu.shares, container cpu.cfs_burst_us and
-# the update's cpu.shares: bench/sync-policy.toml). Every evaluation runs the real pipeline in a
-# sandboxed evaluator of its own and writes its records (scratch event log and metrics). The
+# the update's cpu.shares: bench/sync-policy.toml). The pass runs the real pipeline in one
+# sandboxed evaluator (issue #31 §8) and writes every item's records (scratch event log and
+# metrics). Also per pass: the CPU time of the relay and every process it reaped (evaluators,
+# zygote, keeper) and the largest peak RSS among them (the driver's getrusage RUSAGE_CHILDREN). The
 # runtime's timeout is raised for the measurement (TIMEOUT_MS), so a slow pass is measured whole.
 # Output: one line per pass on stderr; a table in build/bench/sync.md (markdown, also on stdout)
 # and the raw times in build/bench/sync.json (bench/report.py's goals table reads it).
@@ -18,7 +20,7 @@ TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BB=$TOP/build/bench
 BIN=${NRI_QOS_BIN:-$TOP/build/nri-qos}
 UT=$TOP/build/unit-tests
-SIZES=${BENCH_SYNC_SIZES:-${BENCH_SYNC_CONTAINERS:-50 250 1000}}
+SIZES=${BENCH_SYNC_SIZES:-${BENCH_SYNC_CONTAINERS:-250 1000 5000}}
 PER=${BENCH_SYNC_PER_POD:-2}
 PARTS=${BENCH_SYNC_PARTS:-4}
 RUNS=${BENCH_SYNC_RUNS:-5}
@@ -31,7 +33,7 @@ TMP=$(mktemp -d /tmp/nri-qos-sync-bench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 rows=() json=()
 for N in $SIZES; do
-  times=()
+  times=() cpus=() rsss=()
   # the runtime's timeout raised for the measurement: 300 ms per container, at least 60 s (a
   # pass of 1000 containers took ~100 s at a load average of 25 on 2 CPUs)
   TIMEOUT_MS=$(( N * 300 > 60000 ? N * 300 : 60000 ))
@@ -49,8 +51,12 @@ for N in $SIZES; do
     fi
     ms=$(tr -s ' \n' ' ' < "$d/out.log" | grep -o 'last reply [0-9]* ms' | grep -o '[0-9]*')  # Catch wraps its lines
     [ -n "$ms" ] || { echo "bench/sync.sh: $N containers, pass $run: no time in the driver's output" >&2; tail -n 20 "$d/out.log" >&2; exit 1; }
-    echo "$N containers, pass $run (load $(cut -d' ' -f1 /proc/loadavg)): $PARTS parts: reply after $ms ms" >&2
+    cpu=$(tr -s ' \n' ' ' < "$d/out.log" | grep -o 'cpu [0-9]* ms' | grep -o '[0-9]*')
+    rss=$(tr -s ' \n' ' ' < "$d/out.log" | grep -o 'maxrss [0-9]* KiB' | grep -o '[0-9]*')
+    echo "$N containers, pass $run (load $(cut -d' ' -f1 /proc/loadavg)): $PARTS parts: reply after $ms ms; cpu ${cpu:-?} ms; max RSS ${rss:-?} KiB" >&2
     times+=("$ms")
+    cpus+=("${cpu:-0}")
+    rsss+=("${rss:-0}")
     rm -rf "$d"
   done
   sorted=$(printf '%s\n' "${times[@]}" | sort -n)
@@ -58,17 +64,20 @@ for N in $SIZES; do
   max=$(echo "$sorted" | tail -1)
   pods=$(( (N + PER - 1) / PER ))
   verdict() { [ "$max" -lt "$1" ] && echo met || echo "**not met**"; }
-  rows+=("| $N | $pods | $PARTS | $p50 ms | $max ms | $(( max * 1000 / (N + pods) )) µs | $(verdict $CUT_MS) | $(verdict $REGISTRATION_MS) |")
-  json+=("{\"containers\": $N, \"pods\": $pods, \"parts\": $PARTS, \"ms\": [$(IFS=,; echo "${times[*]}")]}")
+  cpu50=$(printf '%s\n' "${cpus[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  rssmax=$(printf '%s\n' "${rsss[@]}" | sort -n | tail -1)
+  rows+=("| $N | $pods | $PARTS | $p50 ms | $max ms | $(( max * 1000 / (N + pods) )) µs | $cpu50 ms | $(( rssmax / 1024 )) MiB | $(verdict $CUT_MS) | $(verdict $REGISTRATION_MS) |")
+  json+=("{\"containers\": $N, \"pods\": $pods, \"parts\": $PARTS, \"ms\": [$(IFS=,; echo "${times[*]}")], \"cpu_ms\": [$(IFS=,; echo "${cpus[*]}")], \"maxrss_kib\": [$(IFS=,; echo "${rsss[*]}")]}")
 done
 {
   echo "Synchronize through \`nri-qos relay\` ($PER containers per pod, $PARTS parts, $RUNS passes per size; bench/sync.sh),"
-  echo "one sandboxed evaluator per pod and per container, records written. Time = first part sent to the last"
-  echo "reply received. Deadlines: containerd's request timeout $REQUEST_MS ms spans the whole pass (the relay"
-  echo "answers by $CUT_MS ms and fails the rest open); registration timeout $REGISTRATION_MS ms."
+  echo "one sandboxed evaluator for the whole pass, records written. Time = first part sent to the last"
+  echo "reply received. CPU = the relay and every process it reaped (p50), RSS = the largest peak among them (max)."
+  echo "Deadlines: containerd's request timeout $REQUEST_MS ms spans the whole pass (the relay answers by $CUT_MS ms"
+  echo "and evaluates the rest after the reply); registration timeout $REGISTRATION_MS ms."
   echo
-  echo "| containers | pods | parts | p50 | max | max per evaluation | within $CUT_MS ms (request timeout) | within $REGISTRATION_MS ms (registration timeout) |"
-  echo "|---|---|---|---|---|---|---|---|"
+  echo "| containers | pods | parts | p50 | max | max per evaluation | CPU | peak RSS | within $CUT_MS ms (request timeout) | within $REGISTRATION_MS ms (registration timeout) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
   printf '%s\n' "${rows[@]}"
 } | tee "$BB/sync.md"
 printf '{"request_timeout_ms": %s, "relay_cut_ms": %s, "registration_timeout_ms": %s, "runs": %s, "sizes": [%s]}\n' \

@@ -207,6 +207,16 @@ void arm_deadline(Mode mode, int ms) {
     setitimer(ITIMER_REAL, &it, nullptr);
 }
 
+void arm_next_deadline(Mode mode, int ms, const Options& opt) {
+    struct itimerval off {};
+    setitimer(ITIMER_REAL, &off, nullptr);
+    g_deadline_ms = 0;
+    g_answered.store(0, std::memory_order_release);
+    g_input_phase.store(0);
+    arm_deadline(mode, ms);
+    prepare_deadline_record(mode, opt);
+}
+
 namespace {
 
 /// One stage of the deadline (see the comment above): the record `rec` (publish.hpp

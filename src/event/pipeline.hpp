@@ -115,6 +115,15 @@ int64_t invocation_start_ns();
 /// Explain or ms <= 0.
 void arm_deadline(Mode mode, int ms);
 
+/// The next event of a process that evaluates several in turn (the relay's Synchronize
+/// evaluator, src/nri/eval_pipeline.cpp): as arm_deadline(mode, ms), and the event starts afresh:
+/// its own start time (the duration in its record and metrics), no answer delivered yet (a
+/// deadline before its answer writes this event's deadline answer and record), not reading input.
+/// The deadline record is reset to "unparsed" for `opt`'s sinks (prepare_deadline_record), so a
+/// deadline never writes the previous event's record. No-op for Explain or ms <= 0 (then only
+/// the start time is reset).
+void arm_next_deadline(Mode mode, int ms, const Options& opt);
+
 /// Grace (ms) after a deadline that cut the request's input: run_pipeline loads the policy and
 /// answers with its fail mode within it; if even that hangs, the prepared fail-open answer goes out.
 inline constexpr int kDeadlineInputGraceMs = 200;

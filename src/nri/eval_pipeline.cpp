@@ -11,6 +11,12 @@
 
 #include <cerrno>
 #include <memory>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "nri/sync.hpp"
 
 #include "os/arena.hpp"
 #include "policy/policy_cache.hpp"
@@ -22,6 +28,10 @@ namespace nri {
 
 namespace {
 
+bool is_batch(const std::string& in) { return in.compare(0, sizeof kBatchHeader - 1, kBatchHeader) == 0; }
+
+// stdin until EOF, at most one event's bound (the parser reports a longer one), or a Synchronize
+// batch's (sync.hpp kMaxBatchInputBytes) when it starts with the batch header.
 bool read_all_stdin(std::string& out) {
   char buf[65536];
   for (;;) {
@@ -30,7 +40,8 @@ bool read_all_stdin(std::string& out) {
     if (n < 0) return false;
     if (n == 0) return true;
     out.append(buf, size_t(n));
-    if (out.size() > nriqos::limits::kMaxRequestBytes) return true;  // the parser reports it
+    const size_t bound = is_batch(out) ? kMaxBatchInputBytes : nriqos::limits::kMaxRequestBytes;
+    if (out.size() > bound) return true;  // the parser (or the batch's header check) reports it
   }
 }
 
@@ -51,6 +62,83 @@ std::string file_identity(const std::string& path) {
   return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ctim.tv_sec) + "." +
          std::to_string(st.st_ctim.tv_nsec);
+}
+
+// The Synchronize evaluator (sync.hpp kBatchHeader): every item of one pass in this process, in
+// order, each through the same pipeline as a one-event evaluator (its answer, its kernel writes,
+// its memo, its records), after one narrowing of the sandbox to the union of the items' pids.
+// Each item has the deadline machinery of an event (arm_next_deadline: its own start time and
+// deadline answer); no item starts within kBatchSoftMarginMs of the budget's end.
+int evaluate_batch(nriqos::Options& o, const std::string& input, int budget_ms, int64_t t0_ms) {
+  const size_t eol = input.find('\n');
+  std::vector<long> pids;
+  std::vector<std::string_view> lines;
+  std::string bad;
+  if (eol == std::string::npos || input.size() > kMaxBatchInputBytes) {
+    bad = input.size() > kMaxBatchInputBytes ? "input larger than " + std::to_string(kMaxBatchInputBytes) + " bytes" : "no header line";
+  } else {
+    nlohmann::json h = nlohmann::json::parse(input.begin(), input.begin() + std::ptrdiff_t(eol), nullptr, false);
+    auto p = h.is_object() ? h.find("pids") : h.end();
+    if (!h.is_object() || p == h.end() || !p->is_array()) {
+      bad = "malformed header line";
+    } else {
+      for (const auto& v : *p)
+        if (v.is_number_integer() && v.get<long long>() > 0 && v.get<long long>() <= 4194304) pids.push_back(long(v.get<long long>()));
+      std::string_view rest(input);
+      rest.remove_prefix(eol + 1);
+      while (!rest.empty() && lines.size() < kMaxSyncObjects) {
+        size_t e = rest.find('\n');
+        std::string_view l = rest.substr(0, e);
+        if (!l.empty()) lines.push_back(l);
+        if (e == std::string_view::npos) break;
+        rest.remove_prefix(e + 1);
+      }
+    }
+  }
+  if (!bad.empty()) {  // never expected (the relay writes it): the relay evaluates each item alone
+    logf("Synchronize evaluator: %s; no item evaluated", bad.c_str());
+    write_all(STDOUT_FILENO, std::string(kBatchEnd) + "0}\n");
+    return 0;
+  }
+  if (!o.sandbox_keep_wide) {
+    if (std::string e = nriqos::narrow_installed_sandbox_union(pids); !e.empty()) logf("Synchronize evaluator: sandbox: %s", e.c_str());
+    o.sandbox_keep_wide = true;  // narrowed once, for every item
+  }
+  size_t answered = 0;
+  bool closed = false;
+  auto end_line = [&answered] { return std::string(kBatchEnd) + std::to_string(answered) + "}\n"; };
+  // The answer's end (EOF): stderr onto fd 1, as for one event (pipeline_evaluator's deliver).
+  auto close_out = [&closed] {
+    if (dup3(STDERR_FILENO, STDOUT_FILENO, 0) < 0) close(STDOUT_FILENO);
+    closed = true;
+    sched_yield();  // let the relay read it now (see pipeline_evaluator's deliver)
+  };
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const int64_t left = budget_ms - (nri::now_ms() - t0_ms);
+    if (left < kBatchSoftMarginMs) break;  // the rest after the relay's reply (SynchronizeLate)
+    nriqos::arm_next_deadline(nriqos::Mode::NriEval, int(left), o);
+    const bool last = i + 1 == lines.size();
+    bool delivered = false;
+    o.deliver = [&](const std::string& answer) {
+      std::string l = answer;
+      while (!l.empty() && (l.back() == '\n' || l.back() == '\r' || l.back() == ' ')) l.pop_back();
+      l.push_back('\n');
+      ++answered;
+      if (last) l += end_line();
+      write_all(STDOUT_FILENO, l);
+      delivered = true;
+      if (last) close_out();
+    };
+    int code = 0;
+    std::string out = nriqos::run_pipeline(nriqos::Mode::NriEval, o, lines[i], code);
+    if (!delivered) o.deliver(out);  // never expected: NriEval delivers every answer
+    o.deliver = nullptr;
+  }
+  if (!closed) {
+    write_all(STDOUT_FILENO, end_line());
+    close_out();
+  }
+  return 0;
 }
 
 }  // namespace
@@ -204,11 +292,14 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
     if (why.empty()) nriqos::prepare_narrowing();
     return why;
   };
+  e.synchronize_batch = true;  // evaluate() takes a whole Synchronize pass (evaluate_batch)
   e.evaluate = [opts](int budget_ms) -> int {
     nriqos::Options& o = *opts;
+    const int64_t t0 = now_ms();
     nriqos::arm_deadline(nriqos::Mode::NriEval, budget_ms);
     std::string input;
     if (!read_all_stdin(input)) input.clear();
+    if (is_batch(input)) return evaluate_batch(o, input, budget_ms, t0);
     int code = 0;
     // Answer first, records after (pipeline.hpp Options::deliver): the relay replies to the
     // runtime as soon as fd 1 reaches EOF, and lets this process finish its records meanwhile.

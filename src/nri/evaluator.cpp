@@ -79,6 +79,15 @@ bool looks_complete(const std::string& s) {
   return i != std::string::npos && s[i] == '}';
 }
 
+// An output of several answer lines is complete once its last line starts with `end_line`.
+bool ends_with_line(const std::string& s, const std::string& end_line) {
+  size_t i = s.find_last_not_of(" \t\r\n");
+  if (i == std::string::npos) return false;
+  size_t b = s.rfind('\n', i);
+  b = b == std::string::npos ? 0 : b + 1;
+  return s.compare(b, end_line.size(), end_line) == 0;
+}
+
 }  // namespace
 
 // Our ends of the pipes and sockets: non-blocking (F_SETFL keeps the access mode; the fds are
@@ -199,7 +208,8 @@ bool Supervisor::ready_to_start() const {
   return !confined_ || (zyg_pid_ <= 0 && keeper_pid_ <= 0);
 }
 
-bool Supervisor::start(const std::string& input, int64_t deadline_ms, std::string& err) {
+bool Supervisor::start(const std::string& input, int64_t deadline_ms, std::string& err, size_t max_output,
+                       const std::string& end_line) {
   if (active_) {
     err = "an evaluation is already running";
     return false;
@@ -257,6 +267,8 @@ bool Supervisor::start(const std::string& input, int64_t deadline_ms, std::strin
     input_ = input;
   }
   run_ = p;
+  run_max_output_ = max_output ? max_output : o_.max_output;
+  run_end_line_ = end_line;
   active_ = true;
   ++run_id_;
   in_off_ = 0;
@@ -337,7 +349,7 @@ void Supervisor::io(short in_rev, short out_rev) {
     for (;;) {
       ssize_t n = read(run_.out_fd, buf, sizeof buf);
       if (n > 0) {
-        if (output_.size() + size_t(n) > o_.max_output) {
+        if (output_.size() + size_t(n) > run_max_output_) {
           overflow_ = true;
           out_eof_ = true;
           close(run_.out_fd);
@@ -405,14 +417,15 @@ Outcome Supervisor::end(const std::string& failure, const std::string& kind, boo
 
 bool Supervisor::finish_if_done(Outcome& out) {
   if (!out_eof_) return false;
-  if (!reaped_ && (overflow_ || !looks_complete(output_))) return false;
+  auto complete = [this] { return run_end_line_.empty() ? looks_complete(output_) : ends_with_line(output_, run_end_line_); };
+  if (!reaped_ && (overflow_ || !complete())) return false;
   std::string failure, kind;
   const bool bad_exit = reaped_ && (!WIFEXITED(status_) || WEXITSTATUS(status_) != 0);
   bool keep = false, late = false;
   if (overflow_) {
-    failure = "output larger than " + std::to_string(o_.max_output) + " bytes";
+    failure = "output larger than " + std::to_string(run_max_output_) + " bytes";
     kind = "bad-output";
-  } else if (looks_complete(output_)) {
+  } else if (complete()) {
     // The answer was complete before the exit; whatever happened after does not change it, but
     // it concerns the event's records (written after the answer): reported as after the answer.
     keep = !reaped_;
@@ -433,7 +446,9 @@ bool Supervisor::finish_if_done(Outcome& out) {
     }
   } else if (bad_exit) {
     failure = "child " + describe_status(status_);
-    kind = "crash";
+    // Exit kExitRecordsCut without a complete output: an evaluator of several answers whose own
+    // deadline cut an item's records after that item's answer (its answers so far stand).
+    kind = WIFEXITED(status_) && WEXITSTATUS(status_) == nriqos::kExitRecordsCut ? "records-cut" : "crash";
   }
   out = end(failure, kind, keep);
   if (late) out.after_answer = true;

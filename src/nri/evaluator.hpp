@@ -63,6 +63,11 @@ struct InProcessEval {
   /// relay SIGKILLs `kChildMarginMs` later, answered or not). Returns the exit status (after a
   /// complete answer: 0 = records written, nriqos::kExitRecordsCut, else died after the answer).
   std::function<int(int budget_ms)> evaluate;
+  /// `evaluate` also takes a whole Synchronize pass as one input (src/nri/sync.hpp kBatchHeader:
+  /// every pod and container of the request in this one process, one answer line each). False
+  /// (tests' fake evaluators, comparisons with the one-process-per-item path): the relay starts
+  /// one evaluator per pod and container of the pass.
+  bool synchronize_batch = false;
   /// In a prober cloned by the zygote (confined as the zygote) when it starts and when
   /// before_spare says the policy changed: load the policy the way an event does, compiling it
   /// into the cache (and saving it as the last good copy) on a miss, and return its fail mode
@@ -152,6 +157,8 @@ class Supervisor {
   /// An evaluation method is configured (fork or exec).
   bool can_evaluate() const;
   bool fork_mode() const { return bool(o_.inproc.evaluate); }
+  /// A whole Synchronize pass may go to one evaluator (fork mode, InProcessEval::synchronize_batch).
+  bool batch_mode() const { return fork_mode() && o_.inproc.synchronize_batch; }
   /// Plugin-config flags for the evaluator. The zygote and spares made with other flags are
   /// retired.
   void set_flags(const std::vector<std::string>& flags);
@@ -162,7 +169,14 @@ class Supervisor {
   /// Start evaluating `input` (JSON, newline-terminated) with the hard deadline `deadline_ms`
   /// (CLOCK_MONOTONIC ms). Uses the ready spare if there is one. False, with `err`, when no
   /// process could be started.
-  bool start(const std::string& input, int64_t deadline_ms, std::string& err);
+  /// `max_output` (bytes; 0: SupervisorOptions::max_output) bounds this evaluation's output
+  /// (the Synchronize evaluator's: one answer per item, sync.hpp kMaxBatchOutputBytes).
+  /// `end_line` (non-empty: an evaluation that answers in several lines, the Synchronize
+  /// evaluator's sync.hpp kBatchEnd): its output is complete only once its last line starts with
+  /// this; an exit before that is a failure ("crash", or "records-cut" for exit status
+  /// nriqos::kExitRecordsCut), its output kept in the Outcome.
+  bool start(const std::string& input, int64_t deadline_ms, std::string& err, size_t max_output = 0,
+             const std::string& end_line = std::string());
   /// An evaluation is running.
   bool busy() const { return active_; }
   /// Fork mode: start the zygote if needed and ask it for a spare when none is ready or on its
@@ -277,6 +291,8 @@ class Supervisor {
 
   bool active_ = false;
   Proc run_;
+  size_t run_max_output_ = 0;  // the running evaluation's output bound
+  std::string run_end_line_;   // ... and its end line ("": one answer, looks_complete)
   std::string input_;
   size_t in_off_ = 0;
   std::string output_;

@@ -481,7 +481,18 @@ void Relay::start_next() {
   // A Synchronize pass (syncq_) goes before the events queued meanwhile.
   while (!sup_.busy() && !next_queue().empty() && !closed_ && !shutdown_) {
     std::deque<Pending>& q = next_queue();
-    if (q.front().sync && q.front().item < 0) {  // the pass's evaluations all ended: its reply
+    if (q.front().sync && q.front().item == kBatchItem) {
+      // The whole pass in one evaluator, unless it could not answer anything before the pass's
+      // deadline (its items then go alone, as the deadline allows: before or after the reply).
+      SyncPass& pass = *q.front().sync;
+      if (pass.replied || pass.deadline_ms - now_ms() < kMinBudgetMs + kChildMarginMs + kBatchSoftMarginMs + 10) {
+        std::shared_ptr<SyncPass> sp = std::move(q.front().sync);
+        q.pop_front();
+        sync_queue_items(sp, 0, sp->items.size());
+        continue;
+      }
+    }
+    if (q.front().sync && q.front().item == kReplyItem) {  // the pass's evaluations all ended: its reply
       std::shared_ptr<SyncPass> pass = std::move(q.front().sync);
       q.pop_front();
       if (!pass->replied) {
@@ -518,11 +529,25 @@ void Relay::start_next() {
     q.pop_front();
     if (!p.sync) queued_bytes_ -= p.payload.size();
     if (!prepare(p, cur_)) continue;
-    // A Synchronize evaluation: its own budget, within what is left of the pass's.
     // A Synchronize evaluation has an event's budget of its own: the pass's reply goes out at the
-    // pass's deadline whether it ended or not (the poll loop, sync_go_late).
-    int64_t deadline = p.sync ? now_ms() + sync_budget_ms() : p.arrival_ms + budget_ms(p);
+    // pass's deadline whether it ended or not (the poll loop, sync_go_late). The pass's one
+    // evaluator ends before that deadline (its kill kMinBudgetMs ahead of it), so that the
+    // reply carries every answer it gave.
+    const bool batch = p.sync && p.item == kBatchItem;
+    int64_t deadline = batch ? p.sync->deadline_ms - kMinBudgetMs : p.sync ? now_ms() + sync_budget_ms() : p.arrival_ms + budget_ms(p);
     ++events_;
+    if (batch) {
+      std::string err;
+      if (!sup_.start(cur_.input, deadline, err, kMaxBatchOutputBytes, kBatchEnd)) {
+        logf("Synchronize: no evaluator for the pass (%s); each pod and container is evaluated alone", err.c_str());
+        std::shared_ptr<SyncPass> sp = cur_.sync;
+        cur_ = Current();
+        sync_queue_items(sp, 0, sp->items.size());
+        continue;
+      }
+      std::string().swap(cur_.input);
+      continue;
+    }
     if (!sup_.can_evaluate()) {
       fail_event(p.stream, cur_.event, cur_.subject, "no evaluation command configured", "unavailable", &cur_);
       continue;

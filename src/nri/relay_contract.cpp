@@ -138,6 +138,9 @@ bool Relay::prepare(Pending& p, Current& c) {
     c.event = "UpdatePodSandbox";
     pod = &preq.pod();
     if (ok && preq.has_linux_resources()) linux_resources = &preq.linux_resources();
+  } else if (p.sync && p.item == kBatchItem) {  // the whole pass in one evaluator (relay_sync.cpp)
+    prepare_batch(p.sync, c);
+    return true;
   } else if (p.sync) {  // one pod or container of a Synchronize pass (decoded already)
     const SyncPass::Item& it = p.sync->items[size_t(p.item)];
     c.event = p.sync->replied ? "SynchronizeLate" : "Synchronize";
@@ -232,6 +235,10 @@ void Relay::on_removed(const pb::StateChangeEvent& sc) {
 }
 
 void Relay::finish_event(Outcome& oc) {
+  if (cur_.sync && cur_.item == kBatchItem) {  // the whole pass's answers, one per item
+    finish_batch(oc);
+    return;
+  }
   Current& c = cur_;
   if (oc.after_answer) {  // its evaluator still writes the event's records (or ended badly after)
     Current& who = answered_[oc.id];

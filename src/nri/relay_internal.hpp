@@ -64,6 +64,10 @@ void drop_resident_text();
 void redirect_log(const std::string& path);
 bool stderr_is_devnull();
 
+// Pending::item / Current::item of a Synchronize pass that is not one of its items.
+constexpr int kReplyItem = -1;  // the pass's reply
+constexpr int kBatchItem = -2;  // every item of the pass in one evaluator process
+
 struct Pending {
   uint32_t stream = 0;
   std::string method;
@@ -71,7 +75,8 @@ struct Pending {
   int64_t timeout_nano = 0;
   int64_t arrival_ms = 0;
   // One evaluation of a Synchronize pass (method "Synchronize", stream 0: no reply of its own;
-  // `item` indexes sync->items), or the pass's reply (item -1) after its last evaluation.
+  // `item` indexes sync->items), the whole pass in one evaluator (item kBatchItem, fork mode:
+  // sync.hpp kBatchHeader), or the pass's reply (item kReplyItem) after its last evaluation.
   std::shared_ptr<SyncPass> sync;
   int item = -1;
 };
@@ -86,7 +91,7 @@ struct Current {
   std::string ns, pod, container, sandbox_id;  // for the failure record
   std::string input;         // child contract JSON
   std::shared_ptr<SyncPass> sync;  // a Synchronize evaluation: its update goes into the pass's reply
-  int item = -1;                   // its index in sync->items
+  int item = -1;                   // its index in sync->items, or kBatchItem (the whole pass)
 };
 
 class Relay {
@@ -116,6 +121,12 @@ class Relay {
   void confine();
   bool prepare(Pending& p, Current& c);
   void finish_event(Outcome& oc);
+  // Synchronize in one evaluator (relay_sync.cpp): its input, who item `item` is, its answers.
+  void prepare_batch(const std::shared_ptr<SyncPass>& pass, Current& c);
+  void sync_identity(const std::shared_ptr<SyncPass>& pass, int item, Current& c) const;
+  void finish_batch(Outcome& oc);
+  // Items [from, to) of `pass`, each evaluated alone, at the front of syncq_ in their order.
+  void sync_queue_items(const std::shared_ptr<SyncPass>& pass, size_t from, size_t to);
   void after_answer();
   void on_removed(const pb::StateChangeEvent& sc);
   void fail_event(uint32_t stream, const std::string& event, const std::string& subject,

@@ -1,8 +1,9 @@
 // Native NRI Synchronize (issue #20): the runtime's existing pods and containers, sent at
 // registration (and at every reconnect of an external plugin), possibly split over several
 // calls (NRI v0.8+ `more`). The relay collects the parts here, then evaluates every pod and
-// container in an evaluator process of its own (event "Synchronize", src/nri/relay_sync.cpp) and
-// answers the last part with the containers' updates. See docs/native-nri.md "Synchronize".
+// container in one evaluator process for the whole pass (event "Synchronize", below
+// kBatchHeader; src/nri/relay_sync.cpp) and answers the last part with the containers' updates.
+// See docs/native-nri.md "Synchronize".
 #pragma once
 
 #include <cstddef>
@@ -18,6 +19,31 @@ namespace nri {
 /// evaluated (logged and recorded once, reason "overloaded"); what was kept is.
 constexpr size_t kMaxSyncBytes = 32u << 20;  ///< encoded pods + containers, bytes
 constexpr size_t kMaxSyncObjects = 16384;    ///< pods + containers
+
+/// The Synchronize evaluator's contract (one sandboxed process for a whole pass, issue #31 §8;
+/// docs/native-nri.md "Synchronize"). Input: one header line
+///   {"synchronize_batch":N,"pids":[P1,...]}
+/// (N items; the pids of the pods and containers whose requests carry one, the union the
+/// evaluator narrows its procfs write access to, in one Landlock layer), then N lines, each the
+/// child-contract input of one item in SyncPass::items order (print_event, event "Synchronize").
+/// Output: one child-contract answer line per item, in order, as each is final (its records are
+/// written before the next item starts, except the last item's), then the end line
+///   {"synchronize_batch_end":K}
+/// (K items answered; K < N: the evaluator stopped at its own soft deadline, the rest were not
+/// started). Output without the end line: the process ended early (its deadline answered the
+/// item in flight, a crash, the relay's kill); the items after the last answer were not answered.
+constexpr char kBatchHeader[] = "{\"synchronize_batch\":";
+constexpr char kBatchEnd[] = "{\"synchronize_batch_end\":";
+/// Bound of the evaluator's input for a Synchronize batch: the pass's own bound (kMaxSyncBytes of
+/// protobuf) printed as JSON (at most ~3x, escapes included) plus the header; each item's line is
+/// still bounded by the request parser (model/request.hpp limits::kMaxRequestBytes).
+constexpr size_t kMaxBatchInputBytes = 3 * kMaxSyncBytes + (1u << 20);
+/// Bound of its output: an answer line per item (a Synchronize answer is a few hundred bytes;
+/// the evaluator's per-event bound, 1 MiB, for the largest), at most kMaxSyncObjects of them.
+constexpr size_t kMaxBatchOutputBytes = 64u << 20;
+/// The evaluator stops starting items this long before its own deadline (ms), so that the
+/// relay's reply carries every answer it gave (the rest: evaluated after the reply).
+constexpr int kBatchSoftMarginMs = 40;
 
 /// One Synchronize pass: the parts received so far, then the evaluation order and the answer.
 struct SyncPass {

@@ -192,13 +192,16 @@ int static_ruleset(const Held& h, std::string& why) {
 }
 
 /// The narrowing layer over `h`: its prepared ruleset (or a new one with the static rules),
-/// plus /proc/<pid> resolved beneath the held procfs root (pid <= 0: none), enforced.
-std::string narrow_held(Held& h, const std::string& proc_root, long pid) {
+/// plus /proc/<pid> of each of `pids` resolved beneath the held procfs root (pids <= 0: none),
+/// enforced as one layer.
+std::string narrow_held(Held& h, const std::string& proc_root, const long* pids, size_t n) {
     std::string why;
     int rfd = h.ready;
     h.ready = -1;  // used once: the next narrowing (tests) builds its own
     if (rfd < 0 && (rfd = static_ruleset(h, why)) < 0) return why;
-    if (pid > 0 && h.proc_fd >= 0) {
+    for (size_t i = 0; i < n && h.proc_fd >= 0; ++i) {
+        const long pid = pids[i];
+        if (pid <= 0) continue;  // a repeated pid only adds the same rule again
         const std::string name = std::to_string(pid);
         int pfd = openat(h.proc_fd, name.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (pfd >= 0) {  // absent: the task is gone, nothing to write there
@@ -212,6 +215,8 @@ std::string narrow_held(Held& h, const std::string& proc_root, long pid) {
     }
     return restrict_and_close(rfd);
 }
+
+std::string narrow_held(Held& h, const std::string& proc_root, long pid) { return narrow_held(h, proc_root, &pid, 1); }
 
 // ---- seccomp -----------------------------------------------------------------------------
 // libseccomp compiles the allow-list (sandbox_syscalls.hpp) into a BPF program at build time
@@ -294,6 +299,11 @@ std::string narrow_sandbox(const SandboxStatus& st, const SandboxRoots& roots, l
 std::string narrow_installed_sandbox(long pid) {
     if (!g_installed || !g_status.landlock) return "";
     return narrow_held(g_held, g_roots.proc_root, pid);
+}
+
+std::string narrow_installed_sandbox_union(const std::vector<long>& pids) {
+    if (!g_installed || !g_status.landlock) return "";
+    return narrow_held(g_held, g_roots.proc_root, pids.data(), pids.size());
 }
 
 std::string prepare_narrowing() {

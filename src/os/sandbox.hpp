@@ -102,6 +102,15 @@ std::string narrow_sandbox(const SandboxStatus& st, const SandboxRoots& roots, l
 /// added now). Each call adds a layer (Landlock allows 16 per process).
 std::string narrow_installed_sandbox(long pid);
 
+/// narrow_installed_sandbox for several tasks at once (the relay's Synchronize evaluator, which
+/// evaluates every pod and container of one Synchronize request in one process): one layer whose
+/// procfs part is exactly the union of /proc/<pid> of `pids` (pids <= 0 and tasks that are gone
+/// add nothing; an empty list: no procfs writes at all). Every other root as in
+/// narrow_installed_sandbox (the cgroup root is not narrowed by either). One Landlock layer
+/// whatever the count (a ruleset has no rule limit short of memory; landlock(7)). Returns "" or
+/// why it failed (the first layer stays in force).
+std::string narrow_installed_sandbox_union(const std::vector<long>& pids);
+
 /// Ready the narrowing layer of this process ahead of its event: a new ruleset holding the static
 /// rules (every writable root but procfs), from install_sandbox's held fds; narrow_installed_sandbox
 /// then only adds /proc/<pid> and enforces it. install_sandbox does this itself for the Evaluator

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -1590,7 +1591,7 @@ struct RealRelay {
   TempDir t;
   std::unique_ptr<FakeRuntime> rt;
   RealRelay(const std::string& policy, nriqos::Layout layout, const std::vector<std::string>& files,
-            const std::string& runtime_version = "2.1.9~ds1", int64_t request_timeout_ms = 0) {
+            const std::string& runtime_version = "2.1.9~ds1", int64_t request_timeout_ms = 0, bool sync_batch = true) {
     for (const char* d : {"/cg", "/state", "/cache", "/proc"}) mkdir((t.path + d).c_str(), 0755);
     for (const auto& f : files) {
       std::string cmd = "mkdir -p \"$(dirname '" + t.path + "/cg/" + f + "')\" && echo 0 > '" + t.path + "/cg/" + f + "'";
@@ -1604,6 +1605,7 @@ struct RealRelay {
     eo.metrics_file = t.path + "/nri_qos.prom";
     nri::RelayOptions o = child_opts(t.path, 1500, true);
     o.inproc = nri::pipeline_evaluator(eo);
+    o.inproc.synchronize_batch = sync_batch;  // false: one evaluator per pod and container (the old path)
     rt.reset(new FakeRuntime(o, t.path + "/relay.log"));
     mkdir((t.path + "/proc/4242").c_str(), 0755);
     put_file(t.path + "/proc/4242/oom_score_adj", "0");
@@ -1866,6 +1868,227 @@ TEST_CASE("relay (real pipeline): a Synchronize pass past its deadline answers i
   CHECK(sync_recs + late_recs == 3 * kPods);
   // the end-of-pass line counts exactly the evaluations made late (one SynchronizeLate record each)
   CHECK_THAT(slurp(rr.t.path + "/relay.log"), Catch::Contains(" " + std::to_string(late_recs) + " pods/containers evaluated late"));
+}
+
+namespace {
+
+// What a Synchronize pass leaves, for comparing two ways of evaluating it: the reply's updates,
+// the files written (cgroup, procfs), the pod memos, the event records (minus times and the
+// evaluator's pid) and the relay's summary line.
+struct SyncResult {
+  std::vector<std::string> updates;       // container id + its update, in reply order
+  std::map<std::string, std::string> files;
+  std::map<std::string, std::string> memos;
+  std::vector<std::string> records;       // event-log lines without times
+  std::string summary;                    // "N evaluated, M failed (open), ..."
+  std::string log;
+};
+
+std::vector<json> wait_records(const std::string& dir, size_t n);
+
+json without_times(json j) {
+  if (!j.is_object()) return j;
+  for (auto it = j.begin(); it != j.end();) {
+    const std::string& k = it.key();
+    if (k == "ts" || k == "time" || k == "pid" || k.find("duration") != std::string::npos || k.find("_us") != std::string::npos ||
+        k.find("_ms") != std::string::npos || k == "start_ns")
+      it = j.erase(it);
+    else {
+      *it = without_times(*it);
+      ++it;
+    }
+  }
+  return j;
+}
+
+// A node of three classes (namespace rules), each container with a pid of its own (its
+// oom_score_adj written by nri-qos: the sandbox's procfs narrowing must cover every one), and one
+// hostile container whose id the request parser refuses (its evaluation fails, the others not).
+SyncResult sync_classes(bool batch) {
+  const std::string policy =
+      "version = 1\n[settings]\ndefault_class = \"C\"\n"
+      "[[rules]]\nname = \"be\"\nclass = \"BE\"\nmatch.namespace = [\"batch\"]\n"
+      "[[rules]]\nname = \"ls\"\nclass = \"LS\"\nmatch.namespace = [\"online\"]\n"
+      "[classes.C.container]\ncpu_shares = 2\ncpu_burst_us = 5000\n[classes.C.pod]\ncpu_shares = 3\n"
+      "[classes.BE.container]\ncpu_shares = 4\noom_score_adj = 900\n[classes.BE.pod]\ncpu_shares = 5\n"
+      "[classes.LS.container]\ncpu_burst_us = 7000\noom_score_adj = -500\n";
+  std::vector<pb::PodSandbox> pods;
+  std::vector<pb::Container> ctrs;
+  std::vector<std::string> files;
+  sync_node(6, 2, pods, ctrs, &files);
+  const char* ns[] = {"default", "batch", "online"};
+  for (size_t i = 0; i < pods.size(); ++i) pods[i].set_namespace_(ns[i % 3]);
+  for (size_t i = 0; i < ctrs.size(); ++i) {
+    ctrs[i].set_pid(uint32_t(5000 + i));
+    std::string d = "cpu/kubepods/burstable/pod" + ctrs[i].pod_sandbox_id().substr(2) + "/" + ctrs[i].id();
+    files.push_back(d + "/cpu.shares");
+  }
+  pb::Container evil = sync_ctr("../../evil", "sb1", pb::CONTAINER_RUNNING);
+  evil.set_pid(6000);
+  evil.mutable_linux()->set_cgroups_path("/kubepods/burstable/pod1/evil");
+  ctrs.insert(ctrs.begin() + 3, evil);
+  RealRelay rr(policy, nriqos::Layout::V1, files, "2.1.9~ds1", 30000, batch);
+  for (size_t i = 0; i < ctrs.size(); ++i) {
+    std::string d = rr.t.path + "/proc/" + std::to_string(ctrs[i].pid());
+    mkdir(d.c_str(), 0755);
+    put_file(d + "/oom_score_adj", "0");
+  }
+  int64_t took = 0;
+  pb::SynchronizeResponse rsp = sync_node_in_parts(*rr.rt, pods, ctrs, 2, took, 30000);
+  SyncResult res;
+  for (const auto& u : rsp.update()) {
+    res.updates.push_back(u.container_id() + " " + u.SerializeAsString());
+  }
+  CHECK(rr.rt->close_and_wait() == 0);
+  for (const auto& f : files) res.files["cg/" + f] = rr.cg(f);
+  for (const auto& c : ctrs) res.files["proc/" + std::to_string(c.pid())] = slurp(rr.t.path + "/proc/" + std::to_string(c.pid()) + "/oom_score_adj");
+  for (const auto& p : pods) res.memos[p.id()] = slurp(rr.t.path + "/state/" + p.id() + ".json");
+  std::istringstream log(slurp(rr.t.path + "/events.log"));
+  std::string line;
+  while (std::getline(log, line)) res.records.push_back(without_times(json::parse(line)).dump());
+  res.log = slurp(rr.t.path + "/relay.log");
+  size_t at = res.log.find(" part(s)): ");
+  if (at != std::string::npos) res.summary = res.log.substr(at, res.log.find(';', at) - at);
+  return res;
+}
+
+}  // namespace
+
+// Issue #31 §8: a Synchronize request is evaluated in ONE sandboxed process. Whatever the way,
+// every pod and container must end as it did with one evaluator per item: the same updates in
+// the reply, the same cgroup and procfs files (oom_score_adj of containers with pids of their own:
+// the sandbox's narrowing to the union of their /proc/<pid>), the same memos, the same records;
+// and a container whose evaluation fails (a hostile id) does not keep the others from being
+// answered. Old code (one process per item): the same results, one clone each (bench/sync.sh).
+TEST_CASE("relay (real pipeline): Synchronize in one evaluator leaves what one evaluator per item left", "[nri][relay][sync]") {
+  SyncResult one = sync_classes(true);
+  SyncResult per = sync_classes(false);
+  INFO("one evaluator: " << one.log);
+  INFO("per item: " << per.log);
+  CHECK(one.updates == per.updates);
+  CHECK(one.files == per.files);
+  CHECK(one.memos == per.memos);
+  // the same records; their order in the log is the order their writers got to it (one
+  // evaluator per item: up to kMaxFinishing write theirs at once)
+  std::vector<std::string> a = one.records, b = per.records;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  CHECK(a == b);
+  CHECK(one.summary == per.summary);
+  // the classes as the policy says, so that the comparison compares something
+  CHECK(one.updates.size() == 8);  // C and BE containers (cpu_shares); LS sets none NRI carries; not the hostile one
+  CHECK(one.files["cg/cpu/kubepods/burstable/pod0/cpu.shares"] == "3");
+  CHECK(one.files["cg/cpu/kubepods/burstable/pod1/cpu.shares"] == "5");
+  CHECK(one.files["cg/cpu/kubepods/burstable/pod2/c2-1/cpu.cfs_burst_us"] == "7000");
+  CHECK(one.files["cg/cpu/kubepods/burstable/pod0/c0-0/cpu.cfs_burst_us"] == "5000");
+  CHECK(one.files["proc/5002"] == "900");   // pod1's first container (BE)
+  CHECK(one.files["proc/5005"] == "-500");  // pod2's second (LS); the hostile one shifted the list
+  CHECK(one.files["proc/6000"] == "0");     // the hostile one: nothing written
+  CHECK_THAT(one.summary, Catch::Contains("19 evaluated, 0 failed (open), 0 not evaluated"));
+  // the hostile container is on the record with its error (a request that does not parse has
+  // no identity to record: event "unparsed", as at any event); every other item has its record
+  int errors = 0, recs = 0;
+  for (const auto& r : one.records) {
+    json j = json::parse(r);
+    if (j.value("event", "") == "Synchronize" && j.value("outcome", "") == "ok") ++recs;
+    if (j.value("event", "") == "unparsed" && j.value("outcome", "") == "error" &&
+        j.value("message", "").find("/container/id") != std::string::npos)
+      ++errors;
+  }
+  CHECK(recs == 18);
+  CHECK(errors == 1);
+  CHECK(one.records.size() == 19);
+  // one evaluator, not one per item: the relay started one for the whole pass
+  CHECK_THAT(one.log, !Catch::Contains("evaluated one by one"));
+}
+
+// The pass's one evaluator ends early (here: it crashes on one pod's input): what it answered
+// stands, every item after is evaluated alone, the one that crashes it crashes alone too and is
+// on the record under its own name (kind crash), next to the record of the pass's evaluator.
+// Nothing is dropped: the reply carries every other container's update.
+TEST_CASE("relay (fork): the pass's one evaluator crashes; the rest are evaluated alone, the crasher recorded", "[nri][relay][sync]") {
+  TempDir t;
+  nri::RelayOptions o = child_opts(t.path, 1500, true);
+  nri::InProcessEval single = o.inproc;
+  o.inproc.synchronize_batch = true;
+  const std::string dir = t.path;
+  o.inproc.evaluate = [single, dir](int budget_ms) -> int {
+    std::string in;
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(0, buf, sizeof buf)) > 0) in.append(buf, size_t(n));
+    if (in.compare(0, sizeof nri::kBatchHeader - 1, nri::kBatchHeader) != 0) {
+      // one item: as the fake evaluator does (its stdin, again, through a pipe)
+      int p[2];
+      if (pipe(p) != 0) return 9;
+      ssize_t w = write(p[1], in.data(), in.size());
+      (void)w;
+      close(p[1]);
+      dup2(p[0], 0);
+      close(p[0]);
+      return single.evaluate(budget_ms);
+    }
+    put_file(dir + "/batch.json", in);
+    std::istringstream lines(in.substr(in.find('\n') + 1));
+    std::string line;
+    int k = 0;
+    while (std::getline(lines, line)) {
+      if (line.find("\"mode\":\"crash\"") != std::string::npos) {
+        signal(SIGSEGV, SIG_DFL);  // not Catch's handler, which reports on stdout
+        kill(getpid(), SIGSEGV);
+        pause();
+      }
+      std::string out = line.find("\"container\":") != std::string::npos ? "{\"update\":{\"cpu\":{\"shares\":{\"value\":4}}}}\n"
+                                                                         : "{\"error\":\"\"}\n";
+      ssize_t w = write(1, out.data(), out.size());
+      (void)w;
+      ++k;
+    }
+    std::string end = std::string(nri::kBatchEnd) + std::to_string(k) + "}\n";
+    ssize_t w = write(1, end.data(), end.size());
+    (void)w;
+    return 0;
+  };
+  o.debug = true;
+  FakeRuntime rt(o, t.path + "/relay.log");
+  rt.handshake("", "2.1.9~ds1");
+  pb::SynchronizeRequest req;
+  *req.add_pods() = make_pod("a");
+  *req.add_pods() = make_pod("crash");
+  *req.add_pods() = make_pod("b");
+  *req.add_containers() = sync_ctr("ctr-a1", "sb-a", pb::CONTAINER_RUNNING);
+  *req.add_containers() = sync_ctr("ctr-crash1", "sb-crash", pb::CONTAINER_RUNNING);
+  *req.add_containers() = sync_ctr("ctr-b1", "sb-b", pb::CONTAINER_RUNNING);
+  *req.add_containers() = sync_ctr("ctr-b2", "sb-b", pb::CONTAINER_RUNNING);
+  rt.request(3, "Synchronize", req.SerializeAsString(), 1900000000);
+  nri::ResponseEnvelope r = rt.reply(3, 5000);
+  REQUIRE(r.code == 0);
+  pb::SynchronizeResponse rsp;
+  REQUIRE(rsp.ParseFromString(r.payload));
+  std::string log = slurp(t.path + "/relay.log");
+  INFO(log);
+  // one evaluator got the whole pass (header: 7 items, the pids), and ended at the crasher
+  CHECK(slurp(t.path + "/batch.json").rfind(std::string(nri::kBatchHeader) + "7,", 0) == 0);
+  CHECK_THAT(log, Catch::Contains("after 1 answers; the other 6 are evaluated one by one"));
+  std::set<std::string> updated;
+  for (const auto& u : rsp.update()) {
+    updated.insert(u.container_id());
+    CHECK(u.linux().resources().cpu().shares().value() == 4);
+  }
+  CHECK(updated == std::set<std::string>{"ctr-a1", "ctr-b1", "ctr-b2"});
+  CHECK_THAT(log, Catch::Contains("5 evaluated, 2 failed (open), 0 not evaluated; 3 container updates"));
+  std::vector<json> recs = wait_records(t.path, 3);
+  REQUIRE(recs.size() == 3);
+  int batch_rec = 0, named = 0;
+  for (const auto& j : recs) {
+    CHECK(j.value("kind", "") == "crash");
+    CHECK(j.value("event", "") == "Synchronize");
+    if (j.value("reason", "").find("Synchronize evaluator of 7 pods/containers") != std::string::npos) ++batch_rec;
+    if (j.value("pod", "") == "pod-crash") ++named;
+  }
+  CHECK(batch_rec == 1);
+  CHECK(named == 2);  // the pod and its container, each under its own name
+  CHECK(rt.close_and_wait() == 0);
 }
 
 // A resize below the container's CFS burst: the kernel refuses a limited quota below the
@@ -3055,14 +3278,25 @@ TEST_CASE("relay sync: Synchronize of a whole node through the real binary", "[.
   // The runtime's timeout for the whole pass (containerd: 2 s); NRI_SYNC_TIMEOUT_MS raises it so
   // that a slow machine's pass is measured whole instead of cut at 1.75 s.
   int64_t timeout_ms = env_int("NRI_SYNC_TIMEOUT_MS", 2000);
+  struct rusage ru0 {};
+  getrusage(RUSAGE_CHILDREN, &ru0);  // the mkdir children above: not the relay's
   FakeRuntime rt(cmd);
   rt.handshake("", "2.1.9~ds1", "", timeout_ms);
   int64_t took = 0;
   pb::SynchronizeResponse rsp = sync_node_in_parts(rt, pods, ctrs, parts, took, timeout_ms);
-  WARN("sync: " << n << " containers in " << pods.size() << " pods, " << parts << " parts: " << rsp.update_size()
-                << " updates, last reply " << took << " ms after the first part");
   CHECK(rsp.update_size() == n);
   CHECK(rt.close_and_wait() == 0);
+  // The relay and every process it reaped (its evaluators, zygote, keeper): CPU time (minus the
+  // mkdir children above) and the largest peak RSS among them (getrusage(2) RUSAGE_CHILDREN).
+  struct rusage ru {};
+  getrusage(RUSAGE_CHILDREN, &ru);
+  auto ms = [](const struct rusage& r) {
+    return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1000L + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1000L;
+  };
+  const long cpu_ms = ms(ru) - ms(ru0);
+  WARN("sync: " << n << " containers in " << pods.size() << " pods, " << parts << " parts: " << rsp.update_size()
+                << " updates, last reply " << took << " ms after the first part; cpu " << cpu_ms << " ms; maxrss "
+                << ru.ru_maxrss << " KiB");
 }
 
 // A container nri-qos adjusted that the runtime removes without starting it (issue 20 item 5):

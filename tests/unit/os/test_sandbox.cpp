@@ -302,6 +302,52 @@ TEST_CASE("sandbox: Landlock confines writes to the configured roots", "[sandbox
     CHECK(slurp(S + "/new-in-scratch-top") == "<absent>");
 }
 
+// Issue #31 §8: the Synchronize evaluator narrows once for every pod and container of the pass:
+// procfs writes to exactly the union of their /proc/<pid> (pids <= 0 and absent tasks add
+// nothing), every other root as for one event. Old code had only the one-pid narrowing: the
+// evaluator of a whole pass could not have written more than one container's oom_score_adj.
+TEST_CASE("sandbox: narrowing to the union of several pids", "[sandbox][sync]") {
+    std::string why;
+    if (nriqos::landlock_abi_version(&why) == 0) {
+        WARN("Landlock unavailable (" << why << "): not testable here");
+        return;
+    }
+    Tree t;
+    const std::string& S = t.s.path;
+    auto r = in_child([&](const Report& report) {
+        nriqos::SandboxStatus st = nriqos::install_sandbox(t.roots);
+        report("landlock", st.landlock ? "on" : "off: " + st.landlock_why);
+        report("both", nriqos::narrow_installed_sandbox_union({123, 0, -5, 456, 999999}));
+        report("p123", try_write(S + "/proc/123/oom_score_adj", false));
+        report("p456", try_write(S + "/proc/456/oom_score_adj", false));
+        report("cgroup", try_write(S + "/cg/cpu/kubepods/besteffort/pod1/c1/cpu.shares", false));
+        report("outside", try_write(S + "/outside/victim", false));
+    });
+    CHECK(r["exit"] == "0");
+    REQUIRE(r["landlock"] == "on");
+    CHECK(r["both"] == "");
+    CHECK(r["p123"] == "ok");
+    CHECK(r["p456"] == "ok");
+    CHECK(r["cgroup"] == "ok");
+    CHECK(r["outside"] == kEACCES);
+    auto one = in_child([&](const Report& report) {
+        nriqos::install_sandbox(t.roots);
+        report("one", nriqos::narrow_installed_sandbox_union({456}));
+        report("p123", try_write(S + "/proc/123/oom_score_adj", false));
+        report("p456", try_write(S + "/proc/456/oom_score_adj", false));
+    });
+    CHECK(one["one"] == "");
+    CHECK(one["p123"] == kEACCES);  // not in the union
+    CHECK(one["p456"] == "ok");
+    auto none = in_child([&](const Report& report) {
+        nriqos::install_sandbox(t.roots);
+        report("none", nriqos::narrow_installed_sandbox_union({}));
+        report("p123", try_write(S + "/proc/123/oom_score_adj", false));
+    });
+    CHECK(none["none"] == "");
+    CHECK(none["p123"] == kEACCES);  // an empty union: no procfs write at all
+}
+
 // Issue #13: the narrowing layer is readied before the request and built from the directories
 // install_sandbox opened. A second narrowing (no readied ruleset left: built from the held
 // descriptors) narrows the same way, and layers only ever narrow: after /proc/123 then /proc/456
