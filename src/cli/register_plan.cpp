@@ -154,7 +154,7 @@ RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad
                                 "then restart containerd"));
         }
         if (p.drop_v01)
-            p.notes.push_back(std::string("--mode both: the native plugin gets every event here; ") +
+            p.notes.push_back(std::string("--mode both: the native plugin gets every event here") + (called == HookMode::None ? " once NRI is on; " : "; ") +
                               (c.major >= 2 ? "a conf.json entry would make containerd evaluate each pod sandbox a second time"
                                             : "containerd 1.7 never reads conf.json") +
                               ": registering the native plugin only (nri-qos's conf.json entry is removed)");
