@@ -389,7 +389,20 @@ else
   out=$(inst2 relay NRI_QOS=/bin/fake-nri-qos 2>&1)
   # ... with kubelet's CPU manager checkpoint in the node's kubelet directory (issue #30 §3).
   check installer-relay-external [ "$(echo "$out" | grep '^ARGS')" = "ARGS relay --socket /var/run/nri/nri.sock --kubelet-cpu-state /var/lib/kubelet/cpu_manager_state" ]
+  # Mode both with the NRI socket (containerd >= 1.7, issue #31 §6): the native plugin only and
+  # our conf.json entry removed (2.x would run it at every sandbox start beside the plugin);
+  # without the socket (1.5/1.6) both.
+  inst2 install NRI_QOS_MODE=v01 >/dev/null 2>&1
+  out=$(inst2 install NRI_QOS_MODE=both 2>&1); rc=$?
+  { [ $rc = 0 ] && [ "$(readlink "$H/opt/nri/plugins/10-nri-qos")" = /opt/nri/bin/nri-qos ] && \
+    [ "$(jq -c . "$H/etc/nri/conf.json")" = '{"version":"0.1","plugins":[{"type":"other"}]}' ] && \
+    echo "$out" | grep -q 'mode both: NRI socket /var/run/nri/nri.sock found'; }; verdict installer-both-native-only
+  [ $rc = 0 ] || echo "$out" | sed "s/^/# /"
   rm -f "$H/var/run/nri/nri.sock"
+  out=$(inst2 install NRI_QOS_MODE=both 2>&1); rc=$?
+  { [ $rc = 0 ] && [ "$(readlink "$H/opt/nri/plugins/10-nri-qos")" = /opt/nri/bin/nri-qos ] && \
+    [ "$(jq -c . "$H/etc/nri/conf.json")" = '{"version":"0.1","plugins":[{"type":"other"},{"type":"nri-qos","conf":{}}]}' ]; }; verdict installer-both-v01
+  inst2 uninstall >/dev/null 2>&1; inst2 install NRI_QOS_MODE=v01 >/dev/null 2>&1
   out=$(inst2 install 2>&1); rc=$?
   { [ $rc = 0 ] && [ "$(cat "$RFS/run/nri-qos-pod/mode")" = v01 ] && \
     [ "$(jq -c . "$H/etc/nri/conf.json")" = '{"version":"0.1","plugins":[{"type":"other"},{"type":"nri-qos","conf":{}}]}' ]; }; verdict installer-auto-v01

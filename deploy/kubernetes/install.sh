@@ -28,8 +28,12 @@
 #        native `nri-qos register --native --plugins-dir $HOST_ROOT/opt/nri/plugins
 #               --index $NRI_QOS_INDEX --binary /opt/nri/bin/nri-qos` (pre-installed plugin: the
 #               runtime loads it when it starts, so restart containerd);
-#        both   v01 and native. Do not use v01 AND native with the v010-adapter installed:
-#               every event would be handled twice.
+#        both   native, and v01 where it adds events: with no NRI socket (containerd 1.5/1.6).
+#               With the socket (containerd >= 1.7, NRI on) native only, and our conf.json entry
+#               removed: 1.7 never reads conf.json, 2.x runs it at every pod sandbox start and
+#               stop beside the native plugin (each sandbox evaluated twice; docs/install.md
+#               "The v0.1 path on containerd 2.x"). Do not use v01 AND native with the
+#               v010-adapter installed: every event would be handled twice.
 #      If $NRI_QOS_PLUGIN_CONF is set (a JSON object) it is passed as --plugin-conf.
 # relay (the relay container): mode external → exec `nri-qos relay --socket $NRI_SOCKET
 #   --kubelet-cpu-state $NRI_QOS_KUBELET_CPU_STATE` (the container's restart is the relay's
@@ -165,7 +169,15 @@ install)
     "$NRI_QOS" unregister --native --plugins-dir "$PLUGINS_DIR" --binary "$HOST_BIN" >/dev/null || \
       die "removing native plugin links from $PLUGINS_DIR failed"
     ;;
-  v01|both)
+  both)
+    if [ -S "$HOST_ROOT$NRI_SOCKET" ]; then
+      log "mode both: NRI socket $NRI_SOCKET found (containerd >= 1.7): the native plugin only; a conf.json entry would make containerd 2.x evaluate each pod sandbox twice"
+      "$NRI_QOS" unregister --conf-json "$CONF_JSON" >/dev/null || die "unregister from $CONF_JSON failed"
+    else
+      "$NRI_QOS" register --mode v01 --conf-json "$CONF_JSON" "$@" || die "register in $CONF_JSON failed"
+    fi
+    ;;
+  v01)
     "$NRI_QOS" register --mode v01 --conf-json "$CONF_JSON" "$@" || die "register in $CONF_JSON failed"
     ;;
   esac

@@ -324,6 +324,11 @@ int main(int argc, char** argv) {
         status = app.add_subcommand("status", "table of the pods and containers nri-qos handled: class, rule, last event, wanted vs kernel values");
         state_cmd(status);
         status->add_option("--format", so.format, "text|json")->check(CLI::IsMember({"text", "json"}));
+        so.conf_json = "/etc/nri/conf.json";
+        status->add_option("--conf-json", so.conf_json,
+                           "NRI v0.1 conf.json to check: an entry whose binary is gone fails every pod start, nri-qos's beside the "
+                           "native plugin doubles each sandbox on containerd 2.x (\"\" = not checked)")
+            ->capture_default_str();
         status->add_flag("--relay", so.relay_only,
                          "only the external relay's liveness (<state-dir>/relay.json); exit 1 unless up and registered (a liveness probe)");
         status->add_option_function<std::string>("--metrics-file", [&so](const std::string& v) { so.metrics_file = v; },

@@ -105,8 +105,10 @@ void add_register_commands(CLI::App& app) {
     r->add_option("--index", reg->index, "native NRI plugin index (two digits)")->capture_default_str();
     r->add_option("--binary", reg->binary, "absolute path of the nri-qos binary (symlink target)")
         ->capture_default_str();
-    r->add_option("--mode", reg->mode, "auto (detect the runtime: src/event/detect.hpp), v01 (conf.json) or native")
-        ->check(CLI::IsMember({"auto", "v01", "native"}))
+    r->add_option("--mode", reg->mode,
+                  "auto (detect the runtime: src/event/detect.hpp), v01 (conf.json), native, or both (the native plugin, and "
+                  "conf.json where it adds events: containerd 1.5/1.6 or unknown)")
+        ->check(CLI::IsMember({"auto", "v01", "native", "both"}))
         ->capture_default_str();
     r->add_option("--containerd-config", reg->containerd_config, "containerd config.toml to inspect (default: the running containerd's, else /etc/containerd/config.toml)");
     r->add_option("--containerd-version", reg->containerd_version, "containerd version to assume instead of asking `containerd --version`");
@@ -197,7 +199,7 @@ void add_register_commands(CLI::App& app) {
         }
         // What the runtime passes to a v0.1 hook, for the events to say "not passed by
         // containerd" instead of "no ... annotation" (issue #25 §1; detect.hpp).
-        if (plan.mode == "v01")
+        if (plan.mode == "v01" || plan.mode == "both")
             if (auto pl = annotation_passlist_of(info)) {
                 std::string e = record_annotation_passlist(reg->state_dir, *pl);
                 if (!e.empty()) std::cerr << "nri-qos: " << e << std::endl;
@@ -210,7 +212,18 @@ void add_register_commands(CLI::App& app) {
             while (std::getline(lines, line)) std::cerr << "nri-qos: WARNING: " << line << std::endl;
         }
         reg->mode = plan.mode;
-        if (reg->mode == "native") {
+        // What conf.json will do wrong once registered: a stale entry fails every pod start, ours
+        // beside the native plugin doubles each sandbox on 2.x (issue #31 §6). One line each.
+        auto conf_json_check = [&](bool native_serves) {
+            for (const auto& w : conf_json_problems(reg->conf_json, reg->type, info, native_serves, v01_search_path()))
+                std::cerr << "nri-qos: WARNING: " << w << std::endl;
+        };
+        if (plan.drop_v01) {
+            RegisterResult d = unregister_v01(reg->conf_json, reg->type);
+            if (!d.ok()) return finish(d);
+            if (d.changed) std::cerr << d.message << std::endl;
+        }
+        if (reg->mode == "native" || reg->mode == "both") {
             // The external relay serves the runtime already (the operator switched to it, and a
             // package upgrade's postinst runs `register` again): a launched plugin beside it would
             // be a second 10-nri-qos at the runtime's next start (issue #20 §2: never both).
@@ -230,13 +243,22 @@ void add_register_commands(CLI::App& app) {
                 if (have_link)
                     std::cerr << "nri-qos: WARNING: " << link << " exists as well: the runtime will start it beside "
                               << "the relay service at its next start. Fix: nri-qos unregister --native" << std::endl;
+                conf_json_check(true);
                 finish(ok_result(false, "native NRI: " + what + "; no launched plugin installed in " + reg->plugins_dir));
                 return;
             }
-            finish(enable_native(reg->plugins_dir, reg->index, reg->binary, reg->type));
+            RegisterResult n = enable_native(reg->plugins_dir, reg->index, reg->binary, reg->type);
+            if (reg->mode == "both" && n.ok()) {
+                std::cout << n.message << std::endl;
+                n = register_v01_ordered(reg->conf_json, reg->type, conf, pc->count() > 0);
+            }
+            conf_json_check(true);
+            finish(n);
             return;
         }
-        finish(register_v01_ordered(reg->conf_json, reg->type, conf, pc->count() > 0));
+        RegisterResult v = register_v01_ordered(reg->conf_json, reg->type, conf, pc->count() > 0);
+        conf_json_check(native_entry_present(reg->plugins_dir, reg->type) || !external_relay_serving(reg->state_dir).empty());
+        finish(v);
     });
 
     CLI::App* u = app.add_subcommand(

@@ -103,6 +103,34 @@ RegisterResult register_v01_ordered(const std::string& conf_json_path, const std
 /// Never throws.
 RegisterResult unregister_v01(const std::string& conf_json_path, const std::string& type);
 
+/// Where containerd's NRI v0.1 client looks for a conf.json plugin's executable: its `type` is
+/// exec'd by name (exec.CommandContext(type, "invoke")) on containerd's PATH with /opt/nri/bin
+/// appended (containerd/nri client.go New, DefaultBinaryPath). containerd's PATH is taken as
+/// this process's (a unit's default PATH; unset: the usual system directories).
+std::string v01_search_path();
+
+/// What the NRI v0.1 conf.json `conf_json_path` will do wrong on this node, one line each
+/// (issue #31 §6); none when the file is absent or empty, or the runtime never reads it
+/// (containerd 1.7 without the v010-adapter: its CRI plugin has no v0.1 client unless the
+/// experimental ENABLE_CRI_SANDBOXES server runs, pkg/cri/sbserver). Who reads it: containerd
+/// 1.5/1.6 at every pod and container event; 2.x's podsandbox controller at every pod sandbox
+/// start and stop only (internal/cri/server/podsandbox/sandbox_run.go Controller.Start, opts.go
+/// WithNRISandboxDelete: nri.New reads the file each time); the v010-adapter at every event.
+///  * a file that is not valid JSON / not a v0.1 config: nri.New fails, so does every pod start
+///    on 1.6 and 2.x (sandbox_run.go: "unable to create nri client");
+///  * a plugin whose `type` is no executable on `search_path` (v01_search_path): every pod start
+///    fails ("nri invoke: plugin: <type>: exec: ... executable file not found");
+///  * `type` (nri-qos) listed on containerd ≥ 2.0 with native NRI on while `native_serves` (the
+///    native plugin is or is being registered, or the external relay serves): each sandbox is
+///    evaluated twice.
+/// `c` from detect_runtime (no version known: as a runtime that reads it). Never throws.
+std::vector<std::string> conf_json_problems(const std::string& conf_json_path, const std::string& type, const RuntimeInfo& c,
+                                            bool native_serves, const std::string& search_path);
+
+/// True when `plugins_dir` holds a native plugin entry `NN-<type>` (any two-digit index; a
+/// symlink or a file): the runtime starts it at its next start.
+bool native_entry_present(const std::string& plugins_dir, const std::string& type = kDefaultType);
+
 /// Install the native NRI plugin entry `<plugins_dir>/<idx>-<name>` as a symlink whose content is
 /// `binary_path` verbatim (see the file comment for why a symlink).
 ///  * `idx` must be exactly two digits (NRI api.CheckPluginIndex); `binary_path` must be absolute
@@ -152,9 +180,12 @@ std::vector<std::string> policy_annotation_keys(const Policy& policy);
 ///   missing_annotations: keys `needed` that the runtime drops before an NRI v0.1 hook sees them
 ///             (containerd < 1.7 passes only the default runtime's pod_annotations).
 struct RegisterPlan {
-    std::string mode;
+    std::string mode;  ///< "v01", "native" or "both" (conf.json and the native plugin)
     std::vector<std::string> warnings, notes;
     std::vector<std::string> missing_annotations;
+    /// `--mode both` where the native plugin sees every event: remove nri-qos's own conf.json
+    /// entry, which would only make containerd 2.x evaluate each pod sandbox a second time.
+    bool drop_v01 = false;
 };
 
 /// Decide the mode and the warnings. `requested`: "auto", "v01" or "native". Auto picks, in
@@ -165,6 +196,15 @@ struct RegisterPlan {
 /// harmless when no runtime reads it). Every case where the registered mode is not called is a
 /// warning: NRI disabled, v0.1 on a native-only runtime, native on containerd 1.6, no runtime
 /// found, annotations `needed` that containerd 1.6 does not pass to v0.1 hooks.
+/// `requested` "both" (the Kubernetes installer's NRI_QOS_MODE=both: whatever the node will
+/// run) registers the native plugin always and conf.json only where it adds events the native
+/// plugin does not get (issue #31 §6): containerd 1.5/1.6 (v0.1 only) or no containerd version
+/// known (mode "both", with a warning for 2.x); with the v010-adapter conf.json only (the
+/// adapter relays every native event to it); on containerd ≥ 1.7 with native NRI on or off,
+/// the native plugin only and drop_v01 (1.7 never reads conf.json; 2.x's podsandbox controller
+/// reads it at every sandbox start and stop, internal/cri/server/podsandbox/sandbox_run.go
+/// Controller.Start and opts.go WithNRISandboxDelete, so an entry beside the native plugin
+/// evaluates each sandbox twice).
 RegisterPlan plan_register(const RuntimeInfo& containerd, const NativeRuntimeInfo& isulad,
                            const NativeRuntimeInfo& crio, const std::string& requested,
                            const std::vector<std::string>& needed);
@@ -232,7 +272,7 @@ RegisterResult require_plugin(const RuntimeInfo& info, const std::string& name, 
 ///
 ///   register   [--conf-json F] [--type T] [--plugin-conf JSON]
 ///   register   --native [--plugins-dir D] [--index NN] [--binary B] [--type T]
-///   register   ... [--mode auto|v01|native] [--enable-nri] [--pass-annotations] [--require] [--backup-dir D] [--policy F]
+///   register   ... [--mode auto|v01|native|both] [--enable-nri] [--pass-annotations] [--require] [--backup-dir D] [--policy F]
 ///              [--containerd-config F] [--containerd-version V] [--isulad-config F]
 ///              [--crio-config F]
 ///   unregister [--conf-json F] [--type T]

@@ -96,6 +96,13 @@ RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad
     // The mode.
     if (requested == "v01" || requested == "native") {
         p.mode = requested;
+    } else if (requested == "both") {
+        // Native always; conf.json only where it adds events the native plugin does not get
+        // (register.hpp plan_register; issue #31 §6).
+        if (!containerd_known(c)) p.mode = other ? "native" : "both";
+        else if (!containerd_native_capable(c)) p.mode = "both";
+        else if (c.adapter && called != HookMode::None) p.mode = "v01";
+        else p.mode = "native", p.drop_v01 = true;
     } else if (containerd_known(c)) {
         p.mode = called == HookMode::V01 ? "v01" : "native";
         if (called == HookMode::None && c.adapter) p.mode = "v01";
@@ -106,7 +113,8 @@ RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad
     }
     if (containerd_known(c)) {
         p.notes.push_back(describe(c) + ": registering the " +
-                          (p.mode == "native" ? "native NRI plugin" : "NRI v0.1 hook (conf.json)") +
+                          (p.mode == "native" ? "native NRI plugin" : p.mode == "both" ? "NRI v0.1 hook (conf.json) and the native NRI plugin"
+                                                                                        : "NRI v0.1 hook (conf.json)") +
                           (c.config_files.size() > 1 ? " (config files read: " + join_list(c.config_files) + ")" : ""));
         for (const auto& n : c.config_notes) p.notes.push_back(n);
         // A backup an earlier register wrote beside a drop-in, which an imports glob loads after
@@ -134,17 +142,32 @@ RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad
                                  (c.adapter ? " through the v010-adapter" : "") + ":\nthe native plugin in " +
                                  c.plugin_path + " is never started. Fix: nri-qos register --mode v01");
         } else if (called == HookMode::Native && p.mode == "v01") {
-            p.warnings.push_back("containerd " + c.version + " has native NRI and no v010-adapter in " + c.plugin_path +
-                                 ":\n/etc/nri/conf.json is never read, nri-qos is never called. Fix: nri-qos register --native, "
-                                 "then restart containerd");
+            // 1.7: the CRI plugin has no v0.1 client (only the experimental sbserver, with
+            // ENABLE_CRI_SANDBOXES); 2.x: the podsandbox controller runs the conf.json hooks for
+            // the sandbox only (internal/cri/server/podsandbox/sandbox_run.go Controller.Start,
+            // opts.go WithNRISandboxDelete).
+            p.warnings.push_back(
+                "containerd " + c.version + " has native NRI and no v010-adapter in " + c.plugin_path + ":\n" +
+                (c.major >= 2 ? "it runs /etc/nri/conf.json hooks only at pod sandbox start and stop, never for a container:\n"
+                                "nri-qos would set no container knob. Fix: nri-qos register --native, then restart containerd"
+                              : "/etc/nri/conf.json is never read, nri-qos is never called. Fix: nri-qos register --native, "
+                                "then restart containerd"));
         }
+        if (p.drop_v01)
+            p.notes.push_back(std::string("--mode both: the native plugin gets every event here") + (called == HookMode::None ? " once NRI is on; " : "; ") +
+                              (c.major >= 2 ? "a conf.json entry would make containerd evaluate each pod sandbox a second time"
+                                            : "containerd 1.7 never reads conf.json") +
+                              ": registering the native plugin only (nri-qos's conf.json entry is removed)");
+        if (requested == "both" && p.mode == "v01")
+            p.notes.push_back("--mode both: the v010-adapter passes every event to the conf.json hooks: registering conf.json only "
+                              "(a native plugin beside it would handle every event twice)");
         if (p.mode == "native" && c.adapter && called != HookMode::None)
             p.warnings.push_back("the v010-adapter in " + c.plugin_path +
                                  " already passes every event to the conf.json plugins:\nuse conf.json (nri-qos register --mode v01) "
                                  "or remove the adapter, never both (every event would be handled twice)");
         // containerd < 1.7 hands an NRI v0.1 hook only the pod annotations its default runtime's
         // pod_annotations allow (issue #25); native NRI passes all of them.
-        if (p.mode == "v01" && !containerd_native_capable(c)) {
+        if ((p.mode == "v01" || p.mode == "both") && !containerd_native_capable(c)) {
             const std::vector<std::string> pats = c.pod_annotations ? *c.pod_annotations : std::vector<std::string>{};
             for (const auto& k : needed)
                 if (!annotation_passed(pats, k)) p.missing_annotations.push_back(k);
@@ -167,9 +190,22 @@ RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad
         if (p.mode == "v01")
             p.warnings.push_back(other->name + " runs only native NRI (ttrpc) plugins: /etc/nri/conf.json is never read,\n"
                                  "nri-qos is never called. Fix: nri-qos register --native");
+        for (const auto& n : other->notes) p.notes.push_back(n);
+        const bool is_isulad = other->name == "iSulad";
+        // iSulad calls NRI plugins only from its CRI v1 services (enable-cri-v1) and only when
+        // built with NRI (libisula_nri of isula-rust-extensions): detect.hpp read_isulad_config.
+        if (is_isulad && other->nri_built && !*other->nri_built)
+            p.warnings.push_back("iSulad (" + other->binary + ") is built without NRI (it does not link libisula_nri.so, which "
+                                 "isula-rust-extensions provides; ENABLE_NRI needs ENABLE_CRI_API_V1):\nnri-qos will NEVER be called. "
+                                 "Fix: install an iSulad package built with NRI (and isula-rust-extensions)");
+        if (is_isulad && (!other->cri_v1 || !*other->cri_v1))
+            p.warnings.push_back(std::string("iSulad's CRI v1 is ") + (other->cri_v1 ? "DISABLED (\"enable-cri-v1\": false" : "NOT ENABLED (\"enable-cri-v1\" not set") +
+                                 " in " + (other->config_files.empty() ? std::string("/etc/isulad/daemon.json, absent") : other->config_files.back()) +
+                                 "):\nonly its CRI v1 services call NRI plugins, so nri-qos is never called for a pod.\n"
+                                 "Fix: set \"enable-cri-v1\": true in /etc/isulad/daemon.json, then restart iSulad.");
         if (!other->nri_enabled || !*other->nri_enabled) {
-            std::string how = other->name == "iSulad" ? "set \"nri-support\": true in /etc/isulad/daemon.json"
-                                                      : "set enable_nri = true in [crio.nri] (/etc/crio/crio.conf or a crio.conf.d drop-in)";
+            std::string how = is_isulad ? "set \"nri-support\": true in /etc/isulad/daemon.json"
+                                     : "set enable_nri = true in [crio.nri] (/etc/crio/crio.conf or a crio.conf.d drop-in)";
             p.warnings.push_back(other->name + " native NRI is " + (other->nri_enabled ? "DISABLED" : "NOT ENABLED (switch not set)") +
                                  ": nri-qos will NEVER be called.\nFix: " + how + ", then restart " + other->name +
                                  " (nri-qos does not edit " + other->name + "'s configuration).");
@@ -178,10 +214,16 @@ RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad
             p.notes.push_back(other->name + " loads plugins from " + other->plugin_path + ": use --plugins-dir " + other->plugin_path);
         return p;
     }
-    if (requested != "native") {
+    if (requested == "both") {
+        p.warnings.push_back(
+            "no container runtime found (no containerd with a known version, no iSulad, no CRI-O): registered both.\n"
+            "On containerd 2.x the conf.json entry makes every pod sandbox evaluated twice (its podsandbox controller runs\n"
+            "the conf.json hooks beside the native plugin): run nri-qos register --mode both again once the runtime runs.");
+    } else if (requested != "native") {
         p.warnings.push_back(
             "no container runtime found (no containerd with a known version, no iSulad, no CRI-O):\n"
-            "registered NRI v0.1 in /etc/nri/conf.json, which only containerd 1.5/1.6 (or 1.7+ with the v010-adapter) reads.\n"
+            "registered NRI v0.1 in /etc/nri/conf.json, which containerd 1.5/1.6 (or 1.7+ with the v010-adapter) reads at every\n"
+            "event, containerd 2.x at pod sandbox start and stop only (never for a container).\n"
             "Nothing calls nri-qos until such a runtime runs. Once the runtime is installed, run nri-qos register again\n"
             "(or --containerd-version V / --mode native to say which one this node runs).");
     } else {

@@ -1,15 +1,22 @@
 // NRI v0.1 registration (issue #23: split out of register.cpp): the plugin entry of nri-qos in
-// /etc/nri/conf.json, which containerd 1.6 (or 1.7+ with the v010-adapter) reads at every pod and
-// container event — register_v01, register_v01_ordered, unregister_v01 (register.hpp) and the
-// plugin conf check the CLI shares (check_plugin_conf).
+// /etc/nri/conf.json, which containerd 1.5/1.6 (or 1.7+ with the v010-adapter) reads at every pod
+// and container event, and containerd 2.x's podsandbox controller at every pod sandbox start and
+// stop only (issue #31 §6) — register_v01, register_v01_ordered, unregister_v01, what a conf.json
+// will do wrong (conf_json_problems; register.hpp) and the plugin conf check the CLI shares
+// (check_plugin_conf).
 #include "cli/register_internal.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "policy/policy_store.hpp"
 
@@ -214,6 +221,93 @@ RegisterResult unregister_v01(const std::string& conf_json_path, const std::stri
     } catch (const std::exception& e) {
         return fail_result(std::string("unregister: ") + e.what());
     }
+}
+
+std::string v01_search_path() {
+    const char* p = std::getenv("PATH");
+    const std::string path = p && *p ? p : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    return path + ":/opt/nri/bin";
+}
+
+namespace {
+
+/// exec.LookPath as the v0.1 client meets it: a name with '/' is used as written, else the
+/// first directory of `search_path` holding an executable regular file of that name.
+bool executable_found(const std::string& name, const std::string& search_path) {
+    auto exe = [](const std::string& f) {
+        struct stat st {};
+        return ::stat(f.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(f.c_str(), X_OK) == 0;
+    };
+    if (name.find('/') != std::string::npos) return exe(name);
+    size_t a = 0;
+    while (a <= search_path.size()) {
+        size_t b = search_path.find(':', a);
+        if (b == std::string::npos) b = search_path.size();
+        const std::string dir = b > a ? search_path.substr(a, b - a) : ".";
+        if (exe(dir + "/" + name)) return true;
+        a = b + 1;
+    }
+    return false;
+}
+
+}  // namespace
+
+bool native_entry_present(const std::string& plugins_dir, const std::string& type) {
+    DIR* d = ::opendir(plugins_dir.c_str());
+    if (!d) return false;
+    bool found = false;
+    while (struct dirent* e = ::readdir(d)) {
+        const std::string n = e->d_name;
+        if (n.size() == type.size() + 3 && std::isdigit(static_cast<unsigned char>(n[0])) &&
+            std::isdigit(static_cast<unsigned char>(n[1])) && n[2] == '-' && n.compare(3, std::string::npos, type) == 0)
+            found = true;
+    }
+    ::closedir(d);
+    return found;
+}
+
+std::vector<std::string> conf_json_problems(const std::string& conf_json_path, const std::string& type, const RuntimeInfo& c,
+                                            bool native_serves, const std::string& search_path) {
+    std::vector<std::string> out;
+    try {
+        const bool known = !c.version.empty();
+        // containerd 1.7's CRI plugin has no v0.1 client (only the experimental sbserver has).
+        if (known && c.major == 1 && c.minor >= 7 && !c.adapter) return out;
+        const std::string who = !known ? "containerd 1.5/1.6 and 2.x"
+                                : c.major >= 2 && !c.adapter ? "containerd " + c.version + " (at every pod sandbox start)"
+                                                             : "containerd " + c.version;
+        ReadOutcome in = read_file(conf_json_path);
+        if (!in.error.empty()) {
+            out.push_back(in.error);
+            return out;
+        }
+        if (!in.exists) return out;
+        ojson doc;
+        std::string err = parse_conf(conf_json_path, in.text, doc);
+        if (!err.empty()) {
+            const std::string tail = "; left untouched";
+            if (err.size() > tail.size() && err.compare(err.size() - tail.size(), tail.size(), tail) == 0) err.resize(err.size() - tail.size());
+            out.push_back(err + ": " + who + " cannot read it and fails every pod start (\"unable to create nri client\")");
+            return out;
+        }
+        bool ours = false;
+        if (doc.contains("plugins"))
+            for (const auto& p : doc["plugins"]) {
+                const std::string t = p["type"].get<std::string>();
+                if (t == type) ours = true;
+                if (!executable_found(t, search_path))
+                    out.push_back(conf_json_path + " lists \"" + t + "\", which is no executable in PATH or /opt/nri/bin: " + who +
+                                  " fails every pod start with it (\"nri invoke: plugin: " + t + ": exec: ...\"). Fix: nri-qos unregister --type " +
+                                  t + " --conf-json " + conf_json_path + ", or reinstall " + t);
+            }
+        if (ours && native_serves && known && c.major >= 2 && mode_called(c) == HookMode::Native)
+            out.push_back(conf_json_path + " lists \"" + type + "\" beside the native plugin: containerd " + c.version +
+                          " still runs it at every pod sandbox start and stop (podsandbox controller), so each sandbox is evaluated twice. "
+                          "Fix: nri-qos unregister --conf-json " + conf_json_path);
+    } catch (const std::exception& e) {
+        out.push_back(conf_json_path + ": " + e.what());
+    }
+    return out;
 }
 
 }  // namespace nriqos

@@ -226,6 +226,22 @@ static std::string relay_line(const StateCommandOptions& o, bool* ok = nullptr) 
     return "";
 }
 
+/// One "warning: ..." line per problem of the v0.1 conf.json (register.hpp conf_json_problems),
+/// "" when none or not asked. The runtime is detected only when the file exists.
+static std::string conf_json_lines(const StateCommandOptions& o, json& problems) {
+    struct stat st {};
+    if (o.conf_json.empty() || ::stat(o.conf_json.c_str(), &st) != 0) return "";
+    const RuntimeInfo info = detect_runtime();
+    json relay = nri::read_service_status(o.state_dir + "/relay.json");
+    const bool relay_up = relay.is_object() && !relay.contains("error") && relay.value("up", false);
+    std::string text;
+    for (const auto& w : conf_json_problems(o.conf_json, kDefaultType, info, native_entry_present(o.plugins_dir) || relay_up, v01_search_path())) {
+        text += "warning: " + w + "\n";
+        problems.push_back(w);
+    }
+    return text;
+}
+
 int run_status(const StateCommandOptions& o, std::string& out) {
     StateDir st(o.state_dir);
     std::vector<LastRequest> all = load_last(st);
@@ -317,8 +333,11 @@ int run_status(const StateCommandOptions& o, std::string& out) {
     text += np_line;
     json rejected;
     text += rejected_line(o, rejected);
+    json cj = json::array();
+    text += conf_json_lines(o, cj);
     if (o.format == "json") {
         json j = {{"state_dir", o.state_dir}, {"entries", arr}, {"drifted", drifted}, {"discovered", discovered}};
+        if (!cj.empty()) j["conf_json_problems"] = cj;
         if (!rejected.empty()) j["adjustment_rejected"] = rejected;
         json relay = nri::read_service_status(o.state_dir + "/relay.json");
         if (!relay.is_null()) j["relay"] = relay;

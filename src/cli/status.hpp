@@ -32,6 +32,12 @@ struct StateCommandOptions {
     /// Sets the unit properties instead of the companion, whatever the node (tests); null: the
     /// companion, when systemd_sink_off allows it.
     UnitSetter* systemd_setter = nullptr;
+    /// status: the NRI v0.1 conf.json to check (register.hpp conf_json_problems: a stale entry
+    /// fails every pod start, nri-qos's entry beside the native plugin doubles each sandbox on
+    /// containerd 2.x); "" = not checked (the CLI passes /etc/nri/conf.json). `plugins_dir`: where
+    /// the native plugin entry would be.
+    std::string conf_json;
+    std::string plugins_dir = "/opt/nri/plugins";
 };
 
 /// `status`: a table (or JSON) of the pods and containers in the state dir: namespace/pod,

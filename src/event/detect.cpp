@@ -582,8 +582,34 @@ void read_isulad_config(const std::string& json_text, NativeRuntimeInfo& info) {
             info.error = "daemon.json is not a JSON object";
             return;
         }
-        if (j.contains("nri-support") && j["nri-support"].is_boolean()) info.nri_enabled = j["nri-support"].get<bool>();
-        if (j.contains("plugin_path") && j["plugin_path"].is_string()) info.plugin_path = j["plugin_path"].get<std::string>();
+        // The keys of libisula's schema (read_isulad_config, detect.hpp); a wrong type makes
+        // iSulad's generated parser fail, and iSulad with it.
+        auto typed = [&](const char* key, bool (nlohmann::json::*is)() const noexcept, const char* type) {
+            if (!j.contains(key)) return false;
+            if ((j[key].*is)()) return true;
+            if (info.error.empty()) info.error = std::string("daemon.json: \"") + key + "\" must be " + type + " (iSulad refuses to start)";
+            return false;
+        };
+        if (typed("nri-support", &nlohmann::json::is_boolean, "true or false")) info.nri_enabled = j["nri-support"].get<bool>();
+        if (typed("enable-cri-v1", &nlohmann::json::is_boolean, "true or false")) info.cri_v1 = j["enable-cri-v1"].get<bool>();
+        if (typed("plugin-path", &nlohmann::json::is_string, "a string")) info.plugin_path = j["plugin-path"].get<std::string>();
+        typed("plugin-config-path", &nlohmann::json::is_string, "a string");
+        if (typed("disable-connections", &nlohmann::json::is_boolean, "true or false") && j["disable-connections"].get<bool>())
+            info.notes.push_back("iSulad: \"disable-connections\": true: no external NRI plugin may connect (the nri-qos relay service "
+                                 "cannot); the launched plugin in " + info.plugin_path + " is not affected");
+        for (const char* k : {"plugin-registration-timeout", "plugin-requst-timeout"})
+            if (typed(k, &nlohmann::json::is_number_unsigned, "a whole number of seconds"))
+                info.notes.push_back(std::string("iSulad: \"") + k + "\": " + std::to_string(j[k].get<uint64_t>()) + " s");
+        // The spellings iSulad's NRI design doc uses, which its parser does not read.
+        static const struct { const char* doc; const char* parsed; } kDocKeys[] = {
+            {"plugin_path", "plugin-path"}, {"plugin_config_path", "plugin-config-path"}, {"disable_connections", "disable-connections"},
+            {"plugin_registration_timeout", "plugin-registration-timeout"}, {"plugin_request_timeout", "plugin-requst-timeout"},
+            {"plugin-request-timeout", "plugin-requst-timeout"}, {"socket_path", "(none: iSulad's NRI socket is /var/run/nri/nri.sock)"},
+            {"nri_support", "nri-support"}, {"enable_cri_v1", "enable-cri-v1"}};
+        for (const auto& k : kDocKeys)
+            if (j.contains(k.doc))
+                info.notes.push_back(std::string("iSulad does not read \"") + k.doc + "\" in daemon.json (it parses \"" + k.parsed +
+                                     "\": lcr src/json/schema/isulad-daemon-configs.json); the setting has no effect");
     } catch (const std::exception& e) {
         std::string w = e.what();
         info.error = "cannot parse daemon.json: " + w.substr(0, w.find('\n'));
@@ -610,6 +636,25 @@ void read_crio_configs(const std::vector<std::pair<std::string, std::string>>& f
     }
 }
 
+std::optional<bool> isulad_links_nri(const std::string& binary) {
+    std::ifstream f(binary, std::ios::binary);
+    if (!f) return std::nullopt;
+    // The dynamic string table names every DT_NEEDED library; 64 MiB bounds a hostile file.
+    std::string buf(1 << 16, '\0'), tail;
+    static const std::string kLib = "libisula_nri.so";
+    size_t total = 0;
+    while (f && total < (64u << 20)) {
+        f.read(&buf[0], static_cast<std::streamsize>(buf.size()));
+        const size_t n = static_cast<size_t>(f.gcount());
+        if (n == 0) break;
+        total += n;
+        const std::string window = tail + buf.substr(0, n);
+        if (window.find(kLib) != std::string::npos) return true;
+        tail = window.substr(window.size() > kLib.size() ? window.size() - kLib.size() : 0);
+    }
+    return false;
+}
+
 NativeRuntimeInfo detect_isulad(const std::string& config) {
     NativeRuntimeInfo r;
     r.name = "iSulad";
@@ -625,6 +670,7 @@ NativeRuntimeInfo detect_isulad(const std::string& config) {
         r.config_files.push_back(cfg);
         read_isulad_config(slurp(cfg), r);
     }
+    if (!r.binary.empty()) r.nri_built = isulad_links_nri(r.binary);
     r.found = !r.binary.empty() || r.running || !r.config_files.empty();
     return r;
 }

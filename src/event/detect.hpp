@@ -2,7 +2,11 @@
 // call nri-qos? containerd 1.5/1.6 has only NRI v0.1 (reads /etc/nri/conf.json at every
 // event); containerd 1.7 has native NRI, disabled unless its config enables it; 2.x has it on
 // by default (config key [plugins."io.containerd.nri.v1.nri"] disable, plugin_path). With native
-// NRI on, conf.json is read only through the v010-adapter plugin. Sources: containerd
+// NRI on, conf.json is read for every event only through the v010-adapter plugin; without it
+// 1.7's CRI plugin never reads it, while 2.x's podsandbox controller runs its hooks at every pod
+// sandbox start and stop, never for a container (internal/cri/server/podsandbox/sandbox_run.go
+// Controller.Start, opts.go WithNRISandboxDelete): mode_called says Native there, and register
+// warns about a conf.json entry (register.hpp conf_json_problems). Sources: containerd
 // docs/NRI.md and the defaults of containerd's nri plugin config (1.7: Disable true; 2.x false).
 #pragma once
 
@@ -68,6 +72,16 @@ struct NativeRuntimeInfo {
     std::optional<bool> nri_enabled;        ///< the NRI switch, when a file sets it
     std::string plugin_path = "/opt/nri/plugins";
     std::string error;             ///< a configuration file could not be parsed
+    /// iSulad: "enable-cri-v1", when set. Its NRI hooks are in the CRI v1 services only, which
+    /// run only with it true (cri_service.cc CRIService::Init; the v1 services call NRIAdaptation).
+    std::optional<bool> cri_v1;
+    /// iSulad: the binary links libisula_nri (built with ENABLE_NRI, which needs ENABLE_CRI_API_V1
+    /// and isula-rust-extensions' libisula_nri.so: cmake/options.cmake, cmake/checker.cmake);
+    /// nullopt: no binary read.
+    std::optional<bool> nri_built;
+    /// One line each: what the configuration sets that the runtime does not read (a key it does
+    /// not parse), or how it limits nri-qos (external connections off, timeouts).
+    std::vector<std::string> notes;
 };
 
 /// "1.6.20" from `containerd --version` output ("containerd github.com/containerd/containerd
@@ -214,10 +228,23 @@ std::string refresh_annotation_passlist(const std::string& state_dir, const std:
 ///   "containerd may not pass it: check pod_annotations; nri-qos register records what it passes"
 std::string annotation_not_passed_reason(const std::optional<AnnotationPasslist>& p, const std::string& key);
 
-/// iSulad's daemon.json (JSON): "nri-support" (bool) switches NRI on, "plugin_path" is the plugin
-/// directory (iSulad docs/design/detailed/NRI/nri_design.md). Fills nri_enabled, plugin_path;
-/// invalid JSON sets `error`.
+/// iSulad's daemon.json as iSulad parses it: the keys of libisula's schema (openeuler-mirror/lcr
+/// src/json/schema/isulad-daemon-configs.json, the generated isulad_daemon_configs parser; values
+/// copied in iSulad src/daemon/config/isulad_config.c merge_json_confs_into_global, under
+/// ENABLE_CRI_API_V1 / ENABLE_NRI; getters conf_get_nri_*): "nri-support" (bool, default false)
+/// switches NRI on, "plugin-path" (default /opt/nri/plugins, DEFAULT_PLUGIN_PATH) is the plugin
+/// directory, "plugin-config-path" (/etc/nri/conf.d), "disable-connections" (bool: no external
+/// plugin may connect, so the relay service cannot), "plugin-registration-timeout" and
+/// "plugin-requst-timeout" (sic; uint64 seconds, defaults 5 and 2), "enable-cri-v1" (bool: the
+/// CRI v1 services, the only ones that call NRI plugins). Keys with '_' ("plugin_path",
+/// "disable_connections", ..., as iSulad's NRI design doc spells them) are not parsed: each present
+/// is a note naming the key iSulad reads. Fills nri_enabled, plugin_path, cri_v1, notes; invalid
+/// JSON, or a key of the wrong type (iSulad refuses to start), sets `error`.
 void read_isulad_config(const std::string& json_text, NativeRuntimeInfo& info);
+
+/// Whether the iSulad executable `binary` was built with NRI: it names libisula_nri.so (a
+/// DT_NEEDED entry of the dynamic executable). nullopt: unreadable.
+std::optional<bool> isulad_links_nri(const std::string& binary);
 
 /// CRI-O's crio.conf and crio.conf.d drop-ins (TOML, load order; a later file overrides the keys
 /// it sets): `[crio.nri] enable_nri`, `nri_plugin_dir` (crio.conf(5), CRIO.NRI TABLE; defaults

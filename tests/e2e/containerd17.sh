@@ -1013,6 +1013,93 @@ if [ "$MODE/$RT" = native/1.7 ] && [ -z "${E2E_C17_ALL:-}" ]; then
   eval "lib_$(declare -f want)"
   want() { lib_want "$1" && ! [[ $1 =~ ^($C17_ELSEWHERE)$ ]]; }
 fi
+# NRI v0.1 on containerd 2.x (issue #31 §6): the podsandbox controller reads /etc/nri/conf.json at
+# every sandbox start (internal/cri/server/podsandbox/sandbox_run.go Controller.Start: state
+# "create" for the pause task) and when the sandbox task exits (opts.go WithNRISandboxDelete:
+# "delete"), never for a container. Counted in the event log: the v0.1 hook's records are
+# events "create"/"delete" (sandbox true), the relay's "RunPodSandbox".
+v01_count() { # SANDBOX_ID EVENT [sandbox|container ID]: records of that event for the sandbox (or that container)
+  local n
+  if [ "${3:-sandbox}" = sandbox ]; then
+    n=$(jq -c --arg id "$1" --arg ev "$2" 'select(.sandbox_id == $id and .sandbox == true and .event == $ev)' "$E2E_EVENT_LOG" 2>/dev/null | grep -c .)
+  else
+    n=$(jq -c --arg id "$4" --arg ev "$2" 'select(.id == $id and .sandbox == false and .event == $ev)' "$E2E_EVENT_LOG" 2>/dev/null | grep -c .)
+  fi
+  echo "${n:-0}"
+}
+v01_off() { rm -f /etc/nri/conf.json /opt/nri/bin/nri-qos; }
+native_v01_sandbox() {
+  local name=$S-v01-sandbox out=v01-sandbox pod ctr c r k i
+  MISMATCH=""
+  install -D -m 0755 "$NRI_QOS_BIN" /opt/nri/bin/nri-qos
+  set_v01_conf "$D/policy/nri-qos.toml"
+  start_or_fail "$name" "$out" burstable --label koordinator.sh/qosClass=BE || { v01_off; return; }
+  pod=$(j "$out" .pod_id); ctr=$(j "$out" .ctr_id)
+  c=$(v01_count "$pod" create); r=$(v01_count "$pod" RunPodSandbox); k=$(v01_count "$pod" create container "$ctr")
+  log "  sandbox ${pod:0:12}: v0.1 create records $c, native RunPodSandbox records $r; container ${ctr:0:12}: v0.1 create records $k"
+  [ "$c" = 1 ] || MISMATCH="the v0.1 hook evaluated the sandbox $c time(s), not once"
+  [ "$r" = 1 ] || MISMATCH="${MISMATCH:+$MISMATCH; }the relay evaluated the sandbox $r time(s), not once"
+  [ "$k" = 0 ] || MISMATCH="${MISMATCH:+$MISMATCH; }the v0.1 hook was called for the container ($k record(s))"
+  expect_be "$out"
+  # 2.2+ warns (pkg/deprecation NRIV010Plugin); 2.0/2.1 run the hook silently
+  [ "$RT" = 2.1 ] || grep -a -q 'Deprecated NRI plugin(s) nri-qos' "$D/logs/containerd.log" \
+    || MISMATCH="${MISMATCH:+$MISMATCH; }containerd did not log 'Deprecated NRI plugin(s) nri-qos'"
+  stop_pod "$out"
+  for i in $(seq 1 25); do [ "$(v01_count "$pod" delete)" -ge 1 ] && break; sleep 0.2; done
+  log "  after the pod's stop: v0.1 delete records of the sandbox $(v01_count "$pod" delete)"
+  [ "$(v01_count "$pod" delete)" -ge 1 ] || MISMATCH="${MISMATCH:+$MISMATCH; }no v0.1 delete record when the sandbox stopped"
+  v01_off
+  verdict "$name"
+}
+# A conf.json entry naming a binary that does not exist: every pod start fails, and `status`
+# says so in one line.
+native_v01_stale() {
+  local name=$S-v01-stale out=v01-stale st err
+  MISMATCH=""
+  mkdir -p /etc/nri
+  printf '{"version": "0.1", "plugins": [{"type": "nri-qos-gone"}]}\n' > /etc/nri/conf.json
+  st=$("$NRI_QOS_BIN" status --state-dir "$D/v01-stale-state" --conf-json /etc/nri/conf.json 2>&1 | grep -a 'nri-qos-gone')
+  log "  status: $st"
+  [[ $st == 'warning: '*'fails every pod start'* ]] || MISMATCH="status did not warn about the stale entry: ${st:-no line}"
+  if run_pod "$out" "$out" "$(kube_parent burstable)" "${RES[@]}"; then
+    MISMATCH="${MISMATCH:+$MISMATCH; }the pod started with a conf.json entry naming a missing binary"
+  else
+    err=$(first_error "$out")
+    log "  the pod's start failed: $err"
+    [[ $err == *'nri invoke'*'nri-qos-gone'* ]] || MISMATCH="${MISMATCH:+$MISMATCH; }the pod failed, but not with nri invoke ... nri-qos-gone: $err"
+  fi
+  stop_pod "$out"
+  v01_off
+  verdict "$name"
+}
+# register --mode both on 2.x, on a node that still lists nri-qos in conf.json (an upgrade from
+# 1.6): the native plugin only, our entry removed; the next pod's sandbox is evaluated once.
+native_v01_both() {
+  local name=$S-v01-both out=v01-both reg pod c r
+  MISMATCH=""
+  install -D -m 0755 "$NRI_QOS_BIN" /opt/nri/bin/nri-qos
+  set_v01_conf "$D/policy/nri-qos.toml"
+  reg=$("$NRI_QOS_BIN" register --mode both --conf-json /etc/nri/conf.json --plugins-dir "$D/both-plugins" \
+        --binary /opt/nri/bin/nri-qos --containerd-config "$D/config.toml" \
+        --containerd-version "$("$CONTAINERD" --version | awk '{print $3}')" --state-dir "$D/both-state" 2>&1)
+  log "  register --mode both: $(tr '\n' '|' <<<"$reg")"
+  [ -L "$D/both-plugins/10-nri-qos" ] || MISMATCH="register --mode both installed no native plugin link"
+  jq -e '.plugins[]? | select(.type == "nri-qos")' /etc/nri/conf.json >/dev/null 2>&1 \
+    && MISMATCH="${MISMATCH:+$MISMATCH; }register --mode both left nri-qos in conf.json"
+  grep -q 'registering the native plugin only' <<<"$reg" || MISMATCH="${MISMATCH:+$MISMATCH; }register did not say it registers the native plugin only"
+  if start_or_fail "$name" "$out" burstable --label koordinator.sh/qosClass=BE; then
+    pod=$(j "$out" .pod_id)
+    c=$(v01_count "$pod" create); r=$(v01_count "$pod" RunPodSandbox)
+    log "  sandbox ${pod:0:12}: v0.1 create records $c, native RunPodSandbox records $r"
+    [ "$c" = 0 ] && [ "$r" = 1 ] || MISMATCH="${MISMATCH:+$MISMATCH; }the sandbox was evaluated $c time(s) by the v0.1 hook and $r by the relay (want 0 and 1)"
+    expect_be "$out"
+    stop_pod "$out"
+    v01_off
+    verdict "$name"
+  else
+    v01_off
+  fi
+}
 
 scenarios() {
   if [ "$MODE" = adapter ]; then
@@ -1064,6 +1151,11 @@ scenarios() {
   want plugin-conflict && native_plugin_conflict
   want builtin && native_builtin
   case $RT in 2.2|2.3) want required && native_required "$S-required" ;; esac
+  if [ "${RT%%.*}" = 2 ]; then   # the v0.1 path on containerd 2.x (sandboxes only)
+    want v01-sandbox && native_v01_sandbox
+    want v01-stale && native_v01_stale
+    want v01-both && native_v01_both
+  fi
   set_native_policy "$D/policy/fail-closed.toml"
   stop_containerd; start_containerd || fail "$S-setup" "containerd did not restart with the fail-closed policy"
   want fail-closed && containerd_alive && sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"

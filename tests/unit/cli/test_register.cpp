@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -87,6 +88,23 @@ const char* kFresh =
 const char* kOther =
     "{\"version\":\"0.1\",\"plugins\":[{\"type\":\"other\",\"conf\":{\"b\":1,\"a\":[1,2]}}],"
     "\"zeta\":{\"y\":1,\"x\":2}}";
+
+/// Put an executable `nri-qos` on PATH for the rest of the test process: `register` warns about
+/// a conf.json entry whose binary containerd cannot find (issue #31 §6), which a test that
+/// registers "nri-qos" and wants no warning must not meet.
+void nri_qos_on_path() {
+    static const bool done = [] {
+        char d[] = "/tmp/nri-qos-register-path.XXXXXX";
+        REQUIRE(::mkdtemp(d) != nullptr);
+        const std::string f = std::string(d) + "/nri-qos";
+        spit(f, "#!/bin/sh\n");
+        ::chmod(f.c_str(), 0755);
+        const char* old = std::getenv("PATH");
+        ::setenv("PATH", (std::string(d) + ":" + (old ? old : "/usr/bin:/bin")).c_str(), 1);
+        return true;
+    }();
+    (void)done;
+}
 
 /// A scratch state dir for `register` (it records the annotations the runtime passes there:
 /// never the host's /run/nri-qos from a unit test).
@@ -647,7 +665,7 @@ TEST_CASE("register: no runtime found registers v0.1 with a loud warning", "[reg
 
 TEST_CASE("register: iSulad with nri-support gets the native plugin, never conf.json", "[register][node]") {
     TempDir t;
-    spit(t / "daemon.json", R"({"group": "isula", "nri-support": true, "plugin_path": ")" + t.path + R"(/plugins"})");
+    spit(t / "daemon.json", R"({"group": "isula", "enable-cri-v1": true, "nri-support": true, "plugin-path": ")" + t.path + R"(/plugins"})");
     std::string out;
     int rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none",
                       "--conf-json", t / "conf.json", "--isulad-config", t / "daemon.json", "--crio-config", t / "none.conf",
@@ -660,7 +678,7 @@ TEST_CASE("register: iSulad with nri-support gets the native plugin, never conf.
     CHECK(has(out, "iSulad"));
     CHECK_FALSE(has(out, "WARNING"));
     // nri-support off: still the native plugin (the only kind iSulad runs), and a warning.
-    spit(t / "daemon.json", R"({"nri-support": false})");
+    spit(t / "daemon.json", R"({"enable-cri-v1": true, "nri-support": false})");
     rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none",
                   "--conf-json", t / "conf.json", "--isulad-config", t / "daemon.json", "--crio-config", t / "none.conf",
                   "--plugins-dir", t / "plugins", "--binary", "/bin/sh"},
@@ -885,6 +903,7 @@ TEST_CASE("policy_annotation_keys: rules' annotation keys and the facts' annotat
 
 TEST_CASE("register: containerd 1.6 pod_annotations missing the policy's keys warn; --pass-annotations adds them",
           "[register][node]") {
+    nri_qos_on_path();
     TempDir t;
     spit(t / "policy.toml", kPolicyFixture);
     const std::string orig =
@@ -1123,6 +1142,7 @@ TEST_CASE("register --enable-nri on a version-1 config of containerd 1.7 writes 
 }
 
 TEST_CASE("register --pass-annotations on a version-1 config of containerd 1.6: [plugins.cri...], the array's comments kept", "[register][node][containerd-config]") {
+    nri_qos_on_path();
     TempDir t;
     spit(t / "policy.toml", kPolicyFixture);
     const std::string orig =
@@ -1466,4 +1486,325 @@ TEST_CASE("register --require is refused, with one line, where containerd has no
     CHECK(has(out, "NRI's default validator requires nri-qos"));
     CHECK(exists(t / "plugins/10-nri-qos"));
     CHECK(backups(t.path, "config.toml").size() == 1);
+// ---- issue #31 §7: the real layouts of each config version (tests/fixtures/containerd) -------
+
+namespace {
+
+/// A fixture of tests/fixtures/containerd copied into `t` as `name`, its plugin_path moved into
+/// `t` (a v010-adapter in the host's /opt/nri/plugins must not change the test).
+std::string real_layout(const TempDir& t, const std::string& fixture, const std::string& name = "config.toml") {
+    std::string text = slurp(std::string(NRI_QOS_SRCDIR) + "/tests/fixtures/containerd/" + fixture);
+    REQUIRE(!text.empty());
+    for (size_t p = text.find("/opt/nri/plugins"); p != std::string::npos; p = text.find("/opt/nri/plugins", p + 1))
+        text.replace(p, std::string("/opt/nri/plugins").size(), t / "plugins");
+    spit(t / name, text);
+    return t / name;
+}
+
+}  // namespace
+
+TEST_CASE("containerd config: `config default` of 1.6.20, 1.7.24, 2.2.7 and 2.3.4 read as each release reads it", "[register][node][containerd-config]") {
+    struct Case {
+        const char* fixture;
+        const char* release;
+        int version;
+        const char* nri_section;  // as register would write it
+        std::optional<bool> disable;
+        const char* runtime_section;
+        nriqos::HookMode called;
+    };
+    const Case cases[] = {
+        {"default-1.6.20.toml", "1.6.20", 2, "[plugins.\"io.containerd.nri.v1.nri\"]", std::nullopt, "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]", nriqos::HookMode::V01},
+        {"default-1.7.24.toml", "1.7.24", 2, "[plugins.\"io.containerd.nri.v1.nri\"]", true,
+         "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]", nriqos::HookMode::None},
+        {"default-2.2.7.toml", "2.2.7", 3, "[plugins.\"io.containerd.nri.v1.nri\"]", false,
+         "[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]", nriqos::HookMode::Native},
+        {"default-2.3.4.toml", "2.3.4", 4, "[plugins.\"io.containerd.nri.v1.nri\"]", false,
+         "[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]", nriqos::HookMode::Native},
+        // 2.3.4's own `config migrate` of 1.6's default: version 4, the same names as its default.
+        {"migrate-v2-2.3.4.toml", "2.3.4", 4, "[plugins.\"io.containerd.nri.v1.nri\"]", false,
+         "[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]", nriqos::HookMode::Native},
+    };
+    for (const Case& c : cases) {
+        TempDir t;
+        INFO(c.fixture << " as containerd " << c.release);
+        nriqos::RuntimeInfo i = read_as(real_layout(t, c.fixture), c.release);
+        CHECK(i.error.empty());
+        CHECK(i.config_version == c.version);
+        CHECK(i.nri_section == c.nri_section);
+        CHECK(i.nri_disable == c.disable);
+        CHECK(i.runtime_section == c.runtime_section);
+        REQUIRE(i.pod_annotations);
+        CHECK(i.pod_annotations->empty());
+        CHECK(i.plugin_path == (c.disable ? t / "plugins" : std::string("/opt/nri/plugins")));
+        CHECK(nriqos::mode_called(i) == c.called);
+        CHECK(i.config_notes.empty());
+    }
+    // Each version's file on a release that does not read it: 2.2 refuses version 4, 1.7 refuses 3.
+    {
+        TempDir t;
+        CHECK(has(read_as(real_layout(t, "default-2.3.4.toml"), "2.2.7").error, "refuses config version 4"));
+        CHECK(has(read_as(real_layout(t, "default-2.2.7.toml"), "1.7.24").error, "version 3"));
+    }
+}
+
+TEST_CASE("containerd config: a version-1 [plugins.nri] is not the NRI plugin on 2.3, as 2.3.4's own `config migrate` shows", "[register][node][containerd-config]") {
+    TempDir t;
+    // 2.3.4 migrated v1-1.x.toml's [plugins.nri] to io.containerd.grpc.v1.nri and kept the NRI
+    // plugin's own section at its default (on): what register must read from the version-1 file.
+    const std::string migrated = slurp(std::string(NRI_QOS_SRCDIR) + "/tests/fixtures/containerd/migrate-v1-2.3.4.toml");
+    REQUIRE(has(migrated, "[plugins.'io.containerd.grpc.v1.nri']"));
+    REQUIRE(has(migrated, "pod_annotations = ['koordinator.sh/*']"));
+    nriqos::RuntimeInfo v1 = read_as(real_layout(t, "v1-1.x.toml"), "2.3.4");
+    CHECK(v1.error.empty());
+    CHECK(v1.config_version == 4);
+    CHECK_FALSE(v1.nri_disable);  // unset: 2.x's default, on
+    CHECK(nriqos::mode_called(v1) == nriqos::HookMode::Native);
+    REQUIRE(v1.pod_annotations);
+    CHECK(*v1.pod_annotations == std::vector<std::string>{"koordinator.sh/*"});
+    REQUIRE(v1.config_notes.size() == 1);
+    CHECK(has(v1.config_notes[0], "io.containerd.grpc.v1.nri"));
+    // The migrated file reads the same.
+    nriqos::RuntimeInfo m = read_as(real_layout(t, "migrate-v1-2.3.4.toml", "m.toml"), "2.3.4");
+    CHECK(m.error.empty());
+    REQUIRE(m.nri_disable);
+    CHECK_FALSE(*m.nri_disable);
+    REQUIRE(m.pod_annotations);
+    CHECK(*m.pod_annotations == std::vector<std::string>{"koordinator.sh/*"});
+    // The same file on 1.7: short IDs are the plugins.
+    nriqos::RuntimeInfo on17 = read_as(t / "config.toml", "1.7.24");
+    CHECK(on17.config_version == 1);
+    REQUIRE(on17.nri_disable);
+    CHECK_FALSE(*on17.nri_disable);
+    CHECK(on17.nri_section == "[plugins.nri]");
+}
+
+TEST_CASE("register edits the real default configs: --enable-nri on 1.7.24's, --pass-annotations on 1.6.20's and 2.3.4's", "[register][node][containerd-config]") {
+    {
+        TempDir t;
+        const std::string cfg = real_layout(t, "default-1.7.24.toml");
+        std::string out;
+        int rc = run_cli({"register", "--containerd-config", cfg, "--containerd-version", "1.7.24", "--conf-json", t / "conf.json",
+                          "--plugins-dir", t / "plugins", "--binary", "/bin/sh", "--isulad-config", t / "none.json", "--crio-config",
+                          t / "none.conf", "--enable-nri", "--backup-dir", bdir(t.path)},
+                         out);
+        INFO(out);
+        CHECK(rc == 0);
+        nriqos::RuntimeInfo i = read_as(cfg, "1.7.24");
+        CHECK(i.error.empty());
+        REQUIRE(i.nri_disable);
+        CHECK_FALSE(*i.nri_disable);
+        CHECK(has(slurp(cfg), "[plugins.\"io.containerd.nri.v1.nri\"]\n    disable = false"));
+        CHECK(exists(t / "plugins/10-nri-qos"));
+    }
+    for (const char* rel : {"1.6.20", "2.3.4"}) {
+        TempDir t;
+        INFO(rel);
+        const std::string cfg = real_layout(t, std::string("default-") + rel + ".toml");
+        nriqos::RuntimeInfo before = read_as(cfg, rel);
+        nriqos::RegisterResult r = nriqos::pass_annotations(before, {"koordinator.sh/qosClass"}, "S", bdir(t.path));
+        INFO(r.message);
+        CHECK(r.exit_code == 0);
+        nriqos::RuntimeInfo after = read_as(cfg, rel);
+        CHECK(after.error.empty());
+        REQUIRE(after.pod_annotations);
+        CHECK(*after.pod_annotations == std::vector<std::string>{"koordinator.sh/qosClass"});
+        CHECK(after.runtime_section == before.runtime_section);
+    }
+}
+
+// ---- issue #31 §6: the v0.1 path on containerd 2.x ----------------------------------------------
+
+TEST_CASE("register --mode both: conf.json only where it adds events; nri-qos's entry removed on 2.x", "[register][node][v01-2x]") {
+    const std::string theirs = R"({"version":"0.1","plugins":[{"type":"sh"},{"type":"nri-qos","conf":{}}]})";
+    struct Case {
+        const char* fixture;
+        const char* release;
+        bool conf_json_entry;
+        const char* says;
+    };
+    const Case cases[] = {
+        {"default-2.3.4.toml", "2.3.4", false, "a conf.json entry would make containerd evaluate each pod sandbox a second time"},
+        {"default-2.2.7.toml", "2.2.7", false, "registering the native plugin only"},
+        {"default-1.7.24.toml", "1.7.24", false, "containerd 1.7 never reads conf.json"},
+        {"default-1.6.20.toml", "1.6.20", true, "registering the NRI v0.1 hook (conf.json) and the native NRI plugin"},
+    };
+    for (const Case& c : cases) {
+        TempDir t;
+        INFO(c.release);
+        spit(t / "conf.json", theirs);
+        std::string out;
+        int rc = run_cli({"register", "--mode", "both", "--containerd-config", real_layout(t, c.fixture), "--containerd-version", c.release,
+                          "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh", "--isulad-config",
+                          t / "none.json", "--crio-config", t / "none.conf"},
+                         out);
+        INFO(out);
+        CHECK(rc == 0);
+        CHECK(exists(t / "plugins/10-nri-qos"));
+        CHECK(has(slurp(t / "conf.json"), "\"nri-qos\"") == c.conf_json_entry);
+        CHECK(has(slurp(t / "conf.json"), "\"sh\""));  // another plugin's entry is never touched
+        CHECK(has(out, c.says));
+        CHECK_FALSE(has(out, "evaluated twice"));
+    }
+    // No containerd known: both, and a warning about 2.x.
+    TempDir t;
+    std::string out;
+    int rc = run_cli({"register", "--mode", "both", "--containerd-config", t / "absent.toml", "--containerd-version", "none", "--conf-json",
+                      t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh", "--isulad-config", t / "none.json",
+                      "--crio-config", t / "none.conf"},
+                     out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(exists(t / "plugins/10-nri-qos"));
+    CHECK(has(slurp(t / "conf.json"), "\"nri-qos\""));
+    CHECK(has(out, "nri-qos: WARNING: On containerd 2.x the conf.json entry makes every pod sandbox evaluated twice"));
+}
+
+TEST_CASE("register warns in one line about a conf.json entry whose binary is missing, and ours beside the native plugin on 2.x", "[register][node][v01-2x]") {
+    TempDir t;
+    ::mkdir((t / "bin").c_str(), 0755);
+    spit(t / "bin/present", "#!/bin/sh\n");
+    ::chmod((t / "bin/present").c_str(), 0755);
+    spit(t / "conf.json", R"({"version":"0.1","plugins":[{"type":"present"},{"type":"nri-qos-gone"},{"type":"nri-qos"}]})");
+    const std::string search = t / "bin";
+    auto info = [&](const char* fixture, const char* rel) { return read_as(real_layout(t, fixture), rel); };
+    // 2.3.4 (native on) with the native plugin: the missing binaries, and ours doubling sandboxes.
+    std::vector<std::string> p = nriqos::conf_json_problems(t / "conf.json", "nri-qos", info("default-2.3.4.toml", "2.3.4"), true, search);
+    std::string all;
+    for (const auto& line : p) all += line + "\n";
+    INFO(all);
+    REQUIRE(p.size() == 3);
+    CHECK(p[0] == t / "conf.json" + " lists \"nri-qos-gone\", which is no executable in PATH or /opt/nri/bin: containerd 2.3.4 (at every pod "
+                  "sandbox start) fails every pod start with it (\"nri invoke: plugin: nri-qos-gone: exec: ...\"). Fix: nri-qos unregister "
+                  "--type nri-qos-gone --conf-json " + t / "conf.json" + ", or reinstall nri-qos-gone");
+    CHECK(has(p[1], "lists \"nri-qos\", which is no executable"));
+    CHECK(p[2] == t / "conf.json" + " lists \"nri-qos\" beside the native plugin: containerd 2.3.4 still runs it at every pod sandbox start "
+                  "and stop (podsandbox controller), so each sandbox is evaluated twice. Fix: nri-qos unregister --conf-json " + t / "conf.json");
+    for (const auto& line : p) CHECK(line.find('\n') == std::string::npos);
+    // Without the native plugin: only the missing binaries.
+    CHECK(nriqos::conf_json_problems(t / "conf.json", "nri-qos", info("default-2.3.4.toml", "2.3.4"), false, search).size() == 2);
+    // 1.6.20 reads it at every event: the missing binaries; no doubling (no native NRI).
+    CHECK(nriqos::conf_json_problems(t / "conf.json", "nri-qos", info("default-1.6.20.toml", "1.6.20"), true, search).size() == 2);
+    // 1.7.24 (no adapter) never reads it: nothing.
+    CHECK(nriqos::conf_json_problems(t / "conf.json", "nri-qos", info("default-1.7.24.toml", "1.7.24"), true, search).empty());
+    // A conf.json containerd cannot read fails every pod start too.
+    spit(t / "bad.json", "{\"plugins\": [");
+    p = nriqos::conf_json_problems(t / "bad.json", "nri-qos", info("default-2.3.4.toml", "2.3.4"), false, search);
+    REQUIRE(p.size() == 1);
+    CHECK(has(p[0], "is not valid JSON"));
+    CHECK(has(p[0], "fails every pod start (\"unable to create nri client\")"));
+    // Absent or empty: nothing.
+    CHECK(nriqos::conf_json_problems(t / "absent.json", "nri-qos", info("default-2.3.4.toml", "2.3.4"), true, search).empty());
+    // The CLI: `register --mode v01` on 2.3.4 with the native plugin in place warns about both,
+    // and says a conf.json hook gets no container there.
+    ::mkdir((t / "plugins").c_str(), 0755);
+    REQUIRE(::symlink("/bin/sh", (t / "plugins/10-nri-qos").c_str()) == 0);
+    spit(t / "conf.json", R"({"version":"0.1","plugins":[{"type":"nri-qos-gone"}]})");
+    std::string out;
+    int rc = run_cli({"register", "--mode", "v01", "--containerd-config", real_layout(t, "default-2.3.4.toml"), "--containerd-version", "2.3.4",
+                      "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--isulad-config", t / "none.json", "--crio-config",
+                      t / "none.conf"},
+                     out);
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(has(out, "nri-qos: WARNING: it runs /etc/nri/conf.json hooks only at pod sandbox start and stop, never for a container:"));
+    CHECK(has(out, "nri-qos: WARNING: " + t / "conf.json" + " lists \"nri-qos-gone\", which is no executable"));
+    CHECK(has(out, "lists \"nri-qos\" beside the native plugin"));
+}
+
+// ---- issue #31 §7: iSulad's daemon.json as iSulad parses it -------------------------------------
+
+TEST_CASE("iSulad daemon.json: the keys libisula's schema parses, not the design doc's spellings", "[register][node][isulad]") {
+    // The daemon.json iSulad ships (src/contrib/config/daemon.json at fd0fcf85): neither CRI v1
+    // nor NRI set.
+    const std::string shipped = slurp(std::string(NRI_QOS_SRCDIR) + "/tests/fixtures/isulad/daemon.json");
+    REQUIRE(has(shipped, "\"pod-sandbox-image\""));
+    nriqos::NativeRuntimeInfo a;
+    nriqos::read_isulad_config(shipped, a);
+    CHECK(a.error.empty());
+    CHECK_FALSE(a.nri_enabled);
+    CHECK_FALSE(a.cri_v1);
+    CHECK(a.plugin_path == "/opt/nri/plugins");
+    CHECK(a.notes.empty());
+    // The same with what iSulad's k8s guide (enable-cri-v1) and the schema's NRI keys add.
+    nlohmann::json j = nlohmann::json::parse(shipped);
+    j["enable-cri-v1"] = true;
+    j["nri-support"] = true;
+    j["plugin-path"] = "/usr/libexec/nri/plugins";
+    j["disable-connections"] = true;
+    j["plugin-registration-timeout"] = 10;
+    nriqos::NativeRuntimeInfo b;
+    nriqos::read_isulad_config(j.dump(4), b);
+    CHECK(b.error.empty());
+    REQUIRE(b.nri_enabled);
+    CHECK(*b.nri_enabled);
+    REQUIRE(b.cri_v1);
+    CHECK(*b.cri_v1);
+    CHECK(b.plugin_path == "/usr/libexec/nri/plugins");
+    REQUIRE(b.notes.size() == 2);
+    CHECK(has(b.notes[0], "\"disable-connections\": true: no external NRI plugin may connect"));
+    CHECK(b.notes[1] == "iSulad: \"plugin-registration-timeout\": 10 s");
+    // The design doc's layout (nri_design.md: "disable_connections", "plugin_path", ...): iSulad
+    // reads none of those keys; before, register took "plugin_path" for the plugin directory.
+    nriqos::NativeRuntimeInfo c;
+    nriqos::read_isulad_config(R"({"nri-support": true, "disable_connections": true, "plugin_config_path": "/etc/nri/conf.d",
+                                   "plugin_path": "/srv/plugins", "plugin_registration_timeout": "5s", "plugin_request_timeout": "2s"})",
+                               c);
+    CHECK(c.error.empty());
+    CHECK(c.plugin_path == "/opt/nri/plugins");
+    REQUIRE(c.notes.size() == 5);
+    CHECK(c.notes[0] == "iSulad does not read \"plugin_path\" in daemon.json (it parses \"plugin-path\": lcr "
+                        "src/json/schema/isulad-daemon-configs.json); the setting has no effect");
+    // A key of the wrong type stops iSulad: an error.
+    nriqos::NativeRuntimeInfo d;
+    nriqos::read_isulad_config(R"({"nri-support": "true"})", d);
+    CHECK(d.error == "daemon.json: \"nri-support\" must be true or false (iSulad refuses to start)");
+    CHECK_FALSE(d.nri_enabled);
+}
+
+TEST_CASE("register on iSulad: warns when CRI v1 or NRI is off, or the binary has no NRI", "[register][node][isulad]") {
+    TempDir t;
+    auto reg = [&](std::string& out) {
+        return run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none", "--conf-json", t / "conf.json",
+                        "--isulad-config", t / "daemon.json", "--crio-config", t / "none.conf", "--plugins-dir", t / "plugins", "--binary",
+                        "/bin/sh"},
+                       out);
+    };
+    // The shipped daemon.json: native plugin, warnings for both switches.
+    spit(t / "daemon.json", slurp(std::string(NRI_QOS_SRCDIR) + "/tests/fixtures/isulad/daemon.json"));
+    std::string out;
+    CHECK(reg(out) == 0);
+    INFO(out);
+    CHECK(exists(t / "plugins/10-nri-qos"));
+    CHECK_FALSE(exists(t / "conf.json"));
+    CHECK(has(out, "nri-qos: WARNING: iSulad's CRI v1 is NOT ENABLED (\"enable-cri-v1\" not set in " + t / "daemon.json" + "):"));
+    CHECK(has(out, "nri-qos: WARNING: Fix: set \"enable-cri-v1\": true in /etc/isulad/daemon.json, then restart iSulad."));
+    CHECK(has(out, "nri-qos: WARNING: iSulad native NRI is NOT ENABLED (switch not set): nri-qos will NEVER be called."));
+    // The design doc's plugin_path: a note, and the plugin directory stays iSulad's default.
+    spit(t / "daemon.json", R"({"enable-cri-v1": true, "nri-support": true, "plugin_path": "/srv/plugins"})");
+    CHECK(reg(out) == 0);
+    CHECK_FALSE(has(out, "WARNING"));
+    CHECK(has(out, "nri-qos: iSulad does not read \"plugin_path\" in daemon.json (it parses \"plugin-path\""));
+    CHECK_FALSE(has(out, "use --plugins-dir /srv/plugins"));
+    // plugin-path set: register says where iSulad loads plugins from.
+    spit(t / "daemon.json", R"({"enable-cri-v1": true, "nri-support": true, "plugin-path": "/srv/plugins"})");
+    CHECK(reg(out) == 0);
+    CHECK(has(out, "iSulad loads plugins from /srv/plugins: use --plugins-dir /srv/plugins"));
+    // A binary that does not link libisula_nri.so, and one that does.
+    spit(t / "isulad-no", std::string("\x7f" "ELF....libisula_libutils.so.0\0liblcr.so\0", 40));
+    spit(t / "isulad-yes", std::string(65531, 'x') + "libisula_nri.so" + std::string(10, '\0'));
+    REQUIRE(nriqos::isulad_links_nri(t / "isulad-no"));
+    CHECK_FALSE(*nriqos::isulad_links_nri(t / "isulad-no"));
+    REQUIRE(nriqos::isulad_links_nri(t / "isulad-yes"));
+    CHECK(*nriqos::isulad_links_nri(t / "isulad-yes"));
+    CHECK_FALSE(nriqos::isulad_links_nri(t / "absent"));
+    nriqos::NativeRuntimeInfo i = nriqos::detect_isulad(t / "daemon.json");
+    i.found = true;
+    i.binary = t / "isulad-no";
+    i.nri_built = false;
+    nriqos::RegisterPlan p = nriqos::plan_register(nriqos::RuntimeInfo{}, i, nriqos::NativeRuntimeInfo{}, "auto", {});
+    std::string w;
+    for (const auto& x : p.warnings) w += x + "\n";
+    INFO(w);
+    CHECK(has(w, "iSulad (" + t / "isulad-no" + ") is built without NRI (it does not link libisula_nri.so"));
 }
