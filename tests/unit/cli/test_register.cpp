@@ -1486,6 +1486,8 @@ TEST_CASE("register --require is refused, with one line, where containerd has no
     CHECK(has(out, "NRI's default validator requires nri-qos"));
     CHECK(exists(t / "plugins/10-nri-qos"));
     CHECK(backups(t.path, "config.toml").size() == 1);
+}
+
 // ---- issue #31 §7: the real layouts of each config version (tests/fixtures/containerd) -------
 
 namespace {
