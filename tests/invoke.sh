@@ -198,7 +198,7 @@ CHK=$("$BIN" check "$R/bad.toml" 2>&1 >/dev/null); RC=$?
 check "check: broken policy exit 1" "$RC" 1
 check "check: one line with file:line" "$CHK" "nri-qos: $R/bad.toml:5: classes.C.container.cpu_shares: 1 out of range [2, 262144] or \"N%\""
 CHK=$("$BIN" check "$BUNDLED" 2>&1)
-check "check: bundled policy" "$(head -1 <<<"$CHK")" "$BUNDLED: OK (22 rules, 10 classes, default class DEFAULT)"
+check "check: bundled policy" "$(head -1 <<<"$CHK")" "$BUNDLED: OK (23 rules, 10 classes, default class DEFAULT)"
 # ... then only notes (which declaration unlocks which agent behaviour), never a warning
 check "check: bundled policy: notes only after the summary" "$(tail -n +2 <<<"$CHK" | grep -vc "^$BUNDLED: note: ")" 0
 check "check: mechanics fixture policy" "$("$BIN" check "$POLICY")" "$POLICY: OK (19 rules, 5 classes, default class LS)"

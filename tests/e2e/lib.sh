@@ -704,6 +704,7 @@ install_test_policy() { # DEST
          print "cpu_burst_us = \"100%\""; print "memory_high = \"90%\""
          print ""; print "[classes.E2E-RESIZE]"
          print "description = \"e2e: fixed shares on the container and the pod, a pod-written burst (sc_resize)\""
+         print "pod_cpu_weight_formula = \"linear\""
          print "[classes.E2E-RESIZE.container]"
          print "cpu_shares = 2"; print "cpu_burst_us = { fact = \"volcano.cpu_burst_us\" }"
          print "[classes.E2E-RESIZE.pod]"; print "cpu_shares = 4"
@@ -1203,6 +1204,8 @@ last_record() { jq -c --arg id "$1" --arg ev "$2" 'select(.id == $id and .event 
 #                     does not let it in)
 #   PREFIX-recompute: resize 2 (quota 80000, 128 MiB): the burst recomputed from the new quota:
 #                     70000 (within it now), shares 2; pod cpu.shares 4 again (2.3)
+# On cgroup v2 (the node VM) the class converts its pod shares linearly (pod_cpu_weight_formula),
+# so pod cpu.shares 4 is cpu.weight 1, the conversion expect_knob applies.
 sc_resize() {
   local p=$1 out=resize m1=$((96 * MIB)) m2=$((128 * MIB)) rec want_pod
   start_or_fail "$p-pod" "$out" burstable --label e2e.nri-qos/class=resize --annotation volcano.sh/quota-burst-time=70000 ||
