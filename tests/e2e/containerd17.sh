@@ -392,6 +392,10 @@ native_builtin() {
   # Koordinator batch pod gets koordlet's batch limits, kubelet's cpu.shares stays (issue #19;
   # sc_koord_batch in lib.sh).
   OCI_CHECKS=1 sc_koord_batch "$name"
+  # The scenarios after this one (required, v01-*) expect the test policy again: put its conf.d
+  # file back and restart, as native_bundled does (found when they first ran after it in one suite).
+  set_native_policy "$D/policy/nri-qos.toml"
+  stop_containerd; start_containerd || fail "$S-setup" "containerd did not restart with the test policy"
 }
 
 # Issue 10 §4: the bundled policy (conf/nri.d/nri-qos.toml as shipped) installed as the policy
