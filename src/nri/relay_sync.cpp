@@ -26,6 +26,21 @@ namespace nri {
 // meanwhile; the last part's reply carries the containers' updates (reply_sync). Nothing here
 // can fail the runtime: an error reply to Synchronize closes the plugin, so a failure is
 // recorded and the item answered without an update (fail-open).
+
+namespace {
+/// One queue entry of Synchronize pass `pass`: item `item` (an index into pass->items,
+/// kBatchItem for the whole pass in one evaluator, kReplyItem for the pass's reply), arrived at
+/// `arrival_ms` (monotonic ms; the reply keeps Pending's default 0).
+Pending sync_entry(std::shared_ptr<SyncPass> pass, int item, int64_t arrival_ms) {
+  Pending p;
+  p.method = "Synchronize";
+  p.arrival_ms = arrival_ms;
+  p.sync = std::move(pass);
+  p.item = item;
+  return p;
+}
+}  // namespace
+
 void Relay::on_synchronize(uint32_t stream, const RequestEnvelope& req) {
   pb::SynchronizeRequest part;
   if (!part.ParseFromString(req.payload)) {
@@ -72,39 +87,16 @@ void Relay::on_synchronize(uint32_t stream, const RequestEnvelope& req) {
   if (sup_.batch_mode() && !pass->items.empty()) {
     // One request, one evaluator (issue #31 §8): every item in one sandboxed process
     // (prepare_batch, finish_batch); what it does not answer is evaluated alone, as below.
-    Pending p;
-    p.method = "Synchronize";
-    p.arrival_ms = now;
-    p.sync = pass;
-    p.item = kBatchItem;
-    syncq_.push_back(std::move(p));
+    syncq_.push_back(sync_entry(pass, kBatchItem, now));
   } else {  // exec mode (a command per event), an evaluator without it: one evaluator per item
-    for (size_t i = 0; i < pass->items.size(); ++i) {
-      Pending p;
-      p.method = "Synchronize";
-      p.arrival_ms = now;
-      p.sync = pass;
-      p.item = int(i);
-      syncq_.push_back(std::move(p));
-    }
+    for (size_t i = 0; i < pass->items.size(); ++i) syncq_.push_back(sync_entry(pass, int(i), now));
   }
-  Pending last;  // the reply, once every evaluation ended
-  last.method = "Synchronize";
-  last.sync = std::move(pass);
-  last.item = kReplyItem;
-  syncq_.push_back(std::move(last));
+  syncq_.push_back(sync_entry(std::move(pass), kReplyItem, 0));  // the reply, once every evaluation ended
 }
 
 void Relay::sync_queue_items(const std::shared_ptr<SyncPass>& pass, size_t from, size_t to) {
   const int64_t now = now_ms();
-  for (size_t i = to; i-- > from;) {
-    Pending p;
-    p.method = "Synchronize";
-    p.arrival_ms = now;
-    p.sync = pass;
-    p.item = int(i);
-    syncq_.push_front(std::move(p));
-  }
+  for (size_t i = to; i-- > from;) syncq_.push_front(sync_entry(pass, int(i), now));
 }
 
 // Who item `item` of `pass` is, as prepare() names a Synchronize item (records, logs, the update).
