@@ -596,6 +596,7 @@ ext_sync_existing() {
   ext_start "$D/policy/nri-qos.toml"
   local took; took=$(ext_wait 30 "" "$before") || { fail "$name" "the external relay did not register and synchronize within 30 s"; stop_pod sx-be; stop_pod sx-ls; return; }
   log "  registered and synchronized ${took} s after start: $(ext_log_text | grep 'Synchronize: [0-9]* pods' | tail -1)"
+  await_knob sx-be ctr cpu.shares 2; await_knob sx-ls ctr cpu.cfs_burst_us 50000
   MISMATCH=""
   expect_be sx-be
   expect_ls sx-ls 50000 $((64 * MIB))
@@ -631,6 +632,7 @@ ext_relay_back() {
   rm -f "$EXT_HOLD"
   ext_wait 30 "$old" "$before" >/dev/null
   took=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  await_knob rb-gap ctr cpu.shares 2
   log "  back after ${took} s (from the kill; the restart was held ${held} s while the gap pod was created):" \
       "$("$NRI_QOS_BIN" status --relay 2>&1 | head -1)"
   MISMATCH=""
@@ -688,6 +690,7 @@ ext_containerd_restart() {
   rc0=$(rj .reconnects); before=$(ext_syncs)
   stop_containerd; start_containerd || { fail "$name" "containerd did not restart"; stop_pod cr-be; return; }
   local took; took=$(ext_wait 30 "" "$before") || { fail "$name" "no reconnect + Synchronize within 30 s of containerd's start"; stop_pod cr-be; return; }
+  await_knob cr-be ctr cpu.shares 2
   rc1=$(rj .reconnects)
   m=$(sed -n 's/^nri_qos_relay_reconnects_total //p' "$(dirname "$EXT_METRICS")/nri_qos_relay.prom" 2>/dev/null)
   log "  reconnected ${took} s after containerd started: reconnects $rc0 -> $rc1 (metrics: ${m:-none});" \

@@ -635,6 +635,18 @@ expect_knob() {
   if [ "$got" != "$want" ]; then MISMATCH="${MISMATCH:+$MISMATCH; }$kind $knob=$got want $want"; fi
   log "  $out: $kind $knob = $got (want $want)"
 }
+# await_knob OUT KIND KNOB VALUE [SECONDS]: polls (0.2 s) until the kernel shows VALUE, at most
+# SECONDS (10). For values the runtime writes after an event has been answered: containerd
+# applies a Synchronize reply's container updates only after the relay has logged and sent it,
+# so the relay's log line alone does not mean the kernel has them. Reports nothing itself: the
+# expect_* that follows compares (and FAILs after the wait).
+await_knob() {
+  local want end=$((SECONDS + ${5:-10})) t0=$EPOCHREALTIME
+  cg_prime "$1"
+  want=$(want_knob "$3" "$4")
+  while [ "$(read_knob "$2" "$1" "$3")" != "$want" ] && [ $SECONDS -lt $end ]; do sleep 0.2; done
+  log "  $1: waited $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s for $2 $3 = $want"
+}
 expect_oom() { # OUT VALUE
   cg_prime "$1"
   local pid got; pid=$(ctr_pid "$1")
