@@ -859,7 +859,21 @@ int check_policy(const std::string& path, const std::string& cache_dir, const st
     for (const auto& d : chk.notes) out += "\n" + format_diag(path, d);
     if (!cache_dir.empty()) {
         // Precompile (one more parse; check is not the hot path) and keep it as the last good copy.
+        // A cache that cannot be written (read-only, untrusted owner or mode, not a directory)
+        // only costs the hook a compile on its next event: a warning, not an error — but said,
+        // as the packages' install runs this line (nothing silent). Written = the entry's inode
+        // or mtime changed, or the load was a hit.
+        const std::string entry = cache_dir + "/" + policy_cache::cache_file_name(path);
+        struct stat before {}, after {};
+        const bool had = stat(entry.c_str(), &before) == 0;
         FileLoad f = load_policy_file(path, cache_dir, nullptr, true);
+        const bool written = f.from_cache || (stat(entry.c_str(), &after) == 0 &&
+                                              (!had || after.st_ino != before.st_ino || after.st_mtim.tv_sec != before.st_mtim.tv_sec ||
+                                               after.st_mtim.tv_nsec != before.st_mtim.tv_nsec));
+        if (f.ok && !written)
+            err += "nri-qos: " + path + ": warning: not precompiled: the cache " + cache_dir +
+                   " cannot be written (it must be a root-owned directory, not group/world-writable);"
+                   " the hook compiles the policy on each event until it can be\n";
         if (f.ok && !last_good_dir.empty())
             if (std::string e = save_last_good(last_good_dir, path, text, p.fail_closed); !e.empty()) err += "nri-qos: " + e + "\n";
     }

@@ -191,7 +191,9 @@ std::string default_policy_status();
 ///    meanwhile ("the hook applies the last good copy (sha256 ...) saved <time>" / "the built-in
 ///    policy") — the same choice invoke makes (policy_store.hpp).
 ///  * with `cache_dir`, a valid policy is also precompiled into it, and saved as the last good
-///    copy in `last_good_dir` (when not empty): what the packages run on install.
+///    copy in `last_good_dir` (when not empty): what the packages run on install. A cache that
+///    cannot be written adds one "warning: not precompiled" line to `err` (exit stays 0: the
+///    policy is valid, the hook compiles it per event until the cache can be written).
 /// Returns 0 (valid, warnings or not) or 1 (an error, or the file cannot be read).
 int check_policy(const std::string& path, const std::string& cache_dir, const std::string& last_good_dir, std::string& out, std::string& err);
 
