@@ -86,7 +86,7 @@ std::string label(const Write& w) {
     std::string f = w.rel.substr(w.rel.rfind('/') + 1);
     if (w.root == Root::Proc) f = "oom_score_adj";
     if (w.root == Root::Resctrl) f = "resctrl:" + w.rel.substr(0, w.rel.find('/'));
-    return (w.scope == "pod" ? "pod:" : "") + f;
+    return (w.scope == "pod" || w.scope == "sandbox" ? w.scope + ":" : "") + f;
 }
 
 /// `s` on one line (newlines → spaces), cut to 60 bytes with "..." (kernel file contents in the

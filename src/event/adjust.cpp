@@ -147,7 +147,7 @@ struct Builder {
     bool nri08;
     std::optional<WeightChoice>* weight;  ///< the event's formula, decided at the first conversion (shared by the pod builder)
 
-    static std::string label(const std::string& knob, const std::string& scope) { return (scope == "pod" ? "pod:" : "") + knob; }
+    static std::string label(const std::string& knob, const std::string& scope) { return (scope == "container" ? "" : scope + ":") + knob; }
 
     void skip(const std::string& knob, const std::string& scope, const std::string& why) {
         plan.skipped.push_back(label(knob, scope) + ": " + why);
@@ -709,6 +709,20 @@ Plan build_plan(const PlanInput& in) {
             pb.knobs(cls.pod, "pod", &in.paths->pod);
         }
     }
+    // The sandbox (pause) container's own cgroup, at the sandbox's events: the cgroupsPath of the
+    // sandbox request is that container's (policy.hpp ClassDef::sandbox). Written directly.
+    if (pod_knobs && !cls.sandbox.empty()) {
+        auto key = [](const KnobSetting& k) { return k.id == KnobId::Raw ? "raw:" + k.raw_file : std::string(knob_def(k.id).key); };
+        if (!in.paths) {
+            const std::string why = nri ? "the runtime gave no sandbox cgroups_path (PodSandbox linux.cgroups_path is empty: "
+                                          "no sandbox container spec, e.g. a sandboxer without a pause container)"
+                                        : "no cgroupsPath in the sandbox request";
+            for (const auto& k : cls.sandbox) b.skip(key(k), "sandbox", why);
+        } else {
+            Builder sb{in, plan, Mode::Direct, b.v2, b.nri08, &weight};
+            sb.knobs(cls.sandbox, "sandbox", &in.paths->container);
+        }
+    }
     if (mode != Mode::None && !cls.container.empty())
         b.knobs(cls.container, "container", in.paths ? &in.paths->container : nullptr);
     // Pod-level sums over the pod's containers (facts.hpp pod_sum), after the container's own knobs.
@@ -729,8 +743,8 @@ Plan build_plan(const PlanInput& in) {
 std::vector<std::string> leave_to_others(ClassDef& cls, const Policy& p) {
     std::vector<std::string> skipped;
     if (p.leave_to_others.empty()) return skipped;
-    for (auto* list : {&cls.container, &cls.pod}) {
-        const std::string prefix = list == &cls.pod ? "pod:" : "";
+    for (auto* list : {&cls.container, &cls.pod, &cls.sandbox}) {
+        const std::string prefix = list == &cls.pod ? "pod:" : list == &cls.sandbox ? "sandbox:" : "";
         auto keep = list->begin();
         for (auto it = list->begin(); it != list->end(); ++it) {
             if (const LeftField* lf = left_to_other(p.leave_to_others, *it)) {

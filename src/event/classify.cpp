@@ -211,6 +211,7 @@ bool merge_classes(const Policy& policy, Decision& d) {
         };
         take(out->container, mc.container, "");
         take(out->pod, mc.pod, "pod:");
+        take(out->sandbox, mc.sandbox, "sandbox:");
         out->fail_closed = out->fail_closed || mc.fail_closed;
         if (!out->pod_weight_formula_set && mc.pod_weight_formula_set) {
             out->pod_weight_formula_set = true;

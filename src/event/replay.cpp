@@ -331,7 +331,7 @@ void explain_calculations(const Policy& p, const Decision& d, const Request& r, 
             case PctBase::PidsLimit: base = r.resources.pids_limit; bname = "pids.limit"; break;
             case PctBase::None: break;
         }
-        std::string key = (std::string(scope) == "pod" ? "pod:" : "") + std::string(def.key);
+        std::string key = (std::string(scope) == "container" ? "" : std::string(scope) + ":") + std::string(def.key);
         json c = {{"knob", key}, {"percent", k.value.num}, {"of", std::string("OCI ") + bname}};
         std::string line = "calc:     " + key + " = " + std::to_string(k.value.num) + "% of OCI " + bname;
         if (!base || *base <= 0) {
@@ -349,14 +349,16 @@ void explain_calculations(const Policy& p, const Decision& d, const Request& r, 
         calcs.push_back(c);
         text += line + "\n";
     };
-    bool pod = false, ctr = false;
-    for (const auto& w : plan.writes) (w.scope == "pod" ? pod : ctr) = true;
+    bool pod = false, ctr = false, sbx = false;
+    for (const auto& w : plan.writes) (w.scope == "pod" ? pod : w.scope == "sandbox" ? sbx : ctr) = true;
     if (!plan.adjustment.is_null() || !plan.update.is_null()) ctr = true;
-    for (const auto& s : plan.skipped) (s.rfind("pod:", 0) == 0 ? pod : ctr) = true;
+    for (const auto& s : plan.skipped) (s.rfind("pod:", 0) == 0 ? pod : s.rfind("sandbox:", 0) == 0 ? sbx : ctr) = true;
     if (ctr)
         for (const auto& k : d.cls->container) one(k, "container");
     if (pod)
         for (const auto& k : d.cls->pod) one(k, "pod");
+    if (sbx)
+        for (const auto& k : d.cls->sandbox) one(k, "sandbox");
     j["calculations"] = calcs;
 }
 

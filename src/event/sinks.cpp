@@ -48,6 +48,8 @@ struct Applier {
             case IoResult::NoFile:
                 w.status = Write::Skipped;
                 w.reason = "kernel does not provide this file";
+                // Group identity is a feature of Anolis / Alibaba Cloud Linux kernels only.
+                if (w.id == KnobId::CpuBvtWarpNs) w.reason += " (cpu.bvt_warp_ns: group identity exists on Anolis / Alibaba Cloud Linux kernels only)";
                 break;
             case IoResult::NoDir:
                 w.status = Write::Failed;
@@ -203,7 +205,7 @@ const char* root_prefix(Root r) {
 std::string label(const Write& w) {
     // "cpu.shares=2" for the container, "pod:cpu.idle=1" for the pod, file name only.
     std::string file = w.rel.substr(w.rel.rfind('/') + 1);
-    return (w.scope == "pod" ? "pod:" : "") + file + "=" + w.value;
+    return (w.scope == "container" ? "" : w.scope + ":") + file + "=" + w.value;
 }
 void append(std::string& s, const std::string& item) {
     if (!s.empty()) s += ' ';
@@ -238,7 +240,7 @@ std::string systemd_summary(const Plan& plan) {
     std::string applied, failed, skipped;
     for (const auto& w : plan.writes) {
         if (w.systemd.empty()) continue;
-        const std::string name = (w.scope == "pod" ? "pod:" : "") + file_of(w.rel);
+        const std::string name = (w.scope == "container" ? "" : w.scope + ":") + file_of(w.rel);
         if (w.systemd.rfind("applied:", 0) == 0) applied += (applied.empty() ? "" : " ") + name;
         else if (w.systemd.rfind("failed:", 0) == 0) failed += (failed.empty() ? "" : " ") + name + " (" + w.systemd.substr(8) + ")";
         else skipped += (skipped.empty() ? "" : " ") + name + " (" + w.systemd.substr(w.systemd.find(' ') + 1) + ")";

@@ -331,6 +331,8 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
     };
     // Resolve the fact knobs of `list` (scope "container"/"pod") in place, phase by phase.
     auto resolve_list = [&](std::vector<KnobSetting>& list, uint8_t scope, const char* scope_name) {
+        // The sandbox (pause) container: container facts, the pod's grant for the trust rule.
+        const bool sandbox = std::string(scope_name) == "sandbox";
         std::vector<bool> drop(list.size(), false);
         for (int phase = 0; phase < 2; ++phase) {
             for (size_t i = 0; i < list.size(); ++i) {
@@ -339,7 +341,7 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
                 const Entry* e = find_entry(k.value.text);
                 if (!e || e->phase != phase) continue;
                 const KnobDef& d = knob_def(k.id);
-                std::string key = std::string(scope == kFactPod ? "pod:" : "") + d.key;
+                std::string key = std::string(scope == kFactPod ? "pod:" : sandbox ? "sandbox:" : "") + d.key;
                 const FactDef* fd = find_fact(e->name);
                 const Trust trust = fact_trust(*fd, cls, in);
                 c.trusted = trust.trusted;
@@ -360,7 +362,7 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
                         if (*fd->trust_keys) trust_note = "; trusted: " + trust.why;
                     } else {
                         std::string proof = o.no_raise;
-                        std::string raise = proof.empty() ? c.raise_of(k.id, scope, o.v, proof) : std::string();
+                        std::string raise = proof.empty() ? c.raise_of(k.id, sandbox ? static_cast<uint8_t>(kFactPod) : scope, o.v, proof) : std::string();
                         if (!raise.empty()) o = c.untrusted_refusal(raise);
                         else trust_note = "; untrusted, applied: does not raise (" + proof + ")";
                     }
@@ -382,7 +384,7 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
                 if (o.s == Outcome::Value) {
                     // Its placement or pin record, now that the value is accepted (issue #30 §2):
                     // an untrusted pin is the container's own, never a reservation.
-                    if (c.pending && !c.pending_kept && scope == kFactContainer &&
+                    if (c.pending && !c.pending_kept && scope == kFactContainer && !sandbox &&
                         (k.id == KnobId::CpusetCpus || k.id == KnobId::CpusetMems)) {
                         FactRecord fr{k.id, *c.pending};
                         if (c.pending_pin) fr.rec.mode = trust.trusted ? "pin" : "pin-shared";
@@ -416,7 +418,7 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
                     c.own_burst = o.s == Outcome::Value ? std::optional<int64_t>(o.v.num) : std::nullopt;
                 }
             }
-            if (phase == 0 && scope == kFactContainer) c.ctr_knobs = &list;
+            if (phase == 0 && scope == kFactContainer && !sandbox) c.ctr_knobs = &list;
         }
         std::vector<KnobSetting> kept;
         for (size_t i = 0; i < list.size(); ++i)
@@ -458,7 +460,9 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
     // container events.
     if (pod_start || pod_update) {
         if (has_fact(out.cls.pod)) resolve_list(out.cls.pod, kFactPod, "pod");
+        if (has_fact(out.cls.sandbox)) resolve_list(out.cls.sandbox, kFactContainer, "sandbox");
     } else {
+        literal_only(out.cls.sandbox);
         if ((ctr_start || ctr_end) && in.paths) {
             std::vector<KnobSetting> sums;
             for (const auto& k : cls.pod)

@@ -91,7 +91,11 @@ struct FactPlan {
 /// Resolve the facts of `cls` for `in.req`'s event:
 ///  * pod start (v0.1 sandbox create, RunPodSandbox) and NRI UpdatePodSandbox: the pod knobs
 ///    (an update recomputes them: a fact absent or in error is skipped or refused with its
-///    reason, as at the start, never dropped silently);
+///    reason, as at the start, never dropped silently), and the sandbox knobs: container-scoped
+///    facts evaluated for the sandbox (pause) container — a pinned cpuset goes through the same
+///    checks as a container's (numa.hpp check_pinned_cpuset) and the trust rule weighs it against
+///    the pod's grant (the pause container has no CFS quota of its own: it runs inside the pod
+///    cgroup's); no pin record is kept for it (the pod's containers keep theirs);
 ///  * container create/start/update: the container knobs, then the pod_sum pod knobs
 ///    (pod_refresh) after recording this container's share in the ledger;
 ///  * container stop/remove/delete: the container's ledger entry and NUMA record are dropped and

@@ -21,6 +21,11 @@ const std::vector<KnobDef> kTable = {
     {KnobId::CpuBurst,       "cpu_burst_us",    ValueKind::Int,    0,     I64,      false, false, PctBase::CpuQuota,  "cpu",     "cpu.cfs_burst_us",             "cpu.max.burst",   "us"},
     {KnobId::CpuIdle,        "cpu_idle",        ValueKind::Int,    0,     1,        false, false, PctBase::None,      "cpu",     "cpu.idle",                     "cpu.idle",        "bool"},
     {KnobId::CpuQosLevel,    "cpu_qos_level",   ValueKind::Int,    -1,    2,        false, false, PctBase::None,      "cpu",     "cpu.qos_level",                "cpu.qos_level",   "level"},
+    // Group identity (Anolis / Alibaba Cloud Linux kernels only; mainline has no such file, the
+    // write is then skipped): -1 low (BE), 0 none, 1, 2 highest (LS/LSR) — koordinator-sh/koordinator
+    // pkg/koordlet/util/system/cgroup_resource.go CPUBVTWarpNs (v1, cpu controller) and
+    // CPUBVTWarpNsV2 (the same name on v2), both SupportedIfFileExists, CPUBvtWarpNsValidator [-1, 2].
+    {KnobId::CpuBvtWarpNs,   "cpu_bvt_warp_ns", ValueKind::Int,    -1,    2,        false, false, PctBase::None,      "cpu",     "cpu.bvt_warp_ns",              "cpu.bvt_warp_ns", "identity"},
     {KnobId::CpusetCpus,     "cpuset_cpus",     ValueKind::Cpuset, 0,     0,        false, false, PctBase::None,      "cpuset",  "cpuset.cpus",                  "cpuset.cpus",     "list"},
     {KnobId::CpusetMems,     "cpuset_mems",     ValueKind::Cpuset, 0,     0,        false, false, PctBase::None,      "cpuset",  "cpuset.mems",                  "cpuset.mems",     "list"},
     {KnobId::MemoryLimit,    "memory_limit",    ValueKind::Int,    4096,  I64,      true,  true,  PctBase::MemLimit,  "memory",  "memory.limit_in_bytes",        "memory.max",      "bytes"},

@@ -23,6 +23,9 @@ enum class KnobId {
     // LinuxContainerAdjustment io_priority, scheduler, memory_policy); nri-qos never writes them
     // itself (adjust.cpp process_knob_skip says why per knob).
     SchedPolicy, SchedNice, IoClass, IoLevel, MemoryPolicy, MemoryPolicyNodes,
+    // Group identity of Anolis / Alibaba Cloud Linux kernels (cpu.bvt_warp_ns, -1..2): written
+    // directly; skipped where the kernel lacks the file (knobs.cpp kTable).
+    CpuBvtWarpNs,
     Raw,
 };
 

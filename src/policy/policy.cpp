@@ -362,7 +362,7 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
             class_line[cname] = Ctx::line_of(cv);
             c.guard([&] {
                 if (!valid_name(cname)) c.fail(cv, w + ": class names are 1-63 characters [A-Za-z0-9_.-]");
-                check_keys(c, cv, w, {"description", "fail", "container", "pod", "gate", "pod_cpu_weight_formula", "accept_merge"});
+                check_keys(c, cv, w, {"description", "fail", "container", "pod", "sandbox", "gate", "pod_cpu_weight_formula", "accept_merge"});
                 c.guard([&] { if (const TV* x = get(cv, "description")) cd.description = str(c, *x, w + ".description", 1024); });
                 c.guard([&] { if (const TV* x = get(cv, "fail")) cd.fail_closed = fail_mode(c, *x, w + ".fail"); });
                 c.guard([&] {
@@ -406,6 +406,16 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
                         for (const auto& k : cd.pod)
                             if (k.id == KnobId::OomScoreAdj || k.id == KnobId::ResctrlGroup || is_process_knob(k.id))
                                 c.error(*x, w + ".pod: " + knob_def(k.id).key + " applies to processes, set it under .container");
+                    }
+                });
+                c.guard([&] {
+                    // The sandbox (pause) container's own cgroup: container-scoped facts (it is a
+                    // container of the pod), no process knobs (its process is the runtime's).
+                    if (const TV* x = get(cv, "sandbox")) {
+                        cd.sandbox = parse_knobs(c, *x, w + ".sandbox", kFactContainer);
+                        for (const auto& k : cd.sandbox)
+                            if (k.id == KnobId::OomScoreAdj || k.id == KnobId::ResctrlGroup || is_process_knob(k.id))
+                                c.error(*x, w + ".sandbox: " + knob_def(k.id).key + " applies to processes, set it under .container");
                     }
                 });
                 c.guard([&] {

@@ -78,6 +78,15 @@ struct ClassDef {
     bool fail_closed = false;              ///< a failed knob fails the container start
     std::vector<KnobSetting> container;    ///< knobs on the container's own cgroup/process
     std::vector<KnobSetting> pod;          ///< knobs on the pod (parent) cgroup
+    /// `[classes.X.sandbox]`: knobs on the sandbox (pause) container's own cgroup — the
+    /// cgroupsPath of the sandbox event: NRI v0.1's sandbox request (spec.cgroupsPath), native
+    /// RunPodSandbox / UpdatePodSandbox / Synchronize's PodSandbox linux.cgroups_path (NRI
+    /// api.proto LinuxPodSandbox field 4 since v0.2.0; containerd 1.7 pkg/cri/nri and 2.x
+    /// internal/cri/nri nri_api_linux.go criPodSandbox.GetCgroupsPath: the sandbox container's
+    /// OCI spec Linux.CgroupsPath, "" when containerd has no sandbox container spec). Written at
+    /// those events only, directly; each knob skipped with the reason where there is no such path.
+    /// No process knobs (oom_score_adj, resctrl_group, sched_*, io_*, memory_policy*).
+    std::vector<KnobSetting> sandbox;
     Gate gate;
     /// `pod_cpu_weight_formula` of the class: the cgroup v2 cpu.shares→cpu.weight conversion of
     /// its pod-level cpu_shares (a node agent that writes the pod cgroup itself converts with its
@@ -89,7 +98,7 @@ struct ClassDef {
     /// `accept_merge = false`: rules with merge = true add nothing to this class when it is the
     /// one the first matching rule gave (SYSTEM: system pods are left alone whatever they carry).
     bool accept_merge = true;
-    /// Lazy decode only (policy_cache::decode with a request filter): `container` and `pod` are
+    /// Lazy decode only (policy_cache::decode with a request filter): `container`, `pod` and `sandbox` are
     /// still in the compiled cache's encoding, at byte offsets [packed_at, packed_end) of
     /// Policy::packed_knobs, and empty until policy_cache::decode_knobs decodes them. Both 0
     /// otherwise (the lists are complete).

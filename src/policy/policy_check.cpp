@@ -67,12 +67,14 @@ bool match_covers(const Match& a, const Match& b) {
 /// What makes a class a promotion (raises priority over an ordinary pod), for the "no gate"
 /// warning: "" when nothing does.
 std::string promotion_of(const ClassDef& cd) {
-    for (const auto* ks : {&cd.container, &cd.pod})
+    for (const auto* ks : {&cd.container, &cd.pod, &cd.sandbox})
         for (const auto& k : *ks) {
             // A fact raises only for a pod that the fact's own trust rule admits (model/fact_table.hpp
             // FactDef::raises, trust_keys): resolve_facts refuses an untrusted raise per request.
             if (k.value.kind == KnobValue::Fact) continue;
             if (k.id == KnobId::CpuQosLevel && k.value.kind == KnobValue::Int && k.value.num > 0) return "cpu_qos_level = " + std::to_string(k.value.num);
+            // Group identity above 0 runs ahead of unclassified groups (koordlet: LS/LSR 2).
+            if (k.id == KnobId::CpuBvtWarpNs && k.value.kind == KnobValue::Int && k.value.num > 0) return "cpu_bvt_warp_ns = " + std::to_string(k.value.num);
             if (k.id == KnobId::CpuQuota && k.value.kind == KnobValue::Max) return "cpu_quota_us = \"max\"";
             if (k.id == KnobId::OomScoreAdj && k.value.num < 0) return "oom_score_adj = " + std::to_string(k.value.num);
             if ((k.id == KnobId::MemoryMin || k.id == KnobId::MemoryLow) && (k.value.kind == KnobValue::Max || k.value.num > 0))
@@ -117,7 +119,7 @@ void trust_notes(const Policy& p, std::vector<PolicyDiag>& notes) {
         if (!f.raises || !*f.trust_keys) continue;
         std::string classes;
         for (const auto& [n, cd] : p.classes)
-            for (const auto* ks : {&cd.container, &cd.pod})
+            for (const auto* ks : {&cd.container, &cd.pod, &cd.sandbox})
                 if (std::any_of(ks->begin(), ks->end(), [&](const KnobSetting& k) { return k.value.kind == KnobValue::Fact && k.value.text == f.name; })) {
                     classes += (classes.empty() ? " " : ", ") + n;
                     break;
@@ -153,7 +155,7 @@ void leave_notes(const Policy& p, std::vector<PolicyDiag>& notes) {
             if (lf.covers.knobs & knob_bit(d.id)) knobs += std::string(knobs.empty() ? "" : ", ") + d.key;
         if (!lf.covers.raw_file.empty()) knobs = "raw:" + lf.covers.raw_file;
         for (const auto& [n, cd] : p.classes)
-            for (const auto* ks : {&cd.container, &cd.pod})
+            for (const auto* ks : {&cd.container, &cd.pod, &cd.sandbox})
                 if (std::any_of(ks->begin(), ks->end(), [&](const KnobSetting& k) { return left_to_other({lf}, k) != nullptr; })) {
                     classes += std::string(classes.empty() ? "" : ", ") + n;
                     break;

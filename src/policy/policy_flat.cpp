@@ -311,6 +311,7 @@ std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t
         w.u8(c.fail_closed);
         w.knobs(c.container);
         w.knobs(c.pod);
+        w.knobs(c.sandbox);
         w.u8(c.gate.enabled);
         w.strs(c.gate.namespaces);
         w.globs(c.gate.labels);
@@ -471,10 +472,12 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
             c.packed_at = static_cast<uint32_t>(rd.pos - classes_at);
             rd.skip_knobs();
             rd.skip_knobs();
+            rd.skip_knobs();
             c.packed_end = static_cast<uint32_t>(rd.pos - classes_at);
         } else {
             c.container = rd.knobs();
             c.pod = rd.knobs();
+            c.sandbox = rd.knobs();
         }
         c.gate.enabled = rd.u8() != 0;
         c.gate.namespaces = rd.strs();
@@ -574,10 +577,11 @@ bool decode_knobs(Policy& p, const std::string& cls) {
     if (!c.knobs_pending()) return true;
     if (c.packed_end > p.packed_knobs.size() || c.packed_at >= c.packed_end) return false;
     Reader rd(std::string_view(p.packed_knobs).substr(0, c.packed_end), c.packed_at);
-    std::vector<KnobSetting> container = rd.knobs(), pod = rd.knobs();
+    std::vector<KnobSetting> container = rd.knobs(), pod = rd.knobs(), sandbox = rd.knobs();
     if (!rd.ok || rd.pos != c.packed_end) return false;  // nothing partial: the lists stay pending
     c.container = std::move(container);
     c.pod = std::move(pod);
+    c.sandbox = std::move(sandbox);
     c.packed_at = c.packed_end = 0;
     return true;
 }

@@ -72,6 +72,7 @@ json policy_to_json(const Policy& p) {
     for (const auto& [n, c] : p.classes) {
         if (c.knobs_pending()) throw std::logic_error("policy_to_json: class " + n + ": knob lists not decoded (policy_cache::decode_knobs)");
         classes[n] = {{"d", c.description}, {"f", c.fail_closed}, {"c", knobs_json(c.container)}, {"p", knobs_json(c.pod)},
+                      {"s", knobs_json(c.sandbox)},
                       {"g", {c.gate.enabled, c.gate.namespaces, globmap_json(c.gate.labels), c.gate.fallback}},
                       {"pwf", c.pod_weight_formula_set ? json(weight_formula_name(c.pod_weight_formula)) : json(nullptr)},
                       {"am", c.accept_merge}};
@@ -146,6 +147,7 @@ Policy policy_from_json(const json& j) {
             cd.fail_closed = c.at("f").get<bool>();
             cd.container = knobs_from(c.at("c"));
             cd.pod = knobs_from(c.at("p"));
+            if (c.contains("s")) cd.sandbox = knobs_from(c.at("s"));
             const json& g = c.at("g");
             cd.gate.enabled = g.at(0).get<bool>();
             cd.gate.namespaces = g.at(1).get<std::vector<std::string>>();

@@ -48,10 +48,12 @@ KCPU_OPT = "--kubelet-cpu-state"   # kubelet's CPU manager checkpoint (issue #19
 DEV_OPT = "--dev-root"             # device nodes of blkio limits (issue #21): the scratch node's /dev
 
 # Kernel defaults of a fresh cgroup. Superset kernel: mainline files plus openEuler's
-# cpu.qos_level / memory.qos_level (and memory.high on v1), so a write nobody expects shows.
+# cpu.qos_level / memory.qos_level (and memory.high on v1) and Anolis's group identity
+# cpu.bvt_warp_ns (v1 and v2: koordlet's CPUBVTWarpNs / CPUBVTWarpNsV2), so a write nobody
+# expects shows.
 V1_DEFAULTS = {
     "cpu.shares": "1024", "cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "-1",
-    "cpu.cfs_burst_us": "0", "cpu.idle": "0", "cpu.qos_level": "0",
+    "cpu.cfs_burst_us": "0", "cpu.idle": "0", "cpu.qos_level": "0", "cpu.bvt_warp_ns": "0",
     "memory.limit_in_bytes": UNL, "memory.soft_limit_in_bytes": UNL, "memory.memsw.limit_in_bytes": UNL,
     "memory.high": "max", "memory.qos_level": "0",
     "pids.max": "max", "blkio.weight": "100",
@@ -61,7 +63,7 @@ V1_DEFAULTS = {
 }
 V2_DEFAULTS = {
     "cpu.weight": "100", "cpu.max": "max 100000", "cpu.max.burst": "0", "cpu.idle": "0", "cpu.qos_level": "0",
-    "memory.max": "max", "memory.high": "max", "memory.low": "0", "memory.min": "0", "memory.swap.max": "max",
+    "cpu.bvt_warp_ns": "0", "memory.max": "max", "memory.high": "max", "memory.low": "0", "memory.min": "0", "memory.swap.max": "max",
     "memory.qos_level": "0", "pids.max": "max", "io.weight": "default 100", "io.max": "",
     "cpuset.cpus": "", "cpuset.mems": "",
 }
@@ -553,6 +555,8 @@ class Run:
             base["pod"] = dict(t.defaults(), **pod_vals)
             sb_vals, _ = runc_values(lay, k["sandbox"])
             t.mkdir(sb_rel, sb_vals)
+            self.sb_rel = sb_rel
+            base["sandbox"] = dict(t.defaults(), **sb_vals)
             names = [c["name"] for c in case["pod"]["containers"]]
             for n in names:
                 kc = k["containers"][n]
@@ -704,18 +708,22 @@ class Run:
             for f in j["files"]:
                 joint_files.add(tuple(f if f[0] == "pod" else f))
         scopes = [("pod", self.pod_rel, None)] + [(n, self.ctr_rel[n], n) for n in names]
+        # The sandbox (pause) container's own cgroup: compared in the cases that state what the
+        # node agent writes there (expect.<layout>.sandbox; issue #32 §1).
+        if "sandbox" in exp:
+            scopes.append(("sandbox", self.sb_rel, None))
         for scope, rel, ctr in scopes:
-            spec = exp.get("pod", {}) if ctr is None else exp.get("containers", {}).get(ctr, {})
+            spec = exp.get(scope, {}) if ctr is None else exp.get("containers", {}).get(ctr, {})
             files = t.files() + ([] if ctr is None else ["oom_score_adj"])
             for f in files:
-                key = ("pod", f) if ctr is None else ("containers", ctr, f)
+                key = (scope, f) if ctr is None else ("containers", ctr, f)
                 if key in joint_files:
                     continue
                 got = t.read(rel, f) if f != "oom_score_adj" else t.oom(self.k["containers"][ctr]["pid"])
-                label = "pod" if ctr is None else "container " + ctr
+                label = scope if ctr is None else "container " + ctr
                 e = spec.get(f)
                 if e is None:
-                    want = base["pod" if ctr is None else ctr][f]
+                    want = base[scope if ctr is None else ctr][f]
                     results.append({"behaviour": "nothing else changed" if got == want else "kept: " + GROUPS.get(f, f),
                                     "scope": label, "file": f, "want": want, "got": got, "status": "ok" if got == want else "diff",
                                     "why": "kubelet/runc value (or kernel default); the system's node agent leaves it"})

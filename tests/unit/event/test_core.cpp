@@ -222,7 +222,7 @@ TEST_CASE("policy errors are one line with file:line", "[policy]") {
     CHECK(err(head + "[classes.A.container]\nfoo = 2\n") == "p.toml:6: classes.A.container: unknown knob \"foo\" (see nri-qos.toml(5))");
     CHECK(err(head + "[classes.A.container]\ncpu_shares = 1\n") == "p.toml:6: classes.A.container.cpu_shares: 1 out of range [2, 262144] or \"N%\"");
     CHECK(err(head + "[classes.A.container]\ncpu_shares = true\n") == "p.toml:6: classes.A.container.cpu_shares: expected an integer, a string or { fact = \"...\" }, got boolean");
-    CHECK(err(head + "bogus = 1\n") == "p.toml:5: classes.A: unknown key \"bogus\" (allowed: description, fail, container, pod, gate, pod_cpu_weight_formula, accept_merge)");
+    CHECK(err(head + "bogus = 1\n") == "p.toml:5: classes.A: unknown key \"bogus\" (allowed: description, fail, container, pod, sandbox, gate, pod_cpu_weight_formula, accept_merge)");
     CHECK(err(head + "[[rules]]\nclass = \"B\"\n") == "p.toml:6: rules.class: unknown class \"B\"");
     CHECK(err(head + "[[rules]]\nclass = \"A\"\nmatch.kind = \"pod\"\n") == "p.toml:7: match.kind: expected \"sandbox\" or \"container\", got \"pod\"");
     CHECK(err(head + "[classes.A.container]\nraw = [{file = \"cgroup.procs\", value = \"1\"}]\n").find("is not an allowed kernel file name") != std::string::npos);
@@ -844,8 +844,8 @@ TEST_CASE("merge: a pod labelled for Koordinator BE and Volcano BE gets both age
     CHECK(d.merges[0].rule == "volcano-be");
     CHECK(d.merges[0].cls == "OFFLINE");
     CHECK(d.merges[0].applied);
-    CHECK(d.merges[0].note == "cpu_qos_level memory_qos_level blkio_throttle pod:cpu_qos_level pod:memory_qos_level");
-    CHECK(d.merge_text() == "OFFLINE (rule volcano-be): cpu_qos_level memory_qos_level blkio_throttle pod:cpu_qos_level pod:memory_qos_level");
+    CHECK(d.merges[0].note == "cpu_qos_level memory_qos_level blkio_throttle pod:cpu_qos_level pod:memory_qos_level sandbox:cpu_qos_level sandbox:memory_qos_level");
+    CHECK(d.merge_text() == "OFFLINE (rule volcano-be): cpu_qos_level memory_qos_level blkio_throttle pod:cpu_qos_level pod:memory_qos_level sandbox:cpu_qos_level sandbox:memory_qos_level");
     auto has = [](const std::vector<KnobSetting>& l, KnobId id) { return std::any_of(l.begin(), l.end(), [&](const KnobSetting& k) { return k.id == id; }); };
     CHECK(has(d.cls->container, KnobId::CpuShares));    // KOORD-BE's batch facts
     CHECK(has(d.cls->container, KnobId::CpuQosLevel));  // OFFLINE's -1

@@ -309,7 +309,7 @@ TEST_CASE("cache: load_policy builds, hits, invalidates and rebuilds", "[cache]"
     // entry), so the next event gets it without parsing the TOML again.
     spit(policy, "version = 1\n[classes.A]\ncolour = 1\n");
     std::string want = error_of_load(policy, "");
-    CHECK(want == policy + ":3: classes.A: unknown key \"colour\" (allowed: description, fail, container, pod, gate, pod_cpu_weight_formula, accept_merge) (+1 more error: run nri-qos check)");
+    CHECK(want == policy + ":3: classes.A: unknown key \"colour\" (allowed: description, fail, container, pod, sandbox, gate, pod_cpu_weight_formula, accept_merge) (+1 more error: run nri-qos check)");
     FileLoad f = load_policy_file(policy, cache, nullptr);
     CHECK_FALSE(f.ok);
     CHECK_FALSE(f.from_cache);
