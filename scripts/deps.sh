@@ -9,7 +9,7 @@ declare -A SETS=(
   [test]="catch2 python3 jq strace python3-prometheus-client ccache"
   [fuzz]="clang libclang-rt-14-dev"
   [e2e]="containerd runc python3-grpcio python3-grpc-tools busybox-static jq debian-archive-keyring"
-  [pkg]="rpm debhelper dpkg-dev fakeroot lintian mandoc groff-base busybox-static jq golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev"
+  [pkg]="rpm debhelper dpkg-dev fakeroot lintian mandoc groff-base busybox-static jq golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev python3-jsonschema prometheus"
   [bench]="valgrind debian-archive-keyring"
 )
 want=()
