@@ -648,6 +648,59 @@ YAML
       echo "$out" | grep -q -- "${t##*:}" || { ok=0; echo "# --set ${t%:*}: refused without naming ${t##*:}: $out"; }
     done
     check helm-schema-rejects [ $ok = 1 ]
+    # Metrics for a cluster's Prometheus (issue #33 §2): off by default; on, the relay container
+    # gets the listen address and its "metrics" port, the PodMonitor selects exactly the node
+    # pods and scrapes that port, the PrometheusRule carries files/prometheus-rules.yaml, the
+    # dashboard ConfigMap files/dashboard.json; all validate.
+    printf 'metrics:\n  enabled: true\n  podMonitor: {enabled: true, labels: {release: kps}}\n  prometheusRule: {enabled: true}\n  dashboard: {enabled: true}\n' > "$SCRATCH/mon.yaml"
+    if deploy/helm/render.sh -f "$SCRATCH/mon.yaml" >"$SCRATCH/helm4.yaml" 2>"$SCRATCH/helm4.err" && \
+       node $V/validate.mjs "$SCRATCH/helm4.yaml" >"$SCRATCH/helm4-validate.log" 2>&1; then
+      (cd $V && node -e '
+        const fs=require("fs"), Y=require("yaml");
+        const o = Y.parseAllDocuments(fs.readFileSync(process.argv[1],"utf8")).map(d=>d.toJS());
+        const off = Y.parseAllDocuments(fs.readFileSync(process.argv[2],"utf8")).map(d=>d.toJS());
+        const ds = o.find(x=>x.kind==="DaemonSet"), pm = o.find(x=>x.kind==="PodMonitor"), pr = o.find(x=>x.kind==="PrometheusRule");
+        const relay = ds.spec.template.spec.containers.find(c=>c.name==="relay"), bad = [];
+        const want = (c, what) => { if (!c) bad.push(what); };
+        const port = (relay.ports||[]).find(p=>p.name==="metrics");
+        want(port && port.containerPort===9470, "relay: port metrics 9470");
+        want(relay.env.some(e=>e.name==="NRI_QOS_METRICS_LISTEN"&&e.value==="0.0.0.0:9470"), "relay: NRI_QOS_METRICS_LISTEN");
+        want(pm && pm.metadata.labels.release==="kps", "PodMonitor labels");
+        want(pm && Object.entries(pm.spec.selector.matchLabels).every(([k,v])=>ds.spec.template.metadata.labels[k]===v), "PodMonitor selects the node pods");
+        want(pm && pm.spec.podMetricsEndpoints[0].port==="metrics", "PodMonitor scrapes the metrics port");
+        want(pr && pr.spec.groups[0].rules.some(r=>r.alert==="NriQosRelayDown"), "PrometheusRule carries the rules");
+        const dash = o.find(x=>x.kind==="ConfigMap"&&x.metadata.name==="nri-qos-dashboard");
+        want(dash && dash.metadata.labels.grafana_dashboard==="1" && JSON.parse(dash.data["nri-qos.json"]).uid==="nri-qos", "dashboard ConfigMap");
+        want(!off.some(x=>x&&["PodMonitor","PrometheusRule"].includes(x.kind)) && !JSON.stringify(off).includes("NRI_QOS_METRICS_LISTEN"), "off by default");
+        fs.writeFileSync(process.argv[3], Y.stringify({groups: pr ? pr.spec.groups : []}));
+        if (bad.length) { console.log(bad.join("; ")); process.exit(1); }' "$SCRATCH/helm4.yaml" "$SCRATCH/helm.yaml" "$SCRATCH/rendered-rules.yaml") \
+        >"$SCRATCH/helm4.log" 2>&1; verdict helm-metrics-objects
+      [ $FAILED = 0 ] || sed 's/^/# /' "$SCRATCH/helm4.log"
+      # The alert rules: promtool's parser (Debian's prometheus package) on the file and on the
+      # rendered PrometheusRule. The dashboard's queries and the rules' name only series nri-qos
+      # publishes (docs/operations.md's table; tests/check_promql.py, which also checks that
+      # the docs show the same rules) and parse as PromQL (promtool, as recording rules).
+      if command -v promtool >/dev/null; then
+        promtool check rules $HC/files/prometheus-rules.yaml "$SCRATCH/rendered-rules.yaml" >"$SCRATCH/promtool.log" 2>&1; verdict prometheus-rules
+        [ $FAILED = 0 ] || sed 's/^/# /' "$SCRATCH/promtool.log"
+        if /usr/bin/python3 tests/check_promql.py docs/operations.md $HC/files/dashboard.json $HC/files/prometheus-rules.yaml "$SCRATCH/dash-rules.yaml" \
+             >"$SCRATCH/dash.log" 2>&1 && promtool check rules "$SCRATCH/dash-rules.yaml" >>"$SCRATCH/dash.log" 2>&1; then
+          pass "dashboard-queries: $(grep -o 'check_promql: .*' "$SCRATCH/dash.log")"
+        else
+          fail dashboard-queries "$(grep -v '^check_promql' "$SCRATCH/dash.log" | head -3 | tr '\n' ' ')"
+        fi
+        # ... and the check can fail: a misspelt series in a query
+        sed 's/nri_qos_knob_failures_total/nri_qos_knob_failure_total/' $HC/files/dashboard.json > "$SCRATCH/dash-bad.json"
+        out=$(/usr/bin/python3 tests/check_promql.py docs/operations.md "$SCRATCH/dash-bad.json" $HC/files/prometheus-rules.yaml "$SCRATCH/dash-bad.yaml" 2>&1)
+        { [ $? = 1 ] && echo "$out" | grep -q "nri_qos_knob_failure_total is no series"; }; verdict dashboard-queries-refuse
+      else
+        skip prometheus-rules "promtool not installed (Debian prometheus: scripts/deps.sh pkg)"
+      fi
+    else
+      fail helm-metrics-objects "$(cat "$SCRATCH/helm4.err" "$SCRATCH/helm4-validate.log" | grep -v '^ok' | head -2 | tr '\n' ' ')"
+    fi
+    out=$(deploy/helm/render.sh --set metrics.podMonitor.enabled=true 2>&1 >/dev/null)
+    { [ $? != 0 ] && echo "$out" | grep -q "metrics.podMonitor.enabled needs metrics.enabled"; }; verdict helm-podmonitor-needs-metrics
     # resctrl=false (nodes without RDT, where a hostPath of type Directory keeps the pod from
     # starting) drops the mount and its volume, from --set too.
     { [ "$(deploy/helm/render.sh --set resctrl=false | grep -c 'host-resctrl')" = 0 ] && \

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Check a chart's merged values (JSON) against its values.schema.json, as Helm does before it
 renders (helm pkg/chartutil ValidateAgainstSchema; JSON Schema draft 7).
 

@@ -31,7 +31,7 @@ if [ -f "$CHART/values.schema.json" ]; then
   VJ=$(mktemp "$B/values.XXXXXX")
   trap 'rm -f "$VJ"' EXIT
   "$BIN" "$CHART" "$@" --values-json "$VJ"
-  python3 "$ROOT/deploy/helm/check-values.py" "$CHART/values.schema.json" "$VJ"
+  /usr/bin/python3 "$ROOT/deploy/helm/check-values.py" "$CHART/values.schema.json" "$VJ"
   "$BIN" "$CHART" "$@"
   exit 0
 fi
