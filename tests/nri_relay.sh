@@ -327,10 +327,12 @@ else
   else
     fail "relay-metrics-scrape (see below)"; tail -n 20 "$M/out.log"; tail -n 5 "$M/relay.log" 2>/dev/null
   fi
-  # the port taken: exit 2 at once, the reason in the log
-  python3 -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(8)' "$PORT" &
+  # the port taken (a fresh one: the scrape above leaves TIME_WAIT on its port): exit 2 at once,
+  # the reason in the log
+  PORT=$(free_port)
+  python3 -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); open(sys.argv[2], "w").close(); time.sleep(20)' "$PORT" "$M/held" &
   holder=$!
-  sleep 0.5
+  for _ in $(seq 100); do [ -e "$M/held" ] && break; sleep 0.1; done   # listening (a loaded machine starts python slowly)
   timeout 10 "$BIN" relay --socket "$M/none.sock" --state-dir "$M/state2" --metrics-file "" --metrics-listen "127.0.0.1:$PORT" >"$M/busy.log" 2>&1
   rc=$?
   kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
