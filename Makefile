@@ -53,8 +53,8 @@ MAIN_OBJ  := $(BUILD)/obj/src/cli/main.o
 TEST_SRCS := $(wildcard tests/unit/*.cpp tests/unit/*/*.cpp)
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/obj/%.o)
 
-.PHONY: cri all deps build-deps demo check test unit e2e bench bench-quick fuzz fuzz-smoke dist rpm deb install clean
-all: $(BUILD)/nri-qos $(BUILD)/nri-qos-cri $(BUILD)/nri-qos-systemd
+.PHONY: cri metrics all deps build-deps demo check test unit e2e bench bench-quick fuzz fuzz-smoke dist rpm deb install clean
+all: $(BUILD)/nri-qos $(BUILD)/nri-qos-cri $(BUILD)/nri-qos-systemd $(BUILD)/nri-qos-metrics
 
 deps:
 	scripts/deps.sh build test
@@ -66,7 +66,8 @@ BUILD_DEP_ITEMS ?= nlohmann/json.hpp:nlohmann-json3-dev CLI/CLI.hpp:libcli11-dev
                    google/protobuf/message_lite.h:libprotobuf-dev libprotobuf-lite.a:libprotobuf-dev \
                    nettle/sha2.h:nettle-dev libnettle.a:nettle-dev systemd/sd-bus.h:libsystemd-dev \
                    grpcpp/grpcpp.h:libgrpc++-dev \
-                   yaml-cpp/yaml.h:libyaml-cpp-dev libyaml-cpp.a:libyaml-cpp-dev
+                   yaml-cpp/yaml.h:libyaml-cpp-dev libyaml-cpp.a:libyaml-cpp-dev \
+                   httplib.h:libcpp-httplib-dev
 build-deps:
 	@scripts/check-build-deps.sh "$(CXX)" "$(PROTOC)" $(BUILD_DEP_ITEMS)
 
@@ -212,6 +213,16 @@ fuzz-smoke:
 	scripts/deps.sh fuzz
 	tests/fuzz/run.sh smoke
 
+# The metrics server of `relay --metrics-listen` and `serve-metrics` (src/metrics/, issue #33 §2):
+# dynamically linked with Debian's cpp-httplib (libcpp-httplib-dev has no static library), with
+# the library's own flags from pkg-config (its SSL/zlib/brotli options change its classes).
+# Installed in /usr/libexec/nri-qos/; the relay service execs it as a process of its own.
+$(BUILD)/nri-qos-metrics: src/metrics/nri-qos-metrics.cpp src/nri/service_status.cpp src/nri/service.hpp | build-deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(filter-out -DNRI_QOS_METRICS_FILE=%,$(CPPFLAGS)) $(filter-out -ffunction-sections -fdata-sections,$(CXXFLAGS)) \
+		$$(pkg-config --cflags cpp-httplib) $(filter-out -static,$(LDFLAGS)) -Wl,--as-needed \
+		src/metrics/nri-qos-metrics.cpp src/nri/service_status.cpp $$(pkg-config --libs cpp-httplib) -pthread -o $@
+metrics: $(BUILD)/nri-qos-metrics
 dist:
 	scripts/dist.sh $(VERSION)
 
@@ -225,6 +236,7 @@ install: all
 	install -D -m 0755 $(BUILD)/nri-qos $(DESTDIR)/opt/nri/bin/nri-qos
 	install -D -m 0755 $(BUILD)/nri-qos-cri $(DESTDIR)$(LIBEXECDIR)/nri-qos-cri
 	install -D -m 0755 $(BUILD)/nri-qos-systemd $(DESTDIR)$(LIBEXECDIR)/nri-qos-systemd
+	install -D -m 0755 $(BUILD)/nri-qos-metrics $(DESTDIR)$(LIBEXECDIR)/nri-qos-metrics
 	install -D -m 0644 conf/nri.d/nri-qos.toml $(DESTDIR)/etc/nri/nri-qos.toml
 	install -D -m 0644 man/nri-qos.8 $(DESTDIR)$(PREFIX)/share/man/man8/nri-qos.8
 	install -D -m 0644 man/nri-qos.toml.5 $(DESTDIR)$(PREFIX)/share/man/man5/nri-qos.toml.5

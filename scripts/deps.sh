@@ -4,12 +4,12 @@
 # Runs apt-get only when something is missing; needs root for that.
 set -euo pipefail
 declare -A SETS=(
-  [build]="g++ make pkg-config nlohmann-json3-dev libcli11-dev libtoml11-dev libseccomp-dev libprotobuf-dev protobuf-compiler nettle-dev libgrpc++-dev protobuf-compiler-grpc libyaml-cpp-dev libsystemd-dev"
+  [build]="g++ make pkg-config nlohmann-json3-dev libcli11-dev libtoml11-dev libseccomp-dev libprotobuf-dev protobuf-compiler nettle-dev libgrpc++-dev protobuf-compiler-grpc libyaml-cpp-dev libsystemd-dev libcpp-httplib-dev"
   [demo]="g++ make pkg-config nlohmann-json3-dev libcli11-dev libtoml11-dev libseccomp-dev libprotobuf-dev protobuf-compiler nettle-dev libyaml-cpp-dev jq"
   [test]="catch2 python3 jq strace python3-prometheus-client ccache"
   [fuzz]="clang libclang-rt-14-dev"
   [e2e]="containerd runc python3-grpcio python3-grpc-tools busybox-static jq debian-archive-keyring"
-  [pkg]="rpm debhelper dpkg-dev fakeroot lintian mandoc groff-base busybox-static jq golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev"
+  [pkg]="rpm debhelper dpkg-dev fakeroot lintian mandoc groff-base busybox-static jq golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev python3-jsonschema python3-yaml prometheus"
   [bench]="valgrind debian-archive-keyring"
 )
 want=()

@@ -33,6 +33,11 @@
 #                         #20 item 5): one event-log record (failure adjustment-rejected, the other
 #                         plugin named from the runtime's log file), nri_qos_adjustment_rejected_total
 #                         {other="05-gostub"} 1, and `status` names it; a started container: nothing
+#   relay-metrics-scrape  the relay service with --metrics-listen, registered and serving an event:
+#                         GET /metrics parsed by prometheus_client (tests/metrics_scrape.py):
+#                         relay up, an event counted, nri_qos_build_info once, 404 elsewhere
+#   relay-metrics-port-taken  a listen address in use: exit 2 at once with the reason
+#   serve-metrics         the modes without a relay: textfile + build info, no relay liveness
 # Env: NRI_QOS_BIN (default build/nri-qos), NRI_RELAY_LOAD_EVENTS (default 2000; 10000 for the
 # full memory check, ~10 s).
 # Output: PASS/FAIL/SKIP lines; exit status 1 when a check failed.
@@ -295,6 +300,57 @@ PY
   pass "relay-conflict: $out"
 else
   fail "relay-conflict: ${out:-} ${st:-} (see below)"; tail -n 20 "$C/out.log"
+fi
+
+
+# 9. /metrics for a cluster's Prometheus (issue #33 §2): the relay service started with
+#    --metrics-listen serves, while it is registered and serving events, the textfile's series,
+#    its liveness and nri_qos_build_info; the scrape is parsed by prometheus_client's text parser
+#    (tests/metrics_scrape.py). A port already taken stops the service at once with the reason;
+#    `serve-metrics` (modes without a relay) serves the textfile and the build, no liveness.
+M=$TMP/metrics
+mkdir -p "$M/cg" "$M/state" "$M/cache"
+MSRV=$(dirname "$BIN")/nri-qos-metrics
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+if [ ! -x "$MSRV" ]; then
+  fail "relay-metrics-scrape: no $MSRV (make all builds it; libcpp-httplib-dev)"
+elif ! /usr/bin/python3 -c "import prometheus_client.parser" 2>/dev/null; then
+  skip "relay-metrics-scrape: python3-prometheus-client not installed (scripts/deps.sh test)"
+else
+  PORT=$(free_port)
+  CMD="$BIN relay --policy $PWD/tests/fixtures/policy/classic.toml --cgroup-root $M/cg --cgroup-layout v1"
+  CMD="$CMD --state-dir $M/state --cache-dir $M/cache --event-log $M/log/events.log --metrics-file $M/prom/nri_qos.prom"
+  CMD="$CMD --log-file $M/relay.log --metrics-listen 127.0.0.1:$PORT"
+  if NRI_METRICS_CMD="$CMD" NRI_METRICS_SCRAPE="/usr/bin/python3 $PWD/tests/metrics_scrape.py http://127.0.0.1:$PORT/metrics --relay --events 1 --out $M/scrape.txt" \
+       "$UT" "[.nri-metrics]" >"$M/out.log" 2>&1; then
+    pass "relay-metrics-scrape: $(grep -o 'metrics_scrape: .*ok.*' "$M/out.log" | head -1)"
+  else
+    fail "relay-metrics-scrape (see below)"; tail -n 20 "$M/out.log"; tail -n 5 "$M/relay.log" 2>/dev/null
+  fi
+  # the port taken (a fresh one: the scrape above leaves TIME_WAIT on its port): exit 2 at once,
+  # the reason in the log
+  PORT=$(free_port)
+  python3 -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); open(sys.argv[2], "w").close(); time.sleep(20)' "$PORT" "$M/held" &
+  holder=$!
+  for _ in $(seq 100); do [ -e "$M/held" ] && break; sleep 0.1; done   # listening (a loaded machine starts python slowly)
+  timeout 10 "$BIN" relay --socket "$M/none.sock" --state-dir "$M/state2" --metrics-file "" --metrics-listen "127.0.0.1:$PORT" >"$M/busy.log" 2>&1
+  rc=$?
+  kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+  if [ $rc = 2 ] && grep -q "metrics on 127.0.0.1:$PORT: cannot listen" "$M/busy.log"; then
+    pass "relay-metrics-port-taken: exit 2, $(grep -o 'cannot listen.*' "$M/busy.log" | head -1)"
+  else
+    fail "relay-metrics-port-taken: exit $rc, $(tail -2 "$M/busy.log" | tr '\n' ' ')"
+  fi
+  PORT=$(free_port)
+  "$BIN" serve-metrics --listen "127.0.0.1:$PORT" --metrics-file "$M/prom/nri_qos.prom" --metrics-server "$MSRV" 2>"$M/serve.log" &
+  srv=$!
+  for _ in $(seq 50); do python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$PORT" 2>/dev/null && break; sleep 0.1; done
+  if out=$(/usr/bin/python3 tests/metrics_scrape.py "http://127.0.0.1:$PORT/metrics" --events 1 2>&1); then
+    pass "serve-metrics: the textfile and nri_qos_build_info, no relay liveness ($out)"
+  else
+    fail "serve-metrics: $out $(cat "$M/serve.log")"
+  fi
+  kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
 fi
 
 [ "$FAILS" = 0 ]

@@ -392,7 +392,14 @@ else
   # Mode both with the NRI socket (containerd >= 1.7, issue #31 §6): the native plugin only and
   # our conf.json entry removed (2.x would run it at every sandbox start beside the plugin);
   # without the socket (1.5/1.6) both.
+  # ... with the chart's extraArgs after its own and /metrics where metrics.enabled (issue #33).
+  out=$(chroot "$RFS" /bin/env -i PATH=/bin HOST_ROOT=/host NRI_QOS=/bin/fake-nri-qos NRI_QOS_METRICS_LISTEN=0.0.0.0:9470 \
+        /bin/sh /usr/local/bin/nri-qos-install relay --child-deadline-ms 3000 2>&1)
+  check installer-relay-extra-args [ "$(echo "$out" | grep '^ARGS')" = "ARGS relay --socket /var/run/nri/nri.sock --kubelet-cpu-state /var/lib/kubelet/cpu_manager_state --metrics-listen 0.0.0.0:9470 --child-deadline-ms 3000" ]
   inst2 install NRI_QOS_MODE=v01 >/dev/null 2>&1
+  # The other modes run no relay: the container serves the metrics alone where asked.
+  out=$(inst2 relay NRI_QOS=/bin/fake-nri-qos NRI_QOS_METRICS_LISTEN=0.0.0.0:9470 2>&1)
+  check installer-relay-v01-metrics [ "$(echo "$out" | grep '^ARGS')" = "ARGS serve-metrics --listen 0.0.0.0:9470" ]
   out=$(inst2 install NRI_QOS_MODE=both 2>&1); rc=$?
   { [ $rc = 0 ] && [ "$(readlink "$H/opt/nri/plugins/10-nri-qos")" = /opt/nri/bin/nri-qos ] && \
     [ "$(jq -c . "$H/etc/nri/conf.json")" = '{"version":"0.1","plugins":[{"type":"other"}]}' ] && \
@@ -533,7 +540,8 @@ else
         const ds = f => Y.parseAllDocuments(fs.readFileSync(f,"utf8")).map(d=>d.toJS()).find(o=>o&&o.kind==="DaemonSet").spec.template.spec;
         const shape = s => JSON.stringify([...s.initContainers, ...s.containers].map(c => [c.name, c.command,
           (c.env||[]).filter(e=>e.name==="NRI_QOS_MODE").map(e=>e.value), (c.volumeMounts||[]).map(m=>m.mountPath).sort(),
-          c.livenessProbe ? c.livenessProbe.exec.command : null]).concat([s.hostPID, s.volumes.map(v=>v.name).sort()]));
+          c.livenessProbe ? c.livenessProbe.exec.command : null, c.readinessProbe ? c.readinessProbe.exec.command : null])
+          .concat([s.hostPID, s.volumes.map(v=>v.name).sort()]));
         const a = shape(ds(process.argv[1])), b = shape(ds(process.argv[2]));
         if (a !== b) { console.log(a); console.log(b); process.exit(1); }' "$SCRATCH/helm.yaml" "$ROOT/$K/nri-qos-daemonset.yaml") \
         >"$SCRATCH/helm-same.log" 2>&1; verdict helm-same-pod-as-manifest
@@ -561,11 +569,140 @@ else
     else
       fail helm-policy-variant "$(cat "$SCRATCH/helm2.err" "$SCRATCH/helm2-validate.log" | grep -v '^ok' | head -2 | tr '\n' ' ')"
     fi
-    # Bad values are refused with the reason.
+    # Bad values are refused with the reason: by values.schema.json (Helm, and render.sh through
+    # deploy/helm/check-values.py) before the template's own check.
     out=$(deploy/helm/render.sh --set mode=bogus 2>&1 >/dev/null); rc=$?
-    { [ $rc != 0 ] && echo "$out" | grep -q 'mode must be auto, external, v01, native or both'; }; verdict helm-rejects-bad-mode
+    { [ $rc != 0 ] && echo "$out" | grep -qE "mode must be auto, external, v01, native or both|mode: .*bogus.* is not one of|mode: mode must be one of"; }; verdict helm-rejects-bad-mode
+    # The schema (issue #33 §3): the chart's own values and every standard value set pass it and
+    # render into objects the validator accepts, each value where it belongs; wrong values are
+    # refused, each with its key named.
+    cat > "$SCRATCH/std.yaml" <<'YAML'
+fullnameOverride: qos
+imagePullSecrets: [{name: regcred}]
+podLabels: {team: infra}
+podAnnotations: {example.com/owner: infra}
+priorityClassName: system-node-critical
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms:
+        - matchExpressions: [{key: kubernetes.io/arch, operator: In, values: [amd64, arm64]}]
+tolerations: [{key: dedicated, operator: Equal, value: colo, effect: NoSchedule}]
+extraEnv: [{name: NRI_QOS_EXAMPLE, value: "1"}]
+extraArgs: ["--child-deadline-ms", "3000"]
+reconcile: {enabled: true, intervalSeconds: 60}
+policyVariants:
+  - name: batch
+    policy: |
+      version = 1
+YAML
+    if deploy/helm/render.sh -f "$SCRATCH/std.yaml" >"$SCRATCH/helm3.yaml" 2>"$SCRATCH/helm3.err" && \
+       node $V/validate.mjs "$SCRATCH/helm3.yaml" >"$SCRATCH/helm3-validate.log" 2>&1; then
+      (cd $V && node -e '
+        const fs=require("fs"), Y=require("yaml");
+        const o = Y.parseAllDocuments(fs.readFileSync(process.argv[1],"utf8")).map(d=>d.toJS());
+        const ds = o.filter(x=>x.kind==="DaemonSet"), bad = [];
+        const want = (c, what) => { if (!c) bad.push(what); };
+        want(JSON.stringify(ds.map(d=>d.metadata.name).sort())===JSON.stringify(["qos","qos-batch","qos-reconcile"]), "names from fullnameOverride");
+        for (const d of ds) {
+          const t = d.spec.template, s = t.spec, n = d.metadata.name;
+          want(s.imagePullSecrets && s.imagePullSecrets[0].name==="regcred", n+": imagePullSecrets");
+          want(t.metadata.labels.team==="infra" && t.metadata.annotations["example.com/owner"]==="infra", n+": podLabels/podAnnotations");
+          want(s.priorityClassName==="system-node-critical", n+": priorityClassName");
+          want(s.tolerations[0].key==="dedicated", n+": tolerations");
+          want(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key==="kubernetes.io/arch", n+": affinity");
+          want(d.spec.updateStrategy.rollingUpdate.maxSurge===0 && d.spec.updateStrategy.rollingUpdate.maxUnavailable===1, n+": updateStrategy");
+        }
+        const relay = ds.find(d=>d.metadata.name==="qos").spec.template.spec.containers.find(c=>c.name==="relay");
+        want(JSON.stringify(relay.args)===JSON.stringify(["--child-deadline-ms","3000"]), "relay: extraArgs");
+        want(relay.env.some(e=>e.name==="NRI_QOS_EXAMPLE"&&e.value==="1"), "relay: extraEnv");
+        want(/status --relay/.test(relay.readinessProbe.exec.command.join(" ")), "relay: readinessProbe on status --relay");
+        const def = ds.find(d=>d.metadata.name==="qos").spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions;
+        want(def.length===2 && def[1].operator==="NotIn", "default set: the given affinity and the variants avoided");
+        const rec = ds.find(d=>d.metadata.name==="qos-reconcile").spec.template.spec.containers[0];
+        want(rec.env.find(e=>e.name==="NRI_QOS_RECONCILE_SECONDS").value==="60", "reconcile: intervalSeconds");
+        if (bad.length) { console.log(bad.join("; ")); process.exit(1); }' "$SCRATCH/helm3.yaml") >"$SCRATCH/helm3.log" 2>&1; verdict helm-standard-values
+      [ $FAILED = 0 ] || sed 's/^/# /' "$SCRATCH/helm3.log"
+      # the chart's reconcile DaemonSet is deploy/kubernetes/nri-qos-reconcile.yaml's pod
+      (cd $V && node -e '
+        const fs=require("fs"), Y=require("yaml");
+        const rc = f => Y.parseAllDocuments(fs.readFileSync(f,"utf8")).map(d=>d.toJS()).find(o=>o&&o.kind==="DaemonSet"&&/reconcile$/.test(o.metadata.name)).spec.template.spec;
+        const shape = s => JSON.stringify([s.containers.map(c => [c.name, c.command, c.args, c.securityContext,
+          (c.volumeMounts||[]).map(m=>[m.name,m.mountPath,!!m.readOnly]).sort()]), s.hostPID||false,
+          s.volumes.map(v=>JSON.stringify(v)).sort()]);
+        const a = shape(rc(process.argv[1])), b = shape(rc(process.argv[2]));
+        if (a !== b) { console.log(a); console.log(b); process.exit(1); }' "$SCRATCH/helm3.yaml" "$ROOT/$K/nri-qos-reconcile.yaml") \
+        >"$SCRATCH/helm-rec.log" 2>&1; verdict helm-reconcile-as-manifest
+      [ $FAILED = 0 ] || sed 's/^/# /' "$SCRATCH/helm-rec.log"
+      check helm-reconcile-off [ "$(grep -c 'component: reconcile' "$SCRATCH/helm.yaml")" = 0 ]
+    else
+      fail helm-standard-values "$(cat "$SCRATCH/helm3.err" "$SCRATCH/helm3-validate.log" | grep -v '^ok' | head -2 | tr '\n' ' ')"
+    fi
+    ok=1
+    for t in "mode=bogus:mode" "resctrl=yes:resctrl" "updateStrategy.rollingUpdate.maxSurge=1:maxSurge" \
+             "updateStrategy.rollingUpdate.maxUnavailable=0:maxUnavailable" "tolerationz=x:tolerationz" \
+             "priorityClassName=5:priorityClassName" "metrics.port=70000:port" "image.pullPolicy=Sometimes:pullPolicy" \
+             "extraArgs=--x:extraArgs" "nameOverride=Bad_Name:nameOverride" "reconcile.enabled=maybe:enabled" \
+             "kubeletDir=var/lib/kubelet:kubeletDir" "pluginIndex=7:pluginIndex"; do
+      out=$(deploy/helm/render.sh --set "${t%:*}" 2>&1 >/dev/null) && { ok=0; echo "# --set ${t%:*}: accepted"; continue; }
+      echo "$out" | grep -q -- "${t##*:}" || { ok=0; echo "# --set ${t%:*}: refused without naming ${t##*:}: $out"; }
+    done
+    check helm-schema-rejects [ $ok = 1 ]
+    # Metrics for a cluster's Prometheus (issue #33 §2): off by default; on, the relay container
+    # gets the listen address and its "metrics" port, the PodMonitor selects exactly the node
+    # pods and scrapes that port, the PrometheusRule carries files/prometheus-rules.yaml, the
+    # dashboard ConfigMap files/dashboard.json; all validate.
+    printf 'metrics:\n  enabled: true\n  podMonitor: {enabled: true, labels: {release: kps}}\n  prometheusRule: {enabled: true}\n  dashboard: {enabled: true}\n' > "$SCRATCH/mon.yaml"
+    if deploy/helm/render.sh -f "$SCRATCH/mon.yaml" >"$SCRATCH/helm4.yaml" 2>"$SCRATCH/helm4.err" && \
+       node $V/validate.mjs "$SCRATCH/helm4.yaml" >"$SCRATCH/helm4-validate.log" 2>&1; then
+      (cd $V && node -e '
+        const fs=require("fs"), Y=require("yaml");
+        const o = Y.parseAllDocuments(fs.readFileSync(process.argv[1],"utf8")).map(d=>d.toJS());
+        const off = Y.parseAllDocuments(fs.readFileSync(process.argv[2],"utf8")).map(d=>d.toJS());
+        const ds = o.find(x=>x.kind==="DaemonSet"), pm = o.find(x=>x.kind==="PodMonitor"), pr = o.find(x=>x.kind==="PrometheusRule");
+        const relay = ds.spec.template.spec.containers.find(c=>c.name==="relay"), bad = [];
+        const want = (c, what) => { if (!c) bad.push(what); };
+        const port = (relay.ports||[]).find(p=>p.name==="metrics");
+        want(port && port.containerPort===9470, "relay: port metrics 9470");
+        want(relay.env.some(e=>e.name==="NRI_QOS_METRICS_LISTEN"&&e.value==="0.0.0.0:9470"), "relay: NRI_QOS_METRICS_LISTEN");
+        want(pm && pm.metadata.labels.release==="kps", "PodMonitor labels");
+        want(pm && Object.entries(pm.spec.selector.matchLabels).every(([k,v])=>ds.spec.template.metadata.labels[k]===v), "PodMonitor selects the node pods");
+        want(pm && pm.spec.podMetricsEndpoints[0].port==="metrics", "PodMonitor scrapes the metrics port");
+        want(pr && pr.spec.groups[0].rules.some(r=>r.alert==="NriQosRelayDown"), "PrometheusRule carries the rules");
+        const dash = o.find(x=>x.kind==="ConfigMap"&&x.metadata.name==="nri-qos-dashboard");
+        want(dash && dash.metadata.labels.grafana_dashboard==="1" && JSON.parse(dash.data["nri-qos.json"]).uid==="nri-qos", "dashboard ConfigMap");
+        want(!off.some(x=>x&&["PodMonitor","PrometheusRule"].includes(x.kind)) && !JSON.stringify(off).includes("NRI_QOS_METRICS_LISTEN"), "off by default");
+        fs.writeFileSync(process.argv[3], Y.stringify({groups: pr ? pr.spec.groups : []}));
+        if (bad.length) { console.log(bad.join("; ")); process.exit(1); }' "$SCRATCH/helm4.yaml" "$SCRATCH/helm.yaml" "$SCRATCH/rendered-rules.yaml") \
+        >"$SCRATCH/helm4.log" 2>&1; verdict helm-metrics-objects
+      [ $FAILED = 0 ] || sed 's/^/# /' "$SCRATCH/helm4.log"
+      # The alert rules: promtool's parser (Debian's prometheus package) on the file and on the
+      # rendered PrometheusRule. The dashboard's queries and the rules' name only series nri-qos
+      # publishes (docs/operations.md's table; tests/check_promql.py, which also checks that
+      # the docs show the same rules) and parse as PromQL (promtool, as recording rules).
+      if command -v promtool >/dev/null; then
+        promtool check rules $HC/files/prometheus-rules.yaml "$SCRATCH/rendered-rules.yaml" >"$SCRATCH/promtool.log" 2>&1; verdict prometheus-rules
+        [ $FAILED = 0 ] || sed 's/^/# /' "$SCRATCH/promtool.log"
+        if /usr/bin/python3 tests/check_promql.py docs/operations.md $HC/files/dashboard.json $HC/files/prometheus-rules.yaml "$SCRATCH/dash-rules.yaml" \
+             >"$SCRATCH/dash.log" 2>&1 && promtool check rules "$SCRATCH/dash-rules.yaml" >>"$SCRATCH/dash.log" 2>&1; then
+          pass "dashboard-queries: $(grep -o 'check_promql: .*' "$SCRATCH/dash.log")"
+        else
+          fail dashboard-queries "$(grep -v '^check_promql' "$SCRATCH/dash.log" | head -3 | tr '\n' ' ')"
+        fi
+        # ... and the check can fail: a misspelt series in a query
+        sed 's/nri_qos_knob_failures_total/nri_qos_knob_failure_total/' $HC/files/dashboard.json > "$SCRATCH/dash-bad.json"
+        out=$(/usr/bin/python3 tests/check_promql.py docs/operations.md "$SCRATCH/dash-bad.json" $HC/files/prometheus-rules.yaml "$SCRATCH/dash-bad.yaml" 2>&1)
+        { [ $? = 1 ] && echo "$out" | grep -q "nri_qos_knob_failure_total is no series"; }; verdict dashboard-queries-refuse
+      else
+        skip prometheus-rules "promtool not installed (Debian prometheus: scripts/deps.sh pkg)"
+      fi
+    else
+      fail helm-metrics-objects "$(cat "$SCRATCH/helm4.err" "$SCRATCH/helm4-validate.log" | grep -v '^ok' | head -2 | tr '\n' ' ')"
+    fi
+    out=$(deploy/helm/render.sh --set metrics.podMonitor.enabled=true 2>&1 >/dev/null)
+    { [ $? != 0 ] && echo "$out" | grep -q "metrics.podMonitor.enabled needs metrics.enabled"; }; verdict helm-podmonitor-needs-metrics
     # resctrl=false (nodes without RDT, where a hostPath of type Directory keeps the pod from
-    # starting) drops the mount and its volume, from --set (a string to the offline renderer) too.
+    # starting) drops the mount and its volume, from --set too.
     { [ "$(deploy/helm/render.sh --set resctrl=false | grep -c 'host-resctrl')" = 0 ] && \
       [ "$(grep -c 'host-resctrl' "$SCRATCH/helm.yaml")" = 2 ]; }; verdict helm-resctrl-off
   fi

@@ -2,7 +2,10 @@
 # Render the nri-qos chart offline: `helm template` where Helm is installed, else the small
 # renderer deploy/helm/render/render.go (Go text/template + sprig, as Helm; Debian's golang-go,
 # golang-github-masterminds-sprig-dev, golang-gopkg-yaml.v3-dev: scripts/deps.sh pkg), built
-# into build/helm-render/ on first use.
+# into build/helm-render/ on first use. As Helm does, the values (values.yaml, -f files, --set)
+# are first checked against the chart's values.schema.json (check-values.py, Debian's
+# python3-jsonschema: scripts/deps.sh pkg): values it refuses stop the rendering, one line per
+# error on stderr, exit 1.
 # Usage: deploy/helm/render.sh [-f VALUES.yaml]... [--set key=value]...   (output on stdout)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -23,5 +26,13 @@ if [ ! -x "$BIN" ] || [ "$ROOT/deploy/helm/render/render.go" -nt "$BIN" ]; then
   cp "$ROOT/deploy/helm/render/render.go" "$G/src/nriqos-render/"
   (cd "$G/src/nriqos-render" && GO111MODULE=off GOPATH="$G:/usr/share/gocode" GOCACHE="$B/cache" GOFLAGS= \
      go build -o "$BIN" .) || { echo "render.sh: building the renderer failed" >&2; exit 2; }
+fi
+if [ -f "$CHART/values.schema.json" ]; then
+  VJ=$(mktemp "$B/values.XXXXXX")
+  trap 'rm -f "$VJ"' EXIT
+  "$BIN" "$CHART" "$@" --values-json "$VJ"
+  /usr/bin/python3 "$ROOT/deploy/helm/check-values.py" "$CHART/values.schema.json" "$VJ"
+  "$BIN" "$CHART" "$@"
+  exit 0
 fi
 exec "$BIN" "$CHART" "$@"

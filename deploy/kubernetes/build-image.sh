@@ -12,6 +12,7 @@
 #   --out     output (default: build/image/nri-qos-image.tar)
 # Image content (root file system):
 #   /opt/nri/bin/nri-qos              the static binary (same path as on the node)
+#   /opt/nri/bin/nri-qos-metrics      the metrics server and its shared libraries (when built)
 #   /usr/local/bin/nri-qos-install    deploy/kubernetes/install.sh
 #   /bin/busybox + applet symlinks    Debian's busybox-static (/bin/sh, cp, cmp, mv, sleep, ...)
 #   /etc/passwd, /etc/group           root and nobody (65534)
@@ -57,6 +58,18 @@ for a in $("$BUSYBOX" --list); do
   case "$a" in busybox|*/*) continue ;; esac
   ln -s busybox "$RFS/bin/$a"
 done
+# The metrics server (`relay --metrics-listen`, `serve-metrics`: the chart's metrics.enabled) is
+# dynamically linked with Debian's cpp-httplib (no static library): beside the binary, with the
+# shared libraries and loader it names (ldd of this machine's, at their paths). Absent from the
+# .deb or the build: the image has none and metrics.enabled fails with the reason.
+MSRV=$(dirname "$BIN")/nri-qos-metrics
+[ -z "$DEB" ] || MSRV=$WORK/deb/usr/libexec/nri-qos/nri-qos-metrics
+if [ -x "$MSRV" ]; then
+  install -m 0755 "$MSRV" "$RFS/opt/nri/bin/nri-qos-metrics"
+  for lib in $(ldd "$MSRV" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p; s/^[[:space:]]*\(\/[^ ]*\) (.*/\1/p' | sort -u); do
+    install -D -m 0755 "$(readlink -f "$lib")" "$RFS$lib"
+  done
+fi
 printf 'root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' > "$RFS/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' > "$RFS/etc/group"
 chmod 0644 "$RFS/etc/passwd" "$RFS/etc/group"

@@ -35,10 +35,11 @@
 #               "The v0.1 path on containerd 2.x"). Do not use v01 AND native with the
 #               v010-adapter installed: every event would be handled twice.
 #      If $NRI_QOS_PLUGIN_CONF is set (a JSON object) it is passed as --plugin-conf.
-# relay (the relay container): mode external → exec `nri-qos relay --socket $NRI_SOCKET
-#   --kubelet-cpu-state $NRI_QOS_KUBELET_CPU_STATE` (the container's restart is the relay's
-#   restart; its log is `kubectl logs`); other modes → stay idle (the runtime execs the hook
-#   itself).
+# relay [ARGS...] (the relay container): mode external → exec `nri-qos relay --socket $NRI_SOCKET
+#   --kubelet-cpu-state $NRI_QOS_KUBELET_CPU_STATE [--metrics-listen $NRI_QOS_METRICS_LISTEN]
+#   ARGS...` (the container's restart is the relay's restart; its log is `kubectl logs`); other
+#   modes → `nri-qos serve-metrics --listen $NRI_QOS_METRICS_LISTEN` when that is set, else stay
+#   idle (the runtime execs the hook itself).
 # sync-policy (the policy-sync container): every $NRI_QOS_SYNC_SECONDS, install (and precompile)
 #   a changed $POLICY_SRC as step 2 does, so a ConfigMap edit reaches the node (the hook and the relay read
 #   the policy file at every event) without a pod restart; a policy `nri-qos check` rejects is
@@ -61,6 +62,7 @@
 #   NRI_QOS_CACHE_DIR [/run/nri-qos/cache]  the node's compiled policy cache (the hook's default;
 #                                     "" = do not precompile)
 #   NRI_QOS_LAST_GOOD_DIR [/var/lib/nri-qos]  the node's last good policy store (the hook's default)
+#   NRI_QOS_METRICS_LISTEN []        ADDRESS:PORT of the relay's /metrics ("" = none; chart metrics.enabled)
 #   NRI_QOS_KUBELET_CPU_STATE [/var/lib/kubelet/cpu_manager_state]  kubelet's CPU manager
 #                                     checkpoint, passed to the relay (the node's kubelet directory
 #                                     mounted read-only at its name; "" = the node has none)
@@ -194,8 +196,15 @@ install)
 relay)
   mode=$(cat "$NRI_QOS_MODE_FILE" 2>/dev/null) || die "no mode in $NRI_QOS_MODE_FILE (did the install init container run?)" 2
   if [ "$mode" = external ]; then
-    log "mode external: nri-qos relay --socket $NRI_SOCKET --kubelet-cpu-state '$NRI_QOS_KUBELET_CPU_STATE'"
-    exec "$NRI_QOS" relay --socket "$NRI_SOCKET" --kubelet-cpu-state "$NRI_QOS_KUBELET_CPU_STATE"
+    shift
+    set -- relay --socket "$NRI_SOCKET" --kubelet-cpu-state "$NRI_QOS_KUBELET_CPU_STATE" \
+      ${NRI_QOS_METRICS_LISTEN:+--metrics-listen "$NRI_QOS_METRICS_LISTEN"} "$@"
+    log "mode external: nri-qos $*"
+    exec "$NRI_QOS" "$@"
+  fi
+  if [ -n "${NRI_QOS_METRICS_LISTEN:-}" ]; then
+    log "mode $mode: the runtime runs the hook itself; serving its metrics on $NRI_QOS_METRICS_LISTEN"
+    exec "$NRI_QOS" serve-metrics --listen "$NRI_QOS_METRICS_LISTEN"
   fi
   log "mode $mode: the runtime runs the hook itself; nothing to serve here"
   trap 'exit 0' TERM INT

@@ -174,6 +174,34 @@ int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool poli
 }
 
 /// Child argv for the relay: this binary's nri-eval with the evaluation options given to `relay`.
+// The metrics server executable (src/metrics/nri-qos-metrics.cpp): `given`, else beside this
+// binary, else the packages' /usr/libexec/nri-qos/nri-qos-metrics (as run_cri_client finds nri-qos-cri).
+std::string metrics_server_path(const std::string& given) {
+    if (!given.empty()) return given;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        std::string beside = nriqos::dir_name(std::string(self, static_cast<size_t>(n))) + "/nri-qos-metrics";
+        if (access(beside.c_str(), X_OK) == 0) return beside;
+    }
+    return "/usr/libexec/nri-qos/nri-qos-metrics";
+}
+
+// SHA-256 of the policy in force now, read only (policy_store.hpp); "" when unknown.
+std::string policy_in_force_sha256(const Options& o) {
+    try {
+        nriqos::PolicyInfo info;
+        nriqos::PolicyPlaces w;
+        w.cache_dir = o.cache_dir;
+        w.last_good_dir = nriqos::last_good_dir_of(o);
+        w.write = false;
+        nriqos::effective_policy(o.policy, o.policy == nriqos::defaults::kPolicy, w, nullptr, info);
+        return info.sha256;
+    } catch (...) {
+        return "";
+    }
+}
+
 std::vector<std::string> eval_argv(CLI::App* relay, const Options& o, const std::string& layout) {
     std::vector<std::string> a = {"/proc/self/exe", "nri-eval"};
     auto pass = [&](const char* flag, const std::string& v) {
@@ -260,6 +288,8 @@ int main(int argc, char** argv) {
     nri::RelayOptions ro;
     std::string evaluator = "fork";
     bool relay_once = false;
+    std::string metrics_listen, metrics_server;  // relay --metrics-listen, serve-metrics --listen
+    CLI::App* serve_metrics = nullptr;
     std::string explain_container;
     std::string explain_pod_file, explain_driver;
     CLI::App* status = nullptr;
@@ -302,10 +332,20 @@ int main(int argc, char** argv) {
         relay->add_option("--log-file", ro.log_file, "append the relay's log here (containerd gives launched plugins stderr = /dev/null)");
         relay->add_option("--evaluator", evaluator, "fork (default: a spare evaluator forked ahead of each event) or exec (nri-eval exec'd per event)")
             ->check(CLI::IsMember({"fork", "exec"}));
+        relay->add_option("--metrics-listen", metrics_listen,
+                          "with --socket: serve GET /metrics on ADDRESS:PORT (numeric, e.g. 0.0.0.0:9470): the metrics textfile, the relay's liveness, nri_qos_build_info");
+        relay->add_option("--metrics-server", metrics_server, "the metrics server executable; unset: nri-qos-metrics beside this binary, else /usr/libexec/nri-qos/nri-qos-metrics");
         relay->add_flag("--once", relay_once,
                         "with --socket: serve one connection and exit (default: reconnect with back-off when the runtime goes away)");
 
         nriqos::add_register_commands(app);
+        serve_metrics = app.add_subcommand("serve-metrics",
+                                           "serve GET /metrics (the metrics textfile and nri_qos_build_info) where no relay service runs (modes v01, native)");
+        serve_metrics->add_option("--listen", metrics_listen, "ADDRESS:PORT, numeric (e.g. 0.0.0.0:9470)")->required();
+        serve_metrics->add_option("--metrics-server", metrics_server, "as for relay");
+        serve_metrics->add_option_function<std::string>("--metrics-file", [&o](const std::string& v) { o.metrics_file = v; },
+                                                        "the metrics textfile to serve (default: the hook's)");
+        serve_metrics->add_option("--policy", o.policy, "the policy whose SHA-256 nri_qos_build_info shows (default /etc/nri/nri-qos.toml)");
 
         auto state_cmd = [&](CLI::App* c) {
             c->add_option("--state-dir", so.state_dir, "state directory of the hook (default /run/nri-qos)");
@@ -484,16 +524,10 @@ int main(int argc, char** argv) {
         const std::string mf = o.metrics_file ? *o.metrics_file : std::string(nriqos::defaults::kMetricsFile);
         if (!mf.empty()) sv.metrics_file = nriqos::dir_name(mf) + "/nri_qos_relay.prom";
         sv.version = NRI_QOS_VERSION;
-        try {  // read only: which policy is in force now (policy_store.hpp)
-            nriqos::PolicyInfo info;
-            nriqos::PolicyPlaces w;
-            w.cache_dir = o.cache_dir;
-            w.last_good_dir = nriqos::last_good_dir_of(o);
-            w.write = false;
-            nriqos::effective_policy(o.policy, o.policy == nriqos::defaults::kPolicy, w, nullptr, info);
-            sv.policy_sha256 = info.sha256;
-        } catch (...) {
-        }
+        sv.policy_sha256 = policy_in_force_sha256(o);  // read only: which policy is in force now
+        sv.metrics_listen = metrics_listen;
+        sv.metrics_server = metrics_server_path(metrics_server);
+        sv.events_metrics_file = mf;
         if (!ro.log_file.empty()) {  // the service's own lines go to the relay's log too
             int lfd = open(ro.log_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
             if (lfd >= 0) {
@@ -502,6 +536,20 @@ int main(int argc, char** argv) {
             }
         }
         return nri::run_relay_service(ro, sv);
+    }
+    if (serve_metrics && serve_metrics->parsed()) {
+        // No relay here: the textfile and the build only (a relay.json left by an earlier
+        // external mode would show a relay that is not meant to run).
+        const std::string mf = o.metrics_file ? *o.metrics_file : std::string(nriqos::defaults::kMetricsFile);
+        std::string server = metrics_server_path(metrics_server), sha = policy_in_force_sha256(o);
+        std::vector<std::string> args = {server, "--listen", metrics_listen, "--version", NRI_QOS_VERSION, "--policy-sha256", sha};
+        if (!mf.empty()) args.insert(args.end(), {"--metrics-file", mf});
+        std::vector<char*> av;
+        for (auto& a : args) av.push_back(const_cast<char*>(a.c_str()));
+        av.push_back(nullptr);
+        execv(av[0], av.data());
+        write_all(STDERR_FILENO, "nri-qos: serve-metrics: cannot run " + server + ": " + std::strerror(errno) + "\n");
+        return 2;
     }
     if (check && check->parsed()) {
         std::string out, err;

@@ -136,6 +136,58 @@ void nap(int ms) {
 
 }  // namespace
 
+pid_t start_metrics_server(const ServiceOptions& so, const std::string& status_file, std::string& why) {
+  std::vector<std::string> args = {so.metrics_server, "--listen", so.metrics_listen, "--version", so.version,
+                                   "--policy-sha256", so.policy_sha256, "--ready-fd", "3"};
+  if (!so.events_metrics_file.empty()) args.insert(args.end(), {"--metrics-file", so.events_metrics_file});
+  if (!status_file.empty()) args.insert(args.end(), {"--status-file", status_file});
+  int rp[2];
+  if (pipe2(rp, O_CLOEXEC) != 0) {
+    why = std::string("pipe: ") + strerror(errno);
+    return -1;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    why = std::string("fork: ") + strerror(errno);
+    close(rp[0]);
+    close(rp[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // the service gone: so is its metrics server
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    if (dup2(rp[1], 3) < 0) _exit(127);  // --ready-fd 3 (dup2 clears close-on-exec)
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    std::string e = "cannot run " + so.metrics_server + ": " + strerror(errno) + "\n";
+    ssize_t n = write(3, e.data(), e.size());
+    (void)n;
+    _exit(127);
+  }
+  close(rp[1]);
+  std::string line;
+  for (int64_t end = mono_ms() + 5000; line.find('\n') == std::string::npos;) {
+    int64_t left = end - mono_ms();
+    struct pollfd p = {rp[0], POLLIN, 0};
+    if (left <= 0 || poll(&p, 1, int(left)) <= 0) break;
+    char b[256];
+    ssize_t n = read(rp[0], b, sizeof b);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    line.append(b, size_t(n));
+  }
+  close(rp[0]);
+  if (line == "ok\n") return pid;
+  why = line.empty() ? "the metrics server " + so.metrics_server + " did not start within 5 s" : line.substr(0, line.find('\n'));
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
 int run_relay_service(RelayOptions opts, const ServiceOptions& so) {
   struct sigaction sa {};
   sa.sa_handler = on_stop;
@@ -147,6 +199,36 @@ int run_relay_service(RelayOptions opts, const ServiceOptions& so) {
   int backoff = so.backoff_min_ms;
   bool first = true;
   publish(so, opts, s);
+  // The metrics server: started before any relay process exists (none inherits its socket),
+  // started again when it dies (checked with each poll of the relay's status pipe).
+  pid_t metrics_pid = -1;
+  int64_t metrics_retry_at = 0;
+  if (!so.metrics_listen.empty()) {
+    std::string why;
+    metrics_pid = start_metrics_server(so, so.status_file, why);
+    if (metrics_pid < 0) {
+      logf("service: metrics on %s: %s", so.metrics_listen.c_str(), why.c_str());
+      return 2;
+    }
+    logf("service: metrics on http://%s/metrics (pid %d)", so.metrics_listen.c_str(), int(metrics_pid));
+  }
+  auto keep_metrics = [&]() {
+    if (so.metrics_listen.empty()) return;
+    if (metrics_pid > 0) {
+      int ws = 0;
+      if (waitpid(metrics_pid, &ws, WNOHANG) != metrics_pid) return;
+      logf("service: the metrics server (pid %d) ended (%s %d); starting it again", int(metrics_pid),
+           WIFSIGNALED(ws) ? "signal" : "exit status", WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
+      metrics_pid = -1;
+    }
+    if (mono_ms() < metrics_retry_at) return;
+    std::string why;
+    metrics_pid = start_metrics_server(so, so.status_file, why);
+    if (metrics_pid < 0) {
+      logf("service: metrics on %s: %s (next attempt in 5 s)", so.metrics_listen.c_str(), why.c_str());
+      metrics_retry_at = mono_ms() + 5000;
+    }
+  };
   while (!g_stop) {
     int sp[2];
     if (pipe2(sp, O_CLOEXEC) != 0) {
@@ -214,6 +296,7 @@ int run_relay_service(RelayOptions opts, const ServiceOptions& so) {
       }
       pid_t w = waitpid(pid, &status, WNOHANG);
       if (w == pid) reaped = true;
+      keep_metrics();
     }
     if (sp[0] >= 0) close(sp[0]);
     const int64_t lasted = mono_ms() - t0;
@@ -229,6 +312,10 @@ int run_relay_service(RelayOptions opts, const ServiceOptions& so) {
          (long long)lasted, how.c_str(), backoff);
     nap(backoff);
     backoff = std::min(backoff * 2, so.backoff_max_ms);
+  }
+  if (metrics_pid > 0) {
+    kill(metrics_pid, SIGTERM);
+    waitpid(metrics_pid, nullptr, 0);
   }
   logf("service: stopping");
   return 0;

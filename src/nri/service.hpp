@@ -27,6 +27,15 @@ struct ServiceOptions {
   /// nri_qos_relay_up (1 while registered), nri_qos_relay_reconnects_total,
   /// nri_qos_relay_start_time_seconds, nri_qos_build_info{version,policy_sha256} 1. Empty: none.
   std::string metrics_file;
+  /// `--metrics-listen`: "ADDRESS:PORT" on which the metrics server (metrics_server) answers
+  /// GET /metrics (issue #33 §2); "" = none. The server is a process of its own, exec'd before
+  /// the first connection and again when it dies: the relay processes never hold its socket.
+  std::string metrics_listen;
+  /// The metrics server executable (nri-qos-metrics, src/metrics/): beside this binary, else
+  /// /usr/libexec/nri-qos/nri-qos-metrics (main.cpp picks it).
+  std::string metrics_server;
+  /// The hook's metrics textfile the server answers with (records/metrics.hpp); "" = none.
+  std::string events_metrics_file;
   std::string version;        ///< build version (nri_qos_build_info)
   std::string policy_sha256;  ///< of the policy in force when the service started ("" unknown)
   int backoff_min_ms = 500;   ///< first retry delay; doubled per failure up to backoff_max_ms
@@ -39,12 +48,19 @@ struct ServiceOptions {
 /// ends, then reconnect after the back-off — forever, until SIGTERM/SIGINT (forwarded to the
 /// connected relay; returns 0). Every connection gets a fresh relay process, hence a full
 /// registration and Synchronize. Writes one log line per connection lost and per reconnect
-/// attempt on stderr (the relay's log). Never throws.
+/// attempt on stderr (the relay's log). With metrics_listen, first starts the metrics server
+/// and waits for it to bind: returns 2 with one log line when it cannot (a bad address, a port
+/// in use, the server missing). Never throws.
 int run_relay_service(RelayOptions opts, const ServiceOptions& so);
 
 /// Read a service status file (ServiceOptions::status_file) for `nri-qos status`. Returns the
 /// parsed object with "up" added (the service pid is alive and is an nri-qos process), or null
 /// when the file does not exist; an unreadable or malformed file gives {"error": "..."}.
 nlohmann::json read_service_status(const std::string& path, const std::string& proc_root = "/proc");
+
+/// Start the metrics server `so.metrics_server --listen so.metrics_listen ...` (its status file
+/// status_file: the relay's liveness) as a child with PR_SET_PDEATHSIG SIGTERM, and wait up to
+/// 5 s for it to bind. Returns its pid, or -1 with `why` set (its one-line error).
+pid_t start_metrics_server(const ServiceOptions& so, const std::string& status_file, std::string& why);
 
 }  // namespace nri

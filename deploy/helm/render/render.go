@@ -1,20 +1,25 @@
 // Command render renders a Helm chart's templates offline, for tests/packaging.sh where Helm
 // itself is not available (Debian packages no helm). It implements the part of `helm template`
 // the nri-qos chart uses: .Values (values.yaml deep-merged with -f files and --set a.b=c
-// strings), .Release.{Name,Namespace,Service}, .Chart.{Name,Version,AppVersion},
+// typed as Helm's strvals types them: true/false, integers, null), .Release.{Name,Namespace,Service}, .Chart.{Name,Version,AppVersion},
 // .Files.Get, the sprig function map (Debian golang-github-masterminds-sprig-dev, as Helm uses)
 // plus Helm's include, toYaml and tpl. Output: the rendered documents, "---" separated, empty
 // ones dropped; a template error (fail, a missing key) exits 1 with the message on stderr.
 //
-// Usage: render CHART_DIR [-f VALUES.yaml]... [--set key.path=value]... [--namespace NS]
+// With --values-json FILE it writes the merged values there as JSON (render.sh checks them
+// against the chart's values.schema.json, as Helm does) and renders nothing.
+//
+// Usage: render CHART_DIR [-f VALUES.yaml]... [--set key.path=value]... [--namespace NS] [--values-json FILE]
 package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/template"
 
@@ -72,6 +77,26 @@ func (f files) Get(name string) string {
 	return string(b)
 }
 
+// setValue types a --set value as Helm's strvals parser does (helm/pkg/strvals parser.go
+// typedVal): "true"/"false" → bool, "null" → nil, a decimal integer without a leading zero →
+// int64, anything else a string.
+func setValue(v string) interface{} {
+	switch strings.ToLower(v) {
+	case "true":
+		return true
+	case "false":
+		return false
+	case "null":
+		return nil
+	}
+	if v != "" && (v == "0" || v[0] != '0') {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n
+		}
+	}
+	return v
+}
+
 func main() {
 	if len(os.Args) < 2 {
 		die("usage: render CHART_DIR [-f VALUES]... [--set k=v]... [--namespace NS]")
@@ -79,9 +104,10 @@ func main() {
 	chart := os.Args[1]
 	values := readYAML(filepath.Join(chart, "values.yaml"))
 	ns := "kube-system"
+	valuesJSON := ""
 	for i := 2; i < len(os.Args); i++ {
 		switch a := os.Args[i]; a {
-		case "-f", "--set", "--namespace":
+		case "-f", "--set", "--namespace", "--values-json":
 			if i+1 >= len(os.Args) {
 				die("%s needs a value", a)
 			}
@@ -92,6 +118,8 @@ func main() {
 				merge(values, readYAML(v))
 			case "--namespace":
 				ns = v
+			case "--values-json":
+				valuesJSON = v
 			default:
 				kv := strings.SplitN(v, "=", 2)
 				if len(kv) != 2 {
@@ -107,11 +135,21 @@ func main() {
 					}
 					m = sub
 				}
-				m[keys[len(keys)-1]] = kv[1]
+				m[keys[len(keys)-1]] = setValue(kv[1])
 			}
 		default:
 			die("unknown argument %q", a)
 		}
+	}
+	if valuesJSON != "" {
+		b, err := json.Marshal(values)
+		if err != nil {
+			die("values: %v", err)
+		}
+		if err := os.WriteFile(valuesJSON, b, 0o644); err != nil {
+			die("%v", err)
+		}
+		return
 	}
 	meta := readYAML(filepath.Join(chart, "Chart.yaml"))
 	data := map[string]interface{}{

@@ -154,6 +154,37 @@ function nodeChecks(obj) {
   return errs;
 }
 
+// The Prometheus Operator's kinds the chart makes (metrics.podMonitor, metrics.prometheusRule):
+// no Kubernetes schema here, so the fields nri-qos uses are checked by hand (monitoring.coreos.com/v1,
+// prometheus-operator Documentation/api-reference/api.md PodMonitorSpec, PrometheusRuleSpec); the
+// rules' expressions are checked by `promtool check rules` in tests/packaging.sh.
+const CRDS = {
+  "monitoring.coreos.com/v1 PodMonitor": (o) => {
+    const e = [], s = o.spec || {};
+    if (!s.selector || typeof s.selector !== "object") e.push("PodMonitor: spec.selector missing");
+    const eps = s.podMetricsEndpoints;
+    if (!Array.isArray(eps) || !eps.length) e.push("PodMonitor: spec.podMetricsEndpoints missing");
+    for (const ep of eps || []) {
+      for (const k of Object.keys(ep)) if (!["port", "path", "interval", "scrapeTimeout", "relabelings", "metricRelabelings", "scheme"].includes(k)) e.push(`PodMonitor: unknown endpoint field ${k}`);
+      if (typeof ep.port !== "string") e.push("PodMonitor: endpoint port must be a port name");
+      if (ep.interval !== undefined && !/^([0-9]+(ms|s|m|h))+$/.test(ep.interval)) e.push(`PodMonitor: interval ${ep.interval} is no duration`);
+    }
+    return e;
+  },
+  "monitoring.coreos.com/v1 PrometheusRule": (o) => {
+    const e = [], g = (o.spec || {}).groups;
+    if (!Array.isArray(g) || !g.length) return ["PrometheusRule: spec.groups missing"];
+    for (const grp of g) {
+      if (typeof grp.name !== "string") e.push("PrometheusRule: a group without a name");
+      for (const r of grp.rules || []) {
+        if (typeof r.expr !== "string" || !(r.alert || r.record)) e.push(`PrometheusRule: group ${grp.name}: a rule needs expr and alert or record`);
+        for (const k of Object.keys(r)) if (!["alert", "record", "expr", "for", "labels", "annotations", "keep_firing_for"].includes(k)) e.push(`PrometheusRule: unknown rule field ${k}`);
+      }
+    }
+    return e;
+  },
+};
+
 const results = []; // {file, id, errors[]}
 const tsSources = []; // [index, source]
 for (const file of files) {
@@ -170,6 +201,12 @@ for (const file of files) {
     results.push(r);
     if (typeof obj.apiVersion !== "string" || typeof obj.kind !== "string") {
       r.errors.push("apiVersion/kind missing");
+      continue;
+    }
+    const crd = CRDS[`${obj.apiVersion} ${obj.kind}`];
+    if (crd) {
+      if (!obj.metadata || typeof obj.metadata.name !== "string") r.errors.push("metadata.name missing");
+      r.errors.push(...crd(obj));
       continue;
     }
     const [modelPrefix, typesModule] = modulesFor(obj.apiVersion);

@@ -3420,3 +3420,59 @@ TEST_CASE("adjustment-rejected: the message, the record, the metrics and the run
   ::unlink(log.c_str());
   ::rmdir(dir);
 }
+
+// The relay service's /metrics (issue #33 §2) while it serves events, through the real binary.
+// Hidden (needs the built binaries; tests/nri_relay.sh runs it):
+//   NRI_METRICS_CMD="build/nri-qos relay --policy P --state-dir D ... --metrics-listen 127.0.0.1:PORT"
+//   NRI_METRICS_SCRAPE="python3 tests/metrics_scrape.py URL ..."   build/unit-tests "[.nri-metrics]"
+// The test listens on an NRI socket, runs the service on it (--socket), registers it, gets a
+// CreateContainer answered, then runs the scrape command while the relay is connected: its exit
+// status is the verdict (the scraper parses the answer with a Prometheus text parser).
+TEST_CASE("relay service of the real binary: /metrics while it serves events", "[.nri-metrics]") {
+  std::vector<std::string> cmd = split_words(getenv("NRI_METRICS_CMD"));
+  const char* scrape = getenv("NRI_METRICS_SCRAPE");
+  if (cmd.empty() || !scrape) {
+    WARN("NRI_METRICS_CMD / NRI_METRICS_SCRAPE not set; skipped");
+    return;
+  }
+  TempDir t;
+  std::string sock = t.path + "/nri.sock";
+  int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(lfd >= 0);
+  struct sockaddr_un a {};
+  a.sun_family = AF_UNIX;
+  REQUIRE(sock.size() < sizeof a.sun_path);
+  std::strcpy(a.sun_path, sock.c_str());
+  REQUIRE(bind(lfd, reinterpret_cast<struct sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(listen(lfd, 4) == 0);
+  cmd.push_back("--socket");
+  cmd.push_back(sock);
+  std::vector<char*> argv;
+  for (auto& w : cmd) argv.push_back(const_cast<char*>(w.c_str()));
+  argv.push_back(nullptr);
+  pid_t svc = fork();
+  REQUIRE(svc >= 0);
+  if (svc == 0) {
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  struct pollfd p = {lfd, POLLIN, 0};
+  REQUIRE(poll(&p, 1, 10000) == 1);
+  int c = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+  REQUIRE(c >= 0);
+  {
+    FakeRuntime rt(c);
+    rt.handshake("", "2.1.9~ds1");
+    rt.request(3, "CreateContainer", create_request("metrics"));
+    CHECK(rt.reply(3, 5000).code == 0);
+    CHECK(std::system(scrape) == 0);  // while the relay is registered and serving
+  }
+  kill(svc, SIGTERM);
+  int st = 0;
+  pid_t w = 0;
+  for (int64_t end = mono_ms() + 5000; mono_ms() < end && (w = waitpid(svc, &st, WNOHANG)) == 0;) usleep(10000);
+  if (w != svc) kill(svc, SIGKILL), waitpid(svc, &st, 0);
+  CHECK(w == svc);
+  CHECK((WIFEXITED(st) && WEXITSTATUS(st) == 0));
+  close(lfd);
+}

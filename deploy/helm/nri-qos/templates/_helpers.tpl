@@ -3,10 +3,91 @@
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
+{{/* The chart's name (nameOverride), for app.kubernetes.io/name. */}}
+{{- define "nri-qos.name" -}}
+{{ .Values.nameOverride | default .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- end -}}
+
+{{/* The objects' base name (Helm's convention): fullnameOverride, else the release name
+   (with the chart's name appended unless it contains it). At most 52 characters: a variant's
+   suffix and "-policy" follow. */}}
+{{- define "nri-qos.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{ .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else -}}
+{{- $name := include "nri-qos.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{ .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else -}}
+{{ printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "nri-qos.labels" -}}
-app.kubernetes.io/name: nri-qos
+app.kubernetes.io/name: {{ include "nri-qos.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* What every nri-qos pod gets from the values: pull secrets, priority, placement. Called with
+   the root context and the variant ("" = the default set) as a dict. */}}
+{{- define "nri-qos.podPlacement" -}}
+{{- $v := .root.Values -}}
+{{- with $v.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if or $v.nodeSelector .variant }}
+nodeSelector:
+  {{- with $v.nodeSelector }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+  {{- if .variant }}
+  {{ $v.variantLabel }}: {{ .variant | quote }}
+  {{- end }}
+{{- end }}
+{{- $avoid := and (not .variant) $v.policyVariants .avoidVariants -}}
+{{- if or $v.affinity $avoid }}
+{{- $aff := deepCopy ($v.affinity | default dict) -}}
+{{- if $avoid }}
+{{- $names := list -}}
+{{- range $v.policyVariants }}{{ $names = append $names .name }}{{ end }}
+{{- $expr := dict "key" $v.variantLabel "operator" "NotIn" "values" $names -}}
+{{- $na := get $aff "nodeAffinity" | default dict -}}
+{{- $req := get $na "requiredDuringSchedulingIgnoredDuringExecution" | default dict -}}
+{{- $terms := get $req "nodeSelectorTerms" | default list -}}
+{{- if not $terms }}{{ $terms = list (dict "matchExpressions" list) }}{{ end -}}
+{{- $new := list -}}
+{{- range $terms }}
+{{- $t := deepCopy . -}}
+{{- $_ := set $t "matchExpressions" (append (get $t "matchExpressions" | default list) $expr) -}}
+{{- $new = append $new $t -}}
+{{- end }}
+{{- $_ := set $req "nodeSelectorTerms" $new -}}
+{{- $_ := set $na "requiredDuringSchedulingIgnoredDuringExecution" $req -}}
+{{- $_ := set $aff "nodeAffinity" $na -}}
+{{- end }}
+affinity:
+  {{- toYaml $aff | nindent 2 }}
+{{- end }}
+{{- with $v.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* The update strategy of the node DaemonSets (values.yaml: why maxSurge stays 0). */}}
+{{- define "nri-qos.updateStrategy" -}}
+updateStrategy:
+  type: RollingUpdate
+  rollingUpdate:
+    maxUnavailable: {{ .Values.updateStrategy.rollingUpdate.maxUnavailable }}
+    maxSurge: 0
 {{- end -}}
 
 {{/*
@@ -19,7 +100,7 @@ One DaemonSet + its policy ConfigMap. Called with a dict:
 {{- define "nri-qos.node" -}}
 {{- $root := .root -}}
 {{- $v := $root.Values -}}
-{{- $name := printf "nri-qos%s" .suffix -}}
+{{- $name := printf "%s%s" (include "nri-qos.fullname" $root) .suffix -}}
 apiVersion: v1
 kind: ConfigMap
 metadata:
@@ -42,21 +123,25 @@ metadata:
 spec:
   selector:
     matchLabels:
-      app.kubernetes.io/name: nri-qos
+      app.kubernetes.io/name: {{ include "nri-qos.name" $root }}
       app.kubernetes.io/instance: {{ $root.Release.Name }}
       app.kubernetes.io/component: installer
       nri-qos.io/set: {{ $name | quote }}
-  updateStrategy:
-    type: RollingUpdate
-    rollingUpdate:
-      maxUnavailable: 1
+  # maxSurge 0: two nri-qos pods on one node would register two relays setting the same fields
+  {{- include "nri-qos.updateStrategy" $root | nindent 2 }}
   template:
     metadata:
       labels:
         {{- include "nri-qos.labels" $root | nindent 8 }}
         app.kubernetes.io/component: installer
         nri-qos.io/set: {{ $name | quote }}
+        {{- with $v.podLabels }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
       annotations:
+        {{- with $v.podAnnotations }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
         # A new policy text rolls nothing: policy-sync installs it in place (no pod restart).
         nri-qos.io/mode: {{ $v.mode | quote }}
         # containerd >= 2.2 requiring nri-qos (default_validator required_plugins): the relay's
@@ -64,33 +149,7 @@ spec:
         # tolerate_missing_plugins_annotation names this key (docs/native-nri.md).
         tolerate-missing-nri-plugins.noderesource.dev: "true"
     spec:
-      {{- if or $v.nodeSelector .variant }}
-      nodeSelector:
-        {{- with $v.nodeSelector }}
-        {{- toYaml . | nindent 8 }}
-        {{- end }}
-        {{- if .variant }}
-        {{ $v.variantLabel }}: {{ .variant | quote }}
-        {{- end }}
-      {{- end }}
-      {{- if and (not .variant) $v.policyVariants }}
-      affinity:
-        nodeAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-            nodeSelectorTerms:
-              - matchExpressions:
-                  - key: {{ $v.variantLabel }}
-                    operator: NotIn
-                    values:
-                      {{- range $v.policyVariants }}
-                      - {{ .name | quote }}
-                      {{- end }}
-      {{- end }}
-      {{- with $v.tolerations }}
-      tolerations:
-        {{- toYaml . | nindent 8 }}
-      {{- end }}
-      priorityClassName: {{ $v.priorityClassName }}
+      {{- include "nri-qos.podPlacement" (dict "root" $root "variant" .variant "avoidVariants" true) | nindent 6 }}
       automountServiceAccountToken: false
       hostPID: true
       terminationGracePeriodSeconds: 5
@@ -150,12 +209,41 @@ spec:
           image: {{ include "nri-qos.image" $root }}
           imagePullPolicy: {{ $v.image.pullPolicy }}
           command: ["/bin/sh", "/usr/local/bin/nri-qos-install", "relay"]
+          {{- with $v.extraArgs }}
+          # appended to `nri-qos relay --socket ...` (mode external)
+          args:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
           env:
             - name: NRI_SOCKET
               value: {{ $v.nriSocket | quote }}
             # `nri-qos relay --kubelet-cpu-state` (kubelet's directory mounted read-only below)
             - name: NRI_QOS_KUBELET_CPU_STATE
               value: {{ printf "%s/cpu_manager_state" $v.kubeletDir | quote }}
+            {{- if $v.metrics.enabled }}
+            # /metrics on the pod's address (relay --metrics-listen; serve-metrics in the other modes)
+            - name: NRI_QOS_METRICS_LISTEN
+              value: {{ printf "0.0.0.0:%v" $v.metrics.port | quote }}
+            {{- end }}
+            {{- with $v.extraEnv }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          {{- if $v.metrics.enabled }}
+          ports:
+            - name: metrics
+              containerPort: {{ $v.metrics.port }}
+              protocol: TCP
+          {{- end }}
+          # Ready once the relay has registered with the runtime (`status --relay` exits 0 only
+          # then: src/cli/status.cpp relay_liveness), so that a rolling update moves to the next
+          # node only after this one's new relay serves events; in the other modes the runtime
+          # runs the hook itself and the pod is ready at once.
+          readinessProbe:
+            exec:
+              command: ["/bin/sh", "-c", "[ \"$(cat /run/nri-qos-pod/mode)\" != external ] || /opt/nri/bin/nri-qos status --relay >/dev/null"]
+            periodSeconds: 5
+            timeoutSeconds: 5
+            failureThreshold: 1
           livenessProbe:
             exec:
               command: ["/bin/sh", "-c", "[ \"$(cat /run/nri-qos-pod/mode)\" != external ] || /opt/nri/bin/nri-qos status --relay >/dev/null"]
