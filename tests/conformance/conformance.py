@@ -263,6 +263,18 @@ class Tree:
         for name in ("online", "possible", "present"):
             with open(os.path.join(cd, name), "w") as fh:
                 fh.write(self.node["cpus"] + "\n")
+        # case.json node.threads: the thread siblings of each core ("0,8"), as the kernel lists
+        # them in cpu<N>/topology/thread_siblings_list (none: no such files, one CPU per core)
+        for core in self.node.get("threads", []):
+            ids = []
+            for part in core.split(","):
+                lo, _, hi = part.partition("-")
+                ids += range(int(lo), int(hi or lo) + 1)
+            for c in ids:
+                td = os.path.join(cd, "cpu%d" % c, "topology")
+                os.makedirs(td, exist_ok=True)
+                with open(os.path.join(td, "thread_siblings_list"), "w") as fh:
+                    fh.write(core + "\n")
         # case.json node.block: {"MAJ:MIN": "disk" | "partition"}: <sysfs>/dev/block/MAJ:MIN as the
         # kernel shows block devices (a partition has a "partition" file)
         for mm, kind in self.node.get("block", {}).items():
