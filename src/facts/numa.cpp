@@ -301,11 +301,12 @@ CpuSet katalyst_reserved_by_count(const NumaTopology& topo, unsigned count) {
 }
 
 std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& held_in, NumaMode mode, unsigned need,
-                                      std::optional<unsigned> prefer, std::string& why, const CpuSet& reserved, const NumaSpan& span_in) {
+                                      std::optional<unsigned> prefer_in, std::string& why, const CpuSet& reserved, const NumaSpan& span_in) {
     if (need == 0) need = 1;
     NumaSpan span = mode == NumaMode::Shared ? NumaSpan() : span_in;  // shared_cores: Katalyst passes no numa number
     if (!span.ids.empty()) span.number = span.ids.count();
-    if (span.any()) prefer.reset();
+    const bool prefer = prefer_in.has_value() && !span.any();  // the node of the pod's other containers
+    const unsigned prefer_id = prefer ? prefer_in.value_or(0) : 0;
     // util.GetNUMANodesCountToFitCPUReq: CPUs per node = ceil(all CPUs / nodes)
     unsigned total = 0;
     for (const auto& n : topo.nodes) total += n.cpus.count();
@@ -325,9 +326,9 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
     std::vector<const NumaNode*> order;
     if (prefer)
         for (const auto& n : topo.nodes)
-            if (n.id == *prefer) order.push_back(&n);
+            if (n.id == prefer_id) order.push_back(&n);
     for (const auto& n : topo.nodes)
-        if (!prefer || n.id != *prefer) order.push_back(&n);
+        if (!prefer || n.id != prefer_id) order.push_back(&n);
     std::string tried;
     auto note = [&](const NumaNode& n, const std::string& s) {
         tried += (tried.empty() ? "" : "; ") + std::string("node") + std::to_string(n.id) + " " + s;
@@ -336,7 +337,7 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
         case NumaMode::Exclusive: {
             if (prefer)  // a later container of the same pod: the pod's nodes
                 for (const NumaNode* n : order)
-                    if (n->id == *prefer) {
+                    if (n->id == prefer_id) {
                         NumaChoice c{n->id, n->cpus - reserved, CpuSet(), "node" + std::to_string(n->id) + ": the node of the pod's other containers"};
                         c.nodes.add(n->id);
                         return c;
@@ -409,7 +410,7 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
                 }
                 CpuSet take = take_by_cores(topo, free, need);
                 return NumaChoice{n->id, take, single(n->id), "node" + std::to_string(n->id) + ": " + std::to_string(need) + " of its free CPUs " + free.str() +
-                                                   (prefer && n->id == *prefer ? " (the node of the pod's other containers)" : "") +
+                                                   (prefer && n->id == prefer_id ? " (the node of the pod's other containers)" : "") +
                                                    (tried.empty() ? "" : " (" + tried + ")")};
             }
             break;

@@ -848,7 +848,7 @@ cpuset_mems = { fact = "katalyst.numa_mems" }
     e.t.put("cpu_manager_state", R"({"policyName":"static","entries":{"podX":{"ctr":"2"}}})");  // kubelet gave CPU 2 to pod X
     const json ann = {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"},
                       {"katalyst.kubewharf.io/memory_enhancement", R"({"numa_binding":"true","numa_exclusive":"true"})"}};
-    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement"});
+    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement", "katalyst.kubewharf.io/cpu_enhancement"});
     e.policy = &trust;
     Request r = req_from("container-create.json", {{"spec", {{"annotations", ann}}}});
     FactPlan p = e.run(cls, r);
@@ -1354,7 +1354,7 @@ cpuset_mems = { fact = "katalyst.numa_mems" }
     };
     Env e;
     // Katalyst's annotations declared (trusted): the placement itself is under test here
-    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement"});
+    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement", "katalyst.kubewharf.io/cpu_enhancement"});
     e.policy = &trust;
     make_sysfs(e.t, "0-15", {{0, "0-3"}, {1, "4-7"}, {2, "8-11"}, {3, "12-15"}});
     for (const char* p : {"podA", "podB", "podC"}) e.t.mkdir(std::string("cg/cpuset/kubepods/") + p);
@@ -1557,6 +1557,7 @@ TEST_CASE("Katalyst reserved CPUs through the policy and the katalyst.numa_* fac
         return "version = 1\n[settings]\ndefault_class = \"C\"\n" + settings +
                "[guarded.annotations]\n\"katalyst.kubewharf.io/qos_level\" = \"t\"\n"
                "\"katalyst.kubewharf.io/memory_enhancement\" = \"t\"\n"
+               "\"katalyst.kubewharf.io/cpu_enhancement\" = \"t\"\n"
                "[classes.C.container]\ncpuset_cpus = { fact = \"katalyst.numa_cpus\" }\n"
                "cpuset_mems = { fact = \"katalyst.numa_mems\" }\n";
     };
@@ -1817,7 +1818,7 @@ cpuset_mems = { fact = "katalyst.numa_mems" }
     CHECK(p.refused[0].rfind("cpuset_cpus: fact katalyst.numa_cpus refused: would reserve CPUs of a NUMA node (katalyst dedicated_cores numa_binding + "
                              "numa_exclusive); untrusted annotation katalyst.kubewharf.io/memory_enhancement, katalyst.kubewharf.io/qos_level", 0) == 0);
     CHECK(e.state.numa_records().empty());  // nothing recorded
-    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement"});
+    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement", "katalyst.kubewharf.io/cpu_enhancement"});
     e.policy = &trust;
     p = e.run(cls, hostile_req("burstable", ann));
     CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-3");
