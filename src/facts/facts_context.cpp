@@ -279,7 +279,7 @@ unsigned Ctx::cpus_needed(std::string& how) const {
     return 1;
 }
 
-Outcome Ctx::numa_place(NumaMode mode, bool mems, const std::string& because, bool katalyst) {
+Outcome Ctx::numa_place(NumaMode mode, bool mems, const std::string& because, bool katalyst, const NumaSpan& span) {
     if (!trusted && (raises & kRaiseNumaReservation)) return untrusted_refusal("would reserve CPUs of a NUMA node (" + because + ")");
     if (numa_done && numa_mode != numa_mode_name(mode)) return error("one NUMA placement per container: the class mixes NUMA modes");
     if (!numa_done) {
@@ -288,6 +288,7 @@ Outcome Ctx::numa_place(NumaMode mode, bool mems, const std::string& because, bo
         std::string how;
         NumaRequest rq = numa_request();
         rq.mode = mode;
+        rq.span = span;
         rq.need = mode == NumaMode::Shared ? cpus_needed(how) : cpus_requested(how);
         if (katalyst && in.policy) {
             if (!in.policy->katalyst_reserved_cpus.empty()) rq.reserved_cpus = CpuSet::parse(in.policy->katalyst_reserved_cpus);

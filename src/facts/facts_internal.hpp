@@ -162,8 +162,9 @@ struct Ctx {
     unsigned cpus_needed(std::string& how) const;
 
     /// The container's NUMA placement in `mode` (computed once per request).
-    /// `katalyst`: a Katalyst placement (settings.katalyst_reserved_cpus apply).
-    Outcome numa_place(NumaMode mode, bool mems, const std::string& because, bool katalyst = false);
+    /// `katalyst`: a Katalyst placement (settings.katalyst_reserved_cpus apply); `span`: its
+    /// numa_number / numa_ids (numa.hpp NumaSpan).
+    Outcome numa_place(NumaMode mode, bool mems, const std::string& because, bool katalyst = false, const NumaSpan& span = NumaSpan());
 };
 
 // ---- the evaluators: one per fact of model/fact_table.hpp (the registry, entries() in facts.cpp) --

@@ -224,13 +224,27 @@ HeldCpus kubelet_held_cpus(const std::string& path, const std::string& own_pod_u
 }
 
 namespace {
-/// The CPUs of the lowest-numbered node combination of the fewest nodes (at least `min_nodes`)
-/// whose online CPUs, none held, add up to `need`: Katalyst's calculateHints for numa_exclusive
-/// (masks by size, then node order; the narrowest sufficient mask preferred).
-std::optional<std::vector<const NumaNode*>> exclusive_nodes(const std::vector<const NumaNode*>& free, unsigned need, unsigned min_nodes) {
+/// The lowest-numbered combination of the fewest nodes (at least `min_nodes`) of `free` (each
+/// with the CPUs it can give) whose CPUs add up to `need`: Katalyst's calculateHints (masks by
+/// size, then node order; the narrowest sufficient mask preferred). `span` keeps only
+/// combinations of exactly span.number nodes, or exactly the nodes span.ids (NumaSpan).
+std::optional<std::vector<const NumaNode*>> pick_nodes(std::vector<const NumaNode*> free, unsigned need, unsigned min_nodes, const NumaSpan& span) {
+    size_t lo = std::max<size_t>(1, min_nodes), hi = free.size();
+    if (!span.ids.empty()) {
+        std::vector<const NumaNode*> only;
+        for (const NumaNode* n : free)
+            if (span.ids.has(n->id)) only.push_back(n);
+        if (only.size() != span.ids.count()) return std::nullopt;  // a named node is not available
+        free = std::move(only);
+        lo = std::max(lo, free.size());
+        hi = free.size();
+    } else if (span.number != 0) {
+        lo = std::max<size_t>(lo, span.number);
+        hi = std::min<size_t>(hi, span.number);
+    }
     const size_t n = free.size();
     unsigned budget = 200000;  // combinations tried at most (nodes are few; this bounds a hostile sysfs)
-    for (size_t k = std::max<size_t>(1, min_nodes); k <= n; ++k) {
+    for (size_t k = lo; k <= hi; ++k) {
         std::vector<size_t> idx(k);
         for (size_t i = 0; i < k; ++i) idx[i] = i;
         while (true) {
@@ -251,6 +265,11 @@ std::optional<std::vector<const NumaNode*>> exclusive_nodes(const std::vector<co
         }
     }
     return std::nullopt;
+}
+
+/// How a NumaSpan reads in explain ("numa_number 2", "numa_ids 1-3").
+std::string span_text(const NumaSpan& span) {
+    return !span.ids.empty() ? "cpu_enhancement numa_ids " + span.ids.str() : "cpu_enhancement numa_number " + std::to_string(span.number);
 }
 }  // namespace
 
@@ -282,16 +301,34 @@ CpuSet katalyst_reserved_by_count(const NumaTopology& topo, unsigned count) {
 }
 
 std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& held_in, NumaMode mode, unsigned need,
-                                      std::optional<unsigned> prefer, std::string& why, const CpuSet& reserved) {
+                                      std::optional<unsigned> prefer_in, std::string& why, const CpuSet& reserved, const NumaSpan& span_in) {
     if (need == 0) need = 1;
+    NumaSpan span = mode == NumaMode::Shared ? NumaSpan() : span_in;  // shared_cores: Katalyst passes no numa number
+    if (!span.ids.empty()) span.number = span.ids.count();
+    const bool prefer = prefer_in.has_value() && !span.any();  // the node of the pod's other containers
+    const unsigned prefer_id = prefer ? prefer_in.value_or(0) : 0;
+    // util.GetNUMANodesCountToFitCPUReq: CPUs per node = ceil(all CPUs / nodes)
+    unsigned total = 0;
+    for (const auto& n : topo.nodes) total += n.cpus.count();
+    const unsigned nodes_n = static_cast<unsigned>(std::max<size_t>(1, topo.nodes.size()));
+    const unsigned per = std::max(1u, (total + nodes_n - 1) / nodes_n);
+    const unsigned min_nodes = (need + per - 1) / per;
+    if (span.any()) {  // AnnotationsGetNUMANumber / AnnotationsGetNUMAIDs: within the machine's nodes
+        CpuSet ids;
+        for (const auto& n : topo.nodes) ids.add(n.id);
+        if (span.number > topo.nodes.size() || !span.ids.subset_of(ids)) {
+            why = span_text(span) + " is outside the node's NUMA nodes " + ids.str() + " (Katalyst refuses the pod)";
+            return std::nullopt;
+        }
+    }
     // Bound and shared placements never take a reserved CPU: they are unavailable like held ones.
     const CpuSet held = mode == NumaMode::Exclusive ? held_in : held_in | reserved;
     std::vector<const NumaNode*> order;
     if (prefer)
         for (const auto& n : topo.nodes)
-            if (n.id == *prefer) order.push_back(&n);
+            if (n.id == prefer_id) order.push_back(&n);
     for (const auto& n : topo.nodes)
-        if (!prefer || n.id != *prefer) order.push_back(&n);
+        if (!prefer || n.id != prefer_id) order.push_back(&n);
     std::string tried;
     auto note = [&](const NumaNode& n, const std::string& s) {
         tried += (tried.empty() ? "" : "; ") + std::string("node") + std::to_string(n.id) + " " + s;
@@ -300,7 +337,7 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
         case NumaMode::Exclusive: {
             if (prefer)  // a later container of the same pod: the pod's nodes
                 for (const NumaNode* n : order)
-                    if (n->id == *prefer) {
+                    if (n->id == prefer_id) {
                         NumaChoice c{n->id, n->cpus - reserved, CpuSet(), "node" + std::to_string(n->id) + ": the node of the pod's other containers"};
                         c.nodes.add(n->id);
                         return c;
@@ -308,9 +345,7 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
             // The nodes without held CPUs, each with its CPUs that are not reserved (Katalyst's
             // GetAvailableCPUSet(reservedCPUs)); reserved CPUs alone never disqualify a node.
             std::vector<NumaNode> avail;
-            unsigned total = 0;
             for (const auto& n : topo.nodes) {
-                total += n.cpus.count();
                 CpuSet busy = n.cpus & held;
                 if (!busy.empty()) {
                     note(n, "has held CPUs " + busy.str());
@@ -322,10 +357,7 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
             }
             std::vector<const NumaNode*> free;
             for (const auto& n : avail) free.push_back(&n);
-            // util.GetNUMANodesCountToFitCPUReq: CPUs per node = all CPUs / nodes
-            const unsigned per = std::max(1u, total / static_cast<unsigned>(std::max<size_t>(1, topo.nodes.size())));
-            const unsigned min_nodes = (need + per - 1) / per;
-            if (auto pick = exclusive_nodes(free, need, min_nodes)) {
+            if (auto pick = pick_nodes(free, need, min_nodes, span)) {
                 NumaChoice c;
                 c.node = pick->front()->id;
                 for (const NumaNode* n : *pick) {
@@ -334,15 +366,43 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
                 }
                 const bool one = pick->size() == 1;
                 c.why = std::string(one ? "node" : "nodes ") + c.nodes.str() + " (" + c.cpus.str() + "): " +
-                        (one ? "lowest node with no held CPU" : "fewest nodes with no held CPU") + " for " + std::to_string(need) +
-                        " CPU(s), at least " + std::to_string(min_nodes) + " node(s) of " + std::to_string(per) + " CPUs" +
+                        (span.any() ? "lowest combination of " + std::to_string(span.number) + " node(s) with no held CPU (" + span_text(span) + ")"
+                                    : one ? std::string("lowest node with no held CPU") : std::string("fewest nodes with no held CPU")) +
+                        " for " + std::to_string(need) + " CPU(s), at least " + std::to_string(min_nodes) + " node(s) of " + std::to_string(per) + " CPUs" +
                         (tried.empty() ? "" : " (" + tried + ")");
                 return c;
             }
+            if (span.any()) tried += std::string(tried.empty() ? "" : "; ") + "no " + span_text(span) + " combination of nodes with no held CPU holds " + std::to_string(need) + " CPU(s)";
             break;
         }
         case NumaMode::Bound:
+            if (span.number >= 2) {  // Katalyst: numa_number > 1 lets a non-exclusive placement span nodes
+                std::vector<NumaNode> avail;
+                for (const auto& n : topo.nodes) avail.push_back({n.id, n.cpus - held});
+                std::vector<const NumaNode*> free;
+                for (const auto& n : avail) free.push_back(&n);
+                if (auto pick = pick_nodes(free, need, min_nodes, span)) {
+                    NumaChoice c;
+                    c.node = pick->front()->id;
+                    CpuSet pool;
+                    for (const NumaNode* n : *pick) {
+                        pool |= n->cpus;
+                        c.nodes.add(n->id);
+                    }
+                    c.cpus = take_by_cores(topo, pool, need);
+                    c.why = "nodes " + c.nodes.str() + ": " + std::to_string(need) + " of their free CPUs " + pool.str() + ", the lowest combination of " +
+                            std::to_string(span.number) + " nodes holding them (" + span_text(span) + ")";
+                    return c;
+                }
+                for (const auto& n : avail) note(n, "has " + std::to_string(n.cpus.count()) + " free CPUs");
+                tried += "; no " + span_text(span) + " combination holds " + std::to_string(need) + " CPU(s)";
+                break;
+            }
+            if (min_nodes > 1)
+                tried += std::string(tried.empty() ? "" : "; ") + std::to_string(need) + " CPUs are more than one node's " + std::to_string(per) +
+                         ": a non-exclusive binding spans nodes only with cpu_enhancement numa_number ≥ 2 (Katalyst calculateHints refuses it too)";
             for (const NumaNode* n : order) {
+                if (!span.ids.empty() && !span.ids.has(n->id)) continue;
                 CpuSet free = n->cpus - held;
                 if (free.count() < need) {
                     note(*n, "has " + std::to_string(free.count()) + " free CPUs, " + std::to_string(need) + " needed");
@@ -350,7 +410,7 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
                 }
                 CpuSet take = take_by_cores(topo, free, need);
                 return NumaChoice{n->id, take, single(n->id), "node" + std::to_string(n->id) + ": " + std::to_string(need) + " of its free CPUs " + free.str() +
-                                                   (prefer && n->id == *prefer ? " (the node of the pod's other containers)" : "") +
+                                                   (prefer && n->id == prefer_id ? " (the node of the pod's other containers)" : "") +
                                                    (tried.empty() ? "" : " (" + tried + ")")};
             }
             break;
@@ -448,7 +508,7 @@ NumaChoice place_numa(const NumaRequest& rq, FactState& state) {
     CpuSet reserved;
     if (rq.reserved_cpus) reserved = *rq.reserved_cpus & topo.online;
     else if (rq.reserved_count > 0) reserved = katalyst_reserved_by_count(topo, rq.reserved_count);
-    auto c = pod_nodes ? pod_nodes : choose_numa(topo, held, rq.mode, rq.need, prefer, why, reserved);
+    auto c = pod_nodes ? pod_nodes : choose_numa(topo, held, rq.mode, rq.need, prefer, why, reserved, rq.span);
     std::string detail = held_detail(held, by);
     if (!reserved.empty())
         detail += "; Katalyst reserved CPUs " + reserved.str() + (rq.reserved_cpus ? " (settings.katalyst_reserved_cpus)" : " (settings.katalyst_reserved_cpus = " + std::to_string(rq.reserved_count) + ", taken as TakeHTByNUMABalance does)");

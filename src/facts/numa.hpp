@@ -28,7 +28,13 @@
 //    calculateHints (CheckNUMACrossSockets) is not reproduced. A later container of the same pod
 //    gets the same nodes.
 //  * bound — `need` free CPUs of one node, the node of a sibling container first, then the
-//    lowest-numbered node with enough free CPUs (TakeByTopology: whole cores first).
+//    lowest-numbered node with enough free CPUs (TakeByTopology: whole cores first). A Katalyst
+//    placement with a NumaSpan of two or more nodes takes `need` free CPUs (whole cores first)
+//    of the lowest-numbered combination of exactly that many nodes whose free CPUs hold them;
+//    without one, a bound placement larger than one node is refused, as Katalyst refuses it
+//    (calculateHints: "NUMA not exclusive binding container ... has request larger than 1 NUMA").
+//  * a NumaSpan (Katalyst's cpu_enhancement numa_number / numa_ids) restricts exclusive and
+//    bound placements to combinations of exactly that many nodes (exactly those nodes).
 //  * shared — the free CPUs of the node with the most free CPUs (at least `need`); not held
 //    against later placements (openFuyao-style NUMA affinity: locality, not exclusivity).
 // cpuset.mems is the node (the nodes, for a multi-node exclusive placement). A single-node machine has one node: exclusive needs the whole machine
@@ -108,6 +114,21 @@ struct NumaChoice {
     std::optional<NumaRecord> record;
 };
 
+/// Katalyst's strong constraints on the nodes of a dedicated_cores placement, from the
+/// katalyst.kubewharf.io/cpu_enhancement keys "katalyst.kubewharf.io/numa_number" and
+/// "katalyst.kubewharf.io/numa_ids" (katalyst-api pkg/consts/qos.go
+/// PodAnnotationCPUEnhancementNumaNumber / NumaIDs; katalyst-core@d8c28ea
+/// pkg/util/qos/cpu_enhancement.go AnnotationsGetNUMANumber / AnnotationsGetNUMAIDs, read by
+/// pkg/agent/qrm-plugins/cpu/dynamicpolicy/policy_hint_handlers.go calculateHints): a hint is
+/// kept only when its node count equals `number` (0: any), or its nodes equal `ids` (non-empty
+/// ids win and set number to their count). number ≥ 2 lets a non-exclusive (bound) placement
+/// span nodes.
+struct NumaSpan {
+    unsigned number = 0;  ///< exactly this many nodes; 0: no constraint
+    CpuSet ids;           ///< exactly these node ids; empty: no constraint
+    bool any() const { return number != 0 || !ids.empty(); }
+};
+
 /// The pure choice (no I/O): `held` CPUs are unavailable; `prefer` is a node a sibling container
 /// of the same pod already uses. Returns nullopt with `why` when no node fits.
 /// `reserved` (Katalyst's reserved CPUs, katalyst_reserved_cpus) are never handed out and do not
@@ -116,9 +137,11 @@ struct NumaChoice {
 /// when its AllocatedCPUSet is not empty, and otherwise counts GetAvailableCPUSet(reservedCPUs)
 /// (the node's CPUs minus the allocated and the reserved ones); allocateNumaBindingCPUs hands out
 /// those available CPUs. The nodes needed are still counted over all CPUs
-/// (GetNUMANodesCountToFitCPUReq: CPUs / nodes).
+/// (GetNUMANodesCountToFitCPUReq: ceil(CPUs / nodes) per node). `span` restricts exclusive and
+/// bound placements (NumaSpan; the pod's other containers' node is then not preferred).
 std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& held, NumaMode mode, unsigned need,
-                                      std::optional<unsigned> prefer, std::string& why, const CpuSet& reserved = CpuSet());
+                                      std::optional<unsigned> prefer, std::string& why, const CpuSet& reserved = CpuSet(),
+                                      const NumaSpan& span = NumaSpan());
 
 /// Katalyst's reserved CPUs given as a count (`--cpu-resource-plugin-reserved`, or the kubelet
 /// reserved quantity rounded up): katalyst-core pkg/agent/qrm-plugins/cpu/util/util.go
@@ -142,6 +165,8 @@ struct NumaRequest {
     /// or a count resolved with katalyst_reserved_by_count; see choose_numa.
     std::optional<CpuSet> reserved_cpus;
     unsigned reserved_count = 0;
+    /// Katalyst dedicated_cores placements only: numa_number / numa_ids (NumaSpan).
+    NumaSpan span;
 };
 
 /// Place (or return the recorded placement of) a container. The caller holds state.lock()

@@ -19,7 +19,7 @@ constexpr const char* kExtRes = "node.koordinator.sh/extended-resource-spec";
 constexpr const char* kResStatus = "scheduling.koordinator.sh/resource-status";
 constexpr const char* kVolcanoLevel = "volcano.sh/qos-level";
 constexpr const char* kBurstKeys = "volcano.sh/enable-quota-burst,volcano.sh/quota-burst-time";
-constexpr const char* kKatalystNuma = "katalyst.kubewharf.io/memory_enhancement,katalyst.kubewharf.io/qos_level";
+constexpr const char* kKatalystNuma = "katalyst.kubewharf.io/memory_enhancement,katalyst.kubewharf.io/qos_level,katalyst.kubewharf.io/cpu_enhancement";
 constexpr const char* kKatalystBurst = "katalyst.kubewharf.io/cpu_enhancement,katalyst.kubewharf.io/qos_level";
 
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -98,11 +98,13 @@ const std::vector<FactDef>& fact_table() {
           "none when the pod quota is unlimited",
           true, true, kRaiseBurstAboveQuota, kBurstKeys, false},
         {"katalyst.numa_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus",
-          "katalyst.kubewharf.io/memory_enhancement numa_binding/numa_exclusive, katalyst.kubewharf.io/qos_level; sysfs, kubelet cpu_manager_state",
+          "katalyst.kubewharf.io/memory_enhancement numa_binding/numa_exclusive, katalyst.kubewharf.io/qos_level, "
+          "katalyst.kubewharf.io/cpu_enhancement numa_number/numa_ids; sysfs, kubelet cpu_manager_state",
           "kubewharf/katalyst-core@v0.5.47:pkg/agent/qrm-plugins/cpu/dynamicpolicy/policy_allocation_handlers.go "
           "dedicatedCoresWithNUMABindingAllocationHandler / allocateNumaBindingCPUs",
           "NUMA node CPUs: dedicated_cores + numa_exclusive the fewest whole free nodes holding the CPU request, "
-          "dedicated_cores the container's requested CPUs of one node, other levels a node's free CPUs; none for BestEffort or no request",
+          "dedicated_cores the container's requested CPUs of one node (of exactly numa_number nodes when it is 2 or more), "
+          "other levels a node's free CPUs; none for BestEffort or no request",
           false, true, kRaiseCpusetPin | kRaiseNumaReservation, kKatalystNuma, false},
         {"katalyst.numa_mems", kFactContainer, B(KnobId::CpusetMems), "nodes",
           "the same annotations; sysfs, kubelet cpu_manager_state",

@@ -202,7 +202,8 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
     if (const TV* s = get(root, "settings")) {
         c.guard([&] {
             check_keys(c, *s, "settings", {"default_class", "fail", "cpu_weight_formula", "koordinator_quota_lift", "metrics_file", "event_log", "event_log_max_bytes", "leave_to_others",
-                                           "katalyst_reserved_cpus"});
+                                           "katalyst_reserved_cpus", "katalyst_default_numa_exclusive", "katalyst_dedicated_default_burst",
+                                           "katalyst_default_burst_percent"});
             c.guard([&] {
                 if (const TV* x = get(*s, "default_class")) {
                     default_line = Ctx::line_of(*x);
@@ -264,6 +265,30 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
                     } else {
                         c.fail(*x, "settings.katalyst_reserved_cpus: expected a CPU list (\"0-1\") or a count (2)");
                     }
+                }
+            });
+            // Katalyst agent options (Policy::katalyst_default_numa_exclusive etc.)
+            c.guard([&] {
+                if (const TV* x = get(*s, "katalyst_default_numa_exclusive")) {
+                    if (!x->is_boolean())
+                        c.fail(*x, "settings.katalyst_default_numa_exclusive: expected true (Katalyst --qos-enhancement-default-values numa_exclusive=true) or false");
+                    p.katalyst_default_numa_exclusive = x->as_boolean();
+                }
+            });
+            c.guard([&] {
+                if (const TV* x = get(*s, "katalyst_dedicated_default_burst")) {
+                    std::string f = str(c, *x, "settings.katalyst_dedicated_default_burst");
+                    if (f == "unset") p.katalyst_dedicated_default_burst = Policy::KatalystBurst::Unset;
+                    else if (f == "static") p.katalyst_dedicated_default_burst = Policy::KatalystBurst::Static;
+                    else if (f == "closed") p.katalyst_dedicated_default_burst = Policy::KatalystBurst::Closed;
+                    else c.fail(*x, "settings.katalyst_dedicated_default_burst: expected \"unset\" (Katalyst's default), \"static\" (EnableDedicatedCoresDefaultCPUBurst true) or \"closed\" (false)");
+                }
+            });
+            c.guard([&] {
+                if (const TV* x = get(*s, "katalyst_default_burst_percent")) {
+                    if (!x->is_integer() || x->as_integer() < 0 || x->as_integer() > 100)
+                        c.fail(*x, "settings.katalyst_default_burst_percent: expected an integer from 0 to 100 (Katalyst DefaultCPUBurstPercent)");
+                    p.katalyst_default_burst_percent = static_cast<unsigned>(x->as_integer());
                 }
             });
             c.guard([&] {

@@ -190,6 +190,26 @@ struct Policy {
     /// ("0-1"), or "" with katalyst_reserved_count, the count form (0: none).
     std::string katalyst_reserved_cpus;
     unsigned katalyst_reserved_count = 0;
+    /// settings.katalyst_default_numa_exclusive: a dedicated_cores numa_binding pod whose
+    /// memory_enhancement declares no numa_exclusive is exclusive, as Katalyst started with
+    /// `--qos-enhancement-default-values numa_exclusive=true` (katalyst-core@d8c28ea
+    /// cmd/base/options/qos.go, pkg/config/generic/qos.go QoSEnhancementDefaultValues, applied
+    /// by FilterQoSEnhancementMap to keys the pod did not declare). Off by default (the flag's
+    /// default is empty).
+    bool katalyst_default_numa_exclusive = false;
+    /// settings.katalyst_dedicated_default_burst: the CPU burst policy of a dedicated_cores pod
+    /// whose cpu_enhancement says default (or nothing) — katalyst-core@d8c28ea
+    /// pkg/agent/qrm-plugins/cpu/util/util.go getOverriddenDedicatedCoresPodBurstPolicy. Unset:
+    /// no change (the agent's default: EnableDedicatedCoresDefaultCPUBurst nil and
+    /// --enable-default-dedicated-cores-cpu-burst false); Static: quota × percent / 100 (the flag,
+    /// or the AdminQoSConfiguration's cpuBurstConfig.enableDedicatedCoresDefaultCPUBurst true);
+    /// Closed: 0 (that field false).
+    enum class KatalystBurst : uint8_t { Unset = 0, Static = 1, Closed = 2 };
+    KatalystBurst katalyst_dedicated_default_burst = KatalystBurst::Unset;
+    /// settings.katalyst_default_burst_percent: the percent of a static burst whose pod names no
+    /// cpu_burst_percent — the AdminQoSConfiguration's cpuBurstConfig.defaultCPUBurstPercent
+    /// (pkg/config/agent/dynamic/adminqos/finegrainedresource/cpu_burst.go, default 100), 0..100.
+    unsigned katalyst_default_burst_percent = 100;
     std::vector<Rule> rules;
     std::map<std::string, ClassDef> classes;
     KeyNotes guarded_labels;       ///< [guarded.labels]: keys an admission policy controls

@@ -304,6 +304,9 @@ std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t
     }
     w.str(p.katalyst_reserved_cpus);
     w.u32(p.katalyst_reserved_count);
+    w.u8(static_cast<uint8_t>(p.katalyst_default_numa_exclusive ? 1 : 0));
+    w.u8(static_cast<uint8_t>(p.katalyst_dedicated_default_burst));
+    w.u32(p.katalyst_default_burst_percent);
     w.u32(static_cast<uint32_t>(p.classes.size()));
     for (const auto& [n, c] : p.classes) {
         w.str(n);
@@ -457,6 +460,14 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
     }
     p.katalyst_reserved_cpus = rd.str();
     p.katalyst_reserved_count = rd.u32();
+    p.katalyst_default_numa_exclusive = rd.u8() != 0;
+    {
+        const uint8_t b = rd.u8();
+        if (b > static_cast<uint8_t>(Policy::KatalystBurst::Closed)) return Decoded::Invalid;
+        p.katalyst_dedicated_default_burst = static_cast<Policy::KatalystBurst>(b);
+        p.katalyst_default_burst_percent = rd.u32();
+        if (p.katalyst_default_burst_percent > 100) return Decoded::Invalid;
+    }
     uint32_t nclasses = rd.count(16);
     // With a filter (one event), each class's knob lists are only stepped over here and decoded
     // by decode_knobs for the class the event uses (classify picks one of ~10): their bytes are

@@ -57,6 +57,7 @@ json policy_to_json(const Policy& p) {
                                   : p.koordinator_quota_lift == Policy::QuotaLift::Never ? "never"
                                                                                          : "cpuset";
     j["katalyst_reserved"] = {p.katalyst_reserved_cpus, p.katalyst_reserved_count};
+    j["katalyst_agent"] = {p.katalyst_default_numa_exclusive, static_cast<int>(p.katalyst_dedicated_default_burst), p.katalyst_default_burst_percent};
     j["source"] = p.source;
     j["sinks"] = {p.sinks.metrics_file_set, p.sinks.metrics_file, p.sinks.event_log_set, p.sinks.event_log, p.sinks.event_log_max_bytes};
     json rules = json::array();
@@ -114,6 +115,15 @@ Policy policy_from_json(const json& j) {
         if (j.contains("katalyst_reserved")) {
             p.katalyst_reserved_cpus = j.at("katalyst_reserved").at(0).get<std::string>();
             p.katalyst_reserved_count = j.at("katalyst_reserved").at(1).get<unsigned>();
+        }
+        if (j.contains("katalyst_agent")) {
+            const json& k = j.at("katalyst_agent");
+            p.katalyst_default_numa_exclusive = k.at(0).get<bool>();
+            const int b = k.at(1).get<int>();
+            if (b < 0 || b > static_cast<int>(Policy::KatalystBurst::Closed)) throw InputError("compiled policy: bad katalyst_dedicated_default_burst");
+            p.katalyst_dedicated_default_burst = static_cast<Policy::KatalystBurst>(b);
+            p.katalyst_default_burst_percent = k.at(2).get<unsigned>();
+            if (p.katalyst_default_burst_percent > 100) throw InputError("compiled policy: bad katalyst_default_burst_percent");
         }
         if (j.contains("sinks")) {
             const json& s = j.at("sinks");

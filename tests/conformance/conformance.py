@@ -265,6 +265,18 @@ class Tree:
         for name in ("online", "possible", "present"):
             with open(os.path.join(cd, name), "w") as fh:
                 fh.write(self.node["cpus"] + "\n")
+        # case.json node.threads: the thread siblings of each core ("0,8"), as the kernel lists
+        # them in cpu<N>/topology/thread_siblings_list (none: no such files, one CPU per core)
+        for core in self.node.get("threads", []):
+            ids = []
+            for part in core.split(","):
+                lo, _, hi = part.partition("-")
+                ids += range(int(lo), int(hi or lo) + 1)
+            for c in ids:
+                td = os.path.join(cd, "cpu%d" % c, "topology")
+                os.makedirs(td, exist_ok=True)
+                with open(os.path.join(td, "thread_siblings_list"), "w") as fh:
+                    fh.write(core + "\n")
         # case.json node.block: {"MAJ:MIN": "disk" | "partition"}: <sysfs>/dev/block/MAJ:MIN as the
         # kernel shows block devices (a partition has a "partition" file)
         for mm, kind in self.node.get("block", {}).items():
@@ -955,6 +967,20 @@ def main(argv=None):
     return 1 if failed else 0
 
 
+OUTSIDE_REQUEST = [
+    ("katalyst", "the agent's `--qos-enhancement-default-values numa_exclusive=true` (pkg/config/generic/qos.go "
+     "QoSEnhancementDefaultValues), the AdminQoSConfiguration's `enableDedicatedCoresDefaultCPUBurst` / "
+     "`--enable-default-dedicated-cores-cpu-burst` and `defaultCPUBurstPercent` (pkg/agent/qrm-plugins/cpu/util/util.go "
+     "getOverriddenDedicatedCoresPodBurstPolicy, GetPodCPUBurstPercent) are node configuration, not in the request: "
+     "settings `katalyst_default_numa_exclusive`, `katalyst_dedicated_default_burst`, `katalyst_default_burst_percent` "
+     "(off by default, as in the agent; cases default-numa-exclusive, dedicated-default-burst)."),
+    ("katalyst", "not reproduced: calculateHints' socket check (CheckNUMACrossSockets), `distribute_evenly_across_numa`, "
+     "`full_pcpus_pairing` and `align_by_socket` (a warning says so), the sole-shared_cores-pod burst default (it needs "
+     "the node's pod list), and a numa_exclusive hint of numa_number nodes that includes a node with allocated CPUs "
+     "(Katalyst counts it as 0 available; nri-qos never puts an exclusive placement on such a node)."),
+]
+
+
 def markdown(table, reasons, cols, o, cases, docs, percase):
     """The published table (docs/conformance.md): deterministic, no timestamps, so that a stale
     copy is detected by --markdown-check."""
@@ -1004,6 +1030,11 @@ def markdown(table, reasons, cols, o, cases, docs, percase):
             w = sorted({x.split(" ")[0] for x in where})
             out.append("- %s (cases: %s)" % (text, ", ".join(w)))
         out.append("")
+    # Inputs an NRI request does not carry, by system (issue #32 §8): reproduced by a setting,
+    # or not at all; the cases that need a setting name it in case.json "policy_settings".
+    out += ["**Agent options and inputs outside the request**", ""]
+    out += ["- %s: %s" % (sy, text) for sy, text in OUTSIDE_REQUEST]
+    out += [""]
     out += ["## Per system: case, what the node agent does, our result", "",
             "Per case and behaviour: the seed system's function that computes the value (`why` in the",
             "case's case.json, `owner/repo@tag:path Function`) and nri-qos's result per cgroup layout and",

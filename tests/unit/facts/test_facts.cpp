@@ -848,7 +848,7 @@ cpuset_mems = { fact = "katalyst.numa_mems" }
     e.t.put("cpu_manager_state", R"({"policyName":"static","entries":{"podX":{"ctr":"2"}}})");  // kubelet gave CPU 2 to pod X
     const json ann = {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"},
                       {"katalyst.kubewharf.io/memory_enhancement", R"({"numa_binding":"true","numa_exclusive":"true"})"}};
-    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement"});
+    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement", "katalyst.kubewharf.io/cpu_enhancement"});
     e.policy = &trust;
     Request r = req_from("container-create.json", {{"spec", {{"annotations", ann}}}});
     FactPlan p = e.run(cls, r);
@@ -981,6 +981,60 @@ TEST_CASE("facts: Katalyst cpu_enhancement CPU burst policy", "[facts]") {
     CHECK(burst(R"({"cpu_burst_policy":"static"})", "reclaimed_cores") == "0");
     CHECK(burst(R"({"cpu_burst_policy":"dynamic"})") == "absent");
     CHECK(burst(R"({"cpu_burst_policy":"static"})", "shared_cores", -1) == "absent");
+}
+
+TEST_CASE("facts: Katalyst dedicated_cores default CPU burst and default percent (settings)", "[facts][katalyst-settings]") {
+    // katalyst-core@d8c28ea pkg/agent/qrm-plugins/cpu/util/util.go getOverriddenDedicatedCoresPodBurstPolicy:
+    // a dedicated_cores pod whose policy is default takes EnableDedicatedCoresDefaultCPUBurst
+    // (true → static, false → closed, nil → no change); GetPodCPUBurstPercent: no percent → DefaultCPUBurstPercent.
+    ClassDef cls = class_of("[classes.C.container]\ncpu_burst_us = { fact = \"katalyst.cpu_burst_us\" }\n");
+    Env e;
+    Policy pol;
+    e.policy = &pol;
+    auto burst = [&](const std::string& enh, const char* level) -> std::string {
+        json ann = {{"katalyst.kubewharf.io/qos_level", level}};
+        if (!enh.empty()) ann["katalyst.kubewharf.io/cpu_enhancement"] = enh;
+        FactPlan p = e.run(cls, req_from("container-create.json", {{"spec", {{"annotations", ann}, {"resources", {{"cpu", {{"quota", 200000}, {"period", 100000}}}}}}}}));
+        if (auto k = knob(p.cls.container, KnobId::CpuBurst)) return std::to_string(k->value.num) + " " + k->note;
+        return p.refused.empty() ? "absent" : "refused";
+    };
+    // unset (the agent's default): no change
+    CHECK(burst("", "dedicated_cores") == "absent");
+    pol.katalyst_dedicated_default_burst = Policy::KatalystBurst::Static;
+    CHECK(burst("", "dedicated_cores").rfind("200000 dedicated_cores default → static (settings.katalyst_dedicated_default_burst = \"static\"", 0) == 0);
+    CHECK(burst(R"({"cpu_burst_policy":"default"})", "dedicated_cores").rfind("200000 ", 0) == 0);
+    CHECK(burst(R"({"cpu_burst_policy":"closed"})", "dedicated_cores").rfind("0 ", 0) == 0);  // the pod's own policy wins
+    CHECK(burst("", "shared_cores") == "absent");                                             // dedicated_cores only
+    CHECK(burst("", "reclaimed_cores") == "absent");
+    CHECK(burst(R"({"cpu_burst_policy":"default"})", "reclaimed_cores").rfind("0 reclaimed_cores never burst", 0) == 0);
+    pol.katalyst_default_burst_percent = 30;
+    CHECK(burst("", "dedicated_cores").rfind("60000 ", 0) == 0);
+    CHECK(burst("", "dedicated_cores").find("default percent 30 (settings.katalyst_default_burst_percent)") != std::string::npos);
+    CHECK(burst(R"({"cpu_burst_percent":"50"})", "dedicated_cores").rfind("100000 ", 0) == 0);  // the pod's percent wins
+    pol.katalyst_dedicated_default_burst = Policy::KatalystBurst::Closed;
+    CHECK(burst("", "dedicated_cores").rfind("0 dedicated_cores default → closed", 0) == 0);
+    CHECK(burst(R"({"cpu_burst_policy":"static"})", "dedicated_cores").rfind("60000 ", 0) == 0);
+
+    // the settings parse, check and survive the compiled forms
+    Policy f = parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkatalyst_dedicated_default_burst = \"static\"\n"
+                                 "katalyst_default_burst_percent = 40\nkatalyst_default_numa_exclusive = true\n[classes.C]\n", "t.toml");
+    CHECK(f.katalyst_dedicated_default_burst == Policy::KatalystBurst::Static);
+    CHECK(f.katalyst_default_burst_percent == 40);
+    CHECK(f.katalyst_default_numa_exclusive);
+    Policy j = policy_from_json(policy_to_json(f));
+    CHECK(j.katalyst_dedicated_default_burst == Policy::KatalystBurst::Static);
+    CHECK(j.katalyst_default_burst_percent == 40);
+    CHECK(j.katalyst_default_numa_exclusive);
+    Policy d = parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\n[classes.C]\n", "t.toml");
+    CHECK(d.katalyst_dedicated_default_burst == Policy::KatalystBurst::Unset);  // off by default, as in the agent
+    CHECK(d.katalyst_default_burst_percent == 100);
+    CHECK_FALSE(d.katalyst_default_numa_exclusive);
+    CHECK_THROWS_WITH(parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkatalyst_dedicated_default_burst = \"on\"\n[classes.C]\n", "t.toml"),
+                      Catch::Contains("t.toml:4: settings.katalyst_dedicated_default_burst: expected \"unset\""));
+    CHECK_THROWS_WITH(parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkatalyst_default_burst_percent = 101\n[classes.C]\n", "t.toml"),
+                      Catch::Contains("t.toml:4: settings.katalyst_default_burst_percent: expected an integer from 0 to 100"));
+    CHECK_THROWS_WITH(parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkatalyst_default_numa_exclusive = \"true\"\n[classes.C]\n", "t.toml"),
+                      Catch::Contains("t.toml:4: settings.katalyst_default_numa_exclusive: expected true"));
 }
 
 TEST_CASE("facts: NRI UpdatePodSandbox recomputes the fact-valued pod knobs; one it cannot is reported (issue 19)", "[facts]") {
@@ -1300,7 +1354,7 @@ cpuset_mems = { fact = "katalyst.numa_mems" }
     };
     Env e;
     // Katalyst's annotations declared (trusted): the placement itself is under test here
-    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement"});
+    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement", "katalyst.kubewharf.io/cpu_enhancement"});
     e.policy = &trust;
     make_sysfs(e.t, "0-15", {{0, "0-3"}, {1, "4-7"}, {2, "8-11"}, {3, "12-15"}});
     for (const char* p : {"podA", "podB", "podC"}) e.t.mkdir(std::string("cg/cpuset/kubepods/") + p);
@@ -1362,11 +1416,148 @@ TEST_CASE("Katalyst reserved CPUs: never handed out, never disqualifying (settin
     CHECK(katalyst_reserved_by_count(t, 100).str() == "0-7");
 }
 
+TEST_CASE("NUMA choice: Katalyst numa_number / numa_ids (NumaSpan), bound placements across nodes", "[facts][numa][katalyst-span]") {
+    // katalyst-core@d8c28ea pkg/agent/qrm-plugins/cpu/dynamicpolicy/policy_hint_handlers.go calculateHints
+    // on machine.GenerateDummyCPUTopology(16, 2, 4): node n = cores 2n, 2n+1 and their siblings +8.
+    NumaTopology t;
+    t.nodes = {{0, *CpuSet::parse("0-1,8-9")}, {1, *CpuSet::parse("2-3,10-11")}, {2, *CpuSet::parse("4-5,12-13")}, {3, *CpuSet::parse("6-7,14-15")}};
+    t.online = *CpuSet::parse("0-15");
+    t.siblings.assign(16, CpuSet());
+    for (unsigned c = 0; c < 16; ++c) t.siblings[c] = *CpuSet::parse(std::to_string(c % 8) + "," + std::to_string(c % 8 + 8));
+    std::string why;
+    NumaSpan two;
+    two.number = 2;
+    // exclusive, numa_number 2 ("req with numa number makes sure that the hints only belong to those numa nodes")
+    auto c = choose_numa(t, CpuSet(), NumaMode::Exclusive, 2, std::nullopt, why, CpuSet(), two);
+    REQUIRE(c);
+    CHECK(c->nodes.str() == "0-1");
+    CHECK(c->cpus.str() == "0-3,8-11");
+    CHECK(c->why.find("(cpu_enhancement numa_number 2)") != std::string::npos);
+    // without the span: the one node it fits
+    c = choose_numa(t, CpuSet(), NumaMode::Exclusive, 2, std::nullopt, why);
+    REQUIRE(c);
+    CHECK(c->nodes.str() == "0");
+    // a held CPU disqualifies node0 for exclusive: {1,2}
+    c = choose_numa(t, *CpuSet::parse("9"), NumaMode::Exclusive, 2, std::nullopt, why, CpuSet(), two);
+    REQUIRE(c);
+    CHECK(c->nodes.str() == "1-2");
+    // numa_ids 1-3 ("req with numa ID for multiple numa nodes"), and ids win over number
+    NumaSpan ids;
+    ids.ids = *CpuSet::parse("1-3");
+    ids.number = 2;
+    c = choose_numa(t, CpuSet(), NumaMode::Exclusive, 4, std::nullopt, why, CpuSet(), ids);
+    REQUIRE(c);
+    CHECK(c->nodes.str() == "1-3");
+    CHECK(c->cpus.str() == "2-7,10-15");
+    // a named node that is not free: refused
+    CHECK_FALSE(choose_numa(t, *CpuSet::parse("3"), NumaMode::Exclusive, 4, std::nullopt, why, CpuSet(), ids));
+    // a number below the nodes the request needs (12 CPUs: 3 nodes of 4): no combination
+    CHECK_FALSE(choose_numa(t, CpuSet(), NumaMode::Exclusive, 12, std::nullopt, why, CpuSet(), two));
+    CHECK(why.find("no cpu_enhancement numa_number 2 combination") != std::string::npos);
+    // out of range: AnnotationsGetNUMANumber / AnnotationsGetNUMAIDs refuse
+    NumaSpan five;
+    five.number = 5;
+    CHECK_FALSE(choose_numa(t, CpuSet(), NumaMode::Bound, 2, std::nullopt, why, CpuSet(), five));
+    CHECK(why == "cpu_enhancement numa_number 5 is outside the node's NUMA nodes 0-3 (Katalyst refuses the pod)");
+    NumaSpan far;
+    far.ids = *CpuSet::parse("4");
+    CHECK_FALSE(choose_numa(t, CpuSet(), NumaMode::Exclusive, 2, std::nullopt, why, CpuSet(), far));
+
+    // bound, larger than one node, no numa_number: refused as Katalyst refuses it
+    CHECK_FALSE(choose_numa(t, CpuSet(), NumaMode::Bound, 8, std::nullopt, why));
+    CHECK(why.find("8 CPUs are more than one node's 4: a non-exclusive binding spans nodes only with cpu_enhancement numa_number ≥ 2") != std::string::npos);
+    // bound, numa_number 4, each node with one CPU held ("req with numa number gives valid hints
+    // when each numa has 1 CPU allocated": 9, 2, 4, 6): 8 CPUs of nodes 0-3, whole cores first
+    NumaSpan four;
+    four.number = 4;
+    c = choose_numa(t, *CpuSet::parse("2,4,6,9"), NumaMode::Bound, 8, std::nullopt, why, CpuSet(), four);
+    REQUIRE(c);
+    CHECK(c->nodes.str() == "0-3");
+    CHECK(c->node == 0);
+    CHECK(c->cpus.str() == "0,3,5,7-8,11,13,15");
+    // bound, numa_number 2: the lowest pair whose free CPUs hold the request, never a held CPU
+    c = choose_numa(t, *CpuSet::parse("0-1,8"), NumaMode::Bound, 6, std::nullopt, why, CpuSet(), two);
+    REQUIRE(c);
+    CHECK(c->nodes.str() == "1-2");
+    CHECK(c->cpus.str() == "2-4,10-12");
+    CHECK_FALSE(c->cpus.intersects(*CpuSet::parse("0-1,8")));
+    // bound with numa_number 1 or numa_ids of one node: one node, the named one
+    NumaSpan one_id;
+    one_id.ids = *CpuSet::parse("2");
+    c = choose_numa(t, CpuSet(), NumaMode::Bound, 2, std::nullopt, why, CpuSet(), one_id);
+    REQUIRE(c);
+    CHECK(c->nodes.str() == "2");
+    CHECK(c->cpus.str() == "4,12");
+    // shared placements take no span (calculateHintsForNUMABindingSharedCores passes none)
+    c = choose_numa(t, CpuSet(), NumaMode::Shared, 2, std::nullopt, why, CpuSet(), four);
+    REQUIRE(c);
+    CHECK(c->nodes.count() == 1);
+}
+
+TEST_CASE("Katalyst numa_number through the facts: recorded, held against the next pod, numa_exclusive by default (settings)", "[facts][numa][katalyst-span]") {
+    ClassDef cls = class_of(R"([classes.C.container]
+cpuset_cpus = { fact = "katalyst.numa_cpus" }
+cpuset_mems = { fact = "katalyst.numa_mems" }
+)");
+    Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement", "katalyst.kubewharf.io/cpu_enhancement"});
+    auto ctr = [&](const std::string& id, const std::string& pod, int64_t shares, const std::string& mem, const std::string& cpu) {
+        json ann = {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"}, {"katalyst.kubewharf.io/memory_enhancement", mem}};
+        if (!cpu.empty()) ann["katalyst.kubewharf.io/cpu_enhancement"] = cpu;
+        return req_from("container-create.json", {{"id", id}, {"sandboxID", "sb-" + pod},
+                                                  {"spec", {{"cgroupsPath", "/kubepods/" + pod + "/" + id}, {"annotations", ann},
+                                                            {"resources", {{"cpu", {{"shares", shares}}}}}}}});
+    };
+    Env e;
+    e.policy = &trust;
+    make_sysfs(e.t, "0-15", {{0, "0-3"}, {1, "4-7"}, {2, "8-11"}, {3, "12-15"}}, true);
+    for (const char* p : {"podA", "podB", "podC", "podD"}) e.t.mkdir(std::string("cg/cpuset/kubepods/") + p);
+    // bound, 6 CPUs, numa_number 2: spans nodes 0-1, recorded like an exclusive placement
+    FactPlan a = e.run(cls, ctr("a1", "podA", 6144, R"({"numa_binding":"true"})", R"({"katalyst.kubewharf.io/numa_number":"2"})"));
+    REQUIRE(knob(a.cls.container, KnobId::CpusetCpus));
+    CHECK(knob(a.cls.container, KnobId::CpusetCpus)->value.text == "0-5");
+    CHECK(knob(a.cls.container, KnobId::CpusetMems)->value.text == "0-1");
+    CHECK(a.calcs[0].find("katalyst dedicated_cores numa_binding + numa_number 2") != std::string::npos);
+    auto rec = e.state.numa_record("a1");
+    REQUIRE(rec);
+    CHECK(rec->mode == "bound");
+    CHECK(rec->nodes == "0-1");
+    CHECK(rec->cpus == "0-5");
+    // the next pod never gets those CPUs: 4 CPUs on exactly 2 nodes; {0,1} has 2 free (6-7), the
+    // next pair {0,2} has 4 (node0 none: Katalyst sums a mask's available CPUs, an empty node included)
+    FactPlan b = e.run(cls, ctr("b1", "podB", 4096, R"({"numa_binding":"true"})", R"({"katalyst.kubewharf.io/numa_number":"2"})"));
+    REQUIRE(knob(b.cls.container, KnobId::CpusetCpus));
+    CHECK(knob(b.cls.container, KnobId::CpusetCpus)->value.text == "8-11");
+    CHECK(knob(b.cls.container, KnobId::CpusetMems)->value.text == "0,2");
+    // without numa_number, a bound placement larger than a node is refused (one line, no record)
+    FactPlan c = e.run(cls, ctr("c1", "podC", 6144, R"({"numa_binding":"true"})", ""));
+    CHECK_FALSE(knob(c.cls.container, KnobId::CpusetCpus));
+    REQUIRE_FALSE(c.refused.empty());
+    CHECK(c.refused[0].find("a non-exclusive binding spans nodes only with cpu_enhancement numa_number") != std::string::npos);
+    CHECK(c.refused[0].find('\n') == std::string::npos);
+    CHECK_FALSE(e.state.numa_record("c1"));
+    // a bad numa_number: one-line error
+    FactPlan bad = e.run(cls, ctr("c2", "podC", 1024, R"({"numa_binding":"true"})", R"({"katalyst.kubewharf.io/numa_number":"two"})"));
+    REQUIRE_FALSE(bad.refused.empty());
+    CHECK(bad.refused[0].find("numa_number \"two\" is not a number of NUMA nodes") != std::string::npos);
+    // settings.katalyst_default_numa_exclusive: an undeclared numa_exclusive is true → node3 whole
+    trust.katalyst_default_numa_exclusive = true;
+    FactPlan d = e.run(cls, ctr("d1", "podD", 1024, R"({"numa_binding":"true"})", ""));
+    REQUIRE(knob(d.cls.container, KnobId::CpusetCpus));
+    CHECK(knob(d.cls.container, KnobId::CpusetCpus)->value.text == "12-15");
+    CHECK(d.calcs[0].find("numa_exclusive (settings.katalyst_default_numa_exclusive") != std::string::npos);
+    // a declared "false" wins over the default
+    e.t.mkdir("cg/cpuset/kubepods/podE");
+    FactPlan x = e.run(cls, ctr("e1", "podE", 1024, R"({"numa_binding":"true","numa_exclusive":"false"})", ""));
+    REQUIRE(knob(x.cls.container, KnobId::CpusetCpus));
+    CHECK(knob(x.cls.container, KnobId::CpusetCpus)->value.text == "6");
+}
+
 TEST_CASE("Katalyst reserved CPUs through the policy and the katalyst.numa_* facts", "[facts][numa][katalyst-reserved]") {
     auto text = [](const std::string& settings) {
         return "version = 1\n[settings]\ndefault_class = \"C\"\n" + settings +
                "[guarded.annotations]\n\"katalyst.kubewharf.io/qos_level\" = \"t\"\n"
                "\"katalyst.kubewharf.io/memory_enhancement\" = \"t\"\n"
+               "\"katalyst.kubewharf.io/cpu_enhancement\" = \"t\"\n"
                "[classes.C.container]\ncpuset_cpus = { fact = \"katalyst.numa_cpus\" }\n"
                "cpuset_mems = { fact = \"katalyst.numa_mems\" }\n";
     };
@@ -1627,7 +1818,7 @@ cpuset_mems = { fact = "katalyst.numa_mems" }
     CHECK(p.refused[0].rfind("cpuset_cpus: fact katalyst.numa_cpus refused: would reserve CPUs of a NUMA node (katalyst dedicated_cores numa_binding + "
                              "numa_exclusive); untrusted annotation katalyst.kubewharf.io/memory_enhancement, katalyst.kubewharf.io/qos_level", 0) == 0);
     CHECK(e.state.numa_records().empty());  // nothing recorded
-    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement"});
+    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement", "katalyst.kubewharf.io/cpu_enhancement"});
     e.policy = &trust;
     p = e.run(cls, hostile_req("burstable", ann));
     CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-3");

@@ -704,6 +704,21 @@ TEST_CASE("cache: an event whose class's knob lists do not decode reads the poli
     CHECK(run(cache, "rebuilt") == want);
 }
 
+TEST_CASE("cache: the Katalyst agent settings survive the flat form (format 10)", "[cache]") {
+    Policy p = load_policy_toml(kBundled);
+    CHECK_FALSE(p.katalyst_default_numa_exclusive);  // the bundled policy keeps the agents' defaults
+    CHECK(p.katalyst_dedicated_default_burst == Policy::KatalystBurst::Unset);
+    CHECK(p.katalyst_default_burst_percent == 100);
+    p.katalyst_default_numa_exclusive = true;
+    p.katalyst_dedicated_default_burst = Policy::KatalystBurst::Closed;
+    p.katalyst_default_burst_percent = 35;
+    Policy q;
+    REQUIRE(pc::decode(pc::compile(p, "key", false, 1, "s"), "key", nullptr, q, nullptr) == pc::Decoded::Ok);
+    CHECK(q.katalyst_default_numa_exclusive);
+    CHECK(q.katalyst_dedicated_default_burst == Policy::KatalystBurst::Closed);
+    CHECK(q.katalyst_default_burst_percent == 35);
+}
+
 TEST_CASE("cache: merge rules, pod_cpu_weight_formula, accept_merge and koordinator_quota_lift survive the flat form (format 5)", "[cache][merge]") {
     Policy p = load_policy_toml(kBundled);
     p.koordinator_quota_lift = Policy::QuotaLift::Fits;
