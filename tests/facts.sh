@@ -669,7 +669,7 @@ check_contains "memory qos v2: untrusted memory.low above the pod's refused" "$(
 for bad in '{invalid' '{"memoryQos":{"highRatio":"80"}}' '{"memoryQos":{"highRatio":80.5}}' '{"memoryQos":[]}' '{"memoryQos":{"lowRatio":9223372036854775807}}'; do
   OUT=$(mreq "$bad" | mhook "$OPT"); RC=$?
   valid_result "memory qos v2 hostile $bad" "$OUT"
-  check "memory qos v2 hostile $bad: exit 0, refused in one line each" "$RC $(jq_get "$OUT" .metadata.failed | grep -c 'fact volcano.memory_')" \
+  check "memory qos v2 hostile $bad: exit 0, refused in one line each" "$RC $(jq_get "$OUT" .metadata.failed | grep -o 'fact volcano.memory_' | wc -l)" \
     "0 $(case "$bad" in *9223372036854775807*) echo 1;; *) echo 3;; esac)"
 done
 OUT=$(mreq '{"memoryQos":{"highRatio":80}}' | "$BIN" invoke --policy "$OPT" --cgroup-root "$O/cg" --cgroup-layout v1 --proc-root "$O/proc" \

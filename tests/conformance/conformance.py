@@ -869,7 +869,7 @@ def main(argv=None):
                 tag = "%s %s %s" % (case["id"], layout, wire)
                 if layout not in case.get("layouts", ["v1", "v2"]):
                     if wire == "invoke":
-                        print("SKIP conformance %s %s: n/a: %s runs on cgroup v1 only" % (case["id"], layout, case["system"]))
+                        print("SKIP conformance %s %s: n/a: the case runs on cgroup %s only" % (case["id"], layout, "+".join(case["layouts"])))
                     table.setdefault((system, "(cgroup %s)" % layout), {}).setdefault((layout, wire), set()).add("n/a")
                     continue
                 run = Run(o, case, layout, wire)

@@ -2022,7 +2022,7 @@ memory_min = { fact = "volcano.memory_min" }
     // Burstable: the request is not carried — low/min absent with the reason, high from the limit
     Request b = hostile_req("burstable", {{"volcano.sh/qos-level", "HLS"}, {"volcano.sh/colocation-config", cfg}});
     p = e.run(cls, b, Layout::V2);
-    CHECK(knob(p.cls.container, KnobId::MemoryHigh)->value.num == 67108864 * 80 / 100);
+    CHECK(knob(p.cls.container, KnobId::MemoryHigh)->value.num == 53687091);  // 64Mi × 80 / 100
     CHECK_FALSE(knob(p.cls.container, KnobId::MemoryLow));
     REQUIRE(p.skipped.size() == 2);
     CHECK(p.skipped[0].find("the request does not carry the container's memory request (burstable pod") != std::string::npos);
