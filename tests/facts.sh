@@ -619,4 +619,62 @@ k30_ev UpdateContainer "$CPUSET_ONLY" >/dev/null
 check_contains "partial update: reconcile replayed the pod and the container" "$(cat "$K30/rec.out")" "reconcile: 2 recorded, 2 in force, 0 restored"
 check "partial update: reconcile: the quota file kept" "$(cat "$K30/cg/cpu/$KP30/k1/cpu.cfs_quota_us")" 100000
 
+# ---- issue #32 §3: koordlet's oom_score_adj and the Volcano agent's memory QoS v2 --------------
+# The bundled policy with the opt-in lines turned on (koordlet feature gate OOMScoreAdj, the
+# Volcano agent's MemoryQoSV2), nothing declared: an untrusted value applies only where it lowers
+# the pod; hostile values are one-line refusals, never a crash.
+O=$(scratch); OPT="$O/opt.toml"
+sed -E 's/^# (oom_score_adj = \{ fact = "koordinator|memory_(high|low|min) = \{ fact = "volcano)/\1/' "$BUNDLED" > "$OPT"
+check "opt-in lines: 3 oom_score_adj, 12 memory_* facts turned on" \
+  "$(grep -c '^oom_score_adj = { fact' "$OPT") $(grep -c '^memory_[a-z]* = { fact = "volcano' "$OPT")" "3 12"
+OP=kubepods/burstable/podo1; mk_v1_dir "$O/cg" "$OP/c1"; mkdir -p "$O/proc/2529"
+oreq() { jq -c --arg p "/$OP/c1" --arg a "$1" --arg s "$2" '.spec.cgroupsPath=$p | .labels["koordinator.sh/qosClass"]="LS"
+          | .spec.annotations["koordinator.sh/oom-score-adj"]=$a | .spec.annotations["koordinator.sh/oom-score-adj-spec"]=$s' <<<"$CT0"; }
+echo 300 > "$O/proc/2529/oom_score_adj"   # kubelet's Burstable value, as runc set it
+OUT=$(oreq 500 "" | hook "$O" "$OPT" --event-log "" --metrics-file ""); RC=$?
+check "oom_score_adj: untrusted 500 above kubelet's 300 applied" "$RC $(cat "$O/proc/2529/oom_score_adj")" "0 500"
+echo 300 > "$O/proc/2529/oom_score_adj"
+OUT=$(oreq 0 '{"cgfs-ctr": -500}' | hook "$O" "$OPT" --event-log "" --metrics-file ""); RC=$?
+check "oom_score_adj: untrusted -spec -500 below kubelet's refused, kubelet's stays" "$RC $(cat "$O/proc/2529/oom_score_adj")" "0 300"
+check_contains "oom_score_adj: ... with the key to declare" "$(jq_get "$OUT" .metadata.failed)" \
+  "oom_score_adj: fact koordinator.oom_score_adj refused: would lower oom_score_adj below the process's oom_score_adj 300"
+OUT=$(oreq -500 "" | hook "$O" "$TRUSTED" --event-log "" --metrics-file "" 2>/dev/null); RC=$?   # the lines stay commented there
+check "oom_score_adj: the bundled policy leaves it (koordlet's gate is off by default)" "$RC $(cat "$O/proc/2529/oom_score_adj")" "0 300"
+for bad in '{"cgfs-ctr": "x"}' '{invalid' '{"cgfs-ctr": 1e3}' '{"cgfs-ctr": 99999999999999999999}' '[]'; do
+  OUT=$(oreq 500 "$bad" | hook "$O" "$OPT" --event-log "" --metrics-file ""); RC=$?
+  valid_result "oom_score_adj hostile -spec $bad" "$OUT"
+  check "oom_score_adj hostile -spec $bad: exit 0, one line, no fallback to the pod value" \
+    "$RC $(jq_get "$OUT" .metadata.failed | grep -c 'koordinator.sh/oom-score-adj-spec: ') $(cat "$O/proc/2529/oom_score_adj")" "0 1 300"
+done
+for bad in 1e3 ' 5' -99999999999999999999 abc; do
+  OUT=$(oreq "$bad" "" | hook "$O" "$OPT" --event-log "" --metrics-file ""); RC=$?
+  valid_result "oom_score_adj hostile value '$bad'" "$OUT"
+  check "oom_score_adj hostile value '$bad': exit 0, refused, kubelet's stays" \
+    "$RC $(jq_get "$OUT" .metadata.failed | grep -c 'koordinator.sh/oom-score-adj ') $(cat "$O/proc/2529/oom_score_adj")" "0 1 300"
+done
+OUT=$(oreq 2000 "" | hook "$O" "$OPT" --event-log "" --metrics-file ""); RC=$?
+check_contains "oom_score_adj: out of range skipped with koordlet's reason" "$(jq_get "$OUT" .metadata.skipped)" "is outside [-1000, 1000]: koordlet skips it"
+
+# Volcano memory QoS v2 on cgroup v2 (a Guaranteed 64 MiB LC container: request = limit)
+M=$(scratch); MP=kubepods/podm1; mk_v2_dir "$M/cg" "$MP/c1"; echo 0 > "$M/cg/$MP/memory.min"; echo 0 > "$M/cg/$MP/memory.low"
+mreq() { jq -c --arg p "/$MP/c1" --arg c "$1" '.spec.cgroupsPath=$p | .spec.annotations["volcano.sh/qos-level"]="LC"
+          | .spec.annotations["volcano.sh/colocation-config"]=$c' <<<"$CT0"; }
+mhook() { "$BIN" invoke --policy "$1" --cgroup-root "$M/cg" --cgroup-layout v2 --proc-root "$M/proc" --resctrl-root "$M/rc" \
+    --state-dir "$M/state" --cache-dir "" --sysfs-root "$M/sys" --event-log "" --metrics-file "" 2>>"$M/stderr"; }
+OUT=$(mreq '{"memoryQos":{"highRatio":80,"lowRatio":20,"minRatio":0}}' | mhook "$OPT"); RC=$?
+check "memory qos v2: memory.high = 64Mi × 80 / 100, memory.min 0 (untrusted: lowers)" \
+  "$RC $(cat "$M/cg/$MP/c1/memory.high") $(cat "$M/cg/$MP/c1/memory.min")" "0 53687091 0"
+check_contains "memory qos v2: untrusted memory.low above the pod's refused" "$(jq_get "$OUT" .metadata.failed)" \
+  "memory_low: fact volcano.memory_low refused: would protect 13421772 bytes (memory.low) above the pod's memory.low 0"
+for bad in '{invalid' '{"memoryQos":{"highRatio":"80"}}' '{"memoryQos":{"highRatio":80.5}}' '{"memoryQos":[]}' '{"memoryQos":{"lowRatio":9223372036854775807}}'; do
+  OUT=$(mreq "$bad" | mhook "$OPT"); RC=$?
+  valid_result "memory qos v2 hostile $bad" "$OUT"
+  check "memory qos v2 hostile $bad: exit 0, refused in one line each" "$RC $(jq_get "$OUT" .metadata.failed | grep -o 'fact volcano.memory_' | wc -l)" \
+    "0 $(case "$bad" in *9223372036854775807*) echo 1;; *) echo 3;; esac)"
+done
+OUT=$(mreq '{"memoryQos":{"highRatio":80}}' | "$BIN" invoke --policy "$OPT" --cgroup-root "$O/cg" --cgroup-layout v1 --proc-root "$O/proc" \
+        --resctrl-root "$O/rc" --state-dir "$O/state" --cache-dir "" --event-log "" --metrics-file "" 2>/dev/null)
+check_contains "memory qos v2: cgroup v1 skipped with the reason" "$(jq_get "$OUT" .metadata.skipped)" \
+  "cgroup v1: the Volcano agent's memoryqosv2 handler sets memory.high on cgroup v2 only"
+
 finish

@@ -211,6 +211,16 @@ struct Builder {
     }
 
     /// Can the runtime apply this container knob from an NRI adjustment (native NRI mode)?
+    /// A container cpu_shares whose cgroup v2 cpu.weight the class converts itself
+    /// (ClassDef::ctr_weight_formula, issue #32 §6): the runtime gets the shares as usual at
+    /// CreateContainer / UpdateContainer (its own formula), and cpu.weight is then written with the
+    /// class's formula, as the node agent's reconciler rewrites it after the runtime.
+    bool ctr_weight_rewrite(const KnobSetting& k, const std::string& scope) const {
+        const ClassDef* cls = in.decision.cls;
+        return v2 && k.id == KnobId::CpuShares && scope == "container" && cls && cls->ctr_weight_formula_set &&
+               cls->ctr_weight_formula != WeightFormula::Auto;
+    }
+
     bool nri_capable(const KnobSetting& k) const {
         switch (k.id) {
             case KnobId::CpuShares: case KnobId::CpuQuota: case KnobId::CpuPeriod:
@@ -336,6 +346,13 @@ struct Builder {
                         value = std::to_string(shares_to_weight(s, cls->pod_weight_formula));
                         note = std::string(weight_formula_name(cls->pod_weight_formula)) + " of shares " + std::to_string(s) +
                                " (classes." + cls->name + ".pod_cpu_weight_formula)";
+                        break;
+                    }
+                    if (ctr_weight_rewrite(k, scope)) {
+                        value = std::to_string(shares_to_weight(s, cls->ctr_weight_formula));
+                        note = std::string(weight_formula_name(cls->ctr_weight_formula)) + " of shares " + std::to_string(s) +
+                               " (classes." + cls->name + ".container_cpu_weight_formula): the node agent's periodic rewrite of the "
+                               "container's cpu.weight (koordlet's container reconciler, every 10 s), not the runtime's formula";
                         break;
                     }
                     const WeightChoice& wc = weight_choice();
@@ -565,6 +582,14 @@ struct Builder {
                 // shows the container's cpuset.cpus as asked (sinks.hpp apply_plan).
                 if (mode == Mode::NriCreate) skip(key, scope, "written at StartContainer, after the container's cpuset " + k.needs_cpuset + " is read back");
                 if (mode != Mode::NriStart) continue;
+            } else if (nri_mode && ctr_weight_rewrite(k, scope)) {
+                // The runtime converts the shares with its formula at create and update; the
+                // class's formula is written over it at StartContainer / PostUpdateContainer and
+                // at Synchronize (where the update then carries no shares to undo it).
+                if ((mode == Mode::NriCreate || mode == Mode::NriUpdate) && field) {
+                    adj[json::json_pointer(field->first)] = field->second;
+                    continue;
+                }
             } else if (nri_mode && scope == "container" && field && nri_capable(k) &&
                        !(mode == Mode::NriSync && field->first.rfind("/linux/resources/", 0) != 0)) {
                 // (At Synchronize the container runs and NRI's ContainerUpdate carries only

@@ -217,6 +217,10 @@ bool merge_classes(const Policy& policy, Decision& d) {
             out->pod_weight_formula_set = true;
             out->pod_weight_formula = mc.pod_weight_formula;
         }
+        if (!out->ctr_weight_formula_set && mc.ctr_weight_formula_set) {
+            out->ctr_weight_formula_set = true;
+            out->ctr_weight_formula = mc.ctr_weight_formula;
+        }
         m.note = added.empty() ? "nothing new (every knob of " + m.cls + " is set by an earlier class)" : added;
     }
     d.merged = out;

@@ -381,6 +381,61 @@ BlkioLimit parse_blkio_limit(std::string_view text) {
     return out;
 }
 
+namespace {
+
+/// A JSON integer in int64 range, as Go's json.Unmarshal into int / int64 accepts it.
+std::optional<int64_t> go_json_int(const json& v) {
+    if (v.is_number_integer() && !v.is_number_unsigned()) return v.get<int64_t>();
+    if (v.is_number_unsigned() && v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(v.get<uint64_t>());
+    return std::nullopt;
+}
+
+std::string lower(std::string s) {
+    for (char& ch : s)
+        if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+    return s;
+}
+
+}  // namespace
+
+ColocationMemoryQos parse_colocation_memory_qos(std::string_view text) {
+    static const char* kWhat = "volcano.sh/colocation-config";
+    json j = parse_doc(text, kWhat);
+    ColocationMemoryQos out;
+    out.defaulted = true;
+    if (j.is_null()) return out;  // json.Unmarshal of null: nothing set, MemoryQos nil
+    if (!j.is_object()) throw InputError(std::string(kWhat) + ": expected a JSON object, got " + j.type_name());
+    const json* mq = nullptr;
+    for (const auto& [k, v] : j.items())
+        if (lower(k) == "memoryqos") mq = &v;  // encoding/json: case-insensitive field match
+    if (!mq || mq->is_null()) return out;
+    if (!mq->is_object()) throw InputError(std::string(kWhat) + ": memoryQos: expected an object, got " + mq->type_name());
+    out = ColocationMemoryQos{0, 0, 0, false};  // present: Go's zero values for what it omits
+    for (const auto& [k, v] : mq->items()) {
+        const std::string f = lower(k);
+        int64_t* dst = f == "highratio" ? &out.high_ratio : f == "lowratio" ? &out.low_ratio : f == "minratio" ? &out.min_ratio : nullptr;
+        if (!dst || v.is_null()) continue;
+        auto n = go_json_int(v);
+        if (!n) throw InputError(std::string(kWhat) + ": memoryQos." + clip(k) + ": expected an integer, got " + (v.is_number() ? v.dump() : std::string(v.type_name())));
+        *dst = *n;
+    }
+    return out;
+}
+
+std::map<std::string, int64_t> parse_oom_score_adj_spec(std::string_view text) {
+    static const char* kWhat = "koordinator.sh/oom-score-adj-spec";
+    json j = parse_doc(text, kWhat);
+    if (!j.is_object()) throw InputError(std::string(kWhat) + ": expected a JSON object of container name → integer, got " + j.type_name());
+    std::map<std::string, int64_t> out;
+    for (const auto& [k, v] : j.items()) {
+        // null: encoding/json stores the element's zero value under the key
+        auto n = v.is_null() ? std::optional<int64_t>(0) : go_json_int(v);
+        if (!n) throw InputError(std::string(kWhat) + ": " + clip(k) + ": expected an integer, got " + (v.is_number() ? v.dump() : std::string(v.type_name())));
+        out[k] = *n;
+    }
+    return out;
+}
+
 KubeletCpuState parse_kubelet_cpu_state(std::string_view text) {
     static const char* kWhat = "kubelet cpu_manager_state";
     if (text.size() > (1u << 20)) throw InputError(std::string(kWhat) + ": larger than 1 MiB");

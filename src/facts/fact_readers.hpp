@@ -127,6 +127,32 @@ struct BlkioLimit {
 };
 BlkioLimit parse_blkio_limit(std::string_view text);
 
+/// volcano.sh/colocation-config (volcano-sh/volcano@ed72c7c815a9fd547a787134676f73d42e9d049c
+/// staging/src/volcano.sh/apis/pkg/apis/config/v1alpha1/types.go Configuration, MemoryQos; read by
+/// pkg/agent/events/handlers/memoryqosv2/memoryqosv2_linux.go parseColocationConfig): a JSON
+/// object {"memoryQos": {"highRatio": N, "lowRatio": N, "minRatio": N}} decoded as Go's
+/// encoding/json decodes it into Configuration: keys matched case-insensitively, other keys
+/// ignored, null or an absent member leaves Go's zero value, and a document without memoryQos (or
+/// with "memoryQos": null, or the JSON null itself) gets the agent's defaults high 100, low 0,
+/// min 0. A ratio must be a JSON integer in Go's int (int64) range: a float, a string or a bool is
+/// an error, as json.Unmarshal into int refuses it. The ratios are not bounded here (the CRD's
+/// 0..100 is the API server's validation, which an annotation written by hand never passes):
+/// the caller reproduces what the agent does with any value. Throws InputError (one line) on
+/// malformed JSON or a wrong type.
+struct ColocationMemoryQos {
+    int64_t high_ratio = 100, low_ratio = 0, min_ratio = 0;
+    bool defaulted = false;  ///< no memoryQos member: the agent's defaults
+};
+ColocationMemoryQos parse_colocation_memory_qos(std::string_view text);
+
+/// koordinator.sh/oom-score-adj-spec (koordinator-sh/koordinator@a7a1b76bbf81abd26f9c377de1f31a60dd965f6e
+/// pkg/koordlet/runtimehooks/hooks/oomscoreadj/helper.go getOOMScoreAdjForContainer: json.Unmarshal
+/// into map[string]int64): a JSON object of container name → integer. Throws InputError (one
+/// line) when it is not one: malformed JSON, a non-object, a value that is not a JSON integer in
+/// int64 range (a float, a string, a bool); null stores 0, as encoding/json does. koordlet then sets nothing for any container of the
+/// pod (it does not fall back to the pod-level annotation on a parse error).
+std::map<std::string, int64_t> parse_oom_score_adj_spec(std::string_view text);
+
 /// kubelet's CPU manager checkpoint (kubernetes pkg/kubelet/cm/cpumanager/state/checkpoint.go
 /// CPUManagerCheckpointV2, written to /var/lib/kubelet/cpu_manager_state):
 ///     {"policyName":"static","defaultCpuSet":"0-3","entries":{"<podUID>":{"<container>":"4-5"}},"checksum":N}

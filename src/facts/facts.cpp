@@ -72,6 +72,10 @@ const std::vector<Entry>& entries() {
         {"koordinator.cpuset_quota", koord_cpuset_quota, 0},
         {"volcano.qos_level", volcano_level, 0},
         {"volcano.memory_qos_level", volcano_mem_level, 0},
+        {"volcano.memory_high", volcano_memory_high, 0},
+        {"volcano.memory_low", volcano_memory_low, 0},
+        {"volcano.memory_min", volcano_memory_min, 0},
+        {"koordinator.oom_score_adj", koord_oom_score_adj, 0},
         {"rubik.qos_level", rubik_level, 0},
         {"rubik.cache_limit", rubik_cache_limit, 0},
         {"rubik.blkio_limit", rubik_blkio_limit, 0},
@@ -295,6 +299,52 @@ std::string Ctx::raise_of(KnobId id, uint8_t scope, const KnobValue& v, std::str
         case KnobId::CpusetMems:
             proof = "a memory-node pin only restricts";
             return "";
+        case KnobId::MemoryLow:
+        case KnobId::MemoryMin: {
+            // The kernel bounds a child's effective protection by its parent's (cgroup-v2.rst
+            // "memory.min"/"memory.low": protection is distributed from the parent): a container
+            // value at or below the pod cgroup's, which kubelet set (0 without its MemoryQoS
+            // gate), grants nothing kubelet did not.
+            const char* f = id == KnobId::MemoryLow ? "memory.low" : "memory.min";
+            if (v.kind == KnobValue::Int && v.num == 0) {
+                proof = std::string(f) + " 0 protects nothing";
+                return "";
+            }
+            bool max = false;
+            auto base = in.layout == Layout::V2 ? pod_file("memory", f, max) : std::nullopt;
+            if (!base && !max) return "would set " + std::string(f) + " " + num() + " where the pod's " + f + " is unknown";
+            if (max) {
+                proof = std::string("the pod's ") + f + " is max";
+                return "";
+            }
+            if (v.kind == KnobValue::Max || v.num > *base)
+                return "would protect " + num() + " bytes (" + f + ") above the pod's " + f + " " + std::to_string(*base);
+            proof = num() + " ≤ the pod's " + f + " " + std::to_string(*base);
+            return "";
+        }
+        case KnobId::OomScoreAdj: {
+            // kubelet's value (kubernetes pkg/kubelet/qos/policy.go GetContainerOOMScoreAdjust):
+            // Guaranteed -997, BestEffort 1000, Burstable 1000 - 1000 × request / capacity held in
+            // [3, 999]. With the container's process, the value runc set from kubelet's spec;
+            // else the bound of its QoS class (Burstable: 999, the highest kubelet gives).
+            std::optional<int64_t> base;
+            std::string how;
+            if (!pod && r.pid && in.kernel)
+                if (auto t = in.kernel->read(Root::Proc, std::to_string(*r.pid) + "/oom_score_adj")) {
+                    std::string s = *t;
+                    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+                    if ((base = go_parse_int(s))) how = "the process's oom_score_adj " + s + " (kubelet's, set by the runtime)";
+                }
+            if (!base) {
+                if (in.kube_qos == KubeQos::Guaranteed) base = -997, how = "kubelet's Guaranteed oom_score_adj -997";
+                else if (in.kube_qos == KubeQos::BestEffort) base = 1000, how = "kubelet's BestEffort oom_score_adj 1000";
+                else if (in.kube_qos == KubeQos::Burstable) base = 999, how = "kubelet's Burstable oom_score_adj (at most 999)";
+            }
+            if (!base) return "would set oom_score_adj " + num() + " where kubelet's value is unknown";
+            if (v.num < *base) return "would lower oom_score_adj below " + how + " → " + num();
+            proof = num() + " ≥ " + how;
+            return "";
+        }
         default:
             return "would set " + std::string(knob_def(id).key) + " " + num() + " (no rule shows it stays within kubelet's grant)";
     }

@@ -179,10 +179,14 @@ Outcome koord_pod_quota(Ctx& c, uint8_t);
 Outcome koord_pod_memory(Ctx& c, uint8_t);
 Outcome koord_cpuset(Ctx& c, uint8_t);
 Outcome koord_cpuset_quota(Ctx& c, uint8_t scope);
+Outcome koord_oom_score_adj(Ctx& c, uint8_t);
 
 // facts_volcano.cpp
 Outcome volcano_level(Ctx& c, uint8_t);
 Outcome volcano_mem_level(Ctx& c, uint8_t s);
+Outcome volcano_memory_high(Ctx& c, uint8_t);
+Outcome volcano_memory_low(Ctx& c, uint8_t);
+Outcome volcano_memory_min(Ctx& c, uint8_t);
 Outcome rubik_level(Ctx& c, uint8_t);
 Outcome rubik_cache_limit(Ctx& c, uint8_t);
 Outcome rubik_blkio_limit(Ctx& c, uint8_t);

@@ -165,5 +165,40 @@ Outcome koord_cpuset_quota(Ctx& c, uint8_t scope) {
     return lift;
 }
 
+/// koordlet's OOMScoreAdj hook (koordinator-sh/koordinator@a7a1b76bbf81abd26f9c377de1f31a60dd965f6e
+/// pkg/koordlet/runtimehooks/hooks/oomscoreadj/helper.go getOOMScoreAdjForContainer,
+/// oom_score_adj.go SetContainerOOMScoreAdj): the container's entry of
+/// koordinator.sh/oom-score-adj-spec, else koordinator.sh/oom-score-adj (Go ParseInt); an empty
+/// value counts as absent; a spec that does not parse sets nothing (no fallback); a value outside
+/// [-1000, 1000] is skipped. koordlet reconciles every container but the sandbox.
+Outcome koord_oom_score_adj(Ctx& c, uint8_t) {
+    static const char* kSpec = "koordinator.sh/oom-score-adj-spec";
+    static const char* kPod = "koordinator.sh/oom-score-adj";
+    std::optional<int64_t> v;
+    std::string how;
+    if (const std::string* s = c.ann(kSpec); s && !s->empty()) {
+        std::map<std::string, int64_t> m;
+        try {
+            m = parse_oom_score_adj_spec(*s);
+        } catch (const InputError& e) {
+            return error(std::string(e.what()) + " (koordlet sets nothing for the pod's containers)");
+        }
+        if (auto it = m.find(c.r.container_name); it != m.end()) v = it->second, how = std::string(kSpec) + " " + q(c.r.container_name);
+    }
+    if (!v) {
+        const std::string* p = c.ann(kPod);
+        if (!p || p->empty()) {
+            if (c.ann(kSpec)) return absent(std::string(kSpec) + " does not list container " + q(c.r.container_name) + " and there is no " + kPod);
+            return absent_ann(kPod);
+        }
+        v = go_parse_int(*p);
+        if (!v) return error(std::string(kPod) + " " + q(*p) + " is not an integer (koordlet: failed to parse, sets nothing)");
+        how = kPod;
+    }
+    if (*v < -1000 || *v > 1000)
+        return absent(how + " = " + std::to_string(*v) + " is outside [-1000, 1000]: koordlet skips it");
+    return value_int(*v, how + " = " + std::to_string(*v));
+}
+
 }  // namespace facts_internal
 }  // namespace nriqos

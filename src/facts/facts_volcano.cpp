@@ -38,6 +38,74 @@ Outcome volcano_mem_level(Ctx& c, uint8_t s) {
     return value_int(v, o.calc + ", NormalizeQosLevel → " + std::to_string(v));
 }
 
+namespace {
+
+constexpr const char* kColocation = "volcano.sh/colocation-config";
+
+/// The Volcano agent's memoryqosv2 value of one file (volcano-sh/volcano@ed72c7c815a9fd547a787134676f73d42e9d049c
+/// pkg/agent/events/handlers/memoryqosv2/memoryqosv2_linux.go Handle): `which` 0 high, 1 low,
+/// 2 min. memory.high = limit × highRatio / 100, unlimited when the limit is zero or highRatio
+/// ≥ 100; memory.low / memory.min = request × ratio / 100; any negative product is written as
+/// "max" (pkg/agent/utils/cgroup/memory.go memoryInterfaceImpl.Set). The quantity is the
+/// container's standard memory limit / request for LC/HLS pods (qos level 2); for any other
+/// level the agent takes the container's extended memory resource when it has one
+/// (getMemoryQuantity, extension.AllowedUseExtRes: level ≤ 1), which the request does not
+/// carry: the value is given only where the ratio alone decides it.
+Outcome volcano_memory(Ctx& c, int which) {
+    static const char* const kFile[] = {"memory.high", "memory.low", "memory.min"};
+    static const char* const kRatio[] = {"highRatio", "lowRatio", "minRatio"};
+    if (c.in.layout != Layout::V2)
+        return absent(std::string("cgroup v1: the Volcano agent's memoryqosv2 handler sets ") + kFile[which] + " on cgroup v2 only");
+    const std::string* a = c.ann(kColocation);
+    if (!a) return absent_ann(kColocation, " (no ColocationConfiguration selects the pod)");
+    // The controller clears the value (keeps the key) when no configuration selects the pod any
+    // longer; the agent then skips the pod (Handle: cfgStr == "").
+    if (a->empty()) return absent(std::string(kColocation) + " is empty: the agent skips the pod");
+    ColocationMemoryQos cfg;
+    try {
+        cfg = parse_colocation_memory_qos(*a);
+    } catch (const InputError& e) {
+        return error(std::string(e.what()) + " (the agent sets nothing: ColocationConfigParseFailed)");
+    }
+    const int64_t ratio = which == 0 ? cfg.high_ratio : which == 1 ? cfg.low_ratio : cfg.min_ratio;
+    const std::string rtext = std::string(kRatio[which]) + " " + std::to_string(ratio) + (cfg.defaulted ? " (no memoryQos: the agent's default)" : "");
+    if (which == 0 && ratio >= 100) return value_max(rtext + " ≥ 100 → max (unlimited)");
+    if (which != 0 && ratio == 0) return value_int(0, rtext + " → 0");
+    // The quantity: the standard memory resource of an LC/HLS pod.
+    const std::string* lv = c.ann("volcano.sh/qos-level");
+    const bool level2 = lv && (*lv == "LC" || *lv == "HLS");
+    if (!level2)
+        return absent(std::string("volcano.sh/qos-level ") + (lv ? q(*lv) : std::string("absent")) +
+                      ": qos level ≤ 1 takes the container's extended memory resource when it has one "
+                      "(getMemoryQuantity), which the request does not carry");
+    int64_t qty = 0;
+    std::string qhow;
+    if (which == 0) {
+        if (c.r.resources.mem_limit && *c.r.resources.mem_limit > 0) qty = *c.r.resources.mem_limit, qhow = "memory limit " + std::to_string(qty);
+        else return value_max(rtext + ", the container has no memory limit → max (unlimited)");
+    } else if (c.in.kube_qos == KubeQos::BestEffort) {
+        return value_int(0, rtext + ", BestEffort: no memory request → 0");
+    } else if (c.in.kube_qos == KubeQos::Guaranteed && c.r.resources.mem_limit && *c.r.resources.mem_limit > 0) {
+        qty = *c.r.resources.mem_limit;
+        qhow = "memory request " + std::to_string(qty) + " (Guaranteed: request = limit)";
+    } else {
+        return absent(std::string("the request does not carry the container's memory request (") + kube_qos_name(c.in.kube_qos) +
+                      " pod; kubelet hands the runtime only the limit)");
+    }
+    __int128 p = static_cast<__int128>(qty) * ratio;
+    if (p > INT64_MAX || p < INT64_MIN) return error(rtext + ": " + qhow + " × ratio overflows int64");
+    const int64_t v = static_cast<int64_t>(p / 100);  // Go's integer division truncates toward 0
+    const std::string calc = qhow + " × " + rtext + " / 100 = " + std::to_string(v);
+    if (v < 0) return value_max(calc + ", negative → max (the agent writes \"max\" for any negative value)");
+    return value_int(v, calc);
+}
+
+}  // namespace
+
+Outcome volcano_memory_high(Ctx& c, uint8_t) { return volcano_memory(c, 0); }
+Outcome volcano_memory_low(Ctx& c, uint8_t) { return volcano_memory(c, 1); }
+Outcome volcano_memory_min(Ctx& c, uint8_t) { return volcano_memory(c, 2); }
+
 Outcome rubik_level(Ctx& c, uint8_t) {
     const std::string* a = c.label_or_ann(kPreemptable);
     if (!a || *a != "true") return absent(std::string(kPreemptable) + " is not \"true\": online, rubik leaves the level");

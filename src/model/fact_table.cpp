@@ -20,6 +20,10 @@ constexpr const char* kResStatus = "scheduling.koordinator.sh/resource-status";
 constexpr const char* kVolcanoLevel = "volcano.sh/qos-level";
 constexpr const char* kBurstKeys = "volcano.sh/enable-quota-burst,volcano.sh/quota-burst-time";
 constexpr const char* kKatalystNuma = "katalyst.kubewharf.io/memory_enhancement,katalyst.kubewharf.io/qos_level,katalyst.kubewharf.io/cpu_enhancement";
+constexpr const char* kColocation = "volcano.sh/colocation-config";
+constexpr const char* kOomKeys = "koordinator.sh/oom-score-adj-spec,koordinator.sh/oom-score-adj";
+constexpr const char* kVolcanoMemQos = "volcano-sh/volcano@ed72c7c815a9fd547a787134676f73d42e9d049c:"
+                                       "pkg/agent/events/handlers/memoryqosv2/memoryqosv2_linux.go Handle, getMemoryQuantity, parseColocationConfig";
 constexpr const char* kKatalystBurst = "katalyst.kubewharf.io/cpu_enhancement,katalyst.kubewharf.io/qos_level";
 
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -97,6 +101,28 @@ const std::vector<FactDef>& fact_table() {
           "sum of the pod's containers' volcano.cpu_burst_us, rewritten as containers start and stop; "
           "none when the pod quota is unlimited",
           true, true, kRaiseBurstAboveQuota, kBurstKeys, false},
+        // Volcano agent memoryqosv2 (feature MemoryQoSV2, off by default): cgroup v2 only, the
+        // container cgroups of every pod that carries the annotation (issue #32 §3). memory.high
+        // only throttles (below memory.max it changes nothing kubelet granted): raises nothing.
+        {"volcano.memory_high", kFactContainer, B(KnobId::MemoryHigh), "bytes",
+          "volcano.sh/colocation-config memoryQos.highRatio; the container's memory limit (OCI)", kVolcanoMemQos,
+          "memory limit × highRatio / 100; max when highRatio ≥ 100, the limit is 0/none or the product is negative (cgroup v2 only)",
+          false, false, 0, "", false},
+        {"volcano.memory_low", kFactContainer, B(KnobId::MemoryLow), "bytes",
+          "volcano.sh/colocation-config memoryQos.lowRatio; the container's memory request (Guaranteed: its limit, BestEffort: 0)", kVolcanoMemQos,
+          "memory request × lowRatio / 100; max when negative (the agent writes \"max\" for a negative value; cgroup v2 only)",
+          false, false, kRaiseMemoryProtection, kColocation, false},
+        {"volcano.memory_min", kFactContainer, B(KnobId::MemoryMin), "bytes",
+          "volcano.sh/colocation-config memoryQos.minRatio; the container's memory request (Guaranteed: its limit, BestEffort: 0)", kVolcanoMemQos,
+          "memory request × minRatio / 100; max when negative (cgroup v2 only)",
+          false, false, kRaiseMemoryProtection, kColocation, false},
+        // koordlet OOMScoreAdj runtime hook (feature gate OOMScoreAdj, alpha, off by default).
+        {"koordinator.oom_score_adj", kFactContainer, B(KnobId::OomScoreAdj), "score",
+          "koordinator.sh/oom-score-adj-spec (container name → value), else koordinator.sh/oom-score-adj",
+          "koordinator-sh/koordinator@a7a1b76bbf81abd26f9c377de1f31a60dd965f6e:pkg/koordlet/runtimehooks/hooks/oomscoreadj/helper.go "
+          "getOOMScoreAdjForContainer (oom_score_adj.go SetContainerOOMScoreAdj)",
+          "the container's value in the -spec map, else the pod-level annotation; outside [-1000, 1000] nothing (koordlet skips it)",
+          false, false, kRaiseOomBelowKubelet, kOomKeys, false},
         {"katalyst.numa_cpus", kFactContainer, B(KnobId::CpusetCpus), "cpus",
           "katalyst.kubewharf.io/memory_enhancement numa_binding/numa_exclusive, katalyst.kubewharf.io/qos_level, "
           "katalyst.kubewharf.io/cpu_enhancement numa_number/numa_ids; sysfs, kubelet cpu_manager_state",
@@ -142,7 +168,8 @@ std::string raise_names(uint32_t raises) {
         {kRaiseQuotaLift, "quota lift"},          {kRaiseCpusetPin, "cpuset pin"},
         {kRaiseNumaReservation, "NUMA reservation"}, {kRaiseSharesAboveKubelet, "shares above kubelet's"},
         {kRaiseMemoryAbovePod, "memory above the pod's"}, {kRaiseBurstAboveQuota, "burst above the quota"},
-        {kRaiseQosLevel, "qos level above 0"}};
+        {kRaiseQosLevel, "qos level above 0"}, {kRaiseOomBelowKubelet, "oom_score_adj below kubelet's"},
+        {kRaiseMemoryProtection, "memory protection above the pod's"}};
     std::string out;
     for (const auto& [bit, n] : names)
         if (raises & bit) out += std::string(out.empty() ? "" : ", ") + n;

@@ -52,6 +52,8 @@ enum FactRaise : uint32_t {
     kRaiseMemoryAbovePod = 1u << 4,   ///< a memory limit above the pod's (or a memory protection)
     kRaiseBurstAboveQuota = 1u << 5,  ///< a CFS burst above the quota
     kRaiseQosLevel = 1u << 6,         ///< an openEuler qos level above 0 (the unclassified level)
+    kRaiseOomBelowKubelet = 1u << 7,  ///< an oom_score_adj below kubelet's (the OOM killer spares the pod longer)
+    kRaiseMemoryProtection = 1u << 8, ///< memory.low / memory.min above the pod cgroup's (protection kubelet did not grant)
 };
 /// "quota lift, cpuset pin" — the names of the bits of `raises` (for check and the docs).
 std::string raise_names(uint32_t raises);

@@ -387,7 +387,7 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
             class_line[cname] = Ctx::line_of(cv);
             c.guard([&] {
                 if (!valid_name(cname)) c.fail(cv, w + ": class names are 1-63 characters [A-Za-z0-9_.-]");
-                check_keys(c, cv, w, {"description", "fail", "container", "pod", "sandbox", "gate", "pod_cpu_weight_formula", "accept_merge"});
+                check_keys(c, cv, w, {"description", "fail", "container", "pod", "sandbox", "gate", "pod_cpu_weight_formula", "container_cpu_weight_formula", "accept_merge"});
                 c.guard([&] { if (const TV* x = get(cv, "description")) cd.description = str(c, *x, w + ".description", 1024); });
                 c.guard([&] { if (const TV* x = get(cv, "fail")) cd.fail_closed = fail_mode(c, *x, w + ".fail"); });
                 c.guard([&] {
@@ -398,6 +398,16 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
                         else if (f == "auto") cd.pod_weight_formula = WeightFormula::Auto;
                         else c.fail(*x, w + ".pod_cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
                         cd.pod_weight_formula_set = true;
+                    }
+                });
+                c.guard([&] {
+                    if (const TV* x = get(cv, "container_cpu_weight_formula")) {
+                        std::string f = str(c, *x, w + ".container_cpu_weight_formula");
+                        if (f == "linear") cd.ctr_weight_formula = WeightFormula::Linear;
+                        else if (f == "log-quadratic") cd.ctr_weight_formula = WeightFormula::LogQuadratic;
+                        else if (f == "auto") cd.ctr_weight_formula = WeightFormula::Auto;
+                        else c.fail(*x, w + ".container_cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
+                        cd.ctr_weight_formula_set = true;
                     }
                 });
                 c.guard([&] {

@@ -95,6 +95,20 @@ struct ClassDef {
     /// settings.cpu_weight_formula, as for container knobs.
     bool pod_weight_formula_set = false;
     WeightFormula pod_weight_formula = WeightFormula::Auto;
+    /// `container_cpu_weight_formula` of the class (issue #32 §6): the cgroup v2 conversion of its
+    /// container-level cpu_shares when a node agent rewrites the container's cpu.weight itself,
+    /// after the runtime wrote its own conversion: koordlet's container reconciler writes the
+    /// batch shares of BE containers every 10 s with its linear ConvertCPUSharesToWeight
+    /// (koordinator-sh/koordinator@a7a1b76bbf81abd26f9c377de1f31a60dd965f6e
+    /// pkg/koordlet/runtimehooks/hooks/batchresource/batch_resource.go Register:
+    /// RegisterCgroupReconciler(ContainerLevel, CPUShares, SetContainerCPUShares); the executor
+    /// converts with pkg/koordlet/util/system/cgroup2.go ConvertCPUSharesToWeight). Set and not
+    /// "auto": the runtime still gets the shares (its adjustment or update, its formula), and
+    /// nri-qos writes cpu.weight with this formula at StartContainer, PostUpdateContainer and
+    /// Synchronize (and directly on the v0.1 path). false: the runtime's formula
+    /// (settings.cpu_weight_formula).
+    bool ctr_weight_formula_set = false;
+    WeightFormula ctr_weight_formula = WeightFormula::Auto;
     /// `accept_merge = false`: rules with merge = true add nothing to this class when it is the
     /// one the first matching rule gave (SYSTEM: system pods are left alone whatever they carry).
     bool accept_merge = true;

@@ -319,7 +319,10 @@ std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t
         w.strs(c.gate.namespaces);
         w.globs(c.gate.labels);
         w.str(c.gate.fallback);
-        w.u8(static_cast<uint8_t>(c.pod_weight_formula_set ? 1 + static_cast<unsigned>(c.pod_weight_formula) : 0));
+        // low nibble: pod_cpu_weight_formula, high nibble: container_cpu_weight_formula (0: the
+        // settings' formula; 1 + WeightFormula). A cache without the high nibble reads as unset.
+        w.u8(static_cast<uint8_t>((c.pod_weight_formula_set ? 1 + static_cast<unsigned>(c.pod_weight_formula) : 0) |
+                                  (c.ctr_weight_formula_set ? 1 + static_cast<unsigned>(c.ctr_weight_formula) : 0) << 4));
         w.u8(c.accept_merge);
     }
     w.u32(static_cast<uint32_t>(p.rules.size()));
@@ -495,10 +498,13 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
         c.gate.labels = rd.globs();
         c.gate.fallback = rd.str();
         {
-            const uint8_t f = rd.u8();  // 0: settings' formula; 1 + WeightFormula
-            if (f > 1 + static_cast<uint8_t>(WeightFormula::Linear)) return Decoded::Invalid;
+            const uint8_t b = rd.u8();  // per nibble 0: settings' formula; 1 + WeightFormula
+            const uint8_t f = b & 0xf, cf = b >> 4;
+            if (f > 1 + static_cast<uint8_t>(WeightFormula::Linear) || cf > 1 + static_cast<uint8_t>(WeightFormula::Linear)) return Decoded::Invalid;
             c.pod_weight_formula_set = f != 0;
             if (f) c.pod_weight_formula = static_cast<WeightFormula>(f - 1);
+            c.ctr_weight_formula_set = cf != 0;
+            if (cf) c.ctr_weight_formula = static_cast<WeightFormula>(cf - 1);
             const uint8_t am = rd.u8();
             if (am > 1) return Decoded::Invalid;
             c.accept_merge = am == 1;

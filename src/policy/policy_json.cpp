@@ -76,6 +76,7 @@ json policy_to_json(const Policy& p) {
                       {"s", knobs_json(c.sandbox)},
                       {"g", {c.gate.enabled, c.gate.namespaces, globmap_json(c.gate.labels), c.gate.fallback}},
                       {"pwf", c.pod_weight_formula_set ? json(weight_formula_name(c.pod_weight_formula)) : json(nullptr)},
+                      {"cwf", c.ctr_weight_formula_set ? json(weight_formula_name(c.ctr_weight_formula)) : json(nullptr)},
                       {"am", c.accept_merge}};
     }
     j["classes"] = std::move(classes);
@@ -171,6 +172,14 @@ Policy policy_from_json(const json& j) {
                 else if (f == "log-quadratic") cd.pod_weight_formula = WeightFormula::LogQuadratic;
                 else if (f == "auto") cd.pod_weight_formula = WeightFormula::Auto;
                 else throw InputError("compiled policy: bad pod_cpu_weight_formula");
+            }
+            if (c.contains("cwf") && !c.at("cwf").is_null()) {
+                const std::string f = c.at("cwf").get<std::string>();
+                cd.ctr_weight_formula_set = true;
+                if (f == "linear") cd.ctr_weight_formula = WeightFormula::Linear;
+                else if (f == "log-quadratic") cd.ctr_weight_formula = WeightFormula::LogQuadratic;
+                else if (f == "auto") cd.ctr_weight_formula = WeightFormula::Auto;
+                else throw InputError("compiled policy: bad container_cpu_weight_formula");
             }
             p.classes.emplace(n, std::move(cd));
         }

@@ -427,7 +427,31 @@ SEED_KEYS = {
     "katalyst.kubewharf.io/qos_level": "katalyst webhook (conformance: trusted run)",
     "katalyst.kubewharf.io/memory_enhancement": "katalyst webhook (conformance: trusted run)",
     "katalyst.kubewharf.io/cpu_enhancement": "katalyst webhook (conformance: trusted run)",
+    "volcano.sh/colocation-config": "Volcano controller (conformance: trusted run)",
+    "koordinator.sh/oom-score-adj": "VAP (conformance: trusted run)",
+    "koordinator.sh/oom-score-adj-spec": "VAP (conformance: trusted run)",
 }
+
+
+# Inputs the seed agents use that no NRI request (v0.1 or native) carries: listed at the top of
+# docs/conformance.md's "Explained differences" (issue #32 §8).
+NOT_CARRIED = [
+    "the container's **memory request**: kubelet hands the runtime the limit only (CRI LinuxContainerResources; "
+    "memory.min with its alpha MemoryQoS gate). The Volcano agent's memory QoS v2 takes memory.low/memory.min from it "
+    "(volcano-sh/volcano@ed72c7c815a9fd547a787134676f73d42e9d049c pkg/agent/events/handlers/memoryqosv2/memoryqosv2_linux.go Handle): "
+    "volcano.memory_low/min are computed for Guaranteed (request = limit) and BestEffort (0) pods and where the ratio is 0, absent with the reason otherwise",
+    "a pod's **extended resources** (kubernetes.io/batch-cpu, batch-memory in pod.spec): Koordinator copies them into "
+    "node.koordinator.sh/extended-resource-spec, Volcano into nothing (volcano.memory_* of levels other than LC/HLS, batch cpu.shares)",
+    "the **init-container flag**: an NRI container is not marked init or regular; the Volcano agent's memoryqosv2 loops over "
+    "pod.Spec.Containers only, koordlet's OOMScoreAdj over init and regular containers; nri-qos applies a class to every container it is asked about",
+    "**NodeSLO** and the agents' configuration (koordlet's cpuQOS/memoryQOS/resctrlQOS strategies, the Volcano agent's "
+    "ColocationConfiguration selector, feature gates such as OOMScoreAdj and MemoryQoSV2): node state; the bundled policy "
+    "follows their defaults and has a commented line per opt-in (a case's policy_enable)",
+    "an **annotation added to (or changed on) a running pod**: koordlet's reconcilers (every 10 s: OOMScoreAdj, batch "
+    "resources) and the Volcano agent's pod handler react to a pod update; the runtime holds the annotations kubelet gave "
+    "at RunPodSandbox and kubelet never hands it a later change, so every NRI event (and `reconcile`) carries the "
+    "creation-time values: a later annotation takes effect when the pod is recreated",
+]
 
 
 class Run:
@@ -456,13 +480,16 @@ class Run:
             with open(self.o.policy) as fh:
                 lines = fh.read().split("\n")
             # case.json "policy_enable": commented lines of the policy the operator turns on
-            # (the bundled resctrl_group lines: koordlet's resctrlQOS, rubik's dynCache)
+            # (the bundled resctrl_group lines: koordlet's resctrlQOS, rubik's dynCache), every
+            # line that starts so: an agent's feature is node-wide, the policy says it per class
+            # (koordlet's OOMScoreAdj, the Volcano agent's MemoryQoSV2)
             for want in enable:
                 at = [i for i, l in enumerate(lines) if l.lstrip().startswith("# " + want)]
                 if not at:
                     self.errors.append(("policy", "policy_enable: no commented line %r in %s" % (want, self.o.policy)))
                     continue
-                lines[at[0]] = want
+                for i in at:
+                    lines[i] = want
             # case.json "policy_settings": {key: TOML value} — the agent started with a non-default
             # option (koordlet --disable-unset-cpu-quota: koordinator_quota_lift = "never"); the
             # [settings] line of that key is replaced (added below [settings] when absent)
@@ -862,7 +889,7 @@ def main(argv=None):
                 tag = "%s %s %s" % (case["id"], layout, wire)
                 if layout not in case.get("layouts", ["v1", "v2"]):
                     if wire == "invoke":
-                        print("SKIP conformance %s %s: n/a: %s runs on cgroup v1 only" % (case["id"], layout, case["system"]))
+                        print("SKIP conformance %s %s: n/a: the case runs on cgroup %s only" % (case["id"], layout, "+".join(case["layouts"])))
                     table.setdefault((system, "(cgroup %s)" % layout), {}).setdefault((layout, wire), set()).add("n/a")
                     continue
                 run = Run(o, case, layout, wire)
@@ -1020,6 +1047,10 @@ def markdown(table, reasons, cols, o, cases, docs, percase):
     for (sy, b) in sorted(table):
         out.append("| %s | %s | %s | %s |" % (sy, b, " | ".join(cell(table[(sy, b)].get(c)) for c in cols), ucell(unt.get((sy, b)))))
     out += ["", "## Explained differences and what cannot be reproduced", ""]
+    out += ["**What an NRI request does not carry** (issue #32 §8): the node agents read the pod from the API",
+            "server and their node's state; nri-qos sees what the runtime hands it.", ""]
+    out += ["- %s" % n for n in NOT_CARRIED]
+    out.append("")
     for (sy, b) in sorted(reasons):
         items = [(t, w) for t, w in reasons[(sy, b)].items() if not t.startswith("differs: ")]
         if not items:

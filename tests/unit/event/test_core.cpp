@@ -222,7 +222,7 @@ TEST_CASE("policy errors are one line with file:line", "[policy]") {
     CHECK(err(head + "[classes.A.container]\nfoo = 2\n") == "p.toml:6: classes.A.container: unknown knob \"foo\" (see nri-qos.toml(5))");
     CHECK(err(head + "[classes.A.container]\ncpu_shares = 1\n") == "p.toml:6: classes.A.container.cpu_shares: 1 out of range [2, 262144] or \"N%\"");
     CHECK(err(head + "[classes.A.container]\ncpu_shares = true\n") == "p.toml:6: classes.A.container.cpu_shares: expected an integer, a string or { fact = \"...\" }, got boolean");
-    CHECK(err(head + "bogus = 1\n") == "p.toml:5: classes.A: unknown key \"bogus\" (allowed: description, fail, container, pod, sandbox, gate, pod_cpu_weight_formula, accept_merge)");
+    CHECK(err(head + "bogus = 1\n") == "p.toml:5: classes.A: unknown key \"bogus\" (allowed: description, fail, container, pod, sandbox, gate, pod_cpu_weight_formula, container_cpu_weight_formula, accept_merge)");
     CHECK(err(head + "[[rules]]\nclass = \"B\"\n") == "p.toml:6: rules.class: unknown class \"B\"");
     CHECK(err(head + "[[rules]]\nclass = \"A\"\nmatch.kind = \"pod\"\n") == "p.toml:7: match.kind: expected \"sandbox\" or \"container\", got \"pod\"");
     CHECK(err(head + "[classes.A.container]\nraw = [{file = \"cgroup.procs\", value = \"1\"}]\n").find("is not an allowed kernel file name") != std::string::npos);
@@ -824,12 +824,58 @@ TEST_CASE("adjustment: a class's pod_cpu_weight_formula converts its pod-level s
           "t.toml:5: classes.X.pod_cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
 }
 
+TEST_CASE("adjustment: a class's container_cpu_weight_formula is the node agent's rewrite of the container's cpu.weight (issue #32 §6)", "[adjust][weight]") {
+    // koordlet's container reconciler rewrites the batch shares of BE containers every 10 s with
+    // its linear ConvertCPUSharesToWeight (koordinator-sh/koordinator@a7a1b76bbf81abd26f9c377de1f31a60dd965f6e
+    // batch_resource.go Register; cgroup2_test.go TestConvertCPUSharesToWeight: 1024 → 39, 2000 → 77).
+    const std::string pol = "version = 1\n[settings]\ndefault_class = \"X\"\ncpu_weight_formula = \"log-quadratic\"\n"
+                            "[classes.X]\ncontainer_cpu_weight_formula = \"linear\"\n[classes.X.container]\ncpu_shares = 2000\n";
+    // v0.1: written directly with the class's formula, the note says whose rewrite it is
+    Plan ct = plan_for(pol, v01(json::object()), Layout::V2);
+    CHECK(writes_of(ct)["cpu.weight"] == "77");
+    REQUIRE(ct.writes.size() == 1);
+    CHECK(ct.writes[0].note == "linear of shares 2000 (classes.X.container_cpu_weight_formula): the node agent's periodic rewrite of the "
+                               "container's cpu.weight (koordlet's container reconciler, every 10 s), not the runtime's formula");
+    // the pod level is not touched by it
+    CHECK(writes_of(plan_for(pol + "[classes.X.pod]\ncpu_shares = 2000\n", fixture("requests/containerd-1.6.20/sandbox-create.json"), Layout::V2))["cpu.weight@pod"] == "170");
+    // v1: cpu.shares as is
+    CHECK(writes_of(plan_for(pol, v01(json::object()), Layout::V1))["cpu.shares"] == "2000");
+    // native NRI: the runtime gets the shares at CreateContainer (its formula), nri-qos writes
+    // the class's at StartContainer and at Synchronize (no shares in the update then)
+    json ev = {{"event", "CreateContainer"},
+               {"runtime", {{"name", "containerd"}, {"version", "2.1.0"}}},
+               {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
+               {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"}, {"pid", 4242},
+                              {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"}}}}}};
+    Plan c = plan_for(pol, ev.dump(), Layout::V2, nullptr, true);
+    CHECK(c.adjustment["linux"]["resources"]["cpu"]["shares"]["value"] == 2000);
+    CHECK(c.writes.empty());
+    ev["event"] = "StartContainer";
+    Plan s = plan_for(pol, ev.dump(), Layout::V2, nullptr, true);
+    CHECK(writes_of(s)["cpu.weight"] == "77");
+    ev["event"] = "UpdateContainer";
+    Plan u = plan_for(pol, ev.dump(), Layout::V2, nullptr, true);
+    CHECK(u.update["cpu"]["shares"]["value"] == 2000);
+    CHECK(u.writes.empty());
+    ev["event"] = "PostUpdateContainer";
+    CHECK(writes_of(plan_for(pol, ev.dump(), Layout::V2, nullptr, true))["cpu.weight"] == "77");
+    // without the setting: the runtime's conversion only, nothing written at StartContainer
+    std::string plain = pol;
+    plain.erase(plain.find("container_cpu_weight_formula = \"linear\"\n"), std::string("container_cpu_weight_formula = \"linear\"\n").size());
+    CHECK(writes_of(plan_for(plain, ev.dump(), Layout::V2, nullptr, true)).count("cpu.weight") == 0);
+    CHECK(writes_of(plan_for(plain, v01(json::object()), Layout::V2))["cpu.weight"] == "170");
+    CHECK(error_of([] { parse_policy_toml("version = 1\n[settings]\ndefault_class = \"X\"\n[classes.X]\ncontainer_cpu_weight_formula = \"lin\"\n", "t.toml"); }) ==
+          "t.toml:5: classes.X.container_cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
+}
+
 TEST_CASE("bundled policy: Koordinator classes convert pod-level shares linearly (koordlet) on cgroup v2", "[adjust][weight][bundled]") {
     Policy p = bundled();
     CHECK(p.classes.at("KOORD-BE").pod_weight_formula_set);
     CHECK(p.classes.at("KOORD-BE").pod_weight_formula == WeightFormula::Linear);
     CHECK(p.classes.at("KOORD-LSR").pod_weight_formula == WeightFormula::Linear);
     CHECK(!p.classes.at("DEFAULT").pod_weight_formula_set);
+    CHECK(p.classes.at("KOORD-BE").ctr_weight_formula == WeightFormula::Linear);  // koordlet's container reconciler
+    CHECK(!p.classes.at("KOORD-LSR").ctr_weight_formula_set);  // no container shares there
     CHECK(p.koordinator_quota_lift == Policy::QuotaLift::Cpuset);
 }
 

@@ -1831,7 +1831,8 @@ TEST_CASE("trust: the registry declares what each fact raises and the keys it tr
         // a fact that reads a pod-written annotation and can raise names its keys, and vice versa
         if (std::string(f.name).rfind("numa.", 0) != 0 && std::string(f.name) != "rubik.qos_level" && std::string(f.name) != "volcano.memory_qos_level" &&
             std::string(f.name) != "rubik.cache_limit" &&  // held at the class's level by construction: only lowers
-            std::string(f.name) != "rubik.blkio_limit") {  // a throttle only lowers (issue #21)
+            std::string(f.name) != "rubik.blkio_limit" &&  // a throttle only lowers (issue #21)
+            std::string(f.name) != "volcano.memory_high") {  // memory.high only throttles (issue #32)
             CHECK(f.raises != 0);
             CHECK(*f.trust_keys);
         }
@@ -2083,4 +2084,203 @@ TEST_CASE("facts: rubik ioLimit from volcano.sh/blkio-limit, devices checked aga
     // trust: no declaration needed (a throttle only lowers)
     CHECK(find_fact("rubik.blkio_limit")->raises == 0);
     CHECK(std::string(find_fact("rubik.blkio_limit")->trust_keys).empty());
+}
+
+// ---- issue #32 §3: Volcano memory QoS v2 and koordlet's oom_score_adj ---------------------------
+
+TEST_CASE("volcano.sh/colocation-config: parseColocationConfig with Go's decoding", "[facts][readers][memqos]") {
+    // volcano-sh/volcano@ed72c7c815a9fd547a787134676f73d42e9d049c memoryqosv2_linux_test.go TestParseColocationConfig
+    ColocationMemoryQos v = parse_colocation_memory_qos(R"({"memoryQos": {"highRatio": 80, "lowRatio": 20, "minRatio": 10}})");
+    CHECK((v.high_ratio == 80 && v.low_ratio == 20 && v.min_ratio == 10 && !v.defaulted));
+    v = parse_colocation_memory_qos("{}");  // "missing memoryQos": the agent's defaults
+    CHECK((v.high_ratio == 100 && v.low_ratio == 0 && v.min_ratio == 0 && v.defaulted));
+    CHECK(error_of([] { parse_colocation_memory_qos("{invalid}"); }).rfind("volcano.sh/colocation-config: ", 0) == 0);  // "invalid json"
+    // Go: case-insensitive keys, omitted ratios are 0, null leaves 0, memoryQos null → defaults
+    v = parse_colocation_memory_qos(R"({"MEMORYQOS": {"HighRatio": 50}})");
+    CHECK((v.high_ratio == 50 && v.low_ratio == 0 && v.min_ratio == 0));
+    CHECK(parse_colocation_memory_qos(R"({"memoryQos": null})").defaulted);
+    CHECK(parse_colocation_memory_qos("null").defaulted);
+    CHECK(parse_colocation_memory_qos(R"({"memoryQos": {"lowRatio": -5}})").low_ratio == -5);
+    // hostile: wrong types, floats, out of int64, not an object — one line, never a crash
+    for (const char* bad : {R"({"memoryQos": {"lowRatio": "20"}})", R"({"memoryQos": {"lowRatio": 20.5}})", R"({"memoryQos": {"minRatio": 1e3}})",
+                            R"({"memoryQos": {"highRatio": 99999999999999999999}})", R"({"memoryQos": 5})", "[]", "\"x\"", R"({"memoryQos": {"lowRatio": true}})"}) {
+        INFO(bad);
+        std::string e = error_of([&] { parse_colocation_memory_qos(bad); });
+        CHECK(e.rfind("volcano.sh/colocation-config: ", 0) == 0);
+        CHECK(e.find('\n') == std::string::npos);
+    }
+}
+
+TEST_CASE("koordinator.sh/oom-score-adj-spec: map[string]int64", "[facts][readers][oom]") {
+    auto m = parse_oom_score_adj_spec(R"({"c1": 100, "c2": -500, "c3": null})");
+    CHECK(m == std::map<std::string, int64_t>{{"c1", 100}, {"c2", -500}, {"c3", 0}});
+    for (const char* bad : {"{invalid}", "[1]", R"({"c1": "100"})", R"({"c1": 1.5})", R"({"c1": 9223372036854775808})", R"({"c1": {}})"}) {
+        INFO(bad);
+        std::string e = error_of([&] { parse_oom_score_adj_spec(bad); });
+        CHECK(e.rfind("koordinator.sh/oom-score-adj-spec: ", 0) == 0);
+        CHECK(e.find('\n') == std::string::npos);
+    }
+}
+
+TEST_CASE("facts: koordlet's oom_score_adj from the -spec map, else the pod annotation", "[facts][oom]") {
+    // koordinator-sh/koordinator@a7a1b76bbf81abd26f9c377de1f31a60dd965f6e
+    // pkg/koordlet/runtimehooks/hooks/oomscoreadj/helper_test.go Test_getOOMScoreAdjForContainer and
+    // oom_score_adj_test.go TestPlugin_SetContainerOOMScoreAdj (the fixture's container is "cgfs-ctr")
+    ClassDef cls = class_of("[classes.C.container]\noom_score_adj = { fact = \"koordinator.oom_score_adj\" }\n");
+    Env e;
+    const Policy trust = guarding({"koordinator.sh/oom-score-adj", "koordinator.sh/oom-score-adj-spec"});
+    e.policy = &trust;
+    auto val = [&](const json& ann) -> std::optional<int64_t> {
+        FactPlan p = e.run(cls, hostile_req("burstable", ann));
+        const KnobSetting* k = knob(p.cls.container, KnobId::OomScoreAdj);
+        return k ? std::optional<int64_t>(k->value.num) : std::nullopt;
+    };
+    CHECK_FALSE(val({{"foo", "bar"}}));                                                                  // no oom score adj annotations
+    CHECK(val({{"koordinator.sh/oom-score-adj", "-500"}}) == -500);                                      // pod-level default applied
+    CHECK(val({{"koordinator.sh/oom-score-adj", "-500"}, {"koordinator.sh/oom-score-adj-spec", R"({"cgfs-ctr": 100})"}}) == 100);  // spec overrides
+    CHECK(val({{"koordinator.sh/oom-score-adj", "-500"}, {"koordinator.sh/oom-score-adj-spec", R"({"c2": 100})"}}) == -500);      // not listed: falls back
+    CHECK_FALSE(val({{"koordinator.sh/oom-score-adj-spec", R"({"c2": 100})"}}));                         // not listed, no default
+    CHECK_FALSE(val({{"koordinator.sh/oom-score-adj", "-2000"}}));                                       // out of range: koordlet skips
+    FactPlan p = e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj-spec", "{invalid}"}, {"koordinator.sh/oom-score-adj", "-500"}}));
+    CHECK_FALSE(knob(p.cls.container, KnobId::OomScoreAdj));  // invalid spec: nothing, no fallback
+    REQUIRE(p.refused.size() == 1);
+    CHECK(p.refused[0].rfind("oom_score_adj: fact koordinator.oom_score_adj: koordinator.sh/oom-score-adj-spec: ", 0) == 0);
+    p = e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", "not-a-number"}}));  // invalid pod-level value
+    REQUIRE(p.refused.size() == 1);
+    CHECK(p.refused[0] == "oom_score_adj: fact koordinator.oom_score_adj: koordinator.sh/oom-score-adj \"not-a-number\" is not an integer (koordlet: failed to parse, sets nothing)");
+    p = e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", "-2000"}}));
+    REQUIRE(p.skipped.size() == 1);
+    CHECK(p.skipped[0] == "oom_score_adj: fact koordinator.oom_score_adj absent: koordinator.sh/oom-score-adj = -2000 is outside [-1000, 1000]: koordlet skips it");
+    for (const char* huge : {"99999999999999999999", "1e3", " 5", ""}) {
+        INFO(huge);
+        p = e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", huge}}));
+        CHECK_FALSE(knob(p.cls.container, KnobId::OomScoreAdj));
+        CHECK(p.refused.size() + p.skipped.size() == 1);
+    }
+}
+
+TEST_CASE("trust: an untrusted oom_score_adj may only raise the score above kubelet's", "[facts][trust][oom]") {
+    ClassDef cls = class_of("[classes.C.container]\noom_score_adj = { fact = \"koordinator.oom_score_adj\" }\n");
+    Env e;  // nothing guarded
+    // Burstable: kubelet gives at most 999 → only 999..1000 proves no lowering without the process
+    FactPlan p = e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", "-500"}}));
+    CHECK_FALSE(knob(p.cls.container, KnobId::OomScoreAdj));
+    REQUIRE(p.refused.size() == 1);
+    CHECK(p.refused[0] == "oom_score_adj: fact koordinator.oom_score_adj refused: would lower oom_score_adj below kubelet's Burstable oom_score_adj "
+                          "(at most 999) → -500; untrusted annotation koordinator.sh/oom-score-adj-spec, koordinator.sh/oom-score-adj "
+                          "(declare it in [guarded.annotations] to trust it)");
+    CHECK(knob(e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", "1000"}})).cls.container, KnobId::OomScoreAdj)->value.num == 1000);
+    // the process exists (v0.1 create): runc set kubelet's value, compared exactly
+    e.t.put("proc/2529/oom_score_adj", "600\n");
+    CHECK_FALSE(knob(e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", "599"}})).cls.container, KnobId::OomScoreAdj));
+    p = e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", "600"}}));
+    REQUIRE(knob(p.cls.container, KnobId::OomScoreAdj));
+    CHECK(knob(p.cls.container, KnobId::OomScoreAdj)->note.find("untrusted, applied: does not raise (600 ≥ the process's oom_score_adj 600") != std::string::npos);
+    e.t.rm("proc/2529");
+    // Guaranteed -997: any value at or above it only lowers the pod's standing
+    CHECK(knob(e.run(cls, hostile_req("", {{"koordinator.sh/oom-score-adj", "-997"}})).cls.container, KnobId::OomScoreAdj)->value.num == -997);
+    CHECK_FALSE(knob(e.run(cls, hostile_req("", {{"koordinator.sh/oom-score-adj", "-998"}})).cls.container, KnobId::OomScoreAdj));
+    // declared: koordlet's behaviour
+    const Policy trust = guarding({"koordinator.sh/oom-score-adj", "koordinator.sh/oom-score-adj-spec"});
+    e.policy = &trust;
+    CHECK(knob(e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", "-500"}})).cls.container, KnobId::OomScoreAdj)->value.num == -500);
+}
+
+TEST_CASE("facts: Volcano memoryqosv2 memory.high/low/min of the container (cgroup v2 only)", "[facts][memqos]") {
+    ClassDef cls = class_of(R"([classes.C.container]
+memory_high = { fact = "volcano.memory_high" }
+memory_low = { fact = "volcano.memory_low" }
+memory_min = { fact = "volcano.memory_min" }
+)");
+    Env e;
+    const Policy trust = guarding({"volcano.sh/colocation-config"});
+    e.policy = &trust;
+    const std::string cfg = R"({"memoryQos":{"highRatio":80,"lowRatio":20,"minRatio":10}})";
+    // memoryqosv2_linux_test.go TestHandle: limit 1Gi, request 512Mi (Burstable) — the request is
+    // not in an NRI request; a Guaranteed 1Gi pod (request = limit) shows the same arithmetic
+    Request r = hostile_req("", {{"volcano.sh/qos-level", "LC"}, {"volcano.sh/colocation-config", cfg}});
+    r.resources.mem_limit = 1073741824;
+    FactPlan p = e.run(cls, r, Layout::V2);
+    INFO(json(p.refused).dump() << json(p.skipped).dump());
+    CHECK(knob(p.cls.container, KnobId::MemoryHigh)->value.num == 858993459);  // 1Gi × 80 / 100
+    CHECK(knob(p.cls.container, KnobId::MemoryLow)->value.num == 214748364);   // 1Gi × 20 / 100
+    CHECK(knob(p.cls.container, KnobId::MemoryMin)->value.num == 107374182);   // 1Gi × 10 / 100
+    // cgroup v1: skipped with the reason
+    p = e.run(cls, r, Layout::V1);
+    CHECK(p.cls.container.empty());
+    REQUIRE(p.skipped.size() == 3);
+    CHECK(p.skipped[0] == "memory_high: fact volcano.memory_high absent: cgroup v1: the Volcano agent's memoryqosv2 handler sets memory.high on cgroup v2 only");
+    // Burstable: the request is not carried — low/min absent with the reason, high from the limit
+    Request b = hostile_req("burstable", {{"volcano.sh/qos-level", "HLS"}, {"volcano.sh/colocation-config", cfg}});
+    p = e.run(cls, b, Layout::V2);
+    CHECK(knob(p.cls.container, KnobId::MemoryHigh)->value.num == 53687091);  // 64Mi × 80 / 100
+    CHECK_FALSE(knob(p.cls.container, KnobId::MemoryLow));
+    REQUIRE(p.skipped.size() == 2);
+    CHECK(p.skipped[0].find("the request does not carry the container's memory request (burstable pod") != std::string::npos);
+    // the defaults ({} → high 100, low 0, min 0) decide without any quantity, at any level
+    p = e.run(cls, hostile_req("burstable", {{"volcano.sh/colocation-config", "{}"}}), Layout::V2);
+    CHECK(knob(p.cls.container, KnobId::MemoryHigh)->value.kind == KnobValue::Max);
+    CHECK(knob(p.cls.container, KnobId::MemoryLow)->value.num == 0);
+    CHECK(knob(p.cls.container, KnobId::MemoryMin)->value.num == 0);
+    // qos level ≤ 1 with a ratio that needs a quantity: the extended memory resource is unknown
+    p = e.run(cls, hostile_req("burstable", {{"volcano.sh/qos-level", "LS"}, {"volcano.sh/colocation-config", cfg}}), Layout::V2);
+    CHECK(p.cls.container.empty());
+    CHECK(p.skipped[0].find("extended memory resource") != std::string::npos);
+    // BestEffort LC (no request): low/min 0; no limit: high max
+    p = e.run(cls, hostile_req("besteffort", {{"volcano.sh/qos-level", "LC"}, {"volcano.sh/colocation-config", cfg}}), Layout::V2);
+    CHECK(knob(p.cls.container, KnobId::MemoryHigh)->value.kind == KnobValue::Max);
+    CHECK(knob(p.cls.container, KnobId::MemoryLow)->value.num == 0);
+    // highRatio 0: the agent writes memory.high 0 (the product), as Go computes it
+    r.annotations["volcano.sh/colocation-config"] = R"({"memoryQos":{"highRatio":0,"lowRatio":-1}})";
+    p = e.run(cls, r, Layout::V2);
+    CHECK(knob(p.cls.container, KnobId::MemoryHigh)->value.num == 0);
+    CHECK(knob(p.cls.container, KnobId::MemoryLow)->value.kind == KnobValue::Max);  // negative → "max"
+    // hostile documents: a one-line refusal per knob, nothing applied
+    for (const char* bad : {"{invalid}", R"({"memoryQos":{"lowRatio":"x"}})", "[]", R"({"memoryQos":{"minRatio":9223372036854775807}})"}) {
+        INFO(bad);
+        r.annotations["volcano.sh/colocation-config"] = bad;
+        p = e.run(cls, r, Layout::V2);
+        CHECK(p.cls.container.empty() == (std::string(bad) != R"({"memoryQos":{"minRatio":9223372036854775807}})"));
+        for (const auto& l : p.refused) CHECK(l.find('\n') == std::string::npos);
+    }
+    r.annotations["volcano.sh/colocation-config"] = R"({"memoryQos":{"minRatio":9223372036854775807}})";
+    p = e.run(cls, r, Layout::V2);
+    REQUIRE(p.refused.size() == 1);
+    CHECK(p.refused[0].find("overflows int64") != std::string::npos);
+}
+
+TEST_CASE("trust: an untrusted memory protection applies only up to the pod cgroup's", "[facts][trust][memqos]") {
+    ClassDef cls = class_of(R"([classes.C.container]
+memory_high = { fact = "volcano.memory_high" }
+memory_low = { fact = "volcano.memory_low" }
+memory_min = { fact = "volcano.memory_min" }
+)");
+    Env e;  // nothing guarded
+    Request r = hostile_req("", {{"volcano.sh/qos-level", "LC"}, {"volcano.sh/colocation-config", R"({"memoryQos":{"highRatio":80,"lowRatio":20,"minRatio":10}})"}});
+    r.resources.mem_limit = 1073741824;
+    // kubelet without MemoryQoS: the pod's memory.min/low are 0 → any protection is a raise
+    e.t.put("cg/kubepods/podt/memory.min", "0\n");
+    e.t.put("cg/kubepods/podt/memory.low", "0\n");
+    FactPlan p = e.run(cls, r, Layout::V2);
+    CHECK(knob(p.cls.container, KnobId::MemoryHigh)->value.num == 858993459);  // a throttle only lowers
+    CHECK_FALSE(knob(p.cls.container, KnobId::MemoryLow));
+    CHECK_FALSE(knob(p.cls.container, KnobId::MemoryMin));
+    REQUIRE(p.refused.size() == 2);
+    CHECK(p.refused[0] == "memory_low: fact volcano.memory_low refused: would protect 214748364 bytes (memory.low) above the pod's memory.low 0; "
+                          "untrusted annotation volcano.sh/colocation-config (declare it in [guarded.annotations] to trust it)");
+    // kubelet's MemoryQoS gate set the pod's memory.min = its requests: within it, applied untrusted
+    e.t.put("cg/kubepods/podt/memory.min", "1073741824\n");
+    p = e.run(cls, r, Layout::V2);
+    REQUIRE(knob(p.cls.container, KnobId::MemoryMin));
+    CHECK(knob(p.cls.container, KnobId::MemoryMin)->note.find("untrusted, applied: does not raise (107374182 ≤ the pod's memory.min 1073741824)") != std::string::npos);
+    CHECK_FALSE(knob(p.cls.container, KnobId::MemoryLow));
+    // lowered to 0: applied untrusted
+    r.annotations["volcano.sh/colocation-config"] = R"({"memoryQos":{"lowRatio":0,"minRatio":0}})";
+    p = e.run(cls, r, Layout::V2);
+    CHECK(knob(p.cls.container, KnobId::MemoryLow)->value.num == 0);
+    CHECK(knob(p.cls.container, KnobId::MemoryMin)->value.num == 0);
+    // a negative ratio ("max") is a raise: refused untrusted
+    r.annotations["volcano.sh/colocation-config"] = R"({"memoryQos":{"lowRatio":-1}})";
+    p = e.run(cls, r, Layout::V2);
+    CHECK_FALSE(knob(p.cls.container, KnobId::MemoryLow));
 }

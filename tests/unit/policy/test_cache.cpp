@@ -309,7 +309,7 @@ TEST_CASE("cache: load_policy builds, hits, invalidates and rebuilds", "[cache]"
     // entry), so the next event gets it without parsing the TOML again.
     spit(policy, "version = 1\n[classes.A]\ncolour = 1\n");
     std::string want = error_of_load(policy, "");
-    CHECK(want == policy + ":3: classes.A: unknown key \"colour\" (allowed: description, fail, container, pod, sandbox, gate, pod_cpu_weight_formula, accept_merge) (+1 more error: run nri-qos check)");
+    CHECK(want == policy + ":3: classes.A: unknown key \"colour\" (allowed: description, fail, container, pod, sandbox, gate, pod_cpu_weight_formula, container_cpu_weight_formula, accept_merge) (+1 more error: run nri-qos check)");
     FileLoad f = load_policy_file(policy, cache, nullptr);
     CHECK_FALSE(f.ok);
     CHECK_FALSE(f.from_cache);
@@ -729,6 +729,9 @@ TEST_CASE("cache: merge rules, pod_cpu_weight_formula, accept_merge and koordina
     CHECK(q.koordinator_quota_lift == Policy::QuotaLift::Fits);
     CHECK(q.classes.at("KOORD-BE").pod_weight_formula_set);
     CHECK(q.classes.at("KOORD-BE").pod_weight_formula == WeightFormula::Linear);
+    CHECK(q.classes.at("KOORD-BE").ctr_weight_formula_set);  // issue #32 §6: high nibble of the same byte
+    CHECK(q.classes.at("KOORD-BE").ctr_weight_formula == WeightFormula::Linear);
+    CHECK(!q.classes.at("KOORD-LSR").ctr_weight_formula_set);
     CHECK(!q.classes.at("SYSTEM").accept_merge);
     CHECK(q.classes.at("OFFLINE").accept_merge);
     size_t merges = 0;
