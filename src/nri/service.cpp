@@ -83,6 +83,9 @@ struct State {
   unsigned long reconnects = 0;
   int64_t connected_since = 0, last_sync = 0;
   int64_t synced_mono = 0;  ///< monotonic ms of this connection's last Synchronize reply (0: none yet)
+  unsigned long unseen_passes = 0;  ///< unseen passes ended (ServiceOptions::unseen_argv)
+  int64_t last_unseen_pass = 0;     ///< unix s of the last one's end, 0 none
+  int last_unseen_status = 0;       ///< its exit status (128 + signal when killed)
 };
 
 void publish(const ServiceOptions& so, const RelayOptions& o, const State& s) {
@@ -90,6 +93,9 @@ void publish(const ServiceOptions& so, const RelayOptions& o, const State& s) {
             {"connected", s.connected}, {"registered", s.registered}, {"runtime", s.runtime},
             {"runtime_version", s.runtime_version}, {"nri_version", s.nri_version}, {"reconnects", s.reconnects},
             {"connected_since", s.connected_since}, {"last_sync", s.last_sync}, {"socket", o.socket_path}};
+  if (so.unseen_interval_ms > 0 && !so.unseen_argv.empty())
+    j["unseen"] = {{"interval_s", so.unseen_interval_ms / 1000}, {"passes", s.unseen_passes}, {"last", s.last_unseen_pass},
+                   {"last_status", s.last_unseen_status}};
   write_atomic(so.status_file, j.dump() + "\n");
   if (so.metrics_file.empty()) return;
   std::string m;
@@ -135,9 +141,10 @@ struct UnseenPass {
   unsigned long runs = 0;
 };
 
-// Reap a finished pass (WNOHANG); kill one past its timeout. Logs failures only.
-void unseen_reap(const ServiceOptions& so, UnseenPass& u) {
-  if (u.pid <= 0) return;
+// Reap a finished pass (WNOHANG); kill one past its timeout. Logs failures only. True when one
+// ended (its count, time and status are in `s`).
+bool unseen_reap(const ServiceOptions& so, State& s, UnseenPass& u) {
+  if (u.pid <= 0) return false;
   int st = 0;
   pid_t w = waitpid(u.pid, &st, WNOHANG);
   if (w == 0) {
@@ -146,33 +153,42 @@ void unseen_reap(const ServiceOptions& so, UnseenPass& u) {
       kill(u.pid, SIGKILL);
       waitpid(u.pid, &st, 0);
       u.pid = 0;
+      ++s.unseen_passes;
+      s.last_unseen_pass = int64_t(::time(nullptr));
+      s.last_unseen_status = 128 + SIGKILL;
+      return true;
     }
-    return;
+    return false;
   }
-  if (w == u.pid && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+  if (w != u.pid) return false;
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
     logf("service: unseen pass %lu ended with %s %d after %lld ms", u.runs, WIFEXITED(st) ? "exit status" : "signal",
          WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? WTERMSIG(st) : 0, (long long)(mono_ms() - u.started));
   u.pid = 0;
+  ++s.unseen_passes;
+  s.last_unseen_pass = int64_t(::time(nullptr));
+  s.last_unseen_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  return true;
 }
 
 // One tick of the service loop: reap, then start a pass when one is due. Due: the relay is
 // registered, its connection's Synchronize was answered, and the interval has passed since that
-// reply (the first pass) or since the previous pass started.
-void unseen_tick(const ServiceOptions& so, const State& s, UnseenPass& u) {
-  if (so.unseen_argv.empty() || so.unseen_interval_ms <= 0) return;
-  unseen_reap(so, u);
-  if (!s.registered || s.synced_mono == 0) return;
+// reply (the first pass) or since the previous pass started. True when a pass ended (publish).
+bool unseen_tick(const ServiceOptions& so, State& s, UnseenPass& u) {
+  if (so.unseen_argv.empty() || so.unseen_interval_ms <= 0) return false;
+  const bool ended = unseen_reap(so, s, u);
+  if (!s.registered || s.synced_mono == 0) return ended;
   const int64_t now = mono_ms();
   if (u.synced_seen != s.synced_mono) {  // a (new) Synchronize: the next pass one interval after it
     u.synced_seen = s.synced_mono;
     if (u.next_due == 0 || u.next_due > s.synced_mono + so.unseen_interval_ms) u.next_due = s.synced_mono + so.unseen_interval_ms;
   }
-  if (u.pid > 0 || now < u.next_due) return;
+  if (u.pid > 0 || now < u.next_due) return ended;
   u.next_due = now + so.unseen_interval_ms;
   pid_t pid = fork();
   if (pid < 0) {
     logf("service: unseen pass: fork: %s", strerror(errno));
-    return;
+    return ended;
   }
   if (pid == 0) {
     signal(SIGTERM, SIG_DFL);
@@ -191,6 +207,7 @@ void unseen_tick(const ServiceOptions& so, const State& s, UnseenPass& u) {
   u.pid = pid;
   u.started = now;
   ++u.runs;
+  return ended;
 }
 
 // At the service's stop: a pass still running is ended (SIGTERM, then reaped).
@@ -298,7 +315,7 @@ int run_relay_service(RelayOptions opts, const ServiceOptions& so) {
       }
       pid_t w = waitpid(pid, &status, WNOHANG);
       if (w == pid) reaped = true;
-      if (!g_stop) unseen_tick(so, s, unseen);
+      if (!g_stop && unseen_tick(so, s, unseen)) publish(so, opts, s);
     }
     if (sp[0] >= 0) close(sp[0]);
     const int64_t lasted = mono_ms() - t0;
@@ -307,7 +324,7 @@ int run_relay_service(RelayOptions opts, const ServiceOptions& so) {
     s.connected_since = 0;
     s.synced_mono = 0;
     unseen.next_due = 0;  // the next connection: one interval after its own Synchronize
-    unseen_reap(so, unseen);
+    unseen_reap(so, s, unseen);
     publish(so, opts, s);
     if (g_stop) break;
     if (lasted >= so.stable_after_ms) backoff = so.backoff_min_ms;

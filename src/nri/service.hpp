@@ -22,7 +22,9 @@ struct ServiceOptions {
   ///  "connected": bool, "registered": bool (Configure received on this connection),
   ///  "runtime": name, "runtime_version", "nri_version", "reconnects": connection attempts after the
   ///  first, "connected_since": unix s or 0, "last_sync": unix s of the last Synchronize reply or 0,
-  ///  "socket": path}. Empty: none.
+  ///  "socket": path, and with the unseen pass on: "unseen": {"interval_s", "passes": ended so
+  ///  far, "last": unix s of the last one's end or 0, "last_status": its exit status, 128 +
+  ///  signal when killed}}. Empty: none.
   std::string status_file;
   /// Prometheus textfile (e.g. .../textfile_collector/nri_qos_relay.prom), rewritten atomically:
   /// nri_qos_relay_up (1 while registered), nri_qos_relay_reconnects_total,
