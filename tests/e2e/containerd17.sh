@@ -630,16 +630,18 @@ ext_unseen() {
     EXT_RELAY_ENV="NRI_QOS_TEST_SYNC_DELAY_MS=$UNSEEN_HOLD_MS"
     EXT_RELAY_ARGS="--unseen-interval $UNSEEN_S --cri-socket unix://$D/containerd.sock"
     pods=""
-    # the CRI client takes about 3 s to start on this host before its RunPodSandbox: six clients
-    # started 0.5 s apart, the relay 2.5 s after the first, spread the pods' CRI calls over the
-    # relay's registration and its held Synchronize
+    # six CRI clients 0.5 s apart; the relay starts as soon as containerd logs the first one's
+    # RunPodSandbox (the client's own start-up takes seconds on a loaded host), so that the pods'
+    # CRI calls spread over the relay's registration and its held Synchronize
     lp=""
+    local ctd_lines; ctd_lines=$(wc -l < "$D/logs/containerd.log")
     for i in 1 2 3 4 5 6; do
       ( sleep "$(awk -v i="$i" 'BEGIN { print (i - 1) * 0.5 }')"
         run_pod "us-$try-$i" "us-$try-$i" "$(kube_parent burstable)" "${RES[@]}" --label koordinator.sh/qosClass=BE ) &
       lp="$lp $!"
     done
-    sleep 2.5
+    local end=$((SECONDS + 30))
+    until tail -n +"$((ctd_lines + 1))" "$D/logs/containerd.log" | grep -q "RunPodSandbox for name:..us-$try-1[^0-9]" || [ $SECONDS -ge $end ]; do sleep 0.05; done
     ext_start "$D/policy/nri-qos.toml"
     # shellcheck disable=SC2086
     ext_wait 30 "" "$before" >/dev/null || { wait $lp; fail "$name" "the external relay did not register and synchronize within 30 s"; EXT_RELAY_ENV=""; EXT_RELAY_ARGS=""; ext_stop; return; }
