@@ -60,7 +60,7 @@ fi
 
 [ -f tests/packaging.sh ] && suite packaging bash tests/packaging.sh
 [ $E2E = 1 ] && [ "${NRI_QOS_SKIP_VM:-0}" != 1 ] && suite e2e-vm tests/e2e/run.sh vm </dev/null
-for s in invoke cgroup_real hostile cache policy facts explain_pod nri_relay sandbox ops npd discover hygiene docs layering; do
+for s in invoke cgroup_real hostile cache policy facts explain_pod nri_relay sandbox ops npd discover unseen hygiene docs layering; do
   [ -f "tests/$s.sh" ] && suite "$s" bash "tests/$s.sh"
 done
 # The bundled policy against the seed systems' node agents (issue #10; docs/conformance.md).

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
+#include <sstream>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -79,6 +80,12 @@ json oci_resources_from_cri(const json& r) {
     const json& u = sub(r, "unified");
     if (u.is_object() && !u.empty()) o["unified"] = string_map(u);
     return o;
+}
+
+/// CRI's created_at of an item (unix ns), 0 when absent or not a number.
+int64_t created_of(const json& item) {
+    const json& v = sub(item, "created_at");
+    return v.is_number_integer() ? v.get<int64_t>() : 0;
 }
 
 std::string one_line(std::string s) {
@@ -162,6 +169,8 @@ Discovery discovery_from_cri_json(const std::string& text, const json& conf) {
             const json& md = sub(sb, "metadata");
             e.ns = str_of(md, "namespace");
             e.pod = str_of(md, "name");
+            e.created_ns = created_of(sb);
+            e.brief = sub(sb, "brief") == true;
             if (e.id.empty()) continue;
             pod_labels[e.id] = string_map(sub(sb, "labels"));
             pod_annots[e.id] = string_map(sub(sb, "annotations"));
@@ -176,6 +185,8 @@ Discovery discovery_from_cri_json(const std::string& text, const json& conf) {
             e.id = str_of(c, "id");
             e.sandbox_id = str_of(c, "pod_sandbox_id");
             e.container = str_of(sub(c, "metadata"), "name");
+            e.created_ns = created_of(c);
+            e.brief = sub(c, "brief") == true;
             if (e.id.empty()) continue;
             auto pn = pod_names.find(e.sandbox_id);
             if (pn != pod_names.end()) e.ns = pn->second.first, e.pod = pn->second.second;
@@ -234,8 +245,12 @@ std::string run_cri_client(const DiscoverOptions& d, std::string& err) {
         if (null >= 0) dup2(null, STDIN_FILENO);
         dup2(out[1], STDOUT_FILENO);
         dup2(errp[1], STDERR_FILENO);
-        char* const argv[] = {const_cast<char*>(client.c_str()), const_cast<char*>("--socket"), const_cast<char*>(d.cri_socket.c_str()),
-                              const_cast<char*>("--timeout-ms"), const_cast<char*>(tmo.c_str()), nullptr};
+        char* argv[] = {const_cast<char*>(client.c_str()), const_cast<char*>("--socket"), const_cast<char*>(d.cri_socket.c_str()),
+                        const_cast<char*>("--timeout-ms"), const_cast<char*>(tmo.c_str()), nullptr, nullptr, nullptr};
+        if (d.verbose_ids) {
+            argv[5] = const_cast<char*>("--verbose-ids");
+            argv[6] = const_cast<char*>(d.verbose_ids->c_str());
+        }
         execv(argv[0], argv);
         dprintf(STDERR_FILENO, "cannot run %s: %s\n", client.c_str(), std::strerror(errno));
         _exit(127);
@@ -291,59 +306,66 @@ std::string run_cri_client(const DiscoverOptions& d, std::string& err) {
     return text;
 }
 
-int run_discover(StateCommandOptions& o, const DiscoverOptions& d, std::string& out) {
-    int rc = 0;
-    std::string err;
-    std::string text = run_cri_client(d, err);
-    Discovery disc;
-    if (!err.empty()) {
-        out += "discover: cannot list the runtime's pods through CRI (" + d.cri_socket + "): " + err + "\n";
-        rc = 1;
-    } else {
-        try {
-            json conf = v01_plugin_conf(d.nri_conf);
-            disc = discovery_from_cri_json(text, conf);
-        } catch (const InputError& x) {
-            out += std::string("discover: ") + x.what() + "\n";
-            rc = 1;
-        }
-    }
+namespace {
+
+/// What adopt() did.
+struct AdoptCounts {
+    size_t sandboxes = 0, containers = 0, adopted = 0, known = 0, skipped = 0;
+};
+
+/// Record every entry of `entries` whose id is not in `known` (and, with `recheck`, that the
+/// state dir still does not know when its turn comes: a runtime event for it may have been
+/// recorded since the listing) as its last request with source and event `event`, the memo of a
+/// sandbox as the hook writes it; ids recorded go to o.discovered. One line per entry skipped.
+AdoptCounts adopt(StateCommandOptions& o, const DiscoverOptions& d, const std::vector<DiscoveredEntry>& entries,
+                  const std::set<std::string>& known, const std::string& event, bool recheck, std::string& out) {
+    AdoptCounts n;
     StateDir st(o.state_dir);
-    std::set<std::string> known;
-    for (const auto& f : st.list_last()) known.insert(f.id);
     // The policy the hook would use for these requests: --policy, else the plugin conf's.
     const std::string conf_policy = [&] {
         json conf = v01_plugin_conf(d.nri_conf);
         return str_of(conf, "policy").empty() ? std::string(defaults::kPolicy) : str_of(conf, "policy");
     }();
     const std::string policy_path = o.roots.policy ? *o.roots.policy : conf_policy;
-    PolicyPlaces where;
-    where.cache_dir = o.roots.cache_dir;
-    where.last_good_dir = o.last_good_dir;
-    PolicyInfo pinfo;
     std::unique_ptr<Policy> policy;
-    try {
-        policy = std::make_unique<Policy>(effective_policy(policy_path, policy_path == defaults::kPolicy, where, nullptr, pinfo));
-    } catch (const std::exception& x) {
-        out += "discover: policy " + policy_path + " cannot be loaded (" + one_line(x.what()) + "); the discovered pods are recorded unclassified\n";
+    bool any = false;
+    for (const auto& e : entries) any = any || (!known.count(e.id) && e.skip.empty());
+    if (any) {
+        PolicyPlaces where;
+        where.cache_dir = o.roots.cache_dir;
+        where.last_good_dir = o.last_good_dir;
+        PolicyInfo pinfo;
+        try {
+            policy = std::make_unique<Policy>(effective_policy(policy_path, policy_path == defaults::kPolicy, where, nullptr, pinfo));
+        } catch (const std::exception& x) {
+            out += event + ": policy " + policy_path + " cannot be loaded (" + one_line(x.what()) + "); the pods found are recorded unclassified\n";
+        }
     }
-    size_t n_sb = 0, n_ctr = 0, n_new = 0, n_known = 0, n_skip = 0;
-    for (const auto& e : disc.entries) {
-        (e.sandbox ? n_sb : n_ctr)++;
+    for (const auto& e : entries) {
+        (e.sandbox ? n.sandboxes : n.containers)++;
         const std::string subject = e.ns + "/" + e.pod + (e.sandbox ? " (sandbox " : "/" + e.container + " (") + e.id.substr(0, 12) + ")";
         if (known.count(e.id)) {
-            ++n_known;
+            ++n.known;
             continue;
         }
         if (!e.skip.empty()) {
-            ++n_skip;
+            ++n.skipped;
             out += "skipped  " + subject + ": " + e.skip + "\n";
             continue;
+        }
+        if (recheck) {
+            bool now_known = false;
+            for (const auto& f : st.list_last_of(e.sandbox_id, 4096)) now_known = now_known || f.id == e.id;
+            if (now_known) {  // its own event came first: the runtime's record stands
+                ++n.known;
+                out += "known    " + subject + ": recorded by its own event since the listing; left to it\n";
+                continue;
+            }
         }
         // The record as the hook keeps it (publish.cpp make_last_request), with the plan the
         // current policy gives (its writes: which files nri-qos sets, replay.hpp sibling_weight_pairs).
         EventRecord r;
-        r.source = r.event = "discover";
+        r.source = r.event = event;
         r.id = e.id;
         r.sandbox_id = e.sandbox_id;
         r.sandbox = e.sandbox;
@@ -355,7 +377,7 @@ int run_discover(StateCommandOptions& o, const DiscoverOptions& d, std::string& 
         clock_gettime(CLOCK_REALTIME, &ts);
         r.time_ns = int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
         EventOutcome eo;
-        eo.source = "discover";
+        eo.source = event;
         eo.policy_path = policy_path;
         eo.cgroup_root = o.roots.cgroup_root ? *o.roots.cgroup_root : "";
         eo.proc_root = o.roots.proc_root ? *o.roots.proc_root : "";
@@ -374,13 +396,13 @@ int run_discover(StateCommandOptions& o, const DiscoverOptions& d, std::string& 
             }
         }
         if (o.dry_run) {  // nothing is recorded: say what would be adopted
-            out += "discover " + subject + (des.have_plan ? " class " + r.cls : std::string()) + ": would be recorded and adopted (dry run)\n";
-            ++n_new;
+            out += event + " " + subject + (des.have_plan ? " class " + r.cls : std::string()) + ": would be recorded and adopted (dry run)\n";
+            ++n.adopted;
             continue;
         }
         std::string w = st.store_last(e.sandbox_id, e.id, make_last_request(eo, r));
         if (!w.empty()) {
-            ++n_skip;
+            ++n.skipped;
             out += "skipped  " + subject + ": cannot record it (" + w + ")\n";
             continue;
         }
@@ -400,15 +422,176 @@ int run_discover(StateCommandOptions& o, const DiscoverOptions& d, std::string& 
             if (!me.empty()) out += "warning: " + me + "\n";
         }
         o.discovered.insert(e.id);
-        ++n_new;
+        ++n.adopted;
     }
+    return n;
+}
+
+std::set<std::string> known_ids(const std::string& state_dir) {
+    StateDir st(state_dir);
+    std::set<std::string> known;
+    for (const auto& f : st.list_last()) known.insert(f.id);
+    return known;
+}
+
+}  // namespace
+
+int run_discover(StateCommandOptions& o, const DiscoverOptions& d, std::string& out) {
+    int rc = 0;
+    std::string err;
+    std::string text = run_cri_client(d, err);
+    Discovery disc;
+    if (!err.empty()) {
+        out += "discover: cannot list the runtime's pods through CRI (" + d.cri_socket + "): " + err + "\n";
+        rc = 1;
+    } else {
+        try {
+            json conf = v01_plugin_conf(d.nri_conf);
+            disc = discovery_from_cri_json(text, conf);
+        } catch (const InputError& x) {
+            out += std::string("discover: ") + x.what() + "\n";
+            rc = 1;
+        }
+    }
+    AdoptCounts n = adopt(o, d, disc.entries, known_ids(o.state_dir), "discover", false, out);
     for (const auto& e : disc.errors) out += "skipped  " + e + "\n";
     if (err.empty() && rc == 0)
-        out += "discover: " + std::to_string(n_sb) + " sandbox(es) and " + std::to_string(n_ctr) + " container(s) live in " +
-               (disc.runtime.empty() ? std::string("the runtime") : disc.runtime) + ": " + std::to_string(n_new) + " newly recorded, " +
-               std::to_string(n_known) + " already known, " + std::to_string(n_skip + disc.errors.size()) + " skipped\n";
+        out += "discover: " + std::to_string(n.sandboxes) + " sandbox(es) and " + std::to_string(n.containers) + " container(s) live in " +
+               (disc.runtime.empty() ? std::string("the runtime") : disc.runtime) + ": " + std::to_string(n.adopted) + " newly recorded, " +
+               std::to_string(n.known) + " already known, " + std::to_string(n.skipped + disc.errors.size()) + " skipped\n";
     int rrc = run_reconcile(o, out);
     return rc ? rc : rrc;
+}
+
+UnseenPlan plan_unseen(const Discovery& listed, const std::set<std::string>& known, const std::set<std::string>& given_up, int64_t now_ns,
+                       int64_t min_age_ms, size_t max_adopt) {
+    UnseenPlan p;
+    std::set<std::string> sandboxes, waiting_pods;  // listed sandboxes; unseen ones too new
+    for (const auto& e : listed.entries)
+        if (e.sandbox) sandboxes.insert(e.id);
+    const int64_t min_age_ns = min_age_ms * 1000000;
+    for (const auto& e : listed.entries) {
+        if (known.count(e.id)) {
+            ++p.known;
+            continue;
+        }
+        if (given_up.count(e.id)) {
+            ++p.given_up;
+            p.still_given_up.push_back(e.id);
+            continue;
+        }
+        if (!e.sandbox && !sandboxes.count(e.sandbox_id)) {
+            ++p.no_pod;
+            continue;
+        }
+        // A container its own runtime event may be on its way for (CRI lists a container once
+        // its CreateContainer returned; the relay's record follows its answer): not yet.
+        const bool young = e.created_ns > 0 && now_ns - e.created_ns < min_age_ns;
+        if (young || (!e.sandbox && waiting_pods.count(e.sandbox_id))) {
+            ++p.too_new;
+            if (e.sandbox) waiting_pods.insert(e.id);
+            continue;
+        }
+        if (p.adopt.size() >= max_adopt) {
+            ++p.deferred;
+            if (e.sandbox) waiting_pods.insert(e.id);
+            continue;
+        }
+        p.adopt.push_back(e.id);
+    }
+    return p;
+}
+
+int run_unseen(StateCommandOptions& o, const DiscoverOptions& d, int64_t min_age_ms, std::string& out) {
+    // 1. The listing alone (no status call): Version, ListPodSandbox, ListContainers.
+    DiscoverOptions brief = d;
+    brief.verbose_ids = std::string();
+    std::string err;
+    std::string text = run_cri_client(brief, err);
+    Discovery listed;
+    if (err.empty()) {
+        try {
+            listed = discovery_from_cri_json(text, json::object());
+        } catch (const InputError& x) {
+            err = x.what();
+        }
+    }
+    if (!err.empty()) {
+        out += "unseen: cannot list the runtime's pods through CRI (" + d.cri_socket + "): " + err + "\n";
+        return 1;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    const int64_t now_ns = int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+    // The ids an earlier pass could not adopt (no runtime spec, an invalid request): not asked
+    // again while the runtime lists them (their skip line was printed once).
+    StateDir st(o.state_dir);
+    std::set<std::string> given_up;
+    if (auto t = st.read_file(kUnseenSkippedFile, 1u << 20)) {
+        std::istringstream in(*t);
+        std::string id;
+        while (std::getline(in, id))
+            if (!id.empty()) given_up.insert(id);
+    }
+    UnseenPlan plan = plan_unseen(listed, known_ids(o.state_dir), given_up, now_ns, min_age_ms, kMaxUnseenPerPass);
+    auto keep_given_up = [&](const std::vector<std::string>& more) {
+        std::string t;
+        for (const auto& id : plan.still_given_up) t += id + "\n";
+        for (const auto& id : more) t += id + "\n";
+        if (t.size() > (1u << 20)) t.clear();  // bounded: asked again rather than never
+        if (!o.dry_run && (t.size() != 0 || !given_up.empty())) {
+            std::string w = st.write_file(kUnseenSkippedFile, t);
+            if (!w.empty()) out += "warning: " + w + "\n";
+        }
+    };
+    auto summary = [&](size_t adopted) {
+        return "unseen: " + std::to_string(listed.entries.size()) + " sandboxes/containers live in " +
+               (listed.runtime.empty() ? std::string("the runtime") : listed.runtime) + ": " + std::to_string(plan.known) + " known, " +
+               std::to_string(adopted) + " adopted, " + std::to_string(plan.too_new) + " younger than " + std::to_string(min_age_ms) +
+               " ms (next pass), " + std::to_string(plan.deferred) + " deferred (more than " + std::to_string(kMaxUnseenPerPass) +
+               " per pass), " + std::to_string(plan.no_pod) + " without a listed pod, " + std::to_string(plan.given_up) +
+               " not adoptable (said before)\n";
+    };
+    if (plan.adopt.empty()) {  // nothing new: no status call, no policy load, no record
+        if (plan.still_given_up.size() != given_up.size()) keep_given_up({});
+        if (o.verbose_pass) out += summary(0);
+        return 0;
+    }
+    // 2. The status (runtime spec) of the unseen ones only.
+    DiscoverOptions full = d;
+    std::string ids;
+    for (const auto& id : plan.adopt) ids += (ids.empty() ? "" : ",") + id;
+    full.verbose_ids = ids;
+    text = run_cri_client(full, err);
+    Discovery disc;
+    if (err.empty()) {
+        try {
+            disc = discovery_from_cri_json(text, v01_plugin_conf(d.nri_conf));
+        } catch (const InputError& x) {
+            err = x.what();
+        }
+    }
+    if (!err.empty()) {
+        out += "unseen: cannot read the status of " + std::to_string(plan.adopt.size()) + " unseen sandbox(es)/container(s) through CRI (" + d.cri_socket +
+               "): " + err + "\n";
+        return 1;
+    }
+    std::set<std::string> wanted(plan.adopt.begin(), plan.adopt.end());
+    std::vector<DiscoveredEntry> todo;
+    for (auto& e : disc.entries)
+        if (wanted.count(e.id)) todo.push_back(std::move(e));
+    AdoptCounts n = adopt(o, d, todo, {}, "unseen", true, out);
+    std::vector<std::string> skipped;
+    for (const auto& e : todo)
+        if (!e.skip.empty()) skipped.push_back(e.id);
+    keep_given_up(skipped);
+    for (const auto& e : disc.errors) out += "skipped  " + e + "\n";
+    out += summary(n.adopted);
+    if (o.discovered.empty()) return 0;
+    // 3. Their class applied: the reconcile pass over the adopted ones only.
+    o.only = o.discovered;
+    o.adopt_event = "unseen";
+    return run_reconcile(o, out);
 }
 
 }  // namespace nriqos

@@ -12,6 +12,8 @@
 // current policy and applies their classes through the same writer, records and metrics.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,6 +35,9 @@ struct DiscoverOptions {
     /// policy is the one the hook would use); absent or unreadable: {"policy": the default}
     std::string nri_conf = "/etc/nri/conf.json";
     int timeout_ms = 30000;  ///< the whole CRI client run (it is killed after that)
+    /// Passed as the client's --verbose-ids (comma-separated; "" none): only these get a status
+    /// call, the rest is printed as listed ("brief"). nullopt: every item's status (discover).
+    std::optional<std::string> verbose_ids;
 };
 
 /// Default install path of the CRI client (Makefile install, packaging).
@@ -50,6 +55,8 @@ struct DiscoveredEntry {
     /// only those its pod_annotations allow-list passes). "" when `skip` is set.
     std::string request;
     std::string skip;  ///< not adoptable: why, one line ("no runtimeSpec in the verbose status", a bad field)
+    int64_t created_ns = 0;  ///< CRI created_at (unix ns; 0 unknown)
+    bool brief = false;      ///< listed without its status (nri-qos-cri --verbose-ids): no request
 };
 
 /// What the CRI client reported.
@@ -86,5 +93,47 @@ std::string run_cri_client(const DiscoverOptions& d, std::string& err);
 /// knows already (from events) are left as they are. Exit status: run_reconcile's, or 1 when the
 /// runtime could not be asked (the reconcile pass still runs on what is recorded).
 int run_discover(StateCommandOptions& o, const DiscoverOptions& d, std::string& out);
+
+/// Most sandboxes/containers one unseen pass adopts; the rest waits for the next pass.
+inline constexpr size_t kMaxUnseenPerPass = 256;
+
+/// What one unseen pass does with the runtime's listing (plan_unseen).
+struct UnseenPlan {
+    std::vector<std::string> adopt;  ///< ids to adopt now, in listing order (sandboxes first)
+    size_t known = 0;     ///< already in the state dir (an event, a Synchronize, an earlier pass)
+    size_t too_new = 0;   ///< younger than the minimum age, or of an unseen pod that is: next pass
+    size_t deferred = 0;  ///< past max_adopt: next pass
+    size_t no_pod = 0;    ///< a container whose sandbox is not listed (not ready)
+    size_t given_up = 0;  ///< an earlier pass could not adopt it (said then): not asked again
+    std::vector<std::string> still_given_up;  ///< those ids (the ones the runtime still lists)
+};
+
+/// The state-dir file (StateDir::read_file) of the ids an unseen pass could not adopt, one per line.
+inline constexpr const char* kUnseenSkippedFile = "unseen-skipped";
+
+/// The unseen pass's decision (issue #33 §4): which of the runtime's live sandboxes and
+/// containers (`listed`: the CRI client's brief listing, discovery_from_cri_json) nri-qos never
+/// saw. An id in `known` (the ids of the state dir's last-request records) was seen: by its own
+/// event, a Synchronize, a discover or an earlier pass — left alone. An unknown one is adopted
+/// unless it is younger than `min_age_ms` by CRI's created_at against `now_ns` (both unix ns; 0
+/// = unknown age, counted old enough): containerd lists a container once its NRI
+/// CreateContainer returned (internal/cri/server container_create.go adds it to the container
+/// store last), and the relay records an event after answering it, so a young container may be
+/// one whose own event is still being recorded — it waits for the next pass. A container of an
+/// unseen pod that waits makes none of the pod's containers adopted before it. An id in
+/// `given_up` (an earlier pass skipped it with its reason) is not asked again. At most
+/// `max_adopt` ids are adopted (the rest: `deferred`). Pure: no I/O.
+UnseenPlan plan_unseen(const Discovery& listed, const std::set<std::string>& known, const std::set<std::string>& given_up, int64_t now_ns,
+                       int64_t min_age_ms, size_t max_adopt);
+
+/// `reconcile --unseen` (issue #33 §4; the relay service runs it every --unseen-interval): list
+/// the runtime through CRI without status calls (read-only: Version, ListPodSandbox,
+/// ListContainers), decide with plan_unseen against the state dir, and only when something is
+/// unseen ask the status of those ids alone, record each as discover does (source and event
+/// "unseen"; just before each is stored the state dir is read again: a record its own event
+/// left meanwhile wins) and apply their class with run_reconcile restricted to them (records
+/// and output lines "unseen"/"adopted"). Nothing new: no output (unless o.verbose_pass), no
+/// policy load, no record. Exit status: run_reconcile's, 1 when the runtime cannot be asked.
+int run_unseen(StateCommandOptions& o, const DiscoverOptions& d, int64_t min_age_ms, std::string& out);
 
 }  // namespace nriqos

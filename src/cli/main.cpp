@@ -229,6 +229,34 @@ std::vector<std::string> eval_argv(CLI::App* relay, const Options& o, const std:
     return a;
 }
 
+/// The relay service's unseen pass (service.hpp ServiceOptions::unseen_argv): this binary's
+/// `reconcile --unseen` on the relay's own state dir, policy, cache and sinks, so that what it
+/// adopts is classified and recorded as the relay's evaluators would (the roots and sinks given
+/// to `relay` are passed on; the others keep the defaults both commands share).
+std::vector<std::string> unseen_argv(CLI::App* relay, const Options& o, const std::string& layout, const std::string& cri_socket,
+                                     const std::string& cri_client) {
+    std::vector<std::string> a = {"/proc/self/exe", "reconcile", "--unseen", "--policy", o.policy, "--state-dir", o.state_dir,
+                                  "--cri-socket", cri_socket};
+    if (!cri_client.empty()) a.insert(a.end(), {"--cri-client", cri_client});
+    auto pass = [&](const char* flag, const std::string& v) {
+        if (relay->count(flag) > 0) {
+            a.emplace_back(flag);
+            a.push_back(v);
+        }
+    };
+    pass("--cgroup-root", o.cgroup_root);
+    pass("--cgroup-layout", layout);
+    pass("--proc-root", o.proc_root);
+    pass("--resctrl-root", o.resctrl_root);
+    pass("--kubelet-cpu-state", o.kubelet_cpu_state);
+    pass("--cache-dir", o.cache_dir);
+    pass("--last-good-dir", o.last_good_dir);
+    pass("--systemd-helper", o.systemd_helper);
+    pass("--metrics-file", o.metrics_file.value_or(""));
+    pass("--event-log", o.event_log.value_or(""));
+    return a;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -290,13 +318,16 @@ int main(int argc, char** argv) {
     bool relay_once = false;
     std::string metrics_listen, metrics_server;  // relay --metrics-listen, serve-metrics --listen
     CLI::App* serve_metrics = nullptr;
+    int unseen_interval_s = 30;
+    std::string relay_cri_socket = nriqos::DiscoverOptions{}.cri_socket, relay_cri_client;
     std::string explain_container;
     std::string explain_pod_file, explain_driver;
     CLI::App* status = nullptr;
     CLI::App* reconcile = nullptr;
     nriqos::StateCommandOptions so;
     nriqos::DiscoverOptions dopt;
-    bool discover = false;
+    bool discover = false, unseen = false;
+    int64_t unseen_min_age_ms = 10000;
     so.state_dir = nriqos::defaults::kStateDir;
     so.roots.cache_dir = nriqos::defaults::kCacheDir;
     std::string check_path = nriqos::defaults::kPolicy;
@@ -335,6 +366,15 @@ int main(int argc, char** argv) {
         relay->add_option("--metrics-listen", metrics_listen,
                           "with --socket: serve GET /metrics on ADDRESS:PORT (numeric, e.g. 0.0.0.0:9470): the metrics textfile, the relay's liveness, nri_qos_build_info");
         relay->add_option("--metrics-server", metrics_server, "the metrics server executable; unset: nri-qos-metrics beside this binary, else /usr/libexec/nri-qos/nri-qos-metrics");
+        relay->add_option("--unseen-interval", unseen_interval_s,
+                          "with --socket: every this many seconds (the first one that long after each Synchronize) adopt the runtime's "
+                          "sandboxes and containers no event reported (reconcile --unseen, through CRI, read-only); default 30, 0 disables")
+            ->check(CLI::Range(0, 86400));
+        relay->add_option("--cri-socket", relay_cri_socket,
+                          "the runtime's CRI endpoint for the unseen pass (default unix:///run/containerd/containerd.sock; CRI-O "
+                          "/var/run/crio/crio.sock)");
+        relay->add_option("--cri-client", relay_cri_client, "the CRI client of the unseen pass (default nri-qos-cri beside this binary, else "
+                                                            "/usr/libexec/nri-qos/nri-qos-cri)");
         relay->add_flag("--once", relay_once,
                         "with --socket: serve one connection and exit (default: reconnect with back-off when the runtime goes away)");
 
@@ -388,6 +428,15 @@ int main(int argc, char** argv) {
         reconcile->add_option("--cri-client", dopt.cri_client,
                               "with --discover: the CRI client (default nri-qos-cri beside this binary, else /usr/libexec/nri-qos/nri-qos-cri)");
         reconcile->add_option("--nri-conf", dopt.nri_conf, "with --discover: NRI v0.1 conf.json whose nri-qos conf the requests get (default /etc/nri/conf.json)");
+        reconcile->add_flag("--unseen", unseen,
+                            "only adopt the runtime's sandboxes and containers nri-qos never saw (CRI listing; the relay service runs it "
+                            "every --unseen-interval); nothing else is reconciled")
+            ->excludes("--discover");
+        reconcile->add_option("--min-age-ms", unseen_min_age_ms,
+                              "with --unseen: leave a sandbox or container younger than this to the next pass (its own event may be "
+                              "in flight; default 10000)")
+            ->check(CLI::Range(int64_t(0), int64_t(86400000)));
+        reconcile->add_flag("--verbose-pass", so.verbose_pass, "with --unseen: print the summary line even when nothing is new");
 
         check = app.add_subcommand("check", "validate a policy file (and precompile it)");
         check->add_option("policy", check_path, "policy file (default /etc/nri/nri-qos.toml)");
@@ -478,7 +527,7 @@ int main(int argc, char** argv) {
         std::string out;
         // reconcile reads the runtime's version again (settings.cpu_weight_formula = "auto"): a
         // runtime upgraded since the last probe changes the formula in force from now on.
-        if (reconcile->parsed() && !so.dry_run)
+        if (reconcile->parsed() && !so.dry_run && !unseen)  // the unseen pass: as cheap as possible
         {
             if (std::string l = nriqos::implicit_runtime_probe(so.state_dir, nriqos::defaults::kStateDir, false); !l.empty())
                 out += "runtime  " + l + "\n";
@@ -488,6 +537,7 @@ int main(int argc, char** argv) {
         }
         int rc = status->parsed() ? (so.relay_only ? nriqos::relay_liveness(so, out) : nriqos::run_status(so, out))
                  : discover       ? nriqos::run_discover(so, dopt, out)
+                 : unseen         ? nriqos::run_unseen(so, dopt, unseen_min_age_ms, out)
                                   : nriqos::run_reconcile(so, out);
         write_all(STDOUT_FILENO, out);
         return rc;
@@ -528,6 +578,8 @@ int main(int argc, char** argv) {
         sv.metrics_listen = metrics_listen;
         sv.metrics_server = metrics_server_path(metrics_server);
         sv.events_metrics_file = mf;
+        sv.unseen_interval_ms = unseen_interval_s * 1000;
+        sv.unseen_argv = unseen_argv(relay, o, layout, relay_cri_socket, relay_cri_client);
         if (!ro.log_file.empty()) {  // the service's own lines go to the relay's log too
             int lfd = open(ro.log_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
             if (lfd >= 0) {

@@ -245,6 +245,7 @@ static std::string conf_json_lines(const StateCommandOptions& o, json& problems)
 int run_status(const StateCommandOptions& o, std::string& out) {
     StateDir st(o.state_dir);
     std::vector<LastRequest> all = load_last(st);
+    if (o.only) all.erase(std::remove_if(all.begin(), all.end(), [&](const LastRequest& r) { return !o.only->count(r.id); }), all.end());
     PolicySet pols{places_of(o), {}};
     json arr = json::array();
     std::string text;
@@ -256,8 +257,8 @@ int run_status(const StateCommandOptions& o, std::string& out) {
         json e = {{"namespace", r.ns}, {"pod", r.pod}, {"container", r.sandbox ? "" : r.container}, {"id", r.id}, {"sandbox_id", r.sandbox_id},
                   {"sandbox", r.sandbox}, {"class", r.cls}, {"rule", r.rule}, {"last_event", r.event}, {"time", r.time}, {"outcome", r.outcome},
                   // where the record came from: the runtime's events, or `reconcile --discover`
-                  {"origin", r.source == "discover" ? "discovered" : "event"}};
-        if (r.source == "discover") ++discovered;
+                  {"origin", r.source == "discover" ? "discovered" : r.source == "unseen" ? "unseen" : "event"}};
+        if (r.source == "discover" || r.source == "unseen") ++discovered;
         snprintf(buf, sizeof buf, "%-36s %-20s %-12s %-10s %-22s %-16s %s\n", (r.ns + "/" + r.pod).c_str(), r.sandbox ? "(sandbox)" : r.container.c_str(),
                  short_id(r.id).c_str(), r.cls.c_str(), r.rule.c_str(), r.event.c_str(), r.time.c_str());
         text += buf;
@@ -352,6 +353,7 @@ int run_status(const StateCommandOptions& o, std::string& out) {
 int run_reconcile(const StateCommandOptions& o, std::string& out) {
     StateDir st(o.state_dir);
     std::vector<LastRequest> all = load_last(st);
+    if (o.only) all.erase(std::remove_if(all.begin(), all.end(), [&](const LastRequest& r) { return !o.only->count(r.id); }), all.end());
     PolicySet pols{places_of(o), {}};
     // The configured policy is compiled even when no container uses it yet (after a reboot, an
     // edit): the next event then finds it in the cache instead of compiling it within its
@@ -385,7 +387,7 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
         const bool adopted = o.discovered.count(r.id) > 0;
         EventRecord rec;
         rec.source = "reconcile";
-        rec.event = adopted ? "discover" : "reconcile";
+        rec.event = adopted ? o.adopt_event : "reconcile";
         rec.ns = r.ns;
         rec.pod = r.pod;
         rec.container = r.sandbox ? "" : r.container;

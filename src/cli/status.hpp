@@ -24,6 +24,12 @@ struct StateCommandOptions {
     /// reconcile --discover (discover.hpp): ids recorded by this discovery; their reconcile
     /// records are event "discover" and their lines say "adopted"
     std::set<std::string> discovered;
+    /// reconcile --unseen: the event name of those adoptions ("discover" or "unseen")
+    std::string adopt_event = "discover";
+    /// reconcile only these ids (reconcile --unseen: the ones it adopted); nullopt: every record
+    std::optional<std::set<std::string>> only;
+    /// reconcile --unseen: print the pass's summary line even when nothing was new
+    bool verbose_pass = false;
     /// reconcile on the systemd cgroup driver (cgroup v2): the companion that sets the unit
     /// properties of what it writes back, before the files, as the hook does (systemd_unit.hpp
     /// set_systemd_properties; --systemd-helper, "" disables). Without them the next

@@ -18,12 +18,19 @@
 // "info" is the verbose status map; each value that is a JSON document (containerd's "info":
 // pid, config, runtimeSpec with cgroupsPath, resources and annotations) is embedded parsed,
 // any other value as a string. Sandboxes that are not ready and containers that are neither
-// created nor running are left out. Exit 0, or 1 with one line on stderr when the runtime cannot
+// created nor running are left out. Every item also carries "created_at" (CRI's, unix ns).
+// `--verbose-ids ID,ID,...` (the periodic unseen pass, `reconcile --unseen`): the status calls
+// are made only for the listed ids; every other item is printed from the List answer alone
+// (its labels, annotations and metadata as listed, no "info", "brief": true), so a pass that
+// finds nothing new costs Version + ListPodSandbox + ListContainers. An empty list: no status
+// call at all. Exit 0, or 1 with one line on stderr when the runtime cannot
 // be asked (nothing on stdout then); 2 on a usage error.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
@@ -73,8 +80,9 @@ std::string one_line(std::string s) {
 
 void usage() {
     std::fprintf(stderr,
-                 "usage: nri-qos-cri [--socket ENDPOINT] [--timeout-ms N]\n"
+                 "usage: nri-qos-cri [--socket ENDPOINT] [--timeout-ms N] [--verbose-ids ID,...]\n"
                  "  list the CRI runtime's live pod sandboxes and containers (verbose status) as one JSON document\n"
+                 "  --verbose-ids: ask the status of these ids only (\"\" none); the others as listed\n"
                  "  ENDPOINT: unix:///path or /path (default %s)\n",
                  kDefaultEndpoint);
 }
@@ -84,9 +92,18 @@ void usage() {
 int main(int argc, char** argv) {
     std::string endpoint = kDefaultEndpoint;
     long timeout_ms = 10000;
+    bool only = false;          // --verbose-ids given: status calls for `verbose` only
+    std::set<std::string> verbose;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if ((a == "--socket" || a == "--cri-socket") && i + 1 < argc) endpoint = argv[++i];
+        else if (a == "--verbose-ids" && i + 1 < argc) {
+            only = true;
+            std::istringstream in(argv[++i]);
+            std::string id;
+            while (std::getline(in, id, ','))
+                if (!id.empty()) verbose.insert(id);
+        }
         else if (a == "--timeout-ms" && i + 1 < argc) timeout_ms = std::strtol(argv[++i], nullptr, 10);
         else if (a == "--help" || a == "-h") { usage(); return 0; }
         else { usage(); return 2; }
@@ -125,6 +142,18 @@ int main(int argc, char** argv) {
         if (!st.ok()) return fail("CRI ListPodSandbox", st);
         for (const auto& sb : rs.items()) {
             if (sb.state() != v1::SANDBOX_READY) continue;
+            if (only && !verbose.count(sb.id())) {
+                sandboxes.push_back({{"id", sb.id()},
+                                     {"state", v1::PodSandboxState_Name(sb.state())},
+                                     {"created_at", sb.created_at()},
+                                     {"brief", true},
+                                     {"metadata", {{"name", sb.metadata().name()}, {"uid", sb.metadata().uid()},
+                                                   {"namespace", sb.metadata().namespace_()}, {"attempt", sb.metadata().attempt()}}},
+                                     {"labels", str_map(sb.labels())},
+                                     {"annotations", str_map(sb.annotations())},
+                                     {"runtime_handler", sb.runtime_handler()}});
+                continue;
+            }
             grpc::ClientContext c2;
             c2.set_deadline(deadline());
             v1::PodSandboxStatusRequest q2;
@@ -139,6 +168,7 @@ int main(int argc, char** argv) {
             const v1::PodSandboxStatus& s = r2.status();
             sandboxes.push_back({{"id", sb.id()},
                                  {"state", v1::PodSandboxState_Name(s.state())},
+                                 {"created_at", s.created_at()},
                                  {"metadata", {{"name", s.metadata().name()}, {"uid", s.metadata().uid()},
                                                {"namespace", s.metadata().namespace_()}, {"attempt", s.metadata().attempt()}}},
                                  {"labels", str_map(s.labels())},
@@ -157,6 +187,17 @@ int main(int argc, char** argv) {
         if (!st.ok()) return fail("CRI ListContainers", st);
         for (const auto& c : rs.containers()) {
             if (c.state() != v1::CONTAINER_CREATED && c.state() != v1::CONTAINER_RUNNING) continue;
+            if (only && !verbose.count(c.id())) {
+                containers.push_back({{"id", c.id()},
+                                      {"pod_sandbox_id", c.pod_sandbox_id()},
+                                      {"state", v1::ContainerState_Name(c.state())},
+                                      {"created_at", c.created_at()},
+                                      {"brief", true},
+                                      {"metadata", {{"name", c.metadata().name()}, {"attempt", c.metadata().attempt()}}},
+                                      {"labels", str_map(c.labels())},
+                                      {"annotations", str_map(c.annotations())}});
+                continue;
+            }
             grpc::ClientContext c2;
             c2.set_deadline(deadline());
             v1::ContainerStatusRequest q2;
@@ -172,6 +213,7 @@ int main(int argc, char** argv) {
             containers.push_back({{"id", c.id()},
                                   {"pod_sandbox_id", c.pod_sandbox_id()},
                                   {"state", v1::ContainerState_Name(s.state())},
+                                  {"created_at", s.created_at()},
                                   {"metadata", {{"name", s.metadata().name()}, {"attempt", s.metadata().attempt()}}},
                                   {"labels", str_map(s.labels())},
                                   {"annotations", str_map(s.annotations())},

@@ -10,6 +10,8 @@
 #include "nri/failure_record.hpp"
 
 #include <cerrno>
+#include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -99,6 +101,19 @@ int evaluate_batch(nriqos::Options& o, const std::string& input, int budget_ms, 
     logf("Synchronize evaluator: %s; no item evaluated", bad.c_str());
     write_all(STDOUT_FILENO, std::string(kBatchEnd) + "0}\n");
     return 0;
+  }
+  // Test-only (tests/e2e `unseen`, issue #33 §4): NRI_QOS_TEST_SYNC_DELAY_MS (1-60000) holds this
+  // evaluator that long before its first item, so that the runtime's Synchronize request stays
+  // open — a container created meanwhile is one the runtime never reports. The pass's deadline
+  // still holds (what is left is evaluated late); said on the relay's log at every pass.
+  if (const char* d = getenv("NRI_QOS_TEST_SYNC_DELAY_MS")) {
+    long ms = strtol(d, nullptr, 10);
+    if (ms > 0 && ms <= 60000) {
+      logf("Synchronize evaluator: NRI_QOS_TEST_SYNC_DELAY_MS: waiting %ld ms before the first item (test setting)", ms);
+      struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+      while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+      }
+    }
   }
   if (!o.sandbox_keep_wide) {
     if (std::string e = nriqos::narrow_installed_sandbox_union(pids); !e.empty()) logf("Synchronize evaluator: sandbox: %s", e.c_str());

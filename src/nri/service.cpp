@@ -82,6 +82,10 @@ struct State {
   std::string runtime, runtime_version, nri_version;
   unsigned long reconnects = 0;
   int64_t connected_since = 0, last_sync = 0;
+  int64_t synced_mono = 0;  ///< monotonic ms of this connection's last Synchronize reply (0: none yet)
+  unsigned long unseen_passes = 0;  ///< unseen passes ended (ServiceOptions::unseen_argv)
+  int64_t last_unseen_pass = 0;     ///< unix s of the last one's end, 0 none
+  int last_unseen_status = 0;       ///< its exit status (128 + signal when killed)
 };
 
 void publish(const ServiceOptions& so, const RelayOptions& o, const State& s) {
@@ -89,6 +93,9 @@ void publish(const ServiceOptions& so, const RelayOptions& o, const State& s) {
             {"connected", s.connected}, {"registered", s.registered}, {"runtime", s.runtime},
             {"runtime_version", s.runtime_version}, {"nri_version", s.nri_version}, {"reconnects", s.reconnects},
             {"connected_since", s.connected_since}, {"last_sync", s.last_sync}, {"socket", o.socket_path}};
+  if (so.unseen_interval_ms > 0 && !so.unseen_argv.empty())
+    j["unseen"] = {{"interval_s", so.unseen_interval_ms / 1000}, {"passes", s.unseen_passes}, {"last", s.last_unseen_pass},
+                   {"last_status", s.last_unseen_status}};
   write_atomic(so.status_file, j.dump() + "\n");
   if (so.metrics_file.empty()) return;
   std::string m;
@@ -121,7 +128,95 @@ void take_line(const std::string& line, State& s) {
     s.nri_version = f.size() > 3 ? f[3] : "";
   } else if (f[0] == "synced") {
     s.last_sync = int64_t(::time(nullptr));
+    s.synced_mono = mono_ms();
   }
+}
+
+// ---- the unseen pass (ServiceOptions::unseen_argv): its own process, never waited for.
+struct UnseenPass {
+  pid_t pid = 0;
+  int64_t started = 0;    ///< monotonic ms
+  int64_t next_due = 0;   ///< monotonic ms of the next pass (0: after the next Synchronize)
+  int64_t synced_seen = 0;
+  unsigned long runs = 0;
+};
+
+// Reap a finished pass (WNOHANG); kill one past its timeout. Logs failures only. True when one
+// ended (its count, time and status are in `s`).
+bool unseen_reap(const ServiceOptions& so, State& s, UnseenPass& u) {
+  if (u.pid <= 0) return false;
+  int st = 0;
+  pid_t w = waitpid(u.pid, &st, WNOHANG);
+  if (w == 0) {
+    if (mono_ms() - u.started > so.unseen_timeout_ms) {
+      logf("service: unseen pass %lu (pid %d) still runs after %d ms: killed", u.runs, int(u.pid), so.unseen_timeout_ms);
+      kill(u.pid, SIGKILL);
+      waitpid(u.pid, &st, 0);
+      u.pid = 0;
+      ++s.unseen_passes;
+      s.last_unseen_pass = int64_t(::time(nullptr));
+      s.last_unseen_status = 128 + SIGKILL;
+      return true;
+    }
+    return false;
+  }
+  if (w != u.pid) return false;
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+    logf("service: unseen pass %lu ended with %s %d after %lld ms", u.runs, WIFEXITED(st) ? "exit status" : "signal",
+         WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? WTERMSIG(st) : 0, (long long)(mono_ms() - u.started));
+  u.pid = 0;
+  ++s.unseen_passes;
+  s.last_unseen_pass = int64_t(::time(nullptr));
+  s.last_unseen_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  return true;
+}
+
+// One tick of the service loop: reap, then start a pass when one is due. Due: the relay is
+// registered, its connection's Synchronize was answered, and the interval has passed since that
+// reply (the first pass) or since the previous pass started. True when a pass ended (publish).
+bool unseen_tick(const ServiceOptions& so, State& s, UnseenPass& u) {
+  if (so.unseen_argv.empty() || so.unseen_interval_ms <= 0) return false;
+  const bool ended = unseen_reap(so, s, u);
+  if (!s.registered || s.synced_mono == 0) return ended;
+  const int64_t now = mono_ms();
+  if (u.synced_seen != s.synced_mono) {  // a (new) Synchronize: the next pass one interval after it
+    u.synced_seen = s.synced_mono;
+    if (u.next_due == 0 || u.next_due > s.synced_mono + so.unseen_interval_ms) u.next_due = s.synced_mono + so.unseen_interval_ms;
+  }
+  if (u.pid > 0 || now < u.next_due) return ended;
+  u.next_due = now + so.unseen_interval_ms;
+  pid_t pid = fork();
+  if (pid < 0) {
+    logf("service: unseen pass: fork: %s", strerror(errno));
+    return ended;
+  }
+  if (pid == 0) {
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // the service gone: so is its pass
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null >= 0) dup2(null, STDIN_FILENO);
+    dup2(STDERR_FILENO, STDOUT_FILENO);
+    std::vector<char*> argv;
+    for (const auto& a : so.unseen_argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    dprintf(STDERR_FILENO, "service: unseen pass: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  u.pid = pid;
+  u.started = now;
+  ++u.runs;
+  return ended;
+}
+
+// At the service's stop: a pass still running is ended (SIGTERM, then reaped).
+void unseen_stop(UnseenPass& u) {
+  if (u.pid <= 0) return;
+  kill(u.pid, SIGTERM);
+  int st;
+  waitpid(u.pid, &st, 0);
+  u.pid = 0;
 }
 
 // Sleep `ms`, waking early on SIGTERM/SIGINT.
@@ -198,6 +293,12 @@ int run_relay_service(RelayOptions opts, const ServiceOptions& so) {
   s.started = int64_t(::time(nullptr));
   int backoff = so.backoff_min_ms;
   bool first = true;
+  UnseenPass unseen;
+  if (!so.unseen_argv.empty() && so.unseen_interval_ms > 0)
+    logf("service: unseen pass every %d ms after each Synchronize (%s ...)", so.unseen_interval_ms,
+         so.unseen_argv.size() > 2 ? (so.unseen_argv[1] + " " + so.unseen_argv[2]).c_str() : so.unseen_argv[0].c_str());
+  else
+    logf("service: no unseen pass (--unseen-interval 0): a container the runtime creates during a Synchronize stays unclassified");
   publish(so, opts, s);
   // The metrics server: started before any relay process exists (none inherits its socket),
   // started again when it dies (checked with each poll of the relay's status pipe).
@@ -297,12 +398,16 @@ int run_relay_service(RelayOptions opts, const ServiceOptions& so) {
       pid_t w = waitpid(pid, &status, WNOHANG);
       if (w == pid) reaped = true;
       keep_metrics();
+      if (!g_stop && unseen_tick(so, s, unseen)) publish(so, opts, s);
     }
     if (sp[0] >= 0) close(sp[0]);
     const int64_t lasted = mono_ms() - t0;
     s.relay_pid = 0;
     s.connected = s.registered = false;
     s.connected_since = 0;
+    s.synced_mono = 0;
+    unseen.next_due = 0;  // the next connection: one interval after its own Synchronize
+    unseen_reap(so, s, unseen);
     publish(so, opts, s);
     if (g_stop) break;
     if (lasted >= so.stable_after_ms) backoff = so.backoff_min_ms;
@@ -317,6 +422,7 @@ int run_relay_service(RelayOptions opts, const ServiceOptions& so) {
     kill(metrics_pid, SIGTERM);
     waitpid(metrics_pid, nullptr, 0);
   }
+  unseen_stop(unseen);
   logf("service: stopping");
   return 0;
 }

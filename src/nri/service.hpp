@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -21,7 +22,9 @@ struct ServiceOptions {
   ///  "connected": bool, "registered": bool (Configure received on this connection),
   ///  "runtime": name, "runtime_version", "nri_version", "reconnects": connection attempts after the
   ///  first, "connected_since": unix s or 0, "last_sync": unix s of the last Synchronize reply or 0,
-  ///  "socket": path}. Empty: none.
+  ///  "socket": path, and with the unseen pass on: "unseen": {"interval_s", "passes": ended so
+  ///  far, "last": unix s of the last one's end or 0, "last_status": its exit status, 128 +
+  ///  signal when killed}}. Empty: none.
   std::string status_file;
   /// Prometheus textfile (e.g. .../textfile_collector/nri_qos_relay.prom), rewritten atomically:
   /// nri_qos_relay_up (1 while registered), nri_qos_relay_reconnects_total,
@@ -42,6 +45,19 @@ struct ServiceOptions {
   int backoff_max_ms = 5000;
   /// A connection that lasted this long resets the back-off to backoff_min_ms.
   int stable_after_ms = 10000;
+  /// The unseen pass (issue #33 §4): a command run every `unseen_interval_ms` while the relay is
+  /// registered, the first one that long after the connection's Synchronize was answered —
+  /// `nri-qos reconcile --unseen ...` (src/cli/discover.hpp run_unseen), which adopts the
+  /// containers the runtime never reported (created during a Synchronize:
+  /// containerd/containerd#13698, cri-o/cri-o#10090). It runs as a process of its own (fork +
+  /// exec; stdin /dev/null, stdout and stderr the service's stderr, i.e. the relay's log), never
+  /// inside the relay's ttrpc loop and never waited for by the service's loop: it is reaped with
+  /// WNOHANG at the loop's 200 ms ticks, killed (SIGKILL, one log line) when it runs longer than
+  /// `unseen_timeout_ms`, and never two at once. A non-zero exit is logged. Empty argv or an
+  /// interval <= 0: no pass.
+  std::vector<std::string> unseen_argv;
+  int unseen_interval_ms = 0;
+  int unseen_timeout_ms = 120000;
 };
 
 /// Run the relay as a service: connect (RelayOptions::socket_path), serve until the connection

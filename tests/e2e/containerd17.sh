@@ -453,8 +453,9 @@ EXT_CUR=$EXT_SUPERVISOR                  # the supervisor of the relay started l
 ext_supervise() { # POLICY: Restart=always, RestartSec=$EXT_RESTART_SEC (runs until killed)
   while :; do
     while [ -e "$EXT_HOLD" ]; do sleep 0.2; done
-    "$NRI_QOS_BIN" relay --socket "$(nri_sock)" --policy "$1" --log-file "$EXT_LOG" \
-      --metrics-file "$D/metrics/nri_qos.prom" ${EXT_KUBELET_STATE:+--kubelet-cpu-state "$EXT_KUBELET_STATE"} </dev/null >>"$EXT_LOG" 2>&1
+    # shellcheck disable=SC2086 # EXT_RELAY_ENV, EXT_RELAY_ARGS: words (the unseen scenario's)
+    env ${EXT_RELAY_ENV:-} "$NRI_QOS_BIN" relay --socket "$(nri_sock)" --policy "$1" --log-file "$EXT_LOG" \
+      --metrics-file "$D/metrics/nri_qos.prom" ${EXT_KUBELET_STATE:+--kubelet-cpu-state "$EXT_KUBELET_STATE"} ${EXT_RELAY_ARGS:-} </dev/null >>"$EXT_LOG" 2>&1
     printf '[%(%T)T] supervisor: relay exited (status %s); restart in %s s\n' -1 "$?" "$EXT_RESTART_SEC" >>"$EXT_LOG"
     sleep "$EXT_RESTART_SEC"
   done
@@ -603,6 +604,99 @@ ext_sync_existing() {
   expect_status_class sx-be BE
   expect_status_class sx-ls LS
   stop_pod sx-be; stop_pod sx-ls
+  verdict "$name"
+}
+
+# unseen (issue #33 §4): a pod created while the relay's Synchronize request is open is reported
+# to it neither in that Synchronize nor by an event (containerd/containerd#13698,
+# cri-o/cri-o#10090); the relay service's unseen pass (reconcile --unseen through CRI) adopts it.
+# The relay starts with its Synchronize evaluator held UNSEEN_HOLD_MS (NRI_QOS_TEST_SYNC_DELAY_MS;
+# containerd's plugin_request_timeout is 2 s, the reply still comes by its deadline) and
+# --unseen-interval UNSEEN_S, while BE pods are created back to back (us-1..N; us-0 runs before,
+# so that the Synchronize has an item to hold). Wanted: at least one pod's sandbox or container is
+# adopted by the pass (event-log event "unseen": the hole happened; without it the scenario
+# retries, then SKIPs "not reproduced" — still checking every pod's BE values), every pod has the BE values in the kernel no later than
+# UNSEEN_S + 6 s after the Synchronize reply, and `status` lists each with class BE.
+UNSEEN_S=${UNSEEN_S:-12}
+UNSEEN_HOLD_MS=${UNSEEN_HOLD_MS:-1300}
+ext_unseen() {
+  local name=$S-unseen try before t_sync took pods="" p i ids adopted="" lp
+  [ "$EXT_SUPERVISOR" = systemd ] && { skip "$name" "the node VM's relay is the packaged service: no test setting slows its Synchronize there"; return; }
+  [ -x "$(dirname "$NRI_QOS_BIN")/nri-qos-cri" ] || { fail "$name" "no $(dirname "$NRI_QOS_BIN")/nri-qos-cri (make all)"; return; }
+  for try in 1 2 3; do
+    ext_stop
+    start_or_fail "$name" us-0 burstable --label koordinator.sh/qosClass=BE || return
+    before=$(ext_syncs)
+    EXT_RELAY_ENV="NRI_QOS_TEST_SYNC_DELAY_MS=$UNSEEN_HOLD_MS"
+    EXT_RELAY_ARGS="--unseen-interval $UNSEEN_S --cri-socket unix://$D/containerd.sock"
+    pods=""
+    # six CRI clients 0.5 s apart; the relay starts as soon as containerd logs the first one's
+    # RunPodSandbox (the client's own start-up takes seconds on a loaded host), so that the pods'
+    # CRI calls spread over the relay's registration and its held Synchronize
+    lp=""
+    local ctd_lines; ctd_lines=$(wc -l < "$D/logs/containerd.log")
+    for i in 1 2 3 4 5 6; do
+      ( sleep "$(awk -v i="$i" 'BEGIN { print (i - 1) * 0.5 }')"
+        run_pod "us-$try-$i" "us-$try-$i" "$(kube_parent burstable)" "${RES[@]}" --label koordinator.sh/qosClass=BE ) &
+      lp="$lp $!"
+    done
+    local end=$((SECONDS + 30))
+    until tail -n +"$((ctd_lines + 1))" "$D/logs/containerd.log" | grep -q "RunPodSandbox for name:..us-$try-1[^0-9]" || [ $SECONDS -ge $end ]; do sleep 0.05; done
+    ext_start "$D/policy/nri-qos.toml"
+    # shellcheck disable=SC2086
+    ext_wait 30 "" "$before" >/dev/null || { wait $lp; fail "$name" "the external relay did not register and synchronize within 30 s"; EXT_RELAY_ENV=""; EXT_RELAY_ARGS=""; ext_stop; return; }
+    t_sync=$EPOCHREALTIME
+    log "  try $try: synchronized: $(ext_log_text | grep -E 'NRI_QOS_TEST_SYNC_DELAY_MS|Synchronize: [0-9]* pods' | tail -2 | tr '\n' '|')"
+    # shellcheck disable=SC2086
+    wait $lp
+    for i in 1 2 3 4 5 6; do
+      p=us-$try-$i
+      if [ "$(j "$p" .ok)" = true ]; then pods="$pods $p"; else log "  $p: CRI: $(first_error "$p")"; stop_pod "$p"; fi
+    done
+    # every pod classified within the interval (+6 s: the pass itself, a loaded host)
+    for p in $pods; do await_knob "$p" ctr cpu.shares 2 $((UNSEEN_S + 8)); done
+    took=$(awk -v a="$t_sync" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+    adopted=""
+    for p in $pods; do
+      ids=$(j "$p" '.pod_id, .ctr_id')
+      for i in $ids; do
+        [ -n "$(last_record "$i" unseen)" ] && adopted="$adopted $p"
+      done
+    done
+    log "  try $try: pods$pods; adopted by the unseen pass:${adopted:- none}; all checked ${took} s after the Synchronize; relay log:" \
+        "$(ext_log_text | grep -E 'unseen|adopted' | tail -6 | tr '\n' '|')"
+    [ -n "$adopted" ] && break
+    for p in $pods; do stop_pod "$p"; done
+    stop_pod us-0
+  done
+  MISMATCH=""
+  if [ -z "$adopted" ]; then
+    # the runtime reported every pod (its own timing, e.g. containerd 2.2.7 on a loaded host):
+    # nothing for the pass to do, but every pod must still have its class
+    for p in $pods; do expect_be "$p"; done
+    if [ -z "$MISMATCH" ]; then
+      for p in $pods; do stop_pod "$p"; done
+      stop_pod us-0; EXT_RELAY_ENV=""; EXT_RELAY_ARGS=""; ext_stop
+      skip "$name" "not reproduced: in 3 tries the runtime reported every pod created around the held Synchronize (all BE by their own events)"
+      return
+    fi
+  else
+    for p in $pods; do expect_be "$p"; expect_status_class "$p" BE; done
+    # the adoption found CRI's values (a pod no event had classified), and its record says so
+    for p in $adopted; do
+      local r; r=$(last_record "$(j "$p" .ctr_id)" unseen)
+      [ -z "$r" ] || jq -e '.outcome == "ok" and .class == "BE"' <<<"$r" >/dev/null || MISMATCH="${MISMATCH:+$MISMATCH; }$p: unseen record $r"
+      log "  $p: unseen record: $(jq -c '{event, class, outcome, drift}' <<<"${r:-null}")"
+    done
+    [ "$(rj .unseen.passes)" -gt 0 ] 2>/dev/null && [ "$(rj .unseen.last_status)" = 0 ] ||
+      MISMATCH="${MISMATCH:+$MISMATCH; }relay.json unseen: $(jq -c .unseen "$EXT_STATUS" 2>/dev/null)"
+    log "  relay.json unseen: $(jq -c .unseen "$EXT_STATUS" 2>/dev/null)"
+    awk -v t="$took" -v i="$UNSEEN_S" 'BEGIN { exit !(t <= i + 8) }' || MISMATCH="${MISMATCH:+$MISMATCH; }classified ${took} s after the Synchronize (interval $UNSEEN_S s)"
+  fi
+  for p in $pods; do stop_pod "$p"; done
+  stop_pod us-0
+  EXT_RELAY_ENV=""; EXT_RELAY_ARGS=""
+  ext_stop   # the next scenario's relay has neither the test hold nor this interval
   verdict "$name"
 }
 
@@ -846,7 +940,7 @@ native_sync_launched() {
 # package is purged at the end.
 external_scenarios() {
   local n any=""
-  for n in sync-existing relay-back relay-back-child containerd-restart daemonset-style deb-upgrade plugin-conflict; do
+  for n in sync-existing unseen relay-back relay-back-child containerd-restart daemonset-style deb-upgrade plugin-conflict; do
     want "$n" && any=1
   done
   [ -n "$any" ] || return 0
@@ -862,6 +956,7 @@ external_scenarios() {
   start_containerd || { fail "$S-setup" "containerd did not start without the launched relay"; return; }
   [ -z "$(relay_pids)" ] || { fail "$S-setup" "a launched relay runs although $RELAY was removed"; return; }
   want sync-existing && ext_sync_existing
+  want unseen && ext_unseen
   want relay-back && ext_relay_back
   want relay-back-child && ext_relay_child_back
   want containerd-restart && ext_containerd_restart

@@ -241,3 +241,69 @@ match.labels = { "koordinator.sh/qosClass" = "BE" }
     CHECK(out.find("0 restored") != std::string::npos);
     CHECK(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
 }
+
+// ---- the unseen pass's decision (discover.hpp plan_unseen, issue #33 §4) ----------------------
+
+namespace {
+
+/// A brief listing as nri-qos-cri --verbose-ids prints it: sandboxes {id, created_at}, containers
+/// {id, pod_sandbox_id, created_at}, no "info".
+nriqos::Discovery listing(const std::vector<std::pair<std::string, int64_t>>& sbs,
+                          const std::vector<std::tuple<std::string, std::string, int64_t>>& ctrs) {
+    json doc = {{"v", 1}, {"runtime", {{"name", "containerd"}, {"version", "2.3.4"}}}, {"sandboxes", json::array()},
+                {"containers", json::array()}, {"errors", json::array()}};
+    for (const auto& [id, t] : sbs)
+        doc["sandboxes"].push_back({{"id", id}, {"created_at", t}, {"brief", true}, {"metadata", {{"name", "p-" + id}, {"namespace", "default"}}}});
+    for (const auto& [id, sb, t] : ctrs)
+        doc["containers"].push_back({{"id", id}, {"pod_sandbox_id", sb}, {"created_at", t}, {"brief", true}, {"metadata", {{"name", "c-" + id}}}});
+    return nriqos::discovery_from_cri_json(doc.dump(), json::object());
+}
+
+constexpr int64_t kSec = 1000000000;
+
+}  // namespace
+
+TEST_CASE("unseen pass: only what the state dir never saw and is old enough is adopted", "[discover][unseen]") {
+    const int64_t now = 1000 * kSec;
+    auto d = listing({{"sbA", now - 60 * kSec}, {"sbB", now - 60 * kSec}},
+                     {{"cA1", "sbA", now - 50 * kSec},   // seen by its event
+                      {"cA2", "sbA", now - 50 * kSec},   // created during a Synchronize: never seen
+                      {"cA3", "sbA", now - 2 * kSec},    // being created now: its event may be in flight
+                      {"cB1", "sbB", now - 30 * kSec},   // of an unseen pod
+                      {"cX", "sbGone", now - 60 * kSec}});  // pod not listed (not ready)
+    auto p = nriqos::plan_unseen(d, {"sbA", "cA1"}, {}, now, 10000, 256);
+    CHECK(p.adopt == std::vector<std::string>{"sbB", "cA2", "cB1"});
+    CHECK(p.known == 2);
+    CHECK(p.too_new == 1);
+    CHECK(p.no_pod == 1);
+    CHECK(p.deferred == 0);
+}
+
+TEST_CASE("unseen pass: nothing new decides nothing (no status call follows)", "[discover][unseen]") {
+    const int64_t now = 1000 * kSec;
+    auto d = listing({{"sbA", now - 60 * kSec}}, {{"cA1", "sbA", now - 50 * kSec}});
+    auto p = nriqos::plan_unseen(d, {"sbA", "cA1"}, {}, now, 10000, 256);
+    CHECK(p.adopt.empty());
+    CHECK(p.known == 2);
+    CHECK(p.too_new + p.deferred + p.no_pod + p.given_up == 0);
+}
+
+TEST_CASE("unseen pass: a young unseen pod holds its containers back; an unknown age counts as old", "[discover][unseen]") {
+    const int64_t now = 1000 * kSec;
+    auto d = listing({{"sbY", now - 1 * kSec}, {"sbZ", 0}}, {{"cY1", "sbY", now - 1 * kSec}, {"cZ1", "sbZ", 0}});
+    auto p = nriqos::plan_unseen(d, {}, {}, now, 10000, 256);
+    CHECK(p.adopt == std::vector<std::string>{"sbZ", "cZ1"});
+    CHECK(p.too_new == 2);
+    // min age 0: everything unseen is adopted at once
+    CHECK(nriqos::plan_unseen(d, {}, {}, now, 0, 256).adopt.size() == 4);
+}
+
+TEST_CASE("unseen pass: ids given up before are not asked again; a bounded number per pass", "[discover][unseen]") {
+    const int64_t now = 1000 * kSec;
+    auto d = listing({{"sbA", now - 60 * kSec}}, {{"c1", "sbA", now - 60 * kSec}, {"c2", "sbA", now - 60 * kSec}, {"c3", "sbA", now - 60 * kSec}});
+    auto p = nriqos::plan_unseen(d, {"sbA"}, {"c1", "gone"}, now, 10000, 1);
+    CHECK(p.adopt == std::vector<std::string>{"c2"});
+    CHECK(p.given_up == 1);
+    CHECK(p.still_given_up == std::vector<std::string>{"c1"});  // "gone" is no longer listed: forgotten
+    CHECK(p.deferred == 1);
+}
