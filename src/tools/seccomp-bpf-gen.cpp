@@ -34,7 +34,16 @@ using namespace nriqos;
 /// another. Every filter checks it: a syscall of another ABI gets SCMP_FLTATR_ACT_BADARCH.
 uint32_t g_arch = SCMP_ARCH_NATIVE;
 
-int resolve(const char* name) { return seccomp_syscall_resolve_name_arch(g_arch, name); }
+/// The number to give seccomp_rule_add for `name`, or -1 when the target has no such call.
+/// libseccomp takes rule numbers as the BUILD machine's (or its pseudo numbers for calls it lacks)
+/// and translates them by name to each architecture of the filter (libseccomp src/arch.c
+/// arch_syscall_translate): the target's own number would be read as a native one and land on
+/// another call. So: present on the target (seccomp_syscall_resolve_name_arch), then the native
+/// number (seccomp_syscall_resolve_name).
+int resolve(const char* name) {
+    if (seccomp_syscall_resolve_name_arch(g_arch, name) < 0) return -1;
+    return seccomp_syscall_resolve_name(name);
+}
 
 /// seccomp_init for g_arch: the native architecture replaced by the target when they differ.
 scmp_filter_ctx init_ctx(uint32_t def_action) {
@@ -50,7 +59,7 @@ scmp_filter_ctx init_ctx(uint32_t def_action) {
 int add_names(scmp_filter_ctx ctx, uint32_t action, const char* const* names) {
     for (const char* const* n = names; *n; ++n) {
         int nr = resolve(*n);
-        if (nr < 0) continue;  // not on this architecture (__NR_SCMP_ERROR, or a libseccomp pseudo number)
+        if (nr == -1) continue;  // not on the target architecture
         int rc = seccomp_rule_add(ctx, action, nr, 0);
         if (rc) {
             fprintf(stderr, "seccomp_rule_add(%s): %s\n", *n, strerror(-rc));
@@ -62,7 +71,7 @@ int add_names(scmp_filter_ctx ctx, uint32_t action, const char* const* names) {
 
 int add_cond(scmp_filter_ctx ctx, const char* name, scmp_datum_t a0) {
     int nr = resolve(name);
-    if (nr < 0) return 0;
+    if (nr == -1) return 0;
     return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1, SCMP_A0(SCMP_CMP_EQ, a0));
 }
 
@@ -108,17 +117,17 @@ scmp_filter_ctx allow_list(bool zygote, int& rc, const char* const* names = kSan
     if (rc == 0) rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
     if (rc == 0) rc = add_names(ctx, SCMP_ACT_ALLOW, names);
     int tg = resolve("tgkill");
-    if (rc == 0 && tg >= 0)
+    if (rc == 0 && tg != -1)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, tg, 1, SCMP_A0(SCMP_CMP_EQ, kTgkillPidPlaceholder));
     if (systemd) {
         if (rc == 0) rc = add_names(ctx, SCMP_ACT_ALLOW, kSystemdExtra);
         int so = resolve("socket");
-        if (rc == 0 && so >= 0)
+        if (rc == 0 && so != -1)
             rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, so, 2, SCMP_A0(SCMP_CMP_EQ, AF_UNIX), SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_STREAM));
         if (rc == 0) rc = add_cond(ctx, "prctl", PR_CAPBSET_READ);
         // No vfork system call on aarch64: glibc's vfork() is clone(CLONE_VM|CLONE_VFORK|SIGCHLD)
         // there (glibc sysdeps/unix/sysv/linux/aarch64/vfork.S); allowed with exactly those flags.
-        if (rc == 0 && resolve("vfork") < 0) rc = add_cond(ctx, "clone", CLONE_VM | CLONE_VFORK | SIGCHLD);
+        if (rc == 0 && resolve("vfork") == -1) rc = add_cond(ctx, "clone", CLONE_VM | CLONE_VFORK | SIGCHLD);
     }
     if (zygote) {
         if (rc == 0) rc = add_names(ctx, SCMP_ACT_ALLOW, kZygoteExtra);
