@@ -16,7 +16,7 @@ declare -A SETS=(
   # scripts/cross-root.sh, extracted into a private root (no dpkg foreign architecture added);
   # qemu-system-arm boots an arm64 kernel to show the seccomp filter confining on a real arm64
   # kernel (tests/aarch64.sh: qemu-user does not pass seccomp(2) through)
-  [cross]="g++-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-user-static qemu-system-arm ipxe-qemu cpio debian-archive-keyring file"
+  [cross]="g++-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-user-static qemu-system-arm ipxe-qemu cpio skopeo debian-archive-keyring file"
 )
 want=()
 [ $# -eq 0 ] && set -- build test
