@@ -7,6 +7,36 @@
 
 VERSION   ?= $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 comma     := ,
+# Cross build for aarch64 (issue #33 §1; docs/aarch64.md): `make ARCH=aarch64 [target...]` builds
+# into build/aarch64/ with Debian's g++-aarch64-linux-gnu (scripts/deps.sh cross) against bookworm's
+# arm64 libraries, unpacked into a private root by scripts/cross-root.sh (the system's apt sources
+# and dpkg architectures are not touched). The build-time generators run on the build machine:
+# seccomp-bpf-gen natively (it compiles the filter for the target's syscall numbers),
+# policy-builtin-gen (target code) under qemu-user. Empty ARCH = the build machine's.
+ARCH      ?=
+ifneq ($(filter-out $(shell uname -m),$(ARCH)),)
+ifneq ($(ARCH),aarch64)
+$(error ARCH=$(ARCH): only aarch64 can be cross-built (or the build machine's own, $(shell uname -m)))
+endif
+CROSS       := aarch64-linux-gnu
+CROSS_CXX   ?= $(CROSS)-g++
+override CXX := $(CROSS_CXX)
+CROSS_CACHE ?= /var/cache/nri-qos-cross-arm64
+CROSS_ROOT  ?= $(CROSS_CACHE)/bookworm-root
+CROSS_LIB   := $(CROSS_ROOT)/usr/lib/$(CROSS) $(CROSS_ROOT)/lib/$(CROSS)
+CPPFLAGS    += -isystem $(CROSS_ROOT)/usr/include -isystem $(CROSS_ROOT)/usr/include/$(CROSS)
+CROSS_LDFLAGS := $(addprefix -L,$(CROSS_LIB)) $(addprefix -Wl$(comma)-rpath-link$(comma),$(CROSS_LIB))
+# the unit tests and the generators are linked statically: they run under qemu-user, which then
+# needs no arm64 loader nor shared libraries
+TARGET_TOOL_LDFLAGS := -static
+PKG_CONFIG  := PKG_CONFIG_LIBDIR=$(CROSS_ROOT)/usr/lib/$(CROSS)/pkgconfig:$(CROSS_ROOT)/usr/share/pkgconfig \
+               PKG_CONFIG_SYSROOT_DIR=$(CROSS_ROOT) pkg-config
+RUN_TARGET  ?= qemu-aarch64-static
+SECCOMP_ARCH := aarch64
+BUILD     ?= build/aarch64
+endif
+HOSTCXX   ?= g++
+PKG_CONFIG ?= pkg-config
 BUILD     ?= build
 CXX       ?= g++
 PROTOC    ?= protoc
@@ -24,7 +54,7 @@ CXXFLAGS  ?= $(OPT) -g0
 CXXFLAGS  += -std=c++17 $(WARN) -fno-plt -ffunction-sections -fdata-sections
 # Fully static: the hook is exec'd on every container start and must not depend on the
 # node's libstdc++/glibc versions (nor pay the dynamic loader's ~1 ms).
-LDFLAGS   += -static -Wl,--gc-sections -Wl,-O1
+LDFLAGS   += $(CROSS_LDFLAGS) -static -Wl,--gc-sections -Wl,-O1
 # Exceptions on bad input at the cost of a hit (issue #22): gcc's -static links crtbeginT.o, which
 # registers .eh_frame with libgcc's unwinder; the first throw then sorts every FDE of the binary
 # (about 25 M instructions, ~8 ms: a malformed request cost 40 hits). src/static-eh.specs links
@@ -68,8 +98,18 @@ BUILD_DEP_ITEMS ?= nlohmann/json.hpp:nlohmann-json3-dev CLI/CLI.hpp:libcli11-dev
                    grpcpp/grpcpp.h:libgrpc++-dev \
                    yaml-cpp/yaml.h:libyaml-cpp-dev libyaml-cpp.a:libyaml-cpp-dev \
                    httplib.h:libcpp-httplib-dev
+ifdef CROSS
+# Cross build: the cross compiler and qemu-user from scripts/deps.sh cross, the arm64 libraries
+# fetched into CROSS_ROOT (idempotent: nothing is fetched once they are there).
+build-deps:
+	@command -v $(CXX) >/dev/null && command -v $(RUN_TARGET) >/dev/null || { \
+	  echo "nri-qos: cannot cross-build: no $(CXX) or $(RUN_TARGET) (as root: scripts/deps.sh cross)" >&2; exit 1; }
+	@scripts/check-build-deps.sh "$(HOSTCXX)" "$(PROTOC)" seccomp.h:libseccomp-dev
+	@scripts/cross-root.sh $(CROSS_ROOT)
+else
 build-deps:
 	@scripts/check-build-deps.sh "$(CXX)" "$(PROTOC)" $(BUILD_DEP_ITEMS)
+endif
 
 $(PROTO_CC) $(PROTO_H): $(PROTO_SRC) | build-deps
 	@mkdir -p $(BUILD)/gen/nri
@@ -77,12 +117,14 @@ $(PROTO_CC) $(PROTO_H): $(PROTO_SRC) | build-deps
 
 # The seccomp program is compiled by libseccomp at build time (src/tools/seccomp-bpf-gen.cpp).
 SECCOMP_H := $(BUILD)/gen/seccomp_bpf.h
+# It runs on the build machine (HOSTCXX) and compiles for the target's syscall numbers (SECCOMP_ARCH,
+# empty = the build machine's).
 $(BUILD)/seccomp-bpf-gen: src/tools/seccomp-bpf-gen.cpp src/os/sandbox_syscalls.hpp | build-deps
 	@mkdir -p $(dir $@)
-	$(CXX) -std=c++17 -O1 -Isrc $< -lseccomp -o $@
+	$(HOSTCXX) -std=c++17 -O1 -Isrc $< -lseccomp -o $@
 $(SECCOMP_H): $(BUILD)/seccomp-bpf-gen
 	@mkdir -p $(dir $@)
-	$< > $@.tmp && mv $@.tmp $@
+	$< $(SECCOMP_ARCH) > $@.tmp && mv $@.tmp $@
 $(BUILD)/obj/src/os/sandbox.o: $(SECCOMP_H)
 
 # The built-in policy: conf/nri.d/nri-qos.toml validated (no error, no warning) and compiled at
@@ -92,10 +134,10 @@ POLICY_GEN_OBJS := $(addprefix $(BUILD)/obj/src/,policy/policy.o policy/policy_t
                    policy/policy_check.o policy/policy_cache.o policy/policy_flat.o model/knobs.o os/sha256.o \
                    model/fact_table.o os/cpuset.o)
 $(BUILD)/policy-builtin-gen: src/tools/policy-builtin-gen.cpp $(POLICY_GEN_OBJS)
-	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $< $(POLICY_GEN_OBJS) -lnettle -o $@
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(CROSS_LDFLAGS) $(TARGET_TOOL_LDFLAGS) $< $(POLICY_GEN_OBJS) -lnettle -o $@
 $(POLICY_INC): $(BUILD)/policy-builtin-gen conf/nri.d/nri-qos.toml
 	@mkdir -p $(dir $@)
-	$< conf/nri.d/nri-qos.toml > $@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
+	$(RUN_TARGET) $< conf/nri.d/nri-qos.toml > $@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
 $(BUILD)/obj/src/policy/policy_builtin.o: $(POLICY_INC)
 
 $(BUILD)/obj/gen/nri.pb.o: $(PROTO_CC)
@@ -131,7 +173,7 @@ $(CRI_PB) $(CRI_GEN)/cri.pb.h $(CRI_GEN)/cri.grpc.pb.h &: src/cri/cri.proto | bu
 # side by side (the generated CRI sources are the longest compiles of the tree).
 CRI_OBJS  := $(BUILD)/obj/cri/nri-qos-cri.o $(BUILD)/obj/cri/cri.pb.o $(BUILD)/obj/cri/cri.grpc.pb.o
 CRI_CXX    = $(CXX) $(filter-out -DNRI_QOS_METRICS_FILE=%,$(CPPFLAGS)) -I$(CRI_GEN) $(filter-out -ffunction-sections -fdata-sections,$(CXXFLAGS)) -w \
-		$(shell pkg-config --cflags grpc++ protobuf)
+		$(shell $(PKG_CONFIG) --cflags grpc++ protobuf)
 $(BUILD)/obj/cri/nri-qos-cri.o: src/cri/nri-qos-cri.cpp $(CRI_PB)
 	@mkdir -p $(dir $@)
 	$(CRI_CXX) -c $< -o $@
@@ -140,7 +182,7 @@ $(BUILD)/obj/cri/%.o: $(CRI_GEN)/%.cc $(CRI_PB)
 	$(CRI_CXX) -c $< -o $@
 $(BUILD)/nri-qos-cri: $(CRI_OBJS)
 	$(CXX) $(filter-out -ffunction-sections -fdata-sections,$(CXXFLAGS)) \
-		$(filter-out -static,$(LDFLAGS)) -Wl,--as-needed $(CRI_OBJS) $(shell pkg-config --libs grpc++ protobuf) -o $@
+		$(filter-out -static,$(LDFLAGS)) -Wl,--as-needed $(CRI_OBJS) $(shell $(PKG_CONFIG) --libs grpc++ protobuf) -o $@
 cri: $(BUILD)/nri-qos-cri
 # The companion that sets systemd unit properties (src/helper/nri-qos-systemd.cpp,
 # src/event/systemd_unit.hpp): dynamically linked with Debian's libsystemd (sd-bus), which has no static
@@ -148,7 +190,7 @@ cri: $(BUILD)/nri-qos-cri
 LIBEXECDIR ?= $(PREFIX)/libexec/nri-qos
 $(BUILD)/nri-qos-systemd: src/helper/nri-qos-systemd.cpp | build-deps
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(filter-out -static,$(LDFLAGS)) $< $$(pkg-config --cflags --libs libsystemd) -o $@
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(filter-out -static,$(LDFLAGS)) $< $$($(PKG_CONFIG) --cflags --libs libsystemd) -o $@
 
 # The native-mode benchmark's process-per-event floor (bench/relay-floor.cpp, bench/native.sh):
 # build/nri-qos with an evaluator that answers without evaluating. Never installed.
@@ -156,9 +198,14 @@ $(BUILD)/bench/nri-qos-relay-floor: bench/relay-floor.cpp $(MAIN_OBJ) $(BUILD)/l
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(LDFLAGS) $(STATIC_EH) $(IOS_WRAP) $< $(MAIN_OBJ) $(BUILD)/libnriqos.a $(LDLIBS) -o $@
 
+# tests/sandbox-probe.cpp: loads the hook's sandbox and makes forbidden calls; tests/aarch64.sh runs
+# it on an arm64 kernel (qemu-system-aarch64). Static, like the hook. Never installed.
+$(BUILD)/sandbox-probe: tests/sandbox-probe.cpp $(BUILD)/libnriqos.a
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(LDFLAGS) $< $(BUILD)/libnriqos.a $(LDLIBS) -o $@
+
 # Unit tests link the same library (dynamically linked, faster to build).
 $(BUILD)/unit-tests: $(TEST_OBJS) $(BUILD)/libnriqos.a
-	$(CXX) $(CXXFLAGS) $^ $(LDLIBS) -o $@
+	$(CXX) $(CXXFLAGS) $(CROSS_LDFLAGS) $(TARGET_TOOL_LDFLAGS) $^ $(LDLIBS) -o $@
 
 unit: $(BUILD)/unit-tests $(BUILD)/nri-qos
 	NRI_QOS_BIN=$(abspath $(BUILD)/nri-qos) $(BUILD)/unit-tests

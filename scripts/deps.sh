@@ -1,6 +1,6 @@
 #!/bin/bash
 # Install the Debian packages nri-qos needs, only those missing (idempotent).
-# Usage: scripts/deps.sh [build|demo|test|fuzz|e2e|pkg|bench ...]   (demo: what `make demo` needs: build nri-qos, jq)   (default: build test)
+# Usage: scripts/deps.sh [build|demo|test|fuzz|e2e|pkg|bench|cross ...]   (demo: what `make demo` needs: build nri-qos, jq)   (default: build test)
 # Runs apt-get only when something is missing; needs root for that.
 set -euo pipefail
 declare -A SETS=(
@@ -11,6 +11,12 @@ declare -A SETS=(
   [e2e]="containerd runc python3-grpcio python3-grpc-tools busybox-static jq debian-archive-keyring"
   [pkg]="rpm debhelper dpkg-dev fakeroot lintian mandoc groff-base busybox-static jq golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev python3-jsonschema python3-yaml prometheus"
   [bench]="valgrind debian-archive-keyring"
+  # aarch64 (issue #33 §1): Debian's cross compiler (with the arm64 glibc/libstdc++ it links
+  # statically) and qemu-user to run the result; the arm64 libraries come from
+  # scripts/cross-root.sh, extracted into a private root (no dpkg foreign architecture added);
+  # qemu-system-arm boots an arm64 kernel to show the seccomp filter confining on a real arm64
+  # kernel (tests/aarch64.sh: qemu-user does not pass seccomp(2) through)
+  [cross]="g++-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-user-static qemu-system-arm ipxe-qemu cpio skopeo debian-archive-keyring file"
 )
 want=()
 [ $# -eq 0 ] && set -- build test

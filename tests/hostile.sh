@@ -13,7 +13,8 @@
 #     goes unreported —, the state dir only by whole memos (no temp file left), symlink targets
 #     ("outside" sentinels) never.
 # Prints `PASS name` / `FAIL name: why` / `SKIP name: why`; exits 1 when anything failed.
-# Env: NRI_QOS_BIN (default build/nri-qos), HOSTILE_KEEP=1 keeps the scratch root.
+# Env: NRI_QOS_BIN (default build/nri-qos), NRI_QOS_ELF (its ELF when NRI_QOS_BIN is a wrapper),
+# HOSTILE_KEEP=1 keeps the scratch root.
 set -u
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${NRI_QOS_BIN:-$TOP/build/nri-qos}
@@ -28,8 +29,9 @@ command -v python3 >/dev/null || { fail "hostile: python3 missing (scripts/deps.
 # A bad request is handled by throwing InputError. In a static binary that first throw must not
 # sort every FDE of the binary (libgcc's frame registry: ~25 M instructions, issue #22): the
 # binary carries the linker's sorted table (PT_GNU_EH_FRAME, Makefile: src/static-eh.specs).
+# NRI_QOS_ELF: the ELF itself when NRI_QOS_BIN is a wrapper (tests/aarch64.sh: qemu-user)
 if command -v readelf >/dev/null; then
-  if readelf -lW "$BIN" | grep -q 'GNU_EH_FRAME'; then pass "hostile: binary has PT_GNU_EH_FRAME (a throw costs no FDE sort)"
+  if readelf -lW "${NRI_QOS_ELF:-$BIN}" | grep -q 'GNU_EH_FRAME'; then pass "hostile: binary has PT_GNU_EH_FRAME (a throw costs no FDE sort)"
   else fail "hostile: binary has no PT_GNU_EH_FRAME: its first exception sorts every FDE (link with src/static-eh.specs)"; fi
 else skip "hostile: readelf missing: PT_GNU_EH_FRAME not checked"; fi
 STRACE=$(command -v strace || true)

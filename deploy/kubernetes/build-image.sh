@@ -6,7 +6,9 @@
 # accept. Deterministic: same inputs → same image ID.
 #
 # Usage: deploy/kubernetes/build-image.sh [--binary FILE | --deb FILE] [--tag REF] [--out FILE]
-#   --binary  static nri-qos binary (default: build/nri-qos)
+#   --binary  static nri-qos binary (default: build/nri-qos); the image's architecture is the
+#             binary's (amd64 or arm64, from its ELF header); BUSYBOX must be of the same one
+#             (an arm64 image: BUSYBOX=<arm64 busybox-static>, see build-image-index.sh)
 #   --deb     take /opt/nri/bin/nri-qos from this .deb instead (dpkg-deb -x)
 #   --tag     image reference (default: localhost/nri-qos:$(cat VERSION)), as in the manifests
 #   --out     output (default: build/image/nri-qos-image.tar)
@@ -50,11 +52,24 @@ fi
 is_static "$BIN" || { echo "build-image.sh: $BIN is not statically linked" >&2; exit 1; }
 [ -x "$BUSYBOX" ] && is_static "$BUSYBOX" || {
   echo "build-image.sh: need a static busybox at $BUSYBOX (apt-get install busybox-static)" >&2; exit 1; }
+# The OCI architecture of an ELF file (its e_machine, readelf -h)
+elf_arch() {
+  case "$(readelf -h "$1" 2>/dev/null | sed -n 's/^ *Machine: *//p')" in
+    *X86-64*) echo amd64 ;; AArch64) echo arm64 ;; *) echo unknown ;;
+  esac
+}
+ARCH=$(elf_arch "$BIN")
+[ "$ARCH" != unknown ] || { echo "build-image.sh: $BIN is neither x86-64 nor aarch64" >&2; exit 1; }
+[ "$(elf_arch "$BUSYBOX")" = "$ARCH" ] || {
+  echo "build-image.sh: $BUSYBOX is $(elf_arch "$BUSYBOX"), the binary $ARCH (set BUSYBOX to an $ARCH busybox-static)" >&2; exit 1; }
 
 install -m 0755 "$BIN" "$RFS/opt/nri/bin/nri-qos"
 install -m 0755 "$ROOT/deploy/kubernetes/install.sh" "$RFS/usr/local/bin/nri-qos-install"
 install -m 0755 "$BUSYBOX" "$RFS/bin/busybox"
-for a in $("$BUSYBOX" --list); do
+# the applet list from the build machine's busybox (the same Debian version; another
+# architecture's busybox may not run here)
+LIST_BUSYBOX=$BUSYBOX; [ "$ARCH" = "$(elf_arch /bin/busybox 2>/dev/null || true)" ] || LIST_BUSYBOX=/bin/busybox
+for a in $("$LIST_BUSYBOX" --list); do
   case "$a" in busybox|*/*) continue ;; esac
   ln -s busybox "$RFS/bin/$a"
 done
@@ -83,7 +98,6 @@ LAYER_SHA=$(sha256sum "$WORK/layer.tar" | cut -d' ' -f1)
 mkdir -p "$IMG/$LAYER_SHA"
 mv "$WORK/layer.tar" "$IMG/$LAYER_SHA/layer.tar"
 
-case "$(uname -m)" in x86_64) ARCH=amd64 ;; aarch64) ARCH=arm64 ;; *) ARCH=$(uname -m) ;; esac
 CONFIG='{"architecture":"'$ARCH'","os":"linux","config":{"Env":["PATH=/bin:/usr/local/bin:/opt/nri/bin"],"Cmd":["/bin/sh","/usr/local/bin/nri-qos-install","install"],"WorkingDir":"/","Labels":{"org.opencontainers.image.title":"nri-qos installer"}},"rootfs":{"type":"layers","diff_ids":["sha256:'$LAYER_SHA'"]},"history":[{"created_by":"deploy/kubernetes/build-image.sh"}]}'
 CONFIG_SHA=$(printf '%s' "$CONFIG" | sha256sum | cut -d' ' -f1)
 printf '%s' "$CONFIG" > "$IMG/$CONFIG_SHA.json"

@@ -1,12 +1,15 @@
 // Build-time generator: compiles nri-qos's seccomp lists (src/os/sandbox_syscalls.hpp) with
 // libseccomp and prints them as a C++ header (BPF programs for the build machine's
-// architecture), so that no libseccomp compiler runs at container start. Programs:
+// architecture, or for the one named on the command line when cross-building: `aarch64`),
+// so that no libseccomp compiler runs at container start. Each name is resolved to the target's
+// number (libseccomp seccomp_syscall_resolve_name_arch); names the target lacks (aarch64 has only
+// the *at variants: no open, stat, mkdir, rename, access, alarm, ...) are left out. Programs:
 //   kSeccompBpf            the evaluator (one-shot hook, nri-eval, the relay's spares): allow-list
 //   kSeccompZygoteBpf      the relay's evaluator zygote: kSeccompBpf + kZygoteExtra + checked
 //                          clone/prctl/seccomp
 //   kSeccompDropZygoteBpf  a spare cloned by the zygote: deny kZygoteDrop, allow the rest
 //   kSeccompRelayBpf       the native NRI relay once confined: kRelayAllowed
-// Usage: seccomp-bpf-gen > build/gen/seccomp_bpf.h
+// Usage: seccomp-bpf-gen [x86_64|aarch64] > build/gen/seccomp_bpf.h
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -27,10 +30,36 @@ namespace {
 
 using namespace nriqos;
 
+/// The target architecture (libseccomp SCMP_ARCH_*), SCMP_ARCH_NATIVE unless main() is told
+/// another. Every filter checks it: a syscall of another ABI gets SCMP_FLTATR_ACT_BADARCH.
+uint32_t g_arch = SCMP_ARCH_NATIVE;
+
+/// The number to give seccomp_rule_add for `name`, or -1 when the target has no such call.
+/// libseccomp takes rule numbers as the BUILD machine's (or its pseudo numbers for calls it lacks)
+/// and translates them by name to each architecture of the filter (libseccomp src/arch.c
+/// arch_syscall_translate): the target's own number would be read as a native one and land on
+/// another call. So: present on the target (seccomp_syscall_resolve_name_arch), then the native
+/// number (seccomp_syscall_resolve_name).
+int resolve(const char* name) {
+    if (seccomp_syscall_resolve_name_arch(g_arch, name) < 0) return -1;
+    return seccomp_syscall_resolve_name(name);
+}
+
+/// seccomp_init for g_arch: the native architecture replaced by the target when they differ.
+scmp_filter_ctx init_ctx(uint32_t def_action) {
+    scmp_filter_ctx ctx = seccomp_init(def_action);
+    if (!ctx || g_arch == SCMP_ARCH_NATIVE || g_arch == seccomp_arch_native()) return ctx;
+    if (seccomp_arch_add(ctx, g_arch) != 0 || seccomp_arch_remove(ctx, SCMP_ARCH_NATIVE) != 0) {
+        seccomp_release(ctx);
+        return nullptr;
+    }
+    return ctx;
+}
+
 int add_names(scmp_filter_ctx ctx, uint32_t action, const char* const* names) {
     for (const char* const* n = names; *n; ++n) {
-        int nr = seccomp_syscall_resolve_name(*n);
-        if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture
+        int nr = resolve(*n);
+        if (nr == -1) continue;  // not on the target architecture
         int rc = seccomp_rule_add(ctx, action, nr, 0);
         if (rc) {
             fprintf(stderr, "seccomp_rule_add(%s): %s\n", *n, strerror(-rc));
@@ -41,8 +70,8 @@ int add_names(scmp_filter_ctx ctx, uint32_t action, const char* const* names) {
 }
 
 int add_cond(scmp_filter_ctx ctx, const char* name, scmp_datum_t a0) {
-    int nr = seccomp_syscall_resolve_name(name);
-    if (nr == __NR_SCMP_ERROR) return 0;
+    int nr = resolve(name);
+    if (nr == -1) return 0;
     return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1, SCMP_A0(SCMP_CMP_EQ, a0));
 }
 
@@ -74,7 +103,7 @@ int emit(scmp_filter_ctx ctx, const char* name, int placeholders) {
 /// Deny-by-default list: `names` (kSandboxAllowed unless given), tgkill of our own pid, plus the
 /// zygote's extras.
 scmp_filter_ctx allow_list(bool zygote, int& rc, const char* const* names = kSandboxAllowed, bool systemd = false) {
-    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+    scmp_filter_ctx ctx = init_ctx(SCMP_ACT_ERRNO(EPERM));
     if (!ctx) {
         rc = -ENOMEM;
         return nullptr;
@@ -87,15 +116,18 @@ scmp_filter_ctx allow_list(bool zygote, int& rc, const char* const* names = kSan
     // ~6 comparisons instead of up to ~75. Same decisions (libseccomp: layout only).
     if (rc == 0) rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
     if (rc == 0) rc = add_names(ctx, SCMP_ACT_ALLOW, names);
-    int tg = seccomp_syscall_resolve_name("tgkill");
-    if (rc == 0 && tg != __NR_SCMP_ERROR)
+    int tg = resolve("tgkill");
+    if (rc == 0 && tg != -1)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, tg, 1, SCMP_A0(SCMP_CMP_EQ, kTgkillPidPlaceholder));
     if (systemd) {
         if (rc == 0) rc = add_names(ctx, SCMP_ACT_ALLOW, kSystemdExtra);
-        int so = seccomp_syscall_resolve_name("socket");
-        if (rc == 0 && so != __NR_SCMP_ERROR)
+        int so = resolve("socket");
+        if (rc == 0 && so != -1)
             rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, so, 2, SCMP_A0(SCMP_CMP_EQ, AF_UNIX), SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_STREAM));
         if (rc == 0) rc = add_cond(ctx, "prctl", PR_CAPBSET_READ);
+        // No vfork system call on aarch64: glibc's vfork() is clone(CLONE_VM|CLONE_VFORK|SIGCHLD)
+        // there (glibc sysdeps/unix/sysv/linux/aarch64/vfork.S); allowed with exactly those flags.
+        if (rc == 0 && resolve("vfork") == -1) rc = add_cond(ctx, "clone", CLONE_VM | CLONE_VFORK | SIGCHLD);
     }
     if (zygote) {
         if (rc == 0) rc = add_names(ctx, SCMP_ACT_ALLOW, kZygoteExtra);
@@ -109,9 +141,15 @@ scmp_filter_ctx allow_list(bool zygote, int& rc, const char* const* names = kSan
 
 }  // namespace
 
-int main() {
-    printf("// Generated by src/tools/seccomp-bpf-gen.cpp (libseccomp %u.%u.%u) from src/os/sandbox_syscalls.hpp.\n",
+int main(int argc, char** argv) {
+    if (argc > 2) return fprintf(stderr, "usage: seccomp-bpf-gen [ARCH]\n"), 2;
+    if (argc == 2) {
+        g_arch = seccomp_arch_resolve_name(argv[1]);  // libseccomp's names: x86_64, aarch64, ...
+        if (g_arch == 0) return fprintf(stderr, "seccomp-bpf-gen: unknown architecture '%s'\n", argv[1]), 2;
+    }
+    printf("// Generated by src/tools/seccomp-bpf-gen.cpp (libseccomp %u.%u.%u) from src/os/sandbox_syscalls.hpp",
            seccomp_version()->major, seccomp_version()->minor, seccomp_version()->micro);
+    printf(" for %s.\n", argc == 2 ? argv[1] : "the build machine's architecture");
     printf("#pragma once\n#include <linux/filter.h>\n");
     int rc = 0;
     scmp_filter_ctx ctx = allow_list(false, rc);
@@ -128,7 +166,7 @@ int main() {
         if (ctx) seccomp_release(ctx);
     }
     if (rc == 0) {
-        ctx = seccomp_init(SCMP_ACT_ALLOW);
+        ctx = init_ctx(SCMP_ACT_ALLOW);
         rc = ctx ? seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM)) : -ENOMEM;
         if (rc == 0) rc = add_names(ctx, SCMP_ACT_ERRNO(EPERM), kZygoteDrop);
         if (rc == 0) rc = emit(ctx, "kSeccompDropZygoteBpf", 0);
