@@ -202,7 +202,7 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
     if (const TV* s = get(root, "settings")) {
         c.guard([&] {
             check_keys(c, *s, "settings", {"default_class", "fail", "cpu_weight_formula", "koordinator_quota_lift", "metrics_file", "event_log", "event_log_max_bytes", "leave_to_others",
-                                           "katalyst_reserved_cpus"});
+                                           "katalyst_reserved_cpus", "evaluator_events"});
             c.guard([&] {
                 if (const TV* x = get(*s, "default_class")) {
                     default_line = Ctx::line_of(*x);
@@ -264,6 +264,14 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
                     } else {
                         c.fail(*x, "settings.katalyst_reserved_cpus: expected a CPU list (\"0-1\") or a count (2)");
                     }
+                }
+            });
+            c.guard([&] {
+                if (const TV* x = get(*s, "evaluator_events")) {
+                    if (!x->is_integer() || x->as_integer() < 1 || x->as_integer() > int64_t(kMaxEvaluatorEvents))
+                        c.fail(*x, "settings.evaluator_events: expected an integer from 1 (one evaluator process per event) to " +
+                                       std::to_string(kMaxEvaluatorEvents));
+                    p.evaluator_events = static_cast<uint32_t>(x->as_integer());
                 }
             });
             c.guard([&] {
