@@ -281,11 +281,12 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
     // A file that changed is probed once, compiled or not: the prober tells the relay its fail
     // mode and its settings.evaluator_events (issue #34: a policy that turns resident
     // evaluators on is compiled by the event that first reads it, not by a prober).
-    nriqos::policy_cache::preload(opts->policy, opts->cache_dir);
+    const bool hit = nriqos::policy_cache::preload(opts->policy, opts->cache_dir);
     std::string id = file_identity(opts->policy);
     if (*probed == id) return false;
+    const bool first = probed->empty();  // not known yet: a compiled file needs no prober
     *probed = id;
-    return true;
+    return !(hit && first);
   };
   e.warm = []() {
     // A spare is single-threaded (cloned from the zygote's one thread) and exits after its
