@@ -50,6 +50,14 @@ if [ "${BENCH_KEEP:-0}" = 1 ]; then log "scratch: $S"; else trap 'rm -rf "$S"' E
 # not the bundled one; its records (metrics, event log) go to scratch, not the host's files.
 bench_policy "$S/policy.toml" "$S/records" "$BIN" || { echo "bench: bench/native-policy.toml does not validate" >&2; exit 1; }
 bench_seed_sinks "$BIN" "$S/policy.toml" "$S/nri-qos/state" || exit 1   # the nri-qos peer's state dir (nridriver)
+# Both modes in the same run (issue #34): `nri-qos` one process per event (settings.evaluator_events
+# = 1, the default), `nri-qos-resident` the same binary and policy with evaluator_events =
+# $BENCH_EVALUATOR_EVENTS (default 1000), given as its own plugin config's policy.
+RES_N=${BENCH_EVALUATOR_EVENTS:-1000}
+sed "s/^\[settings\]\$/[settings]\nevaluator_events = $RES_N/" "$S/policy.toml" >"$S/policy-resident.toml"
+grep -q "^evaluator_events = $RES_N\$" "$S/policy-resident.toml" && "$BIN" check "$S/policy-resident.toml" >&2 ||
+  { echo "bench: cannot make the resident peer's policy" >&2; exit 1; }
+bench_seed_sinks "$BIN" "$S/policy-resident.toml" "$S/nri-qos-resident/state" || exit 1
 
 # Debian version of a package unpacked into trixie-root (from its changelog)
 debver() { zcat "$E2E_CACHE/trixie-root/usr/share/doc/$1/changelog.Debian.gz" 2>/dev/null | sed -n '1s/.*(\(.*\)).*/\1/p'; }
@@ -62,6 +70,6 @@ echo
   -policy "$S/policy.toml" -rounds "$N" -warmup "$W" -json "$BB/$PART.json" -ref go-stub \
   $([ "$PART" = storm ] && echo "-storm ${BENCH_STORM_PODS:-100} -inflight ${BENCH_STORM_INFLIGHT:-16} -storm-runs ${BENCH_STORM_RUNS:-5}") \
   -nri-version "${NRI_VER:-?}" \
-  -peer "nri-qos=$BIN" -peer "go-stub=$BB/gostub" -peer "go-null=$BB/gostub,mode=null" \
+  -peer "nri-qos=$BIN" -peer "nri-qos-resident=$BIN,policy=$S/policy-resident.toml" -peer "go-stub=$BB/gostub" -peer "go-null=$BB/gostub,mode=null" \
   -peer "relay-floor=$FLOOR_BIN,_work=none"
 } | tee "$OUT"

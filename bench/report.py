@@ -102,6 +102,17 @@ def goals(bb):
             rq, rg = q["rss_tree_max_kib"], g["rss_tree_max_kib"]
             rows.append(("native RSS (relay + any spare process) ≤ 0.5× Go stub's",
                          "%.2f MiB vs %.2f MiB (%.2f×)" % (rq / 1024, rg / 1024, rq / rg), rq <= 0.5 * rg))
+            r = peers.get("nri-qos-resident")
+            if r:
+                # Issue #34: resident evaluators (settings.evaluator_events = 1000, bench/native.sh)
+                # against the resident Go stub, in the same run.
+                for ev in ("RunPodSandbox", "CreateContainer", "StartContainer"):
+                    a, b = pct(r["latency_us"].get(ev), .5), pct(g["latency_us"].get(ev), .5)
+                    rows.append(("native resident (evaluator_events 1000) %s p50 ≤ 1.0× the Go stub's" % ev,
+                                 "%.0f µs vs %.0f µs (%.2f×)" % (a, b, a / b), a <= b))
+                cr = per_pod(r)
+                rows.append(("native resident CPU per pod ≤ 1.0× the Go stub's",
+                             "%.0f µs vs %.0f µs per pod (3 events) (%.2f×)" % (cr, cg, cr / cg), cr <= cg))
     lat = rd(os.path.join(bb, "oneshot-latency.txt"))
     if lat:
         by = {l.split()[0]: fields(l) for l in lat.splitlines() if l.strip()}
@@ -164,6 +175,16 @@ def goals(bb):
                              a <= 1.5 * b))
             rows.append(("storm: relay's peak processes and RSS (report)",
                          "%d processes, %.2f MiB" % (q["peak_processes"], q["peak_rss_kib"] / 1024), None))
+            r, f = peers.get("nri-qos-resident"), peers.get("relay-floor")
+            if r and g:  # issue #34
+                a, b = pct(r["latency_us"], .99), pct(g["latency_us"], .99)
+                rows.append(("storm: resident (evaluator_events 1000) p99 ≤ 1.0× the Go stub's, 0 failures",
+                             "%.0f µs vs %.0f µs (%.2f×), %d failures, %d timeouts" % (a, b, a / b, r["failures"], r["timeouts"]),
+                             a <= b and r["failures"] == 0 and r["timeouts"] == 0))
+            if f:
+                a, b = pct(q["latency_us"], .99), pct(f["latency_us"], .99)
+                rows.append(("storm: one-shot (evaluator_events 1) p99 ≤ 1.2× relay-floor's", "%.0f µs vs %.0f µs (%.2f×)" % (a, b, a / b),
+                             a <= 1.2 * b))
     fn = rd(os.path.join(bb, "fullnode.json"))
     if fn:
         for r in json.loads(fn):

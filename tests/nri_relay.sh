@@ -38,7 +38,13 @@
 #                         relay up, an event counted, nri_qos_build_info once, 404 elsewhere
 #   relay-metrics-port-taken  a listen address in use: exit 2 at once with the reason
 #   serve-metrics         the modes without a relay: textfile + build info, no relay liveness
-# Env: NRI_QOS_BIN (default build/nri-qos), NRI_RELAY_LOAD_EVENTS (default 2000; 10000 for the
+#   relay-resident-same-results  settings.evaluator_events = 1 and 1000 (issue #34): the same events
+#                         give the same cgroup files, records (but for time, duration, evaluator)
+#                         and metrics
+#   relay-resident-crash-contained  one resident serves several events; SIGKILLed mid-event, that
+#                         event fails open (relay record crash, "resident evaluator"), the next
+#                         events get a fresh evaluator and say evaluator=resident
+# Env: NRI_QOS_BIN (default build/nri-qos), NRI_RELAY_RESIDENT_EVENTS (default 1000), NRI_RELAY_LOAD_EVENTS (default 2000; 10000 for the
 # full memory check, ~10 s).
 # Output: PASS/FAIL/SKIP lines; exit status 1 when a check failed.
 set -u
@@ -351,6 +357,99 @@ else
     fail "serve-metrics: $out $(cat "$M/serve.log")"
   fi
   kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
+fi
+# 10. Resident evaluators (settings.evaluator_events, issue #34). (a) The same events through a
+#     relay with evaluator_events = 1 and one with 1000 (the mechanics fixture policy, each on a
+#     private cgroup tree): every event answered with its adjustment in both, the same cgroup files
+#     with the same contents, the same event-log records but for time, duration and the evaluator
+#     field ("one-shot" / "resident"), and the same metrics counts. (b) The hidden Catch2 test
+#     "[.nri-resident]": one process serves five events; a planted crash (that process SIGKILLed
+#     mid-event) fails that event open and the next events get a fresh evaluator; the records say
+#     so (the crash's relay record names the resident evaluator, the events before and after it
+#     say evaluator=resident).
+RES_EVENTS=${NRI_RELAY_RESIDENT_EVENTS:-1000}
+for n in 1 1000; do
+  d=$TMP/res$n
+  mkdir -p "$d/cg" "$d/state" "$d/cache"
+  if [ "$n" = 1 ]; then
+    cp tests/fixtures/policy/classic.toml "$d/policy.toml"
+  else
+    sed 's/^\[settings\]$/[settings]\nevaluator_events = 1000/' tests/fixtures/policy/classic.toml >"$d/policy.toml"
+  fi
+  CMD="$BIN relay --policy $d/policy.toml --cgroup-root $d/cg --cgroup-layout v1 --state-dir $d/state --cache-dir $d/cache"
+  CMD="$CMD --event-log $d/events.log --metrics-file $d/nri_qos.prom"
+  NRI_RELAY_LOAD_CMD="$CMD" NRI_RELAY_LOAD_EVENTS=$RES_EVENTS "$UT" "[.nri-load]" >"$d/load.log" 2>&1
+  echo "rc $?" >>"$d/load.log"
+done
+if ! grep -q '^evaluator_events = 1000$' "$TMP/res1000/policy.toml"; then
+  fail "relay-resident-same-results: tests/fixtures/policy/classic.toml has no [settings] line to add evaluator_events to"
+elif out=$(/usr/bin/python3 - "$TMP/res1" "$TMP/res1000" "$RES_EVENTS" <<'PY' 2>&1
+import json, os, sys
+a, b, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def load(d):
+    log = open(d + "/load.log").read()
+    assert "(%d OK, %d with an adjustment)" % (n, n) in log and "rc 0" in log, (d, log[-600:])
+    files = {}
+    for root, _, names in os.walk(d + "/cg"):
+        for f in names:
+            p = os.path.join(root, f)
+            files[os.path.relpath(p, d + "/cg")] = open(p).read()
+    recs, modes = [], []
+    for l in open(d + "/events.log"):
+        r = json.loads(l)
+        modes.append(r.pop("evaluator", ""))
+        for k in ("time", "duration_us", "policy_sha256"):  # the two policies differ by the evaluator_events line
+            r.pop(k, None)
+        recs.append(r)
+    prom = sorted(l for l in open(d + "/nri_qos.prom") if l.startswith("nri_qos_events_total"))
+    return files, recs, modes, prom
+fa, ra, ma, pa = load(a)
+fb, rb, mb, pb = load(b)
+assert fa == fb, "cgroup files differ"
+# Under load a one-shot event's records may be cut (4 evaluators still finishing: relay record
+# records-cut, its own record missing): timing, not a result. The results are the evaluators' records.
+cut = lambda rs: sum(1 for r in rs if r.get("failure") == "records-cut")
+ev = lambda rs: sorted(json.dumps(r, sort_keys=True) for r in rs if r.get("source") == "nri-eval")
+ea, eb = ev(ra), ev(rb)
+assert set(ea) == set(eb) and len(ea) + cut(ra) == n and len(eb) + cut(rb) == n, ("records differ", len(ea), len(eb), cut(ra), cut(rb), sorted(set(ea) ^ set(eb))[:2])
+# The relay learns evaluator_events from the zygote's prober: an event before that report is
+# served one-shot (and recorded so).
+assert set(ma) == {"one-shot"} and mb.count("resident") >= n - 2 and set(mb) <= {"one-shot", "resident"}, (set(ma), set(mb))
+assert pa == pb and pa, (pa, pb)
+print("%d events: %d cgroup files, %d records (class, rule, knobs, outcome), %s identical; %d of %d served resident" %
+      (n, len(fa), len(ra), pa[0].strip(), mb.count("resident"), n))
+PY
+); then
+  pass "relay-resident-same-results: $out"
+else
+  fail "relay-resident-same-results: $out"
+fi
+d=$TMP/resc
+mkdir -p "$d/cg" "$d/state" "$d/cache"
+cp "$TMP/res1000/policy.toml" "$d/policy.toml"
+CMD="$BIN relay --policy $d/policy.toml --cgroup-root $d/cg --cgroup-layout v1 --state-dir $d/state --cache-dir $d/cache"
+CMD="$CMD --event-log $d/events.log --metrics-file $d/nri_qos.prom"
+out=
+if NRI_RELAY_RESIDENT_CMD="$CMD" "$UT" "[.nri-resident]" >"$d/ut.log" 2>&1 &&
+   out=$(/usr/bin/python3 - "$d/events.log" <<'PY' 2>&1
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+def of(pod, source):
+    return [r for r in recs if r.get("pod") == pod and r.get("source") == source]
+for p in ["pod-res-%d" % i for i in range(5)] + ["pod-after-crash", "pod-after-crash-2"]:
+    m = of(p, "nri-eval")
+    # the first event may come before the relay heard evaluator_events from the zygote's prober
+    want = ("resident", "one-shot") if p == "pod-res-0" else ("resident",)
+    assert len(m) == 1 and m[0].get("evaluator") in want and m[0]["outcome"] in ("ok", "partial"), (p, m)
+v = of("pod-victim-resident", "relay")
+assert len(v) == 1 and v[0]["failure"] == "crash" and "resident evaluator" in v[0]["message"] and "killed by signal 9" in v[0]["message"], v
+assert not of("pod-victim-resident", "nri-eval"), "the killed evaluator wrote a record"
+print(v[0]["message"])
+PY
+); then
+  pass "relay-resident-crash-contained: $out"
+else
+  fail "relay-resident-crash-contained (see below): $out"; tail -n 20 "$d/ut.log"
 fi
 
 [ "$FAILS" = 0 ]

@@ -507,7 +507,9 @@ int main(int argc, char** argv) {
         o.explain_trace = true;
         o.explain_nri_event = r.source == "nri-eval";
         write_all(STDOUT_FILENO, o.explain_json ? "" : "replay:   last request of " + r.id.substr(0, 12) + " (" + r.event + " at " + r.time +
-                                                          ", class then " + r.cls + ") with policy " + o.policy + "\n");
+                                                          ", class then " + r.cls +
+                                                          (r.evaluator.empty() ? std::string() : ", served by the " + r.evaluator + " evaluator") +
+                                                          ") with policy " + o.policy + "\n");
         // The recorded policy was the one in force: use it as if given with --policy.
         return run_mode(nriqos::Mode::Explain, o, layout, true, &r.request);
     }

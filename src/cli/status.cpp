@@ -252,12 +252,15 @@ int run_status(const StateCommandOptions& o, std::string& out) {
     char buf[512];
     snprintf(buf, sizeof buf, "%-36s %-20s %-12s %-10s %-22s %-16s %s\n", "NAMESPACE/POD", "CONTAINER", "ID", "CLASS", "RULE", "LAST EVENT", "TIME");
     text += buf;
-    size_t drifted = 0, discovered = 0;
+    size_t drifted = 0, discovered = 0, resident = 0;
     for (const auto& r : all) {
         json e = {{"namespace", r.ns}, {"pod", r.pod}, {"container", r.sandbox ? "" : r.container}, {"id", r.id}, {"sandbox_id", r.sandbox_id},
                   {"sandbox", r.sandbox}, {"class", r.cls}, {"rule", r.rule}, {"last_event", r.event}, {"time", r.time}, {"outcome", r.outcome},
                   // where the record came from: the runtime's events, or `reconcile --discover`
                   {"origin", r.source == "discover" ? "discovered" : r.source == "unseen" ? "unseen" : "event"}};
+        // Which evaluator of the native relay served the last event (settings.evaluator_events).
+        if (!r.evaluator.empty()) e["evaluator"] = r.evaluator;
+        if (r.evaluator == "resident") ++resident;
         if (r.source == "discover" || r.source == "unseen") ++discovered;
         snprintf(buf, sizeof buf, "%-36s %-20s %-12s %-10s %-22s %-16s %s\n", (r.ns + "/" + r.pod).c_str(), r.sandbox ? "(sandbox)" : r.container.c_str(),
                  short_id(r.id).c_str(), r.cls.c_str(), r.rule.c_str(), r.event.c_str(), r.time.c_str());
@@ -326,6 +329,8 @@ int run_status(const StateCommandOptions& o, std::string& out) {
                  (discovered ? " (" + std::to_string(discovered) + " discovered by `reconcile --discover`, the rest from runtime events)" : std::string()) +
                  ", " + std::to_string(drifted) + " knob(s) drifted" +
                  (drifted ? ": run `nri-qos reconcile` to restore them\n" : "\n");
+    if (resident)
+        text += std::to_string(resident) + " last event(s) served by a resident evaluator of the native relay (settings.evaluator_events > 1), the rest by one-shot ones\n";
     // The external relay service's liveness (src/nri/service.hpp), when it runs on this state dir.
     text += relay_line(o);
     std::string np_line;
@@ -338,6 +343,7 @@ int run_status(const StateCommandOptions& o, std::string& out) {
     text += conf_json_lines(o, cj);
     if (o.format == "json") {
         json j = {{"state_dir", o.state_dir}, {"entries", arr}, {"drifted", drifted}, {"discovered", discovered}};
+        if (resident) j["resident_evaluator_events"] = resident;
         if (!cj.empty()) j["conf_json_problems"] = cj;
         if (!rejected.empty()) j["adjustment_rejected"] = rejected;
         json relay = nri::read_service_status(o.state_dir + "/relay.json");

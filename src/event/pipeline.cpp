@@ -153,6 +153,7 @@ void prepare_deadline_record(Mode mode, const Options& opt) {
     if (mode == Mode::Explain || g_deadline_ms <= 0) return;
     EventRecord rec;
     rec.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
+    rec.evaluator = opt.evaluator_mode;
     rec.event = "unparsed";
     // The record into the slot the handler is not reading, with a copy of the current answer;
     // one store makes both current.
@@ -503,6 +504,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         if (mode != Mode::Explain) {
             EventOutcome o;
             o.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
+            o.evaluator = opt.evaluator_mode;
             o.req = r;
             o.plan = c.have_plan ? &c.plan : nullptr;
             o.error = c.error;
@@ -540,6 +542,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         if (mode == Mode::Explain || g_deadline_ms <= 0) return;
         EventRecord rec;
         rec.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
+        rec.evaluator = opt.evaluator_mode;
         rec.event = r ? event_name(r->event) : "unparsed";
         if (r) {
             rec.ns = r->pod_namespace;
@@ -582,6 +585,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             note_policy();
             c.fail_closed_policy = policy.fail_closed;
             sink_settings = &policy.sinks;
+            if (opt.policy_evaluator_events) *opt.policy_evaluator_events = policy.evaluator_events;
         } catch (...) {
         }
         early_error(c, deadline_input_cut() ? std::string(e.what()) : std::string("bad request: ") + e.what());
@@ -620,6 +624,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             note_policy();
             sink_settings = &policy.sinks;
             c.fail_closed_policy = policy.fail_closed;
+            if (opt.policy_evaluator_events) *opt.policy_evaluator_events = policy.evaluator_events;
             prepare_deadline(&r, sink_settings, true, c.fail_closed_policy);
         };
         use_policy(opt.explain_trace ? nullptr : &r);

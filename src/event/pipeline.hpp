@@ -79,6 +79,13 @@ struct Options {
     /// end). From then on the deadline never answers again (on_deadline: kExitRecordsCut).
     /// Empty: run_pipeline's caller writes the returned text (invoke, explain, `nri-eval`).
     std::function<void(const std::string& answer)> deliver;
+    /// NriEval in the relay's forked evaluator: which evaluator serves the event, "one-shot" or
+    /// "resident" (EventRecord::evaluator; src/nri/evaluator.hpp). "" elsewhere.
+    std::string evaluator_mode;
+    /// Out (optional): settings.evaluator_events of the policy this event loaded (left as it was
+    /// when none was loaded). The relay's resident evaluator asks it after each event: a policy
+    /// that went back to 1 ends it (src/nri/eval_pipeline.cpp).
+    uint32_t* policy_evaluator_events = nullptr;
     /// Tests only (empty otherwise): called once the plan is built and its declared resctrl
     /// groups are ready (their mount's lock held when a tasks write joins one), right before the
     /// first write — where a concurrent `reconcile` could act between the two steps.

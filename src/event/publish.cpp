@@ -157,6 +157,7 @@ PolicyIdentity policy_identity(const PolicyInfo* info) {
 EventRecord make_record(const EventOutcome& o) {
     EventRecord r;
     r.source = o.source;
+    r.evaluator = o.evaluator;
     r.outcome = outcome_of(o);
     if (o.req) {
         const Request& q = *o.req;
@@ -197,6 +198,7 @@ std::string make_last_request(const EventOutcome& o, const EventRecord& r) {
     j.key("v").num(1);
     j.key("time").str(rfc3339_utc(r.time_ns));
     j.key("source").str(r.source);
+    if (!r.evaluator.empty()) j.key("evaluator").str(r.evaluator);
     j.key("event").str(r.event);
     j.key("id").str(r.id);
     j.key("sandbox_id").str(r.sandbox_id);

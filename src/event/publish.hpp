@@ -58,6 +58,7 @@ std::string remember_sink_paths(const std::string& state_dir, const SinkPaths& p
 /// Everything one finished event tells the sinks.
 struct EventOutcome {
     std::string source;               ///< "invoke", "nri-eval", "reconcile"
+    std::string evaluator;            ///< EventRecord::evaluator ("one-shot", "resident" or "")
     const Request* req = nullptr;     ///< nullptr: the request could not be parsed
     const Plan* plan = nullptr;       ///< nullptr: no class was decided
     std::string error;                ///< Result error ("" = none): outcome "refused"

@@ -26,6 +26,7 @@ std::optional<LastRequest> parse_last(const StateDir::LastFile& f) {
         auto s = [&](const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string(); };
         r.time = s("time");
         r.source = s("source");
+        r.evaluator = s("evaluator");
         r.event = s("event");
         r.id = s("id");
         r.sandbox_id = s("sandbox_id");

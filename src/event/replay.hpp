@@ -22,6 +22,9 @@ namespace nriqos {
 struct LastRequest {
     std::string sandbox_dir, file_id;    ///< where it is stored
     std::string time, source, event, id, sandbox_id, ns, pod, container, cls, rule, outcome;
+    /// Which evaluator of the native relay served that event: "one-shot", "resident",
+    /// "synchronize-pass" (record.hpp EventRecord::evaluator); "" for the others.
+    std::string evaluator;
     bool sandbox = false;
     std::string policy, cgroup_root, proc_root, resctrl_root, layout;  ///< options of that event
     nlohmann::json writes;               ///< the Result's writes at that event

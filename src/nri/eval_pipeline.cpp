@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nri/evaluator_procs.hpp"
 #include "nri/sync.hpp"
 
 #include "os/arena.hpp"
@@ -102,6 +103,7 @@ int evaluate_batch(nriqos::Options& o, const std::string& input, int budget_ms, 
     write_all(STDOUT_FILENO, std::string(kBatchEnd) + "0}\n");
     return 0;
   }
+  o.evaluator_mode = "synchronize-pass";
   // Test-only (tests/e2e `unseen`, issue #33 §4): NRI_QOS_TEST_SYNC_DELAY_MS (1-60000) holds this
   // evaluator that long before its first item, so that the runtime's Synchronize request stays
   // open — a container created meanwhile is one the runtime never reports. The pass's deadline
@@ -233,7 +235,9 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
     }
     return note;
   };
-  e.probe_fail_mode = [opts]() -> int {
+  auto probed_events = std::make_shared<int>(0);
+  e.probed_evaluator_events = [probed_events]() -> int { return *probed_events; };
+  e.probe_fail_mode = [opts, probed_events]() -> int {
     // The policy events will use (policy_store.hpp: the file, its last good copy or the built-in
     // policy), loaded as an event loads it: on a miss it is compiled into the cache and saved as
     // the last good copy here, in the background, not within an event's deadline.
@@ -242,7 +246,9 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
       nriqos::PolicyPlaces w;
       w.cache_dir = opts->cache_dir;
       w.last_good_dir = nriqos::last_good_dir_of(*opts);
-      return nriqos::effective_policy(opts->policy, opts->policy == nriqos::defaults::kPolicy, w, nullptr, info).fail_closed ? 1 : 0;
+      nriqos::Policy p = nriqos::effective_policy(opts->policy, opts->policy == nriqos::defaults::kPolicy, w, nullptr, info);
+      *probed_events = int(p.evaluator_events);
+      return p.fail_closed ? 1 : 0;
     } catch (...) {
       return -1;  // the relay keeps what it knows
     }
@@ -287,11 +293,15 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
   e.before_spare = [opts, probed]() -> bool {
     // The compiled policy the next event will most likely use, in memory (the zygote's seccomp
     // and Landlock profile allow reading the cache directory: it is one of the evaluator's roots).
-    if (nriqos::policy_cache::preload(opts->policy, opts->cache_dir)) return false;
+    // A file that changed is probed once, compiled or not: the prober tells the relay its fail
+    // mode and its settings.evaluator_events (issue #34: a policy that turns resident
+    // evaluators on is compiled by the event that first reads it, not by a prober).
+    const bool hit = nriqos::policy_cache::preload(opts->policy, opts->cache_dir);
     std::string id = file_identity(opts->policy);
     if (*probed == id) return false;
+    const bool first = probed->empty();  // not known yet: a compiled file needs no prober
     *probed = id;
-    return true;  // changed and not compiled: the zygote clones a prober, which compiles it
+    return !(hit && first);
   };
   e.warm = []() {
     // A spare is single-threaded (cloned from the zygote's one thread) and exits after its
@@ -308,9 +318,44 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
     return why;
   };
   e.synchronize_batch = true;  // evaluate() takes a whole Synchronize pass (evaluate_batch)
+  e.evaluate_resident = [opts](int budget_ms, uint32_t len, uint32_t& evaluator_events) -> int {
+    nriqos::Options& o = *opts;
+    // Landlock cannot be widened again: the first layer (every root an event may write) serves
+    // every event of this process, never one event's /proc/<pid> (docs/native-nri.md).
+    o.sandbox_keep_wide = true;
+    o.evaluator_mode = "resident";
+    o.policy_evaluator_events = &evaluator_events;
+    nriqos::arm_next_deadline(nriqos::Mode::NriEval, budget_ms, o);
+    if (len > nriqos::limits::kMaxRequestBytes + 1) _exit(72);  // never from the relay: it bounds every event
+    std::string input(len, '\0');
+    size_t off = 0;
+    while (off < len) {
+      ssize_t n = read(STDIN_FILENO, &input[off], len - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) _exit(72);  // the relay wrote less than it announced: not a state to go on from
+      off += size_t(n);
+    }
+    int code = 0;
+    bool delivered = false;
+    o.deliver = [&delivered](const std::string& answer) {
+      std::string l = answer;
+      while (!l.empty() && (l.back() == '\n' || l.back() == '\r' || l.back() == ' ')) l.pop_back();
+      l += '\n';
+      l += procs::kResidentAnswered;
+      write_all(STDOUT_FILENO, l);
+      delivered = true;
+      sched_yield();  // as the one-shot deliver below: the relay reads the answer now
+    };
+    std::string out = nriqos::run_pipeline(nriqos::Mode::NriEval, o, input, code);
+    o.deliver = nullptr;
+    o.policy_evaluator_events = nullptr;
+    if (!delivered) write_all(STDOUT_FILENO, out + "\n" + procs::kResidentAnswered);  // never expected: NriEval delivers every answer
+    return code;
+  };
   e.evaluate = [opts](int budget_ms) -> int {
     nriqos::Options& o = *opts;
     const int64_t t0 = now_ms();
+    o.evaluator_mode = "one-shot";
     nriqos::arm_deadline(nriqos::Mode::NriEval, budget_ms);
     std::string input;
     if (!read_all_stdin(input)) input.clear();

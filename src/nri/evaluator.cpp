@@ -201,6 +201,10 @@ bool Supervisor::ready_to_start() const {
   // end (SIGCHLD wakes the loop), at most kFinishingWaitMs after the oldest answered; start()
   // then kills the oldest.
   if (finishing_.size() >= kMaxFinishing && now_ms() < finishing_.front().answered_ms + kFinishingWaitMs) return false;
+  // The resident evaluator writes its last event's records (about a millisecond): the next event
+  // waits for its done line (at most until that event's deadline, then it is killed).
+  if (res_fin_active_) return false;
+  if (res_.pid > 0 && ev_events_ > 1) return true;
   if (!fork_mode() || !spares_.empty()) return true;
   if (!zyg_pending_.empty() || keeper_asked_) return false;  // on its way
   // Confined: only the zygote can make one (ensure_spare asks it); without zygote and keeper,
@@ -231,12 +235,24 @@ bool Supervisor::start(const std::string& input, int64_t deadline_ms, std::strin
   }
   Proc p;
   input_.clear();
+  const bool resident = resident_wanted(end_line);
+  if (res_.pid > 0 && resident && res_fin_active_) {  // never expected: ready_to_start waits for it
+    resident_after("records-cut", "still writing the event's records when the next event started (killed)");
+    retire_resident(nullptr);
+  }
+  if (res_.pid > 0 && !res_fin_active_ && (!resident || res_.gen != flags_gen_ || res_served_ >= ev_events_))
+    retire_resident(nullptr);  // another mode, other flags, or served its share
+  bool reused = false;
   if (fork_mode()) {
     while (!spares_.empty() && spares_.front().gen != flags_gen_) {
       retire(spares_.front());
       spares_.pop_front();
     }
-    if (!spares_.empty()) {
+    if (resident && res_.pid > 0 && !res_fin_active_) {
+      p = res_;
+      res_ = Proc();
+      reused = true;
+    } else if (!spares_.empty()) {
       p = spares_.front();
       spares_.pop_front();
     } else if (confined_) {
@@ -250,8 +266,18 @@ bool Supervisor::start(const std::string& input, int64_t deadline_ms, std::strin
     int64_t own = std::max<int64_t>(deadline_ms - now_ms() - kChildMarginMs, 10);
     uint32_t budget = uint32_t(std::min<int64_t>(own, 1 << 30));
     char hdr[kHeaderSize] = {0};
-    memcpy(hdr, kMagic, sizeof kMagic);
+    memcpy(hdr, resident ? procs::kMagicResident : kMagic, sizeof kMagic);
     memcpy(hdr + 4, &budget, sizeof budget);
+    if (resident) {
+      uint32_t len = uint32_t(input.size());
+      memcpy(hdr + 8, &len, sizeof len);
+      if (!reused) {
+        res_served_ = 0;
+        ++residents_;
+      }
+      ++res_served_;
+      ++resident_served_total_;
+    }
     input_.reserve(kHeaderSize + input.size());
     input_.append(hdr, sizeof hdr);
     input_ += input;
@@ -267,6 +293,7 @@ bool Supervisor::start(const std::string& input, int64_t deadline_ms, std::strin
     input_ = input;
   }
   run_ = p;
+  run_resident_ = resident;
   run_max_output_ = max_output ? max_output : o_.max_output;
   run_end_line_ = end_line;
   active_ = true;
@@ -297,7 +324,12 @@ int Supervisor::add_pollfds(struct pollfd* pfd) {
     pfd_keeper_ = n;
     pfd[n++] = {keeper_ctl_, POLLIN, 0};
   }
-  if (active_ && run_.in_fd >= 0) {
+  pfd_res_ = -1;
+  if (res_.pid > 0 && res_.out_fd >= 0) {  // its done line, or anything unexpected while idle
+    pfd_res_ = n;
+    pfd[n++] = {res_.out_fd, POLLIN, 0};
+  }
+  if (active_ && run_.in_fd >= 0 && in_off_ < input_.size()) {  // a resident's stdin stays open
     pfd_in_ = n;
     pfd[n++] = {run_.in_fd, POLLOUT, 0};
   }
@@ -320,6 +352,7 @@ int Supervisor::poll_timeout(int64_t now) const {
   if (finishing_.size() >= kMaxFinishing && finishing_.front().answered_ms + kFinishingWaitMs > now)
     at_most(finishing_.front().answered_ms + kFinishingWaitMs - now);  // a waiting event starts then
   if (!zyg_pending_.empty()) at_most(zyg_asked_ms_ + kZygoteAnswerMs - now);
+  if (res_fin_active_) at_most(res_fin_.deadline_ms - now);
   if (!spares_.empty() || zyg_pid_ > 0) at_most(1000);  // notice an idle process that died
   if (fork_mode() && zyg_pid_ <= 0 && zyg_backoff_until_ > now) at_most(zyg_backoff_until_ - now);
   return t;
@@ -339,8 +372,10 @@ void Supervisor::io(short in_rev, short out_rev) {
       }
     }
     if (in_off_ >= input_.size()) {
-      close(run_.in_fd);
-      run_.in_fd = -1;
+      if (!run_resident_) {  // the one-shot evaluator reads until EOF
+        close(run_.in_fd);
+        run_.in_fd = -1;
+      }
       std::string().swap(input_);
     }
   }
@@ -391,8 +426,11 @@ Outcome Supervisor::end(const std::string& failure, const std::string& kind, boo
   out.failure = failure;
   out.kind = failure.empty() ? std::string() : kind;
   out.id = run_id_;
+  out.resident = run_resident_;
   out.output.swap(output_);
-  if (!reaped_ && keep) {
+  if (run_.pid <= 0) {
+    // Handed over (a resident evaluator that answered: res_ now): nothing to keep or kill here.
+  } else if (!reaped_ && keep) {
     // Answered: it writes the event's records now; tracked until it exits or its deadline (at
     // most kMaxFinishing: start() made room before this evaluation began).
     Finishing f;
@@ -410,12 +448,172 @@ Outcome Supervisor::end(const std::string& failure, const std::string& kind, boo
   }
   close_fds(run_);
   run_ = Proc();
+  run_resident_ = false;
   std::string().swap(input_);
   active_ = false;
   return out;
 }
 
+bool Supervisor::resident_wanted(const std::string& end_line) const {
+  return fork_mode() && o_.inproc.evaluate_resident && ev_events_ > 1 && end_line.empty();
+}
+
+void Supervisor::set_evaluator_events(uint32_t n) {
+  if (n < 1) return;  // unknown: keep what we know
+  if (n != ev_events_) logf("evaluator_events %u (was %u): %s", n, ev_events_, n > 1 ? "resident evaluators" : "one evaluator per event");
+  ev_events_ = n;
+}
+
+// The resident's report on the event it answered last (res_fin_), once: as a finishing
+// evaluator's (AfterAnswer; kind "" = records written).
+void Supervisor::resident_after(const std::string& kind, const std::string& reason) {
+  if (!res_fin_active_) return;
+  AfterAnswer a;
+  a.id = res_fin_.id;
+  a.kind = kind;
+  a.reason = reason;
+  a.took_ms = now_ms() - res_fin_.started_ms;
+  after_.push_back(std::move(a));
+  res_fin_active_ = false;
+}
+
+void Supervisor::retire_resident(const char* why) {
+  if (res_.pid <= 0) return;
+  if (why) logf("resident evaluator %d (%u events served) ended: %s", int(res_.pid), res_served_, why);
+  retire(res_);  // closes its stdin and stdout, kills its group, reaped as a straggler
+  res_buf_.clear();
+  res_served_ = 0;
+}
+
+void Supervisor::resident_io(short rev) {
+  if (res_.pid <= 0) return;
+  bool eof = res_.out_fd < 0;
+  if (!eof && (rev & (POLLIN | POLLERR | POLLHUP))) {
+    char buf[512];
+    for (;;) {
+      ssize_t n = read(res_.out_fd, buf, sizeof buf);
+      if (n > 0) {
+        res_buf_.append(buf, size_t(n));
+        if (res_buf_.size() > 4096) break;  // no done line is that long: unexpected, below
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      eof = true;
+      break;
+    }
+  }
+  if (!res_fin_active_) {  // between events it writes nothing and does not exit
+    if (!res_buf_.empty() || eof) retire_resident(eof ? "ended between its events" : "wrote between its events");
+    return;
+  }
+  const size_t dl = sizeof procs::kResidentDone - 1;
+  const size_t nl = res_buf_.find('\n');
+  if (nl != std::string::npos) {
+    unsigned rc = 0, n = 0;
+    char tail = 0;
+    const bool ok = res_buf_.compare(0, dl, procs::kResidentDone) == 0 && nl + 1 == res_buf_.size() &&
+                    sscanf(res_buf_.c_str() + dl, "%u %u%c", &rc, &n, &tail) == 3 && tail == '\n';
+    if (!ok) {
+      resident_after("died-after-answer", "resident evaluator wrote \"" + res_buf_.substr(0, std::min<size_t>(nl, 80)) +
+                                              "\" after its answer instead of its done line; the event's records may be incomplete (ended)");
+      retire_resident("unexpected output after its answer");
+      return;
+    }
+    res_buf_.clear();
+    if (rc == 0) {
+      resident_after("", "");
+    } else if (rc == unsigned(nriqos::kExitRecordsCut)) {
+      resident_after("records-cut", "the evaluator's own deadline cut the event's records after its answer (status " + std::to_string(rc) + ")");
+    } else {
+      resident_after("died-after-answer", "resident evaluator ended with status " + std::to_string(rc) +
+                                              " after its answer; the event's records may be incomplete");
+    }
+    if (n >= 1 && n <= 1000000) set_evaluator_events(n);
+    spare_deaths_ = zyg_deaths_ = 0;
+    if (rc != 0) retire_resident("a non-zero status after its answer");
+    else if (res_served_ >= ev_events_) retire_resident(o_.debug ? "served its share of events" : nullptr);
+    return;
+  }
+  if (eof || res_buf_.size() > 4096) {
+    // Ended (or babbling) before its done line: how, from its exit status when it is already known.
+    int st = 0;
+    pid_t r = eof ? waitpid(res_.pid, &st, WNOHANG) : 0;
+    for (int i = 0; eof && r == 0 && i < 20; ++i) {  // its stdout closes a moment before it is a zombie
+      usleep(500);
+      r = waitpid(res_.pid, &st, WNOHANG);
+    }
+    if (r == res_.pid) {
+      kill(-res_.pid, SIGKILL);  // leftovers of its group
+      res_.pid = -1;             // reaped: retire() must not kill or wait for it
+      close_fds(res_);
+    }
+    if (r > 0 && WIFEXITED(st) && WEXITSTATUS(st) == nriqos::kExitRecordsCut) {
+      resident_after("records-cut", "the evaluator's own deadline cut the event's records after its answer (exit status " +
+                                        std::to_string(nriqos::kExitRecordsCut) + ")");
+    } else {
+      resident_after("died-after-answer", "resident evaluator " + (r > 0 ? describe_status(st) : std::string(eof ? "closed its output" : "wrote too much")) +
+                                              " after its answer; the event's records may be incomplete");
+    }
+    if (res_.pid > 0) retire_resident("ended before its done line");
+    else {
+      res_ = Proc();
+      res_buf_.clear();
+      res_served_ = 0;
+    }
+  }
+}
+
 bool Supervisor::finish_if_done(Outcome& out) {
+  if (run_resident_ && !overflow_) {
+    // A resident's answer ends with the line kResidentAnswered; it lives on and writes the
+    // event's records, then its done line (resident_io). Without that line the answer is
+    // complete only at EOF, as a one-shot evaluator's (its own deadline answered and it exited).
+    const std::string mark = std::string("\n") + procs::kResidentAnswered;
+    size_t at = output_.find(mark);
+    if (at != std::string::npos) {
+      res_buf_ = output_.substr(at + mark.size());
+      output_.resize(at + 1);
+      res_ = run_;
+      run_ = Proc();
+      res_fin_active_ = true;
+      res_fin_.pid = res_.pid;
+      res_fin_.id = run_id_;
+      res_fin_.started_ms = started_ms_;
+      res_fin_.answered_ms = now_ms();
+      res_fin_.deadline_ms = deadline_ms_;
+      if (reaped_) {  // never expected: it exited right after its answer; told as a finishing one
+        res_.pid = -1;
+      }
+      out = end("", "", false);
+      out.after_answer = true;
+      spare_deaths_ = zyg_deaths_ = 0;
+      if (res_.pid <= 0) {
+        // Already exited (and reaped): after its done line (status as it said, or a policy that
+        // went back to 1), or without one. Its exit status tells how its records ended.
+        unsigned rc = 0, n = 0;
+        const size_t dl = sizeof procs::kResidentDone - 1;
+        if (res_buf_.compare(0, dl, procs::kResidentDone) == 0 && sscanf(res_buf_.c_str() + dl, "%u %u", &rc, &n) == 2 && n >= 1 &&
+            n <= 1000000)
+          set_evaluator_events(n);
+        if (WIFEXITED(status_) && WEXITSTATUS(status_) == 0 && res_buf_.compare(0, dl, procs::kResidentDone) == 0)
+          resident_after("", "");
+        else if (WIFEXITED(status_) && WEXITSTATUS(status_) == nriqos::kExitRecordsCut)
+          resident_after("records-cut", "the evaluator's own deadline cut the event's records after its answer (exit status " +
+                                            std::to_string(nriqos::kExitRecordsCut) + ")");
+        else
+          resident_after("died-after-answer", "resident evaluator " + describe_status(status_) +
+                                                  " after its answer; the event's records may be incomplete");
+        close_fds(res_);
+        res_ = Proc();
+        res_buf_.clear();
+        res_served_ = 0;
+      } else if (!res_buf_.empty() || res_.out_fd < 0) {
+        resident_io(0);  // its done line came with the answer, or its output already ended
+      }
+      return true;
+    }
+  }
   if (!out_eof_) return false;
   auto complete = [this] { return run_end_line_.empty() ? looks_complete(output_) : ends_with_line(output_, run_end_line_); };
   if (!reaped_ && (overflow_ || !complete())) return false;
@@ -457,7 +655,7 @@ bool Supervisor::finish_if_done(Outcome& out) {
 }
 
 bool Supervisor::known(pid_t pid) const {
-  if (pid == zyg_pid_ || pid == keeper_pid_ || pid == reserve_pid_ || (active_ && pid == run_.pid)) return true;
+  if (pid == zyg_pid_ || pid == keeper_pid_ || pid == reserve_pid_ || (active_ && pid == run_.pid) || pid == res_.pid) return true;
   for (const auto& f : finishing_)
     if (f.pid == pid) return true;
   for (const auto& p : spares_)
@@ -541,10 +739,15 @@ bool Supervisor::take_after_answer(std::vector<AfterAnswer>& out) {
 
 void Supervisor::drain_finishing(int64_t wait_ms) {
   int64_t until = now_ms() + wait_ms;
-  while (!finishing_.empty() && now_ms() < until) {
+  while ((!finishing_.empty() || res_fin_active_) && now_ms() < until) {
     reap_finishing();
     expire_finishing(now_ms(), nullptr);
-    if (!finishing_.empty()) usleep(2000);
+    if (res_fin_active_) resident_io(POLLIN);
+    if (!finishing_.empty() || res_fin_active_) usleep(2000);
+  }
+  if (res_fin_active_) {
+    resident_after("records-cut", "still writing the event's records when the relay exited (killed)");
+    retire_resident(nullptr);
   }
   expire_finishing(now_ms(), "still writing the event's records when the relay exited");
 }
@@ -679,6 +882,12 @@ bool Supervisor::service(const struct pollfd* pfd, Outcome& out) {
   child_changed_ = chld_;
   if (chld_ || !stragglers_.empty() || now_ms() - last_reap_ms_ >= 1000) reap_others();
   if (!finishing_.empty()) expire_finishing(now_ms(), nullptr);
+  if (pfd_res_ >= 0 && pfd[pfd_res_].revents) resident_io(pfd[pfd_res_].revents);
+  if (res_fin_active_ && now_ms() >= res_fin_.deadline_ms) {
+    resident_after("records-cut", "still writing the event's records at the event's deadline, " +
+                                      std::to_string(now_ms() - res_fin_.answered_ms) + " ms after its answer (killed)");
+    retire_resident("killed at the event's deadline");
+  }
   if (!active_) return false;
   short in_rev = pfd_in_ >= 0 ? pfd[pfd_in_].revents : 0;
   short out_rev = pfd_out_ >= 0 ? pfd[pfd_out_].revents : 0;
@@ -704,6 +913,8 @@ void Supervisor::stop_all() {
     stragglers_.push_back(f.pid);
   }
   finishing_.clear();
+  res_fin_active_ = false;
+  retire_resident(nullptr);
   for (auto& p : spares_) retire(p);
   spares_.clear();
   if (zyg_pid_ > 0 || zyg_ctl_ >= 0) retire_zygote(nullptr);

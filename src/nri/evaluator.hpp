@@ -48,10 +48,11 @@ struct InProcessEval {
   std::function<std::string()> detach;
   /// In the zygote, before it clones each spare (off the event's critical path): refresh what the
   /// spare inherits from memory (the compiled policy: policy_cache::preload). Returns true when
-  /// the policy file changed and has no compiled entry yet: the zygote then clones a prober
-  /// (probe_fail_mode), which compiles it into the cache in the background, so that the events
-  /// after it need not (a large policy cannot be compiled within an event's deadline; issue 19
-  /// §2). Optional; must not throw.
+  /// the policy file changed (compiled or not): the zygote then clones a prober
+  /// (probe_fail_mode), which compiles it into the cache in the background when it is not, so
+  /// that the events after it need not (a large policy cannot be compiled within an event's
+  /// deadline; issue 19 §2), and tells the relay its fail mode and settings.evaluator_events.
+  /// Optional; must not throw.
   std::function<bool()> before_spare;
   /// In a spare, ready and confined, before it waits for its event: prepare what the event will
   /// need while there is nothing else to do (arena, page faults: arena::prefault). Optional;
@@ -68,6 +69,19 @@ struct InProcessEval {
   /// (tests' fake evaluators, comparisons with the one-process-per-item path): the relay starts
   /// one evaluator per pod and container of the pass.
   bool synchronize_batch = false;
+  /// Resident evaluators (settings.evaluator_events > 1; evaluator_procs.hpp kMagicResident):
+  /// evaluate one event of a process that serves several: arm the deadline (`budget_ms`), read
+  /// exactly `len` bytes of input from fd 0, write the answer and the line kResidentAnswered to
+  /// fd 1 (which stays open) as soon as it is final, then write the event's records. Returns the
+  /// status a one-shot `evaluate` would have exited with (0: records written; any other ends the
+  /// evaluator); `evaluator_events` gets the settings.evaluator_events of the policy the event
+  /// loaded (left 0 when none was). Procfs writes stay as wide as the sandbox's first layer
+  /// (Options::sandbox_keep_wide: Landlock cannot be widened again for the next event's pid).
+  /// Optional: without it every event gets an evaluator of its own.
+  std::function<int(int budget_ms, uint32_t len, uint32_t& evaluator_events)> evaluate_resident;
+  /// In a prober, right after probe_fail_mode: the settings.evaluator_events of the policy it
+  /// loaded (0: unknown), sent to the relay as {kMsgEvaluatorEvents, n}. Optional.
+  std::function<int()> probed_evaluator_events;
   /// In a prober cloned by the zygote (confined as the zygote) when it starts and when
   /// before_spare says the policy changed: load the policy the way an event does, compiling it
   /// into the cache (and saving it as the last good copy) on a miss, and return its fail mode
@@ -113,6 +127,8 @@ struct Outcome {
   int64_t took_ms = 0;   ///< from the start of the evaluation to its end
   /// The evaluation's serial number (1, 2, ...; 0: none ran).
   uint64_t id = 0;
+  /// It ran in a resident evaluator (settings.evaluator_events > 1), not one of its own.
+  bool resident = false;
   /// The evaluator answered and is still alive, writing the event's records (or it ended badly
   /// right after the answer): one AfterAnswer with this `id` follows (Supervisor::take_after_answer).
   bool after_answer = false;
@@ -182,8 +198,8 @@ class Supervisor {
   /// Fork mode: start the zygote if needed and ask it for a spare when none is ready or on its
   /// way. Call when idle, after replies were sent. Backs off after zygotes/spares died.
   void ensure_spare();
-  /// Append the fds to poll (SIGCHLD pipe, keeper and zygote sockets, running evaluation's pipes)
-  /// to `pfd`; at most 5.
+  /// Append the fds to poll (SIGCHLD pipe, keeper and zygote sockets, running evaluation's pipes,
+  /// the resident evaluator's stdout) to `pfd`; at most 6.
   int add_pollfds(struct pollfd* pfd);
   /// Longest poll() timeout in ms that keeps the deadline and reaping on time (-1: none).
   int poll_timeout(int64_t now) const;
@@ -225,6 +241,18 @@ class Supervisor {
   /// Kill everything (running evaluation, spares, zygote, keeper), reap what exits within ~100 ms.
   /// The keeper first gets up to 1 s to write the failure records it was sent.
   void stop_all();
+  /// settings.evaluator_events as the evaluators last reported it (a prober's
+  /// {kMsgEvaluatorEvents, n}, a resident's done line): how many events one evaluator serves.
+  /// 1 (the default): every event gets a process of its own. With n > 1, single events (not a
+  /// Synchronize pass) go to the resident evaluator (a spare that stays: evaluator_procs.hpp
+  /// kMagicResident) until it served n of them, failed in any way (crash, deadline, bad output,
+  /// a non-zero status after its answer, any unexpected byte), or the flags or record paths
+  /// changed; then a fresh spare takes its place. Needs InProcessEval::evaluate_resident.
+  uint32_t evaluator_events() const { return ev_events_; }
+  void set_evaluator_events(uint32_t n);
+  /// Resident evaluators started so far, and events they served.
+  uint64_t residents_started() const { return residents_; }
+  uint64_t resident_events() const { return resident_served_total_; }
   /// Evaluator processes started so far (exec'd, forked or cloned), and zygotes.
   uint64_t started() const { return started_; }
   uint64_t zygotes_started() const { return zygotes_; }
@@ -260,6 +288,10 @@ class Supervisor {
   void reap_others();
   void io(short in_rev, short out_rev);
   bool finish_if_done(Outcome& out);
+  bool resident_wanted(const std::string& end_line) const;
+  void resident_io(short rev);
+  void resident_after(const std::string& kind, const std::string& reason);
+  void retire_resident(const char* why);
   Outcome end(const std::string& failure, const std::string& kind = std::string(), bool keep = false);
   void reap_finishing();
   bool reap_finishing_at(size_t i, bool exited);
@@ -323,6 +355,17 @@ class Supervisor {
   };
   std::vector<Finishing> finishing_;  // oldest first
   std::vector<AfterAnswer> after_;    // reports not taken yet
+  // The resident evaluator (settings.evaluator_events > 1): between its events, or writing the
+  // records of the one it answered (res_fin_active_, res_fin_ that event); pid -1: none.
+  uint32_t ev_events_ = 1;
+  Proc res_;
+  uint32_t res_served_ = 0;          // events it started (the running one included)
+  bool res_fin_active_ = false;
+  Finishing res_fin_;
+  std::string res_buf_;              // its output since its last answer
+  bool run_resident_ = false;        // the running evaluation is framed (kMagicResident)
+  int pfd_res_ = -1;
+  uint64_t residents_ = 0, resident_served_total_ = 0;
   uint64_t run_id_ = 0;               // the running (or last) evaluation's serial
   std::vector<pid_t> stragglers_;  // killed or retired, not reaped yet
   bool chld_ = true;               // SIGCHLD seen since the last reap_others()

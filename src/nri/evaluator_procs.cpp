@@ -79,9 +79,30 @@ void reset_signals() {
   if (ev.warm) ev.warm();
   unsigned char hdr[kHeaderSize];
   if (!read_full(0, hdr, sizeof hdr)) _exit(0);  // retired before an event came
-  if (memcmp(hdr, kMagic, sizeof kMagic) != 0) _exit(72);
   uint32_t budget = 0;
   memcpy(&budget, hdr + 4, sizeof budget);
+  if (memcmp(hdr, kMagicResident, sizeof kMagicResident) == 0 && ev.evaluate_resident) {
+    // A resident evaluator (evaluator_procs.hpp kMagicResident): one event after the other until
+    // the relay closes stdin, the policy says 1, or anything goes wrong.
+    for (;;) {
+      uint32_t len = 0, n = 0;
+      memcpy(&len, hdr + 8, sizeof len);
+      int rc = ev.evaluate_resident(int(std::min<uint32_t>(budget, 1u << 30)), len, n);
+      std::string done = std::string(kResidentDone) + std::to_string(rc) + " " + std::to_string(n) + "\n";
+      size_t off = 0;
+      while (off < done.size()) {
+        ssize_t w = write(1, done.data() + off, done.size() - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) _exit(rc ? rc : 75);
+        off += size_t(w);
+      }
+      if (rc != 0 || n == 1) _exit(rc);
+      if (!read_full(0, hdr, sizeof hdr)) _exit(0);  // the relay retired it
+      if (memcmp(hdr, kMagicResident, sizeof kMagicResident) != 0) _exit(72);
+      memcpy(&budget, hdr + 4, sizeof budget);
+    }
+  }
+  if (memcmp(hdr, kMagic, sizeof kMagic) != 0) _exit(72);
   int rc = ev.evaluate(int(std::min<uint32_t>(budget, 1u << 30)));
   close(1);
   _exit(rc);
@@ -165,6 +186,10 @@ namespace {
         // Confined like the zygote (it reads only the operator's policy, no pod data).
         int32_t msg[2] = {kMsgFailMode, int32_t(ev.probe_fail_mode())};
         ssize_t w = send(kZygoteCtl, msg, sizeof msg, MSG_NOSIGNAL);
+        if (w == ssize_t(sizeof msg) && ev.probed_evaluator_events) {
+          int32_t ee[2] = {kMsgEvaluatorEvents, int32_t(ev.probed_evaluator_events())};
+          if (ee[1] > 0) w = send(kZygoteCtl, ee, sizeof ee, MSG_NOSIGNAL);
+        }
         _exit(w == ssize_t(sizeof msg) ? 0 : 1);
       }
     };

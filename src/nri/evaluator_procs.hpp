@@ -23,6 +23,19 @@ constexpr char kMagic[4] = {'N', 'Q', 'E', 'V'};
 // Messages zygote -> relay: {kind, value}, two int32.
 constexpr int32_t kMsgFailMode = 1;  // value: the policy's fail mode, 1 closed, 0 open, -1 unknown
 constexpr int32_t kMsgSpare = 2;     // value: the spare's pid, or -errno
+constexpr int32_t kMsgEvaluatorEvents = 3;  // value: the policy's settings.evaluator_events (>= 1)
+
+// A resident evaluator (settings.evaluator_events > 1, docs/native-nri.md "Resident
+// evaluators"): every event comes with the header "NQER", the budget (uint32, ms), the input's
+// length (uint32, bytes), 4 reserved bytes — and stdin stays open for the next one. Its output per
+// event: the answer (one line), the line kResidentAnswered (the answer is final: the relay replies),
+// then, once the event's records are written, "kResidentDone <status> <evaluator_events>\n":
+// <status> the exit status a one-shot evaluator would have had (0: records written; any other
+// ends the evaluator), <evaluator_events> the setting of the policy this event loaded (0: none
+// loaded). Then it waits for the next header; EOF or anything else ends it.
+constexpr char kMagicResident[4] = {'N', 'Q', 'E', 'R'};
+constexpr char kResidentAnswered[] = "#nri-qos:answered\n";
+constexpr char kResidentDone[] = "#nri-qos:done ";
 
 /// sendmsg(2) of `len` bytes of `buf` on `sock` with the `nfds` (at most 4) descriptors of `fds`
 /// passed along (SCM_RIGHTS; none when `nfds` is 0), MSG_NOSIGNAL. Returns sendmsg's result.

@@ -58,6 +58,7 @@ void Supervisor::set_flags(const std::vector<std::string>& flags) {
   ++flags_gen_;
   for (auto& p : spares_) retire(p);
   spares_.clear();
+  if (!res_fin_active_) retire_resident(nullptr);  // prepared with the old flags (a finishing one: start() retires it)
   if (zyg_pid_ > 0) retire_zygote(nullptr);
 }
 
@@ -285,12 +286,17 @@ void Supervisor::zygote_answers() {
     ssize_t n = recv(zyg_ctl_, msg, sizeof msg, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    bool ok = n == ssize_t(sizeof msg) && (msg[0] == kMsgFailMode || (msg[0] == kMsgSpare && !zyg_pending_.empty()));
+    bool ok = n == ssize_t(sizeof msg) &&
+              (msg[0] == kMsgFailMode || msg[0] == procs::kMsgEvaluatorEvents || (msg[0] == kMsgSpare && !zyg_pending_.empty()));
     if (!ok) {
       retire_zygote(n == 0 ? "closed its socket" : "sent a malformed answer");
       ++zyg_deaths_;
       zyg_backoff_until_ = zyg_deaths_ > 1 ? now_ms() + 1000 : 0;
       return;
+    }
+    if (msg[0] == procs::kMsgEvaluatorEvents) {
+      if (msg[1] >= 1 && msg[1] <= 1000000) set_evaluator_events(uint32_t(msg[1]));
+      continue;
     }
     if (msg[0] == kMsgFailMode) {
       if (msg[1] >= 0) policy_fail_mode_ = msg[1];
@@ -331,6 +337,7 @@ void Supervisor::ensure_spare() {
       if (zyg_pid_ > 0) retire_zygote(nullptr);
       for (auto& p : spares_) retire(p);
       spares_.clear();
+      if (!res_fin_active_) retire_resident("the record paths changed");
     }
     roots_sig_ = sig;
     roots_sig_known_ = true;

@@ -274,6 +274,9 @@ void Relay::finish_event(Outcome& oc) {
   }
   std::string().swap(oc.output);
 
+  // The record says which evaluator failed: a resident one ends at once (evaluator.hpp), the
+  // next event gets a fresh one.
+  if (!failure.empty() && oc.resident) failure = "resident evaluator (ended; the next event gets a fresh one): " + failure;
   if (!failure.empty()) {
     fail_event(c.stream, c.event, c.subject, failure, kind.c_str(), &c, oc.took_ms);
     return;

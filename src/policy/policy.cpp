@@ -203,7 +203,7 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
         c.guard([&] {
             check_keys(c, *s, "settings", {"default_class", "fail", "cpu_weight_formula", "koordinator_quota_lift", "metrics_file", "event_log", "event_log_max_bytes", "leave_to_others",
                                            "katalyst_reserved_cpus", "katalyst_default_numa_exclusive", "katalyst_dedicated_default_burst",
-                                           "katalyst_default_burst_percent"});
+                                           "katalyst_default_burst_percent", "evaluator_events"});
             c.guard([&] {
                 if (const TV* x = get(*s, "default_class")) {
                     default_line = Ctx::line_of(*x);
@@ -289,6 +289,14 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
                     if (!x->is_integer() || x->as_integer() < 0 || x->as_integer() > 100)
                         c.fail(*x, "settings.katalyst_default_burst_percent: expected an integer from 0 to 100 (Katalyst DefaultCPUBurstPercent)");
                     p.katalyst_default_burst_percent = static_cast<unsigned>(x->as_integer());
+                }
+            });
+            c.guard([&] {
+                if (const TV* x = get(*s, "evaluator_events")) {
+                    if (!x->is_integer() || x->as_integer() < 1 || x->as_integer() > int64_t(kMaxEvaluatorEvents))
+                        c.fail(*x, "settings.evaluator_events: expected an integer from 1 (one evaluator process per event) to " +
+                                       std::to_string(kMaxEvaluatorEvents));
+                    p.evaluator_events = static_cast<uint32_t>(x->as_integer());
                 }
             });
             c.guard([&] {

@@ -34,6 +34,8 @@ namespace nriqos {
 constexpr int kPolicyVersion = 1;
 /// Largest policy file accepted (bytes).
 constexpr size_t kMaxPolicyBytes = 8u << 20;
+/// Largest settings.evaluator_events: an evaluator is replaced at least every million events.
+constexpr uint32_t kMaxEvaluatorEvents = 1000000;
 
 using GlobMap = std::vector<std::pair<std::string, std::string>>;  ///< key → fnmatch(3) glob
 /// Pod label/annotation key → the operator's note naming the admission policy that controls it
@@ -230,6 +232,10 @@ struct Policy {
     KeyNotes guarded_annotations;  ///< [guarded.annotations]
     std::string source;            ///< path it was loaded from ("builtin" for the built-in one)
     SinkSettings sinks;            ///< settings.metrics_file / event_log / event_log_max_bytes
+    /// settings.evaluator_events (man nri-qos.toml(5)): how many events one sandboxed evaluator of
+    /// the native relay serves before it exits and a fresh one takes its place (1: one process per
+    /// event, the default; src/nri/evaluator.hpp "resident"). 1..kMaxEvaluatorEvents.
+    uint32_t evaluator_events = 1;
     /// [resctrl.<name>]: the groups nri-qos creates and keeps (ResctrlGroupDef), by name.
     std::map<std::string, ResctrlGroupDef> resctrl_groups;
     /// settings.leave_to_others, in policy order (one entry per field; an entry with a list of

@@ -15,6 +15,7 @@
 //   A       key, racy flag + policy text hash, SHA-256 of the policy text, status (0 valid,
 //           1 broken: followed by the error and nothing else), policy settings, guarded keys,
 //           settings.leave_to_others (field, plugin) pairs, sink settings (metrics_file, event_log, event_log_max_bytes),
+//           settings.evaluator_events,
 //           classes, rule count, offset of section B, rule offset table
 //   records one per rule: u32 length, u64 checksum, the rule
 //   B       u64 checksum of the rest of B, the unindexed rule numbers, the rule index (sorted
@@ -110,7 +111,7 @@ Policy load_policy_for(const std::string& path, const std::string& cache_dir, co
 /// Building blocks, exposed for tests and the benchmark.
 namespace policy_cache {
 
-constexpr uint32_t kFormatVersion = 11;        ///< 11 (parallel branches merged): 10a classes' sandbox knob list (after pod) and knob cpu_bvt_warp_ns before raw (raw's id moved), 10b settings.katalyst_default_numa_exclusive / katalyst_dedicated_default_burst / katalyst_default_burst_percent, classes' container_cpu_weight_formula (high half of the pod formula byte); 9: knob ids of sched_policy..memory_policy_nodes before raw (raw's id moved); 2: SHA-256, broken entries, [guarded] (pol) / sink settings (ops); 3: both; 4: cpu_weight_formula 0 auto / 1 log-quadratic / 2 linear (was a bool: 1 meant linear); 5 (on parallel branches): settings.koordinator_quota_lift + classes' pod_cpu_weight_formula + rules' merge, or [resctrl.*] groups, or settings.leave_to_others; 6: the first two; 7: all three; 8: and settings.katalyst_reserved_cpus
+constexpr uint32_t kFormatVersion = 11;        ///< 11 (parallel branches merged): 10a classes' sandbox knob list (after pod) and knob cpu_bvt_warp_ns before raw (raw's id moved), 10b settings.katalyst_default_numa_exclusive / katalyst_dedicated_default_burst / katalyst_default_burst_percent, settings.evaluator_events, classes' container_cpu_weight_formula (high half of the pod formula byte); 9: knob ids of sched_policy..memory_policy_nodes before raw (raw's id moved); 2: SHA-256, broken entries, [guarded] (pol) / sink settings (ops); 3: both; 4: cpu_weight_formula 0 auto / 1 log-quadratic / 2 linear (was a bool: 1 meant linear); 5 (on parallel branches): settings.koordinator_quota_lift + classes' pod_cpu_weight_formula + rules' merge, or [resctrl.*] groups, or settings.leave_to_others; 6: the first two; 7: all three; 8: and settings.katalyst_reserved_cpus
 constexpr int kRacySeconds = 2;                 ///< policy younger than this: store as racy
 constexpr size_t kMaxCacheBytes = 64u << 20;    ///< larger cache files are not read
 

@@ -291,6 +291,7 @@ std::string compile(const Policy& p, const std::string& key, bool racy, uint64_t
     w.str(p.sinks.metrics_file);
     w.str(p.sinks.event_log);
     w.u64(p.sinks.event_log_max_bytes);
+    w.u32(p.evaluator_events);
     w.u32(static_cast<uint32_t>(p.resctrl_groups.size()));
     for (const auto& [n, g] : p.resctrl_groups) {
         w.str(n);
@@ -443,6 +444,8 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
     p.sinks.metrics_file = rd.str();
     p.sinks.event_log = rd.str();
     p.sinks.event_log_max_bytes = rd.u64();
+    p.evaluator_events = rd.u32();
+    if (p.evaluator_events < 1 || p.evaluator_events > kMaxEvaluatorEvents) return Decoded::Invalid;
     {
         uint32_t ngroups = rd.count(16);
         for (uint32_t i = 0; i < ngroups && rd.ok; ++i) {

@@ -135,6 +135,7 @@ void record_logfmt_part(std::string& out, const EventRecord& r, RecordPart part)
         kv(out, " container=", r.container);
         kv(out, " id=", std::string_view(r.id).substr(0, 12));
         if (r.sandbox) kv(out, " sandbox=", "true");
+        kv(out, " evaluator=", r.evaluator);
         return;
     case RecordPart::Class:
         kv(out, " class=", r.cls);
@@ -168,7 +169,7 @@ void record_logfmt_part(std::string& out, const EventRecord& r, RecordPart part)
 
 namespace {
 size_t record_text_size(const EventRecord& r) {
-    return r.source.size() + r.event.size() + r.ns.size() + r.pod.size() + r.container.size() + r.id.size() + r.sandbox_id.size() +
+    return r.source.size() + r.evaluator.size() + r.event.size() + r.ns.size() + r.pod.size() + r.container.size() + r.id.size() + r.sandbox_id.size() +
            r.cls.size() + r.rule.size() + r.outcome.size() + r.failure.size() + r.fail_mode.size() + r.applied.size() + r.skipped.size() +
            r.failed.size() + r.drift.size() + r.not_passed.size() + r.weight_formula.size() + r.systemd.size() + r.policy.size() + r.policy_sha256.size() + r.policy_error.size() + r.message.size();
 }
@@ -214,6 +215,7 @@ void record_json_part(std::string& out, const EventRecord& r, RecordPart part) {
         put("id", r.id);
         put("sandbox_id", r.sandbox_id);
         if (r.sandbox) j.key("sandbox").boolean(true);
+        put("evaluator", r.evaluator);
         return;
     case RecordPart::Class:
         j.resume();

@@ -38,6 +38,10 @@ constexpr const char* kMetricsFile = NRI_QOS_METRICS_FILE;
 struct EventRecord {
     int64_t time_ns = 0;        ///< CLOCK_REALTIME; 0 = now
     std::string source;         ///< "invoke", "nri-eval", "reconcile", "relay" (relay-level failures)
+    /// nri-eval in the native relay's forked evaluator: which evaluator served the event,
+    /// "one-shot" (a process for this event only) or "resident" (one that serves up to
+    /// settings.evaluator_events events; src/nri/evaluator.hpp). "" elsewhere.
+    std::string evaluator;
     std::string event;          ///< request event ("create", "RunPodSandbox", ...) or "reconcile"
     std::string ns, pod, container, id, sandbox_id;
     bool sandbox = false;

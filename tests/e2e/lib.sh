@@ -726,6 +726,13 @@ install_test_policy() { # DEST
          print "sched_policy = \"idle\""; print "io_class = \"idle\""
          print "memory_policy = \"bind\""; print "memory_policy_nodes = \"0\"" }' \
     "$TEST_POLICY" > "$1"
+  # E2E_EVALUATOR_EVENTS=N: the same scenarios with resident evaluators (settings.evaluator_events,
+  # issue #34; docs/e2e.md), which must give the same results as one process per event.
+  if [ -n "${E2E_EVALUATOR_EVENTS:-}" ]; then
+    grep -q '^\[settings\]$' "$1" || { log "no [settings] in $TEST_POLICY for E2E_EVALUATOR_EVENTS"; return 1; }
+    sed -i "s/^\[settings\]\$/[settings]\nevaluator_events = ${E2E_EVALUATOR_EVENTS}/" "$1"
+    log "test policy: evaluator_events = ${E2E_EVALUATOR_EVENTS}"
+  fi
 }
 # A fail-closed policy: every container is class FC (fail = "closed") whose only knob is a raw
 # file write the kernel rejects with EINVAL (v1: cpu.cfs_period_us must be >= 1000 us; v2:

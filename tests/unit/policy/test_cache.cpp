@@ -155,6 +155,27 @@ TEST_CASE("cache: the flat form round-trips the bundled policy", "[cache]") {
     CHECK(info.text_hash == 7);
 }
 
+TEST_CASE("settings.evaluator_events: 1 by default, 1..1000000, survives the flat form", "[cache][policy][resident]") {
+    Policy d = load_policy_toml(kBundled);
+    CHECK(d.evaluator_events == 1);  // one process per event unless the operator says otherwise
+    const std::string head = "version = 1\n[settings]\ndefault_class = \"X\"\n";
+    const std::string tail = "[classes.X.container]\ncpu_shares = 2\n";
+    Policy p = parse_policy_toml(head + "evaluator_events = 1000\n" + tail, "p.toml");
+    CHECK(p.evaluator_events == 1000);
+    std::string blob = pc::compile(p, "key", false, 1, "s");
+    Policy q;
+    REQUIRE(pc::decode(blob, "key", nullptr, q, nullptr) == pc::Decoded::Ok);
+    CHECK(q.evaluator_events == 1000);
+    for (const char* bad : {"0", "1000001", "\"many\"", "2.5"}) {
+        try {
+            parse_policy_toml(head + "evaluator_events = " + bad + "\n" + tail, "p.toml");
+            FAIL("accepted evaluator_events = " << bad);
+        } catch (const InputError& e) {
+            CHECK(std::string(e.what()).find("settings.evaluator_events: expected an integer from 1") != std::string::npos);
+        }
+    }
+}
+
 TEST_CASE("cache: settings.cpu_weight_formula survives the flat form, all three values", "[cache][weight]") {
     for (WeightFormula f : {WeightFormula::Auto, WeightFormula::LogQuadratic, WeightFormula::Linear}) {
         Policy p = load_policy_toml(kBundled);

@@ -93,7 +93,7 @@ match.kind = "pod"
     CHECK(has(f, "3:E:settings.default_class: unknown class \"Ls\" (did you mean \"LS\"?)"));
     CHECK(has(f, "4:E:settings: unknown key \"fial\" (did you mean \"fail\"? allowed: default_class, fail, cpu_weight_formula, koordinator_quota_lift, metrics_file, event_log, "
                   "event_log_max_bytes, leave_to_others, katalyst_reserved_cpus, katalyst_default_numa_exclusive, katalyst_dedicated_default_burst, "
-                  "katalyst_default_burst_percent)"));
+                  "katalyst_default_burst_percent, evaluator_events)"));
     CHECK(has(f, "6:E:classes.LS.container: unknown knob \"cpu_sharez\" (did you mean \"cpu_shares\"? see nri-qos.toml(5))"));
     CHECK(has(f, "7:E:classes.LS.container.memory_limit: 1 out of range"));
     CHECK(has(f, "8:E:classes.LS.container.oom_score_adj: 5000 out of range [-1000, 1000]"));
