@@ -92,9 +92,9 @@ Outcome volcano_memory(Ctx& c, int which) {
         return absent(std::string("the request does not carry the container's memory request (") + kube_qos_name(c.in.kube_qos) +
                       " pod; kubelet hands the runtime only the limit)");
     }
-    __int128 p = static_cast<__int128>(qty) * ratio;
-    if (p > INT64_MAX || p < INT64_MIN) return error(rtext + ": " + qhow + " × ratio overflows int64");
-    const int64_t v = static_cast<int64_t>(p / 100);  // Go's integer division truncates toward 0
+    int64_t p = 0;
+    if (__builtin_mul_overflow(qty, static_cast<int64_t>(ratio), &p)) return error(rtext + ": " + qhow + " × ratio overflows int64");
+    const int64_t v = p / 100;  // Go's integer division truncates toward 0
     const std::string calc = qhow + " × " + rtext + " / 100 = " + std::to_string(v);
     if (v < 0) return value_max(calc + ", negative → max (the agent writes \"max\" for any negative value)");
     return value_int(v, calc);
