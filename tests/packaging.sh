@@ -622,6 +622,9 @@ YAML
         const rec = ds.find(d=>d.metadata.name==="qos-reconcile").spec.template.spec.containers[0];
         want(rec.env.find(e=>e.name==="NRI_QOS_RECONCILE_SECONDS").value==="60", "reconcile: intervalSeconds");
         if (bad.length) { console.log(bad.join("; ")); process.exit(1); }' "$SCRATCH/helm3.yaml") >"$SCRATCH/helm3.log" 2>&1; verdict helm-standard-values
+      # the default priority is the static manifests' node-critical one; "" renders none
+      { deploy/helm/render.sh 2>/dev/null | grep -qx ' *priorityClassName: system-node-critical' &&
+        ! deploy/helm/render.sh --set priorityClassName= 2>/dev/null | grep -q priorityClassName; }; verdict helm-default-priority-node-critical
       [ $FAILED = 0 ] || sed 's/^/# /' "$SCRATCH/helm3.log"
       # the chart's reconcile DaemonSet is deploy/kubernetes/nri-qos-reconcile.yaml's pod
       (cd $V && node -e '
