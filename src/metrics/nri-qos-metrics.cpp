@@ -76,19 +76,6 @@ std::string parse_listen(const std::string& s, std::string& host, int& port) {
   return "";
 }
 
-std::string prom_label(const std::string& v) {
-  std::string r;
-  for (char c : v) {
-    if (c == '\\' || c == '"') r.push_back('\\');
-    if (c == '\n') {
-      r += "\\n";
-      continue;
-    }
-    r.push_back(c);
-  }
-  return r;
-}
-
 bool read_text(const std::string& path, std::string& out) {
   std::ifstream f(path);
   if (!f) return false;
@@ -136,7 +123,7 @@ std::string render(const Options& o) {
         readable ? "1" : "0");
   out += "# HELP nri_qos_build_info The nri-qos build and the policy in force when the metrics server started.\n";
   out += "# TYPE nri_qos_build_info gauge\n";
-  out += "nri_qos_build_info{version=\"" + prom_label(o.version) + "\",policy_sha256=\"" + prom_label(o.policy_sha256) + "\"} 1\n";
+  out += "nri_qos_build_info{version=\"" + nri::prom_label(o.version) + "\",policy_sha256=\"" + nri::prom_label(o.policy_sha256) + "\"} 1\n";
   return out;
 }
 

@@ -62,19 +62,6 @@ void write_atomic(const std::string& path, const std::string& text) {
   if (!ok || rename(tmp.c_str(), path.c_str()) != 0) unlink(tmp.c_str());
 }
 
-std::string prom_label(const std::string& v) {
-  std::string r;
-  for (char c : v) {
-    if (c == '\\' || c == '"') r.push_back('\\');
-    if (c == '\n') {
-      r += "\\n";
-      continue;
-    }
-    r.push_back(c);
-  }
-  return r;
-}
-
 struct State {
   int64_t started = 0;
   pid_t relay_pid = 0;

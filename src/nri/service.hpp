@@ -74,6 +74,11 @@ int run_relay_service(RelayOptions opts, const ServiceOptions& so);
 /// when the file does not exist; an unreadable or malformed file gives {"error": "..."}.
 nlohmann::json read_service_status(const std::string& path, const std::string& proc_root = "/proc");
 
+/// A Prometheus label value escaped as the text exposition format asks (backslash, double quote,
+/// newline: prometheus.io docs "Exposition formats", text format). For nri_qos_build_info, which
+/// both the relay service (its textfile) and nri-qos-metrics (its /metrics) print.
+std::string prom_label(const std::string& v);
+
 /// Start the metrics server `so.metrics_server --listen so.metrics_listen ...` (its status file
 /// status_file: the relay's liveness) as a child with PR_SET_PDEATHSIG SIGTERM, and wait up to
 /// 5 s for it to bind. Returns its pid, or -1 with `why` set (its one-line error).

@@ -15,6 +15,20 @@ namespace nri {
 
 using nlohmann::json;
 
+std::string prom_label(const std::string& v) {
+  std::string r;
+  for (char c : v) {
+    if (c == '\\' || c == '"') r.push_back('\\');
+    if (c == '\n') {
+      r += "\\n";
+      continue;
+    }
+    r.push_back(c);
+  }
+  return r;
+}
+
+
 json read_service_status(const std::string& path, const std::string& proc_root) {
   std::ifstream f(path);
   if (!f) {
