@@ -202,14 +202,18 @@ std::string policy_in_force_sha256(const Options& o) {
     }
 }
 
+/// Append `flag v` to `argv` when `relay`'s command line gave `flag`: what a child of the relay
+/// (its evaluators, the unseen pass) gets passed on; the others keep the defaults both share.
+void pass_given(CLI::App* relay, std::vector<std::string>& argv, const char* flag, const std::string& v) {
+    if (relay->count(flag) > 0) {
+        argv.emplace_back(flag);
+        argv.push_back(v);
+    }
+}
+
 std::vector<std::string> eval_argv(CLI::App* relay, const Options& o, const std::string& layout) {
     std::vector<std::string> a = {"/proc/self/exe", "nri-eval"};
-    auto pass = [&](const char* flag, const std::string& v) {
-        if (relay->count(flag) > 0) {
-            a.emplace_back(flag);
-            a.push_back(v);
-        }
-    };
+    auto pass = [&](const char* flag, const std::string& v) { pass_given(relay, a, flag, v); };
     pass("--policy", o.policy);
     pass("--cgroup-root", o.cgroup_root);
     pass("--cgroup-layout", layout);
@@ -238,12 +242,7 @@ std::vector<std::string> unseen_argv(CLI::App* relay, const Options& o, const st
     std::vector<std::string> a = {"/proc/self/exe", "reconcile", "--unseen", "--policy", o.policy, "--state-dir", o.state_dir,
                                   "--cri-socket", cri_socket};
     if (!cri_client.empty()) a.insert(a.end(), {"--cri-client", cri_client});
-    auto pass = [&](const char* flag, const std::string& v) {
-        if (relay->count(flag) > 0) {
-            a.emplace_back(flag);
-            a.push_back(v);
-        }
-    };
+    auto pass = [&](const char* flag, const std::string& v) { pass_given(relay, a, flag, v); };
     pass("--cgroup-root", o.cgroup_root);
     pass("--cgroup-layout", layout);
     pass("--proc-root", o.proc_root);
