@@ -265,6 +265,7 @@ if [ -z "$missing" ]; then
 /opt/nri/plugins
 /usr/libexec/nri-qos
 /usr/libexec/nri-qos/nri-qos-cri
+/usr/libexec/nri-qos/nri-qos-metrics
 /usr/share/doc/nri-qos-$VERSION
 /usr/share/doc/nri-qos-$VERSION/install.md
 /usr/share/doc/nri-qos-$VERSION/operations.md
