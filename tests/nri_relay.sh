@@ -39,8 +39,8 @@
 #   relay-metrics-port-taken  a listen address in use: exit 2 at once with the reason
 #   serve-metrics         the modes without a relay: textfile + build info, no relay liveness
 #   relay-resident-same-results  settings.evaluator_events = 1 and 1000 (issue #34): the same events
-#                         give the same cgroup files, records (but for time, duration, evaluator)
-#                         and metrics
+#                         give byte-identical adjustments, the same records (but for time,
+#                         duration, evaluator) and metrics
 #   relay-resident-crash-contained  one resident serves several events; SIGKILLed mid-event, that
 #                         event fails open (relay record crash, "resident evaluator"), the next
 #                         events get a fresh evaluator and say evaluator=resident
@@ -360,8 +360,10 @@ else
 fi
 # 10. Resident evaluators (settings.evaluator_events, issue #34). (a) The same events through a
 #     relay with evaluator_events = 1 and one with 1000 (the mechanics fixture policy, each on a
-#     private cgroup tree): every event answered with its adjustment in both, the same cgroup files
-#     with the same contents, the same event-log records but for time, duration and the evaluator
+#     private cgroup tree): every event answered with its adjustment in both, byte-identical
+#     adjustments (the set of distinct CreateContainerResponse payloads, digested by the Catch2
+#     driver: CreateContainer writes no cgroup file, the runtime applies the adjustment), the same
+#     cgroup files (none here), the same event-log records but for time, duration and the evaluator
 #     field ("one-shot" / "resident"), and the same metrics counts. (b) The hidden Catch2 test
 #     "[.nri-resident]": one process serves five events; a planted crash (that process SIGKILLed
 #     mid-event) fails that event open and the next events get a fresh evaluator; the records say
@@ -389,6 +391,8 @@ a, b, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 def load(d):
     log = open(d + "/load.log").read()
     assert "(%d OK, %d with an adjustment)" % (n, n) in log and "rc 0" in log, (d, log[-600:])
+    answers = [l.strip() for l in log.splitlines() if "answers:" in l and "digest" in l]
+    assert len(answers) == 1, (d, "no answers digest line")
     files = {}
     for root, _, names in os.walk(d + "/cg"):
         for f in names:
@@ -402,10 +406,12 @@ def load(d):
             r.pop(k, None)
         recs.append(r)
     prom = sorted(l for l in open(d + "/nri_qos.prom") if l.startswith("nri_qos_events_total"))
-    return files, recs, modes, prom
-fa, ra, ma, pa = load(a)
-fb, rb, mb, pb = load(b)
+    return files, recs, modes, prom, answers[0]
+fa, ra, ma, pa, aa = load(a)
+fb, rb, mb, pb, ab = load(b)
 assert fa == fb, "cgroup files differ"
+# the adjustments themselves (CreateContainer writes nothing: the runtime applies what it gets)
+assert aa == ab, ("the runtime got other adjustments", aa, ab)
 # Under load a one-shot event's records may be cut (4 evaluators still finishing: relay record
 # records-cut, its own record missing): timing, not a result. The results are the evaluators' records.
 cut = lambda rs: sum(1 for r in rs if r.get("failure") == "records-cut")
@@ -416,8 +422,8 @@ assert set(ea) == set(eb) and len(ea) + cut(ra) == n and len(eb) + cut(rb) == n,
 # served one-shot (and recorded so).
 assert set(ma) == {"one-shot"} and mb.count("resident") >= n - 2 and set(mb) <= {"one-shot", "resident"}, (set(ma), set(mb))
 assert pa == pb and pa, (pa, pb)
-print("%d events: %d cgroup files, %d records (class, rule, knobs, outcome), %s identical; %d of %d served resident" %
-      (n, len(fa), len(ra), pa[0].strip(), mb.count("resident"), n))
+print("%d events: the adjustments (%s), %d records (class, rule, outcome), %s identical; %d of %d served resident" %
+      (n, aa[aa.index("answers:") + 9:], len(ra), pa[0].strip(), mb.count("resident"), n))
 PY
 ); then
   pass "relay-resident-same-results: $out"
