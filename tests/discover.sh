@@ -8,13 +8,7 @@
 # a reason; a second pass adopts nothing new; a runtime that cannot be asked is one line, exit 1.
 # Prints PASS/FAIL/SKIP lines; exit 1 when anything failed.
 . "$(dirname "$0")/lib.sh"
-DOC=$FIX/cri/containerd-1.6.20-discover.json
-S=$(scratch); R=$S/cg; ST=$S/state; LOG=$S/events.log; PROM=$S/m.prom
-SB=$(jq -r '.sandboxes[0].id' "$DOC"); CT=$(jq -r '.containers[0].id' "$DOC")
-POD_REL=$(jq -r '.sandboxes[0].info.info.config.linux.cgroup_parent' "$DOC" | sed 's|^/||')
-mk_v1_dir "$R" "$POD_REL"; mk_v1_dir "$R" "$POD_REL/$SB"; mk_v1_dir "$R" "$POD_REL/$CT"
-echo 2 > "$R/cpu/$POD_REL/$SB/cpu.shares"; echo 512 > "$R/cpu/$POD_REL/$CT/cpu.shares"
-mkdir -p "$S/proc/4300" "$S/proc/4242"; echo 0 > "$S/proc/4300/oom_score_adj"; echo -998 > "$S/proc/4242/oom_score_adj"
+discover_node   # DOC S R ST LOG PROM SB CT POD_REL (lib.sh)
 # the stand-in client: prints the document, records its arguments
 printf '#!/bin/sh\necho "$@" > %s/cri-args\ncat %s\n' "$S" "$DOC" > "$S/fake-cri"; chmod +x "$S/fake-cri"
 printf '#!/bin/sh\necho "nri-qos-cri: CRI Version on unix:///nowhere.sock: failed to connect to all addresses" >&2\nexit 1\n' > "$S/down-cri"; chmod +x "$S/down-cri"

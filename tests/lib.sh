@@ -79,3 +79,17 @@ valid_result() {
     fail "$1: not a valid Result: ${2:0:300}"
   fi
 }
+
+# discover_node: the scratch node of tests/discover.sh and tests/unseen.sh, from the captured CRI
+# listing of containerd 1.6.20 (DOC): a v1 cgroup tree (R) with the pod, its sandbox (SB, shares 2)
+# and its container (CT, CRI's shares 512), /proc entries of both pids, and the paths ST (state
+# dir), LOG (event log) and PROM (metrics) under the scratch directory S.
+discover_node() {
+  DOC=$FIX/cri/containerd-1.6.20-discover.json
+  S=$(scratch); R=$S/cg; ST=$S/state; LOG=$S/events.log; PROM=$S/m.prom
+  SB=$(jq -r '.sandboxes[0].id' "$DOC"); CT=$(jq -r '.containers[0].id' "$DOC")
+  POD_REL=$(jq -r '.sandboxes[0].info.info.config.linux.cgroup_parent' "$DOC" | sed 's|^/||')
+  mk_v1_dir "$R" "$POD_REL"; mk_v1_dir "$R" "$POD_REL/$SB"; mk_v1_dir "$R" "$POD_REL/$CT"
+  echo 2 > "$R/cpu/$POD_REL/$SB/cpu.shares"; echo 512 > "$R/cpu/$POD_REL/$CT/cpu.shares"
+  mkdir -p "$S/proc/4300" "$S/proc/4242"; echo 0 > "$S/proc/4300/oom_score_adj"; echo -998 > "$S/proc/4242/oom_score_adj"
+}
