@@ -26,6 +26,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "event/adjust.hpp"
+
 #include "nri/evaluator.hpp"
 #include "nri/failure_record.hpp"
 #include "nri/mux.hpp"
@@ -46,24 +48,6 @@ void set_flags(int fd, int fdflags, int flflags) {
 }
 
 uint32_t event_bit(pb::Event e) { return 1u << (int(e) - 1); }
-
-// NRI minor version a runtime speaks (6 = v0.6 ... 12 = v0.12), from ConfigureRequest: the
-// NRI_version field when present (v0.12+: "v0.12.0"), else the runtime's own version:
-// containerd 1.7.0-1.7.25 vendor NRI v0.6, 1.7.26+/2.0/2.1 v0.8, 2.2 v0.10, 2.3 v0.12 (containerd
-// go.mod of each tag). Anything else (iSulad, CRI-O, unknown) is taken as v0.6, the oldest.
-int runtime_nri_minor(const std::string& name, const std::string& version, const std::string& nri_version) {
-  unsigned maj = 0, min = 0, patch = 0;
-  const char* n = nri_version.c_str();
-  if (*n == 'v') ++n;
-  if (!nri_version.empty() && std::sscanf(n, "%u.%u", &maj, &min) == 2 && maj == 0) return int(min);
-  if (name != "containerd") return 6;
-  const char* v = version.c_str();
-  if (*v == 'v') ++v;
-  if (std::sscanf(v, "%u.%u.%u", &maj, &min, &patch) < 2) return 6;
-  if (maj == 1) return min > 7 || (min == 7 && patch >= 26) ? 8 : 6;
-  if (maj == 2) return min >= 3 ? 12 : min == 2 ? 10 : 8;
-  return maj > 2 ? 12 : 6;
-}
 
 // The events nri-qos does something with (and only those, issue #12):
 //   RunPodSandbox(1)        pod knobs, sandbox memo
@@ -88,6 +72,18 @@ uint32_t subscription_mask(int nri_minor) {
 }
 
 }  // namespace
+
+// NRI minor version a runtime speaks (6 = v0.6 ... 12 = v0.12), from ConfigureRequest: the
+// NRI_version field when present (v0.12+: "v0.12.0"), else the runtime's name and version as the
+// evaluator maps them (event/adjust.hpp nri_api_minor: containerd's go.mod per tag). Only `>= 10`
+// gates behaviour here (UpdatePodSandbox in the subscription); the value is logged at Configure.
+int runtime_nri_minor(const std::string& name, const std::string& version, const std::string& nri_version) {
+  unsigned maj = 0, min = 0;
+  const char* n = nri_version.c_str();
+  if (*n == 'v') ++n;
+  if (!nri_version.empty() && std::sscanf(n, "%u.%u", &maj, &min) == 2 && maj == 0) return int(min);
+  return nriqos::nri_api_minor(name, version);
+}
 
 // Events whose failure may block the workload (on_child_failure "closed" applies). Teardown
 // events (RemovePodSandbox) always fail open: refusing them would wedge pod deletion;

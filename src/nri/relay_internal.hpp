@@ -56,6 +56,7 @@ constexpr const char* kDefaultRelayLog = "/var/log/nri-qos/relay.log";
 
 // Helpers the files share, documented where they are defined: relay.cpp
 bool is_admission(const std::string& ev);
+int runtime_nri_minor(const std::string& name, const std::string& version, const std::string& nri_version);
 SupervisorOptions supervisor_options(const RelayOptions& o);
 // ... relay_contract.cpp
 int dedicated_event(const std::string& method, bool& with_container);

@@ -38,6 +38,7 @@
 #include "nri/mux.hpp"
 #include "nri/nri.pb.h"
 #include "nri/relay.hpp"
+#include "nri/relay_internal.hpp"
 #include "nri/service.hpp"
 #include "nri/sync.hpp"
 #include "nri/ttrpc.hpp"
@@ -472,6 +473,31 @@ TEST_CASE("relay: Configure subscribes exactly the handled events; bits >= 0x800
   }
   CHECK(mask == 0x5ad);
   CHECK(other.close_and_wait() == 0);
+}
+
+TEST_CASE("relay: the NRI minor a runtime speaks, from NRI_version or containerd's go.mod", "[nri][relay]") {
+  // containerd tags' go.mod (github.com/containerd/nri vX.Y): 1.7.14-1.7.25 v0.6 (1.7.0-1.7.13:
+  // v0.3/v0.4, taken as the oldest the evaluator knows, 6), 1.7.26 v0.8, 2.0/2.1 v0.8, 2.2.0
+  // v0.10, 2.2.1-2.2.7 v0.11, 2.3.x v0.12. It was 10 for every 2.2.x until 2026-11-29.
+  struct Case {
+    const char* name;
+    const char* version;
+    const char* nri;
+    int minor;
+  } cases[] = {
+      {"containerd", "v1.7.0", "", 6},      {"containerd", "1.7.13", "", 6},
+      {"containerd", "1.7.14", "", 6},      {"containerd", "1.7.24~ds1", "", 6},
+      {"containerd", "1.7.26", "", 8},      {"containerd", "2.0.0", "", 8},
+      {"containerd", "2.1.9~ds1", "", 8},   {"containerd", "v2.2.0", "", 10},
+      {"containerd", "v2.2.1", "", 11},     {"containerd", "2.2.7", "", 11},
+      {"containerd", "2.3.4", "", 12},      {"containerd", "2.3.4", "v0.12.0", 12},
+      {"containerd", "9.9", "v0.9.0", 9},   {"containerd", "garbage", "", 6},
+      {"iSulad", "2.2.0", "", 6},           {"cri-o", "1.31", "", 6},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name, c.version, c.nri);
+    CHECK(nri::runtime_nri_minor(c.name, c.version, c.nri) == c.minor);
+  }
 }
 
 TEST_CASE("relay: CreateContainer is evaluated by the child and adjusted", "[nri][relay]") {
