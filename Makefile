@@ -114,7 +114,9 @@ build-deps:
 	@scripts/check-build-deps.sh "$(CXX)" "$(PROTOC)" $(BUILD_DEP_ITEMS)
 endif
 
-$(PROTO_CC) $(PROTO_H): $(PROTO_SRC) | build-deps
+# one protoc run makes both files (a grouped target: with two plain targets make -j ran protoc
+# twice at once, both writing the same files)
+$(PROTO_CC) $(PROTO_H) &: $(PROTO_SRC) | build-deps
 	@mkdir -p $(BUILD)/gen/nri
 	$(PROTOC) --proto_path=src/nri --cpp_out=$(BUILD)/gen/nri $<
 
