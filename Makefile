@@ -91,12 +91,15 @@ deps:
 
 # Before anything is compiled: name every missing build dependency and the command that installs
 # it, instead of stopping at the first with "Error 127" (scripts/check-build-deps.sh).
-BUILD_DEP_ITEMS ?= nlohmann/json.hpp:nlohmann-json3-dev CLI/CLI.hpp:libcli11-dev toml.hpp:libtoml11-dev \
+# HOOK_DEP_ITEMS: what build/nri-qos itself includes and links (all that `make demo` checks and
+# scripts/deps.sh demo installs); the companions add sd-bus (nri-qos-systemd), gRPC (nri-qos-cri)
+# and cpp-httplib (nri-qos-metrics).
+HOOK_DEP_ITEMS := nlohmann/json.hpp:nlohmann-json3-dev CLI/CLI.hpp:libcli11-dev toml.hpp:libtoml11-dev \
                    seccomp.h:libseccomp-dev libseccomp.a:libseccomp-dev \
                    google/protobuf/message_lite.h:libprotobuf-dev libprotobuf-lite.a:libprotobuf-dev \
-                   nettle/sha2.h:nettle-dev libnettle.a:nettle-dev systemd/sd-bus.h:libsystemd-dev \
-                   grpcpp/grpcpp.h:libgrpc++-dev \
-                   yaml-cpp/yaml.h:libyaml-cpp-dev libyaml-cpp.a:libyaml-cpp-dev \
+                   nettle/sha2.h:nettle-dev libnettle.a:nettle-dev \
+                   yaml-cpp/yaml.h:libyaml-cpp-dev libyaml-cpp.a:libyaml-cpp-dev
+BUILD_DEP_ITEMS ?= $(HOOK_DEP_ITEMS) systemd/sd-bus.h:libsystemd-dev grpcpp/grpcpp.h:libgrpc++-dev \
                    httplib.h:libcpp-httplib-dev
 ifdef CROSS
 # Cross build: the cross compiler and qemu-user from scripts/deps.sh cross, the arm64 libraries
@@ -111,7 +114,9 @@ build-deps:
 	@scripts/check-build-deps.sh "$(CXX)" "$(PROTOC)" $(BUILD_DEP_ITEMS)
 endif
 
-$(PROTO_CC) $(PROTO_H): $(PROTO_SRC) | build-deps
+# one protoc run makes both files (a grouped target: with two plain targets make -j ran protoc
+# twice at once, both writing the same files)
+$(PROTO_CC) $(PROTO_H) &: $(PROTO_SRC) | build-deps
 	@mkdir -p $(BUILD)/gen/nri
 	$(PROTOC) --proto_path=src/nri --cpp_out=$(BUILD)/gen/nri $<
 
@@ -211,12 +216,12 @@ unit: $(BUILD)/unit-tests $(BUILD)/nri-qos
 	NRI_QOS_BIN=$(abspath $(BUILD)/nri-qos) $(BUILD)/unit-tests
 
 # `make demo`: run the hook on a bundled real containerd request with the bundled policy.
-# `make demo` needs only the hook itself: the packages that build nri-qos (not the gRPC client
-# nri-qos-cri nor the sd-bus companion) and jq, and one binary built on every CPU (issue #33 §5).
-DEMO_DEP_ITEMS = $(filter-out systemd/%:libsystemd-dev grpcpp/%:libgrpc++-dev,$(BUILD_DEP_ITEMS))
+# `make demo` needs only the hook itself: the packages that build nri-qos (HOOK_DEP_ITEMS: not
+# the companions' gRPC, sd-bus, cpp-httplib) and jq, and one binary built on every CPU (issue #33
+# §5). scripts/demo-cold.sh times it on a fresh bookworm root (README, "Try it").
 demo:
 	scripts/deps.sh demo
-	$(MAKE) -j$(shell nproc) BUILD_DEP_ITEMS="$(DEMO_DEP_ITEMS)" $(BUILD)/nri-qos
+	$(MAKE) -j$(shell nproc) BUILD_DEP_ITEMS="$(HOOK_DEP_ITEMS)" $(BUILD)/nri-qos
 	scripts/demo.sh
 
 # `make check`: install missing apt dependencies, build, run every suite (unit, binary-level,

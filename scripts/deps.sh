@@ -1,11 +1,14 @@
 #!/bin/bash
 # Install the Debian packages nri-qos needs, only those missing (idempotent).
 # Usage: scripts/deps.sh [build|demo|test|fuzz|e2e|pkg|bench|cross ...]   (demo: what `make demo` needs: build nri-qos, jq)   (default: build test)
+#        scripts/deps.sh --list SET...   prints the packages of the sets, one a line (installs nothing)
 # Runs apt-get only when something is missing; needs root for that.
 set -euo pipefail
 declare -A SETS=(
   [build]="g++ make pkg-config nlohmann-json3-dev libcli11-dev libtoml11-dev libseccomp-dev libprotobuf-dev protobuf-compiler nettle-dev libgrpc++-dev protobuf-compiler-grpc libyaml-cpp-dev libsystemd-dev libcpp-httplib-dev"
-  [demo]="g++ make pkg-config nlohmann-json3-dev libcli11-dev libtoml11-dev libseccomp-dev libprotobuf-dev protobuf-compiler nettle-dev libyaml-cpp-dev jq"
+  # demo: the packages of the Makefile's HOOK_DEP_ITEMS, the compiler, protoc and jq; nothing for the
+  # companions (tests/policy.sh checks the match)
+  [demo]="g++ make nlohmann-json3-dev libcli11-dev libtoml11-dev libseccomp-dev libprotobuf-dev protobuf-compiler nettle-dev libyaml-cpp-dev jq"
   [test]="catch2 python3 jq strace python3-prometheus-client ccache"
   [fuzz]="clang libclang-rt-14-dev"
   [e2e]="containerd runc python3-grpcio python3-grpc-tools busybox-static jq debian-archive-keyring"
@@ -19,11 +22,13 @@ declare -A SETS=(
   [cross]="g++-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-user-static qemu-system-arm ipxe-qemu cpio skopeo debian-archive-keyring file"
 )
 want=()
+LIST=0; [ "${1:-}" = --list ] && { LIST=1; shift; }
 [ $# -eq 0 ] && set -- build test
 for s in "$@"; do
   [ -n "${SETS[$s]+x}" ] || { echo "deps.sh: unknown set '$s'" >&2; exit 2; }
   want+=(${SETS[$s]})
 done
+[ $LIST = 1 ] && { printf '%s\n' "${want[@]}"; exit 0; }
 missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -295,6 +295,18 @@ if command -v make >/dev/null; then
   check_contains "make without a header: names it and its package" "$OUT" "<nri-qos-no/such.hpp> (header; Debian package libnosuch-dev)"
   check_contains "make without a static library: names it" "$OUT" "libnri-qos-nosuch.a (static library; Debian package libnosuch-dev)"
   check_contains "make without them: the apt-get command" "$OUT" "apt-get install libnosuch-dev"
+  # make demo on a fresh machine (issue #33 §5): the dependency check of its build names only
+  # packages that scripts/deps.sh demo installs (the companions' httplib.h once stopped it before
+  # compiling), and deps.sh demo installs nothing else but the tools (g++, make, protoc, jq)
+  items=$(make -C "$TOP" --no-print-directory -n demo BUILD="$S/build-demo" 2>/dev/null \
+          | sed -n 's/.* BUILD_DEP_ITEMS="\([^"]*\)".*/\1/p' | head -1)
+  ipk=$(tr ' ' '\n' <<<"$items" | sed -n 's/.*://p' | sort -u)
+  dpk=$("$TOP/scripts/deps.sh" --list demo | sort -u)
+  check "make demo: its build checks only what deps.sh demo installs" \
+    "$([ -n "$ipk" ] && comm -23 <(echo "$ipk") <(echo "$dpk") | tr '\n' ' ')" ""
+  check "make demo: deps.sh demo installs the hook's libraries and tools only" \
+    "$(comm -13 <(echo "$ipk") <(echo "$dpk") | grep -vxE 'g\+\+|make|protobuf-compiler|jq' | tr '\n' ' ')" ""
+  [ -n "$ipk" ] || fail "make demo: no BUILD_DEP_ITEMS in make -n demo"
 else
   skip "make missing"
 fi
