@@ -40,4 +40,7 @@ fi
 echo "deps.sh: apt-get install ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# --force-unsafe-io: dpkg unpacks without an fsync per file, as Debian's build chroots do
+# (mmdebstrap, sbuild); on a fresh machine it takes the demo's ~70 s install down by about half.
+# A power cut during the install may leave a package to reinstall, nothing else.
+apt-get install -y -qq --no-install-recommends -o Dpkg::Options::=--force-unsafe-io "${missing[@]}" >/dev/null
