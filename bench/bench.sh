@@ -5,20 +5,26 @@
 #                                   (clearcfs on containerd/nri skel); instructions, scaling, throughput
 #   2. native    bench/native.sh    nri-qos relay vs a Go pkg/stub plugin doing the same work, driven
 #                                   by containerd/nri pkg/adaptation; latency, CPU, RSS
-#   3. podstart  bench/podstart.sh  pod start latency on real containerd 1.7 and 2.1 through CRI
+#   3. podstart  bench/podstart.sh  pod start latency on real containerd 1.7 and 2.1 through CRI:
+#                                   no plugin, nri-qos, nri-qos-resident, the Go stub
 #   4. sync      bench/sync.sh      Synchronize of 50, 250 and 1000 containers through the real relay (issue #20)
 #   5. storm     bench/native.sh storm  100 pods at once, 16 requests in flight, nri-qos vs the Go stub
 #                                   and relay-floor (issue #22 §3)
+# nri-qos runs in both evaluator modes in parts 2, 3 and 5, interleaved with the others (issue #34
+# §3): `nri-qos` one sandboxed evaluator per event (settings.evaluator_events = 1, the default) and
+# `nri-qos-resident` (evaluator_events = BENCH_EVALUATOR_EVENTS, default 1000).
 #   6. fullnode  bench/fullnode.sh  status / status --format json / reconcile --dry-run on 100, 1,000
 #                                   and 5,000 containers (issue #22 §4)
-# Full run: about 5-6 minutes on the 2-CPU machine; take the numbers for the record on an idle
-# machine (the load average at start is printed and recorded).
+# Full run: about 15 minutes on the idle 2-CPU machine, pod start (8 configurations x 60 pods) about
+# 7 of them (the run of record of 2026-11-27, 6 configurations x 200 pods, took 37); take the
+# numbers for the record on an idle machine (the load average at start is printed and recorded).
 #
 # Env: BENCH_QUICK=1   short runs (one-shot 200 runs, scaling 10 and 1,000 rules, native 200
-#                      pods per peer, 10 pods per containerd configuration), about 1-2 minutes;
+#                      pods per peer, 10 pods per containerd configuration), about 5 minutes idle;
 #                      the results block says so
 #      BENCH_PARTS     subset of "oneshot native podstart sync" (default: all)
 #      BENCH_WRITE=0   leave BENCHMARKS.md alone (results stay in build/bench/)
+#      BENCH_EVALUATOR_EVENTS  evaluator_events of nri-qos-resident (default 1000)
 #      plus each part's own variables (BENCH_N, BENCH_SCALE, BENCH_NATIVE_N, BENCH_PODS, ...).
 set -uo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
