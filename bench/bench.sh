@@ -20,12 +20,13 @@
 # numbers for the record on an idle machine (the load average at start is printed and recorded).
 #
 # Env: BENCH_QUICK=1   short runs (one-shot 200 runs, scaling 10 and 1,000 rules, native 200
-#                      pods per peer, 10 pods per containerd configuration), about 5 minutes idle;
+#                      pods per peer, 10 pods per containerd configuration), about 6 minutes idle;
 #                      the results block says so
 #      BENCH_PARTS     subset of "oneshot native podstart sync" (default: all)
 #      BENCH_WRITE=0   leave BENCHMARKS.md alone (results stay in build/bench/)
 #      BENCH_EVALUATOR_EVENTS  evaluator_events of nri-qos-resident (default 1000)
-#      plus each part's own variables (BENCH_N, BENCH_SCALE, BENCH_NATIVE_N, BENCH_PODS, ...).
+#      plus each part's own variables (BENCH_N, BENCH_SCALE, BENCH_NATIVE_N, BENCH_PODS, ...);
+#      BENCH_SYNC_RUNS (Synchronize passes per size: 3, quick 2; bench/sync.sh alone: 5).
 set -uo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BB=$TOP/build/bench
@@ -48,7 +49,7 @@ for p in $PARTS; do
     oneshot) bash "$TOP/bench/run.sh" || { echo "make bench: one-shot benchmark failed" >&2; rc=1; } ;;
     native) bash "$TOP/bench/native.sh" || { echo "make bench: native benchmark failed" >&2; rc=1; } ;;
     podstart) bash "$TOP/bench/podstart.sh" || { echo "make bench: pod start benchmark failed" >&2; rc=1; } ;;
-    sync) BENCH_SYNC_RUNS=${BENCH_SYNC_RUNS:-$([ $MODE = quick ] && echo 2 || echo 5)} bash "$TOP/bench/sync.sh" >/dev/null ||
+    sync) BENCH_SYNC_RUNS=${BENCH_SYNC_RUNS:-$([ $MODE = quick ] && echo 2 || echo 3)} bash "$TOP/bench/sync.sh" >/dev/null ||
             { echo "make bench: Synchronize benchmark failed" >&2; rc=1; } ;;
     storm) bash "$TOP/bench/native.sh" storm || { echo "make bench: pod storm benchmark failed" >&2; rc=1; } ;;
     fullnode) bash "$TOP/bench/fullnode.sh" >/dev/null || { echo "make bench: full-node benchmark failed" >&2; rc=1; } ;;
