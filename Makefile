@@ -247,13 +247,14 @@ test: check
 e2e: all
 	tests/e2e/run.sh
 
-# `make bench`: one-shot, native and pod-start benchmarks (bench/bench.sh; rewrites the results
-# block of BENCHMARKS.md). `make bench-quick`: the same with short runs (BENCH_QUICK=1).
-bench: all
+# `make bench`: every benchmark (bench/bench.sh; rewrites the results block of BENCHMARKS.md).
+# `make bench-quick`: the same with short runs (BENCH_QUICK=1). The Synchronize and full-node
+# parts (bench/sync.sh, bench/fullnode.sh) drive the relay with build/unit-tests' [.nri-sync].
+bench: all $(BUILD)/unit-tests
 	scripts/deps.sh bench
 	bench/bench.sh
 
-bench-quick: all
+bench-quick: all $(BUILD)/unit-tests
 	scripts/deps.sh bench
 	BENCH_QUICK=1 bench/bench.sh
 

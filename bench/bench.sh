@@ -5,21 +5,28 @@
 #                                   (clearcfs on containerd/nri skel); instructions, scaling, throughput
 #   2. native    bench/native.sh    nri-qos relay vs a Go pkg/stub plugin doing the same work, driven
 #                                   by containerd/nri pkg/adaptation; latency, CPU, RSS
-#   3. podstart  bench/podstart.sh  pod start latency on real containerd 1.7 and 2.1 through CRI
+#   3. podstart  bench/podstart.sh  pod start latency on real containerd 1.7 and 2.1 through CRI:
+#                                   no plugin, nri-qos, nri-qos-resident, the Go stub
 #   4. sync      bench/sync.sh      Synchronize of 50, 250 and 1000 containers through the real relay (issue #20)
 #   5. storm     bench/native.sh storm  100 pods at once, 16 requests in flight, nri-qos vs the Go stub
 #                                   and relay-floor (issue #22 §3)
+# nri-qos runs in both evaluator modes in parts 2, 3 and 5, interleaved with the others (issue #34
+# §3): `nri-qos` one sandboxed evaluator per event (settings.evaluator_events = 1, the default) and
+# `nri-qos-resident` (evaluator_events = BENCH_EVALUATOR_EVENTS, default 1000).
 #   6. fullnode  bench/fullnode.sh  status / status --format json / reconcile --dry-run on 100, 1,000
 #                                   and 5,000 containers (issue #22 §4)
-# Full run: about 5-6 minutes on the 2-CPU machine; take the numbers for the record on an idle
-# machine (the load average at start is printed and recorded).
+# Full run: about 15 minutes on the idle 2-CPU machine, pod start (8 configurations x 60 pods) about
+# 7 of them (the run of record of 2026-11-27, 6 configurations x 200 pods, took 37); take the
+# numbers for the record on an idle machine (the load average at start is printed and recorded).
 #
 # Env: BENCH_QUICK=1   short runs (one-shot 200 runs, scaling 10 and 1,000 rules, native 200
-#                      pods per peer, 10 pods per containerd configuration), about 1-2 minutes;
+#                      pods per peer, 10 pods per containerd configuration), about 6 minutes idle;
 #                      the results block says so
 #      BENCH_PARTS     subset of "oneshot native podstart sync" (default: all)
 #      BENCH_WRITE=0   leave BENCHMARKS.md alone (results stay in build/bench/)
-#      plus each part's own variables (BENCH_N, BENCH_SCALE, BENCH_NATIVE_N, BENCH_PODS, ...).
+#      BENCH_EVALUATOR_EVENTS  evaluator_events of nri-qos-resident (default 1000)
+#      plus each part's own variables (BENCH_N, BENCH_SCALE, BENCH_NATIVE_N, BENCH_PODS, ...);
+#      BENCH_SYNC_RUNS (Synchronize passes per size: 3, quick 2; bench/sync.sh alone: 5).
 set -uo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BB=$TOP/build/bench
@@ -42,7 +49,7 @@ for p in $PARTS; do
     oneshot) bash "$TOP/bench/run.sh" || { echo "make bench: one-shot benchmark failed" >&2; rc=1; } ;;
     native) bash "$TOP/bench/native.sh" || { echo "make bench: native benchmark failed" >&2; rc=1; } ;;
     podstart) bash "$TOP/bench/podstart.sh" || { echo "make bench: pod start benchmark failed" >&2; rc=1; } ;;
-    sync) BENCH_SYNC_RUNS=${BENCH_SYNC_RUNS:-$([ $MODE = quick ] && echo 2 || echo 5)} bash "$TOP/bench/sync.sh" >/dev/null ||
+    sync) BENCH_SYNC_RUNS=${BENCH_SYNC_RUNS:-$([ $MODE = quick ] && echo 2 || echo 3)} bash "$TOP/bench/sync.sh" >/dev/null ||
             { echo "make bench: Synchronize benchmark failed" >&2; rc=1; } ;;
     storm) bash "$TOP/bench/native.sh" storm || { echo "make bench: pod storm benchmark failed" >&2; rc=1; } ;;
     fullnode) bash "$TOP/bench/fullnode.sh" >/dev/null || { echo "make bench: full-node benchmark failed" >&2; rc=1; } ;;

@@ -18,6 +18,10 @@
 #   bench_policy DEST DIR BIN  the native/pod-start bench policy (bench/native-policy.toml) into
 #                          DEST, its records (settings metrics_file, event_log) in scratch
 #                          directory DIR; validated with `BIN check`; non-zero if it does not
+#   bench_resident_policy SRC DEST BIN
+#                          SRC with `evaluator_events = $BENCH_EVALUATOR_EVENTS` (default 1000) added
+#                          to its [settings] into DEST: the resident-evaluator mode of issue #34
+#                          (one sandboxed evaluator serves up to N events); validated with `BIN check`
 #   bench_seed_sinks BIN POLICY STATE_DIR
 #                          one `BIN invoke` with STATE_DIR, so that its sinks memo names POLICY's
 #                          record paths before a relay starts on that state dir (see below)
@@ -73,6 +77,13 @@ bench_policy() {
   sed "/^\[settings\]\$/a metrics_file = \"$dir/nri_qos.prom\"\nevent_log = \"$dir/events.log\"" \
     "$TOP/bench/native-policy.toml" >"$dest"
   grep -q "^event_log = \"$dir/events.log\"" "$dest" || { log "bench_policy: no [settings] in bench/native-policy.toml"; return 1; }
+  "$bin" check "$dest" >&2
+}
+
+bench_resident_policy() {
+  local src=$1 dest=$2 bin=$3 n=${BENCH_EVALUATOR_EVENTS:-1000}
+  sed "s/^\[settings\]\$/[settings]\nevaluator_events = $n/" "$src" >"$dest"
+  grep -q "^evaluator_events = $n\$" "$dest" || { log "bench_resident_policy: no [settings] in $src"; return 1; }
   "$bin" check "$dest" >&2
 }
 

@@ -15,7 +15,8 @@
 # Output: markdown on stdout and in $OUT (default build/bench/native.md); raw samples in
 # build/bench/native.json. Prints "SKIP native: reason" and exits 0 when the machine cannot run it.
 # Env: NRI_QOS_BIN (default build/nri-qos), BENCH_NATIVE_N (pods per peer, default 1000),
-#      BENCH_NATIVE_WARMUP (default 20), BENCH_KEEP=1 keeps the scratch directory.
+#      BENCH_NATIVE_WARMUP (default 20), BENCH_EVALUATOR_EVENTS (the nri-qos-resident peer's
+#      settings.evaluator_events, default 1000), BENCH_KEEP=1 keeps the scratch directory.
 set -euo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${NRI_QOS_BIN:-$TOP/build/nri-qos}
@@ -53,9 +54,7 @@ bench_seed_sinks "$BIN" "$S/policy.toml" "$S/nri-qos/state" || exit 1   # the nr
 # Both modes in the same run (issue #34): `nri-qos` one process per event (settings.evaluator_events
 # = 1, the default), `nri-qos-resident` the same binary and policy with evaluator_events =
 # $BENCH_EVALUATOR_EVENTS (default 1000), given as its own plugin config's policy.
-RES_N=${BENCH_EVALUATOR_EVENTS:-1000}
-sed "s/^\[settings\]\$/[settings]\nevaluator_events = $RES_N/" "$S/policy.toml" >"$S/policy-resident.toml"
-grep -q "^evaluator_events = $RES_N\$" "$S/policy-resident.toml" && "$BIN" check "$S/policy-resident.toml" >&2 ||
+bench_resident_policy "$S/policy.toml" "$S/policy-resident.toml" "$BIN" ||
   { echo "bench: cannot make the resident peer's policy" >&2; exit 1; }
 bench_seed_sinks "$BIN" "$S/policy-resident.toml" "$S/nri-qos-resident/state" || exit 1
 

@@ -1,8 +1,12 @@
 #!/bin/bash
 # Pod start latency on real containerd (part of `make bench`; issue 13, "what a user feels"):
 # RunPodSandbox + CreateContainer + StartContainer per pod through CRI, on
-#   containerd 1.7.24 (Debian trixie): no plugin | nri-qos native | the Go stub plugin (bench/gostub)
-#   containerd 2.1.x  (Debian sid):    no plugin | nri-qos native | the Go stub plugin
+#   containerd 1.7.24 (Debian trixie): no plugin | nri-qos native | nri-qos native, resident
+#                                      evaluators | the Go stub plugin (bench/gostub)
+#   containerd 2.1.x  (Debian sid):    the same four
+# "nri-qos" is one sandboxed evaluator per event (settings.evaluator_events = 1, the default);
+# "nri-qos-resident" the same binary and policy with evaluator_events = $BENCH_EVALUATOR_EVENTS
+# (default 1000; issue #34: both modes in the same run).
 # Every configuration is its own isolated containerd (private root, state, sockets, NRI plugin
 # directory and config directory under $E2E_WORK/containerd-bench-<cfg>; nothing in /opt/nri or
 # /etc/nri), all running at once; bench/podstart.py starts one pod at a time, configurations
@@ -16,8 +20,11 @@
 # by PID; trixie/sid packages from the e2e recipe and cache, bench/lib.sh). Prints "SKIP podstart:
 # reason" and exits 0 when the machine cannot run it.
 # Output: markdown on stdout and in $OUT (default build/bench/podstart.md), samples in
-# build/bench/podstart.json. Env: BENCH_PODS (default 200: a 1 ms difference is measurable), BENCH_PODS_WARMUP (default 3),
-# NRI_QOS_BIN, E2E_CACHE, E2E_WORK.
+# build/bench/podstart.json. Env: BENCH_PODS (per configuration, default 60: 8 configurations
+# interleaved, 504 pods, about 5.5 minutes at 0.65 s a pod on the idle 2-CPU machine, so that
+# `make bench` stays within about 15 minutes; 200 narrows the confidence intervals to about
+# ±10 ms), BENCH_PODS_WARMUP (default 3), BENCH_EVALUATOR_EVENTS (default 1000), NRI_QOS_BIN,
+# E2E_CACHE, E2E_WORK.
 # shellcheck disable=SC2034  # CONTAINERD, CTR, SHIM_PATH are read by lib.sh
 set -uo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,7 +34,7 @@ TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$TOP/bench/lib.sh"
 BB=$TOP/build/bench
 OUT=${OUT:-$BB/podstart.md}
-PODS=${BENCH_PODS:-200}
+PODS=${BENCH_PODS:-60}
 WARM=${BENCH_PODS_WARMUP:-3}
 mkdir -p "$BB"
 skip_all() { echo "SKIP podstart: $*" | tee "$OUT"; exit 0; }
@@ -41,8 +48,9 @@ GOSTUB=$BB/gostub
 bench_go_build "$TOP/bench/gostub" "$GOSTUB" || skip_all "cannot build bench/gostub"
 
 # configurations: name containerd-root plugin
-CFGS=("c17-none trixie -" "c17-nri-qos trixie nri-qos" "c17-go-stub trixie go-stub")
-[ -n "$C21" ] && CFGS+=("c21-none $BENCH_C21_SUITE -" "c21-nri-qos $BENCH_C21_SUITE nri-qos" "c21-go-stub $BENCH_C21_SUITE go-stub")
+CFGS=("c17-none trixie -" "c17-nri-qos trixie nri-qos" "c17-nri-qos-resident trixie nri-qos-resident" "c17-go-stub trixie go-stub")
+[ -n "$C21" ] && CFGS+=("c21-none $BENCH_C21_SUITE -" "c21-nri-qos $BENCH_C21_SUITE nri-qos"
+                        "c21-nri-qos-resident $BENCH_C21_SUITE nri-qos-resident" "c21-go-stub $BENCH_C21_SUITE go-stub")
 
 use() { # use NAME ROOT: lib.sh globals for this configuration
   D=$E2E_WORK/containerd-bench-$1
@@ -70,10 +78,14 @@ setup_cfg() { # NAME ROOT PLUGIN
   use "$1" "$2"
   rm -rf "$D/nri"; mkdir -p "$D/nri/plugins" "$D/nri/conf.d" "$D/nri/state"
   case $3 in
-    nri-qos)
+    nri-qos|nri-qos-resident)
       install -m 0755 "$NRI_QOS_BIN" "$D/nri/plugins/10-nri-qos"
       # the bench policy (bench/native-policy.toml: what bench/gostub does), records in scratch
       bench_policy "$D/nri/nri-qos.toml" "$D/nri/records" "$NRI_QOS_BIN" || return 1
+      if [ "$3" = nri-qos-resident ]; then   # the same policy with settings.evaluator_events = N
+        bench_resident_policy "$D/nri/nri-qos.toml" "$D/nri/nri-qos-resident.toml" "$NRI_QOS_BIN" &&
+          mv -f "$D/nri/nri-qos-resident.toml" "$D/nri/nri-qos.toml" || return 1
+      fi
       bench_seed_sinks "$NRI_QOS_BIN" "$D/nri/nri-qos.toml" "$D/nri/state" || return 1
       printf '{"policy": "%s", "state_dir": "%s", "cache_dir": "%s", "log_file": "%s"}\n' "$D/nri/nri-qos.toml" \
         "$D/nri/state" "$D/nri/cache" "$D/logs/nri-qos.log" > "$D/nri/conf.d/10-nri-qos.conf" ;;
@@ -107,8 +119,11 @@ args=() ; for c in "${CFGS[@]}"; do
   [ "$plugin" = - ] && exp=",expect_shares=512,expect_oom=0"
   args+=(--config "$name=$D/containerd.sock$exp")
 done
-args+=(--baseline c17-nri-qos=c17-none --baseline c17-go-stub=c17-none --compare c17-nri-qos=c17-go-stub)
-[ -n "$C21" ] && args+=(--baseline c21-nri-qos=c21-none --baseline c21-go-stub=c21-none --compare c21-nri-qos=c21-go-stub)
+for cd in c17 c21; do
+  [ $cd = c21 ] && [ -z "$C21" ] && continue
+  args+=(--baseline "$cd-nri-qos=$cd-none" --baseline "$cd-nri-qos-resident=$cd-none" --baseline "$cd-go-stub=$cd-none"
+         --compare "$cd-nri-qos=$cd-go-stub" --compare "$cd-nri-qos-resident=$cd-go-stub")
+done
 
 {
 echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); nri-qos: $NRI_QOS_BIN ($("$NRI_QOS_BIN" --version 2>/dev/null | head -1)); runc $(/usr/bin/runc --version | awk 'NR==1 {print $3}') (bookworm); cgroup $(cgroup_layout), cgroupfs driver"

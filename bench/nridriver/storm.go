@@ -8,7 +8,11 @@
 //
 // Per peer: p50/p99/max of every request, failures (an error from the adaptation: a plugin
 // error, or its request timeout, 2 s by default — counted apart), the peak number of processes
-// in the plugin's cgroup and the peak RSS of that tree, sampled every 2 ms during the storm.
+// in the plugin's cgroup and the peak RSS of that tree, sampled every 2 ms during the storm, and
+// the CPU per pod: the plugin cgroup's usage (cpuMeter, as in the native part) from the storm's
+// first request until 100 ms after its last answer (what the plugin does after an answer — an
+// evaluator's records and exit, the next spare — included; the teardown events are not), over
+// the pods, median of the runs.
 package main
 
 import (
@@ -31,6 +35,7 @@ type stormResult struct {
 	PeakProcs int       `json:"peak_processes"`
 	PeakRSS   int       `json:"peak_rss_kib"`
 	WallS     []float64 `json:"storm_wall_s"`
+	CPUPod    []float64 `json:"cpu_us_per_pod"` // per run: the plugin cgroup's CPU over the storm / pods
 }
 
 // secondCtr is pd's second container: the same spec under its own id and cgroup.
@@ -97,6 +102,7 @@ func (p *peer) stormOnce(res *stormResult, run, n, k int, sbx, ctx *v01, labels 
 			}
 		}
 	}()
+	u0 := p.cpu.usage()
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	for i := range pods {
@@ -119,6 +125,8 @@ func (p *peer) stormOnce(res *stormResult, run, n, k int, sbx, ctx *v01, labels 
 	}
 	wg.Wait()
 	res.WallS = append(res.WallS, time.Since(t0).Seconds())
+	time.Sleep(100 * time.Millisecond) // the last answers' after-work (see the top of this file)
+	res.CPUPod = append(res.CPUPod, (p.cpu.usage()-u0)/float64(n))
 	close(stop)
 	<-sampled
 	ctx0 := context.Background()
@@ -148,12 +156,12 @@ func storm(peers []*peer, n, k, runs int, sbx, ctx *v01, labels map[string]strin
 	}
 	fmt.Printf("Pod storm: %d pods at once (sandbox + 2 containers: 5 requests each), at most %d requests in flight, "+
 		"%d runs per peer interleaved; NRI request timeout 2 s (adaptation default).\n\n", n, k, runs)
-	fmt.Printf("| peer | requests | p50 µs | p90 µs | p99 µs | max µs | failures | timeouts | storm wall s (median) | peak processes | peak RSS MiB (tree) |\n")
-	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| peer | requests | p50 µs | p90 µs | p99 µs | max µs | failures | timeouts | storm wall s (median) | CPU µs/pod (median run) | peak processes | peak RSS MiB (tree) |\n")
+	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res {
-		fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %.0f | %d | %d | %.2f | %d | %.2f |\n", r.Name, len(r.Lat),
+		fmt.Printf("| %s | %d | %.0f | %.0f | %.0f | %.0f | %d | %d | %.2f | %.0f | %d | %.2f |\n", r.Name, len(r.Lat),
 			pct(r.Lat, .5), pct(r.Lat, .9), pct(r.Lat, .99), pct(r.Lat, 1), r.Fail, r.Timeout, pct(r.WallS, .5),
-			r.PeakProcs, float64(r.PeakRSS)/1024)
+			pct(r.CPUPod, .5), r.PeakProcs, float64(r.PeakRSS)/1024)
 	}
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(res, "", " ")
