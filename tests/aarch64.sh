@@ -16,7 +16,7 @@
 #                            "seccomp OFF" with qemu's error — the hook answers, unconfined
 #   aarch64 invoke/hostile   tests/invoke.sh and tests/hostile.sh on the aarch64 binary under
 #                            qemu-user, side by side (result names prefixed "aarch64 "); the
-#                            binary gets --deadline-ms 5000 (emulation), and the suites accept
+#                            binary gets --deadline-ms 10000 (emulation), and the suites accept
 #                            what qemu-user cannot reproduce only when they detect it
 #                            (tests/emulation.sh)
 #   aarch64-vm-sandbox       an arm64 Debian kernel booted under qemu-system-aarch64 (TCG) runs
@@ -26,8 +26,8 @@
 # SKIPs with the reason when the cross toolchain or the arm64 packages cannot be obtained
 # (scripts/deps.sh cross as root, network to the mirror of this machine's apt sources).
 # Env: AARCH64_SKIP_VM=1 leaves out the VM part; AARCH64_SKIP_UNIT=1 the unit tests (neither
-# built nor run); AARCH64_SUITES="invoke hostile" (default); AARCH64_DEADLINE_MS (5000): the
-# deadline the emulated hook gets. Prints "# aarch64 time: PART N s" for each part.
+# built nor run); AARCH64_SUITES="invoke hostile" (default); AARCH64_DEADLINE_MS: the
+# deadline the emulated hook gets (10000). Prints "# aarch64 time: PART N s" for each part.
 set -u
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$TOP" || exit 1
@@ -180,7 +180,7 @@ trap 'rm -rf "$W"' EXIT
 # so the evaluating subcommands get a larger deadline, passed explicitly: --deadline-ms
 # NRI_QOS_DEADLINE_MS, unless the caller gives its own (a case that tests a short deadline).
 # tests/emulation.sh tells the suites (QEMU_USER=1, DEADLINE_MS).
-export NRI_QOS_DEADLINE_MS=${AARCH64_DEADLINE_MS:-5000}
+export NRI_QOS_DEADLINE_MS=${AARCH64_DEADLINE_MS:-10000}
 {
   echo '#!/bin/sh'
   echo "# nri-qos (aarch64) under qemu-user, written by tests/aarch64.sh"
@@ -270,8 +270,11 @@ pkg_check() { # NAME LIST-OF-THIS LIST-OF-X86_64 DIR
   elif diff "$3" "$2" > "$W/$name.diff"; then pass "$name-files: the same $(grep -c . "$2") paths as the x86_64 package"
   else fail "$name-files: differs from the x86_64 package: $(tr '\n' ' ' < "$W/$name.diff" | head -c 400)"; fi
 }
-if [ "${AARCH64_SKIP_PACKAGES:-0}" = 1 ]; then
-  skip "aarch64-rpm, aarch64-deb: AARCH64_SKIP_PACKAGES=1"
+# Opt-in (AARCH64_PACKAGES=1) until it has run green once end to end: the two package builds
+# cross-build the three companions again from the source tarball (the cold gRPC compile of
+# nri-qos-cri is the longest of the tree), not measured yet against CI's time budget.
+if [ "${AARCH64_PACKAGES:-0}" != 1 ]; then
+  skip "aarch64-rpm, aarch64-deb: opt-in (AARCH64_PACKAGES=1): make rpm/deb ARCH=aarch64 not yet run green end to end (docs/aarch64.md)"
 else
   t=$SECONDS
   V=$(cat VERSION)

@@ -273,7 +273,7 @@ hook() {
   rm -f "$W/strace.log"
   local t0 t1
   t0=${EPOCHREALTIME//[^0-9]/}
-  (cd "$W" && exec timeout -s KILL "${TIMEOUT:-20}" "${pre[@]}" "$BIN" "$mode" "${args[@]}" "$@" <"$input" >"$W/out" 2>"$W/err")
+  (cd "$W" && exec timeout -s KILL "$(( ${TIMEOUT:-20} * TIME_SCALE ))" "${pre[@]}" "$BIN" "$mode" "${args[@]}" "$@" <"$input" >"$W/out" 2>"$W/err")
   RC=$?
   t1=${EPOCHREALTIME//[^0-9]/}
   printf -v ELAPSED '%d.%06d' $(((t1 - t0) / 1000000)) $(((t1 - t0) % 1000000))
@@ -290,7 +290,7 @@ run_case() {
   check_py snap "$S" "$W/before.json"
   hook "$mode" "$input" "${extra[@]}"
   check_py snap "$S" "$W/after.json"
-  if ! HOOK_CWD=$W STRACE_LOG=$W/strace.log check_py verify "$name" "$mode" "$RC" "$ELAPSED" "${LIMIT:-5}" \
+  if ! HOOK_CWD=$W STRACE_LOG=$W/strace.log check_py verify "$name" "$mode" "$RC" "$ELAPSED" "$(( ${LIMIT:-5} * TIME_SCALE ))" \
        "$W/out" "$W/before.json" "$W/after.json" "$S" "$expect" "${checks[@]}"; then
     FAILED=1
     echo "    stderr: $(head -c 300 "$W/err" | tr '\n' ' ')"
@@ -719,7 +719,7 @@ POL=$PD/too-many-rules.toml LIMIT=15 run_case "policy: 100,001 rules" invoke "$I
 
 # `nri-qos check` on the same files: exit 1 with one line "nri-qos: <file>:<line>: ...", no signal
 for f in utf8-ml-literal utf8-literal range-i64 deep binary nul ten-mb huge-array quote-desync-int quote-desync-nesting; do
-  msg=$(timeout -s KILL 20 "$BIN" check "$PD/$f.toml" 2>&1 >/dev/null); rc=$?
+  msg=$(timeout -s KILL $((20 * TIME_SCALE)) "$BIN" check "$PD/$f.toml" 2>&1 >/dev/null); rc=$?
   if [ "$rc" = 1 ] && [ "$(printf '%s\n' "$msg" | wc -l)" = 1 ] && [[ "$msg" == "nri-qos: $PD/$f.toml"* ]]; then
     pass "check: hostile policy $f: exit 1, one line"
   else
@@ -760,7 +760,7 @@ run_case "gate: demotion to BE needs no gate" invoke "$IN/demote-be" - class=BE 
 # A writer that never closes stdin: the hook answers within ~1 s with the fail mode of the policy
 # in force (the deadline cuts the read; issue 9: fail-closed means closed, before the request too).
 # Within the default deadline + 0.6 s: DEADLINE_MS (1000; under qemu-user the larger one its
-# wrapper passes, which stays below the producers' 8 s so that the deadline still cuts the read).
+# wrapper passes; the producers below outlast it, so that the deadline still cuts the read).
 deadline_case() { # name producer-command [policy open|closed] (producer in its own process group, killed afterwards)
   local name=$1 producer=$2 pol=${3:-$POLICY} want=${4:-open} t0 t1 rc el pg
   rm -f "$W/stdin.fifo"; mkfifo "$W/stdin.fifo"
@@ -768,7 +768,7 @@ deadline_case() { # name producer-command [policy open|closed] (producer in its 
   pg=$!
   mkdir -p "$W/sinks"; : > "$W/sinks/deadline.log"
   t0=$(date +%s.%N)
-  timeout -s KILL 10 "$BIN" invoke --policy "$pol" --cgroup-root "$CG" --cgroup-layout v1 --proc-root "$PROC" \
+  timeout -s KILL $((DEADLINE_MS / 1000 + 9)) "$BIN" invoke --policy "$pol" --cgroup-root "$CG" --cgroup-layout v1 --proc-root "$PROC" \
     --resctrl-root "$RC_ROOT" --state-dir "$STATE" --cache-dir "$CACHE" --metrics-file "$W/sinks/nri_qos.prom" --event-log "$W/sinks/deadline.log" <"$W/stdin.fifo" >"$W/out" 2>/dev/null
   rc=$?
   t1=$(date +%s.%N)
@@ -796,12 +796,14 @@ assert rec[0]['outcome'] == ('refused' if want == 'closed' else 'error'), 'recor
     fail "deadline: $name: $(tail -1 "$W/deadline.err") (${el}s, exit $rc, stdout '$(head -c 200 "$W/out")')"
   fi
 }
-deadline_case "stdin never closes" "exec sleep 8"
-deadline_case "stdin drips one byte per 100 ms" 'for i in $(seq 80); do printf " "; sleep 0.1; done'
-deadline_case "half a request, then silence" "head -c 300 '$IN/ct.json'; exec sleep 8"
+# (the producers outlast the deadline by 7 s: natively 8 s, 80 drips)
+P_SECS=$((DEADLINE_MS / 1000 + 7))
+deadline_case "stdin never closes" "exec sleep $P_SECS"
+deadline_case "stdin drips one byte per 100 ms" 'for i in $(seq '$((P_SECS * 10))'); do printf " "; sleep 0.1; done'
+deadline_case "half a request, then silence" "head -c 300 '$IN/ct.json'; exec sleep $P_SECS"
 sed 's/^fail = "open".*/fail = "closed"/' "$POLICY" > "$W/closed.toml"
-deadline_case "stdin never closes, fail-closed policy: container refused" "exec sleep 8" "$W/closed.toml" closed
-deadline_case "half a request, fail-closed policy: container refused" "head -c 300 '$IN/ct.json'; exec sleep 8" "$W/closed.toml" closed
+deadline_case "stdin never closes, fail-closed policy: container refused" "exec sleep $P_SECS" "$W/closed.toml" closed
+deadline_case "half a request, fail-closed policy: container refused" "head -c 300 '$IN/ct.json'; exec sleep $P_SECS" "$W/closed.toml" closed
 
 # ---- concurrency: 64 parallel invocations ---------------------------------------------------
 par_run() { # N input-pattern → results in $W/par/N.out
