@@ -29,7 +29,10 @@ for so in $(for f in "$@"; do aarch64-linux-gnu-readelf -dW "$f" | sed -n 's/.*(
     pkg=${cross%-arm64-cross}
     v=$(upstream "$(dpkg-query -W -f '${Version}' "$cross")")
   else
-    deb=$(for d in "$DEBS"/*.deb; do dpkg-deb -c "$d" | grep -q "/$so\$" && echo "$d" && break; done || true)
+    # the file or the symlink named SO (dpkg-deb -c: field 6 is the path; "-> target" follows a symlink)
+    deb=$(for d in "$DEBS"/*.deb; do
+            dpkg-deb -c "$d" | awk -v so="$so" '{ n = split($6, p, "/"); if (p[n] == so) f = 1 } END { exit !f }' && echo "$d" && break
+          done || true)
     [ -n "$deb" ] || { echo "cross-shlibs.sh: $so: in no package of $DEBS nor of the cross toolchain" >&2; exit 1; }
     pkg=$(dpkg-deb -f "$deb" Package)
     v=$(upstream "$(dpkg-deb -f "$deb" Version)")
