@@ -273,8 +273,8 @@ fuzz-smoke:
 $(BUILD)/nri-qos-metrics: src/metrics/nri-qos-metrics.cpp src/nri/service_status.cpp src/nri/service.hpp | build-deps
 	@mkdir -p $(dir $@)
 	$(CXX) $(filter-out -DNRI_QOS_METRICS_FILE=%,$(CPPFLAGS)) $(filter-out -ffunction-sections -fdata-sections,$(CXXFLAGS)) \
-		$$(pkg-config --cflags cpp-httplib) $(filter-out -static,$(LDFLAGS)) -Wl,--as-needed \
-		src/metrics/nri-qos-metrics.cpp src/nri/service_status.cpp $$(pkg-config --libs cpp-httplib) -pthread -o $@
+		$$($(PKG_CONFIG) --cflags cpp-httplib) $(filter-out -static,$(LDFLAGS)) -Wl,--as-needed \
+		src/metrics/nri-qos-metrics.cpp src/nri/service_status.cpp $$($(PKG_CONFIG) --libs cpp-httplib) -pthread -o $@
 metrics: $(BUILD)/nri-qos-metrics
 dist:
 	scripts/dist.sh $(VERSION)

@@ -19,13 +19,13 @@ KERNEL=0; [ "${1:-}" = --kernel ] && { KERNEL=1; shift; }
 ROOT=$1; shift
 # What the aarch64 binaries link or include: the static hook and the unit tests (protobuf-lite,
 # nettle, yaml-cpp; the header-only JSON, CLI11, toml11, Catch2), the two dynamically linked
-# companions (gRPC for nri-qos-cri, libsystemd for nri-qos-systemd, with the libraries their .so
-# files need at link time), and the image's static busybox.
+# companions (gRPC for nri-qos-cri, libsystemd for nri-qos-systemd, cpp-httplib for nri-qos-metrics,
+# with the libraries their .so files need at link time), and the image's static busybox.
 DEFAULT_PKGS="libprotobuf-dev libprotobuf32 libprotobuf-lite32 nettle-dev libnettle8 libhogweed6 libgmp-dev libgmp10
   libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev libcli11-dev libtoml11-dev catch2 zlib1g zlib1g-dev
   libgrpc++-dev libgrpc++1.51 libgrpc-dev libgrpc29 libc-ares2 libc-ares-dev libre2-9 libre2-dev libssl3 libssl-dev
   libabsl-dev libabsl20220623 libupb-dev libsystemd-dev libsystemd0 libcap2 libgcrypt20 libgpg-error0 liblz4-1
-  liblzma5 libzstd1 busybox-static"
+  liblzma5 libzstd1 libcpp-httplib-dev libcpp-httplib0.11 libbrotli-dev libbrotli1 busybox-static"
 [ $# -gt 0 ] || set -- ${CROSS_PKGS:-$DEFAULT_PKGS}
 
 CROSS_CACHE=$(dirname "$ROOT")

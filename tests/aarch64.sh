@@ -9,12 +9,16 @@
 #   aarch64-image-index      deploy/kubernetes/build-image-index.sh: the amd64 + arm64 image, an
 #                            OCI index whose digests, configs and binaries agree (and skopeo picks
 #                            each platform)
-#   aarch64-unit             build/aarch64/unit-tests under qemu-user, without the [sandbox] and
-#                            [systemd] cases: qemu-user refuses a guest's seccomp filter (next)
+#   aarch64-unit             build/aarch64/unit-tests under qemu-user, without the cases of
+#                            tests/unit/os/test_sandbox.cpp: qemu-user refuses a guest's seccomp
+#                            filter and has no Landlock (next; a SKIP line says so)
 #   aarch64-qemu-user-seccomp  what qemu-user does with the hook's seccomp(2): the record says
 #                            "seccomp OFF" with qemu's error — the hook answers, unconfined
 #   aarch64 invoke/hostile   tests/invoke.sh and tests/hostile.sh on the aarch64 binary under
-#                            qemu-user (result names prefixed "aarch64 ")
+#                            qemu-user, side by side (result names prefixed "aarch64 "); the
+#                            binary gets --deadline-ms 10000 (emulation), and the suites accept
+#                            what qemu-user cannot reproduce only when they detect it
+#                            (tests/emulation.sh)
 #   aarch64-vm-sandbox       an arm64 Debian kernel booted under qemu-system-aarch64 (TCG) runs
 #                            tests/sandbox-probe.cpp: the filter loads on a real arm64 kernel,
 #                            forbidden calls (execve, socket, ptrace, kill, chmod) fail with
@@ -22,7 +26,8 @@
 # SKIPs with the reason when the cross toolchain or the arm64 packages cannot be obtained
 # (scripts/deps.sh cross as root, network to the mirror of this machine's apt sources).
 # Env: AARCH64_SKIP_VM=1 leaves out the VM part; AARCH64_SKIP_UNIT=1 the unit tests (neither
-# built nor run); AARCH64_SUITES="invoke hostile" (default).
+# built nor run); AARCH64_SUITES="invoke hostile" (default); AARCH64_DEADLINE_MS: the
+# deadline the emulated hook gets (10000). Prints "# aarch64 time: PART N s" for each part.
 set -u
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$TOP" || exit 1
@@ -48,7 +53,7 @@ if ! LANG=C nice make -s ARCH=aarch64 CROSS_CXX="$cxx" CROSS_CACHE="$CROSS_CACHE
   tail -n 30 "$TOP/build/aarch64-make.log" >&2
   fail "aarch64-build: make ARCH=aarch64 failed (build/aarch64-make.log)"; exit 1
 fi
-echo "# aarch64: built in $((SECONDS - T0)) s" >&2
+echo "# aarch64 time: cross build (make ARCH=aarch64, ccache) $((SECONDS - T0)) s"
 f=$(file -b "$B/nri-qos")
 case $f in *"ARM aarch64"*"statically linked"*) pass "aarch64-build: build/aarch64/nri-qos is a static aarch64 ELF ($f)" ;;
            *) fail "aarch64-build: build/aarch64/nri-qos: $f" ;; esac
@@ -171,17 +176,49 @@ fi
 # no binfmt handler; NRI_QOS_ELF names the ELF itself for the suites that read its headers).
 W=$(mktemp -d /tmp/nri-qos-aarch64.XXXXXX)
 trap 'rm -rf "$W"' EXIT
-printf '#!/bin/sh\nexec %s %s "$@"\n' "$(command -v $QEMU)" "$B/nri-qos" > "$W/nri-qos"
+# Emulation is slow (TCG translates every invocation afresh: 0.2-2 s per hook call at CI's load),
+# so the evaluating subcommands get a larger deadline, passed explicitly: --deadline-ms
+# NRI_QOS_DEADLINE_MS, unless the caller gives its own (a case that tests a short deadline).
+# tests/emulation.sh tells the suites (QEMU_USER=1, DEADLINE_MS).
+export NRI_QOS_DEADLINE_MS=${AARCH64_DEADLINE_MS:-10000}
+{
+  echo '#!/bin/sh'
+  echo "# nri-qos (aarch64) under qemu-user, written by tests/aarch64.sh"
+  echo "q=$(command -v $QEMU); elf=$B/nri-qos"
+  echo 'case "$1" in invoke|explain|nri-eval|relay)'
+  echo '  for a in "$@"; do case $a in --deadline-ms|--deadline-ms=*|--event-deadline-ms|--event-deadline-ms=*) exec "$q" "$elf" "$@" ;; esac; done'
+  echo "  sub=\$1; shift; exec \"\$q\" \"\$elf\" \"\$sub\" --deadline-ms $NRI_QOS_DEADLINE_MS \"\$@\" ;;"
+  echo 'esac'
+  echo 'exec "$q" "$elf" "$@"'
+} > "$W/nri-qos"
 chmod +x "$W/nri-qos"
+echo "# aarch64: the emulated runs get --deadline-ms $NRI_QOS_DEADLINE_MS (the hook's default is 1000; qemu-user translates every invocation)" >&2
 
 # ---- unit tests under qemu-user ------------------------------------------------------------
+# Every case runs except those that cannot work under qemu-user, each left out with its reason
+# (a Catch2 spec; -# makes "[#file]" the tag of each file's cases). Nothing else is excluded:
+# the parsers, the compiled policy cache, the knob arithmetic and bitmasks are where an aarch64
+# difference (char signedness, struct layout, system call numbers) would show.
+UNIT_EXCLUDE=(
+  "[#test_sandbox]|qemu-user does not hand a guest's seccomp filter to the kernel (seccomp(2) ENOSYS, prctl EINVAL) and has no Landlock: the sandbox's own cases run on an arm64 kernel instead (aarch64-vm-sandbox)"
+)
 if [ -z "$UNIT_TARGET" ]; then
   skip "aarch64-unit: AARCH64_SKIP_UNIT=1"
-elif NRI_QOS_BIN=$W/nri-qos timeout 1200 $QEMU "$B/unit-tests" '~[sandbox]~[systemd]' >"$W/unit.log" 2>&1; then
-  pass "aarch64-unit: $(grep -E '^All tests passed' "$W/unit.log")"
 else
-  tail -n 40 "$W/unit.log" >&2
-  fail "aarch64-unit: $(grep -E '^test cases:' "$W/unit.log" || echo "no Catch2 summary")"
+  t=$SECONDS
+  spec=""
+  for e in "${UNIT_EXCLUDE[@]}"; do
+    n=$($QEMU "$B/unit-tests" -# --list-test-names-only "${e%%|*}" 2>/dev/null | grep -c .)
+    skip "aarch64-unit ${e%%|*}: $n cases not run under qemu-user: ${e#*|}"
+    spec="$spec~${e%%|*}"
+  done
+  if NRI_QOS_BIN=$W/nri-qos timeout 1200 $QEMU "$B/unit-tests" -# "$spec" >"$W/unit.log" 2>&1; then
+    pass "aarch64-unit: $(grep -E '^All tests passed' "$W/unit.log")"
+  else
+    tail -n 60 "$W/unit.log"
+    fail "aarch64-unit: $(grep -E '^test cases:' "$W/unit.log" || echo "no Catch2 summary")"
+  fi
+  echo "# aarch64 time: unit tests under qemu-user $((SECONDS - t)) s"
 fi
 
 # ---- what qemu-user does with the sandbox ----------------------------------------------------
@@ -196,14 +233,78 @@ case $sb in
 esac
 
 # ---- the binary-level suites under qemu-user -------------------------------------------------
+# Side by side (each waits on its own hook invocations and sleeps; neither keeps both CPUs busy
+# alone), each in its own scratch root; their output is printed in order afterwards.
+t=$SECONDS
+pids=()
 for s in ${AARCH64_SUITES:-invoke hostile}; do
-  t=$SECONDS
-  NRI_QOS_BIN=$W/nri-qos NRI_QOS_ELF=$B/nri-qos bash "tests/$s.sh" >"$W/$s.log" 2>"$W/$s.err"; rc=$?
+  ( ts=$SECONDS
+    NRI_QOS_BIN=$W/nri-qos NRI_QOS_ELF=$B/nri-qos bash "tests/$s.sh" >"$W/$s.log" 2>"$W/$s.err"; echo $? > "$W/$s.rc"
+    echo "$((SECONDS - ts))" > "$W/$s.secs" ) &
+  pids+=($!)
+done
+wait "${pids[@]}"
+for s in ${AARCH64_SUITES:-invoke hostile}; do
+  rc=$(cat "$W/$s.rc")
   sed -E 's/^(PASS|FAIL|SKIP) /\1 aarch64 /' "$W/$s.log" | grep -E '^(PASS|FAIL|SKIP) '
   grep -q '^FAIL ' "$W/$s.log" && FAILED=1
   [ "$rc" != 0 ] && ! grep -q '^FAIL ' "$W/$s.log" && fail "aarch64 $s: exited $rc ($(tail -n 3 "$W/$s.err" | tr '\n' ' '))"
-  echo "# aarch64 $s: $((SECONDS - t)) s" >&2
+  echo "# aarch64 time: $s $(cat "$W/$s.secs") s"
 done
+echo "# aarch64 time: invoke + hostile side by side $((SECONDS - t)) s"
+
+# ---- the aarch64 packages: make rpm ARCH=aarch64, make deb ARCH=aarch64 --------------------------
+# Each ELF in them is an aarch64 one; the rpm's arch is aarch64, the deb's arm64; their file lists
+# are the x86_64 packages' (tests/packaging.sh builds those first in make check).
+pkg_elves() { # DIR: "path: file output" of every ELF under DIR
+  find "$1" -type f -exec sh -c 'for f; do head -c4 "$f" | grep -q ELF && echo "${f#$0}: $(file -b "$f")"; done' "$1" {} +
+}
+pkg_check() { # NAME LIST-OF-THIS LIST-OF-X86_64 DIR
+  local name=$1 elves bad
+  elves=$(pkg_elves "$4")
+  bad=$(grep -v 'ARM aarch64' <<<"$elves" || true)
+  if [ -n "$elves" ] && [ -z "$bad" ]; then pass "$name-elf: $(grep -c . <<<"$elves") ELF files, all ARM aarch64"
+  else fail "$name-elf: not aarch64: ${bad:-no ELF at all}"; fi
+  echo "$elves" | sed "s/^/# $name: /"
+  if [ ! -s "$3" ]; then skip "$name-files: no x86_64 package to compare with (tests/packaging.sh builds it)"
+  elif diff "$3" "$2" > "$W/$name.diff"; then pass "$name-files: the same $(grep -c . "$2") paths as the x86_64 package"
+  else fail "$name-files: differs from the x86_64 package: $(tr '\n' ' ' < "$W/$name.diff" | head -c 400)"; fi
+}
+# Opt-in (AARCH64_PACKAGES=1) until it has run green once end to end: the two package builds
+# cross-build the three companions again from the source tarball (the cold gRPC compile of
+# nri-qos-cri is the longest of the tree), not measured yet against CI's time budget.
+if [ "${AARCH64_PACKAGES:-0}" != 1 ]; then
+  skip "aarch64-rpm, aarch64-deb: opt-in (AARCH64_PACKAGES=1): make rpm/deb ARCH=aarch64 not yet run green end to end (docs/aarch64.md)"
+else
+  t=$SECONDS
+  V=$(cat VERSION)
+  if CROSS_CXX=$cxx nice make -s rpm ARCH=aarch64 >"$W/rpm.log" 2>&1 && RPM=$(ls build/aarch64/rpm/RPMS/aarch64/nri-qos-"$V"-*.aarch64.rpm 2>/dev/null | head -1) && [ -n "$RPM" ]; then
+    a=$(rpm -qp --qf '%{ARCH}' "$RPM" 2>/dev/null)
+    if [ "$a" = aarch64 ]; then pass "aarch64-rpm-arch: rpm -qp --qf %{ARCH}: $a"; else fail "aarch64-rpm-arch: '$a'"; fi
+    rpm -qlp "$RPM" 2>/dev/null | sort > "$W/rpm-arm.list"
+    x=$(ls build/rpm/RPMS/x86_64/nri-qos-"$V"-*.x86_64.rpm 2>/dev/null | head -1)
+    [ -n "$x" ] && rpm -qlp "$x" 2>/dev/null | sort > "$W/rpm-x86.list"
+    mkdir -p "$W/rpmx" && (cd "$W/rpmx" && rpm2cpio "$RPM" | cpio -idm --quiet)
+    pkg_check aarch64-rpm "$W/rpm-arm.list" "$W/rpm-x86.list" "$W/rpmx"
+  else
+    tail -n 20 "$W/rpm.log"
+    fail "aarch64-rpm: make rpm ARCH=aarch64 failed (above)"
+  fi
+  if CROSS_CXX=$cxx nice make -s deb ARCH=aarch64 >"$W/deb.log" 2>&1 && DEB=build/aarch64/deb/nri-qos_${V}_arm64.deb && [ -f "$DEB" ]; then
+    a=$(dpkg-deb -f "$DEB" Architecture)
+    if [ "$a" = arm64 ]; then pass "aarch64-deb-arch: dpkg-deb -f Architecture: $a; Depends: $(dpkg-deb -f "$DEB" Depends)"
+    else fail "aarch64-deb-arch: '$a'"; fi
+    dpkg-deb -c "$DEB" | awk '{print $6}' | sort > "$W/deb-arm.list"
+    x=build/deb/nri-qos_${V}_amd64.deb
+    [ -f "$x" ] && dpkg-deb -c "$x" | awk '{print $6}' | sort > "$W/deb-x86.list"
+    mkdir -p "$W/debx" && dpkg-deb -x "$DEB" "$W/debx"
+    pkg_check aarch64-deb "$W/deb-arm.list" "$W/deb-x86.list" "$W/debx"
+  else
+    tail -n 20 "$W/deb.log"
+    fail "aarch64-deb: make deb ARCH=aarch64 failed (above)"
+  fi
+  echo "# aarch64 time: make rpm + deb ARCH=aarch64 $((SECONDS - t)) s"
+fi
 
 # ---- the sandbox on a real arm64 kernel --------------------------------------------------------
 if [ "${AARCH64_SKIP_VM:-0}" = 1 ]; then
@@ -243,7 +344,7 @@ INIT
     tail -n 40 "$W/vm.txt" >&2
     fail "aarch64-vm-sandbox: $(grep -E '^vm: |^probe:' "$W/vm.txt" | tr '\n' ' ' || echo 'the VM did not report')"
   fi
-  echo "# aarch64 vm: $((SECONDS - t)) s" >&2
+  echo "# aarch64 time: qemu-system-aarch64 VM probe $((SECONDS - t)) s"
 fi
-echo "# aarch64: $((SECONDS - T0)) s in all" >&2
+echo "# aarch64 time: all $((SECONDS - T0)) s"
 exit "$FAILED"

@@ -23,6 +23,8 @@ FAILED=0
 pass() { echo "PASS $*"; }
 fail() { echo "FAIL $*"; FAILED=1; }
 skip() { echo "SKIP $*"; }
+# QEMU_USER, DEADLINE_MS (tests/aarch64.sh runs this suite on the aarch64 binary under qemu-user)
+. "$TOP/tests/emulation.sh"
 
 [ -x "$BIN" ] || { fail "hostile: binary $BIN missing (run make)"; exit 1; }
 command -v python3 >/dev/null || { fail "hostile: python3 missing (scripts/deps.sh test)"; exit 1; }
@@ -271,7 +273,7 @@ hook() {
   rm -f "$W/strace.log"
   local t0 t1
   t0=${EPOCHREALTIME//[^0-9]/}
-  (cd "$W" && exec timeout -s KILL "${TIMEOUT:-20}" "${pre[@]}" "$BIN" "$mode" "${args[@]}" "$@" <"$input" >"$W/out" 2>"$W/err")
+  (cd "$W" && exec timeout -s KILL "$(( ${TIMEOUT:-20} * TIME_SCALE ))" "${pre[@]}" "$BIN" "$mode" "${args[@]}" "$@" <"$input" >"$W/out" 2>"$W/err")
   RC=$?
   t1=${EPOCHREALTIME//[^0-9]/}
   printf -v ELAPSED '%d.%06d' $(((t1 - t0) / 1000000)) $(((t1 - t0) % 1000000))
@@ -288,7 +290,7 @@ run_case() {
   check_py snap "$S" "$W/before.json"
   hook "$mode" "$input" "${extra[@]}"
   check_py snap "$S" "$W/after.json"
-  if ! HOOK_CWD=$W STRACE_LOG=$W/strace.log check_py verify "$name" "$mode" "$RC" "$ELAPSED" "${LIMIT:-5}" \
+  if ! HOOK_CWD=$W STRACE_LOG=$W/strace.log check_py verify "$name" "$mode" "$RC" "$ELAPSED" "$(( ${LIMIT:-5} * TIME_SCALE ))" \
        "$W/out" "$W/before.json" "$W/after.json" "$S" "$expect" "${checks[@]}"; then
     FAILED=1
     echo "    stderr: $(head -c 300 "$W/err" | tr '\n' ' ')"
@@ -717,7 +719,7 @@ POL=$PD/too-many-rules.toml LIMIT=15 run_case "policy: 100,001 rules" invoke "$I
 
 # `nri-qos check` on the same files: exit 1 with one line "nri-qos: <file>:<line>: ...", no signal
 for f in utf8-ml-literal utf8-literal range-i64 deep binary nul ten-mb huge-array quote-desync-int quote-desync-nesting; do
-  msg=$(timeout -s KILL 20 "$BIN" check "$PD/$f.toml" 2>&1 >/dev/null); rc=$?
+  msg=$(timeout -s KILL $((20 * TIME_SCALE)) "$BIN" check "$PD/$f.toml" 2>&1 >/dev/null); rc=$?
   if [ "$rc" = 1 ] && [ "$(printf '%s\n' "$msg" | wc -l)" = 1 ] && [[ "$msg" == "nri-qos: $PD/$f.toml"* ]]; then
     pass "check: hostile policy $f: exit 1, one line"
   else
@@ -757,6 +759,8 @@ run_case "gate: demotion to BE needs no gate" invoke "$IN/demote-be" - class=BE 
 # ---- the self-imposed deadline --------------------------------------------------------------
 # A writer that never closes stdin: the hook answers within ~1 s with the fail mode of the policy
 # in force (the deadline cuts the read; issue 9: fail-closed means closed, before the request too).
+# Within the default deadline + 0.6 s: DEADLINE_MS (1000; under qemu-user the larger one its
+# wrapper passes; the producers below outlast it, so that the deadline still cuts the read).
 deadline_case() { # name producer-command [policy open|closed] (producer in its own process group, killed afterwards)
   local name=$1 producer=$2 pol=${3:-$POLICY} want=${4:-open} t0 t1 rc el pg
   rm -f "$W/stdin.fifo"; mkfifo "$W/stdin.fifo"
@@ -764,7 +768,7 @@ deadline_case() { # name producer-command [policy open|closed] (producer in its 
   pg=$!
   mkdir -p "$W/sinks"; : > "$W/sinks/deadline.log"
   t0=$(date +%s.%N)
-  timeout -s KILL 10 "$BIN" invoke --policy "$pol" --cgroup-root "$CG" --cgroup-layout v1 --proc-root "$PROC" \
+  timeout -s KILL $((DEADLINE_MS / 1000 + 9)) "$BIN" invoke --policy "$pol" --cgroup-root "$CG" --cgroup-layout v1 --proc-root "$PROC" \
     --resctrl-root "$RC_ROOT" --state-dir "$STATE" --cache-dir "$CACHE" --metrics-file "$W/sinks/nri_qos.prom" --event-log "$W/sinks/deadline.log" <"$W/stdin.fifo" >"$W/out" 2>/dev/null
   rc=$?
   t1=$(date +%s.%N)
@@ -774,7 +778,8 @@ deadline_case() { # name producer-command [policy open|closed] (producer in its 
 import json, sys
 out = open(sys.argv[1]).read(); el = float(sys.argv[2]); rc = int(sys.argv[3]); want = sys.argv[4]
 rec = [json.loads(l) for l in open(sys.argv[5]) if l.strip()]
-assert el < 1.6, 'took %.2fs, want < 1.6s' % el
+limit = int(sys.argv[6]) / 1000 + 0.6
+assert el < limit, 'took %.2fs, want < %.1fs' % (el, limit)
 r = json.loads(out)
 if want == 'open':
     assert rc == 0, 'exit %d' % rc
@@ -785,18 +790,20 @@ else:
     assert 'deadline exceeded' in r['error'], 'not a fail-closed deadline Result: %r' % out[:200]
 assert len(rec) == 1 and 'deadline exceeded' in rec[0].get('message', ''), 'event record: %r' % rec
 assert rec[0]['outcome'] == ('refused' if want == 'closed' else 'error'), 'record outcome %r' % rec[0]['outcome']
-" "$W/out" "$el" "$rc" "$want" "$W/sinks/deadline.log" 2>"$W/deadline.err"; then
+" "$W/out" "$el" "$rc" "$want" "$W/sinks/deadline.log" "$DEADLINE_MS" 2>"$W/deadline.err"; then
     pass "deadline: $name (${el}s)"
   else
     fail "deadline: $name: $(tail -1 "$W/deadline.err") (${el}s, exit $rc, stdout '$(head -c 200 "$W/out")')"
   fi
 }
-deadline_case "stdin never closes" "exec sleep 8"
-deadline_case "stdin drips one byte per 100 ms" 'for i in $(seq 80); do printf " "; sleep 0.1; done'
-deadline_case "half a request, then silence" "head -c 300 '$IN/ct.json'; exec sleep 8"
+# (the producers outlast the deadline by 7 s: natively 8 s, 80 drips)
+P_SECS=$((DEADLINE_MS / 1000 + 7))
+deadline_case "stdin never closes" "exec sleep $P_SECS"
+deadline_case "stdin drips one byte per 100 ms" 'for i in $(seq '$((P_SECS * 10))'); do printf " "; sleep 0.1; done'
+deadline_case "half a request, then silence" "head -c 300 '$IN/ct.json'; exec sleep $P_SECS"
 sed 's/^fail = "open".*/fail = "closed"/' "$POLICY" > "$W/closed.toml"
-deadline_case "stdin never closes, fail-closed policy: container refused" "exec sleep 8" "$W/closed.toml" closed
-deadline_case "half a request, fail-closed policy: container refused" "head -c 300 '$IN/ct.json'; exec sleep 8" "$W/closed.toml" closed
+deadline_case "stdin never closes, fail-closed policy: container refused" "exec sleep $P_SECS" "$W/closed.toml" closed
+deadline_case "half a request, fail-closed policy: container refused" "head -c 300 '$IN/ct.json'; exec sleep $P_SECS" "$W/closed.toml" closed
 
 # ---- concurrency: 64 parallel invocations ---------------------------------------------------
 par_run() { # N input-pattern → results in $W/par/N.out

@@ -10,6 +10,8 @@ BUNDLED=$TOP/conf/nri.d/nri-qos.toml
 FIX=$TOP/tests/fixtures
 FAILED=0
 CLEANUP=()
+# QEMU_USER, DEADLINE_MS: is the binary under test emulated, and its default deadline
+. "$TOP/tests/emulation.sh"
 
 pass() { echo "PASS $*"; }
 fail() { echo "FAIL $*"; FAILED=1; }

@@ -64,15 +64,16 @@ fi
 for s in invoke cgroup_real hostile cache policy facts explain_pod nri_relay sandbox ops npd discover unseen hygiene docs layering; do
   [ -f "tests/$s.sh" ] && suite "$s" bash "tests/$s.sh"
 done
-# The aarch64 build under qemu-user and an arm64 kernel (issue #33 §1; docs/aarch64.md); it SKIPs
-# itself without the cross toolchain or the arm64 packages. Opt-in for now (NRI_QOS_AARCH64=1):
-# under qemu-user 7.2 it is not green yet (its first run: 39 of 458 failed, most of them the 1 s
-# deadline under emulation and the openat2 wording) and costs ~15 min warm, which CI's 60 min
-# budget does not hold beside the rest.
-if [ -f tests/aarch64.sh ] && [ "${NRI_QOS_AARCH64:-0}" = 1 ]; then
+# The aarch64 build under qemu-user and an arm64 kernel (issue #33 §1; docs/aarch64.md), after
+# the host suites, alone (never beside the node VM: both are TCG-bound on CI's 2 CPUs). It SKIPs
+# itself, with the reason, without the cross toolchain or the arm64 packages. Still opt-in
+# (NRI_QOS_AARCH64=1; NRI_QOS_SKIP_AARCH64=1 wins): its fixes for emulation (the explicit 10 s
+# deadline, time limits scaled under qemu-user, the no-openat2 symlink walk) have not had a full
+# green run on aarch64 yet, nor a timing within CI's budget. Flip the default once they have.
+if [ -f tests/aarch64.sh ] && [ "${NRI_QOS_AARCH64:-0}" = 1 ] && [ "${NRI_QOS_SKIP_AARCH64:-0}" != 1 ]; then
   suite aarch64 bash tests/aarch64.sh
 elif [ -f tests/aarch64.sh ]; then
-  echo "SKIP aarch64: opt-in (NRI_QOS_AARCH64=1): not green under qemu-user yet and ~15 min (docs/aarch64.md)"
+  echo "SKIP aarch64: opt-in (NRI_QOS_AARCH64=1) until it has run green within CI's time budget (docs/aarch64.md)"
   SKIPPED=$((SKIPPED + 1))
 fi
 # The bundled policy against the seed systems' node agents (issue #10; docs/conformance.md).

@@ -1,6 +1,10 @@
 #!/bin/bash
 # Build the Debian package build/deb/nri-qos_VERSION_<arch>.deb.
 # Usage: packaging/deb/build.sh VERSION        (make deb)
+#        ARCH=aarch64 packaging/deb/build.sh VERSION   (make deb ARCH=aarch64: the arm64 package,
+#        cross-built on this x86_64 machine, build/aarch64/deb/nri-qos_VERSION_arm64.deb;
+#        dpkg-buildpackage -a arm64 -d: the arm64 build dependencies are in the private root of
+#        scripts/cross-root.sh, not installed; docs/aarch64.md)
 #
 # Steps: scripts/dist.sh VERSION (the source tarball, same file list as the RPM), unpack it
 # into a scratch tree build/deb/nri-qos-VERSION/, copy packaging/deb/debian/ into it, set the
@@ -15,6 +19,13 @@ scripts/deps.sh build pkg
 scripts/dist.sh "$VERSION"
 
 OUT=$ROOT/build/deb
+ARCH_DEB=$(dpkg --print-architecture)
+CROSS=()
+case "${ARCH:-}" in
+  "" | "$(uname -m)") ;;
+  aarch64) OUT=$ROOT/build/aarch64/deb; ARCH_DEB=arm64; CROSS=(-a arm64 -d) ;;
+  *) echo "deb/build.sh: ARCH=$ARCH: only aarch64 can be cross-built (docs/aarch64.md)" >&2; exit 2 ;;
+esac
 SRC=$OUT/nri-qos-$VERSION
 rm -rf "$OUT"
 mkdir -p "$OUT"
@@ -29,16 +40,15 @@ cp packaging/systemd/nri-qos-relay.service "$SRC/debian/nri-qos.nri-qos-relay.se
 cp packaging/logrotate/nri-qos "$SRC/debian/nri-qos.logrotate"
 sed -i "1s/^nri-qos ([^)]*)/nri-qos ($VERSION)/" "$SRC/debian/changelog"
 
-ARCH=$(dpkg --print-architecture)
 # the caller's parallel=N wins; otherwise one job per CPU (Debian policy 4.9.1: one parallel=)
 opts=${DEB_BUILD_OPTIONS:-}
 case " $opts " in *" parallel="*) ;; *) opts="parallel=$(nproc) $opts" ;; esac
 (cd "$SRC" && DEB_BUILD_OPTIONS="$opts" \
-   dpkg-buildpackage -us -uc -b) > "$OUT/build.log" 2>&1 || {
+   dpkg-buildpackage -us -uc -b "${CROSS[@]}") > "$OUT/build.log" 2>&1 || {
   tail -n 40 "$OUT/build.log" >&2
   echo "deb/build.sh: dpkg-buildpackage failed, full log: $OUT/build.log" >&2
   exit 1
 }
-DEB=$OUT/nri-qos_${VERSION}_${ARCH}.deb
+DEB=$OUT/nri-qos_${VERSION}_${ARCH_DEB}.deb
 [ -f "$DEB" ] || { echo "deb/build.sh: $DEB not produced (see $OUT/build.log)" >&2; exit 1; }
 echo "$DEB"

@@ -1,4 +1,5 @@
 #include "os/kernel.hpp"
+#include "os/kernel_walk.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -23,8 +24,8 @@ int sys_openat2(int dirfd, const char* path, int flags, mode_t mode) {
     return r < 0 ? -errno : static_cast<int>(r);
 }
 
-// Fallback: walk component by component, refusing `..`, `.`-tricks and symlinks (O_NOFOLLOW on
-// every component; O_DIRECTORY on all but the last).
+}  // namespace
+
 int walk_open(int dirfd, const std::string& rel, int flags, mode_t mode) {
     int cur = dirfd;
     bool owned = false;
@@ -40,15 +41,19 @@ int walk_open(int dirfd, const std::string& rel, int flags, mode_t mode) {
         int fl = last ? (flags | O_NOFOLLOW | O_CLOEXEC) : (O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         int fd = openat(cur, comp.c_str(), fl, mode);
         int e = errno;
+        // O_PATH | O_NOFOLLOW opens a symlink itself, and O_DIRECTORY then fails with ENOTDIR
+        // (open(2)): a symlinked directory would read as a missing one. Report it as openat2's
+        // RESOLVE_NO_SYMLINKS does, ELOOP (openat2(2)).
+        struct stat st {};
+        if (fd < 0 && e == ENOTDIR && fstatat(cur, comp.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) e = ELOOP;
         if (owned) close(cur);
-        if (fd < 0) return -(e == ELOOP ? ELOOP : e);
+        if (fd < 0) return -e;
         if (last) return fd;
         cur = fd;
         owned = true;
         pos = slash + 1;
     }
 }
-}  // namespace
 
 bool have_openat2() {
     if (g_openat2 < 0) {
