@@ -64,7 +64,8 @@ LDFLAGS   += $(CROSS_LDFLAGS) -static -Wl,--gc-sections -Wl,-O1
 STATIC_EH := -Wl,--eh-frame-hdr -specs=src/static-eh.specs   # the static links only (nri-qos, relay-floor)
 # The static std::ios_base::Init objects (<iostream>: CLI11, protobuf-lite, the relay) are
 # no-ops in the hook; main.cpp starts the standard streams on every path but plain `invoke`.
-IOS_WRAP  := -Wl,--wrap=_ZNSt8ios_base4InitC1Ev -Wl,--wrap=_ZNSt8ios_base4InitD1Ev
+# main.cpp's __wrap___cxa_atexit registers no static destructor on a plain `invoke` (it ends with _exit).
+IOS_WRAP  := -Wl,--wrap=_ZNSt8ios_base4InitC1Ev -Wl,--wrap=_ZNSt8ios_base4InitD1Ev -Wl,--wrap=__cxa_atexit
 LDLIBS    += -lprotobuf-lite -lnettle -lyaml-cpp -pthread
 
 # The folders of the hook's library, bottom of the stack first (src/README.md); src/tools,
