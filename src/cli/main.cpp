@@ -4,8 +4,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <ios>
+#include <memory>
 #include <new>
 #include <string>
+#include <string_view>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -49,6 +51,37 @@ void __wrap__ZNSt8ios_base4InitC1Ev(void*) {}
 void __wrap__ZNSt8ios_base4InitD1Ev(void*) {}
 }
 
+// ---- plain `invoke` from the first instruction ------------------------------------------
+// containerd runs a plain `nri-qos invoke` (no options) for every sandbox and container; main()
+// sends it straight to run_mode and ends it with _exit (below). Two things are decided for it
+// before the first static constructor, which glibc calls with (argc, argv, envp) in a static
+// binary too (csu/libc-start.c call_init; priority 101 runs before every default-priority one):
+//  - the arena (os/arena.hpp) serves operator new from here on, so that the constructors'
+//    allocations share the arena's pages rather than growing malloc's heap;
+//  - __cxa_atexit (the Makefile links with -Wl,--wrap=__cxa_atexit) registers nothing: the
+//    ~130 destructors of static objects that the constructors register (CLI11, protobuf-lite,
+//    yaml-cpp, libstdc++) never run on this path, which ends with _exit, never exit() — their
+//    registration cost ~9,000 instructions and four calloc'd 1 KiB blocks of glibc's exit list
+//    on the heap (bench/oneshot-profile.sh).
+// Any other command line is untouched: the arena is enabled, if at all, in run_mode, and every
+// destructor is registered and runs at exit as usual.
+namespace {
+bool g_plain_invoke = false;
+}
+__attribute__((constructor(101))) static void plain_invoke_early(int argc, char** argv, char**) {
+    if (argc == 2 && argv && argv[1] && std::strcmp(argv[1], "invoke") == 0) {
+        g_plain_invoke = true;
+        nriqos::arena::enable();
+    }
+}
+extern "C" {
+int __real___cxa_atexit(void (*fn)(void*), void* arg, void* dso);
+int __wrap___cxa_atexit(void (*fn)(void*), void* arg, void* dso) {
+    if (g_plain_invoke) return 0;
+    return __real___cxa_atexit(fn, arg, dso);
+}
+}
+
 namespace {
 
 alignas(std::ios_base::Init) unsigned char g_ios_init[sizeof(std::ios_base::Init)];
@@ -64,17 +97,33 @@ void start_iostreams() {
 
 using nriqos::Options;
 
-/// Read all of stdin, up to the request size limit (+1 byte to detect "too large").
-bool read_stdin(std::string& out) {
-    char buf[65536];
+/// Read all of stdin, up to the request size limit (+1 byte to detect "too large"), into `buf`
+/// (its first `len` bytes). The buffer is allocated uninitialised and read into directly: only
+/// the pages the request fills are touched (a 64 KiB stack buffer copied into a string touched
+/// two stack pages and copied the request once more; bench/oneshot-profile.sh). It starts at
+/// 64 KiB, the size of one read of the old loop, and doubles while the request fills it; at the
+/// end, the arena takes back what the request left unused (arena::trim).
+bool read_stdin(std::unique_ptr<char[]>& buf, size_t& len) {
+    size_t cap = 65536;
+    buf.reset(new char[cap]);
+    len = 0;
     while (true) {
         if (nriqos::deadline_input_cut()) return false;  // run_pipeline answers the deadline
-        ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+        if (len == cap) {
+            std::unique_ptr<char[]> bigger(new char[cap * 2]);
+            std::memcpy(bigger.get(), buf.get(), len);
+            buf = std::move(bigger);
+            cap *= 2;
+        }
+        ssize_t n = read(STDIN_FILENO, buf.get() + len, cap - len);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return false;
-        if (n == 0) return true;
-        out.append(buf, static_cast<size_t>(n));
-        if (out.size() > nriqos::limits::kMaxRequestBytes) return true;  // the parser reports it
+        if (n == 0) {
+            nriqos::arena::trim(buf.get(), cap, len);  // the rest of the buffer is never used
+            return true;
+        }
+        len += static_cast<size_t>(n);
+        if (len > nriqos::limits::kMaxRequestBytes) return true;  // the parser reports it
     }
 }
 
@@ -160,11 +209,13 @@ int run_mode(nriqos::Mode mode, Options& o, const std::string& layout, bool poli
         nriqos::SandboxStatus sb = nriqos::install_sandbox(roots, profile);
         if (o.debug || !sb.seccomp) write_all(STDERR_FILENO, "nri-qos: sandbox: " + sb.summary() + "\n");
     }
-    std::string input;
+    std::unique_ptr<char[]> stdin_buf;
+    std::string_view input("", 0);  // a failed read: empty, as before
     if (given_input) input = *given_input;
     else {
+        size_t len = 0;
         nriqos::deadline_input_begin();
-        if (!read_stdin(input)) input.clear();
+        if (read_stdin(stdin_buf, len)) input = std::string_view(stdin_buf.get(), len);
         nriqos::deadline_input_end();
     }
     int code = 0;

@@ -237,12 +237,14 @@ namespace {
 // stage) makes it the one the handler reads, so the handler always finds a whole record of the
 // stage whose answer it prints. A slot's strings are packed back to back, each NUL-terminated
 // and cut at the size the lines always had (stderr 2 KiB, event-log line and each path 4 KiB,
-// metrics line 512 bytes): a typical slot uses one page.
+// metrics line 512 bytes): a typical slot uses one page. The offsets come first, next to the
+// text's start: a slot whose offsets followed its 15 KiB of text touched a page more (a page
+// fault per stage, bench/oneshot-profile.sh).
 constexpr size_t kDlStderr = 2048, kDlLog = 4096, kDlPath = 4096, kDlPending = 512;
 struct DeadlineSlot {
-    char text[kDlStderr + kDlLog + 2 * kDlPath + kDlPending];
     size_t stderr_at, stderr_len, log_at, log_len, log_path_at, pending_at, pending_len, pending_path_at;
     bool ready;
+    char text[kDlStderr + kDlLog + 2 * kDlPath + kDlPending];
 };
 DeadlineSlot g_dl[2];
 // 1 once publish_event writes the record itself; the handler then leaves it (and the count) alone.

@@ -35,6 +35,13 @@ bool contains(const void* p) {
     return a >= b && a < b + kBytes;
 }
 
+void trim(void* p, size_t had, size_t keep) {
+    if (!contains(p) || keep > had) return;
+    auto round = [](size_t n) { return n ? (n + 15) & ~static_cast<size_t>(15) : 16; };  // as operator new
+    auto* b = static_cast<unsigned char*>(p);
+    if (b + round(had) == g_buf + g_top) g_top = static_cast<size_t>(b - g_buf) + round(keep);
+}
+
 namespace {
 uintptr_t page_down(uintptr_t a) { return a & ~uintptr_t(4095); }
 

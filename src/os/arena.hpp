@@ -28,6 +28,14 @@ size_t used();
 /// True when `p` points into the arena.
 bool contains(const void* p);
 
+/// Give back the end of the newest block: `p`, allocated with operator new (or new[]) for
+/// `had` bytes, keeps its first `keep` bytes (≤ had) and the next allocations start after them.
+/// For a buffer sized before its content is known (main.cpp read_stdin: 64 KiB for a request of
+/// a few KiB), so that the blocks after it share its last page instead of starting 60 KiB
+/// further (a page fault per page, bench/oneshot-profile.sh). Does nothing when `p` is not the
+/// arena's newest block (malloc'd, or allocations followed it).
+void trim(void* p, size_t had, size_t keep);
+
 /// Map now, in a few system calls, the pages an evaluation is about to touch, instead of taking
 /// one page fault per page while the event waits: the hot path's code (src/hot-text.ld; read,
 /// from the page cache: MADV_POPULATE_READ), the first `arena_bytes` of the arena
