@@ -517,7 +517,7 @@ else
     sed '/path: \/var\/lib\/kubelet$/{n;s/type: Directory$/type: DirectoryOrCreate/}' $R > "$SCRATCH/node8.yaml"
     sed '/mountPath: \/run\/containerd$/{n;/readOnly: true/d}' $D > "$SCRATCH/node9.yaml"
     sed '/name: NRI_QOS_CRI_SOCKET/,+1d' $D > "$SCRATCH/node10.yaml"
-    sed '0,/- name: host-cri$/{/- name: host-cri$/,/readOnly: true/d}' $D > "$SCRATCH/node11.yaml"
+    sed '/- name: host-cri$/{N;N;/mountPath/d}' $D > "$SCRATCH/node11.yaml"
     ok=1
     for t in "node1:container relay: privileged must be false (it is true)" \
              "node2:capabilities.add must be exactly [\"DAC_OVERRIDE\",\"SYS_RESOURCE\"] (docs/install.md), not [\"DAC_OVERRIDE\",\"SYS_ADMIN\",\"SYS_RESOURCE\"]" \
