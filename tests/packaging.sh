@@ -338,6 +338,11 @@ else
     [ "$(jq -r '.[0].RepoTags[0]' "$SCRATCH/img/manifest.json")" = "localhost/nri-qos:$VERSION" ]; }; verdict image-format
   { cmp -s "$RFS/opt/nri/bin/nri-qos" "$SCRATCH/debx/opt/nri/bin/nri-qos" && \
     cmp -s "$RFS/usr/local/bin/nri-qos-install" deploy/kubernetes/install.sh && [ -x "$RFS/bin/sh" ]; }; verdict image-content
+  # the CRI client of the relay's unseen pass, beside the binary where `relay` looks for it
+  # (src/cli/main.cpp unseen_argv), with the libraries it links (issue #33 §4)
+  { cmp -s "$RFS/opt/nri/bin/nri-qos-cri" "$SCRATCH/debx/usr/libexec/nri-qos/nri-qos-cri" &&
+    chroot "$RFS" /opt/nri/bin/nri-qos-cri --help >"$SCRATCH/img-cri.log" 2>&1; }; verdict image-cri-client
+  [ $FAILED = 0 ] || sed 's/^/# /' "$SCRATCH/img-cri.log"
   deploy/kubernetes/build-image.sh --deb "$DEB" --out "$IMG.2" >/dev/null 2>&1
   check image-reproducible cmp -s "$IMG" "$IMG.2"
 
@@ -397,6 +402,16 @@ else
   out=$(chroot "$RFS" /bin/env -i PATH=/bin HOST_ROOT=/host NRI_QOS=/bin/fake-nri-qos NRI_QOS_METRICS_LISTEN=0.0.0.0:9470 \
         /bin/sh /usr/local/bin/nri-qos-install relay --child-deadline-ms 3000 2>&1)
   check installer-relay-extra-args [ "$(echo "$out" | grep '^ARGS')" = "ARGS relay --socket /var/run/nri/nri.sock --kubelet-cpu-state /var/lib/kubelet/cpu_manager_state --metrics-listen 0.0.0.0:9470 --child-deadline-ms 3000" ]
+  # ... with the runtime's CRI socket for the unseen pass (issue #33 §4: the DaemonSet's
+  # NRI_QOS_CRI_SOCKET, its directory mounted read-only); "" turns the pass off; a relative
+  # path is refused.
+  out=$(inst2 relay NRI_QOS=/bin/fake-nri-qos NRI_QOS_CRI_SOCKET=/run/containerd/containerd.sock 2>&1)
+  out2=$(inst2 relay NRI_QOS=/bin/fake-nri-qos NRI_QOS_CRI_SOCKET= 2>&1)
+  out3=$(inst2 relay NRI_QOS=/bin/fake-nri-qos NRI_QOS_CRI_SOCKET=run/containerd.sock 2>&1); rc=$?
+  { [ "$(echo "$out" | grep '^ARGS')" = "ARGS relay --socket /var/run/nri/nri.sock --kubelet-cpu-state /var/lib/kubelet/cpu_manager_state --cri-socket unix:///run/containerd/containerd.sock" ] &&
+    [ "$(echo "$out2" | grep '^ARGS')" = "ARGS relay --socket /var/run/nri/nri.sock --kubelet-cpu-state /var/lib/kubelet/cpu_manager_state --unseen-interval 0" ] &&
+    [ $rc = 2 ] && echo "$out3" | grep -q 'NRI_QOS_CRI_SOCKET must be an absolute path'; }; verdict installer-relay-cri-socket
+  [ $FAILED = 0 ] || printf '%s\n' "$out" "$out2" "$out3" | sed 's/^/# /'
   inst2 install NRI_QOS_MODE=v01 >/dev/null 2>&1
   # The other modes run no relay: the container serves the metrics alone where asked.
   out=$(inst2 relay NRI_QOS=/bin/fake-nri-qos NRI_QOS_METRICS_LISTEN=0.0.0.0:9470 2>&1)
@@ -500,6 +515,9 @@ else
     sed 's|path: /var/lib/nri-qos$|path: /tmp/nri-qos|' $D > "$SCRATCH/node6.yaml"
     sed 's/ --kubelet-cpu-state [^ ]*//' $R > "$SCRATCH/node7.yaml"
     sed '/path: \/var\/lib\/kubelet$/{n;s/type: Directory$/type: DirectoryOrCreate/}' $R > "$SCRATCH/node8.yaml"
+    sed '/mountPath: \/run\/containerd$/{n;/readOnly: true/d}' $D > "$SCRATCH/node9.yaml"
+    sed '/name: NRI_QOS_CRI_SOCKET/,+1d' $D > "$SCRATCH/node10.yaml"
+    sed '/- name: host-cri$/{N;N;/mountPath/d}' $D > "$SCRATCH/node11.yaml"
     ok=1
     for t in "node1:container relay: privileged must be false (it is true)" \
              "node2:capabilities.add must be exactly [\"DAC_OVERRIDE\",\"SYS_RESOURCE\"] (docs/install.md), not [\"DAC_OVERRIDE\",\"SYS_ADMIN\",\"SYS_RESOURCE\"]" \
@@ -508,7 +526,10 @@ else
              "node5:container relay: the node's /sys/fs/resctrl is not mounted" \
              "node6:container install: /var/lib/nri-qos is the node's /tmp/nri-qos, not its /var/lib/nri-qos" \
              "node7:container reconcile: kubelet's CPU manager checkpoint is not given (reconcile --kubelet-cpu-state)" \
-             "node8:container reconcile: volume kubelet (/var/lib/kubelet) must be hostPath type Directory, not DirectoryOrCreate"; do
+             "node8:container reconcile: volume kubelet (/var/lib/kubelet) must be hostPath type Directory, not DirectoryOrCreate" \
+             "node9:container relay: /run/containerd must be mounted readOnly" \
+             "node10:container relay: the runtime's CRI socket is not given" \
+             "node11:container relay: the node's /run/containerd is not mounted"; do
       if node $V/validate.mjs "$SCRATCH/${t%%:*}.yaml" >"$SCRATCH/${t%%:*}.log" 2>&1 || ! grep -qF -- "${t#*:}" "$SCRATCH/${t%%:*}.log"; then
         ok=0; echo "# ${t%%:*}: not refused with: ${t#*:}"; sed 's/^/#   /' "$SCRATCH/${t%%:*}.log" | head -4
       fi
@@ -627,6 +648,26 @@ YAML
       { deploy/helm/render.sh 2>/dev/null | grep -qx ' *priorityClassName: system-node-critical' &&
         ! deploy/helm/render.sh --set priorityClassName= 2>/dev/null | grep -q priorityClassName; }; verdict helm-default-priority-node-critical
       [ $FAILED = 0 ] || sed 's/^/# /' "$SCRATCH/helm3.log"
+      # The relay gets the runtime's CRI socket for its unseen pass (issue #33 §4): by default
+      # containerd's, its directory mounted read-only from the node at its name (the validator's
+      # node rules); another runtime's where set; "" = no mount, the pass off (install.sh).
+      ok=1
+      for t in "/run/containerd/containerd.sock:/run/containerd" "/var/run/crio/crio.sock:/var/run/crio" ":"; do
+        deploy/helm/render.sh --set "criSocket=${t%%:*}" >"$SCRATCH/helm-cri.yaml" 2>"$SCRATCH/helm-cri.err" &&
+          node $V/validate.mjs "$SCRATCH/helm-cri.yaml" >"$SCRATCH/helm-cri-validate.log" 2>&1 &&
+          (cd $V && node -e '
+            const fs=require("fs"), Y=require("yaml");
+            const s = Y.parseAllDocuments(fs.readFileSync(process.argv[1],"utf8")).map(d=>d.toJS()).find(o=>o&&o.kind==="DaemonSet").spec.template.spec;
+            const relay = s.containers.find(c=>c.name==="relay"), sock = process.argv[2], dir = process.argv[3];
+            const env = relay.env.find(e=>e.name==="NRI_QOS_CRI_SOCKET"), vol = s.volumes.find(v=>v.name==="host-cri");
+            const m = relay.volumeMounts.find(x=>x.name==="host-cri");
+            const ok = env && env.value===sock && (sock==="" ? !vol && !m :
+              vol && vol.hostPath.path===dir && m && m.mountPath===dir && m.readOnly===true &&
+              ![...s.initContainers, ...s.containers].some(c=>c.name!=="relay" && (c.volumeMounts||[]).some(x=>x.name==="host-cri")));
+            if (!ok) { console.log(JSON.stringify({env, vol, m})); process.exit(1); }' "$SCRATCH/helm-cri.yaml" "${t%%:*}" "${t#*:}") \
+          >"$SCRATCH/helm-cri.log" 2>&1 || { ok=0; echo "# criSocket=${t%%:*}: $(cat "$SCRATCH/helm-cri.err" "$SCRATCH/helm-cri-validate.log" "$SCRATCH/helm-cri.log" | grep -v '^ok' | head -2)"; }
+      done
+      check helm-cri-socket [ $ok = 1 ]
       # the chart's reconcile DaemonSet is deploy/kubernetes/nri-qos-reconcile.yaml's pod
       (cd $V && node -e '
         const fs=require("fs"), Y=require("yaml");
@@ -647,7 +688,8 @@ YAML
              "updateStrategy.rollingUpdate.maxUnavailable=0:maxUnavailable" "tolerationz=x:tolerationz" \
              "priorityClassName=5:priorityClassName" "metrics.port=70000:port" "image.pullPolicy=Sometimes:pullPolicy" \
              "extraArgs=--x:extraArgs" "nameOverride=Bad_Name:nameOverride" "reconcile.enabled=maybe:enabled" \
-             "kubeletDir=var/lib/kubelet:kubeletDir" "pluginIndex=7:pluginIndex"; do
+             "kubeletDir=var/lib/kubelet:kubeletDir" "pluginIndex=7:pluginIndex" \
+             "criSocket=run/containerd/containerd.sock:criSocket" "criSocket=/containerd.sock:criSocket"; do
       out=$(deploy/helm/render.sh --set "${t%:*}" 2>&1 >/dev/null) && { ok=0; echo "# --set ${t%:*}: accepted"; continue; }
       echo "$out" | grep -q -- "${t##*:}" || { ok=0; echo "# --set ${t%:*}: refused without naming ${t##*:}: $out"; }
     done

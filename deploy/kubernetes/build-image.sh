@@ -77,14 +77,17 @@ done
 # dynamically linked with Debian's cpp-httplib (no static library): beside the binary, with the
 # shared libraries and loader it names (ldd of this machine's, at their paths). Absent from the
 # .deb or the build: the image has none and metrics.enabled fails with the reason.
-MSRV=$(dirname "$BIN")/nri-qos-metrics
-[ -z "$DEB" ] || MSRV=$WORK/deb/usr/libexec/nri-qos/nri-qos-metrics
-if [ -x "$MSRV" ]; then
-  install -m 0755 "$MSRV" "$RFS/opt/nri/bin/nri-qos-metrics"
+# The CRI client of the relay's unseen pass (`relay --cri-socket`; src/cli/main.cpp unseen_argv
+# looks for nri-qos-cri beside the binary) likewise, with Debian's gRPC.
+for comp in nri-qos-metrics nri-qos-cri; do
+  MSRV=$(dirname "$BIN")/$comp
+  [ -z "$DEB" ] || MSRV=$WORK/deb/usr/libexec/nri-qos/$comp
+  [ -x "$MSRV" ] || continue
+  install -m 0755 "$MSRV" "$RFS/opt/nri/bin/$comp"
   for lib in $(ldd "$MSRV" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p; s/^[[:space:]]*\(\/[^ ]*\) (.*/\1/p' | sort -u); do
     install -D -m 0755 "$(readlink -f "$lib")" "$RFS$lib"
   done
-fi
+done
 printf 'root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' > "$RFS/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' > "$RFS/etc/group"
 chmod 0644 "$RFS/etc/passwd" "$RFS/etc/group"

@@ -37,6 +37,7 @@
 #      If $NRI_QOS_PLUGIN_CONF is set (a JSON object) it is passed as --plugin-conf.
 # relay [ARGS...] (the relay container): mode external → exec `nri-qos relay --socket $NRI_SOCKET
 #   --kubelet-cpu-state $NRI_QOS_KUBELET_CPU_STATE [--metrics-listen $NRI_QOS_METRICS_LISTEN]
+#   [--cri-socket unix://$NRI_QOS_CRI_SOCKET | --unseen-interval 0 when it is set empty]
 #   ARGS...` (the container's restart is the relay's restart; its log is `kubectl logs`); other
 #   modes → `nri-qos serve-metrics --listen $NRI_QOS_METRICS_LISTEN` when that is set, else stay
 #   idle (the runtime execs the hook itself).
@@ -66,6 +67,9 @@
 #   NRI_QOS_KUBELET_CPU_STATE [/var/lib/kubelet/cpu_manager_state]  kubelet's CPU manager
 #                                     checkpoint, passed to the relay (the node's kubelet directory
 #                                     mounted read-only at its name; "" = the node has none)
+#   NRI_QOS_CRI_SOCKET [unset: the relay's default, /run/containerd/containerd.sock]  the runtime's
+#                                     CRI socket for the relay's unseen pass (its directory mounted
+#                                     read-only at its name; "" = no pass, --unseen-interval 0)
 # Exit status: 0 done, 1 a step failed (message on stderr), 2 bad usage/environment.
 set -eu
 
@@ -197,6 +201,17 @@ relay)
   mode=$(cat "$NRI_QOS_MODE_FILE" 2>/dev/null) || die "no mode in $NRI_QOS_MODE_FILE (did the install init container run?)" 2
   if [ "$mode" = external ]; then
     shift
+    # the unseen pass's CRI endpoint (relay --cri-socket); given empty: the pass is off
+    if [ -z "${NRI_QOS_CRI_SOCKET-unset}" ]; then
+      set -- --unseen-interval 0 "$@"
+      log "NRI_QOS_CRI_SOCKET is empty: no periodic pass over containers no event reported (--unseen-interval 0)"
+    elif [ -n "${NRI_QOS_CRI_SOCKET:-}" ]; then
+      case $NRI_QOS_CRI_SOCKET in
+        unix://*) set -- --cri-socket "$NRI_QOS_CRI_SOCKET" "$@" ;;
+        /*) set -- --cri-socket "unix://$NRI_QOS_CRI_SOCKET" "$@" ;;
+        *) die "NRI_QOS_CRI_SOCKET must be an absolute path (or unix://PATH), not '$NRI_QOS_CRI_SOCKET'" 2 ;;
+      esac
+    fi
     set -- relay --socket "$NRI_SOCKET" --kubelet-cpu-state "$NRI_QOS_KUBELET_CPU_STATE" \
       ${NRI_QOS_METRICS_LISTEN:+--metrics-listen "$NRI_QOS_METRICS_LISTEN"} "$@"
     log "mode external: nri-qos $*"

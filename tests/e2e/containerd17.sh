@@ -617,6 +617,18 @@ ext_sync_existing() {
 # adopted by the pass (event-log event "unseen": the hole happened; without it the scenario
 # retries, then SKIPs "not reproduced" — still checking every pod's BE values), every pod has the BE values in the kernel no later than
 # UNSEEN_S + 6 s after the Synchronize reply, and `status` lists each with class BE.
+# Why this reproduces only sometimes (tried 2026-11-29, not kept): the hold does not widen the
+# hole on containerd 2.2/2.3. Their CRI createContainer holds the NRI plugin-sync block
+# (BlockPluginSync, a read lock of containerd/nri pkg/adaptation syncLock) from NewContainer (the
+# NRI CreateContainer call) to its return, and a registering plugin's Synchronize takes it for
+# writing until the plugin is in the plugin list (adaptation.go acceptPluginConnections:
+# requestPluginSync .. finishedPluginSync). Six pods whose sandboxes ran first and whose
+# CreateContainer was sent inside the held Synchronize (criclient held until the relay logged
+# the hold; the relay's timestamps confirmed 6 of 6 each try, 3 tries each on 2.3.4 and 2.2.7)
+# all waited for it (CreateContainer 1.6-1.8 s) and were classified by their own events. What is
+# left, by our reading (not verified), is the pod sandbox path: internal/cri/server/sandbox_run.go
+# calls NRI RunPodSandbox before it marks the sandbox ready and adds it to the store that a
+# Synchronize lists, a narrow gap that pods started while the relay registers hit by chance.
 UNSEEN_S=${UNSEEN_S:-12}
 UNSEEN_HOLD_MS=${UNSEEN_HOLD_MS:-1300}
 ext_unseen() {
@@ -1204,6 +1216,64 @@ native_v01_both() {
   fi
 }
 
+# Resident evaluators give the same results as one process per event (issue #34 §2; the relay's
+# own comparison: tests/nri_relay.sh relay-resident-same-results). Two passes over the same
+# node-value scenarios (be-label, ls-burst, be-kube, v2-knobs, update-be, update-ls, proc-knobs),
+# each on a containerd restarted with the test policy: settings.evaluator_events unset (N = 1,
+# one-shot) and = $RES_EVENTS (1000). Each scenario checks its expected values as usual
+# ($S-same-n1-*, $S-same-n1000-*); RES_DIGEST notes every value read back (kernel files, /proc
+# oom_score_adj, config.json: the adjustment as the runtime applied it) and the kernel files and
+# config.json of every container at its stop (lib.sh res_snapshot), and the pods' event-log
+# records without times, ids and the evaluator field (res_records). $S-resident-same passes when
+# the two digests and the two record sets are identical, the N = 1 records all say
+# evaluator=one-shot and the N = 1000 records all say evaluator=resident.
+RES_EVENTS=${E2E_RESIDENT_EVENTS:-1000}
+res_pass() { # N: one pass; its digest in $D/logs/res-N.digest, its records in $D/logs/res-N.records
+  local n=$1 p=$S-same-n$1 off
+  if [ "$n" = 1 ]; then E2E_EVALUATOR_EVENTS='' install_test_policy "$D/policy/res-$n.toml"
+  else E2E_EVALUATOR_EVENTS=$n install_test_policy "$D/policy/res-$n.toml"; fi || return 1
+  set_native_policy "$D/policy/res-$n.toml"
+  stop_containerd; start_containerd || { RES_WHY="containerd did not restart with the evaluator_events = $n policy"; return 1; }
+  local _; for _ in $(seq 1 25); do [ -n "$(relay_pids | head -1)" ] && break; sleep 0.2; done
+  RES_DIGEST=$D/logs/res-$n.digest
+  : > "$RES_DIGEST"; : > "$RES_DIGEST.pods"
+  off=$(stat -c %s "$E2E_EVENT_LOG" 2>/dev/null || echo 0)
+  OCI_CHECKS=1
+  sc_be "$p-be-label" be-label burstable --label koordinator.sh/qosClass=BE
+  sc_ls "$p-ls-burst" ls-burst
+  sc_be "$p-be-kube" be-kube besteffort
+  OCI_CHECKS=""
+  sc_knobs "$p-v2-knobs" knobs
+  sc_update_be "$p-update-be"
+  sc_update_ls "$p-update-ls"
+  sc_proc "$p-proc-knobs"
+  res_settle
+  res_records "$off" > "$D/logs/res-$n.records"
+  log "  pass N = $n: $(wc -l < "$RES_DIGEST") values, $(wc -l < "$D/logs/res-$n.records") records of $(grep -c . "$RES_DIGEST.pods") pods; evaluator: $(cat "$RES_DIGEST.modes")"
+  RES_DIGEST=""
+}
+native_resident_same() {
+  local name=$S-resident-same d1 d2 m1 m2
+  RES_WHY="" MISMATCH=""
+  res_pass 1 && res_pass "$RES_EVENTS"
+  RES_DIGEST=""
+  [ -z "$RES_WHY" ] || { fail "$name" "$RES_WHY"; return; }
+  d1=$D/logs/res-1 d2=$D/logs/res-$RES_EVENTS
+  if ! cmp -s "$d1.digest" "$d2.digest"; then
+    MISMATCH="kernel/config.json values differ (N = 1 <, N = $RES_EVENTS >): $(diff "$d1.digest" "$d2.digest" | grep '^[<>]' | head -4 | tr '\n' ' ')"
+  fi
+  if ! cmp -s "$d1.records" "$d2.records"; then
+    MISMATCH="${MISMATCH:+$MISMATCH; }event-log records differ (N = 1 <, N = $RES_EVENTS >): $(diff "$d1.records" "$d2.records" | grep '^[<>]' | head -2 | cut -c1-400 | tr '\n' ' ')"
+  fi
+  [ -s "$d1.records" ] && [ "$(wc -l < "$d1.digest")" -ge 40 ] ||
+    MISMATCH="${MISMATCH:+$MISMATCH; }too little to compare: $(wc -l < "$d1.digest") values, $(wc -l < "$d1.records") records"
+  m1=$(cat "$d1.digest.modes") m2=$(cat "$d2.digest.modes")
+  [[ $m1 =~ ^[0-9]+\ one-shot\ $ ]] || MISMATCH="${MISMATCH:+$MISMATCH; }N = 1 records' evaluator: '$m1' (want one-shot only)"
+  [[ $m2 =~ ^[0-9]+\ resident\ $ ]] || MISMATCH="${MISMATCH:+$MISMATCH; }N = $RES_EVENTS records' evaluator: '${m2}' (want resident only)"
+  [ -n "$MISMATCH" ] || log "  resident-same: $(wc -l < "$d1.digest") values and $(wc -l < "$d1.records") records identical; evaluator $m1/ $m2"
+  verdict "$name"
+}
+
 scenarios() {
   if [ "$MODE" = adapter ]; then
     want be-label && sc_be "$S-be-label" be-label burstable --label koordinator.sh/qosClass=BE
@@ -1259,6 +1329,8 @@ scenarios() {
     want v01-stale && native_v01_stale
     want v01-both && native_v01_both
   fi
+  # resident evaluators against one-shot (issue #34 §2): on 2.3.4 only (CI time, ~1.5 min)
+  [ "$RT" = 2.3 ] && want resident-same && native_resident_same
   set_native_policy "$D/policy/fail-closed.toml"
   stop_containerd; start_containerd || fail "$S-setup" "containerd did not restart with the fail-closed policy"
   want fail-closed && containerd_alive && sc_fail_closed "$S-fail-closed" "$D/policy/fail-closed.toml"

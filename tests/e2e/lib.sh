@@ -545,7 +545,11 @@ run_pod() {
   return $rc
 }
 j() { jq -r "$2" "$D/logs/$1.json" 2>/dev/null; }   # j OUT FILTER
-stop_pod() { local p; p=$(j "$1" '.pod_id // empty'); [ -n "$p" ] && { cri down-pod "$p" >&2 || true; }; return 0; }
+stop_pod() {
+  local p; p=$(j "$1" '.pod_id // empty')
+  [ -n "${RES_DIGEST:-}" ] && [ -n "$p" ] && res_snapshot "$1" "$p"
+  [ -n "$p" ] && { cri down-pod "$p" >&2 || true; }; return 0
+}
 first_error() { j "$1" '[.steps | to_entries[] | select(.value.ok|not) | "\(.key): \(.value.error)"][0] // "?"'; }
 
 # systemd slice name -> its path: a-b-c.slice is /a.slice/a-b.slice/a-b-c.slice (systemd.slice(5))
@@ -634,6 +638,7 @@ expect_knob() {
   want=$(want_knob "$knob" "$4"); got=$(read_knob "$kind" "$out" "$knob")
   if [ "$got" != "$want" ]; then MISMATCH="${MISMATCH:+$MISMATCH; }$kind $knob=$got want $want"; fi
   log "  $out: $kind $knob = $got (want $want)"
+  res_note "$out $kind $knob=$got"
 }
 # await_knob OUT KIND KNOB VALUE [SECONDS]: polls (0.2 s) until the kernel shows VALUE, at most
 # SECONDS (10). For values the runtime writes after an event has been answered: containerd
@@ -652,6 +657,7 @@ expect_oom() { # OUT VALUE
   local pid got; pid=$(ctr_pid "$1")
   got=$(cat "/proc/$pid/oom_score_adj" 2>/dev/null || echo "<no pid>")
   [ "$got" = "$2" ] || MISMATCH="${MISMATCH:+$MISMATCH; }oom_score_adj(pid $pid)=$got want $2"
+  res_note "$1 ctr oom_score_adj=$got"
   log "  $1: /proc/$pid/oom_score_adj = $got (want $2)"
 }
 # the cgroup directories have the shape the driver promises (systemd: slices and a scope)
@@ -667,7 +673,62 @@ oci() { jq -r "$2" "$D/state/io.containerd.runtime.v2.task/k8s.io/$(j "$1" .ctr_
 expect_oci() { # OUT FILTER WANT
   local got; got=$(oci "$1" "$2")
   [ "$got" = "$3" ] || MISMATCH="${MISMATCH:+$MISMATCH; }config.json $2=$got want $3"
+  res_note "$1 config.json $2=$got"
   log "  $1: config.json $2 = $got (want $3)"
+}
+
+# ---- the results digest of a pass (resident-same, containerd17.sh; issue #34 §2) -------------
+# With RES_DIGEST set (a file), every value the expect_* functions read is noted in it, and
+# stop_pod first notes the container's and pod's kernel files and the adjustable parts of the
+# container's config.json (what the runtime made of the adjustment), and lists the pod's sandbox
+# id in $RES_DIGEST.pods for res_records. Ids, pod uids and pids are left out (res_note), so two
+# passes over the same scenarios give the same digest when the results are the same.
+res_note() { # LINE
+  [ -n "${RES_DIGEST:-}" ] || return 0
+  sed -E 's/[0-9a-f]{64}/<id>/g; s/'"$UIDP"'-[0-9a-f-]+/<uid>/g' <<<"$*" >> "$RES_DIGEST"
+}
+res_snapshot() { # OUT POD_ID
+  local out=$1 k
+  echo "$2" >> "$RES_DIGEST.pods"
+  cg_prime "$out"
+  for k in cpu.shares cpu.cfs_quota_us cpu.cfs_period_us cpu.cfs_burst_us memory.limit_in_bytes cpuset.cpus; do
+    res_note "$out stop ctr $k=$(read_knob ctr "$out" $k)"
+  done
+  [ "$LAYOUT" = v2 ] && for k in memory.high blkio.weight; do res_note "$out stop ctr $k=$(read_knob ctr "$out" $k)"; done
+  for k in cpu.shares cpu.cfs_quota_us cpu.idle memory.limit_in_bytes; do
+    res_note "$out stop pod $k=$(read_knob pod "$out" $k)"
+  done
+  res_note "$out stop ctr oom_score_adj=$(cat "/proc/$(ctr_pid "$out")/oom_score_adj" 2>/dev/null || echo '<no pid>')"
+  res_note "$out stop config.json $(oci "$out" '{resources: .linux.resources, oom: .process.oomScoreAdj, scheduler: .process.scheduler, io: .process.ioPriority, memory_policy: .linux.memoryPolicy} | tojson')"
+}
+# res_records FROM_BYTE: the event-log records (E2E_EVENT_LOG from that offset, and the rotated
+# file's tail when it was rotated meanwhile) of the pods listed in $RES_DIGEST.pods, without what
+# differs between two runs of the same events (time, duration, ids, the evaluator field, the
+# policy's hash: the two policies differ by their evaluator_events line), one per line, sorted.
+# $RES_DIGEST.modes gets the evaluator field of those records of source nri-eval ("N value ...").
+res_log_since() { # FROM_BYTE
+  local size; size=$(stat -c %s "$E2E_EVENT_LOG" 2>/dev/null || echo 0)
+  if [ "$size" -ge "$1" ]; then tail -c +$(($1 + 1)) "$E2E_EVENT_LOG"
+  else tail -c +$(($1 + 1)) "$E2E_EVENT_LOG.1" 2>/dev/null; cat "$E2E_EVENT_LOG"; fi
+}
+res_records() { # FROM_BYTE
+  local sel
+  sel=$(res_log_since "$1" | jq -c --rawfile ids "$RES_DIGEST.pods" \
+    '($ids | split("\n") | map(select(. != "") | {(.): true}) | add // {}) as $m
+     | select($m[.sandbox_id // ""] or $m[.id // ""])' 2>/dev/null)
+  jq -r 'select(.source == "nri-eval") | .evaluator // "none"' <<<"$sel" | sort | uniq -c | awk '{print $1, $2}' | tr '\n' ' ' > "$RES_DIGEST.modes"
+  jq -c 'del(.time, .duration_us, .id, .sandbox_id, .evaluator, .policy_sha256, .pid)' <<<"$sel" |
+    sed -E 's/[0-9a-f]{64}/<id>/g; s/'"$UIDP"'-[0-9a-f-]+/<uid>/g' | sort
+}
+# wait until the event log has stopped growing for 0.6 s (at most 5 s): the records of the last
+# pod's stop events
+res_settle() {
+  local a b end=$((SECONDS + 5))
+  a=$(stat -c %s "$E2E_EVENT_LOG" 2>/dev/null)
+  while [ $SECONDS -lt $end ]; do
+    sleep 0.6; b=$(stat -c %s "$E2E_EVENT_LOG" 2>/dev/null)
+    [ "$a" = "$b" ] && return 0; a=$b
+  done
 }
 # host_only: true unless running the node VM's subset (scenario lists: `host_only && sc_...`)
 host_only() { [ -z "$E2E_NODE_SUBSET" ]; }

@@ -18,7 +18,9 @@
 //       Directory, never created empty) at its name, and are given kubelet's CPU manager
 //       checkpoint in it (relay: env NRI_QOS_KUBELET_CPU_STATE, which install.sh passes as
 //       --kubelet-cpu-state; reconcile: the flag); they mount /sys/fs/cgroup and /sys/fs/resctrl
-//       read-write and /run/systemd read-only from the node;
+//       read-write and /run/systemd read-only from the node; the relay is given the runtime's
+//       CRI socket (env NRI_QOS_CRI_SOCKET, install.sh's --cri-socket; "" = no unseen pass) and
+//       mounts its directory read-only from the node at its name;
 //     - the relay is not privileged and has exactly the capabilities docs/install.md lists
 //       (RELAY_CAPABILITIES), everything else dropped, no privilege escalation, hostPID, and
 //       the AppArmor and SELinux settings the writes need;
@@ -117,6 +119,12 @@ function nodeChecks(obj) {
     const env = new Map((relay.env || []).map((e) => [e.name, e.value]));
     kubeletState(relay, env.get("NRI_QOS_KUBELET_CPU_STATE"), "env NRI_QOS_KUBELET_CPU_STATE, install.sh's --kubelet-cpu-state");
     nodePaths(relay);
+    // the runtime's CRI socket for the unseen pass (install.sh: --cri-socket; "" = no pass):
+    // its directory from the node, read-only, at its name
+    const cri = env.get("NRI_QOS_CRI_SOCKET");
+    if (cri === undefined) errs.push("container relay: the runtime's CRI socket is not given (env NRI_QOS_CRI_SOCKET, install.sh's --cri-socket; \"\" for no unseen pass)");
+    else if (cri !== "" && !/^\/[^/\s]+(\/[^/\s]+)+$/.test(cri)) errs.push(`container relay: env NRI_QOS_CRI_SOCKET is ${JSON.stringify(cri)}, not an absolute path below a directory`);
+    else if (cri !== "") hostMount(relay, dirOf(cri), { readOnly: true });
     hostMount(relay, "/run/nri-qos", { readOnly: false });
     hostMount(relay, "/var/lib/nri-qos", { readOnly: false });
     const sc = relay.securityContext || {};

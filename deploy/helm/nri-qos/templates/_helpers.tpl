@@ -220,6 +220,10 @@ spec:
             # `nri-qos relay --kubelet-cpu-state` (kubelet's directory mounted read-only below)
             - name: NRI_QOS_KUBELET_CPU_STATE
               value: {{ printf "%s/cpu_manager_state" $v.kubeletDir | quote }}
+            # the runtime's CRI socket for the relay's unseen pass (relay --cri-socket; its
+            # directory mounted read-only below); "" = no pass (--unseen-interval 0)
+            - name: NRI_QOS_CRI_SOCKET
+              value: {{ $v.criSocket | quote }}
             {{- if $v.metrics.enabled }}
             # /metrics on the pod's address (relay --metrics-listen; serve-metrics in the other modes)
             - name: NRI_QOS_METRICS_LISTEN
@@ -292,6 +296,13 @@ spec:
             - name: host-systemd
               mountPath: /run/systemd
               readOnly: true
+            {{- if $v.criSocket }}
+            # the CRI socket's directory, not the file: the runtime makes a new socket when it
+            # restarts, which a mounted file would not show (values.yaml criSocket)
+            - name: host-cri
+              mountPath: {{ dir $v.criSocket }}
+              readOnly: true
+            {{- end }}
             - name: host-state
               mountPath: /run/nri-qos
             - name: host-last-good
@@ -374,6 +385,12 @@ spec:
           hostPath:
             path: /run/systemd
             type: DirectoryOrCreate
+        {{- if $v.criSocket }}
+        - name: host-cri
+          hostPath:
+            path: {{ dir $v.criSocket }}
+            type: DirectoryOrCreate
+        {{- end }}
         - name: host-state
           hostPath:
             path: /run/nri-qos
