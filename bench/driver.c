@@ -110,7 +110,10 @@ int main(int argc, char **argv) {
     }
     if (!g_input || optind >= argc || n <= 0) usage();
     g_null = open("/dev/null", O_WRONLY);
+    /* zeroed: user_us, sys_us and minflt are sums (uninitialised, the go-clearcfs row of the
+       2026-11-27 and 2026-11-29 runs showed a stack address as its page faults) */
     struct cmd cmds[16];
+    memset(cmds, 0, sizeof cmds);
     int nc = 0;
     for (int i = optind; i < argc;) {
         if (nc == 16 || i + 1 >= argc) usage();
