@@ -46,10 +46,10 @@ fi
 if ! scripts/cross-root.sh "$CROSS_CACHE/bookworm-root" >&2; then
   skip "aarch64: bookworm's arm64 packages cannot be fetched into $CROSS_CACHE (scripts/cross-root.sh: see above)"; exit 0
 fi
-UNIT_TARGET=$B/unit-tests; [ "${AARCH64_SKIP_UNIT:-0}" = 1 ] && UNIT_TARGET=
+UNIT_TARGET=build/aarch64/unit-tests; [ "${AARCH64_SKIP_UNIT:-0}" = 1 ] && UNIT_TARGET=
 # ccache's wrapper when there is one (make check puts /usr/lib/ccache first in PATH)
 cxx=aarch64-linux-gnu-g++; [ -x /usr/lib/ccache/$cxx ] && cxx=/usr/lib/ccache/$cxx
-if ! LANG=C nice make -s ARCH=aarch64 CROSS_CXX="$cxx" CROSS_CACHE="$CROSS_CACHE" -j"$(nproc)" "$B/nri-qos" "$B/sandbox-probe" $UNIT_TARGET >"$TOP/build/aarch64-make.log" 2>&1; then
+if ! LANG=C nice make -s ARCH=aarch64 CROSS_CXX="$cxx" CROSS_CACHE="$CROSS_CACHE" -j"$(nproc)" build/aarch64/nri-qos build/aarch64/sandbox-probe $UNIT_TARGET >"$TOP/build/aarch64-make.log" 2>&1; then
   tail -n 30 "$TOP/build/aarch64-make.log" >&2
   fail "aarch64-build: make ARCH=aarch64 failed (build/aarch64-make.log)"; exit 1
 fi
