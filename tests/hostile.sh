@@ -960,7 +960,7 @@ PY
       --resctrl-root /sys/fs/resctrl --state-dir /run/nri-qos --cache-dir /run/nri-qos/cache <"$IN/ct.json" >"$o/ct-opts.out" 2>/dev/null
     run null "$IN/null"
     run conf-missing "$IN/ct-conf-missing.json"
-    (cat "$IN/half"; exec sleep 5) | { "$BIN" invoke >"$o/half.out" 2>"$o/half.err"; echo $? >"$o/half.rc"; }
+    (cat "$IN/half"; exec sleep '"$((DEADLINE_MS / 1000 + 4))"') | { "$BIN" invoke >"$o/half.out" 2>"$o/half.err"; echo $? >"$o/half.rc"; }
     ls /run/nri-qos >"$o/state.ls"'
   for c in sb ct-miss ct-hit null conf-missing half; do
     [ "$(cat "$PW/$c.rc" 2>/dev/null)" = 0 ] && pass "plain invoke $c: exit 0" || fail "plain invoke $c: exit $(cat "$PW/$c.rc" 2>/dev/null), stderr '$(head -c 300 "$PW/$c.err" 2>/dev/null)'"
