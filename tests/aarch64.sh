@@ -10,8 +10,9 @@
 #                            OCI index whose digests, configs and binaries agree (and skopeo picks
 #                            each platform)
 #   aarch64-unit             build/aarch64/unit-tests under qemu-user, without the cases of
-#                            tests/unit/os/test_sandbox.cpp: qemu-user refuses a guest's seccomp
-#                            filter and has no Landlock (next; a SKIP line says so)
+#                            tests/unit/os/test_sandbox.cpp and the relay's [confined] cases:
+#                            qemu-user refuses a guest's seccomp filter and has no Landlock
+#                            (UNIT_EXCLUDE below; a SKIP line says so)
 #   aarch64-qemu-user-seccomp  what qemu-user does with the hook's seccomp(2): the record says
 #                            "seccomp OFF" with qemu's error — the hook answers, unconfined
 #   aarch64 invoke/hostile   tests/invoke.sh and tests/hostile.sh on the aarch64 binary under
@@ -201,6 +202,7 @@ echo "# aarch64: the emulated runs get --deadline-ms $NRI_QOS_DEADLINE_MS (the h
 # difference (char signedness, struct layout, system call numbers) would show.
 UNIT_EXCLUDE=(
   "[#test_sandbox]|qemu-user does not hand a guest's seccomp filter to the kernel (seccomp(2) ENOSYS, prctl EINVAL) and has no Landlock: the sandbox's own cases run on an arm64 kernel instead (aarch64-vm-sandbox)"
+  "[confined]|the relay's cases that read its own or its evaluator's confinement (forbidden calls EPERM, Seccomp: 2 in /proc/<pid>/status) meet the same qemu-user limits: the filter they check is the one aarch64-vm-sandbox loads on an arm64 kernel"
 )
 if [ -z "$UNIT_TARGET" ]; then
   skip "aarch64-unit: AARCH64_SKIP_UNIT=1"

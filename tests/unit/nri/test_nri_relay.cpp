@@ -1391,7 +1391,7 @@ nriqos::Options scratch_eval_options(const std::string& dir) {
 }
 }  // namespace
 
-TEST_CASE("relay (fork): the real evaluator is confined before the event", "[nri][relay][sandbox]") {
+TEST_CASE("relay (fork): the real evaluator is confined before the event", "[nri][relay][sandbox][confined]") {
   if (nriqos::sandbox_disabled_by_env()) {
     WARN("NRI_QOS_NO_SANDBOX set; skipped");
     return;
@@ -1438,7 +1438,7 @@ TEST_CASE("relay (fork): the real evaluator is confined before the event", "[nri
 // same zygote narrow to two different pids: each may write beneath its own /proc/<pid> only (a
 // ruleset shared between spares would let the second one write to the first one's pid too),
 // still beneath the static roots, never outside them nor beneath the procfs root itself.
-TEST_CASE("relay (fork): each spare of the zygote narrows to its own /proc/<pid>", "[nri][relay][sandbox]") {
+TEST_CASE("relay (fork): each spare of the zygote narrows to its own /proc/<pid>", "[nri][relay][sandbox][confined]") {
   if (nriqos::sandbox_disabled_by_env() || nriqos::landlock_abi_version() == 0) {
     WARN("NRI_QOS_NO_SANDBOX set or no Landlock; skipped");
     return;
@@ -2297,7 +2297,7 @@ TEST_CASE("relay (fork): the policy's fail mode holds from the first event; the 
   }
 }
 
-TEST_CASE("relay (fork): the relay confines itself after Configure; forbidden calls fail", "[nri][relay][sandbox]") {
+TEST_CASE("relay (fork): the relay confines itself after Configure; forbidden calls fail", "[nri][relay][sandbox][confined]") {
   if (nriqos::sandbox_disabled_by_env()) {
     WARN("NRI_QOS_NO_SANDBOX set; skipped");
     return;
