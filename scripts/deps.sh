@@ -37,6 +37,10 @@ done
 if [ "$(id -u)" != 0 ]; then
   echo "deps.sh: missing packages: ${missing[*]} (run as root or install them)" >&2; exit 1
 fi
+# One apt at a time: make check may run `deps.sh cross` in the background (tests/aarch64.sh
+# --prebuild) while another set is installed; apt-get would fail on the dpkg lock.
+exec 8>/run/lock/nri-qos-deps.lock
+flock 8
 echo "deps.sh: apt-get install ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq

@@ -9,10 +9,11 @@
 #   aarch64-image-index      deploy/kubernetes/build-image-index.sh: the amd64 + arm64 image, an
 #                            OCI index whose digests, configs and binaries agree (and skopeo picks
 #                            each platform)
-#   aarch64-unit             build/aarch64/unit-tests under qemu-user, without the cases of
-#                            tests/unit/os/test_sandbox.cpp and the relay's [confined] cases:
-#                            qemu-user refuses a guest's seccomp filter and has no Landlock
-#                            (UNIT_EXCLUDE below; a SKIP line says so)
+#   aarch64-unit             build/aarch64/unit-tests under qemu-user, without the cases that
+#                            cannot hold under emulation, each group with its reason
+#                            (UNIT_EXCLUDE below; a SKIP line each): the sandbox's (qemu-user
+#                            refuses a guest's seccomp filter, has no Landlock), the relay's
+#                            process tree and other native-time-bound cases, page-fault counts
 #   aarch64-qemu-user-seccomp  what qemu-user does with the hook's seccomp(2): the record says
 #                            "seccomp OFF" with qemu's error — the hook answers, unconfined
 #   aarch64 invoke/hostile   tests/invoke.sh and tests/hostile.sh on the aarch64 binary under
@@ -40,6 +41,19 @@ B=$TOP/build/aarch64
 CROSS_CACHE=${CROSS_CACHE:-/var/cache/nri-qos-cross-arm64}
 QEMU=qemu-aarch64-static
 T0=$SECONDS
+# --prebuild (tests/run.sh starts it in the background, early): only the preparation and the
+# cross build below, at SCHED_IDLE, so that it runs in the CPU time the other suites leave idle
+# (their sleeps, containerd's and the VM's waits) and never competes with a timed suite. The
+# suite proper takes the same lock (build/aarch64.lock): it waits for the prebuild, then finds
+# the build done (make: nothing to do) or finishes it.
+PREBUILD=0; [ "${1:-}" = --prebuild ] && PREBUILD=1
+mkdir -p build
+exec 9>build/aarch64.lock
+flock 9
+if [ $PREBUILD = 1 ]; then
+  chrt --idle -p 0 $$ 2>/dev/null || renice -n 19 -p $$ >/dev/null
+  echo "# aarch64 prebuild: started at SCHED_IDLE ($(date -u +%T))"
+fi
 
 if ! scripts/deps.sh cross >&2; then
   skip "aarch64: the cross toolchain is not installed and cannot be (scripts/deps.sh cross needs root and the apt mirror)"; exit 0
@@ -55,6 +69,8 @@ if ! LANG=C nice make -s ARCH=aarch64 CROSS_CXX="$cxx" CROSS_CACHE="$CROSS_CACHE
   fail "aarch64-build: make ARCH=aarch64 failed (build/aarch64-make.log)"; exit 1
 fi
 echo "# aarch64 time: cross build (make ARCH=aarch64, ccache) $((SECONDS - T0)) s"
+if [ $PREBUILD = 1 ]; then echo "# aarch64 prebuild: done ($(date -u +%T))"; exit 0; fi
+flock -u 9
 f=$(file -b "$B/nri-qos")
 case $f in *"ARM aarch64"*"statically linked"*) pass "aarch64-build: build/aarch64/nri-qos is a static aarch64 ELF ($f)" ;;
            *) fail "aarch64-build: build/aarch64/nri-qos: $f" ;; esac
@@ -203,6 +219,9 @@ echo "# aarch64: the emulated runs get --deadline-ms $NRI_QOS_DEADLINE_MS (the h
 UNIT_EXCLUDE=(
   "[#test_sandbox]|qemu-user does not hand a guest's seccomp filter to the kernel (seccomp(2) ENOSYS, prctl EINVAL) and has no Landlock: the sandbox's own cases run on an arm64 kernel instead (aarch64-vm-sandbox)"
   "[confined]|the relay's cases that read its own or its evaluator's confinement (forbidden calls EPERM, Seccomp: 2 in /proc/<pid>/status) meet the same qemu-user limits: the filter they check is the one aarch64-vm-sandbox loads on an arm64 kernel"
+  "[relay]|time-bound: the relay's process tree (zygote, spare evaluators, keeper) answers within the fake runtime's request deadlines (containerd's 2 s) and 1.5 s child deadlines, native budgets that emulated forks miss under load (seen: 20 of 41 cases failed 'no evaluator became ready in time' at load 9); the relay's protocol cases ([nri] without [relay]: framing, JSON, Synchronize) run"
+  "[time-bound]|cases that place a deadline between two steps of one event (e.g. after the answer, before the records) by native timing, which emulation shifts"
+  "[page-faults]|counts the process's page faults (getrusage) around the arena's prefault: under qemu-user the guest's memory is the emulator's mapping, so the counts are qemu's"
 )
 if [ -z "$UNIT_TARGET" ]; then
   skip "aarch64-unit: AARCH64_SKIP_UNIT=1"
@@ -283,9 +302,11 @@ else
   if CROSS_CXX=$cxx nice make -s rpm ARCH=aarch64 >"$W/rpm.log" 2>&1 && RPM=$(ls build/aarch64/rpm/RPMS/aarch64/nri-qos-"$V"-*.aarch64.rpm 2>/dev/null | head -1) && [ -n "$RPM" ]; then
     a=$(rpm -qp --qf '%{ARCH}' "$RPM" 2>/dev/null)
     if [ "$a" = aarch64 ]; then pass "aarch64-rpm-arch: rpm -qp --qf %{ARCH}: $a"; else fail "aarch64-rpm-arch: '$a'"; fi
-    rpm -qlp "$RPM" 2>/dev/null | sort > "$W/rpm-arm.list"
+    RPM=$TOP/$RPM
+    # the file lists without rpmbuild's /usr/lib/.build-id links (named after each ELF's build id)
+    rpm -qlp "$RPM" 2>/dev/null | grep -v '^/usr/lib/\.build-id' | sort > "$W/rpm-arm.list"
     x=$(ls build/rpm/RPMS/x86_64/nri-qos-"$V"-*.x86_64.rpm 2>/dev/null | head -1)
-    [ -n "$x" ] && rpm -qlp "$x" 2>/dev/null | sort > "$W/rpm-x86.list"
+    [ -n "$x" ] && rpm -qlp "$x" 2>/dev/null | grep -v '^/usr/lib/\.build-id' | sort > "$W/rpm-x86.list"
     mkdir -p "$W/rpmx" && (cd "$W/rpmx" && rpm2cpio "$RPM" | cpio -idm --quiet)
     pkg_check aarch64-rpm "$W/rpm-arm.list" "$W/rpm-x86.list" "$W/rpmx"
   else

@@ -538,7 +538,7 @@ TEST_CASE("bundled policy keeps cpu_idle off pod cgroups (kubelet writes cpu.sha
 // Issue #13: the relay's evaluator delivers its answer before its records (Options::deliver). A
 // deadline after that must not write a second answer nor a "deadline exceeded" record: one line
 // on stderr and exit status kExitRecordsCut, which the relay records as records-cut.
-TEST_CASE("a deadline after the delivered answer cuts the records only", "[actuation][deadline]") {
+TEST_CASE("a deadline after the delivered answer cuts the records only", "[actuation][deadline][time-bound]") {
     char dir[] = "/tmp/nri-qos-cut.XXXXXX";
     REQUIRE(mkdtemp(dir));
     const std::string d = dir, log = d + "/events.log";

@@ -450,7 +450,7 @@ __attribute__((noinline)) void write_stack_32k() {
 }
 }  // namespace
 
-TEST_CASE("arena: prefault maps the arena, the stack and the hot code before the event", "[arena][oneshot]") {
+TEST_CASE("arena: prefault maps the arena, the stack and the hot code before the event", "[arena][oneshot][page-faults]") {
     // Page faults of a child (a spare evaluator's situation: the arena untouched) writing 64 KiB
     // of arena blocks and 32 KiB of stack, with and without prefault(). Counts, not times.
     auto faults_of = [](bool warm) {
