@@ -158,10 +158,11 @@ void add_eval_options(CLI::App* app, Options& o, std::string& layout) {
     app->add_flag("--debug", o.debug, "log skipped knobs to stderr");
     app->add_option("--runtime-log", o.runtime_log,
                     "relay: where the runtime logs NRI plugin conflicts: FILE, journal:UNIT or none; unset: journal:containerd under systemd");
-    app->add_option_function<std::string>("--metrics-file", [&o](const std::string& v) { o.metrics_file = v; },
-                                          "Prometheus textfile (default " NRI_QOS_METRICS_FILE "; \"\" disables)");
-    app->add_option_function<std::string>("--event-log", [&o](const std::string& v) { o.event_log = v; },
-                                          "JSON-lines event log (default /var/log/nri-qos/events.log; \"\" disables)");
+    app->add_option_function<std::string>(
+        "--metrics-file", [&o](const std::string& v) { o.metrics_file = v; },
+        "Prometheus textfile (default " NRI_QOS_METRICS_FILE "; \"\" disables)");
+    app->add_option_function<std::string>(
+        "--event-log", [&o](const std::string& v) { o.event_log = v; }, "JSON-lines event log (default /var/log/nri-qos/events.log; \"\" disables)");
 }
 
 /// Without --last-good-dir, pipeline.hpp last_good_dir_of() decides (STATE_DIR/last-good for a
@@ -248,9 +249,7 @@ std::string policy_in_force_sha256(const Options& o) {
         w.write = false;
         nriqos::effective_policy(o.policy, o.policy == nriqos::defaults::kPolicy, w, nullptr, info);
         return info.sha256;
-    } catch (...) {
-        return "";
-    }
+    } catch (...) { return ""; }
 }
 
 /// Append `flag v` to `argv` when `relay`'s command line gave `flag`: what a child of the relay
@@ -290,8 +289,8 @@ std::vector<std::string> eval_argv(CLI::App* relay, const Options& o, const std:
 /// to `relay` are passed on; the others keep the defaults both commands share).
 std::vector<std::string> unseen_argv(CLI::App* relay, const Options& o, const std::string& layout, const std::string& cri_socket,
                                      const std::string& cri_client) {
-    std::vector<std::string> a = {"/proc/self/exe", "reconcile", "--unseen", "--policy", o.policy, "--state-dir", o.state_dir,
-                                  "--cri-socket", cri_socket};
+    std::vector<std::string> a = {"/proc/self/exe", "reconcile", "--unseen",     "--policy", o.policy,
+                                  "--state-dir",    o.state_dir, "--cri-socket", cri_socket};
     if (!cri_client.empty()) a.insert(a.end(), {"--cri-client", cri_client});
     auto pass = [&](const char* flag, const std::string& v) { pass_given(relay, a, flag, v); };
     pass("--cgroup-root", o.cgroup_root);
@@ -391,10 +390,12 @@ int main(int argc, char** argv) {
         explain = app.add_subcommand("explain", "like invoke, but only print what would be done");
         add_eval_options(explain, o, layout);
         explain->add_option("--format", format, "text|json")->check(CLI::IsMember({"text", "json"}));
-        explain->add_option("--container", explain_container,
-                            "replay the last request of this live container (id, id prefix, pod or namespace/pod) from the state dir, with a rule trace");
-        explain->add_option("--pod", explain_pod_file,
-                            "preview a Kubernetes Pod manifest (YAML or JSON; - for stdin): kubelet's requests for it through the policy, and the end state of its cgroups");
+        explain->add_option(
+            "--container", explain_container,
+            "replay the last request of this live container (id, id prefix, pod or namespace/pod) from the state dir, with a rule trace");
+        explain->add_option(
+            "--pod", explain_pod_file,
+            "preview a Kubernetes Pod manifest (YAML or JSON; - for stdin): kubelet's requests for it through the policy, and the end state of its cgroups");
         explain->add_option("--cgroup-driver", explain_driver, "with --pod: systemd|cgroupfs (default: the node's)")
             ->check(CLI::IsMember({"systemd", "cgroupfs"}));
     }
@@ -406,44 +407,53 @@ int main(int argc, char** argv) {
     if (full) {
         relay = app.add_subcommand("relay", "native NRI plugin: relay runtime events to one-shot nri-eval children");
         add_eval_options(relay, o, layout);
-        relay->add_option("--socket", ro.socket_path, "connect to the runtime's NRI socket (e.g. /var/run/nri/nri.sock) instead of NRI_PLUGIN_SOCKET");
+        relay->add_option("--socket", ro.socket_path,
+                          "connect to the runtime's NRI socket (e.g. /var/run/nri/nri.sock) instead of NRI_PLUGIN_SOCKET");
         relay->add_option("--plugin-name", ro.plugin_name, "plugin name to register (default nri-qos)");
         relay->add_option("--plugin-idx", ro.plugin_idx, "two-digit plugin index to register (default 10)");
         relay->add_option("--child-deadline-ms", ro.child_deadline_ms, "hard deadline of one evaluation child (default 1500)");
         relay->add_option("--log-file", ro.log_file, "append the relay's log here (containerd gives launched plugins stderr = /dev/null)");
-        relay->add_option("--evaluator", evaluator, "fork (default: a spare evaluator forked ahead of each event) or exec (nri-eval exec'd per event)")
+        relay
+            ->add_option("--evaluator", evaluator, "fork (default: a spare evaluator forked ahead of each event) or exec (nri-eval exec'd per event)")
             ->check(CLI::IsMember({"fork", "exec"}));
-        relay->add_option("--metrics-listen", metrics_listen,
-                          "with --socket: serve GET /metrics on ADDRESS:PORT (numeric, e.g. 0.0.0.0:9470): the metrics textfile, the relay's liveness, nri_qos_build_info");
-        relay->add_option("--metrics-server", metrics_server, "the metrics server executable; unset: nri-qos-metrics beside this binary, else /usr/libexec/nri-qos/nri-qos-metrics");
-        relay->add_option("--unseen-interval", unseen_interval_s,
-                          "with --socket: every this many seconds (the first one that long after each Synchronize) adopt the runtime's "
-                          "sandboxes and containers no event reported (reconcile --unseen, through CRI, read-only); default 30, 0 disables")
+        relay->add_option(
+            "--metrics-listen", metrics_listen,
+            "with --socket: serve GET /metrics on ADDRESS:PORT (numeric, e.g. 0.0.0.0:9470): the metrics textfile, the relay's liveness, nri_qos_build_info");
+        relay->add_option("--metrics-server", metrics_server,
+                          "the metrics server executable; unset: nri-qos-metrics beside this binary, else /usr/libexec/nri-qos/nri-qos-metrics");
+        relay
+            ->add_option("--unseen-interval", unseen_interval_s,
+                         "with --socket: every this many seconds (the first one that long after each Synchronize) adopt the runtime's "
+                         "sandboxes and containers no event reported (reconcile --unseen, through CRI, read-only); default 30, 0 disables")
             ->check(CLI::Range(0, 86400));
         relay->add_option("--cri-socket", relay_cri_socket,
                           "the runtime's CRI endpoint for the unseen pass (default unix:///run/containerd/containerd.sock; CRI-O "
                           "/var/run/crio/crio.sock)");
-        relay->add_option("--cri-client", relay_cri_client, "the CRI client of the unseen pass (default nri-qos-cri beside this binary, else "
-                                                            "/usr/libexec/nri-qos/nri-qos-cri)");
+        relay->add_option("--cri-client", relay_cri_client,
+                          "the CRI client of the unseen pass (default nri-qos-cri beside this binary, else "
+                          "/usr/libexec/nri-qos/nri-qos-cri)");
         relay->add_flag("--once", relay_once,
                         "with --socket: serve one connection and exit (default: reconnect with back-off when the runtime goes away)");
 
         nriqos::add_register_commands(app);
-        serve_metrics = app.add_subcommand("serve-metrics",
-                                           "serve GET /metrics (the metrics textfile and nri_qos_build_info) where no relay service runs (modes v01, native)");
+        serve_metrics = app.add_subcommand(
+            "serve-metrics", "serve GET /metrics (the metrics textfile and nri_qos_build_info) where no relay service runs (modes v01, native)");
         serve_metrics->add_option("--listen", metrics_listen, "ADDRESS:PORT, numeric (e.g. 0.0.0.0:9470)")->required();
         serve_metrics->add_option("--metrics-server", metrics_server, "as for relay");
-        serve_metrics->add_option_function<std::string>("--metrics-file", [&o](const std::string& v) { o.metrics_file = v; },
-                                                        "the metrics textfile to serve (default: the hook's)");
+        serve_metrics->add_option_function<std::string>(
+            "--metrics-file", [&o](const std::string& v) { o.metrics_file = v; }, "the metrics textfile to serve (default: the hook's)");
         serve_metrics->add_option("--policy", o.policy, "the policy whose SHA-256 nri_qos_build_info shows (default /etc/nri/nri-qos.toml)");
 
         auto state_cmd = [&](CLI::App* c) {
             c->add_option("--state-dir", so.state_dir, "state directory of the hook (default /run/nri-qos)");
-            c->add_option_function<std::string>("--policy", [&so](const std::string& v) { so.roots.policy = v; },
-                                                "policy file (default: the one each container's last event used)");
-            c->add_option_function<std::string>("--cgroup-root", [&so](const std::string& v) { so.roots.cgroup_root = v; }, "cgroup root (default: as recorded)");
-            c->add_option_function<std::string>("--proc-root", [&so](const std::string& v) { so.roots.proc_root = v; }, "procfs root (default: as recorded)");
-            c->add_option_function<std::string>("--resctrl-root", [&so](const std::string& v) { so.roots.resctrl_root = v; }, "resctrl root (default: as recorded)");
+            c->add_option_function<std::string>(
+                "--policy", [&so](const std::string& v) { so.roots.policy = v; }, "policy file (default: the one each container's last event used)");
+            c->add_option_function<std::string>(
+                "--cgroup-root", [&so](const std::string& v) { so.roots.cgroup_root = v; }, "cgroup root (default: as recorded)");
+            c->add_option_function<std::string>(
+                "--proc-root", [&so](const std::string& v) { so.roots.proc_root = v; }, "procfs root (default: as recorded)");
+            c->add_option_function<std::string>(
+                "--resctrl-root", [&so](const std::string& v) { so.roots.resctrl_root = v; }, "resctrl root (default: as recorded)");
             c->add_option("--cgroup-layout", layout, "auto|v1|hybrid|v2 (default auto)");
             c->add_option("--kubelet-cpu-state", so.roots.kubelet_cpu_state,
                           "kubelet's CPU manager checkpoint (default /var/lib/kubelet/cpu_manager_state; \"\" none)");
@@ -455,36 +465,44 @@ int main(int argc, char** argv) {
         state_cmd(status);
         status->add_option("--format", so.format, "text|json")->check(CLI::IsMember({"text", "json"}));
         so.conf_json = "/etc/nri/conf.json";
-        status->add_option("--conf-json", so.conf_json,
-                           "NRI v0.1 conf.json to check: an entry whose binary is gone fails every pod start, nri-qos's beside the "
-                           "native plugin doubles each sandbox on containerd 2.x (\"\" = not checked)")
+        status
+            ->add_option("--conf-json", so.conf_json,
+                         "NRI v0.1 conf.json to check: an entry whose binary is gone fails every pod start, nri-qos's beside the "
+                         "native plugin doubles each sandbox on containerd 2.x (\"\" = not checked)")
             ->capture_default_str();
         status->add_flag("--relay", so.relay_only,
                          "only the external relay's liveness (<state-dir>/relay.json); exit 1 unless up and registered (a liveness probe)");
-        status->add_option_function<std::string>("--metrics-file", [&so](const std::string& v) { so.metrics_file = v; },
-                                                  "metrics textfile to read adjustments undone by the runtime from; as for invoke");
+        status->add_option_function<std::string>(
+            "--metrics-file", [&so](const std::string& v) { so.metrics_file = v; },
+            "metrics textfile to read adjustments undone by the runtime from; as for invoke");
         reconcile = app.add_subcommand("reconcile", "re-apply the current policy to every live container nri-qos knows; drop the gone ones");
         state_cmd(reconcile);
         reconcile->add_flag("--dry-run", so.dry_run, "report drift, write nothing");
         reconcile->add_option("--systemd-helper", so.systemd_helper,
                               "systemd cgroup driver: the companion that sets the unit properties of what is written back, before the files "
                               "(default /usr/libexec/nri-qos/nri-qos-systemd; \"\" disables)");
-        reconcile->add_option_function<std::string>("--metrics-file", [&so](const std::string& v) { so.metrics_file = v; }, "as for invoke");
-        reconcile->add_option_function<std::string>("--event-log", [&so](const std::string& v) { so.event_log = v; }, "as for invoke");
+        reconcile->add_option_function<std::string>(
+            "--metrics-file", [&so](const std::string& v) { so.metrics_file = v; }, "as for invoke");
+        reconcile->add_option_function<std::string>(
+            "--event-log", [&so](const std::string& v) { so.event_log = v; }, "as for invoke");
         reconcile->add_flag("--discover", discover,
                             "first list the runtime's live pods and containers through CRI and record those nri-qos has not seen (adopt them)");
-        reconcile->add_option("--cri-socket", dopt.cri_socket,
-                              "with --discover: the runtime's CRI endpoint (default unix:///run/containerd/containerd.sock; CRI-O /var/run/crio/crio.sock, iSulad /var/run/isulad.sock)");
+        reconcile->add_option(
+            "--cri-socket", dopt.cri_socket,
+            "with --discover: the runtime's CRI endpoint (default unix:///run/containerd/containerd.sock; CRI-O /var/run/crio/crio.sock, iSulad /var/run/isulad.sock)");
         reconcile->add_option("--cri-client", dopt.cri_client,
                               "with --discover: the CRI client (default nri-qos-cri beside this binary, else /usr/libexec/nri-qos/nri-qos-cri)");
-        reconcile->add_option("--nri-conf", dopt.nri_conf, "with --discover: NRI v0.1 conf.json whose nri-qos conf the requests get (default /etc/nri/conf.json)");
-        reconcile->add_flag("--unseen", unseen,
-                            "only adopt the runtime's sandboxes and containers nri-qos never saw (CRI listing; the relay service runs it "
-                            "every --unseen-interval); nothing else is reconciled")
+        reconcile->add_option("--nri-conf", dopt.nri_conf,
+                              "with --discover: NRI v0.1 conf.json whose nri-qos conf the requests get (default /etc/nri/conf.json)");
+        reconcile
+            ->add_flag("--unseen", unseen,
+                       "only adopt the runtime's sandboxes and containers nri-qos never saw (CRI listing; the relay service runs it "
+                       "every --unseen-interval); nothing else is reconciled")
             ->excludes("--discover");
-        reconcile->add_option("--min-age-ms", unseen_min_age_ms,
-                              "with --unseen: leave a sandbox or container younger than this to the next pass (its own event may be "
-                              "in flight; default 10000)")
+        reconcile
+            ->add_option("--min-age-ms", unseen_min_age_ms,
+                         "with --unseen: leave a sandbox or container younger than this to the next pass (its own event may be "
+                         "in flight; default 10000)")
             ->check(CLI::Range(int64_t(0), int64_t(86400000)));
         reconcile->add_flag("--verbose-pass", so.verbose_pass, "with --unseen: print the summary line even when nothing is new");
 
@@ -496,9 +514,7 @@ int main(int argc, char** argv) {
 
     try {
         app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        return app.exit(e);
-    }
+    } catch (const CLI::ParseError& e) { return app.exit(e); }
 
     if (invoke && invoke->parsed()) {
         note_last_good_dir(invoke, o);
@@ -522,8 +538,7 @@ int main(int argc, char** argv) {
                 return 2;
             }
             po.manifest = explain_pod_file;
-            if (!explain_driver.empty())
-                po.driver = explain_driver == "systemd" ? nriqos::CgroupDriver::Systemd : nriqos::CgroupDriver::Cgroupfs;
+            if (!explain_driver.empty()) po.driver = explain_driver == "systemd" ? nriqos::CgroupDriver::Systemd : nriqos::CgroupDriver::Cgroupfs;
             po.json = o.explain_json;
             return nriqos::explain_pod(po);
         }
@@ -556,10 +571,11 @@ int main(int argc, char** argv) {
         if (explain->count("--resctrl-root") == 0 && !r.resctrl_root.empty()) o.resctrl_root = r.resctrl_root;
         o.explain_trace = true;
         o.explain_nri_event = r.source == "nri-eval";
-        write_all(STDOUT_FILENO, o.explain_json ? "" : "replay:   last request of " + r.id.substr(0, 12) + " (" + r.event + " at " + r.time +
-                                                          ", class then " + r.cls +
-                                                          (r.evaluator.empty() ? std::string() : ", served by the " + r.evaluator + " evaluator") +
-                                                          ") with policy " + o.policy + "\n");
+        write_all(STDOUT_FILENO, o.explain_json
+                                     ? ""
+                                     : "replay:   last request of " + r.id.substr(0, 12) + " (" + r.event + " at " + r.time + ", class then " +
+                                           r.cls + (r.evaluator.empty() ? std::string() : ", served by the " + r.evaluator + " evaluator") +
+                                           ") with policy " + o.policy + "\n");
         // The recorded policy was the one in force: use it as if given with --policy.
         return run_mode(nriqos::Mode::Explain, o, layout, true, &r.request);
     }

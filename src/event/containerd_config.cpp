@@ -185,8 +185,7 @@ const ConfigNode* ConfigNode::at(const std::vector<std::string>& keys) const {
     return n;
 }
 
-ContainerdConfigView read_containerd_view(const std::vector<std::pair<std::string, std::string>>& files,
-                                          const ContainerdRelease& release) {
+ContainerdConfigView read_containerd_view(const std::vector<std::pair<std::string, std::string>>& files, const ContainerdRelease& release) {
     ContainerdConfigView v;
     v.plugins.is_table = true;
     // Each file parsed first: its version decides how an unknown release is inferred.
@@ -321,8 +320,8 @@ ContainerdConfigView read_containerd_view(const std::vector<std::pair<std::strin
     for (const auto& p : parsed) {
         if (root == 0) root = p.version;
         if (v.error.empty() && p.version > root)
-            v.error = release_text(r) + " refuses to start: " + p.path + " has version " + std::to_string(p.version) +
-                      ", above the root config's " + std::to_string(root) + " (LoadConfigWithPlugins)";
+            v.error = release_text(r) + " refuses to start: " + p.path + " has version " + std::to_string(p.version) + ", above the root config's " +
+                      std::to_string(root) + " (LoadConfigWithPlugins)";
         if (v.error.empty() && p.version > 4)
             v.error = release_text(r) + " refuses config version " + std::to_string(p.version) + " in " + p.path +
                       " (it reads up to version 4: ValidateVersion)";
@@ -336,9 +335,7 @@ ContainerdConfigView read_containerd_view(const std::vector<std::pair<std::strin
     return v;
 }
 
-std::string nri_id_for_file(const ContainerdConfigView& v, int) {
-    return v.release.major < 2 && v.version == 1 ? "nri" : kNriUri;
-}
+std::string nri_id_for_file(const ContainerdConfigView& v, int) { return v.release.major < 2 && v.version == 1 ? "nri" : kNriUri; }
 
 std::string cri_runtime_id_for_file(const ContainerdConfigView& v, int file_version) {
     if (v.release.major < 2) return v.version == 1 ? "cri" : kCriGrpc;

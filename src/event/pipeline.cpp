@@ -74,8 +74,9 @@ extern "C" void on_deadline(int) {
         // The real answer is out and stands: no second answer, no "deadline exceeded, fail-open/
         // closed" record (it would be false). The records publish_event has not written yet are
         // cut; the relay records that (reason records-cut) from our exit status.
-        static const char kCut[] = "nri-qos: deadline exceeded after the answer was delivered: this event's records "
-                                   "(event log, metrics, last request) may be incomplete\n";
+        static const char kCut[] =
+            "nri-qos: deadline exceeded after the answer was delivered: this event's records "
+            "(event log, metrics, last request) may be incomplete\n";
         ssize_t w = write(STDERR_FILENO, kCut, sizeof kCut - 1);
         (void)w;
         _exit(kExitRecordsCut);
@@ -125,8 +126,7 @@ std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const st
               "; knobs may be partly applied\"";
     }
     exit_code = closed && mode == Mode::Invoke ? 1 : 0;
-    if (mode == Mode::Invoke)
-        return "{\"error\":\"" + error + "\",\"metadata\":{" + md + "},\"plugin\":\"nri-qos\",\"version\":\"0.1\"}\n";
+    if (mode == Mode::Invoke) return "{\"error\":\"" + error + "\",\"metadata\":{" + md + "},\"plugin\":\"nri-qos\",\"version\":\"0.1\"}\n";
     // "deadline": true — the mode is not the policy's (see arm_deadline): the relay never caches it.
     return std::string("{\"adjustment\":null,") + (mode_from ? "\"deadline\":true," : "") + "\"error\":\"" + error + "\",\"metadata\":{" + md +
            "},\"on_child_failure\":\"" + (policy_closed ? "closed" : "open") + "\",\"update\":null}\n";
@@ -136,7 +136,8 @@ bool compile_fail_mode(std::optional<bool> text_closed, std::optional<bool> last
     const bool fb = last_good_closed ? *last_good_closed : builtin_closed;
     const char* fb_name = last_good_closed ? "its last good copy" : "the built-in policy";
     if (!text_closed) {
-        why = std::string("the fail mode of ") + fb_name + ", which applies when the compile rejects the file; the file's settings.fail could not be read ahead of its compile";
+        why = std::string("the fail mode of ") + fb_name +
+              ", which applies when the compile rejects the file; the file's settings.fail could not be read ahead of its compile";
         return fb;
     }
     if (*text_closed || !fb) {
@@ -179,9 +180,10 @@ bool deadline_input_end() {
 void arm_deadline(Mode mode, int ms) {
     g_start_ns = monotonic_ns();
     if (ms <= 0 || mode == Mode::Explain) return;
-    // Nothing is known yet (no request, no policy): fail-open, built without a json object.
+        // Nothing is known yet (no request, no policy): fail-open, built without a json object.
 #define NRIQOS_DEADLINE_WARNING "deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied"
-    static const char kInvoke[] = "{\"error\":\"\",\"metadata\":{\"warning\":\"" NRIQOS_DEADLINE_WARNING "\"},\"plugin\":\"nri-qos\",\"version\":\"0.1\"}\n";
+    static const char kInvoke[] =
+        "{\"error\":\"\",\"metadata\":{\"warning\":\"" NRIQOS_DEADLINE_WARNING "\"},\"plugin\":\"nri-qos\",\"version\":\"0.1\"}\n";
     // nri-eval: "deadline": true tells the relay that this answer was written before the policy
     // was known, so its on_child_failure is not the policy's (src/nri relay: never cached from
     // it). The answers prepared again later (deadline_stage) carry the policy's own mode.
@@ -295,15 +297,15 @@ bool is_pod_end(const Request& r) {
 struct Ctx {
     Mode mode;
     const Options& opt;
-    PolicyInfo policy;       // which policy is in force (Result metadata policy, policy_sha256, policy_error)
+    PolicyInfo policy;  // which policy is in force (Result metadata policy, policy_sha256, policy_error)
     json metadata = json::object();
-    std::string error;       // non-empty → Result.error
+    std::string error;  // non-empty → Result.error
     bool fail_closed_policy = false;
     bool fail_closed_class = false;
     Plan plan;
     bool have_plan = false;
-    std::string early;       // fail-open error before a class was known (for the record)
-    std::string trace;       // explain --container: rule trace + calculations (text)
+    std::string early;  // fail-open error before a class was known (for the record)
+    std::string trace;  // explain --container: rule trace + calculations (text)
     nlohmann::json trace_json;
     std::vector<std::string> fact_calcs;  ///< explain: how fact values were computed
 };
@@ -330,7 +332,8 @@ void note_pod_class(Ctx& c, const Policy& policy, Request& r, const Facts& facts
     std::string why = sd.cls->name == memo.cls
                           ? "a rule for containers chose " + cls.name
                           : "the policy changed since the sandbox event, or this request's labels/annotations differ from the sandbox's "
-                            "(the sandbox would now be " + sd.cls->name + ")";
+                            "(the sandbox would now be " +
+                                sd.cls->name + ")";
     std::string what = "container class " + cls.name + " differs from its sandbox's class " + memo.cls + ": " + why +
                        "; the pod cgroup keeps class " + memo.cls + "'s pod knobs";
     c.metadata["pod_class"] = memo.cls;
@@ -377,17 +380,22 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
         if (!c.trace_json.is_null()) j["trace"] = c.trace_json;
         if (c.opt.explain_json) return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
         std::string t;
-        if (req) t += "request:  " + std::string(event_name(req->event)) + " " + (req->is_sandbox ? "sandbox " : "container ") + req->id.substr(0, 12) +
-                      (req->pod_name.empty() ? "" : " pod " + req->pod_namespace + "/" + req->pod_name) + "\n";
+        if (req)
+            t += "request:  " + std::string(event_name(req->event)) + " " + (req->is_sandbox ? "sandbox " : "container ") + req->id.substr(0, 12) +
+                 (req->pod_name.empty() ? "" : " pod " + req->pod_namespace + "/" + req->pod_name) + "\n";
         if (c.have_plan) {
             t += "class:    " + c.plan.decision.cls->name + " (rule " + c.plan.decision.rule + ", kube QoS " + kube_qos_name(c.plan.kube_qos) + ")\n";
             if (!c.plan.decision.gate_note.empty()) t += "gate:     " + c.plan.decision.gate_note + "\n";
             else if (!c.plan.decision.gate_pass.empty()) t += "gate:     " + c.plan.decision.gate_pass + "\n";
-            for (const auto& m : c.plan.decision.merges)
-                t += "merge:    " + m.cls + " (rule " + m.rule + "): " + m.note + "\n";
-            t += std::string("cgroups:  ") + layout_name(c.plan.layout) + (c.plan.nri_api.empty() ? "" : ", runtime NRI API " + c.plan.nri_api) + "\n";
+            for (const auto& m : c.plan.decision.merges) t += "merge:    " + m.cls + " (rule " + m.rule + "): " + m.note + "\n";
+            t +=
+                std::string("cgroups:  ") + layout_name(c.plan.layout) + (c.plan.nri_api.empty() ? "" : ", runtime NRI API " + c.plan.nri_api) + "\n";
             for (const auto& w : c.plan.writes)
-                t += "write:    " + w.scope + " " + (w.root == Root::Proc ? "/proc/" : w.root == Root::Resctrl ? "resctrl:" : "") + w.rel + " = " + w.value + "\n";
+                t += "write:    " + w.scope + " " +
+                     (w.root == Root::Proc      ? "/proc/"
+                      : w.root == Root::Resctrl ? "resctrl:"
+                                                : "") +
+                     w.rel + " = " + w.value + "\n";
             for (const auto& s : c.fact_calcs) t += "fact:     " + s + "\n";
             for (const auto& s : c.plan.via_runtime) t += "runtime:  " + s + ", applied by the runtime at create\n";
             for (const auto& s : c.plan.skipped) t += "skip:     " + s + "\n";
@@ -469,8 +477,8 @@ void keep_fact_records(const FactPlan& fplan, const Plan& plan, FactState& fstat
 std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, int& exit_code) {
     Ctx c{mode, opt};
     std::optional<Request> req;
-    std::string ppath = opt.policy;   // policy file of this event
-    bool policy_known = false;        // c.policy says which policy is in force
+    std::string ppath = opt.policy;  // policy file of this event
+    bool policy_known = false;  // c.policy says which policy is in force
     const SinkSettings* sink_settings = nullptr;
     std::string layout;
     Policy policy;  // outlives render(): c.plan.decision.cls points into policy.classes
@@ -586,8 +594,7 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             c.fail_closed_policy = policy.fail_closed;
             sink_settings = &policy.sinks;
             if (opt.policy_evaluator_events) *opt.policy_evaluator_events = policy.evaluator_events;
-        } catch (...) {
-        }
+        } catch (...) {}
         early_error(c, deadline_input_cut() ? std::string(e.what()) : std::string("bad request: ") + e.what());
         return finish(nullptr);
     }
@@ -604,9 +611,8 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
         StateDir state(opt.state_dir);
         std::optional<Memo> memo;
         if (!r.is_sandbox && (r.event == Event::Create || r.event == Event::Update || r.event == Event::CreateContainer ||
-                              r.event == Event::StartContainer || r.event == Event::UpdateContainer ||
-                              r.event == Event::PostUpdateContainer || r.event == Event::Synchronize ||
-                              r.event == Event::SynchronizeLate)) {
+                              r.event == Event::StartContainer || r.event == Event::UpdateContainer || r.event == Event::PostUpdateContainer ||
+                              r.event == Event::Synchronize || r.event == Event::SynchronizeLate)) {
             if ((memo = state.load(r.sandbox_id))) {
                 for (auto& [k, v] : memo->annotations) r.annotations.emplace(k, v);  // the request's own win
                 if (r.pod_namespace.empty()) r.pod_namespace = memo->pod_namespace;
@@ -740,10 +746,9 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
             SystemdSink sd;
             if (c.plan.driver == CgroupDriver::Systemd && mode != Mode::Explain) {
                 sd.setter = &setter;
-                sd.off = mode == Mode::NriEval
-                             ? "native NRI evaluator: unit properties not set (its sandbox runs no program); runc registers the "
-                               "CreateContainer adjustment itself; reconcile reapplies the rest after a daemon-reload"
-                             : systemd_sink_off(opt.systemd_helper, opt.cgroup_root);
+                sd.off = mode == Mode::NriEval ? "native NRI evaluator: unit properties not set (its sandbox runs no program); runc registers the "
+                                                 "CreateContainer adjustment itself; reconcile reapplies the rest after a daemon-reload"
+                                               : systemd_sink_off(opt.systemd_helper, opt.cgroup_root);
             }
             apply_plan(c.plan, kernel, mode != Mode::Explain ? &sd : nullptr);
             resctrl_lock.release();
@@ -801,9 +806,7 @@ std::string default_policy_status() {
         if (info.source == PolicySource::File) line += std::string(" ") + defaults::kPolicy + " (sha256 " + info.sha256 + ")";
         else if (!info.broken()) line += std::string(" (no ") + defaults::kPolicy + ")";
         else line += " (" + info.error_line() + ")";
-    } catch (const std::exception& e) {
-        line += std::string("unknown (") + e.what() + ")";
-    }
+    } catch (const std::exception& e) { line += std::string("unknown (") + e.what() + ")"; }
     return line + "\nbuilt-in policy: sha256 " + builtin_policy_sha256() + " (" + std::to_string(builtin_policy_rules()) + " rules, " +
            std::to_string(builtin_policy_classes()) + " classes; conf/nri.d/nri-qos.toml of this build)";
 }
@@ -818,9 +821,7 @@ int check_policy(const std::string& path, const std::string& cache_dir, const st
         w.write = false;
         try {
             effective_policy(path, path == defaults::kPolicy, w, nullptr, info);
-        } catch (const std::exception&) {
-            return std::string();
-        }
+        } catch (const std::exception&) { return std::string(); }
         if (info.source == PolicySource::LastGood) {
             std::string when;
             struct stat st {};
@@ -830,8 +831,8 @@ int check_policy(const std::string& path, const std::string& cache_dir, const st
                 strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %Z", localtime_r(&st.st_mtime, &tm));
                 when = std::string(", saved ") + buf;
             }
-            return "meanwhile the hook applies the last good copy of " + path + " (" + last_good_dir + "/" + last_good_name(path) +
-                   ", sha256 " + info.sha256 + when + ")";
+            return "meanwhile the hook applies the last good copy of " + path + " (" + last_good_dir + "/" + last_good_name(path) + ", sha256 " +
+                   info.sha256 + when + ")";
         }
         if (info.source == PolicySource::Builtin)
             return std::string("meanwhile the hook applies the built-in policy (no last good copy of ") + path + " in " +
@@ -869,7 +870,8 @@ int check_policy(const std::string& path, const std::string& cache_dir, const st
         // as the packages' install runs this line (nothing silent). Written = the entry's inode
         // or mtime changed, or the load was a hit.
         const std::string entry = cache_dir + "/" + policy_cache::cache_file_name(path);
-        struct stat before {}, after {};
+        struct stat before {
+        }, after{};
         const bool had = stat(entry.c_str(), &before) == 0;
         FileLoad f = load_policy_file(path, cache_dir, nullptr, true);
         const bool written = f.from_cache || (stat(entry.c_str(), &after) == 0 &&

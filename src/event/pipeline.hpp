@@ -39,8 +39,8 @@ struct Options {
     std::string state_dir = defaults::kStateDir;
     std::string cache_dir = defaults::kCacheDir;  ///< "" disables the compiled-policy cache
     std::string last_good_dir = defaults::kLastGoodDir;  ///< last good policy copies, when last_good_dir_set ("" disables)
-    bool last_good_dir_set = false;                      ///< --last-good-dir given; else last_good_dir_of() decides
-    std::optional<Layout> layout;                 ///< nullopt: detect with statfs
+    bool last_good_dir_set = false;  ///< --last-good-dir given; else last_good_dir_of() decides
+    std::optional<Layout> layout;  ///< nullopt: detect with statfs
     /// Native relay only (its failure recorder, src/nri/failure_record.hpp runtime_log_excerpt):
     /// where the runtime logs NRI ownership conflicts — a file path, "journal:<unit>", "none";
     /// "" = journal:containerd when systemd's journal runs. Read, never written.
@@ -49,7 +49,7 @@ struct Options {
     /// --systemd-helper; "" disables).
     std::string systemd_helper = "/usr/libexec/nri-qos/nri-qos-systemd";
     bool debug = false;
-    int deadline_ms = defaults::kDeadlineMs;      ///< self-imposed; 0 disables
+    int deadline_ms = defaults::kDeadlineMs;  ///< self-imposed; 0 disables
     bool explain_json = false;
     /// --metrics-file / --event-log (nullopt: not given; policy [settings], then the defaults of
     /// record.hpp apply; "" disables the sink).

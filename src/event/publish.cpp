@@ -420,8 +420,12 @@ void record_on_deadline(int slot) {
 DeadlineRecordText deadline_record_text(int slot) {
     const DeadlineSlot& d = g_dl[slot & 1];
     if (!d.ready) return {false, "", "", "", "", ""};
-    return {true, std::string(d.text + d.stderr_at, d.stderr_len), std::string(d.text + d.log_at, d.log_len), d.text + d.log_path_at,
-            std::string(d.text + d.pending_at, d.pending_len), d.text + d.pending_path_at};
+    return {true,
+            std::string(d.text + d.stderr_at, d.stderr_len),
+            std::string(d.text + d.log_at, d.log_len),
+            d.text + d.log_path_at,
+            std::string(d.text + d.pending_at, d.pending_len),
+            d.text + d.pending_path_at};
 }
 
 void publish_event(const EventOutcome& o, const SinkPaths& paths) {

@@ -50,9 +50,7 @@ std::optional<LastRequest> parse_last(const StateDir::LastFile& f) {
         if (j.contains("request") && !j["request"].is_null()) r.request = j["request"].dump();
         if (r.id.empty() || r.id != f.id) return std::nullopt;
         return r;
-    } catch (...) {
-        return std::nullopt;
-    }
+    } catch (...) { return std::nullopt; }
 }
 
 std::vector<LastRequest> load_last(StateDir& st) {
@@ -188,9 +186,7 @@ Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayR
         for (auto& s : fplan.skipped) d.plan.skipped.push_back(std::move(s));
         for (auto& s : fplan.refused) d.plan.refused.push_back(std::move(s));
         d.have_plan = true;
-    } catch (const std::exception& e) {
-        d.error = e.what();
-    }
+    } catch (const std::exception& e) { d.error = e.what(); }
     return d;
 }
 
@@ -326,10 +322,22 @@ void explain_calculations(const Policy& p, const Decision& d, const Request& r, 
         std::optional<int64_t> base;
         const char* bname = "";
         switch (def.pct) {
-            case PctBase::CpuShares: base = r.resources.cpu_shares; bname = "cpu.shares"; break;
-            case PctBase::CpuQuota: base = r.resources.cpu_quota; bname = "cpu.quota"; break;
-            case PctBase::MemLimit: base = r.resources.mem_limit; bname = "memory.limit"; break;
-            case PctBase::PidsLimit: base = r.resources.pids_limit; bname = "pids.limit"; break;
+            case PctBase::CpuShares:
+                base = r.resources.cpu_shares;
+                bname = "cpu.shares";
+                break;
+            case PctBase::CpuQuota:
+                base = r.resources.cpu_quota;
+                bname = "cpu.quota";
+                break;
+            case PctBase::MemLimit:
+                base = r.resources.mem_limit;
+                bname = "memory.limit";
+                break;
+            case PctBase::PidsLimit:
+                base = r.resources.pids_limit;
+                bname = "pids.limit";
+                break;
             case PctBase::None: break;
         }
         std::string key = (std::string(scope) == "container" ? "" : std::string(scope) + ":") + std::string(def.key);
@@ -343,8 +351,10 @@ void explain_calculations(const Policy& p, const Decision& d, const Request& r, 
             int64_t clamped = std::min(std::max(v, def.min), def.max);
             c["base"] = *base;
             c["result"] = clamped;
-            line += " " + std::to_string(*base) + " = " + std::to_string(*base) + " × " + std::to_string(k.value.num) + " / 100 = " + std::to_string(v);
-            if (clamped != v) line += " → clamped to " + std::to_string(clamped) + " (range " + std::to_string(def.min) + ".." + std::to_string(def.max) + ")";
+            line +=
+                " " + std::to_string(*base) + " = " + std::to_string(*base) + " × " + std::to_string(k.value.num) + " / 100 = " + std::to_string(v);
+            if (clamped != v)
+                line += " → clamped to " + std::to_string(clamped) + " (range " + std::to_string(def.min) + ".." + std::to_string(def.max) + ")";
             if (def.unit && *def.unit) line += std::string(" ") + def.unit;
         }
         calcs.push_back(c);

@@ -20,15 +20,15 @@ namespace nriqos {
 
 /// One record of <state_dir>/last/<sandbox>/<id>.json (written by publish.cpp make_last_request).
 struct LastRequest {
-    std::string sandbox_dir, file_id;    ///< where it is stored
+    std::string sandbox_dir, file_id;  ///< where it is stored
     std::string time, source, event, id, sandbox_id, ns, pod, container, cls, rule, outcome;
     /// Which evaluator of the native relay served that event: "one-shot", "resident",
     /// "synchronize-pass" (record.hpp EventRecord::evaluator); "" for the others.
     std::string evaluator;
     bool sandbox = false;
     std::string policy, cgroup_root, proc_root, resctrl_root, layout;  ///< options of that event
-    nlohmann::json writes;               ///< the Result's writes at that event
-    std::string request;                 ///< the request document ("" when it was too large)
+    nlohmann::json writes;  ///< the Result's writes at that event
+    std::string request;  ///< the request document ("" when it was too large)
 };
 
 /// Parse a stored record; nullopt when it is not one of ours (corrupt, foreign, wrong version).
@@ -47,7 +47,7 @@ struct ReplayRoots {
     std::optional<Layout> layout;
     std::string cache_dir;
     std::string sysfs_root = "/sys";  ///< NUMA topology (fact knobs numa.*), block devices
-    std::string dev_root = "/dev";    ///< device nodes of blkio limits (rubik.blkio_limit)
+    std::string dev_root = "/dev";  ///< device nodes of blkio limits (rubik.blkio_limit)
     /// kubelet's CPU manager checkpoint (numa.hpp held CPUs; "" none)
     std::string kubelet_cpu_state = "/var/lib/kubelet/cpu_manager_state";
 };

@@ -73,12 +73,24 @@ std::vector<KubeQos> kube_qos_list(const Ctx& c, const TV& v) {
 Match parse_match(const Ctx& c, const TV& v) {
     Match m;
     check_keys(c, v, "match", {"labels", "annotations", "labels_or_annotations", "namespace", "pod_name", "container_name", "kind", "kube_qos"});
-    c.guard([&] { if (const TV* x = get(v, "labels")) m.labels = glob_map(c, *x, "match.labels"); });
-    c.guard([&] { if (const TV* x = get(v, "annotations")) m.annotations = glob_map(c, *x, "match.annotations"); });
-    c.guard([&] { if (const TV* x = get(v, "labels_or_annotations")) m.labels_or_annotations = glob_map(c, *x, "match.labels_or_annotations"); });
-    c.guard([&] { if (const TV* x = get(v, "namespace")) m.namespaces = str_or_list(c, *x, "match.namespace"); });
-    c.guard([&] { if (const TV* x = get(v, "pod_name")) m.pod_names = str_or_list(c, *x, "match.pod_name"); });
-    c.guard([&] { if (const TV* x = get(v, "container_name")) m.container_names = str_or_list(c, *x, "match.container_name"); });
+    c.guard([&] {
+        if (const TV* x = get(v, "labels")) m.labels = glob_map(c, *x, "match.labels");
+    });
+    c.guard([&] {
+        if (const TV* x = get(v, "annotations")) m.annotations = glob_map(c, *x, "match.annotations");
+    });
+    c.guard([&] {
+        if (const TV* x = get(v, "labels_or_annotations")) m.labels_or_annotations = glob_map(c, *x, "match.labels_or_annotations");
+    });
+    c.guard([&] {
+        if (const TV* x = get(v, "namespace")) m.namespaces = str_or_list(c, *x, "match.namespace");
+    });
+    c.guard([&] {
+        if (const TV* x = get(v, "pod_name")) m.pod_names = str_or_list(c, *x, "match.pod_name");
+    });
+    c.guard([&] {
+        if (const TV* x = get(v, "container_name")) m.container_names = str_or_list(c, *x, "match.container_name");
+    });
     c.guard([&] {
         if (const TV* x = get(v, "kind")) {
             std::string k = str(c, *x, "match.kind");
@@ -87,7 +99,9 @@ Match parse_match(const Ctx& c, const TV& v) {
             else c.fail(*x, "match.kind: expected \"sandbox\" or \"container\", got \"" + k + "\"");
         }
     });
-    c.guard([&] { if (const TV* x = get(v, "kube_qos")) m.kube_qos = kube_qos_list(c, *x); });
+    c.guard([&] {
+        if (const TV* x = get(v, "kube_qos")) m.kube_qos = kube_qos_list(c, *x);
+    });
     return m;
 }
 
@@ -134,9 +148,8 @@ std::vector<LeftField> leave_to_others(const Ctx& c, const TV& v) {
     std::vector<LeftField> out;
     std::vector<std::string> known;
     for (const auto& d : knob_table()) known.push_back(d.key);
-    for (const char* n : {"cpu.shares", "cpu.quota", "cpu.period", "cpu.cpus", "cpu.mems", "memory.limit", "memory.swap",
-                          "memory.reservation", "pids.limit", "rdt_class", "blockio_class", "oom_score_adj", "io_priority",
-                          "scheduler", "memory_policy", "rdt"})
+    for (const char* n : {"cpu.shares", "cpu.quota", "cpu.period", "cpu.cpus", "cpu.mems", "memory.limit", "memory.swap", "memory.reservation",
+                          "pids.limit", "rdt_class", "blockio_class", "oom_score_adj", "io_priority", "scheduler", "memory_policy", "rdt"})
         known.push_back(n);
     for (size_t i = 0; i < arr.size(); ++i)
         c.guard([&, i] {
@@ -186,9 +199,7 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
     } catch (const toml::exception& e) {
         auto [line, msg] = toml_error(e.what());
         c.fail_line(line, msg);
-    } catch (const std::exception& e) {
-        c.fail_top("cannot parse: " + std::string(e.what()).substr(0, 200));
-    }
+    } catch (const std::exception& e) { c.fail_top("cannot parse: " + std::string(e.what()).substr(0, 200)); }
     p.source = c.file;
     check_keys(c, root, "policy", {"version", "settings", "guarded", "resctrl", "rules", "classes"});
     c.guard([&] {
@@ -201,16 +212,19 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
     int default_line = 0;
     if (const TV* s = get(root, "settings")) {
         c.guard([&] {
-            check_keys(c, *s, "settings", {"default_class", "fail", "cpu_weight_formula", "koordinator_quota_lift", "metrics_file", "event_log", "event_log_max_bytes", "leave_to_others",
-                                           "katalyst_reserved_cpus", "katalyst_default_numa_exclusive", "katalyst_dedicated_default_burst",
-                                           "katalyst_default_burst_percent", "evaluator_events"});
+            check_keys(c, *s, "settings",
+                       {"default_class", "fail", "cpu_weight_formula", "koordinator_quota_lift", "metrics_file", "event_log", "event_log_max_bytes",
+                        "leave_to_others", "katalyst_reserved_cpus", "katalyst_default_numa_exclusive", "katalyst_dedicated_default_burst",
+                        "katalyst_default_burst_percent", "evaluator_events"});
             c.guard([&] {
                 if (const TV* x = get(*s, "default_class")) {
                     default_line = Ctx::line_of(*x);
                     p.default_class = str(c, *x, "settings.default_class", 63);
                 }
             });
-            c.guard([&] { if (const TV* x = get(*s, "fail")) p.fail_closed = fail_mode(c, *x, "settings.fail"); });
+            c.guard([&] {
+                if (const TV* x = get(*s, "fail")) p.fail_closed = fail_mode(c, *x, "settings.fail");
+            });
             c.guard([&] {
                 if (const TV* x = get(*s, "cpu_weight_formula")) {
                     std::string f = str(c, *x, "settings.cpu_weight_formula");
@@ -226,7 +240,10 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
                     if (f == "cpuset") p.koordinator_quota_lift = Policy::QuotaLift::Cpuset;
                     else if (f == "fits") p.koordinator_quota_lift = Policy::QuotaLift::Fits;
                     else if (f == "never") p.koordinator_quota_lift = Policy::QuotaLift::Never;
-                    else c.fail(*x, "settings.koordinator_quota_lift: expected \"cpuset\" (koordlet: lift whenever bound to a cpuset), \"fits\" (only when the quota pays for the cpuset) or \"never\" (koordlet --disable-unset-cpu-quota)");
+                    else
+                        c.fail(
+                            *x,
+                            "settings.koordinator_quota_lift: expected \"cpuset\" (koordlet: lift whenever bound to a cpuset), \"fits\" (only when the quota pays for the cpuset) or \"never\" (koordlet --disable-unset-cpu-quota)");
                 }
             });
             // The hook's own sinks (src/records/record.hpp, src/records/metrics.hpp): absolute paths or "" (off).
@@ -271,7 +288,9 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
             c.guard([&] {
                 if (const TV* x = get(*s, "katalyst_default_numa_exclusive")) {
                     if (!x->is_boolean())
-                        c.fail(*x, "settings.katalyst_default_numa_exclusive: expected true (Katalyst --qos-enhancement-default-values numa_exclusive=true) or false");
+                        c.fail(
+                            *x,
+                            "settings.katalyst_default_numa_exclusive: expected true (Katalyst --qos-enhancement-default-values numa_exclusive=true) or false");
                     p.katalyst_default_numa_exclusive = x->as_boolean();
                 }
             });
@@ -281,7 +300,10 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
                     if (f == "unset") p.katalyst_dedicated_default_burst = Policy::KatalystBurst::Unset;
                     else if (f == "static") p.katalyst_dedicated_default_burst = Policy::KatalystBurst::Static;
                     else if (f == "closed") p.katalyst_dedicated_default_burst = Policy::KatalystBurst::Closed;
-                    else c.fail(*x, "settings.katalyst_dedicated_default_burst: expected \"unset\" (Katalyst's default), \"static\" (EnableDedicatedCoresDefaultCPUBurst true) or \"closed\" (false)");
+                    else
+                        c.fail(
+                            *x,
+                            "settings.katalyst_dedicated_default_burst: expected \"unset\" (Katalyst's default), \"static\" (EnableDedicatedCoresDefaultCPUBurst true) or \"closed\" (false)");
                 }
             });
             c.guard([&] {
@@ -315,8 +337,12 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
     if (const TV* g = get(root, "guarded")) {
         c.guard([&] {
             check_keys(c, *g, "guarded", {"labels", "annotations"});
-            c.guard([&] { if (const TV* x = get(*g, "labels")) p.guarded_labels = key_notes(c, *x, "guarded.labels"); });
-            c.guard([&] { if (const TV* x = get(*g, "annotations")) p.guarded_annotations = key_notes(c, *x, "guarded.annotations"); });
+            c.guard([&] {
+                if (const TV* x = get(*g, "labels")) p.guarded_labels = key_notes(c, *x, "guarded.labels");
+            });
+            c.guard([&] {
+                if (const TV* x = get(*g, "annotations")) p.guarded_annotations = key_notes(c, *x, "guarded.annotations");
+            });
         });
     }
 
@@ -324,168 +350,180 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
         c.guard([&] {
             const auto& t = as_table(c, *rg, "resctrl");
             if (t.size() > 64) c.fail(*rg, "resctrl: more than 64 groups");
-            for (const auto& [gname, gv] : t) c.guard([&, &gname = gname, &gv = gv] {
-                const std::string w = "resctrl." + gname;
-                ResctrlGroupDef g;
-                g.name = gname;
-                g.line = Ctx::line_of(gv);
-                std::string why = resctrl_group_name_error(gname);
-                if (!why.empty()) c.fail(gv, w + ": " + why);
-                check_keys(c, gv, w, {"l3", "mb", "l3_percent", "l3_start_percent", "l3_round", "mb_percent", "manage"});
-                auto pct = [&](const char* key, int lo) {
-                    const TV* x = get(gv, key);
-                    if (!x) return -1;
-                    if (!x->is_integer() || x->as_integer() < lo || x->as_integer() > 100)
-                        c.fail(*x, w + "." + key + ": expected an integer from " + std::to_string(lo) + " to 100");
-                    return static_cast<int>(x->as_integer());
-                };
-                auto line = [&](const char* key, const char* prefix) {
-                    const TV* x = get(gv, key);
-                    if (!x) return std::string();
-                    std::string v = str(c, *x, w + "." + key, 1024);
-                    std::string e = resctrl_line_error(v, prefix);
-                    if (!e.empty()) c.fail(*x, w + "." + key + ": " + e);
-                    return v;
-                };
-                c.guard([&] { g.l3 = line("l3", "L3"); });
-                c.guard([&] { g.mb = line("mb", "MB"); });
-                c.guard([&] { g.l3_percent = pct("l3_percent", 1); });
-                c.guard([&] {
-                    int v = pct("l3_start_percent", 0);
-                    if (v >= 0) g.l3_start_percent = v;
+            for (const auto& [gname, gv] : t)
+                c.guard([&, &gname = gname, &gv = gv] {
+                    const std::string w = "resctrl." + gname;
+                    ResctrlGroupDef g;
+                    g.name = gname;
+                    g.line = Ctx::line_of(gv);
+                    std::string why = resctrl_group_name_error(gname);
+                    if (!why.empty()) c.fail(gv, w + ": " + why);
+                    check_keys(c, gv, w, {"l3", "mb", "l3_percent", "l3_start_percent", "l3_round", "mb_percent", "manage"});
+                    auto pct = [&](const char* key, int lo) {
+                        const TV* x = get(gv, key);
+                        if (!x) return -1;
+                        if (!x->is_integer() || x->as_integer() < lo || x->as_integer() > 100)
+                            c.fail(*x, w + "." + key + ": expected an integer from " + std::to_string(lo) + " to 100");
+                        return static_cast<int>(x->as_integer());
+                    };
+                    auto line = [&](const char* key, const char* prefix) {
+                        const TV* x = get(gv, key);
+                        if (!x) return std::string();
+                        std::string v = str(c, *x, w + "." + key, 1024);
+                        std::string e = resctrl_line_error(v, prefix);
+                        if (!e.empty()) c.fail(*x, w + "." + key + ": " + e);
+                        return v;
+                    };
+                    c.guard([&] { g.l3 = line("l3", "L3"); });
+                    c.guard([&] { g.mb = line("mb", "MB"); });
+                    c.guard([&] { g.l3_percent = pct("l3_percent", 1); });
+                    c.guard([&] {
+                        int v = pct("l3_start_percent", 0);
+                        if (v >= 0) g.l3_start_percent = v;
+                    });
+                    c.guard([&] { g.mb_percent = pct("mb_percent", 1); });
+                    c.guard([&] {
+                        if (const TV* x = get(gv, "l3_round")) {
+                            std::string r = str(c, *x, w + ".l3_round");
+                            if (r == "down") g.l3_round_down = true;
+                            else if (r != "up") c.fail(*x, w + ".l3_round: expected \"up\" (koordlet) or \"down\" (rubik)");
+                        }
+                    });
+                    c.guard([&] {
+                        if (const TV* x = get(gv, "manage")) {
+                            if (!x->is_boolean()) c.fail(*x, w + ".manage: expected true or false");
+                            g.manage = x->as_boolean();
+                        }
+                    });
+                    if (!g.l3.empty() && g.l3_percent >= 0) c.error(gv, w + ": give l3 or l3_percent, not both");
+                    if (!g.mb.empty() && g.mb_percent >= 0) c.error(gv, w + ": give mb or mb_percent, not both");
+                    if (g.l3_percent >= 0 && g.l3_start_percent >= g.l3_percent) c.error(gv, w + ": l3_start_percent must be below l3_percent");
+                    if (g.l3_round_down && g.l3_start_percent > 0)
+                        c.error(gv, w + ": l3_round = \"down\" counts ways from way 0 (no l3_start_percent)");
+                    if (g.l3.empty() && g.mb.empty() && g.l3_percent < 0 && g.mb_percent < 0)
+                        c.error(gv, w + ": declares no schemata (l3, l3_percent, mb or mb_percent)");
+                    p.resctrl_groups.emplace(gname, std::move(g));
                 });
-                c.guard([&] { g.mb_percent = pct("mb_percent", 1); });
-                c.guard([&] {
-                    if (const TV* x = get(gv, "l3_round")) {
-                        std::string r = str(c, *x, w + ".l3_round");
-                        if (r == "down") g.l3_round_down = true;
-                        else if (r != "up") c.fail(*x, w + ".l3_round: expected \"up\" (koordlet) or \"down\" (rubik)");
-                    }
-                });
-                c.guard([&] {
-                    if (const TV* x = get(gv, "manage")) {
-                        if (!x->is_boolean()) c.fail(*x, w + ".manage: expected true or false");
-                        g.manage = x->as_boolean();
-                    }
-                });
-                if (!g.l3.empty() && g.l3_percent >= 0) c.error(gv, w + ": give l3 or l3_percent, not both");
-                if (!g.mb.empty() && g.mb_percent >= 0) c.error(gv, w + ": give mb or mb_percent, not both");
-                if (g.l3_percent >= 0 && g.l3_start_percent >= g.l3_percent)
-                    c.error(gv, w + ": l3_start_percent must be below l3_percent");
-                if (g.l3_round_down && g.l3_start_percent > 0) c.error(gv, w + ": l3_round = \"down\" counts ways from way 0 (no l3_start_percent)");
-                if (g.l3.empty() && g.mb.empty() && g.l3_percent < 0 && g.mb_percent < 0)
-                    c.error(gv, w + ": declares no schemata (l3, l3_percent, mb or mb_percent)");
-                p.resctrl_groups.emplace(gname, std::move(g));
-            });
         });
     }
 
     std::map<std::string, int> fallback_line;
     const TV* classes = get(root, "classes");
     if (!classes) c.add(PolicyDiag::Error, 0, "no [classes] defined");
-    if (classes) c.guard([&] {
-        const auto& ct = as_table(c, *classes, "classes");
-        if (ct.size() > 1024) c.fail(*classes, "more than 1024 classes");
-        for (const auto& entry : ct) {
-            const std::string& cname = entry.first;
-            const TV& cv = entry.second;
-            std::string w = "classes." + cname;
-            ClassDef cd;
-            cd.name = cname;
-            class_line[cname] = Ctx::line_of(cv);
-            c.guard([&] {
-                if (!valid_name(cname)) c.fail(cv, w + ": class names are 1-63 characters [A-Za-z0-9_.-]");
-                check_keys(c, cv, w, {"description", "fail", "container", "pod", "sandbox", "gate", "pod_cpu_weight_formula", "container_cpu_weight_formula", "accept_merge"});
-                c.guard([&] { if (const TV* x = get(cv, "description")) cd.description = str(c, *x, w + ".description", 1024); });
-                c.guard([&] { if (const TV* x = get(cv, "fail")) cd.fail_closed = fail_mode(c, *x, w + ".fail"); });
+    if (classes)
+        c.guard([&] {
+            const auto& ct = as_table(c, *classes, "classes");
+            if (ct.size() > 1024) c.fail(*classes, "more than 1024 classes");
+            for (const auto& entry : ct) {
+                const std::string& cname = entry.first;
+                const TV& cv = entry.second;
+                std::string w = "classes." + cname;
+                ClassDef cd;
+                cd.name = cname;
+                class_line[cname] = Ctx::line_of(cv);
                 c.guard([&] {
-                    if (const TV* x = get(cv, "pod_cpu_weight_formula")) {
-                        std::string f = str(c, *x, w + ".pod_cpu_weight_formula");
-                        if (f == "linear") cd.pod_weight_formula = WeightFormula::Linear;
-                        else if (f == "log-quadratic") cd.pod_weight_formula = WeightFormula::LogQuadratic;
-                        else if (f == "auto") cd.pod_weight_formula = WeightFormula::Auto;
-                        else c.fail(*x, w + ".pod_cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
-                        cd.pod_weight_formula_set = true;
-                    }
-                });
-                c.guard([&] {
-                    if (const TV* x = get(cv, "container_cpu_weight_formula")) {
-                        std::string f = str(c, *x, w + ".container_cpu_weight_formula");
-                        if (f == "linear") cd.ctr_weight_formula = WeightFormula::Linear;
-                        else if (f == "log-quadratic") cd.ctr_weight_formula = WeightFormula::LogQuadratic;
-                        else if (f == "auto") cd.ctr_weight_formula = WeightFormula::Auto;
-                        else c.fail(*x, w + ".container_cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
-                        cd.ctr_weight_formula_set = true;
-                    }
-                });
-                c.guard([&] {
-                    if (const TV* x = get(cv, "accept_merge")) {
-                        if (!x->is_boolean()) c.fail(*x, w + ".accept_merge: expected true or false");
-                        cd.accept_merge = x->as_boolean();
-                    }
-                });
-                c.guard([&] {
-                    const TV* x = get(cv, "container");
-                    if (!x) return;
-                    cd.container = parse_knobs(c, *x, w + ".container", kFactContainer);
-                    // set_mempolicy(2): the mode decides whether a node list is needed, allowed or refused.
-                    const KnobSetting *mode = nullptr, *nodes = nullptr;
-                    for (const auto& k : cd.container) {
-                        if (k.id == KnobId::MemoryPolicy) mode = &k;
-                        if (k.id == KnobId::MemoryPolicyNodes) nodes = &k;
-                    }
-                    if (nodes && !mode) c.error(*x, w + ".container: memory_policy_nodes needs memory_policy (the mode)");
-                    if (mode && mode->value.kind == KnobValue::Int) {
-                        const std::string m = knob_choices(KnobId::MemoryPolicy)[static_cast<size_t>(mode->value.num)].name;
-                        if (!nodes && mempolicy_needs_nodes(mode->value.num))
-                            c.error(*x, w + ".container: memory_policy = \"" + m + "\" needs memory_policy_nodes (set_mempolicy(2))");
-                        if (nodes && mempolicy_forbids_nodes(mode->value.num))
-                            c.error(*x, w + ".container: memory_policy = \"" + m + "\" takes no memory_policy_nodes (set_mempolicy(2))");
-                    }
-                });
-                c.guard([&] {
-                    if (const TV* x = get(cv, "pod")) {
-                        cd.pod = parse_knobs(c, *x, w + ".pod", kFactPod);
-                        for (const auto& k : cd.pod)
-                            if (k.id == KnobId::OomScoreAdj || k.id == KnobId::ResctrlGroup || is_process_knob(k.id))
-                                c.error(*x, w + ".pod: " + knob_def(k.id).key + " applies to processes, set it under .container");
-                    }
-                });
-                c.guard([&] {
-                    // The sandbox (pause) container's own cgroup: container-scoped facts (it is a
-                    // container of the pod), no process knobs (its process is the runtime's).
-                    if (const TV* x = get(cv, "sandbox")) {
-                        cd.sandbox = parse_knobs(c, *x, w + ".sandbox", kFactContainer);
-                        for (const auto& k : cd.sandbox)
-                            if (k.id == KnobId::OomScoreAdj || k.id == KnobId::ResctrlGroup || is_process_knob(k.id))
-                                c.error(*x, w + ".sandbox: " + knob_def(k.id).key + " applies to processes, set it under .container");
-                    }
-                });
-                c.guard([&] {
-                    const TV* g = get(cv, "gate");
-                    if (!g) return;
-                    check_keys(c, *g, w + ".gate", {"namespaces", "labels", "fallback"});
-                    cd.gate.enabled = true;
-                    c.guard([&] { if (const TV* x = get(*g, "namespaces")) cd.gate.namespaces = str_or_list(c, *x, w + ".gate.namespaces"); });
+                    if (!valid_name(cname)) c.fail(cv, w + ": class names are 1-63 characters [A-Za-z0-9_.-]");
+                    check_keys(c, cv, w,
+                               {"description", "fail", "container", "pod", "sandbox", "gate", "pod_cpu_weight_formula",
+                                "container_cpu_weight_formula", "accept_merge"});
                     c.guard([&] {
-                        const TV* x = get(*g, "labels");
-                        if (!x) return;
-                        cd.gate.labels = glob_map(c, *x, w + ".gate.labels");
-                        for (const auto& [k, glob] : cd.gate.labels)
-                            if (!guarded_note(p.guarded_labels, k))
-                                c.warn(x->as_table().at(k), w + ".gate.labels: \"" + k +
-                                                                "\" is a pod label the pod author can set, and it is not declared in [guarded.labels]: "
-                                                                "it never qualifies a pod (declare it there, naming the admission policy that controls it, or remove it)");
+                        if (const TV* x = get(cv, "description")) cd.description = str(c, *x, w + ".description", 1024);
                     });
-                    const TV* fb = get(*g, "fallback");
-                    if (!fb) c.fail(*g, w + ".gate: needs fallback = \"<class>\"");
-                    fallback_line[cname] = Ctx::line_of(*fb);
-                    cd.gate.fallback = str(c, *fb, w + ".gate.fallback", 63);
+                    c.guard([&] {
+                        if (const TV* x = get(cv, "fail")) cd.fail_closed = fail_mode(c, *x, w + ".fail");
+                    });
+                    c.guard([&] {
+                        if (const TV* x = get(cv, "pod_cpu_weight_formula")) {
+                            std::string f = str(c, *x, w + ".pod_cpu_weight_formula");
+                            if (f == "linear") cd.pod_weight_formula = WeightFormula::Linear;
+                            else if (f == "log-quadratic") cd.pod_weight_formula = WeightFormula::LogQuadratic;
+                            else if (f == "auto") cd.pod_weight_formula = WeightFormula::Auto;
+                            else c.fail(*x, w + ".pod_cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
+                            cd.pod_weight_formula_set = true;
+                        }
+                    });
+                    c.guard([&] {
+                        if (const TV* x = get(cv, "container_cpu_weight_formula")) {
+                            std::string f = str(c, *x, w + ".container_cpu_weight_formula");
+                            if (f == "linear") cd.ctr_weight_formula = WeightFormula::Linear;
+                            else if (f == "log-quadratic") cd.ctr_weight_formula = WeightFormula::LogQuadratic;
+                            else if (f == "auto") cd.ctr_weight_formula = WeightFormula::Auto;
+                            else c.fail(*x, w + ".container_cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
+                            cd.ctr_weight_formula_set = true;
+                        }
+                    });
+                    c.guard([&] {
+                        if (const TV* x = get(cv, "accept_merge")) {
+                            if (!x->is_boolean()) c.fail(*x, w + ".accept_merge: expected true or false");
+                            cd.accept_merge = x->as_boolean();
+                        }
+                    });
+                    c.guard([&] {
+                        const TV* x = get(cv, "container");
+                        if (!x) return;
+                        cd.container = parse_knobs(c, *x, w + ".container", kFactContainer);
+                        // set_mempolicy(2): the mode decides whether a node list is needed, allowed or refused.
+                        const KnobSetting *mode = nullptr, *nodes = nullptr;
+                        for (const auto& k : cd.container) {
+                            if (k.id == KnobId::MemoryPolicy) mode = &k;
+                            if (k.id == KnobId::MemoryPolicyNodes) nodes = &k;
+                        }
+                        if (nodes && !mode) c.error(*x, w + ".container: memory_policy_nodes needs memory_policy (the mode)");
+                        if (mode && mode->value.kind == KnobValue::Int) {
+                            const std::string m = knob_choices(KnobId::MemoryPolicy)[static_cast<size_t>(mode->value.num)].name;
+                            if (!nodes && mempolicy_needs_nodes(mode->value.num))
+                                c.error(*x, w + ".container: memory_policy = \"" + m + "\" needs memory_policy_nodes (set_mempolicy(2))");
+                            if (nodes && mempolicy_forbids_nodes(mode->value.num))
+                                c.error(*x, w + ".container: memory_policy = \"" + m + "\" takes no memory_policy_nodes (set_mempolicy(2))");
+                        }
+                    });
+                    c.guard([&] {
+                        if (const TV* x = get(cv, "pod")) {
+                            cd.pod = parse_knobs(c, *x, w + ".pod", kFactPod);
+                            for (const auto& k : cd.pod)
+                                if (k.id == KnobId::OomScoreAdj || k.id == KnobId::ResctrlGroup || is_process_knob(k.id))
+                                    c.error(*x, w + ".pod: " + knob_def(k.id).key + " applies to processes, set it under .container");
+                        }
+                    });
+                    c.guard([&] {
+                        // The sandbox (pause) container's own cgroup: container-scoped facts (it is a
+                        // container of the pod), no process knobs (its process is the runtime's).
+                        if (const TV* x = get(cv, "sandbox")) {
+                            cd.sandbox = parse_knobs(c, *x, w + ".sandbox", kFactContainer);
+                            for (const auto& k : cd.sandbox)
+                                if (k.id == KnobId::OomScoreAdj || k.id == KnobId::ResctrlGroup || is_process_knob(k.id))
+                                    c.error(*x, w + ".sandbox: " + knob_def(k.id).key + " applies to processes, set it under .container");
+                        }
+                    });
+                    c.guard([&] {
+                        const TV* g = get(cv, "gate");
+                        if (!g) return;
+                        check_keys(c, *g, w + ".gate", {"namespaces", "labels", "fallback"});
+                        cd.gate.enabled = true;
+                        c.guard([&] {
+                            if (const TV* x = get(*g, "namespaces")) cd.gate.namespaces = str_or_list(c, *x, w + ".gate.namespaces");
+                        });
+                        c.guard([&] {
+                            const TV* x = get(*g, "labels");
+                            if (!x) return;
+                            cd.gate.labels = glob_map(c, *x, w + ".gate.labels");
+                            for (const auto& [k, glob] : cd.gate.labels)
+                                if (!guarded_note(p.guarded_labels, k))
+                                    c.warn(
+                                        x->as_table().at(k),
+                                        w + ".gate.labels: \"" + k +
+                                            "\" is a pod label the pod author can set, and it is not declared in [guarded.labels]: "
+                                            "it never qualifies a pod (declare it there, naming the admission policy that controls it, or remove it)");
+                        });
+                        const TV* fb = get(*g, "fallback");
+                        if (!fb) c.fail(*g, w + ".gate: needs fallback = \"<class>\"");
+                        fallback_line[cname] = Ctx::line_of(*fb);
+                        cd.gate.fallback = str(c, *fb, w + ".gate.fallback", 63);
+                    });
                 });
-            });
-            p.classes.emplace(cname, std::move(cd));  // kept even when broken: no follow-on "unknown class"
-        }
-    });
+                p.classes.emplace(cname, std::move(cd));  // kept even when broken: no follow-on "unknown class"
+            }
+        });
     std::vector<std::string> class_names;
     for (const auto& [n, cd] : p.classes) class_names.push_back(n);
     auto unknown_class = [&](const std::string& what, const std::string& name) {
@@ -497,7 +535,8 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
         auto fb = p.classes.find(cd.gate.fallback);
         int line = fallback_line.count(n) ? fallback_line[n] : 0;
         if (fb == p.classes.end()) c.add(PolicyDiag::Error, line, unknown_class("classes." + n + ".gate.fallback", cd.gate.fallback));
-        else if (fb->second.gate.enabled) c.add(PolicyDiag::Error, line, "classes." + n + ".gate.fallback: \"" + cd.gate.fallback + "\" is gated itself");
+        else if (fb->second.gate.enabled)
+            c.add(PolicyDiag::Error, line, "classes." + n + ".gate.fallback: \"" + cd.gate.fallback + "\" is gated itself");
     }
     if (p.default_class.empty()) {
         if (default_line == 0) c.add(PolicyDiag::Error, 0, "settings.default_class is required");
@@ -524,7 +563,9 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
                     });
                     if (r.name.empty()) r.name = "rule@" + std::to_string(r.line);
                     if (!names.insert(r.name).second) c.error(rv, "rules.name: duplicate rule name \"" + r.name + "\"");
-                    c.guard([&] { if (const TV* m = get(rv, "match")) r.match = parse_match(c, *m); });
+                    c.guard([&] {
+                        if (const TV* m = get(rv, "match")) r.match = parse_match(c, *m);
+                    });
                     c.guard([&] {
                         if (const TV* m = get(rv, "merge")) {
                             if (!m->is_boolean()) c.fail(*m, "rules.merge: expected true or false");
@@ -544,7 +585,6 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
 }
 
 }  // namespace
-
 
 const LeftField* left_to_other(const std::vector<LeftField>& leave, const KnobSetting& k) {
     for (const auto& lf : leave) {
@@ -593,8 +633,8 @@ std::string read_policy_file(const std::string& path) {
     struct statfs sfs {};
     // procfs/sysfs files claim to be regular files of size 0: refuse them too.
     constexpr long kProcMagic = 0x9fa0, kSysfsMagic = 0x62656572;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || fstatfs(fd, &sfs) != 0 ||
-        static_cast<long>(sfs.f_type) == kProcMagic || static_cast<long>(sfs.f_type) == kSysfsMagic) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || fstatfs(fd, &sfs) != 0 || static_cast<long>(sfs.f_type) == kProcMagic ||
+        static_cast<long>(sfs.f_type) == kSysfsMagic) {
         close(fd);
         throw InputError(path + ": policy is not a regular file");
     }

@@ -22,8 +22,8 @@ constexpr size_t kHeaderBytes = 48;
 constexpr size_t kVerifyWholeBytes = 256u << 10;  ///< files up to this size are checksummed whole
 
 // ---- hashing ------------------------------------------------------------------------------
-constexpr uint64_t P1 = 11400714785074694791ULL, P2 = 14029467366897019727ULL, P3 = 1609587929392839161ULL,
-                   P4 = 9650029242287828579ULL, P5 = 2870177450012600261ULL;
+constexpr uint64_t P1 = 11400714785074694791ULL, P2 = 14029467366897019727ULL, P3 = 1609587929392839161ULL, P4 = 9650029242287828579ULL,
+                   P5 = 2870177450012600261ULL;
 
 inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 inline uint64_t round64(uint64_t acc, uint64_t in) { return rotl(acc + in * P2, 31) * P1; }
@@ -392,8 +392,7 @@ Decoded decode(std::string_view blob, std::string_view key, const Request* filte
     // Small files (the usual policies) are verified whole: any damaged byte means a rebuild.
     // Larger ones are verified section by section as they are used (a byte never used cannot
     // change the result), which keeps a hit on a 10,000-rule policy cheap.
-    if (blob.size() <= kVerifyWholeBytes && all_sum != hash64(blob.data() + kHeaderBytes, blob.size() - kHeaderBytes))
-        return Decoded::Invalid;
+    if (blob.size() <= kVerifyWholeBytes && all_sum != hash64(blob.data() + kHeaderBytes, blob.size() - kHeaderBytes)) return Decoded::Invalid;
     if (a_sum != hash64(blob.data() + kHeaderBytes, a_end - kHeaderBytes)) return Decoded::Invalid;
     rd = Reader(blob.substr(0, a_end), kHeaderBytes);  // section A only
     if (rd.view() != key || !rd.ok) return Decoded::Invalid;

@@ -24,8 +24,7 @@ GlobMap globmap_from(const json& a) {
 }
 json knobs_json(const std::vector<KnobSetting>& ks) {
     json a = json::array();
-    for (const auto& k : ks)
-        a.push_back({static_cast<int>(k.id), static_cast<int>(k.value.kind), k.value.num, k.value.text, k.raw_file, k.raw_ctrl});
+    for (const auto& k : ks) a.push_back({static_cast<int>(k.id), static_cast<int>(k.value.kind), k.value.num, k.value.text, k.raw_file, k.raw_ctrl});
     return a;
 }
 std::vector<KnobSetting> knobs_from(const json& a) {
@@ -64,15 +63,22 @@ json policy_to_json(const Policy& p) {
     for (const auto& r : p.rules) {
         json kq = json::array();
         for (auto q : r.match.kube_qos) kq.push_back(static_cast<int>(q));
-        rules.push_back({{"n", r.name}, {"c", r.cls}, {"l", r.line}, {"merge", r.merge},
-                         {"m", {globmap_json(r.match.labels), globmap_json(r.match.annotations), globmap_json(r.match.labels_or_annotations),
-                                r.match.namespaces, r.match.pod_names, r.match.container_names, r.match.kind, kq}}});
+        rules.push_back({{"n", r.name},
+                         {"c", r.cls},
+                         {"l", r.line},
+                         {"merge", r.merge},
+                         {"m",
+                          {globmap_json(r.match.labels), globmap_json(r.match.annotations), globmap_json(r.match.labels_or_annotations),
+                           r.match.namespaces, r.match.pod_names, r.match.container_names, r.match.kind, kq}}});
     }
     j["rules"] = std::move(rules);
     json classes = json::object();
     for (const auto& [n, c] : p.classes) {
         if (c.knobs_pending()) throw std::logic_error("policy_to_json: class " + n + ": knob lists not decoded (policy_cache::decode_knobs)");
-        classes[n] = {{"d", c.description}, {"f", c.fail_closed}, {"c", knobs_json(c.container)}, {"p", knobs_json(c.pod)},
+        classes[n] = {{"d", c.description},
+                      {"f", c.fail_closed},
+                      {"c", knobs_json(c.container)},
+                      {"p", knobs_json(c.pod)},
                       {"s", knobs_json(c.sandbox)},
                       {"g", {c.gate.enabled, c.gate.namespaces, globmap_json(c.gate.labels), c.gate.fallback}},
                       {"pwf", c.pod_weight_formula_set ? json(weight_formula_name(c.pod_weight_formula)) : json(nullptr)},
@@ -121,7 +127,8 @@ Policy policy_from_json(const json& j) {
             const json& k = j.at("katalyst_agent");
             p.katalyst_default_numa_exclusive = k.at(0).get<bool>();
             const int b = k.at(1).get<int>();
-            if (b < 0 || b > static_cast<int>(Policy::KatalystBurst::Closed)) throw InputError("compiled policy: bad katalyst_dedicated_default_burst");
+            if (b < 0 || b > static_cast<int>(Policy::KatalystBurst::Closed))
+                throw InputError("compiled policy: bad katalyst_dedicated_default_burst");
             p.katalyst_dedicated_default_burst = static_cast<Policy::KatalystBurst>(b);
             p.katalyst_default_burst_percent = k.at(2).get<unsigned>();
             if (p.katalyst_default_burst_percent > 100) throw InputError("compiled policy: bad katalyst_default_burst_percent");
@@ -212,9 +219,7 @@ Policy policy_from_json(const json& j) {
         for (const auto& r : p.rules)
             if (!p.classes.count(r.cls)) throw InputError("compiled policy: unknown class in rule");
         return p;
-    } catch (const json::exception& e) {
-        throw InputError(std::string("compiled policy: ") + e.what());
-    }
+    } catch (const json::exception& e) { throw InputError(std::string("compiled policy: ") + e.what()); }
 }
 
 }  // namespace nriqos

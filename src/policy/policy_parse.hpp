@@ -45,8 +45,7 @@ struct Ctx {
     void guard(F&& f) const {
         try {
             f();
-        } catch (const Skip&) {
-        }
+        } catch (const Skip&) {}
     }
 };
 

@@ -47,7 +47,7 @@ TEST_CASE("discover: containerd's verbose sandbox status becomes the sandbox's v
     REQUIRE(r.cgroups_path);
     CHECK(*r.cgroups_path == "/kubepods/burstable/pod0e2e0000-7a1b-4c2d-9e3f-0a1b2c3d4e5f/" + sb.id);
     CHECK(r.resources.cpu_shares == 2);
-    CHECK(r.labels.at("koordinator.sh/qosClass") == "BE");                     // the pod's CRI labels
+    CHECK(r.labels.at("koordinator.sh/qosClass") == "BE");  // the pod's CRI labels
     CHECK(r.annotations.at("node.koordinator.sh/extended-resource-spec") == "{\"containers\":{}}");  // runtime spec's
     CHECK(r.annotations.at("kubernetes.io/config.seen") == "2026-11-27T09:00:00Z");  // the pod's CRI annotation, not in the spec
     CHECK(r.conf == kConf);
@@ -147,9 +147,7 @@ std::string read_all(const std::string& p) {
     s << f.rdbuf();
     return s.str();
 }
-void put(const std::string& p, const std::string& text) {
-    std::ofstream(p) << text;
-}
+void put(const std::string& p, const std::string& text) { std::ofstream(p) << text; }
 /// Records the properties it is asked to set and, at that moment, the container's cpu.weight file
 /// (the properties must come before the files).
 struct RecordingSetter : nriqos::UnitSetter {
@@ -250,8 +248,11 @@ namespace {
 /// {id, pod_sandbox_id, created_at}, no "info".
 nriqos::Discovery listing(const std::vector<std::pair<std::string, int64_t>>& sbs,
                           const std::vector<std::tuple<std::string, std::string, int64_t>>& ctrs) {
-    json doc = {{"v", 1}, {"runtime", {{"name", "containerd"}, {"version", "2.3.4"}}}, {"sandboxes", json::array()},
-                {"containers", json::array()}, {"errors", json::array()}};
+    json doc = {{"v", 1},
+                {"runtime", {{"name", "containerd"}, {"version", "2.3.4"}}},
+                {"sandboxes", json::array()},
+                {"containers", json::array()},
+                {"errors", json::array()}};
     for (const auto& [id, t] : sbs)
         doc["sandboxes"].push_back({{"id", id}, {"created_at", t}, {"brief", true}, {"metadata", {{"name", "p-" + id}, {"namespace", "default"}}}});
     for (const auto& [id, sb, t] : ctrs)
@@ -266,10 +267,10 @@ constexpr int64_t kSec = 1000000000;
 TEST_CASE("unseen pass: only what the state dir never saw and is old enough is adopted", "[discover][unseen]") {
     const int64_t now = 1000 * kSec;
     auto d = listing({{"sbA", now - 60 * kSec}, {"sbB", now - 60 * kSec}},
-                     {{"cA1", "sbA", now - 50 * kSec},   // seen by its event
-                      {"cA2", "sbA", now - 50 * kSec},   // created during a Synchronize: never seen
-                      {"cA3", "sbA", now - 2 * kSec},    // being created now: its event may be in flight
-                      {"cB1", "sbB", now - 30 * kSec},   // of an unseen pod
+                     {{"cA1", "sbA", now - 50 * kSec},  // seen by its event
+                      {"cA2", "sbA", now - 50 * kSec},  // created during a Synchronize: never seen
+                      {"cA3", "sbA", now - 2 * kSec},  // being created now: its event may be in flight
+                      {"cB1", "sbB", now - 30 * kSec},  // of an unseen pod
                       {"cX", "sbGone", now - 60 * kSec}});  // pod not listed (not ready)
     auto p = nriqos::plan_unseen(d, {"sbA", "cA1"}, {}, now, 10000, 256);
     CHECK(p.adopt == std::vector<std::string>{"sbB", "cA2", "cB1"});

@@ -322,8 +322,7 @@ TEST_CASE("cgroup v2 blkio_weight: io.bfq.weight when it exists (runc fs2 setIo)
     json ev = {{"event", "CreateContainer"},
                {"runtime", {{"name", "containerd"}, {"version", "2.1.0"}}},
                {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
-               {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"},
-                              {"linux", {{"cgroups_path", "/" + kPod + "/c1"}}}}}};
+               {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"}, {"linux", {{"cgroups_path", "/" + kPod + "/c1"}}}}}};
     ModelKernel kp;
     kp.set(Root::Cgroup, kPod + "/io.bfq.weight", "default 100");
     auto c = plan_of(klass("blkio_weight = 500\n"), ev, Layout::V2, kp, true);
@@ -383,17 +382,17 @@ TEST_CASE("cgroupsPath: systemd empty scope prefix and sandboxes without a pod c
 
 TEST_CASE("pod knobs only in a pod's own cgroup: shared parents get none, and say why (issue 19)", "[actuation][model]") {
     // kubelet's pod cgroups, either driver, any QoS, static-pod (hex) and UUID uids
-    for (const char* ok : {"/kubepods/burstable/pod0e2e0000-28d7-429f-8840-10cdbf93fd03/abc", "/kubepods/podabc/x", "/kubelet/kubepods/besteffort/pod1/x",
-                           "kubepods-besteffort-pod0e2e0000_28d7_429f.slice:cri-containerd:x", "kubepods-pod1.slice:cri-containerd:x",
-                           "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-x.scope"}) {
+    for (const char* ok :
+         {"/kubepods/burstable/pod0e2e0000-28d7-429f-8840-10cdbf93fd03/abc", "/kubepods/podabc/x", "/kubelet/kubepods/besteffort/pod1/x",
+          "kubepods-besteffort-pod0e2e0000_28d7_429f.slice:cri-containerd:x", "kubepods-pod1.slice:cri-containerd:x",
+          "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-x.scope"}) {
         INFO(ok);
         CHECK(resolve_cgroups_path(ok).no_pod.empty());
     }
     // a parent other workloads may share: containerd's default namespace cgroup, an explicit
     // system.slice, the kubepods (or QoS) cgroup itself, anything without pod<uid>
-    for (const char* shared : {"/k8s.io/abc", "system.slice:cri-containerd:abc", "kubepods.slice:cri-containerd:abc",
-                               "/kubepods/burstable/abc", "/docker/abc", "/kubepods/pod/abc", "/kubepods/pod1.2/abc",
-                               "kubepods-besteffort.slice:cri-containerd:abc"}) {
+    for (const char* shared : {"/k8s.io/abc", "system.slice:cri-containerd:abc", "kubepods.slice:cri-containerd:abc", "/kubepods/burstable/abc",
+                               "/docker/abc", "/kubepods/pod/abc", "/kubepods/pod1.2/abc", "kubepods-besteffort.slice:cri-containerd:abc"}) {
         INFO(shared);
         CgroupPaths p = resolve_cgroups_path(shared);
         CHECK(p.no_pod.find("is not a pod's own cgroup") != std::string::npos);
@@ -412,8 +411,9 @@ TEST_CASE("pod knobs only in a pod's own cgroup: shared parents get none, and sa
     auto r = plan_of(pol, sb, Layout::V1, k);
     CHECK(r->plan.writes.empty());
     REQUIRE(r->plan.refused.size() == 1);
-    CHECK(r->plan.refused[0] == "pod:cpu_quota_us: cgroupsPath \"/k8s.io/abc\": its parent k8s.io is not a pod's own cgroup (kubelet's pod<uid>, or "
-                                "<parent>-pod<uid>.slice) and may be shared with other workloads: no pod cgroup (pod knobs are never written there)");
+    CHECK(r->plan.refused[0] ==
+          "pod:cpu_quota_us: cgroupsPath \"/k8s.io/abc\": its parent k8s.io is not a pod's own cgroup (kubelet's pod<uid>, or "
+          "<parent>-pod<uid>.slice) and may be shared with other workloads: no pod cgroup (pod knobs are never written there)");
     apply_plan(r->plan, k);
     CHECK(k.log.empty());
 
@@ -671,8 +671,9 @@ TEST_CASE("compile_fail_mode: the file's settings.fail read ahead, closed as wel
     CHECK(why == "the fail mode of the built-in policy, which applies if the compile rejects the file; the file's own settings.fail is open");
     // Text the compile will reject: the fallback's mode, which is what will apply.
     CHECK(compile_fail_mode(none, closed, false, why));
-    CHECK(why == "the fail mode of its last good copy, which applies when the compile rejects the file; the file's settings.fail could not be "
-                 "read ahead of its compile");
+    CHECK(why ==
+          "the fail mode of its last good copy, which applies when the compile rejects the file; the file's settings.fail could not be "
+          "read ahead of its compile");
     CHECK_FALSE(compile_fail_mode(none, open, true, why));
     CHECK_FALSE(compile_fail_mode(none, none, false, why));
     CHECK(why.rfind("the fail mode of the built-in policy, ", 0) == 0);
