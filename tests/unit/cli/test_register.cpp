@@ -1,4 +1,4 @@
-// Unit tests for src/register.{hpp,cpp}: NRI v0.1 conf.json editing and the native NRI
+// Unit tests for src/cli/register.{hpp,cpp}: NRI v0.1 conf.json editing and the native NRI
 // plugin symlink. Every case checks the exact file content / message / exit code.
 #include <catch2/catch.hpp>
 

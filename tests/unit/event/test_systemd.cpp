@@ -1,4 +1,4 @@
-// Unit tests of src/systemd_unit.{hpp,cpp} (issue #25 §2): the unit properties nri-qos sets on the
+// Unit tests of src/event/systemd_unit.{hpp,cpp} (issue #25 §2): the unit properties nri-qos sets on the
 // systemd cgroup driver, encoded as runc's systemd cgroup manager encodes them
 // (opencontainers/cgroups systemd/common.go addCpuQuota, systemd/cpuset.go RangeToBits,
 // systemd/v2.go unifiedResToSystemdProps), the unit names from the cgroupsPath, and the order

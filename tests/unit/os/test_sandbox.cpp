@@ -1,4 +1,4 @@
-// Unit tests for src/sandbox.{hpp,cpp}: the seccomp allow-list and the Landlock write roots.
+// Unit tests for src/os/sandbox.{hpp,cpp}: the seccomp allow-list and the Landlock write roots.
 // The sandbox is irreversible, so every case installs it in a forked child; the child reports
 // "key=value" lines through a pipe and the parent asserts on them.
 #include <catch2/catch.hpp>
