@@ -1,6 +1,7 @@
 // Unit tests for `reconcile --discover`'s conversion of the CRI client's document (verbose
 // PodSandboxStatus/ContainerStatus, containerd 1.6's "info" shape) into NRI v0.1 requests
 // (discover.hpp discovery_from_cri_json), checked with the hook's own request parser.
+#include "../scratch.hpp"
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -128,16 +129,13 @@ TEST_CASE("discover: a document that is not the client's is refused", "[discover
 }
 
 TEST_CASE("discover: the plugin conf comes from conf.json's nri-qos entry", "[discover]") {
-    char t[] = "/tmp/nri-qos-discover-test.XXXXXX";
-    REQUIRE(mkdtemp(t) != nullptr);
-    const std::string p = std::string(t) + "/conf.json";
+    unit::ScratchDir t("discover-test");
+    const std::string p = t / "conf.json";
     CHECK(nriqos::v01_plugin_conf(p) == json({{"policy", "/etc/nri/nri-qos.toml"}}));  // absent
     std::ofstream(p) << R"({"version":"0.1","plugins":[{"type":"other","conf":{}},{"type":"nri-qos","conf":{"policy":"/x.toml"}}]})";
     CHECK(nriqos::v01_plugin_conf(p) == json({{"policy", "/x.toml"}}));
     std::ofstream(p) << "{broken";
     CHECK(nriqos::v01_plugin_conf(p) == json({{"policy", "/etc/nri/nri-qos.toml"}}));
-    std::remove(p.c_str());
-    rmdir(t);
 }
 
 namespace {
@@ -163,9 +161,8 @@ struct RecordingSetter : nriqos::UnitSetter {
 
 TEST_CASE("discover on the systemd driver: what an adoption writes is set as unit properties first (the postinst's daemon-reload follows)",
           "[discover][systemd]") {
-    char t[] = "/tmp/nri-qos-discover-sd.XXXXXX";
-    REQUIRE(mkdtemp(t) != nullptr);
-    const std::string dir = t;
+    unit::ScratchDir scratch("discover-sd");
+    const std::string dir = scratch.path;
     json doc = json::parse(fixture());
     const std::string sb = doc["sandboxes"][0]["id"], ct = doc["containers"][0]["id"];
     // containerd with SystemdCgroup = true: cgroupsPath "slice:prefix:id", the scope in the pod's slice
@@ -237,7 +234,6 @@ match.labels = { "koordinator.sh/qosClass" = "BE" }
     CHECK(nriqos::run_reconcile(o, out) == 0);
     CHECK(rs.asked.empty());
     CHECK(out.find("0 restored") != std::string::npos);
-    CHECK(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
 }
 
 // ---- the unseen pass's decision (discover.hpp plan_unseen, issue #33 §4) ----------------------

@@ -1,5 +1,6 @@
 // Unit tests for the operator's sinks and commands: record formats (record.hpp), the metrics
 // textfile (metrics.hpp), kernel read-back comparison (replay.hpp), rule trace (classify.hpp).
+#include "../scratch.hpp"
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -24,21 +25,14 @@
 #include "facts/fact_state.hpp"
 
 namespace {
-std::string tmpdir() {
-    char t[] = "/tmp/nri-qos-ops-test.XXXXXX";
-    REQUIRE(mkdtemp(t) != nullptr);
-    return t;
-}
+std::string tmpdir() { return unit::make_scratch_dir("ops-test"); }
 std::string slurp(const std::string& p) {
     std::ifstream f(p);
     std::stringstream s;
     s << f.rdbuf();
     return s.str();
 }
-void rmrf(const std::string& d) {
-    int r = std::system(("rm -rf '" + d + "'").c_str());
-    (void)r;
-}
+void rmrf(const std::string& d) { unit::remove_tree(d); }
 }  // namespace
 
 TEST_CASE("record: logfmt quotes and escapes, JSON is one line", "[ops]") {

@@ -2,6 +2,7 @@
 // of the manifest → requests conversion (cited in src/cli/pod_manifest.hpp), the kubelet values of
 // every conformance case (tests/conformance/cases/*/*/kubelet.json, computed by gen.py from the
 // same kubelet sources, independently), the NRI events, and the preview's end state.
+#include "../scratch.hpp"
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -20,19 +21,8 @@ using nlohmann::json;
 
 namespace {
 
-struct Tmp {
-    std::string path;
-    Tmp() {
-        char t[] = "/tmp/nri-qos-podpreview-test.XXXXXX";
-        REQUIRE(mkdtemp(t) != nullptr);
-        path = t;
-    }
-    ~Tmp() { std::system(("rm -rf '" + path + "'").c_str()); }
-    void put(const std::string& rel, const std::string& text) const {
-        std::string full = path + "/" + rel;
-        std::system(("mkdir -p '" + full.substr(0, full.rfind('/')) + "'").c_str());
-        std::ofstream(full) << text;
-    }
+struct Tmp : unit::ScratchDir {
+    Tmp() : ScratchDir("podpreview-test") {}
 };
 
 std::string error_of(const std::string& manifest) {

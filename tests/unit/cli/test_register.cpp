@@ -1,5 +1,6 @@
 // Unit tests for src/cli/register.{hpp,cpp}: NRI v0.1 conf.json editing and the native NRI
 // plugin symlink. Every case checks the exact file content / message / exit code.
+#include "../scratch.hpp"
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
@@ -29,19 +30,9 @@ namespace {
 
 using nriqos::RegisterResult;
 
-/// A fresh scratch directory, removed (recursively) at scope exit.
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/nri-qos-register-test.XXXXXX";
-        REQUIRE(::mkdtemp(tmpl) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() {
-        std::string cmd = "rm -rf '" + path + "'";
-        (void)std::system(cmd.c_str());
-    }
-    std::string operator/(const std::string& rel) const { return path + "/" + rel; }
+/// A fresh scratch directory, removed (recursively) at scope exit (tests/unit/scratch.hpp).
+struct TempDir : unit::ScratchDir {
+    TempDir() : ScratchDir("register-test") {}
 };
 
 std::string slurp(const std::string& p) {
@@ -93,14 +84,13 @@ const char* kOther =
 /// a conf.json entry whose binary containerd cannot find (issue #31 §6), which a test that
 /// registers "nri-qos" and wants no warning must not meet.
 void nri_qos_on_path() {
+    static const unit::ScratchDir d("register-path");  // removed at the test process's exit
     static const bool done = [] {
-        char d[] = "/tmp/nri-qos-register-path.XXXXXX";
-        REQUIRE(::mkdtemp(d) != nullptr);
-        const std::string f = std::string(d) + "/nri-qos";
+        const std::string f = d / "nri-qos";
         spit(f, "#!/bin/sh\n");
         ::chmod(f.c_str(), 0755);
         const char* old = std::getenv("PATH");
-        ::setenv("PATH", (std::string(d) + ":" + (old ? old : "/usr/bin:/bin")).c_str(), 1);
+        ::setenv("PATH", (d.path + ":" + (old ? old : "/usr/bin:/bin")).c_str(), 1);
         return true;
     }();
     (void)done;
@@ -109,11 +99,8 @@ void nri_qos_on_path() {
 /// A scratch state dir for `register` (it records the annotations the runtime passes there:
 /// never the host's /run/nri-qos from a unit test).
 std::string register_state_dir() {
-    static std::string d = [] {
-        char t[] = "/tmp/nri-qos-register-state.XXXXXX";
-        return std::string(mkdtemp(t) ? t : "/nonexistent-nri-qos-test");
-    }();
-    return d;
+    static const unit::ScratchDir d("register-state");  // removed at the test process's exit
+    return d.path;
 }
 /// `args` with --state-dir register_state_dir() after a leading "register".
 std::vector<std::string> with_scratch_state(std::vector<std::string> args) {

@@ -1,6 +1,7 @@
 // Unit tests of the facts (issue #10 §1, §2): the annotation readers with the Go semantics they
 // reproduce, the CPU-set type, NUMA placement on scratch sysfs and cgroup trees, the fact state
 // (records, ledger), resolution of a class's fact knobs per event, and the policy syntax.
+#include "../scratch.hpp"
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -29,26 +30,9 @@ using nlohmann::json;
 
 namespace {
 
-struct Tmp {
-    std::string path;
-    Tmp() {
-        char t[] = "/tmp/nri-qos-facts-test.XXXXXX";
-        REQUIRE(mkdtemp(t) != nullptr);
-        path = t;
-    }
-    ~Tmp() { std::system(("rm -rf '" + path + "'").c_str()); }
-    /// Write `text` to path/rel, creating directories.
-    void put(const std::string& rel, const std::string& text) const {
-        std::string full = path + "/" + rel;
-        std::system(("mkdir -p '" + full.substr(0, full.rfind('/')) + "'").c_str());
-        std::ofstream(full) << text;
-    }
-    void mkdir(const std::string& rel) const { std::system(("mkdir -p '" + path + "/" + rel + "'").c_str()); }
-    void rm(const std::string& rel) const { std::system(("rm -rf '" + path + "/" + rel + "'").c_str()); }
-    std::string get(const std::string& rel) const {
-        std::ifstream in(path + "/" + rel);
-        return std::string(std::istreambuf_iterator<char>(in), {});
-    }
+/// A scratch tree of its own for each test (tests/unit/scratch.hpp).
+struct Tmp : unit::ScratchDir {
+    Tmp() : ScratchDir("facts-test") {}
 };
 
 std::string slurp(const std::string& p) {

@@ -1,6 +1,7 @@
 // In-process end-to-end tests of the native NRI relay (src/nri/relay.*): the test plays
 // containerd on one end of a socketpair, run_relay() runs in a forked process on the other end
 // (like a launched plugin on fd 3), and a small /bin/sh script plays the `nri-eval` child.
+#include "../scratch.hpp"
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -67,18 +68,9 @@ std::string slurp(const std::string& path) {
     return ss.str();
 }
 
-// Temporary directory for the fake child's traces; removed at scope end.
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/nri-relay-test.XXXXXX";
-        path = mkdtemp(tmpl);
-    }
-    ~TempDir() {
-        std::string cmd = "rm -rf '" + path + "'";
-        int rc = system(cmd.c_str());
-        (void)rc;
-    }
+// Temporary directory for the fake child's traces; removed at scope end (tests/unit/scratch.hpp).
+struct TempDir : unit::ScratchDir {
+    TempDir() : ScratchDir("relay-test") {}
 };
 
 // Fake `nri-eval`: records stdin/argv, behaves according to the pod label "mode".
@@ -3431,9 +3423,8 @@ TEST_CASE("adjustment-rejected: the message, the record, the metrics and the run
     CHECK(nri::runtime_conflict(ours, "", "app", "10-nri-qos").other.empty());
 
     // a log file: its conflict lines only
-    char dir[] = "/tmp/nri-qos-conflict.XXXXXX";
-    REQUIRE(mkdtemp(dir));
-    const std::string log = std::string(dir) + "/containerd.log";
+    unit::ScratchDir dir("conflict");
+    const std::string log = dir / "containerd.log";
     put_file(log, "time=x level=info msg=\"starting\"\n" + ours + "\n");
     std::string why;
     std::string ex = nri::runtime_log_excerpt(log, 400, why);
@@ -3442,8 +3433,6 @@ TEST_CASE("adjustment-rejected: the message, the record, the metrics and the run
     CHECK_THAT(why, Catch::Contains("no runtime log configured"));
     CHECK(nri::runtime_log_excerpt("relative/path", 400, why).empty());
     CHECK_THAT(why, Catch::Contains("expected a file path, journal:<unit> or none"));
-    ::unlink(log.c_str());
-    ::rmdir(dir);
 }
 
 // The relay service's /metrics (issue #33 §2) while it serves events, through the real binary.

@@ -1,6 +1,7 @@
 // Unit tests for src/os/sandbox.{hpp,cpp}: the seccomp allow-list and the Landlock write roots.
 // The sandbox is irreversible, so every case installs it in a forked child; the child reports
 // "key=value" lines through a pipe and the parent asserts on them.
+#include "../scratch.hpp"
 #include <catch2/catch.hpp>
 
 #include <cerrno>
@@ -27,19 +28,8 @@
 
 namespace {
 
-struct Scratch {
-    std::string path;
-    Scratch() {
-        char tmpl[] = "/tmp/nri-qos-sandbox-test.XXXXXX";
-        REQUIRE(mkdtemp(tmpl) != nullptr);
-        path = tmpl;
-    }
-    ~Scratch() {
-        std::string cmd = "rm -rf '" + path + "'";
-        int r = std::system(cmd.c_str());
-        (void)r;
-    }
-    std::string operator/(const std::string& rel) const { return path + "/" + rel; }
+struct Scratch : unit::ScratchDir {
+    Scratch() : ScratchDir("sandbox-test") {}
 };
 
 void mkdirs(const std::string& p) {

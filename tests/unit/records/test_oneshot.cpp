@@ -1,6 +1,7 @@
 // Unit tests of the one-shot hot path (issue 13): the SAX request reader keeps the DOM reader's
 // contract (messages, their precedence, what is kept), the Result printers print exactly what
 // dump_result() printed for the same Result object, and the allocation arena.
+#include "../scratch.hpp"
 #include <catch2/catch.hpp>
 
 #include <ctime>
@@ -750,9 +751,8 @@ std::string without_time(const std::string& text) {
 }  // namespace
 
 TEST_CASE("update_metrics: state file and textfile byte for byte as before (every kind of line, pending queue, escaping)", "[metrics][oneshot]") {
-    char tmpl[] = "/tmp/nri-qos-metrics-golden.XXXXXX";
-    REQUIRE(mkdtemp(tmpl));
-    std::string d = tmpl;
+    unit::ScratchDir scratch("metrics-golden");
+    const std::string d = scratch.path;
     spit_file(d + "/.m.prom.state", kStateIn);
     REQUIRE(update_metrics(d + "/m.prom", {}, {}) == "");
     CHECK(slurp_file(d + "/m.prom") == kGoldenProm);
@@ -770,6 +770,4 @@ TEST_CASE("update_metrics: state file and textfile byte for byte as before (ever
     CHECK(without_time(slurp_file(d + "/m.prom")) == kGolden2Prom);
     CHECK(without_time(slurp_file(d + "/.m.prom.state")) == kGolden2State);
     CHECK(slurp_file(d + "/.m.prom.pending").empty());
-    for (const char* f : {"/m.prom", "/.m.prom.state", "/.m.prom.pending"}) unlink((d + f).c_str());
-    rmdir(d.c_str());
 }
