@@ -331,8 +331,9 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
         });
     }
 
-    if (const TV* s = get(root, "settings"))
-        if (const TV* x = get(*s, "leave_to_others")) c.guard([&] { p.leave_to_others = leave_to_others(c, *x); });
+    if (const TV* s = get(root, "settings"))  // not a table: the error is recorded above (check_keys)
+        if (s->is_table())
+            if (const TV* x = get(*s, "leave_to_others")) c.guard([&] { p.leave_to_others = leave_to_others(c, *x); });
 
     if (const TV* g = get(root, "guarded")) {
         c.guard([&] {

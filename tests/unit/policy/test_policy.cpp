@@ -120,6 +120,15 @@ match.kind = "pod"
     }
 }
 
+TEST_CASE("check: [settings] that is not a table is an error, not a crash", "[policy]") {
+    // Before: get(settings, "leave_to_others") outside any guard threw toml::type_error out of
+    // check_policy_text, and `nri-qos check` aborted.
+    std::vector<std::string> f;
+    REQUIRE_NOTHROW(f = findings("version = 1\nsettings = 5\n[classes.a]\n"));
+    INFO(json(f).dump(1));
+    CHECK(has(f, "2:E:settings: expected a table, got integer"));
+}
+
 TEST_CASE("check: a TOML syntax error stops the check, with its line", "[policy]") {
     auto f = findings("version = 1\n[settings]\ndefault_class = = \"LS\"\n");
     REQUIRE(f.size() == 1);
