@@ -2,9 +2,10 @@
 // is one row of settings_table() (policy_settings.cpp): its key, type, range or choices, default,
 // the Policy member that holds it, where the flat compiled form and the JSON form put it, and its
 // doc line. The TOML reader (policy.cpp read_settings, which `check` runs), the flat encoder and
-// decoder (policy_flat.cpp write_settings / read_settings) and the JSON form (policy_json.cpp
+// decoder (policy_flat.cpp encode_settings / decode_settings) and the JSON form (policy_json.cpp
 // settings_to_json / settings_from_json) are all derived from that table; only a new *type* of
-// setting needs code in them. Not part of the public API: include it only from src/policy/*.cpp.
+// setting needs code in them. Not part of the public API: include it only from src/policy/*.cpp
+// and the unit tests.
 //
 // Adding a setting: a Policy member (policy.hpp, with its doc comment), a row of the table, and
 // its entry in man/nri-qos.toml.5 (tests/unit/policy/test_policy.cpp checks that every key of the
