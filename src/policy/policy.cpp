@@ -262,8 +262,9 @@ void read_settings(const Ctx& c, const TV& root, Policy& p, std::vector<int>& li
         std::vector<std::string> keys;
         for (const SettingDef& d : table) keys.push_back(d.key);
         check_keys(c, *s, "settings", keys);
-        for (size_t i = 0; i < table.size(); ++i)
-            if (table.begin()[i].type != SettingType::FieldOwners) read_row(i);
+        for (bool last : {false, true})
+            for (size_t i = 0; i < table.size(); ++i)
+                if (table.begin()[i].type != SettingType::FieldOwners && table.begin()[i].toml_last == last) read_row(i);
     });
     if (!s->is_table()) return;  // recorded above (check_keys)
     for (size_t i = 0; i < table.size(); ++i)

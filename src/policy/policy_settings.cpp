@@ -53,6 +53,7 @@ std::vector<SettingDef> make_table() {
             .expecting("expected an integer from {lo} to 2^40")
             .flat(kFlatMiddle, 3)
             .json("sinks", 4)
+            .read_last()
             .documented("the size (bytes) beyond which the event log is rotated (0: the default)"),
         setting("leave_to_others", T::FieldOwners, NRIQOS_SETTING_REF(leave_to_others))
             .flat(kFlatMiddle, 0)

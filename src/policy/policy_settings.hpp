@@ -106,6 +106,9 @@ struct SettingDef {
     const char* json_key = nullptr;  ///< nullptr: not in the JSON form
     int json_at = -1;  ///< -1: the value is json_key's; else its index in json_key's array
     bool json_required = false;  ///< policy_from_json refuses a document without json_key
+    /// Read after the other rows (still inside their guard): the order in which errors written on
+    /// one line (an inline [settings] table) are reported, as before the table existed.
+    bool toml_last = false;
     const char* doc = "";  ///< one line; the whole story: man/nri-qos.toml.5
 
     // Setters, so that a row of the table names what it sets.
@@ -118,6 +121,7 @@ struct SettingDef {
     SettingDef& flat(FlatBlock block, uint8_t order) { return flat_block = block, flat_order = order, *this; }
     SettingDef& json(const char* k, int at = -1, bool required = false) { return json_key = k, json_at = at, json_required = required, *this; }
     SettingDef& documented(const char* d) { return doc = d, *this; }
+    SettingDef& read_last() { return toml_last = true, *this; }
 };
 
 /// A row: key, type and member; the setters above add the rest.

@@ -633,3 +633,15 @@ evaluator_events = 9
     CHECK(policy_to_json(p)["katalyst_agent"].dump() == "[true,2,7]");
     CHECK(policy_to_json(p)["sinks"].dump() == R"([true,"",true,"/var/log/x.log",70000])");
 }
+
+TEST_CASE("settings: errors on one line come in the order they always came", "[policy][settings]") {
+    // An inline [settings] table puts every error on one line; check lists them in read order
+    // (event_log_max_bytes last: SettingDef::toml_last), which the table must not change.
+    auto f = findings(
+        "version = 1\nsettings = {default_class = \"a\", event_log_max_bytes = 1, katalyst_default_burst_percent = 500, evaluator_events = 0}\n"
+        "[classes.a]\n");
+    REQUIRE(f.size() == 3);
+    CHECK(f[0].find("settings.katalyst_default_burst_percent:") != std::string::npos);
+    CHECK(f[1].find("settings.evaluator_events:") != std::string::npos);
+    CHECK(f[2].find("settings.event_log_max_bytes:") != std::string::npos);
+}
