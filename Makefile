@@ -141,7 +141,7 @@ POLICY_INC  := $(BUILD)/gen/policy_builtin.inc
 # the policy's parser, checks and flat form and what they call (knob and fact tables, cpusets,
 # SHA-256). A new dependency of those shows here as an undefined reference: add its object.
 POLICY_GEN_OBJS := $(addprefix $(BUILD)/obj/src/,policy/policy.o policy/policy_toml.o policy/policy_text.o policy/policy_knobs.o \
-                   policy/policy_check.o policy/policy_cache.o policy/policy_flat.o model/knobs.o os/sha256.o \
+                   policy/policy_check.o policy/policy_cache.o policy/policy_flat.o policy/policy_settings.o model/knobs.o os/sha256.o \
                    model/fact_table.o os/cpuset.o)
 $(BUILD)/policy-builtin-gen: src/tools/policy-builtin-gen.cpp $(POLICY_GEN_OBJS)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(CROSS_LDFLAGS) $(TARGET_TOOL_LDFLAGS) $< $(POLICY_GEN_OBJS) -lnettle -o $@

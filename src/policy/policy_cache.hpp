@@ -13,10 +13,11 @@
 //   [24,32) u64 end of section A      [32,40) u64 checksum of section A
 //   [40,48) u64 checksum of everything after the header
 //   A       key, racy flag + policy text hash, SHA-256 of the policy text, status (0 valid,
-//           1 broken: followed by the error and nothing else), policy settings, guarded keys,
-//           settings.leave_to_others (field, plugin) pairs, sink settings (metrics_file, event_log, event_log_max_bytes),
-//           settings.evaluator_events,
-//           classes, rule count, offset of section B, rule offset table
+//           1 broken: followed by the error and nothing else), policy version, settings of
+//           flat block "head", source, guarded keys, settings of block "middle", resctrl groups,
+//           settings of block "tail", classes, rule count, offset of section B, rule offset
+//           table. Which settings each block holds, in which order and encoding: the one
+//           declaration of [settings], policy_settings.hpp (FlatBlock, SettingType).
 //   records one per rule: u32 length, u64 checksum, the rule
 //   B       u64 checksum of the rest of B, the unindexed rule numbers, the rule index (sorted
 //           (u32 anchor hash, u32 rule) pairs)

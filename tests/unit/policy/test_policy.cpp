@@ -15,6 +15,7 @@
 #include "policy/policy.hpp"
 #include "policy/policy_builtin.hpp"
 #include "policy/policy_cache.hpp"
+#include "policy/policy_settings.hpp"
 #include "policy/policy_store.hpp"
 #include "os/sha256.hpp"
 
@@ -118,6 +119,15 @@ match.kind = "pod"
         CHECK(std::string(e.what()) ==
               "p.toml:3: settings.default_class: unknown class \"Ls\" (did you mean \"LS\"?) (+9 more errors: run nri-qos check)");
     }
+}
+
+TEST_CASE("check: [settings] that is not a table is an error, not a crash", "[policy]") {
+    // Before: get(settings, "leave_to_others") outside any guard threw toml::type_error out of
+    // check_policy_text, and `nri-qos check` aborted.
+    std::vector<std::string> f;
+    REQUIRE_NOTHROW(f = findings("version = 1\nsettings = 5\n[classes.a]\n"));
+    INFO(json(f).dump(1));
+    CHECK(has(f, "2:E:settings: expected a table, got integer"));
 }
 
 TEST_CASE("check: a TOML syntax error stops the check, with its line", "[policy]") {
@@ -556,4 +566,82 @@ TEST_CASE("read_fail_mode agrees with the compiled policy on every valid text", 
         "[[rules]]\nname = \"a\"\nclass = \"BE\"\nmatch.labels = { \"app\" = \"x\" }\n"
         "[classes.BE]\ndescription = '''multi\nline'''\n[classes.BE.container]\ncpu_shares = 2\n";
     for (size_t n = 0; n <= small.size(); ++n) agrees(small.substr(0, n));
+}
+
+TEST_CASE("settings table: every key is documented in nri-qos.toml(5), with its choices and default", "[policy][settings]") {
+    const std::string man = slurp(NRI_QOS_SRCDIR "/man/nri-qos.toml.5");
+    for (const SettingDef& d : settings_table()) {
+        INFO(d.key);
+        const std::string head = std::string("\n.BR ") + d.key + " \"";
+        const size_t at = man.find(head);
+        REQUIRE(at != std::string::npos);
+        const std::string line = man.substr(at + 1, man.find('\n', at + 1) - at - 1);
+        CHECK(std::string(d.doc).size() > 10);
+        if (d.type != SettingType::Choice) continue;
+        for (size_t i = 0; i < choice_count(d); ++i) CHECK(line.find(std::string("\\(dq") + d.choices[i] + "\\(dq") != std::string::npos);
+        CHECK(line.find(std::string("default \\(dq") + d.choices[d.def] + "\\(dq") != std::string::npos);
+    }
+}
+
+TEST_CASE("settings table: its defaults are a default Policy's", "[policy][settings]") {
+    Policy p;
+    for (const SettingDef& d : settings_table()) {
+        INFO(d.key);
+        switch (d.type) {
+            case SettingType::Text: CHECK(d.ref.of<std::string>(p).empty()); break;
+            case SettingType::FailMode:
+            case SettingType::Bool: CHECK(int64_t(d.ref.of<bool>(p)) == d.def); break;
+            case SettingType::Choice: CHECK(int64_t(d.ref.of<uint8_t>(p)) == d.def); break;
+            case SettingType::Count:
+                CHECK((d.ref.kind == SettingRef::U64 ? int64_t(d.ref.of<uint64_t>(p)) : int64_t(d.ref.of<uint32_t>(p))) == d.def);
+                break;
+            case SettingType::Path: CHECK((d.ref.of<std::string>(p).empty() && !d.aux.of<bool>(p))); break;
+            case SettingType::CpusOrCount: CHECK((d.ref.of<std::string>(p).empty() && d.aux.of<uint32_t>(p) == 0)); break;
+            case SettingType::FieldOwners: CHECK(d.ref.of<std::vector<LeftField>>(p).empty()); break;
+        }
+    }
+}
+
+TEST_CASE("settings table: every setting survives the flat form and the JSON form", "[policy][settings]") {
+    // Each setting away from its default, so that a lost or swapped one shows.
+    const Policy p = parse_policy_toml(R"(version = 1
+[settings]
+default_class = "BE"
+fail = "closed"
+cpu_weight_formula = "linear"
+koordinator_quota_lift = "never"
+metrics_file = ""
+event_log = "/var/log/x.log"
+event_log_max_bytes = 70000
+leave_to_others = [{ field = "cpu_shares", plugin = "koordlet" }]
+katalyst_reserved_cpus = "0-1"
+katalyst_default_numa_exclusive = true
+katalyst_dedicated_default_burst = "closed"
+katalyst_default_burst_percent = 7
+evaluator_events = 9
+[classes.BE]
+)",
+                                       "p.toml");
+    CHECK(p.sinks.metrics_file_set);
+    CHECK(p.evaluator_events == 9);
+    CHECK(p.katalyst_dedicated_default_burst == Policy::KatalystBurst::Closed);
+    Policy q;
+    REQUIRE(policy_cache::decode(policy_cache::compile(p, "k", false, 1, "s"), "k", nullptr, q, nullptr) == policy_cache::Decoded::Ok);
+    CHECK(policy_to_json(q).dump() == policy_to_json(p).dump());
+    CHECK(q.evaluator_events == 9);  // not in the JSON form
+    CHECK(policy_to_json(policy_from_json(policy_to_json(p))).dump() == policy_to_json(p).dump());
+    CHECK(policy_to_json(p)["katalyst_agent"].dump() == "[true,2,7]");
+    CHECK(policy_to_json(p)["sinks"].dump() == R"([true,"",true,"/var/log/x.log",70000])");
+}
+
+TEST_CASE("settings: errors on one line come in the order they always came", "[policy][settings]") {
+    // An inline [settings] table puts every error on one line; check lists them in read order
+    // (event_log_max_bytes last: SettingDef::toml_last), which the table must not change.
+    auto f = findings(
+        "version = 1\nsettings = {default_class = \"a\", event_log_max_bytes = 1, katalyst_default_burst_percent = 500, evaluator_events = 0}\n"
+        "[classes.a]\n");
+    REQUIRE(f.size() == 3);
+    CHECK(f[0].find("settings.katalyst_default_burst_percent:") != std::string::npos);
+    CHECK(f[1].find("settings.evaluator_events:") != std::string::npos);
+    CHECK(f[2].find("settings.event_log_max_bytes:") != std::string::npos);
 }
