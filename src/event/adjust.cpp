@@ -320,6 +320,100 @@ struct Builder {
         return limit;
     }
 
+    /// The cgroup v2 value of knob `k` (resolved `r`, request key `key`) on cgroup directory
+    /// `dir`, with the file (`file`, the knob's v2 file unless the kernel's offers another) and
+    /// the note of its conversion. False when nothing is to be written: the knob is written with
+    /// another (cpu.max), or refused (the reason is in the plan).
+    bool v2_value(const KnobSetting& k, const Resolved& r, const std::string& key, const std::string& scope, const std::string& dir,
+                  const std::vector<KnobSetting>& all, std::string& file, std::string& value, std::string& note) {
+        const Request& req = *in.req;
+        switch (k.id) {
+            case KnobId::CpuShares: {
+                uint64_t s = static_cast<uint64_t>(r.num);
+                // A class's pod_cpu_weight_formula: the pod-level conversion of the node agent
+                // that writes the pod cgroup itself (koordlet's linear ConvertCPUSharesToWeight);
+                // container knobs keep the runtime's (settings.cpu_weight_formula).
+                const ClassDef* cls = in.decision.cls;
+                if (scope == "pod" && cls && cls->pod_weight_formula_set && cls->pod_weight_formula != WeightFormula::Auto) {
+                    value = std::to_string(shares_to_weight(s, cls->pod_weight_formula));
+                    note = std::string(weight_formula_name(cls->pod_weight_formula)) + " of shares " + std::to_string(s) + " (classes." + cls->name +
+                           ".pod_cpu_weight_formula)";
+                    break;
+                }
+                if (ctr_weight_rewrite(k, scope)) {
+                    value = std::to_string(shares_to_weight(s, cls->ctr_weight_formula));
+                    note = std::string(weight_formula_name(cls->ctr_weight_formula)) + " of shares " + std::to_string(s) + " (classes." + cls->name +
+                           ".container_cpu_weight_formula): the node agent's periodic rewrite of the "
+                           "container's cpu.weight (koordlet's container reconciler, every 10 s), not the runtime's formula";
+                    break;
+                }
+                const WeightChoice& wc = weight_choice();
+                value = std::to_string(shares_to_weight(s, wc.formula));
+                plan.weight_formula = wc.text();
+                break;
+            }
+            case KnobId::CpuQuota:
+            case KnobId::CpuPeriod: {
+                // cpu.max = "$MAX $PERIOD": one write for both; keep what is not configured.
+                if (k.id == KnobId::CpuPeriod) {
+                    for (const auto& o : all)
+                        if (o.id == KnobId::CpuQuota) return false;  // written together with the quota
+                }
+                std::string quota = "max", period;
+                for (const auto& o : all) {
+                    if (o.id != KnobId::CpuQuota && o.id != KnobId::CpuPeriod) continue;
+                    Resolved ro = resolve(o, req.resources, all);
+                    if (!ro.ok) continue;
+                    if (o.id == KnobId::CpuQuota) quota = num_or(ro, "max");
+                    else period = std::to_string(ro.num);
+                }
+                if (k.id == KnobId::CpuPeriod) {
+                    // only the period: keep the current quota
+                    auto cur = in.kernel ? in.kernel->read(Root::Cgroup, cg_file("", dir, "cpu.max")) : std::nullopt;
+                    if (cur && !cur->empty()) quota = cur->substr(0, cur->find_first_of(" \n"));
+                }
+                value = period.empty() ? quota : quota + " " + period;
+                break;
+            }
+            case KnobId::MemorySwap: {
+                // OCI memory.swap is memory+swap; cgroup v2 memory.swap.max is swap alone.
+                // opencontainers/cgroups utils.go ConvertMemorySwapToCgroupV2Value.
+                if (r.is_max) {
+                    value = "max";
+                    break;
+                }
+                std::optional<int64_t> limit = effective_memory_limit(all);
+                if (!limit) {
+                    refuse(key, scope, "memory+swap needs a memory limit (runc)");
+                    return false;
+                }
+                if (*limit == -1) {
+                    value = std::to_string(r.num);  // unlimited memory: the swap value as is (runc)
+                    break;
+                }
+                if (r.num < *limit) {
+                    refuse(key, scope, "memory+swap " + std::to_string(r.num) + " is below the memory limit " + std::to_string(*limit));
+                    return false;
+                }
+                value = std::to_string(r.num - *limit);
+                break;
+            }
+            case KnobId::BlkioWeight:
+                // opencontainers/cgroups fs2/io.go setIo: with the BFQ scheduler, io.bfq.weight
+                // takes the blkio weight (10-1000) as is; else io.weight, converted.
+                if (in.kernel && in.kernel->exists(Root::Cgroup, cg_file("", dir, "io.bfq.weight"))) {
+                    file = "io.bfq.weight";
+                    value = std::to_string(r.num);
+                    note = "BFQ: io.bfq.weight takes the blkio weight as is (runc fs2 setIo)";
+                } else {
+                    value = "default " + std::to_string(blkio_to_io_weight(static_cast<uint64_t>(r.num)));
+                }
+                break;
+            default: value = r.is_text ? r.text : num_or(r, "max");
+        }
+        return true;
+    }
+
     /// Direct writes for one knob on cgroup directory `dir` (container or pod cgroup).
     void direct(const KnobSetting& k, const Resolved& r, const std::string& scope, const std::string& dir, const std::vector<KnobSetting>& all) {
         const KnobDef& d = knob_def(k.id);
@@ -362,87 +456,8 @@ struct Builder {
         std::string value, note;
         if (!v2) {
             value = r.is_text ? r.text : num_or(r, "-1");
-        } else {
-            switch (k.id) {
-                case KnobId::CpuShares: {
-                    uint64_t s = static_cast<uint64_t>(r.num);
-                    // A class's pod_cpu_weight_formula: the pod-level conversion of the node agent
-                    // that writes the pod cgroup itself (koordlet's linear ConvertCPUSharesToWeight);
-                    // container knobs keep the runtime's (settings.cpu_weight_formula).
-                    const ClassDef* cls = in.decision.cls;
-                    if (scope == "pod" && cls && cls->pod_weight_formula_set && cls->pod_weight_formula != WeightFormula::Auto) {
-                        value = std::to_string(shares_to_weight(s, cls->pod_weight_formula));
-                        note = std::string(weight_formula_name(cls->pod_weight_formula)) + " of shares " + std::to_string(s) + " (classes." +
-                               cls->name + ".pod_cpu_weight_formula)";
-                        break;
-                    }
-                    if (ctr_weight_rewrite(k, scope)) {
-                        value = std::to_string(shares_to_weight(s, cls->ctr_weight_formula));
-                        note = std::string(weight_formula_name(cls->ctr_weight_formula)) + " of shares " + std::to_string(s) + " (classes." +
-                               cls->name +
-                               ".container_cpu_weight_formula): the node agent's periodic rewrite of the "
-                               "container's cpu.weight (koordlet's container reconciler, every 10 s), not the runtime's formula";
-                        break;
-                    }
-                    const WeightChoice& wc = weight_choice();
-                    value = std::to_string(shares_to_weight(s, wc.formula));
-                    plan.weight_formula = wc.text();
-                    break;
-                }
-                case KnobId::CpuQuota:
-                case KnobId::CpuPeriod: {
-                    // cpu.max = "$MAX $PERIOD": one write for both; keep what is not configured.
-                    if (k.id == KnobId::CpuPeriod) {
-                        for (const auto& o : all)
-                            if (o.id == KnobId::CpuQuota) return;  // written together with the quota
-                    }
-                    std::string quota = "max", period;
-                    for (const auto& o : all) {
-                        if (o.id != KnobId::CpuQuota && o.id != KnobId::CpuPeriod) continue;
-                        Resolved ro = resolve(o, req.resources, all);
-                        if (!ro.ok) continue;
-                        if (o.id == KnobId::CpuQuota) quota = num_or(ro, "max");
-                        else period = std::to_string(ro.num);
-                    }
-                    if (k.id == KnobId::CpuPeriod) {
-                        // only the period: keep the current quota
-                        auto cur = in.kernel ? in.kernel->read(Root::Cgroup, cg_file("", dir, "cpu.max")) : std::nullopt;
-                        if (cur && !cur->empty()) quota = cur->substr(0, cur->find_first_of(" \n"));
-                    }
-                    value = period.empty() ? quota : quota + " " + period;
-                    break;
-                }
-                case KnobId::MemorySwap: {
-                    // OCI memory.swap is memory+swap; cgroup v2 memory.swap.max is swap alone.
-                    // opencontainers/cgroups utils.go ConvertMemorySwapToCgroupV2Value.
-                    if (r.is_max) {
-                        value = "max";
-                        break;
-                    }
-                    std::optional<int64_t> limit = effective_memory_limit(all);
-                    if (!limit) return refuse(key, scope, "memory+swap needs a memory limit (runc)");
-                    if (*limit == -1) {
-                        value = std::to_string(r.num);  // unlimited memory: the swap value as is (runc)
-                        break;
-                    }
-                    if (r.num < *limit)
-                        return refuse(key, scope, "memory+swap " + std::to_string(r.num) + " is below the memory limit " + std::to_string(*limit));
-                    value = std::to_string(r.num - *limit);
-                    break;
-                }
-                case KnobId::BlkioWeight:
-                    // opencontainers/cgroups fs2/io.go setIo: with the BFQ scheduler, io.bfq.weight
-                    // takes the blkio weight (10-1000) as is; else io.weight, converted.
-                    if (in.kernel && in.kernel->exists(Root::Cgroup, cg_file("", dir, "io.bfq.weight"))) {
-                        file = "io.bfq.weight";
-                        value = std::to_string(r.num);
-                        note = "BFQ: io.bfq.weight takes the blkio weight as is (runc fs2 setIo)";
-                    } else {
-                        value = "default " + std::to_string(blkio_to_io_weight(static_cast<uint64_t>(r.num)));
-                    }
-                    break;
-                default: value = r.is_text ? r.text : num_or(r, "max");
-            }
+        } else if (!v2_value(k, r, key, scope, dir, all, file, value, note)) {
+            return;
         }
         Write& added = add(key, k.id, scope, Root::Cgroup, cg_file(d.v1_ctrl ? d.v1_ctrl : "", dir, file), value);
         added.note = note;

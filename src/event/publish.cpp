@@ -233,7 +233,7 @@ std::string make_last_request(const EventOutcome& o, const EventRecord& r) {
 namespace {
 // The deadline record, prepared for record_on_deadline (written only outside the signal
 // handler; the handler reads). Two slots: a stage writes the one the handler is not using, and
-// the caller's single atomic store (pipeline.cpp, together with the deadline answer of the same
+// the caller's single atomic store (deadline.cpp Deadline::stage, together with the deadline answer of the same
 // stage) makes it the one the handler reads, so the handler always finds a whole record of the
 // stage whose answer it prints. A slot's strings are packed back to back, each NUL-terminated
 // and cut at the size the lines always had (stderr 2 KiB, event-log line and each path 4 KiB,

@@ -94,7 +94,7 @@ std::string make_last_request(const EventOutcome& o, const EventRecord& r);
 /// delete/stop/remove events). Problems go to stderr as one line each. Never throws.
 void publish_event(const EventOutcome& o, const SinkPaths& paths);
 
-/// Events cut off by the self-imposed deadline (pipeline.cpp on_deadline) are recorded too:
+/// Events cut off by the self-imposed deadline (deadline.cpp Deadline::on_signal) are recorded too:
 /// prepare_deadline_record() keeps a ready record (stderr line, event-log line, metrics line)
 /// current as the event progresses; record_on_deadline() — async-signal-safe: open, flock,
 /// write, close only — writes whatever publish_event has not written yet. Its metrics line goes
@@ -105,7 +105,7 @@ void publish_event(const EventOutcome& o, const SinkPaths& paths);
 ///
 /// The record is kept in two slots (0, 1): prepare_deadline_record writes `slot`, the one the
 /// handler is not reading; the caller then makes it current with the one atomic store that also
-/// switches the deadline answer of the same stage (pipeline.cpp), and the handler passes the
+/// switches the deadline answer of the same stage (deadline.cpp Deadline::stage), and the handler passes the
 /// current slot to record_on_deadline. So the handler never reads a record being written, and
 /// never prints an answer with the record of another stage (a fail-closed answer with a
 /// fail-open record, or the reverse). Preparing is incremental: the long groups (who, policy)

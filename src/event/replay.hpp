@@ -12,6 +12,7 @@
 
 #include "event/adjust.hpp"
 #include "event/classify.hpp"
+#include "facts/facts.hpp"
 #include "policy/policy.hpp"
 #include "model/request.hpp"
 #include "records/state.hpp"
@@ -68,6 +69,21 @@ struct Desired {
 /// Build the desired plan of `rec` with `policy` (already loaded by the caller). Merges the
 /// sandbox memo like the hook does. Reads the kernel only for plan inputs (cpu.max on v2).
 Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayRoots& roots, StateDir& state);
+
+/// The fact stage's input (facts.hpp FactInput) for the plan input `pin` (its request, policy,
+/// kube QoS, cgroup paths, layout and kernel): the one construction used by an event
+/// (pipeline.cpp run_pipeline) and a replay (desired_plan: status, reconcile, explain
+/// --container), so that both compute facts from the same inputs. `cgroup_root`, `sysfs_root`,
+/// `dev_root`, `kubelet_cpu_state`: the roots the fact readers look at (FactInput); `dry_run`:
+/// compute only, record nothing, take no lock. FactInput::not_passed stays unset (a plain
+/// absence): the event sets it for a v0.1 request.
+FactInput fact_input(const PlanInput& pin, const std::string& cgroup_root, const std::string& sysfs_root, const std::string& dev_root,
+                     const std::string& kubelet_cpu_state, bool dry_run);
+
+/// A container request completed from its sandbox memo (records/state.hpp Memo), as an event and
+/// a replay do before classifying: the pod annotations the request lacks (its own win), and the
+/// pod namespace and name when it has none.
+void merge_memo(Request& r, const Memo& m);
 
 /// settings.cpu_weight_formula = "auto", the pod-level evidence (adjust.hpp decide_weight_formula): the
 /// (OCI shares, cpu.weight) pairs of the other sandboxes/containers of `r`'s pod recorded in the
