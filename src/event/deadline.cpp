@@ -196,6 +196,7 @@ void arm_deadline(Mode mode, int ms) { g_deadline.arm(mode, ms); }
 
 void arm_next_deadline(Mode mode, int ms, const Options& opt) {
     g_deadline.reset_event();
+    deadline_record_new_event();  // the last event's publish_event took its own record, not this one's
     arm_deadline(mode, ms);
     prepare_deadline_record(mode, opt);
 }

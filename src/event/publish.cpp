@@ -417,6 +417,8 @@ void record_on_deadline(int slot) {
     if (!g_dl_metrics_done) append_fd_line(d.text + d.pending_path_at, d.text + d.pending_at, d.pending_len);
 }
 
+void deadline_record_new_event() { g_dl_taken = g_dl_metrics_done = g_dl_log_done = 0; }
+
 DeadlineRecordText deadline_record_text(int slot) {
     const DeadlineSlot& d = g_dl[slot & 1];
     if (!d.ready) return {false, "", "", "", "", ""};

@@ -117,6 +117,9 @@ void prepare_deadline_record(const EventRecord& r, const SinkPaths& paths, int64
 /// Async-signal-safe (write, open, flock, close; no allocation): writes slot `slot`'s record if
 /// one was prepared there and publish_event has not taken over.
 void record_on_deadline(int slot);
+/// A new event in the same process (deadline.hpp arm_next_deadline: a resident evaluator's next
+/// event): the deadline's record is again the handler's to write, in full. Call with the timer off.
+void deadline_record_new_event();
 
 /// The lines prepared in `slot` (stderr, event log, metrics pending), for tests.
 struct DeadlineRecordText {

@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdlib>
 #include <fstream>
+#include <fcntl.h>
 #include <map>
 #include <memory>
 #include <set>
@@ -17,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../scratch.hpp"
 #include "event/adjust.hpp"
 #include "event/classify.hpp"
 #include "os/kernel.hpp"
@@ -601,6 +603,46 @@ TEST_CASE("a deadline after the delivered answer cuts the records only", "[actua
     CHECK(recs.find("deadline exceeded") == std::string::npos);
     int rc = system(("rm -rf '" + d + "'").c_str());
     (void)rc;
+}
+
+TEST_CASE("a resident evaluator's later event cut by the deadline is recorded too", "[actuation][deadline]") {
+    // One process, two events (a resident evaluator: nri/eval_pipeline.cpp arm_next_deadline per
+    // event). The first publishes its own record; the second is cut by its deadline before it
+    // has a record of its own, so the deadline's record must be written. It was not: the first
+    // event's "the record is ours to write" flag (publish.cpp) outlived it.
+    unit::ScratchDir scratch("resident-deadline");
+    const std::string log = scratch / "events.log";
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        dup2(null, 1);
+        dup2(null, 2);
+        Options o;
+        o.policy = scratch / "none.toml";  // absent: the built-in policy
+        o.state_dir = scratch / "state";
+        o.cache_dir = "";
+        o.last_good_dir_set = true;
+        o.last_good_dir = "";
+        o.event_log = log;
+        o.metrics_file = "";
+        int code = 0;
+        arm_deadline(Mode::NriEval, 5000);
+        run_pipeline(Mode::NriEval, o, "{not json", code);  // event 1: its own record
+        arm_next_deadline(Mode::NriEval, 100, o);  // event 2: cut before any stage
+        usleep(3000000);
+        _exit(0);  // not reached: the deadline ends the process
+    }
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st));
+    std::ifstream f(log);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(f, l);) lines.push_back(l);
+    CAPTURE(lines);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0].find("deadline exceeded") == std::string::npos);
+    CHECK(lines[1].find("deadline exceeded") != std::string::npos);
 }
 
 TEST_CASE("deadline answers carry the class's fail mode", "[actuation][deadline]") {
