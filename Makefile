@@ -136,8 +136,12 @@ $(BUILD)/obj/src/os/sandbox.o: $(SECCOMP_H)
 # The built-in policy: conf/nri.d/nri-qos.toml validated (no error, no warning) and compiled at
 # build time into the flat compiled form, linked in as a byte array (src/policy/policy_builtin.*).
 POLICY_INC  := $(BUILD)/gen/policy_builtin.inc
+# The generator links the policy compile alone, not libnriqos.a: libnriqos.a holds
+# policy_builtin.o, which includes the generator's own output. So its objects are listed by hand:
+# the policy's parser, checks and flat form and what they call (knob and fact tables, cpusets,
+# SHA-256). A new dependency of those shows here as an undefined reference: add its object.
 POLICY_GEN_OBJS := $(addprefix $(BUILD)/obj/src/,policy/policy.o policy/policy_toml.o policy/policy_text.o policy/policy_knobs.o \
-                   policy/policy_check.o policy/policy_cache.o policy/policy_flat.o model/knobs.o os/sha256.o \
+                   policy/policy_check.o policy/policy_cache.o policy/policy_flat.o policy/policy_settings.o model/knobs.o os/sha256.o \
                    model/fact_table.o os/cpuset.o)
 $(BUILD)/policy-builtin-gen: src/tools/policy-builtin-gen.cpp $(POLICY_GEN_OBJS)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(CROSS_LDFLAGS) $(TARGET_TOOL_LDFLAGS) $< $(POLICY_GEN_OBJS) -lnettle -o $@

@@ -31,15 +31,15 @@
 #include <unistd.h>
 
 struct cmd {
-    const char *label;
-    const char *input; /* stdin for this command ("<FILE" token), else -i */
-    const char *touch; /* "^FILE" token: set FILE's mtime to now before each run (untimed) */
-    char *env;         /* "%VAR=VALUE" token: put in the child's environment, or NULL */
-    char **argv;
-    double *us;
-    long *rss;
+    const char* label;
+    const char* input; /* stdin for this command ("<FILE" token), else -i */
+    const char* touch; /* "^FILE" token: set FILE's mtime to now before each run (untimed) */
+    char* env; /* "%VAR=VALUE" token: put in the child's environment, or NULL */
+    char** argv;
+    double* us;
+    long* rss;
     double user_us, sys_us; /* sums of ru_utime / ru_stime */
-    long minflt;            /* sum of ru_minflt */
+    long minflt; /* sum of ru_minflt */
 };
 
 static double now_us(void) {
@@ -48,10 +48,10 @@ static double now_us(void) {
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-static const char *g_input;
+static const char* g_input;
 static int g_null = -1;
 
-static pid_t spawn(const char *input, char *env, char **argv) {
+static pid_t spawn(const char* input, char* env, char** argv) {
     pid_t pid = fork();
     if (pid < 0) {
         perror("driver: fork");
@@ -68,7 +68,7 @@ static pid_t spawn(const char *input, char *env, char **argv) {
     return pid;
 }
 
-static void check_status(const struct cmd *c, int status) {
+static void check_status(const struct cmd* c, int status) {
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         fprintf(stderr, "driver: %s: %s %d\n", c->label, WIFEXITED(status) ? "exit status" : "killed by signal",
                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
@@ -76,16 +76,16 @@ static void check_status(const struct cmd *c, int status) {
     }
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
+static int cmp_d(const void* a, const void* b) {
+    double x = *(const double*)a, y = *(const double*)b;
     return x < y ? -1 : x > y;
 }
-static int cmp_l(const void *a, const void *b) {
-    long x = *(const long *)a, y = *(const long *)b;
+static int cmp_l(const void* a, const void* b) {
+    long x = *(const long*)a, y = *(const long*)b;
     return x < y ? -1 : x > y;
 }
 /* Nearest-rank percentile of a sorted array. */
-static double pct(const double *v, int n, double p) {
+static double pct(const double* v, int n, double p) {
     int k = (int)(p / 100.0 * n + 0.999999) - 1;
     if (k < 0) k = 0;
     if (k >= n) k = n - 1;
@@ -97,7 +97,7 @@ static void usage(void) {
     exit(2);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
     int n = 1000, warm = 20, par = 0, opt;
     while ((opt = getopt(argc, argv, "+n:w:P:i:")) != -1) {
         switch (opt) {
@@ -193,10 +193,11 @@ int main(int argc, char **argv) {
         for (int i = 0; i < n; ++i) sum += cmds[c].us[i];
         qsort(cmds[c].us, (size_t)n, sizeof(double), cmp_d);
         qsort(cmds[c].rss, (size_t)n, sizeof(long), cmp_l);
-        printf("%s n=%d p50_us=%.0f p90_us=%.0f p99_us=%.0f max_us=%.0f mean_us=%.0f rss_kib_max=%ld rss_kib_p50=%ld"
-               " user_us=%.0f sys_us=%.0f minflt=%.1f\n",
-               cmds[c].label, n, pct(cmds[c].us, n, 50), pct(cmds[c].us, n, 90), pct(cmds[c].us, n, 99), cmds[c].us[n - 1],
-               sum / n, cmds[c].rss[n - 1], cmds[c].rss[n / 2], cmds[c].user_us / n, cmds[c].sys_us / n, (double)cmds[c].minflt / n);
+        printf(
+            "%s n=%d p50_us=%.0f p90_us=%.0f p99_us=%.0f max_us=%.0f mean_us=%.0f rss_kib_max=%ld rss_kib_p50=%ld"
+            " user_us=%.0f sys_us=%.0f minflt=%.1f\n",
+            cmds[c].label, n, pct(cmds[c].us, n, 50), pct(cmds[c].us, n, 90), pct(cmds[c].us, n, 99), cmds[c].us[n - 1], sum / n, cmds[c].rss[n - 1],
+            cmds[c].rss[n / 2], cmds[c].user_us / n, cmds[c].sys_us / n, (double)cmds[c].minflt / n);
     }
     return 0;
 }

@@ -26,29 +26,29 @@ namespace nri {
 std::string apply_eval_flags(nriqos::Options&, const std::vector<std::string>&) { return ""; }
 
 InProcessEval pipeline_evaluator(const nriqos::Options&) {
-  InProcessEval e;
-  e.prepare = [](const std::vector<std::string>&, bool) -> std::string { return ""; };
-  e.probe_fail_mode = []() -> int { return 0; };  // fail open, as an absent policy
-  e.evaluate = [](int) -> int {
-    char buf[16384];
-    for (;;) {  // the event, to EOF
-      ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
-      if (n > 0) continue;
-      if (n < 0 && errno == EINTR) continue;
-      break;
-    }
-    static const char kAnswer[] =
-        "{\"adjustment\":null,\"error\":\"\",\"metadata\":{},\"on_child_failure\":\"open\",\"update\":null,\"writes\":[]}";
-    size_t off = 0;
-    while (off < sizeof kAnswer - 1) {
-      ssize_t n = write(STDOUT_FILENO, kAnswer + off, sizeof kAnswer - 1 - off);
-      if (n > 0) off += size_t(n);
-      else if (n < 0 && errno == EINTR) continue;
-      else return 1;
-    }
-    return 0;
-  };
-  return e;
+    InProcessEval e;
+    e.prepare = [](const std::vector<std::string>&, bool) -> std::string { return ""; };
+    e.probe_fail_mode = []() -> int { return 0; };  // fail open, as an absent policy
+    e.evaluate = [](int) -> int {
+        char buf[16384];
+        for (;;) {  // the event, to EOF
+            ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+            if (n > 0) continue;
+            if (n < 0 && errno == EINTR) continue;
+            break;
+        }
+        static const char kAnswer[] =
+            "{\"adjustment\":null,\"error\":\"\",\"metadata\":{},\"on_child_failure\":\"open\",\"update\":null,\"writes\":[]}";
+        size_t off = 0;
+        while (off < sizeof kAnswer - 1) {
+            ssize_t n = write(STDOUT_FILENO, kAnswer + off, sizeof kAnswer - 1 - off);
+            if (n > 0) off += size_t(n);
+            else if (n < 0 && errno == EINTR) continue;
+            else return 1;
+        }
+        return 0;
+    };
+    return e;
 }
 
 }  // namespace nri

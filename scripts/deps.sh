@@ -9,7 +9,7 @@ declare -A SETS=(
   # demo: the packages of the Makefile's HOOK_DEP_ITEMS, the compiler, protoc and jq; nothing for the
   # companions (tests/policy.sh checks the match)
   [demo]="g++ make nlohmann-json3-dev libcli11-dev libtoml11-dev libseccomp-dev libprotobuf-dev protobuf-compiler nettle-dev libyaml-cpp-dev jq"
-  [test]="catch2 python3 jq strace python3-prometheus-client ccache"
+  [test]="catch2 python3 jq strace python3-prometheus-client ccache clang-format universal-ctags"
   [fuzz]="clang libclang-rt-14-dev"
   [e2e]="containerd runc python3-grpcio python3-grpc-tools busybox-static jq debian-archive-keyring"
   [pkg]="rpm debhelper dpkg-dev fakeroot lintian mandoc groff-base busybox-static jq golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev python3-jsonschema python3-yaml prometheus"

@@ -13,16 +13,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
     if (argc < 5) {
         fprintf(stderr, "usage: hot-trace OUT LO HI PROG [ARG...]\n");
         return 2;
     }
-    FILE *out = fopen(argv[1], "w");
+    FILE* out = fopen(argv[1], "w");
     if (!out) return 2;
     uint64_t lo = strtoull(argv[2], NULL, 16), hi = strtoull(argv[3], NULL, 16);
     if (hi <= lo || hi - lo > (1u << 30)) return 2;
-    unsigned char *seen = calloc((hi - lo) / 8 + 1, 1);
+    unsigned char* seen = calloc((hi - lo) / 8 + 1, 1);
     if (!seen) return 2;
     pid_t pid = fork();
     if (pid < 0) return 2;
@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
     int sig = 0;
     unsigned long steps = 0;
     for (;;) {
-        if (ptrace(PTRACE_SINGLESTEP, pid, NULL, (void *)(long)sig) != 0) break;
+        if (ptrace(PTRACE_SINGLESTEP, pid, NULL, (void*)(long)sig) != 0) break;
         if (waitpid(pid, &st, 0) != pid) break;
         if (WIFEXITED(st) || WIFSIGNALED(st)) break;
         sig = WSTOPSIG(st) == SIGTRAP || WSTOPSIG(st) == SIGALRM ? 0 : WSTOPSIG(st);

@@ -87,11 +87,19 @@ for d in $order; do
 done
 
 # 5. no stale path: every src/... and tests/unit/... file that the docs, man pages, READMEs and
-#    comments name exists (a move that forgot a reference fails here)
+#    comments name exists (a move that forgot a reference fails here). Brace forms
+#    (src/os/kernel.{hpp,cpp}) name each file; a glob (src/nri/relay*.cpp) must match one at least.
 if [ -z "${LAYERING_SRC:-}" ]; then
   stale=$(git ls-files -- '*.md' '*.cpp' '*.hpp' '*.sh' '*.py' 'man/*' 'Makefile' 2>/dev/null | grep -v '^tests/conformance/cases/' |
-    xargs grep -ohE '(^|[^A-Za-z0-9_./-])(src|tests/unit)/[A-Za-z0-9_/-]+\.(cpp|hpp|proto|sh|ld|specs)' 2>/dev/null |
-    sed -E 's/^[^st]*//' | sort -u | while read -r path; do [ -e "$path" ] || echo "$path"; done)
+    xargs grep -ohE '(^|[^A-Za-z0-9_./-])(src|tests/unit)/[A-Za-z0-9_/*-]+\.(cpp|hpp|proto|sh|ld|specs|\{[a-z,]+\})' 2>/dev/null |
+    sed -E 's/^[^st]*//' | sort -u | while read -r path; do
+      case $path in
+        *.\{*\}) stem=${path%.\{*}; exts=${path##*.\{}; exts=${exts%\}}
+                 for e in ${exts//,/ }; do [ -e "$stem.$e" ] || echo "$stem.$e"; done ;;
+        *\**) compgen -G "$path" >/dev/null || echo "$path" ;;
+        *) [ -e "$path" ] || echo "$path" ;;
+      esac
+    done)
   if [ -z "$stale" ]; then ok "layering: every src/ and tests/unit/ path named in the tree exists"
   else bad "layering: named but missing: $(echo $stale)"; fi
 fi

@@ -4,7 +4,9 @@
 #   suites    tests/*.sh — binary-level, real cgroups, hostile input, cache, policy, facts, relay,
 #             docs against the code (tests/docs.sh),
 #             sandbox set-up (strace counts), packaging, tree hygiene (no registry host in the
-#             tree); tests/conformance/run.sh —
+#             tree), the includes pointing down (layering), one dialect (format: clang-format),
+#             function lengths (function_length: none over 150 lines in src/; issue #35);
+#             tests/conformance/run.sh —
 #             the bundled policy against the seed systems' node agents
 #   fuzz      tests/fuzz/run.sh smoke   (skip: NRI_QOS_SKIP_FUZZ=1)
 #   e2e       tests/e2e/run.sh          (real containerd; skip: NRI_QOS_SKIP_E2E=1; it SKIPs
@@ -72,7 +74,7 @@ if [ $AARCH64 = 1 ]; then
 fi
 [ -f tests/packaging.sh ] && suite packaging bash tests/packaging.sh
 [ $E2E = 1 ] && [ "${NRI_QOS_SKIP_VM:-0}" != 1 ] && suite e2e-vm tests/e2e/run.sh vm </dev/null
-for s in invoke cgroup_real hostile cache policy facts explain_pod nri_relay sandbox ops npd discover unseen hygiene docs layering; do
+for s in invoke cgroup_real hostile cache policy facts explain_pod nri_relay sandbox ops npd discover unseen hygiene docs layering format function_length; do
   [ -f "tests/$s.sh" ] && suite "$s" bash "tests/$s.sh"
 done
 # The bundled policy against the seed systems' node agents (issue #10; docs/conformance.md).

@@ -66,7 +66,10 @@ json string_map(const json& m) {
 json oci_resources_from_cri(const json& r) {
     json o = json::object();
     if (!r.is_object()) return o;
-    auto num = [&](const char* k) -> int64_t { const json& v = sub(r, k); return v.is_number_integer() ? v.get<int64_t>() : 0; };
+    auto num = [&](const char* k) -> int64_t {
+        const json& v = sub(r, k);
+        return v.is_number_integer() ? v.get<int64_t>() : 0;
+    };
     json cpu = json::object(), mem = json::object();
     if (num("cpu_shares") > 0) cpu["shares"] = num("cpu_shares");
     if (num("cpu_quota") != 0) cpu["quota"] = num("cpu_quota");
@@ -102,8 +105,8 @@ void build_request(DiscoveredEntry& e, const json& item, const json& pod_labels,
     const json& linux = sub(spec, "linux");
     std::string cgroups = str_of(linux, "cgroupsPath");
     if (cgroups.empty()) {
-        e.skip = spec.is_object() ? "its runtime spec has no linux.cgroupsPath"
-                                  : "the runtime's verbose status has no runtimeSpec (cgroupsPath unknown)";
+        e.skip =
+            spec.is_object() ? "its runtime spec has no linux.cgroupsPath" : "the runtime's verbose status has no runtimeSpec (cgroupsPath unknown)";
         return;
     }
     json resources = sub(linux, "resources");
@@ -137,9 +140,7 @@ void build_request(DiscoveredEntry& e, const json& item, const json& pod_labels,
         if (e.pod.empty()) e.pod = r.pod_name;
         if (!e.sandbox && e.container.empty()) e.container = r.container_name;
         e.request = std::move(text);
-    } catch (const InputError& x) {
-        e.skip = std::string("its request is not valid: ") + x.what();
-    }
+    } catch (const InputError& x) { e.skip = std::string("its request is not valid: ") + x.what(); }
 }
 
 }  // namespace
@@ -148,17 +149,15 @@ Discovery discovery_from_cri_json(const std::string& text, const json& conf) {
     json doc;
     try {
         doc = parse_json_limited(text, 256);
-    } catch (const InputError& x) {
-        throw InputError(std::string("the CRI client's output: ") + x.what());
-    }
+    } catch (const InputError& x) { throw InputError(std::string("the CRI client's output: ") + x.what()); }
     if (!doc.is_object() || sub(doc, "v") != 1) throw InputError("the CRI client's output is not its document (no \"v\": 1)");
     Discovery d;
     const json& rt = sub(doc, "runtime");
     d.runtime = str_of(rt, "name") + (str_of(rt, "version").empty() ? "" : " " + str_of(rt, "version"));
     for (const json& e : sub(doc, "errors").is_array() ? sub(doc, "errors") : json::array())
         if (e.is_string()) d.errors.push_back(one_line(e.get<std::string>()));
-    std::map<std::string, json> pod_labels;      // sandbox id -> its CRI labels
-    std::map<std::string, json> pod_annots;      // sandbox id -> its CRI annotations
+    std::map<std::string, json> pod_labels;  // sandbox id -> its CRI labels
+    std::map<std::string, json> pod_annots;  // sandbox id -> its CRI annotations
     std::map<std::string, std::pair<std::string, std::string>> pod_names;  // sandbox id -> ns, name
     const json& sbs = sub(doc, "sandboxes");
     if (sbs.is_array())
@@ -245,8 +244,14 @@ std::string run_cri_client(const DiscoverOptions& d, std::string& err) {
         if (null >= 0) dup2(null, STDIN_FILENO);
         dup2(out[1], STDOUT_FILENO);
         dup2(errp[1], STDERR_FILENO);
-        char* argv[] = {const_cast<char*>(client.c_str()), const_cast<char*>("--socket"), const_cast<char*>(d.cri_socket.c_str()),
-                        const_cast<char*>("--timeout-ms"), const_cast<char*>(tmo.c_str()), nullptr, nullptr, nullptr};
+        char* argv[] = {const_cast<char*>(client.c_str()),
+                        const_cast<char*>("--socket"),
+                        const_cast<char*>(d.cri_socket.c_str()),
+                        const_cast<char*>("--timeout-ms"),
+                        const_cast<char*>(tmo.c_str()),
+                        nullptr,
+                        nullptr,
+                        nullptr};
         if (d.verbose_ids) {
             argv[5] = const_cast<char*>("--verbose-ids");
             argv[6] = const_cast<char*>(d.verbose_ids->c_str());
@@ -264,11 +269,17 @@ std::string run_cri_client(const DiscoverOptions& d, std::string& err) {
     int open_fds = 2;
     while (open_fds > 0) {
         int64_t left = (until - monotonic_ns()) / 1000000;
-        if (left <= 0) { timed_out = true; break; }
+        if (left <= 0) {
+            timed_out = true;
+            break;
+        }
         int n = poll(p, 2, static_cast<int>(left));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) break;
-        if (n == 0) { timed_out = true; break; }
+        if (n == 0) {
+            timed_out = true;
+            break;
+        }
         for (int i = 0; i < 2; ++i) {
             if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             char buf[65536];
@@ -282,7 +293,10 @@ std::string run_cri_client(const DiscoverOptions& d, std::string& err) {
             }
             std::string& dst = i == 0 ? text : etext;
             if (dst.size() + static_cast<size_t>(r) > (i == 0 ? kMax : 4096)) {
-                if (i == 0) { too_large = true; break; }
+                if (i == 0) {
+                    too_large = true;
+                    break;
+                }
                 continue;
             }
             dst.append(buf, static_cast<size_t>(r));
@@ -293,8 +307,7 @@ std::string run_cri_client(const DiscoverOptions& d, std::string& err) {
         if (q.fd >= 0) close(q.fd);
     if (timed_out || too_large) kill(pid, SIGKILL);
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
     if (timed_out) return err = client + " did not answer within " + std::to_string(d.timeout_ms) + " ms", "";
     if (too_large) return err = client + " printed more than 256 MiB", "";
     while (!etext.empty() && (etext.back() == '\n' || etext.back() == ' ')) etext.pop_back();
@@ -317,8 +330,8 @@ struct AdoptCounts {
 /// state dir still does not know when its turn comes: a runtime event for it may have been
 /// recorded since the listing) as its last request with source and event `event`, the memo of a
 /// sandbox as the hook writes it; ids recorded go to o.discovered. One line per entry skipped.
-AdoptCounts adopt(StateCommandOptions& o, const DiscoverOptions& d, const std::vector<DiscoveredEntry>& entries,
-                  const std::set<std::string>& known, const std::string& event, bool recheck, std::string& out) {
+AdoptCounts adopt(StateCommandOptions& o, const DiscoverOptions& d, const std::vector<DiscoveredEntry>& entries, const std::set<std::string>& known,
+                  const std::string& event, bool recheck, std::string& out) {
     AdoptCounts n;
     StateDir st(o.state_dir);
     // The policy the hook would use for these requests: --policy, else the plugin conf's.
@@ -512,9 +525,7 @@ int run_unseen(StateCommandOptions& o, const DiscoverOptions& d, int64_t min_age
     if (err.empty()) {
         try {
             listed = discovery_from_cri_json(text, json::object());
-        } catch (const InputError& x) {
-            err = x.what();
-        }
+        } catch (const InputError& x) { err = x.what(); }
     }
     if (!err.empty()) {
         out += "unseen: cannot list the runtime's pods through CRI (" + d.cri_socket + "): " + err + "\n";
@@ -548,9 +559,8 @@ int run_unseen(StateCommandOptions& o, const DiscoverOptions& d, int64_t min_age
         return "unseen: " + std::to_string(listed.entries.size()) + " sandboxes/containers live in " +
                (listed.runtime.empty() ? std::string("the runtime") : listed.runtime) + ": " + std::to_string(plan.known) + " known, " +
                std::to_string(adopted) + " adopted, " + std::to_string(plan.too_new) + " younger than " + std::to_string(min_age_ms) +
-               " ms (next pass), " + std::to_string(plan.deferred) + " deferred (more than " + std::to_string(kMaxUnseenPerPass) +
-               " per pass), " + std::to_string(plan.no_pod) + " without a listed pod, " + std::to_string(plan.given_up) +
-               " not adoptable (said before)\n";
+               " ms (next pass), " + std::to_string(plan.deferred) + " deferred (more than " + std::to_string(kMaxUnseenPerPass) + " per pass), " +
+               std::to_string(plan.no_pod) + " without a listed pod, " + std::to_string(plan.given_up) + " not adoptable (said before)\n";
     };
     if (plan.adopt.empty()) {  // nothing new: no status call, no policy load, no record
         if (plan.still_given_up.size() != given_up.size()) keep_given_up({});
@@ -567,13 +577,11 @@ int run_unseen(StateCommandOptions& o, const DiscoverOptions& d, int64_t min_age
     if (err.empty()) {
         try {
             disc = discovery_from_cri_json(text, v01_plugin_conf(d.nri_conf));
-        } catch (const InputError& x) {
-            err = x.what();
-        }
+        } catch (const InputError& x) { err = x.what(); }
     }
     if (!err.empty()) {
-        out += "unseen: cannot read the status of " + std::to_string(plan.adopt.size()) + " unseen sandbox(es)/container(s) through CRI (" + d.cri_socket +
-               "): " + err + "\n";
+        out += "unseen: cannot read the status of " + std::to_string(plan.adopt.size()) + " unseen sandbox(es)/container(s) through CRI (" +
+               d.cri_socket + "): " + err + "\n";
         return 1;
     }
     std::set<std::string> wanted(plan.adopt.begin(), plan.adopt.end());

@@ -56,14 +56,14 @@ struct DiscoveredEntry {
     std::string request;
     std::string skip;  ///< not adoptable: why, one line ("no runtimeSpec in the verbose status", a bad field)
     int64_t created_ns = 0;  ///< CRI created_at (unix ns; 0 unknown)
-    bool brief = false;      ///< listed without its status (nri-qos-cri --verbose-ids): no request
+    bool brief = false;  ///< listed without its status (nri-qos-cri --verbose-ids): no request
 };
 
 /// What the CRI client reported.
 struct Discovery {
-    std::string runtime;                  ///< "containerd 1.6.20~ds1" ("" unknown)
-    std::vector<DiscoveredEntry> entries; ///< sandboxes first, then containers, each in the client's order
-    std::vector<std::string> errors;      ///< the client's per-item errors, one line each
+    std::string runtime;  ///< "containerd 1.6.20~ds1" ("" unknown)
+    std::vector<DiscoveredEntry> entries;  ///< sandboxes first, then containers, each in the client's order
+    std::vector<std::string> errors;  ///< the client's per-item errors, one line each
 };
 
 /// Convert the CRI client's document (format: src/cri/nri-qos-cri.cpp) into requests. `conf` is
@@ -100,10 +100,10 @@ inline constexpr size_t kMaxUnseenPerPass = 256;
 /// What one unseen pass does with the runtime's listing (plan_unseen).
 struct UnseenPlan {
     std::vector<std::string> adopt;  ///< ids to adopt now, in listing order (sandboxes first)
-    size_t known = 0;     ///< already in the state dir (an event, a Synchronize, an earlier pass)
-    size_t too_new = 0;   ///< younger than the minimum age, or of an unseen pod that is: next pass
+    size_t known = 0;  ///< already in the state dir (an event, a Synchronize, an earlier pass)
+    size_t too_new = 0;  ///< younger than the minimum age, or of an unseen pod that is: next pass
     size_t deferred = 0;  ///< past max_adopt: next pass
-    size_t no_pod = 0;    ///< a container whose sandbox is not listed (not ready)
+    size_t no_pod = 0;  ///< a container whose sandbox is not listed (not ready)
     size_t given_up = 0;  ///< an earlier pass could not adopt it (said then): not asked again
     std::vector<std::string> still_given_up;  ///< those ids (the ones the runtime still lists)
 };

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <ios>
 #include <memory>
 #include <new>
@@ -158,10 +159,11 @@ void add_eval_options(CLI::App* app, Options& o, std::string& layout) {
     app->add_flag("--debug", o.debug, "log skipped knobs to stderr");
     app->add_option("--runtime-log", o.runtime_log,
                     "relay: where the runtime logs NRI plugin conflicts: FILE, journal:UNIT or none; unset: journal:containerd under systemd");
-    app->add_option_function<std::string>("--metrics-file", [&o](const std::string& v) { o.metrics_file = v; },
-                                          "Prometheus textfile (default " NRI_QOS_METRICS_FILE "; \"\" disables)");
-    app->add_option_function<std::string>("--event-log", [&o](const std::string& v) { o.event_log = v; },
-                                          "JSON-lines event log (default /var/log/nri-qos/events.log; \"\" disables)");
+    app->add_option_function<std::string>(
+        "--metrics-file", [&o](const std::string& v) { o.metrics_file = v; },
+        "Prometheus textfile (default " NRI_QOS_METRICS_FILE "; \"\" disables)");
+    app->add_option_function<std::string>(
+        "--event-log", [&o](const std::string& v) { o.event_log = v; }, "JSON-lines event log (default /var/log/nri-qos/events.log; \"\" disables)");
 }
 
 /// Without --last-good-dir, pipeline.hpp last_good_dir_of() decides (STATE_DIR/last-good for a
@@ -248,9 +250,7 @@ std::string policy_in_force_sha256(const Options& o) {
         w.write = false;
         nriqos::effective_policy(o.policy, o.policy == nriqos::defaults::kPolicy, w, nullptr, info);
         return info.sha256;
-    } catch (...) {
-        return "";
-    }
+    } catch (...) { return ""; }
 }
 
 /// Append `flag v` to `argv` when `relay`'s command line gave `flag`: what a child of the relay
@@ -290,8 +290,8 @@ std::vector<std::string> eval_argv(CLI::App* relay, const Options& o, const std:
 /// to `relay` are passed on; the others keep the defaults both commands share).
 std::vector<std::string> unseen_argv(CLI::App* relay, const Options& o, const std::string& layout, const std::string& cri_socket,
                                      const std::string& cri_client) {
-    std::vector<std::string> a = {"/proc/self/exe", "reconcile", "--unseen", "--policy", o.policy, "--state-dir", o.state_dir,
-                                  "--cri-socket", cri_socket};
+    std::vector<std::string> a = {"/proc/self/exe", "reconcile", "--unseen",     "--policy", o.policy,
+                                  "--state-dir",    o.state_dir, "--cri-socket", cri_socket};
     if (!cri_client.empty()) a.insert(a.end(), {"--cri-client", cri_client});
     auto pass = [&](const char* flag, const std::string& v) { pass_given(relay, a, flag, v); };
     pass("--cgroup-root", o.cgroup_root);
@@ -305,6 +305,384 @@ std::vector<std::string> unseen_argv(CLI::App* relay, const Options& o, const st
     pass("--metrics-file", o.metrics_file.value_or(""));
     pass("--event-log", o.event_log.value_or(""));
     return a;
+}
+
+// ---- the commands: one add_<command> each (as cli/register.cpp add_register_commands) --------
+// Each adds its subcommand and options to the CLI11 tree and returns what runs when the command
+// line chose it; main() parses once, then runs the one chosen. Option values live in the
+// command's own state (a shared_ptr the run function holds) or, for the evaluation options
+// several commands share, in Shared.
+
+/// The evaluation options (invoke, explain, nri-eval, relay, serve-metrics) and the layout word
+/// (--cgroup-layout, parsed by each run with nriqos::parse_layout).
+struct Shared {
+    Options o;
+    std::string layout = "auto";
+};
+
+/// One subcommand: its node in the CLI11 tree and what runs when the command line chose it
+/// (the exit code of the process).
+struct Command {
+    CLI::App* app = nullptr;
+    std::function<int()> run;
+};
+
+/// Writes "nri-qos: <what>" to stderr; returns 2 (a usage error's exit code).
+int usage_error(const std::string& what) {
+    write_all(STDERR_FILENO, "nri-qos: " + what + "\n");
+    return 2;
+}
+
+/// `invoke`: NRI v0.1 with options (the plain `nri-qos invoke` never gets here: main()).
+Command add_invoke(CLI::App& app, Shared& s) {
+    CLI::App* c = app.add_subcommand("invoke", "NRI v0.1: read a request on stdin, apply, print the Result");
+    add_eval_options(c, s.o, s.layout);
+    return {c, [c, &s] {
+                note_last_good_dir(c, s.o);
+                return run_mode(nriqos::Mode::Invoke, s.o, s.layout, c->count("--policy") > 0);
+            }};
+}
+
+/// `explain`'s own options.
+struct ExplainArgs {
+    std::string format = "text";
+    std::string container, pod_file, driver;
+};
+
+/// `explain --pod`: kubelet's view of a Pod manifest through the policy (cli/pod_preview.hpp).
+int run_explain_pod(CLI::App* c, Shared& s, const ExplainArgs& a) {
+    if (c->count("--container") > 0) return usage_error("explain: --pod and --container exclude each other");
+    nriqos::PodPreviewOptions po;
+    po.eval = s.o;
+    po.eval.policy_from_flag = c->count("--policy") > 0;
+    try {
+        po.eval.layout = nriqos::parse_layout(s.layout);
+    } catch (const nriqos::InputError& e) { return usage_error(e.what()); }
+    po.manifest = a.pod_file;
+    if (!a.driver.empty()) po.driver = a.driver == "systemd" ? nriqos::CgroupDriver::Systemd : nriqos::CgroupDriver::Cgroupfs;
+    po.json = s.o.explain_json;
+    return nriqos::explain_pod(po);
+}
+
+/// `explain --container`: the container's last request (state dir) again, with the current
+/// policy and a rule trace; the recorded roots and policy unless given.
+int run_explain_container(CLI::App* c, Shared& s, const ExplainArgs& a) {
+    Options& o = s.o;
+    nriqos::StateDir st(o.state_dir);
+    auto found = nriqos::find_last(nriqos::load_last(st), a.container);
+    if (found.empty()) {
+        write_all(STDERR_FILENO, "nri-qos: explain: no live container or pod \"" + a.container + "\" in " + o.state_dir + "/last\n");
+        return 1;
+    }
+    if (found.size() > 1 && found[0].id != a.container && (found[0].sandbox || !found[1].sandbox)) {
+        std::string m = "nri-qos: explain: \"" + a.container + "\" is ambiguous:";
+        for (const auto& r : found) m += "\n  " + r.id.substr(0, 12) + " " + r.ns + "/" + r.pod + (r.sandbox ? " (sandbox)" : "/" + r.container);
+        write_all(STDERR_FILENO, m + "\n");
+        return 2;
+    }
+    const nriqos::LastRequest& r = found[0];
+    if (r.request.empty()) {
+        write_all(STDERR_FILENO, "nri-qos: explain: the last request of " + r.id + " was too large to keep\n");
+        return 1;
+    }
+    if (c->count("--policy") == 0 && !r.policy.empty()) o.policy = r.policy;
+    if (c->count("--cgroup-root") == 0 && !r.cgroup_root.empty()) o.cgroup_root = r.cgroup_root;
+    if (c->count("--proc-root") == 0 && !r.proc_root.empty()) o.proc_root = r.proc_root;
+    if (c->count("--resctrl-root") == 0 && !r.resctrl_root.empty()) o.resctrl_root = r.resctrl_root;
+    o.explain_trace = true;
+    o.explain_nri_event = r.source == "nri-eval";
+    write_all(STDOUT_FILENO, o.explain_json ? ""
+                                            : "replay:   last request of " + r.id.substr(0, 12) + " (" + r.event + " at " + r.time + ", class then " +
+                                                  r.cls + (r.evaluator.empty() ? std::string() : ", served by the " + r.evaluator + " evaluator") +
+                                                  ") with policy " + o.policy + "\n");
+    // The recorded policy was the one in force: use it as if given with --policy.
+    return run_mode(nriqos::Mode::Explain, o, s.layout, true, &r.request);
+}
+
+/// `explain`: like invoke, writing nothing; or --pod (a manifest), or --container (a replay).
+Command add_explain(CLI::App& app, Shared& s) {
+    auto a = std::make_shared<ExplainArgs>();
+    CLI::App* c = app.add_subcommand("explain", "like invoke, but only print what would be done");
+    add_eval_options(c, s.o, s.layout);
+    c->add_option("--format", a->format, "text|json")->check(CLI::IsMember({"text", "json"}));
+    c->add_option("--container", a->container,
+                  "replay the last request of this live container (id, id prefix, pod or namespace/pod) from the state dir, with a rule trace");
+    c->add_option(
+        "--pod", a->pod_file,
+        "preview a Kubernetes Pod manifest (YAML or JSON; - for stdin): kubelet's requests for it through the policy, and the end state of its cgroups");
+    c->add_option("--cgroup-driver", a->driver, "with --pod: systemd|cgroupfs (default: the node's)")->check(CLI::IsMember({"systemd", "cgroupfs"}));
+    return {c, [c, &s, a] {
+                note_last_good_dir(c, s.o);
+                s.o.explain_json = a->format == "json";
+                if (c->count("--pod") > 0) return run_explain_pod(c, s, *a);
+                if (c->count("--cgroup-driver") > 0) return usage_error("explain: --cgroup-driver goes with --pod");
+                if (c->count("--container") == 0) return run_mode(nriqos::Mode::Explain, s.o, s.layout, c->count("--policy") > 0);
+                return run_explain_container(c, s, *a);
+            }};
+}
+
+/// `nri-eval`: one native NRI event (the relay's exec'd child; --evaluator exec).
+Command add_nri_eval(CLI::App& app, Shared& s) {
+    CLI::App* c = app.add_subcommand("nri-eval", "evaluate one native NRI event (the relay's child)");
+    add_eval_options(c, s.o, s.layout);
+    c->add_option("--event-deadline-ms", s.o.deadline_ms, "deadline for this event in ms");
+    return {c, [c, &s] {
+                note_last_good_dir(c, s.o);
+                return run_mode(nriqos::Mode::NriEval, s.o, s.layout, c->count("--policy") > 0);
+            }};
+}
+
+/// `relay`'s own options.
+struct RelayArgs {
+    nri::RelayOptions ro;
+    std::string evaluator = "fork";
+    bool once = false;
+    std::string metrics_listen, metrics_server;
+    int unseen_interval_s = 30;
+    std::string cri_socket = nriqos::DiscoverOptions{}.cri_socket, cri_client;
+};
+
+/// `relay --socket` without --once: the external plugin as a service that reconnects (issue
+/// #20), its liveness in <state_dir>/relay.json and a textfile next to the hook's metrics.
+int run_relay_as_service(CLI::App* c, Shared& s, RelayArgs& a) {
+    const Options& o = s.o;
+    nri::ServiceOptions sv;
+    sv.status_file = o.state_dir + "/relay.json";
+    const std::string mf = o.metrics_file ? *o.metrics_file : std::string(nriqos::defaults::kMetricsFile);
+    if (!mf.empty()) sv.metrics_file = nriqos::dir_name(mf) + "/nri_qos_relay.prom";
+    sv.version = NRI_QOS_VERSION;
+    sv.policy_sha256 = policy_in_force_sha256(o);  // read only: which policy is in force now
+    sv.metrics_listen = a.metrics_listen;
+    sv.metrics_server = metrics_server_path(a.metrics_server);
+    sv.events_metrics_file = mf;
+    sv.unseen_interval_ms = a.unseen_interval_s * 1000;
+    sv.unseen_argv = unseen_argv(c, o, s.layout, a.cri_socket, a.cri_client);
+    if (!a.ro.log_file.empty()) {  // the service's own lines go to the relay's log too
+        int lfd = open(a.ro.log_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+        if (lfd >= 0) {
+            dup2(lfd, 2);
+            close(lfd);
+        }
+    }
+    return nri::run_relay_service(a.ro, sv);
+}
+
+/// `relay`: the native NRI plugin (launched by the runtime, or --socket as a service).
+Command add_relay(CLI::App& app, Shared& s, const char* argv0) {
+    auto a = std::make_shared<RelayArgs>();
+    nri::RelayOptions& opts = a->ro;
+    CLI::App* c = app.add_subcommand("relay", "native NRI plugin: relay runtime events to one-shot nri-eval children");
+    add_eval_options(c, s.o, s.layout);
+    c->add_option("--socket", opts.socket_path, "connect to the runtime's NRI socket (e.g. /var/run/nri/nri.sock) instead of NRI_PLUGIN_SOCKET");
+    c->add_option("--plugin-name", opts.plugin_name, "plugin name to register (default nri-qos)");
+    c->add_option("--plugin-idx", opts.plugin_idx, "two-digit plugin index to register (default 10)");
+    c->add_option("--child-deadline-ms", opts.child_deadline_ms, "hard deadline of one evaluation child (default 1500)");
+    c->add_option("--log-file", opts.log_file, "append the relay's log here (containerd gives launched plugins stderr = /dev/null)");
+    c->add_option("--evaluator", a->evaluator, "fork (default: a spare evaluator forked ahead of each event) or exec (nri-eval exec'd per event)")
+        ->check(CLI::IsMember({"fork", "exec"}));
+    c->add_option(
+        "--metrics-listen", a->metrics_listen,
+        "with --socket: serve GET /metrics on ADDRESS:PORT (numeric, e.g. 0.0.0.0:9470): the metrics textfile, the relay's liveness, nri_qos_build_info");
+    c->add_option("--metrics-server", a->metrics_server,
+                  "the metrics server executable; unset: nri-qos-metrics beside this binary, else /usr/libexec/nri-qos/nri-qos-metrics");
+    c->add_option("--unseen-interval", a->unseen_interval_s,
+                  "with --socket: every this many seconds (the first one that long after each Synchronize) adopt the runtime's "
+                  "sandboxes and containers no event reported (reconcile --unseen, through CRI, read-only); default 30, 0 disables")
+        ->check(CLI::Range(0, 86400));
+    c->add_option("--cri-socket", a->cri_socket,
+                  "the runtime's CRI endpoint for the unseen pass (default unix:///run/containerd/containerd.sock; CRI-O "
+                  "/var/run/crio/crio.sock)");
+    c->add_option("--cri-client", a->cri_client,
+                  "the CRI client of the unseen pass (default nri-qos-cri beside this binary, else "
+                  "/usr/libexec/nri-qos/nri-qos-cri)");
+    c->add_flag("--once", a->once, "with --socket: serve one connection and exit (default: reconnect with back-off when the runtime goes away)");
+    return {c, [c, &s, a, argv0] {
+                Options& o = s.o;
+                nri::RelayOptions& ro = a->ro;
+                note_last_good_dir(c, o);  // for the in-process evaluators
+                nri::RelayOptions env;
+                nri::relay_options_from_env(env, argv0);
+                if (ro.socket_path.empty()) ro.fd = env.fd;
+                if (c->count("--plugin-name") == 0) ro.plugin_name = env.plugin_name;
+                if (c->count("--plugin-idx") == 0) ro.plugin_idx = env.plugin_idx;
+                if (ro.fd < 0 && ro.socket_path.empty()) ro.socket_path = "/var/run/nri/nri.sock";
+                ro.child_argv = eval_argv(c, o, s.layout);
+                ro.debug = o.debug;
+                if (a->evaluator == "fork") {
+                    try {
+                        o.layout = nriqos::parse_layout(s.layout);
+                    } catch (const nriqos::InputError& e) { return usage_error(e.what()); }
+                    o.policy_from_flag = c->count("--policy") > 0;
+                    ro.inproc = nri::pipeline_evaluator(o);
+                }
+                if (ro.fd >= 0 || a->once) return nri::run_relay(ro);
+                return run_relay_as_service(c, s, *a);
+            }};
+}
+
+/// `serve-metrics`: GET /metrics where no relay service runs (the metrics server, exec'd).
+Command add_serve_metrics(CLI::App& app, Shared& s) {
+    auto a = std::make_shared<RelayArgs>();  // its --listen and --metrics-server
+    CLI::App* c = app.add_subcommand(
+        "serve-metrics", "serve GET /metrics (the metrics textfile and nri_qos_build_info) where no relay service runs (modes v01, native)");
+    c->add_option("--listen", a->metrics_listen, "ADDRESS:PORT, numeric (e.g. 0.0.0.0:9470)")->required();
+    c->add_option("--metrics-server", a->metrics_server, "as for relay");
+    Options& eo = s.o;
+    c->add_option_function<std::string>(
+        "--metrics-file", [&eo](const std::string& v) { eo.metrics_file = v; }, "the metrics textfile to serve (default: the hook's)");
+    c->add_option("--policy", eo.policy, "the policy whose SHA-256 nri_qos_build_info shows (default /etc/nri/nri-qos.toml)");
+    return {c, [&s, a] {
+                // No relay here: the textfile and the build only (a relay.json left by an earlier
+                // external mode would show a relay that is not meant to run).
+                const Options& o = s.o;
+                const std::string mf = o.metrics_file ? *o.metrics_file : std::string(nriqos::defaults::kMetricsFile);
+                std::string server = metrics_server_path(a->metrics_server), sha = policy_in_force_sha256(o);
+                std::vector<std::string> args = {server, "--listen", a->metrics_listen, "--version", NRI_QOS_VERSION, "--policy-sha256", sha};
+                if (!mf.empty()) args.insert(args.end(), {"--metrics-file", mf});
+                std::vector<char*> av;
+                for (auto& x : args) av.push_back(const_cast<char*>(x.c_str()));
+                av.push_back(nullptr);
+                execv(av[0], av.data());
+                write_all(STDERR_FILENO, "nri-qos: serve-metrics: cannot run " + server + ": " + std::strerror(errno) + "\n");
+                return 2;
+            }};
+}
+
+/// The options of `status` and `reconcile` (one set: both read the state dir the same way).
+struct StateArgs {
+    nriqos::StateCommandOptions so;
+    nriqos::DiscoverOptions dopt;
+    bool discover = false, unseen = false;
+    int64_t unseen_min_age_ms = 10000;
+    StateArgs() {
+        so.state_dir = nriqos::defaults::kStateDir;
+        so.roots.cache_dir = nriqos::defaults::kCacheDir;
+    }
+};
+
+/// The options `status` and `reconcile` share: the state dir and the roots a replay uses.
+void add_state_options(CLI::App* c, Shared& s, StateArgs& a) {
+    nriqos::StateCommandOptions& so = a.so;
+    c->add_option("--state-dir", so.state_dir, "state directory of the hook (default /run/nri-qos)");
+    c->add_option_function<std::string>(
+        "--policy", [&so](const std::string& v) { so.roots.policy = v; }, "policy file (default: the one each container's last event used)");
+    c->add_option_function<std::string>(
+        "--cgroup-root", [&so](const std::string& v) { so.roots.cgroup_root = v; }, "cgroup root (default: as recorded)");
+    c->add_option_function<std::string>(
+        "--proc-root", [&so](const std::string& v) { so.roots.proc_root = v; }, "procfs root (default: as recorded)");
+    c->add_option_function<std::string>(
+        "--resctrl-root", [&so](const std::string& v) { so.roots.resctrl_root = v; }, "resctrl root (default: as recorded)");
+    c->add_option("--cgroup-layout", s.layout, "auto|v1|hybrid|v2 (default auto)");
+    c->add_option("--kubelet-cpu-state", so.roots.kubelet_cpu_state,
+                  "kubelet's CPU manager checkpoint (default /var/lib/kubelet/cpu_manager_state; \"\" none)");
+    c->add_option("--cache-dir", so.roots.cache_dir, "compiled policy cache (default /run/nri-qos/cache)");
+    c->add_option("--last-good-dir", so.last_good_dir,
+                  "last good policy copies (default /var/lib/nri-qos, or STATE_DIR/last-good with --state-dir; \"\" disables)");
+}
+
+/// `status` or `reconcile` (`is_status`), after the parse: the defaults that depend on other
+/// options, then the command; its report goes to stdout.
+int run_state_command(CLI::App* c, bool is_status, Shared& s, StateArgs& a) {
+    nriqos::StateCommandOptions& so = a.so;
+    if (c->count("--last-good-dir") == 0) {  // the hook's rule (pipeline.hpp last_good_dir_of)
+        Options lo;
+        lo.state_dir = so.state_dir;
+        so.last_good_dir = nriqos::last_good_dir_of(lo);
+    }
+    try {
+        so.roots.layout = nriqos::parse_layout(s.layout);
+    } catch (const nriqos::InputError& e) { return usage_error(e.what()); }
+    std::string out;
+    // reconcile reads the runtime's version again (settings.cpu_weight_formula = "auto"): a
+    // runtime upgraded since the last probe changes the formula in force from now on.
+    if (!is_status && !so.dry_run && !a.unseen)  // the unseen pass: as cheap as possible
+    {
+        if (std::string l = nriqos::implicit_runtime_probe(so.state_dir, nriqos::defaults::kStateDir, false); !l.empty())
+            out += "runtime  " + l + "\n";
+        // the annotations containerd passes to v0.1 hooks, when the record is missing (a
+        // reboot emptied /run) or containerd's config changed since (issue #25 §1)
+        if (std::string l = nriqos::refresh_annotation_passlist(so.state_dir, nriqos::defaults::kStateDir); !l.empty()) out += l + "\n";
+    }
+    int rc = is_status    ? (so.relay_only ? nriqos::relay_liveness(so, out) : nriqos::run_status(so, out))
+             : a.discover ? nriqos::run_discover(so, a.dopt, out)
+             : a.unseen   ? nriqos::run_unseen(so, a.dopt, a.unseen_min_age_ms, out)
+                          : nriqos::run_reconcile(so, out);
+    write_all(STDOUT_FILENO, out);
+    return rc;
+}
+
+/// `status`: the table of what nri-qos handled, or --relay (the relay's liveness probe).
+Command add_status(CLI::App& app, Shared& s, std::shared_ptr<StateArgs> a) {
+    nriqos::StateCommandOptions& so = a->so;
+    CLI::App* c = app.add_subcommand("status", "table of the pods and containers nri-qos handled: class, rule, last event, wanted vs kernel values");
+    add_state_options(c, s, *a);
+    c->add_option("--format", so.format, "text|json")->check(CLI::IsMember({"text", "json"}));
+    so.conf_json = "/etc/nri/conf.json";
+    c->add_option("--conf-json", so.conf_json,
+                  "NRI v0.1 conf.json to check: an entry whose binary is gone fails every pod start, nri-qos's beside the "
+                  "native plugin doubles each sandbox on containerd 2.x (\"\" = not checked)")
+        ->capture_default_str();
+    c->add_flag("--relay", so.relay_only,
+                "only the external relay's liveness (<state-dir>/relay.json); exit 1 unless up and registered (a liveness probe)");
+    c->add_option_function<std::string>(
+        "--metrics-file", [&so](const std::string& v) { so.metrics_file = v; },
+        "metrics textfile to read adjustments undone by the runtime from; as for invoke");
+    return {c, [c, &s, a] { return run_state_command(c, true, s, *a); }};
+}
+
+/// `reconcile`: the policy again on every live container nri-qos knows; --discover, --unseen.
+Command add_reconcile(CLI::App& app, Shared& s, std::shared_ptr<StateArgs> a) {
+    nriqos::StateCommandOptions& so = a->so;
+    CLI::App* c = app.add_subcommand("reconcile", "re-apply the current policy to every live container nri-qos knows; drop the gone ones");
+    add_state_options(c, s, *a);
+    c->add_flag("--dry-run", so.dry_run, "report drift, write nothing");
+    c->add_option("--systemd-helper", so.systemd_helper,
+                  "systemd cgroup driver: the companion that sets the unit properties of what is written back, before the files "
+                  "(default /usr/libexec/nri-qos/nri-qos-systemd; \"\" disables)");
+    c->add_option_function<std::string>(
+        "--metrics-file", [&so](const std::string& v) { so.metrics_file = v; }, "as for invoke");
+    c->add_option_function<std::string>(
+        "--event-log", [&so](const std::string& v) { so.event_log = v; }, "as for invoke");
+    c->add_flag("--discover", a->discover,
+                "first list the runtime's live pods and containers through CRI and record those nri-qos has not seen (adopt them)");
+    c->add_option(
+        "--cri-socket", a->dopt.cri_socket,
+        "with --discover: the runtime's CRI endpoint (default unix:///run/containerd/containerd.sock; CRI-O /var/run/crio/crio.sock, iSulad /var/run/isulad.sock)");
+    c->add_option("--cri-client", a->dopt.cri_client,
+                  "with --discover: the CRI client (default nri-qos-cri beside this binary, else /usr/libexec/nri-qos/nri-qos-cri)");
+    c->add_option("--nri-conf", a->dopt.nri_conf,
+                  "with --discover: NRI v0.1 conf.json whose nri-qos conf the requests get (default /etc/nri/conf.json)");
+    c->add_flag("--unseen", a->unseen,
+                "only adopt the runtime's sandboxes and containers nri-qos never saw (CRI listing; the relay service runs it "
+                "every --unseen-interval); nothing else is reconciled")
+        ->excludes("--discover");
+    c->add_option("--min-age-ms", a->unseen_min_age_ms,
+                  "with --unseen: leave a sandbox or container younger than this to the next pass (its own event may be "
+                  "in flight; default 10000)")
+        ->check(CLI::Range(int64_t(0), int64_t(86400000)));
+    c->add_flag("--verbose-pass", so.verbose_pass, "with --unseen: print the summary line even when nothing is new");
+    return {c, [c, &s, a] { return run_state_command(c, false, s, *a); }};
+}
+
+/// `check`'s arguments.
+struct CheckArgs {
+    std::string path = nriqos::defaults::kPolicy, cache, last_good = nriqos::defaults::kLastGoodDir;
+};
+
+/// `check`: validate a policy file (and precompile it with --cache-dir).
+Command add_check(CLI::App& app) {
+    auto a = std::make_shared<CheckArgs>();
+    CLI::App* c = app.add_subcommand("check", "validate a policy file (and precompile it)");
+    c->add_option("policy", a->path, "policy file (default /etc/nri/nri-qos.toml)");
+    c->add_option("--cache-dir", a->cache, "also precompile it there and save it as the last good copy");
+    c->add_option("--last-good-dir", a->last_good, "where --cache-dir saves the last good copy (default /var/lib/nri-qos; \"\" disables)");
+    return {c, [a] {
+                std::string out, err;
+                int rc = nriqos::check_policy(a->path, a->cache, a->last_good, out, err);
+                write_all(STDERR_FILENO, err);
+                write_all(STDOUT_FILENO, out + "\n");
+                return rc;
+            }};
 }
 
 }  // namespace
@@ -348,320 +726,31 @@ int main(int argc, char** argv) {
     });
     app.require_subcommand(0, 1);
 
-    Options o;
-    std::string layout = "auto";
-    std::string format = "text";
-
     // CLI11 checks every new option against all existing ones, so building the whole command
     // tree costs ~0.6 M instructions — half of an invocation. On the hot paths (`invoke`, run by
     // containerd for every container; `nri-eval`, the relay's child) only that subcommand is
-    // built; anything else (help, other commands) gets the full tree.
+    // built; anything else (help, other commands) gets the full tree, in the order of --help.
     const std::string first = argc > 1 ? argv[1] : "";
     const bool full = first != "invoke" && first != "nri-eval";
-    CLI::App* invoke = nullptr;
-    CLI::App* explain = nullptr;
-    CLI::App* eval = nullptr;
-    CLI::App* relay = nullptr;
-    CLI::App* check = nullptr;
-    nri::RelayOptions ro;
-    std::string evaluator = "fork";
-    bool relay_once = false;
-    std::string metrics_listen, metrics_server;  // relay --metrics-listen, serve-metrics --listen
-    CLI::App* serve_metrics = nullptr;
-    int unseen_interval_s = 30;
-    std::string relay_cri_socket = nriqos::DiscoverOptions{}.cri_socket, relay_cri_client;
-    std::string explain_container;
-    std::string explain_pod_file, explain_driver;
-    CLI::App* status = nullptr;
-    CLI::App* reconcile = nullptr;
-    nriqos::StateCommandOptions so;
-    nriqos::DiscoverOptions dopt;
-    bool discover = false, unseen = false;
-    int64_t unseen_min_age_ms = 10000;
-    so.state_dir = nriqos::defaults::kStateDir;
-    so.roots.cache_dir = nriqos::defaults::kCacheDir;
-    std::string check_path = nriqos::defaults::kPolicy;
-    std::string check_cache;
-    std::string check_last_good = nriqos::defaults::kLastGoodDir;
-    if (full || first == "invoke") {
-        invoke = app.add_subcommand("invoke", "NRI v0.1: read a request on stdin, apply, print the Result");
-        add_eval_options(invoke, o, layout);
-    }
+    Shared s;
+    std::vector<Command> commands;
+    if (full || first == "invoke") commands.push_back(add_invoke(app, s));
+    if (full) commands.push_back(add_explain(app, s));
+    if (full || first == "nri-eval") commands.push_back(add_nri_eval(app, s));
     if (full) {
-        explain = app.add_subcommand("explain", "like invoke, but only print what would be done");
-        add_eval_options(explain, o, layout);
-        explain->add_option("--format", format, "text|json")->check(CLI::IsMember({"text", "json"}));
-        explain->add_option("--container", explain_container,
-                            "replay the last request of this live container (id, id prefix, pod or namespace/pod) from the state dir, with a rule trace");
-        explain->add_option("--pod", explain_pod_file,
-                            "preview a Kubernetes Pod manifest (YAML or JSON; - for stdin): kubelet's requests for it through the policy, and the end state of its cgroups");
-        explain->add_option("--cgroup-driver", explain_driver, "with --pod: systemd|cgroupfs (default: the node's)")
-            ->check(CLI::IsMember({"systemd", "cgroupfs"}));
+        commands.push_back(add_relay(app, s, argv[0]));
+        nriqos::add_register_commands(app);  // register/unregister run in their CLI11 callbacks
+        commands.push_back(add_serve_metrics(app, s));
+        auto state = std::make_shared<StateArgs>();
+        commands.push_back(add_status(app, s, state));
+        commands.push_back(add_reconcile(app, s, state));
+        commands.push_back(add_check(app));
     }
-    if (full || first == "nri-eval") {
-        eval = app.add_subcommand("nri-eval", "evaluate one native NRI event (the relay's child)");
-        add_eval_options(eval, o, layout);
-        eval->add_option("--event-deadline-ms", o.deadline_ms, "deadline for this event in ms");
-    }
-    if (full) {
-        relay = app.add_subcommand("relay", "native NRI plugin: relay runtime events to one-shot nri-eval children");
-        add_eval_options(relay, o, layout);
-        relay->add_option("--socket", ro.socket_path, "connect to the runtime's NRI socket (e.g. /var/run/nri/nri.sock) instead of NRI_PLUGIN_SOCKET");
-        relay->add_option("--plugin-name", ro.plugin_name, "plugin name to register (default nri-qos)");
-        relay->add_option("--plugin-idx", ro.plugin_idx, "two-digit plugin index to register (default 10)");
-        relay->add_option("--child-deadline-ms", ro.child_deadline_ms, "hard deadline of one evaluation child (default 1500)");
-        relay->add_option("--log-file", ro.log_file, "append the relay's log here (containerd gives launched plugins stderr = /dev/null)");
-        relay->add_option("--evaluator", evaluator, "fork (default: a spare evaluator forked ahead of each event) or exec (nri-eval exec'd per event)")
-            ->check(CLI::IsMember({"fork", "exec"}));
-        relay->add_option("--metrics-listen", metrics_listen,
-                          "with --socket: serve GET /metrics on ADDRESS:PORT (numeric, e.g. 0.0.0.0:9470): the metrics textfile, the relay's liveness, nri_qos_build_info");
-        relay->add_option("--metrics-server", metrics_server, "the metrics server executable; unset: nri-qos-metrics beside this binary, else /usr/libexec/nri-qos/nri-qos-metrics");
-        relay->add_option("--unseen-interval", unseen_interval_s,
-                          "with --socket: every this many seconds (the first one that long after each Synchronize) adopt the runtime's "
-                          "sandboxes and containers no event reported (reconcile --unseen, through CRI, read-only); default 30, 0 disables")
-            ->check(CLI::Range(0, 86400));
-        relay->add_option("--cri-socket", relay_cri_socket,
-                          "the runtime's CRI endpoint for the unseen pass (default unix:///run/containerd/containerd.sock; CRI-O "
-                          "/var/run/crio/crio.sock)");
-        relay->add_option("--cri-client", relay_cri_client, "the CRI client of the unseen pass (default nri-qos-cri beside this binary, else "
-                                                            "/usr/libexec/nri-qos/nri-qos-cri)");
-        relay->add_flag("--once", relay_once,
-                        "with --socket: serve one connection and exit (default: reconnect with back-off when the runtime goes away)");
-
-        nriqos::add_register_commands(app);
-        serve_metrics = app.add_subcommand("serve-metrics",
-                                           "serve GET /metrics (the metrics textfile and nri_qos_build_info) where no relay service runs (modes v01, native)");
-        serve_metrics->add_option("--listen", metrics_listen, "ADDRESS:PORT, numeric (e.g. 0.0.0.0:9470)")->required();
-        serve_metrics->add_option("--metrics-server", metrics_server, "as for relay");
-        serve_metrics->add_option_function<std::string>("--metrics-file", [&o](const std::string& v) { o.metrics_file = v; },
-                                                        "the metrics textfile to serve (default: the hook's)");
-        serve_metrics->add_option("--policy", o.policy, "the policy whose SHA-256 nri_qos_build_info shows (default /etc/nri/nri-qos.toml)");
-
-        auto state_cmd = [&](CLI::App* c) {
-            c->add_option("--state-dir", so.state_dir, "state directory of the hook (default /run/nri-qos)");
-            c->add_option_function<std::string>("--policy", [&so](const std::string& v) { so.roots.policy = v; },
-                                                "policy file (default: the one each container's last event used)");
-            c->add_option_function<std::string>("--cgroup-root", [&so](const std::string& v) { so.roots.cgroup_root = v; }, "cgroup root (default: as recorded)");
-            c->add_option_function<std::string>("--proc-root", [&so](const std::string& v) { so.roots.proc_root = v; }, "procfs root (default: as recorded)");
-            c->add_option_function<std::string>("--resctrl-root", [&so](const std::string& v) { so.roots.resctrl_root = v; }, "resctrl root (default: as recorded)");
-            c->add_option("--cgroup-layout", layout, "auto|v1|hybrid|v2 (default auto)");
-            c->add_option("--kubelet-cpu-state", so.roots.kubelet_cpu_state,
-                          "kubelet's CPU manager checkpoint (default /var/lib/kubelet/cpu_manager_state; \"\" none)");
-            c->add_option("--cache-dir", so.roots.cache_dir, "compiled policy cache (default /run/nri-qos/cache)");
-            c->add_option("--last-good-dir", so.last_good_dir,
-                          "last good policy copies (default /var/lib/nri-qos, or STATE_DIR/last-good with --state-dir; \"\" disables)");
-        };
-        status = app.add_subcommand("status", "table of the pods and containers nri-qos handled: class, rule, last event, wanted vs kernel values");
-        state_cmd(status);
-        status->add_option("--format", so.format, "text|json")->check(CLI::IsMember({"text", "json"}));
-        so.conf_json = "/etc/nri/conf.json";
-        status->add_option("--conf-json", so.conf_json,
-                           "NRI v0.1 conf.json to check: an entry whose binary is gone fails every pod start, nri-qos's beside the "
-                           "native plugin doubles each sandbox on containerd 2.x (\"\" = not checked)")
-            ->capture_default_str();
-        status->add_flag("--relay", so.relay_only,
-                         "only the external relay's liveness (<state-dir>/relay.json); exit 1 unless up and registered (a liveness probe)");
-        status->add_option_function<std::string>("--metrics-file", [&so](const std::string& v) { so.metrics_file = v; },
-                                                  "metrics textfile to read adjustments undone by the runtime from; as for invoke");
-        reconcile = app.add_subcommand("reconcile", "re-apply the current policy to every live container nri-qos knows; drop the gone ones");
-        state_cmd(reconcile);
-        reconcile->add_flag("--dry-run", so.dry_run, "report drift, write nothing");
-        reconcile->add_option("--systemd-helper", so.systemd_helper,
-                              "systemd cgroup driver: the companion that sets the unit properties of what is written back, before the files "
-                              "(default /usr/libexec/nri-qos/nri-qos-systemd; \"\" disables)");
-        reconcile->add_option_function<std::string>("--metrics-file", [&so](const std::string& v) { so.metrics_file = v; }, "as for invoke");
-        reconcile->add_option_function<std::string>("--event-log", [&so](const std::string& v) { so.event_log = v; }, "as for invoke");
-        reconcile->add_flag("--discover", discover,
-                            "first list the runtime's live pods and containers through CRI and record those nri-qos has not seen (adopt them)");
-        reconcile->add_option("--cri-socket", dopt.cri_socket,
-                              "with --discover: the runtime's CRI endpoint (default unix:///run/containerd/containerd.sock; CRI-O /var/run/crio/crio.sock, iSulad /var/run/isulad.sock)");
-        reconcile->add_option("--cri-client", dopt.cri_client,
-                              "with --discover: the CRI client (default nri-qos-cri beside this binary, else /usr/libexec/nri-qos/nri-qos-cri)");
-        reconcile->add_option("--nri-conf", dopt.nri_conf, "with --discover: NRI v0.1 conf.json whose nri-qos conf the requests get (default /etc/nri/conf.json)");
-        reconcile->add_flag("--unseen", unseen,
-                            "only adopt the runtime's sandboxes and containers nri-qos never saw (CRI listing; the relay service runs it "
-                            "every --unseen-interval); nothing else is reconciled")
-            ->excludes("--discover");
-        reconcile->add_option("--min-age-ms", unseen_min_age_ms,
-                              "with --unseen: leave a sandbox or container younger than this to the next pass (its own event may be "
-                              "in flight; default 10000)")
-            ->check(CLI::Range(int64_t(0), int64_t(86400000)));
-        reconcile->add_flag("--verbose-pass", so.verbose_pass, "with --unseen: print the summary line even when nothing is new");
-
-        check = app.add_subcommand("check", "validate a policy file (and precompile it)");
-        check->add_option("policy", check_path, "policy file (default /etc/nri/nri-qos.toml)");
-        check->add_option("--cache-dir", check_cache, "also precompile it there and save it as the last good copy");
-        check->add_option("--last-good-dir", check_last_good, "where --cache-dir saves the last good copy (default /var/lib/nri-qos; \"\" disables)");
-    }
-
     try {
         app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        return app.exit(e);
-    }
-
-    if (invoke && invoke->parsed()) {
-        note_last_good_dir(invoke, o);
-        return run_mode(nriqos::Mode::Invoke, o, layout, invoke->count("--policy") > 0);
-    }
-    if (explain && explain->parsed()) {
-        note_last_good_dir(explain, o);
-        o.explain_json = format == "json";
-        if (explain->count("--pod") > 0) {
-            if (explain->count("--container") > 0) {
-                write_all(STDERR_FILENO, "nri-qos: explain: --pod and --container exclude each other\n");
-                return 2;
-            }
-            nriqos::PodPreviewOptions po;
-            po.eval = o;
-            po.eval.policy_from_flag = explain->count("--policy") > 0;
-            try {
-                po.eval.layout = nriqos::parse_layout(layout);
-            } catch (const nriqos::InputError& e) {
-                write_all(STDERR_FILENO, std::string("nri-qos: ") + e.what() + "\n");
-                return 2;
-            }
-            po.manifest = explain_pod_file;
-            if (!explain_driver.empty())
-                po.driver = explain_driver == "systemd" ? nriqos::CgroupDriver::Systemd : nriqos::CgroupDriver::Cgroupfs;
-            po.json = o.explain_json;
-            return nriqos::explain_pod(po);
-        }
-        if (explain->count("--cgroup-driver") > 0) {
-            write_all(STDERR_FILENO, "nri-qos: explain: --cgroup-driver goes with --pod\n");
-            return 2;
-        }
-        if (explain->count("--container") == 0) return run_mode(nriqos::Mode::Explain, o, layout, explain->count("--policy") > 0);
-        // Replay the container's last request (state dir) with the current policy.
-        nriqos::StateDir st(o.state_dir);
-        auto found = nriqos::find_last(nriqos::load_last(st), explain_container);
-        if (found.empty()) {
-            write_all(STDERR_FILENO, "nri-qos: explain: no live container or pod \"" + explain_container + "\" in " + o.state_dir + "/last\n");
-            return 1;
-        }
-        if (found.size() > 1 && found[0].id != explain_container && (found[0].sandbox || !found[1].sandbox)) {
-            std::string m = "nri-qos: explain: \"" + explain_container + "\" is ambiguous:";
-            for (const auto& r : found) m += "\n  " + r.id.substr(0, 12) + " " + r.ns + "/" + r.pod + (r.sandbox ? " (sandbox)" : "/" + r.container);
-            write_all(STDERR_FILENO, m + "\n");
-            return 2;
-        }
-        const nriqos::LastRequest& r = found[0];
-        if (r.request.empty()) {
-            write_all(STDERR_FILENO, "nri-qos: explain: the last request of " + r.id + " was too large to keep\n");
-            return 1;
-        }
-        if (explain->count("--policy") == 0 && !r.policy.empty()) o.policy = r.policy;
-        if (explain->count("--cgroup-root") == 0 && !r.cgroup_root.empty()) o.cgroup_root = r.cgroup_root;
-        if (explain->count("--proc-root") == 0 && !r.proc_root.empty()) o.proc_root = r.proc_root;
-        if (explain->count("--resctrl-root") == 0 && !r.resctrl_root.empty()) o.resctrl_root = r.resctrl_root;
-        o.explain_trace = true;
-        o.explain_nri_event = r.source == "nri-eval";
-        write_all(STDOUT_FILENO, o.explain_json ? "" : "replay:   last request of " + r.id.substr(0, 12) + " (" + r.event + " at " + r.time +
-                                                          ", class then " + r.cls +
-                                                          (r.evaluator.empty() ? std::string() : ", served by the " + r.evaluator + " evaluator") +
-                                                          ") with policy " + o.policy + "\n");
-        // The recorded policy was the one in force: use it as if given with --policy.
-        return run_mode(nriqos::Mode::Explain, o, layout, true, &r.request);
-    }
-    if ((status && status->parsed()) || (reconcile && reconcile->parsed())) {
-        CLI::App* cmd = status->parsed() ? status : reconcile;
-        if (cmd->count("--last-good-dir") == 0) {  // the hook's rule (pipeline.hpp last_good_dir_of)
-            Options lo;
-            lo.state_dir = so.state_dir;
-            so.last_good_dir = nriqos::last_good_dir_of(lo);
-        }
-        try {
-            so.roots.layout = nriqos::parse_layout(layout);
-        } catch (const nriqos::InputError& e) {
-            write_all(STDERR_FILENO, std::string("nri-qos: ") + e.what() + "\n");
-            return 2;
-        }
-        std::string out;
-        // reconcile reads the runtime's version again (settings.cpu_weight_formula = "auto"): a
-        // runtime upgraded since the last probe changes the formula in force from now on.
-        if (reconcile->parsed() && !so.dry_run && !unseen)  // the unseen pass: as cheap as possible
-        {
-            if (std::string l = nriqos::implicit_runtime_probe(so.state_dir, nriqos::defaults::kStateDir, false); !l.empty())
-                out += "runtime  " + l + "\n";
-            // the annotations containerd passes to v0.1 hooks, when the record is missing (a
-            // reboot emptied /run) or containerd's config changed since (issue #25 §1)
-            if (std::string l = nriqos::refresh_annotation_passlist(so.state_dir, nriqos::defaults::kStateDir); !l.empty()) out += l + "\n";
-        }
-        int rc = status->parsed() ? (so.relay_only ? nriqos::relay_liveness(so, out) : nriqos::run_status(so, out))
-                 : discover       ? nriqos::run_discover(so, dopt, out)
-                 : unseen         ? nriqos::run_unseen(so, dopt, unseen_min_age_ms, out)
-                                  : nriqos::run_reconcile(so, out);
-        write_all(STDOUT_FILENO, out);
-        return rc;
-    }
-    if (eval && eval->parsed()) {
-        note_last_good_dir(eval, o);
-        return run_mode(nriqos::Mode::NriEval, o, layout, eval->count("--policy") > 0);
-    }
-    if (relay && relay->parsed()) {
-        note_last_good_dir(relay, o);  // for the in-process evaluators
-        nri::RelayOptions env;
-        nri::relay_options_from_env(env, argv[0]);
-        if (ro.socket_path.empty()) ro.fd = env.fd;
-        if (relay->count("--plugin-name") == 0) ro.plugin_name = env.plugin_name;
-        if (relay->count("--plugin-idx") == 0) ro.plugin_idx = env.plugin_idx;
-        if (ro.fd < 0 && ro.socket_path.empty()) ro.socket_path = "/var/run/nri/nri.sock";
-        ro.child_argv = eval_argv(relay, o, layout);
-        ro.debug = o.debug;
-        if (evaluator == "fork") {
-            try {
-                o.layout = nriqos::parse_layout(layout);
-            } catch (const nriqos::InputError& e) {
-                write_all(STDERR_FILENO, std::string("nri-qos: ") + e.what() + "\n");
-                return 2;
-            }
-            o.policy_from_flag = relay->count("--policy") > 0;
-            ro.inproc = nri::pipeline_evaluator(o);
-        }
-        if (ro.fd >= 0 || relay_once) return nri::run_relay(ro);
-        // External plugin (--socket): a service that reconnects (issue #20), its liveness in
-        // <state_dir>/relay.json and a textfile next to the hook's metrics.
-        nri::ServiceOptions sv;
-        sv.status_file = o.state_dir + "/relay.json";
-        const std::string mf = o.metrics_file ? *o.metrics_file : std::string(nriqos::defaults::kMetricsFile);
-        if (!mf.empty()) sv.metrics_file = nriqos::dir_name(mf) + "/nri_qos_relay.prom";
-        sv.version = NRI_QOS_VERSION;
-        sv.policy_sha256 = policy_in_force_sha256(o);  // read only: which policy is in force now
-        sv.metrics_listen = metrics_listen;
-        sv.metrics_server = metrics_server_path(metrics_server);
-        sv.events_metrics_file = mf;
-        sv.unseen_interval_ms = unseen_interval_s * 1000;
-        sv.unseen_argv = unseen_argv(relay, o, layout, relay_cri_socket, relay_cri_client);
-        if (!ro.log_file.empty()) {  // the service's own lines go to the relay's log too
-            int lfd = open(ro.log_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-            if (lfd >= 0) {
-                dup2(lfd, 2);
-                close(lfd);
-            }
-        }
-        return nri::run_relay_service(ro, sv);
-    }
-    if (serve_metrics && serve_metrics->parsed()) {
-        // No relay here: the textfile and the build only (a relay.json left by an earlier
-        // external mode would show a relay that is not meant to run).
-        const std::string mf = o.metrics_file ? *o.metrics_file : std::string(nriqos::defaults::kMetricsFile);
-        std::string server = metrics_server_path(metrics_server), sha = policy_in_force_sha256(o);
-        std::vector<std::string> args = {server, "--listen", metrics_listen, "--version", NRI_QOS_VERSION, "--policy-sha256", sha};
-        if (!mf.empty()) args.insert(args.end(), {"--metrics-file", mf});
-        std::vector<char*> av;
-        for (auto& a : args) av.push_back(const_cast<char*>(a.c_str()));
-        av.push_back(nullptr);
-        execv(av[0], av.data());
-        write_all(STDERR_FILENO, "nri-qos: serve-metrics: cannot run " + server + ": " + std::strerror(errno) + "\n");
-        return 2;
-    }
-    if (check && check->parsed()) {
-        std::string out, err;
-        int rc = nriqos::check_policy(check_path, check_cache, check_last_good, out, err);
-        write_all(STDERR_FILENO, err);
-        write_all(STDOUT_FILENO, out + "\n");
-        return rc;
-    }
+    } catch (const CLI::ParseError& e) { return app.exit(e); }
+    for (const Command& c : commands)
+        if (c.app->parsed()) return c.run();
     // register/unregister did their work in their callbacks (a failure threw CLI::RuntimeError).
     if (app.got_subcommand("register") || app.got_subcommand("unregister")) return 0;
     write_all(STDERR_FILENO, app.help());

@@ -186,8 +186,7 @@ YAML::Node load(std::string_view text) {
             std::istringstream in(owned);
             YAML::Parser parser(in);
             DocumentCounter counter;
-            while (parser.HandleNextDocument(counter)) {
-            }
+            while (parser.HandleNextDocument(counter)) {}
         }
         std::vector<YAML::Node> docs = YAML::LoadAll(owned);
         docs.erase(std::remove_if(docs.begin(), docs.end(), [](const YAML::Node& d) { return !d || d.IsNull(); }), docs.end());
@@ -256,21 +255,26 @@ PodManifest parse_pod_manifest(std::string_view text) {
             m.uid_made_up = true;
         }
         YAML::Node spec = doc["spec"];
-        if (!spec || !spec.IsMap()) bad("spec", spec ? std::string("expected a mapping, got ") + node_kind(spec) : std::string("required field missing"));
+        if (!spec || !spec.IsMap())
+            bad("spec", spec ? std::string("expected a mapping, got ") + node_kind(spec) : std::string("required field missing"));
         YAML::Node ctrs = spec["containers"], inits = spec["initContainers"];
         if (!ctrs || !ctrs.IsSequence() || ctrs.size() == 0)
-            bad("spec.containers", ctrs && !ctrs.IsSequence() ? std::string("expected a list, got ") + node_kind(ctrs) : std::string("at least one container is required"));
+            bad("spec.containers", ctrs && !ctrs.IsSequence() ? std::string("expected a list, got ") + node_kind(ctrs)
+                                                              : std::string("at least one container is required"));
         if (inits && !inits.IsNull() && !inits.IsSequence()) bad("spec.initContainers", std::string("expected a list, got ") + node_kind(inits));
         size_t n = ctrs.size() + (inits && inits.IsSequence() ? inits.size() : 0);
-        if (n > manifest_limits::kMaxContainers) bad("spec", std::to_string(n) + " containers: more than " + std::to_string(manifest_limits::kMaxContainers));
+        if (n > manifest_limits::kMaxContainers)
+            bad("spec", std::to_string(n) + " containers: more than " + std::to_string(manifest_limits::kMaxContainers));
         if (inits && inits.IsSequence())
-            for (size_t i = 0; i < inits.size(); ++i) m.containers.push_back(container(inits[i], "spec.initContainers[" + std::to_string(i) + "]", true));
+            for (size_t i = 0; i < inits.size(); ++i)
+                m.containers.push_back(container(inits[i], "spec.initContainers[" + std::to_string(i) + "]", true));
         for (size_t i = 0; i < ctrs.size(); ++i) m.containers.push_back(container(ctrs[i], "spec.containers[" + std::to_string(i) + "]", false));
         for (size_t i = 0; i < m.containers.size(); ++i)
             for (size_t j = 0; j < i; ++j)
                 if (m.containers[i].name == m.containers[j].name) bad("spec", "two containers named \"" + clip(m.containers[i].name) + "\"");
         resource_list(spec["overhead"], "spec.overhead", m.overhead_cpu, m.overhead_mem);
-        if (YAML::Node st = doc["status"]; st && st.IsMap() && st["qosClass"] && st["qosClass"].IsScalar()) m.status_qos = scalar(st["qosClass"], "status.qosClass", 64);
+        if (YAML::Node st = doc["status"]; st && st.IsMap() && st["qosClass"] && st["qosClass"].IsScalar())
+            m.status_qos = scalar(st["qosClass"], "status.qosClass", 64);
         return m;
     } catch (const YAML::Exception& e) {  // a conversion inside the tree (should not happen: scalars only)
         std::string msg = e.what();
@@ -445,9 +449,15 @@ json pod_json(const PodManifest& m, const KubeletPod& k, std::optional<int64_t> 
     ann["io.kubernetes.cri.sandbox-name"] = m.name;
     ann["io.kubernetes.cri.sandbox-namespace"] = m.ns;
     ann["io.kubernetes.cri.sandbox-uid"] = m.uid;
-    json p = {{"id", k.sandbox.id}, {"name", m.name}, {"namespace", m.ns}, {"uid", m.uid}, {"labels", m.labels}, {"annotations", ann},
-              {"runtime_handler", "runc"},
-              {"linux", {{"cgroup_parent", k.cgroup_parent}, {"cgroups_path", k.sandbox.cgroups_path}, {"resources", nri_resources_json(k.sandbox.oci)}}}};
+    json p = {
+        {"id", k.sandbox.id},
+        {"name", m.name},
+        {"namespace", m.ns},
+        {"uid", m.uid},
+        {"labels", m.labels},
+        {"annotations", ann},
+        {"runtime_handler", "runc"},
+        {"linux", {{"cgroup_parent", k.cgroup_parent}, {"cgroups_path", k.sandbox.cgroups_path}, {"resources", nri_resources_json(k.sandbox.oci)}}}};
     if (pid) p["pid"] = *pid;
     return p;
 }
@@ -469,10 +479,13 @@ json nri_container_event(const PodManifest& m, const KubeletPod& k, size_t i, co
     ann["io.kubernetes.cri.sandbox-name"] = m.name;
     ann["io.kubernetes.cri.sandbox-namespace"] = m.ns;
     ann["io.kubernetes.cri.sandbox-uid"] = m.uid;
-    json labels = {{"io.kubernetes.container.name", c.name}, {"io.kubernetes.pod.name", m.name}, {"io.kubernetes.pod.namespace", m.ns},
+    json labels = {{"io.kubernetes.container.name", c.name},
+                   {"io.kubernetes.pod.name", m.name},
+                   {"io.kubernetes.pod.namespace", m.ns},
                    {"io.kubernetes.pod.uid", m.uid}};
-    json ctr = {{"id", c.id}, {"pod_sandbox_id", k.sandbox.id}, {"name", c.name}, {"labels", labels}, {"annotations", ann},
-                {"linux", {{"cgroups_path", c.cgroups_path}, {"resources", nri_resources_json(res)}}}};
+    json ctr = {{"id", c.id},         {"pod_sandbox_id", k.sandbox.id},
+                {"name", c.name},     {"labels", labels},
+                {"annotations", ann}, {"linux", {{"cgroups_path", c.cgroups_path}, {"resources", nri_resources_json(res)}}}};
     if (pid) ctr["pid"] = *pid;
     return {{"event", event}, {"runtime", {{"name", "containerd"}, {"version", "2.0.0"}}}, {"pod", pod_json(m, k, std::nullopt)}, {"container", ctr}};
 }

@@ -36,16 +36,16 @@ namespace nriqos {
 /// Limits on a manifest (untrusted input): the document size, containers per pod.
 namespace manifest_limits {
 constexpr size_t kMaxBytes = limits::kMaxRequestBytes;  ///< 4 MiB, as a request
-constexpr size_t kMaxContainers = 256;                  ///< init + app containers
-constexpr int kMaxDepth = 64;                           ///< YAML/JSON nesting
-constexpr size_t kMaxNodes = 200000;                    ///< nodes, each use of an alias counted (a pod with
-                                                        ///< managedFields has a few thousand)
+constexpr size_t kMaxContainers = 256;  ///< init + app containers
+constexpr int kMaxDepth = 64;  ///< YAML/JSON nesting
+constexpr size_t kMaxNodes = 200000;  ///< nodes, each use of an alias counted (a pod with
+    ///< managedFields has a few thousand)
 }  // namespace manifest_limits
 
 /// One container of the manifest, with API defaulting applied (requests default to limits).
 struct ManifestContainer {
     std::string name;
-    bool init = false;     ///< spec.initContainers
+    bool init = false;  ///< spec.initContainers
     bool sidecar = false;  ///< an init container with restartPolicy: Always (runs beside the app)
     /// CPU in millicores (Quantity.MilliValue), memory in bytes (Quantity.Value); nullopt: not set.
     std::optional<int64_t> cpu_request, cpu_limit, mem_request, mem_limit;
@@ -100,9 +100,9 @@ Resources container_oci_resources(const ManifestContainer& c);
 
 /// One container (or the sandbox) as the runtime reports it to NRI.
 struct PreviewContainer {
-    std::string name;        ///< "" for the sandbox
+    std::string name;  ///< "" for the sandbox
     bool init = false, sidecar = false;
-    std::string id;          ///< made up, stable: hex SHA-256 of uid + "/" + name
+    std::string id;  ///< made up, stable: hex SHA-256 of uid + "/" + name
     std::string cgroups_path;  ///< OCI cgroupsPath (getCgroupsPath)
     Resources oci;
 };
@@ -112,9 +112,9 @@ struct KubeletPod {
     KubeQos qos = KubeQos::BestEffort;
     CgroupDriver driver = CgroupDriver::Cgroupfs;
     std::string cgroup_parent;  ///< as kubelet passes it to the CRI (cgroupfs "/kubepods/burstable/pod<uid>",
-                                ///< systemd "kubepods-burstable-pod<uid_>.slice")
-    std::string pod_dir;        ///< the pod cgroup below a hierarchy root ("kubepods/burstable/pod<uid>",
-                                ///< "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_>.slice")
+        ///< systemd "kubepods-burstable-pod<uid_>.slice")
+    std::string pod_dir;  ///< the pod cgroup below a hierarchy root ("kubepods/burstable/pod<uid>",
+        ///< "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_>.slice")
     PodCgroupConfig pod;
     PreviewContainer sandbox;
     std::vector<PreviewContainer> containers;  ///< init containers first, then app containers
@@ -128,8 +128,8 @@ KubeletPod kubelet_pod(const PodManifest& m, CgroupDriver driver);
 /// container `i` (its resources as given: at StartContainer the caller passes them with the
 /// CreateContainer adjustment applied). `pid` is the task's (made up by the caller).
 nlohmann::json nri_pod_event(const PodManifest& m, const KubeletPod& k, const char* event, int64_t pid);
-nlohmann::json nri_container_event(const PodManifest& m, const KubeletPod& k, size_t i, const char* event,
-                                   const Resources& res, std::optional<int64_t> pid);
+nlohmann::json nri_container_event(const PodManifest& m, const KubeletPod& k, size_t i, const char* event, const Resources& res,
+                                   std::optional<int64_t> pid);
 
 /// OCI LinuxResources in NRI Go JSON ({"cpu": {"shares": {"value": N}}, ...}).
 nlohmann::json nri_resources_json(const Resources& r);

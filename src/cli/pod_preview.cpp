@@ -78,14 +78,31 @@ struct KnobFile {
 
 std::string kernel_default(const std::string& f) {
     static const std::map<std::string, std::string> d = {
-        {"cpu.shares", "1024"}, {"cpu.cfs_quota_us", "-1"}, {"cpu.cfs_period_us", "100000"}, {"cpu.cfs_burst_us", "0"},
-        {"cpu.weight", "100"}, {"cpu.max", "max 100000"}, {"cpu.max.burst", "0"}, {"cpu.idle", "0"},
-        {"memory.limit_in_bytes", "9223372036854771712"}, {"memory.memsw.limit_in_bytes", "9223372036854771712"},
-        {"memory.soft_limit_in_bytes", "9223372036854771712"}, {"memory.max", "max"}, {"memory.high", "max"},
-        {"memory.swap.max", "max"}, {"memory.low", "0"}, {"memory.min", "0"}, {"pids.max", "max"},
-        {"blkio.weight", "500"}, {"io.weight", "default 100"}, {"io.bfq.weight", "default 100"},
-        {"io.max", ""}, {"blkio.throttle.read_bps_device", ""}, {"blkio.throttle.write_bps_device", ""},
-        {"blkio.throttle.read_iops_device", ""}, {"blkio.throttle.write_iops_device", ""},
+        {"cpu.shares", "1024"},
+        {"cpu.cfs_quota_us", "-1"},
+        {"cpu.cfs_period_us", "100000"},
+        {"cpu.cfs_burst_us", "0"},
+        {"cpu.weight", "100"},
+        {"cpu.max", "max 100000"},
+        {"cpu.max.burst", "0"},
+        {"cpu.idle", "0"},
+        {"memory.limit_in_bytes", "9223372036854771712"},
+        {"memory.memsw.limit_in_bytes", "9223372036854771712"},
+        {"memory.soft_limit_in_bytes", "9223372036854771712"},
+        {"memory.max", "max"},
+        {"memory.high", "max"},
+        {"memory.swap.max", "max"},
+        {"memory.low", "0"},
+        {"memory.min", "0"},
+        {"pids.max", "max"},
+        {"blkio.weight", "500"},
+        {"io.weight", "default 100"},
+        {"io.bfq.weight", "default 100"},
+        {"io.max", ""},
+        {"blkio.throttle.read_bps_device", ""},
+        {"blkio.throttle.write_bps_device", ""},
+        {"blkio.throttle.read_iops_device", ""},
+        {"blkio.throttle.write_iops_device", ""},
     };
     auto it = d.find(f);
     return it == d.end() ? "0" : it->second;
@@ -180,7 +197,7 @@ int64_t node_memory(const std::string& proc_root) {
 
 struct Cg {
     std::string label;  ///< "pod", "sandbox", "container NAME"
-    std::string dir;    ///< relative cgroup directory
+    std::string dir;  ///< relative cgroup directory
     std::optional<int64_t> pid;
     bool gone = false;  ///< an init container that ran to completion
 };
@@ -285,7 +302,9 @@ void Preview::runc_create(const Cg& c, const Resources& r, const json& unified, 
         const std::string& f = fv.first;  // not a structured binding: C++17 lambdas cannot capture those (clang)
         const auto& val = fv.second;
         bool known = std::any_of(files_.begin(), files_.end(), [&](const KnobFile& k) { return k.file == f && tpl_.has(k); });
-        if (!known) note("container " + c.label + ": " + f + " = " + val + " not previewed (the node has no such file; runc would refuse a unified file it lacks)");
+        if (!known)
+            note("container " + c.label + ": " + f + " = " + val +
+                 " not previewed (the node has no such file; runc would refuse a unified file it lacks)");
     }
 }
 
@@ -309,9 +328,7 @@ json Preview::event(const json& ev, const std::string& what) {
     json j;
     try {
         j = json::parse(out);
-    } catch (const std::exception& x) {
-        j = {{"error", std::string("explain output: ") + x.what()}};
-    }
+    } catch (const std::exception& x) { j = {{"error", std::string("explain output: ") + x.what()}}; }
     j["event"] = ev.value("event", "");
     j["subject"] = what;
     // who set each applied write
@@ -352,7 +369,8 @@ json Preview::event(const json& ev, const std::string& what) {
     if (j.contains("adjustment") && !j["adjustment"].is_null()) text_ += "nri:      " + j["adjustment"].dump() + "\n";
     if (j.contains("metadata") && j["metadata"].is_object()) {
         for (const char* k : {"error", "warning", "policy_error", "pod_class_note", "cpu_weight_formula"})
-            if (j["metadata"].contains(k) && j["metadata"][k].is_string()) text_ += std::string(k) + ": " + j["metadata"][k].get<std::string>() + "\n";
+            if (j["metadata"].contains(k) && j["metadata"][k].is_string())
+                text_ += std::string(k) + ": " + j["metadata"][k].get<std::string>() + "\n";
     }
     if (j.contains("error") && j["error"].is_string()) {
         text_ += "error:    " + j["error"].get<std::string>() + "\n";
@@ -456,12 +474,16 @@ std::string Preview::run(const std::string& text, int& code) {
     files_ = layout_files(layout_);
     KubeletPod k = kubelet_pod(m, driver);
 
-    text_ += "pod:      " + m.ns + "/" + m.name + " uid " + m.uid + (m.uid_made_up ? " (made up: the manifest has no metadata.uid; stable for this namespace/name)" : "") + "\n";
+    text_ += "pod:      " + m.ns + "/" + m.name + " uid " + m.uid +
+             (m.uid_made_up ? " (made up: the manifest has no metadata.uid; stable for this namespace/name)" : "") + "\n";
     text_ += "kubelet:  QoS " + kube_qos_title(k.qos) + " (GetPodQOS)";
-    if (!m.status_qos.empty() && m.status_qos != kube_qos_title(k.qos)) text_ += "; status.qosClass says " + m.status_qos + ": the API server's, kept by kubelet";
-    text_ += "; cgroup driver " + std::string(driver == CgroupDriver::Systemd ? "systemd" : "cgroupfs") + " (" + driver_why + "); parent " + k.cgroup_parent + "\n";
+    if (!m.status_qos.empty() && m.status_qos != kube_qos_title(k.qos))
+        text_ += "; status.qosClass says " + m.status_qos + ": the API server's, kept by kubelet";
+    text_ += "; cgroup driver " + std::string(driver == CgroupDriver::Systemd ? "systemd" : "cgroupfs") + " (" + driver_why + "); parent " +
+             k.cgroup_parent + "\n";
     text_ += "node:     cgroup " + std::string(layout_name(layout_)) + "; " + tpl_.note + "\n";
-    if (layout_ == Layout::V2) text_ += "note:     cgroup v2 weights written by kubelet and runc are shown with the log-quadratic conversion (runc >= 1.3.2)\n";
+    if (layout_ == Layout::V2)
+        text_ += "note:     cgroup v2 weights written by kubelet and runc are shown with the log-quadratic conversion (runc >= 1.3.2)\n";
     const std::string cls = ":     ";
     {
         std::string p = "pod cgroup: cpu.shares " + std::to_string(k.pod.cpu_shares);
@@ -470,7 +492,8 @@ std::string Preview::run(const std::string& text, int& code) {
         text_ += "kubelet:  " + p + " (ResourceConfigForPod)\n";
     }
     for (const auto& c : k.containers) {
-        std::string p = "container " + c.name + (c.init ? (c.sidecar ? " (sidecar init)" : " (init)") : "") + ": OCI shares " + std::to_string(*c.oci.cpu_shares);
+        std::string p =
+            "container " + c.name + (c.init ? (c.sidecar ? " (sidecar init)" : " (init)") : "") + ": OCI shares " + std::to_string(*c.oci.cpu_shares);
         if (c.oci.cpu_quota) p += ", quota " + std::to_string(*c.oci.cpu_quota);
         p += ", period " + std::to_string(*c.oci.cpu_period);
         if (c.oci.mem_limit) p += ", memory limit " + std::to_string(*c.oci.mem_limit);
@@ -483,11 +506,13 @@ std::string Preview::run(const std::string& text, int& code) {
     std::map<std::string, std::string> pod_vals;
     if (v2) {
         pod_vals["cpu.weight"] = std::to_string(shares_to_weight(static_cast<uint64_t>(k.pod.cpu_shares), WeightFormula::LogQuadratic));
-        if (k.pod.cpu_quota) pod_vals["cpu.max"] = (*k.pod.cpu_quota > 0 ? std::to_string(*k.pod.cpu_quota) : "max") + " " + std::to_string(*k.pod.cpu_period);
+        if (k.pod.cpu_quota)
+            pod_vals["cpu.max"] = (*k.pod.cpu_quota > 0 ? std::to_string(*k.pod.cpu_quota) : "max") + " " + std::to_string(*k.pod.cpu_period);
         if (k.pod.memory_limit) pod_vals["memory.max"] = std::to_string(*k.pod.memory_limit);
     } else {
         pod_vals["cpu.shares"] = std::to_string(k.pod.cpu_shares);
-        if (k.pod.cpu_quota) pod_vals["cpu.cfs_quota_us"] = std::to_string(*k.pod.cpu_quota), pod_vals["cpu.cfs_period_us"] = std::to_string(*k.pod.cpu_period);
+        if (k.pod.cpu_quota)
+            pod_vals["cpu.cfs_quota_us"] = std::to_string(*k.pod.cpu_quota), pod_vals["cpu.cfs_period_us"] = std::to_string(*k.pod.cpu_period);
         if (k.pod.memory_limit) pod_vals["memory.limit_in_bytes"] = std::to_string(*k.pod.memory_limit);
     }
     std::vector<Cg> cgs;
@@ -543,7 +568,8 @@ std::string Preview::run(const std::string& text, int& code) {
         make_proc(pid, oom ? *oom : kubelet_oom_score_adj(k.qos, mc.mem_request, mem_capacity),
                   oom ? "runc, from nri-qos's CreateContainer adjustment" : "kubelet (GetContainerOOMScoreAdjust)");
         if (!rdt.empty()) {
-            if (put(scratch_ + "/resctrl/" + rdt + "/tasks", std::to_string(pid))) who_["resctrl:" + rdt + "/tasks"] = "runc, from nri-qos's CreateContainer adjustment";
+            if (put(scratch_ + "/resctrl/" + rdt + "/tasks", std::to_string(pid)))
+                who_["resctrl:" + rdt + "/tasks"] = "runc, from nri-qos's CreateContainer adjustment";
             else note("container " + pc.name + ": resctrl group " + rdt + " does not exist on the node; runc would fail the container");
         }
         event(nri_container_event(m, k, i, "StartContainer", res, pid), what);
@@ -551,8 +577,9 @@ std::string Preview::run(const std::string& text, int& code) {
         cgs.push_back(c);
     }
     if (std::any_of(cgs.begin(), cgs.end(), [](const Cg& c) { return c.gone; }))
-        note("init containers run to completion before the app containers start; their cgroups are shown as they were while they ran "
-             "(native NRI reports no container exit: a pod-level sum drops an exited container once its cgroup has been gone 60 s)");
+        note(
+            "init containers run to completion before the app containers start; their cgroups are shown as they were while they ran "
+            "(native NRI reports no container exit: a pod-level sum drops an exited container once its cgroup has been gone 60 s)");
 
     // ---- the end state ----
     json end = json::array();
@@ -597,10 +624,19 @@ std::string Preview::run(const std::string& text, int& code) {
     for (const auto& n : notes_) text_ += "note:     " + n + "\n";
     code = code_;
     if (!o_.json) return text_;
-    json out = {{"pod", {{"namespace", m.ns}, {"name", m.name}, {"uid", m.uid}, {"uid_made_up", m.uid_made_up}, {"kube_qos", kube_qos_name(k.qos)},
-                         {"cgroup_driver", driver == CgroupDriver::Systemd ? "systemd" : "cgroupfs"}, {"cgroup_parent", k.cgroup_parent},
-                         {"layout", layout_name(layout_)}}},
-                {"node", tpl_.note}, {"events", events_}, {"end_state", end}, {"notes", notes_}};
+    json out = {{"pod",
+                 {{"namespace", m.ns},
+                  {"name", m.name},
+                  {"uid", m.uid},
+                  {"uid_made_up", m.uid_made_up},
+                  {"kube_qos", kube_qos_name(k.qos)},
+                  {"cgroup_driver", driver == CgroupDriver::Systemd ? "systemd" : "cgroupfs"},
+                  {"cgroup_parent", k.cgroup_parent},
+                  {"layout", layout_name(layout_)}}},
+                {"node", tpl_.note},
+                {"events", events_},
+                {"end_state", end},
+                {"notes", notes_}};
     (void)cls;
     return out.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
@@ -681,7 +717,8 @@ int explain_pod(const PodPreviewOptions& o) {
     std::vector<char> buf(tmpl.begin(), tmpl.end());
     buf.push_back('\0');
     if (!mkdtemp(buf.data())) {
-        write_all(2, "nri-qos: explain --pod: cannot create a scratch directory in " + tmpl.substr(0, tmpl.rfind('/')) + ": " + std::strerror(errno) + "\n");
+        write_all(2, "nri-qos: explain --pod: cannot create a scratch directory in " + tmpl.substr(0, tmpl.rfind('/')) + ": " + std::strerror(errno) +
+                         "\n");
         return 1;
     }
     const std::string scratch = buf.data();
@@ -724,8 +761,7 @@ int explain_pod(const PodPreviewOptions& o) {
         write_all(code == 2 ? 2 : 1, out);
         _exit(code);
     }
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-    }
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
     nftw(scratch.c_str(), rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     if (WIFEXITED(status)) return WEXITSTATUS(status);
     write_all(2, "nri-qos: explain --pod: the preview process ended by signal " + std::to_string(WTERMSIG(status)) + "\n");

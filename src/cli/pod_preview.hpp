@@ -33,8 +33,8 @@ struct PodPreviewOptions {
     /// Policy, cache, node roots to copy and read (cgroup_root: the node's cgroup tree, only
     /// read; sysfs_root, kubelet_cpu_state, resctrl_root: read), layout (nullopt: the node's).
     Options eval;
-    std::string manifest = "-";            ///< file, or "-" for stdin
-    std::optional<CgroupDriver> driver;    ///< nullopt: the node's (node_cgroup_driver)
+    std::string manifest = "-";  ///< file, or "-" for stdin
+    std::optional<CgroupDriver> driver;  ///< nullopt: the node's (node_cgroup_driver)
     bool json = false;
 };
 

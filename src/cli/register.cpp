@@ -53,9 +53,7 @@ std::vector<std::string> needed_annotations(const std::string& path, std::string
         PolicyCheck c = check_policy_text(read_policy_file(p), p);
         if (c.errors() == 0) return policy_annotation_keys(c.policy);
         note = "policy " + p + " has errors (nri-qos check " + p + "): checking the annotations of the built-in policy";
-    } catch (const std::exception& e) {
-        note = std::string(e.what()) + ": checking the annotations of the built-in policy";
-    }
+    } catch (const std::exception& e) { note = std::string(e.what()) + ": checking the annotations of the built-in policy"; }
     return policy_annotation_keys(builtin_policy());
 }
 
@@ -91,26 +89,25 @@ void add_register_commands(CLI::App& app) {
         throw CLI::RuntimeError(r.exit_code);
     };
 
-    CLI::App* r = app.add_subcommand(
-        "register", "Enable nri-qos: add it to the NRI v0.1 conf.json, or with --native install "
-                    "the native NRI plugin symlink");
+    CLI::App* r = app.add_subcommand("register",
+                                     "Enable nri-qos: add it to the NRI v0.1 conf.json, or with --native install "
+                                     "the native NRI plugin symlink");
     r->add_option("--conf-json", reg->conf_json, "NRI v0.1 config file")->capture_default_str();
-    r->add_option("--type", reg->type, "plugin type (binary name) / native plugin name")
-        ->capture_default_str();
+    r->add_option("--type", reg->type, "plugin type (binary name) / native plugin name")->capture_default_str();
     CLI::Option* pc = r->add_option("--plugin-conf", reg->plugin_conf,
                                     "JSON object passed as the request's conf (default {}; "
                                     "without it an existing entry keeps its conf)");
     r->add_flag("--native", reg->native, "install <plugins-dir>/<index>-<type> -> <binary> instead");
     r->add_option("--plugins-dir", reg->plugins_dir, "native NRI plugin_path")->capture_default_str();
     r->add_option("--index", reg->index, "native NRI plugin index (two digits)")->capture_default_str();
-    r->add_option("--binary", reg->binary, "absolute path of the nri-qos binary (symlink target)")
-        ->capture_default_str();
+    r->add_option("--binary", reg->binary, "absolute path of the nri-qos binary (symlink target)")->capture_default_str();
     r->add_option("--mode", reg->mode,
                   "auto (detect the runtime: src/event/detect.hpp), v01 (conf.json), native, or both (the native plugin, and "
                   "conf.json where it adds events: containerd 1.5/1.6 or unknown)")
         ->check(CLI::IsMember({"auto", "v01", "native", "both"}))
         ->capture_default_str();
-    r->add_option("--containerd-config", reg->containerd_config, "containerd config.toml to inspect (default: the running containerd's, else /etc/containerd/config.toml)");
+    r->add_option("--containerd-config", reg->containerd_config,
+                  "containerd config.toml to inspect (default: the running containerd's, else /etc/containerd/config.toml)");
     r->add_option("--containerd-version", reg->containerd_version, "containerd version to assume instead of asking `containerd --version`");
     r->add_flag("--enable-nri", reg->enable_nri,
                 "enable containerd's native NRI in its config (disable = false, plugin_request_timeout = \"2s\"), after a backup");
@@ -123,7 +120,9 @@ void add_register_commands(CLI::App& app) {
                   "where --enable-nri / --pass-annotations / --require copy a containerd config file before editing it "
                   "(as <dir>/<the file's absolute path>.<stamp>; never where a containerd imports glob reads it)")
         ->capture_default_str();
-    r->add_option("--policy", reg->policy, "policy whose annotations must reach the hook (default: --plugin-conf's policy, else /etc/nri/nri-qos.toml, else the built-in one)");
+    r->add_option(
+        "--policy", reg->policy,
+        "policy whose annotations must reach the hook (default: --plugin-conf's policy, else /etc/nri/nri-qos.toml, else the built-in one)");
     r->add_option("--isulad-config", reg->isulad_config, "iSulad daemon.json to inspect (default /etc/isulad/daemon.json)");
     r->add_option("--state-dir", reg->state_dir,
                   "where the hook keeps its state: the annotations the runtime passes to v0.1 hooks are recorded there (annotation-passlist)")
@@ -185,8 +184,7 @@ void add_register_commands(CLI::App& app) {
             plan = plan_register(info, isulad, crio, reg->mode, needed);
         } else if (reg->pass_annotations) {
             std::cerr << "nri-qos: --pass-annotations: nothing to add (the runtime passes every annotation the policy reads"
-                      << (info.version.empty() || containerd_native_capable(info) ? ", or is not an NRI v0.1 containerd" : "")
-                      << ")" << std::endl;
+                      << (info.version.empty() || containerd_native_capable(info) ? ", or is not an NRI v0.1 containerd" : "") << ")" << std::endl;
         }
         // Runtime-level fail-closed (issue #31 §4): only a native plugin can be required.
         if (reg->require) {
@@ -232,12 +230,10 @@ void add_register_commands(CLI::App& app) {
                 const std::string link = reg->plugins_dir + "/" + reg->index + "-" + reg->type;
                 struct stat lst {};
                 const bool have_link = ::lstat(link.c_str(), &lst) == 0;
-                const std::string what = "the " + serving + " serves the runtime as an external NRI plugin (" +
-                                         reg->state_dir + "/relay.json)";
+                const std::string what = "the " + serving + " serves the runtime as an external NRI plugin (" + reg->state_dir + "/relay.json)";
                 if (asked_native) {
-                    finish(fail_result(what + ": not installing the launched plugin " + link +
-                                       " beside it (the runtime would see two " + reg->index + "-" + reg->type +
-                                       "); stop it first: systemctl disable --now nri-qos-relay"));
+                    finish(fail_result(what + ": not installing the launched plugin " + link + " beside it (the runtime would see two " + reg->index +
+                                       "-" + reg->type + "); stop it first: systemctl disable --now nri-qos-relay"));
                     return;
                 }
                 if (have_link)
@@ -261,21 +257,18 @@ void add_register_commands(CLI::App& app) {
         finish(v);
     });
 
-    CLI::App* u = app.add_subcommand(
-        "unregister", "Disable nri-qos: remove it from the NRI v0.1 conf.json, or with --native "
-                      "remove the native NRI plugin symlink(s)");
+    CLI::App* u = app.add_subcommand("unregister",
+                                     "Disable nri-qos: remove it from the NRI v0.1 conf.json, or with --native "
+                                     "remove the native NRI plugin symlink(s)");
     u->add_option("--conf-json", unreg->conf_json, "NRI v0.1 config file")->capture_default_str();
     u->add_option("--type", unreg->type, "plugin type / native plugin name")->capture_default_str();
     u->add_flag("--native", unreg->native, "remove <plugins-dir>/NN-<type> symlinks to <binary>");
     u->add_option("--plugins-dir", unreg->plugins_dir, "native NRI plugin_path")->capture_default_str();
     u->add_option("--index", unreg->index, "only this index (default: every NN-<type>)");
-    u->add_option("--binary", unreg->binary, "only links to this path are removed")
-        ->capture_default_str();
+    u->add_option("--binary", unreg->binary, "only links to this path are removed")->capture_default_str();
     u->callback([unreg, finish]() {
-        if (unreg->native)
-            finish(disable_native(unreg->plugins_dir, unreg->index, unreg->binary, unreg->type));
-        else
-            finish(unregister_v01(unreg->conf_json, unreg->type));
+        if (unreg->native) finish(disable_native(unreg->plugins_dir, unreg->index, unreg->binary, unreg->type));
+        else finish(unregister_v01(unreg->conf_json, unreg->type));
     });
 }
 

@@ -81,13 +81,11 @@ inline constexpr const char* kDefaultBinary = "/opt/nri/bin/nri-qos";
 ///    (whitespace/formatting of the original is not preserved, values and key order are).
 /// `type` must match [A-Za-z0-9._-]+ (it is exec'd as a binary name); `plugin_conf` must be a
 /// JSON object. Never throws.
-RegisterResult register_v01(const std::string& conf_json_path, const std::string& type,
-                            const nlohmann::json& plugin_conf, bool replace_conf = true);
+RegisterResult register_v01(const std::string& conf_json_path, const std::string& type, const nlohmann::json& plugin_conf, bool replace_conf = true);
 
 /// Same as register_v01 with an order-preserving `plugin_conf` (what the CLI uses, so the
 /// administrator's key order of --plugin-conf is kept in conf.json).
-RegisterResult register_v01_ordered(const std::string& conf_json_path, const std::string& type,
-                                    const nlohmann::ordered_json& plugin_conf,
+RegisterResult register_v01_ordered(const std::string& conf_json_path, const std::string& type, const nlohmann::ordered_json& plugin_conf,
                                     bool replace_conf = true);
 
 /// Remove every NRI v0.1 plugin entry `type` from `conf_json_path`.
@@ -124,8 +122,8 @@ std::string v01_search_path();
 ///    native plugin is or is being registered, or the external relay serves): each sandbox is
 ///    evaluated twice.
 /// `c` from detect_runtime (no version known: as a runtime that reads it). Never throws.
-std::vector<std::string> conf_json_problems(const std::string& conf_json_path, const std::string& type, const RuntimeInfo& c,
-                                            bool native_serves, const std::string& search_path);
+std::vector<std::string> conf_json_problems(const std::string& conf_json_path, const std::string& type, const RuntimeInfo& c, bool native_serves,
+                                            const std::string& search_path);
 
 /// True when `plugins_dir` holds a native plugin entry `NN-<type>` (any two-digit index; a
 /// symlink or a file): the runtime starts it at its next start.
@@ -143,15 +141,15 @@ bool native_entry_present(const std::string& plugins_dir, const std::string& typ
 ///    index moved; two relays with one name would both run).
 ///  * already in place → exit 0, nothing changed.
 /// Never throws.
-RegisterResult enable_native(const std::string& plugins_dir, const std::string& idx,
-                             const std::string& binary_path, const std::string& name = kDefaultType);
+RegisterResult enable_native(const std::string& plugins_dir, const std::string& idx, const std::string& binary_path,
+                             const std::string& name = kDefaultType);
 
 /// Remove native NRI plugin entries: `<plugins_dir>/<idx>-<name>` when `idx` is non-empty,
 /// otherwise every `NN-<name>` (two digits) in `plugins_dir`; only symlinks whose content is
 /// `binary_path` are removed (anything else is reported and kept, exit 1). Missing directory or
 /// no entry → exit 0, nothing changed. Never throws.
-RegisterResult disable_native(const std::string& plugins_dir, const std::string& idx,
-                              const std::string& binary_path, const std::string& name = kDefaultType);
+RegisterResult disable_native(const std::string& plugins_dir, const std::string& idx, const std::string& binary_path,
+                              const std::string& name = kDefaultType);
 
 /// The external relay that serves the runtime on this node, or "" when none does: the relay
 /// service (`nri-qos relay --socket`, packaged as nri-qos-relay.service; the DaemonSet's relay)
@@ -205,9 +203,8 @@ struct RegisterPlan {
 /// reads it at every sandbox start and stop, internal/cri/server/podsandbox/sandbox_run.go
 /// Controller.Start and opts.go WithNRISandboxDelete, so an entry beside the native plugin
 /// evaluates each sandbox twice).
-RegisterPlan plan_register(const RuntimeInfo& containerd, const NativeRuntimeInfo& isulad,
-                           const NativeRuntimeInfo& crio, const std::string& requested,
-                           const std::vector<std::string>& needed);
+RegisterPlan plan_register(const RuntimeInfo& containerd, const NativeRuntimeInfo& isulad, const NativeRuntimeInfo& crio,
+                           const std::string& requested, const std::vector<std::string>& needed);
 
 /// Where `register` keeps the copy of a containerd config file before it edits it: a directory of
 /// its own, which no containerd `imports` glob reads (a copy beside a drop-in that `conf.d/*`
@@ -265,8 +262,7 @@ RegisterResult pass_annotations(const RuntimeInfo& info, const std::vector<std::
 /// validator), a config the release refuses, the two keys set in different files, dotted keys
 /// or an inline table, a required_plugins that is not a plain array of strings. Already enabled
 /// and listed → exit 0, nothing changed. Never throws.
-RegisterResult require_plugin(const RuntimeInfo& info, const std::string& name, const std::string& stamp,
-                              const std::string& backup_dir);
+RegisterResult require_plugin(const RuntimeInfo& info, const std::string& name, const std::string& stamp, const std::string& backup_dir);
 
 /// Add the `register` and `unregister` subcommands to `app`.
 ///

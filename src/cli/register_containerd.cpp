@@ -288,8 +288,8 @@ std::string simulate(const RuntimeInfo& info, const FileEdit& edit, RuntimeInfo&
 
 /// Where the backup of `target` goes: `<backup_dir>/<target's absolute path>.<stamp>` (".N" added
 /// when taken). "" and `error` set when an `imports` entry of the config would read it.
-std::string backup_path(const RuntimeInfo& info, const std::string& target, const std::string& backup_dir,
-                        const std::string& stamp, std::string& error) {
+std::string backup_path(const RuntimeInfo& info, const std::string& target, const std::string& backup_dir, const std::string& stamp,
+                        std::string& error) {
     std::string abs = target;
     if (abs.empty() || abs[0] != '/') {
         char cwd[4096];
@@ -309,8 +309,8 @@ std::string backup_path(const RuntimeInfo& info, const std::string& target, cons
 
 /// Back up (when the file exists) and write `edit`; returns "" or an error, the backup path and
 /// the text it replaced (`had`: the file existed).
-std::string apply_edit(const RuntimeInfo& info, const FileEdit& edit, const std::string& stamp, const std::string& backup_dir,
-                       std::string& backup, std::string& old_text, bool& had) {
+std::string apply_edit(const RuntimeInfo& info, const FileEdit& edit, const std::string& stamp, const std::string& backup_dir, std::string& backup,
+                       std::string& old_text, bool& had) {
     const std::string target = write_target(edit.path);
     ReadOutcome in = read_file(target);
     if (!in.error.empty()) return in.error;
@@ -337,8 +337,8 @@ std::string apply_edit(const RuntimeInfo& info, const FileEdit& edit, const std:
 /// Where a new section goes: a new drop-in in info.dropin_dir, else the main config (appended).
 /// `section(file_version)` gives the section's text for a file of that version (its plugin names
 /// follow containerd_config.hpp).
-FileEdit new_section_edit(const RuntimeInfo& info, const ContainerdConfigView& view,
-                          const std::function<std::string(int)>& section, const std::string& stamp, const std::string& why) {
+FileEdit new_section_edit(const RuntimeInfo& info, const ContainerdConfigView& view, const std::function<std::string(int)>& section,
+                          const std::string& stamp, const std::string& why) {
     FileEdit e;
     const std::string comment = "# Added by `nri-qos register " + why + "` (" + stamp + ").\n";
     if (!info.dropin_dir.empty()) {
@@ -382,7 +382,8 @@ ContainerdConfigView view_of(const RuntimeInfo& info, std::string& error) {
 std::string refuse_unsafe(const RuntimeInfo& info, const ContainerdConfigView& v, const std::string& err) {
     if (!err.empty()) return err;
     if (v.release_inferred && !info.config_files.empty() && v.written_version <= 1)
-        return join_list(info.config_files) + " set no config version above 1 and containerd's version is unknown: containerd 1.x "
+        return join_list(info.config_files) +
+               " set no config version above 1 and containerd's version is unknown: containerd 1.x "
                "reads such a config by short plugin names ([plugins.cri], [plugins.nri]), 2.x migrates it; give "
                "--containerd-version";
     return "";
@@ -411,19 +412,20 @@ RegisterResult write_verified(const RuntimeInfo& info, const FileEdit& edit, con
             struct stat st {};
             if (::stat(backup.c_str(), &st) == 0) {
                 ::chmod(target.c_str(), st.st_mode & 07777);
-                if (::chown(target.c_str(), st.st_uid, st.st_gid) != 0) { /* kept as written */ }
+                if (::chown(target.c_str(), st.st_uid, st.st_gid) != 0) { /* kept as written */
+                }
             }
         } else if (::unlink(target.c_str()) != 0) {
             r = "cannot remove " + target + ": " + errno_text(errno);
         }
         return fail_result("wrote " + edit.path + ", but containerd reading its config now would still " +
                            (!now.error.empty() ? "fail: " + now.error : why) + "; " +
-                           (r.empty() ? (had ? "restored it from " + backup : "removed it again") : "RESTORE FAILED (" + r + ")" +
-                                                                                           (had ? ": the original is " + backup : "")) +
+                           (r.empty() ? (had ? "restored it from " + backup : "removed it again")
+                                      : "RESTORE FAILED (" + r + ")" + (had ? ": the original is " + backup : "")) +
                            "; edit it by hand");
     }
-    return ok_result(true, done + " in " + edit.path + (backup.empty() ? " (new file)" : " (backup: " + backup + ")") +
-                               "; restart containerd to apply it");
+    return ok_result(true,
+                     done + " in " + edit.path + (backup.empty() ? " (new file)" : " (backup: " + backup + ")") + "; restart containerd to apply it");
 }
 
 }  // namespace
@@ -431,20 +433,21 @@ RegisterResult write_verified(const RuntimeInfo& info, const FileEdit& edit, con
 RegisterResult enable_containerd_nri(const RuntimeInfo& info, const std::string& stamp, const std::string& backup_dir) {
     try {
         if (!info.version.empty() && !containerd_native_capable(info))
-            return fail_result("--enable-nri: containerd " + info.version + " has no native NRI (1.7 or later needed); "
+            return fail_result("--enable-nri: containerd " + info.version +
+                               " has no native NRI (1.7 or later needed); "
                                "it calls NRI v0.1 hooks from /etc/nri/conf.json");
         if (!info.error.empty()) return fail_result("--enable-nri: " + info.error + "; nothing written");
         std::string err;
         const ContainerdConfigView view = view_of(info, err);
         if (std::string e = refuse_unsafe(info, view, err); !e.empty()) return fail_result("--enable-nri: " + e + "; nothing written");
         if (!info.nri_disabled_in.empty())
-            return fail_result("--enable-nri: " + info.nri_disabled_in + " lists the NRI plugin in disabled_plugins; nothing written: "
+            return fail_result("--enable-nri: " + info.nri_disabled_in +
+                               " lists the NRI plugin in disabled_plugins; nothing written: "
                                "remove it from that list by hand (nri-qos does not edit disabled_plugins)");
         const bool disabled = info.nri_disable ? *info.nri_disable : (info.major < 2);
         if (!disabled)
             return ok_result(false, "native NRI already enabled " +
-                                        (info.nri_disable ? "in " + info.nri_file : std::string("(the default of containerd 2.x)")) +
-                                        " (unchanged)");
+                                        (info.nri_disable ? "in " + info.nri_file : std::string("(the default of containerd 2.x)")) + " (unchanged)");
         const std::string note = "nri-qos register --enable-nri (" + stamp + ")";
         const ConfigNode* section = view.plugins.at({view.nri_id});
         if (section && !section->is_table) section = nullptr;
@@ -476,8 +479,7 @@ RegisterResult enable_containerd_nri(const RuntimeInfo& info, const std::string&
             long d = find_key(lines, hh + 1, end, "disable");
             if (d >= 0) lines[static_cast<size_t>(d)] = replace_scalar(lines[static_cast<size_t>(d)], "false", note);
             else add.push_back(indent + "disable = false  # " + note);
-            if (!has_timeout && find_key(lines, hh + 1, end, "plugin_request_timeout") < 0)
-                add.push_back(indent + "plugin_request_timeout = \"2s\"");
+            if (!has_timeout && find_key(lines, hh + 1, end, "plugin_request_timeout") < 0) add.push_back(indent + "plugin_request_timeout = \"2s\"");
             lines.insert(lines.begin() + h + 1, add.begin(), add.end());
             edit.path = file;
             edit.exists = true;
@@ -492,16 +494,12 @@ RegisterResult enable_containerd_nri(const RuntimeInfo& info, const std::string&
         }
         return write_verified(
             info, edit, stamp, backup_dir,
-            [](const RuntimeInfo& a) {
-                return a.nri_disable && !*a.nri_disable ? std::string() : std::string("read NRI as disabled");
-            },
-            "enabled containerd's native NRI (" + (section ? toml_header(dis ? std::vector<std::string>(dis->path.begin(), dis->path.end() - 1)
-                                                                               : section->path)
-                                                           : toml_header({"plugins", nri_id_for_file(view, new_file_version(view))})) +
+            [](const RuntimeInfo& a) { return a.nri_disable && !*a.nri_disable ? std::string() : std::string("read NRI as disabled"); },
+            "enabled containerd's native NRI (" +
+                (section ? toml_header(dis ? std::vector<std::string>(dis->path.begin(), dis->path.end() - 1) : section->path)
+                         : toml_header({"plugins", nri_id_for_file(view, new_file_version(view))})) +
                 " disable = false)");
-    } catch (const std::exception& e) {
-        return fail_result(std::string("--enable-nri: ") + e.what());
-    }
+    } catch (const std::exception& e) { return fail_result(std::string("--enable-nri: ") + e.what()); }
 }
 
 RegisterResult pass_annotations(const RuntimeInfo& info, const std::vector<std::string>& keys, const std::string& stamp,
@@ -538,8 +536,8 @@ RegisterResult pass_annotations(const RuntimeInfo& info, const std::vector<std::
             long h = find_table(lines, table);
             if (h < 0)
                 return fail_result("--pass-annotations: " + file + " sets " + toml_header(table) +
-                                   " without its own table header (dotted keys or an inline table); nothing written: add " +
-                                   join_list(missing) + " to its pod_annotations by hand");
+                                   " without its own table header (dotted keys or an inline table); nothing written: add " + join_list(missing) +
+                                   " to its pod_annotations by hand");
             const size_t hh = static_cast<size_t>(h);
             const size_t end = table_end(lines, hh);
             long at = find_key(lines, hh + 1, end, "pod_annotations");
@@ -571,12 +569,13 @@ RegisterResult pass_annotations(const RuntimeInfo& info, const std::vector<std::
                 if (!in.error.empty()) return fail_result(in.error);
                 edit.path = cri->file;
                 edit.exists = true;
-                edit.text = in.text + (in.text.empty() || in.text.back() == '\n' ? "" : "\n") + "\n# Added by `" + note + "`.\n" +
-                            table_text(where);
+                edit.text = in.text + (in.text.empty() || in.text.back() == '\n' ? "" : "\n") + "\n# Added by `" + note + "`.\n" + table_text(where);
             } else {
                 edit = new_section_edit(
                     info, view,
-                    [&](int fv) { return table_text({"plugins", cri_runtime_id_for_file(view, fv), "containerd", "runtimes", "runc"}); },
+                    [&](int fv) {
+                        return table_text({"plugins", cri_runtime_id_for_file(view, fv), "containerd", "runtimes", "runc"});
+                    },
                     stamp, "--pass-annotations");
             }
         }
@@ -589,21 +588,19 @@ RegisterResult pass_annotations(const RuntimeInfo& info, const std::vector<std::
                 return still.empty() ? std::string() : "drop " + join_list(still);
             },
             "added " + join_list(missing) + " to " + table_name + " pod_annotations");
-    } catch (const std::exception& e) {
-        return fail_result(std::string("--pass-annotations: ") + e.what());
-    }
+    } catch (const std::exception& e) { return fail_result(std::string("--pass-annotations: ") + e.what()); }
 }
 
 }  // namespace nriqos
 
 namespace nriqos {
 
-RegisterResult require_plugin(const RuntimeInfo& info, const std::string& name, const std::string& stamp,
-                              const std::string& backup_dir) {
+RegisterResult require_plugin(const RuntimeInfo& info, const std::string& name, const std::string& stamp, const std::string& backup_dir) {
     try {
         if (info.version.empty())
-            return fail_result("--require: containerd's version is unknown (give --containerd-version): required_plugins needs "
-                               "containerd 2.2 or later (NRI's default validator); nothing written");
+            return fail_result(
+                "--require: containerd's version is unknown (give --containerd-version): required_plugins needs "
+                "containerd 2.2 or later (NRI's default validator); nothing written");
         if (info.major < 2 || (info.major == 2 && info.minor < 2))
             return fail_result("--require: containerd " + info.version +
                                " has no NRI default validator (required_plugins needs containerd 2.2 or later); nothing written");
@@ -615,8 +612,7 @@ RegisterResult require_plugin(const RuntimeInfo& info, const std::string& name, 
             return a.required_plugins && std::find(a.required_plugins->begin(), a.required_plugins->end(), name) != a.required_plugins->end();
         };
         const bool enabled = info.validator_enable && *info.validator_enable;
-        if (enabled && listed(info))
-            return ok_result(false, "NRI's default validator already requires " + name + " (unchanged)");
+        if (enabled && listed(info)) return ok_result(false, "NRI's default validator already requires " + name + " (unchanged)");
         const std::string note = "nri-qos register --require (" + stamp + ")";
         const ConfigNode* section = view.plugins.at({view.nri_id});
         if (section && !section->is_table) section = nullptr;
@@ -655,8 +651,7 @@ RegisterResult require_plugin(const RuntimeInfo& info, const std::string& name, 
             end = table_end(lines, hh);
             if (long e = find_key(lines, hh + 1, end, "enable"); e >= 0)
                 lines[static_cast<size_t>(e)] = replace_scalar(lines[static_cast<size_t>(e)], "true", note);
-            else
-                lines.insert(lines.begin() + h + 1, body_indent(lines, hh) + "enable = true  # " + note);
+            else lines.insert(lines.begin() + h + 1, body_indent(lines, hh) + "enable = true  # " + note);
             edit.path = file;
             edit.exists = true;
             edit.text = join_lines(lines);
@@ -673,13 +668,15 @@ RegisterResult require_plugin(const RuntimeInfo& info, const std::string& name, 
                 if (!in.error.empty()) return fail_result(in.error);
                 edit.path = section->file;
                 edit.exists = true;
-                edit.text = in.text + (in.text.empty() || in.text.back() == '\n' ? "" : "\n") + "\n# Added by `" + note + "`.\n" +
-                            table_text(keys);
+                edit.text = in.text + (in.text.empty() || in.text.back() == '\n' ? "" : "\n") + "\n# Added by `" + note + "`.\n" + table_text(keys);
                 where = toml_header(keys);
             } else {
                 edit = new_section_edit(
-                    info, view, [&](int fv) { return table_text({"plugins", nri_id_for_file(view, fv), "default_validator"}); }, stamp,
-                    "--require");
+                    info, view,
+                    [&](int fv) {
+                        return table_text({"plugins", nri_id_for_file(view, fv), "default_validator"});
+                    },
+                    stamp, "--require");
                 where = toml_header({"plugins", nri_id_for_file(view, new_file_version(view)), "default_validator"});
             }
         }
@@ -690,9 +687,7 @@ RegisterResult require_plugin(const RuntimeInfo& info, const std::string& name, 
                 return listed(a) ? std::string() : "not list " + name + " in required_plugins";
             },
             "NRI's default validator requires " + name + " (" + where + " enable = true, required_plugins)");
-    } catch (const std::exception& e) {
-        return fail_result(std::string("--require: ") + e.what());
-    }
+    } catch (const std::exception& e) { return fail_result(std::string("--require: ") + e.what()); }
 }
 
 }  // namespace nriqos

@@ -18,9 +18,7 @@
 namespace nriqos {
 namespace register_internal {
 
-RegisterResult ok_result(bool changed, const std::string& msg) {
-    return RegisterResult{0, changed, "nri-qos: " + msg};
-}
+RegisterResult ok_result(bool changed, const std::string& msg) { return RegisterResult{0, changed, "nri-qos: " + msg}; }
 
 RegisterResult fail_result(const std::string& msg, int code) {
     std::string m = "nri-qos: error: " + msg;
@@ -67,8 +65,7 @@ std::string make_dirs(const std::string& dir) {
         std::string err = make_dirs(parent);
         if (!err.empty()) return err;
     }
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-        return "cannot create directory " + dir + ": " + errno_text(errno);
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return "cannot create directory " + dir + ": " + errno_text(errno);
     return "";
 }
 
@@ -112,15 +109,13 @@ std::string write_target(const std::string& path) {
     return path;
 }
 
-std::string atomic_write(const std::string& path, const std::string& text, mode_t mode, uid_t uid,
-                         gid_t gid) {
+std::string atomic_write(const std::string& path, const std::string& text, mode_t mode, uid_t uid, gid_t gid) {
     std::string dir = dir_of(path);
     std::string tmpl = dir + "/." + base_of(path) + ".nri-qos.XXXXXX";
     std::vector<char> tmp(tmpl.begin(), tmpl.end());
     tmp.push_back('\0');
     int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
-    if (fd < 0) return "cannot write " + path + ": cannot create a temporary file in " + dir + ": " +
-                       errno_text(errno);
+    if (fd < 0) return "cannot write " + path + ": cannot create a temporary file in " + dir + ": " + errno_text(errno);
     std::string tmp_path(tmp.data());
     auto fail = [&](const std::string& what) {
         int e = errno;
@@ -129,8 +124,7 @@ std::string atomic_write(const std::string& path, const std::string& text, mode_
         return "cannot write " + path + ": " + what + ": " + errno_text(e);
     };
     if (::fchmod(fd, mode) != 0) return fail("fchmod");
-    if (uid != static_cast<uid_t>(-1) && ::fchown(fd, uid, gid) != 0 && errno != EPERM)
-        return fail("fchown");
+    if (uid != static_cast<uid_t>(-1) && ::fchown(fd, uid, gid) != 0 && errno != EPERM) return fail("fchown");
     size_t off = 0;
     while (off < text.size()) {
         ssize_t n = ::write(fd, text.data() + off, text.size() - off);

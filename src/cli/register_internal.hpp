@@ -42,10 +42,10 @@ bool valid_type(const std::string& t);
 std::string make_dirs(const std::string& dir);
 
 struct ReadOutcome {
-    bool exists = false;     // file exists and is not whitespace-only
-    std::string text;        // content
-    std::string error;       // non-empty: could not read
-    struct stat st {};       // valid when the file exists
+    bool exists = false;  // file exists and is not whitespace-only
+    std::string text;  // content
+    std::string error;  // non-empty: could not read
+    struct stat st {};  // valid when the file exists
 };
 
 /// Read a regular file (absent: exists false, no error; whitespace only: exists false, text kept).
@@ -55,8 +55,7 @@ ReadOutcome read_file(const std::string& path);
 std::string write_target(const std::string& path);
 /// Write `text` to `path` atomically (temp file in the same directory, fsync, rename, fsync of
 /// the directory). `mode`/`uid`/`gid` are applied to the new file (uid == -1: leave as is).
-std::string atomic_write(const std::string& path, const std::string& text, mode_t mode, uid_t uid,
-                         gid_t gid);
+std::string atomic_write(const std::string& path, const std::string& text, mode_t mode, uid_t uid, gid_t gid);
 
 // ---- register_v01.cpp --------------------------------------------------------------------------
 

@@ -25,8 +25,7 @@ using namespace register_internal;
 namespace {
 
 bool valid_index(const std::string& idx) {
-    return idx.size() == 2 && std::isdigit(static_cast<unsigned char>(idx[0])) &&
-           std::isdigit(static_cast<unsigned char>(idx[1]));
+    return idx.size() == 2 && std::isdigit(static_cast<unsigned char>(idx[0])) && std::isdigit(static_cast<unsigned char>(idx[1]));
 }
 
 std::optional<std::string> read_link(const std::string& path) {
@@ -37,8 +36,7 @@ std::optional<std::string> read_link(const std::string& path) {
 }
 
 /// Names `NN-<name>` (two digits) present in `dir`; empty when the directory is missing.
-std::vector<std::string> plugin_entries(const std::string& dir, const std::string& name,
-                                        std::string& error) {
+std::vector<std::string> plugin_entries(const std::string& dir, const std::string& name, std::string& error) {
     std::vector<std::string> out;
     DIR* d = ::opendir(dir.c_str());
     if (d == nullptr) {
@@ -47,9 +45,7 @@ std::vector<std::string> plugin_entries(const std::string& dir, const std::strin
     }
     while (struct dirent* e = ::readdir(d)) {
         std::string n = e->d_name;
-        if (n.size() == name.size() + 3 && valid_index(n.substr(0, 2)) && n[2] == '-' &&
-            n.compare(3, std::string::npos, name) == 0)
-            out.push_back(n);
+        if (n.size() == name.size() + 3 && valid_index(n.substr(0, 2)) && n[2] == '-' && n.compare(3, std::string::npos, name) == 0) out.push_back(n);
     }
     ::closedir(d);
     return out;
@@ -57,19 +53,14 @@ std::vector<std::string> plugin_entries(const std::string& dir, const std::strin
 
 }  // namespace
 
-RegisterResult enable_native(const std::string& plugins_dir, const std::string& idx,
-                             const std::string& binary_path, const std::string& name) {
+RegisterResult enable_native(const std::string& plugins_dir, const std::string& idx, const std::string& binary_path, const std::string& name) {
     try {
-        if (!valid_index(idx))
-            return fail_result("invalid plugin index \"" + idx + "\" (need two digits, 00-99)", 2);
+        if (!valid_index(idx)) return fail_result("invalid plugin index \"" + idx + "\" (need two digits, 00-99)", 2);
         if (!valid_type(name)) return fail_result("invalid plugin name \"" + name + "\"", 2);
-        if (binary_path.empty() || binary_path[0] != '/')
-            return fail_result("--binary must be an absolute path, got \"" + binary_path + "\"", 2);
+        if (binary_path.empty() || binary_path[0] != '/') return fail_result("--binary must be an absolute path, got \"" + binary_path + "\"", 2);
         struct stat st {};
-        if (::stat(binary_path.c_str(), &st) != 0)
-            return fail_result("cannot use " + binary_path + ": " + errno_text(errno));
-        if (!S_ISREG(st.st_mode) || ::access(binary_path.c_str(), X_OK) != 0 ||
-            (st.st_mode & 0111) == 0)
+        if (::stat(binary_path.c_str(), &st) != 0) return fail_result("cannot use " + binary_path + ": " + errno_text(errno));
+        if (!S_ISREG(st.st_mode) || ::access(binary_path.c_str(), X_OK) != 0 || (st.st_mode & 0111) == 0)
             return fail_result(binary_path + " is not an executable regular file");
 
         std::string err = make_dirs(plugins_dir);
@@ -80,15 +71,13 @@ RegisterResult enable_native(const std::string& plugins_dir, const std::string& 
         bool changed = false;
         struct stat lst {};
         if (::lstat(link.c_str(), &lst) == 0) {
-            if (!S_ISLNK(lst.st_mode))
-                return fail_result(link + " exists and is not a symlink (remove it first)");
+            if (!S_ISLNK(lst.st_mode)) return fail_result(link + " exists and is not a symlink (remove it first)");
             auto cur = read_link(link);
             if (!cur || *cur != binary_path) {
                 std::string tmp = plugins_dir + "/." + entry + ".nri-qos-tmp";
                 ::unlink(tmp.c_str());
                 if (::symlink(binary_path.c_str(), tmp.c_str()) != 0)
-                    return fail_result("cannot create symlink in " + plugins_dir + ": " +
-                                       errno_text(errno));
+                    return fail_result("cannot create symlink in " + plugins_dir + ": " + errno_text(errno));
                 if (::rename(tmp.c_str(), link.c_str()) != 0) {
                     int e = errno;
                     ::unlink(tmp.c_str());
@@ -97,8 +86,7 @@ RegisterResult enable_native(const std::string& plugins_dir, const std::string& 
                 changed = true;
             }
         } else if (errno == ENOENT) {
-            if (::symlink(binary_path.c_str(), link.c_str()) != 0)
-                return fail_result("cannot create " + link + ": " + errno_text(errno));
+            if (::symlink(binary_path.c_str(), link.c_str()) != 0) return fail_result("cannot create " + link + ": " + errno_text(errno));
             changed = true;
         } else {
             return fail_result("cannot access " + link + ": " + errno_text(errno));
@@ -116,30 +104,23 @@ RegisterResult enable_native(const std::string& plugins_dir, const std::string& 
                 changed = true;
             }
         }
-        if (!changed)
-            return ok_result(false, "native NRI plugin " + link + " -> " + binary_path +
-                                        " already in place");
+        if (!changed) return ok_result(false, "native NRI plugin " + link + " -> " + binary_path + " already in place");
         std::string extra;
         for (const auto& m : moved) extra += (extra.empty() ? "; removed " : ", ") + m;
-        return ok_result(true, "enabled native NRI plugin " + link + " -> " + binary_path + extra +
-                                   " (restart the runtime, e.g. containerd, to load it)");
-    } catch (const std::exception& e) {
-        return fail_result(std::string("register --native: ") + e.what());
-    }
+        return ok_result(true,
+                         "enabled native NRI plugin " + link + " -> " + binary_path + extra + " (restart the runtime, e.g. containerd, to load it)");
+    } catch (const std::exception& e) { return fail_result(std::string("register --native: ") + e.what()); }
 }
 
-RegisterResult disable_native(const std::string& plugins_dir, const std::string& idx,
-                              const std::string& binary_path, const std::string& name) {
+RegisterResult disable_native(const std::string& plugins_dir, const std::string& idx, const std::string& binary_path, const std::string& name) {
     try {
-        if (!idx.empty() && !valid_index(idx))
-            return fail_result("invalid plugin index \"" + idx + "\" (need two digits, 00-99)", 2);
+        if (!idx.empty() && !valid_index(idx)) return fail_result("invalid plugin index \"" + idx + "\" (need two digits, 00-99)", 2);
         if (!valid_type(name)) return fail_result("invalid plugin name \"" + name + "\"", 2);
         std::vector<std::string> candidates;
         std::string err;
         if (!idx.empty()) {
             struct stat lst {};
-            if (::lstat((plugins_dir + "/" + idx + "-" + name).c_str(), &lst) == 0)
-                candidates.push_back(idx + "-" + name);
+            if (::lstat((plugins_dir + "/" + idx + "-" + name).c_str(), &lst) == 0) candidates.push_back(idx + "-" + name);
         } else {
             candidates = plugin_entries(plugins_dir, name, err);
             if (!err.empty()) return fail_result(err);
@@ -149,8 +130,7 @@ RegisterResult disable_native(const std::string& plugins_dir, const std::string&
             std::string p = plugins_dir + "/" + c;
             auto target = read_link(p);
             if (target && *target == binary_path) {
-                if (::unlink(p.c_str()) != 0)
-                    return fail_result("cannot remove " + p + ": " + errno_text(errno));
+                if (::unlink(p.c_str()) != 0) return fail_result("cannot remove " + p + ": " + errno_text(errno));
                 removed.push_back(p);
             } else {
                 kept.push_back(p);
@@ -162,16 +142,11 @@ RegisterResult disable_native(const std::string& plugins_dir, const std::string&
             return s;
         };
         if (!kept.empty())
-            return fail_result((removed.empty() ? std::string() : "removed " + join(removed) + "; ") +
-                               "kept " + join(kept) + ": not a symlink to " + binary_path);
-        if (removed.empty())
-            return ok_result(false, "no native NRI plugin entry for \"" + name + "\" in " +
-                                        plugins_dir);
-        return ok_result(true, "disabled native NRI plugin: removed " + join(removed) +
-                                   " (restart the runtime to stop the running relay)");
-    } catch (const std::exception& e) {
-        return fail_result(std::string("unregister --native: ") + e.what());
-    }
+            return fail_result((removed.empty() ? std::string() : "removed " + join(removed) + "; ") + "kept " + join(kept) + ": not a symlink to " +
+                               binary_path);
+        if (removed.empty()) return ok_result(false, "no native NRI plugin entry for \"" + name + "\" in " + plugins_dir);
+        return ok_result(true, "disabled native NRI plugin: removed " + join(removed) + " (restart the runtime to stop the running relay)");
+    } catch (const std::exception& e) { return fail_result(std::string("unregister --native: ") + e.what()); }
 }
 
 std::string external_relay_serving(const std::string& state_dir, const std::string& proc_root) {
@@ -183,9 +158,7 @@ std::string external_relay_serving(const std::string& state_dir, const std::stri
             s += ", registered with " + st["runtime"].get<std::string>().substr(0, 64) + " " +
                  st.value("runtime_version", std::string()).substr(0, 64);
         return s + ")";
-    } catch (...) {
-        return "";
-    }
+    } catch (...) { return ""; }
 }
 
 }  // namespace nriqos

@@ -88,8 +88,8 @@ bool containerd_known(const RuntimeInfo& c) { return !c.version.empty(); }
 
 }  // namespace
 
-RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad, const NativeRuntimeInfo& crio,
-                           const std::string& requested, const std::vector<std::string>& needed) {
+RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad, const NativeRuntimeInfo& crio, const std::string& requested,
+                           const std::vector<std::string>& needed) {
     RegisterPlan p;
     const NativeRuntimeInfo* other = isulad.found ? &isulad : crio.found ? &crio : nullptr;
     const HookMode called = mode_called(c);
@@ -113,15 +113,17 @@ RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad
     }
     if (containerd_known(c)) {
         p.notes.push_back(describe(c) + ": registering the " +
-                          (p.mode == "native" ? "native NRI plugin" : p.mode == "both" ? "NRI v0.1 hook (conf.json) and the native NRI plugin"
-                                                                                        : "NRI v0.1 hook (conf.json)") +
+                          (p.mode == "native" ? "native NRI plugin"
+                           : p.mode == "both" ? "NRI v0.1 hook (conf.json) and the native NRI plugin"
+                                              : "NRI v0.1 hook (conf.json)") +
                           (c.config_files.size() > 1 ? " (config files read: " + join_list(c.config_files) + ")" : ""));
         for (const auto& n : c.config_notes) p.notes.push_back(n);
         // A backup an earlier register wrote beside a drop-in, which an imports glob loads after
         // the file it copied (issue #30 §4): its old section can undo the edit.
         for (const auto& f : c.config_files)
             if (f.find(".nri-qos.bak.") != std::string::npos)
-                p.warnings.push_back("containerd loads " + f + " (an imports glob matches it): a backup an earlier nri-qos register\n"
+                p.warnings.push_back("containerd loads " + f +
+                                     " (an imports glob matches it): a backup an earlier nri-qos register\n"
                                      "wrote beside the file it edited. Its sections are read after that file's and can undo the edit.\n"
                                      "Fix: move it out of that directory (register now keeps its backups in " +
                                      std::string(kDefaultBackupDir) + ").");
@@ -129,9 +131,9 @@ RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad
             p.warnings.push_back(
                 "containerd " + c.version + " has native NRI DISABLED (" +
                 (!c.nri_disabled_in.empty() ? "disabled_plugins names it in " + c.nri_disabled_in
-                 : c.nri_disable ? c.nri_section + " disable = true in " + c.nri_file
-                               : std::string("the default of containerd 1.7, not set in ") +
-                                     (c.config_found ? join_list(c.config_files) : c.config + " (absent)")) +
+                 : c.nri_disable            ? c.nri_section + " disable = true in " + c.nri_file
+                                            : std::string("the default of containerd 1.7, not set in ") +
+                                       (c.config_found ? join_list(c.config_files) : c.config + " (absent)")) +
                 ").\n"
                 "nri-qos will NEVER be called until NRI is enabled: no QoS knob is applied to any pod.\n" +
                 (!c.nri_disabled_in.empty()
@@ -139,28 +141,29 @@ RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad
                      : std::string("Fix: nri-qos register --enable-nri   (writes the NRI section after a backup), then restart containerd.")));
         } else if (called == HookMode::V01 && p.mode == "native") {
             p.warnings.push_back("containerd " + c.version + " (" + c.binary + ") calls only NRI v0.1 hooks (/etc/nri/conf.json)" +
-                                 (c.adapter ? " through the v010-adapter" : "") + ":\nthe native plugin in " +
-                                 c.plugin_path + " is never started. Fix: nri-qos register --mode v01");
+                                 (c.adapter ? " through the v010-adapter" : "") + ":\nthe native plugin in " + c.plugin_path +
+                                 " is never started. Fix: nri-qos register --mode v01");
         } else if (called == HookMode::Native && p.mode == "v01") {
             // 1.7: the CRI plugin has no v0.1 client (only the experimental sbserver, with
             // ENABLE_CRI_SANDBOXES); 2.x: the podsandbox controller runs the conf.json hooks for
             // the sandbox only (internal/cri/server/podsandbox/sandbox_run.go Controller.Start,
             // opts.go WithNRISandboxDelete).
-            p.warnings.push_back(
-                "containerd " + c.version + " has native NRI and no v010-adapter in " + c.plugin_path + ":\n" +
-                (c.major >= 2 ? "it runs /etc/nri/conf.json hooks only at pod sandbox start and stop, never for a container:\n"
-                                "nri-qos would set no container knob. Fix: nri-qos register --native, then restart containerd"
-                              : "/etc/nri/conf.json is never read, nri-qos is never called. Fix: nri-qos register --native, "
-                                "then restart containerd"));
+            p.warnings.push_back("containerd " + c.version + " has native NRI and no v010-adapter in " + c.plugin_path + ":\n" +
+                                 (c.major >= 2 ? "it runs /etc/nri/conf.json hooks only at pod sandbox start and stop, never for a container:\n"
+                                                 "nri-qos would set no container knob. Fix: nri-qos register --native, then restart containerd"
+                                               : "/etc/nri/conf.json is never read, nri-qos is never called. Fix: nri-qos register --native, "
+                                                 "then restart containerd"));
         }
         if (p.drop_v01)
-            p.notes.push_back(std::string("--mode both: the native plugin gets every event here") + (called == HookMode::None ? " once NRI is on; " : "; ") +
+            p.notes.push_back(std::string("--mode both: the native plugin gets every event here") +
+                              (called == HookMode::None ? " once NRI is on; " : "; ") +
                               (c.major >= 2 ? "a conf.json entry would make containerd evaluate each pod sandbox a second time"
                                             : "containerd 1.7 never reads conf.json") +
                               ": registering the native plugin only (nri-qos's conf.json entry is removed)");
         if (requested == "both" && p.mode == "v01")
-            p.notes.push_back("--mode both: the v010-adapter passes every event to the conf.json hooks: registering conf.json only "
-                              "(a native plugin beside it would handle every event twice)");
+            p.notes.push_back(
+                "--mode both: the v010-adapter passes every event to the conf.json hooks: registering conf.json only "
+                "(a native plugin beside it would handle every event twice)");
         if (p.mode == "native" && c.adapter && called != HookMode::None)
             p.warnings.push_back("the v010-adapter in " + c.plugin_path +
                                  " already passes every event to the conf.json plugins:\nuse conf.json (nri-qos register --mode v01) "
@@ -173,42 +176,43 @@ RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad
                 if (!annotation_passed(pats, k)) p.missing_annotations.push_back(k);
             if (!p.missing_annotations.empty()) {
                 std::string table = c.runtime_section + " pod_annotations";
-                p.warnings.push_back(
-                    "containerd " + c.version + " passes NRI v0.1 hooks only the pod annotations listed in\n" + table + " (" +
-                    (c.pod_annotations ? "[" + join_list(*c.pod_annotations) + "]" : std::string("not set")) + " in " +
-                    (c.cri_file.empty() ? (c.config_found ? join_list(c.config_files) : c.config + " (absent)") : c.cri_file) +
-                    ").\nThe policy reads these annotations, which nri-qos will NOT see (their rules and facts are skipped):\n  " +
-                    join_list(p.missing_annotations) +
-                    "\nFix: nri-qos register --pass-annotations   (adds them after a backup), then restart containerd.");
+                p.warnings.push_back("containerd " + c.version + " passes NRI v0.1 hooks only the pod annotations listed in\n" + table + " (" +
+                                     (c.pod_annotations ? "[" + join_list(*c.pod_annotations) + "]" : std::string("not set")) + " in " +
+                                     (c.cri_file.empty() ? (c.config_found ? join_list(c.config_files) : c.config + " (absent)") : c.cri_file) +
+                                     ").\nThe policy reads these annotations, which nri-qos will NOT see (their rules and facts are skipped):\n  " +
+                                     join_list(p.missing_annotations) +
+                                     "\nFix: nri-qos register --pass-annotations   (adds them after a backup), then restart containerd.");
             }
         }
         return p;
     }
     if (other) {
-        p.notes.push_back(describe_native(*other) + ": registering the " +
-                          (p.mode == "native" ? "native NRI plugin" : "NRI v0.1 hook (conf.json)"));
+        p.notes.push_back(describe_native(*other) + ": registering the " + (p.mode == "native" ? "native NRI plugin" : "NRI v0.1 hook (conf.json)"));
         if (p.mode == "v01")
-            p.warnings.push_back(other->name + " runs only native NRI (ttrpc) plugins: /etc/nri/conf.json is never read,\n"
+            p.warnings.push_back(other->name +
+                                 " runs only native NRI (ttrpc) plugins: /etc/nri/conf.json is never read,\n"
                                  "nri-qos is never called. Fix: nri-qos register --native");
         for (const auto& n : other->notes) p.notes.push_back(n);
         const bool is_isulad = other->name == "iSulad";
         // iSulad calls NRI plugins only from its CRI v1 services (enable-cri-v1) and only when
         // built with NRI (libisula_nri of isula-rust-extensions): detect.hpp read_isulad_config.
         if (is_isulad && other->nri_built && !*other->nri_built)
-            p.warnings.push_back("iSulad (" + other->binary + ") is built without NRI (it does not link libisula_nri.so, which "
+            p.warnings.push_back("iSulad (" + other->binary +
+                                 ") is built without NRI (it does not link libisula_nri.so, which "
                                  "isula-rust-extensions provides; ENABLE_NRI needs ENABLE_CRI_API_V1):\nnri-qos will NEVER be called. "
                                  "Fix: install an iSulad package built with NRI (and isula-rust-extensions)");
         if (is_isulad && (!other->cri_v1 || !*other->cri_v1))
-            p.warnings.push_back(std::string("iSulad's CRI v1 is ") + (other->cri_v1 ? "DISABLED (\"enable-cri-v1\": false" : "NOT ENABLED (\"enable-cri-v1\" not set") +
-                                 " in " + (other->config_files.empty() ? std::string("/etc/isulad/daemon.json, absent") : other->config_files.back()) +
+            p.warnings.push_back(std::string("iSulad's CRI v1 is ") +
+                                 (other->cri_v1 ? "DISABLED (\"enable-cri-v1\": false" : "NOT ENABLED (\"enable-cri-v1\" not set") + " in " +
+                                 (other->config_files.empty() ? std::string("/etc/isulad/daemon.json, absent") : other->config_files.back()) +
                                  "):\nonly its CRI v1 services call NRI plugins, so nri-qos is never called for a pod.\n"
                                  "Fix: set \"enable-cri-v1\": true in /etc/isulad/daemon.json, then restart iSulad.");
         if (!other->nri_enabled || !*other->nri_enabled) {
             std::string how = is_isulad ? "set \"nri-support\": true in /etc/isulad/daemon.json"
-                                     : "set enable_nri = true in [crio.nri] (/etc/crio/crio.conf or a crio.conf.d drop-in)";
+                                        : "set enable_nri = true in [crio.nri] (/etc/crio/crio.conf or a crio.conf.d drop-in)";
             p.warnings.push_back(other->name + " native NRI is " + (other->nri_enabled ? "DISABLED" : "NOT ENABLED (switch not set)") +
-                                 ": nri-qos will NEVER be called.\nFix: " + how + ", then restart " + other->name +
-                                 " (nri-qos does not edit " + other->name + "'s configuration).");
+                                 ": nri-qos will NEVER be called.\nFix: " + how + ", then restart " + other->name + " (nri-qos does not edit " +
+                                 other->name + "'s configuration).");
         }
         if (p.mode == "native" && other->plugin_path != kDefaultPluginsDir)
             p.notes.push_back(other->name + " loads plugins from " + other->plugin_path + ": use --plugins-dir " + other->plugin_path);
@@ -227,8 +231,9 @@ RegisterPlan plan_register(const RuntimeInfo& c, const NativeRuntimeInfo& isulad
             "Nothing calls nri-qos until such a runtime runs. Once the runtime is installed, run nri-qos register again\n"
             "(or --containerd-version V / --mode native to say which one this node runs).");
     } else {
-        p.warnings.push_back("no container runtime found: the native plugin is started only by containerd >= 1.7 with NRI "
-                             "enabled, iSulad or CRI-O with NRI enabled");
+        p.warnings.push_back(
+            "no container runtime found: the native plugin is started only by containerd >= 1.7 with NRI "
+            "enabled, iSulad or CRI-O with NRI enabled");
     }
     return p;
 }

@@ -38,12 +38,9 @@ std::string parse_conf(const std::string& path, const std::string& text, ojson& 
         if (w.rfind("[json.exception.", 0) == 0 && pos != std::string::npos) w = w.substr(pos + 2);
         return path + " is not valid JSON (" + w + "); left untouched";
     }
-    auto shape = [&](const std::string& what) {
-        return path + " is not an NRI v0.1 config: " + what + "; left untouched";
-    };
+    auto shape = [&](const std::string& what) { return path + " is not an NRI v0.1 config: " + what + "; left untouched"; };
     if (!doc.is_object()) return shape("top level is not an object");
-    if (doc.contains("version") && !doc["version"].is_string())
-        return shape("\"version\" is not a string");
+    if (doc.contains("version") && !doc["version"].is_string()) return shape("\"version\" is not a string");
     if (doc.contains("plugins")) {
         const ojson& plugins = doc["plugins"];
         if (!plugins.is_array()) return shape("\"plugins\" is not an array");
@@ -51,8 +48,7 @@ std::string parse_conf(const std::string& path, const std::string& text, ojson& 
             const ojson& p = plugins[i];
             std::string at = "plugins[" + std::to_string(i) + "]";
             if (!p.is_object()) return shape(at + " is not an object");
-            if (!p.contains("type") || !p["type"].is_string())
-                return shape(at + " has no string \"type\"");
+            if (!p.contains("type") || !p["type"].is_string()) return shape(at + " has no string \"type\"");
         }
     }
     return "";
@@ -70,36 +66,27 @@ ojson fresh_conf(const std::string& type, const ojson& plugin_conf) {
 
 }  // namespace
 
-RegisterResult register_v01(const std::string& conf_json_path, const std::string& type,
-                            const nlohmann::json& plugin_conf, bool replace_conf) {
+RegisterResult register_v01(const std::string& conf_json_path, const std::string& type, const nlohmann::json& plugin_conf, bool replace_conf) {
     ojson conf;
     try {
         conf = ojson::parse(plugin_conf.dump());
-    } catch (const std::exception& e) {
-        return fail_result(std::string("invalid plugin conf: ") + e.what(), 2);
-    }
+    } catch (const std::exception& e) { return fail_result(std::string("invalid plugin conf: ") + e.what(), 2); }
     return register_v01_ordered(conf_json_path, type, conf, replace_conf);
 }
 
 namespace register_internal {
 
 RegisterResult check_plugin_conf(const ojson& plugin_conf) {
-    if (!plugin_conf.is_object())
-        return fail_result("plugin conf must be a JSON object, got " + std::string(plugin_conf.type_name()), 2);
-    if (std::string e = plugin_conf_error(nlohmann::json::parse(plugin_conf.dump())); !e.empty())
-        return fail_result("invalid plugin conf: " + e, 2);
+    if (!plugin_conf.is_object()) return fail_result("plugin conf must be a JSON object, got " + std::string(plugin_conf.type_name()), 2);
+    if (std::string e = plugin_conf_error(nlohmann::json::parse(plugin_conf.dump())); !e.empty()) return fail_result("invalid plugin conf: " + e, 2);
     return RegisterResult{};
 }
 
 }  // namespace register_internal
 
-RegisterResult register_v01_ordered(const std::string& conf_json_path, const std::string& type,
-                                    const ojson& plugin_conf, bool replace_conf) {
+RegisterResult register_v01_ordered(const std::string& conf_json_path, const std::string& type, const ojson& plugin_conf, bool replace_conf) {
     try {
-        if (!valid_type(type))
-            return fail_result("invalid plugin type \"" + type +
-                                   "\" (allowed: letters, digits, '.', '_', '-')",
-                               2);
+        if (!valid_type(type)) return fail_result("invalid plugin type \"" + type + "\" (allowed: letters, digits, '.', '_', '-')", 2);
         if (RegisterResult bad = check_plugin_conf(plugin_conf); !bad.ok()) return bad;
         if (conf_json_path.empty()) return fail_result("empty --conf-json path", 2);
 
@@ -116,8 +103,8 @@ RegisterResult register_v01_ordered(const std::string& conf_json_path, const std
                 err = atomic_write(target, json_text(fresh_conf(type, plugin_conf)), mode, uid, gid);
             }
             if (!err.empty()) return fail_result(err);
-            return ok_result(true, "registered \"" + type + "\" in " + conf_json_path +
-                                       " (new file; NRI v0.1 reads it at every pod/container event)");
+            return ok_result(true,
+                             "registered \"" + type + "\" in " + conf_json_path + " (new file; NRI v0.1 reads it at every pod/container event)");
         }
 
         ojson doc;
@@ -142,8 +129,8 @@ RegisterResult register_v01_ordered(const std::string& conf_json_path, const std
             kept.push_back(p);
         }
         const std::string warn = kept_conf_error.empty() ? std::string()
-                                 : "; warning: its conf has an error the hook reports on every event (" + kept_conf_error +
-                                       "): fix it with --plugin-conf";
+                                                         : "; warning: its conf has an error the hook reports on every event (" + kept_conf_error +
+                                                               "): fix it with --plugin-conf";
         if (!found) {
             ojson entry = ojson::object();
             entry["type"] = type;
@@ -152,75 +139,53 @@ RegisterResult register_v01_ordered(const std::string& conf_json_path, const std
         }
         plugins = kept;
 
-        if (doc == before)
-            return ok_result(false, "\"" + type + "\" already registered in " + conf_json_path +
-                                        " (unchanged)" + warn);
-        err = atomic_write(target, json_text(doc), in.st.st_mode & 07777, in.st.st_uid,
-                           in.st.st_gid);
+        if (doc == before) return ok_result(false, "\"" + type + "\" already registered in " + conf_json_path + " (unchanged)" + warn);
+        err = atomic_write(target, json_text(doc), in.st.st_mode & 07777, in.st.st_uid, in.st.st_gid);
         if (!err.empty()) return fail_result(err);
-        return ok_result(true, std::string(found ? "updated" : "registered") + " \"" + type +
-                                   "\" in " + conf_json_path +
+        return ok_result(true, std::string(found ? "updated" : "registered") + " \"" + type + "\" in " + conf_json_path +
                                    " (NRI v0.1 reads it at every pod/container event)" + warn);
-    } catch (const std::exception& e) {
-        return fail_result(std::string("register: ") + e.what());
-    }
+    } catch (const std::exception& e) { return fail_result(std::string("register: ") + e.what()); }
 }
 
 RegisterResult unregister_v01(const std::string& conf_json_path, const std::string& type) {
     try {
-        if (!valid_type(type))
-            return fail_result("invalid plugin type \"" + type +
-                                   "\" (allowed: letters, digits, '.', '_', '-')",
-                               2);
+        if (!valid_type(type)) return fail_result("invalid plugin type \"" + type + "\" (allowed: letters, digits, '.', '_', '-')", 2);
         if (conf_json_path.empty()) return fail_result("empty --conf-json path", 2);
         const std::string target = write_target(conf_json_path);
         ReadOutcome in = read_file(target);
         if (!in.error.empty()) return fail_result(in.error);
-        if (!in.exists)
-            return ok_result(false, "\"" + type + "\" not registered (" + conf_json_path +
-                                        " absent or empty)");
+        if (!in.exists) return ok_result(false, "\"" + type + "\" not registered (" + conf_json_path + " absent or empty)");
         ojson doc;
         std::string err = parse_conf(conf_json_path, in.text, doc);
         if (!err.empty()) return fail_result(err);
 
-        if (!doc.contains("plugins"))
-            return ok_result(false, "\"" + type + "\" not registered in " + conf_json_path);
+        if (!doc.contains("plugins")) return ok_result(false, "\"" + type + "\" not registered in " + conf_json_path);
         ojson kept = ojson::array();
         size_t removed = 0;
         for (const auto& p : doc["plugins"]) {
-            if (p["type"].get<std::string>() == type)
-                ++removed;
-            else
-                kept.push_back(p);
+            if (p["type"].get<std::string>() == type) ++removed;
+            else kept.push_back(p);
         }
-        if (removed == 0)
-            return ok_result(false, "\"" + type + "\" not registered in " + conf_json_path);
+        if (removed == 0) return ok_result(false, "\"" + type + "\" not registered in " + conf_json_path);
 
         // Exactly what register_v01 creates from scratch → remove the file.
         const ojson& plugins = doc["plugins"];
-        bool ours_only = doc.size() == 2 && doc.begin().key() == "version" &&
-                         doc["version"] == "0.1" && plugins.size() == 1 &&
-                         plugins[0].size() == 2 && plugins[0].begin().key() == "type" &&
-                         plugins[0].contains("conf");
+        bool ours_only = doc.size() == 2 && doc.begin().key() == "version" && doc["version"] == "0.1" && plugins.size() == 1 &&
+                         plugins[0].size() == 2 && plugins[0].begin().key() == "type" && plugins[0].contains("conf");
         if (ours_only) {
-            if (::unlink(target.c_str()) != 0)
-                return fail_result("cannot remove " + target + ": " + errno_text(errno));
+            if (::unlink(target.c_str()) != 0) return fail_result("cannot remove " + target + ": " + errno_text(errno));
             int dfd = ::open(dir_of(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
             if (dfd >= 0) {
                 ::fsync(dfd);
                 ::close(dfd);
             }
-            return ok_result(true, "unregistered \"" + type + "\": removed " + conf_json_path +
-                                       " (it listed no other plugin)");
+            return ok_result(true, "unregistered \"" + type + "\": removed " + conf_json_path + " (it listed no other plugin)");
         }
         doc["plugins"] = kept;
-        err = atomic_write(target, json_text(doc), in.st.st_mode & 07777, in.st.st_uid,
-                           in.st.st_gid);
+        err = atomic_write(target, json_text(doc), in.st.st_mode & 07777, in.st.st_uid, in.st.st_gid);
         if (!err.empty()) return fail_result(err);
         return ok_result(true, "unregistered \"" + type + "\" from " + conf_json_path);
-    } catch (const std::exception& e) {
-        return fail_result(std::string("unregister: ") + e.what());
-    }
+    } catch (const std::exception& e) { return fail_result(std::string("unregister: ") + e.what()); }
 }
 
 std::string v01_search_path() {
@@ -258,22 +223,22 @@ bool native_entry_present(const std::string& plugins_dir, const std::string& typ
     bool found = false;
     while (struct dirent* e = ::readdir(d)) {
         const std::string n = e->d_name;
-        if (n.size() == type.size() + 3 && std::isdigit(static_cast<unsigned char>(n[0])) &&
-            std::isdigit(static_cast<unsigned char>(n[1])) && n[2] == '-' && n.compare(3, std::string::npos, type) == 0)
+        if (n.size() == type.size() + 3 && std::isdigit(static_cast<unsigned char>(n[0])) && std::isdigit(static_cast<unsigned char>(n[1])) &&
+            n[2] == '-' && n.compare(3, std::string::npos, type) == 0)
             found = true;
     }
     ::closedir(d);
     return found;
 }
 
-std::vector<std::string> conf_json_problems(const std::string& conf_json_path, const std::string& type, const RuntimeInfo& c,
-                                            bool native_serves, const std::string& search_path) {
+std::vector<std::string> conf_json_problems(const std::string& conf_json_path, const std::string& type, const RuntimeInfo& c, bool native_serves,
+                                            const std::string& search_path) {
     std::vector<std::string> out;
     try {
         const bool known = !c.version.empty();
         // containerd 1.7's CRI plugin has no v0.1 client (only the experimental sbserver has).
         if (known && c.major == 1 && c.minor >= 7 && !c.adapter) return out;
-        const std::string who = !known ? "containerd 1.5/1.6 and 2.x"
+        const std::string who = !known                       ? "containerd 1.5/1.6 and 2.x"
                                 : c.major >= 2 && !c.adapter ? "containerd " + c.version + " (at every pod sandbox start)"
                                                              : "containerd " + c.version;
         ReadOutcome in = read_file(conf_json_path);
@@ -303,10 +268,9 @@ std::vector<std::string> conf_json_problems(const std::string& conf_json_path, c
         if (ours && native_serves && known && c.major >= 2 && mode_called(c) == HookMode::Native)
             out.push_back(conf_json_path + " lists \"" + type + "\" beside the native plugin: containerd " + c.version +
                           " still runs it at every pod sandbox start and stop (podsandbox controller), so each sandbox is evaluated twice. "
-                          "Fix: nri-qos unregister --conf-json " + conf_json_path);
-    } catch (const std::exception& e) {
-        out.push_back(conf_json_path + ": " + e.what());
-    }
+                          "Fix: nri-qos unregister --conf-json " +
+                          conf_json_path);
+    } catch (const std::exception& e) { out.push_back(conf_json_path + ": " + e.what()); }
     return out;
 }
 

@@ -57,9 +57,7 @@ struct PolicySet {
             e.identity = file_identity(path);
             try {
                 e.policy = std::make_shared<Policy>(effective_policy(path, path == defaults::kPolicy, where, nullptr, e.info));
-            } catch (const std::exception& x) {
-                e.err = x.what();
-            }
+            } catch (const std::exception& x) { e.err = x.what(); }
             it = byPath.emplace(path, std::move(e)).first;
         }
         return it->second;
@@ -110,8 +108,7 @@ std::string whole_line(std::string s) {
 /// fs2 writes it when only the quota is set) and read back as "QUOTA PERIOD": the kernel's period
 /// is shown after the wanted quota. Any other file: the value as written.
 std::string want_as_kernel(const std::string& rel, const std::string& want, const std::optional<std::string>& cur) {
-    const bool cpu_max = rel.size() >= 7 && rel.compare(rel.size() - 7, 7, "cpu.max") == 0 &&
-                         (rel.size() == 7 || rel[rel.size() - 8] == '/');
+    const bool cpu_max = rel.size() >= 7 && rel.compare(rel.size() - 7, 7, "cpu.max") == 0 && (rel.size() == 7 || rel[rel.size() - 8] == '/');
     if (!cpu_max || !cur || want.find(' ') != std::string::npos) return want;
     std::string k = *cur;
     while (!k.empty() && (k.back() == '\n' || k.back() == ' ')) k.pop_back();
@@ -126,9 +123,7 @@ std::optional<bool> cgroup_exists(const Desired& d) {
     CgroupPaths p;
     try {
         p = resolve_cgroups_path(*d.req.cgroups_path);
-    } catch (...) {
-        return std::nullopt;
-    }
+    } catch (...) { return std::nullopt; }
     FsKernel k(d.cgroup_root, d.proc_root, d.resctrl_root);
     Layout l = detect_layout(d.cgroup_root);
     if (l == Layout::V2) return k.exists(Root::Cgroup, p.container);
@@ -213,13 +208,14 @@ static std::string relay_line(const StateCommandOptions& o, bool* ok = nullptr) 
                 if (t > 0) strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&tt, &tm));
                 return std::string(b);
             };
-            std::string line = std::string("relay: ") + (relay.value("up", false) ? "up" : "DOWN") + " (service pid " +
-                               std::to_string(num("pid")) + ", started " + when(num("started")) + "), " +
-                               (relay.value("registered", false)
-                                    ? "registered with " + relay.value("runtime", std::string("?")) + " " + relay.value("runtime_version", std::string()) +
-                                          " (relay pid " + std::to_string(num("relay_pid")) + ", since " + when(num("connected_since")) + ")"
-                                    : std::string("not registered")) +
-                               ", " + std::to_string(num("reconnects")) + " reconnect(s), last Synchronize " + when(num("last_sync"));
+            std::string line =
+                std::string("relay: ") + (relay.value("up", false) ? "up" : "DOWN") + " (service pid " + std::to_string(num("pid")) + ", started " +
+                when(num("started")) + "), " +
+                (relay.value("registered", false)
+                     ? "registered with " + relay.value("runtime", std::string("?")) + " " + relay.value("runtime_version", std::string()) +
+                           " (relay pid " + std::to_string(num("relay_pid")) + ", since " + when(num("connected_since")) + ")"
+                     : std::string("not registered")) +
+                ", " + std::to_string(num("reconnects")) + " reconnect(s), last Synchronize " + when(num("last_sync"));
             return line + "\n";
         }
     }
@@ -254,16 +250,28 @@ int run_status(const StateCommandOptions& o, std::string& out) {
     text += buf;
     size_t drifted = 0, discovered = 0, resident = 0;
     for (const auto& r : all) {
-        json e = {{"namespace", r.ns}, {"pod", r.pod}, {"container", r.sandbox ? "" : r.container}, {"id", r.id}, {"sandbox_id", r.sandbox_id},
-                  {"sandbox", r.sandbox}, {"class", r.cls}, {"rule", r.rule}, {"last_event", r.event}, {"time", r.time}, {"outcome", r.outcome},
+        json e = {{"namespace", r.ns},
+                  {"pod", r.pod},
+                  {"container", r.sandbox ? "" : r.container},
+                  {"id", r.id},
+                  {"sandbox_id", r.sandbox_id},
+                  {"sandbox", r.sandbox},
+                  {"class", r.cls},
+                  {"rule", r.rule},
+                  {"last_event", r.event},
+                  {"time", r.time},
+                  {"outcome", r.outcome},
                   // where the record came from: the runtime's events, or `reconcile --discover`
-                  {"origin", r.source == "discover" ? "discovered" : r.source == "unseen" ? "unseen" : "event"}};
+                  {"origin", r.source == "discover" ? "discovered"
+                             : r.source == "unseen" ? "unseen"
+                                                    : "event"}};
         // Which evaluator of the native relay served the last event (settings.evaluator_events).
         if (!r.evaluator.empty()) e["evaluator"] = r.evaluator;
         if (r.evaluator == "resident") ++resident;
         if (r.source == "discover" || r.source == "unseen") ++discovered;
-        snprintf(buf, sizeof buf, "%-36s %-20s %-12s %-10s %-22s %-16s %s\n", (r.ns + "/" + r.pod).c_str(), r.sandbox ? "(sandbox)" : r.container.c_str(),
-                 short_id(r.id).c_str(), r.cls.c_str(), r.rule.c_str(), r.event.c_str(), r.time.c_str());
+        snprintf(buf, sizeof buf, "%-36s %-20s %-12s %-10s %-22s %-16s %s\n", (r.ns + "/" + r.pod).c_str(),
+                 r.sandbox ? "(sandbox)" : r.container.c_str(), short_id(r.id).c_str(), r.cls.c_str(), r.rule.c_str(), r.event.c_str(),
+                 r.time.c_str());
         text += buf;
         const std::string ppath = policy_for(o, r);
         const PolicySet::Entry& pe = pols.get(ppath);
@@ -297,14 +305,19 @@ int run_status(const StateCommandOptions& o, std::string& out) {
                     bool drift = !cur || !kernel_value_matches(w.rel, w.value, *cur);
                     std::string shown = cur ? one_line(*cur) : "(missing)";
                     while (!shown.empty() && (shown.back() == ' ')) shown.pop_back();
-                    json kj = {{"knob", w.knob}, {"scope", w.scope}, {"file", file}, {"value", w.value},
-                               {"kernel", cur ? json(shown) : json(nullptr)}, {"drift", drift && cur.has_value()}};
+                    json kj = {{"knob", w.knob},
+                               {"scope", w.scope},
+                               {"file", file},
+                               {"value", w.value},
+                               {"kernel", cur ? json(shown) : json(nullptr)},
+                               {"drift", drift && cur.has_value()}};
                     // A cpu.weight on the other formula's scale for the class's shares: written
                     // under another runtime's formula (a runc upgrade left a mixed node).
                     std::string scale;
                     if (drift && cur && w.from_shares) {
                         const std::string other = std::string(d.plan.weight_formula.rfind("linear", 0) == 0 ? "log-quadratic" : "linear");
-                        if (shown == std::to_string(shares_to_weight(w.from_shares, other == "linear" ? WeightFormula::Linear : WeightFormula::LogQuadratic))) {
+                        if (shown == std::to_string(
+                                         shares_to_weight(w.from_shares, other == "linear" ? WeightFormula::Linear : WeightFormula::LogQuadratic))) {
                             scale = other;
                             kj["scale"] = other;
                         }
@@ -312,10 +325,11 @@ int run_status(const StateCommandOptions& o, std::string& out) {
                     knobs.push_back(std::move(kj));
                     if (drift && cur) ++drifted;
                     const std::string want = want_as_kernel(w.rel, w.value, cur);
-                    const std::string flag = !cur ? "  (not present)"
-                                             : !drift ? ""
+                    const std::string flag = !cur            ? "  (not present)"
+                                             : !drift        ? ""
                                              : scale.empty() ? "  DRIFT"
-                                                             : "  DRIFT (" + scale + " of shares " + std::to_string(w.from_shares) + ": another formula than the one in force)";
+                                                             : "  DRIFT (" + scale + " of shares " + std::to_string(w.from_shares) +
+                                                                   ": another formula than the one in force)";
                     snprintf(buf, sizeof buf, "    %-28s want %-16s kernel %-16s%s\n", label(w).c_str(), want.c_str(), shown.c_str(), flag.c_str());
                     text += buf;
                 }
@@ -325,17 +339,18 @@ int run_status(const StateCommandOptions& o, std::string& out) {
         arr.push_back(std::move(e));
     }
     if (all.empty()) text += "(no pods or containers recorded in " + o.state_dir + "/last)\n";
-    else text += std::to_string(all.size()) + " recorded" +
-                 (discovered ? " (" + std::to_string(discovered) + " discovered by `reconcile --discover`, the rest from runtime events)" : std::string()) +
-                 ", " + std::to_string(drifted) + " knob(s) drifted" +
-                 (drifted ? ": run `nri-qos reconcile` to restore them\n" : "\n");
+    else
+        text += std::to_string(all.size()) + " recorded" +
+                (discovered ? " (" + std::to_string(discovered) + " discovered by `reconcile --discover`, the rest from runtime events)"
+                            : std::string()) +
+                ", " + std::to_string(drifted) + " knob(s) drifted" + (drifted ? ": run `nri-qos reconcile` to restore them\n" : "\n");
     if (resident)
-        text += std::to_string(resident) + " last event(s) served by a resident evaluator of the native relay (settings.evaluator_events > 1), the rest by one-shot ones\n";
+        text += std::to_string(resident) +
+                " last event(s) served by a resident evaluator of the native relay (settings.evaluator_events > 1), the rest by one-shot ones\n";
     // The external relay service's liveness (src/nri/service.hpp), when it runs on this state dir.
     text += relay_line(o);
     std::string np_line;
-    const std::vector<std::string> np =
-        annotations_not_passed(o, pols, o.roots.policy ? *o.roots.policy : std::string(defaults::kPolicy), np_line);
+    const std::vector<std::string> np = annotations_not_passed(o, pols, o.roots.policy ? *o.roots.policy : std::string(defaults::kPolicy), np_line);
     text += np_line;
     json rejected;
     text += rejected_line(o, rejected);
@@ -386,7 +401,7 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
     UnitSetter* const setter = o.systemd_setter ? o.systemd_setter : &helper;
     PolicyIdentity pid;
     const PolicySet::Entry* last_pe = nullptr;  // policy of the last container (sink settings)
-    std::set<std::string> said;                 // broken policy files reported
+    std::set<std::string> said;  // broken policy files reported
     for (const auto& r : all) {
         const int64_t t0 = monotonic_ns();
         // Adopted by this discovery (discover.hpp): the first application of its class.
@@ -435,8 +450,8 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
                 if (!o.dry_run) e = r.sandbox ? st.remove_last_sandbox(r.sandbox_dir) : st.remove_last(r.sandbox_dir, r.file_id);
                 rec.outcome = m.outcome = "gone";
                 rec.cls = m.cls = r.cls;
-                out += "gone     " + subject + ": cgroup no longer exists; " + (o.dry_run ? "would be dropped from the state" : "dropped from the state") +
-                       (e.empty() ? "" : " (" + e + ")") + "\n";
+                out += "gone     " + subject + ": cgroup no longer exists; " +
+                       (o.dry_run ? "would be dropped from the state" : "dropped from the state") + (e.empty() ? "" : " (" + e + ")") + "\n";
                 ++n_gone;
             } else if (!d.error.empty()) {
                 rec.outcome = m.outcome = "error";
@@ -515,7 +530,10 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
                     out += "failed   " + subject + " class " + rec.cls + ": " + failed + (drift.empty() ? "" : "; corrected " + drift) + "\n";
                 } else if (!drift.empty()) {
                     ++n_fixed;
-                    out += std::string(o.dry_run ? "drift    " : adopted ? "adopted  " : "restored ") + subject + " class " + rec.cls + ": " + drift + "\n";
+                    out += std::string(o.dry_run ? "drift    "
+                                       : adopted ? "adopted  "
+                                                 : "restored ") +
+                           subject + " class " + rec.cls + ": " + drift + "\n";
                 } else {
                     ++n_ok;
                     if (adopted) out += "adopted  " + subject + " class " + rec.cls + ": already in force\n";

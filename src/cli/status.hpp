@@ -14,13 +14,13 @@ namespace nriqos {
 /// Options of status/reconcile. Unset roots/policy: each container's own (those of its last event).
 struct StateCommandOptions {
     std::string state_dir;
-    std::string last_good_dir;               ///< last good policy copies (policy_store.hpp; "" = none)
+    std::string last_good_dir;  ///< last good policy copies (policy_store.hpp; "" = none)
     ReplayRoots roots;
-    std::string format = "text";             ///< status: "text" or "json"
-    bool relay_only = false;                 ///< status --relay: only the relay service's liveness; exit 1 unless up and registered
-    bool dry_run = false;                    ///< reconcile: report drift, write nothing
+    std::string format = "text";  ///< status: "text" or "json"
+    bool relay_only = false;  ///< status --relay: only the relay service's liveness; exit 1 unless up and registered
+    bool dry_run = false;  ///< reconcile: report drift, write nothing
     std::optional<std::string> metrics_file, event_log;  ///< reconcile's sinks (as the hook's)
-    size_t max_entries = 4096;               ///< bound on the records read
+    size_t max_entries = 4096;  ///< bound on the records read
     /// reconcile --discover (discover.hpp): ids recorded by this discovery; their reconcile
     /// records are event "discover" and their lines say "adopted"
     std::set<std::string> discovered;

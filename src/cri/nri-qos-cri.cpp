@@ -62,10 +62,11 @@ json info_map(const google::protobuf::Map<std::string, std::string>& m) {
 }
 
 json linux_resources(const v1::LinuxContainerResources& r) {
-    json o = {{"cpu_period", r.cpu_period()}, {"cpu_quota", r.cpu_quota()}, {"cpu_shares", r.cpu_shares()},
-              {"memory_limit_in_bytes", r.memory_limit_in_bytes()}, {"oom_score_adj", r.oom_score_adj()},
-              {"cpuset_cpus", r.cpuset_cpus()}, {"cpuset_mems", r.cpuset_mems()},
-              {"memory_swap_limit_in_bytes", r.memory_swap_limit_in_bytes()}, {"unified", str_map(r.unified())}};
+    json o = {{"cpu_period", r.cpu_period()},       {"cpu_quota", r.cpu_quota()},
+              {"cpu_shares", r.cpu_shares()},       {"memory_limit_in_bytes", r.memory_limit_in_bytes()},
+              {"oom_score_adj", r.oom_score_adj()}, {"cpuset_cpus", r.cpuset_cpus()},
+              {"cpuset_mems", r.cpuset_mems()},     {"memory_swap_limit_in_bytes", r.memory_swap_limit_in_bytes()},
+              {"unified", str_map(r.unified())}};
     json h = json::array();
     for (const auto& l : r.hugepage_limits()) h.push_back({{"page_size", l.page_size()}, {"limit", l.limit()}});
     o["hugepage_limits"] = h;
@@ -92,7 +93,7 @@ void usage() {
 int main(int argc, char** argv) {
     std::string endpoint = kDefaultEndpoint;
     long timeout_ms = 10000;
-    bool only = false;          // --verbose-ids given: status calls for `verbose` only
+    bool only = false;  // --verbose-ids given: status calls for `verbose` only
     std::set<std::string> verbose;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
@@ -103,10 +104,14 @@ int main(int argc, char** argv) {
             std::string id;
             while (std::getline(in, id, ','))
                 if (!id.empty()) verbose.insert(id);
+        } else if (a == "--timeout-ms" && i + 1 < argc) timeout_ms = std::strtol(argv[++i], nullptr, 10);
+        else if (a == "--help" || a == "-h") {
+            usage();
+            return 0;
+        } else {
+            usage();
+            return 2;
         }
-        else if (a == "--timeout-ms" && i + 1 < argc) timeout_ms = std::strtol(argv[++i], nullptr, 10);
-        else if (a == "--help" || a == "-h") { usage(); return 0; }
-        else { usage(); return 2; }
     }
     if (timeout_ms <= 0) timeout_ms = 10000;
     if (!endpoint.empty() && endpoint[0] == '/') endpoint = "unix://" + endpoint;
@@ -147,8 +152,11 @@ int main(int argc, char** argv) {
                                      {"state", v1::PodSandboxState_Name(sb.state())},
                                      {"created_at", sb.created_at()},
                                      {"brief", true},
-                                     {"metadata", {{"name", sb.metadata().name()}, {"uid", sb.metadata().uid()},
-                                                   {"namespace", sb.metadata().namespace_()}, {"attempt", sb.metadata().attempt()}}},
+                                     {"metadata",
+                                      {{"name", sb.metadata().name()},
+                                       {"uid", sb.metadata().uid()},
+                                       {"namespace", sb.metadata().namespace_()},
+                                       {"attempt", sb.metadata().attempt()}}},
                                      {"labels", str_map(sb.labels())},
                                      {"annotations", str_map(sb.annotations())},
                                      {"runtime_handler", sb.runtime_handler()}});
@@ -169,8 +177,11 @@ int main(int argc, char** argv) {
             sandboxes.push_back({{"id", sb.id()},
                                  {"state", v1::PodSandboxState_Name(s.state())},
                                  {"created_at", s.created_at()},
-                                 {"metadata", {{"name", s.metadata().name()}, {"uid", s.metadata().uid()},
-                                               {"namespace", s.metadata().namespace_()}, {"attempt", s.metadata().attempt()}}},
+                                 {"metadata",
+                                  {{"name", s.metadata().name()},
+                                   {"uid", s.metadata().uid()},
+                                   {"namespace", s.metadata().namespace_()},
+                                   {"attempt", s.metadata().attempt()}}},
                                  {"labels", str_map(s.labels())},
                                  {"annotations", str_map(s.annotations())},
                                  {"runtime_handler", s.runtime_handler()},
@@ -210,15 +221,16 @@ int main(int argc, char** argv) {
                 continue;
             }
             const v1::ContainerStatus& s = r2.status();
-            containers.push_back({{"id", c.id()},
-                                  {"pod_sandbox_id", c.pod_sandbox_id()},
-                                  {"state", v1::ContainerState_Name(s.state())},
-                                  {"created_at", s.created_at()},
-                                  {"metadata", {{"name", s.metadata().name()}, {"attempt", s.metadata().attempt()}}},
-                                  {"labels", str_map(s.labels())},
-                                  {"annotations", str_map(s.annotations())},
-                                  {"resources", s.has_resources() && s.resources().has_linux() ? linux_resources(s.resources().linux()) : json(nullptr)},
-                                  {"info", info_map(r2.info())}});
+            containers.push_back(
+                {{"id", c.id()},
+                 {"pod_sandbox_id", c.pod_sandbox_id()},
+                 {"state", v1::ContainerState_Name(s.state())},
+                 {"created_at", s.created_at()},
+                 {"metadata", {{"name", s.metadata().name()}, {"attempt", s.metadata().attempt()}}},
+                 {"labels", str_map(s.labels())},
+                 {"annotations", str_map(s.annotations())},
+                 {"resources", s.has_resources() && s.resources().has_linux() ? linux_resources(s.resources().linux()) : json(nullptr)},
+                 {"info", info_map(r2.info())}});
         }
     }
     out["sandboxes"] = std::move(sandboxes);

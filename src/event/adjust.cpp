@@ -35,9 +35,12 @@ int nri_api_minor(const std::string& name, const std::string& version) {
 
 const char* process_knob_field(KnobId id, int& min_nri) {
     switch (id) {
-        case KnobId::IoClass: case KnobId::IoLevel: min_nri = 10; return "io_priority";
-        case KnobId::SchedPolicy: case KnobId::SchedNice: min_nri = 11; return "scheduler";
-        case KnobId::MemoryPolicy: case KnobId::MemoryPolicyNodes: min_nri = 12; return "memory_policy";
+        case KnobId::IoClass:
+        case KnobId::IoLevel: min_nri = 10; return "io_priority";
+        case KnobId::SchedPolicy:
+        case KnobId::SchedNice: min_nri = 11; return "scheduler";
+        case KnobId::MemoryPolicy:
+        case KnobId::MemoryPolicyNodes: min_nri = 12; return "memory_policy";
         default: min_nri = 0; return nullptr;
     }
 }
@@ -67,9 +70,19 @@ Resolved resolve(const KnobSetting& k, const Resources& res, const std::vector<K
     Resolved r;
     const KnobDef& d = knob_def(k.id);
     switch (k.value.kind) {
-        case KnobValue::Max: r.ok = true; r.is_max = true; return r;
-        case KnobValue::Text: r.ok = true; r.is_text = true; r.text = k.value.text; return r;
-        case KnobValue::Int: r.ok = true; r.num = k.value.num; return r;
+        case KnobValue::Max:
+            r.ok = true;
+            r.is_max = true;
+            return r;
+        case KnobValue::Text:
+            r.ok = true;
+            r.is_text = true;
+            r.text = k.value.text;
+            return r;
+        case KnobValue::Int:
+            r.ok = true;
+            r.num = k.value.num;
+            return r;
         case KnobValue::Fact: r.why = "fact " + k.value.text + " not resolved for this event"; return r;  // facts.hpp resolves them first
         case KnobValue::Percent: break;
     }
@@ -77,10 +90,26 @@ Resolved resolve(const KnobSetting& k, const Resources& res, const std::vector<K
     const char* bname = "";
     KnobId bid = k.id;
     switch (d.pct) {
-        case PctBase::CpuShares: base = res.cpu_shares; bname = "cpu.shares"; bid = KnobId::CpuShares; break;
-        case PctBase::CpuQuota: base = res.cpu_quota; bname = "cpu.quota"; bid = KnobId::CpuQuota; break;
-        case PctBase::MemLimit: base = res.mem_limit; bname = "memory.limit"; bid = KnobId::MemoryLimit; break;
-        case PctBase::PidsLimit: base = res.pids_limit; bname = "pids.limit"; bid = KnobId::PidsMax; break;
+        case PctBase::CpuShares:
+            base = res.cpu_shares;
+            bname = "cpu.shares";
+            bid = KnobId::CpuShares;
+            break;
+        case PctBase::CpuQuota:
+            base = res.cpu_quota;
+            bname = "cpu.quota";
+            bid = KnobId::CpuQuota;
+            break;
+        case PctBase::MemLimit:
+            base = res.mem_limit;
+            bname = "memory.limit";
+            bid = KnobId::MemoryLimit;
+            break;
+        case PctBase::PidsLimit:
+            base = res.pids_limit;
+            bname = "pids.limit";
+            bid = KnobId::PidsMax;
+            break;
         case PctBase::None: break;
     }
     const std::string pct = std::to_string(k.value.num) + "%";
@@ -113,9 +142,7 @@ Resolved resolve(const KnobSetting& k, const Resources& res, const std::vector<K
     return r;
 }
 
-std::string num_or(const Resolved& r, const char* max_word) {
-    return r.is_max ? std::string(max_word) : std::to_string(r.num);
-}
+std::string num_or(const Resolved& r, const char* max_word) { return r.is_max ? std::string(max_word) : std::to_string(r.num); }
 
 /// memory_swap = 0 means "unset" (runc: Resources.MemorySwap 0 is not written, on v1 and v2).
 bool swap_unset(const Resolved& r) { return r.ok && !r.is_max && !r.is_text && r.num == 0; }
@@ -135,9 +162,7 @@ std::optional<uint64_t> read_weight(Kernel* k, const std::string& rel) {
 }
 
 /// The reason of a knob left to another plugin (skipped lines, explain, records).
-std::string left_reason(const LeftField& lf) {
-    return "left to " + lf.plugin + " (settings.leave_to_others: " + lf.field + ")";
-}
+std::string left_reason(const LeftField& lf) { return "left to " + lf.plugin + " (settings.leave_to_others: " + lf.field + ")"; }
 
 struct Builder {
     const PlanInput& in;
@@ -149,9 +174,7 @@ struct Builder {
 
     static std::string label(const std::string& knob, const std::string& scope) { return (scope == "container" ? "" : scope + ":") + knob; }
 
-    void skip(const std::string& knob, const std::string& scope, const std::string& why) {
-        plan.skipped.push_back(label(knob, scope) + ": " + why);
-    }
+    void skip(const std::string& knob, const std::string& scope, const std::string& why) { plan.skipped.push_back(label(knob, scope) + ": " + why); }
     void refuse(const std::string& knob, const std::string& scope, const std::string& why) {
         plan.refused.push_back(label(knob, scope) + ": " + why);
     }
@@ -223,21 +246,27 @@ struct Builder {
 
     bool nri_capable(const KnobSetting& k) const {
         switch (k.id) {
-            case KnobId::CpuShares: case KnobId::CpuQuota: case KnobId::CpuPeriod:
-            case KnobId::CpusetCpus: case KnobId::CpusetMems: case KnobId::MemoryLimit:
-            case KnobId::MemorySwap: case KnobId::ResctrlGroup:
-                return true;
-            case KnobId::PidsMax: case KnobId::OomScoreAdj:
-                return nri08;
-            case KnobId::BlkioWeight:
-                return v2 && (pod_has("io.bfq.weight") || pod_has("io.weight"));
-            case KnobId::CpuWeight: case KnobId::CpuBurst: case KnobId::CpuIdle:
-            case KnobId::MemoryHigh: case KnobId::MemoryLow: case KnobId::MemoryMin:
+            case KnobId::CpuShares:
+            case KnobId::CpuQuota:
+            case KnobId::CpuPeriod:
+            case KnobId::CpusetCpus:
+            case KnobId::CpusetMems:
+            case KnobId::MemoryLimit:
+            case KnobId::MemorySwap:
+            case KnobId::ResctrlGroup: return true;
+            case KnobId::PidsMax:
+            case KnobId::OomScoreAdj: return nri08;
+            case KnobId::BlkioWeight: return v2 && (pod_has("io.bfq.weight") || pod_has("io.weight"));
+            case KnobId::CpuWeight:
+            case KnobId::CpuBurst:
+            case KnobId::CpuIdle:
+            case KnobId::MemoryHigh:
+            case KnobId::MemoryLow:
+            case KnobId::MemoryMin:
                 // cgroup v2 only, through `unified`; and only when the pod cgroup has the file,
                 // since runc fails the container for a unified file the kernel lacks.
                 return v2 && pod_has(knob_def(k.id).v2_file);
-            default:
-                return false;  // openEuler qos levels, soft limit, raw files: written directly
+            default: return false;  // openEuler qos levels, soft limit, raw files: written directly
         }
     }
 
@@ -291,9 +320,102 @@ struct Builder {
         return limit;
     }
 
+    /// The cgroup v2 value of knob `k` (resolved `r`, request key `key`) on cgroup directory
+    /// `dir`, with the file (`file`, the knob's v2 file unless the kernel's offers another) and
+    /// the note of its conversion. False when nothing is to be written: the knob is written with
+    /// another (cpu.max), or refused (the reason is in the plan).
+    bool v2_value(const KnobSetting& k, const Resolved& r, const std::string& key, const std::string& scope, const std::string& dir,
+                  const std::vector<KnobSetting>& all, std::string& file, std::string& value, std::string& note) {
+        const Request& req = *in.req;
+        switch (k.id) {
+            case KnobId::CpuShares: {
+                uint64_t s = static_cast<uint64_t>(r.num);
+                // A class's pod_cpu_weight_formula: the pod-level conversion of the node agent
+                // that writes the pod cgroup itself (koordlet's linear ConvertCPUSharesToWeight);
+                // container knobs keep the runtime's (settings.cpu_weight_formula).
+                const ClassDef* cls = in.decision.cls;
+                if (scope == "pod" && cls && cls->pod_weight_formula_set && cls->pod_weight_formula != WeightFormula::Auto) {
+                    value = std::to_string(shares_to_weight(s, cls->pod_weight_formula));
+                    note = std::string(weight_formula_name(cls->pod_weight_formula)) + " of shares " + std::to_string(s) + " (classes." + cls->name +
+                           ".pod_cpu_weight_formula)";
+                    break;
+                }
+                if (ctr_weight_rewrite(k, scope)) {
+                    value = std::to_string(shares_to_weight(s, cls->ctr_weight_formula));
+                    note = std::string(weight_formula_name(cls->ctr_weight_formula)) + " of shares " + std::to_string(s) + " (classes." + cls->name +
+                           ".container_cpu_weight_formula): the node agent's periodic rewrite of the "
+                           "container's cpu.weight (koordlet's container reconciler, every 10 s), not the runtime's formula";
+                    break;
+                }
+                const WeightChoice& wc = weight_choice();
+                value = std::to_string(shares_to_weight(s, wc.formula));
+                plan.weight_formula = wc.text();
+                break;
+            }
+            case KnobId::CpuQuota:
+            case KnobId::CpuPeriod: {
+                // cpu.max = "$MAX $PERIOD": one write for both; keep what is not configured.
+                if (k.id == KnobId::CpuPeriod) {
+                    for (const auto& o : all)
+                        if (o.id == KnobId::CpuQuota) return false;  // written together with the quota
+                }
+                std::string quota = "max", period;
+                for (const auto& o : all) {
+                    if (o.id != KnobId::CpuQuota && o.id != KnobId::CpuPeriod) continue;
+                    Resolved ro = resolve(o, req.resources, all);
+                    if (!ro.ok) continue;
+                    if (o.id == KnobId::CpuQuota) quota = num_or(ro, "max");
+                    else period = std::to_string(ro.num);
+                }
+                if (k.id == KnobId::CpuPeriod) {
+                    // only the period: keep the current quota
+                    auto cur = in.kernel ? in.kernel->read(Root::Cgroup, cg_file("", dir, "cpu.max")) : std::nullopt;
+                    if (cur && !cur->empty()) quota = cur->substr(0, cur->find_first_of(" \n"));
+                }
+                value = period.empty() ? quota : quota + " " + period;
+                break;
+            }
+            case KnobId::MemorySwap: {
+                // OCI memory.swap is memory+swap; cgroup v2 memory.swap.max is swap alone.
+                // opencontainers/cgroups utils.go ConvertMemorySwapToCgroupV2Value.
+                if (r.is_max) {
+                    value = "max";
+                    break;
+                }
+                std::optional<int64_t> limit = effective_memory_limit(all);
+                if (!limit) {
+                    refuse(key, scope, "memory+swap needs a memory limit (runc)");
+                    return false;
+                }
+                if (*limit == -1) {
+                    value = std::to_string(r.num);  // unlimited memory: the swap value as is (runc)
+                    break;
+                }
+                if (r.num < *limit) {
+                    refuse(key, scope, "memory+swap " + std::to_string(r.num) + " is below the memory limit " + std::to_string(*limit));
+                    return false;
+                }
+                value = std::to_string(r.num - *limit);
+                break;
+            }
+            case KnobId::BlkioWeight:
+                // opencontainers/cgroups fs2/io.go setIo: with the BFQ scheduler, io.bfq.weight
+                // takes the blkio weight (10-1000) as is; else io.weight, converted.
+                if (in.kernel && in.kernel->exists(Root::Cgroup, cg_file("", dir, "io.bfq.weight"))) {
+                    file = "io.bfq.weight";
+                    value = std::to_string(r.num);
+                    note = "BFQ: io.bfq.weight takes the blkio weight as is (runc fs2 setIo)";
+                } else {
+                    value = "default " + std::to_string(blkio_to_io_weight(static_cast<uint64_t>(r.num)));
+                }
+                break;
+            default: value = r.is_text ? r.text : num_or(r, "max");
+        }
+        return true;
+    }
+
     /// Direct writes for one knob on cgroup directory `dir` (container or pod cgroup).
-    void direct(const KnobSetting& k, const Resolved& r, const std::string& scope, const std::string& dir,
-                const std::vector<KnobSetting>& all) {
+    void direct(const KnobSetting& k, const Resolved& r, const std::string& scope, const std::string& dir, const std::vector<KnobSetting>& all) {
         const KnobDef& d = knob_def(k.id);
         const std::string key = k.id == KnobId::Raw ? "raw:" + k.raw_file : std::string(d.key);
         const Request& req = *in.req;
@@ -306,9 +428,7 @@ struct Builder {
                 if (!req.pid) return refuse(key, scope, "no pid in the request");
                 add(key, k.id, scope, Root::Resctrl, r.text + "/tasks", std::to_string(*req.pid));
                 return;
-            case KnobId::Raw:
-                add(key, k.id, scope, Root::Cgroup, cg_file(k.raw_ctrl.c_str(), dir, k.raw_file), r.text);
-                return;
+            case KnobId::Raw: add(key, k.id, scope, Root::Cgroup, cg_file(k.raw_ctrl.c_str(), dir, k.raw_file), r.text); return;
             case KnobId::BlkioThrottle: {
                 // One write per device and limit, as runc writes OCI throttle devices
                 // (opencontainers/cgroups fs/blkio.go Set: "MAJ:MIN RATE" to the key's
@@ -321,7 +441,9 @@ struct Builder {
                 if (!parse_throttle(r.text, list, err)) return refuse(key, scope, err);
                 for (const auto& e : list) {
                     const std::string dev = std::to_string(e.major) + ":" + std::to_string(e.minor);
-                    if (v2) add(key, k.id, scope, Root::Cgroup, cg_file("", dir, "io.max"), dev + " " + throttle_key_name(e.key) + "=" + std::to_string(e.rate));
+                    if (v2)
+                        add(key, k.id, scope, Root::Cgroup, cg_file("", dir, "io.max"),
+                            dev + " " + throttle_key_name(e.key) + "=" + std::to_string(e.rate));
                     else add(key, k.id, scope, Root::Cgroup, cg_file("blkio", dir, throttle_v1_file(e.key)), dev + " " + std::to_string(e.rate));
                 }
                 return;
@@ -334,83 +456,8 @@ struct Builder {
         std::string value, note;
         if (!v2) {
             value = r.is_text ? r.text : num_or(r, "-1");
-        } else {
-            switch (k.id) {
-                case KnobId::CpuShares: {
-                    uint64_t s = static_cast<uint64_t>(r.num);
-                    // A class's pod_cpu_weight_formula: the pod-level conversion of the node agent
-                    // that writes the pod cgroup itself (koordlet's linear ConvertCPUSharesToWeight);
-                    // container knobs keep the runtime's (settings.cpu_weight_formula).
-                    const ClassDef* cls = in.decision.cls;
-                    if (scope == "pod" && cls && cls->pod_weight_formula_set && cls->pod_weight_formula != WeightFormula::Auto) {
-                        value = std::to_string(shares_to_weight(s, cls->pod_weight_formula));
-                        note = std::string(weight_formula_name(cls->pod_weight_formula)) + " of shares " + std::to_string(s) +
-                               " (classes." + cls->name + ".pod_cpu_weight_formula)";
-                        break;
-                    }
-                    if (ctr_weight_rewrite(k, scope)) {
-                        value = std::to_string(shares_to_weight(s, cls->ctr_weight_formula));
-                        note = std::string(weight_formula_name(cls->ctr_weight_formula)) + " of shares " + std::to_string(s) +
-                               " (classes." + cls->name + ".container_cpu_weight_formula): the node agent's periodic rewrite of the "
-                               "container's cpu.weight (koordlet's container reconciler, every 10 s), not the runtime's formula";
-                        break;
-                    }
-                    const WeightChoice& wc = weight_choice();
-                    value = std::to_string(shares_to_weight(s, wc.formula));
-                    plan.weight_formula = wc.text();
-                    break;
-                }
-                case KnobId::CpuQuota: case KnobId::CpuPeriod: {
-                    // cpu.max = "$MAX $PERIOD": one write for both; keep what is not configured.
-                    if (k.id == KnobId::CpuPeriod) {
-                        for (const auto& o : all)
-                            if (o.id == KnobId::CpuQuota) return;  // written together with the quota
-                    }
-                    std::string quota = "max", period;
-                    for (const auto& o : all) {
-                        if (o.id != KnobId::CpuQuota && o.id != KnobId::CpuPeriod) continue;
-                        Resolved ro = resolve(o, req.resources, all);
-                        if (!ro.ok) continue;
-                        if (o.id == KnobId::CpuQuota) quota = num_or(ro, "max");
-                        else period = std::to_string(ro.num);
-                    }
-                    if (k.id == KnobId::CpuPeriod) {
-                        // only the period: keep the current quota
-                        auto cur = in.kernel ? in.kernel->read(Root::Cgroup, cg_file("", dir, "cpu.max")) : std::nullopt;
-                        if (cur && !cur->empty()) quota = cur->substr(0, cur->find_first_of(" \n"));
-                    }
-                    value = period.empty() ? quota : quota + " " + period;
-                    break;
-                }
-                case KnobId::MemorySwap: {
-                    // OCI memory.swap is memory+swap; cgroup v2 memory.swap.max is swap alone.
-                    // opencontainers/cgroups utils.go ConvertMemorySwapToCgroupV2Value.
-                    if (r.is_max) { value = "max"; break; }
-                    std::optional<int64_t> limit = effective_memory_limit(all);
-                    if (!limit) return refuse(key, scope, "memory+swap needs a memory limit (runc)");
-                    if (*limit == -1) {
-                        value = std::to_string(r.num);  // unlimited memory: the swap value as is (runc)
-                        break;
-                    }
-                    if (r.num < *limit)
-                        return refuse(key, scope, "memory+swap " + std::to_string(r.num) + " is below the memory limit " + std::to_string(*limit));
-                    value = std::to_string(r.num - *limit);
-                    break;
-                }
-                case KnobId::BlkioWeight:
-                    // opencontainers/cgroups fs2/io.go setIo: with the BFQ scheduler, io.bfq.weight
-                    // takes the blkio weight (10-1000) as is; else io.weight, converted.
-                    if (in.kernel && in.kernel->exists(Root::Cgroup, cg_file("", dir, "io.bfq.weight"))) {
-                        file = "io.bfq.weight";
-                        value = std::to_string(r.num);
-                        note = "BFQ: io.bfq.weight takes the blkio weight as is (runc fs2 setIo)";
-                    } else {
-                        value = "default " + std::to_string(blkio_to_io_weight(static_cast<uint64_t>(r.num)));
-                    }
-                    break;
-                default:
-                    value = r.is_text ? r.text : num_or(r, "max");
-            }
+        } else if (!v2_value(k, r, key, scope, dir, all, file, value, note)) {
+            return;
         }
         Write& added = add(key, k.id, scope, Root::Cgroup, cg_file(d.v1_ctrl ? d.v1_ctrl : "", dir, file), value);
         added.note = note;
@@ -469,10 +516,11 @@ struct Builder {
         if (!cur_text) return;  // no burst file (kernel < 5.14, or no such cgroup): nothing to order
         int64_t cur = 0;
         if (std::sscanf(cur_text->c_str(), "%" SCNd64, &cur) != 1 || cur <= *quota) return;
-        const std::string what = "the container's CFS burst " + std::to_string(cur) + " us is above the updated quota " +
-                                 std::to_string(*quota) + " us, which the kernel refuses (EINVAL) while that burst is in force";
+        const std::string what = "the container's CFS burst " + std::to_string(cur) + " us is above the updated quota " + std::to_string(*quota) +
+                                 " us, which the kernel refuses (EINVAL) while that burst is in force";
         if (!burst) {
-            skip(d.key, "container", what + "; the class does not set cpu_burst_us, so nri-qos leaves the burst alone and the runtime's update will fail");
+            skip(d.key, "container",
+                 what + "; the class does not set cpu_burst_us, so nri-qos leaves the burst alone and the runtime's update will fail");
             return;
         }
         int64_t value = *quota;
@@ -485,14 +533,15 @@ struct Builder {
     /// Why nri-qos does not set a process knob itself, when the runtime cannot.
     static std::string no_own_write(KnobId id) {
         switch (id) {
-            case KnobId::SchedPolicy: case KnobId::SchedNice:
+            case KnobId::SchedPolicy:
+            case KnobId::SchedNice:
                 return "nri-qos does not call sched_setattr(2) on the container's process itself (not in its hook's seccomp allow-list; "
                        "threads already running would keep their policy)";
-            case KnobId::IoClass: case KnobId::IoLevel:
+            case KnobId::IoClass:
+            case KnobId::IoLevel:
                 return "nri-qos does not call ioprio_set(2) on the container's process itself (not in its hook's seccomp allow-list; "
                        "threads already running would keep their priority)";
-            default:
-                return "no process can set another's memory policy (set_mempolicy(2) acts on the calling thread only)";
+            default: return "no process can set another's memory policy (set_mempolicy(2) acts on the calling thread only)";
         }
     }
 
@@ -516,27 +565,40 @@ struct Builder {
         const int have = nri ? nri_api_minor(req.runtime_name, req.runtime_version) : 0;
         const std::string runtime = req.runtime_name.empty() ? std::string("the runtime") : req.runtime_name + " " + req.runtime_version;
         const std::string needs = std::string("NRI ") + field + " (NRI >= 0." + std::to_string(need) + ", containerd >= " +
-                                  (need == 10 ? "2.2.0" : need == 11 ? "2.2.1" : "2.3.0") + ")";
+                                  (need == 10   ? "2.2.0"
+                                   : need == 11 ? "2.2.1"
+                                                : "2.3.0") +
+                                  ")";
         if (!nri) return skip(key, scope, "the v0.1 hook has no NRI adjustment to carry it in " + needs + "; " + no_own_write(k.id));
         if (have < need)
             return skip(key, scope, runtime + " speaks NRI 0." + std::to_string(have) + ", which has no " + needs + "; " + no_own_write(k.id));
         if (mode == Mode::NriStart) return;  // carried in the CreateContainer adjustment: the runtime applied it
         if (mode != Mode::NriCreate)
-            return skip(key, scope, std::string("set by the runtime at CreateContainer only: an NRI update carries linux.resources, not ") + field +
-                                        "; the running container keeps what it was created with");
+            return skip(key, scope,
+                        std::string("set by the runtime at CreateContainer only: an NRI update carries linux.resources, not ") + field +
+                            "; the running container keeps what it was created with");
         const auto& ch = knob_choices(k.id);
         auto name = [&](int64_t i) { return std::string(ch.at(static_cast<size_t>(i)).nri_name); };
         const std::string shown = r.is_text ? r.text : ch.empty() ? std::to_string(r.num) : std::string(ch.at(static_cast<size_t>(r.num)).name);
         plan.via_runtime.push_back(key + "=" + shown + " (NRI " + field + (ch.empty() ? "" : " " + name(r.num)) + ")");
         json& o = adj["linux"][field];
         switch (k.id) {
-            case KnobId::SchedPolicy: o["policy"] = name(r.num); if (!o.contains("nice")) o["nice"] = 0; break;
-            case KnobId::SchedNice: o["nice"] = r.num; if (!o.contains("policy")) o["policy"] = "SCHED_OTHER"; break;
+            case KnobId::SchedPolicy:
+                o["policy"] = name(r.num);
+                if (!o.contains("nice")) o["nice"] = 0;
+                break;
+            case KnobId::SchedNice:
+                o["nice"] = r.num;
+                if (!o.contains("policy")) o["policy"] = "SCHED_OTHER";
+                break;
             case KnobId::IoClass:
                 o["class"] = name(r.num);
                 if (!o.contains("priority")) o["priority"] = ch.at(static_cast<size_t>(r.num)).nri == 3 ? 0 : 4;
                 break;
-            case KnobId::IoLevel: o["priority"] = r.num; if (!o.contains("class")) o["class"] = "IOPRIO_CLASS_BE"; break;
+            case KnobId::IoLevel:
+                o["priority"] = r.num;
+                if (!o.contains("class")) o["class"] = "IOPRIO_CLASS_BE";
+                break;
             case KnobId::MemoryPolicy: o["mode"] = name(r.num); break;
             case KnobId::MemoryPolicyNodes: o["nodes"] = r.text; break;
             default: break;
@@ -580,7 +642,8 @@ struct Builder {
                 // A quota lift paid for by a cpuset is never handed to the runtime with it: it is
                 // written directly at StartContainer (and PostUpdateContainer), once the kernel
                 // shows the container's cpuset.cpus as asked (sinks.hpp apply_plan).
-                if (mode == Mode::NriCreate) skip(key, scope, "written at StartContainer, after the container's cpuset " + k.needs_cpuset + " is read back");
+                if (mode == Mode::NriCreate)
+                    skip(key, scope, "written at StartContainer, after the container's cpuset " + k.needs_cpuset + " is read back");
                 if (mode != Mode::NriStart) continue;
             } else if (nri_mode && ctr_weight_rewrite(k, scope)) {
                 // The runtime converts the shares with its formula at create and update; the
@@ -640,11 +703,14 @@ void sequence(Plan& plan, bool v2) {
             size_t slash = w.rel.rfind('/');
             std::string dir = slash == std::string::npos ? std::string() : w.rel.substr(0, slash);
             switch (w.id) {
-                case KnobId::CpuShares: case KnobId::CpuWeight: case KnobId::CpuPeriod:
-                case KnobId::CpuQuota: case KnobId::CpuBurst: case KnobId::CpuIdle:
-                    key = "cpu\n" + dir;
-                    break;
-                case KnobId::MemoryLimit: case KnobId::MemorySwap:
+                case KnobId::CpuShares:
+                case KnobId::CpuWeight:
+                case KnobId::CpuPeriod:
+                case KnobId::CpuQuota:
+                case KnobId::CpuBurst:
+                case KnobId::CpuIdle: key = "cpu\n" + dir; break;
+                case KnobId::MemoryLimit:
+                case KnobId::MemorySwap:
                     if (!v2) key = "mem\n" + dir;
                     break;
                 default: break;
@@ -703,7 +769,9 @@ Plan build_plan(const PlanInput& in) {
         // After the runtime applied an update (which may rewrite files nri-qos wrote itself, e.g.
         // cpu.weight from the spec's shares): what StartContainer writes, on the updated values.
         case Event::PostUpdateContainer: mode = Mode::NriStart; break;
-        case Event::UpdatePodSandbox: pod_knobs = true; break;  // kubelet rewrote the pod cgroup
+        case Event::UpdatePodSandbox:
+            pod_knobs = true;
+            break;  // kubelet rewrote the pod cgroup
         // Registration/reconnect: a pod as at RunPodSandbox (its pod knobs), a container as
         // UpdateContainer (NRI fields, applied by the runtime) plus StartContainer (the rest).
         case Event::Synchronize:
@@ -748,8 +816,7 @@ Plan build_plan(const PlanInput& in) {
             sb.knobs(cls.sandbox, "sandbox", &in.paths->container);
         }
     }
-    if (mode != Mode::None && !cls.container.empty())
-        b.knobs(cls.container, "container", in.paths ? &in.paths->container : nullptr);
+    if (mode != Mode::None && !cls.container.empty()) b.knobs(cls.container, "container", in.paths ? &in.paths->container : nullptr);
     // Pod-level sums over the pod's containers (facts.hpp pod_sum), after the container's own knobs.
     if (!pod_knobs && !in.pod_refresh.empty()) {
         if (!in.paths) {
@@ -799,12 +866,14 @@ bool settle_adjusted_percentages(ClassDef& cls, const Request& r) {
             case KnobId::CpuShares: now = r.resources.cpu_shares; break;
             case KnobId::CpuQuota: now = r.resources.cpu_quota; break;
             case KnobId::MemoryLimit: now = r.resources.mem_limit; break;
-            case KnobId::PidsMax: if (nri08) now = r.resources.pids_limit; break;
+            case KnobId::PidsMax:
+                if (nri08) now = r.resources.pids_limit;
+                break;
             default: break;
         }
         if (!now || *now <= 0) continue;
-        k.note = std::to_string(k.value.num) + "% already applied by the runtime from nri-qos's adjustment: the request's " +
-                 knob_def(k.id).key + " " + std::to_string(*now);
+        k.note = std::to_string(k.value.num) + "% already applied by the runtime from nri-qos's adjustment: the request's " + knob_def(k.id).key +
+                 " " + std::to_string(*now);
         k.value.kind = KnobValue::Int;
         k.value.num = *now;
         changed = true;
@@ -875,8 +944,7 @@ WeightChoice decide_weight_formula(const std::optional<WeightPair>& own, const s
 void finalize_adjustment(Plan& plan) {
     json adj = json::object();
     for (const auto& w : plan.writes)
-        if (!w.nri_ptr.empty() && (w.status == Write::Applied || w.status == Write::Planned))
-            adj[json::json_pointer(w.nri_ptr)] = w.nri_value;
+        if (!w.nri_ptr.empty() && (w.status == Write::Applied || w.status == Write::Planned)) adj[json::json_pointer(w.nri_ptr)] = w.nri_value;
     if (!adj.empty()) plan.adjustment = adj;
 }
 

@@ -18,17 +18,17 @@ namespace nriqos {
 
 /// One kernel file write of the plan, and (after the cgroup sink ran) its outcome.
 struct Write {
-    std::string knob;     ///< policy key ("cpu_shares", "raw:cpu.bvt_warp_ns")
+    std::string knob;  ///< policy key ("cpu_shares", "raw:cpu.bvt_warp_ns")
     KnobId id = KnobId::Raw;
-    std::string scope;    ///< "container" or "pod"
+    std::string scope;  ///< "container" or "pod"
     Root root = Root::Cgroup;
-    std::string rel;      ///< path below the root, e.g. "cpu/kubepods/besteffort/pod1/abc/cpu.shares"
-    std::string value;    ///< bytes written, e.g. "2", "max 100000", "-1"
+    std::string rel;  ///< path below the root, e.g. "cpu/kubepods/besteffort/pod1/abc/cpu.shares"
+    std::string value;  ///< bytes written, e.g. "2", "max 100000", "-1"
     enum Status { Planned, Applied, Skipped, Failed } status = Planned;
-    std::string reason;   ///< why Skipped/Failed
-    std::string note;     ///< how the write was derived or sequenced ("implied by memory_limit = max (runc)",
-                          ///< "written before memory.limit_in_bytes (runc setMemoryAndSwap)", ...)
-    int seq = 0;          ///< 1-based position in the order the sink actually wrote (0: not written)
+    std::string reason;  ///< why Skipped/Failed
+    std::string note;  ///< how the write was derived or sequenced ("implied by memory_limit = max (runc)",
+        ///< "written before memory.limit_in_bytes (runc setMemoryAndSwap)", ...)
+    int seq = 0;  ///< 1-based position in the order the sink actually wrote (0: not written)
     /// Written only once the container's cpuset.cpus holds this cpuset, read back from the kernel
     /// (KnobSetting::needs_cpuset: a quota lift the cpuset pays for); else Failed with
     /// "cpuset not applied: quota kept (...)". "" for every other write.
@@ -66,7 +66,7 @@ struct Step {
 struct WeightPair {
     uint64_t shares = 0;  ///< OCI linux.resources.cpu.shares (2..262144; 0: none)
     uint64_t weight = 0;  ///< cpu.weight read from the kernel (1..10000)
-    std::string what;     ///< whose: "container's own", "pod sandbox 1a2b3c4d5e6f", "sibling container 1a2b3c4d5e6f"
+    std::string what;  ///< whose: "container's own", "pod sandbox 1a2b3c4d5e6f", "sibling container 1a2b3c4d5e6f"
 };
 
 /// The cpu.shares → cpu.weight formula of one event's cgroup v2 writes, and why (one line, for
@@ -102,19 +102,19 @@ struct Plan {
     KubeQos kube_qos = KubeQos::Unknown;
     Layout layout = Layout::V1;
     CgroupDriver driver = CgroupDriver::Cgroupfs;  ///< of the request's cgroupsPath
-    std::string nri_api;               ///< native NRI: "0.6" or "0.8+" (what the runtime can take)
-    std::vector<Write> writes;         ///< direct kernel writes, in plan order
-    std::vector<Step> steps;           ///< how the sink applies `writes` (each write in one step);
-                                       ///< empty: one by one in order
-    nlohmann::json adjustment;         ///< NRI Go JSON ContainerAdjustment (null when none)
-    nlohmann::json update;             ///< NRI Go JSON LinuxResources for UpdateContainer (null when none)
+    std::string nri_api;  ///< native NRI: "0.6" or "0.8+" (what the runtime can take)
+    std::vector<Write> writes;  ///< direct kernel writes, in plan order
+    std::vector<Step> steps;  ///< how the sink applies `writes` (each write in one step);
+        ///< empty: one by one in order
+    nlohmann::json adjustment;  ///< NRI Go JSON ContainerAdjustment (null when none)
+    nlohmann::json update;  ///< NRI Go JSON LinuxResources for UpdateContainer (null when none)
     /// Process knobs (is_process_knob) put into the CreateContainer adjustment, for the runtime to
     /// apply: "sched_policy=idle (NRI scheduler SCHED_IDLE)" — explain's "runtime:" lines and the
     /// record's `runtime`; the other paths are `skipped` with the reason.
     std::vector<std::string> via_runtime;
     std::vector<std::string> skipped;  ///< knobs not applicable here, with the reason ("memory_low: no cgroup v1 file")
     std::vector<std::string> refused;  ///< knobs the class sets that cannot be applied to this request, with the
-                                       ///< reason ("oom_score_adj: no pid in the request"): failures, like a failed write
+        ///< reason ("oom_score_adj: no pid in the request"): failures, like a failed write
     /// A cgroup v2 cpu.shares write was converted to cpu.weight: the formula and why
     /// (WeightChoice::text()); "" when no conversion was planned.
     std::string weight_formula;
@@ -132,7 +132,7 @@ struct PlanInput {
     KubeQos kube_qos = KubeQos::Unknown;
     Layout layout = Layout::V1;
     std::optional<CgroupPaths> paths;  ///< absent when the request has no cgroupsPath
-    Kernel* kernel = nullptr;          ///< for reads the plan depends on (cpu.max on v2, file probes)
+    Kernel* kernel = nullptr;  ///< for reads the plan depends on (cpu.max on v2, file probes)
     /// Pod knobs to write at a container event: pod-level sums over the pod's containers that
     /// change as containers start and stop (facts.hpp FactPlan::pod_refresh), already resolved.
     std::vector<KnobSetting> pod_refresh;

@@ -52,7 +52,8 @@ std::string gate_pass(const Policy& p, const Gate& gate, const Rule* rule, const
         for (const auto& [k, g] : gate.labels)
             if (!undeclared && !guarded_note(p.guarded_labels, k)) undeclared = &k;
         if (undeclared) why_not += " and gate label \"" + *undeclared + "\" is not declared in [guarded.labels]";
-        else if (map_matches(gate.labels, r.labels)) return "gate.labels match (guarded: " + *guarded_note(p.guarded_labels, gate.labels.front().first) + ")";
+        else if (map_matches(gate.labels, r.labels))
+            return "gate.labels match (guarded: " + *guarded_note(p.guarded_labels, gate.labels.front().first) + ")";
     }
     if (!rule) return "";
     const Match& m = rule->match;
@@ -170,11 +171,13 @@ Decision classify(const Policy& policy, const Facts& facts) {
         const ClassDef& mc = policy.classes.at(rule.cls);
         if (!d.cls->accept_merge) {
             m.note = "class " + d.cls->name + " takes no merges (accept_merge = false)";
-        } else if (rule.cls == d.cls->name || std::any_of(d.merges.begin(), d.merges.end(), [&](const Decision::Merge& o) { return o.applied && o.cls == rule.cls; })) {
+        } else if (rule.cls == d.cls->name ||
+                   std::any_of(d.merges.begin(), d.merges.end(), [&](const Decision::Merge& o) { return o.applied && o.cls == rule.cls; })) {
             m.note = "class " + rule.cls + " already applies";
         } else if (mc.gate.enabled) {
             std::string why_not;
-            if (gate_pass(policy, mc.gate, &rule, *facts.req, why_not).empty()) m.note = "class " + rule.cls + " is gated: " + why_not + "; not merged";
+            if (gate_pass(policy, mc.gate, &rule, *facts.req, why_not).empty())
+                m.note = "class " + rule.cls + " is gated: " + why_not + "; not merged";
             else m.applied = true;
         } else {
             m.applied = true;
@@ -193,8 +196,12 @@ bool merge_classes(const Policy& policy, Decision& d) {
     for (const auto& m : d.merges)
         if (m.applied && policy.classes.at(m.cls).knobs_pending()) return false;
     auto out = std::make_shared<ClassDef>(*d.cls);
-    auto same = [](const KnobSetting& a, const KnobSetting& b) { return a.id == b.id && (a.id != KnobId::Raw || (a.raw_file == b.raw_file && a.raw_ctrl == b.raw_ctrl)); };
-    auto key = [](const KnobSetting& k, const char* scope) { return std::string(scope) + (k.id == KnobId::Raw ? "raw:" + k.raw_file : std::string(knob_def(k.id).key)); };
+    auto same = [](const KnobSetting& a, const KnobSetting& b) {
+        return a.id == b.id && (a.id != KnobId::Raw || (a.raw_file == b.raw_file && a.raw_ctrl == b.raw_ctrl));
+    };
+    auto key = [](const KnobSetting& k, const char* scope) {
+        return std::string(scope) + (k.id == KnobId::Raw ? "raw:" + k.raw_file : std::string(knob_def(k.id).key));
+    };
     for (auto& m : d.merges) {
         if (!m.applied) continue;
         const ClassDef& mc = policy.classes.at(m.cls);
@@ -230,8 +237,7 @@ bool merge_classes(const Policy& policy, Decision& d) {
 
 std::string Decision::merge_text() const {
     std::string t;
-    for (const auto& m : merges)
-        t += (t.empty() ? "" : "; ") + m.cls + " (rule " + m.rule + "): " + (m.note.empty() ? "pending" : m.note);
+    for (const auto& m : merges) t += (t.empty() ? "" : "; ") + m.cls + " (rule " + m.rule + "): " + (m.note.empty() ? "pending" : m.note);
     return t;
 }
 

@@ -20,16 +20,16 @@ struct Facts {
 /// The classification of one request.
 struct Decision {
     const ClassDef* cls = nullptr;  ///< never null after classify()
-    std::string rule;               ///< matching rule's name, or "default"
-    std::string requested;          ///< class the rule asked for (differs from cls->name when gated)
-    std::string gate_note;          ///< why a gate refused the requested class ("" when not gated)
-    std::string gate_pass;          ///< why a gated class was granted, for explain ("" otherwise)
+    std::string rule;  ///< matching rule's name, or "default"
+    std::string requested;  ///< class the rule asked for (differs from cls->name when gated)
+    std::string gate_note;  ///< why a gate refused the requested class ("" when not gated)
+    std::string gate_pass;  ///< why a gated class was granted, for explain ("" otherwise)
     /// Rules with `merge = true` that matched after the rule giving the class (Rule::merge), in
     /// policy order: the class each contributes and what it added ("" until merge_classes ran).
     struct Merge {
         std::string rule, cls;
         bool applied = false;  ///< false: its class is gated and the pod does not qualify
-        std::string note;      ///< the knobs added ("cpu_qos_level pod:cpu_qos_level"), or why none
+        std::string note;  ///< the knobs added ("cpu_qos_level pod:cpu_qos_level"), or why none
     };
     std::vector<Merge> merges;
     /// The combined class when merges added knobs (cls then points to it): owned here, so that

@@ -185,19 +185,21 @@ const ConfigNode* ConfigNode::at(const std::vector<std::string>& keys) const {
     return n;
 }
 
-ContainerdConfigView read_containerd_view(const std::vector<std::pair<std::string, std::string>>& files,
-                                          const ContainerdRelease& release) {
-    ContainerdConfigView v;
-    v.plugins.is_table = true;
-    // Each file parsed first: its version decides how an unknown release is inferred.
-    struct Parsed {
-        std::string path;
-        toml::value value;
-        int version = 0;
-    };
-    std::vector<Parsed> parsed;
+namespace {
+
+/// One of the files of read_containerd_view, parsed, with its own `version` (0: unset).
+struct ParsedConfig {
+    std::string path;
+    toml::value value;
+    int version = 0;
+};
+
+/// Each file parsed first (its version decides how an unknown release is inferred), in order,
+/// until the first that does not parse or has a version containerd cannot read (`v.error`).
+std::vector<ParsedConfig> parse_config_files(const std::vector<std::pair<std::string, std::string>>& files, ContainerdConfigView& v) {
+    std::vector<ParsedConfig> parsed;
     for (const auto& [path, text] : files) {
-        Parsed p;
+        ParsedConfig p;
         p.path = path;
         try {
             std::istringstream in(text);
@@ -217,6 +219,121 @@ ContainerdConfigView read_containerd_view(const std::vector<std::pair<std::strin
         }
         parsed.push_back(std::move(p));
     }
+    return parsed;
+}
+
+/// A file's disabled_plugins: appended across files by both merges; which name disables NRI is
+/// decided by the merge, once the release's reading of the names is known.
+std::vector<std::string> disabled_of(const ParsedConfig& p) {
+    std::vector<std::string> out;
+    if (p.value.is_table() && p.value.contains("disabled_plugins") && p.value.at("disabled_plugins").is_array())
+        for (const auto& x : p.value.at("disabled_plugins").as_array())
+            if (x.is_string()) out.push_back(x.as_string().str);
+    return out;
+}
+
+/// A file's plugins table (an empty table when it has none).
+ConfigNode plugins_of(const ParsedConfig& p) {
+    ConfigNode n;
+    n.is_table = true;
+    n.file = p.path;
+    n.path = {"plugins"};
+    n.file_version = p.version;
+    if (p.value.is_table() && p.value.contains("plugins") && p.value.at("plugins").is_table())
+        n = from_toml(p.value.at("plugins"), p.path, {"plugins"}, p.version);
+    return n;
+}
+
+/// 1.6 / 1.7: the last non-zero version wins (default 1); sections replace whole.
+void merge_1x(const std::vector<ParsedConfig>& parsed, ContainerdConfigView& v) {
+    const ContainerdRelease& r = v.release;
+    for (const auto& p : parsed) {
+        if (p.version != 0) v.written_version = p.version;
+        ConfigNode n = plugins_of(p);
+        for (auto& [k, section] : n.kids) v.plugins.kids.insert_or_assign(k, section);
+    }
+    v.version = v.written_version ? v.written_version : 1;
+    const bool refuses_above_2 = (r.major == 1 && r.minor == 6 && r.patch >= 32) || (r.major == 1 && r.minor >= 7 && at_least(r, 1, 7, 17));
+    if (v.error.empty() && v.version > 2)
+        v.error = refuses_above_2 ? release_text(r) + " refuses config version " + std::to_string(v.version) +
+                                        " (it reads versions 1 and 2: services/server/config/config.go ValidateV2)"
+                                  : release_text(r) + " reads config version " + std::to_string(v.version) +
+                                        " as version 2 and ignores the plugin names of containerd 2.x (use version 2)";
+    if (v.error.empty() && v.version >= 2)
+        for (const auto& [k, section] : v.plugins.kids) {
+            size_t dots = 0;
+            for (char ch : k) dots += ch == '.';
+            if (dots < 3) {
+                v.error = release_text(r) + " refuses to start: plugin name \"" + k + "\" in " + section.file +
+                          " is not a URI (io.containerd.x.vx.name), which config version 2 needs (ValidateV2)";
+                break;
+            }
+        }
+    v.nri_id = v.version == 1 ? "nri" : kNriUri;
+    v.cri_runtime_id = v.version == 1 ? "cri" : kCriGrpc;
+    for (const auto& p : parsed)
+        for (const auto& d : disabled_of(p))
+            if (d == v.nri_id) v.nri_disabled_in = p.path;
+    if (v.version == 1)
+        for (const char* uri : {kNriUri, kCriGrpc, kCriRuntime})
+            if (auto it = v.plugins.kids.find(uri); it != v.plugins.kids.end())
+                v.notes.push_back(release_text(r) + " ignores [plugins.\"" + std::string(uri) + "\"] in " + it->second.file +
+                                  ": a config without `version` (version 1) names plugins by their short ID ([plugins." +
+                                  (std::string(uri) == kNriUri ? "nri" : "cri") + "])");
+}
+
+/// 2.0 - 2.2: version 0/1 files migrated alone, the merged config by server.New.
+void merge_20_22(const std::vector<ParsedConfig>& parsed, ContainerdConfigView& v) {
+    const ContainerdRelease& r = v.release;
+    int out_version = 3;
+    for (const auto& p : parsed) {
+        ConfigNode n = plugins_of(p);
+        if (p.version <= 1) v1_migrate(n, p.path, v.notes);
+        else out_version = p.version;
+        if (p.version != 0) v.written_version = p.version;
+        deep_merge(v.plugins, n);
+    }
+    v.version = out_version;
+    if (v.error.empty() && out_version > 3)
+        v.error = release_text(r) + " refuses config version " + std::to_string(out_version) +
+                  " (it reads up to version 3: cmd/containerd/server/config/config.go ValidateVersion)";
+    if (out_version < 3) cri_migrate(v.plugins);
+    else if (const ConfigNode* g = v.plugins.at({kCriGrpc, "containerd", "runtimes"})) {
+        std::vector<std::string> table = g->path;
+        table.pop_back();
+        v.notes.push_back(release_text(r) + " ignores the runtimes under " + toml_header(table) + " in " + g->file +
+                          ": the merged config is version 3, read from [plugins.\"" + kCriRuntime +
+                          "\".containerd] without migrating the CRI plugin's older name");
+    }
+}
+
+/// 2.3 and later: every file below 4 migrated alone; no drop-in above the root's version.
+void merge_23(const std::vector<ParsedConfig>& parsed, ContainerdConfigView& v) {
+    const ContainerdRelease& r = v.release;
+    int root = 0;
+    for (const auto& p : parsed) {
+        if (root == 0) root = p.version;
+        if (v.error.empty() && p.version > root)
+            v.error = release_text(r) + " refuses to start: " + p.path + " has version " + std::to_string(p.version) + ", above the root config's " +
+                      std::to_string(root) + " (LoadConfigWithPlugins)";
+        if (v.error.empty() && p.version > 4)
+            v.error = release_text(r) + " refuses config version " + std::to_string(p.version) + " in " + p.path +
+                      " (it reads up to version 4: ValidateVersion)";
+        if (p.version != 0) v.written_version = p.version;
+        ConfigNode n = plugins_of(p);
+        if (p.version <= 1) v1_migrate(n, p.path, v.notes);
+        if (p.version < 4) cri_migrate(n);
+        deep_merge(v.plugins, n);
+    }
+    v.version = 4;
+}
+
+}  // namespace
+
+ContainerdConfigView read_containerd_view(const std::vector<std::pair<std::string, std::string>>& files, const ContainerdRelease& release) {
+    ContainerdConfigView v;
+    v.plugins.is_table = true;
+    const std::vector<ParsedConfig> parsed = parse_config_files(files, v);
     int max_version = 0;
     for (const auto& p : parsed) max_version = std::max(max_version, p.version);
     if (!parsed.empty()) v.root_version = parsed.front().version;
@@ -231,60 +348,8 @@ ContainerdConfigView read_containerd_view(const std::vector<std::pair<std::strin
             for (const auto& x : p.value.at("imports").as_array())
                 if (x.is_string()) v.import_patterns.push_back(resolve_import(x.as_string().str, p.path, r.major));
     }
-    // disabled_plugins: appended across files by both merges; which name disables NRI is decided
-    // below, once the release's reading of the names is known.
-    auto disabled_of = [](const Parsed& p) {
-        std::vector<std::string> out;
-        if (p.value.is_table() && p.value.contains("disabled_plugins") && p.value.at("disabled_plugins").is_array())
-            for (const auto& x : p.value.at("disabled_plugins").as_array())
-                if (x.is_string()) out.push_back(x.as_string().str);
-        return out;
-    };
-    auto plugins_of = [](const Parsed& p) {
-        ConfigNode n;
-        n.is_table = true;
-        n.file = p.path;
-        n.path = {"plugins"};
-        n.file_version = p.version;
-        if (p.value.is_table() && p.value.contains("plugins") && p.value.at("plugins").is_table())
-            n = from_toml(p.value.at("plugins"), p.path, {"plugins"}, p.version);
-        return n;
-    };
     if (r.major < 2) {
-        // 1.6 / 1.7: the last non-zero version wins (default 1); sections replace whole.
-        for (const auto& p : parsed) {
-            if (p.version != 0) v.written_version = p.version;
-            ConfigNode n = plugins_of(p);
-            for (auto& [k, section] : n.kids) v.plugins.kids.insert_or_assign(k, section);
-        }
-        v.version = v.written_version ? v.written_version : 1;
-        const bool refuses_above_2 = (r.major == 1 && r.minor == 6 && r.patch >= 32) || (r.major == 1 && r.minor >= 7 && at_least(r, 1, 7, 17));
-        if (v.error.empty() && v.version > 2)
-            v.error = refuses_above_2 ? release_text(r) + " refuses config version " + std::to_string(v.version) +
-                                            " (it reads versions 1 and 2: services/server/config/config.go ValidateV2)"
-                                      : release_text(r) + " reads config version " + std::to_string(v.version) +
-                                            " as version 2 and ignores the plugin names of containerd 2.x (use version 2)";
-        if (v.error.empty() && v.version >= 2)
-            for (const auto& [k, section] : v.plugins.kids) {
-                size_t dots = 0;
-                for (char ch : k) dots += ch == '.';
-                if (dots < 3) {
-                    v.error = release_text(r) + " refuses to start: plugin name \"" + k + "\" in " + section.file +
-                              " is not a URI (io.containerd.x.vx.name), which config version 2 needs (ValidateV2)";
-                    break;
-                }
-            }
-        v.nri_id = v.version == 1 ? "nri" : kNriUri;
-        v.cri_runtime_id = v.version == 1 ? "cri" : kCriGrpc;
-        for (const auto& p : parsed)
-            for (const auto& d : disabled_of(p))
-                if (d == v.nri_id) v.nri_disabled_in = p.path;
-        if (v.version == 1)
-            for (const char* uri : {kNriUri, kCriGrpc, kCriRuntime})
-                if (auto it = v.plugins.kids.find(uri); it != v.plugins.kids.end())
-                    v.notes.push_back(release_text(r) + " ignores [plugins.\"" + std::string(uri) + "\"] in " + it->second.file +
-                                      ": a config without `version` (version 1) names plugins by their short ID ([plugins." +
-                                      (std::string(uri) == kNriUri ? "nri" : "cri") + "])");
+        merge_1x(parsed, v);
         return v;
     }
     v.nri_id = kNriUri;
@@ -292,53 +357,12 @@ ContainerdConfigView read_containerd_view(const std::vector<std::pair<std::strin
     for (const auto& p : parsed)
         for (const auto& d : disabled_of(p))
             if ((p.version <= 1 ? v1_plugin_uri(d) : d) == kNriUri) v.nri_disabled_in = p.path;
-    if (!at_least(r, 2, 3, 0)) {
-        // 2.0 - 2.2: version 0/1 files migrated alone, the merged config by server.New.
-        int out_version = 3;
-        for (const auto& p : parsed) {
-            ConfigNode n = plugins_of(p);
-            if (p.version <= 1) v1_migrate(n, p.path, v.notes);
-            else out_version = p.version;
-            if (p.version != 0) v.written_version = p.version;
-            deep_merge(v.plugins, n);
-        }
-        v.version = out_version;
-        if (v.error.empty() && out_version > 3)
-            v.error = release_text(r) + " refuses config version " + std::to_string(out_version) +
-                      " (it reads up to version 3: cmd/containerd/server/config/config.go ValidateVersion)";
-        if (out_version < 3) cri_migrate(v.plugins);
-        else if (const ConfigNode* g = v.plugins.at({kCriGrpc, "containerd", "runtimes"})) {
-            std::vector<std::string> table = g->path;
-            table.pop_back();
-            v.notes.push_back(release_text(r) + " ignores the runtimes under " + toml_header(table) + " in " + g->file +
-                              ": the merged config is version 3, read from [plugins.\"" + kCriRuntime +
-                              "\".containerd] without migrating the CRI plugin's older name");
-        }
-        return v;
-    }
-    // 2.3 and later: every file below 4 migrated alone; no drop-in above the root's version.
-    int root = 0;
-    for (const auto& p : parsed) {
-        if (root == 0) root = p.version;
-        if (v.error.empty() && p.version > root)
-            v.error = release_text(r) + " refuses to start: " + p.path + " has version " + std::to_string(p.version) +
-                      ", above the root config's " + std::to_string(root) + " (LoadConfigWithPlugins)";
-        if (v.error.empty() && p.version > 4)
-            v.error = release_text(r) + " refuses config version " + std::to_string(p.version) + " in " + p.path +
-                      " (it reads up to version 4: ValidateVersion)";
-        if (p.version != 0) v.written_version = p.version;
-        ConfigNode n = plugins_of(p);
-        if (p.version <= 1) v1_migrate(n, p.path, v.notes);
-        if (p.version < 4) cri_migrate(n);
-        deep_merge(v.plugins, n);
-    }
-    v.version = 4;
+    if (!at_least(r, 2, 3, 0)) merge_20_22(parsed, v);
+    else merge_23(parsed, v);
     return v;
 }
 
-std::string nri_id_for_file(const ContainerdConfigView& v, int) {
-    return v.release.major < 2 && v.version == 1 ? "nri" : kNriUri;
-}
+std::string nri_id_for_file(const ContainerdConfigView& v, int) { return v.release.major < 2 && v.version == 1 ? "nri" : kNriUri; }
 
 std::string cri_runtime_id_for_file(const ContainerdConfigView& v, int file_version) {
     if (v.release.major < 2) return v.version == 1 ? "cri" : kCriGrpc;

@@ -51,7 +51,7 @@ bool parse_containerd_release(const std::string& version, ContainerdRelease& rel
 struct ConfigNode {
     bool is_table = false;
     std::map<std::string, ConfigNode> kids;  ///< a table's keys
-    toml::value leaf;                        ///< anything else (arrays included)
+    toml::value leaf;  ///< anything else (arrays included)
     std::string file;
     std::vector<std::string> path;
     int file_version = 0;
@@ -61,21 +61,21 @@ struct ConfigNode {
 
 /// containerd's config as the release reads it. Filled even when `error` is set (as far as read).
 struct ContainerdConfigView {
-    ContainerdRelease release;      ///< the release whose rules were applied
+    ContainerdRelease release;  ///< the release whose rules were applied
     bool release_inferred = false;  ///< the release was unknown: 1.7 for versions 0-2, 2.2 for 3, 2.3 for 4
-    int version = 0;                ///< the version containerd reads the plugin names as (after its merge; 1.x: 1 when unset)
-    int written_version = 0;        ///< the last non-zero `version` of the files (0: none sets one)
-    int root_version = 0;           ///< the main file's `version` (0 = unset)
-    ConfigNode plugins;             ///< the merged (and migrated) plugins table, keyed as containerd looks plugins up
-    std::string nri_id;             ///< key of the NRI plugin in `plugins` ("nri" in a 1.x version-1 config)
-    std::string cri_runtime_id;     ///< key of the CRI runtime settings (containerd.runtimes) in `plugins`
+    int version = 0;  ///< the version containerd reads the plugin names as (after its merge; 1.x: 1 when unset)
+    int written_version = 0;  ///< the last non-zero `version` of the files (0: none sets one)
+    int root_version = 0;  ///< the main file's `version` (0 = unset)
+    ConfigNode plugins;  ///< the merged (and migrated) plugins table, keyed as containerd looks plugins up
+    std::string nri_id;  ///< key of the NRI plugin in `plugins` ("nri" in a 1.x version-1 config)
+    std::string cri_runtime_id;  ///< key of the CRI runtime settings (containerd.runtimes) in `plugins`
     std::vector<std::string> import_patterns;  ///< every `imports` entry resolved (a path or a glob)
     /// The file whose `disabled_plugins` turns the NRI plugin off ("" = none): 1.x matches the
     /// merged list by short ID in a version-1 config, by URI otherwise (services/server/server.go
     /// V1DisabledFilter / V2DisabledFilter); 2.x by URI after a version-1 file's names are
     /// migrated ("nri" there names io.containerd.grpc.v1.nri: it disables nothing of NRI).
     std::string nri_disabled_in;
-    std::string error;              ///< one line: containerd would refuse to start with these files
+    std::string error;  ///< one line: containerd would refuse to start with these files
     std::vector<std::string> notes;  ///< one line each: settings this release ignores (e.g. [plugins.nri] in a version-1 file on 2.x)
 };
 
@@ -84,8 +84,7 @@ struct ContainerdConfigView {
 /// A file that does not parse, a version the release refuses, a negative or non-integer version,
 /// a drop-in above the root's version (2.3), a plugin name version 2 refuses (1.x): `error`.
 /// `imports` are resolved with resolve_import (detect.hpp) for the release's major. Never throws.
-ContainerdConfigView read_containerd_view(const std::vector<std::pair<std::string, std::string>>& files,
-                                          const ContainerdRelease& release);
+ContainerdConfigView read_containerd_view(const std::vector<std::pair<std::string, std::string>>& files, const ContainerdRelease& release);
 
 /// The plugin name a file whose own version is `file_version` must use for the NRI plugin so
 /// that `v`'s release reads it: "nri" when 1.x reads the config as version 1, else

@@ -174,11 +174,19 @@ RuntimeFormula probe_runtime_formula(const std::string& binary, std::string& why
     bool timed_out = false;
     while (out.size() < 4096) {
         int64_t left = (until - monotonic_ns()) / 1000000;
-        if (left <= 0) { timed_out = true; break; }
-        struct pollfd p {fds[0], POLLIN, 0};
+        if (left <= 0) {
+            timed_out = true;
+            break;
+        }
+        struct pollfd p {
+            fds[0], POLLIN, 0
+        };
         int n = poll(&p, 1, static_cast<int>(left));
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) { timed_out = n == 0; break; }
+        if (n <= 0) {
+            timed_out = n == 0;
+            break;
+        }
         char buf[512];
         ssize_t r = read(fds[0], buf, sizeof buf);
         if (r < 0 && errno == EINTR) continue;
@@ -188,8 +196,7 @@ RuntimeFormula probe_runtime_formula(const std::string& binary, std::string& why
     close(fds[0]);
     if (timed_out) kill(pid, SIGKILL);
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
     if (timed_out) {
         why = f.binary + " --version did not answer within " + std::to_string(timeout_ms) + " ms";
         return f;
@@ -245,9 +252,7 @@ std::optional<RuntimeFormula> load_runtime_formula(const std::string& text) {
         const std::string n = j.at("formula").get<std::string>();
         f.formula = n == "linear" ? WeightFormula::Linear : n == "log-quadratic" ? WeightFormula::LogQuadratic : WeightFormula::Auto;
         return f;
-    } catch (...) {
-        return std::nullopt;
-    }
+    } catch (...) { return std::nullopt; }
 }
 
 HookMode mode_called(const RuntimeInfo& r) {
@@ -263,12 +268,12 @@ std::string describe(const RuntimeInfo& r) {
     std::string s = "containerd " + r.version + " (" + r.binary + (r.running ? ", running" : "") + ")";
     if (r.major > 1 || (r.major == 1 && r.minor >= 7)) {
         bool disabled = r.nri_disable ? *r.nri_disable : r.major < 2;
-        if (!r.nri_disabled_in.empty())
-            s += ", native NRI disabled (disabled_plugins in " + r.nri_disabled_in + ")";
+        if (!r.nri_disabled_in.empty()) s += ", native NRI disabled (disabled_plugins in " + r.nri_disabled_in + ")";
         else
             s += std::string(", native NRI ") + (disabled ? "disabled" : "enabled") +
-                 (r.nri_disable ? " in " + (r.nri_file.empty() ? r.config : r.nri_file)
-                                : r.config_found ? " (default; not set in " + r.config + ")" : " (default)");
+                 (r.nri_disable    ? " in " + (r.nri_file.empty() ? r.config : r.nri_file)
+                  : r.config_found ? " (default; not set in " + r.config + ")"
+                                   : " (default)");
         if (r.adapter) s += ", v010-adapter in " + r.plugin_path;
     } else {
         s += ", NRI v0.1 only";
@@ -445,8 +450,7 @@ void read_containerd_layers(const std::vector<std::pair<std::string, std::string
             table.pop_back();
             info.nri_section = toml_header(table);
         }
-        if (const ConfigNode* pp = nri->at({"plugin_path"}); pp && !pp->is_table && pp->leaf.is_string())
-            info.plugin_path = pp->leaf.as_string().str;
+        if (const ConfigNode* pp = nri->at({"plugin_path"}); pp && !pp->is_table && pp->leaf.is_string()) info.plugin_path = pp->leaf.as_string().str;
         if (const ConfigNode* en = nri->at({"default_validator", "enable"}); en && !en->is_table && en->leaf.is_boolean())
             info.validator_enable = en->leaf.as_boolean();
         if (const ConfigNode* rp = nri->at({"default_validator", "required_plugins"}); rp && !rp->is_table && rp->leaf.is_array()) {
@@ -520,8 +524,8 @@ std::optional<AnnotationPasslist> annotation_passlist_of(const RuntimeInfo& info
 std::string record_annotation_passlist(const std::string& state_dir, const AnnotationPasslist& p) {
     nlohmann::json files = nlohmann::json::array();
     for (const auto& [f, t] : p.files) files.push_back({{"path", f}, {"mtime_ns", t}});
-    nlohmann::json j = {{"v", 1},          {"runtime", p.runtime}, {"passes_all", p.passes_all}, {"set", p.set},
-                        {"patterns", p.patterns}, {"where", p.where},     {"files", files}};
+    nlohmann::json j = {{"v", 1},           {"runtime", p.runtime}, {"passes_all", p.passes_all}, {"set", p.set}, {"patterns", p.patterns},
+                        {"where", p.where}, {"files", files}};
     StateDir st(state_dir);
     std::string e = st.write_file(kAnnotationPasslistFile, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     return e.empty() ? e : "cannot record the annotations the runtime passes: " + e;
@@ -539,9 +543,7 @@ std::optional<AnnotationPasslist> load_annotation_passlist(const std::string& te
         p.where = j.at("where").get<std::string>().substr(0, 512);
         for (const auto& f : j.at("files")) p.files.emplace_back(f.at("path").get<std::string>(), f.at("mtime_ns").get<int64_t>());
         return p;
-    } catch (...) {
-        return std::nullopt;
-    }
+    } catch (...) { return std::nullopt; }
 }
 
 bool annotation_passlist_stale(const AnnotationPasslist& p) {
@@ -595,17 +597,26 @@ void read_isulad_config(const std::string& json_text, NativeRuntimeInfo& info) {
         if (typed("plugin-path", &nlohmann::json::is_string, "a string")) info.plugin_path = j["plugin-path"].get<std::string>();
         typed("plugin-config-path", &nlohmann::json::is_string, "a string");
         if (typed("disable-connections", &nlohmann::json::is_boolean, "true or false") && j["disable-connections"].get<bool>())
-            info.notes.push_back("iSulad: \"disable-connections\": true: no external NRI plugin may connect (the nri-qos relay service "
-                                 "cannot); the launched plugin in " + info.plugin_path + " is not affected");
+            info.notes.push_back(
+                "iSulad: \"disable-connections\": true: no external NRI plugin may connect (the nri-qos relay service "
+                "cannot); the launched plugin in " +
+                info.plugin_path + " is not affected");
         for (const char* k : {"plugin-registration-timeout", "plugin-requst-timeout"})
             if (typed(k, &nlohmann::json::is_number_unsigned, "a whole number of seconds"))
                 info.notes.push_back(std::string("iSulad: \"") + k + "\": " + std::to_string(j[k].get<uint64_t>()) + " s");
         // The spellings iSulad's NRI design doc uses, which its parser does not read.
-        static const struct { const char* doc; const char* parsed; } kDocKeys[] = {
-            {"plugin_path", "plugin-path"}, {"plugin_config_path", "plugin-config-path"}, {"disable_connections", "disable-connections"},
-            {"plugin_registration_timeout", "plugin-registration-timeout"}, {"plugin_request_timeout", "plugin-requst-timeout"},
-            {"plugin-request-timeout", "plugin-requst-timeout"}, {"socket_path", "(none: iSulad's NRI socket is /var/run/nri/nri.sock)"},
-            {"nri_support", "nri-support"}, {"enable_cri_v1", "enable-cri-v1"}};
+        static const struct {
+            const char* doc;
+            const char* parsed;
+        } kDocKeys[] = {{"plugin_path", "plugin-path"},
+                        {"plugin_config_path", "plugin-config-path"},
+                        {"disable_connections", "disable-connections"},
+                        {"plugin_registration_timeout", "plugin-registration-timeout"},
+                        {"plugin_request_timeout", "plugin-requst-timeout"},
+                        {"plugin-request-timeout", "plugin-requst-timeout"},
+                        {"socket_path", "(none: iSulad's NRI socket is /var/run/nri/nri.sock)"},
+                        {"nri_support", "nri-support"},
+                        {"enable_cri_v1", "enable-cri-v1"}};
         for (const auto& k : kDocKeys)
             if (j.contains(k.doc))
                 info.notes.push_back(std::string("iSulad does not read \"") + k.doc + "\" in daemon.json (it parses \"" + k.parsed +
@@ -701,7 +712,9 @@ std::string describe_native(const NativeRuntimeInfo& r) {
     std::string s = r.name + " (" + (r.binary.empty() ? "binary not found" : r.binary) + (r.running ? ", running" : "") + ")";
     std::string where = r.config_files.empty() ? "no configuration file" : r.config_files.back();
     if (r.nri_enabled) s += std::string(", native NRI ") + (*r.nri_enabled ? "enabled" : "disabled") + " in " + where;
-    else s += ", native NRI not enabled (" + std::string(r.name == "iSulad" ? "\"nri-support\"" : "[crio.nri] enable_nri") + " not set in " + where + ")";
+    else
+        s += ", native NRI not enabled (" + std::string(r.name == "iSulad" ? "\"nri-support\"" : "[crio.nri] enable_nri") + " not set in " + where +
+             ")";
     if (!r.error.empty()) s += "; " + r.error;
     return s;
 }

@@ -24,16 +24,16 @@ const char* hook_mode_name(HookMode m);
 
 /// What was found on the node.
 struct RuntimeInfo {
-    std::string binary;            ///< containerd executable examined ("" = none found)
-    std::string version;           ///< "1.6.20", "2.1.3", "" = unknown
+    std::string binary;  ///< containerd executable examined ("" = none found)
+    std::string version;  ///< "1.6.20", "2.1.3", "" = unknown
     int major = 0, minor = 0, patch = 0;
-    bool running = false;          ///< a containerd process runs (its binary and --config used)
-    std::string config;            ///< config.toml examined
+    bool running = false;  ///< a containerd process runs (its binary and --config used)
+    std::string config;  ///< config.toml examined
     bool config_found = false;
     std::optional<bool> nri_disable;  ///< the NRI plugin's `disable`, if set (its section: nri_section)
     std::string plugin_path = "/opt/nri/plugins";
-    bool adapter = false;          ///< a v010-adapter plugin is installed in plugin_path
-    std::string error;             ///< config could not be parsed (then defaults apply)
+    bool adapter = false;  ///< a v010-adapter plugin is installed in plugin_path
+    std::string error;  ///< config could not be parsed (then defaults apply)
     /// The OCI runtime binary of the CRI default runtime (runtimes.<default_runtime_name>.options
     /// .BinaryName of plugins."io.containerd.grpc.v1.cri".containerd (1.x) or
     /// "io.containerd.cri.v1.runtime".containerd (2.x)); "" = not configured: "runc" on PATH.
@@ -44,34 +44,34 @@ struct RuntimeInfo {
     /// The version containerd reads the plugin names as: 1.x the last non-zero `version` (1 when
     /// none is set: short plugin IDs), 2.0-2.2 the merged one (3 unless a file says 2), 2.3: 4.
     int config_version = 0;
-    std::string nri_file;          ///< file whose NRI section sets `disable` (else the last defining the section; "" = none)
-    std::string nri_section;       ///< that section as the file names it: [plugins.nri] (1.x, version 1) or [plugins."io.containerd.nri.v1.nri"]
-    std::string nri_disabled_in;   ///< a file whose `disabled_plugins` names the NRI plugin ("" = none): NRI is off whatever `disable` says
+    std::string nri_file;  ///< file whose NRI section sets `disable` (else the last defining the section; "" = none)
+    std::string nri_section;  ///< that section as the file names it: [plugins.nri] (1.x, version 1) or [plugins."io.containerd.nri.v1.nri"]
+    std::string nri_disabled_in;  ///< a file whose `disabled_plugins` names the NRI plugin ("" = none): NRI is off whatever `disable` says
     /// NRI's default validator (containerd >= 2.2: [plugins."io.containerd.nri.v1.nri".default_validator],
     /// containerd/nri plugins/default-validator DefaultValidatorConfig): its `enable` and its
     /// `required_plugins` (plugin names or index-names a container's creation needs), if set.
     std::optional<bool> validator_enable;
     std::optional<std::vector<std::string>> required_plugins;
-    std::string cri_file;          ///< file that sets the runtime's pod_annotations (else defines its table, else the CRI section; "" = none)
-    std::string runtime_name = "runc";      ///< CRI default_runtime_name
-    bool runtime_table = false;    ///< the CRI section has a table for runtime_name
-    std::string runtime_section;   ///< that table as the file names it (or as it would be written): [plugins.cri.containerd.runtimes.runc], ...
+    std::string cri_file;  ///< file that sets the runtime's pod_annotations (else defines its table, else the CRI section; "" = none)
+    std::string runtime_name = "runc";  ///< CRI default_runtime_name
+    bool runtime_table = false;  ///< the CRI section has a table for runtime_name
+    std::string runtime_section;  ///< that table as the file names it (or as it would be written): [plugins.cri.containerd.runtimes.runc], ...
     std::optional<std::vector<std::string>> pod_annotations;  ///< its pod_annotations, if set
-    std::string dropin_dir;        ///< a directory an `imports` glob `<dir>/*.toml` covers ("" = none)
+    std::string dropin_dir;  ///< a directory an `imports` glob `<dir>/*.toml` covers ("" = none)
     std::vector<std::string> import_patterns;  ///< every `imports` entry of the files read, resolved (path or glob)
-    std::vector<std::string> config_notes;     ///< one line each: settings this release ignores (containerd_config.hpp)
+    std::vector<std::string> config_notes;  ///< one line each: settings this release ignores (containerd_config.hpp)
 };
 
 /// A runtime other than containerd that only runs native NRI (ttrpc) plugins: iSulad or CRI-O.
 struct NativeRuntimeInfo {
-    std::string name;              ///< "iSulad" or "CRI-O"
-    bool found = false;            ///< binary, running process or config file present
-    std::string binary;            ///< executable found ("" = none)
+    std::string name;  ///< "iSulad" or "CRI-O"
+    bool found = false;  ///< binary, running process or config file present
+    std::string binary;  ///< executable found ("" = none)
     bool running = false;
     std::vector<std::string> config_files;  ///< configuration files read, in order
-    std::optional<bool> nri_enabled;        ///< the NRI switch, when a file sets it
+    std::optional<bool> nri_enabled;  ///< the NRI switch, when a file sets it
     std::string plugin_path = "/opt/nri/plugins";
-    std::string error;             ///< a configuration file could not be parsed
+    std::string error;  ///< a configuration file could not be parsed
     /// iSulad: "enable-cri-v1", when set. Its NRI hooks are in the CRI v1 services only, which
     /// run only with it true (cri_service.cc CRIService::Init; the v1 services call NRIAdaptation).
     std::optional<bool> cri_v1;
@@ -121,8 +121,7 @@ std::string refresh_runtime_formula(const std::string& state_dir, const std::str
 /// — and, without NRI_QOS_RUNTIME_BINARY, only for the default state dir `default_state_dir`: a
 /// relocated one (a second instance, a test) is probed only when asked. "" or refresh's line.
 /// `timeout_ms` bounds the runtime's answer (invoke: well inside its own deadline).
-std::string implicit_runtime_probe(const std::string& state_dir, const std::string& default_state_dir, bool only_if_missing,
-                                   int timeout_ms = 2000);
+std::string implicit_runtime_probe(const std::string& state_dir, const std::string& default_state_dir, bool only_if_missing, int timeout_ms = 2000);
 
 /// The cached probe of STATE_DIR (nullopt: never probed, or the file is not ours).
 std::optional<RuntimeFormula> load_runtime_formula(const std::string& text);
@@ -187,13 +186,13 @@ constexpr const char* kAnnotationPasslistFile = "annotation-passlist";
 /// config (read_containerd_layers, following `imports`). The event path reads it only when an
 /// annotation a fact needs is absent (facts.hpp FactInput::not_passed): no cost otherwise.
 struct AnnotationPasslist {
-    std::string runtime;          ///< "containerd 1.6.20"
+    std::string runtime;  ///< "containerd 1.6.20"
     /// true: every pod annotation reaches the hook (containerd ≥ 1.7 through the v010-adapter,
     /// which gets them from native NRI); false: only those `patterns` match.
     bool passes_all = false;
     std::vector<std::string> patterns;  ///< the default runtime's pod_annotations (Go path.Match patterns; empty = unset)
-    bool set = false;                   ///< pod_annotations is set in the config
-    std::string where;            ///< "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc] pod_annotations in /etc/containerd/config.toml"
+    bool set = false;  ///< pod_annotations is set in the config
+    std::string where;  ///< "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc] pod_annotations in /etc/containerd/config.toml"
     /// The config files read and their mtimes (ns), and containerd's binary: a change makes
     /// reconcile read the config again.
     std::vector<std::pair<std::string, int64_t>> files;

@@ -1,12 +1,10 @@
 #include "event/pipeline.hpp"
 
-#include <atomic>
 #include <csignal>
 #include <ctime>
 #include <sys/stat.h>
 #include <cstdio>
 #include <cstring>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -35,219 +33,6 @@ namespace nriqos {
 namespace {
 
 constexpr const char* kPluginName = "nri-qos";
-
-// ---- self-imposed deadline ---------------------------------------------------------------
-// The answer printed when the deadline fires is prepared beforehand, and prepared again as soon
-// as the pipeline knows more: the policy's fail mode once the policy is loaded, then the class's
-// once the request is classified — always before any kernel file is written. A new answer goes
-// into the buffer the handler is not using; one lock-free atomic store then makes it the active
-// one. The handler only reads the active buffer, write(2)s it and _exit(2)s (async-signal-safe).
-struct DeadlineAnswer {
-    char out[1024];
-    size_t out_len;
-    char err[256];
-    size_t err_len;
-    int code;  // exit status: invoke fail-closed 1 (the Result carries an error), else 0
-};
-DeadlineAnswer g_deadline[2];
-std::atomic<int> g_deadline_active{0};
-static_assert(std::atomic<int>::is_always_lock_free, "the deadline handler needs a lock-free atomic");
-Mode g_deadline_mode = Mode::Invoke;
-int g_deadline_ms = 0;  // 0: not armed
-
-// 0: not reading the request; 1: reading it; 2: the deadline cut it (deadline_input_begin()).
-std::atomic<int> g_input_phase{0};
-// 1 once Options::deliver has delivered the answer: a deadline then cuts the records only.
-std::atomic<int> g_answered{0};
-
-extern "C" void on_deadline(int) {
-    int reading = 1;
-    if (g_input_phase.compare_exchange_strong(reading, 2)) {
-        // The read in progress returns EINTR; run_pipeline answers with the policy's fail mode.
-        // If that does not happen within the grace, this handler runs again and answers below.
-        struct itimerval it {};
-        it.it_value.tv_usec = kDeadlineInputGraceMs * 1000;
-        setitimer(ITIMER_REAL, &it, nullptr);
-        return;
-    }
-    if (g_answered.load(std::memory_order_acquire)) {
-        // The real answer is out and stands: no second answer, no "deadline exceeded, fail-open/
-        // closed" record (it would be false). The records publish_event has not written yet are
-        // cut; the relay records that (reason records-cut) from our exit status.
-        static const char kCut[] = "nri-qos: deadline exceeded after the answer was delivered: this event's records "
-                                   "(event log, metrics, last request) may be incomplete\n";
-        ssize_t w = write(STDERR_FILENO, kCut, sizeof kCut - 1);
-        (void)w;
-        _exit(kExitRecordsCut);
-    }
-    const int slot = g_deadline_active.load(std::memory_order_acquire);
-    const DeadlineAnswer& a = g_deadline[slot];
-    ssize_t r = write(STDOUT_FILENO, a.out, a.out_len);
-    (void)r;
-    r = write(STDERR_FILENO, a.err, a.err_len);
-    (void)r;
-    // The event's record and its count, of the same stage as the answer (publish.hpp): async-signal-safe.
-    record_on_deadline(slot);
-    _exit(a.code);
-}
-
-void copy_into(char* dst, size_t cap, size_t& len, const std::string& s) {
-    len = std::min(s.size(), cap);
-    std::memcpy(dst, s.data(), len);
-}
-
-/// Fill the answer of `slot` with `text`/`err` (not from the handler).
-void set_deadline_answer(int slot, const std::string& text, const std::string& err, int code) {
-    DeadlineAnswer& a = g_deadline[slot];
-    copy_into(a.out, sizeof a.out, a.out_len, text);
-    copy_into(a.err, sizeof a.err, a.err_len, err);
-    a.code = code;
-}
-
-int64_t g_start_ns = 0;
-
-}  // namespace
-
-std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const std::string& cls, int ms, int& exit_code, const char* mode_from) {
-    // Byte-compatible with nlohmann's dump() of the same object (keys sorted). Class names are
-    // [A-Za-z0-9_.-] (policy.cpp validates them), `mode_from` is one of our fixed phrases
-    // (compile_fail_mode): nothing to escape.
-    std::string md;
-    if (!cls.empty()) md = "\"class\":\"" + cls + "\"";
-    const std::string during = mode_from ? std::string(" while the policy was being compiled") : std::string();
-    const std::string whose = mode_from ? std::string(" (") + mode_from + ")" : std::string();
-    std::string error;
-    if (closed) {
-        error = "nri-qos: deadline exceeded after " + std::to_string(ms) + " ms" + during + (cls.empty() ? "" : " (class " + cls + ")") +
-                ": fail-closed" + whose + ", container refused; knobs may be partly applied";
-    } else {
-        md += std::string(md.empty() ? "" : ",") + "\"warning\":\"deadline exceeded" + during + ": nri-qos gave up (fail-open)" + whose +
-              "; knobs may be partly applied\"";
-    }
-    exit_code = closed && mode == Mode::Invoke ? 1 : 0;
-    if (mode == Mode::Invoke)
-        return "{\"error\":\"" + error + "\",\"metadata\":{" + md + "},\"plugin\":\"nri-qos\",\"version\":\"0.1\"}\n";
-    // "deadline": true — the mode is not the policy's (see arm_deadline): the relay never caches it.
-    return std::string("{\"adjustment\":null,") + (mode_from ? "\"deadline\":true," : "") + "\"error\":\"" + error + "\",\"metadata\":{" + md +
-           "},\"on_child_failure\":\"" + (policy_closed ? "closed" : "open") + "\",\"update\":null}\n";
-}
-
-bool compile_fail_mode(std::optional<bool> text_closed, std::optional<bool> last_good_closed, bool builtin_closed, std::string& why) {
-    const bool fb = last_good_closed ? *last_good_closed : builtin_closed;
-    const char* fb_name = last_good_closed ? "its last good copy" : "the built-in policy";
-    if (!text_closed) {
-        why = std::string("the fail mode of ") + fb_name + ", which applies when the compile rejects the file; the file's settings.fail could not be read ahead of its compile";
-        return fb;
-    }
-    if (*text_closed || !fb) {
-        why = "the policy file's settings.fail, read ahead of its compile";
-        return *text_closed;
-    }
-    why = std::string("the fail mode of ") + fb_name + ", which applies if the compile rejects the file; the file's own settings.fail is open";
-    return true;
-}
-
-int64_t invocation_start_ns() { return g_start_ns; }
-
-void prepare_deadline_record(Mode mode, const Options& opt) {
-    if (mode == Mode::Explain || g_deadline_ms <= 0) return;
-    EventRecord rec;
-    rec.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
-    rec.evaluator = opt.evaluator_mode;
-    rec.event = "unparsed";
-    // The record into the slot the handler is not reading, with a copy of the current answer;
-    // one store makes both current.
-    int cur = g_deadline_active.load(std::memory_order_relaxed), next = 1 - cur;
-    prepare_deadline_record(rec, resolve_sink_paths(opt.metrics_file, opt.event_log, nullptr, opt.default_sinks), int64_t(g_deadline_ms) * 1000,
-                            false, next);
-    g_deadline[next] = g_deadline[cur];
-    g_deadline_active.store(next, std::memory_order_release);
-}
-
-void deadline_input_begin() {
-    if (g_deadline_ms > 0) g_input_phase.store(1);
-}
-
-bool deadline_input_cut() { return g_input_phase.load() == 2; }
-
-bool deadline_input_end() {
-    int reading = 1;
-    g_input_phase.compare_exchange_strong(reading, 0);
-    return deadline_input_cut();
-}
-
-void arm_deadline(Mode mode, int ms) {
-    g_start_ns = monotonic_ns();
-    if (ms <= 0 || mode == Mode::Explain) return;
-    // Nothing is known yet (no request, no policy): fail-open, built without a json object.
-#define NRIQOS_DEADLINE_WARNING "deadline exceeded: nri-qos gave up (fail-open); knobs may be partly applied"
-    static const char kInvoke[] = "{\"error\":\"\",\"metadata\":{\"warning\":\"" NRIQOS_DEADLINE_WARNING "\"},\"plugin\":\"nri-qos\",\"version\":\"0.1\"}\n";
-    // nri-eval: "deadline": true tells the relay that this answer was written before the policy
-    // was known, so its on_child_failure is not the policy's (src/nri relay: never cached from
-    // it). The answers prepared again later (deadline_stage) carry the policy's own mode.
-    static const char kEval[] = "{\"adjustment\":null,\"deadline\":true,\"error\":\"\",\"metadata\":{\"warning\":\"" NRIQOS_DEADLINE_WARNING
-                                "\"},\"on_child_failure\":\"open\",\"update\":null}\n";
-#undef NRIQOS_DEADLINE_WARNING
-    static const char kErr[] = "nri-qos: deadline exceeded; printed a fail-open result (knobs may be partly applied)\n";
-    const char* s = mode == Mode::Invoke ? kInvoke : kEval;
-    DeadlineAnswer& a = g_deadline[0];
-    a.out_len = std::min(std::strlen(s), sizeof a.out);
-    std::memcpy(a.out, s, a.out_len);
-    a.err_len = sizeof kErr - 1;
-    std::memcpy(a.err, kErr, a.err_len);
-    a.code = 0;
-    g_deadline_active.store(0, std::memory_order_release);
-    g_deadline_mode = mode;
-    g_deadline_ms = ms;
-    struct sigaction sa {};
-    sa.sa_handler = on_deadline;
-    sigaction(SIGALRM, &sa, nullptr);
-    struct itimerval it {};
-    it.it_value.tv_sec = ms / 1000;
-    it.it_value.tv_usec = (ms % 1000) * 1000;
-    setitimer(ITIMER_REAL, &it, nullptr);
-}
-
-void arm_next_deadline(Mode mode, int ms, const Options& opt) {
-    struct itimerval off {};
-    setitimer(ITIMER_REAL, &off, nullptr);
-    g_deadline_ms = 0;
-    g_answered.store(0, std::memory_order_release);
-    g_input_phase.store(0);
-    arm_deadline(mode, ms);
-    prepare_deadline_record(mode, opt);
-}
-
-namespace {
-
-/// One stage of the deadline (see the comment above): the record `rec` (publish.hpp
-/// prepare_deadline_record, outcome per `closed`) and — when `answer` — the answer with the fail
-/// mode `closed` (the policy's `policy_closed`, class `cls`; else the current answer is kept) go
-/// into the slot the handler is not reading; one atomic store makes both current, so a deadline
-/// never writes the answer of one stage with the record of another.
-/// `mode_from`: see deadline_answer (the answer's fail mode is not the policy's own yet).
-void deadline_stage(const EventRecord& rec, const SinkPaths& paths, bool closed, bool answer, bool policy_closed, const std::string& cls,
-                    const char* mode_from = nullptr) {
-    if (g_deadline_ms <= 0) return;
-    int cur = g_deadline_active.load(std::memory_order_relaxed), next = 1 - cur;
-    prepare_deadline_record(rec, paths, int64_t(g_deadline_ms) * 1000, closed, next);
-    if (answer) {
-        int code = 0;
-        std::string text = deadline_answer(g_deadline_mode, closed, policy_closed, cls, g_deadline_ms, code, mode_from);
-        std::string err = std::string("nri-qos: deadline exceeded; printed a ") + (closed ? "fail-closed" : "fail-open") + " result" +
-                          (cls.empty() ? "" : " (class " + cls + ")") + " (knobs may be partly applied)\n";
-        set_deadline_answer(next, text, err, code);
-    } else {
-        g_deadline[next] = g_deadline[cur];
-    }
-    g_deadline_active.store(next, std::memory_order_release);
-}
-
-void disarm_deadline() {
-    struct itimerval it {};
-    setitimer(ITIMER_REAL, &it, nullptr);
-    g_deadline_ms = 0;
-}
 
 void log_line(const std::string& s) {
     std::string line = "nri-qos: " + s + "\n";
@@ -292,20 +77,42 @@ bool is_pod_end(const Request& r) {
     return (r.event == Event::Delete && r.is_sandbox) || r.event == Event::StopPodSandbox || r.event == Event::RemovePodSandbox;
 }
 
+/// One event on its way through run_pipeline's stages: what each stage found, for the later
+/// stages, the Result (render), the records (publish_records) and the deadline's answers.
+/// Lives until run_pipeline returns: the plan's decision points into `policy` and `fplan`.
 struct Ctx {
+    Ctx(Mode m, const Options& o, std::string_view in) : mode(m), opt(o), input(in), ppath(o.policy), before_compile([this] { compiling(); }) {}
+    Ctx(const Ctx&) = delete;
+    Ctx& operator=(const Ctx&) = delete;
+
     Mode mode;
     const Options& opt;
-    PolicyInfo policy;       // which policy is in force (Result metadata policy, policy_sha256, policy_error)
+    std::string_view input;  // the request document (the last-request record keeps it)
+    PolicyInfo policy_info;  // which policy is in force (Result metadata policy, policy_sha256, policy_error)
     json metadata = json::object();
-    std::string error;       // non-empty → Result.error
+    std::string error;  // non-empty → Result.error
     bool fail_closed_policy = false;
     bool fail_closed_class = false;
     Plan plan;
     bool have_plan = false;
-    std::string early;       // fail-open error before a class was known (for the record)
-    std::string trace;       // explain --container: rule trace + calculations (text)
+    std::string early;  // fail-open error before a class was known (for the record)
+    std::string trace;  // explain --container: rule trace + calculations (text)
     nlohmann::json trace_json;
     std::vector<std::string> fact_calcs;  ///< explain: how fact values were computed
+
+    std::optional<Request> req;  // read_request
+    std::string ppath;  // policy file of this event (policy_path_for)
+    bool policy_known = false;  // policy_info says which policy is in force (note_policy)
+    const SinkSettings* sink_settings = nullptr;  // the loaded policy's record paths
+    std::string layout;  // the cgroup layout's name, for the record
+    Policy policy;  // outlives render(): plan.decision.cls points into policy.classes
+    FactPlan fplan;  // outlives render() too: the decision points at its resolved class
+    std::optional<FactState> fstate;  // the fact lock is held until the writes are done
+    /// PolicyPlaces::before_compile of this event's policy loads (compiling()).
+    const std::function<void()> before_compile;
+
+    /// A policy is about to be compiled: the deadline's answer in the meantime (see the definition).
+    void compiling();
 };
 
 /// Errors before a class is known: fail-open unless the policy says settings.fail = "closed".
@@ -330,7 +137,8 @@ void note_pod_class(Ctx& c, const Policy& policy, Request& r, const Facts& facts
     std::string why = sd.cls->name == memo.cls
                           ? "a rule for containers chose " + cls.name
                           : "the policy changed since the sandbox event, or this request's labels/annotations differ from the sandbox's "
-                            "(the sandbox would now be " + sd.cls->name + ")";
+                            "(the sandbox would now be " +
+                                sd.cls->name + ")";
     std::string what = "container class " + cls.name + " differs from its sandbox's class " + memo.cls + ": " + why +
                        "; the pod cgroup keeps class " + memo.cls + "'s pod knobs";
     c.metadata["pod_class"] = memo.cls;
@@ -377,17 +185,22 @@ std::string render(Ctx& c, const Request* req, int& exit_code) {
         if (!c.trace_json.is_null()) j["trace"] = c.trace_json;
         if (c.opt.explain_json) return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
         std::string t;
-        if (req) t += "request:  " + std::string(event_name(req->event)) + " " + (req->is_sandbox ? "sandbox " : "container ") + req->id.substr(0, 12) +
-                      (req->pod_name.empty() ? "" : " pod " + req->pod_namespace + "/" + req->pod_name) + "\n";
+        if (req)
+            t += "request:  " + std::string(event_name(req->event)) + " " + (req->is_sandbox ? "sandbox " : "container ") + req->id.substr(0, 12) +
+                 (req->pod_name.empty() ? "" : " pod " + req->pod_namespace + "/" + req->pod_name) + "\n";
         if (c.have_plan) {
             t += "class:    " + c.plan.decision.cls->name + " (rule " + c.plan.decision.rule + ", kube QoS " + kube_qos_name(c.plan.kube_qos) + ")\n";
             if (!c.plan.decision.gate_note.empty()) t += "gate:     " + c.plan.decision.gate_note + "\n";
             else if (!c.plan.decision.gate_pass.empty()) t += "gate:     " + c.plan.decision.gate_pass + "\n";
-            for (const auto& m : c.plan.decision.merges)
-                t += "merge:    " + m.cls + " (rule " + m.rule + "): " + m.note + "\n";
-            t += std::string("cgroups:  ") + layout_name(c.plan.layout) + (c.plan.nri_api.empty() ? "" : ", runtime NRI API " + c.plan.nri_api) + "\n";
+            for (const auto& m : c.plan.decision.merges) t += "merge:    " + m.cls + " (rule " + m.rule + "): " + m.note + "\n";
+            t +=
+                std::string("cgroups:  ") + layout_name(c.plan.layout) + (c.plan.nri_api.empty() ? "" : ", runtime NRI API " + c.plan.nri_api) + "\n";
             for (const auto& w : c.plan.writes)
-                t += "write:    " + w.scope + " " + (w.root == Root::Proc ? "/proc/" : w.root == Root::Resctrl ? "resctrl:" : "") + w.rel + " = " + w.value + "\n";
+                t += "write:    " + w.scope + " " +
+                     (w.root == Root::Proc      ? "/proc/"
+                      : w.root == Root::Resctrl ? "resctrl:"
+                                                : "") +
+                     w.rel + " = " + w.value + "\n";
             for (const auto& s : c.fact_calcs) t += "fact:     " + s + "\n";
             for (const auto& s : c.plan.via_runtime) t += "runtime:  " + s + ", applied by the runtime at create\n";
             for (const auto& s : c.plan.skipped) t += "skip:     " + s + "\n";
@@ -464,311 +277,431 @@ void keep_fact_records(const FactPlan& fplan, const Plan& plan, FactState& fstat
     }
 }
 
+// ---- the stages of run_pipeline ----------------------------------------------------------
+// run_pipeline is the sequence read_request → place_request → load_policy → classify_request →
+// resolve_class_facts → plan_adjustment → write_plan → keep_sandbox_memo (run_stages), then
+// finish: render → remember_record_paths → deliver_answer → publish_records → disarm. The
+// ordering rules, and where each is held:
+//  1. The deadline's answer is refined at each stage (Deadline::stage, via prepare_deadline):
+//     the request known (record only: the answer stays fail-open), the policy (its fail mode;
+//     while it compiles, compile_fail_mode's), the class (the class's fail mode) — the last
+//     before any write. Code: a Classified is made only by classify_request, after it prepared
+//     the class's answer, and write_plan takes one. Test: tests/unit/event/test_pipeline.cpp
+//     "the class's deadline answer is in force before the first write".
+//  2. The sandbox is narrowed to the request's pid, and the sandbox memo merged, before the
+//     policy is loaded (the compiled policy materialises only the rules that can match the
+//     merged request). Code: load_policy takes the memo place_request returns.
+//  3. The fact state (its lock) lives from the facts through the writes and is released before
+//     the answer and the records (the next event's evaluator may need it). Code: run_pipeline
+//     resets it before finish.
+//  4. Resctrl groups are ready before the writes, their lock held through them (write_plan;
+//     test_resctrl.cpp "an event's group survives a reconcile cleanup ...").
+//  5. The sandbox memo and the record paths are stored before the answer is delivered (the
+//     pod's next event and the relay read them right after it); the records come after a
+//     delivered answer (Options::deliver), and on every other path before run_pipeline returns
+//     (plain invoke: its caller writes the answer after the records, the deadline covering
+//     both); the deadline is disarmed last. Code: finish. Tests: test_pipeline.cpp "the memo and
+//     the record paths are stored before a delivered answer, the records after it", "without
+//     deliver the records are written and the deadline disarmed when run_pipeline returns";
+//     test_actuation.cpp "a deadline after the delivered answer cuts the records only".
+
+/// The deadline's record and answer of the current stage (Deadline::stage): the request `r`
+/// (nullptr: not parsed), the policy's record paths `ss`; with `answer`, the answer's fail mode
+/// `closed` for class `cls` (`mode_from`: compile_fail_mode's phrase, deadline_answer). No-op for
+/// explain or an unarmed deadline.
+void prepare_deadline(const Ctx& c, const Request* r, const SinkSettings* ss, bool answer, bool closed = false, const std::string& cls = "",
+                      const char* mode_from = nullptr) {
+    Deadline& dl = Deadline::the();
+    if (c.mode == Mode::Explain || !dl.armed()) return;
+    EventRecord rec;
+    rec.source = c.mode == Mode::Invoke ? "invoke" : "nri-eval";
+    rec.evaluator = c.opt.evaluator_mode;
+    rec.event = r ? event_name(r->event) : "unparsed";
+    if (r) {
+        rec.ns = r->pod_namespace;
+        rec.pod = r->pod_name;
+        rec.container = r->container_name;
+        rec.id = r->id;
+        rec.sandbox_id = r->sandbox_id;
+        rec.sandbox = r->is_sandbox;
+    }
+    rec.cls = cls;
+    if (c.policy_known) set_record_policy(rec, c.policy_info);
+    dl.stage(rec, resolve_sink_paths(c.opt.metrics_file, c.opt.event_log, ss, c.opt.default_sinks), closed, answer,
+             mode_from ? closed : c.fail_closed_policy, cls, mode_from);
+}
+
+// A policy about to be parsed and compiled (a cache miss: up to seconds for a large policy,
+// BENCHMARKS.md "cold path"): the compiled policy's fail mode is known only afterwards. Until
+// then a deadline answers with compile_fail_mode's: the text's settings.fail read ahead
+// (policy.hpp read_fail_mode, one linear pass over the text), closed as well when the policy
+// that applies should the compile reject the file — its last good copy (its side file, one
+// small read), else the built-in policy — is closed. Never the fail-open of arm_deadline.
+void Ctx::compiling() {
+    if (mode == Mode::Explain || !Deadline::the().armed() || policy_known) return;
+    std::optional<bool> lg = last_good_fail_closed(last_good_dir_of(opt), ppath);
+    const std::string* text = compiling_policy_text();
+    std::string why;  // Deadline::stage copies it into the answer
+    const bool closed = compile_fail_mode(text ? read_fail_mode(*text) : std::nullopt, lg, builtin_policy().fail_closed, why);
+    prepare_deadline(*this, req ? &*req : nullptr, nullptr, true, closed, "", why.c_str());
+}
+
+/// The policy in force is known (c.policy_info): say which in the Result metadata, and a broken
+/// file's error on stderr too (the record and the metrics take it from c.policy_info).
+void note_policy(Ctx& c) {
+    c.policy_known = true;
+    c.metadata["policy"] = policy_source_name(c.policy_info.source);
+    c.metadata["policy_sha256"] = c.policy_info.sha256;
+    if (c.policy_info.broken()) {
+        c.metadata["policy_error"] = c.policy_info.error_line();
+        log_line("policy: " + c.policy_info.error_line());
+    }
+}
+
+/// Stage 1, the request: `c.input` parsed as a v0.1 request, or as a native NRI event for
+/// nri-eval and explain of one. From here on the deadline's record names the request (its
+/// answer stays fail-open: no policy yet). Throws InputError: a bad request, or a deadline that
+/// cut the input (deadline_input_begin).
+Request& read_request(Ctx& c) {
+    if (deadline_input_cut())
+        throw InputError("deadline exceeded after " + std::to_string(Deadline::the().ms) +
+                         " ms while reading the request (stdin not closed by the runtime)");
+    c.req = (c.mode == Mode::NriEval || c.opt.explain_nri_event) ? parse_nri_event(c.input) : parse_v01_request(c.input);
+    prepare_deadline(c, &*c.req, nullptr, false);
+    return *c.req;
+}
+
+/// The answer to a request read_request refused (`e`): without a valid request the policy's
+/// settings.fail still decides (default: open), and its sink settings say where the record goes.
+void refuse_request(Ctx& c, const InputError& e) {
+    try {
+        c.policy =
+            effective_policy(c.opt.policy, c.opt.policy == defaults::kPolicy, places_for(c.opt, c.mode, &c.before_compile), nullptr, c.policy_info);
+        note_policy(c);
+        c.fail_closed_policy = c.policy.fail_closed;
+        c.sink_settings = &c.policy.sinks;
+        if (c.opt.policy_evaluator_events) *c.opt.policy_evaluator_events = c.policy.evaluator_events;
+    } catch (...) {}
+    early_error(c, deadline_input_cut() ? std::string(e.what()) : std::string("bad request: ") + e.what());
+}
+
+/// Stage 2, the request placed: the sandbox's procfs write access narrowed to the request's pid,
+/// the event's policy file chosen (policy_path_for; throws InputError for a bad conf), and the
+/// sandbox memo of a container event merged into the request (its pod annotations and name; the
+/// request's own win). Returns the memo (nullopt: none, or not a container event).
+std::optional<Memo> place_request(Ctx& c, Request& r, StateDir& state) {
+    // The pid is known now: shrink the sandbox's procfs write access to /proc/<pid>.
+    if (!c.opt.sandbox_keep_wide)
+        if (std::string e = narrow_installed_sandbox(r.pid ? static_cast<long>(*r.pid) : 0L); !e.empty()) log_line("sandbox: " + e);
+    c.ppath = policy_path_for(c.opt, &r);
+    // The sandbox memo is merged first: the compiled policy then materialises only the
+    // rules that can match this request (policy_cache.hpp load_policy_for).
+    std::optional<Memo> memo;
+    if (!r.is_sandbox && (r.event == Event::Create || r.event == Event::Update || r.event == Event::CreateContainer ||
+                          r.event == Event::StartContainer || r.event == Event::UpdateContainer || r.event == Event::PostUpdateContainer ||
+                          r.event == Event::Synchronize || r.event == Event::SynchronizeLate)) {
+        if ((memo = state.load(r.sandbox_id))) merge_memo(r, *memo);
+    }
+    return memo;
+}
+
+/// Stage 3, the policy: never missing, never silently off: the file, else its last good copy,
+/// else the built-in policy — and a broken file is reported on every event (policy_store.hpp):
+/// in the Result metadata, on stderr, in the event record and the metrics. `filter`: the request
+/// (the compiled policy's per-request subset), or nullptr for the whole policy (explain with a
+/// trace lists every rule; a reload after knob lists that do not decode). The deadline answers
+/// with the policy's fail mode from here on. `placed`: place_request's memo, merged already.
+void load_policy(Ctx& c, const Request& r, const Request* filter, const std::optional<Memo>& placed) {
+    (void)placed;
+    c.policy = effective_policy(c.ppath, c.ppath == defaults::kPolicy, places_for(c.opt, c.mode, &c.before_compile), filter, c.policy_info);
+    c.metadata.erase("policy_error");  // a reload's note_policy says it again if it still holds
+    note_policy(c);
+    c.sink_settings = &c.policy.sinks;
+    c.fail_closed_policy = c.policy.fail_closed;
+    if (c.opt.policy_evaluator_events) *c.opt.policy_evaluator_events = c.policy.evaluator_events;
+    prepare_deadline(c, &r, c.sink_settings, true, c.fail_closed_policy);
+}
+
+/// What classify_request hands on: the request's cgroup paths, its facts (kube QoS from the
+/// cgroup parent) and its class. Made only by classify_request, after the deadline's answer
+/// became the class's (ordering rule 1).
+struct Classified {
+    std::optional<CgroupPaths> paths;
+    Facts facts;
+    Decision d;
+
+private:
+    Classified(std::optional<CgroupPaths> p, Facts f) : paths(std::move(p)), facts(f) {}
+    friend Classified classify_request(Ctx& c, Request& r, const std::optional<Memo>& memo);
+};
+
+/// Stage 4, the class: the first matching rule (classify.hpp), the class's knob lists decoded
+/// (a cache hit left them encoded; lists that do not decode reload the whole policy and classify
+/// again), the deadline's answer made the class's fail mode, a class that differs from the
+/// sandbox's noted (note_pod_class), explain's rule trace.
+Classified classify_request(Ctx& c, Request& r, const std::optional<Memo>& memo) {
+    std::optional<CgroupPaths> paths;
+    if (r.cgroups_path) paths = resolve_cgroups_path(*r.cgroups_path);
+    const KubeQos kube_qos = paths ? kube_qos_from_path(paths->pod) : KubeQos::Unknown;
+    Classified k(std::move(paths), Facts{&r, kube_qos});
+    Policy& policy = c.policy;
+    Decision& d = k.d;
+    d = classify(policy, k.facts);
+    // A cache hit left the knob lists encoded: this class's are decoded now, the others never
+    // (policy_cache.hpp decode_knobs). Lists that do not decode: the policy is loaded again
+    // without the filter, which checks every list and ignores and rebuilds a damaged entry
+    // from the TOML, exactly as an entry found damaged at load; no knob of it is used.
+    // Rules with merge = true (classify.hpp merge order): their classes' lists too, then combined.
+    auto decode_all = [&] {
+        if (!policy_cache::decode_knobs(policy, d.cls->name)) return false;
+        for (const auto& m : d.merges)
+            if (m.applied && !policy_cache::decode_knobs(policy, m.cls)) return false;
+        return merge_classes(policy, d);
+    };
+    if (!decode_all()) {
+        load_policy(c, r, nullptr, memo);
+        d = classify(policy, k.facts);
+    }
+    c.fail_closed_class = d.cls->fail_closed;
+    // From here on a deadline answers with the class's fail mode (before any write).
+    prepare_deadline(c, &r, c.sink_settings, true, c.fail_closed_class, d.cls->name);
+    if (memo && !memo->cls.empty() && memo->cls != d.cls->name) note_pod_class(c, policy, r, k.facts, *memo, *d.cls);
+    if (c.opt.explain_trace) explain_trace(policy, k.facts, d, c.trace, c.trace_json);
+    return k;
+}
+
+/// Whether the event's plan is carried out: every event but explain's dry run (explain --pod
+/// applies it to its scratch node).
+bool applies_plan(const Ctx& c) { return c.mode != Mode::Explain || c.opt.explain_simulate; }
+
+/// Stage 5, the facts: the class's fact-valued knobs computed for this request (facts.hpp), after
+/// the knobs another NRI plugin owns (settings.leave_to_others) left the class and percentages
+/// were settled against a request that already holds our adjustment. Takes the fact state (its
+/// lock, c.fstate) for the writes to come; the decision `k.d` then points at the resolved class
+/// (c.fplan.cls). Returns the knobs left to others ("left to <plugin>", skipped).
+std::vector<std::string> resolve_class_facts(Ctx& c, Request& r, Classified& k, const PlanInput& pin, StateDir& state) {
+    // Facts (facts.hpp): the class's fact-valued knobs computed for this request. The fact
+    // state (its lock, NUMA records, ledger) lives until the writes are done.
+    c.fstate.emplace(c.opt.state_dir);
+    FactInput fin = fact_input(pin, c.opt.cgroup_root, c.opt.sysfs_root, c.opt.dev_root, c.opt.kubelet_cpu_state, !applies_plan(c));
+    // NRI v0.1 (containerd 1.5/1.6; 1.7+ through the v010-adapter): the runtime may drop pod
+    // annotations (containerd < 1.7: pod_annotations allow-list). The record `register`
+    // (or reconcile) left in the state dir says which; read only when a fact's annotation is
+    // absent, once per event (issue #25 §1). Native NRI passes all of them: a plain absence.
+    std::optional<std::optional<AnnotationPasslist>> passlist;
+    if (r.wire == Request::Wire::V01)
+        fin.not_passed = [&passlist, &state](const std::string& key) {
+            if (!passlist) {
+                auto text = state.read_file(kAnnotationPasslistFile, 65536);
+                passlist.emplace(text ? load_annotation_passlist(*text) : std::nullopt);
+            }
+            return annotation_not_passed_reason(*passlist, key);
+        };
+    const Policy& policy = c.policy;
+    // Percentages of the value in force where the request already holds our adjustment.
+    ClassDef settled;
+    const ClassDef* base = k.d.cls;
+    // Knobs another NRI plugin owns (settings.leave_to_others) leave the class first: never
+    // computed, planned or written; each is reported skipped, "left to <plugin>".
+    std::vector<std::string> left;
+    if (!policy.leave_to_others.empty()) {
+        settled = *k.d.cls;
+        left = leave_to_others(settled, policy);
+        if (!left.empty()) base = &settled;
+    }
+    if (resources_adjusted(r)) {
+        if (base != &settled) settled = *k.d.cls;
+        if (settle_adjusted_percentages(settled, r)) base = &settled;
+    }
+    c.fplan = resolve_facts(*base, fin, *c.fstate);
+    k.d.cls = &c.fplan.cls;  // same name, fail mode and gate; fact knobs resolved
+    return left;
+}
+
+/// The plan's input (adjust.hpp PlanInput) for request `r` of class `k` on the node `kernel`
+/// reads and writes; the cgroup layout named for the record (c.layout).
+PlanInput plan_input(Ctx& c, Request& r, const Classified& k, FsKernel& kernel) {
+    PlanInput pin;
+    pin.req = &r;
+    pin.policy = &c.policy;
+    pin.kube_qos = k.facts.kube_qos;
+    pin.layout = c.opt.layout ? *c.opt.layout : detect_layout(c.opt.cgroup_root);
+    c.layout = layout_name(pin.layout);
+    pin.paths = k.paths;
+    pin.kernel = &kernel;
+    return pin;
+}
+
+/// Stage 6, the plan (adjust.hpp build_plan): the resolved class's knobs as cgroup writes and
+/// the NRI adjustment, with what the facts and leave_to_others skipped or refused; explain's
+/// calculations.
+void plan_adjustment(Ctx& c, Request& r, const Classified& k, PlanInput& pin, StateDir& state, FsKernel& kernel, std::vector<std::string>& left) {
+    pin.decision = k.d;
+    pin.pod_refresh = c.fplan.pod_refresh;
+    // settings.cpu_weight_formula = "auto": evidence beyond the request's own pair, read only
+    // when that decides nothing (adjust.hpp decide_weight_formula).
+    pin.runtime_formula = [&state] { return cached_runtime_formula(state); };
+    pin.sibling_weights = [&state, &r, &k, &kernel] { return sibling_weight_pairs(state, r, k.facts.kube_qos, kernel); };
+    c.fact_calcs = c.fplan.calcs;
+    for (const auto& w : c.fplan.warnings) {
+        log_line(w);
+        c.metadata["warning"] = w;
+    }
+    c.plan = build_plan(pin);
+    for (auto& s : left) c.plan.skipped.push_back(std::move(s));
+    for (auto& s : c.fplan.skipped) c.plan.skipped.push_back(std::move(s));
+    for (auto& s : c.fplan.refused) c.plan.refused.push_back(std::move(s));
+    c.plan.not_passed = c.fplan.not_passed;
+    c.have_plan = true;
+    if (c.opt.explain_trace) explain_calculations(c.policy, k.d, r, c.plan, c.trace, c.trace_json);
+}
+
+/// Stage 7, the writes: the plan's declared resctrl groups made ready, then (unless explain's dry
+/// run) the unit properties and the files (sinks.hpp apply_plan), the fact records of values
+/// whose write landed; the v0.1 adjustment finalized. Takes the Classified of classify_request:
+/// no write before the deadline answers with the class's fail mode (ordering rule 1).
+void write_plan(Ctx& c, const Request& r, const Classified& k, FsKernel& kernel) {
+    (void)k;
+    const Mode mode = c.mode;
+    const Options& opt = c.opt;
+    // Declared resctrl groups exist (created, under the mount's lock) before a container is
+    // handed to one: in the adjustment (the runtime joins it at create) or the tasks write.
+    // The mount's lock stays held through the writes when a tasks write joins such a group:
+    // a reconcile cleanup cannot remove the group in between (resctrl.hpp ResctrlLock).
+    ResctrlLock resctrl_lock = ensure_plan_groups(c.plan, c.policy, opt.resctrl_root, opt.state_dir, mode == Mode::Explain);
+    if (opt.before_writes) opt.before_writes();
+    const bool applies = applies_plan(c);  // explain --pod: its scratch node
+    if (applies) {
+        // systemd driver, cgroup v2: unit properties first (systemd_unit.hpp), then the files.
+        // explain --pod's scratch node is never a systemd unit.
+        HelperSetter setter(opt.systemd_helper);
+        SystemdSink sd;
+        if (c.plan.driver == CgroupDriver::Systemd && mode != Mode::Explain) {
+            sd.setter = &setter;
+            sd.off = mode == Mode::NriEval ? "native NRI evaluator: unit properties not set (its sandbox runs no program); runc registers the "
+                                             "CreateContainer adjustment itself; reconcile reapplies the rest after a daemon-reload"
+                                           : systemd_sink_off(opt.systemd_helper, opt.cgroup_root);
+        }
+        apply_plan(c.plan, kernel, mode != Mode::Explain ? &sd : nullptr);
+        resctrl_lock.release();
+        if (setter.last_us > 0) c.metadata["systemd_helper_us"] = std::to_string(setter.last_us);
+        keep_fact_records(c.fplan, c.plan, *c.fstate, c);  // not a dry run: the plan applies
+    }
+    if (r.wire == Request::Wire::V01) finalize_adjustment(c.plan);
+}
+
+/// Stage 8, the sandbox memo (records/state.hpp) of a plan that was carried out: a pod start
+/// stores its annotations, name and class for its containers' events; a pod end removes it.
+void keep_sandbox_memo(Ctx& c, const Request& r, const Decision& d, StateDir& state) {
+    if (!applies_plan(c)) return;
+    if (is_pod_start(r)) {
+        Memo m;
+        for (const auto& [k, v] : r.annotations)
+            if (k.rfind("io.kubernetes.cri.", 0) != 0) m.annotations.emplace(k, v);
+        m.pod_namespace = r.pod_namespace;
+        m.pod_name = r.pod_name;
+        m.cls = d.cls->name;
+        std::string e = state.store(r.sandbox_id, m);
+        if (!e.empty()) {
+            log_line(e);
+            c.metadata["warning"] = e;
+        }
+    } else if (is_pod_end(r)) {
+        std::string e = state.remove(r.sandbox_id);
+        if (!e.empty()) log_line(e);
+    }
+}
+
+/// Where the event's records go (publish.hpp resolve_sink_paths; none for explain), remembered in
+/// the state dir when the policy names them — before the answer: the relay checks this memo
+/// right after its reply, to replace evaluators confined to the old record paths (evaluator.hpp
+/// roots_signature).
+SinkPaths remember_record_paths(const Ctx& c) {
+    SinkPaths paths;
+    if (c.mode == Mode::Explain) return paths;
+    paths = resolve_sink_paths(c.opt.metrics_file, c.opt.event_log, c.sink_settings, c.opt.default_sinks);
+    if (c.sink_settings && (c.sink_settings->metrics_file_set || c.sink_settings->event_log_set)) {
+        std::string e = remember_sink_paths(c.opt.state_dir, paths);
+        if (!e.empty()) log_line(e);
+    }
+    return paths;
+}
+
+/// NriEval with Options::deliver: the answer is final, out it goes before the records. SIGALRM
+/// waits meanwhile, so a deadline never writes a second answer into this one; one that fires
+/// during the write runs after it and only cuts the records (Deadline::on_signal).
+void deliver_answer(const Ctx& c, const std::string& out) {
+    if (c.mode != Mode::NriEval || !c.opt.deliver) return;
+    sigset_t s, old;
+    sigemptyset(&s);
+    sigaddset(&s, SIGALRM);
+    sigprocmask(SIG_BLOCK, &s, &old);
+    c.opt.deliver(out);
+    Deadline::the().mark_answered();
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+}
+
+/// The operator's records of the event (publish.hpp publish_event: the last request, the
+/// metrics, the event-log line) at `paths` (remember_record_paths); none for explain.
+void publish_records(const Ctx& c, const Request* r, const SinkPaths& paths) {
+    if (c.mode == Mode::Explain) return;
+    EventOutcome o;
+    o.source = c.mode == Mode::Invoke ? "invoke" : "nri-eval";
+    o.evaluator = c.opt.evaluator_mode;
+    o.req = r;
+    o.plan = c.have_plan ? &c.plan : nullptr;
+    o.error = c.error;
+    o.early_error = c.early;
+    o.policy_path = c.ppath;
+    o.policy = c.policy_known ? &c.policy_info : nullptr;
+    o.start_ns = Deadline::the().start_ns;
+    o.input = c.input;
+    o.layout = c.layout;
+    o.cgroup_root = c.opt.cgroup_root;
+    o.proc_root = c.opt.proc_root;
+    o.resctrl_root = c.opt.resctrl_root;
+    o.state_dir = c.opt.state_dir;
+    publish_event(o, paths);
+}
+
+/// Every way out of run_pipeline: the Result rendered, the record paths remembered, the answer
+/// delivered (Options::deliver), the records published, the deadline disarmed (ordering rule 5).
+/// Returns the answer for the caller to write when it was not delivered.
+std::string finish(Ctx& c, const Request* r, int& exit_code) {
+    std::string out = render(c, r, exit_code);
+    const SinkPaths paths = remember_record_paths(c);
+    deliver_answer(c, out);
+    publish_records(c, r, paths);
+    Deadline::the().disarm();
+    return out;
+}
+
+/// Stages 2-8 of a parsed request `r`. Throws what they throw (run_pipeline reports it).
+void run_stages(Ctx& c, Request& r) {
+    StateDir state(c.opt.state_dir);
+    const std::optional<Memo> memo = place_request(c, r, state);
+    load_policy(c, r, c.opt.explain_trace ? nullptr : &r, memo);
+    Classified k = classify_request(c, r, memo);
+    FsKernel kernel(c.opt.cgroup_root, c.opt.proc_root, c.opt.resctrl_root);
+    PlanInput pin = plan_input(c, r, k, kernel);
+    std::vector<std::string> left = resolve_class_facts(c, r, k, pin, state);
+    plan_adjustment(c, r, k, pin, state, kernel, left);
+    write_plan(c, r, k, kernel);
+    keep_sandbox_memo(c, r, k.d, state);
+}
+
 }  // namespace
 
 std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, int& exit_code) {
-    Ctx c{mode, opt};
-    std::optional<Request> req;
-    std::string ppath = opt.policy;   // policy file of this event
-    bool policy_known = false;        // c.policy says which policy is in force
-    const SinkSettings* sink_settings = nullptr;
-    std::string layout;
-    Policy policy;  // outlives render(): c.plan.decision.cls points into policy.classes
-    // Every way out renders the Result, feeds the operator's sinks (record, metrics, last
-    // request: publish.hpp) and disarms the deadline.
-    auto finish = [&](const Request* r) {
-        std::string out = render(c, r, exit_code);
-        SinkPaths paths;
-        if (mode != Mode::Explain) {
-            paths = resolve_sink_paths(opt.metrics_file, opt.event_log, sink_settings, opt.default_sinks);
-            // Before the answer, like the sandbox memo: the relay checks this memo right after
-            // its reply, to replace evaluators confined to the old record paths (evaluator.hpp
-            // roots_signature).
-            if (sink_settings && (sink_settings->metrics_file_set || sink_settings->event_log_set)) {
-                std::string e = remember_sink_paths(opt.state_dir, paths);
-                if (!e.empty()) log_line(e);
-            }
-        }
-        if (mode == Mode::NriEval && opt.deliver) {
-            // The answer is final: out first, the records after (Options::deliver). SIGALRM
-            // waits meanwhile, so a deadline never writes a second answer into this one; one
-            // that fires during the write runs after it and only cuts the records.
-            sigset_t s, old;
-            sigemptyset(&s);
-            sigaddset(&s, SIGALRM);
-            sigprocmask(SIG_BLOCK, &s, &old);
-            opt.deliver(out);
-            g_answered.store(1, std::memory_order_release);
-            sigprocmask(SIG_SETMASK, &old, nullptr);
-        }
-        if (mode != Mode::Explain) {
-            EventOutcome o;
-            o.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
-            o.evaluator = opt.evaluator_mode;
-            o.req = r;
-            o.plan = c.have_plan ? &c.plan : nullptr;
-            o.error = c.error;
-            o.early_error = c.early;
-            o.policy_path = ppath;
-            o.policy = policy_known ? &c.policy : nullptr;
-            o.start_ns = g_start_ns;
-            o.input = input;
-            o.layout = layout;
-            o.cgroup_root = opt.cgroup_root;
-            o.proc_root = opt.proc_root;
-            o.resctrl_root = opt.resctrl_root;
-            o.state_dir = opt.state_dir;
-            publish_event(o, paths);
-        }
-        disarm_deadline();
-        return out;
-    };
-    // The policy in force is known (c.policy): say which in the Result metadata, and a broken
-    // file's error on stderr too (the record and the metrics take it from c.policy).
-    auto note_policy = [&] {
-        policy_known = true;
-        c.metadata["policy"] = policy_source_name(c.policy.source);
-        c.metadata["policy_sha256"] = c.policy.sha256;
-        if (c.policy.broken()) {
-            c.metadata["policy_error"] = c.policy.error_line();
-            log_line("policy: " + c.policy.error_line());
-        }
-    };
-    // The deadline's record and answer, refined at each stage (deadline_stage): the request
-    // known (record only; the answer stays fail-open), the policy (its fail mode), the class
-    // (the class's fail mode, before any write).
-    auto prepare_deadline = [&](const Request* r, const SinkSettings* ss, bool answer, bool closed = false, const std::string& cls = "",
-                                const char* mode_from = nullptr) {
-        if (mode == Mode::Explain || g_deadline_ms <= 0) return;
-        EventRecord rec;
-        rec.source = mode == Mode::Invoke ? "invoke" : "nri-eval";
-        rec.evaluator = opt.evaluator_mode;
-        rec.event = r ? event_name(r->event) : "unparsed";
-        if (r) {
-            rec.ns = r->pod_namespace;
-            rec.pod = r->pod_name;
-            rec.container = r->container_name;
-            rec.id = r->id;
-            rec.sandbox_id = r->sandbox_id;
-            rec.sandbox = r->is_sandbox;
-        }
-        rec.cls = cls;
-        if (policy_known) set_record_policy(rec, c.policy);
-        deadline_stage(rec, resolve_sink_paths(opt.metrics_file, opt.event_log, ss, opt.default_sinks), closed, answer,
-                       mode_from ? closed : c.fail_closed_policy, cls, mode_from);
-    };
-    // A policy about to be parsed and compiled (a cache miss: up to seconds for a large policy,
-    // BENCHMARKS.md "cold path"): the compiled policy's fail mode is known only afterwards. Until
-    // then a deadline answers with compile_fail_mode's: the text's settings.fail read ahead
-    // (policy.hpp read_fail_mode, one linear pass over the text), closed as well when the policy
-    // that applies should the compile reject the file — its last good copy (its side file, one
-    // small read), else the built-in policy — is closed. Never the fail-open of arm_deadline.
-    const std::function<void()> before_compile = [&] {
-        if (mode == Mode::Explain || g_deadline_ms <= 0 || policy_known) return;
-        std::optional<bool> lg = last_good_fail_closed(last_good_dir_of(opt), ppath);
-        const std::string* text = compiling_policy_text();
-        std::string why;  // deadline_stage copies it into the answer
-        const bool closed = compile_fail_mode(text ? read_fail_mode(*text) : std::nullopt, lg, builtin_policy().fail_closed, why);
-        prepare_deadline(req ? &*req : nullptr, nullptr, true, closed, "", why.c_str());
-    };
+    Ctx c(mode, opt, input);
     try {
-        if (deadline_input_cut())
-            throw InputError("deadline exceeded after " + std::to_string(g_deadline_ms) +
-                             " ms while reading the request (stdin not closed by the runtime)");
-        req = (mode == Mode::NriEval || opt.explain_nri_event) ? parse_nri_event(input) : parse_v01_request(input);
-        prepare_deadline(&*req, nullptr, false);
+        read_request(c);
     } catch (const InputError& e) {
-        // Without a valid request the policy's settings.fail still decides (default: open), and
-        // its sink settings say where the record goes.
-        try {
-            policy = effective_policy(opt.policy, opt.policy == defaults::kPolicy, places_for(opt, mode, &before_compile), nullptr, c.policy);
-            note_policy();
-            c.fail_closed_policy = policy.fail_closed;
-            sink_settings = &policy.sinks;
-            if (opt.policy_evaluator_events) *opt.policy_evaluator_events = policy.evaluator_events;
-        } catch (...) {
-        }
-        early_error(c, deadline_input_cut() ? std::string(e.what()) : std::string("bad request: ") + e.what());
-        return finish(nullptr);
+        refuse_request(c, e);
+        return finish(c, nullptr, exit_code);
     }
-    FactPlan fplan;  // outlives render() too: the decision points at its resolved class
-    std::optional<FactState> fstate;  // the fact lock is held until the writes are done
     try {
-        Request& r = *req;
-        // The pid is known now: shrink the sandbox's procfs write access to /proc/<pid>.
-        if (!opt.sandbox_keep_wide)
-            if (std::string e = narrow_installed_sandbox(r.pid ? static_cast<long>(*r.pid) : 0L); !e.empty()) log_line("sandbox: " + e);
-        ppath = policy_path_for(opt, &r);
-        // The sandbox memo is merged first: the compiled policy then materialises only the
-        // rules that can match this request (policy_cache.hpp load_policy_for).
-        StateDir state(opt.state_dir);
-        std::optional<Memo> memo;
-        if (!r.is_sandbox && (r.event == Event::Create || r.event == Event::Update || r.event == Event::CreateContainer ||
-                              r.event == Event::StartContainer || r.event == Event::UpdateContainer ||
-                              r.event == Event::PostUpdateContainer || r.event == Event::Synchronize ||
-                              r.event == Event::SynchronizeLate)) {
-            if ((memo = state.load(r.sandbox_id))) {
-                for (auto& [k, v] : memo->annotations) r.annotations.emplace(k, v);  // the request's own win
-                if (r.pod_namespace.empty()) r.pod_namespace = memo->pod_namespace;
-                if (r.pod_name.empty()) r.pod_name = memo->pod_name;
-            }
-        }
-        // Never missing, never silently off: the file, else its last good copy, else the
-        // built-in policy — and a broken file is reported on every event (policy_store.hpp): in
-        // the Result metadata, on stderr, in the event record and the metrics. explain with a
-        // trace lists every rule: it needs the whole rule list, not the cache's per-request subset.
-        // `filter`: the request, or nullptr for the whole policy (also what a reload below uses).
-        auto use_policy = [&](const Request* filter) {
-            policy = effective_policy(ppath, ppath == defaults::kPolicy, places_for(opt, mode, &before_compile), filter, c.policy);
-            c.metadata.erase("policy_error");  // a reload's note_policy says it again if it still holds
-            note_policy();
-            sink_settings = &policy.sinks;
-            c.fail_closed_policy = policy.fail_closed;
-            if (opt.policy_evaluator_events) *opt.policy_evaluator_events = policy.evaluator_events;
-            prepare_deadline(&r, sink_settings, true, c.fail_closed_policy);
-        };
-        use_policy(opt.explain_trace ? nullptr : &r);
-
-        std::optional<CgroupPaths> paths;
-        if (r.cgroups_path) paths = resolve_cgroups_path(*r.cgroups_path);
-        Facts facts{&r, paths ? kube_qos_from_path(paths->pod) : KubeQos::Unknown};
-        Decision d = classify(policy, facts);
-        // A cache hit left the knob lists encoded: this class's are decoded now, the others never
-        // (policy_cache.hpp decode_knobs). Lists that do not decode: the policy is loaded again
-        // without the filter, which checks every list and ignores and rebuilds a damaged entry
-        // from the TOML, exactly as an entry found damaged at load; no knob of it is used.
-        // Rules with merge = true (classify.hpp merge order): their classes' lists too, then combined.
-        auto decode_all = [&] {
-            if (!policy_cache::decode_knobs(policy, d.cls->name)) return false;
-            for (const auto& m : d.merges)
-                if (m.applied && !policy_cache::decode_knobs(policy, m.cls)) return false;
-            return merge_classes(policy, d);
-        };
-        if (!decode_all()) {
-            use_policy(nullptr);
-            d = classify(policy, facts);
-        }
-        c.fail_closed_class = d.cls->fail_closed;
-        // From here on a deadline answers with the class's fail mode (before any write).
-        prepare_deadline(&r, sink_settings, true, c.fail_closed_class, d.cls->name);
-        if (memo && !memo->cls.empty() && memo->cls != d.cls->name) note_pod_class(c, policy, r, facts, *memo, *d.cls);
-        if (opt.explain_trace) explain_trace(policy, facts, d, c.trace, c.trace_json);
-
-        FsKernel kernel(opt.cgroup_root, opt.proc_root, opt.resctrl_root);
-        PlanInput pin;
-        pin.req = &r;
-        pin.policy = &policy;
-        pin.kube_qos = facts.kube_qos;
-        pin.layout = opt.layout ? *opt.layout : detect_layout(opt.cgroup_root);
-        layout = layout_name(pin.layout);
-        pin.paths = paths;
-        pin.kernel = &kernel;
-        // Facts (facts.hpp): the class's fact-valued knobs computed for this request. The fact
-        // state (its lock, NUMA records, ledger) lives until the writes are done.
-        fstate.emplace(opt.state_dir);
-        FactInput fin;
-        fin.req = &r;
-        fin.policy = &policy;
-        fin.kube_qos = facts.kube_qos;
-        fin.paths = paths;
-        fin.layout = pin.layout;
-        fin.kernel = &kernel;
-        fin.cgroup_root = opt.cgroup_root;
-        fin.sysfs_root = opt.sysfs_root;
-        fin.dev_root = opt.dev_root;
-        fin.kubelet_cpu_state = opt.kubelet_cpu_state;
-        fin.dry_run = mode == Mode::Explain && !opt.explain_simulate;
-        // NRI v0.1 (containerd 1.5/1.6; 1.7+ through the v010-adapter): the runtime may drop pod
-        // annotations (containerd < 1.7: pod_annotations allow-list). The record `register`
-        // (or reconcile) left in the state dir says which; read only when a fact's annotation is
-        // absent, once per event (issue #25 §1). Native NRI passes all of them: a plain absence.
-        std::optional<std::optional<AnnotationPasslist>> passlist;
-        if (r.wire == Request::Wire::V01)
-            fin.not_passed = [&passlist, &state](const std::string& key) {
-                if (!passlist) {
-                    auto text = state.read_file(kAnnotationPasslistFile, 65536);
-                    passlist.emplace(text ? load_annotation_passlist(*text) : std::nullopt);
-                }
-                return annotation_not_passed_reason(*passlist, key);
-            };
-        // Percentages of the value in force where the request already holds our adjustment.
-        ClassDef settled;
-        const ClassDef* base = d.cls;
-        // Knobs another NRI plugin owns (settings.leave_to_others) leave the class first: never
-        // computed, planned or written; each is reported skipped, "left to <plugin>".
-        std::vector<std::string> left;
-        if (!policy.leave_to_others.empty()) {
-            settled = *d.cls;
-            left = leave_to_others(settled, policy);
-            if (!left.empty()) base = &settled;
-        }
-        if (resources_adjusted(r)) {
-            if (base != &settled) settled = *d.cls;
-            if (settle_adjusted_percentages(settled, r)) base = &settled;
-        }
-        fplan = resolve_facts(*base, fin, *fstate);
-        d.cls = &fplan.cls;  // same name, fail mode and gate; fact knobs resolved
-        pin.decision = d;
-        pin.pod_refresh = fplan.pod_refresh;
-        // settings.cpu_weight_formula = "auto": evidence beyond the request's own pair, read only
-        // when that decides nothing (adjust.hpp decide_weight_formula).
-        pin.runtime_formula = [&state] { return cached_runtime_formula(state); };
-        pin.sibling_weights = [&] { return sibling_weight_pairs(state, r, facts.kube_qos, kernel); };
-        c.fact_calcs = fplan.calcs;
-        for (const auto& w : fplan.warnings) {
-            log_line(w);
-            c.metadata["warning"] = w;
-        }
-        c.plan = build_plan(pin);
-        for (auto& s : left) c.plan.skipped.push_back(std::move(s));
-        for (auto& s : fplan.skipped) c.plan.skipped.push_back(std::move(s));
-        for (auto& s : fplan.refused) c.plan.refused.push_back(std::move(s));
-        c.plan.not_passed = fplan.not_passed;
-        c.have_plan = true;
-        if (opt.explain_trace) explain_calculations(policy, d, r, c.plan, c.trace, c.trace_json);
-        // Declared resctrl groups exist (created, under the mount's lock) before a container is
-        // handed to one: in the adjustment (the runtime joins it at create) or the tasks write.
-        // The mount's lock stays held through the writes when a tasks write joins such a group:
-        // a reconcile cleanup cannot remove the group in between (resctrl.hpp ResctrlLock).
-        ResctrlLock resctrl_lock = ensure_plan_groups(c.plan, policy, opt.resctrl_root, opt.state_dir, mode == Mode::Explain);
-        if (opt.before_writes) opt.before_writes();
-        const bool applies = mode != Mode::Explain || opt.explain_simulate;  // explain --pod: its scratch node
-        if (applies) {
-            // systemd driver, cgroup v2: unit properties first (systemd_unit.hpp), then the files.
-            // explain --pod's scratch node is never a systemd unit.
-            HelperSetter setter(opt.systemd_helper);
-            SystemdSink sd;
-            if (c.plan.driver == CgroupDriver::Systemd && mode != Mode::Explain) {
-                sd.setter = &setter;
-                sd.off = mode == Mode::NriEval
-                             ? "native NRI evaluator: unit properties not set (its sandbox runs no program); runc registers the "
-                               "CreateContainer adjustment itself; reconcile reapplies the rest after a daemon-reload"
-                             : systemd_sink_off(opt.systemd_helper, opt.cgroup_root);
-            }
-            apply_plan(c.plan, kernel, mode != Mode::Explain ? &sd : nullptr);
-            resctrl_lock.release();
-            if (setter.last_us > 0) c.metadata["systemd_helper_us"] = std::to_string(setter.last_us);
-            if (!fin.dry_run) keep_fact_records(fplan, c.plan, *fstate, c);
-        }
-        if (r.wire == Request::Wire::V01) finalize_adjustment(c.plan);
-        if (applies) {
-            if (is_pod_start(r)) {
-                Memo m;
-                for (const auto& [k, v] : r.annotations)
-                    if (k.rfind("io.kubernetes.cri.", 0) != 0) m.annotations.emplace(k, v);
-                m.pod_namespace = r.pod_namespace;
-                m.pod_name = r.pod_name;
-                m.cls = d.cls->name;
-                std::string e = state.store(r.sandbox_id, m);
-                if (!e.empty()) {
-                    log_line(e);
-                    c.metadata["warning"] = e;
-                }
-            } else if (is_pod_end(r)) {
-                std::string e = state.remove(r.sandbox_id);
-                if (!e.empty()) log_line(e);
-            }
-        }
+        run_stages(c, *c.req);
     } catch (const InputError& e) {
         early_error(c, std::string("bad request: ") + e.what());
         c.have_plan = false;
@@ -778,8 +711,8 @@ std::string run_pipeline(Mode mode, const Options& opt, std::string_view input, 
     }
     // The kernel writes are done: the fact lock is not held through the records (with an early
     // answer the next event's evaluator may need it while this one still writes them).
-    fstate.reset();
-    return finish(req ? &*req : nullptr);
+    c.fstate.reset();
+    return finish(c, &*c.req, exit_code);
 }
 
 std::string last_good_dir_of(const Options& o) {
@@ -801,9 +734,7 @@ std::string default_policy_status() {
         if (info.source == PolicySource::File) line += std::string(" ") + defaults::kPolicy + " (sha256 " + info.sha256 + ")";
         else if (!info.broken()) line += std::string(" (no ") + defaults::kPolicy + ")";
         else line += " (" + info.error_line() + ")";
-    } catch (const std::exception& e) {
-        line += std::string("unknown (") + e.what() + ")";
-    }
+    } catch (const std::exception& e) { line += std::string("unknown (") + e.what() + ")"; }
     return line + "\nbuilt-in policy: sha256 " + builtin_policy_sha256() + " (" + std::to_string(builtin_policy_rules()) + " rules, " +
            std::to_string(builtin_policy_classes()) + " classes; conf/nri.d/nri-qos.toml of this build)";
 }
@@ -818,9 +749,7 @@ int check_policy(const std::string& path, const std::string& cache_dir, const st
         w.write = false;
         try {
             effective_policy(path, path == defaults::kPolicy, w, nullptr, info);
-        } catch (const std::exception&) {
-            return std::string();
-        }
+        } catch (const std::exception&) { return std::string(); }
         if (info.source == PolicySource::LastGood) {
             std::string when;
             struct stat st {};
@@ -830,8 +759,8 @@ int check_policy(const std::string& path, const std::string& cache_dir, const st
                 strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %Z", localtime_r(&st.st_mtime, &tm));
                 when = std::string(", saved ") + buf;
             }
-            return "meanwhile the hook applies the last good copy of " + path + " (" + last_good_dir + "/" + last_good_name(path) +
-                   ", sha256 " + info.sha256 + when + ")";
+            return "meanwhile the hook applies the last good copy of " + path + " (" + last_good_dir + "/" + last_good_name(path) + ", sha256 " +
+                   info.sha256 + when + ")";
         }
         if (info.source == PolicySource::Builtin)
             return std::string("meanwhile the hook applies the built-in policy (no last good copy of ") + path + " in " +
@@ -869,7 +798,8 @@ int check_policy(const std::string& path, const std::string& cache_dir, const st
         // as the packages' install runs this line (nothing silent). Written = the entry's inode
         // or mtime changed, or the load was a hit.
         const std::string entry = cache_dir + "/" + policy_cache::cache_file_name(path);
-        struct stat before {}, after {};
+        struct stat before {
+        }, after{};
         const bool had = stat(entry.c_str(), &before) == 0;
         FileLoad f = load_policy_file(path, cache_dir, nullptr, true);
         const bool written = f.from_cache || (stat(entry.c_str(), &after) == 0 &&

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "event/deadline.hpp"
 #include "model/model.hpp"
 
 namespace nriqos {
@@ -39,8 +40,8 @@ struct Options {
     std::string state_dir = defaults::kStateDir;
     std::string cache_dir = defaults::kCacheDir;  ///< "" disables the compiled-policy cache
     std::string last_good_dir = defaults::kLastGoodDir;  ///< last good policy copies, when last_good_dir_set ("" disables)
-    bool last_good_dir_set = false;                      ///< --last-good-dir given; else last_good_dir_of() decides
-    std::optional<Layout> layout;                 ///< nullopt: detect with statfs
+    bool last_good_dir_set = false;  ///< --last-good-dir given; else last_good_dir_of() decides
+    std::optional<Layout> layout;  ///< nullopt: detect with statfs
     /// Native relay only (its failure recorder, src/nri/failure_record.hpp runtime_log_excerpt):
     /// where the runtime logs NRI ownership conflicts — a file path, "journal:<unit>", "none";
     /// "" = journal:containerd when systemd's journal runs. Read, never written.
@@ -49,7 +50,7 @@ struct Options {
     /// --systemd-helper; "" disables).
     std::string systemd_helper = "/usr/libexec/nri-qos/nri-qos-systemd";
     bool debug = false;
-    int deadline_ms = defaults::kDeadlineMs;      ///< self-imposed; 0 disables
+    int deadline_ms = defaults::kDeadlineMs;  ///< self-imposed; 0 disables
     bool explain_json = false;
     /// --metrics-file / --event-log (nullopt: not given; policy [settings], then the defaults of
     /// record.hpp apply; "" disables the sink).
@@ -92,93 +93,10 @@ struct Options {
     std::function<void()> before_writes;
 };
 
-/// Exit status of an evaluator whose own deadline fired after it had delivered its answer
-/// (Options::deliver): the answer stands (it was final), but the event's records — event log
-/// line, metrics, last request — may be incomplete. The handler writes one line to stderr and
-/// exits with this status; the relay records it (relay failure reason "records-cut",
-/// src/nri/evaluator.cpp). 74 is EX_IOERR of sysexits.h.
-constexpr int kExitRecordsCut = 74;
-
-enum class Mode { Invoke, Explain, NriEval };
-
 /// Where the last good policy copies (policy_store.hpp) live for `o`: last_good_dir when it was
 /// set; else STATE_DIR/last-good when the state dir is not the default (a relocated state — a
 /// second instance, a test — keeps everything together); else /var/lib/nri-qos.
 std::string last_good_dir_of(const Options& o);
-
-/// CLOCK_MONOTONIC (ns) when arm_deadline() was called, i.e. at the start of the invocation
-/// (0 when it was not): the start of the event's duration in the record and the metrics.
-int64_t invocation_start_ns();
-
-/// Arm the self-imposed deadline (setitimer + SIGALRM): when `ms` pass before the pipeline
-/// returns, a prepared Result (invoke) or nri-eval result is written to stdout and the process
-/// exits — unless the answer was delivered already (Options::deliver): then only a line on
-/// stderr and exit status kExitRecordsCut, no second answer and no "deadline exceeded" record. Call it before reading the request, so a stdin that never closes is bounded too.
-/// Until the policy is loaded the answer is fail-open (nothing says otherwise yet: no request,
-/// no policy); run_pipeline prepares it again with compile_fail_mode's (the file's settings.fail
-/// read ahead, its last good copy's, the built-in policy's) when the policy must be compiled (a cache miss), with the
-/// policy's own fail mode once the policy is loaded, and with the class's once the request is
-/// classified, before any write. No-op for
-/// Explain or ms <= 0.
-void arm_deadline(Mode mode, int ms);
-
-/// The next event of a process that evaluates several in turn (the relay's Synchronize
-/// evaluator, src/nri/eval_pipeline.cpp): as arm_deadline(mode, ms), and the event starts afresh:
-/// its own start time (the duration in its record and metrics), no answer delivered yet (a
-/// deadline before its answer writes this event's deadline answer and record), not reading input.
-/// The deadline record is reset to "unparsed" for `opt`'s sinks (prepare_deadline_record), so a
-/// deadline never writes the previous event's record. No-op for Explain or ms <= 0 (then only
-/// the start time is reset).
-void arm_next_deadline(Mode mode, int ms, const Options& opt);
-
-/// Grace (ms) after a deadline that cut the request's input: run_pipeline loads the policy and
-/// answers with its fail mode within it; if even that hangs, the prepared fail-open answer goes out.
-inline constexpr int kDeadlineInputGraceMs = 200;
-
-/// The input phase of the deadline (a stdin that stays open, a runtime that writes slowly).
-/// Between deadline_input_begin() and deadline_input_end() a deadline that fires does not answer
-/// from the signal handler (nothing is known: no request, no policy): it interrupts the read
-/// (EINTR: the handler is installed without SA_RESTART), marks the input as cut and arms a
-/// kDeadlineInputGraceMs fallback. run_pipeline then answers "deadline exceeded while reading
-/// the request" with the fail mode of the policy in force (fail-closed refuses the container),
-/// records the event and exits. Closes issue 9's "deadline before the policy" hole. A policy
-/// load that itself exceeds the grace (a compile: no cached entry) answers with compile_fail_mode's
-/// (issue 19 §2, issue #30 item 5).
-void deadline_input_begin();
-/// True when the deadline cut the input (the reader stops; see deadline_input_begin()).
-bool deadline_input_cut();
-/// Leave the input phase; returns deadline_input_cut().
-bool deadline_input_end();
-
-/// The deadline answer for `mode` (Invoke or NriEval): fail-closed (`closed`) puts
-/// "nri-qos: deadline exceeded after <ms> ms (class <cls>): fail-closed, ..." into `error` (invoke
-/// exit status 1); fail-open puts a warning into metadata. nri-eval's on_child_failure is the
-/// policy's mode (`policy_closed`). `cls` ("" unknown) goes into metadata.class. One JSON line.
-/// `mode_from` (nullptr: the mode is the policy's or the class's own): the deadline fired while
-/// the policy was being compiled, and `closed` is compile_fail_mode's, whose `why` phrase (no
-/// '"' or '\\') goes in parentheses into the error/warning text; nri-eval then also says
-/// "deadline": true, so that the relay does not take that mode for the compiled policy's.
-std::string deadline_answer(Mode mode, bool closed, bool policy_closed, const std::string& cls, int ms, int& exit_code,
-                            const char* mode_from = nullptr);
-
-/// The fail mode (true: closed) of a deadline that fires while a policy file is being compiled
-/// (no compiled entry: an edit, a reboot, a new or large file), when neither the compiled
-/// policy's settings.fail nor the request's class is known yet: the deadline answer of the
-/// stage "policy known, request not classified" (settings.fail: what applies when nri-qos
-/// cannot classify, nri-qos.toml(5)), made before the compile. After the compile one of two
-/// policies applies: the file (its settings.fail `text_closed`, read ahead by policy.hpp
-/// read_fail_mode; nullopt when that pass found text the compile will reject), or — should the
-/// compile reject the file — its last good copy (`last_good_closed`, policy_store.hpp
-/// last_good_fail_closed; nullopt: none) else the built-in policy (`builtin_closed`). The
-/// answer is closed when either could apply and is closed, else open: a fail-closed policy
-/// never fails open because it is new or large, and a broken file never turns a closed node
-/// open. `why` gets the phrase deadline_answer puts in parentheses, e.g. "the policy file's
-/// settings.fail, read ahead of its compile".
-bool compile_fail_mode(std::optional<bool> text_closed, std::optional<bool> last_good_closed, bool builtin_closed, std::string& why);
-
-/// Prepare the event record the deadline handler writes if the deadline fires before the
-/// request is even parsed (sandbox set-up, a slow stdin): call right after arm_deadline().
-void prepare_deadline_record(Mode mode, const Options& opt);
 
 /// Run one request through the pipeline. `input` is the request document; the return value is
 /// what goes to stdout (one JSON object and a newline, or explain's text); `exit_code` is set

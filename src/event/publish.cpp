@@ -233,7 +233,7 @@ std::string make_last_request(const EventOutcome& o, const EventRecord& r) {
 namespace {
 // The deadline record, prepared for record_on_deadline (written only outside the signal
 // handler; the handler reads). Two slots: a stage writes the one the handler is not using, and
-// the caller's single atomic store (pipeline.cpp, together with the deadline answer of the same
+// the caller's single atomic store (deadline.cpp Deadline::stage, together with the deadline answer of the same
 // stage) makes it the one the handler reads, so the handler always finds a whole record of the
 // stage whose answer it prints. A slot's strings are packed back to back, each NUL-terminated
 // and cut at the size the lines always had (stderr 2 KiB, event-log line and each path 4 KiB,
@@ -417,11 +417,17 @@ void record_on_deadline(int slot) {
     if (!g_dl_metrics_done) append_fd_line(d.text + d.pending_path_at, d.text + d.pending_at, d.pending_len);
 }
 
+void deadline_record_new_event() { g_dl_taken = g_dl_metrics_done = g_dl_log_done = 0; }
+
 DeadlineRecordText deadline_record_text(int slot) {
     const DeadlineSlot& d = g_dl[slot & 1];
     if (!d.ready) return {false, "", "", "", "", ""};
-    return {true, std::string(d.text + d.stderr_at, d.stderr_len), std::string(d.text + d.log_at, d.log_len), d.text + d.log_path_at,
-            std::string(d.text + d.pending_at, d.pending_len), d.text + d.pending_path_at};
+    return {true,
+            std::string(d.text + d.stderr_at, d.stderr_len),
+            std::string(d.text + d.log_at, d.log_len),
+            d.text + d.log_path_at,
+            std::string(d.text + d.pending_at, d.pending_len),
+            d.text + d.pending_path_at};
 }
 
 void publish_event(const EventOutcome& o, const SinkPaths& paths) {

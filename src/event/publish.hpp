@@ -23,15 +23,15 @@ struct Request;
 /// Where the sinks write, resolved: command line > policy [settings] > defaults.
 struct SinkPaths {
     std::string metrics_file;  ///< "" = no metrics
-    std::string event_log;     ///< "" = stderr only
+    std::string event_log;  ///< "" = stderr only
     uint64_t event_log_max_bytes = defaults::kEventLogMaxBytes;
 };
 
 /// Resolve the sink paths from the command-line values (nullopt = not given) and the policy's
 /// settings (nullptr = no policy loaded); what is still unset gets the default path when
 /// `use_defaults`, else "" (no sink).
-SinkPaths resolve_sink_paths(const std::optional<std::string>& metrics_flag, const std::optional<std::string>& log_flag,
-                             const SinkSettings* policy, bool use_defaults = true);
+SinkPaths resolve_sink_paths(const std::optional<std::string>& metrics_flag, const std::optional<std::string>& log_flag, const SinkSettings* policy,
+                             bool use_defaults = true);
 
 /// Directories the confined hook must be able to write for its sinks, known before the request
 /// is parsed: those of the command-line/default paths and of the paths the last loaded policy
@@ -57,20 +57,20 @@ std::string remember_sink_paths(const std::string& state_dir, const SinkPaths& p
 
 /// Everything one finished event tells the sinks.
 struct EventOutcome {
-    std::string source;               ///< "invoke", "nri-eval", "reconcile"
-    std::string evaluator;            ///< EventRecord::evaluator ("one-shot", "resident" or "")
-    const Request* req = nullptr;     ///< nullptr: the request could not be parsed
-    const Plan* plan = nullptr;       ///< nullptr: no class was decided
-    std::string error;                ///< Result error ("" = none): outcome "refused"
-    std::string early_error;          ///< fail-open error before a class was known: outcome "error"
-    std::string policy_path;          ///< the configured policy file (kept with the last request)
+    std::string source;  ///< "invoke", "nri-eval", "reconcile"
+    std::string evaluator;  ///< EventRecord::evaluator ("one-shot", "resident" or "")
+    const Request* req = nullptr;  ///< nullptr: the request could not be parsed
+    const Plan* plan = nullptr;  ///< nullptr: no class was decided
+    std::string error;  ///< Result error ("" = none): outcome "refused"
+    std::string early_error;  ///< fail-open error before a class was known: outcome "error"
+    std::string policy_path;  ///< the configured policy file (kept with the last request)
     /// The policy in force and why (source, sha256, the broken file's error): the record's
     /// policy/policy_error, nri_qos_policy_info and nri_qos_policy_errors_total. nullptr: not
     /// resolved (the event failed before, e.g. a bad plugin conf).
     const PolicyInfo* policy = nullptr;
-    int64_t start_ns = 0;             ///< CLOCK_MONOTONIC at process start (0: unknown)
-    std::string_view input;           ///< the request document as received (kept as last request)
-    std::string layout;               ///< cgroup layout used ("v1", "hybrid", "v2")
+    int64_t start_ns = 0;  ///< CLOCK_MONOTONIC at process start (0: unknown)
+    std::string_view input;  ///< the request document as received (kept as last request)
+    std::string layout;  ///< cgroup layout used ("v1", "hybrid", "v2")
     // options of the invocation, kept with the last request so that a replay uses the same trees
     std::string cgroup_root, proc_root, resctrl_root, state_dir;
 };
@@ -94,7 +94,7 @@ std::string make_last_request(const EventOutcome& o, const EventRecord& r);
 /// delete/stop/remove events). Problems go to stderr as one line each. Never throws.
 void publish_event(const EventOutcome& o, const SinkPaths& paths);
 
-/// Events cut off by the self-imposed deadline (pipeline.cpp on_deadline) are recorded too:
+/// Events cut off by the self-imposed deadline (deadline.cpp Deadline::on_signal) are recorded too:
 /// prepare_deadline_record() keeps a ready record (stderr line, event-log line, metrics line)
 /// current as the event progresses; record_on_deadline() — async-signal-safe: open, flock,
 /// write, close only — writes whatever publish_event has not written yet. Its metrics line goes
@@ -105,7 +105,7 @@ void publish_event(const EventOutcome& o, const SinkPaths& paths);
 ///
 /// The record is kept in two slots (0, 1): prepare_deadline_record writes `slot`, the one the
 /// handler is not reading; the caller then makes it current with the one atomic store that also
-/// switches the deadline answer of the same stage (pipeline.cpp), and the handler passes the
+/// switches the deadline answer of the same stage (deadline.cpp Deadline::stage), and the handler passes the
 /// current slot to record_on_deadline. So the handler never reads a record being written, and
 /// never prints an answer with the record of another stage (a fail-closed answer with a
 /// fail-open record, or the reverse). Preparing is incremental: the long groups (who, policy)
@@ -117,6 +117,9 @@ void prepare_deadline_record(const EventRecord& r, const SinkPaths& paths, int64
 /// Async-signal-safe (write, open, flock, close; no allocation): writes slot `slot`'s record if
 /// one was prepared there and publish_event has not taken over.
 void record_on_deadline(int slot);
+/// A new event in the same process (deadline.hpp arm_next_deadline: a resident evaluator's next
+/// event): the deadline's record is again the handler's to write, in full. Call with the timer off.
+void deadline_record_new_event();
 
 /// The lines prepared in `slot` (stderr, event log, metrics pending), for tests.
 struct DeadlineRecordText {

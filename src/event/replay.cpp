@@ -50,9 +50,7 @@ std::optional<LastRequest> parse_last(const StateDir::LastFile& f) {
         if (j.contains("request") && !j["request"].is_null()) r.request = j["request"].dump();
         if (r.id.empty() || r.id != f.id) return std::nullopt;
         return r;
-    } catch (...) {
-        return std::nullopt;
-    }
+    } catch (...) { return std::nullopt; }
 }
 
 std::vector<LastRequest> load_last(StateDir& st) {
@@ -110,6 +108,29 @@ std::optional<RuntimeFormula> cached_runtime_formula(StateDir& state) {
     return load_runtime_formula(*text);
 }
 
+FactInput fact_input(const PlanInput& pin, const std::string& cgroup_root, const std::string& sysfs_root, const std::string& dev_root,
+                     const std::string& kubelet_cpu_state, bool dry_run) {
+    FactInput fin;
+    fin.req = pin.req;
+    fin.policy = pin.policy;
+    fin.kube_qos = pin.kube_qos;
+    fin.paths = pin.paths;
+    fin.layout = pin.layout;
+    fin.kernel = pin.kernel;
+    fin.cgroup_root = cgroup_root;
+    fin.sysfs_root = sysfs_root;
+    fin.dev_root = dev_root;
+    fin.kubelet_cpu_state = kubelet_cpu_state;
+    fin.dry_run = dry_run;
+    return fin;
+}
+
+void merge_memo(Request& r, const Memo& m) {
+    for (const auto& [k, v] : m.annotations) r.annotations.emplace(k, v);  // the request's own win
+    if (r.pod_namespace.empty()) r.pod_namespace = m.pod_namespace;
+    if (r.pod_name.empty()) r.pod_name = m.pod_name;
+}
+
 Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayRoots& roots, StateDir& state) {
     Desired d;
     d.cgroup_root = roots.cgroup_root ? *roots.cgroup_root : rec.cgroup_root.empty() ? "/sys/fs/cgroup" : rec.cgroup_root;
@@ -133,11 +154,7 @@ Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayR
     const bool adjusted = resources_adjusted(r);
     r.event = Event::Create;  // direct writes: container knobs, or the pod knobs of a sandbox
     if (!r.is_sandbox) {
-        if (auto m = state.load(r.sandbox_id)) {
-            for (auto& [k, v] : m->annotations) r.annotations.emplace(k, v);
-            if (r.pod_namespace.empty()) r.pod_namespace = m->pod_namespace;
-            if (r.pod_name.empty()) r.pod_name = m->pod_name;
-        }
+        if (auto m = state.load(r.sandbox_id)) merge_memo(r, *m);
     }
     try {
         std::optional<CgroupPaths> paths;
@@ -156,18 +173,7 @@ Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayR
         // Fact-valued knobs (facts.hpp) computed as the hook computes them, read-only (dry run:
         // no lock, nothing recorded; a NUMA placement is the one recorded for the container).
         FactState fstate(state.path());
-        FactInput fin;
-        fin.req = &r;
-        fin.policy = &policy;
-        fin.kube_qos = facts.kube_qos;
-        fin.paths = paths;
-        fin.layout = pin.layout;
-        fin.kernel = &kernel;
-        fin.cgroup_root = d.cgroup_root;
-        fin.sysfs_root = roots.sysfs_root;
-        fin.dev_root = roots.dev_root;
-        fin.kubelet_cpu_state = roots.kubelet_cpu_state;
-        fin.dry_run = true;
+        FactInput fin = fact_input(pin, d.cgroup_root, roots.sysfs_root, roots.dev_root, roots.kubelet_cpu_state, true);
         ClassDef settled;
         const ClassDef* base = dec.cls;
         if (adjusted) {
@@ -188,9 +194,7 @@ Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayR
         for (auto& s : fplan.skipped) d.plan.skipped.push_back(std::move(s));
         for (auto& s : fplan.refused) d.plan.refused.push_back(std::move(s));
         d.have_plan = true;
-    } catch (const std::exception& e) {
-        d.error = e.what();
-    }
+    } catch (const std::exception& e) { d.error = e.what(); }
     return d;
 }
 
@@ -326,10 +330,22 @@ void explain_calculations(const Policy& p, const Decision& d, const Request& r, 
         std::optional<int64_t> base;
         const char* bname = "";
         switch (def.pct) {
-            case PctBase::CpuShares: base = r.resources.cpu_shares; bname = "cpu.shares"; break;
-            case PctBase::CpuQuota: base = r.resources.cpu_quota; bname = "cpu.quota"; break;
-            case PctBase::MemLimit: base = r.resources.mem_limit; bname = "memory.limit"; break;
-            case PctBase::PidsLimit: base = r.resources.pids_limit; bname = "pids.limit"; break;
+            case PctBase::CpuShares:
+                base = r.resources.cpu_shares;
+                bname = "cpu.shares";
+                break;
+            case PctBase::CpuQuota:
+                base = r.resources.cpu_quota;
+                bname = "cpu.quota";
+                break;
+            case PctBase::MemLimit:
+                base = r.resources.mem_limit;
+                bname = "memory.limit";
+                break;
+            case PctBase::PidsLimit:
+                base = r.resources.pids_limit;
+                bname = "pids.limit";
+                break;
             case PctBase::None: break;
         }
         std::string key = (std::string(scope) == "container" ? "" : std::string(scope) + ":") + std::string(def.key);
@@ -343,8 +359,10 @@ void explain_calculations(const Policy& p, const Decision& d, const Request& r, 
             int64_t clamped = std::min(std::max(v, def.min), def.max);
             c["base"] = *base;
             c["result"] = clamped;
-            line += " " + std::to_string(*base) + " = " + std::to_string(*base) + " × " + std::to_string(k.value.num) + " / 100 = " + std::to_string(v);
-            if (clamped != v) line += " → clamped to " + std::to_string(clamped) + " (range " + std::to_string(def.min) + ".." + std::to_string(def.max) + ")";
+            line +=
+                " " + std::to_string(*base) + " = " + std::to_string(*base) + " × " + std::to_string(k.value.num) + " / 100 = " + std::to_string(v);
+            if (clamped != v)
+                line += " → clamped to " + std::to_string(clamped) + " (range " + std::to_string(def.min) + ".." + std::to_string(def.max) + ")";
             if (def.unit && *def.unit) line += std::string(" ") + def.unit;
         }
         calcs.push_back(c);

@@ -12,6 +12,7 @@
 
 #include "event/adjust.hpp"
 #include "event/classify.hpp"
+#include "facts/facts.hpp"
 #include "policy/policy.hpp"
 #include "model/request.hpp"
 #include "records/state.hpp"
@@ -20,15 +21,15 @@ namespace nriqos {
 
 /// One record of <state_dir>/last/<sandbox>/<id>.json (written by publish.cpp make_last_request).
 struct LastRequest {
-    std::string sandbox_dir, file_id;    ///< where it is stored
+    std::string sandbox_dir, file_id;  ///< where it is stored
     std::string time, source, event, id, sandbox_id, ns, pod, container, cls, rule, outcome;
     /// Which evaluator of the native relay served that event: "one-shot", "resident",
     /// "synchronize-pass" (record.hpp EventRecord::evaluator); "" for the others.
     std::string evaluator;
     bool sandbox = false;
     std::string policy, cgroup_root, proc_root, resctrl_root, layout;  ///< options of that event
-    nlohmann::json writes;               ///< the Result's writes at that event
-    std::string request;                 ///< the request document ("" when it was too large)
+    nlohmann::json writes;  ///< the Result's writes at that event
+    std::string request;  ///< the request document ("" when it was too large)
 };
 
 /// Parse a stored record; nullopt when it is not one of ours (corrupt, foreign, wrong version).
@@ -47,7 +48,7 @@ struct ReplayRoots {
     std::optional<Layout> layout;
     std::string cache_dir;
     std::string sysfs_root = "/sys";  ///< NUMA topology (fact knobs numa.*), block devices
-    std::string dev_root = "/dev";    ///< device nodes of blkio limits (rubik.blkio_limit)
+    std::string dev_root = "/dev";  ///< device nodes of blkio limits (rubik.blkio_limit)
     /// kubelet's CPU manager checkpoint (numa.hpp held CPUs; "" none)
     std::string kubelet_cpu_state = "/var/lib/kubelet/cpu_manager_state";
 };
@@ -68,6 +69,21 @@ struct Desired {
 /// Build the desired plan of `rec` with `policy` (already loaded by the caller). Merges the
 /// sandbox memo like the hook does. Reads the kernel only for plan inputs (cpu.max on v2).
 Desired desired_plan(const LastRequest& rec, const Policy& policy, const ReplayRoots& roots, StateDir& state);
+
+/// The fact stage's input (facts.hpp FactInput) for the plan input `pin` (its request, policy,
+/// kube QoS, cgroup paths, layout and kernel): the one construction used by an event
+/// (pipeline.cpp run_pipeline) and a replay (desired_plan: status, reconcile, explain
+/// --container), so that both compute facts from the same inputs. `cgroup_root`, `sysfs_root`,
+/// `dev_root`, `kubelet_cpu_state`: the roots the fact readers look at (FactInput); `dry_run`:
+/// compute only, record nothing, take no lock. FactInput::not_passed stays unset (a plain
+/// absence): the event sets it for a v0.1 request.
+FactInput fact_input(const PlanInput& pin, const std::string& cgroup_root, const std::string& sysfs_root, const std::string& dev_root,
+                     const std::string& kubelet_cpu_state, bool dry_run);
+
+/// A container request completed from its sandbox memo (records/state.hpp Memo), as an event and
+/// a replay do before classifying: the pod annotations the request lacks (its own win), and the
+/// pod namespace and name when it has none.
+void merge_memo(Request& r, const Memo& m);
 
 /// settings.cpu_weight_formula = "auto", the pod-level evidence (adjust.hpp decide_weight_formula): the
 /// (OCI shares, cpu.weight) pairs of the other sandboxes/containers of `r`'s pod recorded in the

@@ -19,7 +19,7 @@ namespace nriqos {
 namespace {
 
 constexpr const char* kCreatedFile = "resctrl-groups";  ///< in the state dir: one group name a line
-constexpr long kResctrlMagic = 0x7655821;                ///< RDTGROUP_SUPER_MAGIC (include/uapi/linux/magic.h)
+constexpr long kResctrlMagic = 0x7655821;  ///< RDTGROUP_SUPER_MAGIC (include/uapi/linux/magic.h)
 constexpr int kLockWaitMs = 500;
 
 /// An fd of a directory (O_RDONLY: flock needs a real open file), or -errno.
@@ -270,10 +270,9 @@ std::string resctrl_schemata(const ResctrlGroupDef& g, const std::string& root, 
         }
         out += join_line("L3", ids, hex(m)) + "\n";
         if (notes)
-            notes->push_back("L3 " + (g.l3_start_percent ? std::to_string(g.l3_start_percent) + "-" : std::string()) +
-                             std::to_string(g.l3_percent) + "% of " + std::to_string(ways) + " ways (cbm_mask " + mt + ", " + rule + ") = ways " +
-                             std::to_string(start) + "-" + std::to_string(stop - 1) + widened + ": " + hex(m) + " on cache ids " +
-                             std::to_string(ids.size()));
+            notes->push_back("L3 " + (g.l3_start_percent ? std::to_string(g.l3_start_percent) + "-" : std::string()) + std::to_string(g.l3_percent) +
+                             "% of " + std::to_string(ways) + " ways (cbm_mask " + mt + ", " + rule + ") = ways " + std::to_string(start) + "-" +
+                             std::to_string(stop - 1) + widened + ": " + hex(m) + " on cache ids " + std::to_string(ids.size()));
     }
     if (!g.mb.empty()) out += g.mb + "\n";
     if (g.mb_percent > 0) {
@@ -375,8 +374,7 @@ GroupOutcome ensure_on(const ResctrlGroupDef& g, int rfd, const std::string& roo
     // Missing: a free CLOSID first (the default group holds one).
     long long closids = -1;
     for (const char* res : {"L3", "MB", "L2", "L3CODE", "SMBA"})
-        if (auto n = read_num(rfd, std::string("info/") + res + "/num_closids"))
-            closids = closids < 0 ? *n : std::min(closids, *n);
+        if (auto n = read_num(rfd, std::string("info/") + res + "/num_closids")) closids = closids < 0 ? *n : std::min(closids, *n);
     const size_t used = list_groups(root).size() + 1;
     if (closids > 0 && used >= static_cast<size_t>(closids))
         return fail(GroupOutcome::Failed, "no free CLOSID (" + std::to_string(used) + " groups incl. the default use all num_closids " +
@@ -494,8 +492,8 @@ std::set<std::string> resctrl_groups_in_use(const Policy& policy) {
     return out;
 }
 
-int cleanup_resctrl_groups(const std::set<std::string>& in_use, const std::string& root, const std::string& state_dir, bool dry_run,
-                           std::string& out, const std::function<bool()>& still_current) {
+int cleanup_resctrl_groups(const std::set<std::string>& in_use, const std::string& root, const std::string& state_dir, bool dry_run, std::string& out,
+                           const std::function<bool()>& still_current) {
     Fd st(open_state(state_dir, false));
     std::set<std::string> created = read_created(st.fd);
     if (created.empty()) return 0;

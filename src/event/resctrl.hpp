@@ -36,7 +36,7 @@ std::string resctrl_schemata(const ResctrlGroupDef& g, const std::string& root, 
 struct GroupOutcome {
     enum Status { Ready, Skipped, Failed } status = Ready;
     std::string note;  ///< Ready: "created with schemata ...", "exists (created by nri-qos)", ...;
-                       ///< Skipped/Failed: the one-line reason
+        ///< Skipped/Failed: the one-line reason
 };
 
 /// Make group `g` ready on the mount at `root`, under flock(LOCK_EX) of the mount's root
@@ -120,8 +120,8 @@ std::set<std::string> resctrl_groups_in_use(const Policy& policy);
 /// to join after its answer — native NRI's rdt_class) removes nothing ("kept", no failure): the
 /// next pass decides with the new policy. Appends one line per group to `out`. Returns the
 /// number of failures (rmdir refused, unreadable tasks).
-int cleanup_resctrl_groups(const std::set<std::string>& in_use, const std::string& root, const std::string& state_dir, bool dry_run,
-                           std::string& out, const std::function<bool()>& still_current = {});
+int cleanup_resctrl_groups(const std::set<std::string>& in_use, const std::string& root, const std::string& state_dir, bool dry_run, std::string& out,
+                           const std::function<bool()>& still_current = {});
 
 /// The names listed in <state_dir>/resctrl-groups (groups nri-qos created), sorted.
 std::set<std::string> created_resctrl_groups(const std::string& state_dir);

@@ -49,7 +49,8 @@ struct Applier {
                 w.status = Write::Skipped;
                 w.reason = "kernel does not provide this file";
                 // Group identity is a feature of Anolis / Alibaba Cloud Linux kernels only.
-                if (w.id == KnobId::CpuBvtWarpNs) w.reason += " (cpu.bvt_warp_ns: group identity exists on Anolis / Alibaba Cloud Linux kernels only)";
+                if (w.id == KnobId::CpuBvtWarpNs)
+                    w.reason += " (cpu.bvt_warp_ns: group identity exists on Anolis / Alibaba Cloud Linux kernels only)";
                 break;
             case IoResult::NoDir:
                 w.status = Write::Failed;
@@ -83,7 +84,8 @@ struct Applier {
             if (c.id != KnobId::CpusetCpus || c.scope != w.scope || c.root != Root::Cgroup) continue;
             if (c.status == Write::Planned) write(j);
             if (c.status != Write::Applied)
-                return "cpuset.cpus " + c.value + " " + (c.status == Write::Skipped ? "skipped" : "failed") + (c.reason.empty() ? "" : ": " + c.reason);
+                return "cpuset.cpus " + c.value + " " + (c.status == Write::Skipped ? "skipped" : "failed") +
+                       (c.reason.empty() ? "" : ": " + c.reason);
             rel = c.rel;
         }
         const bool v2 = plan.layout == Layout::V2;
@@ -152,8 +154,8 @@ struct Applier {
                         for (size_t j : s.w)
                             if (j != i && plan.writes[j].status == Write::Applied && plan.writes[j].seq > first_seq[i])
                                 after += (after.empty() ? "" : ", ") + file_of(plan.writes[j].rel);
-                        plan.writes[i].note += std::string(plan.writes[i].note.empty() ? "" : "; ") + "EINVAL at first; applied after " +
-                                               after + " (runc " + (plan.layout == Layout::V2 ? "fs2/cpu.go setCPU" : "fs/cpu.go Set") + ")";
+                        plan.writes[i].note += std::string(plan.writes[i].note.empty() ? "" : "; ") + "EINVAL at first; applied after " + after +
+                                               " (runc " + (plan.layout == Layout::V2 ? "fs2/cpu.go setCPU" : "fs/cpu.go Set") + ")";
                     }
                 } else if (r.status == IoResult::Failed && r.err == EINVAL) {
                     refused.push_back(i);
@@ -181,7 +183,9 @@ struct Applier {
             switch (s.kind) {
                 case Step::MemorySwap: memory_swap(s); break;
                 case Step::Cpu: cpu(s); break;
-                case Step::Single: for (size_t i : s.w) write(i); break;
+                case Step::Single:
+                    for (size_t i : s.w) write(i);
+                    break;
             }
         }
     }
@@ -217,9 +221,18 @@ Summary summarize(const Plan& plan) {
     Summary s;
     for (const auto& w : plan.writes) {
         switch (w.status) {
-            case Write::Applied: append(s.applied, label(w)); ++s.n_applied; break;
-            case Write::Skipped: append(s.skipped, label(w) + " (" + w.reason + ")"); ++s.n_skipped; break;
-            case Write::Failed: append(s.failed, label(w) + " (" + w.reason + ")"); ++s.n_failed; break;
+            case Write::Applied:
+                append(s.applied, label(w));
+                ++s.n_applied;
+                break;
+            case Write::Skipped:
+                append(s.skipped, label(w) + " (" + w.reason + ")");
+                ++s.n_skipped;
+                break;
+            case Write::Failed:
+                append(s.failed, label(w) + " (" + w.reason + ")");
+                ++s.n_failed;
+                break;
             case Write::Planned: break;
         }
     }
@@ -299,7 +312,7 @@ namespace {
 
 /// The Result's printer (json_print.hpp) with its metadata member.
 class Printer : public JsonPrinter {
-  public:
+public:
     using JsonPrinter::JsonPrinter;
     /// Metadata: a string-to-string object (non-string values printed as their JSON text).
     /// String values go through str(): plain ASCII (nearly all of them: class, rule, applied,

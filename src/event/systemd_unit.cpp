@@ -201,7 +201,8 @@ std::vector<std::string> HelperSetter::set(const std::vector<UnitProp>& props) {
     // A companion that is gone (execve failed, crashed) must give EPIPE, never kill the event
     // process with SIGPIPE: ignored while writing only (set after vfork, so the companion keeps
     // the default disposition across its execve), then restored.
-    struct sigaction ign{}, old_pipe{};
+    struct sigaction ign {
+    }, old_pipe{};
     ign.sa_handler = SIG_IGN;
     sigemptyset(&ign.sa_mask);
     const bool restore = sigaction(SIGPIPE, &ign, &old_pipe) == 0;
@@ -224,8 +225,7 @@ std::vector<std::string> HelperSetter::set(const std::vector<UnitProp>& props) {
     }
     close(res[0]);
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     std::vector<std::string> lines;
     size_t pos = 0;
     while (pos < got.size()) {
@@ -255,9 +255,10 @@ std::string systemd_sink_off(const std::string& helper, const std::string& cgrou
     std::string root = cgroup_root;
     while (root.size() > 1 && root.back() == '/') root.pop_back();
     if (root != "/sys/fs/cgroup") return "cgroup root " + root + " is not /sys/fs/cgroup: systemd manages only the real hierarchy";
-    struct stat st{};
+    struct stat st {};
     if (lstat("/run/systemd/system", &st) != 0 || !S_ISDIR(st.st_mode)) return "systemd is not the init system (no /run/systemd/system)";
-    if (access(helper.c_str(), X_OK) != 0) return "cannot run " + helper + ": " + std::strerror(errno) + "; reconcile reapplies after a daemon-reload";
+    if (access(helper.c_str(), X_OK) != 0)
+        return "cannot run " + helper + ": " + std::strerror(errno) + "; reconcile reapplies after a daemon-reload";
     return "";
 }
 
@@ -273,8 +274,7 @@ std::string elf_interpreter(const std::string& path) {
             if (pread(fd, &ph, sizeof ph, static_cast<off_t>(eh.e_phoff + i * sizeof ph)) != static_cast<ssize_t>(sizeof ph)) break;
             if (ph.p_type != PT_INTERP || ph.p_filesz == 0 || ph.p_filesz > 4096) continue;
             std::string buf(ph.p_filesz, '\0');
-            if (pread(fd, buf.data(), buf.size(), static_cast<off_t>(ph.p_offset)) == static_cast<ssize_t>(buf.size()))
-                out = buf.c_str();
+            if (pread(fd, buf.data(), buf.size(), static_cast<off_t>(ph.p_offset)) == static_cast<ssize_t>(buf.size())) out = buf.c_str();
             break;
         }
     }
@@ -290,7 +290,8 @@ void set_systemd_properties(Plan& plan, const SystemdSink& sink, Kernel* kernel)
         Write& w = plan.writes[i];
         if (w.status != Write::Planned || w.root != Root::Cgroup) continue;
         if (plan.layout != Layout::V2) {
-            w.systemd = "skipped: cgroup v1 on the systemd driver: unit properties not set (not implemented); reconcile reapplies after a daemon-reload";
+            w.systemd =
+                "skipped: cgroup v1 on the systemd driver: unit properties not set (not implemented); reconcile reapplies after a daemon-reload";
             continue;
         }
         size_t slash = w.rel.rfind('/');

@@ -22,12 +22,12 @@ inline constexpr const char* kSystemdHelper = "/usr/libexec/nri-qos/nri-qos-syst
 
 /// One unit property, D-Bus type `t` (uint64) or `ay` (byte array).
 struct UnitProp {
-    std::string unit;           ///< "kubepods-besteffort-pod<uid_>.slice", "cri-containerd-<id>.scope"
-    std::string name;           ///< systemd's property name, e.g. "CPUWeight"
-    bool bytes = false;         ///< `ay` (AllowedCPUs, AllowedMemoryNodes); else `t`
-    uint64_t num = 0;           ///< `t` value; UINT64_MAX is systemd's infinity ("max")
+    std::string unit;  ///< "kubepods-besteffort-pod<uid_>.slice", "cri-containerd-<id>.scope"
+    std::string name;  ///< systemd's property name, e.g. "CPUWeight"
+    bool bytes = false;  ///< `ay` (AllowedCPUs, AllowedMemoryNodes); else `t`
+    uint64_t num = 0;  ///< `t` value; UINT64_MAX is systemd's infinity ("max")
     std::vector<uint8_t> mask;  ///< `ay` value
-    size_t write = 0;           ///< index of the Plan write it stands for
+    size_t write = 0;  ///< index of the Plan write it stands for
     /// "CPUWeight=1", "MemoryMax=infinity", "AllowedCPUs=0x0f" (mask bytes in order).
     std::string text() const;
     /// The companion's input line: "UNIT\tNAME\tt\tDECIMAL" or "UNIT\tNAME\tay\tHEX".
@@ -61,7 +61,7 @@ std::vector<UnitProp> systemd_props_for(const std::string& file, const std::stri
 
 /// Sets unit properties; one answer per property, in order: "" (set) or why not.
 class UnitSetter {
-  public:
+public:
     virtual ~UnitSetter() = default;
     virtual std::vector<std::string> set(const std::vector<UnitProp>& props) = 0;
 };
@@ -70,13 +70,13 @@ class UnitSetter {
 /// writes UnitProp::line()s to its stdin and reads one "ok" / "error REASON" line each. A
 /// companion that cannot be run or answers short fails every property with the reason.
 class HelperSetter : public UnitSetter {
-  public:
+public:
     explicit HelperSetter(std::string path) : path_(std::move(path)) {}
     std::vector<std::string> set(const std::vector<UnitProp>& props) override;
     /// Wall time of the last set() in µs (the extra cost per event).
     long last_us = 0;
 
-  private:
+private:
     std::string path_;
 };
 

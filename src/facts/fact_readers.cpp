@@ -236,13 +236,11 @@ json parse_doc(std::string_view text, const char* what) {
         throw InputError(std::string(what) + ": longer than " + std::to_string(kMaxFactAnnotationBytes) + " bytes");
     try {
         return parse_json_limited(text, kMaxFactJsonDepth);
-    } catch (const InputError& e) {
-        throw InputError(std::string(what) + ": " + e.what());
-    }
+    } catch (const InputError& e) { throw InputError(std::string(what) + ": " + e.what()); }
 }
 
-void read_resource_list(const json& list, const std::string& where, std::optional<int64_t>& cpu, std::string& cpu_text,
-                        std::optional<int64_t>& mem, std::string& mem_text) {
+void read_resource_list(const json& list, const std::string& where, std::optional<int64_t>& cpu, std::string& cpu_text, std::optional<int64_t>& mem,
+                        std::string& mem_text) {
     if (list.is_null()) return;
     if (!list.is_object()) throw InputError(where + ": expected an object of quantities, got " + list.type_name());
     for (const auto& [res, q] : list.items()) {
@@ -357,8 +355,7 @@ BlkioLimit parse_blkio_limit(std::string_view text) {
         if (idx < 0 || v.is_null()) continue;  // other keys: ignored, as Go does
         const std::string where = std::string(kWhat) + ": " + kLists[idx];
         if (!v.is_array()) throw InputError(where + ": expected a list, got " + v.type_name());
-        if (v.size() > kMaxBlkioDevices)
-            throw InputError(where + ": more than " + std::to_string(kMaxBlkioDevices) + " devices");
+        if (v.size() > kMaxBlkioDevices) throw InputError(where + ": more than " + std::to_string(kMaxBlkioDevices) + " devices");
         auto& list = out.lists[idx];
         list.clear();  // a key given twice (other case): the last wins, as in Go
         for (const auto& e : v) {
@@ -416,7 +413,9 @@ ColocationMemoryQos parse_colocation_memory_qos(std::string_view text) {
         int64_t* dst = f == "highratio" ? &out.high_ratio : f == "lowratio" ? &out.low_ratio : f == "minratio" ? &out.min_ratio : nullptr;
         if (!dst || v.is_null()) continue;
         auto n = go_json_int(v);
-        if (!n) throw InputError(std::string(kWhat) + ": memoryQos." + clip(k) + ": expected an integer, got " + (v.is_number() ? v.dump() : std::string(v.type_name())));
+        if (!n)
+            throw InputError(std::string(kWhat) + ": memoryQos." + clip(k) + ": expected an integer, got " +
+                             (v.is_number() ? v.dump() : std::string(v.type_name())));
         *dst = *n;
     }
     return out;
@@ -430,7 +429,9 @@ std::map<std::string, int64_t> parse_oom_score_adj_spec(std::string_view text) {
     for (const auto& [k, v] : j.items()) {
         // null: encoding/json stores the element's zero value under the key
         auto n = v.is_null() ? std::optional<int64_t>(0) : go_json_int(v);
-        if (!n) throw InputError(std::string(kWhat) + ": " + clip(k) + ": expected an integer, got " + (v.is_number() ? v.dump() : std::string(v.type_name())));
+        if (!n)
+            throw InputError(std::string(kWhat) + ": " + clip(k) + ": expected an integer, got " +
+                             (v.is_number() ? v.dump() : std::string(v.type_name())));
         out[k] = *n;
     }
     return out;
@@ -442,9 +443,7 @@ KubeletCpuState parse_kubelet_cpu_state(std::string_view text) {
     json j;
     try {
         j = parse_json_limited(text, 4);
-    } catch (const InputError& e) {
-        throw InputError(std::string(kWhat) + ": " + e.what());
-    }
+    } catch (const InputError& e) { throw InputError(std::string(kWhat) + ": " + e.what()); }
     if (!j.is_object()) throw InputError(std::string(kWhat) + ": expected a JSON object, got " + j.type_name());
     KubeletCpuState out;
     if (auto p = j.find("policyName"); p != j.end() && !p->is_null()) {
@@ -511,9 +510,7 @@ std::optional<KubeletCpuState> read_kubelet_cpu_state(const std::string& path) {
     close(fd);
     try {
         return parse_kubelet_cpu_state(text);
-    } catch (const InputError& e) {
-        throw InputError(std::string(e.what()) + " (" + path + ")");
-    }
+    } catch (const InputError& e) { throw InputError(std::string(e.what()) + " (" + path + ")"); }
 }
 
 }  // namespace nriqos

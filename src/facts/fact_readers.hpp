@@ -77,8 +77,8 @@ int64_t milli_cpu_to_quota(int64_t milli);
 /// GetBatchMilliCPUFromResourceList / GetBatchMemoryFromResourceList return -1 then).
 struct BatchResources {
     bool has_requests = false, has_limits = false;  ///< the "requests" / "limits" maps exist
-    std::optional<int64_t> cpu_request, cpu_limit;   ///< kubernetes.io/batch-cpu, millicores (Quantity.Value())
-    std::optional<int64_t> mem_request, mem_limit;   ///< kubernetes.io/batch-memory, bytes
+    std::optional<int64_t> cpu_request, cpu_limit;  ///< kubernetes.io/batch-cpu, millicores (Quantity.Value())
+    std::optional<int64_t> mem_request, mem_limit;  ///< kubernetes.io/batch-memory, bytes
     std::string cpu_request_text, cpu_limit_text, mem_request_text, mem_limit_text;  ///< as written, for explain
 };
 
@@ -117,7 +117,7 @@ std::optional<std::map<std::string, std::string>> parse_string_map(std::string_v
 /// kMaxBlkioDevices entries (a bound of nri-qos's own). Checking the entries is the caller's.
 struct BlkioDeviceValue {
     std::string device;  ///< "/dev/sda" or "8:0", as written
-    std::string value;   ///< the rate, as written ("10485760")
+    std::string value;  ///< the rate, as written ("10485760")
 };
 constexpr size_t kMaxBlkioDevices = 16;
 struct BlkioLimit {
@@ -161,9 +161,9 @@ std::map<std::string, int64_t> parse_oom_score_adj_spec(std::string_view text);
 /// CPUs held by an unknown pod. The checksum is not verified (kubelet's is a hash of its Go
 /// struct dump); the file is node state written by kubelet (root), not by a pod author.
 struct KubeletCpuState {
-    std::string policy;                    ///< "static", "none", ...
+    std::string policy;  ///< "static", "none", ...
     std::map<std::string, CpuSet> by_pod;  ///< pod UID ("" for V1 entries) → union of its exclusive CPUs
-    CpuSet held;                           ///< union of all entries
+    CpuSet held;  ///< union of all entries
 };
 /// Parse the checkpoint text. Throws InputError (one line) on malformed JSON, wrong types, a bad
 /// CPU list, more than 1 MiB or more than 16384 entries.

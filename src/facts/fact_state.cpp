@@ -102,9 +102,7 @@ std::string FactState::write_file(int dfd, const std::string& name, const std::s
     return temp_failed ? "state " + dir_ + ": ." + name + ".*.tmp: " + why : "state " + dir_ + ": cannot write " + name + ": " + why;
 }
 
-std::optional<std::string> FactState::read_file(int dfd, const std::string& name) {
-    return read_small_beneath(dfd, name, kMaxFileBytes);
-}
+std::optional<std::string> FactState::read_file(int dfd, const std::string& name) { return read_small_beneath(dfd, name, kMaxFileBytes); }
 
 std::vector<std::string> FactState::list(int dfd, const char* suffix) {
     std::vector<std::string> out;
@@ -129,8 +127,15 @@ std::vector<std::string> FactState::list(int dfd, const char* suffix) {
 
 namespace {
 json record_json(const NumaRecord& r) {
-    return {{"container", r.container_id}, {"sandbox", r.sandbox_id}, {"pod", r.pod_dir}, {"cgroup", r.ctr_dir}, {"mode", r.mode},
-            {"node", r.node}, {"nodes", r.nodes}, {"cpus", r.cpus}, {"time", r.time}};
+    return {{"container", r.container_id},
+            {"sandbox", r.sandbox_id},
+            {"pod", r.pod_dir},
+            {"cgroup", r.ctr_dir},
+            {"mode", r.mode},
+            {"node", r.node},
+            {"nodes", r.nodes},
+            {"cpus", r.cpus},
+            {"time", r.time}};
 }
 std::optional<NumaRecord> record_from(const std::string& text) {
     try {
@@ -147,9 +152,7 @@ std::optional<NumaRecord> record_from(const std::string& text) {
         r.time = j.at("time").get<int64_t>();
         if (r.mode != "exclusive" && r.mode != "bound" && r.mode != "shared" && r.mode != "pin" && r.mode != "pin-shared") return std::nullopt;
         return r;
-    } catch (...) {
-        return std::nullopt;
-    }
+    } catch (...) { return std::nullopt; }
 }
 }  // namespace
 
@@ -281,7 +284,8 @@ std::string FactState::drop_pod(const std::string& sandbox) {
         for (const auto& id : list(d, "")) unlinkat(d, id.c_str(), 0);
         close(d);
         if (int l = sub_fd("ledger", false); l >= 0) {
-            if (unlinkat(l, sandbox.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) out = "state " + dir_ + ": ledger/" + sandbox + ": " + std::strerror(errno);
+            if (unlinkat(l, sandbox.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
+                out = "state " + dir_ + ": ledger/" + sandbox + ": " + std::strerror(errno);
             close(l);
         }
     }

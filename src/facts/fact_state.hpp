@@ -31,17 +31,17 @@ constexpr int64_t kFactRecordGraceSeconds = 60;
 /// One NUMA placement record.
 struct NumaRecord {
     std::string container_id, sandbox_id;
-    std::string pod_dir;   ///< pod cgroup directory (relative, as in CgroupPaths::pod)
-    std::string ctr_dir;   ///< the container's cgroup directory (CgroupPaths::container)
+    std::string pod_dir;  ///< pod cgroup directory (relative, as in CgroupPaths::pod)
+    std::string ctr_dir;  ///< the container's cgroup directory (CgroupPaths::container)
     /// "exclusive", "bound", "shared", "pin" (an annotation cpuset from a trusted source: koord-
     /// scheduler's allocation, held exclusively) or "pin-shared" (an untrusted annotation cpuset
     /// the trust rule let through because it raises nothing: the container's own pin, never a
     /// reservation against other pods). numa.hpp check_pinned_cpuset, pin_record.
     std::string mode;
-    unsigned node = 0;     ///< NUMA node id (the first one)
-    std::string nodes;     ///< all NUMA nodes, a list ("0-1"); "" = just `node` (records before multi-node placements)
-    std::string cpus;      ///< cpuset list
-    int64_t time = 0;      ///< unix seconds when recorded
+    unsigned node = 0;  ///< NUMA node id (the first one)
+    std::string nodes;  ///< all NUMA nodes, a list ("0-1"); "" = just `node` (records before multi-node placements)
+    std::string cpus;  ///< cpuset list
+    int64_t time = 0;  ///< unix seconds when recorded
 
     /// Whether the record holds its CPUs against other pods' placements and pins: every mode but
     /// "shared" (locality) and "pin-shared" (an untrusted pin).
@@ -71,8 +71,8 @@ public:
     /// One container's entry in its pod's ledger.
     struct LedgerEntry {
         std::map<std::string, int64_t> kv;  ///< e.g. {"cpu_burst_us": 200000}
-        std::string ctr_dir;                ///< the container's cgroup directory (relative)
-        int64_t time = 0;                   ///< unix seconds when written
+        std::string ctr_dir;  ///< the container's cgroup directory (relative)
+        int64_t time = 0;  ///< unix seconds when written
     };
     /// Ledger of one pod: container id → entry. Native NRI does not report container removal
     /// (the relay subscribes to pod events and container create/start/update only), so readers

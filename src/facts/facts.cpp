@@ -26,35 +26,37 @@ namespace {
 // written at all (UpdateContainer leaves it there: the quota must be in force first).
 bool is_container_start(Event e, bool sandbox) {
     switch (e) {
-        case Event::Create: case Event::Update: return !sandbox;
-        case Event::CreateContainer: case Event::StartContainer: case Event::UpdateContainer:
+        case Event::Create:
+        case Event::Update: return !sandbox;
+        case Event::CreateContainer:
+        case Event::StartContainer:
+        case Event::UpdateContainer:
         case Event::PostUpdateContainer: return true;
-        case Event::Synchronize: case Event::SynchronizeLate: return !sandbox;  // an existing container, evaluated like an update
+        case Event::Synchronize:
+        case Event::SynchronizeLate: return !sandbox;  // an existing container, evaluated like an update
         default: return false;
     }
 }
 bool is_container_end(Event e, bool sandbox) {
     switch (e) {
         case Event::Delete: return !sandbox;
-        case Event::StopContainer: case Event::RemoveContainer: return true;
+        case Event::StopContainer:
+        case Event::RemoveContainer: return true;
         default: return false;
     }
 }
 bool is_pod_start(Event e, bool sandbox) {
     // Synchronize of a pod: all its pod knobs, as at RunPodSandbox
-    return (e == Event::Create && sandbox) || e == Event::RunPodSandbox ||
-           ((e == Event::Synchronize || e == Event::SynchronizeLate) && sandbox);
+    return (e == Event::Create && sandbox) || e == Event::RunPodSandbox || ((e == Event::Synchronize || e == Event::SynchronizeLate) && sandbox);
 }
-bool is_pod_end(Event e, bool sandbox) {
-    return (e == Event::Delete && sandbox) || e == Event::StopPodSandbox || e == Event::RemovePodSandbox;
-}
+bool is_pod_end(Event e, bool sandbox) { return (e == Event::Delete && sandbox) || e == Event::StopPodSandbox || e == Event::RemovePodSandbox; }
 
 using EvalFn = Outcome (*)(Ctx&, uint8_t scope);
 
 struct Entry {
     const char* name;  ///< a fact of fact_table()
     EvalFn fn;
-    int phase;         ///< 1: needs the class's other container knobs resolved first (effective quota)
+    int phase;  ///< 1: needs the class's other container knobs resolved first (effective quota)
 };
 
 // ---- the registry ---------------------------------------------------------------------------
@@ -122,7 +124,7 @@ std::string shown(const KnobValue& v) {
 /// annotation key it reads is declared in [guarded.annotations].
 struct Trust {
     bool trusted = false;
-    std::string why;         ///< trusted: the reason ("annotation X is guarded (note)")
+    std::string why;  ///< trusted: the reason ("annotation X is guarded (note)")
     std::string undeclared;  ///< untrusted: the keys not declared, "a, b"
 };
 Trust fact_trust(const FactDef& f, const ClassDef& cls, const FactInput& in) {
@@ -229,11 +231,12 @@ std::string Ctx::raise_of(KnobId id, uint8_t scope, const KnobValue& v, std::str
                         // formula the node may use lets an untrusted value raise the pod.
                         const uint64_t sh = static_cast<uint64_t>(std::max<int64_t>(v.num, 2));
                         const WeightFormula wf = cls && cls->pod_weight_formula_set ? cls->pod_weight_formula
-                                                 : in.policy                                ? in.policy->cpu_weight_formula
-                                                                                            : WeightFormula::Auto;
-                        uint64_t fw = wf == WeightFormula::Auto ? std::max(shares_to_weight_linear(sh), shares_to_weight(sh))
-                                                                : shares_to_weight(sh, wf);
-                        if (static_cast<int64_t>(fw) > *w) return "would raise the pod's cpu.weight (" + std::to_string(*w) + " → " + std::to_string(fw) + ")";
+                                                 : in.policy                        ? in.policy->cpu_weight_formula
+                                                                                    : WeightFormula::Auto;
+                        uint64_t fw =
+                            wf == WeightFormula::Auto ? std::max(shares_to_weight_linear(sh), shares_to_weight(sh)) : shares_to_weight(sh, wf);
+                        if (static_cast<int64_t>(fw) > *w)
+                            return "would raise the pod's cpu.weight (" + std::to_string(*w) + " → " + std::to_string(fw) + ")";
                         proof = "cpu.weight " + std::to_string(fw) + " ≤ the pod's " + std::to_string(*w);
                         return "";
                     }
@@ -296,9 +299,7 @@ std::string Ctx::raise_of(KnobId id, uint8_t scope, const KnobValue& v, std::str
             proof = cpus + " ≤ " + how;
             return "";
         }
-        case KnobId::CpusetMems:
-            proof = "a memory-node pin only restricts";
-            return "";
+        case KnobId::CpusetMems: proof = "a memory-node pin only restricts"; return "";
         case KnobId::MemoryLow:
         case KnobId::MemoryMin: {
             // The kernel bounds a child's effective protection by its parent's (cgroup-v2.rst
@@ -345,8 +346,7 @@ std::string Ctx::raise_of(KnobId id, uint8_t scope, const KnobValue& v, std::str
             proof = num() + " ≥ " + how;
             return "";
         }
-        default:
-            return "would set " + std::string(knob_def(id).key) + " " + num() + " (no rule shows it stays within kubelet's grant)";
+        default: return "would set " + std::string(knob_def(id).key) + " " + num() + " (no rule shows it stays within kubelet's grant)";
     }
 }
 
@@ -412,7 +412,8 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
                         if (*fd->trust_keys) trust_note = "; trusted: " + trust.why;
                     } else {
                         std::string proof = o.no_raise;
-                        std::string raise = proof.empty() ? c.raise_of(k.id, sandbox ? static_cast<uint8_t>(kFactPod) : scope, o.v, proof) : std::string();
+                        std::string raise =
+                            proof.empty() ? c.raise_of(k.id, sandbox ? static_cast<uint8_t>(kFactPod) : scope, o.v, proof) : std::string();
                         if (!raise.empty()) o = c.untrusted_refusal(raise);
                         else trust_note = "; untrusted, applied: does not raise (" + proof + ")";
                     }
@@ -421,13 +422,13 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
                     // the knob's own range (a fact may exceed a knob it is allowed to feed)
                     std::string bad;
                     if (o.v.kind == KnobValue::Int && (o.v.num < d.min || o.v.num > d.max))
-                        bad = std::to_string(o.v.num) + " outside " + d.key + "'s range [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "]";
-                    else if (o.v.kind == KnobValue::Max && !d.allow_max)
-                        bad = std::string("\"max\" is not a value of ") + d.key;
+                        bad =
+                            std::to_string(o.v.num) + " outside " + d.key + "'s range [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "]";
+                    else if (o.v.kind == KnobValue::Max && !d.allow_max) bad = std::string("\"max\" is not a value of ") + d.key;
                     else if (o.v.kind == KnobValue::Text && d.kind == ValueKind::Cpuset && !valid_cpuset(o.v.text))
                         bad = "\"" + o.v.text + "\" is not a cpuset list";
-                    else if (std::vector<ThrottleEntry> te; d.kind == ValueKind::Throttle &&
-                             (o.v.kind != KnobValue::Text || !parse_throttle(o.v.text, te, bad)))
+                    else if (std::vector<ThrottleEntry> te;
+                             d.kind == ValueKind::Throttle && (o.v.kind != KnobValue::Text || !parse_throttle(o.v.text, te, bad)))
                         bad = "not a device limit list: " + bad;
                     if (!bad.empty()) o = error(bad);
                 }
@@ -485,7 +486,10 @@ FactPlan resolve_facts(const ClassDef& cls, const FactInput& in, FactState& stat
         // This container's share of pod-level sums goes into the ledger before the pod re-sums.
         if (c.own_burst_known && c.record && (c.own_burst || state.has_container(r.sandbox_id, r.id))) {
             std::string e = c.lock();
-            if (e.empty()) e = c.own_burst ? state.put_ledger(r.sandbox_id, r.id, {{"cpu_burst_us", *c.own_burst}}, in.paths ? in.paths->container : std::string()) : state.drop_ledger(r.sandbox_id, r.id);
+            if (e.empty())
+                e = c.own_burst
+                        ? state.put_ledger(r.sandbox_id, r.id, {{"cpu_burst_us", *c.own_burst}}, in.paths ? in.paths->container : std::string())
+                        : state.drop_ledger(r.sandbox_id, r.id);
             if (!e.empty()) out.warnings.push_back(e);
         }
     } else {

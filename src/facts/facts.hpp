@@ -47,15 +47,15 @@ struct FactInput {
     KubeQos kube_qos = KubeQos::Unknown;  ///< from the cgroup parent (besteffort_only facts)
     std::optional<CgroupPaths> paths;
     Layout layout = Layout::V1;
-    Kernel* kernel = nullptr;       ///< reads of the pod cgroup (its CFS quota)
-    std::string cgroup_root;        ///< for the NUMA scan of the kubepods hierarchy
+    Kernel* kernel = nullptr;  ///< reads of the pod cgroup (its CFS quota)
+    std::string cgroup_root;  ///< for the NUMA scan of the kubepods hierarchy
     std::string sysfs_root = "/sys";
     /// Where the device nodes of /dev are (rubik.blkio_limit resolves "/dev/<name>" as
     /// <dev_root>/<name>); read only, stat(2) only. Tests point it at a scratch directory.
     std::string dev_root = "/dev";
     /// kubelet's CPU manager checkpoint: CPUs held exclusively by other pods (numa.hpp; "" none).
     std::string kubelet_cpu_state = "/var/lib/kubelet/cpu_manager_state";
-    bool dry_run = false;           ///< explain: compute, record nothing, take no lock
+    bool dry_run = false;  ///< explain: compute, record nothing, take no lock
     /// What the runtime hands the hook (issue #25 §1): called with the key of a pod annotation a
     /// fact needs and the request lacks; returns "" for a plain absence (the runtime passes it:
     /// the pod does not carry it), else the reason that replaces "no <key> annotation" (detect.hpp
@@ -73,13 +73,13 @@ struct FactRecord {
 };
 
 struct FactPlan {
-    ClassDef cls;                          ///< fact knobs replaced by their values (absent/error ones removed)
+    ClassDef cls;  ///< fact knobs replaced by their values (absent/error ones removed)
     std::vector<KnobSetting> pod_refresh;  ///< pod knobs (pod_sum facts) to write at this container event
-    std::vector<std::string> skipped;      ///< "cpu_shares: fact koordinator.batch_cpu_shares absent: <why>"
-    std::vector<std::string> refused;      ///< "cpu_quota_us: fact ...: <error>" (failures), also
-                                           ///< "cpu_quota_us: fact X refused: would lift ... (declare ...)"
-    std::vector<std::string> calcs;        ///< explain: "container cpu_quota_us = 100000 = ... [fact]"
-    std::vector<std::string> warnings;     ///< state-dir problems (ledger/record writes), reported, not failures
+    std::vector<std::string> skipped;  ///< "cpu_shares: fact koordinator.batch_cpu_shares absent: <why>"
+    std::vector<std::string> refused;  ///< "cpu_quota_us: fact ...: <error>" (failures), also
+        ///< "cpu_quota_us: fact X refused: would lift ... (declare ...)"
+    std::vector<std::string> calcs;  ///< explain: "container cpu_quota_us = 100000 = ... [fact]"
+    std::vector<std::string> warnings;  ///< state-dir problems (ledger/record writes), reported, not failures
     /// Pod annotation keys facts needed that the runtime may not pass (FactInput::not_passed gave
     /// a reason): Result metadata not_passed, the record, nri_qos_annotation_not_passed_total{key}.
     std::vector<std::string> not_passed;

@@ -92,9 +92,7 @@ std::string Ctx::pin_check(const std::string& set) {
                     pending = pin_record(rq, want, true);
                     pending_pin = true;
                 }
-            } catch (const InputError& ex) {
-                pin_error = ex.what();
-            }
+            } catch (const InputError& ex) { pin_error = ex.what(); }
         }
     }
     return pin_error;
@@ -106,9 +104,7 @@ std::optional<Outcome> Ctx::ers_problem() {
         if (const std::string* a = ann(kExtRes)) {
             try {
                 ers = parse_extended_resource_spec(*a);
-            } catch (const InputError& e) {
-                ers_error = e.what();
-            }
+            } catch (const InputError& e) { ers_error = e.what(); }
         }
     }
     if (!ers_error.empty()) return error(ers_error);
@@ -256,8 +252,8 @@ unsigned Ctx::cpus_requested(std::string& how) const {
         how = "ceil(shares " + std::to_string(*r.resources.cpu_shares) + " / 1024) = " + std::to_string(n);
         return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(n, CpuSet::kMaxId + 1)));
     }
-    how = "the container has no CPU request (shares " +
-          (r.resources.cpu_shares ? std::to_string(*r.resources.cpu_shares) : std::string("unset")) + ")";
+    how =
+        "the container has no CPU request (shares " + (r.resources.cpu_shares ? std::to_string(*r.resources.cpu_shares) : std::string("unset")) + ")";
     return 0;
 }
 
@@ -308,9 +304,7 @@ Outcome Ctx::numa_place(NumaMode mode, bool mems, const std::string& because, bo
                 if (numa->record) pending = std::move(numa->record);
                 numa->why = numa_mode + " placement of " + how + " CPU(s): " + numa->why;
                 if (because.size()) numa->why = because + "; " + numa->why;
-            } catch (const InputError& ex) {
-                numa_error = ex.what();
-            }
+            } catch (const InputError& ex) { numa_error = ex.what(); }
         }
     }
     if (!numa_absent.empty()) return absent(numa_absent);

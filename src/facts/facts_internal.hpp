@@ -36,7 +36,7 @@ struct Outcome {
     enum S { Value, Absent, Error } s = Absent;
     KnobValue v;
     std::string calc;  ///< Value: how it was computed
-    std::string why;   ///< Absent/Error: the reason
+    std::string why;  ///< Absent/Error: the reason
     std::string from;  ///< where it was read ("container \"app\"")
     std::string needs_cpuset;  ///< Value: the cpuset that must be applied first (KnobSetting::needs_cpuset)
     /// Value: the reader's proof that it does not raise above kubelet's grant ("2 CPUs × 100000
@@ -68,17 +68,17 @@ struct Ctx {
     const Request& r;
     const std::vector<KnobSetting>* ctr_knobs = nullptr;  ///< container knobs resolved so far
     const std::vector<KnobSetting>* pod_knobs = nullptr;  ///< pod knobs (literal part)
-    const ClassDef* cls = nullptr;                        ///< the class being resolved (its pod_cpu_weight_formula)
-    bool record = false;                                  ///< container start event, not dry run
-    bool ledger_dropped = false;                          ///< container end: own entry removed
-    std::optional<int64_t> own_burst;                     ///< this container's burst (for the pod sum)
+    const ClassDef* cls = nullptr;  ///< the class being resolved (its pod_cpu_weight_formula)
+    bool record = false;  ///< container start event, not dry run
+    bool ledger_dropped = false;  ///< container end: own entry removed
+    std::optional<int64_t> own_burst;  ///< this container's burst (for the pod sum)
     bool own_burst_known = false;
     std::vector<std::string> warnings;
     /// Trust of the fact being evaluated (resolve_facts sets them before each reader runs).
     bool trusted = true;
-    uint32_t raises = 0;         ///< its FactDef::raises
+    uint32_t raises = 0;  ///< its FactDef::raises
     std::string untrusted_keys;  ///< its undeclared annotation keys, for the refusal
-    int64_t param = 0;           ///< the knob's fact parameter (KnobValue::num >> 4; rubik.cache_limit: default level)
+    int64_t param = 0;  ///< the knob's fact parameter (KnobValue::num >> 4; rubik.cache_limit: default level)
 
     // caches
     bool ers_read = false;

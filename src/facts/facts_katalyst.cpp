@@ -40,7 +40,8 @@ std::optional<NumaSpan> katalyst_span(Ctx& c, std::string& err, std::string& tex
     // calculateHints' other cpu_enhancement constraints are not reproduced: said, not silent
     for (const char* k : {"distribute_evenly_across_numa", "full_pcpus_pairing", "align_by_socket"})
         if (auto f = m->find(k); f != m->end() && f->second == "true")
-            c.warnings.push_back(std::string(kKatalystCpu) + ": " + k + " is not reproduced (the CPUs are taken whole cores first from the chosen nodes)");
+            c.warnings.push_back(std::string(kKatalystCpu) + ": " + k +
+                                 " is not reproduced (the CPUs are taken whole cores first from the chosen nodes)");
     if (auto n = m->find("katalyst.kubewharf.io/numa_number"); n != m->end() && !n->second.empty()) {
         const std::string& v = n->second;
         size_t i = (v[0] == '+' || v[0] == '-') ? 1 : 0;
@@ -83,8 +84,11 @@ Outcome katalyst_numa(Ctx& c, bool mems) {
     const bool by_default = x == m->end() && c.in.policy && c.in.policy->katalyst_default_numa_exclusive;
     bool exclusive = dedicated && ((x != m->end() && x->second == "true") || by_default);
     NumaMode mode = dedicated ? (exclusive ? NumaMode::Exclusive : NumaMode::Bound) : NumaMode::Shared;
-    std::string because = "katalyst " + level + " numa_binding" +
-                          (exclusive ? by_default ? " + numa_exclusive (settings.katalyst_default_numa_exclusive: --qos-enhancement-default-values numa_exclusive=true)" : " + numa_exclusive" : "");
+    std::string because =
+        "katalyst " + level + " numa_binding" +
+        (exclusive ? by_default ? " + numa_exclusive (settings.katalyst_default_numa_exclusive: --qos-enhancement-default-values numa_exclusive=true)"
+                                : " + numa_exclusive"
+                   : "");
     NumaSpan span;
     if (dedicated) {  // calculateHints; shared_cores hints take no numa number
         std::string err, text;
@@ -134,7 +138,8 @@ Outcome katalyst_burst(Ctx& c, uint8_t) {
         policy = dflt == Policy::KatalystBurst::Static ? "static" : "closed";
         policy_how = "dedicated_cores default → " + policy + " (settings.katalyst_dedicated_default_burst = \"" + policy + "\": " +
                      (dflt == Policy::KatalystBurst::Static ? "--enable-default-dedicated-cores-cpu-burst or EnableDedicatedCoresDefaultCPUBurst true"
-                                                            : "EnableDedicatedCoresDefaultCPUBurst false") + ")";
+                                                            : "EnableDedicatedCoresDefaultCPUBurst false") +
+                     ")";
     }
     if (policy == "default") {
         if (!a) return absent_ann(kKatalystCpu, " (Katalyst: no change)");

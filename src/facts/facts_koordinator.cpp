@@ -81,8 +81,7 @@ Outcome koord_pod_limit(Ctx& c, bool cpu) {
     const char* res = cpu ? "batch-cpu" : "batch-memory";
     for (const auto& [n, b] : c.ers.containers) {
         const std::optional<int64_t>& l = cpu ? b.cpu_limit : b.mem_limit;
-        if (!b.has_limits || !l || *l <= 0)
-            return value_max("container " + q(n) + " has no " + res + " limit → the pod is unlimited (-1)");
+        if (!b.has_limits || !l || *l <= 0) return value_max("container " + q(n) + " has no " + res + " limit → the pod is unlimited (-1)");
         if (sum > kMaxQuantityValue - *l) return error(std::string("sum of ") + res + " limits overflows");
         sum += *l;
         terms += (terms.empty() ? "" : " + ") + std::to_string(*l) + (cpu ? "m" : "");
@@ -104,9 +103,7 @@ Outcome koord_cpuset_read(Ctx& c, std::string& set) {
     if (!a) return absent_ann(kResStatus, " (not bound by koord-scheduler)");
     try {
         set = parse_resource_status_cpuset(*a);
-    } catch (const InputError& e) {
-        return error(e.what());
-    }
+    } catch (const InputError& e) { return error(e.what()); }
     if (set.empty()) return absent(std::string(kResStatus) + " has no cpuset");
     // Whoever wrote the annotation, the cpuset must fit the node, the pod's cgroup and the CPUs
     // other pods hold exclusively (numa.hpp check_pinned_cpuset); else it is refused.
@@ -132,7 +129,8 @@ Outcome koord_cpuset_quota(Ctx& c, uint8_t scope) {
     if (o.s == Outcome::Error) return error("cpuset not applied: quota kept (" + o.why + ")");
     if (o.s != Outcome::Value) return o;
     if (c.in.policy && c.in.policy->koordinator_quota_lift == Policy::QuotaLift::Never)
-        return absent("bound to cpuset " + set + " by koord-scheduler: quota kept (settings.koordinator_quota_lift = \"never\", koordlet --disable-unset-cpu-quota)");
+        return absent("bound to cpuset " + set +
+                      " by koord-scheduler: quota kept (settings.koordinator_quota_lift = \"never\", koordlet --disable-unset-cpu-quota)");
     unsigned n = CpuSet::parse(set) ? CpuSet::parse(set)->count() : 0;
     std::optional<int64_t> quota;
     int64_t period = 100000;
@@ -180,9 +178,7 @@ Outcome koord_oom_score_adj(Ctx& c, uint8_t) {
         std::map<std::string, int64_t> m;
         try {
             m = parse_oom_score_adj_spec(*s);
-        } catch (const InputError& e) {
-            return error(std::string(e.what()) + " (koordlet sets nothing for the pod's containers)");
-        }
+        } catch (const InputError& e) { return error(std::string(e.what()) + " (koordlet sets nothing for the pod's containers)"); }
         if (auto it = m.find(c.r.container_name); it != m.end()) v = it->second, how = std::string(kSpec) + " " + q(c.r.container_name);
     }
     if (!v) {
@@ -195,8 +191,7 @@ Outcome koord_oom_score_adj(Ctx& c, uint8_t) {
         if (!v) return error(std::string(kPod) + " " + q(*p) + " is not an integer (koordlet: failed to parse, sets nothing)");
         how = kPod;
     }
-    if (*v < -1000 || *v > 1000)
-        return absent(how + " = " + std::to_string(*v) + " is outside [-1000, 1000]: koordlet skips it");
+    if (*v < -1000 || *v > 1000) return absent(how + " = " + std::to_string(*v) + " is outside [-1000, 1000]: koordlet skips it");
     return value_int(*v, how + " = " + std::to_string(*v));
 }
 

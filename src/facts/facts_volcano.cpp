@@ -64,11 +64,10 @@ Outcome volcano_memory(Ctx& c, int which) {
     ColocationMemoryQos cfg;
     try {
         cfg = parse_colocation_memory_qos(*a);
-    } catch (const InputError& e) {
-        return error(std::string(e.what()) + " (the agent sets nothing: ColocationConfigParseFailed)");
-    }
+    } catch (const InputError& e) { return error(std::string(e.what()) + " (the agent sets nothing: ColocationConfigParseFailed)"); }
     const int64_t ratio = which == 0 ? cfg.high_ratio : which == 1 ? cfg.low_ratio : cfg.min_ratio;
-    const std::string rtext = std::string(kRatio[which]) + " " + std::to_string(ratio) + (cfg.defaulted ? " (no memoryQos: the agent's default)" : "");
+    const std::string rtext =
+        std::string(kRatio[which]) + " " + std::to_string(ratio) + (cfg.defaulted ? " (no memoryQos: the agent's default)" : "");
     if (which == 0 && ratio >= 100) return value_max(rtext + " ≥ 100 → max (unlimited)");
     if (which != 0 && ratio == 0) return value_int(0, rtext + " → 0");
     // The quantity: the standard memory resource of an LC/HLS pod.
@@ -135,8 +134,8 @@ Outcome rubik_cache_limit(Ctx& c, uint8_t) {
         if (*a == kLevels[i]) lv = i;
     if (!lv) return error("volcano.sh/cache-limit " + q(*a) + " is not low, middle, high, max or dynamic (rubik: invalid cache limit level)");
     if (kRank[lv] > kRank[d])
-        return value_text("rubik_" + def, "volcano.sh/cache-limit " + q(*a) + " is above " + dflt_how +
-                                              ": a pod-written annotation only lowers, kept " + def);
+        return value_text("rubik_" + def,
+                          "volcano.sh/cache-limit " + q(*a) + " is above " + dflt_how + ": a pod-written annotation only lowers, kept " + def);
     return value_text("rubik_" + *a, "volcano.sh/cache-limit " + q(*a) + " → rubik_" + *a);
 }
 
@@ -150,8 +149,8 @@ namespace {
 /// "partition" file (blk-throttle refuses partitions with ENODEV: block/blk-cgroup.c
 /// blkcg_conf_open_bdev; rubik's docs: only whole-disk devices take effect). Returns the device
 /// or nullopt with `why` (one line).
-std::optional<std::pair<uint32_t, uint32_t>> block_device(const std::string& dev, const std::string& dev_root,
-                                                          const std::string& sysfs_root, std::string& why) {
+std::optional<std::pair<uint32_t, uint32_t>> block_device(const std::string& dev, const std::string& dev_root, const std::string& sysfs_root,
+                                                          std::string& why) {
     uint64_t ma = 0, mi = 0;
     auto digits = [](const std::string& t, uint64_t maxv, uint64_t& v) { return parse_decimal(t, 7, maxv, v); };
     const size_t colon = dev.find(':');
@@ -215,9 +214,7 @@ Outcome rubik_blkio_limit(Ctx& c, uint8_t) {
     BlkioLimit cfg;
     try {
         cfg = parse_blkio_limit(*a);
-    } catch (const InputError& e) {
-        return error(e.what());
-    }
+    } catch (const InputError& e) { return error(e.what()); }
     static const char* const kList[] = {"device_read_bps", "device_write_bps", "device_read_iops", "device_write_iops"};
     std::vector<ThrottleEntry> out;
     std::string skipped, calc;
@@ -268,8 +265,7 @@ Outcome rubik_blkio_limit(Ctx& c, uint8_t) {
         }
     }
     if (nskipped > 4) skipped += "; " + std::to_string(nskipped - 4) + " more";
-    if (out.empty())
-        return absent(std::string(kKey) + ": no usable device limit" + (skipped.empty() ? "" : " (" + skipped + ")"));
+    if (out.empty()) return absent(std::string(kKey) + ": no usable device limit" + (skipped.empty() ? "" : " (" + skipped + ")"));
     return value_text(throttle_text(out), std::string(kKey) + ": " + calc + (skipped.empty() ? "" : "; skipped: " + skipped));
 }
 
@@ -287,7 +283,8 @@ Outcome burst_container(Ctx& c, uint8_t) {
         if (bt)
             if (auto v = go_parse_int(*bt); v && *v > 0) t = *v;
         if (t == 0)
-            return value_int(*quota, std::string(kBurstEnable) + " → burst = quota: " + how + (bt ? std::string(" (") + kBurstTime + " " + q(*bt) + " unusable)" : ""));
+            return value_int(*quota, std::string(kBurstEnable) + " → burst = quota: " + how +
+                                         (bt ? std::string(" (") + kBurstTime + " " + q(*bt) + " unusable)" : ""));
         if (t > *quota) return value_int(*quota, std::string(kBurstTime) + " " + std::to_string(t) + " capped at " + how);
         return value_int(t, std::string(kBurstTime) + " " + std::to_string(t) + " (≤ " + how + ")");
     }
@@ -357,8 +354,7 @@ Outcome burst_pod(Ctx& c, uint8_t) {
     if (!pq) return absent(how + ": rubik refuses a pod burst without a pod quota (matchQuota)");
     unsigned ncpu = c.online_cpus(err);
     if (!ncpu) return error("cannot count online CPUs: " + err);
-    if (*pq >= period * static_cast<int64_t>(ncpu))
-        return absent(how + " ≥ period × " + std::to_string(ncpu) + " CPUs: rubik refuses (matchQuota)");
+    if (*pq >= period * static_cast<int64_t>(ncpu)) return absent(how + " ≥ period × " + std::to_string(ncpu) + " CPUs: rubik refuses (matchQuota)");
     if (*pq < sum) return absent(calc + " above " + how + ": rubik refuses (matchQuota)");
     return value_int(sum, calc);
 }

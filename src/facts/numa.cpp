@@ -196,16 +196,14 @@ HeldCpus kubelet_held_cpus(const std::string& path, const std::string& own_pod_u
     std::optional<KubeletCpuState> st;
     try {
         st = read_kubelet_cpu_state(path);
-    } catch (const InputError& e) {
-        throw InputError(std::string(kKubeletCpusUnknown) + e.what());
-    }
+    } catch (const InputError& e) { throw InputError(std::string(kKubeletCpusUnknown) + e.what()); }
     if (!st) {
         // No checkpoint. kubelet writes it at start under every CPU manager policy (none too), in
         // its root directory: that directory missing means it is not visible here (a container
         // without the host's /var/lib/kubelet), not that kubelet holds nothing.
         const size_t slash = path.rfind('/');
         const std::string dir = slash == std::string::npos ? std::string(".") : slash == 0 ? std::string("/") : path.substr(0, slash);
-        struct stat sb{};
+        struct stat sb {};
         const int r = stat(dir.c_str(), &sb);
         if (r != 0 || !S_ISDIR(sb.st_mode)) {
             const std::string what = r != 0 && errno != ENOENT ? std::string(": ") + std::strerror(errno) : std::string(" does not exist here");
@@ -338,7 +336,8 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
             if (prefer)  // a later container of the same pod: the pod's nodes
                 for (const NumaNode* n : order)
                     if (n->id == prefer_id) {
-                        NumaChoice c{n->id, n->cpus - reserved, CpuSet(), "node" + std::to_string(n->id) + ": the node of the pod's other containers"};
+                        NumaChoice c{n->id, n->cpus - reserved, CpuSet(),
+                                     "node" + std::to_string(n->id) + ": the node of the pod's other containers"};
                         c.nodes.add(n->id);
                         return c;
                     }
@@ -367,12 +366,15 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
                 const bool one = pick->size() == 1;
                 c.why = std::string(one ? "node" : "nodes ") + c.nodes.str() + " (" + c.cpus.str() + "): " +
                         (span.any() ? "lowest combination of " + std::to_string(span.number) + " node(s) with no held CPU (" + span_text(span) + ")"
-                                    : one ? std::string("lowest node with no held CPU") : std::string("fewest nodes with no held CPU")) +
-                        " for " + std::to_string(need) + " CPU(s), at least " + std::to_string(min_nodes) + " node(s) of " + std::to_string(per) + " CPUs" +
-                        (tried.empty() ? "" : " (" + tried + ")");
+                         : one      ? std::string("lowest node with no held CPU")
+                                    : std::string("fewest nodes with no held CPU")) +
+                        " for " + std::to_string(need) + " CPU(s), at least " + std::to_string(min_nodes) + " node(s) of " + std::to_string(per) +
+                        " CPUs" + (tried.empty() ? "" : " (" + tried + ")");
                 return c;
             }
-            if (span.any()) tried += std::string(tried.empty() ? "" : "; ") + "no " + span_text(span) + " combination of nodes with no held CPU holds " + std::to_string(need) + " CPU(s)";
+            if (span.any())
+                tried += std::string(tried.empty() ? "" : "; ") + "no " + span_text(span) + " combination of nodes with no held CPU holds " +
+                         std::to_string(need) + " CPU(s)";
             break;
         }
         case NumaMode::Bound:
@@ -390,8 +392,8 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
                         c.nodes.add(n->id);
                     }
                     c.cpus = take_by_cores(topo, pool, need);
-                    c.why = "nodes " + c.nodes.str() + ": " + std::to_string(need) + " of their free CPUs " + pool.str() + ", the lowest combination of " +
-                            std::to_string(span.number) + " nodes holding them (" + span_text(span) + ")";
+                    c.why = "nodes " + c.nodes.str() + ": " + std::to_string(need) + " of their free CPUs " + pool.str() +
+                            ", the lowest combination of " + std::to_string(span.number) + " nodes holding them (" + span_text(span) + ")";
                     return c;
                 }
                 for (const auto& n : avail) note(n, "has " + std::to_string(n.cpus.count()) + " free CPUs");
@@ -409,9 +411,10 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
                     continue;
                 }
                 CpuSet take = take_by_cores(topo, free, need);
-                return NumaChoice{n->id, take, single(n->id), "node" + std::to_string(n->id) + ": " + std::to_string(need) + " of its free CPUs " + free.str() +
-                                                   (prefer && n->id == prefer_id ? " (the node of the pod's other containers)" : "") +
-                                                   (tried.empty() ? "" : " (" + tried + ")")};
+                return NumaChoice{n->id, take, single(n->id),
+                                  "node" + std::to_string(n->id) + ": " + std::to_string(need) + " of its free CPUs " + free.str() +
+                                      (prefer && n->id == prefer_id ? " (the node of the pod's other containers)" : "") +
+                                      (tried.empty() ? "" : " (" + tried + ")")};
             }
             break;
         case NumaMode::Shared: {
@@ -427,7 +430,8 @@ std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& he
             }
             if (best) {
                 CpuSet free = best->cpus - held;
-                return NumaChoice{best->id, free, single(best->id), "node" + std::to_string(best->id) + ": the node with the most free CPUs (" + std::to_string(best_free) + ")"};
+                return NumaChoice{best->id, free, single(best->id),
+                                  "node" + std::to_string(best->id) + ": the node with the most free CPUs (" + std::to_string(best_free) + ")"};
             }
             break;
         }
@@ -477,7 +481,9 @@ NumaChoice place_numa(const NumaRequest& rq, FactState& state) {
         auto cpus = CpuSet::parse(r->cpus, &why);
         auto nodes = r->nodes.empty() ? std::optional<CpuSet>(single(r->node)) : CpuSet::parse(r->nodes);
         if (cpus && !cpus->empty() && nodes && !nodes->empty())
-            return NumaChoice{r->node, *cpus, *nodes, "node" + std::string(nodes->count() > 1 ? "s " : "") + nodes->str() + ": recorded at an earlier event of this container"};
+            return NumaChoice{
+                r->node, *cpus, *nodes,
+                "node" + std::string(nodes->count() > 1 ? "s " : "") + nodes->str() + ": recorded at an earlier event of this container"};
     }
     NumaTopology topo = read_topology(rq.sysfs_root);
     if (rq.mode == NumaMode::Bound) read_siblings(rq.sysfs_root, topo);
@@ -494,8 +500,9 @@ NumaChoice place_numa(const NumaRequest& rq, FactState& state) {
             if (rq.mode == NumaMode::Exclusive) {  // the pod shares its nodes
                 auto nodes = r.nodes.empty() ? std::optional<CpuSet>(single(r.node)) : CpuSet::parse(r.nodes);
                 if (r.mode == "exclusive" && nodes && !nodes->empty() && !cpus->empty() && !pod_nodes)
-                    pod_nodes = NumaChoice{r.node, *cpus, *nodes, "node" + std::string(nodes->count() > 1 ? "s " : "") + nodes->str() +
-                                                                      ": the nodes of the pod's other containers"};
+                    pod_nodes =
+                        NumaChoice{r.node, *cpus, *nodes,
+                                   "node" + std::string(nodes->count() > 1 ? "s " : "") + nodes->str() + ": the nodes of the pod's other containers"};
                 continue;
             }
         }
@@ -511,7 +518,10 @@ NumaChoice place_numa(const NumaRequest& rq, FactState& state) {
     auto c = pod_nodes ? pod_nodes : choose_numa(topo, held, rq.mode, rq.need, prefer, why, reserved, rq.span);
     std::string detail = held_detail(held, by);
     if (!reserved.empty())
-        detail += "; Katalyst reserved CPUs " + reserved.str() + (rq.reserved_cpus ? " (settings.katalyst_reserved_cpus)" : " (settings.katalyst_reserved_cpus = " + std::to_string(rq.reserved_count) + ", taken as TakeHTByNUMABalance does)");
+        detail +=
+            "; Katalyst reserved CPUs " + reserved.str() +
+            (rq.reserved_cpus ? " (settings.katalyst_reserved_cpus)"
+                              : " (settings.katalyst_reserved_cpus = " + std::to_string(rq.reserved_count) + ", taken as TakeHTByNUMABalance does)");
     if (!c) throw InputError(why + "; " + detail);
     c->why += "; " + detail;
     if (!rq.dry_run) {  // kept by the caller once accepted and written (NumaChoice::record)

@@ -65,8 +65,8 @@ struct NumaNode {
 
 struct NumaTopology {
     std::vector<NumaNode> nodes;  ///< ascending id; nodes without online CPUs are left out
-    CpuSet online;                ///< online CPUs
-    std::vector<CpuSet> siblings; ///< per CPU id: its thread siblings (empty: unknown)
+    CpuSet online;  ///< online CPUs
+    std::vector<CpuSet> siblings;  ///< per CPU id: its thread siblings (empty: unknown)
 };
 
 /// Read the topology under `sysfs_root` (default /sys). Throws InputError on unreadable or
@@ -105,7 +105,7 @@ const char* numa_mode_name(NumaMode m);
 struct NumaChoice {
     unsigned node = 0;  ///< the first (lowest) node
     CpuSet cpus;
-    CpuSet nodes;       ///< all nodes of the placement: cpuset.mems
+    CpuSet nodes;  ///< all nodes of the placement: cpuset.mems
     std::string why;  ///< how it was chosen, for explain
     /// A new placement: the record to keep for it (FactState::put_numa), which place_numa does
     /// not write itself — the caller keeps it once the trust rule accepted the value and its
@@ -125,7 +125,7 @@ struct NumaChoice {
 /// span nodes.
 struct NumaSpan {
     unsigned number = 0;  ///< exactly this many nodes; 0: no constraint
-    CpuSet ids;           ///< exactly these node ids; empty: no constraint
+    CpuSet ids;  ///< exactly these node ids; empty: no constraint
     bool any() const { return number != 0 || !ids.empty(); }
 };
 
@@ -139,9 +139,8 @@ struct NumaSpan {
 /// those available CPUs. The nodes needed are still counted over all CPUs
 /// (GetNUMANodesCountToFitCPUReq: ceil(CPUs / nodes) per node). `span` restricts exclusive and
 /// bound placements (NumaSpan; the pod's other containers' node is then not preferred).
-std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& held, NumaMode mode, unsigned need,
-                                      std::optional<unsigned> prefer, std::string& why, const CpuSet& reserved = CpuSet(),
-                                      const NumaSpan& span = NumaSpan());
+std::optional<NumaChoice> choose_numa(const NumaTopology& topo, const CpuSet& held, NumaMode mode, unsigned need, std::optional<unsigned> prefer,
+                                      std::string& why, const CpuSet& reserved = CpuSet(), const NumaSpan& span = NumaSpan());
 
 /// Katalyst's reserved CPUs given as a count (`--cpu-resource-plugin-reserved`, or the kubelet
 /// reserved quantity rounded up): katalyst-core pkg/agent/qrm-plugins/cpu/util/util.go
@@ -159,7 +158,7 @@ struct NumaRequest {
     Layout layout = Layout::V1;
     std::string container_id, sandbox_id, pod_uid, pod_dir, ctr_dir;
     NumaMode mode = NumaMode::Exclusive;
-    unsigned need = 1;   ///< CPUs the container requests (≥ 1): exclusive sizes the nodes by it
+    unsigned need = 1;  ///< CPUs the container requests (≥ 1): exclusive sizes the nodes by it
     bool dry_run = false;  ///< explain: choose, do not record or prune
     /// Katalyst placements only (settings.katalyst_reserved_cpus): the reserved CPUs as a list,
     /// or a count resolved with katalyst_reserved_by_count; see choose_numa.

@@ -81,8 +81,8 @@ std::string set(sd_bus* bus, const std::vector<Prop>& props, const std::vector<s
     sd_bus_message* m = nullptr;
     sd_bus_message* reply = nullptr;
     sd_bus_error e = SD_BUS_ERROR_NULL;
-    int r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                           "org.freedesktop.systemd1.Manager", "SetUnitProperties");
+    int r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
+                                           "SetUnitProperties");
     if (r >= 0) r = sd_bus_message_append(m, "sb", props[idx[0]].unit.c_str(), 1);
     if (r >= 0) r = sd_bus_message_open_container(m, 'a', "(sv)");
     for (size_t i : idx) {

@@ -19,15 +19,15 @@ enum FactScope : uint8_t { kFactContainer = 1, kFactPod = 2, kFactBoth = 3 };
 
 /// Static description of a fact (the registry; see facts.cpp and man/nri-qos.toml.5).
 struct FactDef {
-    const char* name;        ///< "koordinator.batch_cfs_quota"
-    uint8_t scope;           ///< FactScope bits
-    uint32_t knobs;          ///< bit (1 << KnobId) per knob it may feed
-    const char* unit;        ///< "shares", "us", "bytes", "level", "cpus", "nodes"
-    const char* reads;       ///< the annotation(s) / kernel files it reads
-    const char* source;      ///< the seed system's function it reproduces (owner/repo@tag:path Function)
-    const char* summary;     ///< one line: what the value is
-    bool pod_sum;            ///< pod fact summed over the pod's containers: re-evaluated at container events
-    bool kernel;             ///< reads kernel state (sysfs, cgroups) besides the request
+    const char* name;  ///< "koordinator.batch_cfs_quota"
+    uint8_t scope;  ///< FactScope bits
+    uint32_t knobs;  ///< bit (1 << KnobId) per knob it may feed
+    const char* unit;  ///< "shares", "us", "bytes", "level", "cpus", "nodes"
+    const char* reads;  ///< the annotation(s) / kernel files it reads
+    const char* source;  ///< the seed system's function it reproduces (owner/repo@tag:path Function)
+    const char* summary;  ///< one line: what the value is
+    bool pod_sum;  ///< pod fact summed over the pod's containers: re-evaluated at container events
+    bool kernel;  ///< reads kernel state (sysfs, cgroups) besides the request
     /// What the fact can raise above what the pod's Kubernetes spec gave it (FactRaise bits; 0:
     /// its value only restricts). A raise needs trust (issue #19): see trust_keys.
     uint32_t raises = 0;
@@ -45,15 +45,15 @@ struct FactDef {
 /// What a fact can raise (FactDef::raises): the direction the pod's Kubernetes spec does not
 /// allow, checked per request against what kubelet gave (the OCI request, the pod cgroup).
 enum FactRaise : uint32_t {
-    kRaiseQuotaLift = 1u << 0,        ///< a CFS quota above kubelet's (up to -1/max)
-    kRaiseCpusetPin = 1u << 1,        ///< a cpuset naming more CPUs than the quota pays for
+    kRaiseQuotaLift = 1u << 0,  ///< a CFS quota above kubelet's (up to -1/max)
+    kRaiseCpusetPin = 1u << 1,  ///< a cpuset naming more CPUs than the quota pays for
     kRaiseNumaReservation = 1u << 2,  ///< a recorded NUMA placement other pods' placements avoid
     kRaiseSharesAboveKubelet = 1u << 3,  ///< cpu.shares/weight above kubelet's
-    kRaiseMemoryAbovePod = 1u << 4,   ///< a memory limit above the pod's (or a memory protection)
+    kRaiseMemoryAbovePod = 1u << 4,  ///< a memory limit above the pod's (or a memory protection)
     kRaiseBurstAboveQuota = 1u << 5,  ///< a CFS burst above the quota
-    kRaiseQosLevel = 1u << 6,         ///< an openEuler qos level above 0 (the unclassified level)
+    kRaiseQosLevel = 1u << 6,  ///< an openEuler qos level above 0 (the unclassified level)
     kRaiseOomBelowKubelet = 1u << 7,  ///< an oom_score_adj below kubelet's (the OOM killer spares the pod longer)
-    kRaiseMemoryProtection = 1u << 8, ///< memory.low / memory.min above the pod cgroup's (protection kubelet did not grant)
+    kRaiseMemoryProtection = 1u << 8,  ///< memory.low / memory.min above the pod cgroup's (protection kubelet did not grant)
 };
 /// "quota lift, cpuset pin" — the names of the bits of `raises` (for check and the docs).
 std::string raise_names(uint32_t raises);

@@ -21,8 +21,7 @@ std::string ptr_key(const std::string& k) {
 }
 
 void precheck(std::string_view text) {
-    if (text.size() > limits::kMaxRequestBytes)
-        fail_doc("request larger than " + std::to_string(limits::kMaxRequestBytes) + " bytes");
+    if (text.size() > limits::kMaxRequestBytes) fail_doc("request larger than " + std::to_string(limits::kMaxRequestBytes) + " bytes");
     if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) fail_doc("empty input");
     if (text.find('\0') != std::string_view::npos) fail_doc("malformed JSON: NUL byte in the request");
 }
@@ -38,8 +37,7 @@ void fail_syntax(const std::exception& e) {
 DocLimits::DocLimits(int max_depth) : max_depth_(max_depth) { stack_.reserve(16); }
 
 void DocLimits::open(bool object) {
-    if (static_cast<int>(stack_.size()) >= max_depth_)
-        fail_doc("JSON nested deeper than " + std::to_string(max_depth_) + " levels");
+    if (static_cast<int>(stack_.size()) >= max_depth_) fail_doc("JSON nested deeper than " + std::to_string(max_depth_) + " levels");
     stack_.push_back(object);
     if (object) {
         if (objects_ == levels_.size()) levels_.emplace_back();
@@ -56,8 +54,7 @@ void DocLimits::close() {
 
 void DocLimits::key(const std::string& k) {
     Level& l = levels_[objects_ - 1];
-    if (l.n >= limits::kMaxMapEntries)
-        fail_doc("JSON object with more than " + std::to_string(limits::kMaxMapEntries) + " keys");
+    if (l.n >= limits::kMaxMapEntries) fail_doc("JSON object with more than " + std::to_string(limits::kMaxMapEntries) + " keys");
     bool dup = false;
     if (l.hashed) {
         dup = !l.set.insert(k).second;
@@ -100,7 +97,7 @@ namespace {
 
 /// SAX handler of parse_json_limited: the limits plus a DOM.
 class LimitedDom {
-  public:
+public:
     LimitedDom(json& root, int max_depth) : limits_(max_depth), dom_(root) {}
     bool null() { return dom_.value(nullptr), true; }
     bool boolean(bool v) { return dom_.value(v), true; }
@@ -108,7 +105,7 @@ class LimitedDom {
     bool number_unsigned(json::number_unsigned_t v) { return dom_.value(v), true; }
     bool number_float(json::number_float_t v, const std::string&) { return dom_.value(v), true; }
     bool string(std::string& v) { return dom_.value(v), true; }  // copied: the lexer keeps its buffer
-    bool binary(json::binary_t&) { return false; }               // not produced by the JSON reader
+    bool binary(json::binary_t&) { return false; }  // not produced by the JSON reader
     bool start_object(std::size_t) { return limits_.open(true), dom_.open(true), true; }
     bool key(std::string& k) { return limits_.key(k), dom_.key(k), true; }
     bool end_object() { return limits_.close(), dom_.close(), true; }
@@ -116,7 +113,7 @@ class LimitedDom {
     bool end_array() { return limits_.close(), dom_.close(), true; }
     bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) { fail_syntax(e); }
 
-  private:
+private:
     DocLimits limits_;
     DomBuilder dom_;
 };

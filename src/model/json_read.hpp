@@ -34,13 +34,13 @@ std::string ptr_key(const std::string& k);
 /// objects are scanned, larger ones hashed, so hostile documents of 4096-key objects cost
 /// linear time.
 class DocLimits {
-  public:
+public:
     explicit DocLimits(int max_depth);
     void open(bool object);  ///< start_object / start_array
-    void close();            ///< end_object / end_array
+    void close();  ///< end_object / end_array
     void key(const std::string& k);
 
-  private:
+private:
     static constexpr size_t kScanKeys = 24;
     struct Level {
         std::vector<std::string> keys;  // the first kScanKeys keys (buffers reused)
@@ -49,21 +49,21 @@ class DocLimits {
         std::unordered_set<std::string> set;
     };
     int max_depth_;
-    std::vector<bool> stack_;    // open containers, true = object
+    std::vector<bool> stack_;  // open containers, true = object
     std::vector<Level> levels_;  // per open object
     size_t objects_ = 0;
 };
 
 /// Builds a nlohmann DOM from SAX events (parse_json_limited; the v0.1 `conf` object).
 class DomBuilder {
-  public:
+public:
     explicit DomBuilder(nlohmann::json& root) : root_(root) {}
     void value(nlohmann::json&& v) { place(std::move(v)); }
     void open(bool object);
     void key(const std::string& k) { key_ = k; }
     void close() { stack_.pop_back(); }
 
-  private:
+private:
     nlohmann::json* place(nlohmann::json&& v);
     nlohmann::json& root_;
     std::vector<nlohmann::json*> stack_;

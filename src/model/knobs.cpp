@@ -14,43 +14,49 @@ constexpr int64_t I64 = INT64_MAX;
 // kernel/sched/core.c) and openEuler's (cpu.qos_level −1..2, memory.qos_level −1..0).
 const std::vector<KnobDef> kTable = {
     // id                    key                kind              min     max       max?   bytes  pct base           v1 ctrl    v1 file                          v2 file            unit
-    {KnobId::CpuShares,      "cpu_shares",      ValueKind::Int,    2,     262144,   false, false, PctBase::CpuShares, "cpu",     "cpu.shares",                   "cpu.weight",      "shares"},
-    {KnobId::CpuWeight,      "cpu_weight",      ValueKind::Int,    1,     10000,    false, false, PctBase::None,      nullptr,   nullptr,                        "cpu.weight",      "weight"},
-    {KnobId::CpuPeriod,      "cpu_period_us",   ValueKind::Int,    1000,  1000000,  false, false, PctBase::None,      "cpu",     "cpu.cfs_period_us",            "cpu.max",         "us"},
-    {KnobId::CpuQuota,       "cpu_quota_us",    ValueKind::Int,    1000,  I64,      true,  false, PctBase::CpuQuota,  "cpu",     "cpu.cfs_quota_us",             "cpu.max",         "us"},
-    {KnobId::CpuBurst,       "cpu_burst_us",    ValueKind::Int,    0,     I64,      false, false, PctBase::CpuQuota,  "cpu",     "cpu.cfs_burst_us",             "cpu.max.burst",   "us"},
-    {KnobId::CpuIdle,        "cpu_idle",        ValueKind::Int,    0,     1,        false, false, PctBase::None,      "cpu",     "cpu.idle",                     "cpu.idle",        "bool"},
-    {KnobId::CpuQosLevel,    "cpu_qos_level",   ValueKind::Int,    -1,    2,        false, false, PctBase::None,      "cpu",     "cpu.qos_level",                "cpu.qos_level",   "level"},
+    {KnobId::CpuShares, "cpu_shares", ValueKind::Int, 2, 262144, false, false, PctBase::CpuShares, "cpu", "cpu.shares", "cpu.weight", "shares"},
+    {KnobId::CpuWeight, "cpu_weight", ValueKind::Int, 1, 10000, false, false, PctBase::None, nullptr, nullptr, "cpu.weight", "weight"},
+    {KnobId::CpuPeriod, "cpu_period_us", ValueKind::Int, 1000, 1000000, false, false, PctBase::None, "cpu", "cpu.cfs_period_us", "cpu.max", "us"},
+    {KnobId::CpuQuota, "cpu_quota_us", ValueKind::Int, 1000, I64, true, false, PctBase::CpuQuota, "cpu", "cpu.cfs_quota_us", "cpu.max", "us"},
+    {KnobId::CpuBurst, "cpu_burst_us", ValueKind::Int, 0, I64, false, false, PctBase::CpuQuota, "cpu", "cpu.cfs_burst_us", "cpu.max.burst", "us"},
+    {KnobId::CpuIdle, "cpu_idle", ValueKind::Int, 0, 1, false, false, PctBase::None, "cpu", "cpu.idle", "cpu.idle", "bool"},
+    {KnobId::CpuQosLevel, "cpu_qos_level", ValueKind::Int, -1, 2, false, false, PctBase::None, "cpu", "cpu.qos_level", "cpu.qos_level", "level"},
     // Group identity (Anolis / Alibaba Cloud Linux kernels only; mainline has no such file, the
     // write is then skipped): -1 low (BE), 0 none, 1, 2 highest (LS/LSR) — koordinator-sh/koordinator
     // pkg/koordlet/util/system/cgroup_resource.go CPUBVTWarpNs (v1, cpu controller) and
     // CPUBVTWarpNsV2 (the same name on v2), both SupportedIfFileExists, CPUBvtWarpNsValidator [-1, 2].
-    {KnobId::CpuBvtWarpNs,   "cpu_bvt_warp_ns", ValueKind::Int,    -1,    2,        false, false, PctBase::None,      "cpu",     "cpu.bvt_warp_ns",              "cpu.bvt_warp_ns", "identity"},
-    {KnobId::CpusetCpus,     "cpuset_cpus",     ValueKind::Cpuset, 0,     0,        false, false, PctBase::None,      "cpuset",  "cpuset.cpus",                  "cpuset.cpus",     "list"},
-    {KnobId::CpusetMems,     "cpuset_mems",     ValueKind::Cpuset, 0,     0,        false, false, PctBase::None,      "cpuset",  "cpuset.mems",                  "cpuset.mems",     "list"},
-    {KnobId::MemoryLimit,    "memory_limit",    ValueKind::Int,    4096,  I64,      true,  true,  PctBase::MemLimit,  "memory",  "memory.limit_in_bytes",        "memory.max",      "bytes"},
-    {KnobId::MemorySwap,     "memory_swap",     ValueKind::Int,    0,     I64,      true,  true,  PctBase::MemLimit,  "memory",  "memory.memsw.limit_in_bytes",  "memory.swap.max", "bytes"},
-    {KnobId::MemoryHigh,     "memory_high",     ValueKind::Int,    0,     I64,      true,  true,  PctBase::MemLimit,  "memory",  "memory.high",                  "memory.high",     "bytes"},
-    {KnobId::MemoryLow,      "memory_low",      ValueKind::Int,    0,     I64,      true,  true,  PctBase::MemLimit,  nullptr,   nullptr,                        "memory.low",      "bytes"},
-    {KnobId::MemoryMin,      "memory_min",      ValueKind::Int,    0,     I64,      true,  true,  PctBase::MemLimit,  nullptr,   nullptr,                        "memory.min",      "bytes"},
-    {KnobId::MemorySoftLimit,"memory_soft_limit",ValueKind::Int,   0,     I64,      true,  true,  PctBase::MemLimit,  "memory",  "memory.soft_limit_in_bytes",   nullptr,           "bytes"},
-    {KnobId::MemoryQosLevel, "memory_qos_level",ValueKind::Int,    -1,    0,        false, false, PctBase::None,      "memory",  "memory.qos_level",             "memory.qos_level","level"},
-    {KnobId::PidsMax,        "pids_max",        ValueKind::Int,    1,     4194304,  true,  false, PctBase::PidsLimit, "pids",    "pids.max",                     "pids.max",        "tasks"},
-    {KnobId::BlkioWeight,    "blkio_weight",    ValueKind::Int,    10,    1000,     false, false, PctBase::None,      "blkio",   "blkio.weight",                 "io.weight",       "weight"},
+    {KnobId::CpuBvtWarpNs, "cpu_bvt_warp_ns", ValueKind::Int, -1, 2, false, false, PctBase::None, "cpu", "cpu.bvt_warp_ns", "cpu.bvt_warp_ns",
+     "identity"},
+    {KnobId::CpusetCpus, "cpuset_cpus", ValueKind::Cpuset, 0, 0, false, false, PctBase::None, "cpuset", "cpuset.cpus", "cpuset.cpus", "list"},
+    {KnobId::CpusetMems, "cpuset_mems", ValueKind::Cpuset, 0, 0, false, false, PctBase::None, "cpuset", "cpuset.mems", "cpuset.mems", "list"},
+    {KnobId::MemoryLimit, "memory_limit", ValueKind::Int, 4096, I64, true, true, PctBase::MemLimit, "memory", "memory.limit_in_bytes", "memory.max",
+     "bytes"},
+    {KnobId::MemorySwap, "memory_swap", ValueKind::Int, 0, I64, true, true, PctBase::MemLimit, "memory", "memory.memsw.limit_in_bytes",
+     "memory.swap.max", "bytes"},
+    {KnobId::MemoryHigh, "memory_high", ValueKind::Int, 0, I64, true, true, PctBase::MemLimit, "memory", "memory.high", "memory.high", "bytes"},
+    {KnobId::MemoryLow, "memory_low", ValueKind::Int, 0, I64, true, true, PctBase::MemLimit, nullptr, nullptr, "memory.low", "bytes"},
+    {KnobId::MemoryMin, "memory_min", ValueKind::Int, 0, I64, true, true, PctBase::MemLimit, nullptr, nullptr, "memory.min", "bytes"},
+    {KnobId::MemorySoftLimit, "memory_soft_limit", ValueKind::Int, 0, I64, true, true, PctBase::MemLimit, "memory", "memory.soft_limit_in_bytes",
+     nullptr, "bytes"},
+    {KnobId::MemoryQosLevel, "memory_qos_level", ValueKind::Int, -1, 0, false, false, PctBase::None, "memory", "memory.qos_level", "memory.qos_level",
+     "level"},
+    {KnobId::PidsMax, "pids_max", ValueKind::Int, 1, 4194304, true, false, PctBase::PidsLimit, "pids", "pids.max", "pids.max", "tasks"},
+    {KnobId::BlkioWeight, "blkio_weight", ValueKind::Int, 10, 1000, false, false, PctBase::None, "blkio", "blkio.weight", "io.weight", "weight"},
     // blk-throttle: cgroup v1 writes one "MAJ:MIN RATE" line per device to the key's
     // blkio.throttle.*_device file, v2 one "MAJ:MIN KEY=RATE" line to io.max (runc fs/blkio.go,
     // fs2/io.go setIo); the v1 file named here is the first of the four.
-    {KnobId::BlkioThrottle,  "blkio_throttle",  ValueKind::Throttle, 0,   0,        false, false, PctBase::None,      "blkio",   "blkio.throttle.read_bps_device", "io.max",        "devices"},
-    {KnobId::OomScoreAdj,    "oom_score_adj",   ValueKind::Int,    -1000, 1000,     false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "score"},
-    {KnobId::ResctrlGroup,   "resctrl_group",   ValueKind::Name,   0,     0,        false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "group"},
+    {KnobId::BlkioThrottle, "blkio_throttle", ValueKind::Throttle, 0, 0, false, false, PctBase::None, "blkio", "blkio.throttle.read_bps_device",
+     "io.max", "devices"},
+    {KnobId::OomScoreAdj, "oom_score_adj", ValueKind::Int, -1000, 1000, false, false, PctBase::None, nullptr, nullptr, nullptr, "score"},
+    {KnobId::ResctrlGroup, "resctrl_group", ValueKind::Name, 0, 0, false, false, PctBase::None, nullptr, nullptr, nullptr, "group"},
     // Process attributes: carried only as NRI adjustments (no cgroup file). Ranges: nice
     // -20..19 (sched(7), setpriority(2)); I/O priority level 0..7 (ioprio_set(2), IOPRIO_NR_LEVELS).
-    {KnobId::SchedPolicy,    "sched_policy",    ValueKind::Choice, 0,     2,        false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "policy"},
-    {KnobId::SchedNice,      "sched_nice",      ValueKind::Int,    -20,   19,       false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "nice"},
-    {KnobId::IoClass,        "io_class",        ValueKind::Choice, 0,     2,        false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "class"},
-    {KnobId::IoLevel,     "io_level",        ValueKind::Int,    0,     7,        false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "level"},
-    {KnobId::MemoryPolicy,   "memory_policy",   ValueKind::Choice, 0,     6,        false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "mode"},
-    {KnobId::MemoryPolicyNodes,"memory_policy_nodes",ValueKind::Cpuset,0, 0,        false, false, PctBase::None,      nullptr,   nullptr,                        nullptr,           "nodes"},
+    {KnobId::SchedPolicy, "sched_policy", ValueKind::Choice, 0, 2, false, false, PctBase::None, nullptr, nullptr, nullptr, "policy"},
+    {KnobId::SchedNice, "sched_nice", ValueKind::Int, -20, 19, false, false, PctBase::None, nullptr, nullptr, nullptr, "nice"},
+    {KnobId::IoClass, "io_class", ValueKind::Choice, 0, 2, false, false, PctBase::None, nullptr, nullptr, nullptr, "class"},
+    {KnobId::IoLevel, "io_level", ValueKind::Int, 0, 7, false, false, PctBase::None, nullptr, nullptr, nullptr, "level"},
+    {KnobId::MemoryPolicy, "memory_policy", ValueKind::Choice, 0, 6, false, false, PctBase::None, nullptr, nullptr, nullptr, "mode"},
+    {KnobId::MemoryPolicyNodes, "memory_policy_nodes", ValueKind::Cpuset, 0, 0, false, false, PctBase::None, nullptr, nullptr, nullptr, "nodes"},
 };
 const KnobDef kRaw{KnobId::Raw, "raw", ValueKind::Name, 0, 0, false, false, PctBase::None, nullptr, nullptr, nullptr, "text"};
 
@@ -62,9 +68,7 @@ bool parse_i64(const std::string& s, int64_t& out) {
         if (s[k] < '0' || s[k] > '9') return false;
     try {
         out = std::stoll(s);
-    } catch (...) {
-        return false;
-    }
+    } catch (...) { return false; }
     return true;
 }
 }  // namespace
@@ -74,9 +78,12 @@ const std::vector<KnobDef>& knob_table() { return kTable; }
 const std::vector<KnobChoice>& knob_choices(KnobId id) {
     static const std::vector<KnobChoice> sched = {{"other", 1, "SCHED_OTHER"}, {"batch", 4, "SCHED_BATCH"}, {"idle", 6, "SCHED_IDLE"}};
     static const std::vector<KnobChoice> io = {{"rt", 1, "IOPRIO_CLASS_RT"}, {"be", 2, "IOPRIO_CLASS_BE"}, {"idle", 3, "IOPRIO_CLASS_IDLE"}};
-    static const std::vector<KnobChoice> mpol = {{"default", 0, "MPOL_DEFAULT"}, {"preferred", 1, "MPOL_PREFERRED"},
-                                                 {"bind", 2, "MPOL_BIND"}, {"interleave", 3, "MPOL_INTERLEAVE"},
-                                                 {"local", 4, "MPOL_LOCAL"}, {"preferred_many", 5, "MPOL_PREFERRED_MANY"},
+    static const std::vector<KnobChoice> mpol = {{"default", 0, "MPOL_DEFAULT"},
+                                                 {"preferred", 1, "MPOL_PREFERRED"},
+                                                 {"bind", 2, "MPOL_BIND"},
+                                                 {"interleave", 3, "MPOL_INTERLEAVE"},
+                                                 {"local", 4, "MPOL_LOCAL"},
+                                                 {"preferred_many", 5, "MPOL_PREFERRED_MANY"},
                                                  {"weighted_interleave", 6, "MPOL_WEIGHTED_INTERLEAVE"}};
     static const std::vector<KnobChoice> none;
     switch (id) {
@@ -132,8 +139,8 @@ const char* throttle_key_name(ThrottleEntry::Key k) {
 }
 
 const char* throttle_v1_file(ThrottleEntry::Key k) {
-    static const char* const n[] = {"blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device",
-                                    "blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device"};
+    static const char* const n[] = {"blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device", "blkio.throttle.read_iops_device",
+                                    "blkio.throttle.write_iops_device"};
     return n[k & 3];
 }
 
@@ -340,9 +347,8 @@ KnobValue parse_knob_value(const KnobDef& def, const std::string* s, const int64
     std::string digits = t;
     int64_t mult = 1;
     if (def.bytes) {
-        static const std::pair<const char*, int64_t> kSuffix[] = {
-            {"Ki", 1LL << 10}, {"Mi", 1LL << 20}, {"Gi", 1LL << 30}, {"Ti", 1LL << 40},
-            {"K", 1000LL}, {"M", 1000000LL}, {"G", 1000000000LL}, {"T", 1000000000000LL}};
+        static const std::pair<const char*, int64_t> kSuffix[] = {{"Ki", 1LL << 10}, {"Mi", 1LL << 20}, {"Gi", 1LL << 30},   {"Ti", 1LL << 40},
+                                                                  {"K", 1000LL},     {"M", 1000000LL},  {"G", 1000000000LL}, {"T", 1000000000000LL}};
         for (const auto& [suf, m] : kSuffix) {
             size_t L = std::char_traits<char>::length(suf);
             if (digits.size() > L && digits.compare(digits.size() - L, L, suf) == 0) {

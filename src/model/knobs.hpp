@@ -12,17 +12,36 @@
 namespace nriqos {
 
 enum class KnobId {
-    CpuShares, CpuWeight, CpuQuota, CpuPeriod, CpuBurst, CpuIdle,
-    CpusetCpus, CpusetMems,
-    MemoryLimit, MemoryHigh, MemoryLow, MemoryMin, MemorySwap, MemorySoftLimit,
-    PidsMax, BlkioWeight,
-    CpuQosLevel, MemoryQosLevel,
-    OomScoreAdj, ResctrlGroup,
+    CpuShares,
+    CpuWeight,
+    CpuQuota,
+    CpuPeriod,
+    CpuBurst,
+    CpuIdle,
+    CpusetCpus,
+    CpusetMems,
+    MemoryLimit,
+    MemoryHigh,
+    MemoryLow,
+    MemoryMin,
+    MemorySwap,
+    MemorySoftLimit,
+    PidsMax,
+    BlkioWeight,
+    CpuQosLevel,
+    MemoryQosLevel,
+    OomScoreAdj,
+    ResctrlGroup,
     BlkioThrottle,
     // Process attributes the runtime sets at create from an NRI adjustment (NRI >= 0.10/0.11/0.12:
     // LinuxContainerAdjustment io_priority, scheduler, memory_policy); nri-qos never writes them
     // itself (adjust.cpp process_knob_skip says why per knob).
-    SchedPolicy, SchedNice, IoClass, IoLevel, MemoryPolicy, MemoryPolicyNodes,
+    SchedPolicy,
+    SchedNice,
+    IoClass,
+    IoLevel,
+    MemoryPolicy,
+    MemoryPolicyNodes,
     // Group identity of Anolis / Alibaba Cloud Linux kernels (cpu.bvt_warp_ns, -1..2): written
     // directly; skipped where the kernel lacks the file (knobs.cpp kTable).
     CpuBvtWarpNs,
@@ -34,26 +53,26 @@ enum class PctBase { None, CpuShares, CpuQuota, MemLimit, PidsLimit };
 
 /// Value syntax a knob accepts in the policy.
 enum class ValueKind {
-    Int,     ///< integer (bytes accept Ki/Mi/Gi/Ti and K/M/G/T suffixes), optionally "max"
+    Int,  ///< integer (bytes accept Ki/Mi/Gi/Ti and K/M/G/T suffixes), optionally "max"
     Cpuset,  ///< cpuset list "0-3,8"
-    Name,    ///< identifier [A-Za-z0-9_.-]{1,64} (resctrl group)
+    Name,  ///< identifier [A-Za-z0-9_.-]{1,64} (resctrl group)
     Throttle,  ///< block I/O throttle list "MAJ:MIN KEY=RATE[,...]" (parse_throttle)
-    Choice,    ///< one of the knob's names (knob_choices); stored as its index in KnobValue::num
+    Choice,  ///< one of the knob's names (knob_choices); stored as its index in KnobValue::num
 };
 
 /// Static description of a knob (see knobs.cpp for the table and man/nri-qos.toml.5).
 struct KnobDef {
     KnobId id;
-    const char* key;        ///< policy key, e.g. "cpu_shares"
+    const char* key;  ///< policy key, e.g. "cpu_shares"
     ValueKind kind;
-    int64_t min, max;       ///< valid range after resolution (kernel-documented)
-    bool allow_max;         ///< accepts "max" (unlimited; -1 in cgroup v1)
-    bool bytes;             ///< integer with byte-size suffixes
+    int64_t min, max;  ///< valid range after resolution (kernel-documented)
+    bool allow_max;  ///< accepts "max" (unlimited; -1 in cgroup v1)
+    bool bytes;  ///< integer with byte-size suffixes
     PctBase pct;
-    const char* v1_ctrl;    ///< cgroup v1 controller directory (nullptr: not in v1)
+    const char* v1_ctrl;  ///< cgroup v1 controller directory (nullptr: not in v1)
     const char* v1_file;
-    const char* v2_file;    ///< cgroup v2 file (nullptr: not in v2)
-    const char* unit;       ///< for docs/explain: "bytes", "us", "shares", ...
+    const char* v2_file;  ///< cgroup v2 file (nullptr: not in v2)
+    const char* unit;  ///< for docs/explain: "bytes", "us", "shares", ...
 };
 
 /// The names a Choice knob accepts, in index order (KnobValue::num is the index), each with
@@ -67,16 +86,16 @@ struct KnobDef {
 ///    "local" (4), "preferred_many" (5), "weighted_interleave" (6) — set_mempolicy(2).
 /// Empty for any other knob.
 struct KnobChoice {
-    const char* name;      ///< policy spelling, e.g. "idle"
-    int nri;               ///< NRI enum number
+    const char* name;  ///< policy spelling, e.g. "idle"
+    int nri;  ///< NRI enum number
     const char* nri_name;  ///< NRI enum name, e.g. "SCHED_IDLE"
 };
 const std::vector<KnobChoice>& knob_choices(KnobId id);
 /// The process-attribute knobs (sched_policy, sched_nice, io_class, io_level, memory_policy,
 /// memory_policy_nodes): container-only, applied by the runtime from the NRI adjustment.
 inline bool is_process_knob(KnobId id) {
-    return id == KnobId::SchedPolicy || id == KnobId::SchedNice || id == KnobId::IoClass || id == KnobId::IoLevel ||
-           id == KnobId::MemoryPolicy || id == KnobId::MemoryPolicyNodes;
+    return id == KnobId::SchedPolicy || id == KnobId::SchedNice || id == KnobId::IoClass || id == KnobId::IoLevel || id == KnobId::MemoryPolicy ||
+           id == KnobId::MemoryPolicyNodes;
 }
 /// True when memory_policy mode index `mode` (knob_choices(MemoryPolicy)) needs a non-empty
 /// node list (bind, interleave, preferred_many, weighted_interleave), and `forbids` when it
@@ -98,7 +117,7 @@ const KnobDef& knob_def(KnobId id);
 /// "oom_score_adj", ... and "cpuset.cpus"/"cpuset.mems" for "cpu.cpus"/"cpu.mems"), plus
 /// "raw:<file>" for a raw knob.
 struct FieldKnobs {
-    uint64_t knobs = 0;    ///< bit (1 << int(KnobId)) of each knob the field covers
+    uint64_t knobs = 0;  ///< bit (1 << int(KnobId)) of each knob the field covers
     std::string raw_file;  ///< "raw:<file>": the raw knob's kernel file name ("" otherwise)
     /// An NRI field nri-qos never sets (annotations, mounts, env, hugepage_limits, ...): valid,
     /// nothing to leave (knobs 0, raw_file ""). `check` says so.
@@ -116,7 +135,7 @@ inline uint64_t knob_bit(KnobId id) { return uint64_t(1) << static_cast<int>(id)
 ///    the fact name, `num` is 1 when the policy says if_absent = "fail" (else 0: skip).
 struct KnobValue {
     enum Kind { Int, Max, Percent, Text, Fact } kind = Int;
-    int64_t num = 0;   ///< Int: the value; Percent: 0..100 (× the base); Fact: 1 = fail when absent
+    int64_t num = 0;  ///< Int: the value; Percent: 0..100 (× the base); Fact: 1 = fail when absent
     std::string text;  ///< Text: cpuset list or group name; Fact: the fact name
 };
 
@@ -209,8 +228,8 @@ WeightFit weight_fit(uint64_t shares, uint64_t weight);
 /// detect.hpp refresh_runtime_formula), cached in the state dir file runc-formula.
 struct RuntimeFormula {
     WeightFormula formula = WeightFormula::Auto;  ///< Auto: the output named no known version
-    std::string version;                           ///< "runc 1.1.5" ("" unknown)
-    std::string binary;                            ///< the binary run ("runc", "/usr/sbin/runc")
+    std::string version;  ///< "runc 1.1.5" ("" unknown)
+    std::string binary;  ///< the binary run ("runc", "/usr/sbin/runc")
 };
 
 /// The formula of a runtime from the first line of its `--version` output: "runc version 1.1.5"

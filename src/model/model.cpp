@@ -12,12 +12,10 @@ constexpr long kCgroup2Magic = 0x63677270;
 constexpr size_t kMaxLevels = 32;
 
 void check_component(const std::string& c, const std::string& whole) {
-    if (c.empty() || c == "." || c == "..")
-        throw InputError("cgroupsPath \"" + whole + "\": empty, \".\" or \"..\" component is not allowed");
+    if (c.empty() || c == "." || c == "..") throw InputError("cgroupsPath \"" + whole + "\": empty, \".\" or \"..\" component is not allowed");
     if (c.size() > 255) throw InputError("cgroupsPath: component longer than 255 bytes");
     for (unsigned char ch : c)
-        if (ch < 0x20 || ch == 0x7f || ch == '\\')
-            throw InputError("cgroupsPath: control character or backslash in a component");
+        if (ch < 0x20 || ch == 0x7f || ch == '\\') throw InputError("cgroupsPath: control character or backslash in a component");
 }
 
 std::string printable(const std::string& s) {
@@ -60,8 +58,7 @@ std::string expand_slice(const std::string& slice, const std::string& whole) {
     if (slice.size() <= suffix.size() || slice.compare(slice.size() - suffix.size(), suffix.size(), suffix) != 0)
         throw InputError("cgroupsPath \"" + whole + "\": systemd slice must end in .slice");
     if (slice == "-.slice") return "";
-    if (slice.find('/') != std::string::npos)
-        throw InputError("cgroupsPath \"" + whole + "\": systemd slice must not contain '/'");
+    if (slice.find('/') != std::string::npos) throw InputError("cgroupsPath \"" + whole + "\": systemd slice must not contain '/'");
     std::string base = slice.substr(0, slice.size() - suffix.size());
     std::string out, prefix;
     size_t pos = 0;
@@ -121,12 +118,9 @@ CgroupPaths resolve_cgroups_path(const std::string& oci) {
         p.pod = expand_slice(slice.empty() ? std::string("system.slice") : slice, whole);
         p.container = p.pod.empty() ? unit : p.pod + "/" + unit;
         p.root_or_default = p.pod.empty() || slice.empty();
-        if (p.pod.empty())
-            p.no_pod = "cgroupsPath \"" + whole + "\" is in the root slice: no pod cgroup";
-        else if (slice.empty())
-            p.no_pod = "cgroupsPath \"" + whole + "\" has no slice (systemd's default system.slice): no pod cgroup";
-        else
-            p.no_pod = shared_parent(p.pod, whole);
+        if (p.pod.empty()) p.no_pod = "cgroupsPath \"" + whole + "\" is in the root slice: no pod cgroup";
+        else if (slice.empty()) p.no_pod = "cgroupsPath \"" + whole + "\" has no slice (systemd's default system.slice): no pod cgroup";
+        else p.no_pod = shared_parent(p.pod, whole);
         return p;
     }
     // cgroupfs driver: the path itself, below the hierarchy root.

@@ -21,7 +21,7 @@ enum class CgroupDriver { Cgroupfs, Systemd };
 struct CgroupPaths {
     CgroupDriver driver = CgroupDriver::Cgroupfs;
     std::string container;  ///< the sandbox's/container's own cgroup, e.g. "kubepods/burstable/pod<uid>/<id>"
-    std::string pod;        ///< its parent (the pod cgroup), e.g. "kubepods/burstable/pod<uid>"
+    std::string pod;  ///< its parent (the pod cgroup), e.g. "kubepods/burstable/pod<uid>"
     /// Non-empty when the parent is not a cgroup of the pod's own: the hierarchy root
     /// (cgroupfs "/<id>", systemd "-.slice:prefix:name"), systemd's default "system.slice"
     /// (an empty slice), or any parent whose last component is not kubelet's pod cgroup name

@@ -80,16 +80,16 @@ const char* kind_name(Kind k) {
 struct Val {
     Kind kind = Kind::Absent;
     std::string str;  // Kind::String
-    int64_t i = 0;    // Kind::Integer
-    uint64_t u = 0;   // Kind::Unsigned
+    int64_t i = 0;  // Kind::Integer
+    uint64_t u = 0;  // Kind::Unsigned
     bool missing() const { return kind == Kind::Absent || kind == Kind::Null; }
 };
 
 /// An integer that NRI Go JSON may wrap as {"value": N}.
 struct Wrapped {
-    Val outer;           // the member itself (Kind::Object when wrapped)
+    Val outer;  // the member itself (Kind::Object when wrapped)
     bool inner_present = false;
-    Val inner;           // its "value"
+    Val inner;  // its "value"
 };
 
 /// labels / annotations: entries go straight into `out`; the error of the first bad entry in
@@ -129,22 +129,34 @@ struct EventStage {
 
 /// Where an object's members go.
 enum class Ctx : uint8_t {
-    Skip,                                   // not read: only the limits apply
-    V01Root, V01Spec, Conf,                 // v0.1 request
-    EvRoot, Runtime, Pod, PodLinux, Ctr, CtrLinux,  // nri-eval event
-    Res, Cpu, Mem, Pids, Wrapper, Map,
+    Skip,  // not read: only the limits apply
+    V01Root,
+    V01Spec,
+    Conf,  // v0.1 request
+    EvRoot,
+    Runtime,
+    Pod,
+    PodLinux,
+    Ctr,
+    CtrLinux,  // nri-eval event
+    Res,
+    Cpu,
+    Mem,
+    Pids,
+    Wrapper,
+    Map,
 };
 
 /// The member a key selects: nothing (skip), a scalar, a map, a wrapped integer or an object.
 struct Slot {
     enum Type : uint8_t { None, Scalar, Map, Wrap, Object } type = None;
     void* target = nullptr;  // Val*, StrMap*, Wrapped*, or the object's staging struct
-    Kind* kind = nullptr;    // Object: where the member's kind is noted
-    Ctx ctx = Ctx::Skip;     // Object: the context of its members
+    Kind* kind = nullptr;  // Object: where the member's kind is noted
+    Ctx ctx = Ctx::Skip;  // Object: the context of its members
 };
 
 class RequestReader {
-  public:
+public:
     RequestReader(V01Stage* v, EventStage* e) : v01_(v), ev_(e), limits_(limits::kMaxDepth) {}
 
     Kind root = Kind::Absent;
@@ -199,7 +211,7 @@ class RequestReader {
     }
     bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) { fail_syntax(e); }
 
-  private:
+private:
     struct Frame {
         Ctx ctx;
         bool object;
@@ -500,9 +512,7 @@ std::optional<int64_t> get_int(const Val& v, const Ptr& where, int64_t lo, int64
             if (s[k] < '0' || s[k] > '9') fail(where, "expected an integer");
         try {
             x = std::stoll(s);
-        } catch (...) {
-            fail(where, "integer out of range");
-        }
+        } catch (...) { fail(where, "integer out of range"); }
     } else {
         fail(where, std::string("expected integer, got ") + kind_name(v.kind));
     }
@@ -596,8 +606,7 @@ void fill_names(Request& r) {
     if (r.pod_namespace.empty()) r.pod_namespace = pick("io.kubernetes.cri.sandbox-namespace", "io.kubernetes.pod.namespace");
     if (r.pod_name.empty()) r.pod_name = pick("io.kubernetes.cri.sandbox-name", "io.kubernetes.pod.name");
     if (r.pod_uid.empty()) r.pod_uid = pick("io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid");
-    if (r.container_name.empty() && !r.is_sandbox)
-        r.container_name = pick("io.kubernetes.cri.container-name", "io.kubernetes.container.name");
+    if (r.container_name.empty() && !r.is_sandbox) r.container_name = pick("io.kubernetes.cri.container-name", "io.kubernetes.container.name");
 }
 
 }  // namespace
@@ -676,17 +685,26 @@ Request parse_nri_event(std::string_view text) {
     r.wire = Request::Wire::NriEvent;
     r.version = "nri";
     static const std::pair<const char*, Event> kEvents[] = {
-        {"RunPodSandbox", Event::RunPodSandbox}, {"StopPodSandbox", Event::StopPodSandbox},
-        {"RemovePodSandbox", Event::RemovePodSandbox}, {"CreateContainer", Event::CreateContainer},
-        {"StartContainer", Event::StartContainer}, {"UpdateContainer", Event::UpdateContainer},
-        {"StopContainer", Event::StopContainer}, {"RemoveContainer", Event::RemoveContainer},
-        {"PostUpdateContainer", Event::PostUpdateContainer}, {"UpdatePodSandbox", Event::UpdatePodSandbox},
-        {"Synchronize", Event::Synchronize}, {"SynchronizeLate", Event::SynchronizeLate},
+        {"RunPodSandbox", Event::RunPodSandbox},
+        {"StopPodSandbox", Event::StopPodSandbox},
+        {"RemovePodSandbox", Event::RemovePodSandbox},
+        {"CreateContainer", Event::CreateContainer},
+        {"StartContainer", Event::StartContainer},
+        {"UpdateContainer", Event::UpdateContainer},
+        {"StopContainer", Event::StopContainer},
+        {"RemoveContainer", Event::RemoveContainer},
+        {"PostUpdateContainer", Event::PostUpdateContainer},
+        {"UpdatePodSandbox", Event::UpdatePodSandbox},
+        {"Synchronize", Event::Synchronize},
+        {"SynchronizeLate", Event::SynchronizeLate},
     };
     std::string ev = get_string(s.event, {"/event"}, true);
     bool known = false;
     for (const auto& [n, e] : kEvents)
-        if (ev == n) { r.event = e; known = true; }
+        if (ev == n) {
+            r.event = e;
+            known = true;
+        }
     if (!known) fail({"/event"}, "unknown event \"" + ptr_key(ev) + "\"");
     if (present(s.runtime)) {
         expect(s.runtime, Kind::Object, {"/runtime"}, "object");

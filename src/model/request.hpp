@@ -27,9 +27,9 @@ struct InputError : std::runtime_error {
 /// Limits on untrusted input (sizes in bytes).
 namespace limits {
 constexpr size_t kMaxRequestBytes = 4u << 20;  ///< whole request document
-constexpr int kMaxDepth = 32;                  ///< JSON nesting
-constexpr size_t kMaxMapEntries = 4096;        ///< labels / annotations each
-constexpr size_t kMaxKeyBytes = 317;           ///< Kubernetes: 253 prefix + '/' + 63 name
+constexpr int kMaxDepth = 32;  ///< JSON nesting
+constexpr size_t kMaxMapEntries = 4096;  ///< labels / annotations each
+constexpr size_t kMaxKeyBytes = 317;  ///< Kubernetes: 253 prefix + '/' + 63 name
 constexpr size_t kMaxValueBytes = 256u << 10;  ///< Kubernetes: all annotations ≤ 256 KiB
 constexpr size_t kMaxIdBytes = 128;
 constexpr size_t kMaxCgroupsPathBytes = 4096;
@@ -37,10 +37,21 @@ constexpr size_t kMaxCgroupsPathBytes = 4096;
 
 /// Lifecycle event, normalised over v0.1 states and native NRI events.
 enum class Event {
-    Create, Update, Delete, Pause, Resume,  // v0.1 `state`
-    RunPodSandbox, StopPodSandbox, RemovePodSandbox,
-    CreateContainer, StartContainer, UpdateContainer, StopContainer, RemoveContainer,
-    PostUpdateContainer, UpdatePodSandbox,  // native NRI: after a container update; pod resize (NRI v0.10+)
+    Create,
+    Update,
+    Delete,
+    Pause,
+    Resume,  // v0.1 `state`
+    RunPodSandbox,
+    StopPodSandbox,
+    RemovePodSandbox,
+    CreateContainer,
+    StartContainer,
+    UpdateContainer,
+    StopContainer,
+    RemoveContainer,
+    PostUpdateContainer,
+    UpdatePodSandbox,  // native NRI: after a container update; pod resize (NRI v0.10+)
     /// Native NRI Synchronize (registration, reconnect): one existing pod (sandbox: pod knobs and
     /// the class memo, as RunPodSandbox) or one existing container (NRI fields in `update`,
     /// the rest written directly, as UpdateContainer + StartContainer). docs/native-nri.md.
@@ -83,19 +94,19 @@ Resources granted_resources(const Resources& current, const Resources& update);
 /// One validated request, whatever wire shape it came in.
 struct Request {
     enum class Wire { V01, NriEvent } wire = Wire::V01;
-    std::string version;                 ///< v0.1: request "version"
+    std::string version;  ///< v0.1: request "version"
     Event event = Event::Other;
-    std::string id;                      ///< container id (sandbox id for sandbox events)
+    std::string id;  ///< container id (sandbox id for sandbox events)
     std::string sandbox_id;
     bool is_sandbox = false;
-    std::optional<int64_t> pid;          ///< init pid of the task, when it exists
+    std::optional<int64_t> pid;  ///< init pid of the task, when it exists
     std::optional<std::string> cgroups_path;  ///< OCI cgroupsPath (either driver form)
-    std::map<std::string, std::string> labels;       ///< pod labels
+    std::map<std::string, std::string> labels;  ///< pod labels
     std::map<std::string, std::string> annotations;  ///< OCI/pod annotations
     std::string pod_namespace, pod_name, pod_uid, container_name;
     Resources resources;
     nlohmann::json conf = nlohmann::json::object();  ///< v0.1 "conf" from /etc/nri/conf.json
-    std::string runtime_name, runtime_version;        ///< native NRI: from Configure
+    std::string runtime_name, runtime_version;  ///< native NRI: from Configure
 };
 
 /// Parse a JSON document into a DOM with nri-qos's limits: size ≤ kMaxRequestBytes, nesting ≤

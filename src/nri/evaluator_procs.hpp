@@ -22,7 +22,7 @@ constexpr size_t kHeaderSize = 16;
 constexpr char kMagic[4] = {'N', 'Q', 'E', 'V'};
 // Messages zygote -> relay: {kind, value}, two int32.
 constexpr int32_t kMsgFailMode = 1;  // value: the policy's fail mode, 1 closed, 0 open, -1 unknown
-constexpr int32_t kMsgSpare = 2;     // value: the spare's pid, or -errno
+constexpr int32_t kMsgSpare = 2;  // value: the spare's pid, or -errno
 constexpr int32_t kMsgEvaluatorEvents = 3;  // value: the policy's settings.evaluator_events (>= 1)
 
 // A resident evaluator (settings.evaluator_events > 1, docs/native-nri.md "Resident

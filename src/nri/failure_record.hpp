@@ -61,26 +61,26 @@ constexpr size_t kMaxFailureMsg = 4096;
 ///                    it can (runtime_conflict below); also counted in
 ///                    nri_qos_adjustment_rejected_total{other}.
 struct RelayFailure {
-  std::string event;      ///< child-contract event ("CreateContainer", ...), "unknown" or "relay"
-  /// "refused" (error returned to the runtime), "failed" (answered empty: fail-open),
-  /// "answered" (the evaluator's answer was replied; its records failed after it) or "replaced"
-  /// (a lost keeper or zygote, no event)
-  std::string outcome;
-  std::string kind;       ///< see above
-  std::string fail_mode;  ///< "open", "closed"; "" when no fail mode applies (protocol refusals)
-  std::string reason;     ///< the relay's one-line reason (as in its log)
-  std::string ns, pod, container, id, sandbox_id;  ///< what the request named ("" = unknown)
-  int64_t duration_us = -1;  ///< time the evaluation ran (-1: none ran)
-  /// adjustment-rejected only: nri-qos's registered plugin name ("10-nri-qos"), the fields its
-  /// adjustment set, in containerd's words ("CPU shares, memory limit"), and the other plugin
-  /// (filled by the recorder from the runtime's log; "" unknown). Names: at most 64 bytes.
-  std::string self, fields, other;
+    std::string event;  ///< child-contract event ("CreateContainer", ...), "unknown" or "relay"
+    /// "refused" (error returned to the runtime), "failed" (answered empty: fail-open),
+    /// "answered" (the evaluator's answer was replied; its records failed after it) or "replaced"
+    /// (a lost keeper or zygote, no event)
+    std::string outcome;
+    std::string kind;  ///< see above
+    std::string fail_mode;  ///< "open", "closed"; "" when no fail mode applies (protocol refusals)
+    std::string reason;  ///< the relay's one-line reason (as in its log)
+    std::string ns, pod, container, id, sandbox_id;  ///< what the request named ("" = unknown)
+    int64_t duration_us = -1;  ///< time the evaluation ran (-1: none ran)
+    /// adjustment-rejected only: nri-qos's registered plugin name ("10-nri-qos"), the fields its
+    /// adjustment set, in containerd's words ("CPU shares, memory limit"), and the other plugin
+    /// (filled by the recorder from the runtime's log; "" unknown). Names: at most 64 bytes.
+    std::string self, fields, other;
 };
 
 /// What the runtime's log says about a conflict (runtime_conflict).
 struct RuntimeConflict {
-  std::string other;    ///< the other plugin, as NRI names it ("05-gostub"); "" not found
-  std::string subject;  ///< the field, in containerd's words ("CPU shares")
+    std::string other;  ///< the other plugin, as NRI names it ("05-gostub"); "" not found
+    std::string subject;  ///< the field, in containerd's words ("CPU shares")
 };
 
 /// The recent lines of the runtime's log that report an NRI ownership conflict ("both tried to
@@ -99,9 +99,7 @@ std::string runtime_log_excerpt(const std::string& spec, int budget_ms, std::str
 /// (containerd 2.2.x, 2.3) names the field by its enum name instead ("... both tried to set
 /// CPUShares", containerd/nri v0.11.0 pkg/api/owners.go Conflict): the subject is given in the
 /// older words either way ("CPU shares"). The other plugin is the one of the two that is not `self`. Names are checked: [A-Za-z0-9_.-], 1-64 bytes.
-RuntimeConflict runtime_conflict(const std::string& excerpt, const std::string& sandbox_id, const std::string& container,
-                                 const std::string& self);
-
+RuntimeConflict runtime_conflict(const std::string& excerpt, const std::string& sandbox_id, const std::string& container, const std::string& self);
 
 /// The message the relay sends (a JSON object; strings cut to their bounds so that it always
 /// fits kMaxFailureMsg).
@@ -124,7 +122,6 @@ nriqos::MetricsEvent failure_metrics(const RelayFailure& f);
 /// one line on stderr).
 /// `excerpt` (runtime_log_excerpt, gathered before the recorder confined itself; `log_spec` names
 /// where from) is searched for an adjustment-rejected failure's other plugin.
-int publish_relay_failure(const std::string& msg, const nriqos::SinkPaths& paths, const std::string& excerpt = "",
-                          const std::string& log_spec = "");
+int publish_relay_failure(const std::string& msg, const nriqos::SinkPaths& paths, const std::string& excerpt = "", const std::string& log_spec = "");
 
 }  // namespace nri

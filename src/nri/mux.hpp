@@ -17,7 +17,7 @@
 namespace nri {
 
 /// Logical connection ids of the NRI mux (same numbers on both sides).
-constexpr uint32_t kPluginServiceConn = 1;   ///< plugin serves nri.pkg.api.v1alpha1.Plugin
+constexpr uint32_t kPluginServiceConn = 1;  ///< plugin serves nri.pkg.api.v1alpha1.Plugin
 constexpr uint32_t kRuntimeServiceConn = 2;  ///< plugin calls nri.pkg.api.v1alpha1.Runtime
 
 /// Size of the mux frame header in bytes.
@@ -36,44 +36,43 @@ constexpr size_t kMuxSendChunk = 4096;
 /// constant even for 16 MiB frames. Frames whose ConnID is not accepted by `is_open` are
 /// skipped without calling the sink (Go mux behaviour).
 class MuxDecoder {
- public:
-  /// Called with (conn id, pointer, length) for each piece of accepted payload; a single frame
-  /// may be delivered in several pieces.
-  using Sink = std::function<void(uint32_t conn, const char* data, size_t len)>;
-  /// Decides whether a ConnID is open at the receiver; default: conns 1 and 2.
-  using IsOpen = std::function<bool(uint32_t conn)>;
+public:
+    /// Called with (conn id, pointer, length) for each piece of accepted payload; a single frame
+    /// may be delivered in several pieces.
+    using Sink = std::function<void(uint32_t conn, const char* data, size_t len)>;
+    /// Decides whether a ConnID is open at the receiver; default: conns 1 and 2.
+    using IsOpen = std::function<bool(uint32_t conn)>;
 
-  explicit MuxDecoder(Sink sink, IsOpen is_open = {});
+    explicit MuxDecoder(Sink sink, IsOpen is_open = {});
 
-  /// Consume `len` bytes of the trunk stream. Returns false (and sets error()) on a frame
-  /// whose length exceeds kMuxMaxPayload; the stream cannot be resynchronised after that, so
-  /// the caller must close the trunk. Once failed, every later call returns false.
-  bool feed(const char* data, size_t len);
+    /// Consume `len` bytes of the trunk stream. Returns false (and sets error()) on a frame
+    /// whose length exceeds kMuxMaxPayload; the stream cannot be resynchronised after that, so
+    /// the caller must close the trunk. Once failed, every later call returns false.
+    bool feed(const char* data, size_t len);
 
-  /// One-line description of the failure, empty while healthy.
-  const std::string& error() const { return error_; }
-  /// True when the decoder sits exactly between two frames (nothing partial buffered).
-  bool at_frame_boundary() const { return hdr_len_ == 0 && remaining_ == 0; }
-  /// Number of frames dropped because their ConnID was not open.
-  uint64_t dropped_frames() const { return dropped_; }
+    /// One-line description of the failure, empty while healthy.
+    const std::string& error() const { return error_; }
+    /// True when the decoder sits exactly between two frames (nothing partial buffered).
+    bool at_frame_boundary() const { return hdr_len_ == 0 && remaining_ == 0; }
+    /// Number of frames dropped because their ConnID was not open.
+    uint64_t dropped_frames() const { return dropped_; }
 
- private:
-  Sink sink_;
-  IsOpen is_open_;
-  unsigned char hdr_[kMuxHeaderSize];
-  size_t hdr_len_ = 0;
-  uint32_t conn_ = 0;
-  uint32_t remaining_ = 0;
-  bool skipping_ = false;
-  uint64_t dropped_ = 0;
-  std::string error_;
+private:
+    Sink sink_;
+    IsOpen is_open_;
+    unsigned char hdr_[kMuxHeaderSize];
+    size_t hdr_len_ = 0;
+    uint32_t conn_ = 0;
+    uint32_t remaining_ = 0;
+    bool skipping_ = false;
+    uint64_t dropped_ = 0;
+    std::string error_;
 };
 
 /// Append the mux frames carrying `payload` on connection `conn` to `out`: a header and at
 /// most `chunk` (default kMuxSendChunk, must be >0) payload bytes per frame. An empty payload
 /// produces nothing (the Go mux never sends empty frames for ttrpc traffic).
-void mux_encode(uint32_t conn, const std::string& payload, std::string& out,
-                size_t chunk = kMuxSendChunk);
+void mux_encode(uint32_t conn, const std::string& payload, std::string& out, size_t chunk = kMuxSendChunk);
 
 /// Write the 8-byte big-endian mux header for (conn, len) into `dst`.
 void mux_put_header(unsigned char* dst, uint32_t conn, uint32_t len);

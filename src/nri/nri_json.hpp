@@ -49,8 +49,7 @@ nlohmann::json adjustment_to_json(const pb::ContainerAdjustment& adj);
 ///  "linux_resources": resources_to_json(*linux_resources) (absent when null),
 ///  "pod": pod_to_json(pod), "runtime": {"name", "version"} (always, also when empty)}.
 /// The reference for print_event (tests, fuzzer); the relay prints with print_event.
-nlohmann::json event_to_json(const std::string& event, const std::string& runtime_name,
-                             const std::string& runtime_version, const pb::PodSandbox& pod,
+nlohmann::json event_to_json(const std::string& event, const std::string& runtime_name, const std::string& runtime_version, const pb::PodSandbox& pod,
                              const pb::Container* ctr, const pb::LinuxResources* linux_resources);
 
 /// Appends the text of event_to_json(...) to `out`, byte for byte what its dump() prints
@@ -61,9 +60,8 @@ nlohmann::json event_to_json(const std::string& event, const std::string& runtim
 /// cannot arrive here from the wire (protobuf rejects it in proto3 string fields while
 /// parsing the request); given anyway it is replaced by U+FFFD where dump() would throw.
 /// Never throws except std::bad_alloc.
-void print_event(std::string& out, const std::string& event, const std::string& runtime_name,
-                 const std::string& runtime_version, const pb::PodSandbox& pod,
-                 const pb::Container* ctr, const pb::LinuxResources* linux_resources);
+void print_event(std::string& out, const std::string& event, const std::string& runtime_name, const std::string& runtime_version,
+                 const pb::PodSandbox& pod, const pb::Container* ctr, const pb::LinuxResources* linux_resources);
 
 /// The evaluator's answer (docs/native-nri.md "Child contract", stdout) as a DOM holding only
 /// the top-level members the relay reads: "adjustment", "deadline", "error",
@@ -79,8 +77,7 @@ nlohmann::json parse_answer(const std::string& text);
 /// Returns false and sets `err` to a one-line message ("update.cpu.shares.value: expected an
 /// unsigned integer, got string \"x\"") on a wrong type, out-of-range number or unknown key;
 /// `out` is then unspecified. JSON null yields an empty message. Never throws.
-bool resources_from_json(const nlohmann::json& j, pb::LinuxResources& out, std::string& err,
-                         const std::string& path = "update");
+bool resources_from_json(const nlohmann::json& j, pb::LinuxResources& out, std::string& err, const std::string& path = "update");
 
 /// JSON (child's "adjustment" object) → ContainerAdjustment. Accepted keys: annotations
 /// {string: string}, linux{resources (as resources_from_json), oom_score_adj {"value": N},
@@ -89,7 +86,6 @@ bool resources_from_json(const nlohmann::json& j, pb::LinuxResources& out, std::
 /// priority 0}, memory_policy {mode: "MPOL_*" (or its number), nodes: "" or a list "0-1,3"}}
 /// (NRI v0.10/v0.11/v0.12 LinuxContainerAdjustment fields 5, 10, 12).
 /// Same error contract as resources_from_json. Never throws.
-bool adjustment_from_json(const nlohmann::json& j, pb::ContainerAdjustment& out,
-                          std::string& err, const std::string& path = "adjustment");
+bool adjustment_from_json(const nlohmann::json& j, pb::ContainerAdjustment& out, std::string& err, const std::string& path = "adjustment");
 
 }  // namespace nri

@@ -21,53 +21,53 @@ inline constexpr const char kNriProtocolVersion[] = "v0.12.0";
 /// Settings of the relay. The caller (src/cli/main.cpp) fills them from the command line and
 /// from the environment containerd gives a launched plugin (relay_options_from_env()).
 struct RelayOptions {
-  /// Pre-connected trunk socket (containerd launch: NRI_PLUGIN_SOCKET=3). Used when >= 0.
-  int fd = -1;
-  /// External mode: unix stream socket of the runtime (e.g. /var/run/nri/nri.sock); used when
-  /// `fd` < 0. One of `fd`/`socket_path` must be set.
-  std::string socket_path;
-  /// RegisterPlugin.plugin_name / plugin_idx (containerd requires a two-digit index).
-  std::string plugin_name = "nri-qos";
-  std::string plugin_idx = "10";
-  /// argv of the per-event child; [0] must be an absolute path (containerd gives plugins no
-  /// PATH), e.g. {"/proc/self/exe", "nri-eval", "--policy", "/etc/nri/nri-qos.toml"}.
-  /// Empty = no evaluation: every event is answered with the failure policy.
-  std::vector<std::string> child_argv;
-  /// In-process evaluation (fork mode, the default of the real binary: a spare evaluator is
-  /// forked ahead of each event, see evaluator.hpp). When `inproc.evaluate` is set it is used
-  /// and `child_argv` only tells which evaluation flags were given on the command line (they win
-  /// over the plugin config).
-  InProcessEval inproc;
-  /// Hard limit in ms for one child (spawn to exit). Further capped by the request's
-  /// timeout_nano and ConfigureRequest.request_timeout minus a 250 ms reply margin; containerd
-  /// cuts a plugin off for good after 2 s (plugin_request_timeout).
-  int child_deadline_ms = 1500;
-  /// Flag appended (with the child's own budget in ms = remaining time - 100 ms) to the child
-  /// argv of every event, e.g. "--event-deadline-ms 1400". Empty: append nothing.
-  std::string deadline_flag = "--event-deadline-ms";
-  /// Largest child stdout accepted (bytes); more counts as garbage.
-  size_t max_child_output = 1u << 20;
-  /// Map keys of a JSON plugin config (ConfigureRequest.config) to child flags
-  /// (policy → --policy, cgroup_root → --cgroup-root, ..., debug: true → --debug) unless the
-  /// flag is already in child_argv. See docs/native-nri.md "Plugin configuration".
-  bool config_to_child_flags = true;
-  /// Fork mode: once configured, fork the keeper (the one process that makes evaluator zygotes)
-  /// and confine the relay (src/os/sandbox.hpp confine_relay: seccomp allow-list, no filesystem
-  /// writes, no exec). Off with NRI_QOS_NO_SANDBOX=1. Exec mode is never confined (it execs).
-  bool confine = true;
-  /// Tests only: called in the relay right after it confined itself.
-  std::function<void()> after_confine;
-  /// Log every event (one line each) to stderr, not just warnings.
-  bool debug = false;
-  /// Service mode (service.hpp): the write end of a pipe to the service, which keeps the
-  /// relay's liveness on record. One line per change, tab-separated:
-  /// "configured\t<runtime name>\t<runtime version>\t<NRI version>" after Configure, "synced"
-  /// after each Synchronize reply. -1: none.
-  int status_fd = -1;
-  /// Append the relay's stderr (and its children's) to this file; empty = keep stderr
-  /// (/dev/null for a plugin launched by containerd). The plugin config key "log_file" sets it
-  /// when this is empty.
-  std::string log_file;
+    /// Pre-connected trunk socket (containerd launch: NRI_PLUGIN_SOCKET=3). Used when >= 0.
+    int fd = -1;
+    /// External mode: unix stream socket of the runtime (e.g. /var/run/nri/nri.sock); used when
+    /// `fd` < 0. One of `fd`/`socket_path` must be set.
+    std::string socket_path;
+    /// RegisterPlugin.plugin_name / plugin_idx (containerd requires a two-digit index).
+    std::string plugin_name = "nri-qos";
+    std::string plugin_idx = "10";
+    /// argv of the per-event child; [0] must be an absolute path (containerd gives plugins no
+    /// PATH), e.g. {"/proc/self/exe", "nri-eval", "--policy", "/etc/nri/nri-qos.toml"}.
+    /// Empty = no evaluation: every event is answered with the failure policy.
+    std::vector<std::string> child_argv;
+    /// In-process evaluation (fork mode, the default of the real binary: a spare evaluator is
+    /// forked ahead of each event, see evaluator.hpp). When `inproc.evaluate` is set it is used
+    /// and `child_argv` only tells which evaluation flags were given on the command line (they win
+    /// over the plugin config).
+    InProcessEval inproc;
+    /// Hard limit in ms for one child (spawn to exit). Further capped by the request's
+    /// timeout_nano and ConfigureRequest.request_timeout minus a 250 ms reply margin; containerd
+    /// cuts a plugin off for good after 2 s (plugin_request_timeout).
+    int child_deadline_ms = 1500;
+    /// Flag appended (with the child's own budget in ms = remaining time - 100 ms) to the child
+    /// argv of every event, e.g. "--event-deadline-ms 1400". Empty: append nothing.
+    std::string deadline_flag = "--event-deadline-ms";
+    /// Largest child stdout accepted (bytes); more counts as garbage.
+    size_t max_child_output = 1u << 20;
+    /// Map keys of a JSON plugin config (ConfigureRequest.config) to child flags
+    /// (policy → --policy, cgroup_root → --cgroup-root, ..., debug: true → --debug) unless the
+    /// flag is already in child_argv. See docs/native-nri.md "Plugin configuration".
+    bool config_to_child_flags = true;
+    /// Fork mode: once configured, fork the keeper (the one process that makes evaluator zygotes)
+    /// and confine the relay (src/os/sandbox.hpp confine_relay: seccomp allow-list, no filesystem
+    /// writes, no exec). Off with NRI_QOS_NO_SANDBOX=1. Exec mode is never confined (it execs).
+    bool confine = true;
+    /// Tests only: called in the relay right after it confined itself.
+    std::function<void()> after_confine;
+    /// Log every event (one line each) to stderr, not just warnings.
+    bool debug = false;
+    /// Service mode (service.hpp): the write end of a pipe to the service, which keeps the
+    /// relay's liveness on record. One line per change, tab-separated:
+    /// "configured\t<runtime name>\t<runtime version>\t<NRI version>" after Configure, "synced"
+    /// after each Synchronize reply. -1: none.
+    int status_fd = -1;
+    /// Append the relay's stderr (and its children's) to this file; empty = keep stderr
+    /// (/dev/null for a plugin launched by containerd). The plugin config key "log_file" sets it
+    /// when this is empty.
+    std::string log_file;
 };
 
 /// Fill `o.fd`, `o.plugin_name` and `o.plugin_idx` from the environment of a launched NRI

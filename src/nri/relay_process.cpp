@@ -45,128 +45,127 @@ bool g_text_ranges_known = false;
 }  // namespace
 
 void drop_resident_text() {
-  if (g_text_ranges_known) {
-    for (const auto& r : g_text_ranges) madvise(reinterpret_cast<void*>(r.first), r.second - r.first, MADV_DONTNEED);
-    return;
-  }
-  g_text_ranges_known = true;
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return;
-  exe[n] = '\0';
-  FILE* f = fopen("/proc/self/smaps", "re");
-  if (!f) return;
-  struct Range {
-    unsigned long lo, hi;
-  };
-  std::vector<Range> drop;
-  char line[4352];
-  bool candidate = false;
-  Range cur = {0, 0};
-  while (fgets(line, sizeof line, f)) {
-    unsigned long lo = 0, hi = 0;
-    char perms[8] = {0};
-    int path_at = 0;
-    if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, perms, &path_at) >= 3 && strchr(line, '-') &&
-        line[0] != ' ' && strlen(perms) == 4) {  // header line of a new mapping
-      char* path = path_at > 0 ? line + path_at : line + strlen(line);
-      path[strcspn(path, "\n")] = '\0';
-      candidate = perms[0] == 'r' && perms[1] == '-' && perms[3] == 'p' && strcmp(path, exe) == 0;
-      cur = {lo, hi};
-      continue;
+    if (g_text_ranges_known) {
+        for (const auto& r : g_text_ranges) madvise(reinterpret_cast<void*>(r.first), r.second - r.first, MADV_DONTNEED);
+        return;
     }
-    unsigned long anon_kb = 0;
-    if (candidate && sscanf(line, "Anonymous: %lu kB", &anon_kb) == 1) {
-      if (anon_kb == 0) drop.push_back(cur);
-      candidate = false;
+    g_text_ranges_known = true;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return;
+    exe[n] = '\0';
+    FILE* f = fopen("/proc/self/smaps", "re");
+    if (!f) return;
+    struct Range {
+        unsigned long lo, hi;
+    };
+    std::vector<Range> drop;
+    char line[4352];
+    bool candidate = false;
+    Range cur = {0, 0};
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo = 0, hi = 0;
+        char perms[8] = {0};
+        int path_at = 0;
+        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, perms, &path_at) >= 3 && strchr(line, '-') && line[0] != ' ' &&
+            strlen(perms) == 4) {  // header line of a new mapping
+            char* path = path_at > 0 ? line + path_at : line + strlen(line);
+            path[strcspn(path, "\n")] = '\0';
+            candidate = perms[0] == 'r' && perms[1] == '-' && perms[3] == 'p' && strcmp(path, exe) == 0;
+            cur = {lo, hi};
+            continue;
+        }
+        unsigned long anon_kb = 0;
+        if (candidate && sscanf(line, "Anonymous: %lu kB", &anon_kb) == 1) {
+            if (anon_kb == 0) drop.push_back(cur);
+            candidate = false;
+        }
     }
-  }
-  fclose(f);
-  for (const Range& r : drop) {
-    madvise(reinterpret_cast<void*>(r.lo), r.hi - r.lo, MADV_DONTNEED);
-    g_text_ranges.emplace_back(r.lo, r.hi);
-  }
+    fclose(f);
+    for (const Range& r : drop) {
+        madvise(reinterpret_cast<void*>(r.lo), r.hi - r.lo, MADV_DONTNEED);
+        g_text_ranges.emplace_back(r.lo, r.hi);
+    }
 }
 
 // Send our stderr (and the children's) to `path`, appending. containerd starts launched plugins
 // with fds 0-2 on /dev/null, so without this nothing the relay logs is visible.
 void redirect_log(const std::string& path) {
-  if (path.empty()) return;
-  if (path[0] == '/') nriqos::make_dirs(nriqos::dir_name(path), 0750);
-  // open_record: a FIFO or device at the log path must not block the relay's start or its
-  // writes (issue 19 §2); stderr stays where it was.
-  std::string why;
-  int fd = nriqos::open_record(-1, path, O_WRONLY | O_APPEND | O_CREAT, 0640, why);
-  if (fd < 0) {
-    logf("cannot open log file %s: %s", path.c_str(), why.c_str());
-    return;
-  }
-  dup2(fd, 2);
-  close(fd);
+    if (path.empty()) return;
+    if (path[0] == '/') nriqos::make_dirs(nriqos::dir_name(path), 0750);
+    // open_record: a FIFO or device at the log path must not block the relay's start or its
+    // writes (issue 19 §2); stderr stays where it was.
+    std::string why;
+    int fd = nriqos::open_record(-1, path, O_WRONLY | O_APPEND | O_CREAT, 0640, why);
+    if (fd < 0) {
+        logf("cannot open log file %s: %s", path.c_str(), why.c_str());
+        return;
+    }
+    dup2(fd, 2);
+    close(fd);
 }
 
 // stderr is /dev/null (containerd's launch) or closed: then the relay logs to the default file
 // (issue #11: never to /dev/null by default). Its evaluators inherit it, so the log also holds
 // the one record line per event each evaluation writes to stderr.
 bool stderr_is_devnull() {
-  struct stat st, dn;
-  if (fstat(2, &st) != 0) return true;
-  return S_ISCHR(st.st_mode) && stat("/dev/null", &dn) == 0 && st.st_rdev == dn.st_rdev;
+    struct stat st, dn;
+    if (fstat(2, &st) != 0) return true;
+    return S_ISCHR(st.st_mode) && stat("/dev/null", &dn) == 0 && st.st_rdev == dn.st_rdev;
 }
 
 void Relay::setup_process() {
-  // fds 0-2 must be open so that pipes never land on them (containerd gives /dev/null).
-  for (int fd = 0; fd <= 2; ++fd) {
-    if (fcntl(fd, F_GETFD) < 0) {
-      int n = open("/dev/null", O_RDWR);
-      if (n >= 0 && n != fd) {
-        dup2(n, fd);
-        close(n);
-      }
+    // fds 0-2 must be open so that pipes never land on them (containerd gives /dev/null).
+    for (int fd = 0; fd <= 2; ++fd) {
+        if (fcntl(fd, F_GETFD) < 0) {
+            int n = open("/dev/null", O_RDWR);
+            if (n >= 0 && n != fd) {
+                dup2(n, fd);
+                close(n);
+            }
+        }
     }
-  }
-  sup_.setup();
-  // Keep the heap small: large blocks go to mmap and are returned on free.
-  mallopt(M_MMAP_THRESHOLD, 64 * 1024);
-  mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+    sup_.setup();
+    // Keep the heap small: large blocks go to mmap and are returned on free.
+    mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 128 * 1024);
 }
 
 // After Configure (the plugin config's flags are final): the keeper is forked while the relay can
 // still fork, then the relay confines itself (issue #12 §5). From then on it only moves bytes
 // between the runtime's socket and its evaluators' pipes.
 void Relay::confine() {
-  confine_done_ = true;
-  if (!sup_.fork_mode()) return;  // exec mode: the relay itself execs every child
-  if (!sup_.start_keeper()) {
-    logf("cannot fork the evaluator keeper: %s; the relay stays unconfined", strerror(errno));
-    return;
-  }
-  if (!o_.confine || nriqos::sandbox_disabled_by_env()) return;
-  std::string why = nriqos::confine_relay();
-  sup_.set_confined();  // attempted: never fork again (a child would inherit what did apply)
-  if (!why.empty()) logf("relay confinement incomplete: %s", why.c_str());
-  else if (o_.debug) logf("confined: seccomp allow-list, no filesystem writes, no exec");
-  if (o_.after_confine) o_.after_confine();
+    confine_done_ = true;
+    if (!sup_.fork_mode()) return;  // exec mode: the relay itself execs every child
+    if (!sup_.start_keeper()) {
+        logf("cannot fork the evaluator keeper: %s; the relay stays unconfined", strerror(errno));
+        return;
+    }
+    if (!o_.confine || nriqos::sandbox_disabled_by_env()) return;
+    std::string why = nriqos::confine_relay();
+    sup_.set_confined();  // attempted: never fork again (a child would inherit what did apply)
+    if (!why.empty()) logf("relay confinement incomplete: %s", why.c_str());
+    else if (o_.debug) logf("confined: seccomp allow-list, no filesystem writes, no exec");
+    if (o_.after_confine) o_.after_confine();
 }
 
 void relay_options_from_env(RelayOptions& o, const char* argv0) {
-  const char* s = getenv("NRI_PLUGIN_SOCKET");
-  if (s && *s) {
-    char* end = nullptr;
-    long v = strtol(s, &end, 10);
-    if (end && *end == '\0' && v >= 0 && v < 65536) o.fd = int(v);
-  }
-  const char* name = getenv("NRI_PLUGIN_NAME");
-  const char* idx = getenv("NRI_PLUGIN_IDX");
-  std::string base = argv0 ? argv0 : "";
-  auto slash = base.rfind('/');
-  if (slash != std::string::npos) base = base.substr(slash + 1);
-  bool nri_form = base.size() > 3 && isdigit((unsigned char)base[0]) && isdigit((unsigned char)base[1]) &&
-                  base[2] == '-';
-  if (name && *name) o.plugin_name = name;
-  else if (nri_form) o.plugin_name = base.substr(3);
-  if (idx && *idx) o.plugin_idx = idx;
-  else if (nri_form) o.plugin_idx = base.substr(0, 2);
+    const char* s = getenv("NRI_PLUGIN_SOCKET");
+    if (s && *s) {
+        char* end = nullptr;
+        long v = strtol(s, &end, 10);
+        if (end && *end == '\0' && v >= 0 && v < 65536) o.fd = int(v);
+    }
+    const char* name = getenv("NRI_PLUGIN_NAME");
+    const char* idx = getenv("NRI_PLUGIN_IDX");
+    std::string base = argv0 ? argv0 : "";
+    auto slash = base.rfind('/');
+    if (slash != std::string::npos) base = base.substr(slash + 1);
+    bool nri_form = base.size() > 3 && isdigit((unsigned char)base[0]) && isdigit((unsigned char)base[1]) && base[2] == '-';
+    if (name && *name) o.plugin_name = name;
+    else if (nri_form) o.plugin_name = base.substr(3);
+    if (idx && *idx) o.plugin_idx = idx;
+    else if (nri_form) o.plugin_idx = base.substr(0, 2);
 }
 
 }  // namespace nri

@@ -16,40 +16,39 @@ namespace nri {
 using nlohmann::json;
 
 std::string prom_label(const std::string& v) {
-  std::string r;
-  for (char c : v) {
-    if (c == '\\' || c == '"') r.push_back('\\');
-    if (c == '\n') {
-      r += "\\n";
-      continue;
+    std::string r;
+    for (char c : v) {
+        if (c == '\\' || c == '"') r.push_back('\\');
+        if (c == '\n') {
+            r += "\\n";
+            continue;
+        }
+        r.push_back(c);
     }
-    r.push_back(c);
-  }
-  return r;
+    return r;
 }
 
-
 json read_service_status(const std::string& path, const std::string& proc_root) {
-  std::ifstream f(path);
-  if (!f) {
-    if (errno == ENOENT) return nullptr;
-    return json{{"error", "cannot read " + path + ": " + strerror(errno)}};
-  }
-  std::stringstream ss;
-  ss << f.rdbuf();
-  json j = json::parse(ss.str(), nullptr, false);
-  if (!j.is_object()) return json{{"error", path + ": not a JSON object"}};
-  bool up = false;
-  auto p = j.find("pid");
-  if (p != j.end() && p->is_number_integer() && p->get<int64_t>() > 0) {
-    // alive, and an nri-qos process (a pid reused by something else is not the relay)
-    std::ifstream cmd(proc_root + "/" + std::to_string(p->get<int64_t>()) + "/cmdline");
-    std::string argv0;
-    std::getline(cmd, argv0, '\0');
-    up = argv0.find("nri-qos") != std::string::npos;
-  }
-  j["up"] = up;
-  return j;
+    std::ifstream f(path);
+    if (!f) {
+        if (errno == ENOENT) return nullptr;
+        return json{{"error", "cannot read " + path + ": " + strerror(errno)}};
+    }
+    std::stringstream ss;
+    ss << f.rdbuf();
+    json j = json::parse(ss.str(), nullptr, false);
+    if (!j.is_object()) return json{{"error", path + ": not a JSON object"}};
+    bool up = false;
+    auto p = j.find("pid");
+    if (p != j.end() && p->is_number_integer() && p->get<int64_t>() > 0) {
+        // alive, and an nri-qos process (a pid reused by something else is not the relay)
+        std::ifstream cmd(proc_root + "/" + std::to_string(p->get<int64_t>()) + "/cmdline");
+        std::string argv0;
+        std::getline(cmd, argv0, '\0');
+        up = argv0.find("nri-qos") != std::string::npos;
+    }
+    j["up"] = up;
+    return j;
 }
 
 }  // namespace nri

@@ -18,7 +18,7 @@ namespace nri {
 /// Bounds of one Synchronize pass (all its parts together). Past them the rest is not
 /// evaluated (logged and recorded once, reason "overloaded"); what was kept is.
 constexpr size_t kMaxSyncBytes = 32u << 20;  ///< encoded pods + containers, bytes
-constexpr size_t kMaxSyncObjects = 16384;    ///< pods + containers
+constexpr size_t kMaxSyncObjects = 16384;  ///< pods + containers
 
 /// The Synchronize evaluator's contract (one sandboxed process for a whole pass, issue #31 §8;
 /// docs/native-nri.md "Synchronize"). Input: one header line
@@ -47,28 +47,28 @@ constexpr int kBatchSoftMarginMs = 40;
 
 /// One Synchronize pass: the parts received so far, then the evaluation order and the answer.
 struct SyncPass {
-  std::vector<pb::PodSandbox> pods;
-  std::vector<pb::Container> containers;
-  size_t bytes = 0;        ///< encoded size of what was kept
-  unsigned parts = 0;      ///< Synchronize calls received
-  size_t dropped = 0;      ///< pods + containers past the bounds (not evaluated)
-  /// One evaluation: `pod` indexes pods; `ctr` indexes containers, or -1 for the pod itself.
-  struct Item {
-    int pod = -1;
-    int ctr = -1;
-  };
-  std::vector<Item> items;           ///< evaluation order (sync_plan)
-  std::vector<std::string> skipped;  ///< "ns/pod/name (id): reason", containers not evaluated
-  pb::SynchronizeResponse response;  ///< the updates, answered to the last part
-  uint32_t stream = 0;               ///< the last part's ttrpc stream (the reply's)
-  int64_t started_ms = 0;            ///< CLOCK_MONOTONIC ms of the first part
-  int64_t deadline_ms = 0;           ///< reply by then (CLOCK_MONOTONIC ms)
-  size_t evaluated = 0, failed = 0;  ///< items answered by an evaluator / failed (fail-open)
-  /// The reply went out before every item was evaluated (the deadline came first): the rest is
-  /// evaluated after it as "SynchronizeLate" (every knob written directly), behind the
-  /// runtime's events, each with an event's own budget.
-  bool replied = false;
-  size_t late = 0;  ///< items handed to the evaluators after the reply (counted when queued late)
+    std::vector<pb::PodSandbox> pods;
+    std::vector<pb::Container> containers;
+    size_t bytes = 0;  ///< encoded size of what was kept
+    unsigned parts = 0;  ///< Synchronize calls received
+    size_t dropped = 0;  ///< pods + containers past the bounds (not evaluated)
+    /// One evaluation: `pod` indexes pods; `ctr` indexes containers, or -1 for the pod itself.
+    struct Item {
+        int pod = -1;
+        int ctr = -1;
+    };
+    std::vector<Item> items;  ///< evaluation order (sync_plan)
+    std::vector<std::string> skipped;  ///< "ns/pod/name (id): reason", containers not evaluated
+    pb::SynchronizeResponse response;  ///< the updates, answered to the last part
+    uint32_t stream = 0;  ///< the last part's ttrpc stream (the reply's)
+    int64_t started_ms = 0;  ///< CLOCK_MONOTONIC ms of the first part
+    int64_t deadline_ms = 0;  ///< reply by then (CLOCK_MONOTONIC ms)
+    size_t evaluated = 0, failed = 0;  ///< items answered by an evaluator / failed (fail-open)
+    /// The reply went out before every item was evaluated (the deadline came first): the rest is
+    /// evaluated after it as "SynchronizeLate" (every knob written directly), behind the
+    /// runtime's events, each with an event's own budget.
+    bool replied = false;
+    size_t late = 0;  ///< items handed to the evaluators after the reply (counted when queued late)
 };
 
 /// Add one part's pods and containers to `pass` (moved out of `part`), within kMaxSyncBytes and

@@ -69,9 +69,7 @@ void CpuSet::add_range(unsigned a, unsigned b) {
     for (unsigned i = a; i <= b && i <= kMaxId; ++i) add(i);
 }
 
-bool CpuSet::has(unsigned id) const {
-    return id / 64 < w_.size() && (w_[id / 64] >> (id % 64) & 1);
-}
+bool CpuSet::has(unsigned id) const { return id / 64 < w_.size() && (w_[id / 64] >> (id % 64) & 1); }
 
 bool CpuSet::empty() const {
     return std::all_of(w_.begin(), w_.end(), [](uint64_t x) { return x == 0; });

@@ -75,7 +75,7 @@ inline std::string json_quoted(std::string_view s, size_t max = 80) {
 /// same way after a key(). The caller keeps the order (the order the DOM it replaces prints:
 /// insertion order for ordered_json, sorted keys for json).
 class JsonPrinter {
-  public:
+public:
     explicit JsonPrinter(std::string& out) : out_(out) {}
     void open() { out_ += '{', first_ = true; }
     void close() { out_ += '}', first_ = false; }
@@ -141,7 +141,7 @@ class JsonPrinter {
     /// The string being written.
     std::string& out() { return out_; }
 
-  private:
+private:
     std::string& out_;
     std::optional<nlohmann::detail::serializer<nlohmann::json>> ser_;
     bool first_ = true;

@@ -128,7 +128,8 @@ int create_temp(int dirfd, const std::string& prefix, mode_t mode, std::string& 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     int fd = -EEXIST;
     for (int i = 0; i < 8 && fd == -EEXIST; ++i) {
-        name = prefix + "." + std::to_string(getpid()) + "-" + std::to_string((static_cast<unsigned>(ts.tv_nsec) ^ (counter++ * 2654435761u)) % 1000000007u) + ".tmp";
+        name = prefix + "." + std::to_string(getpid()) + "-" +
+               std::to_string((static_cast<unsigned>(ts.tv_nsec) ^ (counter++ * 2654435761u)) % 1000000007u) + ".tmp";
         fd = open_at(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, mode);
     }
     if (fd < 0) why = std::strerror(-fd);
@@ -204,10 +205,8 @@ IoResult FsKernel::write(Root root, const std::string& rel, std::string_view val
         } else if (dfd < 0 && (r.err == ENOENT || r.err == ENOTDIR)) {
             r.status = IoResult::NoDir;  // the root itself (e.g. /sys/fs/resctrl) is not there
         }
-        if (r.err == ELOOP || r.err == EXDEV)
-            r.message = "path escapes its root or crosses a symlink";
-        else
-            r.message = std::strerror(r.err);
+        if (r.err == ELOOP || r.err == EXDEV) r.message = "path escapes its root or crosses a symlink";
+        else r.message = std::strerror(r.err);
         return r;
     }
     // Kernel control files take the whole value in one write(2); a short write is an error.

@@ -26,7 +26,7 @@ enum class Root { Cgroup, Proc, Resctrl };
 ///    or a component on the way is not a directory. Callers treat it as a failure.
 struct IoResult {
     enum Status { Ok, NoFile, NoDir, Failed } status = Ok;
-    int err = 0;          ///< errno for NoFile/NoDir/Failed
+    int err = 0;  ///< errno for NoFile/NoDir/Failed
     std::string message;  ///< human-readable reason ("" when Ok)
 };
 

@@ -33,12 +33,11 @@ namespace {
 #ifndef __NR_landlock_restrict_self
 #define __NR_landlock_restrict_self 446
 #endif
-constexpr uint64_t kFsExecute = 1ULL << 0, kFsWriteFile = 1ULL << 1, kFsRemoveDir = 1ULL << 4,
-                   kFsRemoveFile = 1ULL << 5, kFsMakeChar = 1ULL << 6, kFsMakeDir = 1ULL << 7,
-                   kFsMakeReg = 1ULL << 8, kFsMakeSock = 1ULL << 9, kFsMakeFifo = 1ULL << 10,
-                   kFsMakeBlock = 1ULL << 11, kFsMakeSym = 1ULL << 12,
-                   kFsRefer = 1ULL << 13,     // ABI 2
-                   kFsTruncate = 1ULL << 14;  // ABI 3
+constexpr uint64_t kFsExecute = 1ULL << 0, kFsWriteFile = 1ULL << 1, kFsRemoveDir = 1ULL << 4, kFsRemoveFile = 1ULL << 5, kFsMakeChar = 1ULL << 6,
+                   kFsMakeDir = 1ULL << 7, kFsMakeReg = 1ULL << 8, kFsMakeSock = 1ULL << 9, kFsMakeFifo = 1ULL << 10, kFsMakeBlock = 1ULL << 11,
+                   kFsMakeSym = 1ULL << 12,
+                   kFsRefer = 1ULL << 13,  // ABI 2
+    kFsTruncate = 1ULL << 14;  // ABI 3
 constexpr uint64_t kNetBindTcp = 1ULL << 0, kNetConnectTcp = 1ULL << 1;  // ABI 4
 
 struct RulesetAttr {  // struct landlock_ruleset_attr, grown per ABI
@@ -89,8 +88,8 @@ int open_root(const std::string& path, bool create, mode_t mode) {
 
 /// The file-system accesses a ruleset of this ABI handles (everything that writes or executes).
 uint64_t handled_fs(int abi) {
-    uint64_t fs = kFsExecute | kFsWriteFile | kFsRemoveDir | kFsRemoveFile | kFsMakeChar | kFsMakeDir | kFsMakeReg |
-                  kFsMakeSock | kFsMakeFifo | kFsMakeBlock | kFsMakeSym;
+    uint64_t fs = kFsExecute | kFsWriteFile | kFsRemoveDir | kFsRemoveFile | kFsMakeChar | kFsMakeDir | kFsMakeReg | kFsMakeSock | kFsMakeFifo |
+                  kFsMakeBlock | kFsMakeSym;
     if (abi >= 2) fs |= kFsRefer;
     if (abi >= 3) fs |= kFsTruncate;
     return fs;
@@ -132,8 +131,8 @@ std::string restrict_and_close(int rfd) {
 /// Apply a Landlock ruleset allowing writes beneath the directories `fds` (names for messages)
 /// only; -1 entries are skipped (absent root: nothing can be written there anyway). The fds stay
 /// open. Returns "" or why not.
-std::string apply_landlock(int abi, const std::vector<int>& fds, const std::vector<std::string>& names,
-                           const std::vector<int>& exec_fds = {}, const std::vector<std::string>& exec_names = {}) {
+std::string apply_landlock(int abi, const std::vector<int>& fds, const std::vector<std::string>& names, const std::vector<int>& exec_fds = {},
+                           const std::vector<std::string>& exec_names = {}) {
     int rfd = new_ruleset(abi);
     if (rfd < 0) return "landlock_create_ruleset: " + errno_name(-rfd);
     for (size_t i = 0; i < fds.size(); ++i) {
@@ -161,12 +160,12 @@ std::string apply_landlock(int abi, const std::vector<int>& fds, const std::vect
 /// path does not: Landlock judges the file reached, however it is named.
 struct Held {
     int abi = 0;
-    std::vector<int> fds;            ///< static writable roots (cgroup, resctrl, state, cache, last good, sinks)
+    std::vector<int> fds;  ///< static writable roots (cgroup, resctrl, state, cache, last good, sinks)
     std::vector<std::string> names;  ///< their paths, for messages
-    std::vector<int> exec_fds;       ///< files that may be executed (SandboxRoots::exec_files)
+    std::vector<int> exec_fds;  ///< files that may be executed (SandboxRoots::exec_files)
     std::vector<std::string> exec_names;
-    int proc_fd = -1;                ///< the procfs root, or -1
-    int ready = -1;                  ///< prepared narrowing ruleset (static rules only), or -1
+    int proc_fd = -1;  ///< the procfs root, or -1
+    int ready = -1;  ///< prepared narrowing ruleset (static rules only), or -1
 };
 
 /// A fresh ruleset holding the static rules of `h` (no procfs), or -1 with the reason in `why`.
@@ -249,8 +248,7 @@ std::string load_program(const struct sock_filter* src, size_t n, bool patch_pid
 std::string install_seccomp(SandboxProfile profile) {
     if (profile == SandboxProfile::EvaluatorSystemd)
         return load_program(kSeccompSystemdBpf, sizeof kSeccompSystemdBpf / sizeof kSeccompSystemdBpf[0], true);
-    if (profile == SandboxProfile::Zygote)
-        return load_program(kSeccompZygoteBpf, sizeof kSeccompZygoteBpf / sizeof kSeccompZygoteBpf[0], true);
+    if (profile == SandboxProfile::Zygote) return load_program(kSeccompZygoteBpf, sizeof kSeccompZygoteBpf / sizeof kSeccompZygoteBpf[0], true);
     return load_program(kSeccompBpf, sizeof kSeccompBpf / sizeof kSeccompBpf[0], true);
 }
 
@@ -322,9 +320,7 @@ std::string SandboxStatus::summary() const {
     return s;
 }
 
-std::string drop_zygote_calls() {
-    return load_program(kSeccompDropZygoteBpf, sizeof kSeccompDropZygoteBpf / sizeof kSeccompDropZygoteBpf[0], false);
-}
+std::string drop_zygote_calls() { return load_program(kSeccompDropZygoteBpf, sizeof kSeccompDropZygoteBpf / sizeof kSeccompDropZygoteBpf[0], false); }
 
 std::string confine_relay() {
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return std::string("PR_SET_NO_NEW_PRIVS: ") + std::strerror(errno);

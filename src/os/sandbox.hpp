@@ -48,11 +48,11 @@ struct SandboxRoots {
 
 /// What install_sandbox achieved.
 struct SandboxStatus {
-    bool seccomp = false;       ///< allow-list filter loaded
-    int landlock_abi = 0;       ///< kernel's Landlock ABI version (0: unavailable)
-    bool landlock = false;      ///< Landlock ruleset enforced
-    std::string landlock_why;   ///< when !landlock: why ("kernel has no Landlock (ENOSYS)", ...)
-    std::string error;          ///< when !seccomp: why ("" otherwise)
+    bool seccomp = false;  ///< allow-list filter loaded
+    int landlock_abi = 0;  ///< kernel's Landlock ABI version (0: unavailable)
+    bool landlock = false;  ///< Landlock ruleset enforced
+    std::string landlock_why;  ///< when !landlock: why ("kernel has no Landlock (ENOSYS)", ...)
+    std::string error;  ///< when !seccomp: why ("" otherwise)
     /// One line for --version/--debug/metadata, e.g.
     /// "seccomp on; landlock ABI 7 on (writes beneath 5 roots)" or
     /// "seccomp on; landlock off: kernel has no Landlock (ENOSYS); seccomp only".
@@ -69,9 +69,9 @@ enum class SandboxProfile {
     /// only (sandbox_syscalls.hpp kSystemdExtra). With Landlock, execute is allowed for
     /// SandboxRoots::exec_files only.
     EvaluatorSystemd,
-    Zygote,     ///< the relay's evaluator zygote: kSandboxAllowed + kZygoteExtra + checked
-                ///< clone(CLONE_PARENT|SIGCHLD), prctl(PR_SET_PDEATHSIG | PR_SET_NAME),
-                ///< seccomp(SET_MODE_FILTER)
+    Zygote,  ///< the relay's evaluator zygote: kSandboxAllowed + kZygoteExtra + checked
+    ///< clone(CLONE_PARENT|SIGCHLD), prctl(PR_SET_PDEATHSIG | PR_SET_NAME),
+    ///< seccomp(SET_MODE_FILTER)
 };
 
 /// Install Landlock (if available) and then the seccomp filter, in the calling process (all its

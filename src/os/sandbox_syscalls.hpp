@@ -21,27 +21,89 @@ namespace nriqos {
 // NUMA nodes, the kubepods cgroups and their records; sysfs is only read.
 inline constexpr const char* kSandboxAllowed[] = {
     // I/O on open fds
-    "read", "readv", "pread64", "write", "writev", "close", "lseek", "fcntl", "dup", "dup3",
-    "fsync", "fdatasync", "flock", "getdents64", "pwrite64", "ftruncate",
+    "read",
+    "readv",
+    "pread64",
+    "write",
+    "writev",
+    "close",
+    "lseek",
+    "fcntl",
+    "dup",
+    "dup3",
+    "fsync",
+    "fdatasync",
+    "flock",
+    "getdents64",
+    "pwrite64",
+    "ftruncate",
     // opening and inspecting files
-    "openat", "openat2", "open", "fstat", "newfstatat", "stat", "lstat", "statx", "statfs", "fstatfs",
-    "readlink", "readlinkat", "faccessat", "faccessat2", "access", "getcwd",
+    "openat",
+    "openat2",
+    "open",
+    "fstat",
+    "newfstatat",
+    "stat",
+    "lstat",
+    "statx",
+    "statfs",
+    "fstatfs",
+    "readlink",
+    "readlinkat",
+    "faccessat",
+    "faccessat2",
+    "access",
+    "getcwd",
     // state and cache directories
-    "mkdir", "mkdirat", "rename", "renameat", "renameat2", "unlink", "unlinkat",
+    "mkdir",
+    "mkdirat",
+    "rename",
+    "renameat",
+    "renameat2",
+    "unlink",
+    "unlinkat",
     // memory
-    "brk", "mmap", "munmap", "mremap", "mprotect", "madvise",
+    "brk",
+    "mmap",
+    "munmap",
+    "mremap",
+    "mprotect",
+    "madvise",
     // signals and the deadline timer
-    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "setitimer", "getitimer", "alarm",
+    "rt_sigaction",
+    "rt_sigprocmask",
+    "rt_sigreturn",
+    "sigaltstack",
+    "setitimer",
+    "getitimer",
+    "alarm",
     "restart_syscall",
     // identity, time, randomness, threads
-    "getpid", "gettid", "getuid", "geteuid", "getgid", "getegid", "clock_gettime", "clock_getres",
-    "gettimeofday", "time", "getrandom", "futex", "sched_yield", "set_robust_list", "rseq",
+    "getpid",
+    "gettid",
+    "getuid",
+    "geteuid",
+    "getgid",
+    "getegid",
+    "clock_gettime",
+    "clock_getres",
+    "gettimeofday",
+    "time",
+    "getrandom",
+    "futex",
+    "sched_yield",
+    "set_robust_list",
+    "rseq",
     // the sinks' lock wait (record.hpp lock_within: flock LOCK_NB + 1 ms sleeps)
-    "nanosleep", "clock_nanosleep",
+    "nanosleep",
+    "clock_nanosleep",
     // exit
-    "exit", "exit_group",
+    "exit",
+    "exit_group",
     // Landlock can only restrict further (narrow_sandbox)
-    "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
+    "landlock_create_ruleset",
+    "landlock_add_rule",
+    "landlock_restrict_self",
     nullptr,
 };
 
@@ -57,19 +119,16 @@ inline constexpr const char* kSandboxAllowed[] = {
 /// socket only with domain AF_UNIX and type SOCK_STREAM (flags aside), prctl only PR_CAPBSET_READ
 /// (libsystemd's cap_last_cap). The companion inherits this filter (and Landlock).
 inline constexpr const char* kSystemdExtra[] = {
-    "vfork", "execve", "wait4", "pipe2",
-    "arch_prctl", "set_tid_address", "prlimit64", "uname", "sysinfo",
-    "connect", "getsockopt", "setsockopt", "sendmsg", "recvmsg", "getsockname", "getpeername", "shutdown",
-    "poll", "ppoll",
-    nullptr,
+    "vfork",      "execve",     "wait4",   "pipe2",   "arch_prctl",  "set_tid_address", "prlimit64", "uname", "sysinfo", "connect",
+    "getsockopt", "setsockopt", "sendmsg", "recvmsg", "getsockname", "getpeername",     "shutdown",  "poll",  "ppoll",   nullptr,
 };
 
 inline constexpr const char* kZygoteExtra[] = {"recvmsg", "sendto", "sendmsg", "getppid", nullptr};
 
 /// What a spare cloned by the zygote gives up at once (a second filter, default allow, these
 /// fail with EPERM), so that its effective list is the evaluator's (kSandboxAllowed) again.
-inline constexpr const char* kZygoteDrop[] = {"clone", "clone3", "fork", "vfork", "recvmsg", "sendto", "sendmsg",
-                                              "prctl", "seccomp", "getppid", "execve", nullptr};
+inline constexpr const char* kZygoteDrop[] = {"clone",   "clone3", "fork",    "vfork",   "recvmsg", "sendto",
+                                              "sendmsg", "prctl",  "seccomp", "getppid", "execve",  nullptr};
 
 /// What the native NRI relay still calls once it is confined (src/nri/relay.cpp, after
 /// Configure and the keeper's fork; strace of the relay under load): I/O on the fds it already
@@ -78,14 +137,13 @@ inline constexpr const char* kZygoteDrop[] = {"clone", "clone3", "fork", "vfork"
 /// memo (evaluator.hpp roots_signature). No open, no exec, no new socket, no fork (zygotes come
 /// from the keeper). tgkill as for the hook (own pid).
 inline constexpr const char* kRelayAllowed[] = {
-    "read", "readv", "write", "writev", "close", "fcntl", "poll", "ppoll", "pipe2",
-    "sendto", "sendmsg", "recvfrom", "recvmsg",
-    "wait4", "waitid", "kill", "setpgid", "getpid", "gettid", "newfstatat",
-    "brk", "mmap", "munmap", "mremap", "madvise", "mprotect",
-    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "restart_syscall",
-    "clock_gettime", "clock_nanosleep", "nanosleep", "gettimeofday", "getrandom", "futex",
-    "exit", "exit_group",
-    nullptr,
+    "read",          "readv",           "write",        "writev",         "close",        "fcntl",
+    "poll",          "ppoll",           "pipe2",        "sendto",         "sendmsg",      "recvfrom",
+    "recvmsg",       "wait4",           "waitid",       "kill",           "setpgid",      "getpid",
+    "gettid",        "newfstatat",      "brk",          "mmap",           "munmap",       "mremap",
+    "madvise",       "mprotect",        "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "restart_syscall",
+    "clock_gettime", "clock_nanosleep", "nanosleep",    "gettimeofday",   "getrandom",    "futex",
+    "exit",          "exit_group",      nullptr,
 };
 
 /// tgkill is allowed only with the hook's own pid as its first argument (abort()/raise() signal

@@ -7,6 +7,7 @@
 // warnings and notes of `check`, policy_json.cpp the JSON form; shared helpers: policy_parse.hpp.
 #include "policy/policy.hpp"
 #include "policy/policy_parse.hpp"
+#include "policy/policy_settings.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -73,12 +74,24 @@ std::vector<KubeQos> kube_qos_list(const Ctx& c, const TV& v) {
 Match parse_match(const Ctx& c, const TV& v) {
     Match m;
     check_keys(c, v, "match", {"labels", "annotations", "labels_or_annotations", "namespace", "pod_name", "container_name", "kind", "kube_qos"});
-    c.guard([&] { if (const TV* x = get(v, "labels")) m.labels = glob_map(c, *x, "match.labels"); });
-    c.guard([&] { if (const TV* x = get(v, "annotations")) m.annotations = glob_map(c, *x, "match.annotations"); });
-    c.guard([&] { if (const TV* x = get(v, "labels_or_annotations")) m.labels_or_annotations = glob_map(c, *x, "match.labels_or_annotations"); });
-    c.guard([&] { if (const TV* x = get(v, "namespace")) m.namespaces = str_or_list(c, *x, "match.namespace"); });
-    c.guard([&] { if (const TV* x = get(v, "pod_name")) m.pod_names = str_or_list(c, *x, "match.pod_name"); });
-    c.guard([&] { if (const TV* x = get(v, "container_name")) m.container_names = str_or_list(c, *x, "match.container_name"); });
+    c.guard([&] {
+        if (const TV* x = get(v, "labels")) m.labels = glob_map(c, *x, "match.labels");
+    });
+    c.guard([&] {
+        if (const TV* x = get(v, "annotations")) m.annotations = glob_map(c, *x, "match.annotations");
+    });
+    c.guard([&] {
+        if (const TV* x = get(v, "labels_or_annotations")) m.labels_or_annotations = glob_map(c, *x, "match.labels_or_annotations");
+    });
+    c.guard([&] {
+        if (const TV* x = get(v, "namespace")) m.namespaces = str_or_list(c, *x, "match.namespace");
+    });
+    c.guard([&] {
+        if (const TV* x = get(v, "pod_name")) m.pod_names = str_or_list(c, *x, "match.pod_name");
+    });
+    c.guard([&] {
+        if (const TV* x = get(v, "container_name")) m.container_names = str_or_list(c, *x, "match.container_name");
+    });
     c.guard([&] {
         if (const TV* x = get(v, "kind")) {
             std::string k = str(c, *x, "match.kind");
@@ -87,7 +100,9 @@ Match parse_match(const Ctx& c, const TV& v) {
             else c.fail(*x, "match.kind: expected \"sandbox\" or \"container\", got \"" + k + "\"");
         }
     });
-    c.guard([&] { if (const TV* x = get(v, "kube_qos")) m.kube_qos = kube_qos_list(c, *x); });
+    c.guard([&] {
+        if (const TV* x = get(v, "kube_qos")) m.kube_qos = kube_qos_list(c, *x);
+    });
     return m;
 }
 
@@ -134,9 +149,8 @@ std::vector<LeftField> leave_to_others(const Ctx& c, const TV& v) {
     std::vector<LeftField> out;
     std::vector<std::string> known;
     for (const auto& d : knob_table()) known.push_back(d.key);
-    for (const char* n : {"cpu.shares", "cpu.quota", "cpu.period", "cpu.cpus", "cpu.mems", "memory.limit", "memory.swap",
-                          "memory.reservation", "pids.limit", "rdt_class", "blockio_class", "oom_score_adj", "io_priority",
-                          "scheduler", "memory_policy", "rdt"})
+    for (const char* n : {"cpu.shares", "cpu.quota", "cpu.period", "cpu.cpus", "cpu.mems", "memory.limit", "memory.swap", "memory.reservation",
+                          "pids.limit", "rdt_class", "blockio_class", "oom_score_adj", "io_priority", "scheduler", "memory_policy", "rdt"})
         known.push_back(n);
     for (size_t i = 0; i < arr.size(); ++i)
         c.guard([&, i] {
@@ -174,9 +188,99 @@ std::vector<LeftField> leave_to_others(const Ctx& c, const TV& v) {
     return out;
 }
 
-/// Parse and validate `text` into `p`, recording every error; `class_line` gets the line of each
-/// class (for warnings).
-void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::string, int>& class_line) {
+/// An absolute file path or "" (the hook's own sinks: src/records/record.hpp, src/records/metrics.hpp).
+std::string sink_path(const Ctx& c, const TV& x, const std::string& what) {
+    if (!x.is_string()) c.fail(x, what + ": expected a path string (\"\" disables)");
+    std::string v = x.as_string().str;
+    if (!v.empty() && (v[0] != '/' || v.size() > 4000 || v.back() == '/' || v.find('\0') != std::string::npos))
+        c.fail(x, what + ": expected an absolute file path or \"\"");
+    return v;
+}
+
+/// Katalyst's reserved CPUs (katalyst-core GetCoresReservedForSystem): the list it logs / its
+/// ReservedCPUList, or the count (--cpu-resource-plugin-reserved).
+void read_cpus_or_count(const Ctx& c, const SettingDef& d, const TV& x, Policy& p, const std::string& what) {
+    if (x.is_integer()) {
+        if (x.as_integer() < d.lo || x.as_integer() > d.hi)
+            c.fail(x, what + ": a count from " + std::to_string(d.lo) + " to " + std::to_string(d.hi));
+        d.aux.of<uint32_t>(p) = static_cast<uint32_t>(x.as_integer());
+    } else if (x.is_string()) {
+        std::string why;
+        auto set = x.as_string().str.empty() ? std::optional<CpuSet>(CpuSet()) : CpuSet::parse(x.as_string().str, &why);
+        if (!set) c.fail(x, what + ": " + why);
+        d.ref.of<std::string>(p) = set->str();
+    } else {
+        c.fail(x, what + ": " + setting_expect(d));
+    }
+}
+
+/// Setting `d` from its TOML value `x` into `p`; fails with "settings.<key>: ..." (the row's
+/// `expect` for a value it does not allow).
+void read_setting(const Ctx& c, const SettingDef& d, const TV& x, Policy& p) {
+    const std::string what = std::string("settings.") + d.key;
+    switch (d.type) {
+        case SettingType::Text: d.ref.of<std::string>(p) = str(c, x, what, static_cast<size_t>(d.hi)); return;
+        case SettingType::FailMode: d.ref.of<bool>(p) = fail_mode(c, x, what); return;
+        case SettingType::Bool:
+            if (!x.is_boolean()) c.fail(x, what + ": " + setting_expect(d));
+            d.ref.of<bool>(p) = x.as_boolean();
+            return;
+        case SettingType::Choice: {
+            const std::string v = str(c, x, what);
+            for (size_t i = 0; i < choice_count(d); ++i)
+                if (v == d.choices[i]) return void(d.ref.of<uint8_t>(p) = static_cast<uint8_t>(i));
+            c.fail(x, what + ": " + setting_expect(d));
+        }
+        case SettingType::Count:
+            if (!x.is_integer() || x.as_integer() < d.lo || x.as_integer() > d.hi) c.fail(x, what + ": " + setting_expect(d));
+            if (d.ref.kind == SettingRef::U64) d.ref.of<uint64_t>(p) = static_cast<uint64_t>(x.as_integer());
+            else d.ref.of<uint32_t>(p) = static_cast<uint32_t>(x.as_integer());
+            return;
+        case SettingType::Path:
+            d.ref.of<std::string>(p) = sink_path(c, x, what);
+            d.aux.of<bool>(p) = true;
+            return;
+        case SettingType::CpusOrCount: read_cpus_or_count(c, d, x, p, what); return;
+        case SettingType::FieldOwners: d.ref.of<std::vector<LeftField>>(p) = leave_to_others(c, x); return;
+    }
+}
+
+/// [settings] of `root` into `p`, each key on its own (settings_table()); `lines[i]` gets the
+/// line of row i (0: not given). FieldOwners rows are read after the others, each on its own.
+void read_settings(const Ctx& c, const TV& root, Policy& p, std::vector<int>& lines) {
+    const SettingsTable table = settings_table();
+    lines.assign(table.size(), 0);
+    const TV* s = get(root, "settings");
+    if (!s) return;
+    auto read_row = [&](size_t i) {
+        if (const TV* x = get(*s, table.begin()[i].key)) {
+            lines[i] = Ctx::line_of(*x);
+            c.guard([&] { read_setting(c, table.begin()[i], *x, p); });
+        }
+    };
+    c.guard([&] {
+        std::vector<std::string> keys;
+        for (const SettingDef& d : table) keys.push_back(d.key);
+        check_keys(c, *s, "settings", keys);
+        for (bool last : {false, true})
+            for (size_t i = 0; i < table.size(); ++i)
+                if (table.begin()[i].type != SettingType::FieldOwners && table.begin()[i].toml_last == last) read_row(i);
+    });
+    if (!s->is_table()) return;  // recorded above (check_keys)
+    for (size_t i = 0; i < table.size(); ++i)
+        if (table.begin()[i].type == SettingType::FieldOwners) read_row(i);
+}
+
+/// The line of setting `key` that read_settings found (0: not given).
+int setting_line(const std::vector<int>& lines, const char* key) {
+    const SettingsTable table = settings_table();
+    for (size_t i = 0; i < table.size(); ++i)
+        if (std::string(table.begin()[i].key) == key) return lines[i];
+    return 0;
+}
+
+/// The TOML document of `text`, after the prescan; fails at a syntax error's line.
+TV parse_document(const Ctx& c, const std::string& text) {
     if (text.size() > kMaxPolicyBytes) c.fail_top("policy larger than " + std::to_string(kMaxPolicyBytes) + " bytes");
     prescan(c, text);
     TV root;
@@ -186,365 +290,300 @@ void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::
     } catch (const toml::exception& e) {
         auto [line, msg] = toml_error(e.what());
         c.fail_line(line, msg);
-    } catch (const std::exception& e) {
-        c.fail_top("cannot parse: " + std::string(e.what()).substr(0, 200));
-    }
-    p.source = c.file;
-    check_keys(c, root, "policy", {"version", "settings", "guarded", "resctrl", "rules", "classes"});
+    } catch (const std::exception& e) { c.fail_top("cannot parse: " + std::string(e.what()).substr(0, 200)); }
+    return root;
+}
+
+void parse_version(const Ctx& c, const TV& root) {
+    const TV* ver = get(root, "version");
+    if (!ver) c.fail_top("missing \"version = " + std::to_string(kPolicyVersion) + "\"");
+    if (!ver->is_integer() || ver->as_integer() != kPolicyVersion)
+        c.fail(*ver, "version: this nri-qos reads policy version " + std::to_string(kPolicyVersion));
+}
+
+/// [guarded]: the label and annotation keys an admission policy controls.
+void parse_guarded(const Ctx& c, const TV& g, Policy& p) {
+    check_keys(c, g, "guarded", {"labels", "annotations"});
     c.guard([&] {
-        const TV* ver = get(root, "version");
-        if (!ver) c.fail_top("missing \"version = " + std::to_string(kPolicyVersion) + "\"");
-        if (!ver->is_integer() || ver->as_integer() != kPolicyVersion)
-            c.fail(*ver, "version: this nri-qos reads policy version " + std::to_string(kPolicyVersion));
+        if (const TV* x = get(g, "labels")) p.guarded_labels = key_notes(c, *x, "guarded.labels");
     });
+    c.guard([&] {
+        if (const TV* x = get(g, "annotations")) p.guarded_annotations = key_notes(c, *x, "guarded.annotations");
+    });
+}
 
-    int default_line = 0;
-    if (const TV* s = get(root, "settings")) {
-        c.guard([&] {
-            check_keys(c, *s, "settings", {"default_class", "fail", "cpu_weight_formula", "koordinator_quota_lift", "metrics_file", "event_log", "event_log_max_bytes", "leave_to_others",
-                                           "katalyst_reserved_cpus", "katalyst_default_numa_exclusive", "katalyst_dedicated_default_burst",
-                                           "katalyst_default_burst_percent", "evaluator_events"});
-            c.guard([&] {
-                if (const TV* x = get(*s, "default_class")) {
-                    default_line = Ctx::line_of(*x);
-                    p.default_class = str(c, *x, "settings.default_class", 63);
-                }
-            });
-            c.guard([&] { if (const TV* x = get(*s, "fail")) p.fail_closed = fail_mode(c, *x, "settings.fail"); });
-            c.guard([&] {
-                if (const TV* x = get(*s, "cpu_weight_formula")) {
-                    std::string f = str(c, *x, "settings.cpu_weight_formula");
-                    if (f == "linear") p.cpu_weight_formula = WeightFormula::Linear;
-                    else if (f == "log-quadratic") p.cpu_weight_formula = WeightFormula::LogQuadratic;
-                    else if (f == "auto") p.cpu_weight_formula = WeightFormula::Auto;
-                    else c.fail(*x, "settings.cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
-                }
-            });
-            c.guard([&] {
-                if (const TV* x = get(*s, "koordinator_quota_lift")) {
-                    std::string f = str(c, *x, "settings.koordinator_quota_lift");
-                    if (f == "cpuset") p.koordinator_quota_lift = Policy::QuotaLift::Cpuset;
-                    else if (f == "fits") p.koordinator_quota_lift = Policy::QuotaLift::Fits;
-                    else if (f == "never") p.koordinator_quota_lift = Policy::QuotaLift::Never;
-                    else c.fail(*x, "settings.koordinator_quota_lift: expected \"cpuset\" (koordlet: lift whenever bound to a cpuset), \"fits\" (only when the quota pays for the cpuset) or \"never\" (koordlet --disable-unset-cpu-quota)");
-                }
-            });
-            // The hook's own sinks (src/records/record.hpp, src/records/metrics.hpp): absolute paths or "" (off).
-            auto sink_path = [&](const TV& x, const char* key) {
-                if (!x.is_string()) c.fail(x, std::string("settings.") + key + ": expected a path string (\"\" disables)");
-                std::string v = x.as_string().str;
-                if (!v.empty() && (v[0] != '/' || v.size() > 4000 || v.back() == '/' || v.find('\0') != std::string::npos))
-                    c.fail(x, std::string("settings.") + key + ": expected an absolute file path or \"\"");
-                return v;
-            };
-            c.guard([&] {
-                if (const TV* x = get(*s, "metrics_file")) {
-                    p.sinks.metrics_file = sink_path(*x, "metrics_file");
-                    p.sinks.metrics_file_set = true;
-                }
-            });
-            c.guard([&] {
-                if (const TV* x = get(*s, "event_log")) {
-                    p.sinks.event_log = sink_path(*x, "event_log");
-                    p.sinks.event_log_set = true;
-                }
-            });
-            // Katalyst's reserved CPUs (katalyst-core GetCoresReservedForSystem): the list it
-            // logs / its ReservedCPUList, or the count (--cpu-resource-plugin-reserved).
-            c.guard([&] {
-                if (const TV* x = get(*s, "katalyst_reserved_cpus")) {
-                    if (x->is_integer()) {
-                        if (x->as_integer() < 0 || x->as_integer() > CpuSet::kMaxId + 1)
-                            c.fail(*x, "settings.katalyst_reserved_cpus: a count from 0 to " + std::to_string(CpuSet::kMaxId + 1));
-                        p.katalyst_reserved_count = static_cast<unsigned>(x->as_integer());
-                    } else if (x->is_string()) {
-                        std::string why;
-                        auto set = x->as_string().str.empty() ? std::optional<CpuSet>(CpuSet()) : CpuSet::parse(x->as_string().str, &why);
-                        if (!set) c.fail(*x, "settings.katalyst_reserved_cpus: " + why);
-                        p.katalyst_reserved_cpus = set->str();
-                    } else {
-                        c.fail(*x, "settings.katalyst_reserved_cpus: expected a CPU list (\"0-1\") or a count (2)");
-                    }
-                }
-            });
-            // Katalyst agent options (Policy::katalyst_default_numa_exclusive etc.)
-            c.guard([&] {
-                if (const TV* x = get(*s, "katalyst_default_numa_exclusive")) {
-                    if (!x->is_boolean())
-                        c.fail(*x, "settings.katalyst_default_numa_exclusive: expected true (Katalyst --qos-enhancement-default-values numa_exclusive=true) or false");
-                    p.katalyst_default_numa_exclusive = x->as_boolean();
-                }
-            });
-            c.guard([&] {
-                if (const TV* x = get(*s, "katalyst_dedicated_default_burst")) {
-                    std::string f = str(c, *x, "settings.katalyst_dedicated_default_burst");
-                    if (f == "unset") p.katalyst_dedicated_default_burst = Policy::KatalystBurst::Unset;
-                    else if (f == "static") p.katalyst_dedicated_default_burst = Policy::KatalystBurst::Static;
-                    else if (f == "closed") p.katalyst_dedicated_default_burst = Policy::KatalystBurst::Closed;
-                    else c.fail(*x, "settings.katalyst_dedicated_default_burst: expected \"unset\" (Katalyst's default), \"static\" (EnableDedicatedCoresDefaultCPUBurst true) or \"closed\" (false)");
-                }
-            });
-            c.guard([&] {
-                if (const TV* x = get(*s, "katalyst_default_burst_percent")) {
-                    if (!x->is_integer() || x->as_integer() < 0 || x->as_integer() > 100)
-                        c.fail(*x, "settings.katalyst_default_burst_percent: expected an integer from 0 to 100 (Katalyst DefaultCPUBurstPercent)");
-                    p.katalyst_default_burst_percent = static_cast<unsigned>(x->as_integer());
-                }
-            });
-            c.guard([&] {
-                if (const TV* x = get(*s, "evaluator_events")) {
-                    if (!x->is_integer() || x->as_integer() < 1 || x->as_integer() > int64_t(kMaxEvaluatorEvents))
-                        c.fail(*x, "settings.evaluator_events: expected an integer from 1 (one evaluator process per event) to " +
-                                       std::to_string(kMaxEvaluatorEvents));
-                    p.evaluator_events = static_cast<uint32_t>(x->as_integer());
-                }
-            });
-            c.guard([&] {
-                if (const TV* x = get(*s, "event_log_max_bytes")) {
-                    if (!x->is_integer() || x->as_integer() < 65536 || x->as_integer() > (int64_t(1) << 40))
-                        c.fail(*x, "settings.event_log_max_bytes: expected an integer from 65536 to 2^40");
-                    p.sinks.event_log_max_bytes = static_cast<uint64_t>(x->as_integer());
-                }
-            });
-        });
-    }
-
-    if (const TV* s = get(root, "settings"))
-        if (const TV* x = get(*s, "leave_to_others")) c.guard([&] { p.leave_to_others = leave_to_others(c, *x); });
-
-    if (const TV* g = get(root, "guarded")) {
-        c.guard([&] {
-            check_keys(c, *g, "guarded", {"labels", "annotations"});
-            c.guard([&] { if (const TV* x = get(*g, "labels")) p.guarded_labels = key_notes(c, *x, "guarded.labels"); });
-            c.guard([&] { if (const TV* x = get(*g, "annotations")) p.guarded_annotations = key_notes(c, *x, "guarded.annotations"); });
-        });
-    }
-
-    if (const TV* rg = get(root, "resctrl")) {
-        c.guard([&] {
-            const auto& t = as_table(c, *rg, "resctrl");
-            if (t.size() > 64) c.fail(*rg, "resctrl: more than 64 groups");
-            for (const auto& [gname, gv] : t) c.guard([&, &gname = gname, &gv = gv] {
-                const std::string w = "resctrl." + gname;
-                ResctrlGroupDef g;
-                g.name = gname;
-                g.line = Ctx::line_of(gv);
-                std::string why = resctrl_group_name_error(gname);
-                if (!why.empty()) c.fail(gv, w + ": " + why);
-                check_keys(c, gv, w, {"l3", "mb", "l3_percent", "l3_start_percent", "l3_round", "mb_percent", "manage"});
-                auto pct = [&](const char* key, int lo) {
-                    const TV* x = get(gv, key);
-                    if (!x) return -1;
-                    if (!x->is_integer() || x->as_integer() < lo || x->as_integer() > 100)
-                        c.fail(*x, w + "." + key + ": expected an integer from " + std::to_string(lo) + " to 100");
-                    return static_cast<int>(x->as_integer());
-                };
-                auto line = [&](const char* key, const char* prefix) {
-                    const TV* x = get(gv, key);
-                    if (!x) return std::string();
-                    std::string v = str(c, *x, w + "." + key, 1024);
-                    std::string e = resctrl_line_error(v, prefix);
-                    if (!e.empty()) c.fail(*x, w + "." + key + ": " + e);
-                    return v;
-                };
-                c.guard([&] { g.l3 = line("l3", "L3"); });
-                c.guard([&] { g.mb = line("mb", "MB"); });
-                c.guard([&] { g.l3_percent = pct("l3_percent", 1); });
-                c.guard([&] {
-                    int v = pct("l3_start_percent", 0);
-                    if (v >= 0) g.l3_start_percent = v;
-                });
-                c.guard([&] { g.mb_percent = pct("mb_percent", 1); });
-                c.guard([&] {
-                    if (const TV* x = get(gv, "l3_round")) {
-                        std::string r = str(c, *x, w + ".l3_round");
-                        if (r == "down") g.l3_round_down = true;
-                        else if (r != "up") c.fail(*x, w + ".l3_round: expected \"up\" (koordlet) or \"down\" (rubik)");
-                    }
-                });
-                c.guard([&] {
-                    if (const TV* x = get(gv, "manage")) {
-                        if (!x->is_boolean()) c.fail(*x, w + ".manage: expected true or false");
-                        g.manage = x->as_boolean();
-                    }
-                });
-                if (!g.l3.empty() && g.l3_percent >= 0) c.error(gv, w + ": give l3 or l3_percent, not both");
-                if (!g.mb.empty() && g.mb_percent >= 0) c.error(gv, w + ": give mb or mb_percent, not both");
-                if (g.l3_percent >= 0 && g.l3_start_percent >= g.l3_percent)
-                    c.error(gv, w + ": l3_start_percent must be below l3_percent");
-                if (g.l3_round_down && g.l3_start_percent > 0) c.error(gv, w + ": l3_round = \"down\" counts ways from way 0 (no l3_start_percent)");
-                if (g.l3.empty() && g.mb.empty() && g.l3_percent < 0 && g.mb_percent < 0)
-                    c.error(gv, w + ": declares no schemata (l3, l3_percent, mb or mb_percent)");
-                p.resctrl_groups.emplace(gname, std::move(g));
-            });
-        });
-    }
-
-    std::map<std::string, int> fallback_line;
-    const TV* classes = get(root, "classes");
-    if (!classes) c.add(PolicyDiag::Error, 0, "no [classes] defined");
-    if (classes) c.guard([&] {
-        const auto& ct = as_table(c, *classes, "classes");
-        if (ct.size() > 1024) c.fail(*classes, "more than 1024 classes");
-        for (const auto& entry : ct) {
-            const std::string& cname = entry.first;
-            const TV& cv = entry.second;
-            std::string w = "classes." + cname;
-            ClassDef cd;
-            cd.name = cname;
-            class_line[cname] = Ctx::line_of(cv);
-            c.guard([&] {
-                if (!valid_name(cname)) c.fail(cv, w + ": class names are 1-63 characters [A-Za-z0-9_.-]");
-                check_keys(c, cv, w, {"description", "fail", "container", "pod", "sandbox", "gate", "pod_cpu_weight_formula", "container_cpu_weight_formula", "accept_merge"});
-                c.guard([&] { if (const TV* x = get(cv, "description")) cd.description = str(c, *x, w + ".description", 1024); });
-                c.guard([&] { if (const TV* x = get(cv, "fail")) cd.fail_closed = fail_mode(c, *x, w + ".fail"); });
-                c.guard([&] {
-                    if (const TV* x = get(cv, "pod_cpu_weight_formula")) {
-                        std::string f = str(c, *x, w + ".pod_cpu_weight_formula");
-                        if (f == "linear") cd.pod_weight_formula = WeightFormula::Linear;
-                        else if (f == "log-quadratic") cd.pod_weight_formula = WeightFormula::LogQuadratic;
-                        else if (f == "auto") cd.pod_weight_formula = WeightFormula::Auto;
-                        else c.fail(*x, w + ".pod_cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
-                        cd.pod_weight_formula_set = true;
-                    }
-                });
-                c.guard([&] {
-                    if (const TV* x = get(cv, "container_cpu_weight_formula")) {
-                        std::string f = str(c, *x, w + ".container_cpu_weight_formula");
-                        if (f == "linear") cd.ctr_weight_formula = WeightFormula::Linear;
-                        else if (f == "log-quadratic") cd.ctr_weight_formula = WeightFormula::LogQuadratic;
-                        else if (f == "auto") cd.ctr_weight_formula = WeightFormula::Auto;
-                        else c.fail(*x, w + ".container_cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
-                        cd.ctr_weight_formula_set = true;
-                    }
-                });
-                c.guard([&] {
-                    if (const TV* x = get(cv, "accept_merge")) {
-                        if (!x->is_boolean()) c.fail(*x, w + ".accept_merge: expected true or false");
-                        cd.accept_merge = x->as_boolean();
-                    }
-                });
-                c.guard([&] {
-                    const TV* x = get(cv, "container");
-                    if (!x) return;
-                    cd.container = parse_knobs(c, *x, w + ".container", kFactContainer);
-                    // set_mempolicy(2): the mode decides whether a node list is needed, allowed or refused.
-                    const KnobSetting *mode = nullptr, *nodes = nullptr;
-                    for (const auto& k : cd.container) {
-                        if (k.id == KnobId::MemoryPolicy) mode = &k;
-                        if (k.id == KnobId::MemoryPolicyNodes) nodes = &k;
-                    }
-                    if (nodes && !mode) c.error(*x, w + ".container: memory_policy_nodes needs memory_policy (the mode)");
-                    if (mode && mode->value.kind == KnobValue::Int) {
-                        const std::string m = knob_choices(KnobId::MemoryPolicy)[static_cast<size_t>(mode->value.num)].name;
-                        if (!nodes && mempolicy_needs_nodes(mode->value.num))
-                            c.error(*x, w + ".container: memory_policy = \"" + m + "\" needs memory_policy_nodes (set_mempolicy(2))");
-                        if (nodes && mempolicy_forbids_nodes(mode->value.num))
-                            c.error(*x, w + ".container: memory_policy = \"" + m + "\" takes no memory_policy_nodes (set_mempolicy(2))");
-                    }
-                });
-                c.guard([&] {
-                    if (const TV* x = get(cv, "pod")) {
-                        cd.pod = parse_knobs(c, *x, w + ".pod", kFactPod);
-                        for (const auto& k : cd.pod)
-                            if (k.id == KnobId::OomScoreAdj || k.id == KnobId::ResctrlGroup || is_process_knob(k.id))
-                                c.error(*x, w + ".pod: " + knob_def(k.id).key + " applies to processes, set it under .container");
-                    }
-                });
-                c.guard([&] {
-                    // The sandbox (pause) container's own cgroup: container-scoped facts (it is a
-                    // container of the pod), no process knobs (its process is the runtime's).
-                    if (const TV* x = get(cv, "sandbox")) {
-                        cd.sandbox = parse_knobs(c, *x, w + ".sandbox", kFactContainer);
-                        for (const auto& k : cd.sandbox)
-                            if (k.id == KnobId::OomScoreAdj || k.id == KnobId::ResctrlGroup || is_process_knob(k.id))
-                                c.error(*x, w + ".sandbox: " + knob_def(k.id).key + " applies to processes, set it under .container");
-                    }
-                });
-                c.guard([&] {
-                    const TV* g = get(cv, "gate");
-                    if (!g) return;
-                    check_keys(c, *g, w + ".gate", {"namespaces", "labels", "fallback"});
-                    cd.gate.enabled = true;
-                    c.guard([&] { if (const TV* x = get(*g, "namespaces")) cd.gate.namespaces = str_or_list(c, *x, w + ".gate.namespaces"); });
-                    c.guard([&] {
-                        const TV* x = get(*g, "labels");
-                        if (!x) return;
-                        cd.gate.labels = glob_map(c, *x, w + ".gate.labels");
-                        for (const auto& [k, glob] : cd.gate.labels)
-                            if (!guarded_note(p.guarded_labels, k))
-                                c.warn(x->as_table().at(k), w + ".gate.labels: \"" + k +
-                                                                "\" is a pod label the pod author can set, and it is not declared in [guarded.labels]: "
-                                                                "it never qualifies a pod (declare it there, naming the admission policy that controls it, or remove it)");
-                    });
-                    const TV* fb = get(*g, "fallback");
-                    if (!fb) c.fail(*g, w + ".gate: needs fallback = \"<class>\"");
-                    fallback_line[cname] = Ctx::line_of(*fb);
-                    cd.gate.fallback = str(c, *fb, w + ".gate.fallback", 63);
-                });
-            });
-            p.classes.emplace(cname, std::move(cd));  // kept even when broken: no follow-on "unknown class"
+/// One [resctrl.<name>] table; fails on the first error that leaves no usable group.
+ResctrlGroupDef parse_resctrl_group(const Ctx& c, const std::string& gname, const TV& gv) {
+    const std::string w = "resctrl." + gname;
+    ResctrlGroupDef g;
+    g.name = gname;
+    g.line = Ctx::line_of(gv);
+    std::string why = resctrl_group_name_error(gname);
+    if (!why.empty()) c.fail(gv, w + ": " + why);
+    check_keys(c, gv, w, {"l3", "mb", "l3_percent", "l3_start_percent", "l3_round", "mb_percent", "manage"});
+    auto pct = [&](const char* key, int lo) {
+        const TV* x = get(gv, key);
+        if (!x) return -1;
+        if (!x->is_integer() || x->as_integer() < lo || x->as_integer() > 100)
+            c.fail(*x, w + "." + key + ": expected an integer from " + std::to_string(lo) + " to 100");
+        return static_cast<int>(x->as_integer());
+    };
+    auto line = [&](const char* key, const char* prefix) {
+        const TV* x = get(gv, key);
+        if (!x) return std::string();
+        std::string v = str(c, *x, w + "." + key, 1024);
+        std::string e = resctrl_line_error(v, prefix);
+        if (!e.empty()) c.fail(*x, w + "." + key + ": " + e);
+        return v;
+    };
+    c.guard([&] { g.l3 = line("l3", "L3"); });
+    c.guard([&] { g.mb = line("mb", "MB"); });
+    c.guard([&] { g.l3_percent = pct("l3_percent", 1); });
+    c.guard([&] {
+        int v = pct("l3_start_percent", 0);
+        if (v >= 0) g.l3_start_percent = v;
+    });
+    c.guard([&] { g.mb_percent = pct("mb_percent", 1); });
+    c.guard([&] {
+        if (const TV* x = get(gv, "l3_round")) {
+            std::string r = str(c, *x, w + ".l3_round");
+            if (r == "down") g.l3_round_down = true;
+            else if (r != "up") c.fail(*x, w + ".l3_round: expected \"up\" (koordlet) or \"down\" (rubik)");
         }
     });
+    c.guard([&] {
+        if (const TV* x = get(gv, "manage")) {
+            if (!x->is_boolean()) c.fail(*x, w + ".manage: expected true or false");
+            g.manage = x->as_boolean();
+        }
+    });
+    if (!g.l3.empty() && g.l3_percent >= 0) c.error(gv, w + ": give l3 or l3_percent, not both");
+    if (!g.mb.empty() && g.mb_percent >= 0) c.error(gv, w + ": give mb or mb_percent, not both");
+    if (g.l3_percent >= 0 && g.l3_start_percent >= g.l3_percent) c.error(gv, w + ": l3_start_percent must be below l3_percent");
+    if (g.l3_round_down && g.l3_start_percent > 0) c.error(gv, w + ": l3_round = \"down\" counts ways from way 0 (no l3_start_percent)");
+    if (g.l3.empty() && g.mb.empty() && g.l3_percent < 0 && g.mb_percent < 0)
+        c.error(gv, w + ": declares no schemata (l3, l3_percent, mb or mb_percent)");
+    return g;
+}
+
+/// [resctrl]: every group on its own.
+void parse_resctrl(const Ctx& c, const TV& rg, Policy& p) {
+    const auto& t = as_table(c, rg, "resctrl");
+    if (t.size() > 64) c.fail(rg, "resctrl: more than 64 groups");
+    for (const auto& [gname, gv] : t) c.guard([&, &gname = gname, &gv = gv] { p.resctrl_groups.emplace(gname, parse_resctrl_group(c, gname, gv)); });
+}
+
+/// `<w>.<key>` (pod_cpu_weight_formula, container_cpu_weight_formula) of a class into `set`, `f`.
+void class_formula(const Ctx& c, const TV& cv, const std::string& w, const char* key, bool& set, WeightFormula& f) {
+    c.guard([&] {
+        if (const TV* x = get(cv, key)) {
+            std::string v = str(c, *x, w + "." + key);
+            if (v == "linear") f = WeightFormula::Linear;
+            else if (v == "log-quadratic") f = WeightFormula::LogQuadratic;
+            else if (v == "auto") f = WeightFormula::Auto;
+            else c.fail(*x, w + "." + key + ": expected \"auto\", \"log-quadratic\" or \"linear\"");
+            set = true;
+        }
+    });
+}
+
+/// `<w>.container`: its knobs, and set_mempolicy(2)'s rule that the mode decides whether a node
+/// list is needed, allowed or refused.
+std::vector<KnobSetting> container_knobs(const Ctx& c, const TV& x, const std::string& w) {
+    std::vector<KnobSetting> ks = parse_knobs(c, x, w + ".container", kFactContainer);
+    const KnobSetting *mode = nullptr, *nodes = nullptr;
+    for (const auto& k : ks) {
+        if (k.id == KnobId::MemoryPolicy) mode = &k;
+        if (k.id == KnobId::MemoryPolicyNodes) nodes = &k;
+    }
+    if (nodes && !mode) c.error(x, w + ".container: memory_policy_nodes needs memory_policy (the mode)");
+    if (mode && mode->value.kind == KnobValue::Int) {
+        const std::string m = knob_choices(KnobId::MemoryPolicy)[static_cast<size_t>(mode->value.num)].name;
+        if (!nodes && mempolicy_needs_nodes(mode->value.num))
+            c.error(x, w + ".container: memory_policy = \"" + m + "\" needs memory_policy_nodes (set_mempolicy(2))");
+        if (nodes && mempolicy_forbids_nodes(mode->value.num))
+            c.error(x, w + ".container: memory_policy = \"" + m + "\" takes no memory_policy_nodes (set_mempolicy(2))");
+    }
+    return ks;
+}
+
+/// `what` (<class>.pod or <class>.sandbox): the knobs of a cgroup that is no process of the
+/// container's, so no process knobs (oom_score_adj, resctrl_group, sched_*, io_*, memory_policy*).
+std::vector<KnobSetting> cgroup_knobs(const Ctx& c, const TV& x, const std::string& what, uint8_t scope) {
+    std::vector<KnobSetting> ks = parse_knobs(c, x, what, scope);
+    for (const auto& k : ks)
+        if (k.id == KnobId::OomScoreAdj || k.id == KnobId::ResctrlGroup || is_process_knob(k.id))
+            c.error(x, what + ": " + knob_def(k.id).key + " applies to processes, set it under .container");
+    return ks;
+}
+
+/// `<w>.gate` of class `cname`; `fallback_line` gets the line of its fallback.
+void parse_gate(const Ctx& c, const TV& g, const std::string& w, const std::string& cname, const Policy& p, Gate& gate,
+                std::map<std::string, int>& fallback_line) {
+    check_keys(c, g, w + ".gate", {"namespaces", "labels", "fallback"});
+    gate.enabled = true;
+    c.guard([&] {
+        if (const TV* x = get(g, "namespaces")) gate.namespaces = str_or_list(c, *x, w + ".gate.namespaces");
+    });
+    c.guard([&] {
+        const TV* x = get(g, "labels");
+        if (!x) return;
+        gate.labels = glob_map(c, *x, w + ".gate.labels");
+        for (const auto& [k, glob] : gate.labels)
+            if (!guarded_note(p.guarded_labels, k))
+                c.warn(x->as_table().at(k),
+                       w + ".gate.labels: \"" + k +
+                           "\" is a pod label the pod author can set, and it is not declared in [guarded.labels]: "
+                           "it never qualifies a pod (declare it there, naming the admission policy that controls it, or remove it)");
+    });
+    const TV* fb = get(g, "fallback");
+    if (!fb) c.fail(g, w + ".gate: needs fallback = \"<class>\"");
+    fallback_line[cname] = Ctx::line_of(*fb);
+    gate.fallback = str(c, *fb, w + ".gate.fallback", 63);
+}
+
+/// One [classes.<name>] table, each key on its own. A broken class is still returned (no
+/// follow-on "unknown class" errors).
+ClassDef parse_class(const Ctx& c, const std::string& cname, const TV& cv, const Policy& p, std::map<std::string, int>& fallback_line) {
+    const std::string w = "classes." + cname;
+    ClassDef cd;
+    cd.name = cname;
+    c.guard([&] {
+        if (!valid_name(cname)) c.fail(cv, w + ": class names are 1-63 characters [A-Za-z0-9_.-]");
+        check_keys(
+            c, cv, w,
+            {"description", "fail", "container", "pod", "sandbox", "gate", "pod_cpu_weight_formula", "container_cpu_weight_formula", "accept_merge"});
+        c.guard([&] {
+            if (const TV* x = get(cv, "description")) cd.description = str(c, *x, w + ".description", 1024);
+        });
+        c.guard([&] {
+            if (const TV* x = get(cv, "fail")) cd.fail_closed = fail_mode(c, *x, w + ".fail");
+        });
+        class_formula(c, cv, w, "pod_cpu_weight_formula", cd.pod_weight_formula_set, cd.pod_weight_formula);
+        class_formula(c, cv, w, "container_cpu_weight_formula", cd.ctr_weight_formula_set, cd.ctr_weight_formula);
+        c.guard([&] {
+            if (const TV* x = get(cv, "accept_merge")) {
+                if (!x->is_boolean()) c.fail(*x, w + ".accept_merge: expected true or false");
+                cd.accept_merge = x->as_boolean();
+            }
+        });
+        c.guard([&] {
+            if (const TV* x = get(cv, "container")) cd.container = container_knobs(c, *x, w);
+        });
+        c.guard([&] {
+            if (const TV* x = get(cv, "pod")) cd.pod = cgroup_knobs(c, *x, w + ".pod", kFactPod);
+        });
+        c.guard([&] {
+            // The sandbox (pause) container's own cgroup: container-scoped facts (it is a
+            // container of the pod), no process knobs (its process is the runtime's).
+            if (const TV* x = get(cv, "sandbox")) cd.sandbox = cgroup_knobs(c, *x, w + ".sandbox", kFactContainer);
+        });
+        c.guard([&] {
+            if (const TV* g = get(cv, "gate")) parse_gate(c, *g, w, cname, p, cd.gate, fallback_line);
+        });
+    });
+    return cd;
+}
+
+/// [classes]: every class on its own; `class_line` and `fallback_line` get their lines.
+void parse_classes(const Ctx& c, const TV& classes, Policy& p, std::map<std::string, int>& class_line, std::map<std::string, int>& fallback_line) {
+    const auto& ct = as_table(c, classes, "classes");
+    if (ct.size() > 1024) c.fail(classes, "more than 1024 classes");
+    for (const auto& entry : ct) {
+        const std::string& cname = entry.first;
+        class_line[cname] = Ctx::line_of(entry.second);
+        p.classes.emplace(cname, parse_class(c, cname, entry.second, p, fallback_line));  // kept even when broken
+    }
+}
+
+/// "<what>: unknown class \"<name>\"", with the closest class of `p` as a hint.
+std::string unknown_class(const Policy& p, const std::string& what, const std::string& name) {
     std::vector<std::string> class_names;
     for (const auto& [n, cd] : p.classes) class_names.push_back(n);
-    auto unknown_class = [&](const std::string& what, const std::string& name) {
-        std::string hint = did_you_mean(name, class_names);
-        return what + ": unknown class \"" + name + "\"" + (hint.empty() ? "" : " (" + hint + ")");
-    };
+    std::string hint = did_you_mean(name, class_names);
+    return what + ": unknown class \"" + name + "\"" + (hint.empty() ? "" : " (" + hint + ")");
+}
+
+/// The classes that gate.fallback and settings.default_class name exist and are not gated.
+void check_class_refs(const Ctx& c, const Policy& p, std::map<std::string, int>& fallback_line, int default_line, bool have_classes) {
     for (const auto& [n, cd] : p.classes) {
         if (!cd.gate.enabled || cd.gate.fallback.empty()) continue;
         auto fb = p.classes.find(cd.gate.fallback);
         int line = fallback_line.count(n) ? fallback_line[n] : 0;
-        if (fb == p.classes.end()) c.add(PolicyDiag::Error, line, unknown_class("classes." + n + ".gate.fallback", cd.gate.fallback));
-        else if (fb->second.gate.enabled) c.add(PolicyDiag::Error, line, "classes." + n + ".gate.fallback: \"" + cd.gate.fallback + "\" is gated itself");
+        if (fb == p.classes.end()) c.add(PolicyDiag::Error, line, unknown_class(p, "classes." + n + ".gate.fallback", cd.gate.fallback));
+        else if (fb->second.gate.enabled)
+            c.add(PolicyDiag::Error, line, "classes." + n + ".gate.fallback: \"" + cd.gate.fallback + "\" is gated itself");
     }
     if (p.default_class.empty()) {
         if (default_line == 0) c.add(PolicyDiag::Error, 0, "settings.default_class is required");
     } else if (!p.classes.count(p.default_class)) {
-        if (classes) c.add(PolicyDiag::Error, default_line, unknown_class("settings.default_class", p.default_class));
+        if (have_classes) c.add(PolicyDiag::Error, default_line, unknown_class(p, "settings.default_class", p.default_class));
     } else if (p.classes.at(p.default_class).gate.enabled) {
         c.add(PolicyDiag::Error, default_line, "settings.default_class: \"" + p.default_class + "\" must not be gated");
     }
+}
 
-    if (const TV* rules = get(root, "rules")) {
+/// One [[rules]] entry into `r`; fails when it cannot be used. `names`: the rule names so far.
+void parse_rule(const Ctx& c, const TV& rv, const Policy& p, bool have_classes, std::set<std::string>& names, Rule& r) {
+    check_keys(c, rv, "rules", {"name", "class", "match", "merge"});
+    r.line = Ctx::line_of(rv);
+    c.guard([&] {
+        if (const TV* n = get(rv, "name")) r.name = str(c, *n, "rules.name", 128);
+    });
+    if (r.name.empty()) r.name = "rule@" + std::to_string(r.line);
+    if (!names.insert(r.name).second) c.error(rv, "rules.name: duplicate rule name \"" + r.name + "\"");
+    c.guard([&] {
+        if (const TV* m = get(rv, "match")) r.match = parse_match(c, *m);
+    });
+    c.guard([&] {
+        if (const TV* m = get(rv, "merge")) {
+            if (!m->is_boolean()) c.fail(*m, "rules.merge: expected true or false");
+            r.merge = m->as_boolean();
+        }
+    });
+    const TV* cl = get(rv, "class");
+    if (!cl) c.fail(rv, "rules: every rule needs class = \"<class>\"");
+    r.cls = str(c, *cl, "rules.class", 63);
+    if (have_classes && !p.classes.count(r.cls)) c.fail(*cl, unknown_class(p, "rules.class", r.cls));
+}
+
+/// [[rules]]: every rule on its own; a rule that cannot be used is left out.
+void parse_rules(const Ctx& c, const TV& rules, Policy& p, bool have_classes) {
+    if (!rules.is_array()) c.fail(rules, "rules: expected an array of tables ([[rules]])");
+    if (rules.as_array().size() > 100000) c.fail(rules, "rules: more than 100000 rules");
+    std::set<std::string> names;
+    for (const auto& rv : rules.as_array()) {
+        Rule r;
+        bool ok = false;
         c.guard([&] {
-            if (!rules->is_array()) c.fail(*rules, "rules: expected an array of tables ([[rules]])");
-            if (rules->as_array().size() > 100000) c.fail(*rules, "rules: more than 100000 rules");
-            std::set<std::string> names;
-            for (const auto& rv : rules->as_array()) {
-                Rule r;
-                bool ok = true;
-                c.guard([&] {
-                    ok = false;
-                    check_keys(c, rv, "rules", {"name", "class", "match", "merge"});
-                    r.line = Ctx::line_of(rv);
-                    c.guard([&] {
-                        if (const TV* n = get(rv, "name")) r.name = str(c, *n, "rules.name", 128);
-                    });
-                    if (r.name.empty()) r.name = "rule@" + std::to_string(r.line);
-                    if (!names.insert(r.name).second) c.error(rv, "rules.name: duplicate rule name \"" + r.name + "\"");
-                    c.guard([&] { if (const TV* m = get(rv, "match")) r.match = parse_match(c, *m); });
-                    c.guard([&] {
-                        if (const TV* m = get(rv, "merge")) {
-                            if (!m->is_boolean()) c.fail(*m, "rules.merge: expected true or false");
-                            r.merge = m->as_boolean();
-                        }
-                    });
-                    const TV* cl = get(rv, "class");
-                    if (!cl) c.fail(rv, "rules: every rule needs class = \"<class>\"");
-                    r.cls = str(c, *cl, "rules.class", 63);
-                    if (classes && !p.classes.count(r.cls)) c.fail(*cl, unknown_class("rules.class", r.cls));
-                    ok = true;
-                });
-                if (ok) p.rules.push_back(std::move(r));
-            }
+            parse_rule(c, rv, p, have_classes, names, r);
+            ok = true;
         });
+        if (ok) p.rules.push_back(std::move(r));
     }
 }
 
-}  // namespace
+/// Parse and validate `text` into `p`, recording every error; `class_line` gets the line of each
+/// class (for warnings).
+void parse_into(const Ctx& c, const std::string& text, Policy& p, std::map<std::string, int>& class_line) {
+    const TV root = parse_document(c, text);
+    p.source = c.file;
+    check_keys(c, root, "policy", {"version", "settings", "guarded", "resctrl", "rules", "classes"});
+    c.guard([&] { parse_version(c, root); });
+    std::vector<int> setting_lines;
+    read_settings(c, root, p, setting_lines);
+    const int default_line = setting_line(setting_lines, "default_class");
+    if (const TV* g = get(root, "guarded")) c.guard([&] { parse_guarded(c, *g, p); });
+    if (const TV* rg = get(root, "resctrl")) c.guard([&] { parse_resctrl(c, *rg, p); });
+    std::map<std::string, int> fallback_line;
+    const TV* classes = get(root, "classes");
+    if (!classes) c.add(PolicyDiag::Error, 0, "no [classes] defined");
+    if (classes) c.guard([&] { parse_classes(c, *classes, p, class_line, fallback_line); });
+    check_class_refs(c, p, fallback_line, default_line, classes != nullptr);
+    if (const TV* rules = get(root, "rules")) c.guard([&] { parse_rules(c, *rules, p, classes != nullptr); });
+}
 
+}  // namespace
 
 const LeftField* left_to_other(const std::vector<LeftField>& leave, const KnobSetting& k) {
     for (const auto& lf : leave) {
@@ -593,8 +632,8 @@ std::string read_policy_file(const std::string& path) {
     struct statfs sfs {};
     // procfs/sysfs files claim to be regular files of size 0: refuse them too.
     constexpr long kProcMagic = 0x9fa0, kSysfsMagic = 0x62656572;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || fstatfs(fd, &sfs) != 0 ||
-        static_cast<long>(sfs.f_type) == kProcMagic || static_cast<long>(sfs.f_type) == kSysfsMagic) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || fstatfs(fd, &sfs) != 0 || static_cast<long>(sfs.f_type) == kProcMagic ||
+        static_cast<long>(sfs.f_type) == kSysfsMagic) {
         close(fd);
         throw InputError(path + ": policy is not a regular file");
     }

@@ -44,11 +44,11 @@ using KeyNotes = std::vector<std::pair<std::string, std::string>>;
 
 /// Conditions of a rule; all given conditions must hold (an empty Match matches everything).
 struct Match {
-    GlobMap labels;                 ///< pod labels: key present and value matches the glob
-    GlobMap annotations;            ///< annotations (the request's, plus the sandbox's remembered ones)
+    GlobMap labels;  ///< pod labels: key present and value matches the glob
+    GlobMap annotations;  ///< annotations (the request's, plus the sandbox's remembered ones)
     GlobMap labels_or_annotations;  ///< key in labels or annotations (rubik reads either)
     std::vector<std::string> namespaces, pod_names, container_names;  ///< any glob matches
-    int kind = 0;                   ///< 0 any, 1 sandbox only, 2 container only
+    int kind = 0;  ///< 0 any, 1 sandbox only, 2 container only
     std::vector<KubeQos> kube_qos;  ///< any of these Kubernetes QoS classes
 };
 
@@ -56,7 +56,7 @@ struct Rule {
     std::string name;
     Match match;
     std::string cls;  ///< class name (validated to exist)
-    int line = 0;     ///< line in the policy file, for explain
+    int line = 0;  ///< line in the policy file, for explain
     /// `merge = true` (issue #21 §3): when an earlier rule already gave the pod its class, this
     /// rule, if it matches too, adds its class's knobs to that class — each knob the classes
     /// before it do not set (per scope; the earlier rule wins a knob both set). A merge rule
@@ -77,9 +77,9 @@ struct Gate {
 
 struct ClassDef {
     std::string name, description;
-    bool fail_closed = false;              ///< a failed knob fails the container start
-    std::vector<KnobSetting> container;    ///< knobs on the container's own cgroup/process
-    std::vector<KnobSetting> pod;          ///< knobs on the pod (parent) cgroup
+    bool fail_closed = false;  ///< a failed knob fails the container start
+    std::vector<KnobSetting> container;  ///< knobs on the container's own cgroup/process
+    std::vector<KnobSetting> pod;  ///< knobs on the pod (parent) cgroup
     /// `[classes.X.sandbox]`: knobs on the sandbox (pause) container's own cgroup — the
     /// cgroupsPath of the sandbox event: NRI v0.1's sandbox request (spec.cgroupsPath), native
     /// RunPodSandbox / UpdatePodSandbox / Synchronize's PodSandbox linux.cgroups_path (NRI
@@ -138,14 +138,14 @@ struct ClassDef {
 /// `manage`: the group may already exist without nri-qos having made it; by default its schemata
 /// is then left alone (joined only); manage = true writes it anyway.
 struct ResctrlGroupDef {
-    std::string name;            ///< directory name under the resctrl mount ([A-Za-z0-9_.-]{1,64})
-    std::string l3, mb;          ///< raw schemata lines ("" = not given)
-    int l3_percent = -1;         ///< -1 = not given
+    std::string name;  ///< directory name under the resctrl mount ([A-Za-z0-9_.-]{1,64})
+    std::string l3, mb;  ///< raw schemata lines ("" = not given)
+    int l3_percent = -1;  ///< -1 = not given
     int l3_start_percent = 0;
     bool l3_round_down = false;  ///< rubik's floor rule instead of koordlet's ceil rule
-    int mb_percent = -1;         ///< -1 = not given
+    int mb_percent = -1;  ///< -1 = not given
     bool manage = false;
-    int line = 0;                ///< line in the policy file (diagnostics)
+    int line = 0;  ///< line in the policy file (diagnostics)
 };
 
 /// "" when `name` may name a resctrl group directory: 1-64 characters [A-Za-z0-9_.-], not "."
@@ -162,10 +162,10 @@ std::string resctrl_line_error(const std::string& line, const char* prefix);
 /// line and then to the defaults of src/event/pipeline.hpp; an empty path disables that sink.
 struct SinkSettings {
     bool metrics_file_set = false;
-    std::string metrics_file;         ///< node_exporter textfile (.prom) path; "" = no metrics
+    std::string metrics_file;  ///< node_exporter textfile (.prom) path; "" = no metrics
     bool event_log_set = false;
-    std::string event_log;            ///< JSON-lines event log path; "" = stderr only
-    uint64_t event_log_max_bytes = 0; ///< rotate beyond this size (bytes); 0 = default
+    std::string event_log;  ///< JSON-lines event log path; "" = stderr only
+    uint64_t event_log_max_bytes = 0;  ///< rotate beyond this size (bytes); 0 = default
 };
 
 /// One entry of settings.leave_to_others: a field another NRI plugin owns. nri-qos never sets
@@ -175,9 +175,9 @@ struct SinkSettings {
 /// pkg/adaptation/result.go: "plugins %q and %q both tried to set %s"), and two writers of one
 /// kernel file undo each other.
 struct LeftField {
-    std::string field;   ///< as written: a knob key or an NRI field name (knobs.hpp field_knobs)
+    std::string field;  ///< as written: a knob key or an NRI field name (knobs.hpp field_knobs)
     std::string plugin;  ///< the owner's name, for the reports ("koordlet", "05-balloons")
-    FieldKnobs covers;   ///< what it stands for (recomputed from `field` when a cache is loaded)
+    FieldKnobs covers;  ///< what it stands for (recomputed from `field` when a cache is loaded)
 };
 
 /// The entry of `p.leave_to_others` that covers knob `k` (a raw knob by its file), or nullptr.
@@ -186,7 +186,7 @@ const LeftField* left_to_other(const std::vector<LeftField>& leave, const KnobSe
 struct Policy {
     int version = kPolicyVersion;
     std::string default_class;
-    bool fail_closed = false;      ///< errors before a class is known (bad request/policy)
+    bool fail_closed = false;  ///< errors before a class is known (bad request/policy)
     /// settings.cpu_weight_formula: the cgroup v2 cpu.shares→cpu.weight conversion of writes
     /// (knobs.hpp WeightFormula); Auto (the default) detects the node runtime's own per event.
     WeightFormula cpu_weight_formula = WeightFormula::Auto;
@@ -228,10 +228,10 @@ struct Policy {
     unsigned katalyst_default_burst_percent = 100;
     std::vector<Rule> rules;
     std::map<std::string, ClassDef> classes;
-    KeyNotes guarded_labels;       ///< [guarded.labels]: keys an admission policy controls
+    KeyNotes guarded_labels;  ///< [guarded.labels]: keys an admission policy controls
     KeyNotes guarded_annotations;  ///< [guarded.annotations]
-    std::string source;            ///< path it was loaded from ("builtin" for the built-in one)
-    SinkSettings sinks;            ///< settings.metrics_file / event_log / event_log_max_bytes
+    std::string source;  ///< path it was loaded from ("builtin" for the built-in one)
+    SinkSettings sinks;  ///< settings.metrics_file / event_log / event_log_max_bytes
     /// settings.evaluator_events (man nri-qos.toml(5)): how many events one sandboxed evaluator of
     /// the native relay serves before it exits and a fresh one takes its place (1: one process per
     /// event, the default; src/nri/evaluator.hpp "resident"). 1..kMaxEvaluatorEvents.
@@ -256,14 +256,14 @@ const std::string* guarded_note(const KeyNotes& notes, const std::string& key);
 /// One finding of the policy checker.
 struct PolicyDiag {
     enum Level { Error, Warning, Note } level = Error;  ///< Note: information only (PolicyCheck::notes)
-    int line = 0;          ///< 1-based line in the policy file; 0 = the file as a whole
-    std::string message;   ///< one line, without the file name
+    int line = 0;  ///< 1-based line in the policy file; 0 = the file as a whole
+    std::string message;  ///< one line, without the file name
 };
 
 /// Everything check_policy_text found.
 struct PolicyCheck {
-    Policy policy;                    ///< usable only when errors() == 0
-    std::vector<PolicyDiag> diags;    ///< errors and warnings, ordered by line
+    Policy policy;  ///< usable only when errors() == 0
+    std::vector<PolicyDiag> diags;  ///< errors and warnings, ordered by line
     /// Information (level Note), never in `diags`: per raising fact the policy uses, whether its
     /// annotation keys are trusted and which [guarded] declaration unlocks the seed system's full
     /// behaviour (issue #19). Only for a policy without errors.

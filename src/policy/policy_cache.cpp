@@ -204,15 +204,14 @@ FileLoad load_file(const std::string& path, const std::string& cache_dir, const 
     try {
         r.policy = parse_policy_toml(text, path);
         valid = true;
-    } catch (const InputError& e) {
-        r.error = e.what();
-    }
+    } catch (const InputError& e) { r.error = e.what(); }
     if (write && !key.empty()) {
         uint64_t after = 0;
         struct stat st2 {};
         if (policy_text_hash(path, after) && after == before && stat(path.c_str(), &st2) == 0 && cache_key(path, st2) == key)
-            store_file(cache_dir, name, valid ? compile(r.policy, key, racy_now(st2), before, r.sha256)
-                                              : compile_broken(key, racy_now(st2), before, r.sha256, r.error));
+            store_file(
+                cache_dir, name,
+                valid ? compile(r.policy, key, racy_now(st2), before, r.sha256) : compile_broken(key, racy_now(st2), before, r.sha256, r.error));
     }
     r.ok = valid;
     if (valid) r.text = std::move(text);
@@ -255,9 +254,7 @@ bool preload(const std::string& path, const std::string& cache_dir) {
         if (!g_preloaded) g_preloaded = new Preloaded;
         *g_preloaded = Preloaded{cache_dir, name, key, std::string(v), info.racy};
         return true;
-    } catch (...) {
-        return false;
-    }
+    } catch (...) { return false; }
 }
 
 Decoded read_file(const std::string& dir, const std::string& name, std::string_view key, const Request* filter, Policy& out, DecodeInfo* info) {

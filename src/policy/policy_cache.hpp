@@ -13,10 +13,11 @@
 //   [24,32) u64 end of section A      [32,40) u64 checksum of section A
 //   [40,48) u64 checksum of everything after the header
 //   A       key, racy flag + policy text hash, SHA-256 of the policy text, status (0 valid,
-//           1 broken: followed by the error and nothing else), policy settings, guarded keys,
-//           settings.leave_to_others (field, plugin) pairs, sink settings (metrics_file, event_log, event_log_max_bytes),
-//           settings.evaluator_events,
-//           classes, rule count, offset of section B, rule offset table
+//           1 broken: followed by the error and nothing else), policy version, settings of
+//           flat block "head", source, guarded keys, settings of block "middle", resctrl groups,
+//           settings of block "tail", classes, rule count, offset of section B, rule offset
+//           table. Which settings each block holds, in which order and encoding: the one
+//           declaration of [settings], policy_settings.hpp (FlatBlock, SettingType).
 //   records one per rule: u32 length, u64 checksum, the rule
 //   B       u64 checksum of the rest of B, the unindexed rule numbers, the rule index (sorted
 //           (u32 anchor hash, u32 rule) pairs)
@@ -68,13 +69,13 @@ namespace nriqos {
 
 /// What load_policy_file found.
 struct FileLoad {
-    bool ok = false;          ///< `policy` holds the file's policy
-    bool missing = false;     ///< the file does not exist (ENOENT / ENOTDIR)
+    bool ok = false;  ///< `policy` holds the file's policy
+    bool missing = false;  ///< the file does not exist (ENOENT / ENOTDIR)
     bool from_cache = false;  ///< answered from the cache (a valid or a broken entry)
     Policy policy;
-    std::string text;         ///< the policy text, when it was read (cache miss) and is valid
-    std::string sha256;       ///< of the policy text (hex), when known
-    std::string error;        ///< !ok: one line, "<path>[:<line>]: <message>"
+    std::string text;  ///< the policy text, when it was read (cache miss) and is valid
+    std::string sha256;  ///< of the policy text (hex), when known
+    std::string error;  ///< !ok: one line, "<path>[:<line>]: <message>"
 };
 
 /// Load the policy file `path` through the cache in `cache_dir` ("" = no cache; `write` false =
@@ -111,9 +112,10 @@ Policy load_policy_for(const std::string& path, const std::string& cache_dir, co
 /// Building blocks, exposed for tests and the benchmark.
 namespace policy_cache {
 
-constexpr uint32_t kFormatVersion = 11;        ///< 11 (parallel branches merged): 10a classes' sandbox knob list (after pod) and knob cpu_bvt_warp_ns before raw (raw's id moved), 10b settings.katalyst_default_numa_exclusive / katalyst_dedicated_default_burst / katalyst_default_burst_percent, settings.evaluator_events, classes' container_cpu_weight_formula (high half of the pod formula byte); 9: knob ids of sched_policy..memory_policy_nodes before raw (raw's id moved); 2: SHA-256, broken entries, [guarded] (pol) / sink settings (ops); 3: both; 4: cpu_weight_formula 0 auto / 1 log-quadratic / 2 linear (was a bool: 1 meant linear); 5 (on parallel branches): settings.koordinator_quota_lift + classes' pod_cpu_weight_formula + rules' merge, or [resctrl.*] groups, or settings.leave_to_others; 6: the first two; 7: all three; 8: and settings.katalyst_reserved_cpus
-constexpr int kRacySeconds = 2;                 ///< policy younger than this: store as racy
-constexpr size_t kMaxCacheBytes = 64u << 20;    ///< larger cache files are not read
+constexpr uint32_t kFormatVersion =
+    11;  ///< 11 (parallel branches merged): 10a classes' sandbox knob list (after pod) and knob cpu_bvt_warp_ns before raw (raw's id moved), 10b settings.katalyst_default_numa_exclusive / katalyst_dedicated_default_burst / katalyst_default_burst_percent, settings.evaluator_events, classes' container_cpu_weight_formula (high half of the pod formula byte); 9: knob ids of sched_policy..memory_policy_nodes before raw (raw's id moved); 2: SHA-256, broken entries, [guarded] (pol) / sink settings (ops); 3: both; 4: cpu_weight_formula 0 auto / 1 log-quadratic / 2 linear (was a bool: 1 meant linear); 5 (on parallel branches): settings.koordinator_quota_lift + classes' pod_cpu_weight_formula + rules' merge, or [resctrl.*] groups, or settings.leave_to_others; 6: the first two; 7: all three; 8: and settings.katalyst_reserved_cpus
+constexpr int kRacySeconds = 2;  ///< policy younger than this: store as racy
+constexpr size_t kMaxCacheBytes = 64u << 20;  ///< larger cache files are not read
 
 /// Identity of this nri-qos build: "build-id:<hex>" from the ELF NT_GNU_BUILD_ID note of the
 /// running executable, else "exe:<dev>:<ino>:<size>:<mtime ns>" of /proc/self/exe. Cached.
@@ -141,9 +143,9 @@ std::string compile_broken(const std::string& key, bool racy, uint64_t text_hash
 
 /// Result of decoding a cache file.
 enum class Decoded {
-    Ok,       ///< `out` holds the policy
-    Racy,     ///< valid, but racy: the caller must check the policy text hash (info->text_hash)
-    Broken,   ///< a broken entry: info->error holds the error (check info->racy before trusting it)
+    Ok,  ///< `out` holds the policy
+    Racy,  ///< valid, but racy: the caller must check the policy text hash (info->text_hash)
+    Broken,  ///< a broken entry: info->error holds the error (check info->racy before trusting it)
     Invalid,  ///< corrupt, truncated, foreign or stale: ignore and rebuild
 };
 

@@ -44,8 +44,7 @@ bool match_covers(const Match& a, const Match& b) {
         for (auto q : b.kube_qos)
             if (std::find(a.kube_qos.begin(), a.kube_qos.end(), q) == a.kube_qos.end()) return false;
     }
-    if (!list_covers(a.namespaces, b.namespaces) || !list_covers(a.pod_names, b.pod_names) ||
-        !list_covers(a.container_names, b.container_names))
+    if (!list_covers(a.namespaces, b.namespaces) || !list_covers(a.pod_names, b.pod_names) || !list_covers(a.container_names, b.container_names))
         return false;
     for (const auto& [k, g] : a.labels) {
         const std::string* h = glob_of(b.labels, k);
@@ -72,9 +71,11 @@ std::string promotion_of(const ClassDef& cd) {
             // A fact raises only for a pod that the fact's own trust rule admits (model/fact_table.hpp
             // FactDef::raises, trust_keys): resolve_facts refuses an untrusted raise per request.
             if (k.value.kind == KnobValue::Fact) continue;
-            if (k.id == KnobId::CpuQosLevel && k.value.kind == KnobValue::Int && k.value.num > 0) return "cpu_qos_level = " + std::to_string(k.value.num);
+            if (k.id == KnobId::CpuQosLevel && k.value.kind == KnobValue::Int && k.value.num > 0)
+                return "cpu_qos_level = " + std::to_string(k.value.num);
             // Group identity above 0 runs ahead of unclassified groups (koordlet: LS/LSR 2).
-            if (k.id == KnobId::CpuBvtWarpNs && k.value.kind == KnobValue::Int && k.value.num > 0) return "cpu_bvt_warp_ns = " + std::to_string(k.value.num);
+            if (k.id == KnobId::CpuBvtWarpNs && k.value.kind == KnobValue::Int && k.value.num > 0)
+                return "cpu_bvt_warp_ns = " + std::to_string(k.value.num);
             if (k.id == KnobId::CpuQuota && k.value.kind == KnobValue::Max) return "cpu_quota_us = \"max\"";
             if (k.id == KnobId::OomScoreAdj && k.value.num < 0) return "oom_score_adj = " + std::to_string(k.value.num);
             if ((k.id == KnobId::MemoryMin || k.id == KnobId::MemoryLow) && (k.value.kind == KnobValue::Max || k.value.num > 0))
@@ -120,7 +121,8 @@ void trust_notes(const Policy& p, std::vector<PolicyDiag>& notes) {
         std::string classes;
         for (const auto& [n, cd] : p.classes)
             for (const auto* ks : {&cd.container, &cd.pod, &cd.sandbox})
-                if (std::any_of(ks->begin(), ks->end(), [&](const KnobSetting& k) { return k.value.kind == KnobValue::Fact && k.value.text == f.name; })) {
+                if (std::any_of(ks->begin(), ks->end(),
+                                [&](const KnobSetting& k) { return k.value.kind == KnobValue::Fact && k.value.text == f.name; })) {
                     classes += (classes.empty() ? " " : ", ") + n;
                     break;
                 }
@@ -135,10 +137,9 @@ void trust_notes(const Policy& p, std::vector<PolicyDiag>& notes) {
         }
         std::string src = f.source;
         std::string system = src.substr(0, src.find('@'));
-        std::string msg = std::string("fact ") + f.name + " (class" + (classes.find(',') != std::string::npos ? "es" : "") + classes + ") can raise: " +
-                          raise_names(f.raises) + (f.besteffort_only ? " (BestEffort pods only)" : "") + "; ";
-        if (undeclared.empty())
-            msg += "trusted: [guarded.annotations] declares " + declared + ": " + system + "'s full behaviour";
+        std::string msg = std::string("fact ") + f.name + " (class" + (classes.find(',') != std::string::npos ? "es" : "") + classes +
+                          ") can raise: " + raise_names(f.raises) + (f.besteffort_only ? " (BestEffort pods only)" : "") + "; ";
+        if (undeclared.empty()) msg += "trusted: [guarded.annotations] declares " + declared + ": " + system + "'s full behaviour";
         else
             msg += "untrusted: applied only where it does not raise; declaring " + undeclared +
                    " in [guarded.annotations] (or a pod namespace in the class's gate.namespaces) unlocks " + system + "'s full behaviour";
@@ -162,7 +163,9 @@ void leave_notes(const Policy& p, std::vector<PolicyDiag>& notes) {
                 }
         std::string msg = "settings.leave_to_others: " + lf.field + " left to " + lf.plugin + ": ";
         if (lf.covers.never_set) msg += "nri-qos never sets this NRI field";
-        else msg += "nri-qos never sets " + knobs + (classes.empty() ? " (no class sets it)" : " (set by class " + classes + ": skipped, \"left to " + lf.plugin + "\")");
+        else
+            msg += "nri-qos never sets " + knobs +
+                   (classes.empty() ? " (no class sets it)" : " (set by class " + classes + ": skipped, \"left to " + lf.plugin + "\")");
         notes.push_back({PolicyDiag::Note, 0, msg});
     }
 }
@@ -210,7 +213,11 @@ size_t PolicyCheck::errors() const {
 size_t PolicyCheck::warnings() const { return diags.size() - errors(); }
 
 std::string format_diag(const std::string& file, const PolicyDiag& d) {
-    return file + (d.line > 0 ? ":" + std::to_string(d.line) : "") + ": " + (d.level == PolicyDiag::Warning ? "warning: " : d.level == PolicyDiag::Note ? "note: " : "") + d.message;
+    return file + (d.line > 0 ? ":" + std::to_string(d.line) : "") + ": " +
+           (d.level == PolicyDiag::Warning ? "warning: "
+            : d.level == PolicyDiag::Note  ? "note: "
+                                           : "") +
+           d.message;
 }
 
 }  // namespace nriqos

@@ -32,8 +32,8 @@ bool raw_file_allowed(const std::string& f) {
 }
 
 const std::set<std::string>& v1_controllers() {
-    static const std::set<std::string> s = {"cpu", "cpuacct", "cpuset", "memory", "blkio", "pids",
-                                            "hugetlb", "net_cls", "net_prio", "freezer", "devices", "perf_event", "rdma", "misc"};
+    static const std::set<std::string> s = {"cpu",     "cpuacct",  "cpuset",  "memory",  "blkio",      "pids", "hugetlb",
+                                            "net_cls", "net_prio", "freezer", "devices", "perf_event", "rdma", "misc"};
     return s;
 }
 
@@ -112,9 +112,7 @@ std::vector<KnobSetting> parse_knobs(const Ctx& c, const TV& v, const std::strin
                 } else {
                     ks.value = parse_knob_value(def, &val.as_string().str, nullptr);
                 }
-            } catch (const InputError& e) {
-                c.fail(val, what + "." + e.what());
-            }
+            } catch (const InputError& e) { c.fail(val, what + "." + e.what()); }
             warn_knob(c, val, what + "." + def.key, def, ks.value);
             out.push_back(std::move(ks));
         });
@@ -137,16 +135,19 @@ std::vector<KnobSetting> parse_knobs(const Ctx& c, const TV& v, const std::strin
                     if (!f || !val) c.fail(e, what + ".raw: needs file and value");
                     ks.raw_file = str(c, *f, what + ".raw.file", 64);
                     if (!raw_file_allowed(ks.raw_file))
-                        c.fail(*f, what + ".raw.file: \"" + ks.raw_file + "\" is not an allowed kernel file name (controller.name; cgroup.*, tasks and *.procs are refused)");
+                        c.fail(*f, what + ".raw.file: \"" + ks.raw_file +
+                                       "\" is not an allowed kernel file name (controller.name; cgroup.*, tasks and *.procs are refused)");
                     if (const TV* ctl = get(e, "controller")) {
                         ks.raw_ctrl = str(c, *ctl, what + ".raw.controller", 32);
                         if (!v1_controllers().count(ks.raw_ctrl)) {
                             std::string hint = did_you_mean(ks.raw_ctrl, {v1_controllers().begin(), v1_controllers().end()});
-                            c.fail(*ctl, what + ".raw.controller: unknown cgroup v1 controller \"" + ks.raw_ctrl + "\"" + (hint.empty() ? "" : " (" + hint + ")"));
+                            c.fail(*ctl, what + ".raw.controller: unknown cgroup v1 controller \"" + ks.raw_ctrl + "\"" +
+                                             (hint.empty() ? "" : " (" + hint + ")"));
                         }
                     } else {
                         ks.raw_ctrl = ks.raw_file.substr(0, ks.raw_file.find('.'));
-                        if (!v1_controllers().count(ks.raw_ctrl)) c.fail(*f, what + ".raw: give controller = \"...\" (cannot infer it from the file name)");
+                        if (!v1_controllers().count(ks.raw_ctrl))
+                            c.fail(*f, what + ".raw: give controller = \"...\" (cannot infer it from the file name)");
                     }
                     ks.value.kind = KnobValue::Text;
                     if (val->is_integer()) ks.value.text = std::to_string(val->as_integer());

@@ -45,8 +45,7 @@ struct Ctx {
     void guard(F&& f) const {
         try {
             f();
-        } catch (const Skip&) {
-        }
+        } catch (const Skip&) {}
     }
 };
 
@@ -60,6 +59,8 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 const toml::table& as_table(const Ctx& c, const TV& v, const std::string& what);
 /// Record every key of table `v` that is not in `allowed` (see the definition).
 void check_keys(const Ctx& c, const TV& v, const std::string& what, std::initializer_list<const char*> allowed);
+/// The same with the allowed keys as a list (settings_table()'s keys).
+void check_keys(const Ctx& c, const TV& v, const std::string& what, const std::vector<std::string>& allowed);
 /// Member `key` of table `table`, or nullptr.
 const TV* get(const TV& table, const char* key);
 /// `v` as a string of at most `max` bytes, else fails.

@@ -38,7 +38,8 @@ bool owned_private(const struct stat& st) { return st.st_uid == geteuid() && !(s
 
 /// `dir`/`name` if it is a trusted file (see the file comment): its full name, else "".
 std::string trusted_file(const std::string& dir, const std::string& name) {
-    struct stat dst {}, fst {};
+    struct stat dst {
+    }, fst{};
     if (dir.empty() || stat(dir.c_str(), &dst) != 0 || !S_ISDIR(dst.st_mode) || !owned_private(dst)) return "";
     std::string file = dir + "/" + name;
     if (lstat(file.c_str(), &fst) != 0 || !S_ISREG(fst.st_mode) || !owned_private(fst)) return "";
@@ -61,14 +62,13 @@ Policy builtin(const Request* filter, PolicyInfo& info) {
 
 std::string save_last_good(const std::string& dir, const std::string& path, const std::string& text, std::optional<bool> fail_closed) {
     if (dir.empty()) return "";
-    const std::string fail = "cannot save the last good copy of " + path + " in " + dir +
-                             " (it must be a directory owned by this user, not writable by others)";
+    const std::string fail =
+        "cannot save the last good copy of " + path + " in " + dir + " (it must be a directory owned by this user, not writable by others)";
     bool same = false;
     if (std::string have = trusted_copy(dir, path); !have.empty()) {
         try {
             same = read_policy_file(have) == text;
-        } catch (const InputError&) {
-        }
+        } catch (const InputError&) {}
     }
     if (!same && !pc::store_file(dir, last_good_name(path), text)) return fail;
     if (fail_closed && last_good_fail_closed(dir, path) != fail_closed && !pc::store_file(dir, last_good_mode_name(path), mode_text(*fail_closed)))

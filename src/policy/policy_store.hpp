@@ -44,9 +44,9 @@ const char* policy_source_name(PolicySource s);
 /// (nri_qos_policy_info{sha256,source}, nri_qos_policy_errors_total) report.
 struct PolicyInfo {
     PolicySource source = PolicySource::Builtin;
-    std::string path;      ///< the configured policy file
-    std::string sha256;    ///< SHA-256 (hex) of the policy text in force (file, last good copy or bundled text)
-    std::string error;     ///< "" or why the configured file is not in force, one line ("<file>:<line>: <message>")
+    std::string path;  ///< the configured policy file
+    std::string sha256;  ///< SHA-256 (hex) of the policy text in force (file, last good copy or bundled text)
+    std::string error;  ///< "" or why the configured file is not in force, one line ("<file>:<line>: <message>")
     bool from_cache = false;  ///< the policy in force came from the compiled cache (or is built in)
     bool broken() const { return !error.empty(); }
     /// "" when !broken(), else one line for the Result metadata and stderr:
@@ -57,7 +57,7 @@ struct PolicyInfo {
 
 /// Where the hook keeps copies of the policy.
 struct PolicyPlaces {
-    std::string cache_dir;      ///< compiled cache ("" = none)
+    std::string cache_dir;  ///< compiled cache ("" = none)
     std::string last_good_dir;  ///< last good copies ("" = none kept, none used)
     /// false: use the cache and copies but write nothing (check, --version, the relay's probe).
     /// true: a file compiled on a cache miss is written to the cache and, when valid, saved as
@@ -85,8 +85,7 @@ Policy effective_policy(const std::string& path, bool default_path, const Policy
 /// it differs from the copy there, and its settings.fail (`fail_closed`, when known) in the side
 /// file beside it (last_good_mode_name) when that differs. Both atomically (store_file: a
 /// temporary file, then rename(2)). Returns "" or a one-line error (never throws).
-std::string save_last_good(const std::string& dir, const std::string& path, const std::string& text,
-                           std::optional<bool> fail_closed = std::nullopt);
+std::string save_last_good(const std::string& dir, const std::string& path, const std::string& text, std::optional<bool> fail_closed = std::nullopt);
 
 /// The settings.fail of the last good copy of `path` in `dir` (true: "closed"), from its side
 /// file — one small read, no TOML parse: what a deadline answers while the file itself is being

@@ -52,8 +52,9 @@ bool int_out_of_range(const std::string& tok) {
     uint64_t v = 0;
     for (; i < t.size(); ++i) {
         char ch = t[i];
-        int d = isdigit(static_cast<unsigned char>(ch)) ? ch - '0'
-                : (base == 16 && isxdigit(static_cast<unsigned char>(ch))) ? 10 + (tolower(ch) - 'a') : -1;
+        int d = isdigit(static_cast<unsigned char>(ch))                    ? ch - '0'
+                : (base == 16 && isxdigit(static_cast<unsigned char>(ch))) ? 10 + (tolower(ch) - 'a')
+                                                                           : -1;
         if (d < 0 || d >= base) return false;  // not an integer literal (float, date, bare key...)
         if (v > (UINT64_MAX - static_cast<uint64_t>(d)) / static_cast<uint64_t>(base)) return true;
         v = v * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
@@ -122,9 +123,11 @@ void prescan(const Ctx& c, const std::string& text) {
             if (++depth > 32) at("nesting deeper than 32 levels");
         } else if (ch == ']' || ch == '}') {
             if (depth > 0) --depth;
-        } else if ((isdigit(ch) || ch == '+' || ch == '-') && (i == 0 || !(isalnum(static_cast<unsigned char>(text[i - 1])) || text[i - 1] == '_' || text[i - 1] == '.' || text[i - 1] == '-'))) {
+        } else if ((isdigit(ch) || ch == '+' || ch == '-') && (i == 0 || !(isalnum(static_cast<unsigned char>(text[i - 1])) || text[i - 1] == '_' ||
+                                                                           text[i - 1] == '.' || text[i - 1] == '-'))) {
             size_t j = i;
-            while (j < text.size() && (isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_' || text[j] == '+' || text[j] == '-' || text[j] == '.' || text[j] == ':'))
+            while (j < text.size() && (isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_' || text[j] == '+' || text[j] == '-' ||
+                                       text[j] == '.' || text[j] == ':'))
                 ++j;
             if (int_out_of_range(text.substr(i, j - i))) at("integer literal out of the 64-bit range");
             i = j - 1;
@@ -144,7 +147,7 @@ namespace {
 struct FailScan {
     const std::string& t;
     size_t i = 0;
-    bool lost = false;   ///< not TOML from here on
+    bool lost = false;  ///< not TOML from here on
     bool found = false;  ///< settings.fail seen (`value`, or `bad` when not a string)
     bool bad = false;
     std::string value;

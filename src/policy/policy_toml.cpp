@@ -84,7 +84,10 @@ const toml::table& as_table(const Ctx& c, const TV& v, const std::string& what) 
 /// Record every key of table `v` that is not in `allowed` (each one an error, with the closest
 /// allowed key suggested). Unknown keys are otherwise ignored, so the rest is still checked.
 void check_keys(const Ctx& c, const TV& v, const std::string& what, std::initializer_list<const char*> allowed) {
-    const std::vector<std::string> names(allowed.begin(), allowed.end());
+    check_keys(c, v, what, std::vector<std::string>(allowed.begin(), allowed.end()));
+}
+
+void check_keys(const Ctx& c, const TV& v, const std::string& what, const std::vector<std::string>& names) {
     for (const auto& [k, val] : as_table(c, v, what)) {
         if (std::find(names.begin(), names.end(), k) != names.end()) continue;
         std::string list;

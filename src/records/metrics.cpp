@@ -254,11 +254,13 @@ std::string render(const State& st) {
     s += "# HELP nri_qos_drift_corrected_total Knob values nri-qos reconcile found changed and wrote back, by policy knob.\n"
          "# TYPE nri_qos_drift_corrected_total counter\n";
     for (const auto& [k, v] : st.drift) series("nri_qos_drift_corrected_total", {{"knob", k}}, v);
-    s += "# HELP nri_qos_relay_failures_total Events the native NRI relay failed itself (evaluator crashed, killed or timed out, request refused), by event and reason.\n"
-         "# TYPE nri_qos_relay_failures_total counter\n";
+    s +=
+        "# HELP nri_qos_relay_failures_total Events the native NRI relay failed itself (evaluator crashed, killed or timed out, request refused), by event and reason.\n"
+        "# TYPE nri_qos_relay_failures_total counter\n";
     for (const auto& [k, v] : st.relay_failures) series("nri_qos_relay_failures_total", {{"event", k.first}, {"reason", k.second}}, v);
-    s += "# HELP nri_qos_adjustment_rejected_total Containers nri-qos adjusted that the runtime removed without starting them (another NRI plugin set the same field), by that plugin (\"unknown\" when the runtime's log did not name it).\n"
-         "# TYPE nri_qos_adjustment_rejected_total counter\n";
+    s +=
+        "# HELP nri_qos_adjustment_rejected_total Containers nri-qos adjusted that the runtime removed without starting them (another NRI plugin set the same field), by that plugin (\"unknown\" when the runtime's log did not name it).\n"
+        "# TYPE nri_qos_adjustment_rejected_total counter\n";
     for (const auto& [k, v] : st.rejected) series("nri_qos_adjustment_rejected_total", {{"other", k}}, v);
     s += "# HELP nri_qos_event_duration_seconds Time one nri-qos invocation took, from start to its result.\n"
          "# TYPE nri_qos_event_duration_seconds histogram\n";
@@ -282,7 +284,8 @@ std::string render(const State& st) {
     s += "# HELP nri_qos_policy_info Policy in force at the last event: sha256 of its text, source (file, builtin, last-good).\n"
          "# TYPE nri_qos_policy_info gauge\n";
     if (!st.p_source.empty()) series("nri_qos_policy_info", {{"sha256", st.p_sha}, {"source", st.p_source}, {"path", st.p_path}}, 1);
-    s += "# HELP nri_qos_policy_errors_total Events at which the configured policy file was broken (its last good copy or the built-in policy applied).\n# TYPE nri_qos_policy_errors_total counter\n";
+    s +=
+        "# HELP nri_qos_policy_errors_total Events at which the configured policy file was broken (its last good copy or the built-in policy applied).\n# TYPE nri_qos_policy_errors_total counter\n";
     s += "nri_qos_policy_errors_total ";
     num_to(s, st.policy_errors);
     s += "\n# HELP nri_qos_last_event_timestamp_seconds Unix time of the last event recorded.\n"
@@ -292,8 +295,9 @@ std::string render(const State& st) {
     else num_to(s, static_cast<uint64_t>(st.last_event));
     s += '\n';
     if (!st.not_passed.empty()) {
-        s += "# HELP nri_qos_annotation_not_passed_total Events whose facts needed a pod annotation the runtime does not pass to the hook (containerd < 1.7: add it to pod_annotations), by annotation key.\n"
-             "# TYPE nri_qos_annotation_not_passed_total counter\n";
+        s +=
+            "# HELP nri_qos_annotation_not_passed_total Events whose facts needed a pod annotation the runtime does not pass to the hook (containerd < 1.7: add it to pod_annotations), by annotation key.\n"
+            "# TYPE nri_qos_annotation_not_passed_total counter\n";
         for (const auto& [k, v] : st.not_passed) series("nri_qos_annotation_not_passed_total", {{"key", k}}, v);
     }
     if (st.r_passes) {  // reconcile passes: their own series (issue #25 §4), once one was counted
@@ -317,7 +321,8 @@ std::string render(const State& st) {
         s += "# HELP nri_qos_reconcile_knob_failures_total Knobs reconcile could not write back, by policy knob.\n"
              "# TYPE nri_qos_reconcile_knob_failures_total counter\n";
         for (const auto& [k, v] : st.r_knob_failures) series("nri_qos_reconcile_knob_failures_total", {{"knob", k}}, v);
-        counter("nri_qos_reconcile_errors_total", "Containers whose wanted values reconcile could not compute (policy, request or cgroup path).", st.r_errors);
+        counter("nri_qos_reconcile_errors_total", "Containers whose wanted values reconcile could not compute (policy, request or cgroup path).",
+                st.r_errors);
         counter("nri_qos_reconcile_gone_total", "Containers reconcile dropped from the state because their cgroup is gone.", st.r_gone);
         s += "# HELP nri_qos_reconcile_duration_seconds Time one reconcile pass took.\n"
              "# TYPE nri_qos_reconcile_duration_seconds histogram\n";
@@ -337,8 +342,9 @@ std::string render(const State& st) {
         seconds_to(s, st.r_sum_us, false);
         s += "\nnri_qos_reconcile_duration_seconds_count ";
         num_to(s, st.r_count);
-        s += "\n# HELP nri_qos_reconcile_policy_broken 1 when the last reconcile pass found a policy file broken and applied its last good copy or the built-in policy.\n"
-             "# TYPE nri_qos_reconcile_policy_broken gauge\nnri_qos_reconcile_policy_broken ";
+        s +=
+            "\n# HELP nri_qos_reconcile_policy_broken 1 when the last reconcile pass found a policy file broken and applied its last good copy or the built-in policy.\n"
+            "# TYPE nri_qos_reconcile_policy_broken gauge\nnri_qos_reconcile_policy_broken ";
         num_to(s, st.r_broken);
         s += "\n# HELP nri_qos_reconcile_last_pass_timestamp_seconds Unix time of the last reconcile pass.\n"
              "# TYPE nri_qos_reconcile_last_pass_timestamp_seconds gauge\nnri_qos_reconcile_last_pass_timestamp_seconds ";
@@ -369,9 +375,10 @@ bool write_all(int fd, const std::string& s) {
 
 }  // namespace
 
-std::string metrics_pending_line(const std::string& event, const std::string& cls, const std::string& outcome, int64_t duration_us, bool policy_error) {
-    return "E\t" + clean(event) + "\t" + (cls.empty() ? std::string("none") : clean(cls)) + "\t" + clean(outcome) + "\t" + std::to_string(duration_us) +
-           (policy_error ? "\tP" : "") + "\n";
+std::string metrics_pending_line(const std::string& event, const std::string& cls, const std::string& outcome, int64_t duration_us,
+                                 bool policy_error) {
+    return "E\t" + clean(event) + "\t" + (cls.empty() ? std::string("none") : clean(cls)) + "\t" + clean(outcome) + "\t" +
+           std::to_string(duration_us) + (policy_error ? "\tP" : "") + "\n";
 }
 
 namespace {
@@ -440,8 +447,8 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
         if (q >= 0) close(q);
         if (!queued) {
             close(fd);
-            return "metrics: " + state_path + ": lock not obtained within " + std::to_string(wait_ms) + " ms and " + pending_path + ": " +
-                   why + "; this event is not counted";
+            return "metrics: " + state_path + ": lock not obtained within " + std::to_string(wait_ms) + " ms and " + pending_path + ": " + why +
+                   "; this event is not counted";
         }
         if (!lock_within(fd, 0)) {
             close(fd);
@@ -514,7 +521,8 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
                     }
                 }
             }
-            if (ftruncate(pfd, 0) != 0) { /* counted again next time: better than lost */ }
+            if (ftruncate(pfd, 0) != 0) { /* counted again next time: better than lost */
+            }
         }
     }
     for (const auto& e : all) {
@@ -527,7 +535,8 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
         for (const auto& k : e.drift_knobs) bump(st.drift, clean(k), std::string("_overflow"));
         for (const auto& k : e.not_passed) bump(st.not_passed, clean(k), std::string("_overflow"));
         if (!e.relay_failure.empty())
-            bump(st.relay_failures, std::make_pair(clean(e.event), clean(e.relay_failure)), std::make_pair(std::string("_overflow"), std::string("_overflow")));
+            bump(st.relay_failures, std::make_pair(clean(e.event), clean(e.relay_failure)),
+                 std::make_pair(std::string("_overflow"), std::string("_overflow")));
         if (!e.rejected_by.empty()) bump(st.rejected, clean(e.rejected_by), std::string("_overflow"));
         if (e.duration_us >= 0) {
             size_t i = 0;

@@ -47,13 +47,13 @@ namespace nriqos {
 
 /// What one event adds to the metrics.
 struct MetricsEvent {
-    std::string event;    ///< label event ("create", "StartContainer", "reconcile", ...)
-    std::string cls;      ///< label class ("" → "none": no class known)
+    std::string event;  ///< label event ("create", "StartContainer", "reconcile", ...)
+    std::string cls;  ///< label class ("" → "none": no class known)
     std::string outcome;  ///< label outcome (record.hpp EventRecord::outcome)
-    std::vector<std::string> failed_knobs;   ///< policy knob keys that failed ("cpu_shares")
-    std::vector<std::string> drift_knobs;    ///< knob keys reconcile corrected
-    int64_t duration_us = -1;                ///< -1: not observed in the histogram
-    bool policy_error = false;               ///< the configured policy file was broken (PolicyInfo::broken)
+    std::vector<std::string> failed_knobs;  ///< policy knob keys that failed ("cpu_shares")
+    std::vector<std::string> drift_knobs;  ///< knob keys reconcile corrected
+    int64_t duration_us = -1;  ///< -1: not observed in the histogram
+    bool policy_error = false;  ///< the configured policy file was broken (PolicyInfo::broken)
     /// Relay-level failure kind ("timeout", "crash", ...; src/nri/failure_record.hpp): counted in
     /// nri_qos_relay_failures_total{event,reason}. "" = none.
     std::string relay_failure;
@@ -73,30 +73,30 @@ struct MetricsEvent {
 /// What one reconcile pass adds to the metrics (the nri_qos_reconcile_* series above). Counts
 /// are of knobs (drift found, corrected, failed) or of containers (examined, errors, gone).
 struct ReconcilePass {
-    uint64_t containers = 0;                   ///< containers (and sandboxes) examined
-    uint64_t drift_found = 0;                  ///< knobs whose kernel value differed from the wanted one
+    uint64_t containers = 0;  ///< containers (and sandboxes) examined
+    uint64_t drift_found = 0;  ///< knobs whose kernel value differed from the wanted one
     std::vector<std::string> corrected_knobs;  ///< policy knob keys written back (one per write)
-    std::vector<std::string> failed_knobs;     ///< policy knob keys whose write back failed
-    uint64_t errors = 0;                       ///< containers whose wanted values could not be computed
-    uint64_t gone = 0;                         ///< containers dropped from the state (cgroup gone)
-    int64_t duration_us = 0;                   ///< the whole pass, µs
-    bool policy_broken = false;                ///< a policy file was broken: its fallback applied
+    std::vector<std::string> failed_knobs;  ///< policy knob keys whose write back failed
+    uint64_t errors = 0;  ///< containers whose wanted values could not be computed
+    uint64_t gone = 0;  ///< containers dropped from the state (cgroup gone)
+    int64_t duration_us = 0;  ///< the whole pass, µs
+    bool policy_broken = false;  ///< a policy file was broken: its fallback applied
 };
 
 /// Identity of the policy in force, for nri_qos_policy_info: taken from the event's
 /// policy_store.hpp PolicyInfo (never read from the file here: the hook hashes a policy text
 /// once, when it compiles it).
 struct PolicyIdentity {
-    std::string path;     ///< the configured policy file (what the policy was, or should have been, read from)
-    std::string source;   ///< "file", "last-good", "builtin" (policy_source_name); "" = unknown: left as it was
-    std::string sha256;   ///< hex SHA-256 of the policy text in force
+    std::string path;  ///< the configured policy file (what the policy was, or should have been, read from)
+    std::string source;  ///< "file", "last-good", "builtin" (policy_source_name); "" = unknown: left as it was
+    std::string sha256;  ///< hex SHA-256 of the policy text in force
 };
 
 /// Add `events` (and the reconcile pass `pass`, nullptr = none) to the metrics behind
 /// `prom_path` and rewrite it. `prom_path` "" = disabled (returns ""). Waits at most `wait_ms`
 /// for the lock. Returns "" or a one-line error; never throws.
-std::string update_metrics(const std::string& prom_path, const std::vector<MetricsEvent>& events, const PolicyIdentity& policy,
-                           int wait_ms = 500, const ReconcilePass* pass = nullptr);
+std::string update_metrics(const std::string& prom_path, const std::vector<MetricsEvent>& events, const PolicyIdentity& policy, int wait_ms = 500,
+                           const ReconcilePass* pass = nullptr);
 
 /// One line of the pending file (<dir>/.<name>.pending) for an event recorded without the lock
 /// (the deadline handler); folded into the counters by the next update_metrics.
@@ -107,6 +107,7 @@ std::string metrics_pending_line(const std::string& event, const std::string& cl
 /// Bucket upper bounds of nri_qos_event_duration_seconds, in µs.
 inline constexpr int64_t kDurationBucketsUs[] = {250, 500, 1000, 2000, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000};
 /// Bucket upper bounds of nri_qos_reconcile_duration_seconds (a whole pass), in µs.
-inline constexpr int64_t kReconcileBucketsUs[] = {1000, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 30000000};
+inline constexpr int64_t kReconcileBucketsUs[] = {1000,   5000,    10000,   25000,   50000,    100000,  250000,
+                                                  500000, 1000000, 2500000, 5000000, 10000000, 30000000};
 
 }  // namespace nriqos

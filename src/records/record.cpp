@@ -33,10 +33,10 @@ size_t rfc3339_utc(int64_t ns, char (&buf)[32]) {
     if (sod < 0) sod += 86400, --days;
     days += 719468;  // 0000-03-01 to 1970-01-01
     const int64_t era = (days >= 0 ? days : days - 146096) / 146097;
-    const int64_t doe = days - era * 146097;                                // [0, 146096]
+    const int64_t doe = days - era * 146097;  // [0, 146096]
     const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;  // [0, 399]
-    const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);            // [0, 365], from 1 March
-    const int64_t mp = (5 * doy + 2) / 153;                                 // [0, 11], March = 0
+    const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);  // [0, 365], from 1 March
+    const int64_t mp = (5 * doy + 2) / 153;  // [0, 11], March = 0
     struct tm tm {};
     tm.tm_mday = int(doy - (153 * mp + 2) / 5 + 1);
     tm.tm_mon = int(mp < 10 ? mp + 2 : mp - 10);
@@ -76,8 +76,7 @@ const char* level_of(const EventRecord& r) {
 bool logfmt_special_any(std::string_view v) {
     using namespace swar;
     return any_byte(
-        v,
-        [](uint64_t w) { return has_less(w, 0x21) | has_byte(w, '=') | has_byte(w, '"') | has_byte(w, '\\') | has_byte(w, 0x7f); },
+        v, [](uint64_t w) { return has_less(w, 0x21) | has_byte(w, '=') | has_byte(w, '"') | has_byte(w, '\\') | has_byte(w, 0x7f); },
         [](unsigned char ch) { return ch <= ' ' || ch == '=' || ch == '"' || ch == '\\' || ch == 0x7f; });
 }
 
@@ -121,57 +120,56 @@ void kv(std::string& out, std::string_view key_eq, std::string_view v) {
 
 void record_logfmt_part(std::string& out, const EventRecord& r, RecordPart part) {
     switch (part) {
-    case RecordPart::Head: {
-        char t[32];
-        kv(out, " time=", std::string_view(t, rfc3339_utc(r.time_ns, t)));
-        kv(out, " level=", level_of(r));
-        return;
-    }
-    case RecordPart::Who:
-        kv(out, " source=", r.source);
-        kv(out, " event=", r.event);
-        kv(out, " ns=", r.ns);
-        kv(out, " pod=", r.pod);
-        kv(out, " container=", r.container);
-        kv(out, " id=", std::string_view(r.id).substr(0, 12));
-        if (r.sandbox) kv(out, " sandbox=", "true");
-        kv(out, " evaluator=", r.evaluator);
-        return;
-    case RecordPart::Class:
-        kv(out, " class=", r.cls);
-        kv(out, " rule=", r.rule);
-        return;
-    case RecordPart::Outcome:
-        kv(out, " outcome=", r.outcome);
-        kv(out, " failure=", r.failure);
-        kv(out, " fail_mode=", r.fail_mode);
-        if (r.duration_us >= 0) {
-            char d[24];
-            kv(out, " duration_us=", std::string_view(d, static_cast<size_t>(std::to_chars(d, d + sizeof d, r.duration_us).ptr - d)));
+        case RecordPart::Head: {
+            char t[32];
+            kv(out, " time=", std::string_view(t, rfc3339_utc(r.time_ns, t)));
+            kv(out, " level=", level_of(r));
+            return;
         }
-        kv(out, " applied=", r.applied);
-        kv(out, " skipped=", r.skipped);
-        kv(out, " failed=", r.failed);
-        kv(out, " drift=", r.drift);
-        kv(out, " not_passed=", r.not_passed);
-        kv(out, " weight_formula=", r.weight_formula);
-        kv(out, " systemd=", r.systemd);
-        return;
-    case RecordPart::Policy:
-        kv(out, " policy=", r.policy);
-        kv(out, " policy_error=", r.policy_error);
-        return;
-    case RecordPart::Message:
-        kv(out, " msg=", r.message);
-        return;
+        case RecordPart::Who:
+            kv(out, " source=", r.source);
+            kv(out, " event=", r.event);
+            kv(out, " ns=", r.ns);
+            kv(out, " pod=", r.pod);
+            kv(out, " container=", r.container);
+            kv(out, " id=", std::string_view(r.id).substr(0, 12));
+            if (r.sandbox) kv(out, " sandbox=", "true");
+            kv(out, " evaluator=", r.evaluator);
+            return;
+        case RecordPart::Class:
+            kv(out, " class=", r.cls);
+            kv(out, " rule=", r.rule);
+            return;
+        case RecordPart::Outcome:
+            kv(out, " outcome=", r.outcome);
+            kv(out, " failure=", r.failure);
+            kv(out, " fail_mode=", r.fail_mode);
+            if (r.duration_us >= 0) {
+                char d[24];
+                kv(out, " duration_us=", std::string_view(d, static_cast<size_t>(std::to_chars(d, d + sizeof d, r.duration_us).ptr - d)));
+            }
+            kv(out, " applied=", r.applied);
+            kv(out, " skipped=", r.skipped);
+            kv(out, " failed=", r.failed);
+            kv(out, " drift=", r.drift);
+            kv(out, " not_passed=", r.not_passed);
+            kv(out, " weight_formula=", r.weight_formula);
+            kv(out, " systemd=", r.systemd);
+            return;
+        case RecordPart::Policy:
+            kv(out, " policy=", r.policy);
+            kv(out, " policy_error=", r.policy_error);
+            return;
+        case RecordPart::Message: kv(out, " msg=", r.message); return;
     }
 }
 
 namespace {
 size_t record_text_size(const EventRecord& r) {
-    return r.source.size() + r.evaluator.size() + r.event.size() + r.ns.size() + r.pod.size() + r.container.size() + r.id.size() + r.sandbox_id.size() +
-           r.cls.size() + r.rule.size() + r.outcome.size() + r.failure.size() + r.fail_mode.size() + r.applied.size() + r.skipped.size() +
-           r.failed.size() + r.drift.size() + r.not_passed.size() + r.weight_formula.size() + r.systemd.size() + r.policy.size() + r.policy_sha256.size() + r.policy_error.size() + r.message.size();
+    return r.source.size() + r.evaluator.size() + r.event.size() + r.ns.size() + r.pod.size() + r.container.size() + r.id.size() +
+           r.sandbox_id.size() + r.cls.size() + r.rule.size() + r.outcome.size() + r.failure.size() + r.fail_mode.size() + r.applied.size() +
+           r.skipped.size() + r.failed.size() + r.drift.size() + r.not_passed.size() + r.weight_formula.size() + r.systemd.size() + r.policy.size() +
+           r.policy_sha256.size() + r.policy_error.size() + r.message.size();
 }
 constexpr RecordPart kParts[] = {RecordPart::Head, RecordPart::Who, RecordPart::Class, RecordPart::Outcome, RecordPart::Policy, RecordPart::Message};
 }  // namespace
@@ -195,58 +193,58 @@ void record_json_part(std::string& out, const EventRecord& r, RecordPart part) {
         if (!v.empty()) j.key(k).str(v);
     };
     switch (part) {
-    case RecordPart::Head: {
-        j.open();
-        char t[32];
-        j.key("time");
-        out += '"';
-        out.append(t, rfc3339_utc(r.time_ns, t));  // digits, '-', ':', '.', 'T', 'Z': nothing to escape
-        out += '"';
-        j.key("level").str(level_of(r));
-        return;
-    }
-    case RecordPart::Who:
-        j.resume();
-        put("source", r.source);
-        put("event", r.event);
-        put("namespace", r.ns);
-        put("pod", r.pod);
-        put("container", r.container);
-        put("id", r.id);
-        put("sandbox_id", r.sandbox_id);
-        if (r.sandbox) j.key("sandbox").boolean(true);
-        put("evaluator", r.evaluator);
-        return;
-    case RecordPart::Class:
-        j.resume();
-        put("class", r.cls);
-        put("rule", r.rule);
-        return;
-    case RecordPart::Outcome:
-        j.resume();
-        put("outcome", r.outcome);
-        put("failure", r.failure);
-        put("fail_mode", r.fail_mode);
-        if (r.duration_us >= 0) j.key("duration_us").num(r.duration_us);
-        put("applied", r.applied);
-        put("runtime", r.runtime);
-        put("skipped", r.skipped);
-        put("failed", r.failed);
-        put("drift", r.drift);
-        put("not_passed", r.not_passed);
-        put("weight_formula", r.weight_formula);
-        put("systemd", r.systemd);
-        return;
-    case RecordPart::Policy:
-        j.resume();
-        put("policy", r.policy);
-        put("policy_sha256", r.policy_sha256);
-        put("policy_error", r.policy_error);
-        return;
-    case RecordPart::Message:
-        j.resume();
-        put("message", r.message);
-        return;
+        case RecordPart::Head: {
+            j.open();
+            char t[32];
+            j.key("time");
+            out += '"';
+            out.append(t, rfc3339_utc(r.time_ns, t));  // digits, '-', ':', '.', 'T', 'Z': nothing to escape
+            out += '"';
+            j.key("level").str(level_of(r));
+            return;
+        }
+        case RecordPart::Who:
+            j.resume();
+            put("source", r.source);
+            put("event", r.event);
+            put("namespace", r.ns);
+            put("pod", r.pod);
+            put("container", r.container);
+            put("id", r.id);
+            put("sandbox_id", r.sandbox_id);
+            if (r.sandbox) j.key("sandbox").boolean(true);
+            put("evaluator", r.evaluator);
+            return;
+        case RecordPart::Class:
+            j.resume();
+            put("class", r.cls);
+            put("rule", r.rule);
+            return;
+        case RecordPart::Outcome:
+            j.resume();
+            put("outcome", r.outcome);
+            put("failure", r.failure);
+            put("fail_mode", r.fail_mode);
+            if (r.duration_us >= 0) j.key("duration_us").num(r.duration_us);
+            put("applied", r.applied);
+            put("runtime", r.runtime);
+            put("skipped", r.skipped);
+            put("failed", r.failed);
+            put("drift", r.drift);
+            put("not_passed", r.not_passed);
+            put("weight_formula", r.weight_formula);
+            put("systemd", r.systemd);
+            return;
+        case RecordPart::Policy:
+            j.resume();
+            put("policy", r.policy);
+            put("policy_sha256", r.policy_sha256);
+            put("policy_error", r.policy_error);
+            return;
+        case RecordPart::Message:
+            j.resume();
+            put("message", r.message);
+            return;
     }
 }
 
@@ -279,7 +277,9 @@ bool lock_within(int fd, int wait_ms) {
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
         if (errno != EWOULDBLOCK && errno != EINTR) return false;
         if (waited >= wait_ms) return false;
-        struct timespec ts {0, 1000000};
+        struct timespec ts {
+            0, 1000000
+        };
         nanosleep(&ts, nullptr);
     }
 }
@@ -308,7 +308,8 @@ std::string append_event_log(const std::string& path, uint64_t max_bytes, const 
             if (n != static_cast<ssize_t>(line.size())) return "event log " + path + ": " + (n < 0 ? std::strerror(e) : "short write");
             return "";
         }
-        struct stat fs {}, ps {};
+        struct stat fs {
+        }, ps{};
         if (fstat(fd, &fs) != 0 || stat(path.c_str(), &ps) != 0 || fs.st_ino != ps.st_ino || fs.st_dev != ps.st_dev) {
             close(fd);  // rotated by another process between our open and our lock: reopen
             continue;

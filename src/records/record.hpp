@@ -36,19 +36,20 @@ constexpr const char* kMetricsFile = NRI_QOS_METRICS_FILE;
 
 /// One event as recorded. Empty strings are left out of the line.
 struct EventRecord {
-    int64_t time_ns = 0;        ///< CLOCK_REALTIME; 0 = now
-    std::string source;         ///< "invoke", "nri-eval", "reconcile", "relay" (relay-level failures)
+    int64_t time_ns = 0;  ///< CLOCK_REALTIME; 0 = now
+    std::string source;  ///< "invoke", "nri-eval", "reconcile", "relay" (relay-level failures)
     /// nri-eval in the native relay's forked evaluator: which evaluator served the event,
     /// "one-shot" (a process for this event only) or "resident" (one that serves up to
     /// settings.evaluator_events events; src/nri/evaluator.hpp). "" elsewhere.
     std::string evaluator;
-    std::string event;          ///< request event ("create", "RunPodSandbox", ...) or "reconcile"
+    std::string event;  ///< request event ("create", "RunPodSandbox", ...) or "reconcile"
     std::string ns, pod, container, id, sandbox_id;
     bool sandbox = false;
-    std::string cls, rule;      ///< QoS class and the rule that chose it
+    std::string cls, rule;  ///< QoS class and the rule that chose it
     std::string applied, skipped, failed;  ///< "cpu.shares=2 pod:cpu.idle=1" summaries (sinks.hpp)
-    std::string runtime;  ///< process knobs handed to the runtime in the NRI adjustment ("sched_policy=idle (NRI scheduler SCHED_IDLE)"; Plan::via_runtime)
-    std::string drift;          ///< reconcile: "cpu.shares 512->2 ..." (what was corrected)
+    std::string
+        runtime;  ///< process knobs handed to the runtime in the NRI adjustment ("sched_policy=idle (NRI scheduler SCHED_IDLE)"; Plan::via_runtime)
+    std::string drift;  ///< reconcile: "cpu.shares 512->2 ..." (what was corrected)
     /// Pod annotation keys the class's facts needed that the runtime does not pass to the hook
     /// ("node.koordinator.sh/extended-resource-spec ...", adjust.hpp Plan::not_passed; issue
     /// #25 §1): the record's level is then "warn" whatever the outcome.
@@ -59,7 +60,7 @@ struct EventRecord {
     /// systemd cgroup driver: the writes' unit-property outcomes (sinks.hpp systemd_summary);
     /// "" on the cgroupfs driver.
     std::string systemd;
-    int64_t duration_us = -1;   ///< -1: unknown
+    int64_t duration_us = -1;  ///< -1: unknown
     /// "ok" (every knob applied or skipped with a reason), "partial" (a knob failed, fail-open:
     /// the container runs with the rest), "refused" (error returned to the runtime: fail-closed),
     /// "error" (bad request/policy or internal error before a class was known; fail-open),
@@ -67,7 +68,7 @@ struct EventRecord {
     /// could not evaluate the event and answered it empty: fail-open; `failure` says why),
     /// "answered" (relay: the evaluator's answer was replied, its records failed after it).
     std::string outcome;
-    std::string message;        ///< error or warning text, one line
+    std::string message;  ///< error or warning text, one line
     /// Relay-level failures (source "relay", src/nri/failure_record.hpp): the kind ("timeout",
     /// "crash", "bad-output", "unavailable", "malformed", "overloaded", "unknown-method",
     /// "shutdown"; after an answer "records-cut", "died-after-answer") and the fail mode the

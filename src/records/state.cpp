@@ -109,8 +109,7 @@ std::string StateDir::write_file(const std::string& name, const std::string& tex
 std::string StateDir::remove(const std::string& id) {
     int dfd = open_dir(false);
     if (dfd < 0) return "";
-    if (unlinkat(dfd, memo_name(id).c_str(), 0) != 0 && errno != ENOENT)
-        return "state " + dir_ + ": cannot remove memo: " + std::strerror(errno);
+    if (unlinkat(dfd, memo_name(id).c_str(), 0) != 0 && errno != ENOENT) return "state " + dir_ + ": cannot remove memo: " + std::strerror(errno);
     return "";
 }
 

@@ -90,9 +90,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     BlkioLimit b = parse_blkio_limit(in);
                     for (const auto& l : b.lists)
                         if (l.size() > kMaxBlkioDevices) fuzz::die("more blkio devices than the bound");
-                } catch (const InputError& x) {
-                    one_line(x.what(), "blkio-limit error");
-                }
+                } catch (const InputError& x) { one_line(x.what(), "blkio-limit error"); }
                 std::vector<ThrottleEntry> e, again;
                 std::string err;
                 if (!parse_throttle(in, e, err)) {
@@ -100,14 +98,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     break;
                 }
                 if (e.size() > kMaxThrottleEntries) fuzz::die("more throttle entries than the bound");
-                if (!parse_throttle(throttle_text(e), again, err) || throttle_text(again) != throttle_text(e)) fuzz::die("throttle does not round-trip", in);
+                if (!parse_throttle(throttle_text(e), again, err) || throttle_text(again) != throttle_text(e))
+                    fuzz::die("throttle does not round-trip", in);
                 for (const auto& t : e)
                     if (t.rate == 0 || t.rate > static_cast<uint64_t>(INT64_MAX)) fuzz::die("throttle rate out of range", in);
                 break;
             }
         }
-    } catch (const InputError& e) {
-        one_line(e.what(), "reader error");
-    }
+    } catch (const InputError& e) { one_line(e.what(), "reader error"); }
     return 0;
 }

@@ -100,7 +100,8 @@ void check_envelopes(const Msg& m) {
     nri::ResponseEnvelope rsp;
     if (nri::decode_response(m.payload, rsp)) {
         nri::ResponseEnvelope again;
-        std::string enc = rsp.code != 0 || !rsp.message.empty() ? nri::encode_error_response(rsp.code, rsp.message) : nri::encode_ok_response(rsp.payload);
+        std::string enc =
+            rsp.code != 0 || !rsp.message.empty() ? nri::encode_error_response(rsp.code, rsp.message) : nri::encode_ok_response(rsp.payload);
         if (!nri::decode_response(enc, again) || again.code != rsp.code || again.message != rsp.message ||
             (rsp.code == 0 && rsp.message.empty() && again.payload != rsp.payload))
             fuzz::die("response envelope does not round-trip");
@@ -121,7 +122,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         state ^= state << 5;
         return static_cast<size_t>(1 + state % 23);
     };
-    Outcome pieces = (mode & 3) == 0 ? decode(in, [] { return size_t{1}; })
+    Outcome pieces = (mode & 3) == 0   ? decode(in, [] { return size_t{1}; })
                      : (mode & 3) == 1 ? decode(in, [] { return size_t{7}; })
                                        : decode(in, rnd);
     if (!(pieces == whole)) fuzz::die("the result depends on how the stream is split");

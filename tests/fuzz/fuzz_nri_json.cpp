@@ -130,9 +130,7 @@ void event(int kind, const std::string& bytes) {
     std::string text;
     try {
         text = ev.dump();  // strict: throws on invalid UTF-8, which protobuf never lets through
-    } catch (const json::exception& e) {
-        fuzz::die("event JSON cannot be printed", e.what());
-    }
+    } catch (const json::exception& e) { fuzz::die("event JSON cannot be printed", e.what()); }
     // What Relay::prepare() sends: the printer, byte for byte the DOM's text.
     std::string printed;
     nri::print_event(printed, name, "containerd", "2.1.4", *pod, ctr, update);
@@ -152,9 +150,7 @@ void round_trip(const std::string& bytes, ToJson to_json, FromJson from_json) {
     json j = to_json(m);
     try {
         (void)j.dump();
-    } catch (const json::exception& e) {
-        fuzz::die("JSON cannot be printed", e.what());
-    }
+    } catch (const json::exception& e) { fuzz::die("JSON cannot be printed", e.what()); }
     Msg back, again;
     std::string err;
     if (!from_json(j, back, err)) {
@@ -191,15 +187,16 @@ void from_text(int kind, const std::string& text) {
     if (kind == 6) {
         pb::ContainerAdjustment a;
         ok = nri::adjustment_from_json(j, a, err);
-        if (ok) round_trip<pb::ContainerAdjustment>(det(a), nri::adjustment_to_json, [](const json& x, pb::ContainerAdjustment& o, std::string& e) {
-            return nri::adjustment_from_json(x, o, e);
-        });
+        if (ok)
+            round_trip<pb::ContainerAdjustment>(det(a), nri::adjustment_to_json, [](const json& x, pb::ContainerAdjustment& o, std::string& e) {
+                return nri::adjustment_from_json(x, o, e);
+            });
     } else {
         pb::LinuxResources r;
         ok = nri::resources_from_json(j, r, err);
-        if (ok) round_trip<pb::LinuxResources>(det(r), nri::resources_to_json, [](const json& x, pb::LinuxResources& o, std::string& e) {
-            return nri::resources_from_json(x, o, e);
-        });
+        if (ok)
+            round_trip<pb::LinuxResources>(det(r), nri::resources_to_json,
+                                           [](const json& x, pb::LinuxResources& o, std::string& e) { return nri::resources_from_json(x, o, e); });
     }
     if (!ok && (err.empty() || err.find('\n') != std::string::npos)) fuzz::die("error message not one line", err);
 }
@@ -211,11 +208,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     int kind = data[0] % 8;
     std::string rest(reinterpret_cast<const char*>(data + 1), size - 1);
     switch (kind) {
-        case 0: case 1: case 2: case 3: event(kind, rest); break;
+        case 0:
+        case 1:
+        case 2:
+        case 3: event(kind, rest); break;
         case 4:
-            round_trip<pb::LinuxResources>(rest, nri::resources_to_json, [](const json& x, pb::LinuxResources& o, std::string& e) {
-                return nri::resources_from_json(x, o, e);
-            });
+            round_trip<pb::LinuxResources>(rest, nri::resources_to_json,
+                                           [](const json& x, pb::LinuxResources& o, std::string& e) { return nri::resources_from_json(x, o, e); });
             break;
         case 5:
             round_trip<pb::ContainerAdjustment>(rest, nri::adjustment_to_json, [](const json& x, pb::ContainerAdjustment& o, std::string& e) {

@@ -132,11 +132,30 @@ std::string slurp(const std::string& path) {
     return s;
 }
 
-const char* kFiles[] = {"cpu.shares", "cpu.weight", "cpu.cfs_period_us", "cpu.cfs_quota_us", "cpu.cfs_burst_us", "cpu.max",
-                        "cpu.max.burst", "cpu.idle", "cpu.qos_level", "cpuset.cpus", "cpuset.mems", "memory.limit_in_bytes",
-                        "memory.max", "memory.memsw.limit_in_bytes", "memory.swap.max", "memory.high", "memory.low",
-                        "memory.min", "memory.soft_limit_in_bytes", "memory.qos_level", "pids.max", "blkio.weight",
-                        "io.weight", "cpu.bvt_warp_ns"};
+const char* kFiles[] = {"cpu.shares",
+                        "cpu.weight",
+                        "cpu.cfs_period_us",
+                        "cpu.cfs_quota_us",
+                        "cpu.cfs_burst_us",
+                        "cpu.max",
+                        "cpu.max.burst",
+                        "cpu.idle",
+                        "cpu.qos_level",
+                        "cpuset.cpus",
+                        "cpuset.mems",
+                        "memory.limit_in_bytes",
+                        "memory.max",
+                        "memory.memsw.limit_in_bytes",
+                        "memory.swap.max",
+                        "memory.high",
+                        "memory.low",
+                        "memory.min",
+                        "memory.soft_limit_in_bytes",
+                        "memory.qos_level",
+                        "pids.max",
+                        "blkio.weight",
+                        "io.weight",
+                        "cpu.bvt_warp_ns"};
 const char* kCtrls[] = {"cpu", "cpuset", "memory", "pids", "blkio"};
 
 void make_cgroup(const std::string& dir) {
@@ -209,9 +228,7 @@ void check_result(nriqos::Mode mode, const std::string& out, int code) {
     json j;
     try {
         j = json::parse(out);
-    } catch (const std::exception& e) {
-        fuzz::die("output is not JSON", out);
-    }
+    } catch (const std::exception& e) { fuzz::die("output is not JSON", out); }
     if (!j.is_object()) fuzz::die("output is not an object", out);
     const char* inv[] = {"plugin", "version", "error", "metadata"};
     const char* ev[] = {"error", "on_child_failure", "metadata"};
@@ -279,7 +296,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static const bool no_cache = std::getenv("FUZZ_NO_CACHE") && *std::getenv("FUZZ_NO_CACHE") == '1';
     o.cache_dir = no_cache ? std::string() : g_root + "/cache";
     o.deadline_ms = 0;
-    struct Run { nriqos::Mode mode; nriqos::Layout layout; bool json; };
+    struct Run {
+        nriqos::Mode mode;
+        nriqos::Layout layout;
+        bool json;
+    };
     const Run runs[] = {{nriqos::Mode::Explain, nriqos::Layout::V2, true},
                         {nriqos::Mode::Invoke, nriqos::Layout::V1, false},
                         {nriqos::Mode::NriEval, nriqos::Layout::V2, false}};

@@ -40,9 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 if (p.pod != k.pod_dir) fuzz::die("container cgroup outside the pod cgroup", k.containers[i].cgroups_path);
                 nriqos::parse_nri_event(nriqos::nri_container_event(m, k, i, "CreateContainer", k.containers[i].oci, std::nullopt).dump());
             }
-        } catch (const std::exception& e) {
-            fuzz::die("events of an accepted manifest refused", e.what());
-        }
+        } catch (const std::exception& e) { fuzz::die("events of an accepted manifest refused", e.what()); }
     }
     return 0;
 }

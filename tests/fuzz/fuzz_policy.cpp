@@ -32,9 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     nriqos::Policy back;
     try {
         back = nriqos::policy_from_json(nlohmann::json::from_cbor(nlohmann::json::to_cbor(j)));
-    } catch (const std::exception& e) {
-        fuzz::die("compiled policy does not load back", e.what());
-    }
+    } catch (const std::exception& e) { fuzz::die("compiled policy does not load back", e.what()); }
     if (nriqos::policy_to_json(back) != j) fuzz::die("compiled policy round trip is lossy");
 
     nriqos::Request r;

@@ -37,8 +37,7 @@ void check_request(const Request& r) {
             if (c < 0x20 || c == 0x7f) fuzz::die("control character in cgroupsPath accepted");
         try {
             fuzz::check_paths(nriqos::resolve_cgroups_path(*r.cgroups_path));
-        } catch (const nriqos::InputError&) {
-        }
+        } catch (const nriqos::InputError&) {}
     }
 }
 

@@ -1,6 +1,7 @@
 // Unit tests for `reconcile --discover`'s conversion of the CRI client's document (verbose
 // PodSandboxStatus/ContainerStatus, containerd 1.6's "info" shape) into NRI v0.1 requests
 // (discover.hpp discovery_from_cri_json), checked with the hook's own request parser.
+#include "../scratch.hpp"
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -47,7 +48,7 @@ TEST_CASE("discover: containerd's verbose sandbox status becomes the sandbox's v
     REQUIRE(r.cgroups_path);
     CHECK(*r.cgroups_path == "/kubepods/burstable/pod0e2e0000-7a1b-4c2d-9e3f-0a1b2c3d4e5f/" + sb.id);
     CHECK(r.resources.cpu_shares == 2);
-    CHECK(r.labels.at("koordinator.sh/qosClass") == "BE");                     // the pod's CRI labels
+    CHECK(r.labels.at("koordinator.sh/qosClass") == "BE");  // the pod's CRI labels
     CHECK(r.annotations.at("node.koordinator.sh/extended-resource-spec") == "{\"containers\":{}}");  // runtime spec's
     CHECK(r.annotations.at("kubernetes.io/config.seen") == "2026-11-27T09:00:00Z");  // the pod's CRI annotation, not in the spec
     CHECK(r.conf == kConf);
@@ -128,16 +129,13 @@ TEST_CASE("discover: a document that is not the client's is refused", "[discover
 }
 
 TEST_CASE("discover: the plugin conf comes from conf.json's nri-qos entry", "[discover]") {
-    char t[] = "/tmp/nri-qos-discover-test.XXXXXX";
-    REQUIRE(mkdtemp(t) != nullptr);
-    const std::string p = std::string(t) + "/conf.json";
+    unit::ScratchDir t("discover-test");
+    const std::string p = t / "conf.json";
     CHECK(nriqos::v01_plugin_conf(p) == json({{"policy", "/etc/nri/nri-qos.toml"}}));  // absent
     std::ofstream(p) << R"({"version":"0.1","plugins":[{"type":"other","conf":{}},{"type":"nri-qos","conf":{"policy":"/x.toml"}}]})";
     CHECK(nriqos::v01_plugin_conf(p) == json({{"policy", "/x.toml"}}));
     std::ofstream(p) << "{broken";
     CHECK(nriqos::v01_plugin_conf(p) == json({{"policy", "/etc/nri/nri-qos.toml"}}));
-    std::remove(p.c_str());
-    rmdir(t);
 }
 
 namespace {
@@ -147,9 +145,7 @@ std::string read_all(const std::string& p) {
     s << f.rdbuf();
     return s.str();
 }
-void put(const std::string& p, const std::string& text) {
-    std::ofstream(p) << text;
-}
+void put(const std::string& p, const std::string& text) { std::ofstream(p) << text; }
 /// Records the properties it is asked to set and, at that moment, the container's cpu.weight file
 /// (the properties must come before the files).
 struct RecordingSetter : nriqos::UnitSetter {
@@ -165,9 +161,8 @@ struct RecordingSetter : nriqos::UnitSetter {
 
 TEST_CASE("discover on the systemd driver: what an adoption writes is set as unit properties first (the postinst's daemon-reload follows)",
           "[discover][systemd]") {
-    char t[] = "/tmp/nri-qos-discover-sd.XXXXXX";
-    REQUIRE(mkdtemp(t) != nullptr);
-    const std::string dir = t;
+    unit::ScratchDir scratch("discover-sd");
+    const std::string dir = scratch.path;
     json doc = json::parse(fixture());
     const std::string sb = doc["sandboxes"][0]["id"], ct = doc["containers"][0]["id"];
     // containerd with SystemdCgroup = true: cgroupsPath "slice:prefix:id", the scope in the pod's slice
@@ -239,7 +234,6 @@ match.labels = { "koordinator.sh/qosClass" = "BE" }
     CHECK(nriqos::run_reconcile(o, out) == 0);
     CHECK(rs.asked.empty());
     CHECK(out.find("0 restored") != std::string::npos);
-    CHECK(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
 }
 
 // ---- the unseen pass's decision (discover.hpp plan_unseen, issue #33 §4) ----------------------
@@ -250,8 +244,11 @@ namespace {
 /// {id, pod_sandbox_id, created_at}, no "info".
 nriqos::Discovery listing(const std::vector<std::pair<std::string, int64_t>>& sbs,
                           const std::vector<std::tuple<std::string, std::string, int64_t>>& ctrs) {
-    json doc = {{"v", 1}, {"runtime", {{"name", "containerd"}, {"version", "2.3.4"}}}, {"sandboxes", json::array()},
-                {"containers", json::array()}, {"errors", json::array()}};
+    json doc = {{"v", 1},
+                {"runtime", {{"name", "containerd"}, {"version", "2.3.4"}}},
+                {"sandboxes", json::array()},
+                {"containers", json::array()},
+                {"errors", json::array()}};
     for (const auto& [id, t] : sbs)
         doc["sandboxes"].push_back({{"id", id}, {"created_at", t}, {"brief", true}, {"metadata", {{"name", "p-" + id}, {"namespace", "default"}}}});
     for (const auto& [id, sb, t] : ctrs)
@@ -266,10 +263,10 @@ constexpr int64_t kSec = 1000000000;
 TEST_CASE("unseen pass: only what the state dir never saw and is old enough is adopted", "[discover][unseen]") {
     const int64_t now = 1000 * kSec;
     auto d = listing({{"sbA", now - 60 * kSec}, {"sbB", now - 60 * kSec}},
-                     {{"cA1", "sbA", now - 50 * kSec},   // seen by its event
-                      {"cA2", "sbA", now - 50 * kSec},   // created during a Synchronize: never seen
-                      {"cA3", "sbA", now - 2 * kSec},    // being created now: its event may be in flight
-                      {"cB1", "sbB", now - 30 * kSec},   // of an unseen pod
+                     {{"cA1", "sbA", now - 50 * kSec},  // seen by its event
+                      {"cA2", "sbA", now - 50 * kSec},  // created during a Synchronize: never seen
+                      {"cA3", "sbA", now - 2 * kSec},  // being created now: its event may be in flight
+                      {"cB1", "sbB", now - 30 * kSec},  // of an unseen pod
                       {"cX", "sbGone", now - 60 * kSec}});  // pod not listed (not ready)
     auto p = nriqos::plan_unseen(d, {"sbA", "cA1"}, {}, now, 10000, 256);
     CHECK(p.adopt == std::vector<std::string>{"sbB", "cA2", "cB1"});

@@ -1,5 +1,6 @@
 // Unit tests for the operator's sinks and commands: record formats (record.hpp), the metrics
 // textfile (metrics.hpp), kernel read-back comparison (replay.hpp), rule trace (classify.hpp).
+#include "../scratch.hpp"
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -24,21 +25,14 @@
 #include "facts/fact_state.hpp"
 
 namespace {
-std::string tmpdir() {
-    char t[] = "/tmp/nri-qos-ops-test.XXXXXX";
-    REQUIRE(mkdtemp(t) != nullptr);
-    return t;
-}
+std::string tmpdir() { return unit::make_scratch_dir("ops-test"); }
 std::string slurp(const std::string& p) {
     std::ifstream f(p);
     std::stringstream s;
     s << f.rdbuf();
     return s.str();
 }
-void rmrf(const std::string& d) {
-    int r = std::system(("rm -rf '" + d + "'").c_str());
-    (void)r;
-}
+void rmrf(const std::string& d) { unit::remove_tree(d); }
 }  // namespace
 
 TEST_CASE("record: logfmt quotes and escapes, JSON is one line", "[ops]") {
@@ -54,8 +48,9 @@ TEST_CASE("record: logfmt quotes and escapes, JSON is one line", "[ops]") {
     r.failed = "cpu.shares=2 (Invalid argument)";
     r.message = "a \"quoted\"\nline";
     std::string l = nriqos::record_logfmt(r);
-    CHECK(l == "nri-qos: time=2023-11-14T22:13:20.123456Z level=warn source=invoke event=create ns=default pod=p id=0123456789ab class=BE "
-               "outcome=partial failed=\"cpu.shares=2 (Invalid argument)\" msg=\"a \\\"quoted\\\"\\nline\"\n");
+    CHECK(l ==
+          "nri-qos: time=2023-11-14T22:13:20.123456Z level=warn source=invoke event=create ns=default pod=p id=0123456789ab class=BE "
+          "outcome=partial failed=\"cpu.shares=2 (Invalid argument)\" msg=\"a \\\"quoted\\\"\\nline\"\n");
     std::string j = nriqos::record_json(r);
     CHECK(j.find('\n') == j.size() - 1);
     auto p = nlohmann::json::parse(j);
@@ -141,7 +136,7 @@ TEST_CASE("metrics: an event that does not get the lock in time is queued, not d
     REQUIRE(flock(holder, LOCK_EX) == 0);
     nriqos::MetricsEvent e{"create", "BE", "failed", {"cpu_shares"}, {}, 700, false};
     CHECK(nriqos::update_metrics(prom, {e}, {"", "file", "abc"}, 5) == "");  // queued: no error
-    CHECK(slurp(prom).find("outcome=\"failed\"") == std::string::npos);      // not folded yet
+    CHECK(slurp(prom).find("outcome=\"failed\"") == std::string::npos);  // not folded yet
     close(holder);
     // The next event folds the queued one (with its knob failure) into the counters.
     REQUIRE(nriqos::update_metrics(prom, {{"create", "LS", "ok", {}, {}, 300, false}}, {"", "file", "abc"}) == "");
@@ -162,7 +157,12 @@ TEST_CASE("metrics: a reconcile pass has its own series, never a runtime event's
     size_t t = st.find("\nT\t");
     REQUIRE(t != std::string::npos);
     st = st.substr(0, t) + "\nT\t1000" + st.substr(st.find('\n', t + 1));
-    { FILE* f = fopen((d + "/.m.prom.state").c_str(), "w"); REQUIRE(f); fputs(st.c_str(), f); fclose(f); }
+    {
+        FILE* f = fopen((d + "/.m.prom.state").c_str(), "w");
+        REQUIRE(f);
+        fputs(st.c_str(), f);
+        fclose(f);
+    }
     nriqos::ReconcilePass pass;
     pass.containers = 30;
     pass.drift_found = 2;
@@ -173,8 +173,8 @@ TEST_CASE("metrics: a reconcile pass has its own series, never a runtime event's
     REQUIRE(nriqos::update_metrics(prom, {}, {"", "last-good", "abc"}, 500, &pass) == "");
     std::string text = slurp(prom);
     CHECK(text.find("nri_qos_last_event_timestamp_seconds 1000\n") != std::string::npos);  // not refreshed
-    CHECK(text.find("nri_qos_event_duration_seconds_count 1\n") != std::string::npos);     // not observed
-    CHECK(text.find("event=\"reconcile\"") == std::string::npos);                        // not an event
+    CHECK(text.find("nri_qos_event_duration_seconds_count 1\n") != std::string::npos);  // not observed
+    CHECK(text.find("event=\"reconcile\"") == std::string::npos);  // not an event
     CHECK(text.find("nri_qos_policy_errors_total 0\n") != std::string::npos);
     CHECK(text.find("nri_qos_reconcile_passes_total 1\n") != std::string::npos);
     CHECK(text.find("nri_qos_reconcile_containers_total 30\n") != std::string::npos);

@@ -2,6 +2,7 @@
 // of the manifest → requests conversion (cited in src/cli/pod_manifest.hpp), the kubelet values of
 // every conformance case (tests/conformance/cases/*/*/kubelet.json, computed by gen.py from the
 // same kubelet sources, independently), the NRI events, and the preview's end state.
+#include "../scratch.hpp"
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -20,27 +21,14 @@ using nlohmann::json;
 
 namespace {
 
-struct Tmp {
-    std::string path;
-    Tmp() {
-        char t[] = "/tmp/nri-qos-podpreview-test.XXXXXX";
-        REQUIRE(mkdtemp(t) != nullptr);
-        path = t;
-    }
-    ~Tmp() { std::system(("rm -rf '" + path + "'").c_str()); }
-    void put(const std::string& rel, const std::string& text) const {
-        std::string full = path + "/" + rel;
-        std::system(("mkdir -p '" + full.substr(0, full.rfind('/')) + "'").c_str());
-        std::ofstream(full) << text;
-    }
+struct Tmp : unit::ScratchDir {
+    Tmp() : ScratchDir("podpreview-test") {}
 };
 
 std::string error_of(const std::string& manifest) {
     try {
         parse_pod_manifest(manifest);
-    } catch (const InputError& e) {
-        return e.what();
-    }
+    } catch (const InputError& e) { return e.what(); }
     return "";
 }
 
@@ -88,10 +76,10 @@ TEST_CASE("manifest: GetPodQOS (pkg/apis/core/v1/helper/qos/qos.go)", "[podprevi
     CHECK(pod_qos(pod(ctr("a", "", "cpu: 1, memory: 1Gi"))) == KubeQos::Guaranteed);  // requests defaulted to limits
     CHECK(pod_qos(pod(ctr("a", "cpu: 1, memory: 1Gi", "cpu: 1, memory: 1Gi") + ctr("b", "", "cpu: 2, memory: 1Gi"))) == KubeQos::Guaranteed);
     CHECK(pod_qos(pod(ctr("a", "cpu: 500m", "cpu: 1, memory: 1Gi"))) == KubeQos::Burstable);  // request below the limit
-    CHECK(pod_qos(pod(ctr("a", "", "cpu: 1"))) == KubeQos::Burstable);                          // no memory limit
+    CHECK(pod_qos(pod(ctr("a", "", "cpu: 1"))) == KubeQos::Burstable);  // no memory limit
     CHECK(pod_qos(pod(ctr("a", "", "cpu: 1, memory: 1Gi") + ctr("b", "", ""))) == KubeQos::Burstable);  // one container without limits
     // init containers count too
-    PodManifest m = pod(ctr("a", "", "cpu: 1, memory: 1Gi"), "") ;
+    PodManifest m = pod(ctr("a", "", "cpu: 1, memory: 1Gi"), "");
     PodManifest i = parse_pod_manifest(
         "kind: Pod\nmetadata: {name: p}\nspec:\n  initContainers:\n  - name: init\n    resources: {requests: {cpu: 100m}}\n"
         "  containers:\n  - name: a\n    resources: {limits: {cpu: 1, memory: 1Gi}}\n");
@@ -164,8 +152,8 @@ TEST_CASE("manifest: calculateLinuxResources (kuberuntime_container_linux.go) an
     tiny.cpu_limit = 5;
     tiny.mem_limit = 1 << 20;
     Resources t = container_oci_resources(tiny);
-    CHECK(t.cpu_shares == 2);      // MinShares
-    CHECK(t.cpu_quota == 1000);    // MinQuotaPeriod
+    CHECK(t.cpu_shares == 2);  // MinShares
+    CHECK(t.cpu_quota == 1000);  // MinQuotaPeriod
     CHECK(t.mem_limit == 1 << 20);
     CHECK(t.mem_swap == 1 << 20);  // swap = limit
     ManifestContainer none;
@@ -218,9 +206,14 @@ TEST_CASE("manifest: the kubelet values of every conformance case (gen.py, compu
             if (cj.contains("kubelet_static_cpus")) continue;  // kubelet's static CPU manager: not previewed
             INFO(dir);
             json p = cj["pod"];
-            json manifest = {{"apiVersion", "v1"}, {"kind", "Pod"},
-                             {"metadata", {{"name", p["name"]}, {"namespace", p.value("namespace", "default")}, {"uid", kj["uid"]},
-                                           {"labels", p.value("labels", json::object())}, {"annotations", p.value("annotations", json::object())}}},
+            json manifest = {{"apiVersion", "v1"},
+                             {"kind", "Pod"},
+                             {"metadata",
+                              {{"name", p["name"]},
+                               {"namespace", p.value("namespace", "default")},
+                               {"uid", kj["uid"]},
+                               {"labels", p.value("labels", json::object())},
+                               {"annotations", p.value("annotations", json::object())}}},
                              {"spec", {{"containers", p["containers"]}}}};
             PodManifest m = parse_pod_manifest(manifest.dump());
             KubeletPod k = kubelet_pod(m, cj.value("driver", "cgroupfs") == "systemd" ? CgroupDriver::Systemd : CgroupDriver::Cgroupfs);
@@ -258,8 +251,9 @@ TEST_CASE("manifest: JSON, kubectl's List of one pod, made-up uid", "[podpreview
     CHECK(j.uid == parse_pod_manifest(R"({"kind":"Pod","metadata":{"name":"x","namespace":"ns1"},"spec":{"containers":[{"name":"c"}]}})").uid);
     CHECK(j.uid.size() == 36);
     CHECK(j.uid[14] == '4');
-    PodManifest l = parse_pod_manifest("apiVersion: v1\nkind: List\nitems:\n- kind: Pod\n  metadata: {name: y}\n  spec: {containers: [{name: c}]}\n"
-                                       "  status: {qosClass: BestEffort}\n");
+    PodManifest l = parse_pod_manifest(
+        "apiVersion: v1\nkind: List\nitems:\n- kind: Pod\n  metadata: {name: y}\n  spec: {containers: [{name: c}]}\n"
+        "  status: {qosClass: BestEffort}\n");
     CHECK(l.name == "y");
     CHECK(l.status_qos == "BestEffort");
 }
@@ -274,10 +268,9 @@ TEST_CASE("manifest: hostile and bad manifests are refused with one line", "[pod
           "spec.containers[0].resources.limits.cpu: quantity \"1x\": unknown suffix \"x\" (Ki Mi Gi Ti Pi Ei, m k M G T P E, or e<N>)");
     CHECK(error_of("kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, resources: {limits: {cpu: \"-1\"}}}]}\n").find("negative") !=
           std::string::npos);
-    CHECK(error_of("kind: Pod\nmetadata: {name: p, uid: \"../../x\"}\nspec: {containers: [{name: c}]}\n") ==
-          "metadata.uid: \"../../x\": not a UUID");
-    CHECK(error_of("kind: Pod\nmetadata: {name: p, labels: {a: [1]}}\nspec: {containers: [{name: c}]}\n").find("metadata.labels.a: expected a string") !=
-          std::string::npos);
+    CHECK(error_of("kind: Pod\nmetadata: {name: p, uid: \"../../x\"}\nspec: {containers: [{name: c}]}\n") == "metadata.uid: \"../../x\": not a UUID");
+    CHECK(error_of("kind: Pod\nmetadata: {name: p, labels: {a: [1]}}\nspec: {containers: [{name: c}]}\n")
+              .find("metadata.labels.a: expected a string") != std::string::npos);
     CHECK(error_of("kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}, {name: c}]}\n").find("two containers named") != std::string::npos);
     CHECK(error_of("kind: Pod\nmetadata: {name: \"a/b\"}\nspec: {containers: [{name: c}]}\n").find("not a Kubernetes name") != std::string::npos);
     CHECK(error_of("a: [1, 2\n").rfind("manifest: yaml-cpp: error at line", 0) == 0);
@@ -352,11 +345,13 @@ TEST_CASE("preview: the pod's burst is the end state of all its containers (issu
     // 100000; the pod's, written at each container event, ends as their sum 200000. The old
     // single-request explain computed each container event's pod sum alone (100000).
     Tmp t;
-    for (const char* f : {"cpu.shares", "cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.cfs_burst_us"}) t.put(std::string("node/cpu/kubepods/") + f, "");
+    for (const char* f : {"cpu.shares", "cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.cfs_burst_us"})
+        t.put(std::string("node/cpu/kubepods/") + f, "");
     t.put("node/memory/kubepods/memory.limit_in_bytes", "");
     t.put("sys/devices/system/cpu/online", "0-7\n");
-    t.put("policy.toml", "version = 1\n[settings]\ndefault_class = \"D\"\n[classes.D.container]\ncpu_burst_us = { fact = \"volcano.cpu_burst_us\" }\n"
-                         "[classes.D.pod]\ncpu_burst_us = { fact = \"volcano.pod_cpu_burst_us\" }\n");
+    t.put("policy.toml",
+          "version = 1\n[settings]\ndefault_class = \"D\"\n[classes.D.container]\ncpu_burst_us = { fact = \"volcano.cpu_burst_us\" }\n"
+          "[classes.D.pod]\ncpu_burst_us = { fact = \"volcano.pod_cpu_burst_us\" }\n");
     t.put("scratch/.keep", "");
     PodPreviewOptions o;
     o.eval.policy = t.path + "/policy.toml";

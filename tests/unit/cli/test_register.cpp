@@ -1,5 +1,6 @@
-// Unit tests for src/register.{hpp,cpp}: NRI v0.1 conf.json editing and the native NRI
+// Unit tests for src/cli/register.{hpp,cpp}: NRI v0.1 conf.json editing and the native NRI
 // plugin symlink. Every case checks the exact file content / message / exit code.
+#include "../scratch.hpp"
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
@@ -29,19 +30,9 @@ namespace {
 
 using nriqos::RegisterResult;
 
-/// A fresh scratch directory, removed (recursively) at scope exit.
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/nri-qos-register-test.XXXXXX";
-        REQUIRE(::mkdtemp(tmpl) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() {
-        std::string cmd = "rm -rf '" + path + "'";
-        (void)std::system(cmd.c_str());
-    }
-    std::string operator/(const std::string& rel) const { return path + "/" + rel; }
+/// A fresh scratch directory, removed (recursively) at scope exit (tests/unit/scratch.hpp).
+struct TempDir : unit::ScratchDir {
+    TempDir() : ScratchDir("register-test") {}
 };
 
 std::string slurp(const std::string& p) {
@@ -93,14 +84,13 @@ const char* kOther =
 /// a conf.json entry whose binary containerd cannot find (issue #31 §6), which a test that
 /// registers "nri-qos" and wants no warning must not meet.
 void nri_qos_on_path() {
+    static const unit::ScratchDir d("register-path");  // removed at the test process's exit
     static const bool done = [] {
-        char d[] = "/tmp/nri-qos-register-path.XXXXXX";
-        REQUIRE(::mkdtemp(d) != nullptr);
-        const std::string f = std::string(d) + "/nri-qos";
+        const std::string f = d / "nri-qos";
         spit(f, "#!/bin/sh\n");
         ::chmod(f.c_str(), 0755);
         const char* old = std::getenv("PATH");
-        ::setenv("PATH", (std::string(d) + ":" + (old ? old : "/usr/bin:/bin")).c_str(), 1);
+        ::setenv("PATH", (d.path + ":" + (old ? old : "/usr/bin:/bin")).c_str(), 1);
         return true;
     }();
     (void)done;
@@ -109,11 +99,8 @@ void nri_qos_on_path() {
 /// A scratch state dir for `register` (it records the annotations the runtime passes there:
 /// never the host's /run/nri-qos from a unit test).
 std::string register_state_dir() {
-    static std::string d = [] {
-        char t[] = "/tmp/nri-qos-register-state.XXXXXX";
-        return std::string(mkdtemp(t) ? t : "/nonexistent-nri-qos-test");
-    }();
-    return d;
+    static const unit::ScratchDir d("register-state");  // removed at the test process's exit
+    return d.path;
 }
 /// `args` with --state-dir register_state_dir() after a leading "register".
 std::vector<std::string> with_scratch_state(std::vector<std::string> args) {
@@ -129,8 +116,7 @@ TEST_CASE("register_v01: absent file and directories are created", "[register]")
     RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
     CHECK(r.exit_code == 0);
     CHECK(r.changed);
-    CHECK(r.message == "nri-qos: registered \"nri-qos\" in " + p +
-                           " (new file; NRI v0.1 reads it at every pod/container event)");
+    CHECK(r.message == "nri-qos: registered \"nri-qos\" in " + p + " (new file; NRI v0.1 reads it at every pod/container event)");
     CHECK(slurp(p) == kFresh);
     struct stat st {};
     REQUIRE(::stat(p.c_str(), &st) == 0);
@@ -151,8 +137,7 @@ TEST_CASE("register_v01: absent file and directories are created", "[register]")
     CHECK(before.st_ino == after.st_ino);
 }
 
-TEST_CASE("register_v01: empty or whitespace-only file is treated as absent, mode kept",
-          "[register]") {
+TEST_CASE("register_v01: empty or whitespace-only file is treated as absent, mode kept", "[register]") {
     TempDir t;
     std::string p = t / "conf.json";
     spit(p, GENERATE(std::string(""), std::string(" \n\t\n")));
@@ -174,8 +159,7 @@ TEST_CASE("register_v01: other plugins and keys are kept in order", "[register]"
     RegisterResult r = nriqos::register_v01_ordered(p, "nri-qos", conf);
     CHECK(r.exit_code == 0);
     CHECK(r.changed);
-    CHECK(r.message == "nri-qos: registered \"nri-qos\" in " + p +
-                           " (NRI v0.1 reads it at every pod/container event)");
+    CHECK(r.message == "nri-qos: registered \"nri-qos\" in " + p + " (NRI v0.1 reads it at every pod/container event)");
     CHECK(slurp(p) ==
           "{\n"
           "  \"version\": \"0.1\",\n"
@@ -226,22 +210,19 @@ TEST_CASE("register_v01: other plugins and keys are kept in order", "[register]"
 TEST_CASE("register_v01: existing entry is updated in place, duplicates dropped", "[register]") {
     TempDir t;
     std::string p = t / "conf.json";
-    const std::string old =
-        R"({"plugins":[{"type":"nri-qos","conf":{"old":1},"extra":"x"},{"type":"other"},)"
-        R"({"type":"nri-qos","conf":{}}],"version":"0.1"})";
+    const std::string old = R"({"plugins":[{"type":"nri-qos","conf":{"old":1},"extra":"x"},{"type":"other"},)"
+                            R"({"type":"nri-qos","conf":{}}],"version":"0.1"})";
     spit(p, old);
 
     SECTION("explicit conf replaces the old one, entry's other members kept") {
         RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json{{"policy", "/new.toml"}});
         CHECK(r.exit_code == 0);
-        CHECK(r.message == "nri-qos: updated \"nri-qos\" in " + p +
-                               " (NRI v0.1 reads it at every pod/container event)");
+        CHECK(r.message == "nri-qos: updated \"nri-qos\" in " + p + " (NRI v0.1 reads it at every pod/container event)");
         CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
               R"({"plugins":[{"type":"nri-qos","conf":{"policy":"/new.toml"},"extra":"x"},{"type":"other"}],"version":"0.1"})");
     }
     SECTION("replace_conf=false keeps the administrator's conf (package upgrade)") {
-        RegisterResult r =
-            nriqos::register_v01(p, "nri-qos", nlohmann::json::object(), /*replace_conf=*/false);
+        RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object(), /*replace_conf=*/false);
         CHECK(r.exit_code == 0);
         // ... and says that the hook refuses it (a key other than "policy").
         CHECK(r.message.find("; warning: its conf has an error the hook reports on every event (unknown key \"old\" (known: policy))") !=
@@ -252,8 +233,7 @@ TEST_CASE("register_v01: existing entry is updated in place, duplicates dropped"
     SECTION("unregister removes every entry of our type and keeps the file") {
         RegisterResult r = nriqos::unregister_v01(p, "nri-qos");
         CHECK(r.exit_code == 0);
-        CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
-              R"({"plugins":[{"type":"other"}],"version":"0.1"})");
+        CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() == R"({"plugins":[{"type":"other"}],"version":"0.1"})");
     }
 }
 
@@ -265,10 +245,9 @@ TEST_CASE("register_v01: invalid JSON is refused and the file left untouched", "
     RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
     CHECK(r.exit_code == 1);
     CHECK_FALSE(r.changed);
-    CHECK(r.message ==
-          "nri-qos: error: " + p +
-              " is not valid JSON (parse error at line 2, column 29: syntax error while parsing "
-              "value - unexpected ']'; expected '[', '{', or a literal); left untouched");
+    CHECK(r.message == "nri-qos: error: " + p +
+                           " is not valid JSON (parse error at line 2, column 29: syntax error while parsing "
+                           "value - unexpected ']'; expected '[', '{', or a literal); left untouched");
     CHECK(slurp(p) == bad);
     CHECK(entries(t.path) == std::vector<std::string>{"conf.json"});
 
@@ -283,16 +262,13 @@ TEST_CASE("register_v01: wrong shape is refused and the file left untouched", "[
     struct Case {
         std::string text, why;
     };
-    auto c = GENERATE(Case{"[]", "top level is not an object"},
-                      Case{R"({"plugins":{}})", "\"plugins\" is not an array"},
+    auto c = GENERATE(Case{"[]", "top level is not an object"}, Case{R"({"plugins":{}})", "\"plugins\" is not an array"},
                       Case{R"({"version":1,"plugins":[]})", "\"version\" is not a string"},
                       Case{R"({"plugins":["nri-qos"]})", "plugins[0] is not an object"},
-                      Case{R"({"plugins":[{"type":"a"},{"conf":{}}]})",
-                           "plugins[1] has no string \"type\""},
+                      Case{R"({"plugins":[{"type":"a"},{"conf":{}}]})", "plugins[1] has no string \"type\""},
                       Case{R"({"plugins":[{"type":7}]})", "plugins[0] has no string \"type\""});
     spit(p, c.text);
-    const std::string want =
-        "nri-qos: error: " + p + " is not an NRI v0.1 config: " + c.why + "; left untouched";
+    const std::string want = "nri-qos: error: " + p + " is not an NRI v0.1 config: " + c.why + "; left untouched";
     RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
     CHECK(r.exit_code == 1);
     CHECK(r.message == want);
@@ -303,15 +279,13 @@ TEST_CASE("register_v01: wrong shape is refused and the file left untouched", "[
     CHECK(slurp(p) == c.text);
 }
 
-TEST_CASE("register_v01: missing plugins array is appended, missing version not added",
-          "[register]") {
+TEST_CASE("register_v01: missing plugins array is appended, missing version not added", "[register]") {
     TempDir t;
     std::string p = t / "conf.json";
     spit(p, R"({"comment":"site"})");
     RegisterResult r = nriqos::register_v01(p, "nri-qos", nlohmann::json::object());
     CHECK(r.exit_code == 0);
-    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
-          R"({"comment":"site","plugins":[{"type":"nri-qos","conf":{}}]})");
+    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() == R"({"comment":"site","plugins":[{"type":"nri-qos","conf":{}}]})");
 }
 
 TEST_CASE("register_v01: bad arguments", "[register]") {
@@ -319,8 +293,7 @@ TEST_CASE("register_v01: bad arguments", "[register]") {
     std::string p = t / "conf.json";
     RegisterResult r = nriqos::register_v01(p, "../evil", nlohmann::json::object());
     CHECK(r.exit_code == 2);
-    CHECK(r.message ==
-          "nri-qos: error: invalid plugin type \"../evil\" (allowed: letters, digits, '.', '_', '-')");
+    CHECK(r.message == "nri-qos: error: invalid plugin type \"../evil\" (allowed: letters, digits, '.', '_', '-')");
     r = nriqos::register_v01(p, "nri-qos", nlohmann::json::array({1}));
     CHECK(r.exit_code == 2);
     CHECK(r.message == "nri-qos: error: plugin conf must be a JSON object, got array");
@@ -356,19 +329,14 @@ TEST_CASE("register_v01: unwritable locations give a clear error", "[register]")
         } unmount{d};
         spit(d + "/conf.json", kOther);
         REQUIRE(::mount("tmpfs", d.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) == 0);
-        RegisterResult r =
-            nriqos::register_v01(d + "/conf.json", "nri-qos", nlohmann::json::object());
-        RegisterResult r2 =
-            nriqos::register_v01(d + "/sub/conf.json", "nri-qos", nlohmann::json::object());
+        RegisterResult r = nriqos::register_v01(d + "/conf.json", "nri-qos", nlohmann::json::object());
+        RegisterResult r2 = nriqos::register_v01(d + "/sub/conf.json", "nri-qos", nlohmann::json::object());
         RegisterResult r3 = nriqos::unregister_v01(d + "/conf.json", "other");
         const std::string after = slurp(d + "/conf.json");
         CHECK(r.exit_code == 1);
-        CHECK(r.message == "nri-qos: error: cannot write " + d +
-                               "/conf.json: cannot create a temporary file in " + d +
-                               ": Read-only file system");
+        CHECK(r.message == "nri-qos: error: cannot write " + d + "/conf.json: cannot create a temporary file in " + d + ": Read-only file system");
         CHECK(r2.exit_code == 1);
-        CHECK(r2.message ==
-              "nri-qos: error: cannot create directory " + d + "/sub: Read-only file system");
+        CHECK(r2.message == "nri-qos: error: cannot create directory " + d + "/sub: Read-only file system");
         CHECK(r3.exit_code == 1);
         CHECK(after == kOther);
     }
@@ -386,8 +354,7 @@ TEST_CASE("register_v01: a symlinked conf.json is edited through the link", "[re
     CHECK(nlohmann::ordered_json::parse(slurp(t / "real.json"))["plugins"][1]["type"] == "nri-qos");
 }
 
-TEST_CASE("unregister_v01: absent file, and the file created by register is removed",
-          "[register]") {
+TEST_CASE("unregister_v01: absent file, and the file created by register is removed", "[register]") {
     TempDir t;
     std::string p = t / "nri/conf.json";
     RegisterResult r = nriqos::unregister_v01(p, "nri-qos");
@@ -399,8 +366,7 @@ TEST_CASE("unregister_v01: absent file, and the file created by register is remo
     REQUIRE(nriqos::register_v01(p, "nri-qos", nlohmann::json{{"policy", "/a.toml"}}).ok());
     r = nriqos::unregister_v01(p, "nri-qos");
     CHECK(r.exit_code == 0);
-    CHECK(r.message == "nri-qos: unregistered \"nri-qos\": removed " + p +
-                           " (it listed no other plugin)");
+    CHECK(r.message == "nri-qos: unregistered \"nri-qos\": removed " + p + " (it listed no other plugin)");
     CHECK_FALSE(exists(p));
     CHECK(exists(t / "nri"));  // the directory is left alone
 
@@ -422,8 +388,7 @@ TEST_CASE("enable_native / disable_native manage the NN-nri-qos symlink", "[regi
     RegisterResult r = nriqos::enable_native(dir, "10", bin);
     CHECK(r.exit_code == 0);
     CHECK(r.changed);
-    CHECK(r.message == "nri-qos: enabled native NRI plugin " + dir + "/10-nri-qos -> " + bin +
-                           " (restart the runtime, e.g. containerd, to load it)");
+    CHECK(r.message == "nri-qos: enabled native NRI plugin " + dir + "/10-nri-qos -> " + bin + " (restart the runtime, e.g. containerd, to load it)");
     char buf[4096] = {};
     REQUIRE(::readlink((dir + "/10-nri-qos").c_str(), buf, sizeof buf - 1) > 0);
     CHECK(std::string(buf) == bin);
@@ -431,8 +396,7 @@ TEST_CASE("enable_native / disable_native manage the NN-nri-qos symlink", "[regi
     r = nriqos::enable_native(dir, "10", bin);
     CHECK(r.exit_code == 0);
     CHECK_FALSE(r.changed);
-    CHECK(r.message == "nri-qos: native NRI plugin " + dir + "/10-nri-qos -> " + bin +
-                           " already in place");
+    CHECK(r.message == "nri-qos: native NRI plugin " + dir + "/10-nri-qos -> " + bin + " already in place");
 
     // Moving the index removes the old link.
     r = nriqos::enable_native(dir, "05", bin);
@@ -442,20 +406,16 @@ TEST_CASE("enable_native / disable_native manage the NN-nri-qos symlink", "[regi
                            "; removed 10-nri-qos (restart the runtime, e.g. containerd, to load it)");
 
     // Bad arguments.
-    CHECK(nriqos::enable_native(dir, "5", bin).message ==
-          "nri-qos: error: invalid plugin index \"5\" (need two digits, 00-99)");
+    CHECK(nriqos::enable_native(dir, "5", bin).message == "nri-qos: error: invalid plugin index \"5\" (need two digits, 00-99)");
     CHECK(nriqos::enable_native(dir, "10", "bin/nri-qos").exit_code == 2);
-    CHECK(nriqos::enable_native(dir, "10", t / "nope").message ==
-          "nri-qos: error: cannot use " + (t / "nope") + ": No such file or directory");
+    CHECK(nriqos::enable_native(dir, "10", t / "nope").message == "nri-qos: error: cannot use " + (t / "nope") + ": No such file or directory");
     spit(dir + "/20-nri-qos", "copy");
-    CHECK(nriqos::enable_native(dir, "20", bin).message ==
-          "nri-qos: error: " + dir + "/20-nri-qos exists and is not a symlink (remove it first)");
+    CHECK(nriqos::enable_native(dir, "20", bin).message == "nri-qos: error: " + dir + "/20-nri-qos exists and is not a symlink (remove it first)");
 
     // disable: only symlinks to our binary go; the foreign copy is reported and kept.
     r = nriqos::disable_native(dir, "", bin);
     CHECK(r.exit_code == 1);
-    CHECK(r.message == "nri-qos: error: removed " + dir + "/05-nri-qos; kept " + dir +
-                           "/20-nri-qos: not a symlink to " + bin);
+    CHECK(r.message == "nri-qos: error: removed " + dir + "/05-nri-qos; kept " + dir + "/20-nri-qos: not a symlink to " + bin);
     CHECK(entries(dir) == std::vector<std::string>{"20-nri-qos"});
     ::unlink((dir + "/20-nri-qos").c_str());
     r = nriqos::disable_native(dir, "", bin);
@@ -467,8 +427,7 @@ TEST_CASE("enable_native / disable_native manage the NN-nri-qos symlink", "[regi
     ::unlink(bin.c_str());
     r = nriqos::disable_native(dir, "10", bin);
     CHECK(r.exit_code == 0);
-    CHECK(r.message == "nri-qos: disabled native NRI plugin: removed " + dir +
-                           "/10-nri-qos (restart the runtime to stop the running relay)");
+    CHECK(r.message == "nri-qos: disabled native NRI plugin: removed " + dir + "/10-nri-qos (restart the runtime to stop the running relay)");
     CHECK(entries(dir).empty());
 }
 
@@ -485,24 +444,19 @@ TEST_CASE("add_register_commands: CLI wiring and exit codes", "[register]") {
         for (auto& a : args) argv.push_back(a.c_str());
         try {
             app.parse(static_cast<int>(argv.size()), const_cast<char**>(argv.data()));
-        } catch (const CLI::ParseError& e) {
-            return app.exit(e);
-        }
+        } catch (const CLI::ParseError& e) { return app.exit(e); }
         return 0;
     };
     CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", R"({"policy":"/b.toml"})"}) == 0);
-    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
-          R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"policy":"/b.toml"}}]})");
+    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() == R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"policy":"/b.toml"}}]})");
     // Without --plugin-conf an existing entry keeps its conf.
     CHECK(run({"register", "--mode", "v01", "--conf-json", p}) == 0);
-    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
-          R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"policy":"/b.toml"}}]})");
+    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() == R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"policy":"/b.toml"}}]})");
     // A settings typo is an error (exit 2), never written: the hook would refuse it.
     CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", R"({"polcy":"/c.toml"})"}) == 2);
     CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", R"({"policy":"/c.toml","debug":true})"}) == 2);
     CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", R"({"policy":7})"}) == 2);
-    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() ==
-          R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"policy":"/b.toml"}}]})");
+    CHECK(nlohmann::ordered_json::parse(slurp(p)).dump() == R"({"version":"0.1","plugins":[{"type":"nri-qos","conf":{"policy":"/b.toml"}}]})");
     CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", "{"}) == 2);
     CHECK(run({"register", "--mode", "v01", "--conf-json", p, "--plugin-conf", "[]"}) == 2);
     spit(t / "bad.json", "nope");
@@ -532,9 +486,7 @@ int run_cli(std::vector<std::string> args, std::string& out) {
     int rc = 0;
     try {
         app.parse(static_cast<int>(argv.size()), const_cast<char**>(argv.data()));
-    } catch (const CLI::ParseError& e) {
-        rc = app.exit(e, cap, cap);
-    }
+    } catch (const CLI::ParseError& e) { rc = app.exit(e, cap, cap); }
     std::cerr.rdbuf(old_err);
     std::cout.rdbuf(old_out);
     out = cap.str();
@@ -587,14 +539,16 @@ const char* kPolicyFixture =
 TEST_CASE("register: containerd config imports are followed (drop-in enables NRI)", "[register][node]") {
     TempDir t;
     ::mkdir((t / "conf.d").c_str(), 0755);
-    spit(t / "config.toml", "version = 2\nimports = [\"" + t.path + "/conf.d/*.toml\"]\n"
-                            "[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true\n");
-    spit(t / "conf.d/50-nri.toml", "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n"
-                                   "  plugin_path = \"" + t.path + "/plugins\"\n");
+    spit(t / "config.toml", "version = 2\nimports = [\"" + t.path +
+                                "/conf.d/*.toml\"]\n"
+                                "[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true\n");
+    spit(t / "conf.d/50-nri.toml",
+         "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n"
+         "  plugin_path = \"" +
+             t.path + "/plugins\"\n");
     std::string out;
-    int rc = run_cli({"register", "--containerd-config", t / "config.toml", "--containerd-version", "1.7.20",
-                      "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh",
-                      "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"},
+    int rc = run_cli({"register", "--containerd-config", t / "config.toml", "--containerd-version", "1.7.20", "--conf-json", t / "conf.json",
+                      "--plugins-dir", t / "plugins", "--binary", "/bin/sh", "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"},
                      out);
     INFO(out);
     CHECK(rc == 0);
@@ -604,14 +558,15 @@ TEST_CASE("register: containerd config imports are followed (drop-in enables NRI
     CHECK_FALSE(has(out, "WARNING"));
 }
 
-TEST_CASE("register: never the launched plugin beside a running relay service (a package upgrade's postinst)",
-          "[register][node]") {
+TEST_CASE("register: never the launched plugin beside a running relay service (a package upgrade's postinst)", "[register][node]") {
     // The node VM's deb-upgrade (tests/e2e/containerd17.sh): the operator switched to
     // nri-qos-relay.service (unregister --native); the upgrade's postinst ran `nri-qos register`,
     // which linked /opt/nri/plugins/10-nri-qos again: a second 10-nri-qos at containerd's next start.
     TempDir t;
-    spit(t / "config.toml", "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n"
-                            "  plugin_path = \"" + t.path + "/plugins\"\n");
+    spit(t / "config.toml",
+         "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n"
+         "  plugin_path = \"" +
+             t.path + "/plugins\"\n");
     // the service as read_service_status sees it: a live process whose argv[0] names nri-qos
     pid_t pid = ::fork();
     if (pid == 0) {
@@ -620,11 +575,11 @@ TEST_CASE("register: never the launched plugin beside a running relay service (a
     }
     REQUIRE(pid > 0);
     const std::string status = register_state_dir() + "/relay.json";
-    spit(status, "{\"pid\":" + std::to_string(pid) +
-                     ",\"registered\":true,\"runtime\":\"containerd\",\"runtime_version\":\"2.1.9\",\"started\":1}\n");
-    const std::vector<std::string> reg{"register", "--containerd-config", t / "config.toml", "--containerd-version", "2.1.9",
-                                       "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh",
-                                       "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"};
+    spit(status,
+         "{\"pid\":" + std::to_string(pid) + ",\"registered\":true,\"runtime\":\"containerd\",\"runtime_version\":\"2.1.9\",\"started\":1}\n");
+    const std::vector<std::string> reg{"register",    "--containerd-config", t / "config.toml", "--containerd-version", "2.1.9",
+                                       "--conf-json", t / "conf.json",       "--plugins-dir",   t / "plugins",          "--binary",
+                                       "/bin/sh",     "--isulad-config",     t / "none.json",   "--crio-config",        t / "none.conf"};
     std::string out;
     for (int i = 0; i < 200 && slurp("/proc/" + std::to_string(pid) + "/cmdline").rfind("nri-qos-relay-test", 0) != 0; ++i)
         ::usleep(10000);  // until the child has exec'd
@@ -653,8 +608,8 @@ TEST_CASE("register: never the launched plugin beside a running relay service (a
 TEST_CASE("register: no runtime found registers v0.1 with a loud warning", "[register][node]") {
     TempDir t;
     std::string out;
-    int rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none",
-                      "--conf-json", t / "conf.json", "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"},
+    int rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none", "--conf-json", t / "conf.json",
+                      "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"},
                      out);
     INFO(out);
     CHECK(rc == 0);
@@ -667,9 +622,8 @@ TEST_CASE("register: iSulad with nri-support gets the native plugin, never conf.
     TempDir t;
     spit(t / "daemon.json", R"({"group": "isula", "enable-cri-v1": true, "nri-support": true, "plugin-path": ")" + t.path + R"(/plugins"})");
     std::string out;
-    int rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none",
-                      "--conf-json", t / "conf.json", "--isulad-config", t / "daemon.json", "--crio-config", t / "none.conf",
-                      "--plugins-dir", t / "plugins", "--binary", "/bin/sh"},
+    int rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none", "--conf-json", t / "conf.json",
+                      "--isulad-config", t / "daemon.json", "--crio-config", t / "none.conf", "--plugins-dir", t / "plugins", "--binary", "/bin/sh"},
                      out);
     INFO(out);
     CHECK(rc == 0);
@@ -679,9 +633,8 @@ TEST_CASE("register: iSulad with nri-support gets the native plugin, never conf.
     CHECK_FALSE(has(out, "WARNING"));
     // nri-support off: still the native plugin (the only kind iSulad runs), and a warning.
     spit(t / "daemon.json", R"({"enable-cri-v1": true, "nri-support": false})");
-    rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none",
-                  "--conf-json", t / "conf.json", "--isulad-config", t / "daemon.json", "--crio-config", t / "none.conf",
-                  "--plugins-dir", t / "plugins", "--binary", "/bin/sh"},
+    rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none", "--conf-json", t / "conf.json",
+                  "--isulad-config", t / "daemon.json", "--crio-config", t / "none.conf", "--plugins-dir", t / "plugins", "--binary", "/bin/sh"},
                  out);
     CHECK(rc == 0);
     CHECK(has(out, "nri-qos: WARNING: iSulad native NRI is DISABLED: nri-qos will NEVER be called."));
@@ -695,9 +648,8 @@ TEST_CASE("register: CRI-O drop-ins are read (crio.conf.d enables NRI)", "[regis
     spit(t / "crio.conf", "[crio.nri]\nenable_nri = false\n");
     spit(t / "crio.conf.d/10-nri.conf", "[crio.nri]\nenable_nri = true\n");
     std::string out;
-    int rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none",
-                      "--conf-json", t / "conf.json", "--isulad-config", t / "none.json", "--crio-config", t / "crio.conf",
-                      "--plugins-dir", t / "plugins", "--binary", "/bin/sh"},
+    int rc = run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none", "--conf-json", t / "conf.json",
+                      "--isulad-config", t / "none.json", "--crio-config", t / "crio.conf", "--plugins-dir", t / "plugins", "--binary", "/bin/sh"},
                      out);
     INFO(out);
     CHECK(rc == 0);
@@ -710,21 +662,22 @@ TEST_CASE("register: CRI-O drop-ins are read (crio.conf.d enables NRI)", "[regis
     CHECK(*crio.nri_enabled);
 }
 
-TEST_CASE("register: NRI disabled on containerd 1.7 is a loud warning, --enable-nri fixes it after a backup",
-          "[register][node]") {
+TEST_CASE("register: NRI disabled on containerd 1.7 is a loud warning, --enable-nri fixes it after a backup", "[register][node]") {
     TempDir t;
     const std::string orig =
         "version = 2\n"
         "# site settings\n"
         "[plugins.\"io.containerd.nri.v1.nri\"]\n"
         "  disable = true  # the 1.7 default\n"
-        "  plugin_path = \"" + t.path + "/plugins\"\n"
+        "  plugin_path = \"" +
+        t.path +
+        "/plugins\"\n"
         "[plugins.\"io.containerd.grpc.v1.cri\"]\n"
         "  sandbox_image = \"pause:3.9\"\n";
     spit(t / "config.toml", orig);
-    std::vector<std::string> common{"--containerd-config", t / "config.toml", "--containerd-version", "1.7.20",
-                                    "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh",
-                                    "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"};
+    std::vector<std::string> common{"--containerd-config", t / "config.toml", "--containerd-version", "1.7.20",       "--conf-json",
+                                    t / "conf.json",       "--plugins-dir",   t / "plugins",          "--binary",     "/bin/sh",
+                                    "--isulad-config",     t / "none.json",   "--crio-config",        t / "none.conf"};
     std::string out;
     std::vector<std::string> args{"register"};
     args.insert(args.end(), common.begin(), common.end());
@@ -735,7 +688,7 @@ TEST_CASE("register: NRI disabled on containerd 1.7 is a loud warning, --enable-
     CHECK(has(out, "nri-qos: WARNING: nri-qos will NEVER be called until NRI is enabled"));
     CHECK(has(out, "nri-qos register --enable-nri"));
     CHECK(slurp(t / "config.toml") == orig);  // nothing edited unless asked
-    CHECK_FALSE(exists(t / "conf.json"));     // conf.json is never read on 1.7 without the adapter
+    CHECK_FALSE(exists(t / "conf.json"));  // conf.json is never read on 1.7 without the adapter
 
     args.insert(args.end(), {"--enable-nri", "--backup-dir", bdir(t.path)});
     rc = run_cli(args, out);
@@ -763,8 +716,7 @@ TEST_CASE("register: NRI disabled on containerd 1.7 is a loud warning, --enable-
     CHECK(slurp(t / "config.toml") == now);
 }
 
-TEST_CASE("enable_containerd_nri: a drop-in in the imports directory, else appended to config.toml",
-          "[register][node]") {
+TEST_CASE("enable_containerd_nri: a drop-in in the imports directory, else appended to config.toml", "[register][node]") {
     TempDir t;
     ::mkdir((t / "conf.d").c_str(), 0755);
     // imports cover conf.d and nobody defines the NRI section: a new drop-in, config.toml untouched.
@@ -831,14 +783,13 @@ TEST_CASE("containerd config: a relative imports glob is the config directory's 
     CHECK(nriqos::resolve_import("/etc/containerd/conf.d/*.toml", "/etc/containerd/config.toml", 1) == "/etc/containerd/conf.d/*.toml");
 }
 
-TEST_CASE("containerd config: import order, relative paths, cycles, last definer of a plugin wins (v2, v3)",
-          "[register][node]") {
+TEST_CASE("containerd config: import order, relative paths, cycles, last definer of a plugin wins (v2, v3)", "[register][node]") {
     TempDir t;
     ::mkdir((t / "conf.d").c_str(), 0755);
-    spit(t / "config.toml",
-         "version = 2\nimports = [\"" + t.path + "/conf.d/*.toml\", \"extra.toml\"]\n"
-         "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n"
-         "  pod_annotations = [\"a.example/*\"]\n");
+    spit(t / "config.toml", "version = 2\nimports = [\"" + t.path +
+                                "/conf.d/*.toml\", \"extra.toml\"]\n"
+                                "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n"
+                                "  pod_annotations = [\"a.example/*\"]\n");
     spit(t / "conf.d/20-cri.toml",
          "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  default_runtime_name = \"crun\"\n"
          "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.crun]\n  pod_annotations = [\"volcano.sh/*\"]\n");
@@ -867,9 +818,10 @@ TEST_CASE("containerd config: import order, relative paths, cycles, last definer
     CHECK_FALSE(info.pod_annotations);
 
     // Version 3 (containerd 2.x): the runtime's table is under io.containerd.cri.v1.runtime.
-    spit(t / "v3.toml", "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"
-                        "  pod_annotations = [\"node.koordinator.sh/*\"]\n"
-                        "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  pod_annotations = [\"x/*\"]\n");
+    spit(t / "v3.toml",
+         "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"
+         "  pod_annotations = [\"node.koordinator.sh/*\"]\n"
+         "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  pod_annotations = [\"x/*\"]\n");
     info = nriqos::detect_runtime(t / "v3.toml", "2.0.0");
     REQUIRE(info.pod_annotations);
     CHECK(*info.pod_annotations == std::vector<std::string>{"node.koordinator.sh/*"});
@@ -892,8 +844,7 @@ TEST_CASE("annotation_passed follows containerd's path.Match: * never crosses '/
 TEST_CASE("policy_annotation_keys: rules' annotation keys and the facts' annotations", "[register][node]") {
     nriqos::PolicyCheck c = nriqos::check_policy_text(kPolicyFixture, "p.toml");
     REQUIRE(c.errors() == 0);
-    CHECK(nriqos::policy_annotation_keys(c.policy) ==
-          std::vector<std::string>{"example.com/tier", "node.koordinator.sh/extended-resource-spec"});
+    CHECK(nriqos::policy_annotation_keys(c.policy) == std::vector<std::string>{"example.com/tier", "node.koordinator.sh/extended-resource-spec"});
     // The bundled policy: Koordinator, Volcano (rules and burst facts), Katalyst keys.
     auto keys = nriqos::policy_annotation_keys(nriqos::builtin_policy());
     for (const char* k : {"node.koordinator.sh/extended-resource-spec", "volcano.sh/qos-level", "volcano.sh/preemptable",
@@ -901,8 +852,7 @@ TEST_CASE("policy_annotation_keys: rules' annotation keys and the facts' annotat
         CHECK(std::find(keys.begin(), keys.end(), k) != keys.end());
 }
 
-TEST_CASE("register: containerd 1.6 pod_annotations missing the policy's keys warn; --pass-annotations adds them",
-          "[register][node]") {
+TEST_CASE("register: containerd 1.6 pod_annotations missing the policy's keys warn; --pass-annotations adds them", "[register][node]") {
     nri_qos_on_path();
     TempDir t;
     spit(t / "policy.toml", kPolicyFixture);
@@ -918,9 +868,9 @@ TEST_CASE("register: containerd 1.6 pod_annotations missing the policy's keys wa
         "  [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n"
         "    SystemdCgroup = true\n";
     spit(t / "config.toml", orig);
-    std::vector<std::string> args{"register", "--containerd-config", t / "config.toml", "--containerd-version", "1.6.20",
-                                  "--conf-json", t / "conf.json", "--policy", t / "policy.toml",
-                                  "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"};
+    std::vector<std::string> args{"register",      "--containerd-config", t / "config.toml", "--containerd-version", "1.6.20",
+                                  "--conf-json",   t / "conf.json",       "--policy",        t / "policy.toml",      "--isulad-config",
+                                  t / "none.json", "--crio-config",       t / "none.conf"};
     std::string out;
     int rc = run_cli(args, out);
     INFO(out);
@@ -958,9 +908,7 @@ TEST_CASE("register: containerd 1.6 pod_annotations missing the policy's keys wa
 
 namespace {
 
-nriqos::RuntimeInfo read_as(const std::string& config, const std::string& release) {
-    return nriqos::detect_runtime(config, release);
-}
+nriqos::RuntimeInfo read_as(const std::string& config, const std::string& release) { return nriqos::detect_runtime(config, release); }
 
 }  // namespace
 
@@ -1040,8 +988,9 @@ TEST_CASE("containerd config: where NRI and pod_annotations live, per version an
     CHECK(has(read_as(t / "v3.toml", "1.7.24").error, "containerd 1.7.24 refuses config version 3"));
     CHECK(has(read_as(t / "v3.toml", "1.6.20").error, "reads config version 3 as version 2"));
     // Version 4 (containerd 2.3: version/version.go ConfigVersion 4): same plugin names as 3.
-    spit(t / "v4.toml", "version = 4\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n  pod_annotations = [\"d/*\"]\n"
-                        "[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true\n");
+    spit(t / "v4.toml",
+         "version = 4\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n  pod_annotations = [\"d/*\"]\n"
+         "[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true\n");
     nriqos::RuntimeInfo v4 = read_as(t / "v4.toml", "2.3.4");
     CHECK(v4.error.empty());
     CHECK(v4.config_version == 4);
@@ -1066,8 +1015,9 @@ TEST_CASE("containerd config: where NRI and pod_annotations live, per version an
 TEST_CASE("containerd config: 1.x replaces a plugin's section with a drop-in's, 2.x merges it key by key", "[register][node][containerd-config]") {
     TempDir t;
     ::mkdir((t / "conf.d").c_str(), 0755);
-    spit(t / "config.toml", "version = 2\nimports = [\"" + t.path + "/conf.d/*.toml\"]\n"
-                            "[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true\n  plugin_path = \"/x\"\n");
+    spit(t / "config.toml", "version = 2\nimports = [\"" + t.path +
+                                "/conf.d/*.toml\"]\n"
+                                "[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true\n  plugin_path = \"/x\"\n");
     spit(t / "conf.d/10.toml", "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  plugin_request_timeout = \"5s\"\n");
     nriqos::RuntimeInfo a = read_as(t / "config.toml", "1.7.24");  // mergeConfig: to.Plugins[k] = v
     CHECK_FALSE(a.nri_disable);
@@ -1088,7 +1038,8 @@ TEST_CASE("containerd config: 1.x replaces a plugin's section with a drop-in's, 
     CHECK_FALSE(*c.nri_disable);
 }
 
-TEST_CASE("register --enable-nri on a version-1 config of containerd 1.7 writes [plugins.nri], keeping comments", "[register][node][containerd-config]") {
+TEST_CASE("register --enable-nri on a version-1 config of containerd 1.7 writes [plugins.nri], keeping comments",
+          "[register][node][containerd-config]") {
     // Before: the long name was written, which 1.7 ignores in a config without `version`; the
     // check read the long name too and reported success (issue #30 §4).
     TempDir t;
@@ -1096,26 +1047,30 @@ TEST_CASE("register --enable-nri on a version-1 config of containerd 1.7 writes 
         "# node config (version 1: no version key)\n"
         "[plugins.nri]\n"
         "  disable = true  # off until the NRI rollout\n"
-        "  plugin_path = \"" + t.path + "/plugins\"\n"
+        "  plugin_path = \"" +
+        t.path +
+        "/plugins\"\n"
         "[plugins.cri]\n"
         "  sandbox_image = \"pause:3.9\"\n";
     spit(t / "config.toml", orig);
     std::string out;
-    int rc = run_cli({"register", "--containerd-config", t / "config.toml", "--containerd-version", "1.7.24",
-                      "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh",
-                      "--isulad-config", t / "none.json", "--crio-config", t / "none.conf", "--enable-nri",
-                      "--backup-dir", bdir(t.path)},
+    int rc = run_cli({"register", "--containerd-config", t / "config.toml", "--containerd-version", "1.7.24", "--conf-json", t / "conf.json",
+                      "--plugins-dir", t / "plugins", "--binary", "/bin/sh", "--isulad-config", t / "none.json", "--crio-config", t / "none.conf",
+                      "--enable-nri", "--backup-dir", bdir(t.path)},
                      out);
     INFO(out);
     CHECK(rc == 0);
     const std::string now = slurp(t / "config.toml");
-    CHECK(now == "# node config (version 1: no version key)\n"
-                 "[plugins.nri]\n"
-                 "  plugin_request_timeout = \"2s\"\n"
-                 "  disable = false  # off until the NRI rollout\n"
-                 "  plugin_path = \"" + t.path + "/plugins\"\n"
-                 "[plugins.cri]\n"
-                 "  sandbox_image = \"pause:3.9\"\n");
+    CHECK(now ==
+          "# node config (version 1: no version key)\n"
+          "[plugins.nri]\n"
+          "  plugin_request_timeout = \"2s\"\n"
+          "  disable = false  # off until the NRI rollout\n"
+          "  plugin_path = \"" +
+              t.path +
+              "/plugins\"\n"
+              "[plugins.cri]\n"
+              "  sandbox_image = \"pause:3.9\"\n");
     CHECK_FALSE(has(now, "io.containerd.nri.v1.nri"));
     CHECK(has(out, "[plugins.nri] disable = false"));
     nriqos::RuntimeInfo i = read_as(t / "config.toml", "1.7.24");
@@ -1141,7 +1096,8 @@ TEST_CASE("register --enable-nri on a version-1 config of containerd 1.7 writes 
     CHECK_FALSE(*after.nri_disable);
 }
 
-TEST_CASE("register --pass-annotations on a version-1 config of containerd 1.6: [plugins.cri...], the array's comments kept", "[register][node][containerd-config]") {
+TEST_CASE("register --pass-annotations on a version-1 config of containerd 1.6: [plugins.cri...], the array's comments kept",
+          "[register][node][containerd-config]") {
     nri_qos_on_path();
     TempDir t;
     spit(t / "policy.toml", kPolicyFixture);
@@ -1155,9 +1111,10 @@ TEST_CASE("register --pass-annotations on a version-1 config of containerd 1.6: 
         "      \"example.com/*\"  # site\n"
         "    ]  # keep\n";
     spit(t / "config.toml", orig);
-    std::vector<std::string> args{"register", "--containerd-config", t / "config.toml", "--containerd-version", "1.6.20",
-                                  "--conf-json", t / "conf.json", "--policy", t / "policy.toml", "--isulad-config", t / "none.json",
-                                  "--crio-config", t / "none.conf", "--pass-annotations", "--backup-dir", bdir(t.path)};
+    std::vector<std::string> args{"register",        "--containerd-config", t / "config.toml", "--containerd-version",
+                                  "1.6.20",          "--conf-json",         t / "conf.json",   "--policy",
+                                  t / "policy.toml", "--isulad-config",     t / "none.json",   "--crio-config",
+                                  t / "none.conf",   "--pass-annotations",  "--backup-dir",    bdir(t.path)};
     std::string out;
     int rc = run_cli(args, out);
     INFO(out);
@@ -1180,37 +1137,44 @@ TEST_CASE("register --pass-annotations on a version-1 config of containerd 1.6: 
     CHECK(stray_backups(t.path).empty());
 }
 
-TEST_CASE("register edits keep comments: disable's trailing comment, one-line and multi-line arrays (v2, v3, v4)", "[register][node][containerd-config]") {
+TEST_CASE("register edits keep comments: disable's trailing comment, one-line and multi-line arrays (v2, v3, v4)",
+          "[register][node][containerd-config]") {
     TempDir t;
     spit(t / "v2.toml", "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true  # reason: change 1234\n");
     nriqos::RuntimeInfo i = read_as(t / "v2.toml", "1.7.24");
     nriqos::RegisterResult r = nriqos::enable_containerd_nri(i, "S", bdir(t.path));
     INFO(r.message);
     CHECK(r.exit_code == 0);
-    CHECK(slurp(t / "v2.toml") == "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  plugin_request_timeout = \"2s\"\n"
-                                  "  disable = false  # reason: change 1234\n");
+    CHECK(slurp(t / "v2.toml") ==
+          "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  plugin_request_timeout = \"2s\"\n"
+          "  disable = false  # reason: change 1234\n");
     // One-line array with a comment after it (version 3, containerd 2.1).
-    spit(t / "v3.toml", "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"
-                        "  pod_annotations = [\"a/*\"]  # ticket 42\n");
+    spit(t / "v3.toml",
+         "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"
+         "  pod_annotations = [\"a/*\"]  # ticket 42\n");
     i = read_as(t / "v3.toml", "2.1.9");
     r = nriqos::pass_annotations(i, {"b.example/k", "c.example/k"}, "S", bdir(t.path));
     INFO(r.message);
     CHECK(r.exit_code == 0);
-    CHECK(slurp(t / "v3.toml") == "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"
-                                  "  pod_annotations = [\"a/*\", \"b.example/k\", \"c.example/k\"]  # ticket 42\n");
+    CHECK(slurp(t / "v3.toml") ==
+          "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"
+          "  pod_annotations = [\"a/*\", \"b.example/k\", \"c.example/k\"]  # ticket 42\n");
     // Multi-line array, trailing comma, comments between elements (version 4, containerd 2.3).
-    const std::string v4 = "version = 4\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"
-                           "  pod_annotations = [\n    \"a/*\",  # first\n    # between\n    \"b/*\",\n  ]\n";
+    const std::string v4 =
+        "version = 4\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"
+        "  pod_annotations = [\n    \"a/*\",  # first\n    # between\n    \"b/*\",\n  ]\n";
     spit(t / "v4.toml", v4);
     i = read_as(t / "v4.toml", "2.3.4");
     r = nriqos::pass_annotations(i, {"c.example/k"}, "S", bdir(t.path));
     INFO(r.message);
     CHECK(r.exit_code == 0);
-    CHECK(slurp(t / "v4.toml") == "version = 4\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"
-                                  "  pod_annotations = [\n    \"a/*\",  # first\n    # between\n    \"b/*\",\n    \"c.example/k\",\n  ]\n");
+    CHECK(slurp(t / "v4.toml") ==
+          "version = 4\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\n"
+          "  pod_annotations = [\n    \"a/*\",  # first\n    # between\n    \"b/*\",\n    \"c.example/k\",\n  ]\n");
     CHECK(slurp(backups(t.path, "v4.toml").at(0)) == v4);
     // Version 2 read by containerd 2.3 (migrated): written under the file's own name.
-    spit(t / "v2cri.toml", "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n");
+    spit(t / "v2cri.toml",
+         "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n");
     i = read_as(t / "v2cri.toml", "2.3.4");
     r = nriqos::pass_annotations(i, {"c.example/k"}, "S", bdir(t.path));
     INFO(r.message);
@@ -1228,10 +1192,10 @@ TEST_CASE("register backups go where no imports glob reads them", "[register][no
     const std::string drop = "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = true\n";
     spit(t / "conf.d/50-nri.toml", drop);
     std::string out;
-    std::vector<std::string> args{"register", "--containerd-config", t / "config.toml", "--containerd-version", "1.7.24",
-                                  "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh",
-                                  "--isulad-config", t / "none.json", "--crio-config", t / "none.conf", "--enable-nri",
-                                  "--backup-dir", bdir(t.path)};
+    std::vector<std::string> args{"register",     "--containerd-config", t / "config.toml", "--containerd-version", "1.7.24",
+                                  "--conf-json",  t / "conf.json",       "--plugins-dir",   t / "plugins",          "--binary",
+                                  "/bin/sh",      "--isulad-config",     t / "none.json",   "--crio-config",        t / "none.conf",
+                                  "--enable-nri", "--backup-dir",        bdir(t.path)};
     int rc = run_cli(args, out);
     INFO(out);
     CHECK(rc == 0);
@@ -1267,8 +1231,8 @@ TEST_CASE("register refuses what it cannot edit safely, with one line saying why
     auto refused = [&](const std::string& text, const std::string& release, const std::string& why, bool nri = true) {
         spit(t / "c.toml", text);
         nriqos::RuntimeInfo i = read_as(t / "c.toml", release);
-        nriqos::RegisterResult r = nri ? nriqos::enable_containerd_nri(i, "S", bdir(t.path))
-                                       : nriqos::pass_annotations(i, {"x.example/k"}, "S", bdir(t.path));
+        nriqos::RegisterResult r =
+            nri ? nriqos::enable_containerd_nri(i, "S", bdir(t.path)) : nriqos::pass_annotations(i, {"x.example/k"}, "S", bdir(t.path));
         INFO(text << " on " << release << ": " << r.message);
         CHECK(r.exit_code == 1);
         CHECK(has(r.message, why));
@@ -1288,7 +1252,8 @@ TEST_CASE("register refuses what it cannot edit safely, with one line saying why
     refused("[plugins.nri]\n  disable = true\n", "none", "containerd's version is unknown");
 }
 
-TEST_CASE("register reads the config again after writing and restores it when containerd would not read the edit", "[register][node][containerd-config]") {
+TEST_CASE("register reads the config again after writing and restores it when containerd would not read the edit",
+          "[register][node][containerd-config]") {
     TempDir t;
     ::mkdir((t / "conf.d").c_str(), 0755);
     spit(t / "config.toml", "version = 2\nimports = [\"" + t.path + "/conf.d/*.toml\"]\n");
@@ -1306,7 +1271,8 @@ TEST_CASE("register reads the config again after writing and restores it when co
     CHECK(slurp(t / "conf.d/10-a.toml") == a);
 }
 
-TEST_CASE("register --pass-annotations adds runc's table where the release reads it, another runtime's is refused", "[register][node][containerd-config]") {
+TEST_CASE("register --pass-annotations adds runc's table where the release reads it, another runtime's is refused",
+          "[register][node][containerd-config]") {
     TempDir t;
     // Version 1 on 1.6: into the file that defines [plugins.cri] (a section elsewhere would replace it).
     spit(t / "v1.toml", "[plugins.cri]\n  sandbox_image = \"pause:3.9\"  # mirror\n");
@@ -1314,10 +1280,11 @@ TEST_CASE("register --pass-annotations adds runc's table where the release reads
     nriqos::RegisterResult r = nriqos::pass_annotations(i, {"x.example/k"}, "S", bdir(t.path));
     INFO(r.message);
     CHECK(r.exit_code == 0);
-    CHECK(slurp(t / "v1.toml") == "[plugins.cri]\n  sandbox_image = \"pause:3.9\"  # mirror\n\n"
-                                  "# Added by `nri-qos register --pass-annotations (S)`.\n"
-                                  "[plugins.cri.containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n"
-                                  "  pod_annotations = [\"x.example/k\"]\n");
+    CHECK(slurp(t / "v1.toml") ==
+          "[plugins.cri]\n  sandbox_image = \"pause:3.9\"  # mirror\n\n"
+          "# Added by `nri-qos register --pass-annotations (S)`.\n"
+          "[plugins.cri.containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n"
+          "  pod_annotations = [\"x.example/k\"]\n");
     REQUIRE(read_as(t / "v1.toml", "1.6.20").pod_annotations);
     // Version 4, no CRI section at all: appended to the main config under the 2.3 name.
     spit(t / "v4.toml", "version = 4\n");
@@ -1337,9 +1304,11 @@ TEST_CASE("register --pass-annotations adds runc's table where the release reads
     CHECK(slurp(t / "crun.toml") == crun);
 }
 
-TEST_CASE("containerd config: disabled_plugins turns NRI off as each release names it; --enable-nri refuses it", "[register][node][containerd-config]") {
+TEST_CASE("containerd config: disabled_plugins turns NRI off as each release names it; --enable-nri refuses it",
+          "[register][node][containerd-config]") {
     TempDir t;
-    spit(t / "v2.toml", "version = 2\ndisabled_plugins = [\"io.containerd.nri.v1.nri\"]\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n");
+    spit(t / "v2.toml",
+         "version = 2\ndisabled_plugins = [\"io.containerd.nri.v1.nri\"]\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n");
     nriqos::RuntimeInfo i = read_as(t / "v2.toml", "1.7.24");
     CHECK(i.nri_disabled_in == t / "v2.toml");
     CHECK(nriqos::mode_called(i) == nriqos::HookMode::None);
@@ -1360,8 +1329,9 @@ TEST_CASE("containerd config: disabled_plugins turns NRI off as each release nam
 TEST_CASE("register --require: a default_validator table beside the NRI section, after a backup (v3, containerd 2.2)",
           "[register][node][containerd-config][require]") {
     TempDir t;
-    const std::string orig = "version = 3\n# site\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n"
-                             "[plugins.\"io.containerd.cri.v1.images\"]\n  snapshotter = \"overlayfs\"\n";
+    const std::string orig =
+        "version = 3\n# site\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n"
+        "[plugins.\"io.containerd.cri.v1.images\"]\n  snapshotter = \"overlayfs\"\n";
     spit(t / "config.toml", orig);
     nriqos::RuntimeInfo i = read_as(t / "config.toml", "2.2.7");
     CHECK_FALSE(i.validator_enable);
@@ -1395,10 +1365,11 @@ TEST_CASE("register --require: a default_validator table beside the NRI section,
 TEST_CASE("register --require: an existing validator table is edited in place, other plugins kept (v2, containerd 2.3)",
           "[register][node][containerd-config][require]") {
     TempDir t;
-    spit(t / "config.toml", "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n"
-                            "  [plugins.\"io.containerd.nri.v1.nri\".default_validator]\n"
-                            "    enable = false  # ticket 7\n    reject_oci_hook_adjustment = true\n"
-                            "    required_plugins = [\"05-dranet\"]\n");
+    spit(t / "config.toml",
+         "version = 2\n[plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n"
+         "  [plugins.\"io.containerd.nri.v1.nri\".default_validator]\n"
+         "    enable = false  # ticket 7\n    reject_oci_hook_adjustment = true\n"
+         "    required_plugins = [\"05-dranet\"]\n");
     nriqos::RuntimeInfo i = read_as(t / "config.toml", "2.3.4");
     REQUIRE(i.validator_enable);
     CHECK_FALSE(*i.validator_enable);
@@ -1447,7 +1418,8 @@ TEST_CASE("register --require is refused, with one line, where containerd has no
         nriqos::RegisterResult r = nriqos::require_plugin(read_as(t / "config.toml", rel), "nri-qos", "S", bdir(t.path));
         INFO(r.message);
         CHECK(r.exit_code == 1);
-        CHECK(has(r.message, std::string("--require: containerd ") + rel + " has no NRI default validator (required_plugins needs containerd 2.2 or later)"));
+        CHECK(has(r.message,
+                  std::string("--require: containerd ") + rel + " has no NRI default validator (required_plugins needs containerd 2.2 or later)"));
         CHECK(r.message.find('\n') == std::string::npos);
     }
     nriqos::RuntimeInfo unknown = read_as(t / "config.toml", "2.2.7");
@@ -1468,19 +1440,19 @@ TEST_CASE("register --require is refused, with one line, where containerd has no
     CHECK(backups(t.path, "config.toml").empty());
     // The CLI: on 2.1 the whole command fails before registering anything.
     std::string out;
-    int rc = run_cli({"register", "--native", "--require", "--containerd-config", t / "config.toml", "--containerd-version", "2.1.9",
-                      "--plugins-dir", t / "plugins", "--binary", "/bin/sh", "--isulad-config", t / "none.json", "--crio-config",
-                      t / "none.conf", "--backup-dir", bdir(t.path)},
-                     out);
+    int rc = run_cli(
+        {"register", "--native", "--require", "--containerd-config", t / "config.toml", "--containerd-version", "2.1.9", "--plugins-dir",
+         t / "plugins", "--binary", "/bin/sh", "--isulad-config", t / "none.json", "--crio-config", t / "none.conf", "--backup-dir", bdir(t.path)},
+        out);
     INFO(out);
     CHECK(rc == 1);
     CHECK(has(out, "--require: containerd 2.1.9 has no NRI default validator"));
     CHECK_FALSE(exists(t / "plugins/10-nri-qos"));
     // On 2.2 it writes the validator and installs the plugin.
-    rc = run_cli({"register", "--native", "--require", "--containerd-config", t / "config.toml", "--containerd-version", "2.2.7",
-                  "--plugins-dir", t / "plugins", "--binary", "/bin/sh", "--isulad-config", t / "none.json", "--crio-config",
-                  t / "none.conf", "--backup-dir", bdir(t.path)},
-                 out);
+    rc = run_cli(
+        {"register", "--native", "--require", "--containerd-config", t / "config.toml", "--containerd-version", "2.2.7", "--plugins-dir",
+         t / "plugins", "--binary", "/bin/sh", "--isulad-config", t / "none.json", "--crio-config", t / "none.conf", "--backup-dir", bdir(t.path)},
+        out);
     INFO(out);
     CHECK(rc == 0);
     CHECK(has(out, "NRI's default validator requires nri-qos"));
@@ -1505,7 +1477,8 @@ std::string real_layout(const TempDir& t, const std::string& fixture, const std:
 
 }  // namespace
 
-TEST_CASE("containerd config: `config default` of 1.6.20, 1.7.24, 2.2.7 and 2.3.4 read as each release reads it", "[register][node][containerd-config]") {
+TEST_CASE("containerd config: `config default` of 1.6.20, 1.7.24, 2.2.7 and 2.3.4 read as each release reads it",
+          "[register][node][containerd-config]") {
     struct Case {
         const char* fixture;
         const char* release;
@@ -1516,7 +1489,8 @@ TEST_CASE("containerd config: `config default` of 1.6.20, 1.7.24, 2.2.7 and 2.3.
         nriqos::HookMode called;
     };
     const Case cases[] = {
-        {"default-1.6.20.toml", "1.6.20", 2, "[plugins.\"io.containerd.nri.v1.nri\"]", std::nullopt, "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]", nriqos::HookMode::V01},
+        {"default-1.6.20.toml", "1.6.20", 2, "[plugins.\"io.containerd.nri.v1.nri\"]", std::nullopt,
+         "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]", nriqos::HookMode::V01},
         {"default-1.7.24.toml", "1.7.24", 2, "[plugins.\"io.containerd.nri.v1.nri\"]", true,
          "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]", nriqos::HookMode::None},
         {"default-2.2.7.toml", "2.2.7", 3, "[plugins.\"io.containerd.nri.v1.nri\"]", false,
@@ -1550,7 +1524,8 @@ TEST_CASE("containerd config: `config default` of 1.6.20, 1.7.24, 2.2.7 and 2.3.
     }
 }
 
-TEST_CASE("containerd config: a version-1 [plugins.nri] is not the NRI plugin on 2.3, as 2.3.4's own `config migrate` shows", "[register][node][containerd-config]") {
+TEST_CASE("containerd config: a version-1 [plugins.nri] is not the NRI plugin on 2.3, as 2.3.4's own `config migrate` shows",
+          "[register][node][containerd-config]") {
     TempDir t;
     // 2.3.4 migrated v1-1.x.toml's [plugins.nri] to io.containerd.grpc.v1.nri and kept the NRI
     // plugin's own section at its default (on): what register must read from the version-1 file.
@@ -1581,14 +1556,15 @@ TEST_CASE("containerd config: a version-1 [plugins.nri] is not the NRI plugin on
     CHECK(on17.nri_section == "[plugins.nri]");
 }
 
-TEST_CASE("register edits the real default configs: --enable-nri on 1.7.24's, --pass-annotations on 1.6.20's and 2.3.4's", "[register][node][containerd-config]") {
+TEST_CASE("register edits the real default configs: --enable-nri on 1.7.24's, --pass-annotations on 1.6.20's and 2.3.4's",
+          "[register][node][containerd-config]") {
     {
         TempDir t;
         const std::string cfg = real_layout(t, "default-1.7.24.toml");
         std::string out;
-        int rc = run_cli({"register", "--containerd-config", cfg, "--containerd-version", "1.7.24", "--conf-json", t / "conf.json",
-                          "--plugins-dir", t / "plugins", "--binary", "/bin/sh", "--isulad-config", t / "none.json", "--crio-config",
-                          t / "none.conf", "--enable-nri", "--backup-dir", bdir(t.path)},
+        int rc = run_cli({"register", "--containerd-config", cfg, "--containerd-version", "1.7.24", "--conf-json", t / "conf.json", "--plugins-dir",
+                          t / "plugins", "--binary", "/bin/sh", "--isulad-config", t / "none.json", "--crio-config", t / "none.conf", "--enable-nri",
+                          "--backup-dir", bdir(t.path)},
                          out);
         INFO(out);
         CHECK(rc == 0);
@@ -1637,8 +1613,8 @@ TEST_CASE("register --mode both: conf.json only where it adds events; nri-qos's 
         spit(t / "conf.json", theirs);
         std::string out;
         int rc = run_cli({"register", "--mode", "both", "--containerd-config", real_layout(t, c.fixture), "--containerd-version", c.release,
-                          "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh", "--isulad-config",
-                          t / "none.json", "--crio-config", t / "none.conf"},
+                          "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh", "--isulad-config", t / "none.json",
+                          "--crio-config", t / "none.conf"},
                          out);
         INFO(out);
         CHECK(rc == 0);
@@ -1651,10 +1627,10 @@ TEST_CASE("register --mode both: conf.json only where it adds events; nri-qos's 
     // No containerd known: both, and a warning about 2.x.
     TempDir t;
     std::string out;
-    int rc = run_cli({"register", "--mode", "both", "--containerd-config", t / "absent.toml", "--containerd-version", "none", "--conf-json",
-                      t / "conf.json", "--plugins-dir", t / "plugins", "--binary", "/bin/sh", "--isulad-config", t / "none.json",
-                      "--crio-config", t / "none.conf"},
-                     out);
+    int rc = run_cli(
+        {"register", "--mode", "both", "--containerd-config", t / "absent.toml", "--containerd-version", "none", "--conf-json", t / "conf.json",
+         "--plugins-dir", t / "plugins", "--binary", "/bin/sh", "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"},
+        out);
     INFO(out);
     CHECK(rc == 0);
     CHECK(exists(t / "plugins/10-nri-qos"));
@@ -1662,7 +1638,8 @@ TEST_CASE("register --mode both: conf.json only where it adds events; nri-qos's 
     CHECK(has(out, "nri-qos: WARNING: On containerd 2.x the conf.json entry makes every pod sandbox evaluated twice"));
 }
 
-TEST_CASE("register warns in one line about a conf.json entry whose binary is missing, and ours beside the native plugin on 2.x", "[register][node][v01-2x]") {
+TEST_CASE("register warns in one line about a conf.json entry whose binary is missing, and ours beside the native plugin on 2.x",
+          "[register][node][v01-2x]") {
     TempDir t;
     ::mkdir((t / "bin").c_str(), 0755);
     spit(t / "bin/present", "#!/bin/sh\n");
@@ -1676,12 +1653,16 @@ TEST_CASE("register warns in one line about a conf.json entry whose binary is mi
     for (const auto& line : p) all += line + "\n";
     INFO(all);
     REQUIRE(p.size() == 3);
-    CHECK(p[0] == t / "conf.json" + " lists \"nri-qos-gone\", which is no executable in PATH or /opt/nri/bin: containerd 2.3.4 (at every pod "
-                  "sandbox start) fails every pod start with it (\"nri invoke: plugin: nri-qos-gone: exec: ...\"). Fix: nri-qos unregister "
-                  "--type nri-qos-gone --conf-json " + t / "conf.json" + ", or reinstall nri-qos-gone");
+    CHECK(p[0] == t / "conf.json" +
+                      " lists \"nri-qos-gone\", which is no executable in PATH or /opt/nri/bin: containerd 2.3.4 (at every pod "
+                      "sandbox start) fails every pod start with it (\"nri invoke: plugin: nri-qos-gone: exec: ...\"). Fix: nri-qos unregister "
+                      "--type nri-qos-gone --conf-json " +
+                      t / "conf.json" + ", or reinstall nri-qos-gone");
     CHECK(has(p[1], "lists \"nri-qos\", which is no executable"));
-    CHECK(p[2] == t / "conf.json" + " lists \"nri-qos\" beside the native plugin: containerd 2.3.4 still runs it at every pod sandbox start "
-                  "and stop (podsandbox controller), so each sandbox is evaluated twice. Fix: nri-qos unregister --conf-json " + t / "conf.json");
+    CHECK(p[2] == t / "conf.json" +
+                      " lists \"nri-qos\" beside the native plugin: containerd 2.3.4 still runs it at every pod sandbox start "
+                      "and stop (podsandbox controller), so each sandbox is evaluated twice. Fix: nri-qos unregister --conf-json " +
+                      t / "conf.json");
     for (const auto& line : p) CHECK(line.find('\n') == std::string::npos);
     // Without the native plugin: only the missing binaries.
     CHECK(nriqos::conf_json_problems(t / "conf.json", "nri-qos", info("default-2.3.4.toml", "2.3.4"), false, search).size() == 2);
@@ -1703,10 +1684,10 @@ TEST_CASE("register warns in one line about a conf.json entry whose binary is mi
     REQUIRE(::symlink("/bin/sh", (t / "plugins/10-nri-qos").c_str()) == 0);
     spit(t / "conf.json", R"({"version":"0.1","plugins":[{"type":"nri-qos-gone"}]})");
     std::string out;
-    int rc = run_cli({"register", "--mode", "v01", "--containerd-config", real_layout(t, "default-2.3.4.toml"), "--containerd-version", "2.3.4",
-                      "--conf-json", t / "conf.json", "--plugins-dir", t / "plugins", "--isulad-config", t / "none.json", "--crio-config",
-                      t / "none.conf"},
-                     out);
+    int rc = run_cli(
+        {"register", "--mode", "v01", "--containerd-config", real_layout(t, "default-2.3.4.toml"), "--containerd-version", "2.3.4", "--conf-json",
+         t / "conf.json", "--plugins-dir", t / "plugins", "--isulad-config", t / "none.json", "--crio-config", t / "none.conf"},
+        out);
     INFO(out);
     CHECK(rc == 0);
     CHECK(has(out, "nri-qos: WARNING: it runs /etc/nri/conf.json hooks only at pod sandbox start and stop, never for a container:"));
@@ -1755,8 +1736,9 @@ TEST_CASE("iSulad daemon.json: the keys libisula's schema parses, not the design
     CHECK(c.error.empty());
     CHECK(c.plugin_path == "/opt/nri/plugins");
     REQUIRE(c.notes.size() == 5);
-    CHECK(c.notes[0] == "iSulad does not read \"plugin_path\" in daemon.json (it parses \"plugin-path\": lcr "
-                        "src/json/schema/isulad-daemon-configs.json); the setting has no effect");
+    CHECK(c.notes[0] ==
+          "iSulad does not read \"plugin_path\" in daemon.json (it parses \"plugin-path\": lcr "
+          "src/json/schema/isulad-daemon-configs.json); the setting has no effect");
     // A key of the wrong type stops iSulad: an error.
     nriqos::NativeRuntimeInfo d;
     nriqos::read_isulad_config(R"({"nri-support": "true"})", d);
@@ -1767,10 +1749,10 @@ TEST_CASE("iSulad daemon.json: the keys libisula's schema parses, not the design
 TEST_CASE("register on iSulad: warns when CRI v1 or NRI is off, or the binary has no NRI", "[register][node][isulad]") {
     TempDir t;
     auto reg = [&](std::string& out) {
-        return run_cli({"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none", "--conf-json", t / "conf.json",
-                        "--isulad-config", t / "daemon.json", "--crio-config", t / "none.conf", "--plugins-dir", t / "plugins", "--binary",
-                        "/bin/sh"},
-                       out);
+        return run_cli(
+            {"register", "--containerd-config", t / "absent.toml", "--containerd-version", "none", "--conf-json", t / "conf.json", "--isulad-config",
+             t / "daemon.json", "--crio-config", t / "none.conf", "--plugins-dir", t / "plugins", "--binary", "/bin/sh"},
+            out);
     };
     // The shipped daemon.json: native plugin, warnings for both switches.
     spit(t / "daemon.json", slurp(std::string(NRI_QOS_SRCDIR) + "/tests/fixtures/isulad/daemon.json"));
@@ -1793,7 +1775,9 @@ TEST_CASE("register on iSulad: warns when CRI v1 or NRI is off, or the binary ha
     CHECK(reg(out) == 0);
     CHECK(has(out, "iSulad loads plugins from /srv/plugins: use --plugins-dir /srv/plugins"));
     // A binary that does not link libisula_nri.so, and one that does.
-    spit(t / "isulad-no", std::string("\x7f" "ELF....libisula_libutils.so.0\0liblcr.so\0", 40));
+    spit(t / "isulad-no", std::string("\x7f"
+                                      "ELF....libisula_libutils.so.0\0liblcr.so\0",
+                                      40));
     spit(t / "isulad-yes", std::string(65531, 'x') + "libisula_nri.so" + std::string(10, '\0'));
     REQUIRE(nriqos::isulad_links_nri(t / "isulad-no"));
     CHECK_FALSE(*nriqos::isulad_links_nri(t / "isulad-no"));

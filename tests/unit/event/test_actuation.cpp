@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdlib>
 #include <fstream>
+#include <fcntl.h>
 #include <map>
 #include <memory>
 #include <set>
@@ -17,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../scratch.hpp"
 #include "event/adjust.hpp"
 #include "event/classify.hpp"
 #include "os/kernel.hpp"
@@ -322,8 +324,7 @@ TEST_CASE("cgroup v2 blkio_weight: io.bfq.weight when it exists (runc fs2 setIo)
     json ev = {{"event", "CreateContainer"},
                {"runtime", {{"name", "containerd"}, {"version", "2.1.0"}}},
                {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
-               {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"},
-                              {"linux", {{"cgroups_path", "/" + kPod + "/c1"}}}}}};
+               {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"}, {"linux", {{"cgroups_path", "/" + kPod + "/c1"}}}}}};
     ModelKernel kp;
     kp.set(Root::Cgroup, kPod + "/io.bfq.weight", "default 100");
     auto c = plan_of(klass("blkio_weight = 500\n"), ev, Layout::V2, kp, true);
@@ -383,17 +384,17 @@ TEST_CASE("cgroupsPath: systemd empty scope prefix and sandboxes without a pod c
 
 TEST_CASE("pod knobs only in a pod's own cgroup: shared parents get none, and say why (issue 19)", "[actuation][model]") {
     // kubelet's pod cgroups, either driver, any QoS, static-pod (hex) and UUID uids
-    for (const char* ok : {"/kubepods/burstable/pod0e2e0000-28d7-429f-8840-10cdbf93fd03/abc", "/kubepods/podabc/x", "/kubelet/kubepods/besteffort/pod1/x",
-                           "kubepods-besteffort-pod0e2e0000_28d7_429f.slice:cri-containerd:x", "kubepods-pod1.slice:cri-containerd:x",
-                           "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-x.scope"}) {
+    for (const char* ok :
+         {"/kubepods/burstable/pod0e2e0000-28d7-429f-8840-10cdbf93fd03/abc", "/kubepods/podabc/x", "/kubelet/kubepods/besteffort/pod1/x",
+          "kubepods-besteffort-pod0e2e0000_28d7_429f.slice:cri-containerd:x", "kubepods-pod1.slice:cri-containerd:x",
+          "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-x.scope"}) {
         INFO(ok);
         CHECK(resolve_cgroups_path(ok).no_pod.empty());
     }
     // a parent other workloads may share: containerd's default namespace cgroup, an explicit
     // system.slice, the kubepods (or QoS) cgroup itself, anything without pod<uid>
-    for (const char* shared : {"/k8s.io/abc", "system.slice:cri-containerd:abc", "kubepods.slice:cri-containerd:abc",
-                               "/kubepods/burstable/abc", "/docker/abc", "/kubepods/pod/abc", "/kubepods/pod1.2/abc",
-                               "kubepods-besteffort.slice:cri-containerd:abc"}) {
+    for (const char* shared : {"/k8s.io/abc", "system.slice:cri-containerd:abc", "kubepods.slice:cri-containerd:abc", "/kubepods/burstable/abc",
+                               "/docker/abc", "/kubepods/pod/abc", "/kubepods/pod1.2/abc", "kubepods-besteffort.slice:cri-containerd:abc"}) {
         INFO(shared);
         CgroupPaths p = resolve_cgroups_path(shared);
         CHECK(p.no_pod.find("is not a pod's own cgroup") != std::string::npos);
@@ -412,8 +413,9 @@ TEST_CASE("pod knobs only in a pod's own cgroup: shared parents get none, and sa
     auto r = plan_of(pol, sb, Layout::V1, k);
     CHECK(r->plan.writes.empty());
     REQUIRE(r->plan.refused.size() == 1);
-    CHECK(r->plan.refused[0] == "pod:cpu_quota_us: cgroupsPath \"/k8s.io/abc\": its parent k8s.io is not a pod's own cgroup (kubelet's pod<uid>, or "
-                                "<parent>-pod<uid>.slice) and may be shared with other workloads: no pod cgroup (pod knobs are never written there)");
+    CHECK(r->plan.refused[0] ==
+          "pod:cpu_quota_us: cgroupsPath \"/k8s.io/abc\": its parent k8s.io is not a pod's own cgroup (kubelet's pod<uid>, or "
+          "<parent>-pod<uid>.slice) and may be shared with other workloads: no pod cgroup (pod knobs are never written there)");
     apply_plan(r->plan, k);
     CHECK(k.log.empty());
 
@@ -603,6 +605,46 @@ TEST_CASE("a deadline after the delivered answer cuts the records only", "[actua
     (void)rc;
 }
 
+TEST_CASE("a resident evaluator's later event cut by the deadline is recorded too", "[actuation][deadline]") {
+    // One process, two events (a resident evaluator: nri/eval_pipeline.cpp arm_next_deadline per
+    // event). The first publishes its own record; the second is cut by its deadline before it
+    // has a record of its own, so the deadline's record must be written. It was not: the first
+    // event's "the record is ours to write" flag (publish.cpp) outlived it.
+    unit::ScratchDir scratch("resident-deadline");
+    const std::string log = scratch / "events.log";
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        dup2(null, 1);
+        dup2(null, 2);
+        Options o;
+        o.policy = scratch / "none.toml";  // absent: the built-in policy
+        o.state_dir = scratch / "state";
+        o.cache_dir = "";
+        o.last_good_dir_set = true;
+        o.last_good_dir = "";
+        o.event_log = log;
+        o.metrics_file = "";
+        int code = 0;
+        arm_deadline(Mode::NriEval, 5000);
+        run_pipeline(Mode::NriEval, o, "{not json", code);  // event 1: its own record
+        arm_next_deadline(Mode::NriEval, 100, o);  // event 2: cut before any stage
+        usleep(3000000);
+        _exit(0);  // not reached: the deadline ends the process
+    }
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st));
+    std::ifstream f(log);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(f, l);) lines.push_back(l);
+    CAPTURE(lines);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0].find("deadline exceeded") == std::string::npos);
+    CHECK(lines[1].find("deadline exceeded") != std::string::npos);
+}
+
 TEST_CASE("deadline answers carry the class's fail mode", "[actuation][deadline]") {
     int code = -1;
     json open = json::parse(deadline_answer(Mode::Invoke, false, false, "", 1000, code));
@@ -671,8 +713,9 @@ TEST_CASE("compile_fail_mode: the file's settings.fail read ahead, closed as wel
     CHECK(why == "the fail mode of the built-in policy, which applies if the compile rejects the file; the file's own settings.fail is open");
     // Text the compile will reject: the fallback's mode, which is what will apply.
     CHECK(compile_fail_mode(none, closed, false, why));
-    CHECK(why == "the fail mode of its last good copy, which applies when the compile rejects the file; the file's settings.fail could not be "
-                 "read ahead of its compile");
+    CHECK(why ==
+          "the fail mode of its last good copy, which applies when the compile rejects the file; the file's settings.fail could not be "
+          "read ahead of its compile");
     CHECK_FALSE(compile_fail_mode(none, open, true, why));
     CHECK_FALSE(compile_fail_mode(none, none, false, why));
     CHECK(why.rfind("the fail mode of the built-in policy, ", 0) == 0);

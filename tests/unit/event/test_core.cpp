@@ -39,9 +39,7 @@ std::string v01(const json& patch) {
 std::string error_of(const std::function<void()>& f) {
     try {
         f();
-    } catch (const InputError& e) {
-        return e.what();
-    }
+    } catch (const InputError& e) { return e.what(); }
     return "";
 }
 }  // namespace
@@ -86,8 +84,9 @@ TEST_CASE("request validation errors name the field", "[request]") {
     CHECK(error_of([] { parse_v01_request(v01({{"id", "../x"}})); }) == "/id: id may contain only [A-Za-z0-9_.-]");
     CHECK(error_of([] { parse_v01_request(v01({{"labels", {{"a", 1}}}})); }) == "/labels/a: expected string, got integer");
     CHECK(error_of([] { parse_v01_request(v01({{"spec", {{"cgroupsPath", 5}}}})); }) == "/spec/cgroupsPath: expected string, got integer");
-    CHECK(error_of([] { parse_v01_request(v01({{"spec", {{"resources", {{"cpu", {{"shares", "lots"}}}}}}}})); }) ==
-          "/spec/resources/cpu/shares: expected an integer");
+    CHECK(error_of([] {
+              parse_v01_request(v01({{"spec", {{"resources", {{"cpu", {{"shares", "lots"}}}}}}}}));
+          }) == "/spec/resources/cpu/shares: expected an integer");
     CHECK(error_of([] { parse_v01_request(R"({"a":1,"a":2})"); }) == "duplicate JSON key \"a\"");
     CHECK(error_of([] { parse_v01_request(std::string(100, '[')); }) == "JSON nested deeper than 32 levels");
     CHECK(error_of([] { parse_v01_request("{\"version\":\"0.1\"} x"); }).find("malformed JSON") == 0);
@@ -97,13 +96,23 @@ TEST_CASE("request validation errors name the field", "[request]") {
 TEST_CASE("nri-eval events parse PodSandbox and Container in NRI Go JSON", "[request]") {
     json ev = {{"event", "CreateContainer"},
                {"runtime", {{"name", "containerd"}, {"version", "1.7.24~ds1"}}},
-               {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}, {"uid", "u1"},
-                        {"labels", {{"koordinator.sh/qosClass", "BE"}}}, {"annotations", {{"a", "pod"}}},
-                        {"linux", {{"cgroup_parent", "/kubepods/besteffort/podu1"}, {"cgroups_path", "/kubepods/besteffort/podu1/p1"}}}}},
-               {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"}, {"annotations", {{"a", "ctr"}}},
-                              {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"},
-                                         {"resources", {{"cpu", {{"shares", {{"value", "512"}}}, {"quota", {{"value", 50000}}}}},
-                                                        {"memory", {{"limit", {{"value", 1 << 20}}}}}}}}}}}};
+               {"pod",
+                {{"id", "p1"},
+                 {"name", "web"},
+                 {"namespace", "prod"},
+                 {"uid", "u1"},
+                 {"labels", {{"koordinator.sh/qosClass", "BE"}}},
+                 {"annotations", {{"a", "pod"}}},
+                 {"linux", {{"cgroup_parent", "/kubepods/besteffort/podu1"}, {"cgroups_path", "/kubepods/besteffort/podu1/p1"}}}}},
+               {"container",
+                {{"id", "c1"},
+                 {"pod_sandbox_id", "p1"},
+                 {"name", "app"},
+                 {"annotations", {{"a", "ctr"}}},
+                 {"linux",
+                  {{"cgroups_path", "/kubepods/besteffort/podu1/c1"},
+                   {"resources",
+                    {{"cpu", {{"shares", {{"value", "512"}}}, {"quota", {{"value", 50000}}}}}, {"memory", {{"limit", {{"value", 1 << 20}}}}}}}}}}}};
     Request r = parse_nri_event(ev.dump());
     CHECK(r.event == Event::CreateContainer);
     CHECK_FALSE(r.is_sandbox);
@@ -142,8 +151,8 @@ TEST_CASE("cgroupsPath: cgroupfs and systemd forms resolve like runc", "[model]"
     CHECK(resolve_cgroups_path(":cri-containerd:x").container == "system.slice/cri-containerd-x.scope");
     CHECK(resolve_cgroups_path("kubepods.slice:cri-containerd:x").container == "kubepods.slice/cri-containerd-x.scope");
 
-    for (const char* bad : {"/kubepods/../../etc", "/a/./b", "/a//b", "..", "/a/b\n/c", "a-.slice:p:n", "a--b.slice:p:n",
-                            "kubepods.slice:p:../x", "kubepods.slice:p", "kubepods:p:n", "a.slice:p:n:x", "/a\\b"}) {
+    for (const char* bad : {"/kubepods/../../etc", "/a/./b", "/a//b", "..", "/a/b\n/c", "a-.slice:p:n", "a--b.slice:p:n", "kubepods.slice:p:../x",
+                            "kubepods.slice:p", "kubepods:p:n", "a.slice:p:n:x", "/a\\b"}) {
         INFO(bad);
         CHECK_THROWS_AS(resolve_cgroups_path(bad), InputError);
     }
@@ -164,7 +173,7 @@ TEST_CASE("cgroup v1 to v2 conversions", "[knobs]") {
     CHECK(shares_to_weight(1024) == 100);
     CHECK(shares_to_weight(262144) == 10000);
     CHECK(shares_to_weight(0) == 0);
-    CHECK(shares_to_weight(1) == 1);           // clamped to 2
+    CHECK(shares_to_weight(1) == 1);  // clamped to 2
     CHECK(shares_to_weight(1000000) == 10000);  // clamped to 262144
     CHECK(shares_to_weight(512) > 1);
     CHECK(shares_to_weight(512) < 100);
@@ -218,17 +227,25 @@ TEST_CASE("policy errors are one line with file:line", "[policy]") {
     CHECK(err(head) == "");
     CHECK(err("") == "p.toml: missing \"version = 1\" (+2 more errors: run nri-qos check)");
     CHECK(err("version = 2\n[settings]\ndefault_class = \"A\"\n[classes.A]\n") == "p.toml:1: version: this nri-qos reads policy version 1");
-    CHECK(err(head + "[classes.A.container]\ncpu_sharez = 2\n") == "p.toml:6: classes.A.container: unknown knob \"cpu_sharez\" (did you mean \"cpu_shares\"? see nri-qos.toml(5))");
+    CHECK(err(head + "[classes.A.container]\ncpu_sharez = 2\n") ==
+          "p.toml:6: classes.A.container: unknown knob \"cpu_sharez\" (did you mean \"cpu_shares\"? see nri-qos.toml(5))");
     CHECK(err(head + "[classes.A.container]\nfoo = 2\n") == "p.toml:6: classes.A.container: unknown knob \"foo\" (see nri-qos.toml(5))");
     CHECK(err(head + "[classes.A.container]\ncpu_shares = 1\n") == "p.toml:6: classes.A.container.cpu_shares: 1 out of range [2, 262144] or \"N%\"");
-    CHECK(err(head + "[classes.A.container]\ncpu_shares = true\n") == "p.toml:6: classes.A.container.cpu_shares: expected an integer, a string or { fact = \"...\" }, got boolean");
-    CHECK(err(head + "bogus = 1\n") == "p.toml:5: classes.A: unknown key \"bogus\" (allowed: description, fail, container, pod, sandbox, gate, pod_cpu_weight_formula, container_cpu_weight_formula, accept_merge)");
+    CHECK(err(head + "[classes.A.container]\ncpu_shares = true\n") ==
+          "p.toml:6: classes.A.container.cpu_shares: expected an integer, a string or { fact = \"...\" }, got boolean");
+    CHECK(
+        err(head + "bogus = 1\n") ==
+        "p.toml:5: classes.A: unknown key \"bogus\" (allowed: description, fail, container, pod, sandbox, gate, pod_cpu_weight_formula, container_cpu_weight_formula, accept_merge)");
     CHECK(err(head + "[[rules]]\nclass = \"B\"\n") == "p.toml:6: rules.class: unknown class \"B\"");
-    CHECK(err(head + "[[rules]]\nclass = \"A\"\nmatch.kind = \"pod\"\n") == "p.toml:7: match.kind: expected \"sandbox\" or \"container\", got \"pod\"");
-    CHECK(err(head + "[classes.A.container]\nraw = [{file = \"cgroup.procs\", value = \"1\"}]\n").find("is not an allowed kernel file name") != std::string::npos);
-    CHECK(err(head + "[classes.A.container]\nraw = [{file = \"tasks\", controller = \"cpu\", value = \"1\"}]\n").find("is not an allowed kernel file name") != std::string::npos);
+    CHECK(err(head + "[[rules]]\nclass = \"A\"\nmatch.kind = \"pod\"\n") ==
+          "p.toml:7: match.kind: expected \"sandbox\" or \"container\", got \"pod\"");
+    CHECK(err(head + "[classes.A.container]\nraw = [{file = \"cgroup.procs\", value = \"1\"}]\n").find("is not an allowed kernel file name") !=
+          std::string::npos);
+    CHECK(err(head + "[classes.A.container]\nraw = [{file = \"tasks\", controller = \"cpu\", value = \"1\"}]\n")
+              .find("is not an allowed kernel file name") != std::string::npos);
     CHECK(err(head + "[classes.A.pod]\noom_score_adj = 5\n").find("applies to processes") != std::string::npos);
-    CHECK(err("version = 1\n[settings]\ndefault_class = \"B\"\n[classes.B]\n[classes.A]\ngate.fallback = \"A\"\n").find("is gated itself") != std::string::npos);
+    CHECK(err("version = 1\n[settings]\ndefault_class = \"B\"\n[classes.B]\n[classes.A]\ngate.fallback = \"A\"\n").find("is gated itself") !=
+          std::string::npos);
     CHECK(err("version = 1\nx = [" + std::string(40, '[')).find("nesting deeper than 32 levels") != std::string::npos);
     CHECK(err("version = = 1\n").find("p.toml:1: TOML syntax error") == 0);
     CHECK(err(head + "fail = \"sometimes\"\n") == "p.toml:5: classes.A.fail: expected \"open\" or \"closed\", got \"sometimes\"");
@@ -264,7 +281,9 @@ TEST_CASE("bundled policy recognises every colocation system's carrier", "[class
     };
     const std::vector<Case> cases = {
         // Koordinator BE batch pods are kube-BestEffort; a BE label elsewhere keeps kubelet's weight
-        {{{"labels", {{"koordinator.sh/qosClass", "BE"}}}, {"spec", {{"cgroupsPath", "/kubepods/besteffort/pod1/abc"}}}}, "KOORD-BE", "koordinator-be"},
+        {{{"labels", {{"koordinator.sh/qosClass", "BE"}}}, {"spec", {{"cgroupsPath", "/kubepods/besteffort/pod1/abc"}}}},
+         "KOORD-BE",
+         "koordinator-be"},
         {{{"labels", {{"koordinator.sh/qosClass", "BE"}}}}, "DEFAULT", "default"},  // Burstable: kubelet's values
         {{{"labels", {{"koordinator.sh/qosClass", "LSR"}}}}, "KOORD-LSR", "koordinator-lse-lsr"},
         {{{"labels", {{"koordinator.sh/qosClass", "LS"}}}}, "DEFAULT", "koordinator-ls-system"},
@@ -285,7 +304,9 @@ TEST_CASE("bundled policy recognises every colocation system's carrier", "[class
         {{{"spec", {{"cgroupsPath", "/kubepods/besteffort/pod1/abc"}}}}, "DEFAULT", "default"},
         {{{"spec", {{"cgroupsPath", "/kubepods/pod1/abc"}}}}, "DEFAULT", "default"},
         {{{"spec", {{"cgroupsPath", "/k8s.io/abc"}}}}, "DEFAULT", "default"},
-        {{{"spec", {{"annotations", {{"io.kubernetes.cri.sandbox-namespace", "kube-system"}}}}}, {"labels", {{"koordinator.sh/qosClass", "BE"}}}}, "SYSTEM", "kube-system"},
+        {{{"spec", {{"annotations", {{"io.kubernetes.cri.sandbox-namespace", "kube-system"}}}}}, {"labels", {{"koordinator.sh/qosClass", "BE"}}}},
+         "SYSTEM",
+         "kube-system"},
     };
     for (const auto& c : cases) {
         INFO(c.patch.dump());
@@ -419,14 +440,14 @@ TEST_CASE("adjustment: cgroup v1 files and values", "[adjust]") {
     CHECK(w["memory.memsw.limit_in_bytes"] == std::to_string(128 << 20));
     // memory_high = "50%" follows the class's own memory_limit ("max"): nothing to take 50 % of
     CHECK(w.count("memory.high") == 0);
-    CHECK(std::find(p.skipped.begin(), p.skipped.end(), "memory_high: the class's memory_limit is max: no limit to take 50% of") !=
-          p.skipped.end());
+    CHECK(std::find(p.skipped.begin(), p.skipped.end(), "memory_high: the class's memory_limit is max: no limit to take 50% of") != p.skipped.end());
     CHECK(w["pids.max"] == "100");
     CHECK(w["blkio.weight"] == "500");
     CHECK(w["oom_score_adj"] == "500");
     CHECK(w["cpu.bvt_warp_ns"] == "2");
     CHECK(w.count("cpu.idle@pod") == 0);  // container event: pod knobs are applied at the sandbox event
-    const std::string ctr = "kubepods/burstable/pod0e2e0000-6edd-4127-830b-934cae53b469/f9159d083de20134b90778a5c6d8ee69ecb3b500f2ef34976b11b59554b7bc8e";
+    const std::string ctr =
+        "kubepods/burstable/pod0e2e0000-6edd-4127-830b-934cae53b469/f9159d083de20134b90778a5c6d8ee69ecb3b500f2ef34976b11b59554b7bc8e";
     for (const auto& x : p.writes)
         if (x.knob == "cpu_shares") CHECK(x.rel == "cpu/" + ctr + "/cpu.shares");
         else if (x.knob == "memory_high") CHECK(x.rel == "memory/" + ctr + "/memory.high");
@@ -447,8 +468,8 @@ TEST_CASE("adjustment: cgroup v2 conversions", "[adjust]") {
     json req = json::parse(v01({{"spec", {{"resources", {{"cpu", {{"quota", 100000}}}}}}}}));
     Plan p = plan_for(kAllKnobs, req.dump(), Layout::V2);
     auto w = writes_of(p);
-    CHECK(w["cpu.weight"] == "100");            // shares 1024 → weight 100 (log-quadratic)
-    CHECK(w["cpu.max"] == "50000 50000");       // quota 50% of 100000, period 50000, one write
+    CHECK(w["cpu.weight"] == "100");  // shares 1024 → weight 100 (log-quadratic)
+    CHECK(w["cpu.max"] == "50000 50000");  // quota 50% of 100000, period 50000, one write
     CHECK(w["cpu.max.burst"] == "1000");
     CHECK(w["memory.max"] == "max");
     // opencontainers/cgroups ConvertMemorySwapToCgroupV2Value: unlimited memory, the swap value as is
@@ -499,9 +520,14 @@ TEST_CASE("native NRI: CreateContainer adjusts, StartContainer writes the rest",
     json ev = {{"event", "CreateContainer"},
                {"runtime", {{"name", "containerd"}, {"version", "1.7.24~ds1"}}},
                {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
-               {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"}, {"pid", 4242},
-                              {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"},
-                                         {"resources", {{"cpu", {{"quota", {{"value", 100000}}}}}, {"memory", {{"limit", {{"value", 128 << 20}}}}}}}}}}}};
+               {"container",
+                {{"id", "c1"},
+                 {"pod_sandbox_id", "p1"},
+                 {"name", "app"},
+                 {"pid", 4242},
+                 {"linux",
+                  {{"cgroups_path", "/kubepods/besteffort/podu1/c1"},
+                   {"resources", {{"cpu", {{"quota", {{"value", 100000}}}}}, {"memory", {{"limit", {{"value", 128 << 20}}}}}}}}}}}};
     Plan c = plan_for(kAllKnobs, ev.dump(), Layout::V1, nullptr, true);
     CHECK(c.nri_api == "0.6");
     CHECK(c.writes.empty());  // nothing exists yet at CreateContainer
@@ -511,9 +537,9 @@ TEST_CASE("native NRI: CreateContainer adjusts, StartContainer writes the rest",
     CHECK(res["cpu"]["period"]["value"] == 50000);
     CHECK(res["memory"]["limit"]["value"] == -1);
     CHECK(res["memory"]["swap"]["value"] == 128 << 20);
-    CHECK_FALSE(res.contains("pids"));                      // NRI 0.6: no pids adjustment
+    CHECK_FALSE(res.contains("pids"));  // NRI 0.6: no pids adjustment
     CHECK_FALSE(c.adjustment["linux"].contains("oom_score_adj"));  // NRI 0.6: no oom_score_adj
-    CHECK_FALSE(res.contains("unified"));                   // cgroup v1
+    CHECK_FALSE(res.contains("unified"));  // cgroup v1
 
     ev["event"] = "StartContainer";
     Plan s = plan_for(kAllKnobs, ev.dump(), Layout::V1, nullptr, true);
@@ -553,15 +579,20 @@ TEST_CASE("native NRI: Synchronize writes what ContainerUpdate cannot carry (oom
     json ev = {{"event", "Synchronize"},
                {"runtime", {{"name", "containerd"}, {"version", "2.1.9"}}},
                {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
-               {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"}, {"pid", 4242},
-                              {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"},
-                                         {"resources", {{"cpu", {{"quota", {{"value", 100000}}}}}, {"memory", {{"limit", {{"value", 128 << 20}}}}}}}}}}}};
+               {"container",
+                {{"id", "c1"},
+                 {"pod_sandbox_id", "p1"},
+                 {"name", "app"},
+                 {"pid", 4242},
+                 {"linux",
+                  {{"cgroups_path", "/kubepods/besteffort/podu1/c1"},
+                   {"resources", {{"cpu", {{"quota", {{"value", 100000}}}}}, {"memory", {{"limit", {{"value", 128 << 20}}}}}}}}}}}};
     for (const char* version : {"2.1.9", "1.7.24~ds1"}) {
         CAPTURE(version);
         ev["runtime"]["version"] = version;
         Plan p = plan_for(kAllKnobs, ev.dump(), Layout::V1, nullptr, true);
         auto w = writes_of(p);
-        CHECK(w["oom_score_adj"] == "500");                // /proc/4242/oom_score_adj, written now
+        CHECK(w["oom_score_adj"] == "500");  // /proc/4242/oom_score_adj, written now
         CHECK(p.update["cpu"]["shares"]["value"] == 1024);  // the runtime applies this one
         CHECK_FALSE(p.update.contains("oom_score_adj"));
     }
@@ -572,7 +603,7 @@ TEST_CASE("NRI API level from the runtime version", "[adjust][nri]") {
     CHECK(nri_api_level("containerd", "1.7.25") == "0.6");
     CHECK(nri_api_level("containerd", "1.7.26") == "0.8+");
     CHECK(nri_api_level("containerd", "v2.0.0") == "0.8+");  // upstream builds report "v..."
-    CHECK(nri_api_level("containerd", "devel") == "0.6");     // unparsable: conservative
+    CHECK(nri_api_level("containerd", "devel") == "0.6");  // unparsable: conservative
     CHECK(nri_api_level("containerd", "2.1.4") == "0.8+");
     CHECK(nri_api_level("isulad", "2.1.5") == "0.6");
 }
@@ -616,10 +647,10 @@ TEST_CASE("cpu.weight evidence: a (shares, weight) pair fits one formula, both o
     CHECK(weight_fit(512, 59) == WeightFit::LogQuadratic);
     CHECK(weight_fit(3, 1) == WeightFit::Linear);
     CHECK(weight_fit(3, 2) == WeightFit::LogQuadratic);
-    CHECK(weight_fit(2, 1) == WeightFit::Both);          // ambiguous: no evidence
+    CHECK(weight_fit(2, 1) == WeightFit::Both);  // ambiguous: no evidence
     CHECK(weight_fit(262144, 10000) == WeightFit::Both);
-    CHECK(weight_fit(512, 21) == WeightFit::None);       // written by someone else
-    CHECK(weight_fit(1, 1) == WeightFit::None);          // shares out of range
+    CHECK(weight_fit(512, 21) == WeightFit::None);  // written by someone else
+    CHECK(weight_fit(1, 1) == WeightFit::None);  // shares out of range
     CHECK(weight_fit(262145, 10000) == WeightFit::None);
 }
 
@@ -639,9 +670,7 @@ TEST_CASE("cpu.weight formula of a runtime from its --version output", "[knobs][
 }
 
 TEST_CASE("cpu.weight formula detection: own pair, pod-level pairs, runtime, default", "[adjust][weight]") {
-    auto rt = [](WeightFormula f) {
-        return std::function<std::optional<RuntimeFormula>()>([f] { return RuntimeFormula{f, "runc 1.1.5", "runc"}; });
-    };
+    auto rt = [](WeightFormula f) { return std::function<std::optional<RuntimeFormula>()>([f] { return RuntimeFormula{f, "runc 1.1.5", "runc"}; }); };
     bool sib_called = false;
     std::function<std::vector<WeightPair>()> sibs_linear = [&] {
         sib_called = true;
@@ -666,8 +695,9 @@ TEST_CASE("cpu.weight formula detection: own pair, pod-level pairs, runtime, def
     };
     c = decide_weight_formula(std::nullopt, "no OCI shares in the request: no evidence of its own", mixed, rt(WeightFormula::Linear));
     CHECK(c.formula == WeightFormula::Linear);
-    CHECK(c.why == "runc 1.1.5 (runc --version, cached in the state dir runc-formula); no OCI shares in the request: no evidence of its own; "
-                   "sibling container a (linear) and sibling container b (log-quadratic) disagree");
+    CHECK(c.why ==
+          "runc 1.1.5 (runc --version, cached in the state dir runc-formula); no OCI shares in the request: no evidence of its own; "
+          "sibling container a (linear) and sibling container b (log-quadratic) disagree");
     // a pair no formula gives (someone else wrote the weight) is no evidence either
     c = decide_weight_formula(WeightPair{512, 21, "container's own"}, "", nullptr, rt(WeightFormula::Linear));
     CHECK(c.formula == WeightFormula::Linear);
@@ -699,9 +729,9 @@ Plan weight_plan(const std::string& formula, MapKernel& k, const std::string& re
                  std::function<std::optional<RuntimeFormula>()> runtime = nullptr) {
     static Policy p;
     static Request r;
-    p = parse_policy_toml("version = 1\n[settings]\ndefault_class = \"X\"\n" + formula +
-                              "[classes.X.container]\ncpu_shares = 256\n[classes.X.pod]\ncpu_shares = 256\n",
-                          "w.toml");
+    p = parse_policy_toml(
+        "version = 1\n[settings]\ndefault_class = \"X\"\n" + formula + "[classes.X.container]\ncpu_shares = 256\n[classes.X.pod]\ncpu_shares = 256\n",
+        "w.toml");
     r = parse_v01_request(req_text);
     PlanInput in;
     in.req = &r;
@@ -715,7 +745,8 @@ Plan weight_plan(const std::string& formula, MapKernel& k, const std::string& re
     in.runtime_formula = std::move(runtime);
     return build_plan(in);
 }
-const std::string kCtrDir = "kubepods/burstable/pod0e2e0000-6edd-4127-830b-934cae53b469/f9159d083de20134b90778a5c6d8ee69ecb3b500f2ef34976b11b59554b7bc8e";
+const std::string kCtrDir =
+    "kubepods/burstable/pod0e2e0000-6edd-4127-830b-934cae53b469/f9159d083de20134b90778a5c6d8ee69ecb3b500f2ef34976b11b59554b7bc8e";
 }  // namespace
 
 TEST_CASE("cgroup v2 writes convert shares with the formula runc used for the container", "[adjust][weight]") {
@@ -746,7 +777,8 @@ TEST_CASE("cgroup v2 writes convert shares with the formula runc used for the co
     CHECK(p.weight_formula ==
           "linear: runc 1.1.5 (runc --version, cached in the state dir runc-formula); no OCI shares in the request: no evidence of its own");
     // cgroup v1: nothing is converted, nothing is said
-    CHECK(plan_for("version = 1\n[settings]\ndefault_class = \"X\"\n[classes.X.container]\ncpu_shares = 256\n", req, Layout::V1).weight_formula.empty());
+    CHECK(plan_for("version = 1\n[settings]\ndefault_class = \"X\"\n[classes.X.container]\ncpu_shares = 256\n", req, Layout::V1)
+              .weight_formula.empty());
 }
 
 TEST_CASE("pod-level writes follow the same rule: the sandbox's own pair, then the runtime", "[adjust][weight]") {
@@ -755,11 +787,12 @@ TEST_CASE("pod-level writes follow the same rule: the sandbox's own pair, then t
     const std::string sbdir = pod + "/97f836f797313b8c1bbda96922a46fc700e505e212b0350c0b7e3d951d01c666";
     MapKernel k;
     k.files[sbdir + "/cpu.weight"] = "1\n";  // shares 2 → 1 in both formulas: no evidence
-    k.files[pod + "/cpu.weight"] = "39\n";   // kubelet's pod weight: never used as evidence
+    k.files[pod + "/cpu.weight"] = "39\n";  // kubelet's pod weight: never used as evidence
     Plan p = weight_plan("", k, sb, [] { return RuntimeFormula{WeightFormula::Linear, "runc 1.1.5", "/usr/sbin/runc"}; });
     CHECK(writes_of(p)["cpu.weight@pod"] == "10");
-    CHECK(p.weight_formula ==
-          "linear: runc 1.1.5 (/usr/sbin/runc --version, cached in the state dir runc-formula); sandbox's own cpu.weight 1 of shares 2 fits both formulas");
+    CHECK(
+        p.weight_formula ==
+        "linear: runc 1.1.5 (/usr/sbin/runc --version, cached in the state dir runc-formula); sandbox's own cpu.weight 1 of shares 2 fits both formulas");
     // a sandbox with pod-level shares runc converted (containerd with pod resources): its own pair decides
     json j = json::parse(sb);
     j["spec"]["resources"]["cpu"]["shares"] = 1024;
@@ -779,12 +812,14 @@ TEST_CASE("settings.cpu_weight_formula: auto by default, round-trips, rejects ot
     CHECK(p.cpu_weight_formula == WeightFormula::Auto);
     CHECK(bundled().cpu_weight_formula == WeightFormula::Auto);
     for (const char* f : {"auto", "log-quadratic", "linear"}) {
-        Policy q = parse_policy_toml(std::string("version = 1\n[settings]\ndefault_class = \"X\"\ncpu_weight_formula = \"") + f + "\"\n[classes.X]\n", "f.toml");
+        Policy q = parse_policy_toml(std::string("version = 1\n[settings]\ndefault_class = \"X\"\ncpu_weight_formula = \"") + f + "\"\n[classes.X]\n",
+                                     "f.toml");
         CHECK(weight_formula_name(q.cpu_weight_formula) == std::string(f));
         CHECK(weight_formula_name(policy_from_json(policy_to_json(q)).cpu_weight_formula) == std::string(f));
     }
-    CHECK(error_of([] { parse_policy_toml("version = 1\n[settings]\ndefault_class = \"X\"\ncpu_weight_formula = \"runc\"\n[classes.X]\n", "b.toml"); })
-              .find("settings.cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"") != std::string::npos);
+    CHECK(error_of([] {
+              parse_policy_toml("version = 1\n[settings]\ndefault_class = \"X\"\ncpu_weight_formula = \"runc\"\n[classes.X]\n", "b.toml");
+          }).find("settings.cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"") != std::string::npos);
 }
 
 // ---- issue #21: seed fidelity round 3 ----------------------------------------------------------
@@ -805,9 +840,10 @@ TEST_CASE("adjustment: a class's pod_cpu_weight_formula converts its pod-level s
     // koordlet writes the pod-level cpu.shares itself with its linear ConvertCPUSharesToWeight
     // (koordinator-sh/koordinator pkg/koordlet/util/system/cgroup2.go); runc converts the
     // containers' (log-quadratic, runc >= 1.3.2).
-    const std::string pol = "version = 1\n[settings]\ndefault_class = \"X\"\ncpu_weight_formula = \"log-quadratic\"\n"
-                            "[classes.X]\npod_cpu_weight_formula = \"linear\"\n[classes.X.container]\ncpu_shares = 1536\n"
-                            "[classes.X.pod]\ncpu_shares = 1536\n";
+    const std::string pol =
+        "version = 1\n[settings]\ndefault_class = \"X\"\ncpu_weight_formula = \"log-quadratic\"\n"
+        "[classes.X]\npod_cpu_weight_formula = \"linear\"\n[classes.X.container]\ncpu_shares = 1536\n"
+        "[classes.X.pod]\ncpu_shares = 1536\n";
     Plan sb = plan_for(pol, fixture("requests/containerd-1.6.20/sandbox-create.json"), Layout::V2);
     CHECK(writes_of(sb)["cpu.weight@pod"] == "59");  // 1 + (1536 - 2) × 9999 / 262142
     REQUIRE(sb.writes.size() == 1);
@@ -820,33 +856,39 @@ TEST_CASE("adjustment: a class's pod_cpu_weight_formula converts its pod-level s
     CHECK(writes_of(plan_for(plain, fixture("requests/containerd-1.6.20/sandbox-create.json"), Layout::V2))["cpu.weight@pod"] == "138");
     // v1: no conversion
     CHECK(writes_of(plan_for(pol, fixture("requests/containerd-1.6.20/sandbox-create.json"), Layout::V1))["cpu.shares@pod"] == "1536");
-    CHECK(error_of([] { parse_policy_toml("version = 1\n[settings]\ndefault_class = \"X\"\n[classes.X]\npod_cpu_weight_formula = \"lin\"\n", "t.toml"); }) ==
-          "t.toml:5: classes.X.pod_cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
+    CHECK(error_of([] {
+              parse_policy_toml("version = 1\n[settings]\ndefault_class = \"X\"\n[classes.X]\npod_cpu_weight_formula = \"lin\"\n", "t.toml");
+          }) == "t.toml:5: classes.X.pod_cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
 }
 
-TEST_CASE("adjustment: a class's container_cpu_weight_formula is the node agent's rewrite of the container's cpu.weight (issue #32 §6)", "[adjust][weight]") {
+TEST_CASE("adjustment: a class's container_cpu_weight_formula is the node agent's rewrite of the container's cpu.weight (issue #32 §6)",
+          "[adjust][weight]") {
     // koordlet's container reconciler rewrites the batch shares of BE containers every 10 s with
     // its linear ConvertCPUSharesToWeight (koordinator-sh/koordinator@a7a1b76bbf81abd26f9c377de1f31a60dd965f6e
     // batch_resource.go Register; cgroup2_test.go TestConvertCPUSharesToWeight: 1024 → 39, 2000 → 77).
-    const std::string pol = "version = 1\n[settings]\ndefault_class = \"X\"\ncpu_weight_formula = \"log-quadratic\"\n"
-                            "[classes.X]\ncontainer_cpu_weight_formula = \"linear\"\n[classes.X.container]\ncpu_shares = 2000\n";
+    const std::string pol =
+        "version = 1\n[settings]\ndefault_class = \"X\"\ncpu_weight_formula = \"log-quadratic\"\n"
+        "[classes.X]\ncontainer_cpu_weight_formula = \"linear\"\n[classes.X.container]\ncpu_shares = 2000\n";
     // v0.1: written directly with the class's formula, the note says whose rewrite it is
     Plan ct = plan_for(pol, v01(json::object()), Layout::V2);
     CHECK(writes_of(ct)["cpu.weight"] == "77");
     REQUIRE(ct.writes.size() == 1);
-    CHECK(ct.writes[0].note == "linear of shares 2000 (classes.X.container_cpu_weight_formula): the node agent's periodic rewrite of the "
-                               "container's cpu.weight (koordlet's container reconciler, every 10 s), not the runtime's formula");
+    CHECK(ct.writes[0].note ==
+          "linear of shares 2000 (classes.X.container_cpu_weight_formula): the node agent's periodic rewrite of the "
+          "container's cpu.weight (koordlet's container reconciler, every 10 s), not the runtime's formula");
     // the pod level is not touched by it
-    CHECK(writes_of(plan_for(pol + "[classes.X.pod]\ncpu_shares = 2000\n", fixture("requests/containerd-1.6.20/sandbox-create.json"), Layout::V2))["cpu.weight@pod"] == "170");
+    CHECK(writes_of(plan_for(pol + "[classes.X.pod]\ncpu_shares = 2000\n", fixture("requests/containerd-1.6.20/sandbox-create.json"),
+                             Layout::V2))["cpu.weight@pod"] == "170");
     // v1: cpu.shares as is
     CHECK(writes_of(plan_for(pol, v01(json::object()), Layout::V1))["cpu.shares"] == "2000");
     // native NRI: the runtime gets the shares at CreateContainer (its formula), nri-qos writes
     // the class's at StartContainer and at Synchronize (no shares in the update then)
-    json ev = {{"event", "CreateContainer"},
-               {"runtime", {{"name", "containerd"}, {"version", "2.1.0"}}},
-               {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
-               {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"}, {"pid", 4242},
-                              {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"}}}}}};
+    json ev = {
+        {"event", "CreateContainer"},
+        {"runtime", {{"name", "containerd"}, {"version", "2.1.0"}}},
+        {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
+        {"container",
+         {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"}, {"pid", 4242}, {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"}}}}}};
     Plan c = plan_for(pol, ev.dump(), Layout::V2, nullptr, true);
     CHECK(c.adjustment["linux"]["resources"]["cpu"]["shares"]["value"] == 2000);
     CHECK(c.writes.empty());
@@ -864,8 +906,9 @@ TEST_CASE("adjustment: a class's container_cpu_weight_formula is the node agent'
     plain.erase(plain.find("container_cpu_weight_formula = \"linear\"\n"), std::string("container_cpu_weight_formula = \"linear\"\n").size());
     CHECK(writes_of(plan_for(plain, ev.dump(), Layout::V2, nullptr, true)).count("cpu.weight") == 0);
     CHECK(writes_of(plan_for(plain, v01(json::object()), Layout::V2))["cpu.weight"] == "170");
-    CHECK(error_of([] { parse_policy_toml("version = 1\n[settings]\ndefault_class = \"X\"\n[classes.X]\ncontainer_cpu_weight_formula = \"lin\"\n", "t.toml"); }) ==
-          "t.toml:5: classes.X.container_cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
+    CHECK(error_of([] {
+              parse_policy_toml("version = 1\n[settings]\ndefault_class = \"X\"\n[classes.X]\ncontainer_cpu_weight_formula = \"lin\"\n", "t.toml");
+          }) == "t.toml:5: classes.X.container_cpu_weight_formula: expected \"auto\", \"log-quadratic\" or \"linear\"");
 }
 
 TEST_CASE("bundled policy: Koordinator classes convert pod-level shares linearly (koordlet) on cgroup v2", "[adjust][weight][bundled]") {
@@ -890,10 +933,15 @@ TEST_CASE("merge: a pod labelled for Koordinator BE and Volcano BE gets both age
     CHECK(d.merges[0].rule == "volcano-be");
     CHECK(d.merges[0].cls == "OFFLINE");
     CHECK(d.merges[0].applied);
-    CHECK(d.merges[0].note == "cpu_qos_level memory_qos_level blkio_throttle pod:cpu_qos_level pod:memory_qos_level sandbox:cpu_qos_level sandbox:memory_qos_level");
-    CHECK(d.merge_text() == "OFFLINE (rule volcano-be): cpu_qos_level memory_qos_level blkio_throttle pod:cpu_qos_level pod:memory_qos_level sandbox:cpu_qos_level sandbox:memory_qos_level");
-    auto has = [](const std::vector<KnobSetting>& l, KnobId id) { return std::any_of(l.begin(), l.end(), [&](const KnobSetting& k) { return k.id == id; }); };
-    CHECK(has(d.cls->container, KnobId::CpuShares));    // KOORD-BE's batch facts
+    CHECK(d.merges[0].note ==
+          "cpu_qos_level memory_qos_level blkio_throttle pod:cpu_qos_level pod:memory_qos_level sandbox:cpu_qos_level sandbox:memory_qos_level");
+    CHECK(
+        d.merge_text() ==
+        "OFFLINE (rule volcano-be): cpu_qos_level memory_qos_level blkio_throttle pod:cpu_qos_level pod:memory_qos_level sandbox:cpu_qos_level sandbox:memory_qos_level");
+    auto has = [](const std::vector<KnobSetting>& l, KnobId id) {
+        return std::any_of(l.begin(), l.end(), [&](const KnobSetting& k) { return k.id == id; });
+    };
+    CHECK(has(d.cls->container, KnobId::CpuShares));  // KOORD-BE's batch facts
     CHECK(has(d.cls->container, KnobId::CpuQosLevel));  // OFFLINE's -1
     CHECK(has(d.cls->pod, KnobId::MemoryQosLevel));
     CHECK(d.cls->fail_closed == false);
@@ -906,7 +954,8 @@ TEST_CASE("merge: a pod labelled for Koordinator BE and Volcano BE gets both age
     Facts fo{&only, KubeQos::BestEffort};
     CHECK(classify(p, fo).merges.empty());
     // rubik's offline label too (merge rule rubik-offline), and SYSTEM takes no merges
-    Request rb = parse_v01_request(be_request("container-create.json", {{"koordinator.sh/qosClass", "BE"}, {"volcano.sh/preemptable", "true"}}, json::object()));
+    Request rb = parse_v01_request(
+        be_request("container-create.json", {{"koordinator.sh/qosClass", "BE"}, {"volcano.sh/preemptable", "true"}}, json::object()));
     Facts fr{&rb, KubeQos::BestEffort};
     Decision dr = classify(p, fr);
     REQUIRE(dr.merges.size() == 1);
@@ -969,8 +1018,9 @@ memory_qos_level = -1
     REQUIRE(d.cls->container.size() == 2);
     CHECK(d.cls->container[0].value.num == 100);
     CHECK(d.cls->fail_closed);  // DOWN says closed
-    CHECK(error_of([] { parse_policy_toml("version = 1\n[settings]\ndefault_class = \"D\"\n[classes.D]\n[[rules]]\nclass = \"D\"\nmerge = 1\n", "t.toml"); }) ==
-          "t.toml:7: rules.merge: expected true or false");
+    CHECK(error_of([] {
+              parse_policy_toml("version = 1\n[settings]\ndefault_class = \"D\"\n[classes.D]\n[[rules]]\nclass = \"D\"\nmerge = 1\n", "t.toml");
+          }) == "t.toml:7: rules.merge: expected true or false");
 }
 
 TEST_CASE("leave_to_others: knobs another NRI plugin owns are never set, each skipped 'left to <plugin>'", "[adjust][nri][leave]") {
@@ -982,17 +1032,18 @@ TEST_CASE("leave_to_others: knobs another NRI plugin owns are never set, each sk
     json ev = {{"event", "CreateContainer"},
                {"runtime", {{"name", "containerd"}, {"version", "2.1.0"}}},
                {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
-               {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"}, {"pid", 4242},
-                              {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"},
-                                         {"resources", {{"cpu", {{"quota", {{"value", 100000}}}}}}}}}}}};
+               {"container",
+                {{"id", "c1"},
+                 {"pod_sandbox_id", "p1"},
+                 {"name", "app"},
+                 {"pid", 4242},
+                 {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"}, {"resources", {{"cpu", {{"quota", {{"value", 100000}}}}}}}}}}}};
     Plan c = plan_for(text, ev.dump(), Layout::V1, nullptr, true);
     const json& res = c.adjustment["linux"]["resources"];
-    CHECK_FALSE(res["cpu"].contains("shares"));     // koordlet's
+    CHECK_FALSE(res["cpu"].contains("shares"));  // koordlet's
     CHECK_FALSE((res.contains("memory") && res["memory"].contains("limit")));
-    CHECK(res["cpu"]["quota"]["value"] == 50000);   // still nri-qos's
-    auto skipped = [&](const Plan& p, const std::string& line) {
-        return std::find(p.skipped.begin(), p.skipped.end(), line) != p.skipped.end();
-    };
+    CHECK(res["cpu"]["quota"]["value"] == 50000);  // still nri-qos's
+    auto skipped = [&](const Plan& p, const std::string& line) { return std::find(p.skipped.begin(), p.skipped.end(), line) != p.skipped.end(); };
     CHECK(skipped(c, "cpu_shares: left to koordlet (settings.leave_to_others: cpu.shares)"));
     CHECK(skipped(c, "memory_limit: left to 05-balloons (settings.leave_to_others: memory_limit)"));
     ev["event"] = "StartContainer";
@@ -1038,11 +1089,12 @@ memory_policy = "bind"
 memory_policy_nodes = "0"
 )";
 json proc_event(const char* event, const char* version) {
-    return {{"event", event},
-            {"runtime", {{"name", "containerd"}, {"version", version}}},
-            {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
-            {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"}, {"pid", 4242},
-                           {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"}}}}}};
+    return {
+        {"event", event},
+        {"runtime", {{"name", "containerd"}, {"version", version}}},
+        {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
+        {"container",
+         {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"}, {"pid", 4242}, {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"}}}}}};
 }
 std::string skipped_of(const Plan& p, const std::string& knob) {
     for (const auto& s : p.skipped)
@@ -1077,7 +1129,8 @@ TEST_CASE("process knobs: values and one-line errors", "[knobs][process]") {
           "p.toml:5: classes.A.container: memory_policy = \"local\" takes no memory_policy_nodes (set_mempolicy(2))");
     CHECK(err(head + "[classes.A.container]\nmemory_policy_nodes = \"0\"\n") ==
           "p.toml:5: classes.A.container: memory_policy_nodes needs memory_policy (the mode)");
-    CHECK(err(head + "[classes.A.pod]\nsched_policy = \"idle\"\n").find("sched_policy applies to processes, set it under .container") != std::string::npos);
+    CHECK(err(head + "[classes.A.pod]\nsched_policy = \"idle\"\n").find("sched_policy applies to processes, set it under .container") !=
+          std::string::npos);
     CHECK(err(head + "[classes.A.container]\nmemory_policy = \"preferred\"\n") == "");  // empty nodes: local allocation
     // the compiled form keeps them (knob ids before raw; format version 9)
     Policy p = parse_policy_toml(kProcKnobs, "t.toml");
@@ -1136,8 +1189,9 @@ TEST_CASE("process knobs: carried per runtime NRI version, else skipped with the
     Plan c220 = plan_for(kProcKnobs, proc_event("CreateContainer", "v2.2.0").dump(), Layout::V2, nullptr, true);
     CHECK(c220.adjustment["linux"].contains("io_priority"));
     CHECK_FALSE(c220.adjustment["linux"].contains("scheduler"));
-    CHECK(skipped_of(c220, "sched_policy").find("speaks NRI 0.10, which has no NRI scheduler (NRI >= 0.11, containerd >= 2.2.1); "
-                                                "nri-qos does not call sched_setattr(2)") != std::string::npos);
+    CHECK(skipped_of(c220, "sched_policy")
+              .find("speaks NRI 0.10, which has no NRI scheduler (NRI >= 0.11, containerd >= 2.2.1); "
+                    "nri-qos does not call sched_setattr(2)") != std::string::npos);
 
     // containerd 2.1.9 (NRI 0.8): nothing carried, each knob skipped with the reason, at both events
     for (const char* ev : {"CreateContainer", "StartContainer"}) {
@@ -1146,8 +1200,10 @@ TEST_CASE("process knobs: carried per runtime NRI version, else skipped with the
         CHECK(o.adjustment.is_null());
         CHECK(o.writes.empty());
         CHECK(o.skipped.size() == 5);
-        CHECK(skipped_of(o, "io_class").rfind("io_class: containerd 2.1.9 speaks NRI 0.8, which has no NRI io_priority (NRI >= 0.10, "
-                                              "containerd >= 2.2.0); nri-qos does not call ioprio_set(2)", 0) == 0);
+        CHECK(skipped_of(o, "io_class")
+                  .rfind("io_class: containerd 2.1.9 speaks NRI 0.8, which has no NRI io_priority (NRI >= 0.10, "
+                         "containerd >= 2.2.0); nri-qos does not call ioprio_set(2)",
+                         0) == 0);
     }
     // the v0.1 hook (containerd 1.6/1.7/2.x conf.json): no adjustment to carry them in
     Plan v = plan_for(kProcKnobs, fixture("requests/containerd-1.6.20/container-create.json"), Layout::V1);

@@ -346,7 +346,8 @@ TEST_CASE("resctrl: a cleanup whose policy changed during the pass removes nothi
 
 TEST_CASE("policy: [resctrl.<name>] declarations are checked", "[resctrl][policy]") {
     const std::string head = "version = 1\n[settings]\ndefault_class = \"D\"\n[classes.D]\n[classes.D.container]\nresctrl_group = \"BE\"\n";
-    PolicyCheck ok = check_policy_text(head + "[resctrl.BE]\nl3_percent = 30\nmb_percent = 100\n[resctrl.raw]\nl3 = \"L3:0=ff;1=ff\"\nmb = \"MB:0=50\"\nmanage = true\n", "p");
+    PolicyCheck ok = check_policy_text(
+        head + "[resctrl.BE]\nl3_percent = 30\nmb_percent = 100\n[resctrl.raw]\nl3 = \"L3:0=ff;1=ff\"\nmb = \"MB:0=50\"\nmanage = true\n", "p");
     REQUIRE(ok.errors() == 0);
     REQUIRE(ok.policy.resctrl_groups.size() == 2);
     CHECK(ok.policy.resctrl_groups.at("BE").l3_percent == 30);

@@ -92,18 +92,34 @@ struct Node {
 
 /// The NRI v0.1 sandbox create of containerd 1.6.20 (tests/fixtures/requests), with `ann`.
 std::string v01_sandbox(const json& ann = json::object()) {
-    json r = {{"version", "0.1"}, {"state", "create"}, {"id", kSbId}, {"sandboxID", kSbId}, {"pid", 2470},
-              {"spec", {{"resources", {{"cpu", {{"shares", 2}}}}}, {"cgroupsPath", "/" + kPodDir + "/" + kSbId},
-                        {"annotations", {{"io.kubernetes.cri.container-type", "sandbox"}, {"io.kubernetes.cri.sandbox-namespace", "default"},
-                                         {"io.kubernetes.cri.sandbox-name", "web"}}}}}};
+    json r = {{"version", "0.1"},
+              {"state", "create"},
+              {"id", kSbId},
+              {"sandboxID", kSbId},
+              {"pid", 2470},
+              {"spec",
+               {{"resources", {{"cpu", {{"shares", 2}}}}},
+                {"cgroupsPath", "/" + kPodDir + "/" + kSbId},
+                {"annotations",
+                 {{"io.kubernetes.cri.container-type", "sandbox"},
+                  {"io.kubernetes.cri.sandbox-namespace", "default"},
+                  {"io.kubernetes.cri.sandbox-name", "web"}}}}}};
     for (const auto& [k, v] : ann.items()) r["spec"]["annotations"][k] = v;
     return r.dump();
 }
 std::string v01_container() {
-    json r = {{"version", "0.1"}, {"state", "create"}, {"id", kCtrId}, {"sandboxID", kSbId}, {"pid", 2529},
-              {"spec", {{"resources", {{"cpu", {{"shares", 512}}}}}, {"cgroupsPath", "/" + kPodDir + "/" + kCtrId},
-                        {"annotations", {{"io.kubernetes.cri.container-type", "container"}, {"io.kubernetes.cri.sandbox-namespace", "default"},
-                                         {"io.kubernetes.cri.sandbox-name", "web"}}}}}};
+    json r = {{"version", "0.1"},
+              {"state", "create"},
+              {"id", kCtrId},
+              {"sandboxID", kSbId},
+              {"pid", 2529},
+              {"spec",
+               {{"resources", {{"cpu", {{"shares", 512}}}}},
+                {"cgroupsPath", "/" + kPodDir + "/" + kCtrId},
+                {"annotations",
+                 {{"io.kubernetes.cri.container-type", "container"},
+                  {"io.kubernetes.cri.sandbox-namespace", "default"},
+                  {"io.kubernetes.cri.sandbox-name", "web"}}}}}};
     return r.dump();
 }
 /// A native RunPodSandbox (NRI Go JSON as the relay hands it to nri-eval), with or without the
@@ -145,8 +161,8 @@ TEST_CASE("sandbox scope: v0.1 sandbox create writes the pause container's own c
     json r = n.run(kVolcanoBE, v01_sandbox());
     CHECK(n.get("cpu/" + kPodDir + "/" + kSbId + "/cpu.qos_level") == "-1");
     CHECK(n.get("memory/" + kPodDir + "/" + kSbId + "/memory.qos_level") == "-1");
-    CHECK(n.get("cpu/" + kPodDir + "/cpu.qos_level") == "-1");                 // the pod knob, as before
-    CHECK(n.get("cpu/" + kPodDir + "/" + kCtrId + "/cpu.qos_level") == "0");   // not a container event
+    CHECK(n.get("cpu/" + kPodDir + "/cpu.qos_level") == "-1");  // the pod knob, as before
+    CHECK(n.get("cpu/" + kPodDir + "/" + kCtrId + "/cpu.qos_level") == "0");  // not a container event
     const json* w = write_of(r, "sandbox", "cpu_qos_level");
     REQUIRE(w);
     CHECK(w->value("status", "") == "applied");
@@ -155,7 +171,8 @@ TEST_CASE("sandbox scope: v0.1 sandbox create writes the pause container's own c
     const json* b = write_of(r, "sandbox", "cpu_bvt_warp_ns");
     REQUIRE(b);
     CHECK(b->value("status", "") == "skipped");
-    CHECK(b->value("reason", "") == "kernel does not provide this file (cpu.bvt_warp_ns: group identity exists on Anolis / Alibaba Cloud Linux kernels only)");
+    CHECK(b->value("reason", "") ==
+          "kernel does not provide this file (cpu.bvt_warp_ns: group identity exists on Anolis / Alibaba Cloud Linux kernels only)");
     CHECK(b->value("file", "") == "cpu/" + kPodDir + "/" + kSbId + "/cpu.bvt_warp_ns");
     CHECK(meta(r, "failed").empty());
 
@@ -169,7 +186,8 @@ TEST_CASE("sandbox scope: v0.1 sandbox create writes the pause container's own c
 
 TEST_CASE("cpu_bvt_warp_ns: written where the kernel has the file (Anolis), v1 cpu controller", "[sandbox][bvt]") {
     Node n({"cpu.bvt_warp_ns"});
-    const char* pol = "version = 1\n[settings]\ndefault_class = \"LS\"\n[classes.LS.pod]\ncpu_bvt_warp_ns = 2\n[classes.LS.container]\ncpu_bvt_warp_ns = 2\n";
+    const char* pol =
+        "version = 1\n[settings]\ndefault_class = \"LS\"\n[classes.LS.pod]\ncpu_bvt_warp_ns = 2\n[classes.LS.container]\ncpu_bvt_warp_ns = 2\n";
     n.run(pol, v01_sandbox());
     CHECK(n.get("cpu/" + kPodDir + "/cpu.bvt_warp_ns") == "2");
     CHECK(n.get("cpu/" + kPodDir + "/" + kSbId + "/cpu.bvt_warp_ns") == "0");  // no sandbox knob
@@ -230,9 +248,7 @@ TEST_CASE("policy: [classes.X.sandbox] is checked and survives the compiled form
     auto err = [&](const std::string& body) {
         try {
             parse_policy_toml(head + body, "p.toml");
-        } catch (const std::exception& e) {
-            return std::string(e.what());
-        }
+        } catch (const std::exception& e) { return std::string(e.what()); }
         return std::string();
     };
     CHECK(err("oom_score_adj = 1\n").find("classes.A.sandbox: oom_score_adj applies to processes, set it under .container") != std::string::npos);

@@ -1,4 +1,4 @@
-// Unit tests of src/systemd_unit.{hpp,cpp} (issue #25 §2): the unit properties nri-qos sets on the
+// Unit tests of src/event/systemd_unit.{hpp,cpp} (issue #25 §2): the unit properties nri-qos sets on the
 // systemd cgroup driver, encoded as runc's systemd cgroup manager encodes them
 // (opencontainers/cgroups systemd/common.go addCpuQuota, systemd/cpuset.go RangeToBits,
 // systemd/v2.go unifiedResToSystemdProps), the unit names from the cgroupsPath, and the order
@@ -76,10 +76,9 @@ Plan systemd_plan(LogKernel& k, Layout layout = Layout::V2) {
     static Policy p;
     static Request r;
     p = parse_policy_toml(kPolicy, "t.toml");
-    r = parse_v01_request(
-        R"({"version":"0.1","state":"create","id":"c1","sandboxID":"s1","pid":1,)"
-        R"("spec":{"cgroupsPath":"kubepods-besteffort-pod1234_5678.slice:cri-containerd:c1","annotations":{},)"
-        R"("resources":{"cpu":{"shares":2}}}})");
+    r = parse_v01_request(R"({"version":"0.1","state":"create","id":"c1","sandboxID":"s1","pid":1,)"
+                          R"("spec":{"cgroupsPath":"kubepods-besteffort-pod1234_5678.slice:cri-containerd:c1","annotations":{},)"
+                          R"("resources":{"cpu":{"shares":2}}}})");
     PlanInput in;
     in.req = &r;
     in.policy = &p;
@@ -120,7 +119,7 @@ TEST_CASE("systemd: CPUQuotaPerSecUSec rounds up to whole percents as runc's add
     CHECK(cpu_quota_per_sec_usec(50000, 100000) == 500000);
     CHECK(cpu_quota_per_sec_usec(12345, 100000) == 130000);  // 123450 → next 10000
     CHECK(cpu_quota_per_sec_usec(1000, 100000) == 10000);
-    CHECK(cpu_quota_per_sec_usec(1000, 0) == 10000);          // period 0: the default 100000
+    CHECK(cpu_quota_per_sec_usec(1000, 0) == 10000);  // period 0: the default 100000
     CHECK(cpu_quota_per_sec_usec(25000, 50000) == 500000);
     CHECK(cpu_quota_per_sec_usec(-1, 100000) == UINT64_MAX);  // "max": USEC_INFINITY
     CHECK(cpu_quota_per_sec_usec(200000, 100000) == 2000000);
@@ -261,8 +260,10 @@ TEST_CASE("systemd: HelperSetter runs the companion and reads one answer a line"
     const std::string dir = tmpl, bin = dir + "/helper";
     FILE* f = std::fopen(bin.c_str(), "w");
     REQUIRE(f);
-    std::fputs("#!/bin/sh\nwhile IFS='\t' read -r u n t v; do\n"
-               "  if [ \"$n\" = CPUWeight ]; then echo ok; else echo \"error $n refused on $u\"; fi\ndone\n", f);
+    std::fputs(
+        "#!/bin/sh\nwhile IFS='\t' read -r u n t v; do\n"
+        "  if [ \"$n\" = CPUWeight ]; then echo ok; else echo \"error $n refused on $u\"; fi\ndone\n",
+        f);
     std::fclose(f);
     REQUIRE(chmod(bin.c_str(), 0755) == 0);
     HelperSetter hs(bin);
@@ -296,8 +297,7 @@ TEST_CASE("systemd: a quota written alone takes the period in force for CPUQuota
     FakeSetter fs;
     SystemdSink sink{&fs, ""};
     apply_plan(plan, k, &sink);
-    CHECK(write_of(plan, "cpu.max").systemd ==
-          "applied: CPUQuotaPeriodUSec=50000 CPUQuotaPerSecUSec=1000000 on cri-containerd-c1.scope");
+    CHECK(write_of(plan, "cpu.max").systemd == "applied: CPUQuotaPeriodUSec=50000 CPUQuotaPerSecUSec=1000000 on cri-containerd-c1.scope");
     LogKernel k2;
     k2.cpu_max = std::nullopt;
     Plan plan2 = systemd_plan(k2);

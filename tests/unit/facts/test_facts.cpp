@@ -1,6 +1,7 @@
 // Unit tests of the facts (issue #10 §1, §2): the annotation readers with the Go semantics they
 // reproduce, the CPU-set type, NUMA placement on scratch sysfs and cgroup trees, the fact state
 // (records, ledger), resolution of a class's fact knobs per event, and the policy syntax.
+#include "../scratch.hpp"
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -29,26 +30,9 @@ using nlohmann::json;
 
 namespace {
 
-struct Tmp {
-    std::string path;
-    Tmp() {
-        char t[] = "/tmp/nri-qos-facts-test.XXXXXX";
-        REQUIRE(mkdtemp(t) != nullptr);
-        path = t;
-    }
-    ~Tmp() { std::system(("rm -rf '" + path + "'").c_str()); }
-    /// Write `text` to path/rel, creating directories.
-    void put(const std::string& rel, const std::string& text) const {
-        std::string full = path + "/" + rel;
-        std::system(("mkdir -p '" + full.substr(0, full.rfind('/')) + "'").c_str());
-        std::ofstream(full) << text;
-    }
-    void mkdir(const std::string& rel) const { std::system(("mkdir -p '" + path + "/" + rel + "'").c_str()); }
-    void rm(const std::string& rel) const { std::system(("rm -rf '" + path + "/" + rel + "'").c_str()); }
-    std::string get(const std::string& rel) const {
-        std::ifstream in(path + "/" + rel);
-        return std::string(std::istreambuf_iterator<char>(in), {});
-    }
+/// A scratch tree of its own for each test (tests/unit/scratch.hpp).
+struct Tmp : unit::ScratchDir {
+    Tmp() : ScratchDir("facts-test") {}
 };
 
 std::string slurp(const std::string& p) {
@@ -60,9 +44,7 @@ std::string slurp(const std::string& p) {
 std::string error_of(const std::function<void()>& f) {
     try {
         f();
-    } catch (const InputError& e) {
-        return e.what();
-    }
+    } catch (const InputError& e) { return e.what(); }
     return "";
 }
 
@@ -112,7 +94,7 @@ TEST_CASE("Quantity: apimachinery ParseQuantity + Value() (rounded up)", "[facts
     CHECK(qty("5.") == 5);
     CHECK(qty("0") == 0);
     CHECK(qty("-1") == -1);
-    CHECK(qty("-0.5") == 0);       // ceil(-0.5)
+    CHECK(qty("-0.5") == 0);  // ceil(-0.5)
     CHECK(qty("-1.5Ki") == -1536);
     CHECK(qty("2Ei") == (int64_t(1) << 61));
     CHECK(qty("4611686018427387904") == (int64_t(1) << 62));
@@ -208,8 +190,10 @@ TEST_CASE("scheduling.koordinator.sh/resource-status cpuset", "[facts][readers]"
     CHECK(parse_resource_status_cpuset(R"({"cpuset":""})") == "");
     CHECK(parse_resource_status_cpuset(R"({"numaNodeResources":[]})") == "");
     CHECK(error_of([] { parse_resource_status_cpuset(R"({"cpuset":"0-99999"})"); }).find("above 8191") != std::string::npos);
-    CHECK(error_of([] { parse_resource_status_cpuset(R"({"cpuset":2})"); }) == "scheduling.koordinator.sh/resource-status: cpuset: expected a string, got number");
-    CHECK(error_of([] { parse_resource_status_cpuset("\"2-3\""); }) == "scheduling.koordinator.sh/resource-status: expected a JSON object, got string");
+    CHECK(error_of([] { parse_resource_status_cpuset(R"({"cpuset":2})"); }) ==
+          "scheduling.koordinator.sh/resource-status: cpuset: expected a string, got number");
+    CHECK(error_of([] { parse_resource_status_cpuset("\"2-3\""); }) ==
+          "scheduling.koordinator.sh/resource-status: expected a JSON object, got string");
 }
 
 TEST_CASE("Katalyst enhancement annotations: map[string]string with Go's partial decoding", "[facts][readers]") {
@@ -352,7 +336,8 @@ TEST_CASE("kubelet cpu_manager_state: held CPUs of other pods", "[facts][numa][c
     // policy none holds nothing; V1 entries (container id → CPUs) are held by an unknown pod
     CHECK(parse_kubelet_cpu_state(R"({"policyName":"none","defaultCpuSet":"","entries":{"podA":{"c":"1"}}})").held.empty());
     CHECK(parse_kubelet_cpu_state(R"({"policyName":"static","entries":{"abc123":"6"}})").by_pod.at("").str() == "6");
-    CHECK(error_of([] { parse_kubelet_cpu_state(R"({"policyName":"static","entries":{"podA":{"c":"1-x"}}})"); }).find("entries.podA.c") != std::string::npos);
+    CHECK(error_of([] { parse_kubelet_cpu_state(R"({"policyName":"static","entries":{"podA":{"c":"1-x"}}})"); }).find("entries.podA.c") !=
+          std::string::npos);
     CHECK(error_of([] { parse_kubelet_cpu_state("{"); }).find("kubelet cpu_manager_state: ") == 0);
     CHECK(error_of([] { parse_kubelet_cpu_state(R"({"entries":[1]})"); }).find("entries: expected an object") != std::string::npos);
     Tmp t;
@@ -388,7 +373,8 @@ TEST_CASE("kubelet cpu_manager_state: out of sight is unknown, not none held (is
     t.put("var/lib/kubelet/cpu_manager_state", "{}");
     REQUIRE(chmod((t.path + "/var/lib/kubelet/cpu_manager_state").c_str(), 0) == 0);
     if (geteuid() != 0)  // root reads it anyway
-        CHECK(error_of([&] { kubelet_held_cpus(gone, "podA"); }) == "kubelet's exclusive CPUs unknown: kubelet cpu_manager_state " + gone + ": Permission denied");
+        CHECK(error_of([&] { kubelet_held_cpus(gone, "podA"); }) ==
+              "kubelet's exclusive CPUs unknown: kubelet cpu_manager_state " + gone + ": Permission denied");
 }
 
 namespace {
@@ -622,7 +608,8 @@ memory_limit = { fact = "koordinator.pod_batch_memory_limit" }
     CHECK(knob(p.cls.container, KnobId::MemoryLimit)->value.num == 3623878656);
     CHECK(p.cls.pod.empty());  // pod facts are for the sandbox event
     REQUIRE(p.calcs.size() == 3);
-    CHECK(p.calcs[1].rfind("container cpu.cfs_quota_us = 100000 = batch-cpu limit 1k (1000m) × period 100000 / 1000 [koordinator.batch_cfs_quota]", 0) == 0);
+    CHECK(p.calcs[1].rfind("container cpu.cfs_quota_us = 100000 = batch-cpu limit 1k (1000m) × period 100000 / 1000 [koordinator.batch_cfs_quota]",
+                           0) == 0);
 
     Request s = req_from("sandbox-create.json", {{"spec", {{"annotations", {{"node.koordinator.sh/extended-resource-spec", spec}}}}}});
     p = e.run(cls, s);
@@ -632,12 +619,14 @@ memory_limit = { fact = "koordinator.pod_batch_memory_limit" }
     CHECK(knob(p.cls.pod, KnobId::MemoryLimit)->value.kind == KnobValue::Max);
 
     // a container the annotation does not list keeps kubelet's values: skipped, with the reason
-    Request o = req_from("container-create.json", {{"spec", {{"annotations", {{"node.koordinator.sh/extended-resource-spec", R"({"containers":{"x":{}}})"}}}}}});
+    Request o = req_from("container-create.json",
+                         {{"spec", {{"annotations", {{"node.koordinator.sh/extended-resource-spec", R"({"containers":{"x":{}}})"}}}}}});
     p = e.run(cls, o);
     CHECK(p.cls.container.empty());
     REQUIRE(p.skipped.size() == 3);
-    CHECK(p.skipped[0] == "cpu_shares: fact koordinator.batch_cpu_shares absent: container \"cgfs-ctr\" is not in "
-                          "node.koordinator.sh/extended-resource-spec (koordlet keeps kubelet's values)");
+    CHECK(p.skipped[0] ==
+          "cpu_shares: fact koordinator.batch_cpu_shares absent: container \"cgfs-ctr\" is not in "
+          "node.koordinator.sh/extended-resource-spec (koordlet keeps kubelet's values)");
     CHECK(p.refused.empty());
 
     // a malformed annotation is a failure (refused), the class's fail mode decides
@@ -651,13 +640,15 @@ memory_limit = { fact = "koordinator.pod_batch_memory_limit" }
     Request none = req_from("container-create.json", {});
     p = e.run(strict, none);
     REQUIRE(p.refused.size() == 1);
-    CHECK(p.refused[0] == "cpu_shares: fact koordinator.batch_cpu_shares absent: no node.koordinator.sh/extended-resource-spec annotation "
-                          "(koordlet keeps kubelet's values)");
+    CHECK(p.refused[0] ==
+          "cpu_shares: fact koordinator.batch_cpu_shares absent: no node.koordinator.sh/extended-resource-spec annotation "
+          "(koordlet keeps kubelet's values)");
 }
 
 TEST_CASE("facts: an annotation the runtime does not pass is not reported as absent (issue #25 §1)", "[facts][not-passed]") {
-    ClassDef cls = class_of("[classes.C.container]\ncpu_shares = { fact = \"koordinator.batch_cpu_shares\" }\n"
-                            "cpu_quota_us = { fact = \"koordinator.batch_cfs_quota\" }\n");
+    ClassDef cls = class_of(
+        "[classes.C.container]\ncpu_shares = { fact = \"koordinator.batch_cpu_shares\" }\n"
+        "cpu_quota_us = { fact = \"koordinator.batch_cfs_quota\" }\n");
     json j = json::parse(slurp(NRI_QOS_SRCDIR "/tests/fixtures/requests/containerd-1.6.20/container-create.json"));
     Request none = parse_v01_request(j.dump());
     // containerd 1.6.20 with pod_annotations unset: nothing passes
@@ -673,15 +664,17 @@ TEST_CASE("facts: an annotation the runtime does not pass is not reported as abs
     };
     FactPlan p = e.run(cls, none);
     REQUIRE(p.skipped.size() == 2);
-    CHECK(p.skipped[0] == "cpu_shares: fact koordinator.batch_cpu_shares absent: not passed by containerd 1.6.20: add "
-                          "node.koordinator.sh/extended-resource-spec to pod_annotations ([plugins.\"io.containerd.grpc.v1.cri\"."
-                          "containerd.runtimes.runc] pod_annotations in /etc/containerd/config.toml; nri-qos register --pass-annotations)");
+    CHECK(p.skipped[0] ==
+          "cpu_shares: fact koordinator.batch_cpu_shares absent: not passed by containerd 1.6.20: add "
+          "node.koordinator.sh/extended-resource-spec to pod_annotations ([plugins.\"io.containerd.grpc.v1.cri\"."
+          "containerd.runtimes.runc] pod_annotations in /etc/containerd/config.toml; nri-qos register --pass-annotations)");
     CHECK(p.not_passed == std::vector<std::string>{"node.koordinator.sh/extended-resource-spec"});  // once per key
     // passed by a pattern (Go path.Match: "node.koordinator.sh/*"): a plain absence
     rec->patterns = {"node.koordinator.sh/*"};
     p = e.run(cls, none);
-    CHECK(p.skipped[0] == "cpu_shares: fact koordinator.batch_cpu_shares absent: no node.koordinator.sh/extended-resource-spec annotation "
-                          "(koordlet keeps kubelet's values)");
+    CHECK(p.skipped[0] ==
+          "cpu_shares: fact koordinator.batch_cpu_shares absent: no node.koordinator.sh/extended-resource-spec annotation "
+          "(koordlet keeps kubelet's values)");
     CHECK(p.not_passed.empty());
     // a runtime passing all of them (containerd >= 1.7 through the v010-adapter): plain
     rec->patterns.clear();
@@ -691,8 +684,9 @@ TEST_CASE("facts: an annotation the runtime does not pass is not reported as abs
     // nothing recorded: the absence says the runtime may not pass it; no not-passed claim
     rec.reset();
     p = e.run(cls, none);
-    CHECK(p.skipped[0] == "cpu_shares: fact koordinator.batch_cpu_shares absent: no node.koordinator.sh/extended-resource-spec annotation "
-                          "(containerd may not pass it: check pod_annotations; nri-qos register records what it passes)");
+    CHECK(p.skipped[0] ==
+          "cpu_shares: fact koordinator.batch_cpu_shares absent: no node.koordinator.sh/extended-resource-spec annotation "
+          "(containerd may not pass it: check pod_annotations; nri-qos register records what it passes)");
     CHECK(p.not_passed.empty());
     // the annotation present: never asked (no cost on the hot path)
     asked = 0;
@@ -755,8 +749,10 @@ cpu_quota_us = { fact = "koordinator.cpuset_quota" }
     Env e;
     // the fixture container has quota 50000 / period 100000 (half a CPU)? use explicit resources
     auto with = [&](const std::string& cpuset, int64_t quota) {
-        return req_from("container-create.json", {{"spec", {{"annotations", {{"scheduling.koordinator.sh/resource-status", "{\"cpuset\":\"" + cpuset + "\"}"}}},
-                                                            {"resources", {{"cpu", {{"quota", quota}, {"period", 100000}}}}}}}});
+        return req_from("container-create.json",
+                        {{"spec",
+                          {{"annotations", {{"scheduling.koordinator.sh/resource-status", "{\"cpuset\":\"" + cpuset + "\"}"}}},
+                           {"resources", {{"cpu", {{"quota", quota}, {"period", 100000}}}}}}}});
     };
     make_sysfs(e.t, "0-63", {{0, "0-63"}});
     e.t.put("cg/cpuset/" + resolve_cgroups_path(*with("2-3", 1).cgroups_path).pod + "/cpuset.effective_cpus", "0-63\n");
@@ -764,15 +760,18 @@ cpu_quota_us = { fact = "koordinator.cpuset_quota" }
     CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "2-3");
     CHECK(knob(p.cls.container, KnobId::CpuQuota)->needs_cpuset == "2-3");  // the lift waits for the cpuset
     CHECK(knob(p.cls.container, KnobId::CpuQuota)->value.kind == KnobValue::Max);
-    CHECK(json(p.calcs).dump().find("untrusted, applied: does not raise (2 CPUs (2-3) × period 100000 ≤ kubelet's CFS quota 200000)") != std::string::npos);
+    CHECK(json(p.calcs).dump().find("untrusted, applied: does not raise (2 CPUs (2-3) × period 100000 ≤ kubelet's CFS quota 200000)") !=
+          std::string::npos);
     p = e.run(cls, with("0-63", 200000));  // a pod-written wide cpuset: neither bound nor lifted
     CHECK(p.cls.container.empty());
     REQUIRE(p.refused.size() == 2);
     std::sort(p.refused.begin(), p.refused.end());
-    CHECK(p.refused[1] == "cpuset_cpus: fact koordinator.cpuset refused: would pin to 64 CPUs (0-63) × period 100000, more than kubelet's "
-                          "CFS quota 200000 pays for; untrusted annotation scheduling.koordinator.sh/resource-status (declare it in "
-                          "[guarded.annotations] to trust it)");
-    CHECK(p.refused[0].rfind("cpu_quota_us: fact koordinator.cpuset_quota refused: would lift the CFS quota (kubelet's CFS quota 200000 → max)", 0) == 0);
+    CHECK(p.refused[1] ==
+          "cpuset_cpus: fact koordinator.cpuset refused: would pin to 64 CPUs (0-63) × period 100000, more than kubelet's "
+          "CFS quota 200000 pays for; untrusted annotation scheduling.koordinator.sh/resource-status (declare it in "
+          "[guarded.annotations] to trust it)");
+    CHECK(p.refused[0].rfind("cpu_quota_us: fact koordinator.cpuset_quota refused: would lift the CFS quota (kubelet's CFS quota 200000 → max)", 0) ==
+          0);
     // koord-scheduler declared as the annotation's owner: koordlet's behaviour, the lift included
     const Policy trust = guarding({"scheduling.koordinator.sh/resource-status"});
     e.policy = &trust;
@@ -794,10 +793,18 @@ cpu_burst_us = { fact = "volcano.pod_cpu_burst_us" }
     e.t.put("cg/cpu/" + pod + "/cpu.cfs_quota_us", "400000\n");
     e.t.put("cg/cpu/" + pod + "/cpu.cfs_period_us", "100000\n");
     auto ctr = [&](const std::string& id, const json& ann, int64_t quota, const char* state = "create") {
-        return req_from("container-create.json", {{"id", id}, {"state", state}, {"spec", {{"annotations", ann}, {"resources", {{"cpu", {{"quota", quota}, {"period", 100000}}}}}}}});
+        return req_from(
+            "container-create.json",
+            {{"id", id}, {"state", state}, {"spec", {{"annotations", ann}, {"resources", {{"cpu", {{"quota", quota}, {"period", 100000}}}}}}}});
     };
-    auto burst = [&](const FactPlan& p) { auto k = knob(p.cls.container, KnobId::CpuBurst); return k ? k->value.num : -1; };
-    auto podsum = [&](const FactPlan& p) { auto k = knob(p.pod_refresh, KnobId::CpuBurst); return k ? k->value.num : -1; };
+    auto burst = [&](const FactPlan& p) {
+        auto k = knob(p.cls.container, KnobId::CpuBurst);
+        return k ? k->value.num : -1;
+    };
+    auto podsum = [&](const FactPlan& p) {
+        auto k = knob(p.pod_refresh, KnobId::CpuBurst);
+        return k ? k->value.num : -1;
+    };
 
     const json volcano = {{"volcano.sh/enable-quota-burst", "true"}};
     FactPlan p = e.run(cls, ctr("c1", volcano, 200000));
@@ -812,7 +819,8 @@ cpu_burst_us = { fact = "volcano.pod_cpu_burst_us" }
     CHECK(p.cls.container.empty());
     CHECK(podsum(p) == 100000);
     CHECK(e.run(cls, ctr("c1", {{"volcano.sh/enable-quota-burst", "true"}, {"volcano.sh/quota-burst-time", "500000"}}, 200000), Layout::V1, true)
-              .cls.container.at(0).value.num == 200000);  // capped at the quota (explain: not recorded)
+              .cls.container.at(0)
+              .value.num == 200000);  // capped at the quota (explain: not recorded)
     CHECK(burst(e.run(cls, ctr("c3", {{"volcano.sh/enable-quota-burst", "false"}}, 200000))) == -1);
     CHECK(burst(e.run(cls, ctr("c3", volcano, -1))) == -1);  // no quota: no burst
 
@@ -848,7 +856,8 @@ cpuset_mems = { fact = "katalyst.numa_mems" }
     e.t.put("cpu_manager_state", R"({"policyName":"static","entries":{"podX":{"ctr":"2"}}})");  // kubelet gave CPU 2 to pod X
     const json ann = {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"},
                       {"katalyst.kubewharf.io/memory_enhancement", R"({"numa_binding":"true","numa_exclusive":"true"})"}};
-    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement", "katalyst.kubewharf.io/cpu_enhancement"});
+    const Policy trust =
+        guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement", "katalyst.kubewharf.io/cpu_enhancement"});
     e.policy = &trust;
     Request r = req_from("container-create.json", {{"spec", {{"annotations", ann}}}});
     FactPlan p = e.run(cls, r);
@@ -863,7 +872,9 @@ cpuset_mems = { fact = "katalyst.numa_mems" }
     // bound (not exclusive): the container's integer CPUs
     const json bound = {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"},
                         {"katalyst.kubewharf.io/memory_enhancement", R"({"numa_binding":"true"})"}};
-    Request b = req_from("container-create.json", {{"id", "b0b0"}, {"spec", {{"annotations", bound}, {"resources", {{"cpu", {{"quota", 150000}, {"period", 100000}, {"shares", 1536}}}}}}}});
+    Request b = req_from(
+        "container-create.json",
+        {{"id", "b0b0"}, {"spec", {{"annotations", bound}, {"resources", {{"cpu", {{"quota", 150000}, {"period", 100000}, {"shares", 1536}}}}}}}});
     p = e.run(cls, b, Layout::V1, true);
     CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-1");  // 2 CPUs, node0 (CPU 2 held; node1 is the first container's)
 }
@@ -913,11 +924,16 @@ cpu_burst_us = { fact = "volcano.pod_cpu_burst_us" }
     e.t.put("cg/cpu/" + pod + "/cpu.cfs_quota_us", "400000\n");
     auto ctr = [&](const std::string& id, int64_t quota) {
         e.t.mkdir("cg/cpu/" + pod + "/" + id);
-        return req_from("container-create.json", {{"id", id}, {"spec", {{"cgroupsPath", "/" + pod + "/" + id},
-                                                  {"annotations", {{"volcano.sh/enable-quota-burst", "true"}}},
-                                                  {"resources", {{"cpu", {{"quota", quota}, {"period", 100000}}}}}}}});
+        return req_from("container-create.json", {{"id", id},
+                                                  {"spec",
+                                                   {{"cgroupsPath", "/" + pod + "/" + id},
+                                                    {"annotations", {{"volcano.sh/enable-quota-burst", "true"}}},
+                                                    {"resources", {{"cpu", {{"quota", quota}, {"period", 100000}}}}}}}});
     };
-    auto podsum = [&](const FactPlan& p) { auto k = knob(p.pod_refresh, KnobId::CpuBurst); return k ? k->value.num : -1; };
+    auto podsum = [&](const FactPlan& p) {
+        auto k = knob(p.pod_refresh, KnobId::CpuBurst);
+        return k ? k->value.num : -1;
+    };
     CHECK(podsum(e.run(cls, ctr("c1", 200000))) == 200000);
     CHECK(podsum(e.run(cls, ctr("c2", 100000))) == 300000);
     e.t.rm("cg/cpu/" + pod + "/c1");  // c1 exited and runc removed its cgroup; no event came
@@ -966,7 +982,8 @@ TEST_CASE("facts: Katalyst cpu_enhancement CPU burst policy", "[facts]") {
     auto burst = [&](const std::string& enh, const char* level = "shared_cores", int64_t quota = 200000) -> std::string {
         json ann = {{"katalyst.kubewharf.io/qos_level", level}};
         if (!enh.empty()) ann["katalyst.kubewharf.io/cpu_enhancement"] = enh;
-        FactPlan p = e.run(cls, req_from("container-create.json", {{"spec", {{"annotations", ann}, {"resources", {{"cpu", {{"quota", quota}, {"period", 100000}}}}}}}}));
+        FactPlan p = e.run(cls, req_from("container-create.json",
+                                         {{"spec", {{"annotations", ann}, {"resources", {{"cpu", {{"quota", quota}, {"period", 100000}}}}}}}}));
         if (auto k = knob(p.cls.container, KnobId::CpuBurst)) return std::to_string(k->value.num);
         return p.refused.empty() ? "absent" : "refused";
     };
@@ -994,17 +1011,19 @@ TEST_CASE("facts: Katalyst dedicated_cores default CPU burst and default percent
     auto burst = [&](const std::string& enh, const char* level) -> std::string {
         json ann = {{"katalyst.kubewharf.io/qos_level", level}};
         if (!enh.empty()) ann["katalyst.kubewharf.io/cpu_enhancement"] = enh;
-        FactPlan p = e.run(cls, req_from("container-create.json", {{"spec", {{"annotations", ann}, {"resources", {{"cpu", {{"quota", 200000}, {"period", 100000}}}}}}}}));
+        FactPlan p = e.run(cls, req_from("container-create.json",
+                                         {{"spec", {{"annotations", ann}, {"resources", {{"cpu", {{"quota", 200000}, {"period", 100000}}}}}}}}));
         if (auto k = knob(p.cls.container, KnobId::CpuBurst)) return std::to_string(k->value.num) + " " + k->note;
         return p.refused.empty() ? "absent" : "refused";
     };
     // unset (the agent's default): no change
     CHECK(burst("", "dedicated_cores") == "absent");
     pol.katalyst_dedicated_default_burst = Policy::KatalystBurst::Static;
-    CHECK(burst("", "dedicated_cores").rfind("200000 dedicated_cores default → static (settings.katalyst_dedicated_default_burst = \"static\"", 0) == 0);
+    CHECK(burst("", "dedicated_cores").rfind("200000 dedicated_cores default → static (settings.katalyst_dedicated_default_burst = \"static\"", 0) ==
+          0);
     CHECK(burst(R"({"cpu_burst_policy":"default"})", "dedicated_cores").rfind("200000 ", 0) == 0);
     CHECK(burst(R"({"cpu_burst_policy":"closed"})", "dedicated_cores").rfind("0 ", 0) == 0);  // the pod's own policy wins
-    CHECK(burst("", "shared_cores") == "absent");                                             // dedicated_cores only
+    CHECK(burst("", "shared_cores") == "absent");  // dedicated_cores only
     CHECK(burst("", "reclaimed_cores") == "absent");
     CHECK(burst(R"({"cpu_burst_policy":"default"})", "reclaimed_cores").rfind("0 reclaimed_cores never burst", 0) == 0);
     pol.katalyst_default_burst_percent = 30;
@@ -1016,8 +1035,10 @@ TEST_CASE("facts: Katalyst dedicated_cores default CPU burst and default percent
     CHECK(burst(R"({"cpu_burst_policy":"static"})", "dedicated_cores").rfind("60000 ", 0) == 0);
 
     // the settings parse, check and survive the compiled forms
-    Policy f = parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkatalyst_dedicated_default_burst = \"static\"\n"
-                                 "katalyst_default_burst_percent = 40\nkatalyst_default_numa_exclusive = true\n[classes.C]\n", "t.toml");
+    Policy f = parse_policy_toml(
+        "version = 1\n[settings]\ndefault_class = \"C\"\nkatalyst_dedicated_default_burst = \"static\"\n"
+        "katalyst_default_burst_percent = 40\nkatalyst_default_numa_exclusive = true\n[classes.C]\n",
+        "t.toml");
     CHECK(f.katalyst_dedicated_default_burst == Policy::KatalystBurst::Static);
     CHECK(f.katalyst_default_burst_percent == 40);
     CHECK(f.katalyst_default_numa_exclusive);
@@ -1029,12 +1050,15 @@ TEST_CASE("facts: Katalyst dedicated_cores default CPU burst and default percent
     CHECK(d.katalyst_dedicated_default_burst == Policy::KatalystBurst::Unset);  // off by default, as in the agent
     CHECK(d.katalyst_default_burst_percent == 100);
     CHECK_FALSE(d.katalyst_default_numa_exclusive);
-    CHECK_THROWS_WITH(parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkatalyst_dedicated_default_burst = \"on\"\n[classes.C]\n", "t.toml"),
-                      Catch::Contains("t.toml:4: settings.katalyst_dedicated_default_burst: expected \"unset\""));
-    CHECK_THROWS_WITH(parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkatalyst_default_burst_percent = 101\n[classes.C]\n", "t.toml"),
-                      Catch::Contains("t.toml:4: settings.katalyst_default_burst_percent: expected an integer from 0 to 100"));
-    CHECK_THROWS_WITH(parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkatalyst_default_numa_exclusive = \"true\"\n[classes.C]\n", "t.toml"),
-                      Catch::Contains("t.toml:4: settings.katalyst_default_numa_exclusive: expected true"));
+    CHECK_THROWS_WITH(
+        parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkatalyst_dedicated_default_burst = \"on\"\n[classes.C]\n", "t.toml"),
+        Catch::Contains("t.toml:4: settings.katalyst_dedicated_default_burst: expected \"unset\""));
+    CHECK_THROWS_WITH(
+        parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkatalyst_default_burst_percent = 101\n[classes.C]\n", "t.toml"),
+        Catch::Contains("t.toml:4: settings.katalyst_default_burst_percent: expected an integer from 0 to 100"));
+    CHECK_THROWS_WITH(
+        parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkatalyst_default_numa_exclusive = \"true\"\n[classes.C]\n", "t.toml"),
+        Catch::Contains("t.toml:4: settings.katalyst_default_numa_exclusive: expected true"));
 }
 
 TEST_CASE("facts: NRI UpdatePodSandbox recomputes the fact-valued pod knobs; one it cannot is reported (issue 19)", "[facts]") {
@@ -1056,17 +1080,23 @@ cpu_qos_level = { fact = "volcano.qos_level", if_absent = "fail" }
                       {"scheduling.koordinator.sh/resource-status", R"({"cpuset":"2-3"})"},
                       {"node.koordinator.sh/extended-resource-spec", R"({"containers":{"app":{"requests":{"kubernetes.io/batch-cpu":"1k"}}}})"}};
     // a container of the pod with a 200000 µs burst in the ledger
-    json ce = {{"event", "StartContainer"},
-               {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}, {"annotations", ann}}},
-               {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"},
-                              {"linux", {{"cgroups_path", "/" + pod + "/c1"}, {"resources", {{"cpu", {{"quota", {{"value", 200000}}}, {"period", {{"value", 100000}}}}}}}}}}}};
+    json ce = {
+        {"event", "StartContainer"},
+        {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}, {"annotations", ann}}},
+        {"container",
+         {{"id", "c1"},
+          {"pod_sandbox_id", "p1"},
+          {"name", "app"},
+          {"linux",
+           {{"cgroups_path", "/" + pod + "/c1"}, {"resources", {{"cpu", {{"quota", {{"value", 200000}}}, {"period", {{"value", 100000}}}}}}}}}}}};
     e.t.mkdir("cg/cpu/" + pod + "/c1");
     Request c = parse_nri_event(ce.dump());
     REQUIRE(knob(e.run(cls, c).pod_refresh, KnobId::CpuBurst));
     // kubelet resized the pod: UpdatePodSandbox with the new pod resources
-    json pe = {{"event", "UpdatePodSandbox"},
-               {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}, {"annotations", ann}, {"linux", {{"cgroups_path", "/" + pod + "/p1"}}}}},
-               {"linux_resources", {{"cpu", {{"quota", {{"value", 400000}}}, {"period", {{"value", 100000}}}}}}}};
+    json pe = {
+        {"event", "UpdatePodSandbox"},
+        {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}, {"annotations", ann}, {"linux", {{"cgroups_path", "/" + pod + "/p1"}}}}},
+        {"linux_resources", {{"cpu", {{"quota", {{"value", 400000}}}, {"period", {{"value", 100000}}}}}}}};
     Request u = parse_nri_event(pe.dump());
     FactPlan p = e.run(cls, u);
     REQUIRE(knob(p.cls.pod, KnobId::CpuIdle));  // literal: kept, as before
@@ -1092,11 +1122,13 @@ cpu_quota_us = { fact = "koordinator.cpuset_quota" }
 /// A container create asking for `cpuset` through resource-status, quota 4 CPUs (it pays for them).
 Request pinned(const std::string& cpuset, const std::string& id = "c1", const std::string& sandbox = "sb1", const std::string& uid = "uid1") {
     return req_from("container-create.json",
-                    {{"id", id}, {"sandboxID", sandbox},
-                     {"spec", {{"cgroupsPath", "/kubepods/pod" + uid + "/" + id},
-                               {"annotations", {{"scheduling.koordinator.sh/resource-status", "{\"cpuset\":\"" + cpuset + "\"}"},
-                                                {"io.kubernetes.cri.sandbox-uid", uid}}},
-                               {"resources", {{"cpu", {{"quota", 400000}, {"period", 100000}, {"shares", 4096}}}}}}}});
+                    {{"id", id},
+                     {"sandboxID", sandbox},
+                     {"spec",
+                      {{"cgroupsPath", "/kubepods/pod" + uid + "/" + id},
+                       {"annotations",
+                        {{"scheduling.koordinator.sh/resource-status", "{\"cpuset\":\"" + cpuset + "\"}"}, {"io.kubernetes.cri.sandbox-uid", uid}}},
+                       {"resources", {{"cpu", {{"quota", 400000}, {"period", 100000}, {"shares", 4096}}}}}}}});
 }
 /// A node with CPUs 0-7 (two nodes), pod cgroups of uid1..uid3 with effective cpusets 0-7.
 void lsr_node(Env& e) {
@@ -1116,7 +1148,9 @@ TEST_CASE("annotation cpuset: within the node's online CPUs", "[facts][cpuset-tr
     FactPlan p = e.run(class_of(kLsr), pinned("6-9"));
     CHECK_FALSE(knob(p.cls.container, KnobId::CpusetCpus));
     CHECK_FALSE(knob(p.cls.container, KnobId::CpuQuota));  // a refused cpuset never lifts the quota
-    CHECK(refused_with(p, "cpuset_cpus: fact koordinator.cpuset: scheduling.koordinator.sh/resource-status: cpuset 6-9 is not within the node's online CPUs 0-7 (CPUs 8-9)"));
+    CHECK(refused_with(
+        p,
+        "cpuset_cpus: fact koordinator.cpuset: scheduling.koordinator.sh/resource-status: cpuset 6-9 is not within the node's online CPUs 0-7 (CPUs 8-9)"));
     CHECK(refused_with(p, "cpu_quota_us: fact koordinator.cpuset_quota: cpuset not applied: quota kept"));
     CHECK(e.state.numa_records().empty());
 }
@@ -1148,7 +1182,8 @@ TEST_CASE("annotation cpuset: within the pod cgroup's effective cpuset", "[facts
 TEST_CASE("annotation cpuset: never on CPUs kubelet's static CPU manager gave another pod", "[facts][cpuset-trust]") {
     Env e;
     lsr_node(e);
-    e.t.put("cpu_manager_state", R"({"policyName":"static","defaultCpuSet":"0-1,4-7","entries":{"uid2":{"db":"2-3"},"uid1":{"own":"6"}},"checksum":7})");
+    e.t.put("cpu_manager_state",
+            R"({"policyName":"static","defaultCpuSet":"0-1,4-7","entries":{"uid2":{"db":"2-3"},"uid1":{"own":"6"}},"checksum":7})");
     FactPlan p = e.run(class_of(kLsr), pinned("3-4"));
     CHECK_FALSE(knob(p.cls.container, KnobId::CpusetCpus));
     CHECK_FALSE(knob(p.cls.container, KnobId::CpuQuota));
@@ -1163,7 +1198,8 @@ TEST_CASE("annotation cpuset: never on CPUs kubelet's static CPU manager gave an
     CHECK(refused_with(p, "kubelet cpu_manager_state: entries.uid2.db"));
 }
 
-TEST_CASE("annotation cpuset: kubelet's exclusive CPUs unknown refuses the pin; policy none allows it (issue #30 §3)", "[facts][cpuset-trust][kubelet-unknown]") {
+TEST_CASE("annotation cpuset: kubelet's exclusive CPUs unknown refuses the pin; policy none allows it (issue #30 §3)",
+          "[facts][cpuset-trust][kubelet-unknown]") {
     Env e;
     lsr_node(e);
     // the checkpoint out of sight (its directory missing: a container without the host's
@@ -1173,7 +1209,8 @@ TEST_CASE("annotation cpuset: kubelet's exclusive CPUs unknown refuses the pin; 
     CHECK_FALSE(knob(p.cls.container, KnobId::CpusetCpus));
     CHECK_FALSE(knob(p.cls.container, KnobId::CpuQuota));
     CHECK(refused_with(p, "cpuset_cpus: fact koordinator.cpuset: scheduling.koordinator.sh/resource-status: kubelet's exclusive CPUs unknown: " +
-                              *e.kubelet_cpu_state + " cannot be read: kubelet's directory " + e.t.path + "/host/var/lib/kubelet does not exist here"));
+                              *e.kubelet_cpu_state + " cannot be read: kubelet's directory " + e.t.path +
+                              "/host/var/lib/kubelet does not exist here"));
     CHECK(e.state.numa_records().empty());
     // explain (dry run) says the same
     p = e.run(class_of(kLsr), pinned("2-3"), Layout::V1, true);
@@ -1348,13 +1385,16 @@ cpuset_mems = { fact = "katalyst.numa_mems" }
     const json ann = {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"},
                       {"katalyst.kubewharf.io/memory_enhancement", R"({"numa_binding":"true","numa_exclusive":"true"})"}};
     auto ctr = [&](const std::string& id, const std::string& pod, int64_t shares) {
-        return req_from("container-create.json", {{"id", id}, {"sandboxID", "sb-" + pod},
-                                                  {"spec", {{"cgroupsPath", "/kubepods/" + pod + "/" + id}, {"annotations", ann},
-                                                            {"resources", {{"cpu", {{"shares", shares}}}}}}}});
+        return req_from(
+            "container-create.json",
+            {{"id", id},
+             {"sandboxID", "sb-" + pod},
+             {"spec", {{"cgroupsPath", "/kubepods/" + pod + "/" + id}, {"annotations", ann}, {"resources", {{"cpu", {{"shares", shares}}}}}}}});
     };
     Env e;
     // Katalyst's annotations declared (trusted): the placement itself is under test here
-    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement", "katalyst.kubewharf.io/cpu_enhancement"});
+    const Policy trust =
+        guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement", "katalyst.kubewharf.io/cpu_enhancement"});
     e.policy = &trust;
     make_sysfs(e.t, "0-15", {{0, "0-3"}, {1, "4-7"}, {2, "8-11"}, {3, "12-15"}});
     for (const char* p : {"podA", "podB", "podC"}) e.t.mkdir(std::string("cg/cpuset/kubepods/") + p);
@@ -1388,7 +1428,7 @@ TEST_CASE("Katalyst reserved CPUs: never handed out, never disqualifying (settin
     const CpuSet reserved = *CpuSet::parse("0-1");
     auto c = choose_numa(t, CpuSet(), NumaMode::Exclusive, 2, std::nullopt, why, reserved);
     REQUIRE(c);
-    CHECK(c->node == 0);            // node0 still qualifies
+    CHECK(c->node == 0);  // node0 still qualifies
     CHECK(c->cpus.str() == "2-3");  // but its reserved CPUs are not handed out
     CHECK(c->why.find("node0 has reserved CPUs 0-1 (not handed out, not disqualifying)") != std::string::npos);
     // 6 CPUs on 4-CPU nodes with 2 reserved: 2 + 4 available on the two nodes — enough
@@ -1465,7 +1505,8 @@ TEST_CASE("NUMA choice: Katalyst numa_number / numa_ids (NumaSpan), bound placem
 
     // bound, larger than one node, no numa_number: refused as Katalyst refuses it
     CHECK_FALSE(choose_numa(t, CpuSet(), NumaMode::Bound, 8, std::nullopt, why));
-    CHECK(why.find("8 CPUs are more than one node's 4: a non-exclusive binding spans nodes only with cpu_enhancement numa_number ≥ 2") != std::string::npos);
+    CHECK(why.find("8 CPUs are more than one node's 4: a non-exclusive binding spans nodes only with cpu_enhancement numa_number ≥ 2") !=
+          std::string::npos);
     // bound, numa_number 4, each node with one CPU held ("req with numa number gives valid hints
     // when each numa has 1 CPU allocated": 9, 2, 4, 6): 8 CPUs of nodes 0-3, whole cores first
     NumaSpan four;
@@ -1494,7 +1535,8 @@ TEST_CASE("NUMA choice: Katalyst numa_number / numa_ids (NumaSpan), bound placem
     CHECK(c->nodes.count() == 1);
 }
 
-TEST_CASE("Katalyst numa_number through the facts: recorded, held against the next pod, numa_exclusive by default (settings)", "[facts][numa][katalyst-span]") {
+TEST_CASE("Katalyst numa_number through the facts: recorded, held against the next pod, numa_exclusive by default (settings)",
+          "[facts][numa][katalyst-span]") {
     ClassDef cls = class_of(R"([classes.C.container]
 cpuset_cpus = { fact = "katalyst.numa_cpus" }
 cpuset_mems = { fact = "katalyst.numa_mems" }
@@ -1503,9 +1545,11 @@ cpuset_mems = { fact = "katalyst.numa_mems" }
     auto ctr = [&](const std::string& id, const std::string& pod, int64_t shares, const std::string& mem, const std::string& cpu) {
         json ann = {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"}, {"katalyst.kubewharf.io/memory_enhancement", mem}};
         if (!cpu.empty()) ann["katalyst.kubewharf.io/cpu_enhancement"] = cpu;
-        return req_from("container-create.json", {{"id", id}, {"sandboxID", "sb-" + pod},
-                                                  {"spec", {{"cgroupsPath", "/kubepods/" + pod + "/" + id}, {"annotations", ann},
-                                                            {"resources", {{"cpu", {{"shares", shares}}}}}}}});
+        return req_from(
+            "container-create.json",
+            {{"id", id},
+             {"sandboxID", "sb-" + pod},
+             {"spec", {{"cgroupsPath", "/kubepods/" + pod + "/" + id}, {"annotations", ann}, {"resources", {{"cpu", {{"shares", shares}}}}}}}});
     };
     Env e;
     e.policy = &trust;
@@ -1585,9 +1629,11 @@ TEST_CASE("Katalyst reserved CPUs through the policy and the katalyst.numa_* fac
     const json ann = {{"katalyst.kubewharf.io/qos_level", "dedicated_cores"},
                       {"katalyst.kubewharf.io/memory_enhancement", R"({"numa_binding":"true","numa_exclusive":"true"})"}};
     auto ctr = [&](const std::string& id, const std::string& pod, int64_t shares) {
-        return req_from("container-create.json", {{"id", id}, {"sandboxID", "sb-" + pod},
-                                                  {"spec", {{"cgroupsPath", "/kubepods/" + pod + "/" + id}, {"annotations", ann},
-                                                            {"resources", {{"cpu", {{"shares", shares}}}}}}}});
+        return req_from(
+            "container-create.json",
+            {{"id", id},
+             {"sandboxID", "sb-" + pod},
+             {"spec", {{"cgroupsPath", "/kubepods/" + pod + "/" + id}, {"annotations", ann}, {"resources", {{"cpu", {{"shares", shares}}}}}}}});
     };
     for (const Policy* p : {&list, &count, &none}) {
         Env e;
@@ -1612,8 +1658,10 @@ TEST_CASE("Katalyst reserved CPUs through the policy and the katalyst.numa_* fac
     e.policy = &list;
     make_sysfs(e.t, "0-7", {{0, "0-3"}, {1, "4-7"}});
     e.t.mkdir("cg/cpuset/kubepods/podG");
-    FactPlan g = e.run(class_of("[classes.C.container]\ncpuset_cpus = { fact = \"numa.exclusive_cpus\" }\n"),
-                       req_from("container-create.json", {{"spec", {{"cgroupsPath", "/kubepods/podG/c1"}, {"resources", {{"cpu", {{"shares", 2048}}}}}}}}), Layout::V1, true);
+    FactPlan g =
+        e.run(class_of("[classes.C.container]\ncpuset_cpus = { fact = \"numa.exclusive_cpus\" }\n"),
+              req_from("container-create.json", {{"spec", {{"cgroupsPath", "/kubepods/podG/c1"}, {"resources", {{"cpu", {{"shares", 2048}}}}}}}}),
+              Layout::V1, true);
     CHECK(knob(g.cls.container, KnobId::CpusetCpus)->value.text == "0-3");
 }
 
@@ -1654,7 +1702,8 @@ cpuset_mems = { fact = "numa.exclusive_mems" }
     // a Guaranteed shared_cores pod on Katalyst's share pool 0-3 (no Burstable pod shows the pool)
     e.t.put("cg/cpuset/kubepods/podshared/app/cpuset.cpus", "0-3\n");
     e.t.mkdir("cg/cpuset/kubepods/poddedicated");
-    Request r = req_from("container-create.json", {{"spec", {{"cgroupsPath", "/kubepods/poddedicated/c1"}, {"resources", {{"cpu", {{"shares", 4096}}}}}}}});
+    Request r =
+        req_from("container-create.json", {{"spec", {{"cgroupsPath", "/kubepods/poddedicated/c1"}, {"resources", {{"cpu", {{"shares", 4096}}}}}}}});
     FactPlan p = e.run(cls, r);
     CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-3");  // placed on the pool's node, as Katalyst does
     CHECK(p.calcs[0].find("held CPUs: none") != std::string::npos);
@@ -1666,7 +1715,10 @@ namespace {
 /// The fixture container create, in pod cgroup kubepods/<qos>/podt (qos "" = Guaranteed), with
 /// `ann` as its annotations and `cpu` as its OCI CPU resources.
 Request hostile_req(const std::string& qos, const json& ann, const json& cpu = json::object(), const char* file = "container-create.json") {
-    json patch = {{"spec", {{"annotations", ann}, {"cgroupsPath", "/kubepods/" + (qos.empty() ? "" : qos + "/") + "podt/" + (std::string(file) == "sandbox-create.json" ? "sb" : "c1")}}}};
+    json patch = {
+        {"spec",
+         {{"annotations", ann},
+          {"cgroupsPath", "/kubepods/" + (qos.empty() ? "" : qos + "/") + "podt/" + (std::string(file) == "sandbox-create.json" ? "sb" : "c1")}}}};
     if (!cpu.empty()) patch["spec"]["resources"] = {{"cpu", cpu}};
     if (qos == "besteffort") patch["spec"]["resources"]["memory"] = nullptr;  // kubelet: no limit
     return req_from(file, patch);
@@ -1679,8 +1731,9 @@ cpu_shares = { fact = "koordinator.batch_cpu_shares" }
 cpu_quota_us = { fact = "koordinator.batch_cfs_quota" }
 memory_limit = { fact = "koordinator.batch_memory_limit" }
 )");
-    const json ann = {{"node.koordinator.sh/extended-resource-spec",
-                       R"({"containers":{"cgfs-ctr":{"limits":{"kubernetes.io/batch-cpu":"64k","kubernetes.io/batch-memory":"64Gi"},"requests":{"kubernetes.io/batch-cpu":"64k"}}}})"}};
+    const json ann = {
+        {"node.koordinator.sh/extended-resource-spec",
+         R"({"containers":{"cgfs-ctr":{"limits":{"kubernetes.io/batch-cpu":"64k","kubernetes.io/batch-memory":"64Gi"},"requests":{"kubernetes.io/batch-cpu":"64k"}}}})"}};
     Env e;
     const Policy trust = guarding({"node.koordinator.sh/extended-resource-spec"});
     e.policy = &trust;  // even declared: koord-manager never writes it on a non-BestEffort pod
@@ -1690,7 +1743,8 @@ memory_limit = { fact = "koordinator.batch_memory_limit" }
         CHECK(p.cls.container.empty());
         REQUIRE(p.refused.size() == 3);
         CHECK(p.refused[0] == std::string("cpu_shares: fact koordinator.batch_cpu_shares refused: koord-manager gives batch resources only to "
-                                          "BestEffort pods, this pod is ") + (*qos ? "burstable" : "guaranteed") + " (kubelet's values stay)");
+                                          "BestEffort pods, this pod is ") +
+                                  (*qos ? "burstable" : "guaranteed") + " (kubelet's values stay)");
     }
     FactPlan p = e.run(cls, hostile_req("besteffort", ann, {{"shares", 2}}));
     CHECK(knob(p.cls.container, KnobId::CpuShares)->value.num == milli_cpu_to_shares(64000));
@@ -1707,17 +1761,20 @@ cpu_shares = { fact = "koordinator.pod_batch_cpu_shares" }
 cpu_quota_us = { fact = "koordinator.pod_batch_cfs_quota" }
 memory_limit = { fact = "koordinator.pod_batch_memory_limit" }
 )");
-    const json ann = {{"node.koordinator.sh/extended-resource-spec",
-                       R"({"containers":{"cgfs-ctr":{"limits":{"kubernetes.io/batch-cpu":"2k","kubernetes.io/batch-memory":"1Gi"},"requests":{"kubernetes.io/batch-cpu":"64k"}}}})"}};
+    const json ann = {
+        {"node.koordinator.sh/extended-resource-spec",
+         R"({"containers":{"cgfs-ctr":{"limits":{"kubernetes.io/batch-cpu":"2k","kubernetes.io/batch-memory":"1Gi"},"requests":{"kubernetes.io/batch-cpu":"64k"}}}})"}};
     Env e;  // nothing guarded: a pod author wrote the annotation
     FactPlan p = e.run(cls, hostile_req("besteffort", ann, {{"shares", 2}}));
     CHECK_FALSE(knob(p.cls.container, KnobId::CpuShares));  // 64 CPUs of shares above kubelet's 2: refused
     REQUIRE(p.refused.size() == 1);
-    CHECK(p.refused[0] == "cpu_shares: fact koordinator.batch_cpu_shares refused: would raise cpu.shares (kubelet's cpu.shares 2 → 65536); "
-                          "untrusted annotation node.koordinator.sh/extended-resource-spec (declare it in [guarded.annotations] to trust it)");
+    CHECK(p.refused[0] ==
+          "cpu_shares: fact koordinator.batch_cpu_shares refused: would raise cpu.shares (kubelet's cpu.shares 2 → 65536); "
+          "untrusted annotation node.koordinator.sh/extended-resource-spec (declare it in [guarded.annotations] to trust it)");
     CHECK(knob(p.cls.container, KnobId::CpuQuota)->value.num == 200000);  // BestEffort has no quota: a quota restricts
     CHECK(knob(p.cls.container, KnobId::MemoryLimit)->value.num == 1073741824);
-    CHECK(knob(p.cls.container, KnobId::CpuQuota)->note.find("; untrusted, applied: does not raise (kubelet set no CFS quota: a quota only restricts)") != std::string::npos);
+    CHECK(knob(p.cls.container, KnobId::CpuQuota)
+              ->note.find("; untrusted, applied: does not raise (kubelet set no CFS quota: a quota only restricts)") != std::string::npos);
     // pod level at the sandbox event: kubelet's BestEffort pod cgroup (shares 2, no quota, no limit)
     e.t.put("cg/cpu/kubepods/besteffort/podt/cpu.shares", "2\n");
     e.t.put("cg/cpu/kubepods/besteffort/podt/cpu.cfs_quota_us", "-1\n");
@@ -1726,7 +1783,8 @@ memory_limit = { fact = "koordinator.pod_batch_memory_limit" }
     INFO(json(p.refused).dump());
     CHECK_FALSE(knob(p.cls.pod, KnobId::CpuShares));
     REQUIRE(p.refused.size() == 1);
-    CHECK(p.refused[0].rfind("pod:cpu_shares: fact koordinator.pod_batch_cpu_shares refused: would raise cpu.shares (the pod's cpu.shares 2 → 65536)", 0) == 0);
+    CHECK(p.refused[0].rfind("pod:cpu_shares: fact koordinator.pod_batch_cpu_shares refused: would raise cpu.shares (the pod's cpu.shares 2 → 65536)",
+                             0) == 0);
     CHECK(knob(p.cls.pod, KnobId::CpuQuota)->value.num == 200000);
     CHECK(knob(p.cls.pod, KnobId::MemoryLimit)->value.num == 1073741824);
     // a memory limit above a Burstable-like pod's own limit (the container's OCI limit 64Mi)
@@ -1754,8 +1812,9 @@ cpu_burst_us = { fact = "volcano.pod_cpu_burst_us" }
     FactPlan p = e.run(cls, hostile_req("burstable", ann, {{"quota", 100000}, {"period", 100000}}));
     CHECK_FALSE(knob(p.cls.container, KnobId::CpuBurst));
     REQUIRE_FALSE(p.refused.empty());
-    CHECK(p.refused[0] == "cpu_burst_us: fact volcano.cpu_burst_us refused: would set a CFS burst 300000 above kubelet's CFS quota 100000; "
-                          "untrusted annotation volcano.sh/enable-quota-burst, volcano.sh/quota-burst-time (declare it in [guarded.annotations] to trust it)");
+    CHECK(p.refused[0] ==
+          "cpu_burst_us: fact volcano.cpu_burst_us refused: would set a CFS burst 300000 above kubelet's CFS quota 100000; "
+          "untrusted annotation volcano.sh/enable-quota-burst, volcano.sh/quota-burst-time (declare it in [guarded.annotations] to trust it)");
     // pod: the ledger sums two containers' bursts within their own quotas, above the pod's quota
     ClassDef plain = class_of(R"([classes.C.container]
 cpu_burst_us = { fact = "volcano.cpu_burst_us" }
@@ -1773,23 +1832,28 @@ cpu_burst_us = { fact = "volcano.pod_cpu_burst_us" }
     p = e.run(plain, ctr("c2"));
     CHECK_FALSE(knob(p.pod_refresh, KnobId::CpuBurst));  // Σ 200000 above the pod's 100000
     REQUIRE(p.refused.size() == 1);
-    CHECK(p.refused[0].rfind("pod:cpu_burst_us: fact volcano.pod_cpu_burst_us refused: would set a CFS burst 200000 above the pod's cpu.cfs_quota_us 100000", 0) == 0);
+    CHECK(p.refused[0].rfind(
+              "pod:cpu_burst_us: fact volcano.pod_cpu_burst_us refused: would set a CFS burst 200000 above the pod's cpu.cfs_quota_us 100000", 0) ==
+          0);
     // declared: Volcano's behaviour
     const Policy trust = guarding({"volcano.sh/enable-quota-burst", "volcano.sh/quota-burst-time"});
     e.policy = &trust;
     CHECK(knob(e.run(plain, ctr("c2")).pod_refresh, KnobId::CpuBurst)->value.num == 200000);
-    CHECK(knob(e.run(cls, hostile_req("burstable", ann, {{"quota", 100000}, {"period", 100000}})).cls.container, KnobId::CpuBurst)->value.num == 300000);
+    CHECK(knob(e.run(cls, hostile_req("burstable", ann, {{"quota", 100000}, {"period", 100000}})).cls.container, KnobId::CpuBurst)->value.num ==
+          300000);
 }
 
 TEST_CASE("trust: volcano.sh/qos-level raises cpu.qos_level only when trusted", "[facts][trust]") {
-    ClassDef cls = class_of("[classes.C.container]\ncpu_qos_level = { fact = \"volcano.qos_level\" }\n"
-                            "[classes.C.pod]\ncpu_qos_level = { fact = \"volcano.qos_level\" }\n");
+    ClassDef cls = class_of(
+        "[classes.C.container]\ncpu_qos_level = { fact = \"volcano.qos_level\" }\n"
+        "[classes.C.pod]\ncpu_qos_level = { fact = \"volcano.qos_level\" }\n");
     Env e;
     FactPlan p = e.run(cls, hostile_req("burstable", {{"volcano.sh/qos-level", "HLS"}}));
     CHECK(p.cls.container.empty());
     REQUIRE(p.refused.size() == 1);
-    CHECK(p.refused[0] == "cpu_qos_level: fact volcano.qos_level refused: would raise cpu_qos_level to 2 (unclassified pods have 0); "
-                          "untrusted annotation volcano.sh/qos-level (declare it in [guarded.annotations] to trust it)");
+    CHECK(p.refused[0] ==
+          "cpu_qos_level: fact volcano.qos_level refused: would raise cpu_qos_level to 2 (unclassified pods have 0); "
+          "untrusted annotation volcano.sh/qos-level (declare it in [guarded.annotations] to trust it)");
     CHECK(knob(e.run(cls, hostile_req("burstable", {{"volcano.sh/qos-level", "BE"}})).cls.container, KnobId::CpuQosLevel)->value.num == -1);
     // trusted by namespace: the class's gate.namespaces lists the pod's namespace
     ClassDef gated = class_of("[classes.C.container]\ncpu_qos_level = { fact = \"volcano.qos_level\" }\n");
@@ -1815,10 +1879,13 @@ cpuset_mems = { fact = "katalyst.numa_mems" }
     FactPlan p = e.run(cls, hostile_req("burstable", ann));
     CHECK(p.cls.container.empty());
     REQUIRE(p.refused.size() == 2);
-    CHECK(p.refused[0].rfind("cpuset_cpus: fact katalyst.numa_cpus refused: would reserve CPUs of a NUMA node (katalyst dedicated_cores numa_binding + "
-                             "numa_exclusive); untrusted annotation katalyst.kubewharf.io/memory_enhancement, katalyst.kubewharf.io/qos_level", 0) == 0);
+    CHECK(
+        p.refused[0].rfind("cpuset_cpus: fact katalyst.numa_cpus refused: would reserve CPUs of a NUMA node (katalyst dedicated_cores numa_binding + "
+                           "numa_exclusive); untrusted annotation katalyst.kubewharf.io/memory_enhancement, katalyst.kubewharf.io/qos_level",
+                           0) == 0);
     CHECK(e.state.numa_records().empty());  // nothing recorded
-    const Policy trust = guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement", "katalyst.kubewharf.io/cpu_enhancement"});
+    const Policy trust =
+        guarding({"katalyst.kubewharf.io/qos_level", "katalyst.kubewharf.io/memory_enhancement", "katalyst.kubewharf.io/cpu_enhancement"});
     e.policy = &trust;
     p = e.run(cls, hostile_req("burstable", ann));
     CHECK(knob(p.cls.container, KnobId::CpusetCpus)->value.text == "0-3");
@@ -1829,7 +1896,8 @@ TEST_CASE("trust: the registry declares what each fact raises and the keys it tr
     for (const auto& f : fact_table()) {
         INFO(f.name);
         // a fact that reads a pod-written annotation and can raise names its keys, and vice versa
-        if (std::string(f.name).rfind("numa.", 0) != 0 && std::string(f.name) != "rubik.qos_level" && std::string(f.name) != "volcano.memory_qos_level" &&
+        if (std::string(f.name).rfind("numa.", 0) != 0 && std::string(f.name) != "rubik.qos_level" &&
+            std::string(f.name) != "volcano.memory_qos_level" &&
             std::string(f.name) != "rubik.cache_limit" &&  // held at the class's level by construction: only lowers
             std::string(f.name) != "rubik.blkio_limit" &&  // a throttle only lowers (issue #21)
             std::string(f.name) != "volcano.memory_high") {  // memory.high only throttles (issue #32)
@@ -1851,8 +1919,10 @@ TEST_CASE("trust: check notes which declaration unlocks which behaviour, never a
         CHECK(n.level == PolicyDiag::Note);
         CHECK(n.message.find("untrusted: applied only where it does not raise; declaring \"") != std::string::npos);
     }
-    CHECK(format_diag("b.toml", chk.notes[0]).rfind("b.toml: note: fact koordinator.batch_cpu_shares (class KOORD-BE) can raise: shares above "
-                                                    "kubelet's (BestEffort pods only); untrusted", 0) == 0);
+    CHECK(format_diag("b.toml", chk.notes[0])
+              .rfind("b.toml: note: fact koordinator.batch_cpu_shares (class KOORD-BE) can raise: shares above "
+                     "kubelet's (BestEffort pods only); untrusted",
+                     0) == 0);
     // declared: trusted, the seed system's full behaviour
     std::string declared = bundled;
     const std::string line = "# \"node.koordinator.sh/extended-resource-spec\" = ";
@@ -1863,7 +1933,8 @@ TEST_CASE("trust: check notes which declaration unlocks which behaviour, never a
                                     "koordinator-sh/koordinator's full behaviour") != std::string::npos);
 }
 
-TEST_CASE("facts: settings.koordinator_quota_lift — \"cpuset\" (koordlet) lifts for any cpuset, \"fits\" keeps the quota of a wider one", "[facts][trust]") {
+TEST_CASE("facts: settings.koordinator_quota_lift — \"cpuset\" (koordlet) lifts for any cpuset, \"fits\" keeps the quota of a wider one",
+          "[facts][trust]") {
     // koordinator-sh/koordinator@v1.8.0 pkg/util/pod_qos_utils.go IsPodCfsQuotaNeedUnset: any cpuset.
     ClassDef cls = class_of(R"([classes.C.container]
 cpuset_cpus = { fact = "koordinator.cpuset" }
@@ -1873,8 +1944,9 @@ cpu_quota_us = { fact = "koordinator.cpuset_quota" }
 )");
     Env e;
     auto with = [&](const char* file, const std::string& cpuset, int64_t quota) {
-        return req_from(file, {{"spec", {{"annotations", {{"scheduling.koordinator.sh/resource-status", "{\"cpuset\":\"" + cpuset + "\"}"}}},
-                                         {"resources", {{"cpu", {{"quota", quota}, {"period", 100000}}}}}}}});
+        return req_from(file, {{"spec",
+                                {{"annotations", {{"scheduling.koordinator.sh/resource-status", "{\"cpuset\":\"" + cpuset + "\"}"}}},
+                                 {"resources", {{"cpu", {{"quota", quota}, {"period", 100000}}}}}}}});
     };
     make_sysfs(e.t, "0-63", {{0, "0-63"}});
     const std::string pod = resolve_cgroups_path(*with("container-create.json", "2-3", 1).cgroups_path).pod;
@@ -1898,8 +1970,9 @@ cpu_quota_us = { fact = "koordinator.cpuset_quota" }
     CHECK(!knob(p.cls.container, KnobId::CpuQuota));
     CHECK(p.refused.empty());
     REQUIRE(p.skipped.size() == 1);
-    CHECK(p.skipped[0] == "cpu_quota_us: fact koordinator.cpuset_quota absent: cpuset 2-5 (4 CPUs × 100000) is wider than the container's CFS "
-                          "quota 200000: quota kept (settings.koordinator_quota_lift = \"fits\")");
+    CHECK(p.skipped[0] ==
+          "cpu_quota_us: fact koordinator.cpuset_quota absent: cpuset 2-5 (4 CPUs × 100000) is wider than the container's CFS "
+          "quota 200000: quota kept (settings.koordinator_quota_lift = \"fits\")");
     p = e.run(cls, with("sandbox-create.json", "2-5", 200000));
     CHECK(!knob(p.cls.pod, KnobId::CpuQuota));
     // within the quota both lift
@@ -1913,8 +1986,9 @@ cpu_quota_us = { fact = "koordinator.cpuset_quota" }
     CHECK(!knob(p.cls.container, KnobId::CpuQuota));
     CHECK(p.refused.empty());
     REQUIRE(p.skipped.size() == 1);
-    CHECK(p.skipped[0] == "cpu_quota_us: fact koordinator.cpuset_quota absent: bound to cpuset 2-3 by koord-scheduler: quota kept "
-                          "(settings.koordinator_quota_lift = \"never\", koordlet --disable-unset-cpu-quota)");
+    CHECK(p.skipped[0] ==
+          "cpu_quota_us: fact koordinator.cpuset_quota absent: bound to cpuset 2-3 by koord-scheduler: quota kept "
+          "(settings.koordinator_quota_lift = \"never\", koordlet --disable-unset-cpu-quota)");
     p = e.run(cls, with("sandbox-create.json", "2-5", 200000));
     CHECK(!knob(p.cls.pod, KnobId::CpuQuota));
     // the setting parses, round-trips and is refused when misspelt
@@ -1923,8 +1997,9 @@ cpu_quota_us = { fact = "koordinator.cpuset_quota" }
     CHECK(policy_from_json(policy_to_json(f)).koordinator_quota_lift == Policy::QuotaLift::Fits);
     f = parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkoordinator_quota_lift = \"never\"\n[classes.C]\n", "t.toml");
     CHECK(policy_from_json(policy_to_json(f)).koordinator_quota_lift == Policy::QuotaLift::Never);
-    CHECK_THROWS_WITH(parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkoordinator_quota_lift = \"always\"\n[classes.C]\n", "t.toml"),
-                      Catch::Contains("t.toml:4: settings.koordinator_quota_lift: expected \"cpuset\""));
+    CHECK_THROWS_WITH(
+        parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\nkoordinator_quota_lift = \"always\"\n[classes.C]\n", "t.toml"),
+        Catch::Contains("t.toml:4: settings.koordinator_quota_lift: expected \"cpuset\""));
 }
 
 TEST_CASE("facts: rubik dynCache level from volcano.sh/cache-limit, never above the class's default", "[facts][resctrl]") {
@@ -1937,7 +2012,8 @@ TEST_CASE("facts: rubik dynCache level from volcano.sh/cache-limit, never above 
         Request r = req_from("container-create.json", {{"spec", {{"annotations", ann}}}});
         FactPlan p = e.run(cls, r);
         const KnobSetting* k = knob(p.cls.container, KnobId::ResctrlGroup);
-        return k ? k->value.text + " | " + k->note : "none | " + (p.skipped.empty() ? std::string() : p.skipped[0]) + (p.refused.empty() ? std::string() : p.refused[0]);
+        return k ? k->value.text + " | " + k->note
+                 : "none | " + (p.skipped.empty() ? std::string() : p.skipped[0]) + (p.refused.empty() ? std::string() : p.refused[0]);
     };
     const json off = {{"volcano.sh/preemptable", "true"}};
     CHECK(level("", off).rfind("rubik_max | no volcano.sh/cache-limit: rubik's defaultLimitMode static", 0) == 0);
@@ -1956,9 +2032,13 @@ TEST_CASE("facts: rubik dynCache level from volcano.sh/cache-limit, never above 
     CHECK(level("", bad).find("not low, middle, high, max or dynamic") != std::string::npos);
     CHECK(level("", json::object()).find("online, rubik's dynCache leaves the pod") != std::string::npos);
     CHECK(check_policy_text("version = 1\n[settings]\ndefault_class = \"C\"\n[classes.C.container]\n"
-                            "cpu_shares = { fact = \"koordinator.batch_cpu_shares\", default = \"low\" }\n", "p").errors() == 1);
+                            "cpu_shares = { fact = \"koordinator.batch_cpu_shares\", default = \"low\" }\n",
+                            "p")
+              .errors() == 1);
     CHECK(check_policy_text("version = 1\n[settings]\ndefault_class = \"C\"\n[classes.C.container]\n"
-                            "resctrl_group = { fact = \"rubik.cache_limit\", default = \"lowest\" }\n", "p").errors() == 1);
+                            "resctrl_group = { fact = \"rubik.cache_limit\", default = \"lowest\" }\n",
+                            "p")
+              .errors() == 1);
 }
 
 // ---- rubik ioLimit (issue #21) ---------------------------------------------------------------
@@ -1985,7 +2065,8 @@ TEST_CASE("volcano.sh/blkio-limit: rubik's BlkConfig as Go's encoding/json decod
     CHECK(parse_blkio_limit("null").lists[2].empty());
     // what fails rubik's json Decode fails here: the whole annotation (one line)
     CHECK_THROWS_WITH(parse_blkio_limit("invalid json"), Catch::StartsWith("volcano.sh/blkio-limit: "));
-    CHECK_THROWS_WITH(parse_blkio_limit(R"({"device_read_bps": {"device": "8:0"}})"), Catch::Contains("device_read_bps: expected a list, got object"));
+    CHECK_THROWS_WITH(parse_blkio_limit(R"({"device_read_bps": {"device": "8:0"}})"),
+                      Catch::Contains("device_read_bps: expected a list, got object"));
     CHECK_THROWS_WITH(parse_blkio_limit(R"({"device_read_bps": [{"device": "8:0", "value": 1048576}]})"),
                       Catch::Contains("value must be a string, got number"));
     CHECK_THROWS_WITH(parse_blkio_limit("[]"), Catch::Contains("expected a JSON object, got array"));
@@ -2011,10 +2092,12 @@ TEST_CASE("blkio_throttle values: syntax, bounds, the kernel's keyed files", "[f
     CHECK_FALSE(parse_throttle(many, e, err));
     CHECK(err == "more than 64 device limits");
     // a policy literal takes the same syntax, canonicalised
-    Policy p = parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\n[classes.C.container]\nblkio_throttle = \"8:0  rbps=10\"\n", "t.toml");
+    Policy p =
+        parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\n[classes.C.container]\nblkio_throttle = \"8:0  rbps=10\"\n", "t.toml");
     CHECK(p.classes.at("C").container.at(0).value.text == "8:0 rbps=10");
-    CHECK_THROWS_WITH(parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\n[classes.C.container]\nblkio_throttle = \"8:0 rbps=0\"\n", "t.toml"),
-                      Catch::Contains("blkio_throttle: \"8:0 rbps=0\": rate must be an integer 1..2^63-1"));
+    CHECK_THROWS_WITH(
+        parse_policy_toml("version = 1\n[settings]\ndefault_class = \"C\"\n[classes.C.container]\nblkio_throttle = \"8:0 rbps=0\"\n", "t.toml"),
+        Catch::Contains("blkio_throttle: \"8:0 rbps=0\": rate must be an integer 1..2^63-1"));
     // what the kernel shows after several one-device writes (explain --pod's scratch tree)
     std::string v2 = merge_throttle_file("kubepods/pod1/c/io.max", "", "8:16 wbps=2097152");
     v2 = merge_throttle_file("kubepods/pod1/c/io.max", v2, "8:0 rbps=1048576");
@@ -2056,8 +2139,10 @@ TEST_CASE("facts: rubik ioLimit from volcano.sh/blkio-limit, devices checked aga
         "device_read_iops": [{"device": "/dev/nvme0n1", "value": "1000"}],
         "device_write_iops": [{"device": "253:1", "value": "2000"}]})";
     if (nodes) {
-        CHECK(run(e, fixture).rfind("8:0 rbps=1048576,8:16 wbps=2097152,259:0 riops=1000,253:1 wiops=2000 | volcano.sh/blkio-limit: "
-                                    "device_read_bps \"/dev/sda\" → 8:0 rbps=1048576, ", 0) == 0);
+        CHECK(run(e, fixture)
+                  .rfind("8:0 rbps=1048576,8:16 wbps=2097152,259:0 riops=1000,253:1 wiops=2000 | volcano.sh/blkio-limit: "
+                         "device_read_bps \"/dev/sda\" → 8:0 rbps=1048576, ",
+                         0) == 0);
     } else {
         WARN("mknod refused (not root): device paths not checked");
     }
@@ -2078,7 +2163,8 @@ TEST_CASE("facts: rubik ioLimit from volcano.sh/blkio-limit, devices checked aga
     CHECK(run(e, "").find("absent: no volcano.sh/blkio-limit annotation") != std::string::npos);
     // cgroup v2 io.max refuses a rate of 1 (blk-throttle tg_set_limit); v1 takes it
     CHECK(run(e, R"({"device_read_bps":[{"device":"8:0","value":"1"}]})").rfind("8:0 rbps=1 | ", 0) == 0);
-    CHECK(run(e, R"({"device_read_bps":[{"device":"8:0","value":"1"}]})", Layout::V2).find("value 1: cgroup v2 io.max takes rates from 2") != std::string::npos);
+    CHECK(run(e, R"({"device_read_bps":[{"device":"8:0","value":"1"}]})", Layout::V2).find("value 1: cgroup v2 io.max takes rates from 2") !=
+          std::string::npos);
     // malformed JSON: refused (a failure, one line), as rubik applies nothing
     CHECK(run(e, "{").rfind("none | refused blkio_throttle: fact rubik.blkio_limit: volcano.sh/blkio-limit: ", 0) == 0);
     // trust: no declaration needed (a throttle only lowers)
@@ -2102,8 +2188,9 @@ TEST_CASE("volcano.sh/colocation-config: parseColocationConfig with Go's decodin
     CHECK(parse_colocation_memory_qos("null").defaulted);
     CHECK(parse_colocation_memory_qos(R"({"memoryQos": {"lowRatio": -5}})").low_ratio == -5);
     // hostile: wrong types, floats, out of int64, not an object — one line, never a crash
-    for (const char* bad : {R"({"memoryQos": {"lowRatio": "20"}})", R"({"memoryQos": {"lowRatio": 20.5}})", R"({"memoryQos": {"minRatio": 1e3}})",
-                            R"({"memoryQos": {"highRatio": 99999999999999999999}})", R"({"memoryQos": 5})", "[]", "\"x\"", R"({"memoryQos": {"lowRatio": true}})"}) {
+    for (const char* bad :
+         {R"({"memoryQos": {"lowRatio": "20"}})", R"({"memoryQos": {"lowRatio": 20.5}})", R"({"memoryQos": {"minRatio": 1e3}})",
+          R"({"memoryQos": {"highRatio": 99999999999999999999}})", R"({"memoryQos": 5})", "[]", "\"x\"", R"({"memoryQos": {"lowRatio": true}})"}) {
         INFO(bad);
         std::string e = error_of([&] { parse_colocation_memory_qos(bad); });
         CHECK(e.rfind("volcano.sh/colocation-config: ", 0) == 0);
@@ -2135,22 +2222,26 @@ TEST_CASE("facts: koordlet's oom_score_adj from the -spec map, else the pod anno
         const KnobSetting* k = knob(p.cls.container, KnobId::OomScoreAdj);
         return k ? std::optional<int64_t>(k->value.num) : std::nullopt;
     };
-    CHECK_FALSE(val({{"foo", "bar"}}));                                                                  // no oom score adj annotations
-    CHECK(val({{"koordinator.sh/oom-score-adj", "-500"}}) == -500);                                      // pod-level default applied
+    CHECK_FALSE(val({{"foo", "bar"}}));  // no oom score adj annotations
+    CHECK(val({{"koordinator.sh/oom-score-adj", "-500"}}) == -500);  // pod-level default applied
     CHECK(val({{"koordinator.sh/oom-score-adj", "-500"}, {"koordinator.sh/oom-score-adj-spec", R"({"cgfs-ctr": 100})"}}) == 100);  // spec overrides
-    CHECK(val({{"koordinator.sh/oom-score-adj", "-500"}, {"koordinator.sh/oom-score-adj-spec", R"({"c2": 100})"}}) == -500);      // not listed: falls back
-    CHECK_FALSE(val({{"koordinator.sh/oom-score-adj-spec", R"({"c2": 100})"}}));                         // not listed, no default
-    CHECK_FALSE(val({{"koordinator.sh/oom-score-adj", "-2000"}}));                                       // out of range: koordlet skips
+    CHECK(val({{"koordinator.sh/oom-score-adj", "-500"}, {"koordinator.sh/oom-score-adj-spec", R"({"c2": 100})"}}) ==
+          -500);  // not listed: falls back
+    CHECK_FALSE(val({{"koordinator.sh/oom-score-adj-spec", R"({"c2": 100})"}}));  // not listed, no default
+    CHECK_FALSE(val({{"koordinator.sh/oom-score-adj", "-2000"}}));  // out of range: koordlet skips
     FactPlan p = e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj-spec", "{invalid}"}, {"koordinator.sh/oom-score-adj", "-500"}}));
     CHECK_FALSE(knob(p.cls.container, KnobId::OomScoreAdj));  // invalid spec: nothing, no fallback
     REQUIRE(p.refused.size() == 1);
     CHECK(p.refused[0].rfind("oom_score_adj: fact koordinator.oom_score_adj: koordinator.sh/oom-score-adj-spec: ", 0) == 0);
     p = e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", "not-a-number"}}));  // invalid pod-level value
     REQUIRE(p.refused.size() == 1);
-    CHECK(p.refused[0] == "oom_score_adj: fact koordinator.oom_score_adj: koordinator.sh/oom-score-adj \"not-a-number\" is not an integer (koordlet: failed to parse, sets nothing)");
+    CHECK(
+        p.refused[0] ==
+        "oom_score_adj: fact koordinator.oom_score_adj: koordinator.sh/oom-score-adj \"not-a-number\" is not an integer (koordlet: failed to parse, sets nothing)");
     p = e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", "-2000"}}));
     REQUIRE(p.skipped.size() == 1);
-    CHECK(p.skipped[0] == "oom_score_adj: fact koordinator.oom_score_adj absent: koordinator.sh/oom-score-adj = -2000 is outside [-1000, 1000]: koordlet skips it");
+    CHECK(p.skipped[0] ==
+          "oom_score_adj: fact koordinator.oom_score_adj absent: koordinator.sh/oom-score-adj = -2000 is outside [-1000, 1000]: koordlet skips it");
     for (const char* huge : {"99999999999999999999", "1e3", " 5", ""}) {
         INFO(huge);
         p = e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", huge}}));
@@ -2166,16 +2257,19 @@ TEST_CASE("trust: an untrusted oom_score_adj may only raise the score above kube
     FactPlan p = e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", "-500"}}));
     CHECK_FALSE(knob(p.cls.container, KnobId::OomScoreAdj));
     REQUIRE(p.refused.size() == 1);
-    CHECK(p.refused[0] == "oom_score_adj: fact koordinator.oom_score_adj refused: would lower oom_score_adj below kubelet's Burstable oom_score_adj "
-                          "(at most 999) → -500; untrusted annotation koordinator.sh/oom-score-adj-spec, koordinator.sh/oom-score-adj "
-                          "(declare it in [guarded.annotations] to trust it)");
-    CHECK(knob(e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", "1000"}})).cls.container, KnobId::OomScoreAdj)->value.num == 1000);
+    CHECK(p.refused[0] ==
+          "oom_score_adj: fact koordinator.oom_score_adj refused: would lower oom_score_adj below kubelet's Burstable oom_score_adj "
+          "(at most 999) → -500; untrusted annotation koordinator.sh/oom-score-adj-spec, koordinator.sh/oom-score-adj "
+          "(declare it in [guarded.annotations] to trust it)");
+    CHECK(knob(e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", "1000"}})).cls.container, KnobId::OomScoreAdj)->value.num ==
+          1000);
     // the process exists (v0.1 create): runc set kubelet's value, compared exactly
     e.t.put("proc/2529/oom_score_adj", "600\n");
     CHECK_FALSE(knob(e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", "599"}})).cls.container, KnobId::OomScoreAdj));
     p = e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", "600"}}));
     REQUIRE(knob(p.cls.container, KnobId::OomScoreAdj));
-    CHECK(knob(p.cls.container, KnobId::OomScoreAdj)->note.find("untrusted, applied: does not raise (600 ≥ the process's oom_score_adj 600") != std::string::npos);
+    CHECK(knob(p.cls.container, KnobId::OomScoreAdj)->note.find("untrusted, applied: does not raise (600 ≥ the process's oom_score_adj 600") !=
+          std::string::npos);
     e.t.rm("proc/2529");
     // Guaranteed -997: any value at or above it only lowers the pod's standing
     CHECK(knob(e.run(cls, hostile_req("", {{"koordinator.sh/oom-score-adj", "-997"}})).cls.container, KnobId::OomScoreAdj)->value.num == -997);
@@ -2183,7 +2277,8 @@ TEST_CASE("trust: an untrusted oom_score_adj may only raise the score above kube
     // declared: koordlet's behaviour
     const Policy trust = guarding({"koordinator.sh/oom-score-adj", "koordinator.sh/oom-score-adj-spec"});
     e.policy = &trust;
-    CHECK(knob(e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", "-500"}})).cls.container, KnobId::OomScoreAdj)->value.num == -500);
+    CHECK(knob(e.run(cls, hostile_req("burstable", {{"koordinator.sh/oom-score-adj", "-500"}})).cls.container, KnobId::OomScoreAdj)->value.num ==
+          -500);
 }
 
 TEST_CASE("facts: Volcano memoryqosv2 memory.high/low/min of the container (cgroup v2 only)", "[facts][memqos]") {
@@ -2203,13 +2298,14 @@ memory_min = { fact = "volcano.memory_min" }
     FactPlan p = e.run(cls, r, Layout::V2);
     INFO(json(p.refused).dump() << json(p.skipped).dump());
     CHECK(knob(p.cls.container, KnobId::MemoryHigh)->value.num == 858993459);  // 1Gi × 80 / 100
-    CHECK(knob(p.cls.container, KnobId::MemoryLow)->value.num == 214748364);   // 1Gi × 20 / 100
-    CHECK(knob(p.cls.container, KnobId::MemoryMin)->value.num == 107374182);   // 1Gi × 10 / 100
+    CHECK(knob(p.cls.container, KnobId::MemoryLow)->value.num == 214748364);  // 1Gi × 20 / 100
+    CHECK(knob(p.cls.container, KnobId::MemoryMin)->value.num == 107374182);  // 1Gi × 10 / 100
     // cgroup v1: skipped with the reason
     p = e.run(cls, r, Layout::V1);
     CHECK(p.cls.container.empty());
     REQUIRE(p.skipped.size() == 3);
-    CHECK(p.skipped[0] == "memory_high: fact volcano.memory_high absent: cgroup v1: the Volcano agent's memoryqosv2 handler sets memory.high on cgroup v2 only");
+    CHECK(p.skipped[0] ==
+          "memory_high: fact volcano.memory_high absent: cgroup v1: the Volcano agent's memoryqosv2 handler sets memory.high on cgroup v2 only");
     // Burstable: the request is not carried — low/min absent with the reason, high from the limit
     Request b = hostile_req("burstable", {{"volcano.sh/qos-level", "HLS"}, {"volcano.sh/colocation-config", cfg}});
     p = e.run(cls, b, Layout::V2);
@@ -2256,7 +2352,8 @@ memory_low = { fact = "volcano.memory_low" }
 memory_min = { fact = "volcano.memory_min" }
 )");
     Env e;  // nothing guarded
-    Request r = hostile_req("", {{"volcano.sh/qos-level", "LC"}, {"volcano.sh/colocation-config", R"({"memoryQos":{"highRatio":80,"lowRatio":20,"minRatio":10}})"}});
+    Request r = hostile_req(
+        "", {{"volcano.sh/qos-level", "LC"}, {"volcano.sh/colocation-config", R"({"memoryQos":{"highRatio":80,"lowRatio":20,"minRatio":10}})"}});
     r.resources.mem_limit = 1073741824;
     // kubelet without MemoryQoS: the pod's memory.min/low are 0 → any protection is a raise
     e.t.put("cg/kubepods/podt/memory.min", "0\n");
@@ -2266,13 +2363,15 @@ memory_min = { fact = "volcano.memory_min" }
     CHECK_FALSE(knob(p.cls.container, KnobId::MemoryLow));
     CHECK_FALSE(knob(p.cls.container, KnobId::MemoryMin));
     REQUIRE(p.refused.size() == 2);
-    CHECK(p.refused[0] == "memory_low: fact volcano.memory_low refused: would protect 214748364 bytes (memory.low) above the pod's memory.low 0; "
-                          "untrusted annotation volcano.sh/colocation-config (declare it in [guarded.annotations] to trust it)");
+    CHECK(p.refused[0] ==
+          "memory_low: fact volcano.memory_low refused: would protect 214748364 bytes (memory.low) above the pod's memory.low 0; "
+          "untrusted annotation volcano.sh/colocation-config (declare it in [guarded.annotations] to trust it)");
     // kubelet's MemoryQoS gate set the pod's memory.min = its requests: within it, applied untrusted
     e.t.put("cg/kubepods/podt/memory.min", "1073741824\n");
     p = e.run(cls, r, Layout::V2);
     REQUIRE(knob(p.cls.container, KnobId::MemoryMin));
-    CHECK(knob(p.cls.container, KnobId::MemoryMin)->note.find("untrusted, applied: does not raise (107374182 ≤ the pod's memory.min 1073741824)") != std::string::npos);
+    CHECK(knob(p.cls.container, KnobId::MemoryMin)->note.find("untrusted, applied: does not raise (107374182 ≤ the pod's memory.min 1073741824)") !=
+          std::string::npos);
     CHECK_FALSE(knob(p.cls.container, KnobId::MemoryLow));
     // lowered to 0: applied untrusted
     r.annotations["volcano.sh/colocation-config"] = R"({"memoryQos":{"lowRatio":0,"minRatio":0}})";

@@ -27,11 +27,11 @@ json cpuset_only() {
 }
 
 json container_event(const char* event, const json& update) {
-    json e = {{"event", event},
-              {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}, {"linux", {{"cgroups_path", "/kubepods/podp1"},
-                                                                                         {"resources", current()}}}}},
-              {"container", {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"},
-                             {"linux", {{"cgroups_path", "/kubepods/podp1/c1"}, {"resources", current()}}}}}};
+    json e = {
+        {"event", event},
+        {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}, {"linux", {{"cgroups_path", "/kubepods/podp1"}, {"resources", current()}}}}},
+        {"container",
+         {{"id", "c1"}, {"pod_sandbox_id", "p1"}, {"name", "app"}, {"linux", {{"cgroups_path", "/kubepods/podp1/c1"}, {"resources", current()}}}}}};
     if (!update.is_null()) e["linux_resources"] = update;
     return e;
 }

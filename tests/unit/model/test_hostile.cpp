@@ -18,9 +18,8 @@
 
 namespace {
 
-const std::string kRequest =
-    R"({"version":"0.1","state":"create","id":"c1","sandboxID":"s1","pid":42,)"
-    R"("spec":{"cgroupsPath":"/kubepods/besteffort/pod1/c1","annotations":{"a":"b"}},"labels":{"app":"x"}})";
+const std::string kRequest = R"({"version":"0.1","state":"create","id":"c1","sandboxID":"s1","pid":42,)"
+                             R"("spec":{"cgroupsPath":"/kubepods/besteffort/pod1/c1","annotations":{"a":"b"}},"labels":{"app":"x"}})";
 
 const std::string kPolicyHead = "version = 1\n[settings]\ndefault_class = \"LS\"\n[classes.LS]\n";
 
@@ -39,9 +38,7 @@ std::string in_child(const std::function<void()>& body, unsigned seconds) {
         std::string r = "ok";
         try {
             body();
-        } catch (const nriqos::InputError& e) {
-            r = std::string("error: ") + e.what();
-        } catch (...) {
+        } catch (const nriqos::InputError& e) { r = std::string("error: ") + e.what(); } catch (...) {
             r = "other";
         }
         ssize_t n = write(p[1], r.data(), r.size());
@@ -102,8 +99,8 @@ TEST_CASE("hostile request: 200,000 keys in an ignored object are refused too", 
 
 TEST_CASE("hostile policy: invalid UTF-8 inside strings is an error, not a crash", "[hostile]") {
     // toml11 3.7.1 reads past its buffer on these and, in `'''` strings, abort()s on an assert.
-    for (const char* body : {"description = '''caf\xe9'''\n", "description = 'caf\xe9'\n", "description = \"caf\xe9\"\n",
-                             "# caf\xe9\n", "description = '\xfa\n"}) {
+    for (const char* body :
+         {"description = '''caf\xe9'''\n", "description = 'caf\xe9'\n", "description = \"caf\xe9\"\n", "# caf\xe9\n", "description = '\xfa\n"}) {
         std::string r = policy_outcome(kPolicyHead + body);
         INFO(body);
         CHECK(r.rfind("error: p.toml:", 0) == 0);
@@ -116,8 +113,8 @@ TEST_CASE("hostile policy: invalid UTF-8 inside strings is an error, not a crash
 }
 
 TEST_CASE("hostile policy: integers beyond 64 bits are refused, not clamped", "[hostile]") {
-    for (const char* v : {"9223372036854775808", "-9223372036854775809", "92233720368547758070000", "0xFFFFFFFFFFFFFFFFFF",
-                          "99_999_999_999_999_999_999"}) {
+    for (const char* v :
+         {"9223372036854775808", "-9223372036854775809", "92233720368547758070000", "0xFFFFFFFFFFFFFFFFFF", "99_999_999_999_999_999_999"}) {
         INFO(v);
         std::string r = policy_outcome(kPolicyHead + "container.memory_limit = " + v + "\n");
         CHECK(r.rfind("error: p.toml:5: ", 0) == 0);
@@ -215,6 +212,9 @@ TEST_CASE("hostile volcano.sh/blkio-limit: bounded device lists, deep or huge do
     CHECK_FALSE(parse_throttle(std::string("8:0 rbp\n\0x=1", 12), e, err));
     CHECK(err.find('\n') == std::string::npos);
     CHECK(err.find('\0') == std::string::npos);
-    CHECK(in_child([&] { if (!parse_throttle(std::string(1000000, ','), e, err)) throw InputError(err); }, 5) ==
-          "error: device list longer than 4096 characters");
+    CHECK(in_child(
+              [&] {
+                  if (!parse_throttle(std::string(1000000, ','), e, err)) throw InputError(err);
+              },
+              5) == "error: device list longer than 4096 characters");
 }

@@ -1,6 +1,7 @@
 // Unit tests for src/os/kernel.{hpp,cpp}: the path walk of kernels without openat2 (walk_open).
 // It is the path taken on Linux < 5.6 and under qemu-user 7.2 (no openat2 for the guest:
 // docs/aarch64.md), so it is run here directly, whatever the build machine's kernel has.
+#include "../scratch.hpp"
 #include <catch2/catch.hpp>
 
 #include <cerrno>
@@ -19,8 +20,7 @@ struct Tree {  // root/{cg/pod/cpu.shares, outside/pod/cpu.shares, cg/evil -> ..
     std::string dir;
     int fd = -1;
     Tree() {
-        char tmpl[] = "/tmp/nri-qos-kernel-test.XXXXXX";
-        dir = mkdtemp(tmpl);
+        dir = unit::make_scratch_dir("kernel-test");
         for (const char* d : {"/cg", "/cg/pod", "/outside", "/outside/pod"}) mkdir((dir + d).c_str(), 0755);
         for (const char* f : {"/cg/pod/cpu.shares", "/outside/pod/cpu.shares", "/cg/file"}) close(open((dir + f).c_str(), O_CREAT | O_WRONLY, 0644));
         REQUIRE(symlink("../outside", (dir + "/cg/evil").c_str()) == 0);
@@ -30,8 +30,7 @@ struct Tree {  // root/{cg/pod/cpu.shares, outside/pod/cpu.shares, cg/evil -> ..
     }
     ~Tree() {
         close(fd);
-        std::string cmd = "rm -rf '" + dir + "'";
-        if (std::system(cmd.c_str()) != 0) {}
+        unit::remove_tree(dir);
     }
 };
 

@@ -1,6 +1,7 @@
-// Unit tests for src/sandbox.{hpp,cpp}: the seccomp allow-list and the Landlock write roots.
+// Unit tests for src/os/sandbox.{hpp,cpp}: the seccomp allow-list and the Landlock write roots.
 // The sandbox is irreversible, so every case installs it in a forked child; the child reports
 // "key=value" lines through a pipe and the parent asserts on them.
+#include "../scratch.hpp"
 #include <catch2/catch.hpp>
 
 #include <cerrno>
@@ -27,19 +28,8 @@
 
 namespace {
 
-struct Scratch {
-    std::string path;
-    Scratch() {
-        char tmpl[] = "/tmp/nri-qos-sandbox-test.XXXXXX";
-        REQUIRE(mkdtemp(tmpl) != nullptr);
-        path = tmpl;
-    }
-    ~Scratch() {
-        std::string cmd = "rm -rf '" + path + "'";
-        int r = std::system(cmd.c_str());
-        (void)r;
-    }
-    std::string operator/(const std::string& rel) const { return path + "/" + rel; }
+struct Scratch : unit::ScratchDir {
+    Scratch() : ScratchDir("sandbox-test") {}
 };
 
 void mkdirs(const std::string& p) {
@@ -122,7 +112,7 @@ struct Tree {
         roots.cgroup_root = s / "cg";
         roots.proc_root = s / "proc";
         roots.resctrl_root = s / "resctrl";
-        roots.state_dir = s / "run/state";     // absent: install_sandbox creates it
+        roots.state_dir = s / "run/state";  // absent: install_sandbox creates it
         roots.cache_dir = s / "run/cache";
         roots.last_good_dir = s / "var/lib/nri-qos";  // absent: install_sandbox creates it
         roots.policy_path = s / "policy.toml";
@@ -436,9 +426,8 @@ TEST_CASE("sandbox: the whole pipeline still runs and prints its Result inside t
     put(t.roots.policy_path,
         "version = 1\n[settings]\ndefault_class = \"BE\"\n"
         "[classes.BE.container]\ncpu_shares = 2\noom_score_adj = 1000\n");
-    const std::string req =
-        R"({"version":"0.1","state":"create","id":"c1","sandboxID":"s1","pid":123,)"
-        R"("spec":{"cgroupsPath":"/kubepods/besteffort/pod1/c1","annotations":{}}})";
+    const std::string req = R"({"version":"0.1","state":"create","id":"c1","sandboxID":"s1","pid":123,)"
+                            R"("spec":{"cgroupsPath":"/kubepods/besteffort/pod1/c1","annotations":{}}})";
     const std::string sandbox_req =
         R"({"version":"0.1","state":"create","id":"s1","sandboxID":"s1","pid":123,)"
         R"("spec":{"cgroupsPath":"/kubepods/besteffort/pod1/s1","annotations":{"io.kubernetes.cri.container-type":"sandbox"}}})";
@@ -496,9 +485,8 @@ TEST_CASE("sandbox: the operator's sinks write their files inside the sandbox, n
     const std::string& S = t.s.path;
     t.roots.sink_dirs = {S + "/var/log/nri-qos", S + "/var/lib/textfile"};  // absent: created by install_sandbox
     put(t.roots.policy_path, "version = 1\n[settings]\ndefault_class = \"BE\"\n[classes.BE.container]\ncpu_shares = 2\n");
-    const std::string req =
-        R"({"version":"0.1","state":"create","id":"c1","sandboxID":"s1","pid":123,)"
-        R"("spec":{"cgroupsPath":"/kubepods/besteffort/pod1/c1","annotations":{}}})";
+    const std::string req = R"({"version":"0.1","state":"create","id":"c1","sandboxID":"s1","pid":123,)"
+                            R"("spec":{"cgroupsPath":"/kubepods/besteffort/pod1/c1","annotations":{}}})";
     auto r = in_child([&](const Report& report) {
         nriqos::SandboxStatus st = nriqos::install_sandbox(t.roots);
         report("seccomp", st.seccomp ? "on" : "off");

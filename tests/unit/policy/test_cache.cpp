@@ -58,9 +58,7 @@ std::string dump(const Policy& p) { return policy_to_json(p).dump(); }
 std::string error_of_load(const std::string& policy, const std::string& cache) {
     try {
         load_policy(policy, cache);
-    } catch (const InputError& e) {
-        return e.what();
-    }
+    } catch (const InputError& e) { return e.what(); }
     return "";
 }
 
@@ -330,7 +328,10 @@ TEST_CASE("cache: load_policy builds, hits, invalidates and rebuilds", "[cache]"
     // entry), so the next event gets it without parsing the TOML again.
     spit(policy, "version = 1\n[classes.A]\ncolour = 1\n");
     std::string want = error_of_load(policy, "");
-    CHECK(want == policy + ":3: classes.A: unknown key \"colour\" (allowed: description, fail, container, pod, sandbox, gate, pod_cpu_weight_formula, container_cpu_weight_formula, accept_merge) (+1 more error: run nri-qos check)");
+    CHECK(
+        want ==
+        policy +
+            ":3: classes.A: unknown key \"colour\" (allowed: description, fail, container, pod, sandbox, gate, pod_cpu_weight_formula, container_cpu_weight_formula, accept_merge) (+1 more error: run nri-qos check)");
     FileLoad f = load_policy_file(policy, cache, nullptr);
     CHECK_FALSE(f.ok);
     CHECK_FALSE(f.from_cache);
@@ -400,7 +401,8 @@ TEST_CASE("cache: directories and files others could write are not trusted", "[c
 }
 
 TEST_CASE("cache: keys depend on the file identity and the build", "[cache]") {
-    struct stat a {}, b {};
+    struct stat a {
+    }, b{};
     a.st_ino = 1;
     b.st_ino = 2;
     CHECK(pc::cache_key("/p", a) != pc::cache_key("/p", b));
@@ -544,8 +546,8 @@ namespace {
 std::string knob_list(const std::vector<KnobSetting>& v) {
     std::string s;
     for (const auto& k : v)
-        s += std::to_string(static_cast<int>(k.id)) + "/" + std::to_string(static_cast<int>(k.value.kind)) + "/" + std::to_string(k.value.num) +
-             "/" + k.value.text + "/" + k.raw_file + "/" + k.raw_ctrl + "/" + k.note + ";";
+        s += std::to_string(static_cast<int>(k.id)) + "/" + std::to_string(static_cast<int>(k.value.kind)) + "/" + std::to_string(k.value.num) + "/" +
+             k.value.text + "/" + k.raw_file + "/" + k.raw_ctrl + "/" + k.note + ";";
     return s;
 }
 
@@ -648,8 +650,8 @@ TEST_CASE("cache: knob lists that do not decode are never used, not even in part
     CHECK_FALSE(pc::decode_knobs(lazy, "BE"));
     CHECK(lazy.classes.at("BE").knobs_pending());  // still pending, nothing filled in
     CHECK(lazy.classes.at("BE").container.empty());
-    CHECK_FALSE(pc::decode_knobs(lazy, "BE"));    // and stays refused
-    CHECK(pc::decode_knobs(lazy, "LS"));           // another class decodes as usual
+    CHECK_FALSE(pc::decode_knobs(lazy, "BE"));  // and stays refused
+    CHECK(pc::decode_knobs(lazy, "LS"));  // another class decodes as usual
     // The fact layer refuses a class whose lists were never decoded (never plans empty lists).
     TempDir t;
     FactState st(t.path + "/state");
@@ -674,9 +676,8 @@ TEST_CASE("cache: an event whose class's knob lists do not decode reads the poli
          "[[rules]]\nname = \"online\"\nclass = \"LS\"\nmatch.namespace = \"online\"\n"
          "[classes.LS.container]\ncpu_shares = 1024\n"
          "[classes.BE.container]\ncpu_shares = 2\noom_score_adj = 1000\n[classes.BE.pod]\ncpu_shares = 3\n");
-    const std::string req =
-        R"({"version":"0.1","state":"create","id":"c1","sandboxID":"s1","pid":123,)"
-        R"("spec":{"cgroupsPath":"/kubepods/besteffort/pod1/c1","annotations":{}}})";
+    const std::string req = R"({"version":"0.1","state":"create","id":"c1","sandboxID":"s1","pid":123,)"
+                            R"("spec":{"cgroupsPath":"/kubepods/besteffort/pod1/c1","annotations":{}}})";
     auto run = [&](const std::string& cache_dir, const std::string& tag) {
         Options o;
         o.policy = policy;
@@ -783,7 +784,18 @@ TEST_CASE("cache: merge rules, pod_cpu_weight_formula, accept_merge and koordina
     REQUIRE(pc::decode_knobs(f, d.merges[0].cls));
     REQUIRE(merge_classes(f, d));
     Decision full = classify(p, facts);
-    CHECK(policy_to_json([&] { Policy x; x.default_class = "A"; x.classes["A"] = *d.cls; return x; }()).dump() ==
-          policy_to_json([&] { Policy x; x.default_class = "A"; x.classes["A"] = *full.cls; return x; }()).dump());
+    CHECK(policy_to_json([&] {
+              Policy x;
+              x.default_class = "A";
+              x.classes["A"] = *d.cls;
+              return x;
+          }())
+              .dump() == policy_to_json([&] {
+                             Policy x;
+                             x.default_class = "A";
+                             x.classes["A"] = *full.cls;
+                             return x;
+                         }())
+                             .dump());
     CHECK(d.merge_text() == full.merge_text());
 }

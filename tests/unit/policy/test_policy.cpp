@@ -15,6 +15,7 @@
 #include "policy/policy.hpp"
 #include "policy/policy_builtin.hpp"
 #include "policy/policy_cache.hpp"
+#include "policy/policy_settings.hpp"
 #include "policy/policy_store.hpp"
 #include "os/sha256.hpp"
 
@@ -91,9 +92,11 @@ match.kind = "pod"
     auto f = findings(text);
     INFO(json(f).dump(1));
     CHECK(has(f, "3:E:settings.default_class: unknown class \"Ls\" (did you mean \"LS\"?)"));
-    CHECK(has(f, "4:E:settings: unknown key \"fial\" (did you mean \"fail\"? allowed: default_class, fail, cpu_weight_formula, koordinator_quota_lift, metrics_file, event_log, "
-                  "event_log_max_bytes, leave_to_others, katalyst_reserved_cpus, katalyst_default_numa_exclusive, katalyst_dedicated_default_burst, "
-                  "katalyst_default_burst_percent, evaluator_events)"));
+    CHECK(has(
+        f,
+        "4:E:settings: unknown key \"fial\" (did you mean \"fail\"? allowed: default_class, fail, cpu_weight_formula, koordinator_quota_lift, metrics_file, event_log, "
+        "event_log_max_bytes, leave_to_others, katalyst_reserved_cpus, katalyst_default_numa_exclusive, katalyst_dedicated_default_burst, "
+        "katalyst_default_burst_percent, evaluator_events)"));
     CHECK(has(f, "6:E:classes.LS.container: unknown knob \"cpu_sharez\" (did you mean \"cpu_shares\"? see nri-qos.toml(5))"));
     CHECK(has(f, "7:E:classes.LS.container.memory_limit: 1 out of range"));
     CHECK(has(f, "8:E:classes.LS.container.oom_score_adj: 5000 out of range [-1000, 1000]"));
@@ -113,8 +116,18 @@ match.kind = "pod"
         parse_policy_toml(text, "p.toml");
         FAIL("no error");
     } catch (const InputError& e) {
-        CHECK(std::string(e.what()) == "p.toml:3: settings.default_class: unknown class \"Ls\" (did you mean \"LS\"?) (+9 more errors: run nri-qos check)");
+        CHECK(std::string(e.what()) ==
+              "p.toml:3: settings.default_class: unknown class \"Ls\" (did you mean \"LS\"?) (+9 more errors: run nri-qos check)");
     }
+}
+
+TEST_CASE("check: [settings] that is not a table is an error, not a crash", "[policy]") {
+    // Before: get(settings, "leave_to_others") outside any guard threw toml::type_error out of
+    // check_policy_text, and `nri-qos check` aborted.
+    std::vector<std::string> f;
+    REQUIRE_NOTHROW(f = findings("version = 1\nsettings = 5\n[classes.a]\n"));
+    INFO(json(f).dump(1));
+    CHECK(has(f, "2:E:settings: expected a table, got integer"));
 }
 
 TEST_CASE("check: a TOML syntax error stops the check, with its line", "[policy]") {
@@ -169,7 +182,8 @@ gate.fallback = "LS"
     CHECK(has(f, "29:W:classes.UNUSED: no rule, settings.default_class or gate.fallback uses this class"));
     CHECK(has(f, "30:W:classes.VIP: no rule"));
     CHECK(has(f, "33:W:classes.GATED: no rule"));
-    CHECK(has(f, "34:W:classes.GATED.gate.labels: \"nri-qos.io/allow\" is a pod label the pod author can set, and it is not declared in [guarded.labels]"));
+    CHECK(has(
+        f, "34:W:classes.GATED.gate.labels: \"nri-qos.io/allow\" is a pod label the pod author can set, and it is not declared in [guarded.labels]"));
     CHECK(f.size() == 8);  // memory_low = 0 and memory_swap = 0 mean "none": not suspicious
     CHECK(check_policy_text(text, "p.toml").errors() == 0);
 }
@@ -188,7 +202,8 @@ cpu_qos_level = 2
 )";
     auto f = findings(head);
     INFO(json(f).dump(1));
-    CHECK(has(f, "4:W:rules: \"vip\" gives class VIP (cpu_qos_level = 2) on pod label \"tier\", which the pod author sets, and the class has no gate"));
+    CHECK(
+        has(f, "4:W:rules: \"vip\" gives class VIP (cpu_qos_level = 2) on pod label \"tier\", which the pod author sets, and the class has no gate"));
     // Declared guarded: fine.
     CHECK(findings(head + "[guarded.labels]\n\"tier\" = \"Kyverno policy tier-vip\"\n").empty());
     // A guarded key needs a note naming the admission policy.
@@ -267,8 +282,8 @@ TEST_CASE("effective policy: file, last good copy, built-in; always said", "[pol
         CHECK(p.default_class == "BE");
         CHECK(info.sha256 == sha256_hex(good));
         CHECK(info.error.find(pol + ":7: classes.BE.pod: unknown knob \"cpu_idel\" (did you mean \"cpu_idle\"?") == 0);
-        CHECK(info.error_line().find("; applying the last good copy of " + pol + " (sha256 " + sha256_hex(good).substr(0, 12) + ") until it is fixed") !=
-              std::string::npos);
+        CHECK(info.error_line().find("; applying the last good copy of " + pol + " (sha256 " + sha256_hex(good).substr(0, 12) +
+                                     ") until it is fixed") != std::string::npos);
     }
     CHECK(info.from_cache);  // the second time: the broken entry and the copy both from the cache
     // The file removed from a configured (non-default) path: also the last good copy.
@@ -310,7 +325,8 @@ TEST_CASE("effective policy: the last good copy is written only when it changes,
     PolicyPlaces w{"", lg};  // no cache: every event compiles, the copy is compared first
     effective_policy(pol, true, w, nullptr, info);
     const std::string copy = lg + "/" + last_good_name(pol);
-    struct stat a {}, b {};
+    struct stat a {
+    }, b{};
     REQUIRE(stat(copy.c_str(), &a) == 0);
     usleep(20000);
     effective_policy(pol, true, w, nullptr, info);
@@ -417,7 +433,8 @@ TEST_CASE("settings.leave_to_others: parsed, validated, cached and noted by chec
     const std::string tail = "[classes.LS.container]\ncpu_shares = 512\nmemory_high = \"90%\"\n";
     PolicyCheck ok = check_policy_text(head +
                                            "leave_to_others = [{field = \"cpu.shares\", plugin = \"koordlet\"},\n"
-                                           "  {field = [\"unified.memory.high\", \"annotations\"], plugin = \"05-balloons\"}]\n" + tail,
+                                           "  {field = [\"unified.memory.high\", \"annotations\"], plugin = \"05-balloons\"}]\n" +
+                                           tail,
                                        "p.toml");
     REQUIRE(ok.errors() == 0);
     REQUIRE(ok.policy.leave_to_others.size() == 3);
@@ -428,7 +445,8 @@ TEST_CASE("settings.leave_to_others: parsed, validated, cached and noted by chec
     CHECK(ok.policy.leave_to_others[2].covers.never_set);
     std::string notes;
     for (const auto& n : ok.notes) notes += n.message + "\n";
-    CHECK(notes.find("settings.leave_to_others: cpu.shares left to koordlet: nri-qos never sets cpu_shares, cpu_weight (set by class LS") != std::string::npos);
+    CHECK(notes.find("settings.leave_to_others: cpu.shares left to koordlet: nri-qos never sets cpu_shares, cpu_weight (set by class LS") !=
+          std::string::npos);
     CHECK(notes.find("annotations left to 05-balloons: nri-qos never sets this NRI field") != std::string::npos);
 
     // Through the compiled forms (JSON and the flat cache): the same entries.
@@ -448,11 +466,15 @@ TEST_CASE("settings.leave_to_others: parsed, validated, cached and noted by chec
     CHECK((hit.policy.leave_to_others[0].covers.knobs & knob_bit(KnobId::CpuQuota)) != 0);
 
     // Errors: unknown field (with a hint), bad plugin name, missing keys, a field owned twice.
-    auto f = findings(head + "leave_to_others = [{field = \"cpu.share\", plugin = \"koordlet\"},\n"
-                             "  {field = \"cpu_quota_us\", plugin = \"bad name!\"},\n"
-                             "  {field = \"memory_limit\"},\n"
-                             "  {field = \"cpu.shares\", plugin = \"x\"}, {field = \"cpu.shares\", plugin = \"y\"}]\n" + tail);
-    CHECK(has(f, "4:E:settings.leave_to_others[0].field: \"cpu.share\" is neither a knob of nri-qos nor an NRI adjustment field (did you mean \"cpu.shares\"?)"));
+    auto f = findings(head +
+                      "leave_to_others = [{field = \"cpu.share\", plugin = \"koordlet\"},\n"
+                      "  {field = \"cpu_quota_us\", plugin = \"bad name!\"},\n"
+                      "  {field = \"memory_limit\"},\n"
+                      "  {field = \"cpu.shares\", plugin = \"x\"}, {field = \"cpu.shares\", plugin = \"y\"}]\n" +
+                      tail);
+    CHECK(has(
+        f,
+        "4:E:settings.leave_to_others[0].field: \"cpu.share\" is neither a knob of nri-qos nor an NRI adjustment field (did you mean \"cpu.shares\"?)"));
     CHECK(has(f, "5:E:settings.leave_to_others[1].plugin: expected a plugin name"));
     CHECK(has(f, "6:E:settings.leave_to_others[2]: needs both field and plugin"));
     CHECK(has(f, "7:E:settings.leave_to_others[4].field: \"cpu.shares\" is already left to x"));
@@ -489,9 +511,9 @@ TEST_CASE("read_fail_mode: settings.fail in every TOML form, and nothing else", 
     CHECK(mode("settings = { default_class = \"BE\", fail = \"closed\" }") == closed);
     CHECK(mode("[ \"settings\" ]\ndefault_class = 'BE'\n'fail' = 'closed'") == closed);
     CHECK(mode("[settings]\r\ndefault_class = \"BE\"\r\nfail=\"closed\"   # comment\r") == closed);
-    CHECK(mode("[settings]\ndefault_class = \"BE\"\nfail = \"\\u0063losed\"") == closed);          // an escape
-    CHECK(mode("[settings]\ndefault_class = \"BE\"\n\"f\\u0061il\" = \"closed\"") == closed);       // in the key too
-    CHECK(mode("[settings]\ndefault_class = \"BE\"\nfail = \"\"\"\nclosed\"\"\"") == closed);         // multi-line
+    CHECK(mode("[settings]\ndefault_class = \"BE\"\nfail = \"\\u0063losed\"") == closed);  // an escape
+    CHECK(mode("[settings]\ndefault_class = \"BE\"\n\"f\\u0061il\" = \"closed\"") == closed);  // in the key too
+    CHECK(mode("[settings]\ndefault_class = \"BE\"\nfail = \"\"\"\nclosed\"\"\"") == closed);  // multi-line
     CHECK(mode("[settings]\ndefault_class = \"BE\"\nfail = '''closed'''") == closed);
     CHECK(read_fail_mode("\xEF\xBB\xBFversion = 1\n[settings]\nfail = \"closed\"\n") == closed);  // BOM
     // Not settings.fail: other tables, arrays of tables, strings and comments that look like it.
@@ -518,13 +540,12 @@ TEST_CASE("read_fail_mode: settings.fail in every TOML form, and nothing else", 
 }
 
 TEST_CASE("read_fail_mode agrees with the compiled policy on every valid text", "[policy][failmode]") {
-    for (const char* f : {"/conf/nri.d/nri-qos.toml", "/tests/fixtures/policy/classic.toml", "/bench/native-policy.toml",
-                          "/bench/sync-policy.toml", "/deploy/helm/nri-qos/files/nri-qos.toml",
-                          "/tests/conformance/selftest/faithful-offline.toml", "/tests/fuzz/corpus/policy/bundled.toml",
-                          "/tests/fuzz/corpus/policy/gates-raw.toml", "/tests/fuzz/corpus/policy/regress-toml11-utf8-literal.toml",
-                          "/tests/fuzz/corpus/policy/regress-toml11-utf8-ml-literal.toml",
-                          "/tests/fuzz/corpus/policy/regress-quote-desync-nesting.toml", "/tests/fuzz/corpus/policy/regress-quote-desync-int.toml",
-                          "/tests/fuzz/corpus/policy/regress-int-overflow.toml"}) {
+    for (const char* f :
+         {"/conf/nri.d/nri-qos.toml", "/tests/fixtures/policy/classic.toml", "/bench/native-policy.toml", "/bench/sync-policy.toml",
+          "/deploy/helm/nri-qos/files/nri-qos.toml", "/tests/conformance/selftest/faithful-offline.toml", "/tests/fuzz/corpus/policy/bundled.toml",
+          "/tests/fuzz/corpus/policy/gates-raw.toml", "/tests/fuzz/corpus/policy/regress-toml11-utf8-literal.toml",
+          "/tests/fuzz/corpus/policy/regress-toml11-utf8-ml-literal.toml", "/tests/fuzz/corpus/policy/regress-quote-desync-nesting.toml",
+          "/tests/fuzz/corpus/policy/regress-quote-desync-int.toml", "/tests/fuzz/corpus/policy/regress-int-overflow.toml"}) {
         std::string text = slurp(std::string(NRI_QOS_SRCDIR) + f);
         CAPTURE(f);
         REQUIRE(!text.empty());
@@ -540,8 +561,87 @@ TEST_CASE("read_fail_mode agrees with the compiled policy on every valid text", 
     }
     // Every prefix of a policy (an editor's half-written save): never a crash, and where the
     // prefix is a valid policy, the same mode as its compile.
-    const std::string small = "version = 1 # v\n[settings]\ndefault_class = \"BE\"\nfail = \"closed\"\n"
-                              "[[rules]]\nname = \"a\"\nclass = \"BE\"\nmatch.labels = { \"app\" = \"x\" }\n"
-                              "[classes.BE]\ndescription = '''multi\nline'''\n[classes.BE.container]\ncpu_shares = 2\n";
+    const std::string small =
+        "version = 1 # v\n[settings]\ndefault_class = \"BE\"\nfail = \"closed\"\n"
+        "[[rules]]\nname = \"a\"\nclass = \"BE\"\nmatch.labels = { \"app\" = \"x\" }\n"
+        "[classes.BE]\ndescription = '''multi\nline'''\n[classes.BE.container]\ncpu_shares = 2\n";
     for (size_t n = 0; n <= small.size(); ++n) agrees(small.substr(0, n));
+}
+
+TEST_CASE("settings table: every key is documented in nri-qos.toml(5), with its choices and default", "[policy][settings]") {
+    const std::string man = slurp(NRI_QOS_SRCDIR "/man/nri-qos.toml.5");
+    for (const SettingDef& d : settings_table()) {
+        INFO(d.key);
+        const std::string head = std::string("\n.BR ") + d.key + " \"";
+        const size_t at = man.find(head);
+        REQUIRE(at != std::string::npos);
+        const std::string line = man.substr(at + 1, man.find('\n', at + 1) - at - 1);
+        CHECK(std::string(d.doc).size() > 10);
+        if (d.type != SettingType::Choice) continue;
+        for (size_t i = 0; i < choice_count(d); ++i) CHECK(line.find(std::string("\\(dq") + d.choices[i] + "\\(dq") != std::string::npos);
+        CHECK(line.find(std::string("default \\(dq") + d.choices[d.def] + "\\(dq") != std::string::npos);
+    }
+}
+
+TEST_CASE("settings table: its defaults are a default Policy's", "[policy][settings]") {
+    Policy p;
+    for (const SettingDef& d : settings_table()) {
+        INFO(d.key);
+        switch (d.type) {
+            case SettingType::Text: CHECK(d.ref.of<std::string>(p).empty()); break;
+            case SettingType::FailMode:
+            case SettingType::Bool: CHECK(int64_t(d.ref.of<bool>(p)) == d.def); break;
+            case SettingType::Choice: CHECK(int64_t(d.ref.of<uint8_t>(p)) == d.def); break;
+            case SettingType::Count:
+                CHECK((d.ref.kind == SettingRef::U64 ? int64_t(d.ref.of<uint64_t>(p)) : int64_t(d.ref.of<uint32_t>(p))) == d.def);
+                break;
+            case SettingType::Path: CHECK((d.ref.of<std::string>(p).empty() && !d.aux.of<bool>(p))); break;
+            case SettingType::CpusOrCount: CHECK((d.ref.of<std::string>(p).empty() && d.aux.of<uint32_t>(p) == 0)); break;
+            case SettingType::FieldOwners: CHECK(d.ref.of<std::vector<LeftField>>(p).empty()); break;
+        }
+    }
+}
+
+TEST_CASE("settings table: every setting survives the flat form and the JSON form", "[policy][settings]") {
+    // Each setting away from its default, so that a lost or swapped one shows.
+    const Policy p = parse_policy_toml(R"(version = 1
+[settings]
+default_class = "BE"
+fail = "closed"
+cpu_weight_formula = "linear"
+koordinator_quota_lift = "never"
+metrics_file = ""
+event_log = "/var/log/x.log"
+event_log_max_bytes = 70000
+leave_to_others = [{ field = "cpu_shares", plugin = "koordlet" }]
+katalyst_reserved_cpus = "0-1"
+katalyst_default_numa_exclusive = true
+katalyst_dedicated_default_burst = "closed"
+katalyst_default_burst_percent = 7
+evaluator_events = 9
+[classes.BE]
+)",
+                                       "p.toml");
+    CHECK(p.sinks.metrics_file_set);
+    CHECK(p.evaluator_events == 9);
+    CHECK(p.katalyst_dedicated_default_burst == Policy::KatalystBurst::Closed);
+    Policy q;
+    REQUIRE(policy_cache::decode(policy_cache::compile(p, "k", false, 1, "s"), "k", nullptr, q, nullptr) == policy_cache::Decoded::Ok);
+    CHECK(policy_to_json(q).dump() == policy_to_json(p).dump());
+    CHECK(q.evaluator_events == 9);  // not in the JSON form
+    CHECK(policy_to_json(policy_from_json(policy_to_json(p))).dump() == policy_to_json(p).dump());
+    CHECK(policy_to_json(p)["katalyst_agent"].dump() == "[true,2,7]");
+    CHECK(policy_to_json(p)["sinks"].dump() == R"([true,"",true,"/var/log/x.log",70000])");
+}
+
+TEST_CASE("settings: errors on one line come in the order they always came", "[policy][settings]") {
+    // An inline [settings] table puts every error on one line; check lists them in read order
+    // (event_log_max_bytes last: SettingDef::toml_last), which the table must not change.
+    auto f = findings(
+        "version = 1\nsettings = {default_class = \"a\", event_log_max_bytes = 1, katalyst_default_burst_percent = 500, evaluator_events = 0}\n"
+        "[classes.a]\n");
+    REQUIRE(f.size() == 3);
+    CHECK(f[0].find("settings.katalyst_default_burst_percent:") != std::string::npos);
+    CHECK(f[1].find("settings.evaluator_events:") != std::string::npos);
+    CHECK(f[2].find("settings.event_log_max_bytes:") != std::string::npos);
 }

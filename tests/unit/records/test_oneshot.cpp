@@ -1,6 +1,7 @@
 // Unit tests of the one-shot hot path (issue 13): the SAX request reader keeps the DOM reader's
 // contract (messages, their precedence, what is kept), the Result printers print exactly what
 // dump_result() printed for the same Result object, and the allocation arena.
+#include "../scratch.hpp"
 #include <catch2/catch.hpp>
 
 #include <ctime>
@@ -27,9 +28,7 @@ namespace {
 std::string error_of(const std::function<void()>& f) {
     try {
         f();
-    } catch (const InputError& e) {
-        return e.what();
-    }
+    } catch (const InputError& e) { return e.what(); }
     return "";
 }
 
@@ -155,8 +154,11 @@ TEST_CASE("Result printers: byte for byte what dump_result printed for the DOM",
                 CHECK(dump_v01_result("0.1.0", err, md, p) == dump_result(out));
                 // nri-eval
                 for (bool closed : {false, true}) {
-                    json ev = {{"error", err}, {"on_child_failure", closed ? "closed" : "open"}, {"adjustment", p ? p->adjustment : json(nullptr)},
-                               {"update", p ? p->update : json(nullptr)}, {"metadata", md}};
+                    json ev = {{"error", err},
+                               {"on_child_failure", closed ? "closed" : "open"},
+                               {"adjustment", p ? p->adjustment : json(nullptr)},
+                               {"update", p ? p->update : json(nullptr)},
+                               {"metadata", md}};
                     if (p) ev["writes"] = writes_json(*p);
                     CHECK(dump_eval_result(err, closed, md, p) == dump_result(ev));
                 }
@@ -274,19 +276,24 @@ std::string last_request_dom(const EventOutcome& o, const EventRecord& r) {
     j["class"] = r.cls;
     j["rule"] = r.rule;
     j["outcome"] = r.outcome;
-    j["options"] = {{"policy", o.policy_path}, {"cgroup_root", o.cgroup_root}, {"proc_root", o.proc_root},
-                    {"resctrl_root", o.resctrl_root}, {"layout", o.layout}};
+    j["options"] = {{"policy", o.policy_path},
+                    {"cgroup_root", o.cgroup_root},
+                    {"proc_root", o.proc_root},
+                    {"resctrl_root", o.resctrl_root},
+                    {"layout", o.layout}};
     j["writes"] = o.plan ? writes_json(*o.plan) : json::array();
     std::string head = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     head.pop_back();
-    if (o.input.size() + head.size() + 16 > StateDir::kMaxLastBytes) return head + ",\"request\":null,\"request_dropped\":\"larger than the state limit\"}\n";
+    if (o.input.size() + head.size() + 16 > StateDir::kMaxLastBytes)
+        return head + ",\"request\":null,\"request_dropped\":\"larger than the state limit\"}\n";
     return head + ",\"request\":" + std::string(o.input) + "}\n";
 }
 
 }  // namespace
 
 TEST_CASE("JsonPrinter: a string is what the serializer prints, on the plain-ASCII shortcut and off it", "[record][oneshot]") {
-    std::vector<std::string> cases = {"", "plain /path/x.y", "a\"b", "back\\slash", "del\x7f", "tab\t", "\xc3\xa9t\xc3\xa9", "bad\xff", "\xe2\x82", "\x01"};
+    std::vector<std::string> cases = {"",      "plain /path/x.y",   "a\"b",    "back\\slash", "del\x7f",
+                                      "tab\t", "\xc3\xa9t\xc3\xa9", "bad\xff", "\xe2\x82",    "\x01"};
     for (int c = 0; c < 256; ++c) cases.push_back(std::string("x") + static_cast<char>(c) + "y");
     // every byte value at every position of a string of two 8-byte words and a tail (the word test)
     for (int c = 0; c < 256; ++c)
@@ -332,9 +339,20 @@ TEST_CASE("record_logfmt / record_json: every byte value in every position of a 
 TEST_CASE("rfc3339_utc: the digits snprintf printed from gmtime_r (its own calendar arithmetic)", "[record][oneshot]") {
     uint64_t x = 88172645463325252ull;
     // leap days (2000, 2024), the non-leap 2100 around 28 February, year ends
-    std::vector<int64_t> ns = {1, 999, 1000, 999999999, 1000000000, 951782400000000000, 1709164800000000000, 1709251199999999999,
-                               1763900000123456789, 4102444799999999999, 4107456000000000000, 4107542399999999999,
-                               4107542400000000000, 9223372036000000000 /* 2262-04-11, the last second of int64 ns */};
+    std::vector<int64_t> ns = {1,
+                               999,
+                               1000,
+                               999999999,
+                               1000000000,
+                               951782400000000000,
+                               1709164800000000000,
+                               1709251199999999999,
+                               1763900000123456789,
+                               4102444799999999999,
+                               4107456000000000000,
+                               4107542399999999999,
+                               4107542400000000000,
+                               9223372036000000000 /* 2262-04-11, the last second of int64 ns */};
     for (int i = 0; i < 2000; ++i) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         ns.push_back(static_cast<int64_t>(x % 4102444800000000000ull) + 1);
@@ -422,8 +440,8 @@ TEST_CASE("arena: bump allocation, newest block given back, malloc beyond it", "
         void* z1 = ::operator new(0);
         void* z2 = ::operator new(0);
         expect(z1 != z2);
-        ::operator delete(z2, size_t{0});  // the newest: given back
-        ::operator delete(z1, size_t{0});
+        ::operator delete (z2, size_t{0});  // the newest: given back
+        ::operator delete (z1, size_t{0});
         expect(arena::used() == u0 + 16);
         ::operator delete(a);  // unsized: not given back, harmless
         expect(arena::used() == u0 + 16);
@@ -461,7 +479,8 @@ TEST_CASE("arena: prefault maps the arena, the stack and the hot code before the
         if (pid == 0) {
             arena::enable();
             if (warm) arena::prefault(96u << 10);
-            struct rusage a {}, b {};
+            struct rusage a {
+            }, b{};
             getrusage(RUSAGE_SELF, &b);  // its code and the vDSO are mapped (not what is measured)
             getrusage(RUSAGE_SELF, &a);
             for (int i = 0; i < 64; ++i) {
@@ -516,7 +535,8 @@ TEST_CASE("Deadline record: each stage's lines are record_logfmt/record_json of 
         CHECK(t.log_path == p.event_log);
         CHECK(t.pending_line == metrics_pending_line(in.event, in.cls, want.outcome, 300000, !in.policy_error.empty()));
         std::string pend;
-        if (!p.metrics_file.empty()) pend = dir_name(p.metrics_file) + "/." + p.metrics_file.substr(p.metrics_file.find_last_of('/') + 1) + ".pending";
+        if (!p.metrics_file.empty())
+            pend = dir_name(p.metrics_file) + "/." + p.metrics_file.substr(p.metrics_file.find_last_of('/') + 1) + ".pending";
         CHECK(t.pending_path == pend);
         // The other slot (the one the handler may be reading) is left as it was.
         DeadlineRecordText after = deadline_record_text(1 - slot);
@@ -731,9 +751,8 @@ std::string without_time(const std::string& text) {
 }  // namespace
 
 TEST_CASE("update_metrics: state file and textfile byte for byte as before (every kind of line, pending queue, escaping)", "[metrics][oneshot]") {
-    char tmpl[] = "/tmp/nri-qos-metrics-golden.XXXXXX";
-    REQUIRE(mkdtemp(tmpl));
-    std::string d = tmpl;
+    unit::ScratchDir scratch("metrics-golden");
+    const std::string d = scratch.path;
     spit_file(d + "/.m.prom.state", kStateIn);
     REQUIRE(update_metrics(d + "/m.prom", {}, {}) == "");
     CHECK(slurp_file(d + "/m.prom") == kGoldenProm);
@@ -751,6 +770,4 @@ TEST_CASE("update_metrics: state file and textfile byte for byte as before (ever
     CHECK(without_time(slurp_file(d + "/m.prom")) == kGolden2Prom);
     CHECK(without_time(slurp_file(d + "/.m.prom.state")) == kGolden2State);
     CHECK(slurp_file(d + "/.m.prom.pending").empty());
-    for (const char* f : {"/m.prom", "/.m.prom.state", "/.m.prom.pending"}) unlink((d + f).c_str());
-    rmdir(d.c_str());
 }
