@@ -371,25 +371,27 @@ int run_status(const StateCommandOptions& o, std::string& out) {
     return 0;
 }
 
-int run_reconcile(const StateCommandOptions& o, std::string& out) {
-    StateDir st(o.state_dir);
-    std::vector<LastRequest> all = load_last(st);
-    if (o.only) all.erase(std::remove_if(all.begin(), all.end(), [&](const LastRequest& r) { return !o.only->count(r.id); }), all.end());
-    PolicySet pols{places_of(o), {}};
-    // The configured policy is compiled even when no container uses it yet (after a reboot, an
-    // edit): the next event then finds it in the cache instead of compiling it within its
-    // deadline (a large policy cannot be: BENCHMARKS.md "cold path"). The policy files the
-    // containers name are compiled as they come, below.
-    pols.get(o.roots.policy ? *o.roots.policy : std::string(defaults::kPolicy));
-    std::set<std::string> used_policies{o.roots.policy ? *o.roots.policy : std::string(defaults::kPolicy)};
+namespace {
+
+/// One `reconcile` pass over the containers of the state dir (run_reconcile): the pass's state
+/// (policies compiled, counters, records, the pass metrics) and its steps, in the order
+/// run_reconcile calls them — each container (reconcile_one), the resctrl groups no policy in
+/// use names (cleanup_groups), the summary line and the sinks (write_sinks). Output lines are
+/// appended to `out`; `rc` is the pass's exit status.
+struct Reconciler {
+    const StateCommandOptions& o;
+    std::string& out;
+    StateDir st;
+    std::vector<LastRequest> all;
+    PolicySet pols;
+    std::set<std::string> used_policies;
     std::string resctrl_root;  // the containers' own (their last event's), unless --resctrl-root
-    const int64_t pass_t0 = monotonic_ns();
+    int64_t pass_t0 = 0;
     int rc = 0;
     size_t n_ok = 0, n_fixed = 0, n_knobs = 0, n_gone = 0, n_failed = 0;
     // The pass's own metrics (issue #25 §4): not runtime events — no nri_qos_events_total, no
     // event-latency observation, no last-event time.
     ReconcilePass pass;
-    pass.containers = all.size();
     // Records only for what changed or failed: drift found (and corrected), gone, errors. A
     // container already in force leaves no record and no journal line.
     std::vector<EventRecord> recs;
@@ -397,12 +399,126 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
     // sets them — a correction or an adoption written as a file only would be undone by the next
     // daemon-reload (the postinst's, right after `reconcile --discover`). The companion runs only
     // for a container with something to write back.
-    HelperSetter helper(o.systemd_helper);
-    UnitSetter* const setter = o.systemd_setter ? o.systemd_setter : &helper;
+    HelperSetter helper;
+    UnitSetter* setter = nullptr;
     PolicyIdentity pid;
     const PolicySet::Entry* last_pe = nullptr;  // policy of the last container (sink settings)
     std::set<std::string> said;  // broken policy files reported
-    for (const auto& r : all) {
+
+    /// Loads the state (restricted to o.only) and compiles the configured policy.
+    Reconciler(const StateCommandOptions& opts, std::string& output)
+        : o(opts), out(output), st(o.state_dir), all(load_last(st)), pols{places_of(o), {}}, helper(o.systemd_helper) {
+        if (o.only) all.erase(std::remove_if(all.begin(), all.end(), [&](const LastRequest& r) { return !o.only->count(r.id); }), all.end());
+        // The configured policy is compiled even when no container uses it yet (after a reboot, an
+        // edit): the next event then finds it in the cache instead of compiling it within its
+        // deadline (a large policy cannot be: BENCHMARKS.md "cold path"). The policy files the
+        // containers name are compiled as they come, below.
+        pols.get(o.roots.policy ? *o.roots.policy : std::string(defaults::kPolicy));
+        used_policies.insert(o.roots.policy ? *o.roots.policy : std::string(defaults::kPolicy));
+        pass_t0 = monotonic_ns();
+        pass.containers = all.size();
+        setter = o.systemd_setter ? o.systemd_setter : &helper;
+    }
+
+    /// Settles the plan's writes already in force (Applied) or absent (Skipped) from what the
+    /// kernel holds now; a drifted one keeps Planned, its kernel value in `was[i]` (under
+    /// --dry-run it is only described in `drift` and marked Applied).
+    void sweep_drift(Desired& d, FsKernel& k, std::vector<std::optional<std::string>>& was, std::string& drift) {
+        for (size_t i = 0; i < d.plan.writes.size(); ++i) {
+            Write& w = d.plan.writes[i];
+            if (w.id == KnobId::ResctrlGroup && w.status != Write::Planned) continue;  // settled by ensure_plan_groups
+            auto cur = k.read(w.root, w.rel);
+            if (!cur) {
+                w.status = Write::Skipped;
+                w.reason = "not present";
+                continue;
+            }
+            if (kernel_value_matches(w.rel, w.value, *cur)) {
+                w.status = Write::Applied;  // already in force
+                continue;
+            }
+            std::string v = one_line(*cur);
+            while (!v.empty() && v.back() == ' ') v.pop_back();
+            was[i] = v;
+            ++pass.drift_found;
+            if (o.dry_run) {
+                drift += (drift.empty() ? "" : " ") + label(w) + " " + v + "->" + w.value;
+                w.status = Write::Applied;
+            }
+        }
+    }
+
+    /// Writes the drifted knobs back through the hook's own writer (sinks.hpp apply_plan, the
+    /// systemd driver first) and reports them in the order written: corrected ones in `drift`
+    /// and m.drift_knobs, failed ones in `failed` and m.failed_knobs.
+    void write_back(Desired& d, FsKernel& k, const std::vector<std::optional<std::string>>& was, EventRecord& rec, MetricsEvent& m,
+                    std::string& drift, std::string& failed) {
+        SystemdSink sd;
+        sd.setter = setter;
+        if (!o.systemd_setter) sd.off = systemd_sink_off(o.systemd_helper, d.cgroup_root);
+        apply_plan(d.plan, k, &sd);
+        rec.systemd = systemd_summary(d.plan);
+        // Reported in the order written.
+        std::vector<size_t> order;
+        for (size_t i = 0; i < d.plan.writes.size(); ++i)
+            if (was[i]) order.push_back(i);
+        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return d.plan.writes[a].seq < d.plan.writes[b].seq; });
+        for (size_t i : order) {
+            const Write& w = d.plan.writes[i];
+            if (w.status == Write::Applied) {
+                drift += (drift.empty() ? "" : " ") + label(w) + " " + *was[i] + "->" + w.value;
+                m.drift_knobs.push_back(w.knob);
+            } else if (w.status == Write::Failed) {
+                failed += (failed.empty() ? "" : " ") + label(w) + " (" + w.reason + ")";
+                m.failed_knobs.push_back(w.knob);
+            }
+        }
+    }
+
+    /// A container whose cgroup exists and whose plan was made: its drift found and (unless
+    /// --dry-run) corrected, its line in `out`, the counters and `rec`/`m` filled.
+    void reconcile_plan(Desired& d, const Policy* pol, bool adopted, const std::string& subject, EventRecord& rec, MetricsEvent& m) {
+        rec.cls = m.cls = d.plan.decision.cls->name;
+        rec.rule = d.plan.decision.rule;
+        FsKernel k(d.cgroup_root, d.proc_root, d.resctrl_root);
+        // A declared group that went missing is made again before its tasks write is
+        // checked (resctrl.hpp); one that cannot be made fails that knob with the reason.
+        // Its lock is held until this container's writes are done (ResctrlLock).
+        ResctrlLock resctrl_lock = ensure_plan_groups(d.plan, *pol, d.resctrl_root, o.state_dir, o.dry_run);
+        if (resctrl_root.empty()) resctrl_root = d.resctrl_root;
+        std::string drift, failed;
+        // What the kernel holds now: files in force are settled (Applied) before the
+        // writer runs; the drifted ones stay Planned and go through the hook's own writer
+        // (sinks.hpp apply_plan: runc's orders, the EINVAL retries), in its steps.
+        std::vector<std::optional<std::string>> was(d.plan.writes.size());
+        sweep_drift(d, k, was, drift);
+        for (const Write& w : d.plan.writes)  // its group could not be made: said, never silent
+            if (w.id == KnobId::ResctrlGroup && w.status == Write::Failed) {
+                failed += (failed.empty() ? "" : " ") + label(w) + " (" + w.reason + ")";
+                m.failed_knobs.push_back(w.knob);
+            }
+        if (!o.dry_run) write_back(d, k, was, rec, m, drift, failed);
+        rec.drift = drift;
+        rec.failed = failed;
+        rec.outcome = m.outcome = failed.empty() ? "ok" : "partial";
+        if (!failed.empty()) {
+            ++n_failed;
+            if (d.fail_closed) rc = 1;
+            out += "failed   " + subject + " class " + rec.cls + ": " + failed + (drift.empty() ? "" : "; corrected " + drift) + "\n";
+        } else if (!drift.empty()) {
+            ++n_fixed;
+            out += std::string(o.dry_run ? "drift    " : adopted ? "adopted  " : "restored ") + subject + " class " + rec.cls + ": " + drift + "\n";
+        } else {
+            ++n_ok;
+            if (adopted) out += "adopted  " + subject + " class " + rec.cls + ": already in force\n";
+        }
+        n_knobs += m.drift_knobs.size();
+        if (o.dry_run) n_knobs += std::count(drift.begin(), drift.end(), '>');
+    }
+
+    /// One recorded container: its policy loaded (a broken one warned about once), then gone,
+    /// error or its plan reconciled (reconcile_plan); its record kept when it says something.
+    void reconcile_one(const LastRequest& r) {
         const int64_t t0 = monotonic_ns();
         // Adopted by this discovery (discover.hpp): the first application of its class.
         const bool adopted = o.discovered.count(r.id) > 0;
@@ -459,87 +575,7 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
                 out += "error    " + subject + ": " + d.error + "\n";
                 ++n_failed;
             } else {
-                rec.cls = m.cls = d.plan.decision.cls->name;
-                rec.rule = d.plan.decision.rule;
-                FsKernel k(d.cgroup_root, d.proc_root, d.resctrl_root);
-                // A declared group that went missing is made again before its tasks write is
-                // checked (resctrl.hpp); one that cannot be made fails that knob with the reason.
-                // Its lock is held until this container's writes are done (ResctrlLock).
-                ResctrlLock resctrl_lock = ensure_plan_groups(d.plan, *pol, d.resctrl_root, o.state_dir, o.dry_run);
-                if (resctrl_root.empty()) resctrl_root = d.resctrl_root;
-                std::string drift, failed;
-                // What the kernel holds now: files in force are settled (Applied) before the
-                // writer runs; the drifted ones stay Planned and go through the hook's own writer
-                // (sinks.hpp apply_plan: runc's orders, the EINVAL retries), in its steps.
-                std::vector<std::optional<std::string>> was(d.plan.writes.size());
-                for (size_t i = 0; i < d.plan.writes.size(); ++i) {
-                    Write& w = d.plan.writes[i];
-                    if (w.id == KnobId::ResctrlGroup && w.status != Write::Planned) continue;  // settled by ensure_plan_groups
-                    auto cur = k.read(w.root, w.rel);
-                    if (!cur) {
-                        w.status = Write::Skipped;
-                        w.reason = "not present";
-                        continue;
-                    }
-                    if (kernel_value_matches(w.rel, w.value, *cur)) {
-                        w.status = Write::Applied;  // already in force
-                        continue;
-                    }
-                    std::string v = one_line(*cur);
-                    while (!v.empty() && v.back() == ' ') v.pop_back();
-                    was[i] = v;
-                    ++pass.drift_found;
-                    if (o.dry_run) {
-                        drift += (drift.empty() ? "" : " ") + label(w) + " " + v + "->" + w.value;
-                        w.status = Write::Applied;
-                    }
-                }
-                for (const Write& w : d.plan.writes)  // its group could not be made: said, never silent
-                    if (w.id == KnobId::ResctrlGroup && w.status == Write::Failed) {
-                        failed += (failed.empty() ? "" : " ") + label(w) + " (" + w.reason + ")";
-                        m.failed_knobs.push_back(w.knob);
-                    }
-                if (!o.dry_run) {
-                    SystemdSink sd;
-                    sd.setter = setter;
-                    if (!o.systemd_setter) sd.off = systemd_sink_off(o.systemd_helper, d.cgroup_root);
-                    apply_plan(d.plan, k, &sd);
-                    rec.systemd = systemd_summary(d.plan);
-                    // Reported in the order written.
-                    std::vector<size_t> order;
-                    for (size_t i = 0; i < d.plan.writes.size(); ++i)
-                        if (was[i]) order.push_back(i);
-                    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return d.plan.writes[a].seq < d.plan.writes[b].seq; });
-                    for (size_t i : order) {
-                        const Write& w = d.plan.writes[i];
-                        if (w.status == Write::Applied) {
-                            drift += (drift.empty() ? "" : " ") + label(w) + " " + *was[i] + "->" + w.value;
-                            m.drift_knobs.push_back(w.knob);
-                        } else if (w.status == Write::Failed) {
-                            failed += (failed.empty() ? "" : " ") + label(w) + " (" + w.reason + ")";
-                            m.failed_knobs.push_back(w.knob);
-                        }
-                    }
-                }
-                rec.drift = drift;
-                rec.failed = failed;
-                rec.outcome = m.outcome = failed.empty() ? "ok" : "partial";
-                if (!failed.empty()) {
-                    ++n_failed;
-                    if (d.fail_closed) rc = 1;
-                    out += "failed   " + subject + " class " + rec.cls + ": " + failed + (drift.empty() ? "" : "; corrected " + drift) + "\n";
-                } else if (!drift.empty()) {
-                    ++n_fixed;
-                    out += std::string(o.dry_run ? "drift    "
-                                       : adopted ? "adopted  "
-                                                 : "restored ") +
-                           subject + " class " + rec.cls + ": " + drift + "\n";
-                } else {
-                    ++n_ok;
-                    if (adopted) out += "adopted  " + subject + " class " + rec.cls + ": already in force\n";
-                }
-                n_knobs += m.drift_knobs.size();
-                if (o.dry_run) n_knobs += std::count(drift.begin(), drift.end(), '>');
+                reconcile_plan(d, pol, adopted, subject, rec, m);
             }
         }
         rec.duration_us = (monotonic_ns() - t0) / 1000;
@@ -551,9 +587,10 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
         const bool quiet = !adopted && m.outcome == "ok" && rec.drift.empty() && rec.failed.empty();
         if (!o.dry_run && !quiet) recs.push_back(rec);
     }
-    // resctrl groups nri-qos made that no class of the policies in use names any more: removed
-    // when empty of tasks (resctrl.hpp cleanup_resctrl_groups).
-    {
+
+    /// resctrl groups nri-qos made that no class of the policies in use names any more: removed
+    /// when empty of tasks (resctrl.hpp cleanup_resctrl_groups); none while a policy is broken.
+    void cleanup_groups() {
         std::set<std::string> in_use;
         for (const auto& pp : used_policies)
             if (const Policy* pl = pols.get(pp).policy.get())
@@ -575,10 +612,10 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
             rc = 1;
         }
     }
-    out += "reconcile: " + std::to_string(all.size()) + " recorded, " + std::to_string(n_ok) + " in force, " + std::to_string(n_fixed) +
-           (o.dry_run ? " drifted (" : " restored (") + std::to_string(n_knobs) + " knobs), " + std::to_string(n_gone) + " gone, " +
-           std::to_string(n_failed) + " failed" + (o.dry_run ? " (dry run: nothing written)" : "") + "\n";
-    if (!o.dry_run) {
+
+    /// The records to the journal (stderr) and the event log, and the pass's metrics, with the
+    /// sink settings of the last container's policy. Nothing under --dry-run.
+    void write_sinks() {
         SinkPaths paths = resolve_sink_paths(o.metrics_file, o.event_log, nullptr);
         if (last_pe) paths = resolve_sink_paths(o.metrics_file, o.event_log, &last_pe->policy->sinks);
         for (auto& rec : recs) {
@@ -594,7 +631,21 @@ int run_reconcile(const StateCommandOptions& o, std::string& out) {
             if (!e.empty()) out += "warning: " + e + "\n";
         }
     }
-    return rc;
+};
+
+}  // namespace
+
+int run_reconcile(const StateCommandOptions& o, std::string& out) {
+    Reconciler p(o, out);
+    for (const auto& r : p.all) p.reconcile_one(r);
+    // resctrl groups nri-qos made that no class of the policies in use names any more: removed
+    // when empty of tasks (resctrl.hpp cleanup_resctrl_groups).
+    p.cleanup_groups();
+    out += "reconcile: " + std::to_string(p.all.size()) + " recorded, " + std::to_string(p.n_ok) + " in force, " + std::to_string(p.n_fixed) +
+           (o.dry_run ? " drifted (" : " restored (") + std::to_string(p.n_knobs) + " knobs), " + std::to_string(p.n_gone) + " gone, " +
+           std::to_string(p.n_failed) + " failed" + (o.dry_run ? " (dry run: nothing written)" : "") + "\n";
+    if (!o.dry_run) p.write_sinks();
+    return p.rc;
 }
 
 int relay_liveness(const StateCommandOptions& o, std::string& out) {

@@ -404,6 +404,100 @@ std::string pending_pass_lines(const ReconcilePass& p) {
     for (const auto& k : p.failed_knobs) s += "CF\t" + clean(k) + "\n";
     return s;
 }
+
+/// Appends the pending file's queued lines (`text`, as pending_lines / pending_pass_lines write
+/// them) to `all` (events, E lines and their K/D/A/R/X lines) and `passes` (C lines and their
+/// CD/CF lines); a malformed line, or a trailing one without its newline, is skipped.
+void fold_pending(const std::string& text, std::vector<MetricsEvent>& all, std::vector<ReconcilePass>& passes) {
+    size_t a = 0;
+    while (a < text.size()) {
+        size_t b = text.find('\n', a);
+        if (b == std::string::npos) break;
+        Fields f = split_tabs(std::string_view(text).substr(a, b - a));
+        a = b + 1;
+        if (f.size() == 7 && f[0] == "C") {  // a reconcile pass (pending_pass_lines)
+            ReconcilePass p;
+            p.containers = num(f[1]), p.drift_found = num(f[2]), p.errors = num(f[3]), p.gone = num(f[4]);
+            p.duration_us = static_cast<int64_t>(num(f[5]));
+            p.policy_broken = f[6] == "1";
+            passes.push_back(std::move(p));
+            continue;
+        }
+        if (f.size() == 2 && (f[0] == "CD" || f[0] == "CF")) {
+            if (!passes.empty()) (f[0] == "CD" ? passes.back().corrected_knobs : passes.back().failed_knobs).emplace_back(f[1]);
+            continue;
+        }
+        if (f.size() == 2 && (f[0] == "K" || f[0] == "D") && !all.empty()) {
+            (f[0] == "K" ? all.back().failed_knobs : all.back().drift_knobs).emplace_back(f[1]);
+            continue;
+        }
+        if (f.size() == 2 && f[0] == "A" && !all.empty()) {  // annotation not passed, of the E line before
+            all.back().not_passed.emplace_back(f[1]);
+            continue;
+        }
+        if (f.size() == 2 && f[0] == "R" && !all.empty()) {  // relay failure kind of the E line before
+            all.back().relay_failure = f[1];
+            continue;
+        }
+        if (f.size() == 2 && f[0] == "X" && !all.empty()) {  // the other plugin of a rejected adjustment
+            all.back().rejected_by = f[1];
+            continue;
+        }
+        if ((f.size() != 5 && f.size() != 6) || f[0] != "E") continue;
+        MetricsEvent e;
+        e.event = f[1];
+        e.cls = f[2] == "none" ? "" : f[2];
+        e.outcome = f[3];
+        e.duration_us = static_cast<int64_t>(num(f[4]));
+        e.policy_error = f.size() == 6 && f[5] == "P";
+        all.push_back(e);
+    }
+}
+
+/// Counts `all` and `passes` into the counters `st` (bump: a key past the cap goes to _overflow),
+/// `now` (wall clock) being the last event's / last pass's time.
+void count_into(State& st, const std::vector<MetricsEvent>& all, const std::vector<ReconcilePass>& passes, const struct timespec& now) {
+    for (const auto& e : all) {
+        if (!e.event.empty() && e.count_event) {
+            bump(st.events, std::make_tuple(clean(e.event), e.cls.empty() ? std::string("none") : clean(e.cls), clean(e.outcome)),
+                 std::make_tuple(std::string("_overflow"), std::string("_overflow"), std::string("_overflow")));
+            st.last_event = now.tv_sec;
+        }
+        for (const auto& k : e.failed_knobs) bump(st.knob_failures, clean(k), std::string("_overflow"));
+        for (const auto& k : e.drift_knobs) bump(st.drift, clean(k), std::string("_overflow"));
+        for (const auto& k : e.not_passed) bump(st.not_passed, clean(k), std::string("_overflow"));
+        if (!e.relay_failure.empty())
+            bump(st.relay_failures, std::make_pair(clean(e.event), clean(e.relay_failure)),
+                 std::make_pair(std::string("_overflow"), std::string("_overflow")));
+        if (!e.rejected_by.empty()) bump(st.rejected, clean(e.rejected_by), std::string("_overflow"));
+        if (e.duration_us >= 0) {
+            size_t i = 0;
+            while (i < kNBuckets && e.duration_us > kDurationBucketsUs[i]) ++i;
+            ++st.buckets[i];
+            st.sum_us += static_cast<uint64_t>(e.duration_us);
+            ++st.count;
+        }
+        if (e.policy_error) ++st.policy_errors;
+    }
+    for (const auto& p : passes) {
+        ++st.r_passes;
+        st.r_containers += p.containers;
+        st.r_drift += p.drift_found;
+        st.r_corrected += p.corrected_knobs.size();
+        st.r_errors += p.errors;
+        st.r_gone += p.gone;
+        st.r_broken = p.policy_broken ? 1 : 0;
+        st.r_last = now.tv_sec;
+        for (const auto& k : p.corrected_knobs) bump(st.drift, clean(k), std::string("_overflow"));
+        for (const auto& k : p.failed_knobs) bump(st.r_knob_failures, clean(k), std::string("_overflow"));
+        size_t i = 0;
+        const int64_t d = std::max<int64_t>(p.duration_us, 0);
+        while (i < kNRBuckets && d > kReconcileBucketsUs[i]) ++i;
+        ++st.r_buckets[i];
+        st.r_sum_us += static_cast<uint64_t>(d);
+        ++st.r_count;
+    }
+}
 }  // namespace
 
 std::string update_metrics(const std::string& prom_path, const std::vector<MetricsEvent>& events, const PolicyIdentity& policy, int wait_ms,
@@ -475,96 +569,13 @@ std::string update_metrics(const std::string& prom_path, const std::vector<Metri
             struct stat pst {};
             if (fstat(pfd, &pst) == 0 && pst.st_size > 0 && static_cast<size_t>(pst.st_size) <= kMaxStateBytes) {
                 std::string text(static_cast<size_t>(pst.st_size), '\0');
-                if (pread(pfd, text.data(), text.size(), 0) == pst.st_size) {
-                    size_t a = 0;
-                    while (a < text.size()) {
-                        size_t b = text.find('\n', a);
-                        if (b == std::string::npos) break;
-                        Fields f = split_tabs(std::string_view(text).substr(a, b - a));
-                        a = b + 1;
-                        if (f.size() == 7 && f[0] == "C") {  // a reconcile pass (pending_pass_lines)
-                            ReconcilePass p;
-                            p.containers = num(f[1]), p.drift_found = num(f[2]), p.errors = num(f[3]), p.gone = num(f[4]);
-                            p.duration_us = static_cast<int64_t>(num(f[5]));
-                            p.policy_broken = f[6] == "1";
-                            passes.push_back(std::move(p));
-                            continue;
-                        }
-                        if (f.size() == 2 && (f[0] == "CD" || f[0] == "CF")) {
-                            if (!passes.empty()) (f[0] == "CD" ? passes.back().corrected_knobs : passes.back().failed_knobs).emplace_back(f[1]);
-                            continue;
-                        }
-                        if (f.size() == 2 && (f[0] == "K" || f[0] == "D") && !all.empty()) {
-                            (f[0] == "K" ? all.back().failed_knobs : all.back().drift_knobs).emplace_back(f[1]);
-                            continue;
-                        }
-                        if (f.size() == 2 && f[0] == "A" && !all.empty()) {  // annotation not passed, of the E line before
-                            all.back().not_passed.emplace_back(f[1]);
-                            continue;
-                        }
-                        if (f.size() == 2 && f[0] == "R" && !all.empty()) {  // relay failure kind of the E line before
-                            all.back().relay_failure = f[1];
-                            continue;
-                        }
-                        if (f.size() == 2 && f[0] == "X" && !all.empty()) {  // the other plugin of a rejected adjustment
-                            all.back().rejected_by = f[1];
-                            continue;
-                        }
-                        if ((f.size() != 5 && f.size() != 6) || f[0] != "E") continue;
-                        MetricsEvent e;
-                        e.event = f[1];
-                        e.cls = f[2] == "none" ? "" : f[2];
-                        e.outcome = f[3];
-                        e.duration_us = static_cast<int64_t>(num(f[4]));
-                        e.policy_error = f.size() == 6 && f[5] == "P";
-                        all.push_back(e);
-                    }
-                }
+                if (pread(pfd, text.data(), text.size(), 0) == pst.st_size) { fold_pending(text, all, passes); }
             }
             if (ftruncate(pfd, 0) != 0) { /* counted again next time: better than lost */
             }
         }
     }
-    for (const auto& e : all) {
-        if (!e.event.empty() && e.count_event) {
-            bump(st.events, std::make_tuple(clean(e.event), e.cls.empty() ? std::string("none") : clean(e.cls), clean(e.outcome)),
-                 std::make_tuple(std::string("_overflow"), std::string("_overflow"), std::string("_overflow")));
-            st.last_event = now.tv_sec;
-        }
-        for (const auto& k : e.failed_knobs) bump(st.knob_failures, clean(k), std::string("_overflow"));
-        for (const auto& k : e.drift_knobs) bump(st.drift, clean(k), std::string("_overflow"));
-        for (const auto& k : e.not_passed) bump(st.not_passed, clean(k), std::string("_overflow"));
-        if (!e.relay_failure.empty())
-            bump(st.relay_failures, std::make_pair(clean(e.event), clean(e.relay_failure)),
-                 std::make_pair(std::string("_overflow"), std::string("_overflow")));
-        if (!e.rejected_by.empty()) bump(st.rejected, clean(e.rejected_by), std::string("_overflow"));
-        if (e.duration_us >= 0) {
-            size_t i = 0;
-            while (i < kNBuckets && e.duration_us > kDurationBucketsUs[i]) ++i;
-            ++st.buckets[i];
-            st.sum_us += static_cast<uint64_t>(e.duration_us);
-            ++st.count;
-        }
-        if (e.policy_error) ++st.policy_errors;
-    }
-    for (const auto& p : passes) {
-        ++st.r_passes;
-        st.r_containers += p.containers;
-        st.r_drift += p.drift_found;
-        st.r_corrected += p.corrected_knobs.size();
-        st.r_errors += p.errors;
-        st.r_gone += p.gone;
-        st.r_broken = p.policy_broken ? 1 : 0;
-        st.r_last = now.tv_sec;
-        for (const auto& k : p.corrected_knobs) bump(st.drift, clean(k), std::string("_overflow"));
-        for (const auto& k : p.failed_knobs) bump(st.r_knob_failures, clean(k), std::string("_overflow"));
-        size_t i = 0;
-        const int64_t d = std::max<int64_t>(p.duration_us, 0);
-        while (i < kNRBuckets && d > kReconcileBucketsUs[i]) ++i;
-        ++st.r_buckets[i];
-        st.r_sum_us += static_cast<uint64_t>(d);
-        ++st.r_count;
-    }
+    count_into(st, all, passes, now);
     if (!policy.source.empty()) {
         st.p_path = clean(policy.path);
         st.p_source = clean(policy.source);
