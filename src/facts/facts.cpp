@@ -156,6 +156,9 @@ Trust fact_trust(const FactDef& f, const ClassDef& cls, const FactInput& in) {
     return t;
 }
 
+/// A raise check's value as its messages show it: "max" or the integer (Ctx::raise_of).
+std::string raise_num(const KnobValue& v) { return v.kind == KnobValue::Max ? std::string("max") : std::to_string(v.num); }
+
 }  // namespace
 
 // ---- the trust rule's raise check: what kubelet granted the container and the pod ---------
@@ -192,160 +195,179 @@ std::optional<int64_t> Ctx::pod_file(const std::string& v1, const std::string& v
     return go_parse_int(s);
 }
 
-std::string Ctx::raise_of(KnobId id, uint8_t scope, const KnobValue& v, std::string& proof) const {
+std::string Ctx::raise_of_cfs(KnobId id, uint8_t scope, const KnobValue& v, std::string& proof) const {
+    auto num = [&] { return raise_num(v); };
+    int64_t period = 100000;
+    std::string how, err;
+    auto q = kubelet_quota(scope, period, how, err);
+    if (!err.empty()) return "cannot tell kubelet's quota (" + err + ")";
+    if (!q) {
+        proof = how + ": " + (id == KnobId::CpuQuota ? "a quota only restricts" : "no quota to exceed");
+        return "";
+    }
+    if (id == KnobId::CpuQuota) {
+        if (v.kind == KnobValue::Max) return "would lift the CFS quota (" + how + " → max)";
+        if (v.num > *q) return "would raise the CFS quota (" + how + " → " + num() + ")";
+        proof = num() + " ≤ " + how;
+        return "";
+    }
+    if (v.kind == KnobValue::Max || v.num > *q) return "would set a CFS burst " + num() + " above " + how;
+    proof = "burst " + num() + " ≤ " + how;
+    return "";
+}
+
+std::string Ctx::raise_of_cpu_shares(uint8_t scope, const KnobValue& v, std::string& proof) const {
+    const bool pod = scope == kFactPod;
+    auto num = [&] { return raise_num(v); };
+    std::optional<int64_t> base;
+    std::string how;
+    if (!pod) {
+        if (r.resources.cpu_shares) base = *r.resources.cpu_shares, how = "kubelet's cpu.shares " + std::to_string(*base);
+    } else {
+        bool max = false;
+        if (in.layout == Layout::V2) {
+            if (auto w = pod_file("cpu", "cpu.weight", max)) {
+                // The weight it would be written as: the policy's formula, or under
+                // "auto" (decided per write, knobs.hpp) the larger of the two, so that no
+                // formula the node may use lets an untrusted value raise the pod.
+                const uint64_t sh = static_cast<uint64_t>(std::max<int64_t>(v.num, 2));
+                const WeightFormula wf = cls && cls->pod_weight_formula_set ? cls->pod_weight_formula
+                                         : in.policy                        ? in.policy->cpu_weight_formula
+                                                                            : WeightFormula::Auto;
+                uint64_t fw = wf == WeightFormula::Auto ? std::max(shares_to_weight_linear(sh), shares_to_weight(sh)) : shares_to_weight(sh, wf);
+                if (static_cast<int64_t>(fw) > *w)
+                    return "would raise the pod's cpu.weight (" + std::to_string(*w) + " → " + std::to_string(fw) + ")";
+                proof = "cpu.weight " + std::to_string(fw) + " ≤ the pod's " + std::to_string(*w);
+                return "";
+            }
+        } else if (auto sh = pod_file("cpu", "shares", max)) {
+            base = *sh, how = "the pod's cpu.shares " + std::to_string(*sh);
+        }
+        if (!base && in.kube_qos == KubeQos::BestEffort) base = 2, how = "kubelet's BestEffort pod cpu.shares 2";
+    }
+    if (!base) return "would set cpu.shares " + num() + " where kubelet's value is unknown";
+    if (v.num > *base) return "would raise cpu.shares (" + how + " → " + num() + ")";
+    proof = num() + " ≤ " + how;
+    return "";
+}
+
+std::string Ctx::raise_of_memory_limit(KnobId id, uint8_t scope, const KnobValue& v, std::string& proof) const {
     const bool pod = scope == kFactPod;
     const std::string where = pod ? "the pod's " : "the container's ";
-    auto num = [&] { return v.kind == KnobValue::Max ? std::string("max") : std::to_string(v.num); };
+    auto num = [&] { return raise_num(v); };
+    std::optional<int64_t> base;
+    bool unlimited = false, known = false;
+    if (!pod) {
+        known = true;
+        if (r.resources.mem_limit && *r.resources.mem_limit > 0) base = *r.resources.mem_limit;
+        else unlimited = true;
+    } else {
+        bool max = false;
+        auto b = in.layout == Layout::V2 ? pod_file("memory", "memory.max", max) : pod_file("memory", "limit_in_bytes", max);
+        if (b || max) {
+            known = true;
+            if (max || *b >= (int64_t(1) << 62)) unlimited = true;
+            else base = *b;
+        } else if (in.kube_qos == KubeQos::BestEffort) {
+            known = unlimited = true;  // kubelet sets no memory limit on a BestEffort pod
+        }
+    }
+    if (!known) return "would set " + std::string(knob_def(id).key) + " " + num() + " where the pod's memory limit is unknown";
+    if (unlimited) {
+        proof = where + "memory is unlimited: a limit only restricts";
+        return "";
+    }
+    if (v.kind == KnobValue::Max || v.num > *base)
+        return "would set " + std::string(knob_def(id).key) + " " + num() + " above " + where + "memory limit " + std::to_string(*base);
+    proof = num() + " ≤ " + where + "memory limit " + std::to_string(*base);
+    return "";
+}
+
+std::string Ctx::raise_of_cpuset_cpus(uint8_t scope, const KnobValue& v, std::string& proof) const {
+    auto num = [&] { return raise_num(v); };
+    auto set = CpuSet::parse(v.text);
+    unsigned n = set ? set->count() : 0;
+    int64_t period = 100000;
+    std::string how, err;
+    auto q = kubelet_quota(scope, period, how, err);
+    if (!err.empty()) return "cannot tell kubelet's quota (" + err + ")";
+    std::string cpus = std::to_string(n) + " CPUs (" + v.text + ") × period " + std::to_string(period);
+    if (!q) return "would pin to " + cpus + " that no CFS quota pays for (" + how + ")";
+    if (static_cast<int64_t>(n) * period > *q) return "would pin to " + cpus + ", more than " + how + " pays for";
+    proof = cpus + " ≤ " + how;
+    return "";
+}
+
+std::string Ctx::raise_of_memory_protection(KnobId id, const KnobValue& v, std::string& proof) const {
+    auto num = [&] { return raise_num(v); };
+    // The kernel bounds a child's effective protection by its parent's (cgroup-v2.rst
+    // "memory.min"/"memory.low": protection is distributed from the parent): a container
+    // value at or below the pod cgroup's, which kubelet set (0 without its MemoryQoS
+    // gate), grants nothing kubelet did not.
+    const char* f = id == KnobId::MemoryLow ? "memory.low" : "memory.min";
+    if (v.kind == KnobValue::Int && v.num == 0) {
+        proof = std::string(f) + " 0 protects nothing";
+        return "";
+    }
+    bool max = false;
+    auto base = in.layout == Layout::V2 ? pod_file("memory", f, max) : std::nullopt;
+    if (!base && !max) return "would set " + std::string(f) + " " + num() + " where the pod's " + f + " is unknown";
+    if (max) {
+        proof = std::string("the pod's ") + f + " is max";
+        return "";
+    }
+    if (v.kind == KnobValue::Max || v.num > *base)
+        return "would protect " + num() + " bytes (" + f + ") above the pod's " + f + " " + std::to_string(*base);
+    proof = num() + " ≤ the pod's " + f + " " + std::to_string(*base);
+    return "";
+}
+
+std::string Ctx::raise_of_oom_score_adj(uint8_t scope, const KnobValue& v, std::string& proof) const {
+    const bool pod = scope == kFactPod;
+    auto num = [&] { return raise_num(v); };
+    // kubelet's value (kubernetes pkg/kubelet/qos/policy.go GetContainerOOMScoreAdjust):
+    // Guaranteed -997, BestEffort 1000, Burstable 1000 - 1000 × request / capacity held in
+    // [3, 999]. With the container's process, the value runc set from kubelet's spec;
+    // else the bound of its QoS class (Burstable: 999, the highest kubelet gives).
+    std::optional<int64_t> base;
+    std::string how;
+    if (!pod && r.pid && in.kernel)
+        if (auto t = in.kernel->read(Root::Proc, std::to_string(*r.pid) + "/oom_score_adj")) {
+            std::string s = *t;
+            while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+            if ((base = go_parse_int(s))) how = "the process's oom_score_adj " + s + " (kubelet's, set by the runtime)";
+        }
+    if (!base) {
+        if (in.kube_qos == KubeQos::Guaranteed) base = -997, how = "kubelet's Guaranteed oom_score_adj -997";
+        else if (in.kube_qos == KubeQos::BestEffort) base = 1000, how = "kubelet's BestEffort oom_score_adj 1000";
+        else if (in.kube_qos == KubeQos::Burstable) base = 999, how = "kubelet's Burstable oom_score_adj (at most 999)";
+    }
+    if (!base) return "would set oom_score_adj " + num() + " where kubelet's value is unknown";
+    if (v.num < *base) return "would lower oom_score_adj below " + how + " → " + num();
+    proof = num() + " ≥ " + how;
+    return "";
+}
+
+std::string Ctx::raise_of(KnobId id, uint8_t scope, const KnobValue& v, std::string& proof) const {
+    auto num = [&] { return raise_num(v); };
     switch (id) {
         case KnobId::CpuQuota:
-        case KnobId::CpuBurst: {
-            int64_t period = 100000;
-            std::string how, err;
-            auto q = kubelet_quota(scope, period, how, err);
-            if (!err.empty()) return "cannot tell kubelet's quota (" + err + ")";
-            if (!q) {
-                proof = how + ": " + (id == KnobId::CpuQuota ? "a quota only restricts" : "no quota to exceed");
-                return "";
-            }
-            if (id == KnobId::CpuQuota) {
-                if (v.kind == KnobValue::Max) return "would lift the CFS quota (" + how + " → max)";
-                if (v.num > *q) return "would raise the CFS quota (" + how + " → " + num() + ")";
-                proof = num() + " ≤ " + how;
-                return "";
-            }
-            if (v.kind == KnobValue::Max || v.num > *q) return "would set a CFS burst " + num() + " above " + how;
-            proof = "burst " + num() + " ≤ " + how;
-            return "";
-        }
-        case KnobId::CpuShares: {
-            std::optional<int64_t> base;
-            std::string how;
-            if (!pod) {
-                if (r.resources.cpu_shares) base = *r.resources.cpu_shares, how = "kubelet's cpu.shares " + std::to_string(*base);
-            } else {
-                bool max = false;
-                if (in.layout == Layout::V2) {
-                    if (auto w = pod_file("cpu", "cpu.weight", max)) {
-                        // The weight it would be written as: the policy's formula, or under
-                        // "auto" (decided per write, knobs.hpp) the larger of the two, so that no
-                        // formula the node may use lets an untrusted value raise the pod.
-                        const uint64_t sh = static_cast<uint64_t>(std::max<int64_t>(v.num, 2));
-                        const WeightFormula wf = cls && cls->pod_weight_formula_set ? cls->pod_weight_formula
-                                                 : in.policy                        ? in.policy->cpu_weight_formula
-                                                                                    : WeightFormula::Auto;
-                        uint64_t fw =
-                            wf == WeightFormula::Auto ? std::max(shares_to_weight_linear(sh), shares_to_weight(sh)) : shares_to_weight(sh, wf);
-                        if (static_cast<int64_t>(fw) > *w)
-                            return "would raise the pod's cpu.weight (" + std::to_string(*w) + " → " + std::to_string(fw) + ")";
-                        proof = "cpu.weight " + std::to_string(fw) + " ≤ the pod's " + std::to_string(*w);
-                        return "";
-                    }
-                } else if (auto sh = pod_file("cpu", "shares", max)) {
-                    base = *sh, how = "the pod's cpu.shares " + std::to_string(*sh);
-                }
-                if (!base && in.kube_qos == KubeQos::BestEffort) base = 2, how = "kubelet's BestEffort pod cpu.shares 2";
-            }
-            if (!base) return "would set cpu.shares " + num() + " where kubelet's value is unknown";
-            if (v.num > *base) return "would raise cpu.shares (" + how + " → " + num() + ")";
-            proof = num() + " ≤ " + how;
-            return "";
-        }
+        case KnobId::CpuBurst: return raise_of_cfs(id, scope, v, proof);
+        case KnobId::CpuShares: return raise_of_cpu_shares(scope, v, proof);
         case KnobId::MemoryLimit:
         case KnobId::MemoryHigh:
         case KnobId::MemorySwap:
-        case KnobId::MemorySoftLimit: {
-            std::optional<int64_t> base;
-            bool unlimited = false, known = false;
-            if (!pod) {
-                known = true;
-                if (r.resources.mem_limit && *r.resources.mem_limit > 0) base = *r.resources.mem_limit;
-                else unlimited = true;
-            } else {
-                bool max = false;
-                auto b = in.layout == Layout::V2 ? pod_file("memory", "memory.max", max) : pod_file("memory", "limit_in_bytes", max);
-                if (b || max) {
-                    known = true;
-                    if (max || *b >= (int64_t(1) << 62)) unlimited = true;
-                    else base = *b;
-                } else if (in.kube_qos == KubeQos::BestEffort) {
-                    known = unlimited = true;  // kubelet sets no memory limit on a BestEffort pod
-                }
-            }
-            if (!known) return "would set " + std::string(knob_def(id).key) + " " + num() + " where the pod's memory limit is unknown";
-            if (unlimited) {
-                proof = where + "memory is unlimited: a limit only restricts";
-                return "";
-            }
-            if (v.kind == KnobValue::Max || v.num > *base)
-                return "would set " + std::string(knob_def(id).key) + " " + num() + " above " + where + "memory limit " + std::to_string(*base);
-            proof = num() + " ≤ " + where + "memory limit " + std::to_string(*base);
-            return "";
-        }
+        case KnobId::MemorySoftLimit: return raise_of_memory_limit(id, scope, v, proof);
         case KnobId::CpuQosLevel:
         case KnobId::MemoryQosLevel:
             if (v.num > 0) return "would raise " + std::string(knob_def(id).key) + " to " + num() + " (unclassified pods have 0)";
             proof = std::string(knob_def(id).key) + " " + num() + " ≤ 0";
             return "";
-        case KnobId::CpusetCpus: {
-            auto set = CpuSet::parse(v.text);
-            unsigned n = set ? set->count() : 0;
-            int64_t period = 100000;
-            std::string how, err;
-            auto q = kubelet_quota(scope, period, how, err);
-            if (!err.empty()) return "cannot tell kubelet's quota (" + err + ")";
-            std::string cpus = std::to_string(n) + " CPUs (" + v.text + ") × period " + std::to_string(period);
-            if (!q) return "would pin to " + cpus + " that no CFS quota pays for (" + how + ")";
-            if (static_cast<int64_t>(n) * period > *q) return "would pin to " + cpus + ", more than " + how + " pays for";
-            proof = cpus + " ≤ " + how;
-            return "";
-        }
+        case KnobId::CpusetCpus: return raise_of_cpuset_cpus(scope, v, proof);
         case KnobId::CpusetMems: proof = "a memory-node pin only restricts"; return "";
         case KnobId::MemoryLow:
-        case KnobId::MemoryMin: {
-            // The kernel bounds a child's effective protection by its parent's (cgroup-v2.rst
-            // "memory.min"/"memory.low": protection is distributed from the parent): a container
-            // value at or below the pod cgroup's, which kubelet set (0 without its MemoryQoS
-            // gate), grants nothing kubelet did not.
-            const char* f = id == KnobId::MemoryLow ? "memory.low" : "memory.min";
-            if (v.kind == KnobValue::Int && v.num == 0) {
-                proof = std::string(f) + " 0 protects nothing";
-                return "";
-            }
-            bool max = false;
-            auto base = in.layout == Layout::V2 ? pod_file("memory", f, max) : std::nullopt;
-            if (!base && !max) return "would set " + std::string(f) + " " + num() + " where the pod's " + f + " is unknown";
-            if (max) {
-                proof = std::string("the pod's ") + f + " is max";
-                return "";
-            }
-            if (v.kind == KnobValue::Max || v.num > *base)
-                return "would protect " + num() + " bytes (" + f + ") above the pod's " + f + " " + std::to_string(*base);
-            proof = num() + " ≤ the pod's " + f + " " + std::to_string(*base);
-            return "";
-        }
-        case KnobId::OomScoreAdj: {
-            // kubelet's value (kubernetes pkg/kubelet/qos/policy.go GetContainerOOMScoreAdjust):
-            // Guaranteed -997, BestEffort 1000, Burstable 1000 - 1000 × request / capacity held in
-            // [3, 999]. With the container's process, the value runc set from kubelet's spec;
-            // else the bound of its QoS class (Burstable: 999, the highest kubelet gives).
-            std::optional<int64_t> base;
-            std::string how;
-            if (!pod && r.pid && in.kernel)
-                if (auto t = in.kernel->read(Root::Proc, std::to_string(*r.pid) + "/oom_score_adj")) {
-                    std::string s = *t;
-                    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-                    if ((base = go_parse_int(s))) how = "the process's oom_score_adj " + s + " (kubelet's, set by the runtime)";
-                }
-            if (!base) {
-                if (in.kube_qos == KubeQos::Guaranteed) base = -997, how = "kubelet's Guaranteed oom_score_adj -997";
-                else if (in.kube_qos == KubeQos::BestEffort) base = 1000, how = "kubelet's BestEffort oom_score_adj 1000";
-                else if (in.kube_qos == KubeQos::Burstable) base = 999, how = "kubelet's Burstable oom_score_adj (at most 999)";
-            }
-            if (!base) return "would set oom_score_adj " + num() + " where kubelet's value is unknown";
-            if (v.num < *base) return "would lower oom_score_adj below " + how + " → " + num();
-            proof = num() + " ≥ " + how;
-            return "";
-        }
+        case KnobId::MemoryMin: return raise_of_memory_protection(id, v, proof);
+        case KnobId::OomScoreAdj: return raise_of_oom_score_adj(scope, v, proof);
         default: return "would set " + std::string(knob_def(id).key) + " " + num() + " (no rule shows it stays within kubelet's grant)";
     }
 }
