@@ -133,7 +133,7 @@ struct Ctx {
     /// The trust rule's refusal: `what` the value would do, and the key(s) to declare.
     Outcome untrusted_refusal(const std::string& what) const;
 
-    // The trust rule's raise check: these three are defined in facts.cpp.
+    // The trust rule's raise check: these are defined in facts.cpp.
 
     /// What kubelet gave: the CFS quota of the container (the OCI request) or of the pod (its
     /// cgroup as the kernel shows it, whatever the class sets). nullopt: unlimited; `err` when
@@ -146,6 +146,24 @@ struct Ctx {
     /// "" when value `v` of a fact fed to knob `id` at `scope` does not raise above what kubelet
     /// gave the pod (then `proof` says why); else what it would raise, for the refusal.
     std::string raise_of(KnobId id, uint8_t scope, const KnobValue& v, std::string& proof) const;
+
+    // raise_of's checks by kind of knob (facts.cpp), each with raise_of's contract ("" and
+    // `proof` when `v` stays within kubelet's grant, else what it would raise):
+    /// cpu_cfs_quota_us / cpu_burst_us: at most kubelet's CFS quota of `scope` (none: a quota
+    /// only restricts; a burst needs a quota to stay under).
+    std::string raise_of_cfs(KnobId id, uint8_t scope, const KnobValue& v, std::string& proof) const;
+    /// cpu_shares: at most kubelet's cpu.shares (the container's OCI value; the pod cgroup's
+    /// cpu.shares, or on cgroup v2 its cpu.weight against the weight `v` would be written as).
+    std::string raise_of_cpu_shares(uint8_t scope, const KnobValue& v, std::string& proof) const;
+    /// memory limit, high, swap, soft limit: at most the container's OCI memory limit or the
+    /// pod cgroup's memory.max / limit_in_bytes (unlimited: a limit only restricts).
+    std::string raise_of_memory_limit(KnobId id, uint8_t scope, const KnobValue& v, std::string& proof) const;
+    /// cpuset_cpus: the pinned CPUs × period within kubelet's CFS quota of `scope`.
+    std::string raise_of_cpuset_cpus(uint8_t scope, const KnobValue& v, std::string& proof) const;
+    /// memory.low / memory.min: at most the pod cgroup's (cgroup v2 only; 0 always passes).
+    std::string raise_of_memory_protection(KnobId id, const KnobValue& v, std::string& proof) const;
+    /// oom_score_adj: not below kubelet's (the process's value, else its QoS class's bound).
+    std::string raise_of_oom_score_adj(uint8_t scope, const KnobValue& v, std::string& proof) const;
 
     unsigned online_cpus(std::string& err) const;
 
