@@ -761,6 +761,9 @@ run_case "gate: demotion to BE needs no gate" invoke "$IN/demote-be" - class=BE 
 # in force (the deadline cuts the read; issue 9: fail-closed means closed, before the request too).
 # Within the default deadline + 0.6 s: DEADLINE_MS (1000; under qemu-user the larger one its
 # wrapper passes; the producers below outlast it, so that the deadline still cuts the read).
+# Under qemu-user + 2 s: the emulator translates the binary before main() arms the deadline and
+# again on the way out (10.62-10.68 s seen with two suites side by side at load 9).
+DL_SLACK=0.6; [ "$QEMU_USER" = 1 ] && DL_SLACK=2.0
 deadline_case() { # name producer-command [policy open|closed] (producer in its own process group, killed afterwards)
   local name=$1 producer=$2 pol=${3:-$POLICY} want=${4:-open} t0 t1 rc el pg
   rm -f "$W/stdin.fifo"; mkfifo "$W/stdin.fifo"
@@ -778,7 +781,7 @@ deadline_case() { # name producer-command [policy open|closed] (producer in its 
 import json, sys
 out = open(sys.argv[1]).read(); el = float(sys.argv[2]); rc = int(sys.argv[3]); want = sys.argv[4]
 rec = [json.loads(l) for l in open(sys.argv[5]) if l.strip()]
-limit = int(sys.argv[6]) / 1000 + 0.6
+limit = int(sys.argv[6]) / 1000 + float(sys.argv[7])
 assert el < limit, 'took %.2fs, want < %.1fs' % (el, limit)
 r = json.loads(out)
 if want == 'open':
@@ -790,7 +793,7 @@ else:
     assert 'deadline exceeded' in r['error'], 'not a fail-closed deadline Result: %r' % out[:200]
 assert len(rec) == 1 and 'deadline exceeded' in rec[0].get('message', ''), 'event record: %r' % rec
 assert rec[0]['outcome'] == ('refused' if want == 'closed' else 'error'), 'record outcome %r' % rec[0]['outcome']
-" "$W/out" "$el" "$rc" "$want" "$W/sinks/deadline.log" "$DEADLINE_MS" 2>"$W/deadline.err"; then
+" "$W/out" "$el" "$rc" "$want" "$W/sinks/deadline.log" "$DEADLINE_MS" "$DL_SLACK" 2>"$W/deadline.err"; then
     pass "deadline: $name (${el}s)"
   else
     fail "deadline: $name: $(tail -1 "$W/deadline.err") (${el}s, exit $rc, stdout '$(head -c 200 "$W/out")')"
@@ -807,10 +810,14 @@ deadline_case "half a request, fail-closed policy: container refused" "head -c 3
 
 # ---- concurrency: 64 parallel invocations ---------------------------------------------------
 par_run() { # N input-pattern → results in $W/par/N.out
-  local i pids=()
+  # Under qemu-user the 64 emulated hooks share 2 CPUs with the emulated suite beside this one:
+  # each gets 3 x the emulated deadline, since these cases are about concurrent memos and
+  # records, not the deadline (one of 64 hit 10 s at load 9). Natively: the default, as always.
+  local i pids=() dl=()
+  [ "$QEMU_USER" = 1 ] && dl=(--deadline-ms $((DEADLINE_MS * 3)))
   rm -rf "$W/par"; mkdir -p "$W/par"
   for ((i = 0; i < 64; i++)); do
-    "$BIN" invoke --policy "$POLICY" --cgroup-root "$CG" --cgroup-layout v1 --proc-root "$PROC" --resctrl-root "$RC_ROOT" \
+    "$BIN" invoke "${dl[@]}" --policy "$POLICY" --cgroup-root "$CG" --cgroup-layout v1 --proc-root "$PROC" --resctrl-root "$RC_ROOT" \
       --state-dir "$STATE" --cache-dir "$CACHE" --metrics-file "$W/sinks/nri_qos.prom" --event-log "$W/sinks/events.log" <"$(printf "$1" "$i")" >"$W/par/$i.out" 2>"$W/par/$i.err" &
     pids+=($!)
   done
