@@ -207,6 +207,9 @@ public:
     Preview(const PodPreviewOptions& o, const std::string& scratch) : o_(o), scratch_(scratch) {}
 
     std::string run(const std::string& text, int& code);
+    /// The end state of every cgroup `cgs` names (and its process's oom_score_adj and resctrl
+    /// group): appended to the text, returned as the JSON form's "end_state" array.
+    json end_state(const std::vector<Cg>& cgs);
 
 private:
     std::string cgp(const std::string& ctrl, const std::string& dir, const std::string& file) const {
@@ -457,6 +460,49 @@ std::string kube_qos_title(KubeQos q) {
     }
 }
 
+json Preview::end_state(const std::vector<Cg>& cgs) {
+    json end = json::array();
+    text_ += "\n== END STATE (after all events)\n";
+    for (const auto& c : cgs) {
+        json e = {{"cgroup", c.label}, {"dir", c.dir}, {"files", json::array()}};
+        text_ += c.label + (c.gone ? " (ran to completion)" : "") + ": " + c.dir + "\n";
+        for (const auto& f : files_) {
+            if (!tpl_.has(f)) continue;
+            std::string r = rel(f.ctrl, c.dir, f.file);
+            auto v = get(scratch_ + "/cgroup/" + r);
+            if (!v) continue;
+            auto w = who_.find(r);
+            if (w == who_.end() && *v == f.dflt) continue;  // untouched kernel default
+            std::string who = w == who_.end() ? "kernel default" : w->second;
+            e["files"].push_back({{"file", f.file}, {"value", *v}, {"set_by", who}});
+            char line[512];
+            std::snprintf(line, sizeof line, "  %-28s = %-22s %s\n", f.file.c_str(), v->c_str(), who.c_str());
+            text_ += line;
+        }
+        if (c.pid) {
+            std::string r = "proc:" + std::to_string(*c.pid) + "/oom_score_adj";
+            if (auto v = get(scratch_ + "/proc/" + std::to_string(*c.pid) + "/oom_score_adj")) {
+                std::string who = who_.count(r) ? who_[r] : "kubelet";
+                e["files"].push_back({{"file", "oom_score_adj"}, {"value", *v}, {"set_by", who}});
+                char line[512];
+                std::snprintf(line, sizeof line, "  %-28s = %-22s %s\n", "oom_score_adj (process)", v->c_str(), who.c_str());
+                text_ += line;
+            }
+            for (const auto& [path, who] : who_) {
+                if (path.rfind("resctrl:", 0) != 0) continue;
+                auto t = get(scratch_ + "/resctrl/" + path.substr(8));
+                if (t && t->find(std::to_string(*c.pid)) != std::string::npos) {
+                    std::string g = path.substr(8, path.size() - 8 - 6);
+                    e["files"].push_back({{"file", "resctrl group"}, {"value", g}, {"set_by", who}});
+                    text_ += "  resctrl group                = " + g + "  " + who + "\n";
+                }
+            }
+        }
+        end.push_back(e);
+    }
+    return end;
+}
+
 std::string Preview::run(const std::string& text, int& code) {
     PodManifest m;
     try {
@@ -581,46 +627,7 @@ std::string Preview::run(const std::string& text, int& code) {
             "init containers run to completion before the app containers start; their cgroups are shown as they were while they ran "
             "(native NRI reports no container exit: a pod-level sum drops an exited container once its cgroup has been gone 60 s)");
 
-    // ---- the end state ----
-    json end = json::array();
-    text_ += "\n== END STATE (after all events)\n";
-    for (const auto& c : cgs) {
-        json e = {{"cgroup", c.label}, {"dir", c.dir}, {"files", json::array()}};
-        text_ += c.label + (c.gone ? " (ran to completion)" : "") + ": " + c.dir + "\n";
-        for (const auto& f : files_) {
-            if (!tpl_.has(f)) continue;
-            std::string r = rel(f.ctrl, c.dir, f.file);
-            auto v = get(scratch_ + "/cgroup/" + r);
-            if (!v) continue;
-            auto w = who_.find(r);
-            if (w == who_.end() && *v == f.dflt) continue;  // untouched kernel default
-            std::string who = w == who_.end() ? "kernel default" : w->second;
-            e["files"].push_back({{"file", f.file}, {"value", *v}, {"set_by", who}});
-            char line[512];
-            std::snprintf(line, sizeof line, "  %-28s = %-22s %s\n", f.file.c_str(), v->c_str(), who.c_str());
-            text_ += line;
-        }
-        if (c.pid) {
-            std::string r = "proc:" + std::to_string(*c.pid) + "/oom_score_adj";
-            if (auto v = get(scratch_ + "/proc/" + std::to_string(*c.pid) + "/oom_score_adj")) {
-                std::string who = who_.count(r) ? who_[r] : "kubelet";
-                e["files"].push_back({{"file", "oom_score_adj"}, {"value", *v}, {"set_by", who}});
-                char line[512];
-                std::snprintf(line, sizeof line, "  %-28s = %-22s %s\n", "oom_score_adj (process)", v->c_str(), who.c_str());
-                text_ += line;
-            }
-            for (const auto& [path, who] : who_) {
-                if (path.rfind("resctrl:", 0) != 0) continue;
-                auto t = get(scratch_ + "/resctrl/" + path.substr(8));
-                if (t && t->find(std::to_string(*c.pid)) != std::string::npos) {
-                    std::string g = path.substr(8, path.size() - 8 - 6);
-                    e["files"].push_back({{"file", "resctrl group"}, {"value", g}, {"set_by", who}});
-                    text_ += "  resctrl group                = " + g + "  " + who + "\n";
-                }
-            }
-        }
-        end.push_back(e);
-    }
+    json end = end_state(cgs);
     for (const auto& n : notes_) text_ += "note:     " + n + "\n";
     code = code_;
     if (!o_.json) return text_;

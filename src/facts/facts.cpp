@@ -284,7 +284,6 @@ std::string Ctx::raise_of_memory_limit(KnobId id, uint8_t scope, const KnobValue
 }
 
 std::string Ctx::raise_of_cpuset_cpus(uint8_t scope, const KnobValue& v, std::string& proof) const {
-    auto num = [&] { return raise_num(v); };
     auto set = CpuSet::parse(v.text);
     unsigned n = set ? set->count() : 0;
     int64_t period = 100000;
