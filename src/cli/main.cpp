@@ -522,7 +522,10 @@ Command add_relay(CLI::App& app, Shared& s, const char* argv0) {
 
 /// `serve-metrics`: GET /metrics where no relay service runs (the metrics server, exec'd).
 Command add_serve_metrics(CLI::App& app, Shared& s) {
-    auto a = std::make_shared<RelayArgs>();  // its --listen and --metrics-server
+    struct ServeArgs {
+        std::string metrics_listen, metrics_server;
+    };
+    auto a = std::make_shared<ServeArgs>();
     CLI::App* c = app.add_subcommand(
         "serve-metrics", "serve GET /metrics (the metrics textfile and nri_qos_build_info) where no relay service runs (modes v01, native)");
     c->add_option("--listen", a->metrics_listen, "ADDRESS:PORT, numeric (e.g. 0.0.0.0:9470)")->required();

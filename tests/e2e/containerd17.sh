@@ -724,12 +724,13 @@ ext_unseen() {
 # pass interval (+8 s) the pass lists it through CRI, classifies it BE from CRI's labels, writes
 # the BE values (cpu.shares 2), records a new event-log record "unseen" (outcome ok, class BE) and
 # its last records again, and `status` lists it as BE.
+unseen_records() { jq -c --arg id "$1" 'select(.id == $id and .event == "unseen")' "$E2E_EVENT_LOG" 2>/dev/null | grep -c .; }  # ID: how many
 ext_unseen_forgotten() { # NAME POD (the relay runs with --unseen-interval UNSEEN_S)
   local name=$1 p=$2 sb ctr st=/run/nri-qos dir f n0 n1 r t0 took
   MISMATCH=""
   sb=$(j "$p" .pod_id); ctr=$(j "$p" .ctr_id); dir=$st/last/$sb
   if [ ! -f "$dir/$ctr.json" ]; then fail "$name" "$p: no last record $dir/$ctr.json (the relay records each container it classifies)"; return; fi
-  n0=$(jq -c --arg id "$ctr" 'select(.id == $id and .event == "unseen")' "$E2E_EVENT_LOG" 2>/dev/null | grep -c .)
+  n0=$(unseen_records "$ctr")
   cg_prime "$p"
   if [ "$LAYOUT" = v1 ]; then f=$(cg_dir "$p" ctr cpu.shares)/cpu.shares; echo 1024 > "$f"
   else f=$(cg_dir "$p" ctr cpu.shares)/cpu.weight; echo 39 > "$f"; fi
@@ -741,7 +742,7 @@ ext_unseen_forgotten() { # NAME POD (the relay runs with --unseen-interval UNSEE
   expect_be "$p"
   expect_status_class "$p" BE
   [ -f "$dir/$ctr.json" ] || MISMATCH="${MISMATCH:+$MISMATCH; }no last record $dir/$ctr.json after the pass"
-  n1=$(jq -c --arg id "$ctr" 'select(.id == $id and .event == "unseen")' "$E2E_EVENT_LOG" 2>/dev/null | grep -c .)
+  n1=$(unseen_records "$ctr")
   r=$(last_record "$ctr" unseen)
   if [ "$n1" -gt "$n0" ] && jq -e '.outcome == "ok" and .class == "BE"' <<<"$r" >/dev/null; then
     log "  $p: unseen record after ${took} s: $(jq -c '{event, class, outcome}' <<<"$r")"
