@@ -34,15 +34,11 @@ int nri_api_minor(const std::string& name, const std::string& version) {
 }
 
 const char* process_knob_field(KnobId id, int& min_nri) {
-    switch (id) {
-        case KnobId::IoClass:
-        case KnobId::IoLevel: min_nri = 10; return "io_priority";
-        case KnobId::SchedPolicy:
-        case KnobId::SchedNice: min_nri = 11; return "scheduler";
-        case KnobId::MemoryPolicy:
-        case KnobId::MemoryPolicyNodes: min_nri = 12; return "memory_policy";
-        default: min_nri = 0; return nullptr;
-    }
+    const NriField* f = nri_carrier(id);
+    min_nri = 0;
+    if (!f || f->value != NriValue::Process) return nullptr;
+    min_nri = f->gate == NriGate::Nri10 ? 10 : f->gate == NriGate::Nri11 ? 11 : 12;
+    return f->name;
 }
 
 namespace {
@@ -244,65 +240,45 @@ struct Builder {
                cls->ctr_weight_formula != WeightFormula::Auto;
     }
 
+    /// Can the runtime apply this container knob from an NRI adjustment (native NRI mode)? The
+    /// gate of the knob's row in the NRI field table (knobs.hpp NriGate); false for a knob with
+    /// no NRI field (openEuler qos levels, soft limit, raw files: written directly).
     bool nri_capable(const KnobSetting& k) const {
-        switch (k.id) {
-            case KnobId::CpuShares:
-            case KnobId::CpuQuota:
-            case KnobId::CpuPeriod:
-            case KnobId::CpusetCpus:
-            case KnobId::CpusetMems:
-            case KnobId::MemoryLimit:
-            case KnobId::MemorySwap:
-            case KnobId::ResctrlGroup: return true;
-            case KnobId::PidsMax:
-            case KnobId::OomScoreAdj: return nri08;
-            case KnobId::BlkioWeight: return v2 && (pod_has("io.bfq.weight") || pod_has("io.weight"));
-            case KnobId::CpuWeight:
-            case KnobId::CpuBurst:
-            case KnobId::CpuIdle:
-            case KnobId::MemoryHigh:
-            case KnobId::MemoryLow:
-            case KnobId::MemoryMin:
-                // cgroup v2 only, through `unified`; and only when the pod cgroup has the file,
-                // since runc fails the container for a unified file the kernel lacks.
-                return v2 && pod_has(knob_def(k.id).v2_file);
-            default: return false;  // openEuler qos levels, soft limit, raw files: written directly
+        const NriField* f = nri_carrier(k.id);
+        if (!f || f->value == NriValue::Process) return false;  // process knobs: process_knob
+        switch (f->gate) {
+            case NriGate::Always: return true;
+            case NriGate::Nri08: return nri08;
+            case NriGate::V2PodFile: return v2 && pod_has(knob_def(k.id).v2_file);
+            case NriGate::V2PodIo: return v2 && (pod_has("io.bfq.weight") || pod_has("io.weight"));
+            default: return false;
         }
     }
 
     /// The NRI ContainerAdjustment field (JSON pointer below the adjustment) and value that
-    /// carry this knob, if any (cgroup v2 files go through linux.resources.unified).
+    /// carry this knob, if any: its row of the NRI field table, in that row's NriValue form
+    /// (cgroup v2 files go through linux.resources.unified, on cgroup v2 only).
     std::optional<std::pair<std::string, json>> nri_field(const KnobSetting& k, const Resolved& r) const {
-        auto wrap = [](json v) { return json{{"value", std::move(v)}}; };
-        int64_t n = r.is_max ? -1 : r.num;
-        const std::string R = "/linux/resources";
-        switch (k.id) {
-            case KnobId::CpuShares: return std::make_pair(R + "/cpu/shares", wrap(n));
-            case KnobId::CpuQuota: return std::make_pair(R + "/cpu/quota", wrap(n));
-            case KnobId::CpuPeriod: return std::make_pair(R + "/cpu/period", wrap(n));
-            case KnobId::CpusetCpus: return std::make_pair(R + "/cpu/cpus", json(r.text));
-            case KnobId::CpusetMems: return std::make_pair(R + "/cpu/mems", json(r.text));
-            case KnobId::MemoryLimit: return std::make_pair(R + "/memory/limit", wrap(n));
-            case KnobId::MemorySwap: return std::make_pair(R + "/memory/swap", wrap(n));
-            case KnobId::PidsMax: return std::make_pair(R + "/pids/limit", json(n));
-            case KnobId::ResctrlGroup: return std::make_pair(R + "/rdt_class", wrap(r.text));
-            case KnobId::OomScoreAdj: return std::make_pair(std::string("/linux/oom_score_adj"), wrap(n));
+        const NriField* f = nri_carrier(k.id);
+        if (!f || f->value == NriValue::Process) return std::nullopt;
+        const int64_t n = r.is_max ? -1 : r.num;
+        auto field = [&](json v) { return std::make_optional(std::make_pair(std::string(f->ptr), std::move(v))); };
+        switch (f->value) {
+            case NriValue::OptInt: return field(json{{"value", n}});
+            case NriValue::Int: return field(json(n));
+            case NriValue::Text: return field(json(r.text));
+            case NriValue::OptText: return field(json{{"value", r.text}});
             default: break;
         }
         if (!v2) return std::nullopt;
-        const std::string U = R + "/unified/";
-        switch (k.id) {
-            case KnobId::CpuWeight: return std::make_pair(U + "cpu.weight", json(std::to_string(n)));
-            case KnobId::CpuBurst: return std::make_pair(U + "cpu.max.burst", json(std::to_string(n)));
-            case KnobId::CpuIdle: return std::make_pair(U + "cpu.idle", json(std::to_string(n)));
-            case KnobId::MemoryHigh: return std::make_pair(U + "memory.high", json(num_or(r, "max")));
-            case KnobId::MemoryLow: return std::make_pair(U + "memory.low", json(num_or(r, "max")));
-            case KnobId::MemoryMin: return std::make_pair(U + "memory.min", json(num_or(r, "max")));
-            case KnobId::BlkioWeight:
+        switch (f->value) {
+            case NriValue::UnifiedNum: return field(json(std::to_string(n)));
+            case NriValue::UnifiedMax: return field(json(num_or(r, "max")));
+            case NriValue::UnifiedIoWeight:
                 // opencontainers/cgroups fs2/io.go setIo: BFQ's io.bfq.weight takes the blkio
                 // weight as is when the file exists, else io.weight with the linear conversion.
-                if (pod_has("io.bfq.weight")) return std::make_pair(U + "io.bfq.weight", json(std::to_string(n)));
-                return std::make_pair(U + "io.weight", json("default " + std::to_string(blkio_to_io_weight(static_cast<uint64_t>(n)))));
+                if (pod_has("io.bfq.weight")) return std::make_pair(std::string("/linux/resources/unified/io.bfq.weight"), json(std::to_string(n)));
+                return field(json("default " + std::to_string(blkio_to_io_weight(static_cast<uint64_t>(n)))));
             default: return std::nullopt;
         }
     }

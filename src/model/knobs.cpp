@@ -371,58 +371,81 @@ KnobValue parse_knob_value(const KnobDef& def, const std::string* s, const int64
 }
 
 namespace {
-// NRI ContainerAdjustment fields (containerd/nri pkg/api: LinuxResources, LinuxCPU, LinuxMemory,
-// LinuxPids, ContainerAdjustment) → the knobs that set the same thing. The kernel file decides
-// what "the same" is: cpu.shares becomes cpu.weight on cgroup v2 (runc), so it covers the
-// cpu_weight knob too; OCI memory.reservation is memory.soft_limit_in_bytes on v1 and memory.low
-// on v2 (runc fs2 setMemory); blockio_class sets blkio/io weights (goresctrl blockio classes).
-struct NriField {
-    const char* name;
-    std::vector<KnobId> knobs;  // empty: nri-qos never sets this field
+constexpr uint64_t B(KnobId a) { return knob_bit(a); }
+constexpr uint64_t B(KnobId a, KnobId b) { return knob_bit(a) | knob_bit(b); }
+constexpr const char* kNoPtr = nullptr;
+using K = KnobId;
+using V = NriValue;
+using G = NriGate;
+// containerd/nri pkg/api (api.proto LinuxResources, LinuxCPU, LinuxMemory, LinuxPids,
+// LinuxContainerAdjustment; adjustment.go names). Rows that carry nothing have value None and
+// gate Always (unused).
+constexpr NriField kNriFields[] = {
+    // name, JSON pointer below the ContainerAdjustment, value form, gate, carries, covers, alias_of
+    {"cpu.shares", "/linux/resources/cpu/shares", V::OptInt, G::Always, B(K::CpuShares), B(K::CpuShares, K::CpuWeight), nullptr},
+    {"cpu.quota", "/linux/resources/cpu/quota", V::OptInt, G::Always, B(K::CpuQuota), B(K::CpuQuota), nullptr},
+    {"cpu.period", "/linux/resources/cpu/period", V::OptInt, G::Always, B(K::CpuPeriod), B(K::CpuPeriod), nullptr},
+    {"cpu.cpus", "/linux/resources/cpu/cpus", V::Text, G::Always, B(K::CpusetCpus), B(K::CpusetCpus), nullptr},
+    {"cpuset.cpus", kNoPtr, V::None, G::Always, 0, B(K::CpusetCpus), "cpu.cpus"},
+    {"cpu.mems", "/linux/resources/cpu/mems", V::Text, G::Always, B(K::CpusetMems), B(K::CpusetMems), nullptr},
+    {"cpuset.mems", kNoPtr, V::None, G::Always, 0, B(K::CpusetMems), "cpu.mems"},
+    {"cpu.realtime_runtime", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    {"cpu.realtime_period", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    {"memory.limit", "/linux/resources/memory/limit", V::OptInt, G::Always, B(K::MemoryLimit), B(K::MemoryLimit), nullptr},
+    {"memory.swap", "/linux/resources/memory/swap", V::OptInt, G::Always, B(K::MemorySwap), B(K::MemorySwap), nullptr},
+    {"memory.reservation", kNoPtr, V::None, G::Always, 0, B(K::MemorySoftLimit, K::MemoryLow), nullptr},
+    {"memory.kernel", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    {"memory.kernel_tcp", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    {"memory.swappiness", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    {"memory.disable_oom_killer", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    {"memory.use_hierarchy", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    {"pids.limit", "/linux/resources/pids/limit", V::Int, G::Nri08, B(K::PidsMax), B(K::PidsMax), nullptr},
+    {"rdt_class", "/linux/resources/rdt_class", V::OptText, G::Always, B(K::ResctrlGroup), B(K::ResctrlGroup), nullptr},
+    {"blockio_class", kNoPtr, V::None, G::Always, 0, B(K::BlkioWeight), nullptr},
+    {"oom_score_adj", "/linux/oom_score_adj", V::OptInt, G::Nri08, B(K::OomScoreAdj), B(K::OomScoreAdj), nullptr},
+    // NRI v0.10-v0.12 LinuxContainerAdjustment fields (api.proto: io_priority = 5 in v0.10.0,
+    // scheduler = 10 in v0.11.0, memory_policy = 12 in v0.12.0).
+    {"io_priority", "/linux/io_priority", V::Process, G::Nri10, B(K::IoClass, K::IoLevel), B(K::IoClass, K::IoLevel), nullptr},
+    {"scheduler", "/linux/scheduler", V::Process, G::Nri11, B(K::SchedPolicy, K::SchedNice), B(K::SchedPolicy, K::SchedNice), nullptr},
+    {"memory_policy", "/linux/memory_policy", V::Process, G::Nri12, B(K::MemoryPolicy, K::MemoryPolicyNodes),
+     B(K::MemoryPolicy, K::MemoryPolicyNodes), nullptr},
+    {"rdt", kNoPtr, V::None, G::Always, 0, B(K::ResctrlGroup), nullptr},
+    {"hugepage_limits", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    {"devices", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    {"annotations", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    {"mounts", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    {"env", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    {"hooks", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    {"rlimits", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    {"cgroups_path", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    {"seccomp_policy", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    {"namespaces", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    {"args", kNoPtr, V::None, G::Always, 0, 0, nullptr},
+    // cgroup v2 files through linux.resources.unified (runc writes them after its own files,
+    // fs2 Manager.setUnified). covers = every knob whose v2 file it is (field_knobs' rule for
+    // other unified.<file> names).
+    {"unified.cpu.weight", "/linux/resources/unified/cpu.weight", V::UnifiedNum, G::V2PodFile, B(K::CpuWeight), B(K::CpuShares, K::CpuWeight),
+     nullptr},
+    {"unified.cpu.max.burst", "/linux/resources/unified/cpu.max.burst", V::UnifiedNum, G::V2PodFile, B(K::CpuBurst), B(K::CpuBurst), nullptr},
+    {"unified.cpu.idle", "/linux/resources/unified/cpu.idle", V::UnifiedNum, G::V2PodFile, B(K::CpuIdle), B(K::CpuIdle), nullptr},
+    {"unified.memory.high", "/linux/resources/unified/memory.high", V::UnifiedMax, G::V2PodFile, B(K::MemoryHigh), B(K::MemoryHigh), nullptr},
+    {"unified.memory.low", "/linux/resources/unified/memory.low", V::UnifiedMax, G::V2PodFile, B(K::MemoryLow), B(K::MemoryLow), nullptr},
+    {"unified.memory.min", "/linux/resources/unified/memory.min", V::UnifiedMax, G::V2PodFile, B(K::MemoryMin), B(K::MemoryMin), nullptr},
+    // the pointer is io.weight's; with BFQ it is io.bfq.weight's (NriValue::UnifiedIoWeight)
+    {"unified.io.weight", "/linux/resources/unified/io.weight", V::UnifiedIoWeight, G::V2PodIo, B(K::BlkioWeight), B(K::BlkioWeight), nullptr},
 };
-const std::vector<NriField>& nri_fields() {
-    static const std::vector<NriField> k = {
-        {"cpu.shares", {KnobId::CpuShares, KnobId::CpuWeight}},
-        {"cpu.quota", {KnobId::CpuQuota}},
-        {"cpu.period", {KnobId::CpuPeriod}},
-        {"cpu.cpus", {KnobId::CpusetCpus}},
-        {"cpuset.cpus", {KnobId::CpusetCpus}},
-        {"cpu.mems", {KnobId::CpusetMems}},
-        {"cpuset.mems", {KnobId::CpusetMems}},
-        {"cpu.realtime_runtime", {}},
-        {"cpu.realtime_period", {}},
-        {"memory.limit", {KnobId::MemoryLimit}},
-        {"memory.swap", {KnobId::MemorySwap}},
-        {"memory.reservation", {KnobId::MemorySoftLimit, KnobId::MemoryLow}},
-        {"memory.kernel", {}},
-        {"memory.kernel_tcp", {}},
-        {"memory.swappiness", {}},
-        {"memory.disable_oom_killer", {}},
-        {"memory.use_hierarchy", {}},
-        {"pids.limit", {KnobId::PidsMax}},
-        {"rdt_class", {KnobId::ResctrlGroup}},
-        {"blockio_class", {KnobId::BlkioWeight}},
-        {"oom_score_adj", {KnobId::OomScoreAdj}},
-        // NRI v0.10-v0.12 LinuxContainerAdjustment fields (containerd/nri pkg/api/api.proto).
-        {"io_priority", {KnobId::IoClass, KnobId::IoLevel}},
-        {"scheduler", {KnobId::SchedPolicy, KnobId::SchedNice}},
-        {"memory_policy", {KnobId::MemoryPolicy, KnobId::MemoryPolicyNodes}},
-        {"rdt", {KnobId::ResctrlGroup}},
-        {"hugepage_limits", {}},
-        {"devices", {}},
-        {"annotations", {}},
-        {"mounts", {}},
-        {"env", {}},
-        {"hooks", {}},
-        {"rlimits", {}},
-        {"cgroups_path", {}},
-        {"seccomp_policy", {}},
-        {"namespaces", {}},
-        {"args", {}},
-    };
-    return k;
-}
 }  // namespace
+
+const NriField* nri_field_table(size_t& n) {
+    n = sizeof(kNriFields) / sizeof(kNriFields[0]);
+    return kNriFields;
+}
+
+const NriField* nri_carrier(KnobId id) {
+    for (const auto& f : kNriFields)
+        if (f.carries & knob_bit(id)) return &f;
+    return nullptr;
+}
 
 bool field_knobs(const std::string& field, FieldKnobs& out, std::string& err) {
     out = FieldKnobs();
@@ -439,10 +462,10 @@ bool field_knobs(const std::string& field, FieldKnobs& out, std::string& err) {
         return true;
     }
     // NRI's names first: "memory_policy" (mode and nodes) and "oom_score_adj" are both.
-    for (const auto& f : nri_fields()) {
+    for (const auto& f : kNriFields) {
         if (field != f.name) continue;
-        for (KnobId id : f.knobs) out.knobs |= knob_bit(id);
-        out.never_set = f.knobs.empty();
+        out.knobs = f.covers;
+        out.never_set = f.covers == 0;
         return true;
     }
     if (const KnobDef* d = find_knob(field)) {

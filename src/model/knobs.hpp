@@ -35,7 +35,7 @@ enum class KnobId {
     BlkioThrottle,
     // Process attributes the runtime sets at create from an NRI adjustment (NRI >= 0.10/0.11/0.12:
     // LinuxContainerAdjustment io_priority, scheduler, memory_policy); nri-qos never writes them
-    // itself (adjust.cpp process_knob_skip says why per knob).
+    // itself (adjust.cpp Builder::no_own_write says why per knob).
     SchedPolicy,
     SchedNice,
     IoClass,
@@ -127,7 +127,60 @@ struct FieldKnobs {
 /// known name when there is one) for an unknown name.
 bool field_knobs(const std::string& field, FieldKnobs& out, std::string& err);
 /// Bit of `id` in FieldKnobs::knobs.
-inline uint64_t knob_bit(KnobId id) { return uint64_t(1) << static_cast<int>(id); }
+constexpr uint64_t knob_bit(KnobId id) { return uint64_t(1) << static_cast<int>(id); }
+
+/// How nri-qos puts a knob's resolved value into its NRI field (containerd/nri pkg/api/api.proto
+/// message types; a "max" value is -1 in the integer forms, as OCI LinuxResources has it).
+enum class NriValue : uint8_t {
+    None,  ///< nri-qos never puts a value there: the row only names what the field covers
+    OptInt,  ///< OptionalInt64 / OptionalUInt64: {"value": n}
+    Int,  ///< a plain int64 (LinuxPids.limit)
+    Text,  ///< a plain string (LinuxCPU.cpus, .mems)
+    OptText,  ///< OptionalString: {"value": "text"} (rdt_class)
+    UnifiedNum,  ///< a linux.resources.unified entry (cgroup v2 only): the decimal number
+    UnifiedMax,  ///< a unified entry (cgroup v2 only): the number, or "max" for unlimited
+    /// blkio_weight on cgroup v2: io.bfq.weight as is when the pod cgroup has it, else io.weight
+    /// "default N" with the linear conversion (opencontainers/cgroups fs2/io.go setIo)
+    UnifiedIoWeight,
+    /// a LinuxContainerAdjustment message of two process knobs, merged (adjust.cpp process_knob)
+    Process,
+};
+
+/// When the runtime can apply a knob from the field (else nri-qos writes the knob itself).
+enum class NriGate : uint8_t {
+    Always,  ///< every NRI version nri-qos speaks
+    Nri08,  ///< NRI 0.8+ (containerd 1.7.26+, 2.x): pids.limit, oom_score_adj
+    /// cgroup v2 and the pod cgroup has the knob's v2 file: runc fails the container for a
+    /// unified file the kernel lacks (opencontainers/cgroups fs2 setUnified)
+    V2PodFile,
+    V2PodIo,  ///< cgroup v2 and the pod cgroup has io.bfq.weight or io.weight
+    Nri10,  ///< NRI 0.10+ (containerd 2.2.0): io_priority
+    Nri11,  ///< NRI 0.11+ (containerd 2.2.1): scheduler
+    Nri12,  ///< NRI 0.12+ (containerd 2.3): memory_policy
+};
+
+/// One NRI ContainerAdjustment field nri-qos knows: the one table of which field carries a knob
+/// (the adjustment event/adjust.cpp builds) and which knobs set the same thing (the fields
+/// settings.leave_to_others names, field_knobs). Names as containerd/nri pkg/api adjustment.go
+/// spells them below linux.resources ("cpu.shares", "unified.cpu.weight"), or the
+/// LinuxContainerAdjustment field ("oom_score_adj", "io_priority"). "The same thing" is decided by
+/// the kernel file: cpu.shares becomes cpu.weight on cgroup v2 (runc), so it covers cpu_weight too;
+/// OCI memory.reservation is memory.soft_limit_in_bytes on v1 and memory.low on v2 (runc fs2
+/// setMemory); blockio_class sets blkio/io weights (goresctrl blockio classes).
+struct NriField {
+    const char* name;
+    const char* ptr;  ///< JSON pointer below the ContainerAdjustment; nullptr when value is None
+    NriValue value;
+    NriGate gate;
+    uint64_t carries;  ///< knob_bit of each knob whose value nri-qos puts here
+    uint64_t covers;  ///< knob_bit of each knob setting the same thing (carries included); 0: nri-qos never sets it
+    const char* alias_of;  ///< another spelling of that field ("cpuset.cpus" of "cpu.cpus"), else nullptr
+};
+/// The table, in containerd/nri's field order; `n` is set to its length. Static storage.
+const NriField* nri_field_table(size_t& n);
+/// The field that carries knob `id` (its carries bit is set); nullptr for a knob nri-qos always
+/// writes itself (qos levels, soft limit, throttle, raw files).
+const NriField* nri_carrier(KnobId id);
 
 /// A knob value as written in the policy.
 ///  * Int, Max ("max"/-1), Percent ("N%" of the effective base value), Text (cpuset list, name);

@@ -149,9 +149,11 @@ std::vector<LeftField> leave_to_others(const Ctx& c, const TV& v) {
     std::vector<LeftField> out;
     std::vector<std::string> known;
     for (const auto& d : knob_table()) known.push_back(d.key);
-    for (const char* n : {"cpu.shares", "cpu.quota", "cpu.period", "cpu.cpus", "cpu.mems", "memory.limit", "memory.swap", "memory.reservation",
-                          "pids.limit", "rdt_class", "blockio_class", "oom_score_adj", "io_priority", "scheduler", "memory_policy", "rdt"})
-        known.push_back(n);
+    // The NRI fields that cover a knob, one spelling each (unified.<file> names are a knob's v2 file)
+    size_t nf = 0;
+    const NriField* fields = nri_field_table(nf);
+    for (size_t i = 0; i < nf; ++i)
+        if (fields[i].covers && !fields[i].alias_of && std::strncmp(fields[i].name, "unified.", 8) != 0) known.push_back(fields[i].name);
     for (size_t i = 0; i < arr.size(); ++i)
         c.guard([&, i] {
             const TV& e = arr[i];
