@@ -1,7 +1,7 @@
 // The unit tests' one scratch-directory helper (issue #35): a directory of a test's own under
-// /tmp, removed with everything in it afterwards. Every test file that needs a scratch tree uses
-// this, so that where scratch trees live, how they are named and how they are removed (no shell,
-// symlinks never followed) is decided once.
+// /tmp (or /dev/shm where a test needs tmpfs), removed with everything in it afterwards. Every
+// test file that needs a scratch tree uses this, so that where scratch trees live, how they are
+// named and how they are removed (no shell, symlinks never followed) is decided once.
 #pragma once
 
 #include <fcntl.h>
@@ -19,10 +19,12 @@
 
 namespace unit {
 
-/// Makes /tmp/nri-qos-<tag>.XXXXXX (mkdtemp(3), mode 0700) and returns its path.
+/// Makes <parent>/nri-qos-<tag>.XXXXXX (mkdtemp(3), mode 0700) and returns its path. `parent` is
+/// /tmp unless a test needs another file system: /dev/shm where a write must be at tmpfs speed
+/// (test_cache's deadline-during-store_file case times a 256 MiB write; /tmp may be a disk).
 /// Throws std::runtime_error with mkdtemp's errno text when it cannot.
-inline std::string make_scratch_dir(const std::string& tag) {
-    std::string tmpl = "/tmp/nri-qos-" + tag + ".XXXXXX";
+inline std::string make_scratch_dir(const std::string& tag, const std::string& parent = "/tmp") {
+    std::string tmpl = parent + "/nri-qos-" + tag + ".XXXXXX";
     if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp " + tmpl + ": " + std::strerror(errno));
     return tmpl;
 }
@@ -42,11 +44,12 @@ inline void remove_tree(const std::string& path) {
         FTW_PHYS | FTW_DEPTH);
 }
 
-/// A scratch directory for one test's scope: made by the constructor (make_scratch_dir), removed
-/// with its contents by the destructor (remove_tree). `path` is absolute, without a trailing '/'.
+/// A scratch directory for one test's scope: made by the constructor (make_scratch_dir, under
+/// `parent`), removed with its contents by the destructor (remove_tree). `path` is absolute,
+/// without a trailing '/'.
 class ScratchDir {
 public:
-    explicit ScratchDir(const std::string& tag = "unit") : path(make_scratch_dir(tag)) {}
+    explicit ScratchDir(const std::string& tag = "unit", const std::string& parent = "/tmp") : path(make_scratch_dir(tag, parent)) {}
     ~ScratchDir() { remove_tree(path); }
     ScratchDir(const ScratchDir&) = delete;
     ScratchDir& operator=(const ScratchDir&) = delete;

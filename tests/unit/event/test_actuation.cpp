@@ -504,9 +504,8 @@ TEST_CASE("fail-closed: an absent cgroup, process or resctrl group fails; an abs
         CHECK(summarize(r->plan).n_failed == 4);
     }
     SECTION("FsKernel on a scratch tree tells the two apart") {
-        char tmpl[] = "/tmp/nri-qos-act-test.XXXXXX";
-        REQUIRE(mkdtemp(tmpl));
-        std::string root = tmpl;
+        const unit::ScratchDir scratch("act-test");
+        const std::string root = scratch.path;
         REQUIRE(::mkdir((root + "/cpu").c_str(), 0755) == 0);
         REQUIRE(::mkdir((root + "/cpu/c").c_str(), 0755) == 0);
         { std::ofstream(root + "/cpu/c/cpu.shares") << ""; }
@@ -518,8 +517,6 @@ TEST_CASE("fail-closed: an absent cgroup, process or resctrl group fails; an abs
         CHECK(fk.write(Root::Cgroup, "cpu/c/cpu.shares/x", "2").status == IoResult::NoDir);  // ENOTDIR
         CHECK(fk.write(Root::Proc, "4242/oom_score_adj", "1").status == IoResult::NoDir);
         CHECK(fk.write(Root::Resctrl, "BE/tasks", "1").status == IoResult::NoDir);
-        int rc = std::system(("rm -rf '" + root + "'").c_str());
-        (void)rc;
     }
 }
 
@@ -541,9 +538,8 @@ TEST_CASE("bundled policy keeps cpu_idle off pod cgroups (kubelet writes cpu.sha
 // deadline after that must not write a second answer nor a "deadline exceeded" record: one line
 // on stderr and exit status kExitRecordsCut, which the relay records as records-cut.
 TEST_CASE("a deadline after the delivered answer cuts the records only", "[actuation][deadline][time-bound]") {
-    char dir[] = "/tmp/nri-qos-cut.XXXXXX";
-    REQUIRE(mkdtemp(dir));
-    const std::string d = dir, log = d + "/events.log";
+    const unit::ScratchDir scratch("cut");
+    const std::string d = scratch.path, log = d + "/events.log";
     int out[2], err[2];
     REQUIRE(pipe(out) == 0);
     REQUIRE(pipe(err) == 0);
@@ -601,8 +597,6 @@ TEST_CASE("a deadline after the delivered answer cuts the records only", "[actua
     std::ifstream f(log);
     std::string recs((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     CHECK(recs.find("deadline exceeded") == std::string::npos);
-    int rc = system(("rm -rf '" + d + "'").c_str());
-    (void)rc;
 }
 
 TEST_CASE("a resident evaluator's later event cut by the deadline is recorded too", "[actuation][deadline]") {

@@ -18,6 +18,8 @@
 #include "model/request.hpp"
 #include "event/sinks.hpp"
 
+#include "../scratch.hpp"
+
 using namespace nriqos;
 using nlohmann::json;
 
@@ -253,13 +255,10 @@ TEST_CASE("policy errors are one line with file:line", "[policy]") {
 
 TEST_CASE("policy files that are not regular files are refused without reading", "[policy]") {
     CHECK(error_of([] { load_policy_toml("/proc/self/status"); }) == "/proc/self/status: policy is not a regular file");
-    char dir[] = "/tmp/nriqos-fifo-XXXXXX";
-    REQUIRE(mkdtemp(dir));
-    std::string fifo = std::string(dir) + "/p.toml";
+    const unit::ScratchDir dir("fifo");
+    const std::string fifo = dir / "p.toml";
     REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
     CHECK(error_of([&] { load_policy_toml(fifo); }) == fifo + ": policy is not a regular file");
-    unlink(fifo.c_str());
-    rmdir(dir);
     CHECK(error_of([] { load_policy_toml("/nonexistent/p.toml"); }) == "/nonexistent/p.toml: cannot open policy: No such file or directory");
 }
 

@@ -5,7 +5,6 @@
 // deadline disarmed before run_pipeline returns (the caller then writes the answer).
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 #include <fstream>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -16,36 +15,28 @@
 #include "event/pipeline.hpp"
 #include "records/state.hpp"
 
+#include "../scratch.hpp"
+
 using namespace nriqos;
 using nlohmann::json;
 
 namespace {
 
-struct Scratch {
-    std::string root;
-    Scratch() {
-        char dir[] = "/tmp/nri-qos-pipeline.XXXXXX";
-        REQUIRE(mkdtemp(dir));
-        root = dir;
-        mkdir((root + "/cg").c_str(), 0755);
-        mkdir((root + "/proc").c_str(), 0755);
-        mkdir((root + "/resctrl").c_str(), 0755);
+struct Scratch : unit::ScratchDir {
+    const std::string root = path;
+    Scratch() : ScratchDir("pipeline") {
+        mkdir("cg");
+        mkdir("proc");
+        mkdir("resctrl");
     }
-    ~Scratch() {
-        int rc = system(("rm -rf '" + root + "'").c_str());
-        (void)rc;
-    }
+    /// Writes `name` and returns its path.
     std::string put(const std::string& name, const std::string& text) const {
-        std::ofstream(root + "/" + name) << text;
-        return root + "/" + name;
+        ScratchDir::put(name, text);
+        return *this / name;
     }
     bool has(const std::string& rel) const {
         struct stat st {};
         return stat((root + "/" + rel).c_str(), &st) == 0;
-    }
-    std::string get(const std::string& rel) const {
-        std::ifstream in(root + "/" + rel);
-        return std::string(std::istreambuf_iterator<char>(in), {});
     }
     Options options(const std::string& policy) const {
         Options o;

@@ -6,7 +6,6 @@
 #include <catch2/catch.hpp>
 
 #include <cerrno>
-#include <cstdlib>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <fstream>
@@ -22,17 +21,15 @@
 #include "os/kernel.hpp"
 #include "policy/policy.hpp"
 
+#include "../scratch.hpp"
+
 using namespace nriqos;
 
 namespace {
 struct Tree {
-    std::string root, res, state;
+    unit::ScratchDir scratch{"resctrl-test"};
+    const std::string root = scratch.path, res = root + "/resctrl", state = root + "/state";
     Tree(const std::string& cbm = "fffff", int closids = 16, const std::string& l3ids = "0=fffff;1=fffff") {
-        char t[] = "/tmp/nri-qos-resctrl-test.XXXXXX";
-        REQUIRE(mkdtemp(t) != nullptr);
-        root = t;
-        res = root + "/resctrl";
-        state = root + "/state";
         mkdir(res.c_str(), 0755);
         mkdir((res + "/info").c_str(), 0755);
         mkdir((res + "/info/L3").c_str(), 0755);
@@ -45,10 +42,6 @@ struct Tree {
         put("info/MB/num_closids", "8\n");
         put("schemata", "    L3:" + l3ids + "\n    MB:0=100;1=100\n");
         put("tasks", "1\n2\n");
-    }
-    ~Tree() {
-        int r = std::system(("rm -rf '" + root + "'").c_str());
-        (void)r;
     }
     void put(const std::string& rel, const std::string& text) const { std::ofstream(res + "/" + rel) << text; }
     std::string get(const std::string& rel) const {

@@ -4,7 +4,6 @@
 // goes through the pin checks and the trust rule; the policy's checks and the compiled form.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -15,6 +14,8 @@
 #include "event/pipeline.hpp"
 #include "policy/policy.hpp"
 #include "policy/policy_cache.hpp"
+
+#include "../scratch.hpp"
 
 using namespace nriqos;
 using nlohmann::json;
@@ -28,35 +29,20 @@ const std::string kCtrId = "f9159d083de20134b90778a5c6d8ee69ecb3b500f2ef34976b11
 /// A scratch node: a cgroup v1 tree (cpu, memory, cpuset) with the pod, its sandbox and one
 /// container, each with the files named in `files` (kernel defaults); sysfs with 8 online CPUs.
 struct Node {
-    std::string root;
+    unit::ScratchDir scratch{"sandbox-scope"};
+    const std::string root = scratch.path;
     explicit Node(const std::vector<std::string>& files) {
-        char t[] = "/tmp/nri-qos-sandbox-scope.XXXXXX";
-        REQUIRE(mkdtemp(t) != nullptr);
-        root = t;
         for (const std::string& d : {kPodDir, kPodDir + "/" + kSbId, kPodDir + "/" + kCtrId})
             for (const std::string& f : files) put(f.substr(0, f.find('.')) + "/" + d + "/" + f, "0");
         put("cpuset/" + kPodDir + "/cpuset.effective_cpus", "0-7");
         put("sys/devices/system/cpu/online", "0-7");
-        mk(root + "/proc");
-        mk(root + "/state");
+        scratch.mkdir("proc");
+        scratch.mkdir("state");
     }
-    ~Node() {
-        int r = std::system(("rm -rf '" + root + "'").c_str());
-        (void)r;
-    }
-    static void mk(const std::string& p) {
-        for (size_t at = 1; (at = p.find('/', at)) != std::string::npos; ++at) ::mkdir(p.substr(0, at).c_str(), 0755);
-        ::mkdir(p.c_str(), 0755);
-    }
+    /// Writes cg/`rel`, or `rel` itself with a newline when it is under sys/.
     void put(const std::string& rel, const std::string& text) const {
-        const std::string p = root + "/cg/" + rel;
-        if (rel.rfind("sys/", 0) == 0) {
-            mk((root + "/" + rel).substr(0, (root + "/" + rel).rfind('/')));
-            std::ofstream(root + "/" + rel) << text << "\n";
-            return;
-        }
-        mk(p.substr(0, p.rfind('/')));
-        std::ofstream(p) << text;
+        if (rel.rfind("sys/", 0) == 0) scratch.put(rel, text + "\n");
+        else scratch.put("cg/" + rel, text);
     }
     std::string get(const std::string& rel) const {
         std::ifstream f(root + "/cg/" + rel);

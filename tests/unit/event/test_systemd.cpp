@@ -8,7 +8,6 @@
 
 #include <climits>
 #include <cstdio>
-#include <cstdlib>
 #include <sys/stat.h>
 #include <map>
 #include <vector>
@@ -20,6 +19,8 @@
 #include "model/request.hpp"
 #include "event/sinks.hpp"
 #include "event/systemd_unit.hpp"
+
+#include "../scratch.hpp"
 
 using namespace nriqos;
 
@@ -255,9 +256,8 @@ TEST_CASE("systemd: not set (scratch root, cgroup v1, cgroupfs driver) says why,
 
 TEST_CASE("systemd: HelperSetter runs the companion and reads one answer a line", "[systemd]") {
     // A stand-in companion: a shell script answering "ok" for CPUWeight and an error otherwise.
-    char tmpl[] = "/tmp/nri-qos-systemd-test.XXXXXX";
-    REQUIRE(mkdtemp(tmpl));
-    const std::string dir = tmpl, bin = dir + "/helper";
+    const unit::ScratchDir scratch("systemd-test");
+    const std::string dir = scratch.path, bin = dir + "/helper";
     FILE* f = std::fopen(bin.c_str(), "w");
     REQUIRE(f);
     std::fputs(
@@ -286,8 +286,6 @@ TEST_CASE("systemd: HelperSetter runs the companion and reads one answer a line"
     CHECK(std::signal(SIGPIPE, old_pipe) == SIG_DFL);  // set() put the disposition back
     REQUIRE(r.size() == 1);
     CHECK(r[0].find("cannot run " + dir + "/absent") == 0);
-    std::string cmd = "rm -rf '" + dir + "'";
-    CHECK(std::system(cmd.c_str()) == 0);
 }
 
 TEST_CASE("systemd: a quota written alone takes the period in force for CPUQuotaPerSecUSec", "[systemd]") {

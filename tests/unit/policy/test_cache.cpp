@@ -25,6 +25,8 @@
 #include "model/request.hpp"
 #include "os/sha256.hpp"
 
+#include "../scratch.hpp"
+
 using namespace nriqos;
 namespace pc = nriqos::policy_cache;
 
@@ -43,14 +45,8 @@ void spit(const std::string& p, const std::string& s) {
 }
 
 /// Scratch directory (mode 0700), removed at the end of the test.
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char t[] = "/tmp/nri-qos-cache-test.XXXXXX";
-        REQUIRE(mkdtemp(t) != nullptr);
-        path = t;
-    }
-    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+struct TempDir : unit::ScratchDir {
+    TempDir() : ScratchDir("cache-test") {}
 };
 
 std::string dump(const Policy& p) { return policy_to_json(p).dump(); }
@@ -418,9 +414,8 @@ TEST_CASE("cache: keys depend on the file identity and the build", "[cache]") {
 // The deadline's SIGALRM handler _exit()s. Fired while store_file() writes (the last good copy, a
 // cache entry), it must not leave a temporary file behind: the write finishes first.
 TEST_CASE("store_file: a deadline during the write leaves no temporary file", "[cache]") {
-    char t[] = "/dev/shm/nri-qos-store.XXXXXX";
-    REQUIRE(mkdtemp(t) != nullptr);
-    const std::string dir = std::string(t) + "/d";
+    const unit::ScratchDir t("store", "/dev/shm");  // tmpfs: the write's speed is part of the timing below
+    const std::string dir = t / "d";
     const std::string big(256u << 20, 'x');  // long enough to be under way when the timer fires
     pid_t pid = fork();
     REQUIRE(pid >= 0);
@@ -447,8 +442,6 @@ TEST_CASE("store_file: a deadline during the write leaves no temporary file", "[
         closedir(d);
     }
     CHECK(names == std::vector<std::string>{"entry.bin"});
-    std::string cmd = std::string("rm -rf ") + t;
-    CHECK(system(cmd.c_str()) == 0);
 }
 
 // The zygote preloads before every spare. On a node the policy file is old: its entry is a

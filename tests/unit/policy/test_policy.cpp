@@ -19,6 +19,8 @@
 #include "policy/policy_store.hpp"
 #include "os/sha256.hpp"
 
+#include "../scratch.hpp"
+
 using namespace nriqos;
 using nlohmann::json;
 
@@ -36,14 +38,8 @@ void spit(const std::string& p, const std::string& s) {
     REQUIRE(out.good());
 }
 
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char t[] = "/tmp/nri-qos-policy-test.XXXXXX";
-        REQUIRE(mkdtemp(t) != nullptr);
-        path = t;
-    }
-    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+struct TempDir : unit::ScratchDir {
+    TempDir() : ScratchDir("policy-test") {}
 };
 
 std::string dump(Policy p) {
