@@ -25,21 +25,24 @@ PASSED=0 FAILED=0 SKIPPED=0
 LOG=build/test-logs
 mkdir -p "$LOG"
 
-count() { # count NAME RC LOGFILE: PASS/FAIL/SKIP lines; a non-zero exit without a FAIL line is a failure
+TIMES=""  # "name seconds" per suite, printed before the closing line (where CI's time goes)
+count() { # count NAME RC LOGFILE [SECONDS]: PASS/FAIL/SKIP lines; a non-zero exit without a FAIL line is a failure
   local name=$1 rc=$2 f=$3 p fl s
   p=$(grep -c '^PASS ' "$f"); fl=$(grep -c '^FAIL ' "$f"); s=$(grep -c '^SKIP ' "$f")
   if [ "$rc" != 0 ] && [ "$fl" = 0 ]; then fl=1; echo "FAIL $name: exited $rc"; fi
   PASSED=$((PASSED + p)); FAILED=$((FAILED + fl)); SKIPPED=$((SKIPPED + s))
-  echo "== $name: $p passed, $fl failed, $s skipped"
+  echo "== $name: $p passed, $fl failed, $s skipped${4:+ in $4 s}"
+  [ -n "${4:-}" ] && TIMES+=" $name=${4}s"
 }
 
 suite() { # suite NAME CMD...
   local name=$1; shift
   echo "== $name: $*"
+  local t0=$SECONDS
   "$@" > >(tee "$LOG/$name.log") 2> >(tee "$LOG/$name.err" >&2)
   local rc=$?
   wait
-  count "$name" "$rc" "$LOG/$name.log"
+  count "$name" "$rc" "$LOG/$name.log" $((SECONDS - t0))
 }
 
 # The node VM (tests/e2e/nodevm.sh) runs on its own, not beside the other suites: qemu under TCG
@@ -52,6 +55,7 @@ E2E=0; [ -x tests/e2e/run.sh ] && [ "${NRI_QOS_SKIP_E2E:-0}" != 1 ] && E2E=1
 # Catch2: translate its summary into the same counts.
 echo "== unit: build/unit-tests"
 build/unit-tests > "$LOG/unit.log" 2>&1; rc=$?
+TIMES+=" unit=${SECONDS}s"
 tail -n 30 "$LOG/unit.log"
 if line=$(grep -E '^All tests passed' "$LOG/unit.log"); then
   n=$(sed -E 's/.* in ([0-9]+) test case.*/\1/' <<<"$line"); PASSED=$((PASSED + n))
@@ -95,5 +99,6 @@ if [ $AARCH64 = 1 ]; then
 else
   echo "SKIP aarch64: NRI_QOS_SKIP_AARCH64=1"; SKIPPED=$((SKIPPED + 1))
 fi
+echo "== time:$TIMES (all: ${SECONDS}s)"
 echo "check: $PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ "$FAILED" = 0 ]
