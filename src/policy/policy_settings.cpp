@@ -89,6 +89,7 @@ std::vector<SettingDef> make_table() {
             .by_default(1)
             .expecting("expected an integer from {lo} (one evaluator process per event) to {hi}")
             .flat(kFlatMiddle, 4)
+            .json("evaluator_events")
             .documented("how many events one sandboxed evaluator of the native relay serves"),
     };
 }
