@@ -49,7 +49,13 @@ T0=$SECONDS
 PREBUILD=0; [ "${1:-}" = --prebuild ] && PREBUILD=1
 mkdir -p build
 exec 9>build/aarch64.lock
-flock 9
+# Bounded: a prebuild that hangs (a stuck apt or fetch) must not hold make check until CI's limit.
+LOCK_WAIT=${AARCH64_LOCK_WAIT:-2700}
+if ! flock -w "$LOCK_WAIT" 9; then
+  fail "aarch64: build/aarch64.lock still held after $LOCK_WAIT s (the prebuild, see build/test-logs/aarch64-prebuild.log; AARCH64_LOCK_WAIT)"
+  exit 1
+fi
+[ $((SECONDS - T0)) -gt 1 ] && echo "# aarch64: waited $((SECONDS - T0)) s for build/aarch64.lock"
 if [ $PREBUILD = 1 ]; then
   chrt --idle -p 0 $$ 2>/dev/null || renice -n 19 -p $$ >/dev/null
   echo "# aarch64 prebuild: started at SCHED_IDLE ($(date -u +%T))"
