@@ -4,7 +4,6 @@
 // already serves the runtime (external_relay_serving), all declared in register.hpp.
 #include "cli/register_internal.hpp"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <cctype>

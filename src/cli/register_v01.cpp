@@ -6,7 +6,6 @@
 // (check_plugin_conf).
 #include "cli/register_internal.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -7,7 +7,6 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
