@@ -66,8 +66,10 @@ inline bool read_all(int fd, std::string& out, size_t limit) {
 }
 
 /// Writes all of `data` to `fd`: a short write (a pipe, a signal) is continued where it stopped
-/// and a write that fails with EINTR is made again. Returns false when a write fails (errno
-/// kept) or writes nothing; the bytes before it were written.
+/// and a write that fails with EINTR is made again (write(2): a blocked write that a signal
+/// handler interrupts returns the bytes written so far, or EINTR before the first, signal(7)).
+/// Returns false when a write fails (errno kept) or writes nothing; the bytes before it were
+/// written. An empty `data` makes no write(2).
 inline bool write_all(int fd, std::string_view data) {
     size_t off = 0;
     while (off < data.size()) {
