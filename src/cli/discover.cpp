@@ -16,6 +16,7 @@
 #include "records/record.hpp"
 #include "event/replay.hpp"
 #include "model/request.hpp"
+#include "os/clock.hpp"
 
 using nlohmann::json;
 

@@ -33,6 +33,7 @@
 #include "model/request.hpp"
 #include "os/sandbox.hpp"
 #include "event/systemd_unit.hpp"
+#include "os/fd.hpp"
 
 // ---- standard streams, started on demand -------------------------------------------------
 // Every object file that includes <iostream> — CLI11, our relay files and all 27 objects of
@@ -97,13 +98,15 @@ void start_iostreams() {
 }
 
 using nriqos::Options;
+using nriqos::write_all;
 
 /// Read all of stdin, up to the request size limit (+1 byte to detect "too large"), into `buf`
 /// (its first `len` bytes). The buffer is allocated uninitialised and read into directly: only
 /// the pages the request fills are touched (a 64 KiB stack buffer copied into a string touched
 /// two stack pages and copied the request once more; bench/oneshot-profile.sh). It starts at
 /// 64 KiB, the size of one read of the old loop, and doubles while the request fills it; at the
-/// end, the arena takes back what the request left unused (arena::trim).
+/// end, the arena takes back what the request left unused (arena::trim). Not os/fd.hpp read_all:
+/// the deadline is checked before every read(2), one that EINTR ended included.
 bool read_stdin(std::unique_ptr<char[]>& buf, size_t& len) {
     size_t cap = 65536;
     buf.reset(new char[cap]);
@@ -125,16 +128,6 @@ bool read_stdin(std::unique_ptr<char[]>& buf, size_t& len) {
         }
         len += static_cast<size_t>(n);
         if (len > nriqos::limits::kMaxRequestBytes) return true;  // the parser reports it
-    }
-}
-
-void write_all(int fd, const std::string& s) {
-    size_t off = 0;
-    while (off < s.size()) {
-        ssize_t n = write(fd, s.data() + off, s.size() - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return;
-        off += static_cast<size_t>(n);
     }
 }
 

@@ -18,6 +18,8 @@
 #include "model/knobs.hpp"
 #include "policy/policy_store.hpp"
 #include "os/sandbox.hpp"
+#include "os/fd.hpp"
+#include "os/dir.hpp"
 
 using nlohmann::json;
 
@@ -571,14 +573,12 @@ std::string Preview::run(const std::string& text, int& code) {
     if (auto online = get(o_.eval.sysfs_root + "/devices/system/cpu/online"))
         put(layout_ == Layout::V2 ? cgp("", pod_dir, "cpuset.cpus.effective") : cgp("cpuset", pod_dir, "cpuset.effective_cpus"), *online + "\n");
     // resctrl: the node's group names, each with an empty task list
-    if (DIR* d = opendir(o_.eval.resctrl_root.c_str())) {
-        while (dirent* e = readdir(d)) {
-            std::string n = e->d_name;
-            if (n == "." || n == ".." || n == "info" || n.rfind("mon_", 0) == 0) continue;
-            if (is_dir(o_.eval.resctrl_root + "/" + n) && mkdirs(scratch_ + "/resctrl/" + n)) put(scratch_ + "/resctrl/" + n + "/tasks", "");
-        }
-        closedir(d);
-    }
+    list_dir(o_.eval.resctrl_root.c_str(), [&](const DirEntry& e) {
+        std::string n = e.name;
+        if (n == "info" || n.rfind("mon_", 0) == 0) return true;
+        if (is_dir(o_.eval.resctrl_root + "/" + n) && mkdirs(scratch_ + "/resctrl/" + n)) put(scratch_ + "/resctrl/" + n + "/tasks", "");
+        return true;
+    });
     const int64_t mem_capacity = node_memory(o_.eval.proc_root);
     auto make_proc = [&](int64_t pid, int64_t adj, const std::string& who) {
         mkdirs(scratch_ + "/proc/" + std::to_string(pid));
@@ -649,28 +649,6 @@ std::string Preview::run(const std::string& text, int& code) {
 }
 
 int rm_entry(const char* p, const struct stat*, int, struct FTW*) { return remove(p); }
-
-bool read_all(int fd, std::string& out) {
-    char buf[65536];
-    while (true) {
-        ssize_t n = read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return false;
-        if (n == 0) return true;
-        out.append(buf, static_cast<size_t>(n));
-        if (out.size() > manifest_limits::kMaxBytes) return true;  // the parser reports it
-    }
-}
-
-void write_all(int fd, const std::string& s) {
-    size_t off = 0;
-    while (off < s.size()) {
-        ssize_t n = write(fd, s.data() + off, s.size() - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return;
-        off += static_cast<size_t>(n);
-    }
-}
 
 }  // namespace
 
@@ -747,11 +725,11 @@ int explain_pod(const PodPreviewOptions& o) {
         }
         std::string text;
         bool ok;
-        if (o.manifest == "-") ok = read_all(0, text);
+        if (o.manifest == "-") ok = read_all(0, text, manifest_limits::kMaxBytes);
         else {
             int fd = open(o.manifest.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
             struct stat st {};
-            ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && read_all(fd, text);
+            ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && read_all(fd, text, manifest_limits::kMaxBytes);
             if (fd >= 0) close(fd);
             if (!ok) {
                 write_all(2, "nri-qos: explain --pod: cannot read " + o.manifest + ": " +

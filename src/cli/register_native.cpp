@@ -4,7 +4,6 @@
 // already serves the runtime (external_relay_serving), all declared in register.hpp.
 #include "cli/register_internal.hpp"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "nri/service.hpp"
+#include "os/dir.hpp"
 
 namespace nriqos {
 
@@ -38,16 +38,12 @@ std::optional<std::string> read_link(const std::string& path) {
 /// Names `NN-<name>` (two digits) present in `dir`; empty when the directory is missing.
 std::vector<std::string> plugin_entries(const std::string& dir, const std::string& name, std::string& error) {
     std::vector<std::string> out;
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) {
-        if (errno != ENOENT) error = "cannot list " + dir + ": " + errno_text(errno);
-        return out;
-    }
-    while (struct dirent* e = ::readdir(d)) {
-        std::string n = e->d_name;
+    int err = list_dir(dir.c_str(), [&](const DirEntry& e) {
+        std::string n = e.name;
         if (n.size() == name.size() + 3 && valid_index(n.substr(0, 2)) && n[2] == '-' && n.compare(3, std::string::npos, name) == 0) out.push_back(n);
-    }
-    ::closedir(d);
+        return true;
+    });
+    if (err < 0 && err != -ENOENT) error = "cannot list " + dir + ": " + errno_text(-err);
     return out;
 }
 

@@ -6,7 +6,6 @@
 // (check_plugin_conf).
 #include "cli/register_internal.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "policy/policy_store.hpp"
+#include "os/dir.hpp"
 
 namespace nriqos {
 
@@ -218,16 +218,14 @@ bool executable_found(const std::string& name, const std::string& search_path) {
 }  // namespace
 
 bool native_entry_present(const std::string& plugins_dir, const std::string& type) {
-    DIR* d = ::opendir(plugins_dir.c_str());
-    if (!d) return false;
     bool found = false;
-    while (struct dirent* e = ::readdir(d)) {
-        const std::string n = e->d_name;
+    list_dir(plugins_dir.c_str(), [&](const DirEntry& e) {
+        const std::string n = e.name;
         if (n.size() == type.size() + 3 && std::isdigit(static_cast<unsigned char>(n[0])) && std::isdigit(static_cast<unsigned char>(n[1])) &&
             n[2] == '-' && n.compare(3, std::string::npos, type) == 0)
             found = true;
-    }
-    ::closedir(d);
+        return true;
+    });
     return found;
 }
 

@@ -19,6 +19,7 @@
 #include "event/resctrl.hpp"
 #include "cli/register.hpp"
 #include "event/sinks.hpp"
+#include "os/clock.hpp"
 
 using nlohmann::json;
 

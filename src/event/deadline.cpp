@@ -7,6 +7,7 @@
 
 #include "event/pipeline.hpp"
 #include "event/publish.hpp"
+#include "os/clock.hpp"
 
 namespace nriqos {
 

@@ -25,6 +25,8 @@
 #include "event/containerd_config.hpp"
 #include "event/publish.hpp"
 #include "records/state.hpp"
+#include "os/clock.hpp"
+#include "os/dir.hpp"
 
 namespace nriqos {
 
@@ -91,32 +93,29 @@ RuntimeInfo detect_runtime(const std::string& config_override, const std::string
     RuntimeInfo r;
     r.config = "/etc/containerd/config.toml";
     // A running containerd: its own binary and --config/-c.
-    if (DIR* d = opendir("/proc")) {
-        while (struct dirent* e = readdir(d)) {
-            if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
-            std::string base = std::string("/proc/") + e->d_name;
-            std::string comm = slurp(base + "/comm");
-            if (comm != "containerd\n") continue;
-            char exe[4096];
-            ssize_t n = readlink((base + "/exe").c_str(), exe, sizeof exe - 1);
-            if (n > 0) r.binary = std::string(exe, static_cast<size_t>(n));
-            std::string cmdline = slurp(base + "/cmdline");
-            std::vector<std::string> args;
-            for (size_t a = 0; a < cmdline.size();) {
-                size_t z = cmdline.find('\0', a);
-                args.push_back(cmdline.substr(a, z - a));
-                if (z == std::string::npos) break;
-                a = z + 1;
-            }
-            for (size_t i = 0; i + 1 < args.size(); ++i)
-                if (args[i] == "--config" || args[i] == "-c") r.config = args[i + 1];
-            for (const auto& a : args)
-                if (a.rfind("--config=", 0) == 0) r.config = a.substr(9);
-            r.running = true;
-            break;
+    list_dir("/proc", [&](const DirEntry& e) {
+        if (!std::isdigit(static_cast<unsigned char>(e.name[0]))) return true;
+        std::string base = std::string("/proc/") + e.name;
+        std::string comm = slurp(base + "/comm");
+        if (comm != "containerd\n") return true;
+        char exe[4096];
+        ssize_t n = readlink((base + "/exe").c_str(), exe, sizeof exe - 1);
+        if (n > 0) r.binary = std::string(exe, static_cast<size_t>(n));
+        std::string cmdline = slurp(base + "/cmdline");
+        std::vector<std::string> args;
+        for (size_t a = 0; a < cmdline.size();) {
+            size_t z = cmdline.find('\0', a);
+            args.push_back(cmdline.substr(a, z - a));
+            if (z == std::string::npos) break;
+            a = z + 1;
         }
-        closedir(d);
-    }
+        for (size_t i = 0; i + 1 < args.size(); ++i)
+            if (args[i] == "--config" || args[i] == "-c") r.config = args[i + 1];
+        for (const auto& a : args)
+            if (a.rfind("--config=", 0) == 0) r.config = a.substr(9);
+        r.running = true;
+        return false;
+    });
     if (r.binary.empty()) {
         for (const char* p : {"/usr/bin/containerd", "/usr/local/bin/containerd", "/usr/sbin/containerd", "/bin/containerd"}) {
             if (access(p, X_OK) == 0) {
@@ -134,13 +133,11 @@ RuntimeInfo detect_runtime(const std::string& config_override, const std::string
         r.config_found = true;
         read_containerd_config(r);
     }
-    if (DIR* d = opendir(r.plugin_path.c_str())) {
-        while (struct dirent* e = readdir(d)) {
-            std::string n = e->d_name;
-            if (n.size() > 3 && n.find("v010-adapter") != std::string::npos) r.adapter = true;
-        }
-        closedir(d);
-    }
+    list_dir(r.plugin_path.c_str(), [&](const DirEntry& e) {
+        std::string n = e.name;
+        if (n.size() > 3 && n.find("v010-adapter") != std::string::npos) r.adapter = true;
+        return true;
+    });
     return r;
 }
 
@@ -316,19 +313,16 @@ std::string clean_path(const std::string& p) {
 /// The first process whose /proc/PID/comm is `comm` (exe path in `exe`); false when none.
 bool find_process(const std::string& comm, std::string& exe) {
     bool found = false;
-    if (DIR* d = opendir("/proc")) {
-        while (struct dirent* e = readdir(d)) {
-            if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
-            std::string base = std::string("/proc/") + e->d_name;
-            if (slurp(base + "/comm") != comm + "\n") continue;
-            char buf[4096];
-            ssize_t n = readlink((base + "/exe").c_str(), buf, sizeof buf - 1);
-            if (n > 0) exe = std::string(buf, static_cast<size_t>(n));
-            found = true;
-            break;
-        }
-        closedir(d);
-    }
+    list_dir("/proc", [&](const DirEntry& e) {
+        if (!std::isdigit(static_cast<unsigned char>(e.name[0]))) return true;
+        std::string base = std::string("/proc/") + e.name;
+        if (slurp(base + "/comm") != comm + "\n") return true;
+        char buf[4096];
+        ssize_t n = readlink((base + "/exe").c_str(), buf, sizeof buf - 1);
+        if (n > 0) exe = std::string(buf, static_cast<size_t>(n));
+        found = true;
+        return false;
+    });
     return found;
 }
 

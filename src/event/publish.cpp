@@ -18,14 +18,9 @@
 #include "model/request.hpp"
 #include "event/sinks.hpp"
 #include "records/state.hpp"
+#include "os/clock.hpp"
 
 namespace nriqos {
-
-int64_t monotonic_ns() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 SinkPaths resolve_sink_paths(const std::optional<std::string>& metrics_flag, const std::optional<std::string>& log_flag, const SinkSettings* pol,
                              bool use_defaults) {

@@ -14,6 +14,7 @@
 #include "policy/policy.hpp"
 #include "policy/policy_store.hpp"
 #include "records/record.hpp"
+#include "os/clock.hpp"
 
 namespace nriqos {
 
@@ -127,8 +128,5 @@ struct DeadlineRecordText {
     std::string stderr_line, log_line, log_path, pending_line, pending_path;
 };
 DeadlineRecordText deadline_record_text(int slot);
-
-/// Monotonic clock in ns (for EventOutcome::start_ns and durations).
-int64_t monotonic_ns();
 
 }  // namespace nriqos

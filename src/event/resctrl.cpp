@@ -13,6 +13,8 @@
 
 #include "os/kernel.hpp"
 #include "records/record.hpp"
+#include "os/fd.hpp"
+#include "os/dir.hpp"
 
 namespace nriqos {
 
@@ -27,16 +29,6 @@ int open_dir(const std::string& path) {
     int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     return fd >= 0 ? fd : -errno;
 }
-
-struct Fd {
-    int fd = -1;
-    explicit Fd(int f) : fd(f) {}
-    ~Fd() {
-        if (fd >= 0) close(fd);
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-};
 
 std::optional<std::string> read_rel(int dirfd, const std::string& rel) {
     int fd = open_beneath(dirfd, rel, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -148,14 +140,12 @@ bool is_resctrl_fs(int fd) {
 /// Entries of the mount's root that are groups (directories other than the kernel's own).
 std::vector<std::string> list_groups(const std::string& root) {
     std::vector<std::string> out;
-    DIR* d = opendir(root.c_str());
-    if (!d) return out;
-    while (dirent* e = readdir(d)) {
-        std::string n = e->d_name;
-        if (n == "." || n == ".." || n == "info" || n == "mon_groups" || n == "mon_data") continue;
-        if (e->d_type == DT_DIR) out.push_back(n);
-    }
-    closedir(d);
+    list_dir(root.c_str(), [&](const DirEntry& e) {
+        std::string n = e.name;
+        if (n == "info" || n == "mon_groups" || n == "mon_data") return true;
+        if (e.type == DT_DIR) out.push_back(n);
+        return true;
+    });
     return out;
 }
 
@@ -211,11 +201,11 @@ bool schemata_holds(const std::string& have, const std::string& want) {
 
 std::string resctrl_schemata(const ResctrlGroupDef& g, const std::string& root, std::string& why, std::vector<std::string>* notes) {
     Fd r(open_dir(root));
-    if (r.fd < 0) {
-        why = "resctrl is not mounted at " + root + " (" + std::strerror(-r.fd) + ")";
+    if (r.get() < 0) {
+        why = "resctrl is not mounted at " + root + " (" + std::strerror(-r.get()) + ")";
         return "";
     }
-    auto base = read_rel(r.fd, "schemata");
+    auto base = read_rel(r.get(), "schemata");
     if (!base) {
         why = "resctrl is not mounted at " + root + " (no schemata file)";
         return "";
@@ -223,7 +213,7 @@ std::string resctrl_schemata(const ResctrlGroupDef& g, const std::string& root, 
     std::string out;
     if (!g.l3.empty()) out += g.l3 + "\n";
     if (g.l3_percent > 0) {
-        auto mask_text = read_rel(r.fd, "info/L3/cbm_mask");
+        auto mask_text = read_rel(r.get(), "info/L3/cbm_mask");
         if (!mask_text) {
             why = "no L3 cache allocation on this node (info/L3/cbm_mask missing; CDP mounts have L3CODE/L3DATA: give l3 lines)";
             return "";
@@ -236,7 +226,7 @@ std::string resctrl_schemata(const ResctrlGroupDef& g, const std::string& root, 
             return "";
         }
         int ways = 64 - __builtin_clzll(cbm);
-        long long min_bits = read_num(r.fd, "info/L3/min_cbm_bits").value_or(1);
+        long long min_bits = read_num(r.get(), "info/L3/min_cbm_bits").value_or(1);
         int start, stop;
         std::string rule;
         if (g.l3_round_down) {
@@ -276,12 +266,12 @@ std::string resctrl_schemata(const ResctrlGroupDef& g, const std::string& root, 
     }
     if (!g.mb.empty()) out += g.mb + "\n";
     if (g.mb_percent > 0) {
-        auto gran = read_num(r.fd, "info/MB/bandwidth_gran");
+        auto gran = read_num(r.get(), "info/MB/bandwidth_gran");
         if (!gran) {
             why = "no memory bandwidth allocation on this node (info/MB/bandwidth_gran missing)";
             return "";
         }
-        long long minbw = read_num(r.fd, "info/MB/min_bandwidth").value_or(*gran);
+        long long minbw = read_num(r.get(), "info/MB/min_bandwidth").value_or(*gran);
         std::string first;
         auto ids = line_ids(*base, "MB", &first);
         if (ids.empty()) {
@@ -306,7 +296,7 @@ std::string resctrl_schemata(const ResctrlGroupDef& g, const std::string& root, 
 
 std::set<std::string> created_resctrl_groups(const std::string& state_dir) {
     Fd s(open_state(state_dir, false));
-    return read_created(s.fd);
+    return read_created(s.get());
 }
 
 namespace {
@@ -347,7 +337,7 @@ GroupOutcome ensure_on(const ResctrlGroupDef& g, int rfd, const std::string& roo
     std::string how;
     for (const auto& n : notes) how += "; " + n;
     Fd st(dry_run ? open_state(state_dir, false) : open_state(state_dir, true));
-    std::set<std::string> created = read_created(st.fd);
+    std::set<std::string> created = read_created(st.get());
     struct stat sb {};
     const bool exists = fstatat(rfd, g.name.c_str(), &sb, AT_SYMLINK_NOFOLLOW) == 0;
     if (exists && !S_ISDIR(sb.st_mode)) return fail(GroupOutcome::Failed, root + "/" + g.name + " is not a directory");
@@ -383,12 +373,12 @@ GroupOutcome ensure_on(const ResctrlGroupDef& g, int rfd, const std::string& roo
         o.note = "resctrl group " + g.name + " would be created" + how;
         return o;
     }
-    if (st.fd < 0) return fail(GroupOutcome::Failed, "state dir " + state_dir + ": " + std::strerror(-st.fd) + ": not created");
+    if (st.get() < 0) return fail(GroupOutcome::Failed, "state dir " + state_dir + ": " + std::strerror(-st.get()) + ": not created");
     created.insert(g.name);
-    if (std::string e = write_created(st.fd, created); !e.empty()) return fail(GroupOutcome::Failed, e + ": not created");
+    if (std::string e = write_created(st.get(), created); !e.empty()) return fail(GroupOutcome::Failed, e + ": not created");
     auto forget = [&] {
         created.erase(g.name);
-        write_created(st.fd, created);
+        write_created(st.get(), created);
     };
     if (mkdirat(rfd, g.name.c_str(), 0755) != 0) {
         int e = errno;
@@ -426,7 +416,7 @@ GroupOutcome ensure_resctrl_group(const ResctrlGroupDef& g, const std::string& r
     std::optional<GroupOutcome> bad = open_mount(g, root, dry_run, rfd, locked);
     Fd r(rfd);
     if (bad) return *bad;
-    return ensure_on(g, r.fd, root, state_dir, dry_run);
+    return ensure_on(g, r.get(), root, state_dir, dry_run);
 }
 
 ResctrlLock ensure_plan_groups(Plan& plan, const Policy& policy, const std::string& root, const std::string& state_dir, bool dry_run) {
@@ -495,11 +485,11 @@ std::set<std::string> resctrl_groups_in_use(const Policy& policy) {
 int cleanup_resctrl_groups(const std::set<std::string>& in_use, const std::string& root, const std::string& state_dir, bool dry_run, std::string& out,
                            const std::function<bool()>& still_current) {
     Fd st(open_state(state_dir, false));
-    std::set<std::string> created = read_created(st.fd);
+    std::set<std::string> created = read_created(st.get());
     if (created.empty()) return 0;
     Fd r(open_dir(root));
     int failures = 0;
-    if (!dry_run && r.fd >= 0 && !lock_within(r.fd, kLockWaitMs)) {
+    if (!dry_run && r.get() >= 0 && !lock_within(r.get(), kLockWaitMs)) {
         out += "failed   resctrl: mount locked by another process (flock); groups not cleaned up\n";
         return 1;
     }
@@ -511,12 +501,12 @@ int cleanup_resctrl_groups(const std::set<std::string>& in_use, const std::strin
     for (const auto& n : created) {
         if (in_use.count(n)) continue;
         struct stat sb {};
-        if (r.fd < 0 || fstatat(r.fd, n.c_str(), &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (r.get() < 0 || fstatat(r.get(), n.c_str(), &sb, AT_SYMLINK_NOFOLLOW) != 0) {
             if (!dry_run) keep.erase(n);
             out += "gone     resctrl group " + n + ": no longer exists; dropped from the state\n";
             continue;
         }
-        auto tasks = read_rel(r.fd, n + "/tasks");
+        auto tasks = read_rel(r.get(), n + "/tasks");
         if (!tasks) {
             out += "failed   resctrl group " + n + ": tasks unreadable; kept\n";
             ++failures;
@@ -531,11 +521,11 @@ int cleanup_resctrl_groups(const std::set<std::string>& in_use, const std::strin
             out += "unused   resctrl group " + n + ": no class uses it, no tasks (would be removed)\n";
             continue;
         }
-        if (!is_resctrl_fs(r.fd)) {  // scratch tree: the files the kernel would drop with the group
-            unlinkat(r.fd, (n + "/schemata").c_str(), 0);
-            unlinkat(r.fd, (n + "/tasks").c_str(), 0);
+        if (!is_resctrl_fs(r.get())) {  // scratch tree: the files the kernel would drop with the group
+            unlinkat(r.get(), (n + "/schemata").c_str(), 0);
+            unlinkat(r.get(), (n + "/tasks").c_str(), 0);
         }
-        if (unlinkat(r.fd, n.c_str(), AT_REMOVEDIR) != 0) {
+        if (unlinkat(r.get(), n.c_str(), AT_REMOVEDIR) != 0) {
             out += "failed   resctrl group " + n + ": rmdir: " + std::strerror(errno) + "\n";
             ++failures;
             continue;
@@ -544,7 +534,7 @@ int cleanup_resctrl_groups(const std::set<std::string>& in_use, const std::strin
         out += "removed  resctrl group " + n + ": made by nri-qos, no class uses it, no tasks\n";
     }
     if (!dry_run && keep != created) {
-        std::string e = write_created(st.fd, keep);
+        std::string e = write_created(st.get(), keep);
         if (!e.empty()) {
             out += "warning: " + e + "\n";
             ++failures;

@@ -7,7 +7,6 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,6 +14,7 @@
 #include <unistd.h>
 
 #include "os/cpuset.hpp"
+#include "os/clock.hpp"
 
 namespace nriqos {
 
@@ -154,20 +154,12 @@ std::vector<UnitProp> systemd_props_for(const std::string& file, const std::stri
     return out;
 }
 
-namespace {
-long now_us() {
-    timespec t{};
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000000L + t.tv_nsec / 1000;
-}
-}  // namespace
-
 std::vector<std::string> HelperSetter::set(const std::vector<UnitProp>& props) {
-    const long t0 = now_us();
+    const long t0 = monotonic_ns() / 1000;
     std::vector<std::string> out(props.size());
     auto fail_all = [&](const std::string& why) {
         for (auto& o : out) o = why;
-        last_us = now_us() - t0;
+        last_us = monotonic_ns() / 1000 - t0;
         return out;
     };
     std::string input;
@@ -246,7 +238,7 @@ std::vector<std::string> HelperSetter::set(const std::vector<UnitProp>& props) {
         else if (lines[i].rfind("error ", 0) == 0) out[i] = lines[i].substr(6, 300);
         else out[i] = "unexpected answer from " + path_;
     }
-    last_us = now_us() - t0;
+    last_us = monotonic_ns() / 1000 - t0;
     return out;
 }
 

@@ -13,6 +13,7 @@
 
 #include "os/kernel.hpp"
 #include "model/request.hpp"
+#include "os/dir.hpp"
 
 using nlohmann::json;
 
@@ -108,20 +109,14 @@ std::vector<std::string> FactState::list(int dfd, const char* suffix) {
     std::vector<std::string> out;
     int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return out;
-    DIR* d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return out;
-    }
     size_t sl = std::strlen(suffix);
-    while (struct dirent* e = readdir(d)) {
-        std::string n = e->d_name;
-        if (n.empty() || n[0] == '.') continue;
-        if (sl && (n.size() <= sl || n.compare(n.size() - sl, sl, suffix) != 0)) continue;
+    list_dir(fd, [&](const DirEntry& e) {
+        std::string n = e.name;
+        if (n.empty() || n[0] == '.') return true;
+        if (sl && (n.size() <= sl || n.compare(n.size() - sl, sl, suffix) != 0)) return true;
         out.push_back(n.substr(0, n.size() - sl));
-        if (out.size() >= kMaxEntries) break;
-    }
-    closedir(d);
+        return out.size() < kMaxEntries;
+    });
     return out;
 }
 

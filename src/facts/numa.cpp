@@ -12,6 +12,8 @@
 #include "facts/fact_readers.hpp"
 #include "os/kernel.hpp"
 #include "model/request.hpp"
+#include "os/fd.hpp"
+#include "os/dir.hpp"
 
 namespace nriqos {
 
@@ -19,16 +21,6 @@ namespace {
 
 constexpr size_t kMaxSysfsFile = 64u << 10;
 constexpr unsigned kMaxNodes = 1024;
-
-struct Fd {
-    int fd = -1;
-    explicit Fd(int f) : fd(f) {}
-    ~Fd() {
-        if (fd >= 0) close(fd);
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-};
 
 /// Read a small file beneath `dirfd`; nullopt when absent/unreadable; throws when too large.
 std::optional<std::string> read_small(int dirfd, const std::string& rel, const std::string& shown) {
@@ -66,22 +58,16 @@ std::vector<std::string> subdirs(int rootfd, const std::string& rel, unsigned ro
     std::vector<std::string> out;
     int fd = open_beneath(rootfd, rel, O_RDONLY | O_DIRECTORY);
     if (fd < 0) return out;
-    DIR* d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return out;
-    }
-    while (struct dirent* e = readdir(d)) {
-        if (e->d_name[0] == '.') continue;
-        if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) continue;
-        if (e->d_type == DT_UNKNOWN) {
+    list_dir(fd, [&](const DirEntry& e) {
+        if (e.name[0] == '.') return true;
+        if (e.type != DT_DIR && e.type != DT_UNKNOWN) return true;
+        if (e.type == DT_UNKNOWN) {
             struct stat st {};
-            if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) continue;
+            if (fstatat(e.dir_fd, e.name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) return true;
         }
-        out.emplace_back(e->d_name);
-        if (out.size() > room) break;
-    }
-    closedir(d);
+        out.emplace_back(e.name);
+        return out.size() <= room;
+    });
     return out;
 }
 
@@ -100,15 +86,15 @@ NumaTopology read_topology(const std::string& sysfs_root) {
     Fd root(open_root(sysfs_root, "sysfs root"));
     NumaTopology t;
     const std::string sys = sysfs_root + "/";
-    auto online_text = read_small(root.fd, "devices/system/cpu/online", sys + "devices/system/cpu/online");
+    auto online_text = read_small(root.get(), "devices/system/cpu/online", sys + "devices/system/cpu/online");
     std::optional<CpuSet> online;
     if (online_text) online = parse_list(*online_text, sys + "devices/system/cpu/online");
 
     std::vector<unsigned> ids;
-    if (auto nl = read_small(root.fd, "devices/system/node/online", sys + "devices/system/node/online")) {
+    if (auto nl = read_small(root.get(), "devices/system/node/online", sys + "devices/system/node/online")) {
         for (unsigned id : parse_list(*nl, sys + "devices/system/node/online").ids()) ids.push_back(id);
     } else {
-        for (const auto& n : subdirs(root.fd, "devices/system/node", kMaxNodes)) {
+        for (const auto& n : subdirs(root.get(), "devices/system/node", kMaxNodes)) {
             if (n.size() < 5 || n.compare(0, 4, "node") != 0 || n.find_first_not_of("0123456789", 4) != std::string::npos || n.size() > 8) continue;
             ids.push_back(static_cast<unsigned>(std::stoul(n.substr(4))));
         }
@@ -125,7 +111,7 @@ NumaTopology read_topology(const std::string& sysfs_root) {
     CpuSet all;
     for (unsigned id : ids) {
         std::string rel = "devices/system/node/node" + std::to_string(id) + "/cpulist";
-        auto text = read_small(root.fd, rel, sys + rel);
+        auto text = read_small(root.get(), rel, sys + rel);
         if (!text) throw InputError(sys + rel + ": cannot read");
         NumaNode n{id, parse_list(*text, sys + rel)};
         all |= n.cpus;
@@ -152,7 +138,7 @@ void read_siblings(const std::string& sysfs_root, NumaTopology& t) {
     for (unsigned c : ids) {
         std::string rel = "devices/system/cpu/cpu" + std::to_string(c) + "/topology/thread_siblings_list";
         std::optional<CpuSet> s;
-        if (auto text = read_small(root.fd, rel, sysfs_root + "/" + rel)) s = CpuSet::parse(*text);
+        if (auto text = read_small(root.get(), rel, sysfs_root + "/" + rel)) s = CpuSet::parse(*text);
         CpuSet v = s && s->has(c) ? *s : CpuSet();
         if (v.empty()) v.add(c);
         t.siblings[c] = v;
@@ -452,7 +438,7 @@ std::vector<NumaRecord> live_records(const NumaRequest& rq, FactState& state) {
         if (r.container_id == rq.container_id) continue;
         if (!rq.dry_run) {
             auto gone = [&](const std::string& dir) {
-                int fd = open_beneath(root.fd, prefix + dir, O_PATH | O_DIRECTORY);
+                int fd = open_beneath(root.get(), prefix + dir, O_PATH | O_DIRECTORY);
                 if (fd >= 0) close(fd);
                 return fd == -ENOENT || fd == -ENOTDIR;
             };
@@ -566,7 +552,7 @@ std::string check_pinned_cpuset(const NumaRequest& rq, const CpuSet& want, FactS
     std::string eff_at;
     while (!dir.empty()) {
         std::string rel = prefix + dir + "/" + file;
-        if (auto t = read_small(root.fd, rel, rq.cgroup_root + "/" + rel)) {
+        if (auto t = read_small(root.get(), rel, rq.cgroup_root + "/" + rel)) {
             std::string why;
             eff = CpuSet::parse(*t, &why);
             if (!eff) throw InputError(rq.cgroup_root + "/" + rel + ": " + why);

@@ -26,6 +26,8 @@
 #include "policy/policy_store.hpp"
 #include "model/request.hpp"
 #include "os/sandbox.hpp"
+#include "os/clock.hpp"
+#include "os/fd.hpp"
 
 namespace nri {
 
@@ -34,29 +36,16 @@ namespace {
 bool is_batch(const std::string& in) { return in.compare(0, sizeof kBatchHeader - 1, kBatchHeader) == 0; }
 
 // stdin until EOF, at most one event's bound (the parser reports a longer one), or a Synchronize
-// batch's (sync.hpp kMaxBatchInputBytes) when it starts with the batch header.
+// batch's (sync.hpp kMaxBatchInputBytes) when it starts with the batch header: read up to the
+// event's bound first, and on past it only for a batch (its header is long read by then).
 bool read_all_stdin(std::string& out) {
-    char buf[65536];
-    for (;;) {
-        ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return false;
-        if (n == 0) return true;
-        out.append(buf, size_t(n));
-        const size_t bound = is_batch(out) ? kMaxBatchInputBytes : nriqos::limits::kMaxRequestBytes;
-        if (out.size() > bound) return true;  // the parser (or the batch's header check) reports it
-    }
+    static_assert(kMaxBatchInputBytes >= nriqos::limits::kMaxRequestBytes, "a batch's bound is the larger");
+    if (!nriqos::read_all(STDIN_FILENO, out, nriqos::limits::kMaxRequestBytes)) return false;
+    if (out.size() <= nriqos::limits::kMaxRequestBytes || !is_batch(out)) return true;  // EOF, or the parser reports it
+    return nriqos::read_all(STDIN_FILENO, out, kMaxBatchInputBytes);  // the batch's header check reports a longer one
 }
 
-void write_all(int fd, const std::string& s) {
-    size_t off = 0;
-    while (off < s.size()) {
-        ssize_t n = write(fd, s.data() + off, s.size() - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return;
-        off += size_t(n);
-    }
-}
+using nriqos::write_all;
 
 /// "dev:ino:size:mtime:ctime" of `path` (stat), or "" when it cannot be stat'ed: tells an edit.
 std::string file_identity(const std::string& path) {
@@ -129,7 +118,7 @@ int evaluate_batch(nriqos::Options& o, const std::string& input, int budget_ms, 
         sched_yield();  // let the relay read it now (see evaluate_one_shot's deliver)
     };
     for (size_t i = 0; i < lines.size(); ++i) {
-        const int64_t left = budget_ms - (nri::now_ms() - t0_ms);
+        const int64_t left = budget_ms - (nriqos::monotonic_ms() - t0_ms);
         if (left < kBatchSoftMarginMs) break;  // the rest after the relay's reply (SynchronizeLate)
         nriqos::arm_next_deadline(nriqos::Mode::NriEval, int(left), o);
         const bool last = i + 1 == lines.size();
@@ -346,7 +335,7 @@ int evaluate_resident_event(const std::shared_ptr<nriqos::Options>& opts, int bu
 /// EOF, before the records. Returns the pipeline's exit code.
 int evaluate_one_shot(const std::shared_ptr<nriqos::Options>& opts, int budget_ms) {
     nriqos::Options& o = *opts;
-    const int64_t t0 = now_ms();
+    const int64_t t0 = nriqos::monotonic_ms();
     o.evaluator_mode = "one-shot";
     nriqos::arm_deadline(nriqos::Mode::NriEval, budget_ms);
     std::string input;

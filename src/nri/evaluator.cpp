@@ -12,7 +12,6 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,16 +24,11 @@
 #include "nri/evaluator_procs.hpp"
 #include "event/pipeline.hpp"
 #include "records/record.hpp"
+#include "os/clock.hpp"
 
 extern char** environ;
 
 namespace nri {
-
-int64_t now_ms() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
 
 void logf(const char* fmt, ...) {
     char buf[1024];
@@ -149,7 +143,7 @@ bool Supervisor::spawn_exec(int64_t deadline_ms, Proc& p) {
         errno = e;
         return false;
     }
-    int64_t own = std::max<int64_t>(deadline_ms - now_ms() - kChildMarginMs, 10);
+    int64_t own = std::max<int64_t>(deadline_ms - nriqos::monotonic_ms() - kChildMarginMs, 10);
     std::vector<std::string> args = o_.child_argv;
     args.insert(args.end(), flags_.begin(), flags_.end());
     if (!o_.deadline_flag.empty()) {
@@ -200,7 +194,7 @@ bool Supervisor::ready_to_start() const {
     // kMaxFinishing evaluators still write their records: the next event waits for one of them to
     // end (SIGCHLD wakes the loop), at most kFinishingWaitMs after the oldest answered; start()
     // then kills the oldest.
-    if (finishing_.size() >= kMaxFinishing && now_ms() < finishing_.front().answered_ms + kFinishingWaitMs) return false;
+    if (finishing_.size() >= kMaxFinishing && nriqos::monotonic_ms() < finishing_.front().answered_ms + kFinishingWaitMs) return false;
     // The resident evaluator writes its last event's records (about a millisecond): the next event
     // waits for its done line (at most until that event's deadline, then it is killed).
     if (res_fin_active_) return false;
@@ -219,7 +213,7 @@ bool Supervisor::start(const std::string& input, int64_t deadline_ms, std::strin
     }
     if (chld_) reap_others();  // a spare that died while idle is noticed here, not used
     if (finishing_.size() >= kMaxFinishing) {  // the oldest (the likeliest to hang) makes room
-        int64_t now = now_ms();
+        int64_t now = nriqos::monotonic_ms();
         const Finishing& o = finishing_.front();
         kill_group(o.pid);
         stragglers_.push_back(o.pid);
@@ -263,7 +257,7 @@ bool Supervisor::start(const std::string& input, int64_t deadline_ms, std::strin
             err = std::string("cannot fork an evaluator: ") + strerror(errno);
             return false;
         }
-        int64_t own = std::max<int64_t>(deadline_ms - now_ms() - kChildMarginMs, 10);
+        int64_t own = std::max<int64_t>(deadline_ms - nriqos::monotonic_ms() - kChildMarginMs, 10);
         uint32_t budget = uint32_t(std::min<int64_t>(own, 1 << 30));
         char hdr[kHeaderSize] = {0};
         memcpy(hdr, resident ? procs::kMagicResident : kMagic, sizeof kMagic);
@@ -303,7 +297,7 @@ bool Supervisor::start(const std::string& input, int64_t deadline_ms, std::strin
     out_eof_ = overflow_ = reaped_ = false;
     status_ = 0;
     deadline_ms_ = deadline_ms;
-    started_ms_ = now_ms();
+    started_ms_ = nriqos::monotonic_ms();
     io(POLLOUT, 0);  // start feeding stdin right away
     return true;
 }
@@ -421,7 +415,7 @@ void Supervisor::io(short in_rev, short out_rev) {
 Outcome Supervisor::end(const std::string& failure, const std::string& kind, bool keep) {
     roots_check_ = true;  // its policy may have moved the record paths (ensure_spare)
     Outcome out;
-    int64_t now = now_ms();
+    int64_t now = nriqos::monotonic_ms();
     out.took_ms = now - started_ms_;
     out.failure = failure;
     out.kind = failure.empty() ? std::string() : kind;
@@ -472,7 +466,7 @@ void Supervisor::resident_after(const std::string& kind, const std::string& reas
     a.id = res_fin_.id;
     a.kind = kind;
     a.reason = reason;
-    a.took_ms = now_ms() - res_fin_.started_ms;
+    a.took_ms = nriqos::monotonic_ms() - res_fin_.started_ms;
     after_.push_back(std::move(a));
     res_fin_active_ = false;
 }
@@ -582,7 +576,7 @@ bool Supervisor::finish_if_done(Outcome& out) {
             res_fin_.pid = res_.pid;
             res_fin_.id = run_id_;
             res_fin_.started_ms = started_ms_;
-            res_fin_.answered_ms = now_ms();
+            res_fin_.answered_ms = nriqos::monotonic_ms();
             res_fin_.deadline_ms = deadline_ms_;
             if (reaped_) {  // never expected: it exited right after its answer; told as a finishing one
                 res_.pid = -1;
@@ -631,7 +625,7 @@ bool Supervisor::finish_if_done(Outcome& out) {
         if (bad_exit) {
             AfterAnswer a;
             a.id = run_id_;
-            a.took_ms = now_ms() - started_ms_;
+            a.took_ms = nriqos::monotonic_ms() - started_ms_;
             if (WIFEXITED(status_) && WEXITSTATUS(status_) == nriqos::kExitRecordsCut) {
                 a.kind = "records-cut";
                 a.reason = "the evaluator's own deadline cut the event's records after its answer (exit status " +
@@ -688,7 +682,7 @@ bool Supervisor::reap_finishing_at(size_t i, bool exited) {
         kill(-f.pid, SIGKILL);  // sweep leftovers of its process group, then reap (as io() does)
         got = waitpid(f.pid, &st, 0) == f.pid;
     }
-    int64_t now = now_ms();
+    int64_t now = nriqos::monotonic_ms();
     AfterAnswer a;
     a.id = f.id;
     a.took_ms = now - f.started_ms;
@@ -738,10 +732,10 @@ bool Supervisor::take_after_answer(std::vector<AfterAnswer>& out) {
 }
 
 void Supervisor::drain_finishing(int64_t wait_ms) {
-    int64_t until = now_ms() + wait_ms;
-    while ((!finishing_.empty() || res_fin_active_) && now_ms() < until) {
+    int64_t until = nriqos::monotonic_ms() + wait_ms;
+    while ((!finishing_.empty() || res_fin_active_) && nriqos::monotonic_ms() < until) {
         reap_finishing();
-        expire_finishing(now_ms(), nullptr);
+        expire_finishing(nriqos::monotonic_ms(), nullptr);
         if (res_fin_active_) resident_io(POLLIN);
         if (!finishing_.empty() || res_fin_active_) usleep(2000);
     }
@@ -749,16 +743,16 @@ void Supervisor::drain_finishing(int64_t wait_ms) {
         resident_after("records-cut", "still writing the event's records when the relay exited (killed)");
         retire_resident(nullptr);
     }
-    expire_finishing(now_ms(), "still writing the event's records when the relay exited");
+    expire_finishing(nriqos::monotonic_ms(), "still writing the event's records when the relay exited");
 }
 
 void Supervisor::reap_others() {
     // Finishing evaluators are asked only when a child ended (or at the 1 s backstop): they are
     // usually alive while the stragglers' reaping runs.
-    const bool backstop = now_ms() - last_reap_ms_ >= 1000;
+    const bool backstop = nriqos::monotonic_ms() - last_reap_ms_ >= 1000;
     const bool child_ended = chld_ || backstop;
     chld_ = false;
-    last_reap_ms_ = now_ms();
+    last_reap_ms_ = nriqos::monotonic_ms();
     // The usual SIGCHLD: a finishing evaluator ended its records. Ask the kernel which child is a
     // zombie (waitid P_ALL, WNOWAIT: it stays one) and reap that one, instead of one wait per
     // child we know of (spare, zygote, keeper, each finishing evaluator: ~7 wait calls per event
@@ -810,7 +804,7 @@ void Supervisor::reap_others() {
                  r == it->pid ? describe_status(st).c_str() : "vanished");
             close_fds(*it);
             it = spares_.erase(it);
-            if (++spare_deaths_ > 1) spare_backoff_until_ = now_ms() + 1000;
+            if (++spare_deaths_ > 1) spare_backoff_until_ = nriqos::monotonic_ms() + 1000;
             if (zyg_pid_ > 0 && spare_deaths_ > 2) retire_zygote("makes spares that die");
         } else {
             ++it;
@@ -824,7 +818,7 @@ void Supervisor::reap_others() {
             zyg_pid_ = -1;  // reaped: retire_zygote must not kill or wait for it
             retire_zygote(why.c_str());
             ++zyg_deaths_;
-            zyg_backoff_until_ = zyg_deaths_ > 1 ? now_ms() + 1000 : 0;
+            zyg_backoff_until_ = zyg_deaths_ > 1 ? nriqos::monotonic_ms() + 1000 : 0;
         }
     }
     if (reserve_pid_ > 0) {  // before the keeper: a keeper that died promotes only a live reserve
@@ -836,7 +830,7 @@ void Supervisor::reap_others() {
             close(reserve_ctl_);
             reserve_ctl_ = -1;
             reserve_pid_ = -1;
-            reserve_backoff_until_ = now_ms() + 1000;
+            reserve_backoff_until_ = nriqos::monotonic_ms() + 1000;
         }
     }
     if (keeper_pid_ > 0) {
@@ -868,25 +862,25 @@ bool Supervisor::service(const struct pollfd* pfd, Outcome& out) {
         if (zyg_pending_.empty() && (pfd[pfd_zyg_].revents & (POLLHUP | POLLERR))) {
             retire_zygote("closed its socket");
             ++zyg_deaths_;
-            zyg_backoff_until_ = zyg_deaths_ > 1 ? now_ms() + 1000 : 0;
+            zyg_backoff_until_ = zyg_deaths_ > 1 ? nriqos::monotonic_ms() + 1000 : 0;
         } else {
             zygote_answers();
         }
     }
-    if (!zyg_pending_.empty() && now_ms() >= zyg_asked_ms_ + kZygoteAnswerMs) {
+    if (!zyg_pending_.empty() && nriqos::monotonic_ms() >= zyg_asked_ms_ + kZygoteAnswerMs) {
         retire_zygote("did not answer within 1 s");
         ++zyg_deaths_;
-        zyg_backoff_until_ = now_ms() + 1000;
+        zyg_backoff_until_ = nriqos::monotonic_ms() + 1000;
     }
     // Only when a child changed state (SIGCHLD), with a periodic backstop: waitpid for every
     // child on every wake-up was the relay's most frequent system call.
     child_changed_ = chld_;
-    if (chld_ || !stragglers_.empty() || now_ms() - last_reap_ms_ >= 1000) reap_others();
-    if (!finishing_.empty()) expire_finishing(now_ms(), nullptr);
+    if (chld_ || !stragglers_.empty() || nriqos::monotonic_ms() - last_reap_ms_ >= 1000) reap_others();
+    if (!finishing_.empty()) expire_finishing(nriqos::monotonic_ms(), nullptr);
     if (pfd_res_ >= 0 && pfd[pfd_res_].revents) resident_io(pfd[pfd_res_].revents);
-    if (res_fin_active_ && now_ms() >= res_fin_.deadline_ms) {
+    if (res_fin_active_ && nriqos::monotonic_ms() >= res_fin_.deadline_ms) {
         resident_after("records-cut", "still writing the event's records at the event's deadline, " +
-                                          std::to_string(now_ms() - res_fin_.answered_ms) + " ms after its answer (killed)");
+                                          std::to_string(nriqos::monotonic_ms() - res_fin_.answered_ms) + " ms after its answer (killed)");
         retire_resident("killed at the event's deadline");
     }
     if (!active_) return false;
@@ -895,7 +889,7 @@ bool Supervisor::service(const struct pollfd* pfd, Outcome& out) {
     io(in_rev, out_rev);
     child_changed_ = false;
     if (finish_if_done(out)) return true;
-    if (now_ms() >= deadline_ms_) {
+    if (nriqos::monotonic_ms() >= deadline_ms_) {
         out = end("child did not answer within " + std::to_string(deadline_ms_ - started_ms_) + " ms (killed)", "timeout");
         return true;
     }

@@ -374,9 +374,6 @@ private:
     uint64_t zygotes_ = 0;
 };
 
-/// CLOCK_MONOTONIC in ms.
-int64_t now_ms();
-
 /// The relay's log: one line "nri-qos relay[pid]: ..." to stderr. Every line the relay and its
 /// supervisor write goes through here (one place to add timestamps or structure, issue #11).
 void logf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));

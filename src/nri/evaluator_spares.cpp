@@ -19,6 +19,7 @@
 #include "nri/evaluator_internal.hpp"
 #include "nri/evaluator_procs.hpp"
 #include "nri/failure_record.hpp"
+#include "os/clock.hpp"
 
 namespace nri {
 
@@ -152,7 +153,7 @@ void Supervisor::keeper_answer() {
     if (answer[1] <= 0 || fd < 0) {
         if (fd >= 0) close(fd);
         logf("evaluator keeper could not make a %s: %s", keeper ? "reserve keeper" : "zygote", strerror(answer[1] < 0 ? -answer[1] : EINVAL));
-        (keeper ? reserve_backoff_until_ : zyg_backoff_until_) = now_ms() + 1000;
+        (keeper ? reserve_backoff_until_ : zyg_backoff_until_) = nriqos::monotonic_ms() + 1000;
         return;
     }
     setpgid(answer[1], answer[1]);
@@ -207,7 +208,7 @@ void Supervisor::lose_keeper(const std::string& why, bool reaped) {
 void Supervisor::ask_reserve() {
     char byte = 'K';
     if (send(keeper_ctl_, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) reserve_asked_ = true;
-    else reserve_backoff_until_ = now_ms() + 1000;
+    else reserve_backoff_until_ = nriqos::monotonic_ms() + 1000;
 }
 
 bool Supervisor::take_losses(std::vector<std::pair<std::string, std::string>>& out) {
@@ -274,7 +275,7 @@ bool Supervisor::ask_zygote() {
     p.gen = zyg_gen_;
     set_nonblock(p.in_fd);
     set_nonblock(p.out_fd);
-    if (zyg_pending_.empty()) zyg_asked_ms_ = now_ms();
+    if (zyg_pending_.empty()) zyg_asked_ms_ = nriqos::monotonic_ms();
     zyg_pending_.push_back(p);
     return true;
 }
@@ -290,7 +291,7 @@ void Supervisor::zygote_answers() {
         if (!ok) {
             retire_zygote(n == 0 ? "closed its socket" : "sent a malformed answer");
             ++zyg_deaths_;
-            zyg_backoff_until_ = zyg_deaths_ > 1 ? now_ms() + 1000 : 0;
+            zyg_backoff_until_ = zyg_deaths_ > 1 ? nriqos::monotonic_ms() + 1000 : 0;
             return;
         }
         if (msg[0] == procs::kMsgEvaluatorEvents) {
@@ -304,7 +305,7 @@ void Supervisor::zygote_answers() {
         int32_t answer = msg[1];
         Proc p = zyg_pending_.front();
         zyg_pending_.pop_front();
-        if (!zyg_pending_.empty()) zyg_asked_ms_ = now_ms();
+        if (!zyg_pending_.empty()) zyg_asked_ms_ = nriqos::monotonic_ms();
         if (answer <= 0) {
             logf("evaluator zygote could not clone a spare: %s", strerror(-answer));
             close_fds(p);
@@ -319,7 +320,7 @@ void Supervisor::zygote_answers() {
 
 void Supervisor::ensure_spare() {
     if (!fork_mode() || active_) return;
-    int64_t now = now_ms();
+    int64_t now = nriqos::monotonic_ms();
     // Evaluators are confined to the record paths known when they were made: a policy that moved
     // them (remembered by the first event under it) needs a new zygote and new spares, or every
     // later event's records would be refused until the relay restarts.

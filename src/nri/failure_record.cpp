@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -16,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "event/publish.hpp"
+#include "os/clock.hpp"
 
 namespace nri {
 
@@ -213,12 +213,6 @@ namespace {
 
 const char kConflictMark[] = "both tried to set";
 
-int64_t mono_ms() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
-
 // The lines of `text` holding kConflictMark, the last `max` of them.
 std::string conflict_lines(const std::string& text, size_t max) {
     std::deque<std::string> keep;
@@ -289,7 +283,7 @@ bool journal_lines(const std::string& unit, int64_t deadline, std::string& out, 
     char buf[8192];
     bool timed_out = false;
     for (;;) {
-        int64_t left = deadline - mono_ms();
+        int64_t left = deadline - nriqos::monotonic_ms();
         if (left <= 0) {
             timed_out = true;
             break;
@@ -390,7 +384,7 @@ std::string runtime_log_excerpt(const std::string& spec_in, int budget_ms, std::
             why = "runtime_log \"" + cut(spec, 80) + "\": expected journal:<unit name>";
             return "";
         }
-        if (!journal_lines(unit, mono_ms() + budget_ms, text, why)) return "";
+        if (!journal_lines(unit, nriqos::monotonic_ms() + budget_ms, text, why)) return "";
     } else if (spec[0] == '/') {
         if (!tail_file(spec, 1u << 20, text, why)) return "";
     } else {

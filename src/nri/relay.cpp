@@ -35,6 +35,7 @@
 #include "nri/relay_internal.hpp"
 #include "nri/sync.hpp"
 #include "nri/ttrpc.hpp"
+#include "os/clock.hpp"
 
 namespace nri {
 
@@ -285,7 +286,7 @@ void Relay::enqueue(uint32_t stream, RequestEnvelope& req) {
     p.method = m;
     p.payload = std::move(req.payload);
     p.timeout_nano = req.timeout_nano;
-    p.arrival_ms = now_ms();
+    p.arrival_ms = nriqos::monotonic_ms();
     if (queue_.size() >= kMaxQueued || queued_bytes_ + p.payload.size() > kMaxQueuedBytes) {
         // Answered at once with the fail mode of the event it carries (a StateChange is decoded:
         // RunPodSandbox and StartContainer are admission events, refused under "closed"), named
@@ -419,7 +420,7 @@ int64_t Relay::budget_ms(const Pending& p) const {
 // Until when a request may wait for its evaluator: its own deadline, or for a Synchronize
 // evaluation the pass's.
 int64_t Relay::wait_limit_ms(const Pending& p) const {
-    if (p.sync && p.sync->replied) return now_ms() + sync_budget_ms();  // SynchronizeLate: no runtime waits on it
+    if (p.sync && p.sync->replied) return nriqos::monotonic_ms() + sync_budget_ms();  // SynchronizeLate: no runtime waits on it
     return p.sync ? p.sync->deadline_ms : p.arrival_ms + budget_ms(p);
 }
 
@@ -481,7 +482,7 @@ void Relay::start_next() {
             // The whole pass in one evaluator, unless it could not answer anything before the pass's
             // deadline (its items then go alone, as the deadline allows: before or after the reply).
             SyncPass& pass = *q.front().sync;
-            if (pass.replied || pass.deadline_ms - now_ms() < kMinBudgetMs + kChildMarginMs + kBatchSoftMarginMs + 10) {
+            if (pass.replied || pass.deadline_ms - nriqos::monotonic_ms() < kMinBudgetMs + kChildMarginMs + kBatchSoftMarginMs + 10) {
                 std::shared_ptr<SyncPass> sp = std::move(q.front().sync);
                 q.pop_front();
                 sync_queue_items(sp, 0, sp->items.size());
@@ -495,7 +496,7 @@ void Relay::start_next() {
                 reply_sync(*pass);
             } else {
                 logf("Synchronize (after the reply): %zu pods/containers evaluated late, %zu evaluated in all, %zu failed (open); %lld ms",
-                     pass->late, pass->evaluated, pass->failed, (long long)(now_ms() - pass->started_ms));
+                     pass->late, pass->evaluated, pass->failed, (long long)(nriqos::monotonic_ms() - pass->started_ms));
             }
             // The pods and containers are no longer needed (evaluations still finishing keep the pass).
             std::vector<pb::PodSandbox>().swap(pass->pods);
@@ -503,14 +504,14 @@ void Relay::start_next() {
             continue;
         }
         // No time left for this pass's next evaluation before the runtime's deadline: reply now.
-        if (q.front().sync && !q.front().sync->replied && q.front().sync->deadline_ms - now_ms() < kMinBudgetMs / 2) {
+        if (q.front().sync && !q.front().sync->replied && q.front().sync->deadline_ms - nriqos::monotonic_ms() < kMinBudgetMs / 2) {
             sync_go_late(*q.front().sync);
             continue;
         }
         if (!sup_.ready_to_start()) {
             // Waiting for the spare: but never past the request's own deadline.
             Pending& f = q.front();
-            if (now_ms() < wait_limit_ms(f) - kMinBudgetMs) break;
+            if (nriqos::monotonic_ms() < wait_limit_ms(f) - kMinBudgetMs) break;
             if (f.sync && !f.sync->replied) {  // the pass's deadline: reply, evaluate the rest after it
                 sync_go_late(*f.sync);
                 continue;
@@ -530,7 +531,9 @@ void Relay::start_next() {
         // evaluator ends before that deadline (its kill kMinBudgetMs ahead of it), so that the
         // reply carries every answer it gave.
         const bool batch = p.sync && p.item == kBatchItem;
-        int64_t deadline = batch ? p.sync->deadline_ms - kMinBudgetMs : p.sync ? now_ms() + sync_budget_ms() : p.arrival_ms + budget_ms(p);
+        int64_t deadline = batch    ? p.sync->deadline_ms - kMinBudgetMs
+                           : p.sync ? nriqos::monotonic_ms() + sync_budget_ms()
+                                    : p.arrival_ms + budget_ms(p);
         ++events_;
         if (batch) {
             std::string err;
@@ -548,7 +551,7 @@ void Relay::start_next() {
             fail_event(p.stream, cur_.event, cur_.subject, "no evaluation command configured", "unavailable", &cur_);
             continue;
         }
-        if (deadline - now_ms() < kMinBudgetMs / 2) {
+        if (deadline - nriqos::monotonic_ms() < kMinBudgetMs / 2) {
             fail_event(p.stream, cur_.event, cur_.subject, "no time left before the runtime's deadline", "timeout", &cur_);
             continue;
         }
@@ -567,7 +570,7 @@ void Relay::start_next() {
 // that misses plugin_request_timeout). Recorded as "overloaded". Synchronize evaluations are
 // not here (syncq_: the pass has one deadline and one reply, reply_sync).
 void Relay::expire_queued() {
-    const int64_t now = now_ms();
+    const int64_t now = nriqos::monotonic_ms();
     for (size_t i = 0; i < queue_.size();) {
         if (wait_limit_ms(queue_[i]) - now >= kMinBudgetMs / 2) {
             ++i;
@@ -643,8 +646,8 @@ int Relay::run() {
                 Outcome oc = sup_.abort_running("runtime requested Shutdown");
                 finish_event(oc);
             }
-            if (shutdown_deadline == 0) shutdown_deadline = now_ms() + 1000;
-            if (out_off_ >= outq_.size() || now_ms() >= shutdown_deadline) break;
+            if (shutdown_deadline == 0) shutdown_deadline = nriqos::monotonic_ms() + 1000;
+            if (out_off_ >= outq_.size() || nriqos::monotonic_ms() >= shutdown_deadline) break;
         }
         if (configured_ && !confine_done_) {
             confine();
@@ -660,20 +663,20 @@ int Relay::run() {
         struct pollfd pfd[8];
         pfd[0] = {fd_, short(POLLIN | (out_off_ < outq_.size() ? POLLOUT : 0)), 0};
         int n = 1 + sup_.add_pollfds(pfd + 1);
-        int timeout = sup_.poll_timeout(now_ms());
+        int timeout = sup_.poll_timeout(nriqos::monotonic_ms());
         if (!sup_.busy() && !next_queue().empty()) {  // a request waits for its spare: wake at its deadline
             const Pending& f = next_queue().front();
-            int64_t left = std::max<int64_t>(0, wait_limit_ms(f) - kMinBudgetMs - now_ms());
+            int64_t left = std::max<int64_t>(0, wait_limit_ms(f) - kMinBudgetMs - nriqos::monotonic_ms());
             timeout = timeout < 0 ? int(left) : std::min<int>(timeout, int(left));
         }
         if (sup_.busy()) {  // queued events wait behind the evaluation: wake at the first one's deadline
             for (const Pending& q : queue_) {
-                int64_t left = std::max<int64_t>(0, wait_limit_ms(q) - kMinBudgetMs / 2 - now_ms());
+                int64_t left = std::max<int64_t>(0, wait_limit_ms(q) - kMinBudgetMs / 2 - nriqos::monotonic_ms());
                 timeout = timeout < 0 ? int(left) : std::min<int>(timeout, int(left));
             }
         }
         if (SyncPass* sp = unreplied_pass()) {  // the pass's reply is due at its deadline, evaluation or not
-            int64_t left = std::max<int64_t>(0, sp->deadline_ms - kMinBudgetMs / 2 - now_ms());
+            int64_t left = std::max<int64_t>(0, sp->deadline_ms - kMinBudgetMs / 2 - nriqos::monotonic_ms());
             timeout = timeout < 0 ? int(left) : std::min<int>(timeout, int(left));
         }
         if (shutdown_) timeout = timeout < 0 ? 50 : std::min(timeout, 50);
@@ -695,7 +698,7 @@ int Relay::run() {
             if (o_.debug || fail_closed_) logf("policy fail mode: %s (reported by the evaluator zygote)", fail_closed_ ? "closed" : "open");
         }
         if (ended) finish_event(oc);
-        if (SyncPass* sp = unreplied_pass(); sp && sp->deadline_ms - now_ms() < kMinBudgetMs / 2) sync_go_late(*sp);
+        if (SyncPass* sp = unreplied_pass(); sp && sp->deadline_ms - nriqos::monotonic_ms() < kMinBudgetMs / 2) sync_go_late(*sp);
         if (sup_.busy()) expire_queued();
         after_answer();
     }

@@ -14,6 +14,7 @@
 #include "nri/nri_json.hpp"
 #include "nri/relay_internal.hpp"
 #include "nri/sync.hpp"
+#include "os/clock.hpp"
 
 namespace nri {
 
@@ -296,7 +297,7 @@ void Relay::finish_event(Outcome& oc) {
             if (o_.debug) logf("Synchronize %s: ended after the pass's reply; evaluated again after it", c.subject.c_str());
             Pending again;
             again.method = "Synchronize";
-            again.arrival_ms = now_ms();
+            again.arrival_ms = nriqos::monotonic_ms();
             again.sync = c.sync;
             again.item = c.item;
             ++c.sync->late;

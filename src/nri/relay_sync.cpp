@@ -14,6 +14,7 @@
 #include "nri/relay_internal.hpp"
 #include "nri/sync.hpp"
 #include "nri/ttrpc.hpp"
+#include "os/clock.hpp"
 
 namespace nri {
 
@@ -53,7 +54,7 @@ void Relay::on_synchronize(uint32_t stream, const RequestEnvelope& req) {
     }
     if (!sync_parts_) {
         sync_parts_ = std::make_shared<SyncPass>();
-        sync_parts_->started_ms = now_ms();
+        sync_parts_->started_ms = nriqos::monotonic_ms();
     }
     const bool more = part.more();
     sync_add_part(*sync_parts_, part);
@@ -68,7 +69,7 @@ void Relay::on_synchronize(uint32_t stream, const RequestEnvelope& req) {
     // One deadline for the whole pass: the runtime's context spans every part (NRI pkg/adaptation
     // plugin.go synchronize: the plugin request timeout), so the last part's timeout_nano is what
     // is left of it.
-    const int64_t now = now_ms();
+    const int64_t now = nriqos::monotonic_ms();
     int64_t limit = pass->started_ms + (request_timeout_ms_ > 0 ? request_timeout_ms_ : kDefaultRequestTimeoutMs);
     if (req.timeout_nano > 0) limit = std::min<int64_t>(limit, now + req.timeout_nano / 1000000);
     pass->deadline_ms = limit - kReplyMarginMs;
@@ -95,7 +96,7 @@ void Relay::on_synchronize(uint32_t stream, const RequestEnvelope& req) {
 }
 
 void Relay::sync_queue_items(const std::shared_ptr<SyncPass>& pass, size_t from, size_t to) {
-    const int64_t now = now_ms();
+    const int64_t now = nriqos::monotonic_ms();
     for (size_t i = to; i-- > from;) syncq_.push_front(sync_entry(pass, int(i), now));
 }
 
@@ -210,7 +211,7 @@ void Relay::reply_sync(SyncPass& pass, bool in_flight) {
             ? (", " + std::to_string(pass.late) + (in_flight ? " (and the one in flight)" : "") + " evaluated after this reply (SynchronizeLate)")
                   .c_str()
             : "",
-        pass.response.update_size(), (long long)(now_ms() - pass.started_ms));
+        pass.response.update_size(), (long long)(nriqos::monotonic_ms() - pass.started_ms));
     reply_ok(pass.stream, pass.response.SerializeAsString());
     pass.replied = true;
     pb::SynchronizeResponse().Swap(&pass.response);

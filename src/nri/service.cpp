@@ -23,6 +23,7 @@
 
 #include "nri/evaluator.hpp"
 #include "records/record.hpp"
+#include "os/clock.hpp"
 
 namespace nri {
 
@@ -32,12 +33,6 @@ using nlohmann::json;
 
 volatile sig_atomic_t g_stop = 0;
 void on_stop(int) { g_stop = 1; }
-
-int64_t mono_ms() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
 
 // Write `text` to `path` atomically (a temporary file in the same directory, then rename).
 void write_atomic(const std::string& path, const std::string& text) {
@@ -126,7 +121,7 @@ void take_line(const std::string& line, State& s) {
         s.nri_version = f.size() > 3 ? f[3] : "";
     } else if (f[0] == "synced") {
         s.last_sync = int64_t(::time(nullptr));
-        s.synced_mono = mono_ms();
+        s.synced_mono = nriqos::monotonic_ms();
     }
 }
 
@@ -146,7 +141,7 @@ bool unseen_reap(const ServiceOptions& so, State& s, UnseenPass& u) {
     int st = 0;
     pid_t w = waitpid(u.pid, &st, WNOHANG);
     if (w == 0) {
-        if (mono_ms() - u.started > so.unseen_timeout_ms) {
+        if (nriqos::monotonic_ms() - u.started > so.unseen_timeout_ms) {
             logf("service: unseen pass %lu (pid %d) still runs after %d ms: killed", u.runs, int(u.pid), so.unseen_timeout_ms);
             kill(u.pid, SIGKILL);
             waitpid(u.pid, &st, 0);
@@ -164,7 +159,7 @@ bool unseen_reap(const ServiceOptions& so, State& s, UnseenPass& u) {
              WIFEXITED(st)     ? WEXITSTATUS(st)
              : WIFSIGNALED(st) ? WTERMSIG(st)
                                : 0,
-             (long long)(mono_ms() - u.started));
+             (long long)(nriqos::monotonic_ms() - u.started));
     u.pid = 0;
     ++s.unseen_passes;
     s.last_unseen_pass = int64_t(::time(nullptr));
@@ -179,7 +174,7 @@ bool unseen_tick(const ServiceOptions& so, State& s, UnseenPass& u) {
     if (so.unseen_argv.empty() || so.unseen_interval_ms <= 0) return false;
     const bool ended = unseen_reap(so, s, u);
     if (!s.registered || s.synced_mono == 0) return ended;
-    const int64_t now = mono_ms();
+    const int64_t now = nriqos::monotonic_ms();
     if (u.synced_seen != s.synced_mono) {  // a (new) Synchronize: the next pass one interval after it
         u.synced_seen = s.synced_mono;
         if (u.next_due == 0 || u.next_due > s.synced_mono + so.unseen_interval_ms) u.next_due = s.synced_mono + so.unseen_interval_ms;
@@ -222,9 +217,9 @@ void unseen_stop(UnseenPass& u) {
 
 // Sleep `ms`, waking early on SIGTERM/SIGINT.
 void nap(int ms) {
-    int64_t end = mono_ms() + ms;
+    int64_t end = nriqos::monotonic_ms() + ms;
     while (!g_stop) {
-        int64_t left = end - mono_ms();
+        int64_t left = end - nriqos::monotonic_ms();
         if (left <= 0) break;
         poll(nullptr, 0, int(std::min<int64_t>(left, 200)));
     }
@@ -266,8 +261,8 @@ pid_t start_metrics_server(const ServiceOptions& so, const std::string& status_f
     }
     close(rp[1]);
     std::string line;
-    for (int64_t end = mono_ms() + 5000; line.find('\n') == std::string::npos;) {
-        int64_t left = end - mono_ms();
+    for (int64_t end = nriqos::monotonic_ms() + 5000; line.find('\n') == std::string::npos;) {
+        int64_t left = end - nriqos::monotonic_ms();
         struct pollfd p = {rp[0], POLLIN, 0};
         if (left <= 0 || poll(&p, 1, int(left)) <= 0) break;
         char b[256];
@@ -322,12 +317,12 @@ int run_relay_service(RelayOptions opts, const ServiceOptions& so) {
                  WIFSIGNALED(ws) ? "signal" : "exit status", WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
             metrics_pid = -1;
         }
-        if (mono_ms() < metrics_retry_at) return;
+        if (nriqos::monotonic_ms() < metrics_retry_at) return;
         std::string why;
         metrics_pid = start_metrics_server(so, so.status_file, why);
         if (metrics_pid < 0) {
             logf("service: metrics on %s: %s (next attempt in 5 s)", so.metrics_listen.c_str(), why.c_str());
-            metrics_retry_at = mono_ms() + 5000;
+            metrics_retry_at = nriqos::monotonic_ms() + 5000;
         }
     };
     while (!g_stop) {
@@ -342,7 +337,7 @@ int run_relay_service(RelayOptions opts, const ServiceOptions& so) {
             logf("service: connecting to %s again (reconnect %lu)", opts.socket_path.c_str(), s.reconnects);
         }
         first = false;
-        int64_t t0 = mono_ms();
+        int64_t t0 = nriqos::monotonic_ms();
         pid_t pid = fork();
         if (pid < 0) {
             logf("service: fork: %s", strerror(errno));
@@ -401,7 +396,7 @@ int run_relay_service(RelayOptions opts, const ServiceOptions& so) {
             if (!g_stop && unseen_tick(so, s, unseen)) publish(so, opts, s);
         }
         if (sp[0] >= 0) close(sp[0]);
-        const int64_t lasted = mono_ms() - t0;
+        const int64_t lasted = nriqos::monotonic_ms() - t0;
         s.relay_pid = 0;
         s.connected = s.registered = false;
         s.connected_since = 0;

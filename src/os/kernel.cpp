@@ -1,9 +1,9 @@
 #include "os/kernel.hpp"
 #include "os/kernel_walk.hpp"
+#include "os/clock.hpp"
 
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
@@ -124,12 +124,11 @@ int open_record(int dirfd, const std::string& rel, int flags, mode_t mode, std::
 
 int create_temp(int dirfd, const std::string& prefix, mode_t mode, std::string& name, std::string& why) {
     static unsigned counter = 0;
-    struct timespec ts {};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const int64_t nsec = monotonic_ns() % 1000000000;  // the clock's nanoseconds within its second
     int fd = -EEXIST;
     for (int i = 0; i < 8 && fd == -EEXIST; ++i) {
         name = prefix + "." + std::to_string(getpid()) + "-" +
-               std::to_string((static_cast<unsigned>(ts.tv_nsec) ^ (counter++ * 2654435761u)) % 1000000007u) + ".tmp";
+               std::to_string((static_cast<unsigned>(nsec) ^ (counter++ * 2654435761u)) % 1000000007u) + ".tmp";
         fd = open_at(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, mode);
     }
     if (fd < 0) why = std::strerror(-fd);

@@ -7,6 +7,7 @@
 #include "policy/policy_flat.hpp"
 
 #include "os/sha256.hpp"
+#include "os/clock.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -314,10 +315,9 @@ bool store_file(const std::string& dir, const std::string& name, const std::stri
         close(dfd);
         return false;
     }
-    struct timespec ts {};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const int64_t nsec = monotonic_ns() % 1000000000;  // the clock's nanoseconds within its second
     char tmp[96];
-    snprintf(tmp, sizeof tmp, ".%.40s.%d.%lx.tmp", name.c_str(), static_cast<int>(getpid()), static_cast<unsigned long>(ts.tv_nsec));
+    snprintf(tmp, sizeof tmp, ".%.40s.%d.%lx.tmp", name.c_str(), static_cast<int>(getpid()), static_cast<unsigned long>(nsec));
     // The deadline's handler _exit()s: held back from the temporary file's creation to its
     // rename or removal, so that it never leaves a .tmp behind (it fires right after).
     sigset_t alrm, old_mask;

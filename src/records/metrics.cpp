@@ -16,6 +16,7 @@
 
 #include "os/kernel.hpp"
 #include "records/record.hpp"
+#include "os/fd.hpp"
 
 namespace nriqos {
 
@@ -360,17 +361,6 @@ void bump(M& m, const K& k, const K& overflow) {
     if (it != m.end()) ++it->second;
     else if (m.size() < kMaxSeries) m.emplace(k, 1);
     else ++m[overflow];
-}
-
-bool write_all(int fd, const std::string& s) {
-    size_t off = 0;
-    while (off < s.size()) {
-        ssize_t n = write(fd, s.data() + off, s.size() - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        off += static_cast<size_t>(n);
-    }
-    return true;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "os/kernel.hpp"
 #include "model/request.hpp"
+#include "os/dir.hpp"
 
 using nlohmann::json;
 
@@ -131,23 +132,16 @@ int open_subdir(int dfd, const std::string& rel, bool create) {
     return fd;
 }
 
-/// Names in directory `rel` beneath `dfd` (no "." / ".."), at most `max`.
-std::vector<std::string> list_dir(int dfd, const std::string& rel, size_t max) {
+/// Names in directory `rel` beneath `dfd` (no "." / ".."), at most `max`, sorted.
+std::vector<std::string> sorted_names(int dfd, const std::string& rel, size_t max) {
     std::vector<std::string> out;
     int fd = open_beneath(dfd, rel, O_RDONLY | O_DIRECTORY);
     if (fd < 0) return out;
-    DIR* d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return out;
-    }
-    while (struct dirent* e = readdir(d)) {
-        std::string n = e->d_name;
-        if (n == "." || n == "..") continue;
-        if (out.size() >= max) break;
-        out.push_back(n);
-    }
-    closedir(d);
+    list_dir(fd, [&](const DirEntry& e) {
+        if (out.size() >= max) return false;
+        out.emplace_back(e.name);
+        return true;
+    });
     std::sort(out.begin(), out.end());
     return out;
 }
@@ -186,7 +180,7 @@ std::string StateDir::remove_last_sandbox(const std::string& sandbox_id) {
     int dfd = open_dir(false);
     if (dfd < 0) return "";
     std::string rel = "last/" + sandbox_id;
-    for (const auto& n : list_dir(dfd, rel, 1u << 16)) unlinkat(dfd, (rel + "/" + n).c_str(), 0);
+    for (const auto& n : sorted_names(dfd, rel, 1u << 16)) unlinkat(dfd, (rel + "/" + n).c_str(), 0);
     if (unlinkat(dfd, rel.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
         return "state " + dir_ + ": cannot remove " + rel + ": " + std::strerror(errno);
     unlinkat(dfd, "last", AT_REMOVEDIR);  // the last sandbox gone: leave the state dir as it was (ENOTEMPTY otherwise)
@@ -204,9 +198,9 @@ std::vector<StateDir::LastFile> StateDir::list_last_in(size_t max, const std::st
     std::vector<LastFile> out;
     int dfd = open_dir(false);
     if (dfd < 0) return out;
-    for (const auto& sb : only ? std::vector<std::string>{*only} : list_dir(dfd, "last", max)) {
+    for (const auto& sb : only ? std::vector<std::string>{*only} : sorted_names(dfd, "last", max)) {
         if (!safe_id(sb)) continue;
-        for (const auto& f : list_dir(dfd, "last/" + sb, max)) {
+        for (const auto& f : sorted_names(dfd, "last/" + sb, max)) {
             if (out.size() >= max) return out;
             if (f.size() < 6 || f.compare(f.size() - 5, 5, ".json") != 0 || f[0] == '.') continue;
             int fd = open_beneath(dfd, "last/" + sb + "/" + f, O_RDONLY | O_NONBLOCK);
