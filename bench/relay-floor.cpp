@@ -20,7 +20,7 @@
 
 #include "nri/eval_pipeline.hpp"
 
-namespace nri {
+namespace nriqos::nri {
 
 // No evaluation flags: the floor takes none (the plugin config's flags are ignored).
 std::string apply_eval_flags(nriqos::Options&, const std::vector<std::string>&) { return ""; }
@@ -51,4 +51,4 @@ InProcessEval pipeline_evaluator(const nriqos::Options&) {
     return e;
 }
 
-}  // namespace nri
+}  // namespace nriqos::nri

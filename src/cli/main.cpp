@@ -427,7 +427,7 @@ Command add_nri_eval(CLI::App& app, Shared& s) {
 
 /// `relay`'s own options.
 struct RelayArgs {
-    nri::RelayOptions ro;
+    nriqos::nri::RelayOptions ro;
     std::string evaluator = "fork";
     bool once = false;
     std::string metrics_listen, metrics_server;
@@ -439,7 +439,7 @@ struct RelayArgs {
 /// #20), its liveness in <state_dir>/relay.json and a textfile next to the hook's metrics.
 int run_relay_as_service(CLI::App* c, Shared& s, RelayArgs& a) {
     const Options& o = s.o;
-    nri::ServiceOptions sv;
+    nriqos::nri::ServiceOptions sv;
     sv.status_file = o.state_dir + "/relay.json";
     const std::string mf = o.metrics_file ? *o.metrics_file : std::string(nriqos::defaults::kMetricsFile);
     if (!mf.empty()) sv.metrics_file = nriqos::dir_name(mf) + "/nri_qos_relay.prom";
@@ -457,13 +457,13 @@ int run_relay_as_service(CLI::App* c, Shared& s, RelayArgs& a) {
             close(lfd);
         }
     }
-    return nri::run_relay_service(a.ro, sv);
+    return nriqos::nri::run_relay_service(a.ro, sv);
 }
 
 /// `relay`: the native NRI plugin (launched by the runtime, or --socket as a service).
 Command add_relay(CLI::App& app, Shared& s, const char* argv0) {
     auto a = std::make_shared<RelayArgs>();
-    nri::RelayOptions& opts = a->ro;
+    nriqos::nri::RelayOptions& opts = a->ro;
     CLI::App* c = app.add_subcommand("relay", "native NRI plugin: relay runtime events to one-shot nri-eval children");
     add_eval_options(c, s.o, s.layout);
     c->add_option("--socket", opts.socket_path, "connect to the runtime's NRI socket (e.g. /var/run/nri/nri.sock) instead of NRI_PLUGIN_SOCKET");
@@ -491,10 +491,10 @@ Command add_relay(CLI::App& app, Shared& s, const char* argv0) {
     c->add_flag("--once", a->once, "with --socket: serve one connection and exit (default: reconnect with back-off when the runtime goes away)");
     return {c, [c, &s, a, argv0] {
                 Options& o = s.o;
-                nri::RelayOptions& ro = a->ro;
+                nriqos::nri::RelayOptions& ro = a->ro;
                 note_last_good_dir(c, o);  // for the in-process evaluators
-                nri::RelayOptions env;
-                nri::relay_options_from_env(env, argv0);
+                nriqos::nri::RelayOptions env;
+                nriqos::nri::relay_options_from_env(env, argv0);
                 if (ro.socket_path.empty()) ro.fd = env.fd;
                 if (c->count("--plugin-name") == 0) ro.plugin_name = env.plugin_name;
                 if (c->count("--plugin-idx") == 0) ro.plugin_idx = env.plugin_idx;
@@ -506,9 +506,9 @@ Command add_relay(CLI::App& app, Shared& s, const char* argv0) {
                         o.layout = nriqos::parse_layout(s.layout);
                     } catch (const nriqos::InputError& e) { return usage_error(e.what()); }
                     o.policy_from_flag = c->count("--policy") > 0;
-                    ro.inproc = nri::pipeline_evaluator(o);
+                    ro.inproc = nriqos::nri::pipeline_evaluator(o);
                 }
-                if (ro.fd >= 0 || a->once) return nri::run_relay(ro);
+                if (ro.fd >= 0 || a->once) return nriqos::nri::run_relay(ro);
                 return run_relay_as_service(c, s, *a);
             }};
 }
@@ -706,11 +706,11 @@ int main(int argc, char** argv) {
     // Launched by the runtime from /opt/nri/plugins (no arguments, NRI_PLUGIN_SOCKET set):
     // register at once — nothing that can fail or take time comes first.
     if (argc == 1 && getenv("NRI_PLUGIN_SOCKET")) {
-        nri::RelayOptions ro;
-        nri::relay_options_from_env(ro, argv[0]);
+        nriqos::nri::RelayOptions ro;
+        nriqos::nri::relay_options_from_env(ro, argv[0]);
         ro.child_argv = {"/proc/self/exe", "nri-eval"};
-        ro.inproc = nri::pipeline_evaluator(nriqos::Options{});  // forked spare evaluators
-        return nri::run_relay(ro);
+        ro.inproc = nriqos::nri::pipeline_evaluator(nriqos::Options{});  // forked spare evaluators
+        return nriqos::nri::run_relay(ro);
     }
     CLI::App app{"nri-qos: classify pods into QoS classes with a static TOML policy and apply cgroup knobs (NRI hook)", "nri-qos"};
     app.set_version_flag("--version", [] {

@@ -103,7 +103,7 @@ std::string render(const Options& o) {
         out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " + value + "\n";
     };
     if (!o.status_file.empty()) {
-        nlohmann::json st = nri::read_service_status(o.status_file);
+        nlohmann::json st = nriqos::nri::read_service_status(o.status_file);
         if (st.is_object() && !st.contains("error")) {
             auto num = [&st](const char* k) { return std::to_string(st.value(k, int64_t(0))); };
             const bool up = st.value("up", false);
@@ -123,7 +123,8 @@ std::string render(const Options& o) {
           readable ? "1" : "0");
     out += "# HELP nri_qos_build_info The nri-qos build and the policy in force when the metrics server started.\n";
     out += "# TYPE nri_qos_build_info gauge\n";
-    out += "nri_qos_build_info{version=\"" + nri::prom_label(o.version) + "\",policy_sha256=\"" + nri::prom_label(o.policy_sha256) + "\"} 1\n";
+    out += "nri_qos_build_info{version=\"" + nriqos::nri::prom_label(o.version) + "\",policy_sha256=\"" + nriqos::nri::prom_label(o.policy_sha256) +
+           "\"} 1\n";
     return out;
 }
 

@@ -29,7 +29,7 @@
 #include "os/clock.hpp"
 #include "os/fd.hpp"
 
-namespace nri {
+namespace nriqos::nri {
 
 namespace {
 
@@ -412,4 +412,4 @@ InProcessEval pipeline_evaluator(const nriqos::Options& base) {
     return e;
 }
 
-}  // namespace nri
+}  // namespace nriqos::nri

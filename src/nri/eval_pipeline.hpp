@@ -9,7 +9,7 @@
 #include "nri/evaluator.hpp"
 #include "event/pipeline.hpp"
 
-namespace nri {
+namespace nriqos::nri {
 
 /// Apply plugin-config child flags (as RelayOptions' config mapping produces them:
 /// "--policy" FILE, "--cgroup-root" DIR, "--cgroup-layout" auto|v1|hybrid|v2, "--proc-root",
@@ -28,4 +28,4 @@ std::string apply_eval_flags(nriqos::Options& o, const std::vector<std::string>&
 /// already replies (pipeline.hpp Options::deliver, docs/native-nri.md "Timeline").
 InProcessEval pipeline_evaluator(const nriqos::Options& base);
 
-}  // namespace nri
+}  // namespace nriqos::nri

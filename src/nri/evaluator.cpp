@@ -28,7 +28,7 @@
 
 extern char** environ;
 
-namespace nri {
+namespace nriqos::nri {
 
 void logf(const char* fmt, ...) {
     char buf[1024];
@@ -946,4 +946,4 @@ void Supervisor::stop_all() {
     }
 }
 
-}  // namespace nri
+}  // namespace nriqos::nri

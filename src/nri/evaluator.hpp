@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-namespace nri {
+namespace nriqos::nri {
 
 /// What a forked evaluator runs (fork mode). Both functions run only in the evaluator process,
 /// never in the relay.
@@ -378,4 +378,4 @@ private:
 /// supervisor write goes through here (one place to add timestamps or structure, issue #11).
 void logf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
-}  // namespace nri
+}  // namespace nriqos::nri

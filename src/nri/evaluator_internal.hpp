@@ -10,9 +10,9 @@
 // What runs inside those processes is in evaluator_procs.cpp.
 #pragma once
 
-namespace nri {
+namespace nriqos::nri {
 
 // Our ends of the pipes and sockets: non-blocking (evaluator.cpp).
 void set_nonblock(int fd);
 
-}  // namespace nri
+}  // namespace nriqos::nri

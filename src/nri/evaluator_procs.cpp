@@ -17,7 +17,7 @@
 
 #include "nri/failure_record.hpp"
 
-namespace nri::procs {
+namespace nriqos::nri::procs {
 
 namespace {
 
@@ -361,4 +361,4 @@ std::string describe_status(int status) {
     return "ended with wait status " + std::to_string(status);
 }
 
-}  // namespace nri::procs
+}  // namespace nriqos::nri::procs

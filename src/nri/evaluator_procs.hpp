@@ -14,7 +14,7 @@
 
 #include "nri/evaluator.hpp"
 
-namespace nri::procs {
+namespace nriqos::nri::procs {
 
 // Header the relay writes to a forked evaluator before the event: "NQEV", the evaluator's own
 // budget in ms (uint32, host order), 8 reserved bytes. A spare that reads EOF instead exits 0.
@@ -68,4 +68,4 @@ std::string describe_status(int status);
 /// `wait`, wait for it and return its exit status, else return its pid (or -1).
 int run_recorder(const InProcessEval& ev, const std::vector<std::string>& flags, const std::string& msg, bool wait);
 
-}  // namespace nri::procs
+}  // namespace nriqos::nri::procs

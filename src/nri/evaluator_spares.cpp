@@ -21,7 +21,7 @@
 #include "nri/failure_record.hpp"
 #include "os/clock.hpp"
 
-namespace nri {
+namespace nriqos::nri {
 
 namespace {
 
@@ -392,4 +392,4 @@ std::string Supervisor::record_failure(const std::string& msg) {
     return "";
 }
 
-}  // namespace nri
+}  // namespace nriqos::nri

@@ -17,7 +17,7 @@
 #include "event/publish.hpp"
 #include "os/clock.hpp"
 
-namespace nri {
+namespace nriqos::nri {
 
 namespace {
 
@@ -498,4 +498,4 @@ int publish_relay_failure(const std::string& msg, const nriqos::SinkPaths& paths
     return rc;
 }
 
-}  // namespace nri
+}  // namespace nriqos::nri

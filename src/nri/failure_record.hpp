@@ -23,7 +23,7 @@ namespace nriqos {
 struct SinkPaths;
 }
 
-namespace nri {
+namespace nriqos::nri {
 
 /// Largest failure message the keeper accepts, in bytes (the message is one SOCK_SEQPACKET
 /// datagram; longer ones are refused whole).
@@ -124,4 +124,4 @@ nriqos::MetricsEvent failure_metrics(const RelayFailure& f);
 /// where from) is searched for an adjustment-rejected failure's other plugin.
 int publish_relay_failure(const std::string& msg, const nriqos::SinkPaths& paths, const std::string& excerpt = "", const std::string& log_spec = "");
 
-}  // namespace nri
+}  // namespace nriqos::nri

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <utility>
 
-namespace nri {
+namespace nriqos::nri {
 
 namespace {
 
@@ -73,4 +73,4 @@ void mux_encode(uint32_t conn, const std::string& payload, std::string& out, siz
     }
 }
 
-}  // namespace nri
+}  // namespace nriqos::nri

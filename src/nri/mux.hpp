@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace nri {
+namespace nriqos::nri {
 
 /// Logical connection ids of the NRI mux (same numbers on both sides).
 constexpr uint32_t kPluginServiceConn = 1;  ///< plugin serves nri.pkg.api.v1alpha1.Plugin
@@ -77,4 +77,4 @@ void mux_encode(uint32_t conn, const std::string& payload, std::string& out, siz
 /// Write the 8-byte big-endian mux header for (conn, len) into `dst`.
 void mux_put_header(unsigned char* dst, uint32_t conn, uint32_t len);
 
-}  // namespace nri
+}  // namespace nriqos::nri

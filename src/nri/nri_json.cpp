@@ -12,7 +12,7 @@
 #include "model/knobs.hpp"
 #include "os/json_print.hpp"
 
-namespace nri {
+namespace nriqos::nri {
 
 using nlohmann::json;
 
@@ -792,4 +792,4 @@ bool adjustment_from_json(const nlohmann::json& j, pb::ContainerAdjustment& out,
     }
 }
 
-}  // namespace nri
+}  // namespace nriqos::nri

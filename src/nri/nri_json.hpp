@@ -21,7 +21,7 @@
 
 #include "nri/nri.pb.h"
 
-namespace nri {
+namespace nriqos::nri {
 
 namespace pb = ::nri::pkg::api::v1alpha1;
 
@@ -88,4 +88,4 @@ bool resources_from_json(const nlohmann::json& j, pb::LinuxResources& out, std::
 /// Same error contract as resources_from_json. Never throws.
 bool adjustment_from_json(const nlohmann::json& j, pb::ContainerAdjustment& out, std::string& err, const std::string& path = "adjustment");
 
-}  // namespace nri
+}  // namespace nriqos::nri

@@ -37,7 +37,7 @@
 #include "nri/ttrpc.hpp"
 #include "os/clock.hpp"
 
-namespace nri {
+namespace nriqos::nri {
 
 namespace {
 
@@ -721,4 +721,4 @@ int run_relay(const RelayOptions& opts) {
     }
 }
 
-}  // namespace nri
+}  // namespace nriqos::nri

@@ -9,7 +9,7 @@
 
 #include "nri/evaluator.hpp"
 
-namespace nri {
+namespace nriqos::nri {
 
 /// The NRI protocol version this build's copy of the API speaks (src/nri/nri.proto: the
 /// messages and field numbers of containerd/nri v0.12.0 pkg/api/api.proto that nri-qos uses,
@@ -97,4 +97,4 @@ void relay_options_from_env(RelayOptions& o, const char* argv0);
 /// (mux frame > 16 MiB). Never throws.
 int run_relay(const RelayOptions& opts);
 
-}  // namespace nri
+}  // namespace nriqos::nri

@@ -16,7 +16,7 @@
 #include "nri/sync.hpp"
 #include "os/clock.hpp"
 
-namespace nri {
+namespace nriqos::nri {
 
 namespace {
 
@@ -376,4 +376,4 @@ void Relay::finish_event(Outcome& oc) {
     reply_ok(c.stream, reply);
 }
 
-}  // namespace nri
+}  // namespace nriqos::nri

@@ -30,7 +30,7 @@
 #include "nri/sync.hpp"
 #include "nri/ttrpc.hpp"
 
-namespace nri {
+namespace nriqos::nri {
 
 // Reply margin kept between the child's hard deadline and the runtime's request timeout, and
 // the head start the child's own deadline gets before our SIGKILL.
@@ -189,4 +189,4 @@ private:
     std::deque<std::string> adjusted_order_;
 };
 
-}  // namespace nri
+}  // namespace nriqos::nri

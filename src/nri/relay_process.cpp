@@ -24,7 +24,7 @@
 #include "os/sandbox.hpp"
 #include "records/record.hpp"
 
-namespace nri {
+namespace nriqos::nri {
 
 // Drop the page-table entries of our read-only, file-backed mappings (text, rodata) of the
 // executable. Start-up code (static initialisers, command-line parsing) is never run again, but
@@ -168,4 +168,4 @@ void relay_options_from_env(RelayOptions& o, const char* argv0) {
     else if (nri_form) o.plugin_idx = base.substr(0, 2);
 }
 
-}  // namespace nri
+}  // namespace nriqos::nri

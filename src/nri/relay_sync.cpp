@@ -16,7 +16,7 @@
 #include "nri/ttrpc.hpp"
 #include "os/clock.hpp"
 
-namespace nri {
+namespace nriqos::nri {
 
 // Synchronize (issue #20): the runtime's existing pods and containers, at registration (NRI
 // v0.7+; v0.6 only for external plugins) and at every reconnect. A part with more = true is
@@ -245,4 +245,4 @@ SyncPass* Relay::unreplied_pass() {
     return nullptr;
 }
 
-}  // namespace nri
+}  // namespace nriqos::nri

@@ -25,7 +25,7 @@
 #include "records/record.hpp"
 #include "os/clock.hpp"
 
-namespace nri {
+namespace nriqos::nri {
 
 namespace {
 
@@ -422,4 +422,4 @@ int run_relay_service(RelayOptions opts, const ServiceOptions& so) {
     return 0;
 }
 
-}  // namespace nri
+}  // namespace nriqos::nri

@@ -13,7 +13,7 @@
 
 #include "nri/relay.hpp"
 
-namespace nri {
+namespace nriqos::nri {
 
 /// Where the service keeps the relay's liveness, and what goes into it.
 struct ServiceOptions {
@@ -84,4 +84,4 @@ std::string prom_label(const std::string& v);
 /// 5 s for it to bind. Returns its pid, or -1 with `why` set (its one-line error).
 pid_t start_metrics_server(const ServiceOptions& so, const std::string& status_file, std::string& why);
 
-}  // namespace nri
+}  // namespace nriqos::nri

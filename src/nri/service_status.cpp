@@ -11,7 +11,7 @@
 
 #include "nri/service.hpp"
 
-namespace nri {
+namespace nriqos::nri {
 
 using nlohmann::json;
 
@@ -51,4 +51,4 @@ json read_service_status(const std::string& path, const std::string& proc_root) 
     return j;
 }
 
-}  // namespace nri
+}  // namespace nriqos::nri

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <unordered_map>
 
-namespace nri {
+namespace nriqos::nri {
 
 void sync_add_part(SyncPass& pass, pb::SynchronizeRequest& part) {
     ++pass.parts;
@@ -70,4 +70,4 @@ bool unsolicited_updates_safe(const std::string& nri_version) {
     return min > 12 || (min == 12 && patch >= 1);
 }
 
-}  // namespace nri
+}  // namespace nriqos::nri

@@ -13,7 +13,7 @@
 
 #include "nri/nri_json.hpp"
 
-namespace nri {
+namespace nriqos::nri {
 
 /// Bounds of one Synchronize pass (all its parts together). Past them the rest is not
 /// evaluated (logged and recorded once, reason "overloaded"); what was kept is.
@@ -91,4 +91,4 @@ void sync_plan(SyncPass& pass);
 /// relay's one path to the Runtime service refuses UpdateContainers unless this holds.
 bool unsolicited_updates_safe(const std::string& nri_version);
 
-}  // namespace nri
+}  // namespace nriqos::nri

@@ -5,7 +5,7 @@
 
 #include "nri/nri.pb.h"
 
-namespace nri {
+namespace nriqos::nri {
 namespace pb = ::nri::pkg::api::v1alpha1;
 
 const char* const kPluginService = "nri.pkg.api.v1alpha1.Plugin";
@@ -139,4 +139,4 @@ bool decode_response(const std::string& bytes, ResponseEnvelope& out) {
     return true;
 }
 
-}  // namespace nri
+}  // namespace nriqos::nri

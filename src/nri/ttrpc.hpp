@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace nri {
+namespace nriqos::nri {
 
 constexpr size_t kTtrpcHeaderSize = 10;
 /// ttrpc `messageLengthMax` (4 MiB); larger messages are discarded by the receiver.
@@ -113,4 +113,4 @@ private:
     uint32_t next_ = 1;
 };
 
-}  // namespace nri
+}  // namespace nriqos::nri

@@ -29,22 +29,22 @@ std::string pattern(size_t n, int seed) {
 // Collects the payload bytes per connection.
 struct Collector {
     std::map<uint32_t, std::string> got;
-    nri::MuxDecoder dec{[this](uint32_t c, const char* d, size_t n) { got[c].append(d, n); }};
+    nriqos::nri::MuxDecoder dec{[this](uint32_t c, const char* d, size_t n) { got[c].append(d, n); }};
 };
 
 }  // namespace
 
 TEST_CASE("mux: frame header is big-endian conn id and length", "[nri][mux]") {
     std::string out;
-    nri::mux_encode(2, "abc", out);
+    nriqos::nri::mux_encode(2, "abc", out);
     REQUIRE(out == bytes({0, 0, 0, 2, 0, 0, 0, 3}) + "abc");
 }
 
 TEST_CASE("mux: payloads are sent in chunks of at most 4096 bytes", "[nri][mux]") {
     std::string payload = pattern(10000, 1);
     std::string out;
-    nri::mux_encode(1, payload, out);
-    REQUIRE(out.size() == 10000 + 3 * nri::kMuxHeaderSize);
+    nriqos::nri::mux_encode(1, payload, out);
+    REQUIRE(out.size() == 10000 + 3 * nriqos::nri::kMuxHeaderSize);
     // frames: 4096, 4096, 1808
     CHECK(out.substr(0, 8) == bytes({0, 0, 0, 1, 0, 0, 0x10, 0x00}));
     CHECK(out.substr(8 + 4096, 8) == bytes({0, 0, 0, 1, 0, 0, 0x10, 0x00}));
@@ -54,20 +54,20 @@ TEST_CASE("mux: payloads are sent in chunks of at most 4096 bytes", "[nri][mux]"
     CHECK(c.got[1] == payload);
     // custom chunk size (used by tests to imitate small frames)
     std::string small;
-    nri::mux_encode(1, "0123456789", small, 3);
+    nriqos::nri::mux_encode(1, "0123456789", small, 3);
     CHECK(small.size() == 10 + 4 * 8);
     std::string empty;
-    nri::mux_encode(1, "", empty);
+    nriqos::nri::mux_encode(1, "", empty);
     CHECK(empty.empty());
 }
 
 TEST_CASE("mux: decoding is independent of how the stream is split", "[nri][mux]") {
     std::string stream;
     std::string p1 = pattern(5000, 7), p2 = "hello runtime", p3 = pattern(300, 9);
-    nri::mux_encode(1, p1, stream);
-    nri::mux_encode(2, p2, stream);
+    nriqos::nri::mux_encode(1, p1, stream);
+    nriqos::nri::mux_encode(2, p2, stream);
     stream += bytes({0, 0, 0, 1, 0, 0, 0, 0});  // empty frame is legal
-    nri::mux_encode(1, p3, stream);
+    nriqos::nri::mux_encode(1, p3, stream);
 
     SECTION("all frames in one read") {
         Collector c;
@@ -95,10 +95,10 @@ TEST_CASE("mux: decoding is independent of how the stream is split", "[nri][mux]
 
 TEST_CASE("mux: frames for connections that are not open are dropped", "[nri][mux]") {
     std::string stream;
-    nri::mux_encode(1, "one", stream);
-    nri::mux_encode(3, "three", stream);
-    nri::mux_encode(0, "zero", stream);
-    nri::mux_encode(2, "two", stream);
+    nriqos::nri::mux_encode(1, "one", stream);
+    nriqos::nri::mux_encode(3, "three", stream);
+    nriqos::nri::mux_encode(0, "zero", stream);
+    nriqos::nri::mux_encode(2, "two", stream);
     Collector c;
     REQUIRE(c.dec.feed(stream.data(), stream.size()));
     CHECK(c.got.count(3) == 0);
@@ -124,19 +124,20 @@ TEST_CASE("mux: a frame longer than 16 MiB is rejected with a clear error", "[nr
 }
 
 TEST_CASE("ttrpc: message header layout", "[nri][ttrpc]") {
-    std::string m = nri::ttrpc_encode(5, nri::kTtrpcResponse, 0, "abc");
+    std::string m = nriqos::nri::ttrpc_encode(5, nriqos::nri::kTtrpcResponse, 0, "abc");
     CHECK(m == bytes({0, 0, 0, 3, 0, 0, 0, 5, 2, 0}) + "abc");
-    std::string big = nri::ttrpc_encode(0x01020304, nri::kTtrpcRequest, 0, std::string(0x0105, 'z'));
+    std::string big = nriqos::nri::ttrpc_encode(0x01020304, nriqos::nri::kTtrpcRequest, 0, std::string(0x0105, 'z'));
     CHECK(big.substr(0, 10) == bytes({0, 0, 1, 5, 1, 2, 3, 4, 1, 0}));
 }
 
 TEST_CASE("ttrpc: reassembly across arbitrary splits", "[nri][ttrpc]") {
-    std::string s = nri::ttrpc_encode(1, nri::kTtrpcRequest, 0, pattern(700, 3)) + nri::ttrpc_encode(3, nri::kTtrpcRequest, 0, "") +
-                    nri::ttrpc_encode(5, nri::kTtrpcResponse, 0, "xyz");
+    std::string s = nriqos::nri::ttrpc_encode(1, nriqos::nri::kTtrpcRequest, 0, pattern(700, 3)) +
+                    nriqos::nri::ttrpc_encode(3, nriqos::nri::kTtrpcRequest, 0, "") +
+                    nriqos::nri::ttrpc_encode(5, nriqos::nri::kTtrpcResponse, 0, "xyz");
     for (size_t cut = 0; cut <= s.size(); ++cut) {
-        nri::TtrpcReassembler r;
-        std::vector<nri::TtrpcMessage> got;
-        nri::TtrpcMessage m;
+        nriqos::nri::TtrpcReassembler r;
+        std::vector<nriqos::nri::TtrpcMessage> got;
+        nriqos::nri::TtrpcMessage m;
         r.append(s.data(), cut);
         while (r.next(m)) got.push_back(m);
         r.append(s.data() + cut, s.size() - cut);
@@ -146,7 +147,7 @@ TEST_CASE("ttrpc: reassembly across arbitrary splits", "[nri][ttrpc]") {
         REQUIRE(got[0].payload == pattern(700, 3));
         REQUIRE(got[1].stream_id == 3);
         REQUIRE(got[1].payload.empty());
-        REQUIRE(got[2].type == nri::kTtrpcResponse);
+        REQUIRE(got[2].type == nriqos::nri::kTtrpcResponse);
         REQUIRE(got[2].payload == "xyz");
         REQUIRE(r.buffered() == 0);
         REQUIRE(r.capacity() < 64);  // buffer released after the last complete message
@@ -154,13 +155,13 @@ TEST_CASE("ttrpc: reassembly across arbitrary splits", "[nri][ttrpc]") {
 }
 
 TEST_CASE("ttrpc: a message over 4 MiB is skipped and reported once", "[nri][ttrpc]") {
-    uint32_t len = nri::kTtrpcMaxMessage + 1;
+    uint32_t len = nriqos::nri::kTtrpcMaxMessage + 1;
     std::string hdr = bytes({int(len >> 24), int((len >> 16) & 0xff), int((len >> 8) & 0xff), int(len & 0xff), 0, 0, 0, 7, 1, 0});
-    nri::TtrpcReassembler r;
+    nriqos::nri::TtrpcReassembler r;
     r.append(hdr.data(), hdr.size());
     std::string body(len, 'q');
     r.append(body.data(), 1000);
-    nri::TtrpcMessage m;
+    nriqos::nri::TtrpcMessage m;
     REQUIRE(r.next(m));
     CHECK(m.oversized);
     CHECK(m.stream_id == 7);
@@ -169,7 +170,7 @@ TEST_CASE("ttrpc: a message over 4 MiB is skipped and reported once", "[nri][ttr
     // the rest of the body is discarded in pieces, then normal messages continue
     r.append(body.data() + 1000, len - 1000 - 10);
     CHECK(r.buffered() == 0);
-    std::string tail = body.substr(0, 10) + nri::ttrpc_encode(9, nri::kTtrpcRequest, 0, "ok");
+    std::string tail = body.substr(0, 10) + nriqos::nri::ttrpc_encode(9, nriqos::nri::kTtrpcRequest, 0, "ok");
     r.append(tail.data(), tail.size());
     REQUIRE(r.next(m));
     CHECK_FALSE(m.oversized);
@@ -181,42 +182,42 @@ TEST_CASE("ttrpc: request envelope matches the containerd capture", "[nri][ttrpc
     pb::RegisterPluginRequest reg;
     reg.set_plugin_name("pyref");
     reg.set_plugin_idx("10");
-    std::string env = nri::encode_request(nri::kRuntimeService, "RegisterPlugin", reg.SerializeAsString());
+    std::string env = nriqos::nri::encode_request(nriqos::nri::kRuntimeService, "RegisterPlugin", reg.SerializeAsString());
     std::string want = bytes({0x0a, 0x1c}) + "nri.pkg.api.v1alpha1.Runtime" + bytes({0x12, 0x0e}) + "RegisterPlugin" +
                        bytes({0x1a, 0x0b, 0x0a, 0x05}) + "pyref" + bytes({0x12, 0x02}) + "10";
     CHECK(env.size() == 59);
     CHECK(env == want);
-    nri::RequestEnvelope d;
-    REQUIRE(nri::decode_request(nri::encode_request("s", "m", "p", 1999972404), d));
+    nriqos::nri::RequestEnvelope d;
+    REQUIRE(nriqos::nri::decode_request(nriqos::nri::encode_request("s", "m", "p", 1999972404), d));
     CHECK(d.service == "s");
     CHECK(d.method == "m");
     CHECK(d.payload == "p");
     CHECK(d.timeout_nano == 1999972404);
-    CHECK_FALSE(nri::decode_request(bytes({0x0a, 0x7f, 'x'}), d));  // truncated field
+    CHECK_FALSE(nriqos::nri::decode_request(bytes({0x0a, 0x7f, 'x'}), d));  // truncated field
 }
 
 TEST_CASE("ttrpc: response envelopes and status codes", "[nri][ttrpc]") {
-    CHECK(nri::encode_ok_response("").empty());  // Empty reply: zero-length ttrpc payload
+    CHECK(nriqos::nri::encode_ok_response("").empty());  // Empty reply: zero-length ttrpc payload
     pb::ConfigureResponse cr;
     cr.set_events(0x2b);
     CHECK(cr.SerializeAsString() == bytes({0x10, 0x2b}));
-    CHECK(nri::encode_ok_response(cr.SerializeAsString()) == bytes({0x12, 0x02, 0x10, 0x2b}));
-    std::string err = nri::encode_error_response(nri::kCodeUnknown, "no");
+    CHECK(nriqos::nri::encode_ok_response(cr.SerializeAsString()) == bytes({0x12, 0x02, 0x10, 0x2b}));
+    std::string err = nriqos::nri::encode_error_response(nriqos::nri::kCodeUnknown, "no");
     CHECK(err == bytes({0x0a, 0x06, 0x08, 0x02, 0x12, 0x02}) + "no");
-    nri::ResponseEnvelope r;
-    REQUIRE(nri::decode_response(err, r));
+    nriqos::nri::ResponseEnvelope r;
+    REQUIRE(nriqos::nri::decode_response(err, r));
     CHECK(r.code == 2);
     CHECK(r.message == "no");
-    REQUIRE(nri::decode_response("", r));
+    REQUIRE(nriqos::nri::decode_response("", r));
     CHECK(r.code == 0);
-    REQUIRE(nri::decode_response(bytes({0x0a, 0x00, 0x12, 0x02, 0x10, 0x2b}), r));  // status {} = OK
+    REQUIRE(nriqos::nri::decode_response(bytes({0x0a, 0x00, 0x12, 0x02, 0x10, 0x2b}), r));  // status {} = OK
     CHECK(r.code == 0);
     CHECK(r.payload == bytes({0x10, 0x2b}));
-    CHECK(nri::kCodeUnimplemented == 12);
+    CHECK(nriqos::nri::kCodeUnimplemented == 12);
 }
 
 TEST_CASE("ttrpc: client stream ids are odd and increasing", "[nri][ttrpc]") {
-    nri::StreamIds ids;
+    nriqos::nri::StreamIds ids;
     CHECK(ids.next() == 1);
     CHECK(ids.next() == 3);
     CHECK(ids.next() == 5);

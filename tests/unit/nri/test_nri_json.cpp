@@ -41,7 +41,7 @@ const char* kFullAdjustment = R"({
 std::string map_error(const std::string& text) {
     pb::ContainerAdjustment a;
     std::string err;
-    bool ok = nri::adjustment_from_json(json::parse(text), a, err);
+    bool ok = nriqos::nri::adjustment_from_json(json::parse(text), a, err);
     return ok ? std::string("OK") : err;
 }
 
@@ -50,7 +50,7 @@ std::string map_error(const std::string& text) {
 TEST_CASE("json: every adjustment field maps to protobuf", "[nri][json]") {
     pb::ContainerAdjustment a;
     std::string err;
-    REQUIRE(nri::adjustment_from_json(json::parse(kFullAdjustment), a, err));
+    REQUIRE(nriqos::nri::adjustment_from_json(json::parse(kFullAdjustment), a, err));
     CHECK(err.empty());
     CHECK(a.annotations().at("k") == "v");
     CHECK(a.annotations().at("nri-qos/class") == "be");
@@ -96,13 +96,13 @@ TEST_CASE("json: every adjustment field maps to protobuf", "[nri][json]") {
     CHECK(a.linux().oom_score_adj().value() == 1000);
 
     // and back: protobuf -> JSON reproduces the input exactly
-    CHECK(nri::adjustment_to_json(a) == json::parse(kFullAdjustment));
+    CHECK(nriqos::nri::adjustment_to_json(a) == json::parse(kFullAdjustment));
 }
 
 TEST_CASE("json: absent vs present-zero wrappers", "[nri][json]") {
     pb::ContainerAdjustment a;
     std::string err;
-    REQUIRE(nri::adjustment_from_json(json::parse(R"({"linux":{"resources":{"cpu":{"shares":{},"quota":null},"memory":{}}}})"), a, err));
+    REQUIRE(nriqos::nri::adjustment_from_json(json::parse(R"({"linux":{"resources":{"cpu":{"shares":{},"quota":null},"memory":{}}}})"), a, err));
     const auto& c = a.linux().resources().cpu();
     CHECK(c.has_shares());  // {} = Go omitempty of value 0: present, set to 0
     CHECK(c.shares().value() == 0);
@@ -112,21 +112,21 @@ TEST_CASE("json: absent vs present-zero wrappers", "[nri][json]") {
     CHECK_FALSE(a.linux().has_oom_score_adj());
     CHECK(a.annotations().empty());
     // null / empty adjustments are valid and empty
-    REQUIRE(nri::adjustment_from_json(json(), a, err));
+    REQUIRE(nriqos::nri::adjustment_from_json(json(), a, err));
     CHECK(a.ByteSizeLong() == 0);
-    REQUIRE(nri::adjustment_from_json(json::object(), a, err));
+    REQUIRE(nriqos::nri::adjustment_from_json(json::object(), a, err));
     CHECK(a.ByteSizeLong() == 0);
 }
 
 TEST_CASE("json: 64-bit integers are accepted as numbers or decimal strings", "[nri][json]") {
     pb::LinuxResources r;
     std::string err;
-    REQUIRE(nri::resources_from_json(json::parse(R"({
+    REQUIRE(nriqos::nri::resources_from_json(json::parse(R"({
       "cpu": {"quota": {"value": "-1"}, "shares": {"value": "18446744073709551615"}},
       "memory": {"limit": {"value": "9223372036854775807"}},
       "hugepage_limits": [{"page_size": "2MB", "limit": "4096"}],
       "pids": {"limit": "-1"}})"),
-                                     r, err));
+                                             r, err));
     CHECK(r.cpu().quota().value() == -1);
     CHECK(r.cpu().shares().value() == 18446744073709551615ULL);
     CHECK(r.memory().limit().value() == 9223372036854775807LL);
@@ -166,7 +166,7 @@ TEST_CASE("json: wrong types and unknown keys are rejected with the JSON path", 
 
     pb::LinuxResources r;
     std::string err;
-    CHECK_FALSE(nri::resources_from_json(json::parse(R"({"cpu":{"period":{"value":-5}}})"), r, err));
+    CHECK_FALSE(nriqos::nri::resources_from_json(json::parse(R"({"cpu":{"period":{"value":-5}}})"), r, err));
     CHECK_THAT(err, Catch::StartsWith("update.cpu.period.value"));
 }
 
@@ -191,7 +191,7 @@ TEST_CASE("json: pod sandbox in NRI Go JSON", "[nri][json]") {
     ns->set_type("network");
     ns->set_path("/proc/4242/ns/net");
 
-    json j = nri::pod_to_json(p);
+    json j = nriqos::nri::pod_to_json(p);
     CHECK(j == json::parse(R"({
     "id": "sb1", "name": "web", "uid": "uid-1", "namespace": "default",
     "labels": {"app": "web"}, "annotations": {"io.kubernetes.cri.sandbox-id": "sb1"},
@@ -204,7 +204,7 @@ TEST_CASE("json: pod sandbox in NRI Go JSON", "[nri][json]") {
               "resources": {"cpu": {"shares": {"value": 2}}}},
     "pid": 4242, "ips": ["10.0.0.5"]})"));
     // empty fields are omitted like Go's omitempty
-    CHECK(nri::pod_to_json(pb::PodSandbox()) == json::object());
+    CHECK(nriqos::nri::pod_to_json(pb::PodSandbox()) == json::object());
 }
 
 TEST_CASE("json: container and linux resources in NRI Go JSON", "[nri][json]") {
@@ -222,7 +222,7 @@ TEST_CASE("json: container and linux resources in NRI Go JSON", "[nri][json]") {
     r->mutable_memory();
     auto* d = r->add_devices();
     d->set_access("rwm");
-    json j = nri::container_to_json(c);
+    json j = nriqos::nri::container_to_json(c);
     CHECK(j == json::parse(R"({
     "id": "c1", "pod_sandbox_id": "sb1", "name": "app", "state": 1,
     "labels": {"io.cri-containerd.kind": "container"},
@@ -235,8 +235,8 @@ TEST_CASE("json: container and linux resources in NRI Go JSON", "[nri][json]") {
     json full = json::parse(kFullAdjustment)["linux"]["resources"];
     pb::LinuxResources res;
     std::string err;
-    REQUIRE(nri::resources_from_json(full, res, err));
-    CHECK(nri::resources_to_json(res) == full);
+    REQUIRE(nriqos::nri::resources_from_json(full, res, err));
+    CHECK(nriqos::nri::resources_to_json(res) == full);
 }
 
 // ------------------------------------------------------------------ print_event (no DOM)
@@ -270,7 +270,7 @@ void namespaces_from(const json& j, google::protobuf::RepeatedPtrField<pb::Linux
 }
 void resources_from(const json& j, pb::LinuxResources* r) {
     std::string err;
-    REQUIRE(nri::resources_from_json(j, *r, err, "resources"));
+    REQUIRE(nriqos::nri::resources_from_json(j, *r, err, "resources"));
 }
 pb::PodSandbox pod_from(const json& j) {
     pb::PodSandbox p;
@@ -321,13 +321,13 @@ pb::Container container_from(const json& j) {
 std::string printed(const std::string& event, const std::string& rt_name, const std::string& rt_version, const pb::PodSandbox& pod,
                     const pb::Container* ctr, const pb::LinuxResources* res) {
     std::string out = "prefix:";  // appends, never clears
-    nri::print_event(out, event, rt_name, rt_version, pod, ctr, res);
+    nriqos::nri::print_event(out, event, rt_name, rt_version, pod, ctr, res);
     REQUIRE(out.compare(0, 7, "prefix:") == 0);
     return out.substr(7);
 }
 std::string dom_dump(const std::string& event, const std::string& rt_name, const std::string& rt_version, const pb::PodSandbox& pod,
                      const pb::Container* ctr, const pb::LinuxResources* res) {
-    return nri::event_to_json(event, rt_name, rt_version, pod, ctr, res).dump();
+    return nriqos::nri::event_to_json(event, rt_name, rt_version, pod, ctr, res).dump();
 }
 
 // Every LinuxResources field set, with extreme values.
@@ -479,7 +479,7 @@ TEST_CASE("json: print_event is byte-identical to the DOM's dump for hostile and
             CHECK(printed(ev, "containerd", s, p, nullptr, &upd) == dom_dump(ev, "containerd", s, p, nullptr, &upd));
         }
         // What the evaluator reads back is the same document.
-        CHECK(json::parse(printed("CreateContainer", s, s, p, &c, &upd)) == nri::event_to_json("CreateContainer", s, s, p, &c, &upd));
+        CHECK(json::parse(printed("CreateContainer", s, s, p, &c, &upd)) == nriqos::nri::event_to_json("CreateContainer", s, s, p, &c, &upd));
     }
 }
 
@@ -491,7 +491,7 @@ TEST_CASE("json: print_event replaces invalid UTF-8 where dump() would throw", "
         "bad\xff\xfe"
         "end");
     (*p.mutable_labels())["k\xc3"] = "v";
-    json dom = nri::event_to_json("RunPodSandbox", "", "", p, nullptr, nullptr);
+    json dom = nriqos::nri::event_to_json("RunPodSandbox", "", "", p, nullptr, nullptr);
     CHECK_THROWS(dom.dump());
     CHECK(printed("RunPodSandbox", "", "", p, nullptr, nullptr) == dom.dump(-1, ' ', false, json::error_handler_t::replace));
 }
@@ -536,7 +536,7 @@ TEST_CASE("json: parse_answer keeps what json::parse gives for the members the r
     };
     for (const auto& t : texts) {
         INFO(t);
-        json got = nri::parse_answer(t), want = reference(t);
+        json got = nriqos::nri::parse_answer(t), want = reference(t);
         REQUIRE_FALSE(want.is_discarded());
         CHECK(got == want);
         CHECK(got.dump() == want.dump());
@@ -549,11 +549,11 @@ TEST_CASE("json: parse_answer keeps what json::parse gives for the members the r
           std::string(R"({"writes":[1 2]})"), std::string(R"({"error":"")"), std::string("{\"metadata\":\"ctl \x01\"}"), std::string("garbage")}) {
         INFO(t);
         CHECK(json::parse(t, nullptr, false).is_discarded());
-        CHECK(nri::parse_answer(t).is_discarded());
+        CHECK(nriqos::nri::parse_answer(t).is_discarded());
     }
     // Deep nesting inside a skipped member.
     std::string deep = R"({"metadata":)" + std::string(5000, '[') + std::string(5000, ']') + R"(,"error":"e"})";
-    CHECK(nri::parse_answer(deep) == json::parse(R"({"error":"e"})"));
+    CHECK(nriqos::nri::parse_answer(deep) == json::parse(R"({"error":"e"})"));
 }
 
 // Issue 19 §2: the fuzz smoke of nri_json found an adjustment key with a newline printed raw
@@ -579,7 +579,7 @@ TEST_CASE("json: keys from the input are escaped in errors (one line)", "[nri][j
     bad[std::string("\xff\n", 2)] = 1;
     pb::ContainerAdjustment a;
     std::string err;
-    CHECK_FALSE(nri::adjustment_from_json(bad, a, err));
+    CHECK_FALSE(nriqos::nri::adjustment_from_json(bad, a, err));
     CHECK(err.find('\n') == std::string::npos);
     CHECK_THAT(err, Catch::Contains("unknown field"));
     // The shared escaper itself.
@@ -638,11 +638,11 @@ const Field* get(const std::vector<Field>& fs, uint32_t n) {
 TEST_CASE("json: process knobs encode with NRI's field numbers", "[nri][json][process]") {
     pb::ContainerAdjustment a;
     std::string err;
-    REQUIRE(nri::adjustment_from_json(json::parse(R"({"linux": {
+    REQUIRE(nriqos::nri::adjustment_from_json(json::parse(R"({"linux": {
       "scheduler": {"policy": "SCHED_IDLE", "nice": -5},
       "io_priority": {"class": "IOPRIO_CLASS_IDLE", "priority": 0},
       "memory_policy": {"mode": "MPOL_BIND", "nodes": "0-1"}}})"),
-                                      a, err));
+                                              a, err));
     INFO(err);
     std::string wire = a.SerializeAsString();
     auto top = fields(wire);
@@ -661,12 +661,12 @@ TEST_CASE("json: process knobs encode with NRI's field numbers", "[nri][json][pr
     CHECK(get(mp, 1)->varint == 2);  // MPOL_BIND
     CHECK(get(mp, 2)->bytes == "0-1");
     // and back, by NRI's names
-    json back = nri::adjustment_to_json(a);
+    json back = nriqos::nri::adjustment_to_json(a);
     CHECK(back["linux"]["scheduler"]["policy"] == "SCHED_IDLE");
     CHECK(back["linux"]["io_priority"]["class"] == "IOPRIO_CLASS_IDLE");
     CHECK(back["linux"]["memory_policy"] == json({{"mode", "MPOL_BIND"}, {"nodes", "0-1"}}));
     // numbers are accepted as well (Go's encoding/json writes enums as numbers)
-    REQUIRE(nri::adjustment_from_json(json::parse(R"({"linux": {"scheduler": {"policy": 4}}})"), a, err));
+    REQUIRE(nriqos::nri::adjustment_from_json(json::parse(R"({"linux": {"scheduler": {"policy": 4}}})"), a, err));
     CHECK(a.linux().scheduler().policy() == 4);
 }
 

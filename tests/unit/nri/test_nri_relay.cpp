@@ -102,7 +102,7 @@ std::string fake_child_script(const std::string& dir) {
 // The test's side of the trunk: a minimal "containerd".
 class FakeRuntime {
 public:
-    explicit FakeRuntime(nri::RelayOptions opts, const std::string& log_path = "") {
+    explicit FakeRuntime(nriqos::nri::RelayOptions opts, const std::string& log_path = "") {
         int sv[2];
         REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
         pid_ = fork();
@@ -115,7 +115,7 @@ public:
             }
             int fd = dup(sv[1]);  // like containerd's ExtraFiles: the plugin's fd is not close-on-exec
             opts.fd = fd;
-            _exit(nri::run_relay(opts));
+            _exit(nriqos::nri::run_relay(opts));
         }
         close(sv[1]);
         fd_ = sv[0];
@@ -165,15 +165,17 @@ public:
     }
 
     void request(uint32_t stream, const std::string& method, const std::string& payload, int64_t timeout_nano = 2000000000,
-                 const std::string& service = nri::kPluginService, size_t chunk = nri::kMuxSendChunk) {
+                 const std::string& service = nriqos::nri::kPluginService, size_t chunk = nriqos::nri::kMuxSendChunk) {
         std::string out;
-        nri::mux_encode(nri::kPluginServiceConn,
-                        nri::ttrpc_encode(stream, nri::kTtrpcRequest, 0, nri::encode_request(service, method, payload, timeout_nano)), out, chunk);
+        nriqos::nri::mux_encode(
+            nriqos::nri::kPluginServiceConn,
+            nriqos::nri::ttrpc_encode(stream, nriqos::nri::kTtrpcRequest, 0, nriqos::nri::encode_request(service, method, payload, timeout_nano)),
+            out, chunk);
         send_raw(out);
     }
 
     // Next ttrpc message on `conn`, waiting at most timeout_ms. False on timeout or EOF.
-    bool next(uint32_t conn, nri::TtrpcMessage& m, int timeout_ms = 3000) {
+    bool next(uint32_t conn, nriqos::nri::TtrpcMessage& m, int timeout_ms = 3000) {
         int64_t end = mono_ms() + timeout_ms;
         for (;;) {
             for (auto it = inbox_.begin(); it != inbox_.end(); ++it) {
@@ -195,33 +197,33 @@ public:
             }
             REQUIRE(mux_.feed(buf, size_t(n)));
             for (uint32_t c = 1; c <= 2; ++c) {
-                nri::TtrpcMessage x;
+                nriqos::nri::TtrpcMessage x;
                 while (conns_[c - 1].next(x)) inbox_.emplace_back(c, std::move(x));
             }
         }
     }
 
     // Reply on conn 1 for `stream`; returns the decoded envelope.
-    nri::ResponseEnvelope reply(uint32_t stream, int timeout_ms = 3000) {
-        nri::TtrpcMessage m;
-        REQUIRE(next(nri::kPluginServiceConn, m, timeout_ms));
-        REQUIRE(m.type == nri::kTtrpcResponse);
+    nriqos::nri::ResponseEnvelope reply(uint32_t stream, int timeout_ms = 3000) {
+        nriqos::nri::TtrpcMessage m;
+        REQUIRE(next(nriqos::nri::kPluginServiceConn, m, timeout_ms));
+        REQUIRE(m.type == nriqos::nri::kTtrpcResponse);
         REQUIRE(m.flags == 0);
         REQUIRE(m.stream_id == stream);
-        nri::ResponseEnvelope r;
-        REQUIRE(nri::decode_response(m.payload, r));
+        nriqos::nri::ResponseEnvelope r;
+        REQUIRE(nriqos::nri::decode_response(m.payload, r));
         return r;
     }
 
     // Answer RegisterPlugin and run Configure; returns the subscribed event mask.
     int handshake(const std::string& config = "", const std::string& version = "1.7.24~ds1", const std::string& nri_version = "",
                   int64_t request_timeout_ms = 0) {
-        nri::TtrpcMessage m;
-        REQUIRE(next(nri::kRuntimeServiceConn, m));
-        REQUIRE(m.type == nri::kTtrpcRequest);
+        nriqos::nri::TtrpcMessage m;
+        REQUIRE(next(nriqos::nri::kRuntimeServiceConn, m));
+        REQUIRE(m.type == nriqos::nri::kTtrpcRequest);
         REQUIRE(m.stream_id == 1);
         std::string out;
-        nri::mux_encode(nri::kRuntimeServiceConn, nri::ttrpc_encode(1, nri::kTtrpcResponse, 0, ""), out);
+        nriqos::nri::mux_encode(nriqos::nri::kRuntimeServiceConn, nriqos::nri::ttrpc_encode(1, nriqos::nri::kTtrpcResponse, 0, ""), out);
         send_raw(out);
         pb::ConfigureRequest cfg;
         cfg.set_config(config);
@@ -230,7 +232,7 @@ public:
         if (!nri_version.empty()) cfg.set_nri_version(nri_version);
         if (request_timeout_ms > 0) cfg.set_request_timeout(request_timeout_ms);
         request(1, "Configure", cfg.SerializeAsString(), 1999972404);
-        nri::ResponseEnvelope r = reply(1);
+        nriqos::nri::ResponseEnvelope r = reply(1);
         REQUIRE(r.code == 0);
         pb::ConfigureResponse cr;
         REQUIRE(cr.ParseFromString(r.payload));
@@ -263,9 +265,9 @@ private:
     int fd_ = -1;
     bool reaped_ = false;
     bool eof_ = false;
-    nri::TtrpcReassembler conns_[2];
-    nri::MuxDecoder mux_{[this](uint32_t c, const char* d, size_t n) { conns_[c - 1].append(d, n); }};
-    std::deque<std::pair<uint32_t, nri::TtrpcMessage>> inbox_;
+    nriqos::nri::TtrpcReassembler conns_[2];
+    nriqos::nri::MuxDecoder mux_{[this](uint32_t c, const char* d, size_t n) { conns_[c - 1].append(d, n); }};
+    std::deque<std::pair<uint32_t, nriqos::nri::TtrpcMessage>> inbox_;
 };
 
 pb::PodSandbox make_pod(const std::string& mode) {
@@ -297,8 +299,8 @@ void put_file(const std::string& path, const std::string& text) {
 
 // Fake in-process evaluator (fork mode): the same behaviours as fake_child_script, run in the
 // relay's forked/cloned spare. prepare() records the flags, detach() that it ran.
-nri::InProcessEval fake_inproc(const std::string& dir) {
-    nri::InProcessEval e;
+nriqos::nri::InProcessEval fake_inproc(const std::string& dir) {
+    nriqos::nri::InProcessEval e;
     e.prepare = [dir](const std::vector<std::string>& flags, bool zygote) -> std::string {
         std::string line;
         for (const auto& f : flags) line += (line.empty() ? "" : " ") + f;
@@ -390,8 +392,8 @@ nri::InProcessEval fake_inproc(const std::string& dir) {
 
 // Relay options with the fake child: exec'd /bin/sh script, or (fork) the fake in-process
 // evaluator in forked spares.
-nri::RelayOptions child_opts(const std::string& dir, int deadline_ms = 1500, bool fork_mode = false) {
-    nri::RelayOptions o;
+nriqos::nri::RelayOptions child_opts(const std::string& dir, int deadline_ms = 1500, bool fork_mode = false) {
+    nriqos::nri::RelayOptions o;
     o.plugin_name = "nri-qos";
     o.plugin_idx = "10";
     o.child_argv = {"/bin/sh", "-c", fake_child_script(dir)};
@@ -409,16 +411,16 @@ bool process_gone(pid_t pid) {
 
 TEST_CASE("relay: RegisterPlugin is the first thing on the wire", "[nri][relay]") {
     TempDir t;
-    nri::RelayOptions o = child_opts(t.path);
+    nriqos::nri::RelayOptions o = child_opts(t.path);
     o.plugin_name = "qos-test";
     o.plugin_idx = "42";
     FakeRuntime rt(o);
-    nri::TtrpcMessage m;
-    REQUIRE(rt.next(nri::kRuntimeServiceConn, m));
-    CHECK(m.type == nri::kTtrpcRequest);
+    nriqos::nri::TtrpcMessage m;
+    REQUIRE(rt.next(nriqos::nri::kRuntimeServiceConn, m));
+    CHECK(m.type == nriqos::nri::kTtrpcRequest);
     CHECK(m.stream_id == 1);
-    nri::RequestEnvelope req;
-    REQUIRE(nri::decode_request(m.payload, req));
+    nriqos::nri::RequestEnvelope req;
+    REQUIRE(nriqos::nri::decode_request(m.payload, req));
     CHECK(req.service == "nri.pkg.api.v1alpha1.Runtime");
     CHECK(req.method == "RegisterPlugin");
     pb::RegisterPluginRequest reg;
@@ -456,13 +458,13 @@ TEST_CASE("relay: Configure subscribes exactly the handled events; bits >= 0x800
     FakeRuntime other(child_opts(t.path));  // another runtime (iSulad, CRI-O): the oldest NRI
     int mask = 0;
     {
-        nri::TtrpcMessage m;
-        REQUIRE(other.next(nri::kRuntimeServiceConn, m));
+        nriqos::nri::TtrpcMessage m;
+        REQUIRE(other.next(nriqos::nri::kRuntimeServiceConn, m));
         pb::ConfigureRequest cfg;
         cfg.set_runtime_name("iSulad");
         cfg.set_runtime_version("2.2.0");
         other.request(1, "Configure", cfg.SerializeAsString());
-        nri::ResponseEnvelope r = other.reply(1);
+        nriqos::nri::ResponseEnvelope r = other.reply(1);
         pb::ConfigureResponse cr;
         REQUIRE(cr.ParseFromString(r.payload));
         mask = cr.events();
@@ -492,7 +494,7 @@ TEST_CASE("relay: the NRI minor a runtime speaks, from NRI_version or containerd
     };
     for (const auto& c : cases) {
         CAPTURE(c.name, c.version, c.nri);
-        CHECK(nri::runtime_nri_minor(c.name, c.version, c.nri) == c.minor);
+        CHECK(nriqos::nri::runtime_nri_minor(c.name, c.version, c.nri) == c.minor);
     }
 }
 
@@ -502,7 +504,7 @@ TEST_CASE("relay: CreateContainer is evaluated by the child and adjusted", "[nri
     rt.handshake("{\"policy\": \"/etc/nri/test-policy.toml\", \"debug\": true}\n");
 
     rt.request(3, "CreateContainer", create_request(""));
-    nri::ResponseEnvelope r = rt.reply(3);
+    nriqos::nri::ResponseEnvelope r = rt.reply(3);
     REQUIRE(r.code == 0);
     pb::CreateContainerResponse rsp;
     REQUIRE(rsp.ParseFromString(r.payload));
@@ -534,7 +536,7 @@ TEST_CASE("relay: CreateContainer is evaluated by the child and adjusted", "[nri
 
 TEST_CASE("relay: command-line flags win over the plugin config", "[nri][relay]") {
     TempDir t;
-    nri::RelayOptions o = child_opts(t.path);
+    nriqos::nri::RelayOptions o = child_opts(t.path);
     o.child_argv.push_back("--policy=/cli.toml");  // becomes $0 of the sh script
     o.deadline_flag = "";
     FakeRuntime rt(o);
@@ -573,7 +575,7 @@ TEST_CASE("relay: child errors, hangs, garbage and crashes", "[nri][relay]") {
 
     SECTION("error from the policy -> status 2 with its message, relay stays") {
         rt.request(s += 2, "CreateContainer", create_request("error"));
-        nri::ResponseEnvelope r = rt.reply(s);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s);
         CHECK(r.code == 2);
         CHECK(r.message == "refused by test policy");
         CHECK(r.payload.empty());
@@ -581,7 +583,7 @@ TEST_CASE("relay: child errors, hangs, garbage and crashes", "[nri][relay]") {
     SECTION("hanging child is killed at the deadline; fail open; relay keeps serving") {
         int64_t t0 = mono_ms();
         rt.request(s += 2, "CreateContainer", create_request("hang"));
-        nri::ResponseEnvelope r = rt.reply(s, 3000);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s, 3000);
         int64_t took = mono_ms() - t0;
         CHECK(r.code == 0);
         CHECK(r.payload.empty());  // empty CreateContainerResponse
@@ -596,7 +598,7 @@ TEST_CASE("relay: child errors, hangs, garbage and crashes", "[nri][relay]") {
         }
         CHECK(gone);
         rt.request(s += 2, "CreateContainer", create_request(""));
-        nri::ResponseEnvelope r2 = rt.reply(s);
+        nriqos::nri::ResponseEnvelope r2 = rt.reply(s);
         CHECK(r2.code == 0);
         pb::CreateContainerResponse rsp;
         REQUIRE(rsp.ParseFromString(r2.payload));
@@ -610,19 +612,19 @@ TEST_CASE("relay: child errors, hangs, garbage and crashes", "[nri][relay]") {
     }
     SECTION("garbage output -> fail open") {
         rt.request(s += 2, "CreateContainer", create_request("garbage"));
-        nri::ResponseEnvelope r = rt.reply(s);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s);
         CHECK(r.code == 0);
         CHECK(r.payload.empty());
     }
     SECTION("crashing child -> fail open") {
         rt.request(s += 2, "CreateContainer", create_request("crash"));
-        nri::ResponseEnvelope r = rt.reply(s);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s);
         CHECK(r.code == 0);
         CHECK(r.payload.empty());
     }
     SECTION("adjustment with a wrong type -> treated as garbage") {
         rt.request(s += 2, "CreateContainer", create_request("badadj"));
-        nri::ResponseEnvelope r = rt.reply(s);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s);
         CHECK(r.code == 0);
         CHECK(r.payload.empty());
     }
@@ -631,7 +633,7 @@ TEST_CASE("relay: child errors, hangs, garbage and crashes", "[nri][relay]") {
         CHECK(rt.reply(s).code == 0);
         for (const char* mode : {"garbage", "crash", "hang"}) {
             rt.request(s += 2, "CreateContainer", create_request(mode));
-            nri::ResponseEnvelope r = rt.reply(s);
+            nriqos::nri::ResponseEnvelope r = rt.reply(s);
             CHECK(r.code == 2);
             CHECK_THAT(r.message, Catch::Contains("nri-qos") && Catch::Contains("CreateContainer"));
         }
@@ -653,7 +655,7 @@ TEST_CASE("relay: child errors, hangs, garbage and crashes", "[nri][relay]") {
         // The child's own deadline fired: its answer says "open" only because the deadline answer
         // is prepared before the policy is known. Under the cached "closed" it fails the event ...
         rt.request(s += 2, "CreateContainer", create_request("deadline"));
-        nri::ResponseEnvelope r = rt.reply(s);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s);
         CHECK(r.code == 2);
         CHECK_THAT(r.message, Catch::Contains("deadline"));
         // ... and a later crash still fails closed.
@@ -670,7 +672,7 @@ TEST_CASE("relay: child errors, hangs, garbage and crashes", "[nri][relay]") {
     }
     SECTION("a deadline answer under the default (open) mode is used as it is") {
         rt.request(s += 2, "CreateContainer", create_request("deadline"));
-        nri::ResponseEnvelope r = rt.reply(s);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s);
         CHECK(r.code == 0);
         CHECK(r.payload.empty());
     }
@@ -701,7 +703,7 @@ TEST_CASE("relay: UpdateContainer, StateChange, PostUpdateContainer, Synchronize
     req->mutable_cpu()->mutable_period()->set_value(0);
     req->mutable_memory()->mutable_limit()->set_value(128 << 20);
     rt.request(3, "UpdateContainer", up.SerializeAsString());
-    nri::ResponseEnvelope r = rt.reply(3);
+    nriqos::nri::ResponseEnvelope r = rt.reply(3);
     REQUIRE(r.code == 0);
     pb::UpdateContainerResponse ursp;
     REQUIRE(ursp.ParseFromString(r.payload));
@@ -824,7 +826,7 @@ TEST_CASE("relay: Synchronize evaluates every pod and container; updates in the 
     const bool fork_mode = GENERATE(false, true);
     CAPTURE(fork_mode);
     TempDir t;
-    nri::RelayOptions o = child_opts(t.path, 1500, fork_mode);
+    nriqos::nri::RelayOptions o = child_opts(t.path, 1500, fork_mode);
     o.debug = true;
     FakeRuntime rt(o, t.path + "/relay.log");
     rt.handshake("", "2.1.9~ds1");
@@ -834,7 +836,7 @@ TEST_CASE("relay: Synchronize evaluates every pod and container; updates in the 
     *p1.add_containers() = sync_ctr("ctr-a1", "sb-a", pb::CONTAINER_RUNNING);
     p1.set_more(true);
     rt.request(3, "Synchronize", p1.SerializeAsString());
-    nri::ResponseEnvelope r = rt.reply(3);
+    nriqos::nri::ResponseEnvelope r = rt.reply(3);
     REQUIRE(r.code == 0);
     pb::SynchronizeResponse rsp;
     REQUIRE(rsp.ParseFromString(r.payload));
@@ -885,9 +887,9 @@ TEST_CASE("relay service: reconnects after the runtime goes away; liveness on re
     std::strcpy(a.sun_path, sock.c_str());
     REQUIRE(bind(lfd, reinterpret_cast<struct sockaddr*>(&a), sizeof a) == 0);
     REQUIRE(listen(lfd, 4) == 0);
-    nri::RelayOptions o = child_opts(t.path);
+    nriqos::nri::RelayOptions o = child_opts(t.path);
     o.socket_path = sock;
-    nri::ServiceOptions so;
+    nriqos::nri::ServiceOptions so;
     so.status_file = t.path + "/state/relay.json";
     so.metrics_file = t.path + "/prom/nri_qos_relay.prom";
     so.version = "9.9.9";
@@ -899,7 +901,7 @@ TEST_CASE("relay service: reconnects after the runtime goes away; liveness on re
     if (svc == 0) {
         int fd = open((t.path + "/service.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd >= 0) dup2(fd, 2);
-        _exit(nri::run_relay_service(o, so));
+        _exit(nriqos::nri::run_relay_service(o, so));
     }
     auto accept_one = [&]() {
         struct pollfd p = {lfd, POLLIN, 0};
@@ -911,7 +913,7 @@ TEST_CASE("relay service: reconnects after the runtime goes away; liveness on re
     auto status_when = [&](const std::function<bool(const json&)>& ok) {
         json st;
         for (int64_t end = mono_ms() + 3000; mono_ms() < end; usleep(10000)) {
-            st = nri::read_service_status(so.status_file);
+            st = nriqos::nri::read_service_status(so.status_file);
             if (st.is_object() && !st.contains("error") && ok(st)) break;
         }
         return st;
@@ -933,7 +935,7 @@ TEST_CASE("relay service: reconnects after the runtime goes away; liveness on re
     *sync.add_pods() = make_pod("a");
     *sync.add_containers() = sync_ctr("ctr-a1", "sb-a", pb::CONTAINER_RUNNING);
     rt.request(3, "Synchronize", sync.SerializeAsString());
-    nri::ResponseEnvelope r = rt.reply(3, 5000);
+    nriqos::nri::ResponseEnvelope r = rt.reply(3, 5000);
     REQUIRE(r.code == 0);
     pb::SynchronizeResponse rsp;
     REQUIRE(rsp.ParseFromString(r.payload));
@@ -952,7 +954,7 @@ TEST_CASE("relay service: reconnects after the runtime goes away; liveness on re
     REQUIRE(w == svc);
     CHECK(WIFEXITED(stw));
     CHECK(WEXITSTATUS(stw) == 0);
-    st = nri::read_service_status(so.status_file);
+    st = nriqos::nri::read_service_status(so.status_file);
     CHECK_FALSE(st.value("registered", true));
     CHECK_FALSE(st.value("up", true));  // the service is gone
     CHECK_THAT(slurp(so.metrics_file), Catch::Contains("nri_qos_relay_up 0"));
@@ -961,36 +963,37 @@ TEST_CASE("relay service: reconnects after the runtime goes away; liveness on re
 }
 
 TEST_CASE("relay: unsolicited UpdateContainers only on NRI v0.12.1+ (containerd/containerd#13733)", "[nri][sync]") {
-    CHECK_FALSE(nri::unsolicited_updates_safe(""));
-    CHECK_FALSE(nri::unsolicited_updates_safe("v0.6.1"));
-    CHECK_FALSE(nri::unsolicited_updates_safe("v0.12.0"));
-    CHECK_FALSE(nri::unsolicited_updates_safe("v0.12"));
-    CHECK_FALSE(nri::unsolicited_updates_safe("garbage"));
-    CHECK(nri::unsolicited_updates_safe("v0.12.1"));
-    CHECK(nri::unsolicited_updates_safe("0.13.0"));
-    CHECK(nri::unsolicited_updates_safe("v1.0.0"));
+    CHECK_FALSE(nriqos::nri::unsolicited_updates_safe(""));
+    CHECK_FALSE(nriqos::nri::unsolicited_updates_safe("v0.6.1"));
+    CHECK_FALSE(nriqos::nri::unsolicited_updates_safe("v0.12.0"));
+    CHECK_FALSE(nriqos::nri::unsolicited_updates_safe("v0.12"));
+    CHECK_FALSE(nriqos::nri::unsolicited_updates_safe("garbage"));
+    CHECK(nriqos::nri::unsolicited_updates_safe("v0.12.1"));
+    CHECK(nriqos::nri::unsolicited_updates_safe("0.13.0"));
+    CHECK(nriqos::nri::unsolicited_updates_safe("v1.0.0"));
 }
 
 TEST_CASE("sync pass: bounded, pods first, containers without a cgroup skipped", "[nri][sync]") {
-    nri::SyncPass pass;
+    nriqos::nri::SyncPass pass;
     pb::SynchronizeRequest part;
     *part.add_pods() = make_pod("p");
     *part.add_containers() = sync_ctr("c-paused", "sb-p", pb::CONTAINER_PAUSED);
     *part.add_containers() = sync_ctr("c-unknown", "sb-p", pb::CONTAINER_UNKNOWN);
-    nri::sync_add_part(pass, part);
+    nriqos::nri::sync_add_part(pass, part);
     CHECK(part.pods_size() == 0);
-    nri::sync_plan(pass);
+    nriqos::nri::sync_plan(pass);
     REQUIRE(pass.items.size() == 2);
     CHECK(pass.items[0].ctr == -1);
     CHECK(pass.items[1].ctr == 0);
     REQUIRE(pass.skipped.size() == 1);
     CHECK_THAT(pass.skipped[0], Catch::Contains("c-unknown") && Catch::Contains("unknown"));
     // past the object bound: counted, not kept
-    nri::SyncPass big;
+    nriqos::nri::SyncPass big;
     pb::SynchronizeRequest many;
-    for (size_t i = 0; i < nri::kMaxSyncObjects + 3; ++i) *many.add_containers() = sync_ctr("c" + std::to_string(i), "sb-p", pb::CONTAINER_RUNNING);
-    nri::sync_add_part(big, many);
-    CHECK(big.containers.size() == nri::kMaxSyncObjects);
+    for (size_t i = 0; i < nriqos::nri::kMaxSyncObjects + 3; ++i)
+        *many.add_containers() = sync_ctr("c" + std::to_string(i), "sb-p", pb::CONTAINER_RUNNING);
+    nriqos::nri::sync_add_part(big, many);
+    CHECK(big.containers.size() == nriqos::nri::kMaxSyncObjects);
     CHECK(big.dropped == 3);
 }
 
@@ -1003,7 +1006,7 @@ TEST_CASE("relay: UpdatePodSandbox (NRI v0.10+) is evaluated; older runtimes nev
         FakeRuntime rt(child_opts(t.path));
         REQUIRE(rt.handshake("", "2.2.0") == 0xdad);
         rt.request(3, "UpdatePodSandbox", req.SerializeAsString());
-        nri::ResponseEnvelope r = rt.reply(3);
+        nriqos::nri::ResponseEnvelope r = rt.reply(3);
         CHECK(r.code == 0);
         CHECK(r.payload.empty());  // UpdatePodSandboxResponse{}
         json in = json::parse(slurp(t.path + "/stdin.json"));
@@ -1027,7 +1030,7 @@ TEST_CASE("relay: unknown methods and services answer UNIMPLEMENTED", "[nri][rel
     FakeRuntime rt(child_opts(t.path));
     rt.handshake();
     rt.request(3, "ValidateContainerAdjustment", "");  // NRI v0.11 validators: nri-qos is none
-    nri::ResponseEnvelope r = rt.reply(3);
+    nriqos::nri::ResponseEnvelope r = rt.reply(3);
     CHECK(r.code == 12);
     CHECK_THAT(r.message, Catch::Contains("ValidateContainerAdjustment"));
     rt.request(5, "Configure", "", 0, "some.other.Service");
@@ -1073,7 +1076,7 @@ TEST_CASE("relay: NRI v0.12 dedicated event RPCs are served like their StateChan
                 *p.mutable_pod() = pod;
                 return p.SerializeAsString();
             }());
-        nri::ResponseEnvelope r = rt.reply(stream);
+        nriqos::nri::ResponseEnvelope r = rt.reply(stream);
         stream += 2;
         CHECK(r.code == 0);
         CHECK(r.message.empty());
@@ -1110,7 +1113,7 @@ TEST_CASE("relay: NRI v0.12 dedicated event RPCs are served like their StateChan
         CAPTURE(m);
         ::unlink(input.c_str());
         rt.request(stream, m, start.SerializeAsString());
-        nri::ResponseEnvelope r = rt.reply(stream);
+        nriqos::nri::ResponseEnvelope r = rt.reply(stream);
         stream += 2;
         CHECK(r.code == 0);
         CHECK(r.payload.empty());
@@ -1128,7 +1131,7 @@ TEST_CASE("relay: NRI v0.12 dedicated event RPCs are served like their StateChan
     rm.mutable_container()->set_id("ctr-undo");
     rm.mutable_container()->set_name("app");
     rt.request(stream, "RemoveContainer", rm.SerializeAsString());
-    nri::ResponseEnvelope r = rt.reply(stream);
+    nriqos::nri::ResponseEnvelope r = rt.reply(stream);
     stream += 2;
     CHECK(r.code == 0);
     CHECK(r.payload.empty());
@@ -1168,12 +1171,12 @@ TEST_CASE("relay: requests split into tiny mux frames and queued while a child r
     FakeRuntime rt(child_opts(t.path, 1500, fork_mode));
     rt.handshake();
     // three requests back to back, 7-byte frames; answered in order, nothing lost
-    rt.request(3, "CreateContainer", create_request(""), 2000000000, nri::kPluginService, 7);
-    rt.request(5, "CreateContainer", create_request("error"), 2000000000, nri::kPluginService, 7);
-    rt.request(7, "CreateContainer", create_request(""), 2000000000, nri::kPluginService, 7);
+    rt.request(3, "CreateContainer", create_request(""), 2000000000, nriqos::nri::kPluginService, 7);
+    rt.request(5, "CreateContainer", create_request("error"), 2000000000, nriqos::nri::kPluginService, 7);
+    rt.request(7, "CreateContainer", create_request(""), 2000000000, nriqos::nri::kPluginService, 7);
     CHECK(rt.reply(3).code == 0);
     CHECK(rt.reply(5).code == 2);
-    nri::ResponseEnvelope r = rt.reply(7);
+    nriqos::nri::ResponseEnvelope r = rt.reply(7);
     CHECK(r.code == 0);
     CHECK_FALSE(r.payload.empty());
     CHECK(rt.close_and_wait() == 0);
@@ -1280,7 +1283,7 @@ TEST_CASE("relay (fork): every event in a process of its own, made ready before 
     std::vector<pid_t> seen;
     for (uint32_t s = 3; s <= 7; s += 2) {
         rt.request(s, "CreateContainer", create_request(""));
-        nri::ResponseEnvelope r = rt.reply(s);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s);
         REQUIRE(r.code == 0);
         pb::CreateContainerResponse rsp;
         REQUIRE(rsp.ParseFromString(r.payload));
@@ -1309,7 +1312,7 @@ TEST_CASE("relay (fork): dead spares and zygotes are replaced; a crash costs tha
     uint32_t s = 1;
     auto adjusted = [&](const std::string& mode) {
         rt.request(s += 2, "CreateContainer", create_request(mode));
-        nri::ResponseEnvelope r = rt.reply(s);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s);
         pb::CreateContainerResponse rsp;
         return r.code == 0 && rsp.ParseFromString(r.payload) && rsp.adjust().linux().resources().cpu().shares().value() == 2;
     };
@@ -1338,7 +1341,7 @@ TEST_CASE("relay (fork): dead spares and zygotes are replaced; a crash costs tha
     }
     SECTION("a crashing evaluator fails that event only") {
         rt.request(s += 2, "CreateContainer", create_request("crash"));
-        nri::ResponseEnvelope r = rt.reply(s);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s);
         CHECK(r.code == 0);
         CHECK(r.payload.empty());
         CHECK(adjusted(""));
@@ -1348,7 +1351,7 @@ TEST_CASE("relay (fork): dead spares and zygotes are replaced; a crash costs tha
     }
     SECTION("a complete answer counts without waiting for the exit") {
         rt.request(s += 2, "CreateContainer", create_request("exit3"));
-        nri::ResponseEnvelope r = rt.reply(s);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s);
         REQUIRE(r.code == 0);
         pb::CreateContainerResponse rsp;
         REQUIRE(rsp.ParseFromString(r.payload));
@@ -1396,8 +1399,8 @@ TEST_CASE("relay (fork): the real evaluator is confined before the event", "[nri
     mkdir((t.path + "/cg").c_str(), 0755);
     mkdir((t.path + "/outside").c_str(), 0755);
     nriqos::Options eo = scratch_eval_options(t.path);
-    nri::RelayOptions o = child_opts(t.path, 1500, true);
-    o.inproc = nri::pipeline_evaluator(eo);  // the real prepare (sandbox) and detach
+    nriqos::nri::RelayOptions o = child_opts(t.path, 1500, true);
+    o.inproc = nriqos::nri::pipeline_evaluator(eo);  // the real prepare (sandbox) and detach
     std::string dir = t.path;
     o.inproc.evaluate = [dir](int) -> int {  // instead of the pipeline: try what it must not do
         auto err = [](int rc) { return rc >= 0 ? std::string("ok") : std::string(strerrorname_np(errno)); };
@@ -1415,7 +1418,7 @@ TEST_CASE("relay (fork): the real evaluator is confined before the event", "[nri
     FakeRuntime rt(o, t.path + "/relay.log");
     rt.handshake();
     rt.request(3, "CreateContainer", create_request(""));
-    nri::ResponseEnvelope r = rt.reply(3);
+    nriqos::nri::ResponseEnvelope r = rt.reply(3);
     REQUIRE(r.code == 0);
     pb::CreateContainerResponse rsp;
     REQUIRE(rsp.ParseFromString(r.payload));
@@ -1443,8 +1446,8 @@ TEST_CASE("relay (fork): each spare of the zygote narrows to its own /proc/<pid>
     for (const char* d : {"/cg", "/outside", "/proc", "/proc/111", "/proc/222"}) mkdir((t.path + d).c_str(), 0755);
     for (const char* f : {"/proc/111/oom_score_adj", "/proc/222/oom_score_adj", "/proc/sysrq", "/outside/victim"}) put_file(t.path + f, "0");
     nriqos::Options eo = scratch_eval_options(t.path);
-    nri::RelayOptions o = child_opts(t.path, 1500, true);
-    o.inproc = nri::pipeline_evaluator(eo);  // the real prepare (zygote sandbox) and detach
+    nriqos::nri::RelayOptions o = child_opts(t.path, 1500, true);
+    o.inproc = nriqos::nri::pipeline_evaluator(eo);  // the real prepare (zygote sandbox) and detach
     std::string dir = t.path;
     o.inproc.evaluate = [dir](int) -> int {  // instead of the pipeline: narrow as it does, then try
         std::string in;
@@ -1474,7 +1477,7 @@ TEST_CASE("relay (fork): each spare of the zygote narrows to its own /proc/<pid>
     for (const char* mode : {"first", "second"}) {
         INFO(mode);
         rt.request(s, "CreateContainer", create_request(mode));
-        nri::ResponseEnvelope r = rt.reply(s);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s);
         s += 2;
         REQUIRE(r.code == 0);
         pb::CreateContainerResponse rsp;
@@ -1497,7 +1500,7 @@ TEST_CASE("relay: the zygote's prober compiles the policy (and its last good cop
     TempDir t;
     nriqos::Options eo = scratch_eval_options(t.path);
     const std::string lg = nriqos::last_good_dir_of(eo);
-    nri::InProcessEval ev = nri::pipeline_evaluator(eo);
+    nriqos::nri::InProcessEval ev = nriqos::nri::pipeline_evaluator(eo);
     auto policy = [&](int shares, const char* fail) {
         put_file(eo.policy, std::string("version = 1\n[settings]\ndefault_class = \"BE\"\nfail = \"") + fail +
                                 "\"\n[classes.BE.container]\ncpu_shares = " + std::to_string(shares) + "\n");
@@ -1536,13 +1539,13 @@ TEST_CASE("relay (fork): the real pipeline reads the policy file's current conte
     nriqos::Options eo = scratch_eval_options(t.path);
     eo.policy_from_flag = true;
     eo.layout = nriqos::Layout::V1;
-    nri::RelayOptions o = child_opts(t.path, 1500, true);
-    o.inproc = nri::pipeline_evaluator(eo);
+    nriqos::nri::RelayOptions o = child_opts(t.path, 1500, true);
+    o.inproc = nriqos::nri::pipeline_evaluator(eo);
     FakeRuntime rt(o, t.path + "/relay.log");
     rt.handshake();
     auto shares = [&](uint32_t s) {
         rt.request(s, "CreateContainer", create_request(""));
-        nri::ResponseEnvelope r = rt.reply(s);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s);
         pb::CreateContainerResponse rsp;
         if (r.code != 0 || !rsp.ParseFromString(r.payload)) return uint64_t(0);
         return uint64_t(rsp.adjust().linux().resources().cpu().shares().value());
@@ -1582,8 +1585,8 @@ TEST_CASE("relay (real pipeline): a fail-closed 10,000-rule policy just written 
     eo.layout = nriqos::Layout::V1;
     eo.last_good_dir_set = true;
     eo.last_good_dir = "";  // no last good copy
-    nri::RelayOptions o = child_opts(t.path, 1500, true);
-    o.inproc = nri::pipeline_evaluator(eo);
+    nriqos::nri::RelayOptions o = child_opts(t.path, 1500, true);
+    o.inproc = nriqos::nri::pipeline_evaluator(eo);
     FakeRuntime rt(o, t.path + "/relay.log");
     rt.handshake();
     rt.request(3, "CreateContainer", create_request(""));
@@ -1597,7 +1600,7 @@ TEST_CASE("relay (real pipeline): a fail-closed 10,000-rule policy just written 
     REQUIRE(rename((t.path + "/p.toml.tmp").c_str(), (t.path + "/p.toml").c_str()) == 0);
     int64_t t0 = mono_ms();
     rt.request(5, "CreateContainer", create_request(""));
-    nri::ResponseEnvelope r = rt.reply(5, 5000);
+    nriqos::nri::ResponseEnvelope r = rt.reply(5, 5000);
     CAPTURE(r.message, mono_ms() - t0);
     CHECK(r.code == 2);
     CHECK_THAT(r.message, Catch::Contains("while the policy was being compiled: fail-closed (the policy file's settings.fail, read ahead of "
@@ -1625,8 +1628,8 @@ struct RealRelay {
         eo.layout = layout;
         eo.event_log = t.path + "/events.log";  // the record of each event (never the node's own)
         eo.metrics_file = t.path + "/nri_qos.prom";
-        nri::RelayOptions o = child_opts(t.path, 1500, true);
-        o.inproc = nri::pipeline_evaluator(eo);
+        nriqos::nri::RelayOptions o = child_opts(t.path, 1500, true);
+        o.inproc = nriqos::nri::pipeline_evaluator(eo);
         o.inproc.synchronize_batch = sync_batch;  // false: one evaluator per pod and container (the old path)
         rt.reset(new FakeRuntime(o, t.path + "/relay.log"));
         mkdir((t.path + "/proc/4242").c_str(), 0755);
@@ -1672,7 +1675,7 @@ TEST_CASE("relay (real pipeline): updates keep the class in force; percentages f
         lr->mutable_memory()->mutable_limit()->set_value(0);
         lr->mutable_cpu()->set_cpus("1");
         rt.request(3, "UpdateContainer", up.SerializeAsString());
-        nri::ResponseEnvelope r = rt.reply(3);
+        nriqos::nri::ResponseEnvelope r = rt.reply(3);
         REQUIRE(r.code == 0);
         pb::UpdateContainerResponse rsp;
         REQUIRE(rsp.ParseFromString(r.payload));
@@ -1702,7 +1705,7 @@ TEST_CASE("relay (real pipeline): updates keep the class in force; percentages f
         lr->mutable_cpu()->mutable_period()->set_value(100000);
         lr->mutable_memory()->mutable_limit()->set_value(128 << 20);
         rt.request(3, "UpdateContainer", up.SerializeAsString());
-        nri::ResponseEnvelope r = rt.reply(3);
+        nriqos::nri::ResponseEnvelope r = rt.reply(3);
         REQUIRE(r.code == 0);
         pb::UpdateContainerResponse rsp;
         REQUIRE(rsp.ParseFromString(r.payload));
@@ -1767,7 +1770,7 @@ pb::SynchronizeResponse sync_node_in_parts(FakeRuntime& rt, const std::vector<pb
         // the runtime's context spans every part: what is left of its timeout (containerd: 2 s)
         int64_t left_ns = (runtime_timeout_ms - (mono_ms() - t0)) * 1000000;
         rt.request(stream, "Synchronize", req.SerializeAsString(), left_ns);
-        nri::ResponseEnvelope r = rt.reply(stream, int(runtime_timeout_ms + 3000));
+        nriqos::nri::ResponseEnvelope r = rt.reply(stream, int(runtime_timeout_ms + 3000));
         REQUIRE(r.code == 0);
         rsp.Clear();
         REQUIRE(rsp.ParseFromString(r.payload));
@@ -2029,8 +2032,8 @@ TEST_CASE("relay (real pipeline): Synchronize in one evaluator leaves what one e
 // Nothing is dropped: the reply carries every other container's update.
 TEST_CASE("relay (fork): the pass's one evaluator crashes; the rest are evaluated alone, the crasher recorded", "[nri][relay][sync]") {
     TempDir t;
-    nri::RelayOptions o = child_opts(t.path, 1500, true);
-    nri::InProcessEval single = o.inproc;
+    nriqos::nri::RelayOptions o = child_opts(t.path, 1500, true);
+    nriqos::nri::InProcessEval single = o.inproc;
     o.inproc.synchronize_batch = true;
     const std::string dir = t.path;
     o.inproc.evaluate = [single, dir](int budget_ms) -> int {
@@ -2038,7 +2041,7 @@ TEST_CASE("relay (fork): the pass's one evaluator crashes; the rest are evaluate
         char buf[65536];
         ssize_t n;
         while ((n = read(0, buf, sizeof buf)) > 0) in.append(buf, size_t(n));
-        if (in.compare(0, sizeof nri::kBatchHeader - 1, nri::kBatchHeader) != 0) {
+        if (in.compare(0, sizeof nriqos::nri::kBatchHeader - 1, nriqos::nri::kBatchHeader) != 0) {
             // one item: as the fake evaluator does (its stdin, again, through a pipe)
             int p[2];
             if (pipe(p) != 0) return 9;
@@ -2065,7 +2068,7 @@ TEST_CASE("relay (fork): the pass's one evaluator crashes; the rest are evaluate
             (void)w;
             ++k;
         }
-        std::string end = std::string(nri::kBatchEnd) + std::to_string(k) + "}\n";
+        std::string end = std::string(nriqos::nri::kBatchEnd) + std::to_string(k) + "}\n";
         ssize_t w = write(1, end.data(), end.size());
         (void)w;
         return 0;
@@ -2082,14 +2085,14 @@ TEST_CASE("relay (fork): the pass's one evaluator crashes; the rest are evaluate
     *req.add_containers() = sync_ctr("ctr-b1", "sb-b", pb::CONTAINER_RUNNING);
     *req.add_containers() = sync_ctr("ctr-b2", "sb-b", pb::CONTAINER_RUNNING);
     rt.request(3, "Synchronize", req.SerializeAsString(), 1900000000);
-    nri::ResponseEnvelope r = rt.reply(3, 5000);
+    nriqos::nri::ResponseEnvelope r = rt.reply(3, 5000);
     REQUIRE(r.code == 0);
     pb::SynchronizeResponse rsp;
     REQUIRE(rsp.ParseFromString(r.payload));
     std::string log = slurp(t.path + "/relay.log");
     INFO(log);
     // one evaluator got the whole pass (header: 7 items, the pids), and ended at the crasher
-    CHECK(slurp(t.path + "/batch.json").rfind(std::string(nri::kBatchHeader) + "7,", 0) == 0);
+    CHECK(slurp(t.path + "/batch.json").rfind(std::string(nriqos::nri::kBatchHeader) + "7,", 0) == 0);
     CHECK_THAT(log, Catch::Contains("after 1 answers; the other 6 are evaluated one by one"));
     std::set<std::string> updated;
     for (const auto& u : rsp.update()) {
@@ -2143,7 +2146,7 @@ TEST_CASE("relay (real pipeline): a quota lowered below the burst lowers the bur
                 lr->mutable_cpu()->mutable_period()->set_value(100000);
                 lr->mutable_memory()->mutable_limit()->set_value(48 << 20);
                 rt.request(stream, "UpdateContainer", up.SerializeAsString());
-                nri::ResponseEnvelope r = rt.reply(stream);
+                nriqos::nri::ResponseEnvelope r = rt.reply(stream);
                 REQUIRE(r.code == 0);
                 pb::UpdateContainerResponse rsp;
                 REQUIRE(rsp.ParseFromString(r.payload));
@@ -2195,7 +2198,7 @@ TEST_CASE("relay (real pipeline): oom_score_adj as an adjustment on NRI 0.8+, wr
         *create.mutable_container() = burstable_ctr(50000, 64 << 20);
         create.mutable_container()->set_pid(0);
         rt.request(3, "CreateContainer", create.SerializeAsString());
-        nri::ResponseEnvelope r = rt.reply(3);
+        nriqos::nri::ResponseEnvelope r = rt.reply(3);
         REQUIRE(r.code == 0);
         pb::CreateContainerResponse rsp;
         REQUIRE(rsp.ParseFromString(r.payload));
@@ -2242,8 +2245,8 @@ TEST_CASE("relay (fork): the policy's fail mode holds from the first event; the 
     auto relay_with = [&](const std::string& fail, int deadline_ms) {
         put_file(t.path + "/p.toml",
                  "version = 1\n[settings]\ndefault_class = \"BE\"\nfail = \"" + fail + "\"\n[classes.BE.container]\ncpu_shares = 2\n");
-        nri::RelayOptions o = child_opts(t.path, deadline_ms, true);
-        nri::InProcessEval real = nri::pipeline_evaluator(eo);
+        nriqos::nri::RelayOptions o = child_opts(t.path, deadline_ms, true);
+        nriqos::nri::InProcessEval real = nriqos::nri::pipeline_evaluator(eo);
         o.inproc.prepare = real.prepare;  // the real sandbox and policy probe,
         o.inproc.detach = real.detach;
         o.inproc.probe_fail_mode = real.probe_fail_mode;  // the fake evaluation (hang, crash)
@@ -2256,7 +2259,7 @@ TEST_CASE("relay (fork): the policy's fail mode holds from the first event; the 
         wait_file(t.path + "/detached.pid");  // the zygote is ready (and has told its policy's mode)
         int64_t t0 = mono_ms();
         rt.request(3, "CreateContainer", create_request("hang"), 0);  // no timeout_nano: Configure's
-        nri::ResponseEnvelope r = rt.reply(3, 3000);
+        nriqos::nri::ResponseEnvelope r = rt.reply(3, 3000);
         int64_t took = mono_ms() - t0;
         CHECK(r.code == 2);
         CHECK_THAT(r.message, Catch::Contains("on_child_failure=closed"));
@@ -2280,7 +2283,7 @@ TEST_CASE("relay (fork): the policy's fail mode holds from the first event; the 
         wait_file(t.path + "/detached.pid");
         int64_t t0 = mono_ms();
         rt.request(3, "CreateContainer", create_request("hang"), 0);
-        nri::ResponseEnvelope r = rt.reply(3, 3000);
+        nriqos::nri::ResponseEnvelope r = rt.reply(3, 3000);
         CHECK(r.code == 0);
         CHECK(r.payload.empty());
         CHECK(mono_ms() - t0 < 700);
@@ -2296,7 +2299,7 @@ TEST_CASE("relay (fork): the relay confines itself after Configure; forbidden ca
     TempDir t;
     int rep[2];
     REQUIRE(pipe(rep) == 0);
-    nri::RelayOptions o = child_opts(t.path, 1500, true);
+    nriqos::nri::RelayOptions o = child_opts(t.path, 1500, true);
     std::string dir = t.path;
     int wfd = rep[1];
     o.after_confine = [dir, wfd]() {  // runs in the relay, right after confine_relay()
@@ -2336,7 +2339,7 @@ TEST_CASE("relay (fork): the relay confines itself after Configure; forbidden ca
     // ... and it still serves: events are evaluated (the zygote comes from the keeper)
     for (uint32_t s = 3; s <= 7; s += 2) {
         rt.request(s, "CreateContainer", create_request(""));
-        nri::ResponseEnvelope r = rt.reply(s);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s);
         REQUIRE(r.code == 0);
         pb::CreateContainerResponse rsp;
         REQUIRE(rsp.ParseFromString(r.payload));
@@ -2361,7 +2364,7 @@ TEST_CASE("relay (fork): confined, a dead zygote is replaced by the keeper", "[n
         usleep(50000);
         for (uint32_t s = uint32_t(3 + 20 * round); s <= uint32_t(7 + 20 * round); s += 2) {
             rt.request(s, "CreateContainer", create_request(""));
-            nri::ResponseEnvelope r = rt.reply(s);
+            nriqos::nri::ResponseEnvelope r = rt.reply(s);
             CHECK(r.code == 0);
             CHECK_FALSE(r.payload.empty());
         }
@@ -2390,26 +2393,26 @@ TEST_CASE("relay: protocol errors and bad set-ups", "[nri][relay]") {
     SECTION("ttrpc message over 4 MiB gets RESOURCE_EXHAUSTED, relay stays") {
         FakeRuntime rt(child_opts(t.path));
         rt.handshake();
-        uint32_t len = nri::kTtrpcMaxMessage + 1;
+        uint32_t len = nriqos::nri::kTtrpcMaxMessage + 1;
         std::string msg = std::string("\x00\x40\x00\x01\x00\x00\x00\x03\x01\x00", 10) + std::string(len, 'x');
         std::string out;
-        nri::mux_encode(nri::kPluginServiceConn, msg, out);
+        nriqos::nri::mux_encode(nriqos::nri::kPluginServiceConn, msg, out);
         rt.send_raw(out);
         CHECK(rt.reply(3, 5000).code == 8);
         rt.request(5, "CreateContainer", create_request(""));
         CHECK(rt.reply(5).code == 0);
     }
     SECTION("no child command: every event fails open") {
-        nri::RelayOptions o;
+        nriqos::nri::RelayOptions o;
         FakeRuntime rt(o);
         rt.handshake();
         rt.request(3, "CreateContainer", create_request(""));
-        nri::ResponseEnvelope r = rt.reply(3);
+        nriqos::nri::ResponseEnvelope r = rt.reply(3);
         CHECK(r.code == 0);
         CHECK(r.payload.empty());
     }
     SECTION("child binary missing: fail open") {
-        nri::RelayOptions o = child_opts(t.path);
+        nriqos::nri::RelayOptions o = child_opts(t.path);
         o.child_argv = {"/nonexistent/nri-qos", "nri-eval"};
         FakeRuntime rt(o);
         rt.handshake();
@@ -2417,34 +2420,34 @@ TEST_CASE("relay: protocol errors and bad set-ups", "[nri][relay]") {
         CHECK(rt.reply(3).code == 0);
     }
     SECTION("no connection at all: exit 1") {
-        nri::RelayOptions o;
+        nriqos::nri::RelayOptions o;
         o.fd = 987;  // not open
-        CHECK(nri::run_relay(o) == 1);
+        CHECK(nriqos::nri::run_relay(o) == 1);
         o.fd = -1;
         o.socket_path = t.path + "/no.sock";
-        CHECK(nri::run_relay(o) == 1);
+        CHECK(nriqos::nri::run_relay(o) == 1);
     }
 }
 
 TEST_CASE("relay: options from the launch environment", "[nri][relay]") {
     const char* keep[] = {"NRI_PLUGIN_SOCKET", "NRI_PLUGIN_NAME", "NRI_PLUGIN_IDX"};
     for (const char* k : keep) unsetenv(k);
-    nri::RelayOptions o;
-    nri::relay_options_from_env(o, "/opt/nri/plugins/05-qos");
+    nriqos::nri::RelayOptions o;
+    nriqos::nri::relay_options_from_env(o, "/opt/nri/plugins/05-qos");
     CHECK(o.fd == -1);
     CHECK(o.plugin_name == "qos");
     CHECK(o.plugin_idx == "05");
     setenv("NRI_PLUGIN_SOCKET", "3", 1);
     setenv("NRI_PLUGIN_NAME", "nri-qos", 1);
     setenv("NRI_PLUGIN_IDX", "10", 1);
-    nri::RelayOptions e;
-    nri::relay_options_from_env(e, "/usr/bin/nri-qos");
+    nriqos::nri::RelayOptions e;
+    nriqos::nri::relay_options_from_env(e, "/usr/bin/nri-qos");
     CHECK(e.fd == 3);
     CHECK(e.plugin_name == "nri-qos");
     CHECK(e.plugin_idx == "10");
     for (const char* k : keep) unsetenv(k);
-    nri::RelayOptions d;
-    nri::relay_options_from_env(d, "/usr/bin/nri-qos");
+    nriqos::nri::RelayOptions d;
+    nriqos::nri::relay_options_from_env(d, "/usr/bin/nri-qos");
     CHECK(d.plugin_name == "nri-qos");  // defaults kept
     CHECK(d.plugin_idx == "10");
 }
@@ -2502,7 +2505,7 @@ TEST_CASE("relay load: peak RSS <= 3 MiB and no growth over many events", "[.nri
     int64_t t0 = mono_ms();
     for (long i = 0; i < events; ++i) {
         rt.request(s += 2, "CreateContainer", payload);
-        nri::ResponseEnvelope r = rt.reply(s, 5000);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s, 5000);
         if (r.code == 0) ++codes_ok;
         if (r.code == 0 && !r.payload.empty()) ++adjusted, answers.insert(r.payload);
         if (i == events / 10) {
@@ -2660,7 +2663,7 @@ TEST_CASE("relay bench: per-event latency, CPU and RSS against peers", "[.nri-be
                 struct timespec a, z;
                 clock_gettime(CLOCK_MONOTONIC, &a);
                 p.rt->request(p.s += 2, evs[k].first, evs[k].second);
-                nri::ResponseEnvelope r = p.rt->reply(p.s, 5000);
+                nriqos::nri::ResponseEnvelope r = p.rt->reply(p.s, 5000);
                 clock_gettime(CLOCK_MONOTONIC, &z);
                 if (r.code != 0 || (k == 1 && r.payload.empty())) ++fails;
                 p.lat[k].push_back((z.tv_sec - a.tv_sec) * 1000000LL + (z.tv_nsec - a.tv_nsec) / 1000);
@@ -2820,8 +2823,10 @@ TEST_CASE("relay (fork): overload: past 64 queued requests answered at once with
     std::string burst;
     auto add = [&](const std::string& method, const std::string& payload) {
         s += 2;
-        nri::mux_encode(nri::kPluginServiceConn,
-                        nri::ttrpc_encode(s, nri::kTtrpcRequest, 0, nri::encode_request(nri::kPluginService, method, payload, 2000000000)), burst);
+        nriqos::nri::mux_encode(nriqos::nri::kPluginServiceConn,
+                                nriqos::nri::ttrpc_encode(s, nriqos::nri::kTtrpcRequest, 0,
+                                                          nriqos::nri::encode_request(nriqos::nri::kPluginService, method, payload, 2000000000)),
+                                burst);
         return s;
     };
     for (int i = 0; i < 64; ++i) queued.push_back(add("CreateContainer", create_request("")));
@@ -2834,7 +2839,7 @@ TEST_CASE("relay (fork): overload: past 64 queued requests answered at once with
     rt.send_raw(burst);
     // The excess is answered first, while the evaluation still runs: no wait for a queue slot.
     for (size_t i = 0; i < excess.size(); ++i) {
-        nri::ResponseEnvelope r = rt.reply(excess[i], 500);
+        nriqos::nri::ResponseEnvelope r = rt.reply(excess[i], 500);
         if (closed) {
             CHECK(r.code == 2);
             CHECK_THAT(r.message, Catch::Contains("relay overloaded") && Catch::Contains("on_child_failure=closed") &&
@@ -2847,10 +2852,10 @@ TEST_CASE("relay (fork): overload: past 64 queued requests answered at once with
     CHECK(mono_ms() - sent < 500);
     // Everything else is answered (evaluated, or failed at its deadline): nothing hangs.
     std::map<uint32_t, int> codes;
-    nri::TtrpcMessage m;
-    while (codes.size() < queued.size() + 1 && rt.next(nri::kPluginServiceConn, m, 3000)) {
-        nri::ResponseEnvelope r;
-        REQUIRE(nri::decode_response(m.payload, r));
+    nriqos::nri::TtrpcMessage m;
+    while (codes.size() < queued.size() + 1 && rt.next(nriqos::nri::kPluginServiceConn, m, 3000)) {
+        nriqos::nri::ResponseEnvelope r;
+        REQUIRE(nriqos::nri::decode_response(m.payload, r));
         codes[m.stream_id] = r.code;
     }
     CHECK(codes.size() == queued.size() + 1);
@@ -2874,10 +2879,10 @@ TEST_CASE("relay (fork): overload: past 64 queued requests answered at once with
         CHECK(over[i]["fail_mode"] == (closed ? "closed" : "open"));
         CHECK_THAT(over[i]["reason"].get<std::string>(), Catch::Contains("relay overloaded (64 requests"));
         // counted as nri_qos_relay_failures_total{event=...,reason="overloaded"}
-        nri::RelayFailure f;
+        nriqos::nri::RelayFailure f;
         std::string err;
-        REQUIRE(nri::parse_failure_message(over[i].dump(), f, err));
-        CHECK(nri::failure_metrics(f).relay_failure == "overloaded");
+        REQUIRE(nriqos::nri::parse_failure_message(over[i].dump(), f, err));
+        CHECK(nriqos::nri::failure_metrics(f).relay_failure == "overloaded");
     }
     CHECK(rt.close_and_wait() == 0);
 }
@@ -2900,7 +2905,7 @@ TEST_CASE("relay (fork): overload: a queued request is answered at its own deadl
     const uint32_t late = s += 2;
     const int64_t sent = mono_ms();
     rt.request(late, "CreateContainer", create_request("late"), 400000000);
-    nri::ResponseEnvelope r = rt.reply(late, 400);  // before the runtime's 400 ms, not at ~800 ms
+    nriqos::nri::ResponseEnvelope r = rt.reply(late, 400);  // before the runtime's 400 ms, not at ~800 ms
     CHECK(mono_ms() - sent < 400);
     if (closed) {
         CHECK(r.code == 2);
@@ -2930,14 +2935,14 @@ TEST_CASE("relay (fork): the answer is replied before the evaluator's records; w
     auto early = [&](const std::string& mode, int64_t& took) {
         int64_t t0 = mono_ms();
         rt.request(s += 2, "CreateContainer", create_request(mode));
-        nri::ResponseEnvelope r = rt.reply(s, 3000);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s, 3000);
         took = mono_ms() - t0;
         pb::CreateContainerResponse rsp;
         return r.code == 0 && rsp.ParseFromString(r.payload) && rsp.adjust().annotations().count("answered") == 1;
     };
     auto adjusted = [&]() {
         rt.request(s += 2, "CreateContainer", create_request(""));
-        nri::ResponseEnvelope r = rt.reply(s, 3000);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s, 3000);
         pb::CreateContainerResponse rsp;
         return r.code == 0 && rsp.ParseFromString(r.payload) && rsp.adjust().annotations().count("nri-qos/class") == 1;
     };
@@ -2977,7 +2982,7 @@ TEST_CASE("relay (fork): the answer is replied before the evaluator's records; w
         CHECK_THAT(r[0]["reason"].get<std::string>(), Catch::Contains("exited with status 3"));
     }
     SECTION("at most kMaxFinishing evaluators finish their records; then the oldest makes room") {
-        for (size_t i = 0; i <= nri::kMaxFinishing; ++i) {
+        for (size_t i = 0; i <= nriqos::nri::kMaxFinishing; ++i) {
             REQUIRE(early("slowrec", took));
             CHECK(took < 300);
         }
@@ -2985,8 +2990,8 @@ TEST_CASE("relay (fork): the answer is replied before the evaluator's records; w
         REQUIRE(r.size() >= 1);
         CHECK(r[0]["kind"] == "records-cut");
         CHECK_THAT(r[0]["reason"].get<std::string>(), Catch::Contains("evaluators were finishing theirs"));
-        r = wait_records(t.path, nri::kMaxFinishing + 1);
-        CHECK(r.size() == nri::kMaxFinishing + 1);
+        r = wait_records(t.path, nriqos::nri::kMaxFinishing + 1);
+        CHECK(r.size() == nriqos::nri::kMaxFinishing + 1);
     }
     SECTION("an ordinary evaluator: nothing recorded by the relay") {
         CHECK(adjusted());
@@ -3011,7 +3016,7 @@ TEST_CASE("relay (fork): before Configure (no keeper yet) the unconfined relay f
 }
 
 TEST_CASE("relay failure message: bounded, validated on the keeper side", "[nri][record]") {
-    nri::RelayFailure f;
+    nriqos::nri::RelayFailure f;
     f.event = "CreateContainer";
     f.outcome = "failed";
     f.kind = "timeout";
@@ -3021,32 +3026,32 @@ TEST_CASE("relay failure message: bounded, validated on the keeper side", "[nri]
     f.pod = "web\x01";  // a control character from the runtime becomes '?'
     f.id = std::string(64, 'c');
     f.duration_us = 1250000;
-    std::string msg = nri::failure_message(f);
-    nri::RelayFailure g;
+    std::string msg = nriqos::nri::failure_message(f);
+    nriqos::nri::RelayFailure g;
     std::string err;
-    REQUIRE(nri::parse_failure_message(msg, g, err));
+    REQUIRE(nriqos::nri::parse_failure_message(msg, g, err));
     CHECK(g.pod == "web?");
     CHECK(g.id == f.id);
     CHECK(g.duration_us == 1250000);
-    nriqos::EventRecord r = nri::failure_record(g);
+    nriqos::EventRecord r = nriqos::nri::failure_record(g);
     CHECK(r.source == "relay");
     CHECK_THAT(nriqos::record_logfmt(r), Catch::Contains("outcome=failed failure=timeout fail_mode=open"));
-    CHECK(nri::failure_metrics(g).relay_failure == "timeout");
-    CHECK(nri::failure_metrics(g).cls.empty());
+    CHECK(nriqos::nri::failure_metrics(g).relay_failure == "timeout");
+    CHECK(nriqos::nri::failure_metrics(g).cls.empty());
 
     // over-long fields are cut by the sender, the message always fits
     f.reason = std::string(100000, 'x');
     f.container = std::string(1000, 'y');
-    msg = nri::failure_message(f);
-    CHECK(msg.size() < nri::kMaxFailureMsg);
-    REQUIRE(nri::parse_failure_message(msg, g, err));
+    msg = nriqos::nri::failure_message(f);
+    CHECK(msg.size() < nriqos::nri::kMaxFailureMsg);
+    REQUIRE(nriqos::nri::parse_failure_message(msg, g, err));
     CHECK(g.container.size() == 253);
 
     // what the keeper side refuses
     auto refused = [&](const std::string& m) {
-        nri::RelayFailure x;
+        nriqos::nri::RelayFailure x;
         std::string e;
-        bool ok = nri::parse_failure_message(m, x, e);
+        bool ok = nriqos::nri::parse_failure_message(m, x, e);
         CAPTURE(m, e);
         return !ok && !e.empty();
     };
@@ -3112,7 +3117,7 @@ TEST_CASE("relay failures of the real binary: killed and timed-out evaluators", 
     rt.request(3, "CreateContainer", create_request("victim-kill"));
     usleep(300000);  // the relay has handed the event to the (stopped) spare
     REQUIRE(kill(spare, SIGKILL) == 0);
-    nri::ResponseEnvelope r1 = rt.reply(3, 5000);
+    nriqos::nri::ResponseEnvelope r1 = rt.reply(3, 5000);
     CHECK(r1.code == 0);
     CHECK(r1.payload.empty());
 
@@ -3121,7 +3126,7 @@ TEST_CASE("relay failures of the real binary: killed and timed-out evaluators", 
     REQUIRE(kill(next, SIGSTOP) == 0);
     int64_t t0 = mono_ms();
     rt.request(5, "CreateContainer", create_request("victim-hang"));
-    nri::ResponseEnvelope r2 = rt.reply(5, 5000);
+    nriqos::nri::ResponseEnvelope r2 = rt.reply(5, 5000);
     CHECK(r2.code == 0);
     CHECK(r2.payload.empty());
     WARN("timed-out event answered after " << (mono_ms() - t0) << " ms");
@@ -3158,7 +3163,7 @@ TEST_CASE("relay of the real binary: the answer comes at once, a FIFO event log 
         req.mutable_container()->mutable_linux()->set_cgroups_path("/kubepods/besteffort/pod-cut/ctr-cut-" + std::to_string(i));
         int64_t t0 = mono_ms();
         rt.request(s += 2, "CreateContainer", req.SerializeAsString());
-        nri::ResponseEnvelope r = rt.reply(s, 5000);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s, 5000);
         int64_t took = mono_ms() - t0;
         WARN("CreateContainer " << i << " answered after " << took << " ms with " << r.payload.size() << " bytes");
         CHECK(r.code == 0);
@@ -3232,7 +3237,7 @@ TEST_CASE("relay of the real binary: a lost keeper or zygote is replaced", "[.nr
         req.mutable_container()->mutable_linux()->mutable_resources()->mutable_cpu()->mutable_shares()->set_value(2);
         req.mutable_container()->mutable_linux()->set_cgroups_path("/kubepods/besteffort/pod-respawn/ctr-respawn-" + i);
         rt.request(s += 2, "CreateContainer", req.SerializeAsString());
-        nri::ResponseEnvelope r = rt.reply(s, 5000);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s, 5000);
         CAPTURE(when, i);
         CHECK(r.code == 0);
         pb::CreateContainerResponse rsp;
@@ -3339,7 +3344,7 @@ TEST_CASE("relay of the real binary: an adjusted container removed unstarted is 
         (*creq.mutable_pod()->mutable_labels())["koordinator.sh/qosClass"] = "BE";  // BE: cpu.shares 2
         creq.mutable_container()->mutable_linux()->set_cgroups_path(std::string("/kubepods/besteffort/pod-") + mode + "/ctr-" + mode);
         rt.request(s += 2, "CreateContainer", creq.SerializeAsString());
-        nri::ResponseEnvelope r = rt.reply(s, 5000);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s, 5000);
         REQUIRE(r.code == 0);
         pb::CreateContainerResponse rsp;
         REQUIRE(rsp.ParseFromString(r.payload));
@@ -3356,7 +3361,7 @@ TEST_CASE("relay of the real binary: an adjusted container removed unstarted is 
         }
         ev.set_event(pb::REMOVE_CONTAINER);  // containerd's undo: StopContainer (not subscribed), then this
         rt.request(s += 2, "StateChange", ev.SerializeAsString());
-        nri::ResponseEnvelope rm = rt.reply(s, 5000);
+        nriqos::nri::ResponseEnvelope rm = rt.reply(s, 5000);
         CHECK(rm.code == 0);
         CHECK(rm.payload.empty());
     }
@@ -3365,7 +3370,7 @@ TEST_CASE("relay of the real binary: an adjusted container removed unstarted is 
 }
 
 TEST_CASE("adjustment-rejected: the message, the record, the metrics and the runtime's log", "[nri][relay][conflict]") {
-    nri::RelayFailure f;
+    nriqos::nri::RelayFailure f;
     f.event = "CreateContainer";
     f.outcome = "undone";
     f.kind = "adjustment-rejected";
@@ -3374,17 +3379,17 @@ TEST_CASE("adjustment-rejected: the message, the record, the metrics and the run
     f.container = "app";
     f.self = "10-nri-qos";
     f.fields = "CPU shares, memory limit";
-    nri::RelayFailure g;
+    nriqos::nri::RelayFailure g;
     std::string err;
-    REQUIRE(nri::parse_failure_message(nri::failure_message(f), g, err));
+    REQUIRE(nriqos::nri::parse_failure_message(nriqos::nri::failure_message(f), g, err));
     CHECK(g.self == "10-nri-qos");
     CHECK(g.fields == "CPU shares, memory limit");
-    CHECK(nri::failure_metrics(g).rejected_by == "unknown");
-    CHECK_FALSE(nri::failure_metrics(g).count_event);  // the CreateContainer was counted by its evaluator
+    CHECK(nriqos::nri::failure_metrics(g).rejected_by == "unknown");
+    CHECK_FALSE(nriqos::nri::failure_metrics(g).count_event);  // the CreateContainer was counted by its evaluator
     g.other = "05-gostub";
-    CHECK(nri::failure_metrics(g).rejected_by == "05-gostub");
+    CHECK(nriqos::nri::failure_metrics(g).rejected_by == "05-gostub");
     f.other = "bad name";
-    CHECK_FALSE(nri::parse_failure_message(nri::failure_message(f), g, err));
+    CHECK_FALSE(nriqos::nri::parse_failure_message(nriqos::nri::failure_message(f), g, err));
 
     // containerd's CRI log line (logfmt, quotes escaped), as containerd 1.7/2.x writes it
     const std::string other_pod =
@@ -3393,45 +3398,46 @@ TEST_CASE("adjustment-rejected: the message, the record, the metrics and the run
         R"(time="2026-11-27T10:00:01Z" level=error msg="CreateContainer within sandbox \"0123abcd\" for &ContainerMetadata{Name:app,Attempt:0,} failed" error="failed to create containerd container: plugins \"10-nri-qos\" and \"05-gostub\" both tried to set CPU shares")";
     const std::string other_ctr =
         R"(time="2026-11-27T10:00:02Z" level=error msg="CreateContainer within sandbox \"0123abcd\" for &ContainerMetadata{Name:side,Attempt:0,} failed" error="plugins \"20-late\" and \"10-nri-qos\" both tried to set CPU quota")";
-    nri::RuntimeConflict c = nri::runtime_conflict(other_pod + "\n" + ours + "\n" + other_ctr + "\n", "0123abcd", "app", "10-nri-qos");
+    nriqos::nri::RuntimeConflict c =
+        nriqos::nri::runtime_conflict(other_pod + "\n" + ours + "\n" + other_ctr + "\n", "0123abcd", "app", "10-nri-qos");
     CHECK(c.other == "05-gostub");
     CHECK(c.subject == "CPU shares");
-    c = nri::runtime_conflict(other_ctr + "\n", "0123abcd", "side", "10-nri-qos");
+    c = nriqos::nri::runtime_conflict(other_ctr + "\n", "0123abcd", "side", "10-nri-qos");
     CHECK(c.other == "20-late");  // nri-qos first in the pair when the other plugin runs later
     CHECK(c.subject == "CPU quota");
-    CHECK(nri::runtime_conflict(other_pod + "\n", "0123abcd", "app", "10-nri-qos").other.empty());
+    CHECK(nriqos::nri::runtime_conflict(other_pod + "\n", "0123abcd", "app", "10-nri-qos").other.empty());
     // NRI v0.11+ (containerd 2.2.x, 2.3): the field's enum name and its qualifiers
     // (pkg/api/owners.go Conflict: Field.String() + " " + qualifiers, so a trailing space), given
     // in the older words, the ones of the record's `fields`. Old code: subject "CPUShares".
     const std::string v011 =
         R"(time="2026-11-29T06:00:00Z" level=error msg="CreateContainer within sandbox \"0123abcd\" for &ContainerMetadata{Name:app,Attempt:0,} failed" error="failed to create containerd container: plugins \"10-nri-qos\" and \"05-gostub\" both tried to set CPUShares ")";
-    c = nri::runtime_conflict(v011 + "\n", "0123abcd", "app", "10-nri-qos");
+    c = nriqos::nri::runtime_conflict(v011 + "\n", "0123abcd", "app", "10-nri-qos");
     CHECK(c.other == "05-gostub");
     CHECK(c.subject == "CPU shares");
     const std::string v012_annotation =
         R"(time="2026-11-29T06:00:01Z" level=error msg="CreateContainer within sandbox \"0123abcd\" for &ContainerMetadata{Name:app,Attempt:0,} failed" error="plugins \"05-gostub\" and \"10-nri-qos\" both tried to set Annotations nri-qos/class")";
-    c = nri::runtime_conflict(v012_annotation + "\n", "0123abcd", "app", "10-nri-qos");
+    c = nriqos::nri::runtime_conflict(v012_annotation + "\n", "0123abcd", "app", "10-nri-qos");
     CHECK(c.other == "05-gostub");
     CHECK(c.subject == "annotation nri-qos/class");
     const std::string unknown_field =
         R"(time="2026-11-29T06:00:02Z" level=error msg="CreateContainer within sandbox \"0123abcd\" for &ContainerMetadata{Name:app,Attempt:0,} failed" error="plugins \"05-gostub\" and \"10-nri-qos\" both tried to set SeccompPolicy ")";
-    CHECK(nri::runtime_conflict(unknown_field + "\n", "0123abcd", "app", "10-nri-qos").subject == "SeccompPolicy");
+    CHECK(nriqos::nri::runtime_conflict(unknown_field + "\n", "0123abcd", "app", "10-nri-qos").subject == "SeccompPolicy");
     // v0.11's process fields, which nri-qos sets now (sched_policy, issue #31 item 5), in words
     const std::string sched_field =
         R"(time="2026-11-29T06:00:02Z" level=error msg="CreateContainer within sandbox \"0123abcd\" for &ContainerMetadata{Name:app,Attempt:0,} failed" error="plugins \"05-gostub\" and \"10-nri-qos\" both tried to set LinuxSched ")";
-    CHECK(nri::runtime_conflict(sched_field + "\n", "0123abcd", "app", "10-nri-qos").subject == "scheduling policy");
-    CHECK(nri::runtime_conflict(ours, "", "app", "10-nri-qos").other.empty());
+    CHECK(nriqos::nri::runtime_conflict(sched_field + "\n", "0123abcd", "app", "10-nri-qos").subject == "scheduling policy");
+    CHECK(nriqos::nri::runtime_conflict(ours, "", "app", "10-nri-qos").other.empty());
 
     // a log file: its conflict lines only
     unit::ScratchDir dir("conflict");
     const std::string log = dir / "containerd.log";
     put_file(log, "time=x level=info msg=\"starting\"\n" + ours + "\n");
     std::string why;
-    std::string ex = nri::runtime_log_excerpt(log, 400, why);
+    std::string ex = nriqos::nri::runtime_log_excerpt(log, 400, why);
     CHECK(ex == ours + "\n");
-    CHECK(nri::runtime_log_excerpt("none", 400, why).empty());
+    CHECK(nriqos::nri::runtime_log_excerpt("none", 400, why).empty());
     CHECK_THAT(why, Catch::Contains("no runtime log configured"));
-    CHECK(nri::runtime_log_excerpt("relative/path", 400, why).empty());
+    CHECK(nriqos::nri::runtime_log_excerpt("relative/path", 400, why).empty());
     CHECK_THAT(why, Catch::Contains("expected a file path, journal:<unit> or none"));
 }
 
@@ -3519,7 +3525,7 @@ TEST_CASE("relay of the real binary: resident evaluators, a crash contained", "[
         req.mutable_container()->mutable_linux()->mutable_resources()->mutable_cpu()->mutable_shares()->set_value(2);
         req.mutable_container()->mutable_linux()->set_cgroups_path("/kubepods/besteffort/pod-" + mode + "/ctr-" + mode);
         rt.request(s += 2, "CreateContainer", req.SerializeAsString());
-        nri::ResponseEnvelope r = rt.reply(s, 5000);
+        nriqos::nri::ResponseEnvelope r = rt.reply(s, 5000);
         pb::CreateContainerResponse rsp;
         adjusted = r.code == 0 && !r.payload.empty() && rsp.ParseFromString(r.payload) && rsp.has_adjust();
         return r;
@@ -3527,7 +3533,7 @@ TEST_CASE("relay of the real binary: resident evaluators, a crash contained", "[
     pid_t resident = 0;
     for (int i = 0; i < 5; ++i) {
         bool adjusted = false;
-        nri::ResponseEnvelope r = create("res-" + std::to_string(i), adjusted);
+        nriqos::nri::ResponseEnvelope r = create("res-" + std::to_string(i), adjusted);
         CHECK(r.code == 0);
         CHECK(adjusted);
         usleep(100000);  // its records are written; the next spare (younger) is ready
@@ -3550,12 +3556,12 @@ TEST_CASE("relay of the real binary: resident evaluators, a crash contained", "[
     }
     usleep(300000);  // the relay has handed the event to the (stopped) resident
     REQUIRE(kill(resident, SIGKILL) == 0);
-    nri::ResponseEnvelope rv = rt.reply(s, 5000);
+    nriqos::nri::ResponseEnvelope rv = rt.reply(s, 5000);
     CHECK(rv.code == 0);
     CHECK(rv.payload.empty());  // failed open
     CHECK(gone_or_zombie(resident));
     for (int i = 0; i < 2; ++i) {
-        nri::ResponseEnvelope r = create(i == 0 ? "after-crash" : "after-crash-2", adjusted);
+        nriqos::nri::ResponseEnvelope r = create(i == 0 ? "after-crash" : "after-crash-2", adjusted);
         CHECK(r.code == 0);
         CHECK(adjusted);
     }

@@ -414,13 +414,13 @@ TEST_CASE("closest_name: near misses only", "[policy]") {
 TEST_CASE("relay evaluator flags: --last-good-dir, and --state-dir keeps the copies with the state", "[policy]") {
     nriqos::Options o;
     CHECK(last_good_dir_of(o) == "/var/lib/nri-qos");
-    CHECK(nri::apply_eval_flags(o, {"--state-dir", "/s"}) == "");
+    CHECK(nriqos::nri::apply_eval_flags(o, {"--state-dir", "/s"}) == "");
     CHECK(last_good_dir_of(o) == "/s/last-good");
     nriqos::Options p;
-    CHECK(nri::apply_eval_flags(p, {"--last-good-dir", "/lg", "--state-dir", "/s"}) == "");
+    CHECK(nriqos::nri::apply_eval_flags(p, {"--last-good-dir", "/lg", "--state-dir", "/s"}) == "");
     CHECK(last_good_dir_of(p) == "/lg");
     nriqos::Options q;
-    CHECK(nri::apply_eval_flags(q, {"--last-good-dir", ""}) == "");
+    CHECK(nriqos::nri::apply_eval_flags(q, {"--last-good-dir", ""}) == "");
     CHECK(last_good_dir_of(q) == "");  // disabled
 }
 
