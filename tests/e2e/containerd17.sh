@@ -629,6 +629,9 @@ ext_sync_existing() {
 # left, by our reading (not verified), is the pod sandbox path: internal/cri/server/sandbox_run.go
 # calls NRI RunPodSandbox before it marks the sandbox ready and adds it to the store that a
 # Synchronize lists, a narrow gap that pods started while the relay registers hit by chance.
+# A pod whose container the Synchronize lists CREATED is not in that hole (it is in the pass, and
+# its StartContainer reaches the relay): at load 3 us-3-1 was such a pod and kept CRI's values
+# with records that said BE; that case is sync-created below, and such a pod is "not adopted".
 UNSEEN_S=${UNSEEN_S:-12}
 UNSEEN_HOLD_MS=${UNSEEN_HOLD_MS:-1300}
 ext_unseen() {
