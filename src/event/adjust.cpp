@@ -740,7 +740,9 @@ Plan build_plan(const PlanInput& in) {
             break;
         case Event::RunPodSandbox: pod_knobs = true; break;
         case Event::CreateContainer: mode = Mode::NriCreate; break;
-        case Event::StartContainer: mode = Mode::NriStart; break;
+        // A container the relay first saw CREATED in its Synchronize (Request::unadjusted): no
+        // adjustment of ours reached its creation, so every knob is written here, in runc's order.
+        case Event::StartContainer: mode = req.unadjusted ? Mode::Direct : Mode::NriStart; break;
         case Event::UpdateContainer: mode = Mode::NriUpdate; break;
         // After the runtime applied an update (which may rewrite files nri-qos wrote itself, e.g.
         // cpu.weight from the spec's shares): what StartContainer writes, on the updated values.

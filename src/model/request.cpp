@@ -117,7 +117,7 @@ struct V01Stage {
 };
 
 struct EventStage {
-    Val event, rt_name, rt_version;
+    Val event, rt_name, rt_version, unadjusted;
     Kind runtime = Kind::Absent, pod = Kind::Absent, pod_linux = Kind::Absent, ctr = Kind::Absent, ctr_linux = Kind::Absent;
     Val pod_id, pod_name, pod_ns, pod_uid, pod_pid, pod_cgroups_path;
     StrMap pod_labels, pod_annotations, ctr_annotations;
@@ -168,7 +168,7 @@ public:
     }
     bool boolean(bool b) {
         if (in_conf()) conf_->value(b);
-        else scalar(Kind::Boolean);
+        else if (Val* v = scalar(Kind::Boolean)) v->i = b;
         return true;
     }
     bool number_integer(json::number_integer_t x) {
@@ -375,15 +375,14 @@ private:
                 if (is(k, "namespaces")) return obj(s.namespaces, Ctx::Skip);
                 break;
             }
-            case Ctx::EvRoot: {
-                EventStage& s = *ev_;
-                if (is(k, "event")) return val(s.event);
-                if (is(k, "pod")) return obj(s.pod, Ctx::Pod);
-                if (is(k, "container")) return obj(s.ctr, Ctx::Ctr);
-                if (is(k, "linux_resources")) return res(s.linux_res);
-                if (is(k, "runtime")) return obj(s.runtime, Ctx::Runtime);
+            case Ctx::EvRoot:
+                if (is(k, "event")) return val(ev_->event);
+                if (is(k, "pod")) return obj(ev_->pod, Ctx::Pod);
+                if (is(k, "container")) return obj(ev_->ctr, Ctx::Ctr);
+                if (is(k, "linux_resources")) return res(ev_->linux_res);
+                if (is(k, "runtime")) return obj(ev_->runtime, Ctx::Runtime);
+                if (is(k, "unadjusted")) return val(ev_->unadjusted);  // the relay's note (Request::unadjusted)
                 break;
-            }
             case Ctx::Runtime:
                 if (is(k, "name")) return val(ev_->rt_name);
                 if (is(k, "version")) return val(ev_->rt_version);
@@ -760,6 +759,13 @@ Request parse_nri_event(std::string_view text) {
         if (present(s.linux_res.kind)) r.resources = granted_resources(r.resources, take_resources(s.linux_res, "/linux_resources", true));
     }
     if (r.pid && *r.pid == 0) r.pid.reset();
+    // The relay's own note (never the runtime's): a StartContainer whose CreateContainer went by
+    // without nri-qos (docs/native-nri.md "Child contract", "unadjusted").
+    if (!s.unadjusted.missing()) {
+        expect(s.unadjusted.kind, Kind::Boolean, {"/unadjusted"}, "boolean");
+        if (s.unadjusted.i && (r.event != Event::StartContainer || r.is_sandbox)) fail({"/unadjusted"}, "only for a container's StartContainer");
+        r.unadjusted = s.unadjusted.i != 0;
+    }
     fill_names(r);
     return r;
 }

@@ -107,6 +107,14 @@ struct Request {
     Resources resources;
     nlohmann::json conf = nlohmann::json::object();  ///< v0.1 "conf" from /etc/nri/conf.json
     std::string runtime_name, runtime_version;  ///< native NRI: from Configure
+    /// native NRI StartContainer only, set by the relay (child input "unadjusted": true): the
+    /// container was in state CREATED in the relay's Synchronize, so its CreateContainer went by
+    /// without nri-qos's adjustment, and the Synchronize's ContainerUpdate may never reach the
+    /// kernel (containerd internal/cri/server/container_update_resources.go
+    /// updateContainerResources updates only the spec of a container that is not RUNNING, while
+    /// CRI StartContainer created its task from the spec before it waited for the plugin sync,
+    /// container_start.go). StartContainer then writes every knob itself (adjust.cpp Mode::Direct).
+    bool unadjusted = false;
 };
 
 /// Parse a JSON document into a DOM with nri-qos's limits: size ≤ kMaxRequestBytes, nesting ≤

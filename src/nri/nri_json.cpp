@@ -373,8 +373,9 @@ nlohmann::json adjustment_to_json(const pb::ContainerAdjustment& a) {
 }
 
 nlohmann::json event_to_json(const std::string& event, const std::string& runtime_name, const std::string& runtime_version, const pb::PodSandbox& pod,
-                             const pb::Container* ctr, const pb::LinuxResources* linux_resources) {
+                             const pb::Container* ctr, const pb::LinuxResources* linux_resources, bool unadjusted) {
     json ev = json::object();
+    if (unadjusted) ev["unadjusted"] = true;
     if (linux_resources) ev["linux_resources"] = resources_to_json(*linux_resources);
     ev["event"] = event;
     ev["runtime"] = {{"name", runtime_name}, {"version", runtime_version}};
@@ -397,7 +398,7 @@ public:
     explicit EventPrinter(std::string& out) : p_(out), out_(out) {}
 
     void event(const std::string& event, const std::string& runtime_name, const std::string& runtime_version, const pb::PodSandbox& pod,
-               const pb::Container* ctr, const pb::LinuxResources* linux_resources) {
+               const pb::Container* ctr, const pb::LinuxResources* linux_resources, bool unadjusted) {
         p_.open();
         if (ctr) container(p_.key("container"), *ctr);
         p_.key("event").str(event);
@@ -407,6 +408,7 @@ public:
         p_.key("name").str(runtime_name);
         p_.key("version").str(runtime_version);
         p_.close();
+        if (unadjusted) p_.key("unadjusted").boolean(true);
         p_.close();
     }
 
@@ -612,8 +614,8 @@ private:
 }  // namespace
 
 void print_event(std::string& out, const std::string& event, const std::string& runtime_name, const std::string& runtime_version,
-                 const pb::PodSandbox& pod, const pb::Container* ctr, const pb::LinuxResources* linux_resources) {
-    EventPrinter(out).event(event, runtime_name, runtime_version, pod, ctr, linux_resources);
+                 const pb::PodSandbox& pod, const pb::Container* ctr, const pb::LinuxResources* linux_resources, bool unadjusted) {
+    EventPrinter(out).event(event, runtime_name, runtime_version, pod, ctr, linux_resources, unadjusted);
 }
 
 // ------------------------------------------------------------------ public: reading

@@ -47,10 +47,11 @@ nlohmann::json adjustment_to_json(const pb::ContainerAdjustment& adj);
 /// The child-contract event document (docs/native-nri.md "Child contract") as a DOM:
 /// {"container": container_to_json(*ctr) (absent when `ctr` is null), "event": event,
 ///  "linux_resources": resources_to_json(*linux_resources) (absent when null),
-///  "pod": pod_to_json(pod), "runtime": {"name", "version"} (always, also when empty)}.
+///  "pod": pod_to_json(pod), "runtime": {"name", "version"} (always, also when empty),
+///  "unadjusted": true (only when `unadjusted`: model/request.hpp Request::unadjusted)}.
 /// The reference for print_event (tests, fuzzer); the relay prints with print_event.
 nlohmann::json event_to_json(const std::string& event, const std::string& runtime_name, const std::string& runtime_version, const pb::PodSandbox& pod,
-                             const pb::Container* ctr, const pb::LinuxResources* linux_resources);
+                             const pb::Container* ctr, const pb::LinuxResources* linux_resources, bool unadjusted = false);
 
 /// Appends the text of event_to_json(...) to `out`, byte for byte what its dump() prints
 /// (compact, keys sorted bytewise as nlohmann::json's std::map orders them, map entries
@@ -61,7 +62,7 @@ nlohmann::json event_to_json(const std::string& event, const std::string& runtim
 /// parsing the request); given anyway it is replaced by U+FFFD where dump() would throw.
 /// Never throws except std::bad_alloc.
 void print_event(std::string& out, const std::string& event, const std::string& runtime_name, const std::string& runtime_version,
-                 const pb::PodSandbox& pod, const pb::Container* ctr, const pb::LinuxResources* linux_resources);
+                 const pb::PodSandbox& pod, const pb::Container* ctr, const pb::LinuxResources* linux_resources, bool unadjusted = false);
 
 /// The evaluator's answer (docs/native-nri.md "Child contract", stdout) as a DOM holding only
 /// the top-level members the relay reads: "adjustment", "deadline", "error",

@@ -123,6 +123,7 @@ bool Relay::prepare(Pending& p, Current& c) {
     pb::UpdatePodSandboxRequest preq;
     pb::StateChangeEvent sc;
     bool ok = true;
+    bool unadjusted = false;  // a container CREATED in the Synchronize, now starting (created_at_sync_)
     if (p.method == "CreateContainer") {
         ok = creq.ParseFromString(p.payload);
         c.event = "CreateContainer";
@@ -179,7 +180,7 @@ bool Relay::prepare(Pending& p, Current& c) {
             reply_ok(p.stream, std::string());
             return false;
         }
-        if (sc.event() == pb::START_CONTAINER && sc.has_container()) adjusted_.erase(sc.container().id());
+        if (sc.event() == pb::START_CONTAINER && sc.has_container()) unadjusted = on_started(sc);
         c.event = name;
         pod = &sc.pod();
         ctr = sc.has_container() ? &sc.container() : nullptr;
@@ -200,8 +201,19 @@ bool Relay::prepare(Pending& p, Current& c) {
     // The child contract's input, printed member by member: byte for byte what the DOM of
     // event_to_json() dumps, without building it (nri_json.hpp print_event).
     c.input.reserve(2 * p.payload.size() + 256);
-    print_event(c.input, c.event, runtime_name_, runtime_version_, *pod, ctr, linux_resources);
+    print_event(c.input, c.event, runtime_name_, runtime_version_, *pod, ctr, linux_resources, unadjusted);
     c.input.push_back('\n');
+    return true;
+}
+
+// StartContainer: the container is no longer one whose creation may be undone (adjusted_). True,
+// with a log line, when the last Synchronize listed it CREATED (created_at_sync_): its evaluator
+// writes every knob (model/request.hpp Request::unadjusted). Once per container.
+bool Relay::on_started(const pb::StateChangeEvent& sc) {
+    adjusted_.erase(sc.container().id());
+    if (!created_at_sync_.erase(sc.container().id())) return false;
+    logf("StartContainer %s/%s/%s: CREATED in this relay's Synchronize (no CreateContainer adjustment of nri-qos): every knob written at its start",
+         sc.pod().namespace_().c_str(), sc.pod().name().c_str(), sc.container().name().c_str());
     return true;
 }
 
@@ -214,6 +226,7 @@ bool Relay::prepare(Pending& p, Current& c) {
 // recorder names the other plugin from the runtime's log (failure_record.hpp runtime_conflict).
 void Relay::on_removed(const pb::StateChangeEvent& sc) {
     if (!sc.has_container()) return;
+    created_at_sync_.erase(sc.container().id());
     auto it = adjusted_.find(sc.container().id());
     if (it == adjusted_.end()) return;
     Adjusted a = std::move(it->second);

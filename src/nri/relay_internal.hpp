@@ -20,6 +20,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,7 @@ private:
     // Items [from, to) of `pass`, each evaluated alone, at the front of syncq_ in their order.
     void sync_queue_items(const std::shared_ptr<SyncPass>& pass, size_t from, size_t to);
     void after_answer();
+    bool on_started(const pb::StateChangeEvent& sc);  // StartContainer: true for a container CREATED in the last Synchronize
     void on_removed(const pb::StateChangeEvent& sc);
     void fail_event(uint32_t stream, const std::string& event, const std::string& subject, const std::string& reason, const char* kind,
                     const Current* who = nullptr, int64_t took_ms = -1);
@@ -187,6 +189,12 @@ private:
     static constexpr size_t kMaxAdjusted = 1024;
     std::map<std::string, Adjusted> adjusted_;
     std::deque<std::string> adjusted_order_;
+    // Containers the last Synchronize pass listed in state CREATED and evaluated: their
+    // CreateContainer went by without nri-qos, and the pass's ContainerUpdate may change only
+    // their spec (Request::unadjusted). Their StartContainer goes to the evaluator with
+    // "unadjusted": true (every knob written directly) and leaves the set; so does their removal.
+    // Replaced at each pass (at most kMaxSyncObjects).
+    std::set<std::string> created_at_sync_;
 };
 
 }  // namespace nriqos::nri

@@ -74,6 +74,10 @@ void Relay::on_synchronize(uint32_t stream, const RequestEnvelope& req) {
     if (req.timeout_nano > 0) limit = std::min<int64_t>(limit, now + req.timeout_nano / 1000000);
     pass->deadline_ms = limit - kReplyMarginMs;
     sync_plan(*pass);
+    created_at_sync_.clear();
+    for (const SyncPass::Item& it : pass->items)
+        if (it.ctr >= 0 && pass->containers[size_t(it.ctr)].state() == pb::CONTAINER_CREATED)
+            created_at_sync_.insert(pass->containers[size_t(it.ctr)].id());
     for (const std::string& why : pass->skipped) logf("Synchronize %s: not evaluated", why.c_str());
     if (pass->dropped > 0) {
         std::string why = std::to_string(pass->dropped) + " pods/containers past the relay's bounds (" + std::to_string(kMaxSyncObjects) +

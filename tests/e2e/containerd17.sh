@@ -629,6 +629,9 @@ ext_sync_existing() {
 # left, by our reading (not verified), is the pod sandbox path: internal/cri/server/sandbox_run.go
 # calls NRI RunPodSandbox before it marks the sandbox ready and adds it to the store that a
 # Synchronize lists, a narrow gap that pods started while the relay registers hit by chance.
+# A pod whose container the Synchronize lists CREATED is not in that hole (it is in the pass, and
+# its StartContainer reaches the relay): at load 3 us-3-1 was such a pod and kept CRI's values
+# with records that said BE; that case is sync-created below, and such a pod is "not adopted".
 UNSEEN_S=${UNSEEN_S:-12}
 UNSEEN_HOLD_MS=${UNSEEN_HOLD_MS:-1300}
 ext_unseen() {
@@ -749,6 +752,59 @@ ext_unseen_forgotten() { # NAME POD (the relay runs with --unseen-interval UNSEE
   else MISMATCH="${MISMATCH:+$MISMATCH; }no new unseen record for $ctr ($n0 -> $n1): ${r:-none}"; fi
   log "  relay.json unseen: $(jq -c .unseen "$EXT_STATUS" 2>/dev/null)"
   verdict "$name"
+}
+
+# sync-created (issue #33 §4; found by c23-native-unseen at load 3, try 3: us-3-1 kept CRI's
+# cpu.shares 512 and oom_score_adj 0 with records that said BE, so the unseen pass left it): a
+# container the relay's Synchronize lists in state CREATED was created without nri-qos's
+# CreateContainer adjustment, the pass's ContainerUpdate changes only its spec (containerd
+# internal/cri/server/container_update_resources.go updateContainerResources: task.Update only
+# when RUNNING), and CRI StartContainer makes the task before it waits for the plugin sync
+# (container_start.go: NewTask, then BlockPluginSync). ContainerUpdate has no oom_score_adj, and
+# the pass has no pid to write it to. So: a BE pod's container created while no nri-qos is
+# registered, started while the relay's Synchronize is held (NRI_QOS_TEST_SYNC_DELAY_MS): its task
+# gets CRI's values. Wanted: the BE values in the kernel (cpu.shares 2, oom_score_adj 1000),
+# written by the relay at its StartContainer (the relay's "unadjusted" input; record
+# StartContainer, ok, BE, cpu.shares and oom_score_adj applied), and `status` lists it as BE.
+# Old code: cpu.shares 512 (or 2 when the start came after the update) and oom_score_adj 0.
+# Not on 1.7 (C17_ELSEWHERE): containerd 1.7 has no plugin-sync block, so a StartContainer during
+# the pass does not reach the relay at all.
+ext_sync_created() {
+  local name=$S-sync-created go=$D/sc-go lp before lines ctd_lines end ctr r
+  [ "$EXT_SUPERVISOR" = systemd ] && { skip "$name" "the node VM's relay is the packaged service: no test setting slows its Synchronize there"; return; }
+  ext_stop
+  rm -f "$go"
+  ctd_lines=$(wc -l < "$D/logs/containerd.log")
+  run_pod sc-be sc-be "$(kube_parent burstable)" "${RES[@]}" --label koordinator.sh/qosClass=BE --start-when "$go" &
+  lp=$!
+  end=$((SECONDS + 60))
+  until tail -n +"$((ctd_lines + 1))" "$D/logs/containerd.log" | grep -q 'for name:..sc-be-c.. returns container id' || [ $SECONDS -ge $end ]; do sleep 0.1; done
+  before=$(ext_syncs); lines=$(ext_log_text | wc -l)
+  EXT_RELAY_ENV="NRI_QOS_TEST_SYNC_DELAY_MS=$UNSEEN_HOLD_MS"
+  ext_start "$D/policy/nri-qos.toml"
+  end=$((SECONDS + 30))
+  until ext_log_text | tail -n +"$((lines + 1))" | grep -q 'NRI_QOS_TEST_SYNC_DELAY_MS: waiting' || [ $SECONDS -ge $end ]; do sleep 0.05; done
+  touch "$go"   # StartContainer while the Synchronize is held
+  if ! ext_wait 30 "" "$before" >/dev/null; then
+    wait $lp; fail "$name" "the external relay did not register and synchronize within 30 s"
+    stop_pod sc-be; EXT_RELAY_ENV=""; ext_stop; rm -f "$go"; return
+  fi
+  wait $lp || { fail "$name" "CRI: $(first_error sc-be)"; stop_pod sc-be; EXT_RELAY_ENV=""; ext_stop; rm -f "$go"; return; }
+  ctr=$(j sc-be .ctr_id)
+  log "  sc-be: $(ext_log_text | tail -n +"$((lines + 1))" | grep -E 'NRI_QOS_TEST_SYNC_DELAY_MS|Synchronize: [0-9]* pods|CREATED in this' | tr '\n' '|')"
+  log "  sc-be: containerd: $(tail -n +"$((ctd_lines + 1))" "$D/logs/containerd.log" | grep -E "StartContainer for ..$ctr|synchronizing plugin|connected and synchronized" | sed 's/^time="[^T]*T\([^Z]*\)Z" level=[a-z]* msg=/\1 /' | cut -c1-110 | tr '\n' '|')"
+  MISMATCH=""
+  await_knob sc-be ctr cpu.shares 2 5
+  expect_be sc-be
+  expect_status_class sc-be BE
+  r=$(last_record "$ctr" StartContainer)
+  log "  sc-be: StartContainer record: $(jq -c '{class, outcome, applied, failed}' <<<"${r:-null}")"
+  jq -e '.outcome == "ok" and .class == "BE" and (.applied | test("cpu.shares=2")) and (.applied | test("oom_score_adj=1000"))' <<<"$r" >/dev/null ||
+    MISMATCH="${MISMATCH:+$MISMATCH; }StartContainer record of $ctr does not say cpu.shares=2 and oom_score_adj=1000 applied: ${r:-none}"
+  verdict "$name"
+  stop_pod sc-be
+  EXT_RELAY_ENV=""; rm -f "$go"
+  ext_stop   # the next scenario's relay has no test hold
 }
 
 # relay-back: kill -9 the relay service; the supervisor holds the restart while a BE pod is
@@ -991,7 +1047,7 @@ native_sync_launched() {
 # package is purged at the end.
 external_scenarios() {
   local n any=""
-  for n in sync-existing unseen relay-back relay-back-child containerd-restart daemonset-style deb-upgrade plugin-conflict; do
+  for n in sync-existing unseen sync-created relay-back relay-back-child containerd-restart daemonset-style deb-upgrade plugin-conflict; do
     want "$n" && any=1
   done
   [ -n "$any" ] || return 0
@@ -1008,6 +1064,7 @@ external_scenarios() {
   [ -z "$(relay_pids)" ] || { fail "$S-setup" "a launched relay runs although $RELAY was removed"; return; }
   want sync-existing && ext_sync_existing
   want unseen && ext_unseen
+  want sync-created && ext_sync_created
   want relay-back && ext_relay_back
   want relay-back-child && ext_relay_child_back
   want containerd-restart && ext_containerd_restart
@@ -1161,7 +1218,7 @@ native_required() {
 # protocol and policy handling do not depend on the runtime and run on native21, native22 and
 # native23 (and their VM subset), not again here: C17_ELSEWHERE (docs/e2e.md; E2E_C17_ALL=1 runs
 # them on 1.7 too).
-C17_ELSEWHERE='child-crash|restart|relay-back|relay-back-child|containerd-restart|daemonset-style|last-good|bundled|plugin-conflict|builtin|unseen'
+C17_ELSEWHERE='child-crash|restart|relay-back|relay-back-child|containerd-restart|daemonset-style|last-good|bundled|plugin-conflict|builtin|unseen|sync-created'
 if [ "$MODE/$RT" = native/1.7 ] && [ -z "${E2E_C17_ALL:-}" ]; then
   eval "lib_$(declare -f want)"
   want() { lib_want "$1" && ! [[ $1 =~ ^($C17_ELSEWHERE)$ ]]; }

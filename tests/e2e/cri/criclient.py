@@ -124,6 +124,10 @@ def up_pod(rt, a, T):
         res["ctr_id"] = step("CreateContainer", lambda: rt.CreateContainer(
             pb.CreateContainerRequest(pod_sandbox_id=res["pod_id"], config=cc, sandbox_config=pc),
             timeout=T).container_id)
+        if a.start_when:  # the test starts the container later: when this file exists
+            end = time.time() + T
+            while not os.path.exists(a.start_when) and time.time() < end:
+                time.sleep(0.05)
         step("StartContainer", lambda: rt.StartContainer(
             pb.StartContainerRequest(container_id=res["ctr_id"]), timeout=T))
         rc = 0
@@ -188,6 +192,7 @@ def main():
     for f in ("--cpu-shares", "--cpu-quota", "--cpu-period", "--memory"):
         p.add_argument(f, type=int, default=0)
     p.add_argument("--no-container", action="store_true")
+    p.add_argument("--start-when", default="", help="after CreateContainer, wait (up to --timeout) until this file exists")
     sub.add_parser("down-pod").add_argument("id")
     p = sub.add_parser("update"); p.add_argument("id"); p.add_argument("--cpuset-cpus", default="")
     for f in ("--cpu-shares", "--cpu-quota", "--cpu-period", "--memory"):

@@ -569,6 +569,40 @@ TEST_CASE("native NRI: CreateContainer adjusts, StartContainer writes the rest",
     CHECK(u.writes.empty());
 }
 
+// Issue #33 §4: a container the relay first saw CREATED in its Synchronize (its CreateContainer
+// went by without nri-qos; the pass's update may have changed only its spec) gets every knob
+// written at its StartContainer ("unadjusted": true, set by the relay only). Old code: the member
+// was not read, StartContainer left cpu.shares and oom_score_adj to an adjustment that never came.
+TEST_CASE("native NRI: StartContainer of an unadjusted container writes every knob", "[adjust][nri][unseen]") {
+    json ev = {{"event", "StartContainer"},
+               {"runtime", {{"name", "containerd"}, {"version", "v2.3.4"}}},
+               {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
+               {"container",
+                {{"id", "c1"},
+                 {"pod_sandbox_id", "p1"},
+                 {"name", "app"},
+                 {"pid", 4242},
+                 {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"}, {"resources", {{"cpu", {{"quota", {{"value", 100000}}}}}}}}}}}};
+    auto normal = writes_of(plan_for(kAllKnobs, ev.dump(), Layout::V1, nullptr, true));
+    CHECK(normal.count("cpu.shares") == 0);  // the CreateContainer adjustment's
+    CHECK(normal.count("oom_score_adj") == 0);
+    ev["unadjusted"] = true;
+    Plan s = plan_for(kAllKnobs, ev.dump(), Layout::V1, nullptr, true);
+    auto w = writes_of(s);
+    CHECK(w["cpu.shares"] == "1024");
+    CHECK(w["oom_score_adj"] == "500");
+    CHECK(w["cpu.cfs_burst_us"] == normal["cpu.cfs_burst_us"]);
+    CHECK(s.adjustment.is_null());
+    // the relay's note only: on a StartContainer of a container, a boolean
+    ev["unadjusted"] = 1;
+    CHECK(error_of([&] { parse_nri_event(ev.dump()); }) == "/unadjusted: expected boolean, got integer");
+    ev["unadjusted"] = true;
+    ev["event"] = "CreateContainer";
+    CHECK(error_of([&] { parse_nri_event(ev.dump()); }) == "/unadjusted: only for a container's StartContainer");
+    ev["unadjusted"] = false;
+    CHECK_FALSE(parse_nri_event(ev.dump()).unadjusted);
+}
+
 // Issue #20: at Synchronize the container already runs, and NRI's ContainerUpdate carries only
 // linux.resources (NRI pkg/api ContainerUpdate{linux{resources}}): oom_score_adj, which NRI 0.8+
 // carries in a CreateContainer adjustment, must be written to /proc/<pid>/oom_score_adj by the

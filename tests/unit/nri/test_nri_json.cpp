@@ -412,6 +412,22 @@ TEST_CASE("json: print_event is byte-identical to the DOM's dump for the capture
     }
 }
 
+// Issue #33 §4: the relay's "unadjusted" note (a StartContainer of a container CREATED in its
+// Synchronize) is the last member, as dump() sorts it, and only when set.
+TEST_CASE("json: print_event prints \"unadjusted\" as the DOM does", "[nri][json][unseen]") {
+    pb::PodSandbox pod;
+    pod.set_id("p1");
+    pb::Container ctr;
+    ctr.set_id("c1");
+    std::string out = "prefix:";
+    nri::print_event(out, "StartContainer", "containerd", "v2.3.4", pod, &ctr, nullptr, true);
+    CHECK(out.substr(7) == nri::event_to_json("StartContainer", "containerd", "v2.3.4", pod, &ctr, nullptr, true).dump());
+    CHECK(
+        out.substr(7) ==
+        R"({"container":{"id":"c1"},"event":"StartContainer","pod":{"id":"p1"},"runtime":{"name":"containerd","version":"v2.3.4"},"unadjusted":true})");
+    CHECK(printed("StartContainer", "containerd", "v2.3.4", pod, &ctr, nullptr).find("unadjusted") == std::string::npos);
+}
+
 TEST_CASE("json: print_event is byte-identical to the DOM's dump for hostile and full objects", "[nri][json]") {
     pb::PodSandbox empty_pod;
     pb::Container empty_ctr;

@@ -872,6 +872,47 @@ TEST_CASE("relay: Synchronize evaluates every pod and container; updates in the 
     CHECK_THAT(log, Catch::Contains("2 pods, 4 containers (2 part(s)): 4 evaluated, 0 failed (open), 2 not evaluated; 2 container updates"));
 }
 
+// Issue #33 §4 (e2e c23-native-unseen, try 3 of a run at load 3): a container CREATED when the
+// relay's Synchronize lists it was created without nri-qos's CreateContainer adjustment, and the
+// pass's ContainerUpdate only changes its spec when containerd's CRI StartContainer already made
+// its task (internal/cri/server/container_update_resources.go: no task.Update unless RUNNING;
+// container_start.go: NewTask before BlockPluginSync): CRI's cpu.shares and oom_score_adj stayed,
+// with records that said BE. Now its StartContainer goes to the evaluator with "unadjusted": true
+// (every knob written, adjust.cpp), once; other containers' input is unchanged. Old code: no such
+// member, StartContainer wrote only what NRI cannot carry.
+TEST_CASE("relay: StartContainer of a container CREATED in the Synchronize is marked unadjusted, once", "[nri][relay][sync]") {
+    TempDir t;
+    nri::RelayOptions o = child_opts(t.path);
+    FakeRuntime rt(o, t.path + "/relay.log");
+    rt.handshake("", "v2.3.4");
+    pb::SynchronizeRequest sync;
+    *sync.add_pods() = make_pod("a");
+    *sync.add_containers() = sync_ctr("ctr-run", "sb-a", pb::CONTAINER_RUNNING);
+    *sync.add_containers() = sync_ctr("ctr-new", "sb-a", pb::CONTAINER_CREATED);
+    rt.request(3, "Synchronize", sync.SerializeAsString());
+    REQUIRE(rt.reply(3, 5000).code == 0);
+    auto start = [&](uint32_t stream, const std::string& id, const char* method) {
+        pb::StateChangeEvent sc;
+        sc.set_event(pb::START_CONTAINER);
+        *sc.mutable_pod() = make_pod("a");
+        *sc.mutable_container() = sync_ctr(id, "sb-a", pb::CONTAINER_CREATED);
+        pb::StartContainerRequest dreq;
+        *dreq.mutable_pod() = sc.pod();
+        *dreq.mutable_container() = sc.container();
+        rt.request(stream, method, std::string(method) == "StartContainer" ? dreq.SerializeAsString() : sc.SerializeAsString());
+        REQUIRE(rt.reply(stream).code == 0);
+        return json::parse(slurp(t.path + "/stdin.json"));
+    };
+    json in = start(5, "ctr-new", "StartContainer");
+    CHECK(in["event"] == "StartContainer");
+    CHECK(in["container"]["id"] == "ctr-new");
+    CHECK(in.value("unadjusted", false));
+    CHECK_FALSE(start(7, "ctr-new", "StateChange").contains("unadjusted"));  // once: a second start is not
+    CHECK_FALSE(start(9, "ctr-other", "StateChange").contains("unadjusted"));  // created under our watch
+    CHECK(rt.close_and_wait() == 0);
+    CHECK_THAT(slurp(t.path + "/relay.log"), Catch::Contains("StartContainer default/pod-a/app-ctr-new: CREATED in this relay's Synchronize"));
+}
+
 // Issue #20 §2: `nri-qos relay --socket` as a service. The runtime goes away (the connection
 // closes) and the service connects again, with a fresh relay: a full registration and
 // Synchronize; its liveness is on record (status file, metrics textfile with build info).
