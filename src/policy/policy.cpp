@@ -151,9 +151,9 @@ std::vector<LeftField> leave_to_others(const Ctx& c, const TV& v) {
     for (const auto& d : knob_table()) known.push_back(d.key);
     // The NRI fields that cover a knob, one spelling each (unified.<file> names are a knob's v2 file)
     size_t nf = 0;
-    const NriField* fields = nri_field_table(nf);
+    const NriField* rows = nri_field_table(nf);
     for (size_t i = 0; i < nf; ++i)
-        if (fields[i].covers && !fields[i].alias_of && std::strncmp(fields[i].name, "unified.", 8) != 0) known.push_back(fields[i].name);
+        if (rows[i].covers && !rows[i].alias_of && std::strncmp(rows[i].name, "unified.", 8) != 0) known.push_back(rows[i].name);
     for (size_t i = 0; i < arr.size(); ++i)
         c.guard([&, i] {
             const TV& e = arr[i];

@@ -420,8 +420,8 @@ TEST_CASE("json: print_event prints \"unadjusted\" as the DOM does", "[nri][json
     pb::Container ctr;
     ctr.set_id("c1");
     std::string out = "prefix:";
-    nri::print_event(out, "StartContainer", "containerd", "v2.3.4", pod, &ctr, nullptr, true);
-    CHECK(out.substr(7) == nri::event_to_json("StartContainer", "containerd", "v2.3.4", pod, &ctr, nullptr, true).dump());
+    nriqos::nri::print_event(out, "StartContainer", "containerd", "v2.3.4", pod, &ctr, nullptr, true);
+    CHECK(out.substr(7) == nriqos::nri::event_to_json("StartContainer", "containerd", "v2.3.4", pod, &ctr, nullptr, true).dump());
     CHECK(
         out.substr(7) ==
         R"({"container":{"id":"c1"},"event":"StartContainer","pod":{"id":"p1"},"runtime":{"name":"containerd","version":"v2.3.4"},"unadjusted":true})");

@@ -882,7 +882,7 @@ TEST_CASE("relay: Synchronize evaluates every pod and container; updates in the 
 // member, StartContainer wrote only what NRI cannot carry.
 TEST_CASE("relay: StartContainer of a container CREATED in the Synchronize is marked unadjusted, once", "[nri][relay][sync]") {
     TempDir t;
-    nri::RelayOptions o = child_opts(t.path);
+    nriqos::nri::RelayOptions o = child_opts(t.path);
     FakeRuntime rt(o, t.path + "/relay.log");
     rt.handshake("", "v2.3.4");
     pb::SynchronizeRequest sync;
