@@ -45,14 +45,15 @@ struct Outcome {
 template <class Cut>
 Outcome decode(const std::string& in, Cut cut) {
     Outcome out;
-    nri::TtrpcReassembler conns[2];
-    nri::MuxDecoder dec([&](uint32_t conn, const char* d, size_t n) {
-        if (conn != nri::kPluginServiceConn && conn != nri::kRuntimeServiceConn) fuzz::die("payload delivered for a closed connection");
-        nri::TtrpcReassembler& r = conns[conn - 1];
+    nriqos::nri::TtrpcReassembler conns[2];
+    nriqos::nri::MuxDecoder dec([&](uint32_t conn, const char* d, size_t n) {
+        if (conn != nriqos::nri::kPluginServiceConn && conn != nriqos::nri::kRuntimeServiceConn)
+            fuzz::die("payload delivered for a closed connection");
+        nriqos::nri::TtrpcReassembler& r = conns[conn - 1];
         r.append(d, n);
-        nri::TtrpcMessage m;
+        nriqos::nri::TtrpcMessage m;
         while (r.next(m)) out.msgs.push_back({conn, m.stream_id, m.announced_len, m.type, m.flags, m.oversized, m.payload});
-        if (r.buffered() > nri::kTtrpcHeaderSize + nri::kTtrpcMaxMessage + n) fuzz::die("reassembler buffers more than one message");
+        if (r.buffered() > nriqos::nri::kTtrpcHeaderSize + nriqos::nri::kTtrpcMaxMessage + n) fuzz::die("reassembler buffers more than one message");
     });
     size_t off = 0;
     while (off < in.size()) {
@@ -71,38 +72,38 @@ Outcome decode(const std::string& in, Cut cut) {
 
 void check_envelopes(const Msg& m) {
     if (m.oversized) {
-        if (!m.payload.empty() || m.announced <= nri::kTtrpcMaxMessage) fuzz::die("oversized message with a payload or a small length");
+        if (!m.payload.empty() || m.announced <= nriqos::nri::kTtrpcMaxMessage) fuzz::die("oversized message with a payload or a small length");
         return;
     }
     if (m.payload.size() != m.announced) fuzz::die("payload length differs from the header");
     // ttrpc framing round trip
-    std::string wire = nri::ttrpc_encode(m.stream_id, m.type, m.flags, m.payload);
-    nri::TtrpcReassembler r;
+    std::string wire = nriqos::nri::ttrpc_encode(m.stream_id, m.type, m.flags, m.payload);
+    nriqos::nri::TtrpcReassembler r;
     r.append(wire.data(), wire.size());
-    nri::TtrpcMessage back;
+    nriqos::nri::TtrpcMessage back;
     if (!r.next(back) || back.payload != m.payload || back.stream_id != m.stream_id || back.type != m.type || back.flags != m.flags)
         fuzz::die("ttrpc re-encoding does not round-trip");
     if (r.buffered() != 0) fuzz::die("ttrpc re-encoding left bytes behind");
     // mux framing round trip
     std::string trunk;
-    nri::mux_encode(m.conn, m.payload, trunk, 1 + m.stream_id % 300);
+    nriqos::nri::mux_encode(m.conn, m.payload, trunk, 1 + m.stream_id % 300);
     std::string got;
-    nri::MuxDecoder d([&](uint32_t, const char* p, size_t n) { got.append(p, n); });
+    nriqos::nri::MuxDecoder d([&](uint32_t, const char* p, size_t n) { got.append(p, n); });
     if (!d.feed(trunk.data(), trunk.size()) || got != m.payload || !d.at_frame_boundary()) fuzz::die("mux re-encoding does not round-trip");
     // envelopes (protobuf): decode, re-encode, decode again
-    nri::RequestEnvelope req;
-    if (nri::decode_request(m.payload, req)) {
-        nri::RequestEnvelope again;
-        if (!nri::decode_request(nri::encode_request(req.service, req.method, req.payload, req.timeout_nano), again) ||
+    nriqos::nri::RequestEnvelope req;
+    if (nriqos::nri::decode_request(m.payload, req)) {
+        nriqos::nri::RequestEnvelope again;
+        if (!nriqos::nri::decode_request(nriqos::nri::encode_request(req.service, req.method, req.payload, req.timeout_nano), again) ||
             again.service != req.service || again.method != req.method || again.payload != req.payload || again.timeout_nano != req.timeout_nano)
             fuzz::die("request envelope does not round-trip");
     }
-    nri::ResponseEnvelope rsp;
-    if (nri::decode_response(m.payload, rsp)) {
-        nri::ResponseEnvelope again;
-        std::string enc =
-            rsp.code != 0 || !rsp.message.empty() ? nri::encode_error_response(rsp.code, rsp.message) : nri::encode_ok_response(rsp.payload);
-        if (!nri::decode_response(enc, again) || again.code != rsp.code || again.message != rsp.message ||
+    nriqos::nri::ResponseEnvelope rsp;
+    if (nriqos::nri::decode_response(m.payload, rsp)) {
+        nriqos::nri::ResponseEnvelope again;
+        std::string enc = rsp.code != 0 || !rsp.message.empty() ? nriqos::nri::encode_error_response(rsp.code, rsp.message)
+                                                                : nriqos::nri::encode_ok_response(rsp.payload);
+        if (!nriqos::nri::decode_response(enc, again) || again.code != rsp.code || again.message != rsp.message ||
             (rsp.code == 0 && rsp.message.empty() && again.payload != rsp.payload))
             fuzz::die("response envelope does not round-trip");
     }

@@ -126,14 +126,14 @@ void event(int kind, const std::string& bytes) {
             name = ctr ? "StartContainer" : "RunPodSandbox";
             break;
     }
-    ev = nri::event_to_json(name, "containerd", "2.1.4", *pod, ctr, update);
+    ev = nriqos::nri::event_to_json(name, "containerd", "2.1.4", *pod, ctr, update);
     std::string text;
     try {
         text = ev.dump();  // strict: throws on invalid UTF-8, which protobuf never lets through
     } catch (const json::exception& e) { fuzz::die("event JSON cannot be printed", e.what()); }
     // What Relay::prepare() sends: the printer, byte for byte the DOM's text.
     std::string printed;
-    nri::print_event(printed, name, "containerd", "2.1.4", *pod, ctr, update);
+    nriqos::nri::print_event(printed, name, "containerd", "2.1.4", *pod, ctr, update);
     if (printed != text) fuzz::die("print_event differs from the DOM's dump", printed + "\n" + text);
     try {
         check_request(nriqos::parse_nri_event(text), *pod, ctr, update);
@@ -162,10 +162,10 @@ void round_trip(const std::string& bytes, ToJson to_json, FromJson from_json) {
     if (det(back) != det(again)) fuzz::die("JSON round trip is not stable");
 }
 
-// The relay's answer reader (nri::parse_answer) gives what json::parse gives, minus the
+// The relay's answer reader (nriqos::nri::parse_answer) gives what json::parse gives, minus the
 // top-level members it skips.
 void check_parse_answer(const std::string& text, json full) {
-    json got = nri::parse_answer(text);
+    json got = nriqos::nri::parse_answer(text);
     if (full.is_discarded() != got.is_discarded()) fuzz::die("parse_answer and json::parse disagree on validity", text);
     if (full.is_discarded()) return;
     if (full.is_object()) {
@@ -186,17 +186,18 @@ void from_text(int kind, const std::string& text) {
     bool ok;
     if (kind == 6) {
         pb::ContainerAdjustment a;
-        ok = nri::adjustment_from_json(j, a, err);
+        ok = nriqos::nri::adjustment_from_json(j, a, err);
         if (ok)
-            round_trip<pb::ContainerAdjustment>(det(a), nri::adjustment_to_json, [](const json& x, pb::ContainerAdjustment& o, std::string& e) {
-                return nri::adjustment_from_json(x, o, e);
-            });
+            round_trip<pb::ContainerAdjustment>(
+                det(a), nriqos::nri::adjustment_to_json,
+                [](const json& x, pb::ContainerAdjustment& o, std::string& e) { return nriqos::nri::adjustment_from_json(x, o, e); });
     } else {
         pb::LinuxResources r;
-        ok = nri::resources_from_json(j, r, err);
+        ok = nriqos::nri::resources_from_json(j, r, err);
         if (ok)
-            round_trip<pb::LinuxResources>(det(r), nri::resources_to_json,
-                                           [](const json& x, pb::LinuxResources& o, std::string& e) { return nri::resources_from_json(x, o, e); });
+            round_trip<pb::LinuxResources>(det(r), nriqos::nri::resources_to_json, [](const json& x, pb::LinuxResources& o, std::string& e) {
+                return nriqos::nri::resources_from_json(x, o, e);
+            });
     }
     if (!ok && (err.empty() || err.find('\n') != std::string::npos)) fuzz::die("error message not one line", err);
 }
@@ -213,12 +214,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         case 2:
         case 3: event(kind, rest); break;
         case 4:
-            round_trip<pb::LinuxResources>(rest, nri::resources_to_json,
-                                           [](const json& x, pb::LinuxResources& o, std::string& e) { return nri::resources_from_json(x, o, e); });
+            round_trip<pb::LinuxResources>(rest, nriqos::nri::resources_to_json, [](const json& x, pb::LinuxResources& o, std::string& e) {
+                return nriqos::nri::resources_from_json(x, o, e);
+            });
             break;
         case 5:
-            round_trip<pb::ContainerAdjustment>(rest, nri::adjustment_to_json, [](const json& x, pb::ContainerAdjustment& o, std::string& e) {
-                return nri::adjustment_from_json(x, o, e);
+            round_trip<pb::ContainerAdjustment>(rest, nriqos::nri::adjustment_to_json, [](const json& x, pb::ContainerAdjustment& o, std::string& e) {
+                return nriqos::nri::adjustment_from_json(x, o, e);
             });
             break;
         default: from_text(kind, rest); break;
