@@ -515,18 +515,25 @@ TEST_CASE("adjustment: percentages need a base value", "[adjust]") {
     CHECK(p.skipped[0] == "cpu_burst_us: no OCI cpu.quota to take 100% of");
 }
 
+namespace {
+/// A native NRI event (the child contract's JSON) of container prod/web/app (pid 4242, cgroup
+/// /kubepods/besteffort/podu1/c1) on containerd `version`, with OCI `resources`.
+json native_ctr_event(const char* event, const char* version, json resources) {
+    return {{"event", event},
+            {"runtime", {{"name", "containerd"}, {"version", version}}},
+            {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
+            {"container",
+             {{"id", "c1"},
+              {"pod_sandbox_id", "p1"},
+              {"name", "app"},
+              {"pid", 4242},
+              {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"}, {"resources", std::move(resources)}}}}}};
+}
+}  // namespace
+
 TEST_CASE("native NRI: CreateContainer adjusts, StartContainer writes the rest", "[adjust][nri]") {
-    json ev = {{"event", "CreateContainer"},
-               {"runtime", {{"name", "containerd"}, {"version", "1.7.24~ds1"}}},
-               {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
-               {"container",
-                {{"id", "c1"},
-                 {"pod_sandbox_id", "p1"},
-                 {"name", "app"},
-                 {"pid", 4242},
-                 {"linux",
-                  {{"cgroups_path", "/kubepods/besteffort/podu1/c1"},
-                   {"resources", {{"cpu", {{"quota", {{"value", 100000}}}}}, {"memory", {{"limit", {{"value", 128 << 20}}}}}}}}}}}};
+    json ev = native_ctr_event("CreateContainer", "1.7.24~ds1",
+                               {{"cpu", {{"quota", {{"value", 100000}}}}}, {"memory", {{"limit", {{"value", 128 << 20}}}}}});
     Plan c = plan_for(kAllKnobs, ev.dump(), Layout::V1, nullptr, true);
     CHECK(c.nri_api == "0.6");
     CHECK(c.writes.empty());  // nothing exists yet at CreateContainer
@@ -574,15 +581,7 @@ TEST_CASE("native NRI: CreateContainer adjusts, StartContainer writes the rest",
 // written at its StartContainer ("unadjusted": true, set by the relay only). Old code: the member
 // was not read, StartContainer left cpu.shares and oom_score_adj to an adjustment that never came.
 TEST_CASE("native NRI: StartContainer of an unadjusted container writes every knob", "[adjust][nri][unseen]") {
-    json ev = {{"event", "StartContainer"},
-               {"runtime", {{"name", "containerd"}, {"version", "v2.3.4"}}},
-               {"pod", {{"id", "p1"}, {"name", "web"}, {"namespace", "prod"}}},
-               {"container",
-                {{"id", "c1"},
-                 {"pod_sandbox_id", "p1"},
-                 {"name", "app"},
-                 {"pid", 4242},
-                 {"linux", {{"cgroups_path", "/kubepods/besteffort/podu1/c1"}, {"resources", {{"cpu", {{"quota", {{"value", 100000}}}}}}}}}}}};
+    json ev = native_ctr_event("StartContainer", "v2.3.4", {{"cpu", {{"quota", {{"value", 100000}}}}}});
     auto normal = writes_of(plan_for(kAllKnobs, ev.dump(), Layout::V1, nullptr, true));
     CHECK(normal.count("cpu.shares") == 0);  // the CreateContainer adjustment's
     CHECK(normal.count("oom_score_adj") == 0);
